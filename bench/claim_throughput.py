@@ -1,0 +1,121 @@
+"""Claim + complete throughput, and claim latency with a small vs a large jobs table.
+
+    .venv/bin/python bench/claim_throughput.py [--jobs 20000] [--workers 1 2 4] [--small 10000] [--large 1000000]
+
+Prints jobs/s for each worker count (threads, one connection each, doing claim -> start ->
+complete like the executor), then the median and p95 latency of claiming 100 due jobs when the
+table holds --small vs --large rows (100 of them due), measured alternately in one run, and their
+ratio: the claim's cost should follow the due jobs, not the table's size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import threading
+import time
+
+import psycopg
+
+from common import fresh_database, postgres_server  # noqa: I001
+
+from scheduler.db import make_pool  # noqa: E402
+from scheduler.lifecycle import Outcome  # noqa: E402
+from scheduler.store import Store  # noqa: E402
+from tests.support import insert_due_jobs  # noqa: E402
+
+
+def throughput(url: str, jobs: int, workers: int, batch: int = 50) -> float:
+    pool = make_pool(url, min_size=workers, max_size=workers + 1)
+    with pool.connection() as conn:
+        conn.execute("TRUNCATE jobs CASCADE")
+    insert_due_jobs(pool, jobs)
+    pool.close()
+    done = [0] * workers
+    barrier = threading.Barrier(workers + 1)
+
+    def worker(i: int) -> None:
+        local = make_pool(url, min_size=1, max_size=1)
+        store = Store(local)
+        barrier.wait()
+        while claims := store.claim_due(batch, 120):
+            for claim in claims:
+                started = store.start_execution(claim.job_id, claim.lock_token, 120)
+                store.complete_execution(claim.job_id, claim.lock_token, started.execution_id,
+                                         Outcome("succeeded"), http_status=200)
+                done[i] += 1
+        local.close()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(workers)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    began = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - began
+    assert sum(done) == jobs, (sum(done), jobs)
+    return jobs / elapsed
+
+
+def prepare_latency_table(url: str, rows: int, due: int) -> None:
+    pool = make_pool(url, min_size=1, max_size=1)
+    insert_due_jobs(pool, rows - due, prefix="future", due_offset_seconds=86400)
+    insert_due_jobs(pool, due, prefix="due", due_offset_seconds=-1)
+    pool.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE jobs")
+
+
+def claim_once(url_pool, store: Store, due: int) -> float:
+    began = time.perf_counter()
+    claims = store.claim_due(due, 60)
+    elapsed = time.perf_counter() - began
+    assert len(claims) == due, len(claims)
+    with url_pool.connection() as conn:  # give the leases back, untimed
+        conn.execute("UPDATE jobs SET locked_until = NULL, lock_token = NULL, lease_kind = NULL "
+                     "WHERE locked_until IS NOT NULL")
+    return elapsed * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=20000)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--small", type=int, default=10_000)
+    parser.add_argument("--large", type=int, default=1_000_000)
+    parser.add_argument("--due", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=200)
+    args = parser.parse_args()
+
+    with postgres_server() as server:
+        print(f"claim + start + complete, {args.jobs} due jobs")
+        with fresh_database(server, "tp") as url:
+            for workers in args.workers:
+                print(f"  {workers} worker(s): {throughput(url, args.jobs, workers):8.0f} jobs/s")
+
+        print(f"claim latency: {args.due} due jobs in a table of {args.small} vs {args.large} rows")
+        with fresh_database(server, "small") as small, fresh_database(server, "large") as large:
+            prepare_latency_table(small, args.small, args.due)
+            prepare_latency_table(large, args.large, args.due)
+            pools = {name: make_pool(url, min_size=1, max_size=2) for name, url in (("small", small), ("large", large))}
+            stores = {name: Store(pool) for name, pool in pools.items()}
+            samples: dict[str, list[float]] = {"small": [], "large": []}
+            for _ in range(10):  # warm up both
+                for name in samples:
+                    claim_once(pools[name], stores[name], args.due)
+            for _ in range(args.repeats):  # alternate, so both see the same machine noise
+                for name in samples:
+                    samples[name].append(claim_once(pools[name], stores[name], args.due))
+            for pool in pools.values():
+                pool.close()
+        medians = {}
+        for name, rows in (("small", args.small), ("large", args.large)):
+            data = sorted(samples[name])
+            medians[name] = statistics.median(data)
+            print(f"  {rows:>9} rows: median {medians[name]:6.2f} ms, p95 {data[int(len(data) * 0.95)]:6.2f} ms")
+        print(f"  ratio large/small (median): {medians['large'] / medians['small']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

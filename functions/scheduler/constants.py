@@ -1,0 +1,36 @@
+"""Names shared by the infrastructure code and the functions: environment-variable keys,
+handler entry points, metric names. One place, so a rename cannot leave the two apart."""
+
+SERVICE_NAME = "scheduler"
+METRICS_NAMESPACE = "Scheduler"
+
+# Environment-variable keys read by ``scheduler.settings.Settings``.
+ENV_DATABASE_URL = "SCHEDULER_DATABASE_URL"
+ENV_DATABASE_SECRET_ARN = "SCHEDULER_DATABASE_SECRET_ARN"
+ENV_DATABASE_HOST = "SCHEDULER_DATABASE_HOST"
+ENV_DATABASE_NAME = "SCHEDULER_DATABASE_NAME"
+ENV_EXECUTOR_FUNCTION = "SCHEDULER_EXECUTOR_FUNCTION"
+ENV_PRECISION = "SCHEDULER_PRECISION"
+ENV_DEFAULT_BROKER_URL = "SCHEDULER_DEFAULT_BROKER_URL"
+ENV_DEFAULT_BROKER_SECRET_ARN = "SCHEDULER_DEFAULT_BROKER_SECRET_ARN"
+ENV_KMS_KEY_ID = "SCHEDULER_KMS_KEY_ID"
+ENV_LOCAL_KEY_FILE = "SCHEDULER_LOCAL_KEY_FILE"
+ENV_ALLOW_PRIVATE_TARGETS = "SCHEDULER_ALLOW_PRIVATE_TARGETS"
+ENV_TARGET_ALLOW_LIST = "SCHEDULER_TARGET_ALLOW_LIST"
+ENV_EXECUTION_RETENTION_DAYS = "SCHEDULER_EXECUTION_RETENTION_DAYS"
+ENV_CURSOR_SECRET = "SCHEDULER_CURSOR_SECRET"
+
+# Handler entry points, relative to the ``functions/`` code asset.
+API_HANDLER = "api_handler.handler"
+FANOUT_HANDLER = "fanout_handler.handler"
+EXECUTOR_HANDLER = "executor_handler.handler"
+MIGRATE_HANDLER = "migrate_handler.handler"
+
+# EMF metric names (the dashboard and alarms in infra/ refer to these).
+METRIC_EXECUTIONS = "Executions"  # dimension: status
+METRIC_LATENESS_MS = "LatenessMs"
+METRIC_CLAIMED = "Claimed"
+METRIC_DISPATCHED = "Dispatched"
+METRIC_DUE_BACKLOG = "DueBacklog"
+METRIC_OLDEST_DUE_AGE_S = "OldestDueAgeSeconds"
+METRIC_FANOUT_DURATION_MS = "FanoutDurationMs"

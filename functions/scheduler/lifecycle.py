@@ -1,0 +1,118 @@
+"""What happens to a job's schedule columns on each event: creation, edit, pause, resume and the
+end of an attempt. Pure functions of the job row and the database's ``now``; the store applies
+their answers inside the transaction that holds the row.
+
+Every answer is a dict of the columns ``state``, ``scheduled_at``, ``attempt``, ``next_run_at``
+(and ``manual_run_at`` on completion).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Mapping
+
+from scheduler.schedules import Schedule, first_run, one_off, parse_schedule, plan_next
+
+# How many missed occurrences `run_all` catches up at most.
+RUN_ALL_CAP = 10
+# A Retry-After beyond this is not honoured in full.
+MAX_RETRY_AFTER_SECONDS = 86400.0
+
+_TINY = timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an attempt ended, as the executor saw it."""
+
+    status: str  # succeeded | failed | timed_out
+    retryable: bool = False
+    retry_after_seconds: float | None = None
+    error: str | None = None
+
+
+def schedule_of(job: Mapping[str, Any]) -> Schedule:
+    """The job's schedule; rate()/@every count from start_at, else from creation."""
+    if job.get("run_at") is not None:
+        return one_off(job["run_at"])
+    # Whole seconds: occurrences of rate()/@every land on second boundaries.
+    anchor = (job.get("start_at") or job["created_at"]).replace(microsecond=0)
+    return parse_schedule(job["schedule"], job.get("timezone") or "UTC", anchor)
+
+
+def _at(occurrence: datetime | None, state: str) -> dict[str, Any]:
+    if occurrence is None:
+        return {"state": "completed", "scheduled_at": None, "attempt": 0, "next_run_at": None}
+    return {"state": state, "scheduled_at": occurrence, "attempt": 0, "next_run_at": occurrence}
+
+
+def plan_first(job: Mapping[str, Any], now: datetime, state: str = "active") -> dict[str, Any]:
+    """A new job, or one whose schedule was edited: its first occurrence after ``now``."""
+    occurrence = first_run(schedule_of(job), now, start_at=job.get("start_at"), end_at=job.get("end_at"))
+    return _at(occurrence, state)
+
+
+def plan_pause(job: Mapping[str, Any]) -> dict[str, Any]:
+    """Pausing keeps the occurrence in hand (shown as next_run_at) but nothing is due."""
+    if job["state"] != "active":
+        return _same(job)
+    return {**_same(job), "state": "paused"}
+
+
+def plan_resume(job: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """Resuming applies the ``missed_runs`` policy to the occurrences missed while paused."""
+    if job["state"] != "paused":
+        return _same(job)
+    pending = job.get("scheduled_at")
+    if pending is None:
+        return plan_first(job, now)
+    if job.get("attempt", 0) > 0 or pending >= now:
+        return {**_same(job), "state": "active"}
+    occurrence = plan_next(schedule_of(job), pending - _TINY, now, job["missed_runs"],
+                           start_at=job.get("start_at"), end_at=job.get("end_at"), cap=RUN_ALL_CAP)
+    return _at(occurrence, "active")
+
+
+def backoff_seconds(retry: Mapping[str, Any], attempt: int, rng: random.Random | None = None) -> float:
+    """Exponential backoff with full jitter between ``min_backoff`` and the attempt's ceiling."""
+    rng = rng or random
+    low = float(retry.get("min_backoff_seconds", 1))
+    high = float(retry.get("max_backoff_seconds", 300))
+    ceiling = min(high, low * (2 ** max(attempt - 1, 0))) if low > 0 else min(high, 2 ** max(attempt - 1, 0))
+    return rng.uniform(low, max(low, ceiling))
+
+
+def plan_completion(job: Mapping[str, Any], outcome: Outcome, now: datetime,
+                    rng: random.Random | None = None) -> dict[str, Any]:
+    """The job's columns after an attempt: a durable retry, the next occurrence, or completion.
+
+    A manual run only clears its request; the occurrence in hand is left alone. Retries stop at
+    ``max_attempts``, on a permanent failure, or when the next attempt would start later than
+    ``max_age_seconds`` after the occurrence's scheduled time.
+    """
+    if job.get("lease_kind") == "manual":
+        return {**_same(job), "manual_run_at": None}
+    retry = job.get("retry") or {}
+    attempt = int(job.get("attempt") or 0)
+    result = {**_same(job), "manual_run_at": job.get("manual_run_at")}
+    if outcome.status != "succeeded" and outcome.retryable and attempt < int(retry.get("max_attempts", 3)):
+        delay = backoff_seconds(retry, attempt, rng)
+        if outcome.retry_after_seconds:
+            delay = max(delay, min(outcome.retry_after_seconds, MAX_RETRY_AFTER_SECONDS))
+        retry_at = now + timedelta(seconds=delay)
+        max_age = retry.get("max_age_seconds")
+        scheduled = job.get("scheduled_at") or now
+        if not max_age or retry_at <= scheduled + timedelta(seconds=max_age):
+            return {**result, "next_run_at": retry_at}
+    previous = job.get("scheduled_at") or now
+    occurrence = plan_next(schedule_of(job), previous, now, job["missed_runs"],
+                           start_at=job.get("start_at"), end_at=job.get("end_at"), cap=RUN_ALL_CAP)
+    state = job["state"] if job["state"] != "completed" else "active"
+    return {**result, **_at(occurrence, state)}
+
+
+def _same(job: Mapping[str, Any]) -> dict[str, Any]:
+    return {"state": job["state"], "scheduled_at": job.get("scheduled_at"),
+            "attempt": job.get("attempt", 0), "next_run_at": job.get("next_run_at")}

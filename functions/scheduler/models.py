@@ -1,0 +1,281 @@
+"""The job and execution JSON of the contract, as pydantic models.
+
+Request models forbid unknown fields and carry limits on every field; ``validation_details``
+turns a ``ValidationError`` into the API's ``details`` list with the field path of each error.
+Secrets (``auth.password``, ``auth.token``, header-auth ``value``, a password in an AMQP URL)
+are plain strings here; the API encrypts them before the store sees them and masks them as
+``"***"`` in answers.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal, Union
+from urllib.parse import urlsplit
+
+from pydantic import (AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
+
+from scheduler.schedules import ScheduleError, parse_schedule, validate_timezone
+
+SECRET_MASK = "***"
+
+MAX_NAME_LENGTH = 128
+MAX_DESCRIPTION_LENGTH = 2048
+MAX_TAGS = 20
+MAX_TAG_LENGTH = 64
+MAX_HEADERS = 50
+MAX_HEADER_NAME_LENGTH = 256
+MAX_HEADER_VALUE_LENGTH = 8192
+MAX_BODY_LENGTH = 256 * 1024
+MAX_URL_LENGTH = 2048
+MAX_TIMEOUT_SECONDS = 900
+MAX_ATTEMPTS = 100
+MAX_BACKOFF_SECONDS = 86400
+MAX_AGE_SECONDS = 30 * 86400
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
+_TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 header field name
+_RESERVED_HEADERS = {"idempotency-key", "host", "content-length", "transfer-encoding", "connection"}
+
+
+class _FieldError(ValueError):
+    """A model-level error that names its field (kept by ``validation_details``)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_max_length=MAX_BODY_LENGTH)
+
+
+def _check_headers(headers: dict[str, str]) -> dict[str, str]:
+    if len(headers) > MAX_HEADERS:
+        raise ValueError(f"at most {MAX_HEADERS} headers")
+    for name, value in headers.items():
+        if not _TOKEN_RE.match(name) or len(name) > MAX_HEADER_NAME_LENGTH:
+            raise ValueError(f"header name {name[:64]!r} is not a valid HTTP token")
+        lowered = name.lower()
+        if lowered in _RESERVED_HEADERS or lowered.startswith("x-scheduler-"):
+            raise ValueError(f"header {name!r} is set by the scheduler and cannot be given")
+        if len(value) > MAX_HEADER_VALUE_LENGTH or "\r" in value or "\n" in value:
+            raise ValueError(f"header {name!r}: value too long or contains a line break")
+    return headers
+
+
+class BasicAuth(_Strict):
+    type: Literal["basic"]
+    username: str = Field(min_length=1, max_length=256)
+    password: str = Field(max_length=1024)
+
+
+class BearerAuth(_Strict):
+    type: Literal["bearer"]
+    token: str = Field(min_length=1, max_length=8192)
+
+
+class HeaderAuth(_Strict):
+    type: Literal["header"]
+    name: str = Field(min_length=1, max_length=MAX_HEADER_NAME_LENGTH)
+    value: str = Field(min_length=1, max_length=MAX_HEADER_VALUE_LENGTH)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_token(cls, v: str) -> str:
+        _check_headers({v: ""})
+        return v
+
+
+Auth = Annotated[Union[BasicAuth, BearerAuth, HeaderAuth], Field(discriminator="type")]
+
+
+class HttpTarget(_Strict):
+    """An HTTP request to make."""
+
+    type: Literal["http"]
+    url: str = Field(min_length=1, max_length=MAX_URL_LENGTH)
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"] = "POST"
+    headers: dict[str, str] = Field(default_factory=dict)
+    body: str | None = Field(default=None, max_length=MAX_BODY_LENGTH)
+    auth: Auth | None = None
+    timeout_seconds: int = Field(default=30, ge=1, le=MAX_TIMEOUT_SECONDS)
+    success_codes: list[Annotated[int, Field(ge=100, le=599)]] | None = Field(default=None, max_length=100)
+    follow_redirects: bool = False
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        parts = urlsplit(v)
+        if parts.scheme not in ("http", "https"):
+            raise ValueError("must be an http:// or https:// URL")
+        if not parts.hostname:
+            raise ValueError("has no host")
+        if parts.username or parts.password:
+            raise ValueError("must not carry credentials; use auth")
+        return v
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, v: dict[str, str]) -> dict[str, str]:
+        return _check_headers(v)
+
+
+class AmqpTarget(_Strict):
+    """A message to publish to a RabbitMQ exchange."""
+
+    type: Literal["amqp"]
+    url: str | None = Field(default=None, max_length=MAX_URL_LENGTH)
+    exchange: str = Field(default="", max_length=255)
+    routing_key: str = Field(default="", max_length=255)
+    body: str = Field(default="", max_length=MAX_BODY_LENGTH)
+    body_encoding: Literal["utf-8", "base64"] = "utf-8"
+    headers: dict[str, str] = Field(default_factory=dict)
+    content_type: str | None = Field(default=None, max_length=255)
+    timeout_seconds: int = Field(default=30, ge=1, le=300)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        parts = urlsplit(v)
+        if parts.scheme not in ("amqp", "amqps"):
+            raise ValueError("must be an amqp:// or amqps:// URL")
+        if not parts.hostname:
+            raise ValueError("has no host")
+        try:
+            parts.port
+        except ValueError as exc:
+            raise ValueError(f"bad port: {exc}") from None
+        return v
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, v: dict[str, str]) -> dict[str, str]:
+        if len(v) > MAX_HEADERS:
+            raise ValueError(f"at most {MAX_HEADERS} headers")
+        for name, value in v.items():
+            if not name or len(name) > MAX_HEADER_NAME_LENGTH or len(value) > MAX_HEADER_VALUE_LENGTH:
+                raise ValueError(f"header {name[:64]!r}: name or value too long")
+        return v
+
+    @model_validator(mode="after")
+    def _base64(self) -> "AmqpTarget":
+        if self.body_encoding == "base64":
+            import base64
+            import binascii
+            try:
+                base64.b64decode(self.body, validate=True)
+            except (binascii.Error, ValueError):
+                raise _FieldError("body", "is not valid base64") from None
+        return self
+
+
+Target = Annotated[Union[HttpTarget, AmqpTarget], Field(discriminator="type")]
+
+
+class RetryPolicy(_Strict):
+    """How failed attempts at one occurrence are retried (exponential backoff, full jitter)."""
+
+    max_attempts: int = Field(default=3, ge=1, le=MAX_ATTEMPTS)
+    min_backoff_seconds: float = Field(default=1, ge=0, le=MAX_BACKOFF_SECONDS)
+    max_backoff_seconds: float = Field(default=300, ge=0, le=MAX_BACKOFF_SECONDS)
+    max_age_seconds: int | None = Field(default=None, ge=1, le=MAX_AGE_SECONDS)
+
+    @model_validator(mode="after")
+    def _order(self) -> "RetryPolicy":
+        if self.max_backoff_seconds < self.min_backoff_seconds:
+            raise ValueError("max_backoff_seconds must be at least min_backoff_seconds")
+        return self
+
+
+class JobSpec(_Strict):
+    """The writable fields of a job (POST and PUT bodies)."""
+
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
+    description: str | None = Field(default=None, max_length=MAX_DESCRIPTION_LENGTH)
+    tags: list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_LENGTH)]] = Field(
+        default_factory=list, max_length=MAX_TAGS)
+    schedule: str | None = Field(default=None, max_length=256)
+    run_at: AwareDatetime | None = None
+    timezone: str = Field(default="UTC", max_length=64)
+    start_at: AwareDatetime | None = None
+    end_at: AwareDatetime | None = None
+    target: Target
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    missed_runs: Literal["skip", "run_once", "run_all"] = "run_once"
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError("use letters, digits and . _ : - (starting with a letter or digit)")
+        return v
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, v: list[str]) -> list[str]:
+        return sorted(set(v))
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, v: str) -> str:
+        try:
+            validate_timezone(v)
+        except ScheduleError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    @model_validator(mode="after")
+    def _schedule(self) -> "JobSpec":
+        if (self.schedule is None) == (self.run_at is None):
+            raise _FieldError("schedule", "give exactly one of schedule or run_at")
+        if self.schedule is not None:
+            try:
+                schedule = parse_schedule(self.schedule, self.timezone, self.start_at)
+            except ScheduleError as exc:
+                raise _FieldError(getattr(exc, "field", "schedule") or "schedule", str(exc)) from None
+            if not schedule.one_off and schedule.next_after(self.start_at or datetime.now(timezone.utc)) is None:
+                raise _FieldError("schedule", "never fires (no matching time in the coming years)")
+        if self.start_at and self.end_at and self.end_at <= self.start_at:
+            raise _FieldError("end_at", "must be after start_at")
+        return self
+
+
+def validation_details(exc: ValidationError) -> list[dict[str, str]]:
+    """The API's ``details`` list: one ``{"field", "message"}`` per error, dotted field paths."""
+    details = []
+    for err in exc.errors(include_url=False):
+        loc = [str(p) for p in err.get("loc", ())]
+        # Discriminated unions add the tag to the path ("target.http.url"): drop it.
+        if len(loc) >= 2 and loc[0] == "target" and loc[1] in ("http", "amqp"):
+            loc.pop(1)
+        if "auth" in loc:
+            i = loc.index("auth")
+            if len(loc) > i + 1 and loc[i + 1] in ("basic", "bearer", "header"):
+                loc.pop(i + 1)
+        message = err.get("msg", "invalid")
+        original = (err.get("ctx") or {}).get("error")
+        if err.get("type") in ("union_tag_invalid", "union_tag_not_found"):
+            ctx = err.get("ctx") or {}
+            loc.append(ctx.get("discriminator", "'type'").strip("'"))
+            message = f"must be one of {ctx.get('expected_tags', 'the known types')}"
+        elif isinstance(original, _FieldError):
+            loc = loc + [original.field] if not loc or loc[-1] != original.field else loc
+            message = original.message
+        elif message.startswith("Value error, "):
+            message = message[len("Value error, "):]
+        details.append({"field": ".".join(loc) or "body", "message": message})
+    return details
+
+
+def parse_time(value: Any) -> datetime:
+    """An aware datetime from an RFC 3339 string (the contract's timestamps)."""
+    dt = datetime.fromisoformat(value.replace("Z", "+00:00")) if isinstance(value, str) else value
+    if not isinstance(dt, datetime) or dt.tzinfo is None:
+        raise ValueError("timestamp needs an offset")
+    return dt

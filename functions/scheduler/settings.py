@@ -1,0 +1,69 @@
+"""One typed settings object per process, read once from the environment."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from scheduler import constants as c
+
+
+def _bool(value: str | None, default: bool = False) -> bool:
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Configuration of one process (a Lambda container, local mode, a test)."""
+
+    database_url: str | None = None
+    database_secret_arn: str | None = None
+    database_host: str | None = None
+    database_name: str | None = None
+    executor_function: str | None = None
+    precision: str = "second"  # "second" or "minute"
+    default_broker_url: str | None = None
+    default_broker_secret_arn: str | None = None
+    kms_key_id: str | None = None
+    local_key_file: str | None = None
+    allow_private_targets: bool = False
+    target_allow_list: tuple[str, ...] = field(default_factory=tuple)
+    execution_retention_days: int = 30
+    cursor_secret: str | None = None
+    # Runner tuning (not read from the environment; set by local mode and tests).
+    claim_batch_size: int = 100
+    claim_lease_seconds: int = 120
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
+        """Read the settings from environment variables (keys in ``scheduler.constants``)."""
+        env = os.environ if environ is None else environ
+        allow = tuple(x.strip() for x in env.get(c.ENV_TARGET_ALLOW_LIST, "").split(",") if x.strip())
+        precision = env.get(c.ENV_PRECISION, "second").strip().lower() or "second"
+        if precision not in {"second", "minute"}:
+            raise ValueError(f"{c.ENV_PRECISION} must be 'second' or 'minute', not {precision!r}")
+        return cls(
+            database_url=env.get(c.ENV_DATABASE_URL) or env.get("DATABASE_URL"),
+            database_secret_arn=env.get(c.ENV_DATABASE_SECRET_ARN),
+            database_host=env.get(c.ENV_DATABASE_HOST),
+            database_name=env.get(c.ENV_DATABASE_NAME),
+            executor_function=env.get(c.ENV_EXECUTOR_FUNCTION),
+            precision=precision,
+            default_broker_url=env.get(c.ENV_DEFAULT_BROKER_URL),
+            default_broker_secret_arn=env.get(c.ENV_DEFAULT_BROKER_SECRET_ARN),
+            kms_key_id=env.get(c.ENV_KMS_KEY_ID),
+            local_key_file=env.get(c.ENV_LOCAL_KEY_FILE),
+            allow_private_targets=_bool(env.get(c.ENV_ALLOW_PRIVATE_TARGETS)),
+            target_allow_list=allow,
+            execution_retention_days=int(env.get(c.ENV_EXECUTION_RETENTION_DAYS, "30")),
+            cursor_secret=env.get(c.ENV_CURSOR_SECRET),
+        )
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The settings of this process, read once."""
+    return Settings.from_env()

@@ -1,0 +1,192 @@
+-- Named queries of the store. Each starts with a "-- name: <name>" line; scheduler.sql loads
+-- them into a dict. Parameters use psycopg's %(name)s style. Every time comes from now():
+-- the database clock, so runners with skewed clocks still agree.
+
+-- name: now
+SELECT now() AS now;
+
+-- name: insert_job
+INSERT INTO jobs (id, owner, name, description, tags, schedule, run_at, timezone, start_at, end_at,
+                  target, retry, missed_runs, state, scheduled_at, next_run_at, created_at, updated_at)
+VALUES (%(id)s, %(owner)s, %(name)s, %(description)s, %(tags)s, %(schedule)s, %(run_at)s,
+        %(timezone)s, %(start_at)s, %(end_at)s, %(target)s, %(retry)s, %(missed_runs)s, %(state)s,
+        %(scheduled_at)s, %(next_run_at)s, %(created_at)s, %(created_at)s)
+ON CONFLICT ON CONSTRAINT jobs_owner_name_key DO NOTHING
+RETURNING *;
+
+-- name: get_job
+SELECT * FROM jobs WHERE id = %(id)s AND owner = %(owner)s;
+
+-- name: get_job_for_update
+SELECT *, now() AS db_now FROM jobs WHERE id = %(id)s AND owner = %(owner)s FOR UPDATE;
+
+-- name: list_jobs
+-- Keyset pagination on (owner, name): name is unique per owner, so a page boundary is exact
+-- and rows inserted meanwhile can neither repeat nor push a row off a page.
+SELECT * FROM jobs
+WHERE owner = %(owner)s
+  AND (%(state)s::text IS NULL OR state = %(state)s::text)
+  AND (%(tag)s::text IS NULL OR tags @> ARRAY[%(tag)s::text])
+  AND (%(name_prefix)s::text IS NULL OR left(name, length(%(name_prefix)s::text)) = %(name_prefix)s::text)
+  AND (%(after_name)s::text IS NULL OR name > %(after_name)s::text)
+ORDER BY name
+LIMIT %(limit)s;
+
+-- name: update_job
+-- The caller holds the row (get_job_for_update) and passes every column the API can change,
+-- plus the scheduling columns it recomputed; the version moves on by one.
+UPDATE jobs
+SET name = %(name)s, description = %(description)s, tags = %(tags)s, schedule = %(schedule)s,
+    run_at = %(run_at)s, timezone = %(timezone)s, start_at = %(start_at)s, end_at = %(end_at)s,
+    target = %(target)s, retry = %(retry)s, missed_runs = %(missed_runs)s, state = %(state)s,
+    scheduled_at = %(scheduled_at)s, attempt = %(attempt)s, next_run_at = %(next_run_at)s,
+    manual_run_at = %(manual_run_at)s,
+    version = version + 1, updated_at = now()
+WHERE id = %(id)s AND owner = %(owner)s
+RETURNING *;
+
+-- name: delete_job
+DELETE FROM jobs WHERE id = %(id)s AND owner = %(owner)s RETURNING id;
+
+-- name: request_manual_run
+-- Run now, outside the schedule. If the job is leased, the claim takes it once the lease ends.
+UPDATE jobs SET manual_run_at = COALESCE(manual_run_at, now()), updated_at = now()
+WHERE id = %(id)s AND owner = %(owner)s
+RETURNING *;
+
+-- name: claim_due
+WITH due AS (
+    -- Rows with something due whose lease is free or expired, oldest first. FOR UPDATE SKIP
+    -- LOCKED lets concurrent claimers take disjoint batches without waiting on each other, and
+    -- the partial index on due_at keeps the cost proportional to the due rows, not the table.
+    SELECT id, running_execution_id AS orphan_execution_id
+    FROM jobs
+    WHERE due_at <= now()
+      AND (locked_until IS NULL OR locked_until < now())
+    ORDER BY due_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), lost AS (
+    -- A lease that expired while its execution ran: that runner died or stalled. Its execution
+    -- is marked lost and the job is delivered again (at-least-once); the stale runner can no
+    -- longer complete because the token below changes (fencing).
+    UPDATE executions e
+    SET status = 'lost', finished_at = now(),
+        duration_ms = (EXTRACT(EPOCH FROM now() - e.started_at) * 1000)::integer,
+        error = 'the lease expired before the execution finished (runner lost)'
+    FROM due
+    WHERE e.id = due.orphan_execution_id AND e.status = 'running'
+    RETURNING e.id
+)
+UPDATE jobs j
+SET lock_token = gen_random_uuid(),
+    locked_until = now() + make_interval(secs => %(lease_seconds)s),
+    -- A pending manual run goes first; it does not disturb the occurrence in hand.
+    lease_kind = CASE WHEN j.manual_run_at <= now() THEN 'manual' ELSE 'schedule' END,
+    running_execution_id = NULL,
+    last_status = CASE WHEN due.orphan_execution_id IS NULL THEN j.last_status ELSE 'lost' END
+FROM due
+WHERE j.id = due.id
+RETURNING j.id AS job_id, j.lock_token, j.lease_kind, j.locked_until, j.due_at, now() AS claimed_at,
+          CASE WHEN j.lease_kind = 'manual' THEN j.manual_run_at ELSE j.scheduled_at END AS scheduled_at,
+          (due.orphan_execution_id IS NOT NULL) AS reclaimed;
+
+-- name: release_lease
+-- Give a claim back (it could not be dispatched): the job is due again at once.
+UPDATE jobs SET lock_token = NULL, locked_until = NULL, lease_kind = NULL
+WHERE id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id IS NULL
+RETURNING id;
+
+-- name: start_execution
+-- Phase two of the lease: the executor confirms its claim (token matches, lease unexpired, no
+-- execution started on it yet, so a duplicate invoke does nothing), extends the lease over the
+-- delivery, counts the attempt and records the execution as running, in one statement.
+WITH job AS (
+    UPDATE jobs
+    -- The lease covers the target's own timeout plus a margin for the bookkeeping around it.
+    SET locked_until = now() + make_interval(secs => COALESCE((target->>'timeout_seconds')::float, 30)
+                                                     + %(lease_margin_seconds)s),
+        attempt = CASE WHEN lease_kind = 'schedule' THEN attempt + 1 ELSE attempt END,
+        running_execution_id = %(execution_id)s,
+        last_run_at = now()
+    WHERE id = %(job_id)s AND lock_token = %(lock_token)s AND locked_until > now()
+      AND running_execution_id IS NULL
+    RETURNING *
+), execution AS (
+    INSERT INTO executions (id, job_id, scheduled_at, attempt, trigger, status, started_at)
+    SELECT %(execution_id)s, job.id,
+           CASE job.lease_kind WHEN 'manual' THEN job.manual_run_at ELSE job.scheduled_at END,
+           CASE job.lease_kind WHEN 'manual' THEN 1 ELSE job.attempt END,
+           CASE WHEN job.lease_kind = 'manual' THEN 'manual'
+                WHEN job.attempt > 1 THEN 'retry' ELSE 'schedule' END,
+           'running', now()
+    FROM job
+    RETURNING id, scheduled_at, attempt, trigger, started_at
+)
+SELECT job.*, execution.id AS execution_id, execution.scheduled_at AS execution_scheduled_at,
+       execution.attempt AS execution_attempt, execution.trigger AS execution_trigger,
+       execution.started_at AS execution_started_at
+FROM job, execution;
+
+-- name: lock_leased_job
+-- Completion, step one: hold the row only if our lease still stands (the fence).
+SELECT *, now() AS db_now FROM jobs
+WHERE id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id = %(execution_id)s
+FOR UPDATE;
+
+-- name: complete_job
+-- Completion, step two: the occurrence's next state, computed by scheduler.lifecycle, and the
+-- lease released. Still fenced by the token, though the row is already held.
+UPDATE jobs
+SET state = %(state)s, scheduled_at = %(scheduled_at)s, attempt = %(attempt)s,
+    next_run_at = %(next_run_at)s, manual_run_at = %(manual_run_at)s,
+    lock_token = NULL, locked_until = NULL, lease_kind = NULL, running_execution_id = NULL,
+    run_count = run_count + 1,
+    failure_count = failure_count + CASE WHEN %(status)s = 'succeeded' THEN 0 ELSE 1 END,
+    last_status = %(status)s, last_error = %(error)s
+WHERE id = %(job_id)s AND lock_token = %(lock_token)s
+RETURNING *;
+
+-- name: finish_execution
+UPDATE executions
+SET status = %(status)s, finished_at = now(), http_status = %(http_status)s,
+    response_excerpt = %(response_excerpt)s, error = %(error)s,
+    duration_ms = (EXTRACT(EPOCH FROM now() - started_at) * 1000)::integer
+WHERE id = %(execution_id)s AND status = 'running'
+RETURNING *;
+
+-- name: get_execution
+SELECT * FROM executions WHERE id = %(execution_id)s;
+
+-- name: list_executions
+-- Newest first by seq (a total order); the cursor is the last seq seen.
+SELECT e.* FROM executions e
+WHERE e.job_id = %(job_id)s
+  AND (%(status)s::text IS NULL OR e.status = %(status)s::text)
+  AND (%(before_seq)s::bigint IS NULL OR e.seq < %(before_seq)s::bigint)
+ORDER BY e.seq DESC
+LIMIT %(limit)s;
+
+-- name: due_backlog
+-- For the metrics: how many unleased jobs are due now, and how late the oldest is.
+SELECT count(*) AS due,
+       COALESCE(EXTRACT(EPOCH FROM now() - min(due_at)), 0)::float AS oldest_due_age_seconds
+FROM jobs
+WHERE due_at <= now() AND (locked_until IS NULL OR locked_until < now());
+
+-- name: next_due_in
+-- Seconds until something may be claimed: the next due time or the next lease to expire.
+SELECT EXTRACT(EPOCH FROM LEAST(
+           (SELECT min(due_at) FROM jobs WHERE due_at IS NOT NULL AND locked_until IS NULL),
+           (SELECT min(locked_until) FROM jobs WHERE locked_until IS NOT NULL)
+       ) - now())::float AS seconds;
+
+-- name: purge_executions
+-- Retention: a small batch at a time, so the purge never holds many locks or a long transaction.
+DELETE FROM executions
+WHERE id IN (
+    SELECT id FROM executions
+    WHERE started_at < now() - make_interval(days => %(retention_days)s) AND status <> 'running'
+    LIMIT %(batch)s
+)
+RETURNING id;

@@ -1,0 +1,298 @@
+"""The data access of the scheduler: every read and write of jobs and executions, on Postgres.
+
+Each method is one transaction; the SQL lives in ``sql/queries.sql``. Times come from the
+database (``now()``), never from the caller's clock. Methods taking an ``owner`` only ever see
+that owner's jobs: another principal's job is indistinguishable from an absent one.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, Mapping
+
+import psycopg
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from scheduler import lifecycle
+from scheduler.sql import QUERIES
+
+# Columns whose change means the occurrences must be computed afresh.
+SCHEDULE_FIELDS = ("schedule", "run_at", "timezone", "start_at", "end_at")
+# Columns a job's owner may write (POST, PUT, PATCH).
+SPEC_FIELDS = ("name", "description", "tags", "schedule", "run_at", "timezone", "start_at", "end_at",
+               "target", "retry", "missed_runs")
+
+
+class NotFound(LookupError):
+    """No such job for this owner."""
+
+
+class NameTaken(ValueError):
+    """The owner already has a job of that name."""
+
+
+class VersionMismatch(ValueError):
+    """The job's version is not the one the caller expected (If-Match)."""
+
+    def __init__(self, current: int):
+        super().__init__(f"the job is at version {current}")
+        self.current = current
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A job taken by the fan-out, with the lease token that fences its completion."""
+
+    job_id: str
+    lock_token: str
+    lease_kind: str
+    scheduled_at: datetime
+    due_at: datetime
+    claimed_at: datetime
+    locked_until: datetime
+    reclaimed: bool = False
+
+    def to_event(self) -> dict[str, Any]:
+        """The executor's invoke payload."""
+        return {"job_id": self.job_id, "lock_token": self.lock_token,
+                "scheduled_at": self.scheduled_at.isoformat(), "due_at": self.due_at.isoformat(),
+                "claimed_at": self.claimed_at.isoformat()}
+
+
+@dataclass(frozen=True)
+class StartedExecution:
+    """An execution recorded as running, with the job row as it stands (target still encrypted)."""
+
+    job: dict[str, Any]
+    execution_id: str
+    scheduled_at: datetime
+    attempt: int
+    trigger: str
+    started_at: datetime
+
+
+def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
+    params = {k: spec.get(k) for k in SPEC_FIELDS}
+    params["tags"] = list(spec.get("tags") or [])
+    params["timezone"] = spec.get("timezone") or "UTC"
+    params["missed_runs"] = spec.get("missed_runs") or "run_once"
+    params["target"] = Jsonb(spec["target"])
+    params["retry"] = Jsonb(spec.get("retry") or {})
+    return params
+
+
+class Store:
+    """Postgres-backed store of jobs and executions."""
+
+    def __init__(self, pool: ConnectionPool, rng: random.Random | None = None):
+        self.pool = pool
+        self.rng = rng or random.Random()
+
+    # -- jobs ----------------------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        """The database clock."""
+        with self.pool.connection() as conn:
+            return conn.execute(QUERIES["now"]).fetchone()["now"]
+
+    def create_job(self, owner: str, spec: Mapping[str, Any], *, job_id: str | None = None) -> dict[str, Any]:
+        """Insert a job and compute its first occurrence. Raises ``NameTaken``."""
+        with self.pool.connection() as conn:
+            now = conn.execute(QUERIES["now"]).fetchone()["now"]
+            draft = {**spec, "created_at": now}
+            plan = lifecycle.plan_first(draft, now)
+            params = {**_spec_params(spec), **plan, "id": job_id or str(uuid.uuid4()), "owner": owner,
+                      "created_at": now}
+            params.pop("attempt")
+            row = conn.execute(QUERIES["insert_job"], params).fetchone()
+            if row is None:
+                raise NameTaken(spec["name"])
+            return row
+
+    def get_job(self, owner: str, job_id: str) -> dict[str, Any]:
+        """One job of this owner. Raises ``NotFound``."""
+        if not _is_uuid(job_id):
+            raise NotFound(job_id)
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["get_job"], {"id": job_id, "owner": owner}).fetchone()
+        if row is None:
+            raise NotFound(job_id)
+        return row
+
+    def list_jobs(self, owner: str, *, state: str | None = None, tag: str | None = None,
+                  name_prefix: str | None = None, limit: int = 50, after_name: str | None = None
+                  ) -> list[dict[str, Any]]:
+        """A page of this owner's jobs in name order, after ``after_name`` (the keyset cursor)."""
+        with self.pool.connection() as conn:
+            return conn.execute(QUERIES["list_jobs"], {
+                "owner": owner, "state": state, "tag": tag, "name_prefix": name_prefix,
+                "after_name": after_name, "limit": limit}).fetchall()
+
+    def _modify(self, owner: str, job_id: str, change: Callable[[dict[str, Any], datetime], dict[str, Any]],
+                expected_version: int | None = None) -> dict[str, Any]:
+        """Hold the row, let ``change`` compute the new columns, write them (version + 1)."""
+        if not _is_uuid(job_id):
+            raise NotFound(job_id)
+        try:
+            with self.pool.connection() as conn, conn.transaction():
+                row = conn.execute(QUERIES["get_job_for_update"], {"id": job_id, "owner": owner}).fetchone()
+                if row is None:
+                    raise NotFound(job_id)
+                if expected_version is not None and row["version"] != expected_version:
+                    raise VersionMismatch(row["version"])
+                now = row.pop("db_now")
+                new = {**row, **change(row, now)}
+                params = {**_spec_params(new), "id": job_id, "owner": owner,
+                          **{k: new[k] for k in ("state", "scheduled_at", "attempt", "next_run_at",
+                                                 "manual_run_at")}}
+                return conn.execute(QUERIES["update_job"], params).fetchone()
+        except psycopg.errors.UniqueViolation:
+            raise NameTaken("name") from None
+
+    def update_job(self, owner: str, job_id: str, build: Callable[[dict[str, Any]], Mapping[str, Any]],
+                   expected_version: int | None = None) -> dict[str, Any]:
+        """Replace the job's writable fields by ``build(current_row)``.
+
+        ``build`` runs while the row is held, so it may merge with the current values (PATCH, a
+        ``"***"`` secret kept). When a schedule field changed, the occurrences start afresh from
+        now; otherwise the occurrence in hand is kept.
+        """
+        def change(row: dict[str, Any], now: datetime) -> dict[str, Any]:
+            spec = {k: v for k, v in build(row).items() if k in SPEC_FIELDS}
+            new = {**row, **spec}
+            if any(row.get(k) != new.get(k) for k in SCHEDULE_FIELDS):
+                state = row["state"] if row["state"] == "paused" else "active"
+                return {**spec, **lifecycle.plan_first(new, now, state)}
+            return spec
+        return self._modify(owner, job_id, change, expected_version)
+
+    def pause_job(self, owner: str, job_id: str) -> dict[str, Any]:
+        """Stop firing the job's schedule (a manual run still runs)."""
+        return self._modify(owner, job_id, lambda row, now: lifecycle.plan_pause(row))
+
+    def resume_job(self, owner: str, job_id: str) -> dict[str, Any]:
+        """Fire the schedule again, applying ``missed_runs`` to what was missed."""
+        return self._modify(owner, job_id, lifecycle.plan_resume)
+
+    def delete_job(self, owner: str, job_id: str) -> None:
+        """Delete the job and its executions. Raises ``NotFound``."""
+        if not _is_uuid(job_id):
+            raise NotFound(job_id)
+        with self.pool.connection() as conn:
+            if conn.execute(QUERIES["delete_job"], {"id": job_id, "owner": owner}).fetchone() is None:
+                raise NotFound(job_id)
+
+    def request_run(self, owner: str, job_id: str) -> dict[str, Any]:
+        """Ask for a run now, outside the schedule; the next claim takes it."""
+        if not _is_uuid(job_id):
+            raise NotFound(job_id)
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["request_manual_run"], {"id": job_id, "owner": owner}).fetchone()
+        if row is None:
+            raise NotFound(job_id)
+        return row
+
+    # -- the runner ----------------------------------------------------------------------------
+
+    def claim_due(self, limit: int, lease_seconds: float) -> list[Claim]:
+        """Lease up to ``limit`` due jobs (one statement; see ``claim_due`` in queries.sql)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(QUERIES["claim_due"], {"limit": limit, "lease_seconds": lease_seconds}).fetchall()
+        return [Claim(job_id=str(r["job_id"]), lock_token=str(r["lock_token"]), lease_kind=r["lease_kind"],
+                      scheduled_at=r["scheduled_at"], due_at=r["due_at"], claimed_at=r["claimed_at"],
+                      locked_until=r["locked_until"], reclaimed=r["reclaimed"]) for r in rows]
+
+    def release(self, job_id: str, lock_token: str) -> bool:
+        """Give back a claim that could not be dispatched, so the job is due again at once."""
+        with self.pool.connection() as conn:
+            return conn.execute(QUERIES["release_lease"], {"job_id": job_id, "lock_token": lock_token}
+                                ).fetchone() is not None
+
+    def start_execution(self, job_id: str, lock_token: str, lease_margin_seconds: float = 30
+                        ) -> StartedExecution | None:
+        """Confirm the claim, extend its lease over the target's timeout plus the margin, and
+        record a running execution; None when the lease was lost (expired and taken over, or
+        already started by a duplicate invoke)."""
+        execution_id = str(uuid.uuid4())
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["start_execution"], {
+                "job_id": job_id, "lock_token": lock_token, "lease_margin_seconds": lease_margin_seconds,
+                "execution_id": execution_id}).fetchone()
+        if row is None:
+            return None
+        execution = {k: row.pop(k) for k in list(row) if k.startswith("execution_")}
+        return StartedExecution(job=row, execution_id=str(execution["execution_id"]),
+                                scheduled_at=execution["execution_scheduled_at"],
+                                attempt=execution["execution_attempt"], trigger=execution["execution_trigger"],
+                                started_at=execution["execution_started_at"])
+
+    def complete_execution(self, job_id: str, lock_token: str, execution_id: str, outcome: lifecycle.Outcome,
+                           *, http_status: int | None = None, response_excerpt: str | None = None
+                           ) -> dict[str, Any] | None:
+        """Record how the execution ended and move the job on (retry, next occurrence or
+        completed), releasing the lease. Fenced: with a token that no longer holds the job,
+        nothing is written and None is returned."""
+        with self.pool.connection() as conn, conn.transaction():
+            job = conn.execute(QUERIES["lock_leased_job"], {
+                "job_id": job_id, "lock_token": lock_token, "execution_id": execution_id}).fetchone()
+            if job is None:
+                return None
+            now = job.pop("db_now")
+            plan = lifecycle.plan_completion(job, outcome, now, self.rng)
+            conn.execute(QUERIES["finish_execution"], {
+                "execution_id": execution_id, "status": outcome.status, "http_status": http_status,
+                "response_excerpt": response_excerpt, "error": outcome.error})
+            return conn.execute(QUERIES["complete_job"], {
+                **plan, "job_id": job_id, "lock_token": lock_token, "status": outcome.status,
+                "error": outcome.error}).fetchone()
+
+    def due_backlog(self) -> tuple[int, float]:
+        """(unleased due jobs, age in seconds of the oldest) for the metrics."""
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["due_backlog"]).fetchone()
+        return int(row["due"]), float(row["oldest_due_age_seconds"])
+
+    def next_due_in(self) -> float | None:
+        """Seconds until a job may next be claimed (negative when one is due), None when none."""
+        with self.pool.connection() as conn:
+            return conn.execute(QUERIES["next_due_in"]).fetchone()["seconds"]
+
+    # -- executions ----------------------------------------------------------------------------
+
+    def list_executions(self, owner: str, job_id: str, *, status: str | None = None, limit: int = 50,
+                        before_seq: int | None = None) -> list[dict[str, Any]]:
+        """A page of the job's executions, newest first. Raises ``NotFound``."""
+        self.get_job(owner, job_id)
+        with self.pool.connection() as conn:
+            return conn.execute(QUERIES["list_executions"], {
+                "job_id": job_id, "status": status, "before_seq": before_seq, "limit": limit}).fetchall()
+
+    def get_execution(self, execution_id: str) -> dict[str, Any] | None:
+        """One execution by id (internal: no owner check)."""
+        with self.pool.connection() as conn:
+            return conn.execute(QUERIES["get_execution"], {"execution_id": execution_id}).fetchone()
+
+    def purge_executions(self, retention_days: int, batch: int = 500, max_batches: int = 20) -> int:
+        """Delete finished executions older than the retention, in small batches; returns how many."""
+        total = 0
+        for _ in range(max_batches):
+            with self.pool.connection() as conn:
+                n = len(conn.execute(QUERIES["purge_executions"],
+                                     {"retention_days": retention_days, "batch": batch}).fetchall())
+            total += n
+            if n < batch:
+                break
+        return total
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(str(value))
+        return True
+    except ValueError:
+        return False
+

@@ -1,0 +1,292 @@
+"""The store on real Postgres: CRUD, claims, fencing, reclaim, retries, pagination."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+
+from scheduler.db import make_pool
+from scheduler.lifecycle import Outcome
+from scheduler.store import NameTaken, NotFound, Store, VersionMismatch
+from tests.support import expire_lease, http_spec, insert_due_jobs, make_due
+
+OWNER = "arn:aws:iam::111111111111:user/alice"
+OTHER = "arn:aws:iam::222222222222:user/bob"
+
+
+def test_create_get_and_owner_scoping(store):
+    job = store.create_job(OWNER, http_spec("nightly", "0 3 * * *"))
+    assert job["state"] == "active" and job["version"] == 1 and job["attempt"] == 0
+    assert job["next_run_at"] == job["scheduled_at"] and job["next_run_at"] > job["created_at"]
+    assert job["next_run_at"].hour == 3 and job["next_run_at"].minute == 0
+    assert store.get_job(OWNER, str(job["id"]))["name"] == "nightly"
+    with pytest.raises(NotFound):
+        store.get_job(OTHER, str(job["id"]))
+    with pytest.raises(NotFound):
+        store.get_job(OWNER, "not-a-uuid")
+    with pytest.raises(NameTaken):
+        store.create_job(OWNER, http_spec("nightly"))
+    store.create_job(OTHER, http_spec("nightly"))  # names are unique per owner only
+
+
+def test_update_with_version_and_recompute(store):
+    job = store.create_job(OWNER, http_spec("j", "0 3 * * *"))
+    job_id = str(job["id"])
+    renamed = store.update_job(OWNER, job_id, lambda row: {**row, "description": "d"}, expected_version=1)
+    assert renamed["version"] == 2 and renamed["next_run_at"] == job["next_run_at"]
+    with pytest.raises(VersionMismatch) as err:
+        store.update_job(OWNER, job_id, lambda row: row, expected_version=1)
+    assert err.value.current == 2
+    moved = store.update_job(OWNER, job_id, lambda row: {**row, "schedule": "30 4 * * *"})
+    assert moved["next_run_at"].hour == 4 and moved["next_run_at"].minute == 30
+    store.create_job(OWNER, http_spec("other"))
+    with pytest.raises(NameTaken):
+        store.update_job(OWNER, job_id, lambda row: {**row, "name": "other"})
+    with pytest.raises(NotFound):
+        store.update_job(OTHER, job_id, lambda row: row)
+
+
+def test_pause_resume_delete(store):
+    job_id = str(store.create_job(OWNER, http_spec("p", "@every 1h"))["id"])
+    paused = store.pause_job(OWNER, job_id)
+    assert paused["state"] == "paused" and paused["due_at"] is None and paused["next_run_at"] is not None
+    resumed = store.resume_job(OWNER, job_id)
+    assert resumed["state"] == "active" and resumed["due_at"] == resumed["next_run_at"]
+    store.delete_job(OWNER, job_id)
+    with pytest.raises(NotFound):
+        store.get_job(OWNER, job_id)
+    with pytest.raises(NotFound):
+        store.delete_job(OWNER, job_id)
+
+
+def test_claim_start_complete_advances_the_schedule(store, pool):
+    job_id = str(store.create_job(OWNER, http_spec("c", "* * * * *"))["id"])
+    assert store.claim_due(10, 60) == []
+    make_due(pool, job_id)
+    [claim] = store.claim_due(10, 60)
+    assert claim.job_id == job_id and claim.lease_kind == "schedule"
+    assert store.claim_due(10, 60) == []  # leased
+    started = store.start_execution(claim.job_id, claim.lock_token, 60)
+    assert started.attempt == 1 and started.trigger == "schedule"
+    assert store.start_execution(claim.job_id, claim.lock_token, 60) is None  # duplicate invoke
+    done = store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
+                                    http_status=200, response_excerpt="ok")
+    assert done["lock_token"] is None and done["attempt"] == 0 and done["run_count"] == 1
+    assert done["next_run_at"] > claim.scheduled_at and done["last_status"] == "succeeded"
+    [execution] = store.list_executions(OWNER, job_id)
+    assert execution["status"] == "succeeded" and execution["http_status"] == 200
+    assert execution["duration_ms"] >= 0
+
+
+def test_stale_token_cannot_complete_and_lost_execution_is_marked(store, pool):
+    job_id = str(store.create_job(OWNER, http_spec("f", "* * * * *"))["id"])
+    make_due(pool, job_id)
+    [first] = store.claim_due(10, 60)
+    slow = store.start_execution(job_id, first.lock_token, 60)
+    expire_lease(pool, job_id)
+    [second] = store.claim_due(10, 60)
+    assert second.reclaimed and second.lock_token != first.lock_token
+    assert second.scheduled_at == first.scheduled_at  # the same occurrence, delivered again
+    lost = store.get_execution(slow.execution_id)
+    assert lost["status"] == "lost" and "lease expired" in lost["error"]
+    # The slow runner wakes up: its start and its completion are both refused.
+    assert store.start_execution(job_id, first.lock_token, 60) is None
+    assert store.complete_execution(job_id, first.lock_token, slow.execution_id, Outcome("succeeded")) is None
+    fresh = store.start_execution(job_id, second.lock_token, 60)
+    assert fresh.attempt == 2 and fresh.trigger == "retry"
+    done = store.complete_execution(job_id, second.lock_token, fresh.execution_id, Outcome("succeeded"))
+    assert done is not None and done["last_status"] == "succeeded"
+    assert store.get_execution(slow.execution_id)["status"] == "lost"
+
+
+def test_expired_claim_before_start_is_ignored(store, pool):
+    job_id = str(store.create_job(OWNER, http_spec("e", "* * * * *"))["id"])
+    make_due(pool, job_id)
+    [claim] = store.claim_due(10, 60)
+    expire_lease(pool, job_id)
+    assert store.start_execution(job_id, claim.lock_token, 60) is None
+
+
+def test_retry_timing_and_exhaustion(store, pool):
+    spec = http_spec("r", "0 0 1 1 *", retry={"max_attempts": 3, "min_backoff_seconds": 10,
+                                              "max_backoff_seconds": 25, "max_age_seconds": None})
+    job_id = str(store.create_job(OWNER, spec)["id"])
+    make_due(pool, job_id)
+    occurrence = None
+    for attempt, ceiling in ((1, 10), (2, 20)):
+        [claim] = store.claim_due(1, 60)
+        occurrence = occurrence or claim.scheduled_at
+        assert claim.scheduled_at == occurrence
+        started = store.start_execution(job_id, claim.lock_token, 60)
+        assert started.attempt == attempt
+        now = store.now()
+        row = store.complete_execution(job_id, claim.lock_token, started.execution_id,
+                                       Outcome("failed", retryable=True, error="HTTP 503"), http_status=503)
+        delay = (row["next_run_at"] - now).total_seconds()
+        assert 10 - 1 <= delay <= ceiling + 1, delay
+        assert row["attempt"] == attempt and row["scheduled_at"] == occurrence and row["state"] == "active"
+        make_due(pool, job_id)
+    [claim] = store.claim_due(1, 60)
+    started = store.start_execution(job_id, claim.lock_token, 60)
+    assert started.attempt == 3 and started.trigger == "retry"
+    row = store.complete_execution(job_id, claim.lock_token, started.execution_id,
+                                   Outcome("failed", retryable=True, error="HTTP 503"))
+    # max_attempts reached: the occurrence is given up and the next one (next 1 January) is planned.
+    assert row["attempt"] == 0 and row["next_run_at"].month == 1 and row["next_run_at"] > occurrence
+    assert row["failure_count"] == 3 and row["run_count"] == 3
+    statuses = [e["trigger"] for e in store.list_executions(OWNER, job_id)]
+    assert statuses == ["retry", "retry", "schedule"]
+
+
+def test_retry_after_is_a_floor_and_permanent_failure_does_not_retry(store, pool):
+    job_id = str(store.create_job(OWNER, http_spec("ra", "0 0 1 1 *"))["id"])
+    make_due(pool, job_id)
+    [claim] = store.claim_due(1, 60)
+    started = store.start_execution(job_id, claim.lock_token, 60)
+    now = store.now()
+    row = store.complete_execution(job_id, claim.lock_token, started.execution_id,
+                                   Outcome("failed", retryable=True, retry_after_seconds=120))
+    assert (row["next_run_at"] - now).total_seconds() >= 120
+    make_due(pool, job_id)
+    [claim] = store.claim_due(1, 60)
+    started = store.start_execution(job_id, claim.lock_token, 60)
+    row = store.complete_execution(job_id, claim.lock_token, started.execution_id,
+                                   Outcome("failed", retryable=False, error="HTTP 404"))
+    assert row["attempt"] == 0 and row["next_run_at"] > now + timedelta(days=1)
+
+
+def test_max_age_stops_retries(store, pool):
+    spec = http_spec("age", "0 0 1 1 *", retry={"max_attempts": 10, "min_backoff_seconds": 30,
+                                                "max_backoff_seconds": 30, "max_age_seconds": 10})
+    job_id = str(store.create_job(OWNER, spec)["id"])
+    make_due(pool, job_id)
+    [claim] = store.claim_due(1, 60)
+    started = store.start_execution(job_id, claim.lock_token, 60)
+    row = store.complete_execution(job_id, claim.lock_token, started.execution_id,
+                                   Outcome("timed_out", retryable=True))
+    assert row["attempt"] == 0 and row["scheduled_at"] > claim.scheduled_at
+
+
+def test_one_off_completes(store, pool):
+    # A one-off whose time has already passed at creation fires at once.
+    job = store.create_job(OWNER, http_spec("once", None, run_at=store.now() - timedelta(seconds=5)))
+    assert job["next_run_at"] == job["run_at"]
+    [claim] = store.claim_due(1, 60)
+    started = store.start_execution(claim.job_id, claim.lock_token, 60)
+    row = store.complete_execution(claim.job_id, claim.lock_token, started.execution_id, Outcome("succeeded"))
+    assert row["state"] == "completed" and row["next_run_at"] is None and row["due_at"] is None
+
+
+def test_manual_run_is_served_first_and_leaves_the_occurrence(store):
+    job = store.create_job(OWNER, http_spec("m", "0 0 1 1 *"))
+    job_id = str(job["id"])
+    store.pause_job(OWNER, job_id)
+    store.request_run(OWNER, job_id)
+    [claim] = store.claim_due(1, 60)
+    assert claim.lease_kind == "manual"
+    started = store.start_execution(job_id, claim.lock_token, 60)
+    assert started.trigger == "manual" and started.attempt == 1
+    row = store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded"))
+    assert row["manual_run_at"] is None and row["state"] == "paused" and row["attempt"] == 0
+    assert row["next_run_at"] == job["next_run_at"] and row["due_at"] is None
+
+
+def test_release_makes_the_job_due_again(store, pool):
+    job_id = str(store.create_job(OWNER, http_spec("rel"))["id"])
+    make_due(pool, job_id)
+    [claim] = store.claim_due(1, 60)
+    assert store.release(job_id, claim.lock_token)
+    [again] = store.claim_due(1, 60)
+    assert again.job_id == job_id
+
+
+def test_concurrent_claimers_take_each_job_exactly_once(db_url, pool):
+    total, claimers = 20_000, 8
+    insert_due_jobs(pool, total)
+    claimed: list[list[str]] = [[] for _ in range(claimers)]
+    barrier = threading.Barrier(claimers)
+    errors = []
+
+    def claimer(index: int) -> None:
+        local_pool = make_pool(db_url, min_size=1, max_size=1)
+        try:
+            local_store = Store(local_pool)
+            barrier.wait()
+            while batch := local_store.claim_due(100, 300):
+                claimed[index].extend(c.job_id for c in batch)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            local_pool.close()
+
+    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(claimers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    everything = [job for part in claimed for job in part]
+    assert len(everything) == total and len(set(everything)) == total
+    assert sum(1 for part in claimed if part) > 1  # the work really was shared
+
+
+def test_pagination_sees_each_row_once_under_concurrent_inserts(store, pool):
+    insert_due_jobs(pool, 500, owner=OWNER, prefix="page", due_offset_seconds=3600)
+    original = {r["name"] for r in store.list_jobs(OWNER, limit=1000)}
+    stop = threading.Event()
+
+    def inserter() -> None:
+        n = 0
+        while not stop.is_set() and n < 2000:
+            store.create_job(OWNER, http_spec(f"page-{n:05d}-new"))
+            n += 1
+
+    thread = threading.Thread(target=inserter)
+    thread.start()
+    seen: list[str] = []
+    after = None
+    try:
+        while page := store.list_jobs(OWNER, limit=37, after_name=after):
+            seen.extend(r["name"] for r in page)
+            after = page[-1]["name"]
+    finally:
+        stop.set()
+        thread.join()
+    assert len(seen) == len(set(seen))
+    assert original <= set(seen)
+
+
+def test_list_filters(store):
+    store.create_job(OWNER, http_spec("alpha-1", tags=["billing"]))
+    store.create_job(OWNER, http_spec("alpha-2", tags=["ops"]))
+    beta = store.create_job(OWNER, http_spec("beta-1", tags=["billing"]))
+    store.pause_job(OWNER, str(beta["id"]))
+    names = lambda rows: [r["name"] for r in rows]  # noqa: E731
+    assert names(store.list_jobs(OWNER, tag="billing")) == ["alpha-1", "beta-1"]
+    assert names(store.list_jobs(OWNER, name_prefix="alpha")) == ["alpha-1", "alpha-2"]
+    assert names(store.list_jobs(OWNER, state="paused")) == ["beta-1"]
+    assert names(store.list_jobs(OWNER, name_prefix="al%")) == []
+    assert store.list_jobs(OTHER) == []
+
+
+def test_purge_executions_in_batches(store, pool):
+    job_id = str(store.create_job(OWNER, http_spec("purge"))["id"])
+    with pool.connection() as conn:
+        conn.execute("""
+            INSERT INTO executions (id, job_id, scheduled_at, started_at, attempt, trigger, status)
+            SELECT gen_random_uuid(), %s, now(), now() - interval '40 days', 1, 'schedule', 'succeeded'
+            FROM generate_series(1, 1200)""", (job_id,))
+    store.create_job(OWNER, http_spec("keep"))
+    assert store.purge_executions(30, batch=500) == 1200
+    assert store.list_executions(OWNER, job_id) == []
+
+
+def test_backlog_and_next_due(store, pool):
+    assert store.due_backlog() == (0, 0.0)
+    assert store.next_due_in() is None
+    insert_due_jobs(pool, 5, due_offset_seconds=-30)
+    due, age = store.due_backlog()
+    assert due == 5 and 29 <= age <= 60
+    assert store.next_due_in() < 0

@@ -1,0 +1,123 @@
+"""Helpers shared by tests and benchmarks: job specs and bulk inserts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg_pool import ConnectionPool
+
+
+def http_spec(name: str, schedule: str | None = "* * * * *", url: str = "https://example.com/hook",
+              **extra: Any) -> dict[str, Any]:
+    """A valid job spec (as the API hands it to the store) with an HTTP target."""
+    spec: dict[str, Any] = {
+        "name": name, "schedule": schedule, "timezone": "UTC",
+        "target": {"type": "http", "url": url, "method": "POST", "headers": {}, "body": None,
+                   "auth": None, "timeout_seconds": 5, "success_codes": None, "follow_redirects": False},
+        "retry": {"max_attempts": 3, "min_backoff_seconds": 1, "max_backoff_seconds": 60,
+                  "max_age_seconds": None},
+        "missed_runs": "run_once",
+    }
+    spec.update(extra)
+    return spec
+
+
+def insert_due_jobs(pool: ConnectionPool, count: int, *, owner: str = "bulk", prefix: str = "job",
+                    due_offset_seconds: float = -1.0, state: str = "active") -> None:
+    """Insert ``count`` jobs due ``due_offset_seconds`` from now (negative: already due), in one statement."""
+    with pool.connection() as conn:
+        conn.execute(
+            """
+            INSERT INTO jobs (id, owner, name, schedule, target, retry, state, scheduled_at, next_run_at)
+            SELECT gen_random_uuid(), %(owner)s, %(prefix)s || '-' || g, '* * * * *',
+                   '{"type": "http", "url": "https://example.com/hook"}',
+                   '{"max_attempts": 3, "min_backoff_seconds": 1, "max_backoff_seconds": 60}', %(state)s,
+                   date_trunc('second', now() + make_interval(secs => %(offset)s)),
+                   date_trunc('second', now() + make_interval(secs => %(offset)s))
+            FROM generate_series(1, %(count)s) AS g
+            """,
+            {"owner": owner, "prefix": prefix, "count": count, "offset": due_offset_seconds, "state": state})
+
+
+def expire_lease(pool: ConnectionPool, job_id: str) -> None:
+    """Make a held lease look expired (as if the runner had stalled past it)."""
+    with pool.connection() as conn:
+        conn.execute("UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = %s", (job_id,))
+
+
+def make_due(pool: ConnectionPool, job_id: str) -> None:
+    """Move a job's next attempt to now, as if its time had come (the occurrence too, when no
+    attempt was made at it yet)."""
+    with pool.connection() as conn:
+        conn.execute("""
+            UPDATE jobs SET next_run_at = date_trunc('second', now()) - interval '1 second',
+                            scheduled_at = CASE WHEN attempt = 0 THEN date_trunc('second', now()) - interval '1 second'
+                                                ELSE scheduled_at END
+            WHERE id = %s""", (job_id,))
+
+
+class RecordingServer:
+    """A real HTTP server on loopback that records requests and answers from a script.
+
+    ``responses`` maps a path to a list of ``(status, headers, body)`` consumed in order (the last
+    one repeats). ``wait_for(n)`` blocks until n requests arrived (or the deadline passes).
+    """
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.requests: list[dict] = []
+        self.responses: dict[str, list[tuple[int, dict, bytes]]] = {}
+        self._cond = threading.Condition()
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                with server._cond:
+                    server.requests.append({"method": self.command, "path": self.path,
+                                            "headers": dict(self.headers.items()), "body": body})
+                    script = server.responses.get(self.path.split("?")[0]) or [(200, {}, b"ok")]
+                    status, headers, payload = script.pop(0) if len(script) > 1 else script[0]
+                    server._cond.notify_all()
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def wait_for(self, count: int, timeout: float = 10.0) -> list[dict]:
+        """The requests, once at least ``count`` arrived; raises on timeout."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while len(self.requests) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"{len(self.requests)} of {count} requests arrived")
+                self._cond.wait(left)
+            return list(self.requests)
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,54 @@
+"""Retry backoff and the completion plan, without a database."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta, timezone
+
+from scheduler.lifecycle import Outcome, backoff_seconds, plan_completion
+from scheduler.sql import QUERIES, parse_named_queries
+
+UTC = timezone.utc
+NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+
+
+def job(**overrides):
+    row = {"state": "active", "schedule": "*/5 * * * *", "run_at": None, "timezone": "UTC",
+           "start_at": None, "end_at": None, "created_at": NOW - timedelta(days=1),
+           "scheduled_at": NOW, "attempt": 1, "next_run_at": NOW, "manual_run_at": None,
+           "lease_kind": "schedule", "missed_runs": "run_once",
+           "retry": {"max_attempts": 3, "min_backoff_seconds": 2, "max_backoff_seconds": 10}}
+    row.update(overrides)
+    return row
+
+
+def test_backoff_grows_with_jitter_within_bounds():
+    rng = random.Random(7)
+    retry = {"min_backoff_seconds": 2, "max_backoff_seconds": 10}
+    for attempt, ceiling in ((1, 2), (2, 4), (3, 8), (4, 10), (9, 10)):
+        values = [backoff_seconds(retry, attempt, rng) for _ in range(200)]
+        assert all(2 <= v <= ceiling for v in values)
+        if ceiling > 2:
+            assert max(values) - min(values) > (ceiling - 2) / 2  # really jittered
+
+
+def test_success_moves_to_the_next_occurrence():
+    plan = plan_completion(job(), Outcome("succeeded"), NOW + timedelta(seconds=1))
+    assert plan["scheduled_at"] == NOW + timedelta(minutes=5) and plan["attempt"] == 0
+
+
+def test_retryable_failure_keeps_the_occurrence():
+    plan = plan_completion(job(), Outcome("failed", retryable=True), NOW, random.Random(1))
+    assert plan["scheduled_at"] == NOW and plan["attempt"] == 1 and NOW < plan["next_run_at"] <= NOW + timedelta(seconds=2)
+
+
+def test_missed_occurrences_follow_the_policy():
+    late = NOW + timedelta(minutes=22)
+    assert plan_completion(job(missed_runs="skip"), Outcome("succeeded"), late)["scheduled_at"] == NOW + timedelta(minutes=25)
+    assert plan_completion(job(missed_runs="run_once"), Outcome("succeeded"), late)["scheduled_at"] == NOW + timedelta(minutes=20)
+    assert plan_completion(job(missed_runs="run_all"), Outcome("succeeded"), late)["scheduled_at"] == NOW + timedelta(minutes=5)
+
+
+def test_named_queries_loader():
+    assert parse_named_queries("-- name: a\nSELECT 1;\n-- name: b\nSELECT 2;") == {"a": "SELECT 1", "b": "SELECT 2"}
+    assert "claim_due" in QUERIES and "FOR UPDATE SKIP LOCKED" in QUERIES["claim_due"]
