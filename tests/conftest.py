@@ -20,6 +20,8 @@ from scheduler.db import make_pool
 from scheduler.migrations import migrate
 from scheduler.store import Store
 
+pytest_plugins = ["tests.integration.conftest_amqp"]
+
 
 def _with_db(url: str, dbname: str) -> str:
     return make_conninfo(url, dbname=dbname)

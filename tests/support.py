@@ -23,20 +23,22 @@ def http_spec(name: str, schedule: str | None = "* * * * *", url: str = "https:/
 
 
 def insert_due_jobs(pool: ConnectionPool, count: int, *, owner: str = "bulk", prefix: str = "job",
-                    due_offset_seconds: float = -1.0, state: str = "active") -> None:
-    """Insert ``count`` jobs due ``due_offset_seconds`` from now (negative: already due), in one statement."""
+                    due_offset_seconds: float = -1.0, state: str = "active", schedule: str = "0 0 1 1 *") -> None:
+    """Insert ``count`` jobs due ``due_offset_seconds`` from now (negative: already due), in one
+    statement. The default schedule (yearly) does not make them due again after a run."""
     with pool.connection() as conn:
         conn.execute(
             """
             INSERT INTO jobs (id, owner, name, schedule, target, retry, state, scheduled_at, next_run_at)
-            SELECT gen_random_uuid(), %(owner)s, %(prefix)s || '-' || g, '* * * * *',
+            SELECT gen_random_uuid(), %(owner)s, %(prefix)s || '-' || g, %(schedule)s,
                    '{"type": "http", "url": "https://example.com/hook"}',
                    '{"max_attempts": 3, "min_backoff_seconds": 1, "max_backoff_seconds": 60}', %(state)s,
                    date_trunc('second', now() + make_interval(secs => %(offset)s)),
                    date_trunc('second', now() + make_interval(secs => %(offset)s))
             FROM generate_series(1, %(count)s) AS g
             """,
-            {"owner": owner, "prefix": prefix, "count": count, "offset": due_offset_seconds, "state": state})
+            {"owner": owner, "prefix": prefix, "count": count, "offset": due_offset_seconds, "state": state,
+             "schedule": schedule})
 
 
 def expire_lease(pool: ConnectionPool, job_id: str) -> None:

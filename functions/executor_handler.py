@@ -1,0 +1,30 @@
+"""Lambda: the executor, invoked asynchronously with one claim. Delivers it and records the
+outcome (see scheduler.executor). Raises only on an infrastructure fault, so Lambda's retry
+and the dead-letter queue take over."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools import Logger, Tracer
+
+from scheduler import constants as c
+from scheduler.executor import execute_claim
+from scheduler.settings import get_settings
+from scheduler.telemetry import PowertoolsMetrics
+from scheduler.wiring import Dependencies, route_domain_logs_to
+
+logger = Logger(service=c.SERVICE_NAME)
+tracer = Tracer(service=c.SERVICE_NAME)
+route_domain_logs_to(logger)
+deps = Dependencies(get_settings(), through_proxy=True, pool_max_size=1,
+                    metrics=PowertoolsMetrics(c.METRICS_NAMESPACE, c.SERVICE_NAME))
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def handler(event: dict, context) -> dict:
+    """Run the claim of ``event`` (``job_id``, ``lock_token``)."""
+    logger.append_keys(job_id=event.get("job_id"))
+    report = execute_claim(event, store=deps.store, decrypt_target=deps.decrypt_target,
+                           policy=deps.target_policy, metrics=deps.metrics,
+                           remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000)
+    return report.as_dict()

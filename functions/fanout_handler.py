@@ -1,0 +1,35 @@
+"""Lambda: the fan-out, ticked once a minute by EventBridge. Claims due jobs and invokes one
+executor per claim, through its minute at second precision (see scheduler.runner)."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools import Logger, Tracer
+
+from scheduler import constants as c
+from scheduler.runner import LambdaInvoker, fanout_deadline, run_fanout
+from scheduler.settings import get_settings
+from scheduler.telemetry import PowertoolsMetrics
+from scheduler.wiring import Dependencies, route_domain_logs_to
+
+logger = Logger(service=c.SERVICE_NAME)
+tracer = Tracer(service=c.SERVICE_NAME)
+route_domain_logs_to(logger)
+deps = Dependencies(get_settings(), through_proxy=True,
+                    metrics=PowertoolsMetrics(c.METRICS_NAMESPACE, c.SERVICE_NAME))
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+def handler(event: dict, context) -> dict:
+    """Claim and dispatch until this invocation's budget ends."""
+    settings = deps.settings
+    invoker = LambdaInvoker(deps.lambda_client, settings.executor_function)
+    try:
+        report = run_fanout(deps.store, invoker,
+                            budget_seconds=fanout_deadline(settings.precision, context.get_remaining_time_in_millis() / 1000),
+                            batch_size=settings.claim_batch_size, lease_seconds=settings.claim_lease_seconds,
+                            metrics=deps.metrics, retention_days=settings.execution_retention_days)
+    finally:
+        invoker.close()
+    logger.info("fan-out finished", extra=report.as_dict())
+    return report.as_dict()

@@ -1,0 +1,190 @@
+"""The fan-out: claim due jobs and dispatch each claim to an executor, through an ``Invoker``.
+
+With second precision (the default), one invocation keeps claiming through its minute, sleeping
+until the next due time, so a job fires within about a second of its time although EventBridge
+ticks once a minute. It runs a little past its minute so consecutive invocations overlap and no
+second goes uncovered (overlap is safe: claims skip locked rows), and it stops before the Lambda
+deadline. With minute precision it drains what is due and returns.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from scheduler import constants as c
+from scheduler.store import Claim, Store
+from scheduler.telemetry import Metrics, NullMetrics
+
+logger = logging.getLogger(__name__)
+
+# How far past its minute a second-precision fan-out keeps claiming (the overlap).
+OVERLAP_SECONDS = 5.0
+# Time kept back from the Lambda deadline.
+DEADLINE_RESERVE_SECONDS = 10.0
+# The longest sleep between two claims: bounds the delay for a job created while we sleep.
+MAX_IDLE_SECONDS = 1.0
+MIN_IDLE_SECONDS = 0.02
+
+
+class Invoker(Protocol):
+    """Hands claims to executors."""
+
+    def dispatch(self, claims: list[Claim]) -> list[Claim]:
+        """Start an executor for each claim; return the claims that could NOT be dispatched (the
+        caller releases their leases so no job is lost)."""
+
+    def close(self) -> None:
+        """Wait for in-flight dispatches and free resources."""
+
+
+class LambdaInvoker:
+    """Asynchronous Lambda invokes (``InvocationType="Event"``) of the executor, from a bounded
+    thread pool, with backoff on throttling."""
+
+    RETRYABLE = {"TooManyRequestsException", "ThrottlingException", "ServiceException",
+                 "EC2ThrottledException", "ResourceConflictException"}
+
+    def __init__(self, client: Any, function_name: str, *, max_workers: int = 16, max_tries: int = 5,
+                 base_delay: float = 0.05, sleep: Callable[[float], None] = time.sleep):
+        self.client = client
+        self.function_name = function_name
+        self.max_tries = max_tries
+        self.base_delay = base_delay
+        self.sleep = sleep
+        self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="invoke")
+
+    def _invoke(self, claim: Claim) -> bool:
+        payload = json.dumps(claim.to_event()).encode()
+        for attempt in range(1, self.max_tries + 1):
+            try:
+                self.client.invoke(FunctionName=self.function_name, InvocationType="Event", Payload=payload)
+                return True
+            except Exception as exc:  # botocore ClientError, connection errors
+                code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
+                if attempt == self.max_tries or (code not in self.RETRYABLE and hasattr(exc, "response")):
+                    logger.error("executor invoke failed", extra={"job_id": claim.job_id, "error": code})
+                    return False
+                self.sleep(random.uniform(0, self.base_delay * 2 ** attempt))
+        return False
+
+    def dispatch(self, claims: list[Claim]) -> list[Claim]:
+        results = list(self.pool.map(self._invoke, claims))
+        return [claim for claim, ok in zip(claims, results) if not ok]
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
+class LocalInvoker:
+    """Local mode's stand-in for the async invoke: a thread pool calling the executor in-process."""
+
+    def __init__(self, execute: Callable[[dict[str, Any]], Any], *, max_workers: int = 32):
+        self.execute = execute
+        self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="executor")
+        self._inflight = threading.Semaphore(max_workers * 4)
+
+    def _run(self, event: dict[str, Any]) -> None:
+        try:
+            self.execute(event)
+        except Exception:  # an infrastructure fault: the lease expires and the job is reclaimed
+            logger.exception("executor failed", extra={"job_id": event.get("job_id")})
+        finally:
+            self._inflight.release()
+
+    def dispatch(self, claims: list[Claim]) -> list[Claim]:
+        refused = []
+        for claim in claims:
+            if not self._inflight.acquire(blocking=False):
+                refused.append(claim)
+                continue
+            try:
+                self.pool.submit(self._run, claim.to_event())
+            except RuntimeError:  # shut down
+                self._inflight.release()
+                refused.append(claim)
+        return refused
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
+@dataclass
+class FanoutReport:
+    """What one fan-out run did."""
+
+    claimed: int = 0
+    dispatched: int = 0
+    released: int = 0
+    rounds: int = 0
+    purged: int = 0
+    duration_ms: float = 0.0
+    job_ids: list[str] = field(default_factory=list, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (without the job ids)."""
+        return {"claimed": self.claimed, "dispatched": self.dispatched, "released": self.released,
+                "rounds": self.rounds, "purged": self.purged, "duration_ms": round(self.duration_ms)}
+
+
+def fanout_deadline(precision: str, remaining_seconds: float | None, *, period: float = 60.0) -> float:
+    """Seconds this invocation may keep claiming: past its minute by the overlap at second
+    precision, bounded by the Lambda deadline less a reserve; 0 means "drain once"."""
+    budget = period + OVERLAP_SECONDS if precision == "second" else 0.0
+    if remaining_seconds is not None:
+        budget = min(budget, max(remaining_seconds - DEADLINE_RESERVE_SECONDS, 0.0))
+    return budget
+
+
+def run_fanout(store: Store, invoker: Invoker, *, budget_seconds: float, batch_size: int = 100,
+               lease_seconds: float = 120, metrics: Metrics | None = None, stop: threading.Event | None = None,
+               retention_days: int | None = None, clock: Callable[[], float] = time.monotonic) -> FanoutReport:
+    """Claim and dispatch until ``budget_seconds`` have passed (once at least: what is due now is
+    always drained), sleeping until the next due time between rounds.
+
+    ``lease_seconds`` must cover the wait in the invoke queue: an executor arriving later finds
+    its lease taken over and does nothing.
+    """
+    metrics = metrics or NullMetrics()
+    stop = stop or threading.Event()
+    began = clock()
+    deadline = began + budget_seconds
+    report = FanoutReport()
+    backlog, oldest = store.due_backlog()
+    metrics.gauge(c.METRIC_DUE_BACKLOG, backlog)
+    metrics.gauge(c.METRIC_OLDEST_DUE_AGE_S, oldest, unit="Seconds")
+    if retention_days:
+        report.purged = store.purge_executions(retention_days, batch=500, max_batches=2)
+    while not stop.is_set():
+        claims = store.claim_due(batch_size, lease_seconds)
+        report.rounds += 1
+        if claims:
+            report.claimed += len(claims)
+            report.job_ids.extend(claim.job_id for claim in claims)
+            refused = invoker.dispatch(claims)
+            for claim in refused:
+                if store.release(claim.job_id, claim.lock_token):
+                    report.released += 1
+            report.dispatched += len(claims) - len(refused)
+            metrics.count(c.METRIC_CLAIMED, len(claims))
+            metrics.count(c.METRIC_DISPATCHED, len(claims) - len(refused))
+            if len(refused) < len(claims) and len(claims) == batch_size:
+                continue  # more may be due right now
+            if refused:
+                stop.wait(0.05)  # executors saturated: let them drain a little
+        now = clock()
+        if now >= deadline:
+            break
+        wait = store.next_due_in()
+        # Due but not claimable (rows held by a concurrent claim): a short pause, not a spin.
+        wait = MAX_IDLE_SECONDS if wait is None else min(max(wait, MIN_IDLE_SECONDS), MAX_IDLE_SECONDS)
+        stop.wait(min(wait, deadline - now))
+    report.duration_ms = (clock() - began) * 1000
+    metrics.milliseconds(c.METRIC_FANOUT_DURATION_MS, report.duration_ms)
+    return report

@@ -1,0 +1,312 @@
+"""The SSRF guard: which addresses a job may make the scheduler connect to.
+
+Outside local mode (``TargetPolicy.allow_private`` false), a target must not reach the
+scheduler's own network: loopback, private (RFC 1918, IPv6 ULA and site-local), link-local
+(``169.254.169.254``, the instance metadata service, included), multicast, unspecified
+(``0.0.0.0``, ``::``) and reserved or otherwise non-public addresses are refused, for IPv4 and
+IPv6. IPv6 forms that embed an IPv4 address (IPv4-mapped ``::ffff:127.0.0.1``, 6to4
+``2002::/16``, NAT64 ``64:ff9b::/96``) are judged by the embedded address.
+
+The check is made on the address actually connected, not on a name: :func:`connect` resolves
+the host once, refuses the whole target if ANY of its addresses is not allowed, and connects to
+one of exactly those validated addresses. There is no second resolution, hence no DNS-rebinding
+window. TLS keeps using the original host name for SNI and certificate checks (callers do the
+TLS wrap with the name, see :mod:`scheduler.targets.http` and :mod:`scheduler.targets.amqp`).
+
+Operators may exempt targets with ``TargetPolicy.allow_list``: host names (exact, or
+``*.example.com`` / ``.example.com`` for the subdomains of example.com) skip the check
+entirely; CIDRs or single addresses (``10.20.0.0/16``, ``fd00::/8``, ``10.1.2.3``) exempt the
+addresses they contain.
+
+:func:`check_url_syntax` and :func:`check_broker_url_syntax` are for the API, to reject bad URLs
+when a job is created (they do not resolve names: addresses are judged at delivery time).
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, Iterable, Sequence
+from urllib.parse import urlsplit
+
+from scheduler.targets import TargetPolicy
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+AddrInfo = tuple[Any, Any, int, str, tuple]
+
+MAX_URL_LENGTH = 2048
+
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+class TargetNotAllowed(Exception):
+    """A target resolved to an address the policy refuses (not an ``OSError``: never retried)."""
+
+    def __init__(self, address: str, reason: str):
+        self.address = address
+        self.reason = reason
+        super().__init__(f"target address {address} is not allowed ({reason})")
+
+
+class ResolveTimeout(TimeoutError):
+    """Name resolution did not finish within the delivery's time."""
+
+
+# ----------------------------------------------------------------------------------- syntax
+
+
+def check_url_syntax(url: object) -> str | None:
+    """Check the URL of an http target; return an error message, or None when it is acceptable.
+
+    Rules: a string of at most 2048 characters without blanks or control characters, scheme
+    ``http`` or ``https``, a host, a valid port, no credentials (``user:pass@``: use
+    ``target.auth``). Names are not resolved here.
+    """
+    if not isinstance(url, str) or not url.strip():
+        return "url is required"
+    if len(url) > MAX_URL_LENGTH:
+        return f"url is longer than {MAX_URL_LENGTH} characters"
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
+        return "url must not contain blanks or control characters"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        return "url is not valid (bad host or port)"
+    if parts.scheme.lower() not in ("http", "https"):
+        return "url scheme must be http or https"
+    if "@" in parts.netloc:
+        return "url must not contain credentials (use target.auth)"
+    host_problem = _check_host(parts.hostname)
+    if host_problem:
+        return host_problem
+    return None
+
+
+def check_broker_url_syntax(url: object) -> str | None:
+    """Check the URL of an amqp target (``amqp://`` or ``amqps://``, credentials allowed)."""
+    if not isinstance(url, str) or not url.strip():
+        return "url is required"
+    if len(url) > MAX_URL_LENGTH:
+        return f"url is longer than {MAX_URL_LENGTH} characters"
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
+        return "url must not contain blanks or control characters"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018
+    except ValueError:
+        # The message of urllib may quote the URL, password included: keep ours generic.
+        return "url is not valid (bad host or port)"
+    if parts.scheme.lower() not in ("amqp", "amqps"):
+        return "url scheme must be amqp or amqps"
+    return _check_host(parts.hostname)
+
+
+def _check_host(host: str | None) -> str | None:
+    if not host:
+        return "url has no host"
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    try:
+        encoded = host.rstrip(".").encode("idna").decode("ascii")
+    except UnicodeError:
+        return "url host is not a valid host name"
+    labels = encoded.split(".")
+    if any(not label or len(label) > 63 for label in labels) or len(encoded) > 253:
+        return "url host is not a valid host name"
+    if not all(ch.isalnum() or ch in "-_" for label in labels for ch in label):
+        return "url host is not a valid host name"
+    return None
+
+
+# --------------------------------------------------------------------------- address checks
+
+
+def classify(address: IPAddress | str) -> str | None:
+    """Why ``address`` is not a public unicast address (``"loopback"``, ``"private"``,
+    ``"link-local"``, ``"multicast"``, ``"unspecified"``, ``"reserved"``), or None if it is."""
+    ip = ipaddress.ip_address(address) if isinstance(address, str) else address
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = _embedded_ipv4(ip)
+        if embedded is not None:
+            reason = classify(embedded)
+            if reason is not None:
+                return reason
+            if ip.ipv4_mapped is not None or ip in _NAT64:
+                return None  # a public IPv4 address in an IPv6 form (NAT64 in IPv6-only subnets)
+    if ip.is_unspecified:
+        return "unspecified"
+    if ip.is_loopback:
+        return "loopback"
+    if ip.is_link_local:
+        return "link-local"
+    if ip.is_multicast:
+        return "multicast"
+    if ip.is_reserved:
+        return "reserved"
+    if ip.is_private or (isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local):
+        return "private"
+    if not ip.is_global:
+        return "reserved"
+    return None
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _allow_list(entries: tuple[str, ...]) -> tuple[tuple[Any, ...], frozenset[str], tuple[str, ...]]:
+    networks, names, suffixes = [], set(), []
+    for raw in entries:
+        entry = raw.strip().lower()
+        if not entry:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
+            continue
+        except ValueError:
+            pass
+        if entry.startswith("*."):
+            suffixes.append(entry[1:].rstrip("."))
+        elif entry.startswith("."):
+            suffixes.append(entry.rstrip("."))
+        else:
+            names.add(entry.rstrip("."))
+    return tuple(networks), frozenset(names), tuple(suffixes)
+
+
+def host_allow_listed(host: str, policy: TargetPolicy) -> bool:
+    """True when ``host`` (a name from a URL) matches a host-name entry of the allow-list."""
+    if not policy.allow_list or not host:
+        return False
+    _, names, suffixes = _allow_list(tuple(policy.allow_list))
+    name = host.strip("[]").lower().rstrip(".")
+    return name in names or any(name.endswith(suffix) for suffix in suffixes)
+
+
+def address_problem(address: IPAddress | str, policy: TargetPolicy) -> str | None:
+    """The reason ``policy`` refuses ``address`` (see :func:`classify`), or None if allowed."""
+    if policy.allow_private:
+        return None
+    ip = ipaddress.ip_address(address.split("%", 1)[0]) if isinstance(address, str) else address
+    reason = classify(ip)
+    if reason is None:
+        return None
+    networks, _, _ = _allow_list(tuple(policy.allow_list))
+    candidates = [ip]
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        candidates.append(ip.ipv4_mapped)
+    for candidate in candidates:
+        if any(candidate.version == net.version and candidate in net for net in networks):
+            return None
+    return reason
+
+
+def check_addresses(host: str, addresses: Iterable[str], policy: TargetPolicy) -> None:
+    """Raise :class:`TargetNotAllowed` unless every one of ``addresses`` (of ``host``) is allowed."""
+    if policy.allow_private or host_allow_listed(host, policy):
+        return
+    for address in addresses:
+        reason = address_problem(address, policy)
+        if reason is not None:
+            raise TargetNotAllowed(address.split("%", 1)[0], reason)
+
+
+# ----------------------------------------------------------------------- resolve and connect
+
+_resolver = ThreadPoolExecutor(max_workers=8, thread_name_prefix="target-resolve")
+
+
+def resolve(host: str, port: int, timeout: float) -> list[AddrInfo]:
+    """``getaddrinfo(host, port)`` for TCP, bounded by ``timeout`` seconds.
+
+    Raises ``socket.gaierror`` when the name does not resolve, :class:`ResolveTimeout` when
+    the resolver does not answer in time (the lookup itself cannot be interrupted; it finishes
+    in a worker thread and its answer is dropped).
+    """
+    host = host.strip("[]")
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+        literal = True
+    except ValueError:
+        literal = False
+    if literal:
+        infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
+    else:
+        future = _resolver.submit(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
+        try:
+            infos = future.result(timeout=max(timeout, 0.0))
+        except FutureTimeout:
+            future.cancel()
+            raise ResolveTimeout(f"name resolution of {host!r} timed out") from None
+    unique: list[AddrInfo] = []
+    for info in infos:
+        if info[0] in (socket.AF_INET, socket.AF_INET6) and info not in unique:
+            unique.append(info)
+    if not unique:
+        raise socket.gaierror(socket.EAI_NONAME, f"no address for {host!r}")
+    return unique
+
+
+def resolve_checked(host: str, port: int, policy: TargetPolicy, timeout: float, *, guard: bool = True) -> list[AddrInfo]:
+    """Resolve ``host`` once and, when ``guard``, refuse it unless all its addresses are allowed.
+
+    Returns the ``getaddrinfo`` entries; connect to one of their ``sockaddr`` exactly.
+    """
+    infos = resolve(host, port, timeout)
+    if guard:
+        check_addresses(host, [info[4][0] for info in infos], policy)
+    return infos
+
+
+def connect(
+    host: str,
+    port: int,
+    policy: TargetPolicy,
+    *,
+    timeout: float,
+    guard: bool = True,
+    socket_options: Sequence[tuple[int, int, Any]] | None = None,
+    source_address: tuple[str, int] | None = None,
+) -> socket.socket:
+    """Open a TCP connection to ``host:port`` on a validated address, within ``timeout`` seconds.
+
+    The name is resolved once (:func:`resolve_checked`); the addresses are tried in the
+    resolver's order. Raises :class:`TargetNotAllowed`, ``socket.gaierror``, ``TimeoutError``
+    or the ``OSError`` of the last attempt.
+    """
+    deadline = time.monotonic() + timeout
+    infos = resolve_checked(host, port, policy, timeout, guard=guard)
+    error: OSError | None = None
+    for family, socktype, proto, _name, sockaddr in infos:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"connection to {host} timed out")
+        sock = socket.socket(family, socktype, proto)
+        try:
+            for option in socket_options or ():
+                sock.setsockopt(*option)
+            sock.settimeout(remaining)
+            if source_address:
+                sock.bind(source_address)
+            sock.connect(sockaddr)
+            return sock
+        except OSError as exc:
+            error = exc
+            sock.close()
+    assert error is not None
+    raise error

@@ -1,0 +1,94 @@
+"""The composition root: builds the dependencies of one process (a Lambda container, local mode)
+from its settings, once, and hands them to the domain code."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from scheduler.settings import Settings
+from scheduler.targets import TargetPolicy
+from scheduler.telemetry import Metrics, NullMetrics
+
+
+@dataclass
+class Dependencies:
+    """Lazily built collaborators of one process. ``through_proxy``: the database is behind RDS
+    Proxy (no server-side prepared statements)."""
+
+    settings: Settings
+    through_proxy: bool = False
+    metrics: Metrics = field(default_factory=NullMetrics)
+    pool_max_size: int = 4
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @cached_property
+    def pool(self):
+        from scheduler.db import conninfo_from_settings, make_pool
+
+        return make_pool(conninfo_from_settings(self.settings), min_size=1, max_size=self.pool_max_size,
+                         through_proxy=self.through_proxy)
+
+    @cached_property
+    def store(self):
+        from scheduler.store import Store
+
+        return Store(self.pool)
+
+    @cached_property
+    def secret_box(self):
+        from scheduler.secrets import make_secret_box
+
+        return make_secret_box(self.settings)
+
+    def decrypt_target(self, target: dict) -> dict:
+        """The target with its secrets in clear, for the delivery only."""
+        from scheduler.secrets import decrypt_target_secrets
+
+        return decrypt_target_secrets(target, self.secret_box)
+
+    @cached_property
+    def target_policy(self) -> TargetPolicy:
+        return TargetPolicy(allow_private=self.settings.allow_private_targets,
+                            allow_list=self.settings.target_allow_list,
+                            default_broker_url=default_broker_url(self.settings))
+
+    @cached_property
+    def lambda_client(self) -> Any:
+        import boto3
+
+        return boto3.client("lambda")
+
+
+def default_broker_url(settings: Settings, secrets_client: Any = None) -> str | None:
+    """The deployment's broker: its URL, with the credentials of its secret when one is named."""
+    url = settings.default_broker_url
+    if not url or not settings.default_broker_secret_arn:
+        return url
+    if secrets_client is None:
+        import boto3
+
+        secrets_client = boto3.client("secretsmanager")
+    import json
+
+    secret = json.loads(secrets_client.get_secret_value(SecretId=settings.default_broker_secret_arn)["SecretString"])
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{quote(secret['username'], safe='')}:{quote(secret['password'], safe='')}@{host}"
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def route_domain_logs_to(powertools_logger: Any) -> None:
+    """Give the domain package's stdlib loggers the Powertools JSON formatter (Lambda only), so
+    their lines carry the same keys (job and execution ids, request id)."""
+    import logging
+
+    from aws_lambda_powertools.logging import utils
+
+    names = {name for name in logging.root.manager.loggerDict if name.startswith("scheduler")}
+    utils.copy_config_to_registered_loggers(source_logger=powertools_logger, include=names)

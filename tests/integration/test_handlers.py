@@ -1,0 +1,96 @@
+"""The fan-out and executor Lambda handlers, end to end on real Postgres and a loopback target:
+the handler modules are imported as Lambda would (settings from the environment)."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import sys
+from dataclasses import dataclass
+from datetime import timedelta
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+
+from scheduler import constants as c
+from scheduler.secrets import LocalSecretBox, encrypt_target_secrets
+from scheduler.settings import get_settings
+from tests.support import RecordingServer, http_spec
+
+OWNER = "arn:aws:iam::111111111111:user/alice"
+
+
+@dataclass
+class FakeContext:
+    """The parts of a Lambda context the handlers and Powertools read."""
+
+    remaining_ms: int = 30_000
+    function_name: str = "test"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:111111111111:function:test"
+    aws_request_id: str = "req-1"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+@pytest.fixture
+def lambda_env(monkeypatch, db_url, tmp_path):
+    key_file = tmp_path / "secret.key"
+    for key, value in {c.ENV_DATABASE_URL: db_url, c.ENV_ALLOW_PRIVATE_TARGETS: "true",
+                       c.ENV_LOCAL_KEY_FILE: str(key_file), c.ENV_EXECUTOR_FUNCTION: "executor",
+                       c.ENV_PRECISION: "minute", "POWERTOOLS_TRACE_DISABLED": "1",
+                       "POWERTOOLS_METRICS_NAMESPACE": "Test", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    get_settings.cache_clear()
+    yield LocalSecretBox(str(key_file))
+    get_settings.cache_clear()
+
+
+def load(module: str):
+    sys.modules.pop(module, None)
+    return importlib.import_module(module)
+
+
+@pytest.fixture
+def target_server():
+    server = RecordingServer()
+    yield server
+    server.close()
+
+
+def test_fanout_invokes_the_executor_which_delivers(lambda_env, store, target_server, capsys):
+    box = lambda_env
+    target = {**http_spec("x")["target"], "url": target_server.url + "/h",
+              "auth": {"type": "bearer", "token": "s3cret-token"}}
+    job = store.create_job(OWNER, http_spec("h", None, run_at=store.now() - timedelta(seconds=1),
+                                            target=encrypt_target_secrets(target, box)))
+    fanout = load("fanout_handler")
+    client = boto3.client("lambda", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stubber = Stubber(client)
+    stubber.add_response("invoke", {"StatusCode": 202, "Payload": io.BytesIO(b"")},
+                         {"FunctionName": "executor", "InvocationType": "Event", "Payload": ANY})
+    fanout.deps.lambda_client = client
+    try:
+        with stubber:
+            report = fanout.handler({"source": "aws.events"}, FakeContext())
+        assert report["claimed"] == 1 and report["dispatched"] == 1
+        stubber.assert_no_pending_responses()
+    finally:
+        fanout.deps.pool.close()
+    [claim_row] = store.list_jobs(OWNER)
+    event = {"job_id": str(job["id"]), "lock_token": str(claim_row["lock_token"])}
+    executor = load("executor_handler")
+    try:
+        answer = executor.handler(event, FakeContext())
+    finally:
+        executor.deps.pool.close()
+    assert answer["outcome"] == "completed" and answer["status"] == "succeeded"
+    [request] = target_server.wait_for(1)
+    assert request["headers"]["Authorization"] == "Bearer s3cret-token"
+    [execution] = store.list_executions(OWNER, str(job["id"]))
+    assert execution["status"] == "succeeded"
+    logs = capsys.readouterr()
+    assert "s3cret-token" not in logs.out + logs.err
+    assert "s3cret-token" not in str(store.get_job(OWNER, str(job["id"]))["target"])

@@ -1,0 +1,217 @@
+"""Executor and fan-out on real Postgres and a real HTTP server on loopback."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from datetime import timedelta
+from functools import partial
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+
+from scheduler.executor import execute_claim
+from scheduler.runner import LambdaInvoker, LocalInvoker, fanout_deadline, run_fanout
+from scheduler.targets import TargetPolicy
+from scheduler.telemetry import MemoryMetrics
+from tests.support import RecordingServer, http_spec, make_due
+
+OWNER = "arn:aws:iam::111111111111:user/alice"
+LOCAL = TargetPolicy(allow_private=True)
+
+
+@pytest.fixture
+def target_server():
+    server = RecordingServer()
+    yield server
+    server.close()
+
+
+def local_invoker(store, metrics=None):
+    return LocalInvoker(partial(execute_claim, store=store, decrypt_target=lambda t: t, policy=LOCAL,
+                                metrics=metrics), max_workers=8)
+
+
+def drain(store, metrics=None):
+    """One minute-precision fan-out; returns once every dispatched execution has finished."""
+    invoker = local_invoker(store, metrics)
+    report = run_fanout(store, invoker, budget_seconds=0, metrics=metrics)
+    invoker.close()
+    return report
+
+
+def test_one_off_http_job_is_delivered_with_its_identity(store, target_server):
+    spec = http_spec("once", None, url=target_server.url + "/hook", run_at=store.now() - timedelta(seconds=1),
+                     target={**http_spec("x")["target"], "url": target_server.url + "/hook",
+                             "headers": {"Content-Type": "application/json"},
+                             "body": '{"job": "{{job_id}}", "at": "{{scheduled_at}}", "try": {{attempt}}}'})
+    job = store.create_job(OWNER, spec)
+    metrics = MemoryMetrics()
+    report = drain(store, metrics)
+    assert report.claimed == report.dispatched == 1
+    [request] = target_server.wait_for(1)
+    job_id = str(job["id"])
+    [execution] = store.list_executions(OWNER, job_id)
+    headers = request["headers"]
+    assert headers["X-Scheduler-Job-Id"] == job_id
+    assert headers["X-Scheduler-Execution-Id"] == str(execution["id"])
+    assert headers["X-Scheduler-Attempt"] == "1"
+    assert headers["Idempotency-Key"] == f"{job_id}:{headers['X-Scheduler-Scheduled-At']}"
+    assert json.loads(request["body"]) == {"job": job_id, "at": headers["X-Scheduler-Scheduled-At"], "try": 1}
+    assert execution["status"] == "succeeded" and execution["http_status"] == 200
+    assert execution["response_excerpt"] == "ok" and execution["trigger"] == "schedule"
+    assert store.get_job(OWNER, job_id)["state"] == "completed"
+    assert metrics.total("Executions", status="succeeded") == 1 and metrics.total("Claimed") == 1
+
+
+def test_failure_then_durable_retry_then_success(store, pool, target_server):
+    target_server.responses["/flaky"] = [(500, {}, b"boom"), (200, {}, b"fine")]
+    spec = http_spec("flaky", "0 0 1 1 *", target={**http_spec("x")["target"], "url": target_server.url + "/flaky"})
+    job_id = str(store.create_job(OWNER, spec)["id"])
+    make_due(pool, job_id)
+    drain(store)
+    row = store.get_job(OWNER, job_id)
+    assert row["attempt"] == 1 and row["lock_token"] is None and row["next_run_at"] > store.now()
+    assert store.claim_due(10, 60) == []  # the retry waits for its backoff, in the row
+    make_due(pool, job_id)
+    drain(store)
+    first, second = target_server.wait_for(2)
+    assert first["headers"]["Idempotency-Key"] == second["headers"]["Idempotency-Key"]
+    assert (first["headers"]["X-Scheduler-Attempt"], second["headers"]["X-Scheduler-Attempt"]) == ("1", "2")
+    newest, oldest = store.list_executions(OWNER, job_id)
+    assert (oldest["status"], oldest["http_status"], oldest["response_excerpt"]) == ("failed", 500, "boom")
+    assert (newest["status"], newest["trigger"]) == ("succeeded", "retry")
+    assert store.get_job(OWNER, job_id)["attempt"] == 0
+
+
+def test_retry_after_sets_the_next_attempt(store, pool, target_server):
+    target_server.responses["/busy"] = [(429, {"Retry-After": "120"}, b"slow down")]
+    spec = http_spec("busy", "0 0 1 1 *", target={**http_spec("x")["target"], "url": target_server.url + "/busy"})
+    job_id = str(store.create_job(OWNER, spec)["id"])
+    make_due(pool, job_id)
+    drain(store)
+    row = store.get_job(OWNER, job_id)
+    assert row["next_run_at"] >= store.now() + timedelta(seconds=115)
+
+
+def test_stale_claim_does_nothing(store, pool, target_server):
+    spec = http_spec("stale", "0 0 1 1 *", target={**http_spec("x")["target"], "url": target_server.url})
+    job_id = str(store.create_job(OWNER, spec)["id"])
+    make_due(pool, job_id)
+    [claim] = store.claim_due(1, 60)
+    with pool.connection() as conn:
+        conn.execute("UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = %s", (job_id,))
+    [newer] = store.claim_due(1, 60)
+    report = execute_claim(claim.to_event(), store=store, decrypt_target=lambda t: t, policy=LOCAL)
+    assert report.outcome == "lease_lost" and target_server.requests == []
+    assert execute_claim(newer.to_event(), store=store, decrypt_target=lambda t: t, policy=LOCAL).status == "succeeded"
+
+
+def test_private_target_refused_outside_local_mode(store, target_server):
+    spec = http_spec("ssrf", None, run_at=store.now(), target={**http_spec("x")["target"], "url": target_server.url})
+    job_id = str(store.create_job(OWNER, spec)["id"])
+    invoker = LocalInvoker(partial(execute_claim, store=store, decrypt_target=lambda t: t, policy=TargetPolicy()))
+    run_fanout(store, invoker, budget_seconds=0)
+    invoker.close()
+    [execution] = store.list_executions(OWNER, job_id)
+    assert execution["status"] == "failed" and "not allowed" in execution["error"]
+    assert target_server.requests == []
+
+
+def test_lambda_invoker_retries_throttles_and_releases_what_it_cannot_dispatch(store, pool):
+    jobs = [str(store.create_job(OWNER, http_spec(f"l{i}"))["id"]) for i in range(2)]
+    for job_id in jobs:
+        make_due(pool, job_id)
+    client = boto3.client("lambda", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stubber = Stubber(client)
+    # Job 1: throttled once, then accepted. Job 2: refused for good (the function is gone).
+    stubber.add_client_error("invoke", "TooManyRequestsException", http_status_code=429)
+    stubber.add_response("invoke", {"StatusCode": 202, "Payload": io.BytesIO(b"")},
+                         {"FunctionName": "executor", "InvocationType": "Event", "Payload": ANY})
+    stubber.add_client_error("invoke", "ResourceNotFoundException", http_status_code=404)
+    with stubber:
+        invoker = LambdaInvoker(client, "executor", max_workers=1, sleep=lambda s: None)
+        report = run_fanout(store, invoker, budget_seconds=0, batch_size=1)
+        invoker.close()
+    assert report.claimed == 2 and report.dispatched == 1 and report.released == 1
+    stubber.assert_no_pending_responses()
+    # The released job is claimable again at once; the dispatched one stays leased.
+    [again] = store.claim_due(10, 60)
+    assert again.job_id in jobs
+
+
+def test_overlapping_fanouts_deliver_each_job_once(db_url, store, target_server):
+    from scheduler.db import make_pool
+    from scheduler.store import Store
+
+    count = 200
+    base = store.now()
+    for i in range(count):  # due over the next ~2 seconds, and a few already due
+        store.create_job(OWNER, http_spec(f"o{i:03d}", None, run_at=base + timedelta(milliseconds=10 * i - 200),
+                                          target={**http_spec("x")["target"], "url": target_server.url + "/o"}))
+    reports, errors = [], []
+
+    def fanout(budget: float) -> None:
+        pool = make_pool(db_url, min_size=1, max_size=4)
+        local_store = Store(pool)
+        invoker = local_invoker(local_store)
+        try:
+            reports.append(run_fanout(local_store, invoker, budget_seconds=budget, batch_size=20))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            invoker.close()
+            pool.close()
+
+    threads = [threading.Thread(target=fanout, args=(b,)) for b in (3.0, 3.5, 4.0)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    requests = target_server.wait_for(count)
+    keys = [r["headers"]["Idempotency-Key"] for r in requests]
+    assert len(keys) == count and len(set(keys)) == count
+    # A claim refused by a saturated invoker is released and claimed again: count it once.
+    assert sum(r.claimed - r.released for r in reports) == count
+    for request in requests:  # never before its time (second precision: it waited)
+        [execution] = store.list_executions(OWNER, request["headers"]["X-Scheduler-Job-Id"])
+        assert execution["started_at"] >= execution["scheduled_at"]
+
+
+def test_fanout_deadline():
+    assert fanout_deadline("second", None) == 65.0
+    assert fanout_deadline("second", 40.0) == 30.0
+    assert fanout_deadline("minute", 80.0) == 0.0
+
+
+def test_amqp_job_is_published_with_confirms(store, amqp_url, amqp_admin, amqp_queue):
+    exchange, queue, routing_key = amqp_queue
+    spec = http_spec("amqp", None, run_at=store.now() - timedelta(seconds=1),
+                     target={"type": "amqp", "url": amqp_url, "exchange": exchange, "routing_key": routing_key,
+                             "body": '{"job": "{{job_id}}"}', "body_encoding": "utf-8",
+                             "headers": {"tenant": "acme"}, "content_type": "application/json",
+                             "timeout_seconds": 10})
+    job_id = str(store.create_job(OWNER, spec)["id"])
+    drain(store)
+    [execution] = store.list_executions(OWNER, job_id)
+    assert execution["status"] == "succeeded", execution["error"]
+    method, properties, body = amqp_admin.basic_get(queue, auto_ack=True)
+    assert json.loads(body) == {"job": job_id}
+    assert properties.message_id == properties.headers["Idempotency-Key"]
+    assert properties.headers["X-Scheduler-Execution-Id"] == str(execution["id"])
+    assert properties.headers["tenant"] == "acme" and properties.delivery_mode == 2
+    assert properties.content_type == "application/json"
+
+
+def test_unroutable_amqp_message_is_a_retryable_failure(store, amqp_url, amqp_queue):
+    exchange, _, _ = amqp_queue
+    spec = http_spec("lost", "0 0 1 1 *", target={"type": "amqp", "url": amqp_url, "exchange": exchange,
+                                                  "routing_key": "nobody-listens", "body": "x"})
+    job_id = str(store.create_job(OWNER, spec)["id"])
+    store.request_run(OWNER, job_id)
+    drain(store)
+    [execution] = store.list_executions(OWNER, job_id)
+    assert execution["status"] == "failed" and execution["trigger"] == "manual"

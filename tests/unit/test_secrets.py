@@ -1,0 +1,177 @@
+"""The secret box port: local key file and KMS envelope encryption, and the target helpers."""
+
+from __future__ import annotations
+
+import base64
+import os
+import stat
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from scheduler.secrets import (SECRET_MASK, KmsSecretBox, LocalSecretBox, MaskedSecretError, SecretBox, SecretError,
+                               decrypt_target_secrets, encrypt_target_secrets, is_token, keep_masked_secrets,
+                               make_secret_box, mask_target_secrets)
+from scheduler.settings import Settings
+
+
+def _flip(token: str, index: int = -5) -> str:
+    prefix, blob = token[:7], token[7:]
+    raw = bytearray(base64.urlsafe_b64decode(blob + "=" * (-len(blob) % 4)))
+    raw[index] ^= 0x01
+    return prefix + base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
+
+
+@pytest.fixture
+def local_box(tmp_path) -> LocalSecretBox:
+    return LocalSecretBox(tmp_path / "keys" / "secret.key")
+
+
+class _CountingKms:
+    """Wraps a KMS client and counts the calls."""
+
+    def __init__(self, client):
+        self.client = client
+        self.calls: list[str] = []
+
+    def generate_data_key(self, **kwargs):
+        self.calls.append("GenerateDataKey")
+        return self.client.generate_data_key(**kwargs)
+
+    def decrypt(self, **kwargs):
+        self.calls.append("Decrypt")
+        return self.client.decrypt(**kwargs)
+
+
+@pytest.fixture
+def kms():
+    with mock_aws():
+        client = boto3.client("kms", region_name="eu-central-1")
+        key_id = client.create_key(Description="scheduler secrets")["KeyMetadata"]["KeyId"]
+        yield _CountingKms(client), key_id, client
+
+
+def test_local_round_trip_and_key_file(tmp_path, local_box):
+    token = local_box.encrypt("s3cr3t-päss")
+    assert is_token(token) and token.startswith("enc:v1:") and "s3cr3t" not in token
+    assert local_box.decrypt(token) == "s3cr3t-päss"
+    assert local_box.encrypt("x") != local_box.encrypt("x")  # a fresh nonce each time
+    mode = stat.S_IMODE(os.stat(local_box.path).st_mode)
+    assert mode == 0o600 and local_box.path.stat().st_size == 32
+    again = LocalSecretBox(local_box.path)  # the same file: the same key
+    assert again.decrypt(token) == "s3cr3t-päss"
+    assert isinstance(local_box, SecretBox)
+
+
+def test_local_tamper_and_wrong_key_detected(tmp_path, local_box):
+    token = local_box.encrypt("secret")
+    for bad in (_flip(token), _flip(token, 1), _flip(token, 14), token[:-2], "enc:v1:", "enc:v1:!!!", "plain"):
+        with pytest.raises(SecretError):
+            local_box.decrypt(bad)
+    other = LocalSecretBox(tmp_path / "other.key")
+    with pytest.raises(SecretError):
+        other.decrypt(token)
+
+
+def test_local_key_file_must_hold_a_key(tmp_path):
+    bad = tmp_path / "short.key"
+    bad.write_bytes(b"short")
+    with pytest.raises(SecretError):
+        LocalSecretBox(bad)
+
+
+def test_kms_envelope_caches_the_data_key(kms):
+    counting, key_id, _ = kms
+    box = KmsSecretBox(counting, key_id)
+    tokens = [box.encrypt(f"secret-{i}") for i in range(20)]
+    assert counting.calls == ["GenerateDataKey"]
+    assert [box.decrypt(t) for t in tokens] == [f"secret-{i}" for i in range(20)]
+    assert counting.calls == ["GenerateDataKey"]  # own data key: no Decrypt call at all
+
+    # Another container: one Decrypt per distinct encrypted data key, then cached.
+    counting.calls.clear()
+    other = KmsSecretBox(counting, key_id)
+    assert [other.decrypt(t) for t in tokens] == [f"secret-{i}" for i in range(20)]
+    assert counting.calls == ["Decrypt"]
+
+
+def test_kms_tamper_detected_and_boxes_not_mixed(kms, local_box):
+    counting, key_id, _ = kms
+    box = KmsSecretBox(counting, key_id)
+    token = box.encrypt("secret")
+    with pytest.raises(SecretError):
+        box.decrypt(_flip(token))
+    with pytest.raises(SecretError):
+        box.decrypt(_flip(token, 5))  # inside the encrypted data key
+    with pytest.raises(SecretError):
+        local_box.decrypt(token)
+    with pytest.raises(SecretError):
+        box.decrypt(local_box.encrypt("secret"))
+
+
+def test_make_secret_box(tmp_path, kms):
+    _, key_id, client = kms
+    assert isinstance(make_secret_box(Settings(kms_key_id=key_id), kms_client=client), KmsSecretBox)
+    local = make_secret_box(Settings(local_key_file=str(tmp_path / "k")))
+    assert isinstance(local, LocalSecretBox) and (tmp_path / "k").exists()
+
+
+HTTP_TARGET = {"type": "http", "url": "https://example.com/hook", "method": "POST", "headers": {},
+               "auth": {"type": "basic", "username": "u", "password": "pw-basic"}}
+
+
+@pytest.mark.parametrize("auth,field", [
+    ({"type": "basic", "username": "u", "password": "pw-basic"}, "password"),
+    ({"type": "bearer", "token": "tok-bearer"}, "token"),
+    ({"type": "header", "name": "X-Api-Key", "value": "key-header"}, "value"),
+])
+def test_http_auth_secrets(local_box, auth, field):
+    target = {**HTTP_TARGET, "auth": auth}
+    sealed = encrypt_target_secrets(target, local_box)
+    assert is_token(sealed["auth"][field]) and target["auth"][field] == auth[field]  # input untouched
+    assert mask_target_secrets(sealed)["auth"][field] == SECRET_MASK
+    assert decrypt_target_secrets(sealed, local_box) == target
+    # "***" keeps the stored one; a new value replaces it.
+    kept = keep_masked_secrets(encrypt_target_secrets(mask_target_secrets(sealed), local_box), sealed)
+    assert kept["auth"][field] == sealed["auth"][field]
+    changed = keep_masked_secrets(encrypt_target_secrets({**target, "auth": {**auth, field: "new"}}, local_box),
+                                  sealed)
+    assert decrypt_target_secrets(changed, local_box)["auth"][field] == "new"
+
+
+def test_amqp_url_password(local_box):
+    target = {"type": "amqp", "url": "amqps://user:p%40ss:w0rd@broker.example.com:5671/vhost", "exchange": "x"}
+    sealed = encrypt_target_secrets(target, local_box)
+    assert "p%40ss" not in sealed["url"] and sealed["url"].startswith("amqps://user:enc%3Av1%3A")
+    assert sealed["url"].endswith("@broker.example.com:5671/vhost")
+    assert mask_target_secrets(sealed)["url"] == "amqps://user:***@broker.example.com:5671/vhost"
+    assert decrypt_target_secrets(sealed, local_box) == target
+    # A *** password keeps the stored password, even when the rest of the URL changes.
+    new = {**target, "url": "amqps://user:***@other.example.com/vh2"}
+    kept = keep_masked_secrets(encrypt_target_secrets(new, local_box), sealed)
+    assert decrypt_target_secrets(kept, local_box)["url"] == "amqps://user:p%40ss:w0rd@other.example.com/vh2"
+    # URLs without a password are left alone.
+    for url in ("amqp://broker/", "amqps://user@broker/vh", None):
+        t = {"type": "amqp", "url": url}
+        assert encrypt_target_secrets(t, local_box) == t == mask_target_secrets(t)
+
+
+def test_masked_secret_without_stored_one(local_box):
+    with pytest.raises(MaskedSecretError) as err:
+        keep_masked_secrets(encrypt_target_secrets({**HTTP_TARGET, "auth": {"type": "bearer", "token": "***"}},
+                                                   local_box), None)
+    assert err.value.field == "target.auth.token"
+    stored = encrypt_target_secrets(HTTP_TARGET, local_box)  # basic: a password, no token
+    with pytest.raises(MaskedSecretError):
+        keep_masked_secrets({**HTTP_TARGET, "auth": {"type": "bearer", "token": "***"}}, stored)
+    with pytest.raises(MaskedSecretError) as err:
+        keep_masked_secrets({"type": "amqp", "url": "amqp://u:***@h/"}, stored)
+    assert err.value.field == "target.url"
+
+
+def test_a_sent_token_is_encrypted_like_any_value(local_box):
+    """A client cannot smuggle a token (another job's secret) in: it is encrypted as plaintext."""
+    stolen = local_box.encrypt("someone-elses")
+    sealed = encrypt_target_secrets({**HTTP_TARGET, "auth": {"type": "bearer", "token": stolen}}, local_box)
+    assert decrypt_target_secrets(sealed, local_box)["auth"]["token"] == stolen
