@@ -1,9 +1,10 @@
 # `make test` builds .venv, installs everything and runs the whole suite.
 PYTHON ?= python3
+NPM ?= npm
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test unit integration bench clean
+.PHONY: install test unit integration e2e infra layer synth dev bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -11,7 +12,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev,infra,local]'
 	touch $@
 
-install: $(VENV)/.installed
+# The CDK CLI (npm package aws-cdk), for `npx cdk synth` and its test.
+node_modules/.installed: package.json package-lock.json
+	$(NPM) ci --no-audit --no-fund
+	touch $@
+
+install: $(VENV)/.installed node_modules/.installed
 
 test: install
 	$(PY) -m pytest -q -p no:cacheprovider
@@ -21,6 +27,23 @@ unit: install
 
 integration: install
 	$(PY) -m pytest -q tests/integration
+
+e2e: install
+	$(PY) -m pytest -q tests/e2e
+
+infra: install
+	$(PY) -m pytest -q -p no:cacheprovider tests/infra
+
+# The Lambda dependency layer, built without Docker (pip --platform ... --only-binary).
+layer: install
+	$(PY) layers/build.py
+
+synth: install
+	npx cdk synth --quiet
+
+# From a fresh clone to a running local scheduler (API on http://127.0.0.1:8080/v1).
+dev: install
+	$(VENV)/bin/scheduler local
 
 bench: install
 	$(PY) -m pip install -q -e '.[bench]'

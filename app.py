@@ -1,0 +1,10 @@
+#!/usr/bin/env python3
+"""CDK app of the scheduler: ``npx cdk synth``, ``npx cdk deploy`` (options: docs/deploy.md).
+
+Builds the dependency layer first when it is missing or stale (``layers/build.py``, no Docker).
+"""
+
+from infra import build_app
+
+app, _stack = build_app()
+app.synth()

@@ -1,0 +1,198 @@
+"""The HTTP API: API Gateway REST, SigV4 (AWS_IAM) on every method, in front of the api function."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from infra.config import Config
+from infra.lambdas import LambdaKit, Placement, retention
+from infra.nag import MANAGED_POLICY, acknowledge
+from infra.shared import C
+
+STAGE = "prod"
+# API Gateway gives up on an integration after 29 s; the function answers well before that.
+API_TIMEOUT = Duration.seconds(20)
+
+# Errors API Gateway answers itself, in the API's error shape: {"error": {"code", "message"}}.
+GATEWAY_ERRORS = {
+    apigw.ResponseType.BAD_REQUEST_BODY: ("400", "bad_request"),
+    apigw.ResponseType.BAD_REQUEST_PARAMETERS: ("400", "bad_request"),
+    apigw.ResponseType.REQUEST_TOO_LARGE: ("413", "payload_too_large"),
+    apigw.ResponseType.THROTTLED: ("429", "throttled"),
+    apigw.ResponseType.QUOTA_EXCEEDED: ("429", "throttled"),
+    apigw.ResponseType.ACCESS_DENIED: ("403", "forbidden"),
+    apigw.ResponseType.MISSING_AUTHENTICATION_TOKEN: ("403", "forbidden"),
+    apigw.ResponseType.INVALID_SIGNATURE: ("403", "forbidden"),
+    apigw.ResponseType.EXPIRED_TOKEN: ("403", "forbidden"),
+    apigw.ResponseType.DEFAULT_4_XX: (None, "client_error"),
+    apigw.ResponseType.DEFAULT_5_XX: (None, "internal_error"),
+}
+
+# Already a quoted JSON string.
+ERROR_MESSAGE = "$context.error.messageString"
+
+LIST_JOBS_QUERY = ("state", "tag", "name_prefix", "limit", "cursor")
+LIST_EXECUTIONS_QUERY = ("status", "limit", "cursor")
+
+
+class Api(Construct):
+    """``/v1`` routes of the design, each an AWS_IAM method proxied to the api function."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: Config,
+        kit: LambdaKit,
+        placement: Placement | None,
+        environment: dict[str, str],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        # The HMAC key of pagination cursors must be the same in every container of the function.
+        self.cursor_secret = secretsmanager.Secret(
+            self,
+            "CursorKey",
+            description="Scheduler API: HMAC key of pagination cursors",
+            generate_secret_string=secretsmanager.SecretStringGenerator(password_length=48, exclude_punctuation=True),
+        )
+        acknowledge(
+            self.cursor_secret,
+            {
+                "AwsSolutions-SMG4": "Only signs pagination cursors (tamper-proofing, no access): rotating it "
+                "merely invalidates outstanding cursors; rotate by replacing the secret and redeploying."
+            },
+        )
+        environment = {
+            **environment,
+            # Resolved by CloudFormation at deploy time; the template holds only the reference.
+            C.ENV_CURSOR_SECRET: self.cursor_secret.secret_value.unsafe_unwrap(),
+        }
+        self.function = kit.function(
+            self,
+            "Handler",
+            handler=C.API_HANDLER,
+            description="HTTP API of the scheduler (behind API Gateway, SigV4)",
+            timeout=API_TIMEOUT,
+            memory_size=512,
+            environment=environment,
+            placement=placement,
+        )
+
+        access_logs = logs.LogGroup(
+            self,
+            "AccessLogs",
+            retention=retention(config.log_retention_days),
+            removal_policy=RemovalPolicy.DESTROY if config.removal_policy == "destroy" else RemovalPolicy.RETAIN,
+        )
+        self.rest_api = apigw.RestApi(
+            self,
+            "RestApi",
+            description="Scheduler HTTP API (SigV4-signed requests only)",
+            endpoint_types=[apigw.EndpointType.REGIONAL],
+            # Execution logging needs the account-level CloudWatch role of API Gateway.
+            cloud_watch_role=True,
+            default_method_options=apigw.MethodOptions(authorization_type=apigw.AuthorizationType.IAM),
+            deploy_options=apigw.StageOptions(
+                stage_name=STAGE,
+                tracing_enabled=True,
+                metrics_enabled=True,
+                logging_level=apigw.MethodLoggingLevel.ERROR,
+                data_trace_enabled=False,  # bodies carry job secrets
+                throttling_rate_limit=config.api_rate_limit,
+                throttling_burst_limit=config.api_burst_limit,
+                access_log_destination=apigw.LogGroupLogDestination(access_logs),
+                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
+                    caller=True,
+                    http_method=True,
+                    ip=True,
+                    protocol=True,
+                    request_time=True,
+                    resource_path=True,
+                    response_length=True,
+                    status=True,
+                    user=True,
+                ),
+            ),
+        )
+        for response_type, (status, code) in GATEWAY_ERRORS.items():
+            self.rest_api.add_gateway_response(
+                f"Error{response_type.response_type}",
+                type=response_type,
+                status_code=status,
+                templates={"application/json": f'{{"error": {{"code": "{code}", "message": {ERROR_MESSAGE}}}}}'},
+            )
+
+        self._parameters = self.rest_api.add_request_validator("ParametersValidator", validate_request_parameters=True)
+        self._body = self.rest_api.add_request_validator(
+            "BodyValidator", validate_request_body=True, validate_request_parameters=True
+        )
+        self._json_object = self.rest_api.add_model(
+            "JsonObject",
+            content_type="application/json",
+            description="A JSON object; the api function validates the fields",
+            schema=apigw.JsonSchema(schema=apigw.JsonSchemaVersion.DRAFT4, type=apigw.JsonSchemaType.OBJECT),
+        )
+        self._integration = apigw.LambdaIntegration(self.function, allow_test_invoke=False)
+
+        v1 = self.rest_api.root.add_resource("v1")
+        self._method(v1.add_resource("health"), "GET")
+        jobs = v1.add_resource("jobs")
+        self._method(jobs, "GET", query=LIST_JOBS_QUERY)
+        self._method(jobs, "POST", body=True)
+        job = jobs.add_resource("{id}")
+        self._method(job, "GET", path=True)
+        self._method(job, "PUT", path=True, body=True, headers=("If-Match",))
+        self._method(job, "PATCH", path=True, body=True, headers=("If-Match",))
+        self._method(job, "DELETE", path=True)
+        for action in ("pause", "resume", "run"):
+            self._method(job.add_resource(action), "POST", path=True)
+        self._method(job.add_resource("executions"), "GET", path=True, query=LIST_EXECUTIONS_QUERY)
+
+        self.url = self.rest_api.url
+        self.stage = self.rest_api.deployment_stage
+
+        acknowledge(
+            self.rest_api,
+            {
+                "AwsSolutions-COG4": "Callers are IAM principals: every method uses AWS_IAM (SigV4) "
+                "authorization, and each job belongs to the principal that created it.",
+                "AwsSolutions-APIG3": "No WAF by default: every method requires a SigV4 signature and the "
+                "stage is throttled; associate a web ACL with the stage where the API faces untrusted networks.",
+                MANAGED_POLICY.format(name="AmazonAPIGatewayPushToCloudWatchLogs"): "AWS-managed policy of the "
+                "account-level role API Gateway uses to write execution logs; it grants only CloudWatch Logs writes.",
+            },
+        )
+
+    def _method(
+        self,
+        resource: apigw.IResource,
+        http_method: str,
+        *,
+        path: bool = False,
+        body: bool = False,
+        query: tuple[str, ...] = (),
+        headers: tuple[str, ...] = (),
+    ) -> apigw.Method:
+        parameters = {f"method.request.querystring.{name}": False for name in query}
+        parameters.update({f"method.request.header.{name}": False for name in headers})
+        if path:
+            parameters["method.request.path.id"] = True
+        return resource.add_method(
+            http_method,
+            self._integration,
+            authorization_type=apigw.AuthorizationType.IAM,
+            request_parameters=parameters,
+            request_validator=self._body if body else self._parameters,
+            request_models={"application/json": self._json_object} if body else None,
+        )
+
+    @property
+    def functions(self) -> list[lambda_.Function]:
+        """The API's function."""
+        return [self.function]

@@ -1,0 +1,139 @@
+"""Deployment options, read from CDK context (``cdk.json`` or ``-c key=value``).
+
+Values given with ``-c`` arrive as strings, values in ``cdk.json`` as JSON: both are accepted.
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from typing import Any
+
+from constructs import Node
+
+from infra.shared import layer_build
+
+BROKERS = ("amazonmq", "none")
+PRECISIONS = ("second", "minute")
+REMOVAL_POLICIES = ("snapshot", "retain", "destroy")
+ARCHITECTURES = tuple(sorted(layer_build.MACHINES))
+
+# Every context key this app reads, with its default (documented in docs/deploy.md).
+DEFAULTS: dict[str, Any] = {
+    "stack_name": "Scheduler",
+    "broker": "amazonmq",
+    "precision": "second",
+    "nat_gateways": 1,
+    "endpoint_azs": 2,
+    "alarm_email": "",
+    "localstack": False,
+    "localstack_endpoint": "http://localhost.localstack.cloud:4566",
+    "architecture": "",  # arm64 on AWS; the host's architecture with localstack=true
+    "db_instance_type": "t4g.micro",
+    "db_multi_az": False,
+    "db_backup_days": 7,
+    "deletion_protection": True,
+    "removal_policy": "snapshot",
+    "log_retention_days": 30,
+    "execution_retention_days": 30,
+    "api_rate_limit": 50,
+    "api_burst_limit": 100,
+    "target_allow_list": "",
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """The options of one deployment."""
+
+    stack_name: str
+    broker: str
+    precision: str
+    nat_gateways: int
+    endpoint_azs: int
+    alarm_email: str
+    localstack: bool
+    localstack_endpoint: str
+    architecture: str
+    python_version: str
+    db_instance_type: str
+    db_multi_az: bool
+    db_backup_days: int
+    deletion_protection: bool
+    removal_policy: str
+    log_retention_days: int
+    execution_retention_days: int
+    api_rate_limit: int
+    api_burst_limit: int
+    target_allow_list: str
+
+    @property
+    def with_broker(self) -> bool:
+        """Whether this deployment runs its own Amazon MQ broker."""
+        return self.broker == "amazonmq" and not self.localstack
+
+    @classmethod
+    def from_context(cls, node: Node) -> Config:
+        """Read and check every option from the construct tree's context."""
+
+        def get(key: str) -> Any:
+            value = node.try_get_context(key)
+            return DEFAULTS[key] if value is None else value
+
+        localstack = _bool(get("localstack"), "localstack")
+        architecture = str(get("architecture")).strip() or (_host_architecture() if localstack else "arm64")
+        config = cls(
+            stack_name=str(get("stack_name")),
+            broker=_choice(get("broker"), BROKERS, "broker"),
+            precision=_choice(get("precision"), PRECISIONS, "precision"),
+            nat_gateways=_int(get("nat_gateways"), "nat_gateways", minimum=0, maximum=2),
+            endpoint_azs=_int(get("endpoint_azs"), "endpoint_azs", minimum=1, maximum=2),
+            alarm_email=str(get("alarm_email")).strip(),
+            localstack=localstack,
+            localstack_endpoint=str(get("localstack_endpoint")),
+            architecture=_choice(architecture, ARCHITECTURES, "architecture"),
+            python_version=layer_build.DEFAULT_PYTHON_VERSION,
+            db_instance_type=str(get("db_instance_type")),
+            db_multi_az=_bool(get("db_multi_az"), "db_multi_az"),
+            db_backup_days=_int(get("db_backup_days"), "db_backup_days", minimum=1, maximum=35),
+            deletion_protection=_bool(get("deletion_protection"), "deletion_protection"),
+            removal_policy=_choice(get("removal_policy"), REMOVAL_POLICIES, "removal_policy"),
+            log_retention_days=_int(get("log_retention_days"), "log_retention_days", minimum=1),
+            execution_retention_days=_int(get("execution_retention_days"), "execution_retention_days", minimum=1),
+            api_rate_limit=_int(get("api_rate_limit"), "api_rate_limit", minimum=1),
+            api_burst_limit=_int(get("api_burst_limit"), "api_burst_limit", minimum=1),
+            target_allow_list=str(get("target_allow_list")).strip(),
+        )
+        return config
+
+
+def _host_architecture() -> str:
+    return "arm64" if platform.machine().lower() in {"arm64", "aarch64"} else "x86_64"
+
+
+def _bool(value: Any, key: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in {"1", "true", "yes", "on"}:
+        return True
+    if text in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(f"context {key!r} must be true or false, not {value!r}")
+
+
+def _int(value: Any, key: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"context {key!r} must be an integer, not {value!r}") from None
+    if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+        raise ValueError(f"context {key!r} must be between {minimum} and {maximum}, not {number}")
+    return number
+
+
+def _choice(value: Any, choices: tuple[str, ...], key: str) -> str:
+    text = str(value).strip().lower()
+    if text not in choices:
+        raise ValueError(f"context {key!r} must be one of {', '.join(choices)}, not {value!r}")
+    return text

@@ -1,0 +1,171 @@
+"""What the four functions share: runtime, architecture, the one code asset, the dependency layer,
+Powertools settings, and a log group with retention per function."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsii
+from aws_cdk import BundlingOptions, DockerImage, Duration, ILocalBundling, RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.config import Config
+from infra.nag import acknowledge_lambda_role
+from infra.shared import FUNCTIONS_DIR, C, layer_build
+
+# Not part of the code asset: build and editor leftovers.
+CODE_EXCLUDES = ["**/__pycache__", "**/*.pyc", "*.egg-info", "**/.pytest_cache", "**/.mypy_cache", "**/.ruff_cache"]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a function runs in the VPC."""
+
+    vpc: ec2.IVpc
+    subnets: ec2.SubnetSelection
+    security_group: ec2.ISecurityGroup
+
+
+@jsii.implements(ILocalBundling)
+class _CodeWithDependencies:
+    """Local bundling for LocalStack, whose free edition does not apply layers: the code asset
+    gets the layer's packages copied beside the handlers."""
+
+    def __init__(self, layer_site: Path) -> None:
+        self._layer_site = layer_site
+
+    def try_bundle(self, output_dir: str, *_options: object, **_keywords: object) -> bool:
+        out = Path(output_dir)
+        shutil.copytree(self._layer_site, out, dirs_exist_ok=True)
+        shutil.copytree(
+            FUNCTIONS_DIR, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+        )
+        return True
+
+
+class LambdaKit(Construct):
+    """Builds the scheduler's functions with the same runtime, code, layer and defaults."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: Config) -> None:
+        super().__init__(scope, construct_id)
+        self._config = config
+        self.runtime: lambda_.Runtime = getattr(lambda_.Runtime, "PYTHON_" + config.python_version.replace(".", "_"))
+        self.architecture = (
+            lambda_.Architecture.ARM_64 if config.architecture == "arm64" else lambda_.Architecture.X86_64
+        )
+        layer_dir = layer_build.build_layer(config.python_version, config.architecture)
+        if config.localstack:
+            self.layers: list[lambda_.ILayerVersion] = []
+            self.code = lambda_.Code.from_asset(
+                str(FUNCTIONS_DIR),
+                exclude=CODE_EXCLUDES,
+                bundling=BundlingOptions(
+                    image=DockerImage.from_registry("scratch"),  # never pulled: local bundling always succeeds
+                    local=_CodeWithDependencies(layer_dir / "python"),
+                    # Part of the asset hash, so a new layer makes a new bundle.
+                    environment={
+                        "LAYER_FINGERPRINT": layer_build.fingerprint(config.python_version, config.architecture)
+                    },
+                ),
+            )
+        else:
+            self.layers = [
+                lambda_.LayerVersion(
+                    self,
+                    "Dependencies",
+                    code=lambda_.Code.from_asset(str(layer_dir)),
+                    compatible_runtimes=[self.runtime],
+                    compatible_architectures=[self.architecture],
+                    description=f"Scheduler dependencies (Python {config.python_version}, {config.architecture})",
+                    removal_policy=RemovalPolicy.DESTROY,
+                )
+            ]
+            self.code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=CODE_EXCLUDES)
+
+        self.environment = {
+            "POWERTOOLS_SERVICE_NAME": C.SERVICE_NAME,
+            "POWERTOOLS_METRICS_NAMESPACE": C.METRICS_NAMESPACE,
+            "POWERTOOLS_LOG_LEVEL": "INFO",
+            "POWERTOOLS_LOGGER_LOG_EVENT": "false",
+            # Responses can carry job data; errors are enough in traces.
+            "POWERTOOLS_TRACER_CAPTURE_RESPONSE": "false",
+        }
+        if config.localstack:
+            self.environment["AWS_ENDPOINT_URL"] = config.localstack_endpoint
+
+    def function(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        handler: str,
+        description: str,
+        timeout: Duration,
+        memory_size: int,
+        environment: dict[str, str],
+        placement: Placement | None,
+        reserved_concurrency: int | None = None,
+    ) -> lambda_.Function:
+        """A function of the scheduler in ``scope``, with its own log group and execution role."""
+        log_group = logs.LogGroup(
+            scope,
+            f"{construct_id}Logs",
+            retention=retention(self._config.log_retention_days),
+            removal_policy=RemovalPolicy.DESTROY if self._config.removal_policy == "destroy" else RemovalPolicy.RETAIN,
+        )
+        function = lambda_.Function(
+            scope,
+            construct_id,
+            runtime=self.runtime,
+            architecture=self.architecture,
+            code=self.code,
+            handler=handler,
+            layers=self.layers,
+            description=description,
+            timeout=timeout,
+            memory_size=memory_size,
+            environment={**self.environment, **environment},
+            log_group=log_group,
+            tracing=lambda_.Tracing.ACTIVE,
+            reserved_concurrent_executions=reserved_concurrency,
+            vpc=placement.vpc if placement else None,
+            vpc_subnets=placement.subnets if placement else None,
+            security_groups=[placement.security_group] if placement else None,
+        )
+        acknowledge_lambda_role(function, in_vpc=placement is not None)
+        return function
+
+
+# CloudWatch Logs accepts these retention periods only (days).
+_RETENTION = {
+    1: "ONE_DAY",
+    3: "THREE_DAYS",
+    5: "FIVE_DAYS",
+    7: "ONE_WEEK",
+    14: "TWO_WEEKS",
+    30: "ONE_MONTH",
+    60: "TWO_MONTHS",
+    90: "THREE_MONTHS",
+    120: "FOUR_MONTHS",
+    150: "FIVE_MONTHS",
+    180: "SIX_MONTHS",
+    365: "ONE_YEAR",
+    400: "THIRTEEN_MONTHS",
+    545: "EIGHTEEN_MONTHS",
+    731: "TWO_YEARS",
+    1827: "FIVE_YEARS",
+    3653: "TEN_YEARS",
+}
+
+
+def retention(days: int) -> logs.RetentionDays:
+    """The shortest CloudWatch retention that keeps logs at least ``days`` days."""
+    for allowed, name in sorted(_RETENTION.items()):
+        if allowed >= days:
+            return logs.RetentionDays[name]
+    return logs.RetentionDays.TEN_YEARS

@@ -1,0 +1,81 @@
+"""Schema migrations as a CloudFormation custom resource: the migrate function runs on the first
+deploy and on every deploy in which a file of ``functions/scheduler/sql/migrations`` changed."""
+
+from __future__ import annotations
+
+from aws_cdk import CustomResource, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from infra.config import Config
+from infra.lambdas import LambdaKit, Placement, retention
+from infra.nag import LAMBDA_BASIC, acknowledge
+from infra.shared import C, migrations_hash
+
+RESOURCE_TYPE = "Custom::SchedulerMigrations"
+
+
+class Migrations(Construct):
+    """The migrate function and the custom resource that invokes it.
+
+    The function receives the custom-resource events of ``aws_cdk.custom_resources.Provider``
+    (``RequestType`` Create, Update or Delete; ``ResourceProperties.MigrationsHash``): it applies
+    the pending migrations on Create and Update, does nothing on Delete, and raises to fail the
+    deployment.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: Config,
+        kit: LambdaKit,
+        placement: Placement | None,
+        environment: dict[str, str],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.function = kit.function(
+            self,
+            "Handler",
+            handler=C.MIGRATE_HANDLER,
+            description="Applies the scheduler's SQL migrations (CloudFormation custom resource)",
+            timeout=Duration.minutes(5),
+            memory_size=256,
+            environment=environment,
+            placement=placement,
+        )
+        provider_logs = logs.LogGroup(
+            self,
+            "ProviderLogs",
+            retention=retention(config.log_retention_days),
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.provider = cr.Provider(self, "Provider", on_event_handler=self.function, log_group=provider_logs)
+        self.hash = migrations_hash()
+        self.resource = CustomResource(
+            self,
+            "Resource",
+            service_token=self.provider.service_token,
+            resource_type=RESOURCE_TYPE,
+            # A new hash is an Update event: the function runs again.
+            properties={"MigrationsHash": self.hash},
+        )
+
+        handler_logical_id = Stack.of(self).resolve(Stack.of(self).get_logical_id(self.function.node.default_child))
+        acknowledge(
+            self.provider,
+            {
+                LAMBDA_BASIC: "CDK's custom-resource framework function: the AWS-managed policy only lets it "
+                "write its own logs.",
+                f"AwsSolutions-IAM5[Resource::<{handler_logical_id}.Arn>:*]": "CDK's custom-resource framework "
+                "may invoke any version of the migrate function, and only that function.",
+            },
+        )
+
+    @property
+    def functions(self) -> list[lambda_.Function]:
+        """The migrate function."""
+        return [self.function]

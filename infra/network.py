@@ -1,0 +1,123 @@
+"""The VPC: isolated subnets for the data tier, egress subnets for the executor, and interface
+endpoints so the functions in isolated subnets reach AWS APIs without a NAT gateway."""
+
+from __future__ import annotations
+
+from aws_cdk import Annotations, RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.config import Config
+
+HTTPS = ec2.Port.tcp(443)
+
+# The AWS APIs the functions call: the database and broker secrets, envelope encryption of job
+# secrets, the fan-out's asynchronous invoke of the executor, and CloudWatch metrics.
+ENDPOINT_SERVICES = {
+    "SecretsManager": ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER,
+    "Kms": ec2.InterfaceVpcEndpointAwsService.KMS,
+    "Lambda": ec2.InterfaceVpcEndpointAwsService.LAMBDA_,
+    "CloudWatch": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING,
+}
+
+
+def allow(source: ec2.ISecurityGroup, target: ec2.ISecurityGroup, port: ec2.Port, description: str) -> None:
+    """Open ``port`` from ``source`` to ``target``: ingress on the target, and egress on the source
+    unless it already allows all outbound traffic."""
+    target.add_ingress_rule(source, port, description)
+    if not source.allow_all_outbound:
+        source.add_egress_rule(target, port, description)
+
+
+class Network(Construct):
+    """VPC, subnets, interface endpoints and the security group of each component.
+
+    Every security group starts closed; the other constructs open exactly the ports they need
+    between two groups (:func:`allow`), never to a CIDR range.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: Config) -> None:
+        super().__init__(scope, construct_id)
+        self.has_egress = config.nat_gateways > 0
+        subnets = [ec2.SubnetConfiguration(name="Isolated", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED, cidr_mask=24)]
+        if self.has_egress:
+            subnets += [
+                ec2.SubnetConfiguration(name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=26),
+                ec2.SubnetConfiguration(name="Egress", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=22),
+            ]
+        self.vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr("10.40.0.0/16"),
+            max_azs=2,
+            nat_gateways=config.nat_gateways,
+            subnet_configuration=subnets,
+            restrict_default_security_group=True,
+        )
+        flow_logs = logs.LogGroup(
+            self,
+            "FlowLogs",
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        # Rejected traffic only: what a security-group mistake or a probe looks like, at low volume.
+        self.vpc.add_flow_log(
+            "FlowLog",
+            destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs),
+            traffic_type=ec2.FlowLogTrafficType.REJECT,
+        )
+
+        self.isolated = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
+        # The executor calls arbitrary HTTP and AMQP targets: it needs a route out. Without NAT
+        # gateways it can reach only targets inside the VPC (and AWS APIs through the endpoints).
+        self.egress = (
+            ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS) if self.has_egress else self.isolated
+        )
+        if not self.has_egress:
+            Annotations.of(self).add_info(
+                "nat_gateways=0: the executor runs in isolated subnets and reaches only targets inside the VPC."
+            )
+
+        self.endpoint_security_group = self._group("Endpoints", "Interface VPC endpoints (HTTPS from the functions)")
+        # One endpoint network interface per AZ costs about $7 a month each: endpoint_azs=1 halves
+        # that, at the price of AWS API calls crossing AZs (and failing with that one AZ).
+        endpoint_subnets = ec2.SubnetSelection(subnets=self.vpc.isolated_subnets[: config.endpoint_azs])
+        self.endpoints = {
+            name: self.vpc.add_interface_endpoint(
+                name,
+                service=service,
+                subnets=endpoint_subnets,
+                private_dns_enabled=True,
+                open=False,
+                security_groups=[self.endpoint_security_group],
+            )
+            for name, service in ENDPOINT_SERVICES.items()
+        }
+
+        self.api_security_group = self._group("Api", "api function")
+        self.fanout_security_group = self._group("Fanout", "fan-out function")
+        self.executor_security_group = self._group(
+            "Executor", "executor function: reaches arbitrary targets", allow_all_outbound=True
+        )
+        self.migrate_security_group = self._group("Migrate", "migrate function")
+        for group in (
+            self.api_security_group,
+            self.fanout_security_group,
+            self.executor_security_group,
+            self.migrate_security_group,
+        ):
+            self.allow_endpoints(group)
+
+    def allow_endpoints(self, group: ec2.ISecurityGroup) -> None:
+        """Let ``group`` call the AWS APIs through the interface endpoints (HTTPS)."""
+        allow(group, self.endpoint_security_group, HTTPS, "AWS APIs through the interface endpoints")
+
+    def _group(self, construct_id: str, description: str, *, allow_all_outbound: bool = False) -> ec2.SecurityGroup:
+        return ec2.SecurityGroup(
+            self,
+            f"{construct_id}SecurityGroup",
+            vpc=self.vpc,
+            description=description,
+            allow_all_outbound=allow_all_outbound,
+        )

@@ -1,0 +1,125 @@
+"""The runner: the once-a-minute tick, the fan-out that claims due jobs, the executor that
+delivers them, and the dead-letter queue of the executor's asynchronous invocations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.config import Config
+from infra.lambdas import LambdaKit, Placement
+from infra.nag import acknowledge
+from infra.shared import C
+
+# The fan-out runs once a minute; at second precision it keeps claiming a little past its minute
+# (consecutive runs overlap, claims skip locked rows), so it needs more than 60 s.
+FANOUT_TIMEOUT = Duration.seconds(90)
+# Two overlapping runs at most, one spare: more would only contend for the same rows.
+FANOUT_CONCURRENCY = 3
+# A target may take up to 900 s (scheduler.models.MAX_TIMEOUT_SECONDS); the executor caps each
+# delivery by its remaining time, so its timeout is Lambda's maximum. It is billed per use.
+EXECUTOR_TIMEOUT = Duration.minutes(15)
+# A little more than the claim lease (Settings.claim_lease_seconds, 120 s): an older invocation
+# finds its lease taken over and would do nothing, so it goes to the dead-letter queue instead.
+EXECUTOR_MAX_EVENT_AGE = Duration.minutes(3)
+
+
+@dataclass(frozen=True)
+class RunnerPlacement:
+    """Where the two runner functions sit (``None`` outside a VPC, for LocalStack)."""
+
+    fanout: Placement | None
+    executor: Placement | None
+
+
+class Runner(Construct):
+    """Tick rule -> fan-out -> (async invoke, one per job) -> executor; failures -> DLQ."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: Config,
+        kit: LambdaKit,
+        placement: RunnerPlacement,
+        database_environment: dict[str, str],
+        executor_environment: dict[str, str],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.dead_letter_queue = sqs.Queue(
+            self,
+            "ExecutorDeadLetterQueue",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        acknowledge(
+            self.dead_letter_queue,
+            {
+                "AwsSolutions-SQS3": "This queue is itself the dead-letter queue (on-failure destination) of the "
+                "executor's asynchronous invocations."
+            },
+        )
+
+        # Retries are durable (a failed attempt sets the next attempt time in the row), so the
+        # platform does not retry: a failed or expired invocation goes to the dead-letter queue.
+        self.executor = kit.function(
+            self,
+            "Executor",
+            handler=C.EXECUTOR_HANDLER,
+            description="Delivers one claimed job to its HTTP or AMQP target and records the execution",
+            timeout=EXECUTOR_TIMEOUT,
+            memory_size=512,
+            environment={**database_environment, **executor_environment},
+            placement=placement.executor,
+        )
+        self.executor.configure_async_invoke(
+            retry_attempts=0,
+            max_event_age=EXECUTOR_MAX_EVENT_AGE,
+            on_failure=destinations.SqsDestination(self.dead_letter_queue),
+        )
+
+        self.fanout = kit.function(
+            self,
+            "Fanout",
+            handler=C.FANOUT_HANDLER,
+            description="Claims due jobs once a minute and invokes the executor for each",
+            timeout=FANOUT_TIMEOUT,
+            memory_size=512,
+            reserved_concurrency=FANOUT_CONCURRENCY,
+            environment={
+                **database_environment,
+                C.ENV_PRECISION: config.precision,
+                C.ENV_EXECUTOR_FUNCTION: self.executor.function_name,
+                C.ENV_EXECUTION_RETENTION_DAYS: str(config.execution_retention_days),
+            },
+            placement=placement.fanout,
+        )
+        # A missed tick is covered by the next one: no platform retries, no stale runs.
+        self.fanout.configure_async_invoke(retry_attempts=0, max_event_age=Duration.seconds(60))
+        # Exactly the executor, unqualified: no wildcard over its versions and aliases.
+        self.fanout.add_to_role_policy(
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.executor.function_arn])
+        )
+
+        self.tick = events.Rule(
+            self,
+            "Tick",
+            description="Runs the scheduler's fan-out every minute",
+            schedule=events.Schedule.rate(Duration.minutes(1)),
+            targets=[targets.LambdaFunction(self.fanout, retry_attempts=2, max_event_age=Duration.seconds(60))],
+        )
+
+    @property
+    def functions(self) -> list[lambda_.Function]:
+        """The runner's functions."""
+        return [self.fanout, self.executor]

@@ -1,0 +1,186 @@
+"""The one stack: composes network, database, broker, runner, API, migrations and observability.
+
+Two shapes, chosen by context: on AWS (the default) everything sits in a VPC and reaches
+PostgreSQL through RDS Proxy; with ``localstack=true`` there is no VPC, RDS or Amazon MQ, and
+the database and broker URLs are stack parameters.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, CfnParameter, RemovalPolicy, Stack, Tags
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from infra.api import Api
+from infra.broker import Broker
+from infra.config import Config
+from infra.database import Database
+from infra.lambdas import LambdaKit, Placement
+from infra.migrations import Migrations
+from infra.network import Network
+from infra.observability import Observability
+from infra.runner import Runner, RunnerPlacement
+from infra.shared import C
+
+
+class SchedulerStack(Stack):
+    """The scheduler on AWS (or on LocalStack), environment-agnostic unless told otherwise."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: Config, **kwargs: object) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            description="Serverless distributed job scheduler (API Gateway, Lambda, RDS PostgreSQL)",
+            **kwargs,  # type: ignore[arg-type]
+        )
+        self.config = config
+        # The proxy target group takes no tags (CloudFormation rejects them).
+        Tags.of(self).add("service", C.SERVICE_NAME, exclude_resource_types=["AWS::RDS::DBProxyTargetGroup"])
+        kit = LambdaKit(self, "Lambdas", config=config)
+        self.job_secrets_key = kms.Key(
+            self,
+            "JobSecretsKey",
+            description="Scheduler: envelope encryption of job secrets (target passwords and tokens)",
+            enable_key_rotation=True,
+            removal_policy=RemovalPolicy.DESTROY if config.removal_policy == "destroy" else RemovalPolicy.RETAIN,
+        )
+        targets_env = {C.ENV_TARGET_ALLOW_LIST: config.target_allow_list} if config.target_allow_list else {}
+
+        self.network: Network | None = None
+        self.database: Database | None = None
+        self.broker: Broker | None = None
+        if config.localstack:
+            database_url = CfnParameter(
+                self,
+                "DatabaseUrl",
+                type="String",
+                no_echo=True,
+                description="PostgreSQL URL the functions use, reachable from LocalStack's Lambda containers",
+            )
+            broker_url = CfnParameter(
+                self,
+                "BrokerUrl",
+                type="String",
+                no_echo=True,
+                default="",
+                description="Default AMQP broker URL (with credentials) for jobs that name none; empty for none",
+            )
+            database_env = {C.ENV_DATABASE_URL: database_url.value_as_string}
+            migrate_env = dict(database_env)
+            local_env = {C.ENV_ALLOW_PRIVATE_TARGETS: "true"}  # targets run beside LocalStack
+            api_env = {**database_env, **local_env, C.ENV_DEFAULT_BROKER_URL: broker_url.value_as_string}
+            executor_env = {**local_env, C.ENV_DEFAULT_BROKER_URL: broker_url.value_as_string}
+            api_placement = migrate_placement = None
+            runner_placement = RunnerPlacement(fanout=None, executor=None)
+        else:
+            network = self.network = Network(self, "Network", config=config)
+            database = self.database = Database(self, "Database", config=config, network=network)
+            database_env = {
+                C.ENV_DATABASE_SECRET_ARN: database.secret.secret_arn,
+                C.ENV_DATABASE_HOST: database.proxy_endpoint,
+                C.ENV_DATABASE_NAME: database.database_name,
+            }
+            # Straight to the instance: migrations take advisory locks, which pin proxy connections.
+            migrate_env = {**database_env, C.ENV_DATABASE_HOST: database.instance_endpoint}
+            api_env = dict(database_env)
+            executor_env = {}
+            if config.with_broker:
+                broker = self.broker = Broker(self, "Broker", network=network)
+                api_env[C.ENV_DEFAULT_BROKER_URL] = broker.url
+                executor_env = {
+                    C.ENV_DEFAULT_BROKER_URL: broker.url,
+                    C.ENV_DEFAULT_BROKER_SECRET_ARN: broker.secret.secret_arn,
+                }
+            api_placement = Placement(network.vpc, network.isolated, network.api_security_group)
+            migrate_placement = Placement(network.vpc, network.isolated, network.migrate_security_group)
+            runner_placement = RunnerPlacement(
+                fanout=Placement(network.vpc, network.isolated, network.fanout_security_group),
+                executor=Placement(network.vpc, network.egress, network.executor_security_group),
+            )
+
+        key_env = {C.ENV_KMS_KEY_ID: self.job_secrets_key.key_arn}
+        self.api = Api(
+            self,
+            "Api",
+            config=config,
+            kit=kit,
+            placement=api_placement,
+            environment={**api_env, **key_env, **targets_env},
+        )
+        self.runner = Runner(
+            self,
+            "Runner",
+            config=config,
+            kit=kit,
+            placement=runner_placement,
+            database_environment=database_env,
+            executor_environment={**executor_env, **key_env, **targets_env},
+        )
+        self.migrations = Migrations(
+            self, "Migrations", config=config, kit=kit, placement=migrate_placement, environment=migrate_env
+        )
+        # No tick before the schema exists.
+        self.runner.tick.node.add_dependency(self.migrations.resource)
+
+        for function in (self.api.function, self.runner.executor):
+            self._grant_job_secrets(function)
+        if self.database is not None and self.network is not None:
+            for function in (self.api.function, self.runner.fanout, self.runner.executor, self.migrations.function):
+                self.database.secret.grant_read(function)
+            for group in (
+                self.network.api_security_group,
+                self.network.fanout_security_group,
+                self.network.executor_security_group,
+            ):
+                self.database.allow_from(group)
+            self.database.allow_from(self.network.migrate_security_group, through_proxy=False)
+            # CloudFormation would otherwise run the migrations as soon as the function exists,
+            # possibly before the security-group rules and the endpoints it needs.
+            self.migrations.resource.node.add_dependency(
+                self.network, self.database.security_group, self.database.secret
+            )
+        if self.broker is not None and self.network is not None:
+            self.broker.secret.grant_read(self.runner.executor)
+            self.broker.allow_from(self.network.executor_security_group)
+
+        self.observability = Observability(
+            self,
+            "Observability",
+            config=config,
+            fanout=self.runner.fanout,
+            executor=self.runner.executor,
+            api_function=self.api.function,
+            rest_api=self.api.rest_api,
+            dead_letter_queue=self.runner.dead_letter_queue,
+            database=self.database.instance if self.database else None,
+            proxy=self.database.proxy if self.database else None,
+        )
+        self._outputs()
+
+    def _grant_job_secrets(self, function: lambda_.Function) -> None:
+        # Envelope encryption: a data key per secret, decrypted again on use. That key only.
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["kms:GenerateDataKey", "kms:Decrypt"], resources=[self.job_secrets_key.key_arn]
+            )
+        )
+
+    def _outputs(self) -> None:
+        outputs = {
+            "ApiUrl": (self.api.url, "Base URL of the HTTP API (routes under v1/); requests must be SigV4-signed"),
+            "AlarmTopicArn": (self.observability.topic.topic_arn, "SNS topic of the alarms"),
+            "DashboardName": (self.observability.dashboard.dashboard_name, "CloudWatch dashboard"),
+            "DeadLetterQueueUrl": (self.runner.dead_letter_queue.queue_url, "Failed executor invocations"),
+            "ExecutorFunctionName": (self.runner.executor.function_name, "Executor Lambda function"),
+            "FanoutFunctionName": (self.runner.fanout.function_name, "Fan-out Lambda function"),
+        }
+        if self.database is not None:
+            outputs["DatabaseProxyEndpoint"] = (self.database.proxy_endpoint, "RDS Proxy endpoint (TLS required)")
+            outputs["DatabaseSecretArn"] = (self.database.secret.secret_arn, "Database credentials")
+        if self.broker is not None:
+            outputs["BrokerAmqpEndpoint"] = (self.broker.url, "Amazon MQ AMQPS endpoint (default broker)")
+            outputs["BrokerSecretArn"] = (self.broker.secret.secret_arn, "Amazon MQ credentials")
+        for name, (value, description) in outputs.items():
+            CfnOutput(self, name, value=value, description=description)

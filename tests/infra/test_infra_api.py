@@ -1,0 +1,96 @@
+"""API Gateway: AWS_IAM on every method, request validation, access logs, throttling, tracing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("aws_cdk")
+
+from infra.shared import C  # noqa: E402
+
+ROUTES = {
+    ("GET", "/v1/health"),
+    ("GET", "/v1/jobs"),
+    ("POST", "/v1/jobs"),
+    ("GET", "/v1/jobs/{id}"),
+    ("PUT", "/v1/jobs/{id}"),
+    ("PATCH", "/v1/jobs/{id}"),
+    ("DELETE", "/v1/jobs/{id}"),
+    ("POST", "/v1/jobs/{id}/pause"),
+    ("POST", "/v1/jobs/{id}/resume"),
+    ("POST", "/v1/jobs/{id}/run"),
+    ("GET", "/v1/jobs/{id}/executions"),
+}
+
+
+def resource_path(synth, resource_ref: dict) -> str:
+    """The full path of an API Gateway resource (``Ref`` to it, or to the root)."""
+    if "Fn::GetAtt" in resource_ref:
+        return ""
+    resource = synth.json["Resources"][resource_ref["Ref"]]["Properties"]
+    return resource_path(synth, resource["ParentId"]) + "/" + resource["PathPart"]
+
+
+def methods(synth) -> dict[tuple[str, str], dict]:
+    return {
+        (m["Properties"]["HttpMethod"], resource_path(synth, m["Properties"]["ResourceId"])): m["Properties"]
+        for m in synth.resources("AWS::ApiGateway::Method").values()
+    }
+
+
+def test_routes_are_those_of_the_design(aws):
+    assert set(methods(aws)) == ROUTES
+
+
+@pytest.mark.parametrize("variant", ["aws", "localstack"])
+def test_every_method_requires_sigv4(variant, synthesize):
+    for route, method in methods(synthesize(variant)).items():
+        assert method["AuthorizationType"] == "AWS_IAM", route
+
+
+def test_every_method_is_validated_and_proxied_to_the_api_function(aws):
+    api_id, _ = aws.function(C.API_HANDLER)
+    validators = aws.resources("AWS::ApiGateway::RequestValidator")
+    for route, method in methods(aws).items():
+        validator = validators[method["RequestValidatorId"]["Ref"]]["Properties"]
+        assert validator["ValidateRequestParameters"] is True, route
+        if route[0] in {"POST", "PUT", "PATCH"} and route[1] in {"/v1/jobs", "/v1/jobs/{id}"}:
+            assert validator["ValidateRequestBody"] is True, route
+            assert "application/json" in method["RequestModels"], route
+        if "{id}" in route[1]:
+            assert method["RequestParameters"]["method.request.path.id"] is True, route
+        integration = method["Integration"]
+        assert integration["Type"] == "AWS_PROXY"
+        assert api_id in json.dumps(integration["Uri"])
+
+
+def test_stage_logs_traces_and_throttles(aws):
+    (stage,) = [s["Properties"] for s in aws.resources("AWS::ApiGateway::Stage").values()]
+    assert stage["TracingEnabled"] is True
+    assert "DestinationArn" in stage["AccessLogSetting"]
+    assert "$context.identity.caller" in stage["AccessLogSetting"]["Format"]
+    (settings,) = stage["MethodSettings"]
+    assert settings["ThrottlingRateLimit"] == 50
+    assert settings["ThrottlingBurstLimit"] == 100
+    assert settings["LoggingLevel"] in {"ERROR", "INFO"}
+    assert settings["DataTraceEnabled"] is False
+    access_log = stage["AccessLogSetting"]["DestinationArn"]["Fn::Join"][1][-1]["Ref"]
+    assert aws.json["Resources"][access_log]["Properties"]["RetentionInDays"] == 30
+
+
+def test_gateway_errors_have_the_api_error_shape(aws):
+    responses = {
+        r["Properties"]["ResponseType"]: r["Properties"]
+        for r in aws.resources("AWS::ApiGateway::GatewayResponse").values()
+    }
+    for response_type in ("BAD_REQUEST_BODY", "THROTTLED", "ACCESS_DENIED", "DEFAULT_4XX", "DEFAULT_5XX"):
+        template = responses[response_type]["ResponseTemplates"]["application/json"]
+        assert template.startswith('{"error": {"code": '), response_type
+    assert responses["REQUEST_TOO_LARGE"]["StatusCode"] == "413"
+
+
+def test_api_url_is_an_output(aws):
+    output = aws.json["Outputs"]["ApiUrl"]
+    assert "execute-api" in json.dumps(output["Value"])

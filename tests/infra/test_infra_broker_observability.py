@@ -1,0 +1,112 @@
+"""Amazon MQ broker, dashboard and alarms."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("aws_cdk")
+
+from infra.shared import C  # noqa: E402
+
+DASHBOARD_TITLES = (
+    "Executions per minute by status",
+    "Failures per minute",
+    "Lateness (ms)",
+    "Claimed vs dispatched per minute",
+    "Due backlog and oldest due age",
+    "Fan-out duration (ms)",
+    "Executor errors and throttles",
+    "Executor duration (ms)",
+    "API 4xx / 5xx",
+    "API latency (ms)",
+    "Database CPU (%)",
+    "Database connections",
+    "Dead-letter queue depth",
+)
+
+
+def test_rabbitmq_broker_is_private_and_its_url_is_the_executors_default(aws):
+    ((broker_id, broker),) = aws.resources("AWS::AmazonMQ::Broker").items()
+    props = broker["Properties"]
+    assert props["EngineType"] == "RABBITMQ"
+    assert props["HostInstanceType"] == "mq.t3.micro"
+    assert props["PubliclyAccessible"] is False
+    assert len(props["SubnetIds"]) == 1
+    (user,) = props["Users"]
+    assert "{{resolve:secretsmanager:" in json.dumps(user["Password"])
+    env = aws.function(C.EXECUTOR_HANDLER)[1]["Environment"]["Variables"]
+    assert env[C.ENV_DEFAULT_BROKER_URL] == {"Fn::Select": [0, {"Fn::GetAtt": [broker_id, "AmqpEndpoints"]}]}
+    secret_ref = env[C.ENV_DEFAULT_BROKER_SECRET_ARN]["Ref"]
+    assert aws.json["Resources"][secret_ref]["Type"] == "AWS::SecretsManager::Secret"
+    assert C.ENV_DEFAULT_BROKER_SECRET_ARN not in aws.function(C.API_HANDLER)[1]["Environment"]["Variables"]
+
+
+def test_broker_none_means_no_broker_and_no_default(lean):
+    assert lean.resources("AWS::AmazonMQ::Broker") == {}
+    for handler in (C.API_HANDLER, C.EXECUTOR_HANDLER):
+        env = lean.function(handler)[1]["Environment"]["Variables"]
+        assert C.ENV_DEFAULT_BROKER_URL not in env
+        assert C.ENV_DEFAULT_BROKER_SECRET_ARN not in env
+
+
+def test_dashboard_shows_the_scheduler_the_functions_the_api_and_the_database(aws):
+    (dashboard,) = aws.resources("AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for title in DASHBOARD_TITLES:
+        assert title in body, title
+    for metric in (
+        C.METRIC_EXECUTIONS,
+        C.METRIC_LATENESS_MS,
+        C.METRIC_CLAIMED,
+        C.METRIC_DISPATCHED,
+        C.METRIC_DUE_BACKLOG,
+        C.METRIC_OLDEST_DUE_AGE_S,
+        C.METRIC_FANOUT_DURATION_MS,
+    ):
+        assert f'\\\\"{metric}\\\\"' in body or f'\\"{metric}\\"' in body, metric
+    assert C.METRICS_NAMESPACE in body
+
+
+def alarms(synth) -> dict[str, dict]:
+    """Alarms by construct id (logical id ``Observability<id><8 hex digits>``)."""
+    return {
+        logical_id.removeprefix("Observability")[:-8]: alarm["Properties"]
+        for logical_id, alarm in synth.resources("AWS::CloudWatch::Alarm").items()
+    }
+
+
+def metric_names(alarm: dict) -> set[str]:
+    if "MetricName" in alarm:
+        return {alarm["MetricName"]}
+    return {m["MetricStat"]["Metric"]["MetricName"] for m in alarm["Metrics"] if "MetricStat" in m}
+
+
+def test_alarms_notify_the_topic(aws):
+    found = alarms(aws)
+    assert set(found) >= {"DeadLetterQueueNotEmpty", "FailureRate", "BacklogAge", "FanoutErrors", "DatabaseCpu"}
+    (topic_id,) = aws.resources("AWS::SNS::Topic")
+    for name, alarm in found.items():
+        assert alarm["AlarmActions"] == [{"Ref": topic_id}], name
+    assert found["BacklogAge"]["Threshold"] == 120
+    assert metric_names(found["BacklogAge"]) == {C.METRIC_OLDEST_DUE_AGE_S}
+    assert found["DeadLetterQueueNotEmpty"]["Threshold"] == 1
+    assert metric_names(found["DeadLetterQueueNotEmpty"]) == {"ApproximateNumberOfMessagesVisible"}
+    assert metric_names(found["FanoutErrors"]) == {"Errors"}
+    assert metric_names(found["DatabaseCpu"]) == {"CPUUtilization"}
+    assert metric_names(found["FailureRate"]) == {C.METRIC_EXECUTIONS}
+    assert "IF(" in json.dumps(found["FailureRate"]["Metrics"])
+
+
+def test_alarm_email_is_optional(aws, lean):
+    assert aws.resources("AWS::SNS::Subscription") == {}
+    (subscription,) = lean.resources("AWS::SNS::Subscription").values()
+    assert subscription["Properties"]["Protocol"] == "email"
+    assert subscription["Properties"]["Endpoint"] == "ops@example.com"
+
+
+def test_alarm_topic_requires_tls(aws):
+    (policy,) = aws.resources("AWS::SNS::TopicPolicy").values()
+    statement = json.dumps(policy["Properties"]["PolicyDocument"])
+    assert "aws:SecureTransport" in statement

@@ -1,0 +1,64 @@
+"""Context options: defaults, ``-c key=value`` strings, and refusals."""
+
+from __future__ import annotations
+
+import platform
+
+import pytest
+
+pytest.importorskip("aws_cdk")
+
+from aws_cdk import App  # noqa: E402
+
+from infra.config import DEFAULTS, Config  # noqa: E402
+
+
+def config(**context: object) -> Config:
+    return Config.from_context(App(context=context).node)
+
+
+def test_defaults_are_the_documented_ones(cdk_context):
+    default = config()
+    assert (default.broker, default.precision, default.nat_gateways) == ("amazonmq", "second", 1)
+    assert default.architecture == "arm64" and default.localstack is False
+    assert default.deletion_protection is True and default.removal_policy == "snapshot"
+    assert default.with_broker
+    for key, value in cdk_context.items():
+        if key in DEFAULTS:
+            assert value == DEFAULTS[key], f"cdk.json sets {key}={value!r}, the code's default is {DEFAULTS[key]!r}"
+
+
+def test_command_line_strings_are_parsed():
+    parsed = config(broker="None", precision="minute", nat_gateways="0", deletion_protection="false",
+                    db_multi_az="yes", alarm_email=" ops@example.com ")  # fmt: skip
+    assert parsed.broker == "none" and not parsed.with_broker
+    assert parsed.precision == "minute"
+    assert parsed.nat_gateways == 0
+    assert parsed.deletion_protection is False and parsed.db_multi_az is True
+    assert parsed.alarm_email == "ops@example.com"
+
+
+def test_localstack_defaults_to_the_host_architecture_and_has_no_broker():
+    local = config(localstack="true")
+    expected = "arm64" if platform.machine().lower() in {"arm64", "aarch64"} else "x86_64"
+    assert local.architecture == expected
+    assert not local.with_broker
+    assert config(localstack="true", architecture="arm64").architecture == "arm64"
+
+
+@pytest.mark.parametrize(
+    "context",
+    [
+        {"broker": "kafka"},
+        {"precision": "hour"},
+        {"nat_gateways": "3"},
+        {"nat_gateways": "one"},
+        {"removal_policy": "keep"},
+        {"localstack": "maybe"},
+        {"architecture": "ppc64le"},
+        {"endpoint_azs": "0"},
+    ],
+)
+def test_bad_values_are_refused(context):
+    with pytest.raises(ValueError, match=next(iter(context))):
+        config(**context)

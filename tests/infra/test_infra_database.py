@@ -1,0 +1,73 @@
+"""Database: encrypted PostgreSQL, backups, protection by context, rotated credentials, RDS Proxy."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("aws_cdk")
+
+from infra.shared import C  # noqa: E402
+
+
+def only(resources: dict) -> dict:
+    (resource,) = resources.values()
+    return resource
+
+
+def test_postgres_current_major_encrypted_with_a_customer_key(aws):
+    instance = only(aws.resources("AWS::RDS::DBInstance"))
+    props = instance["Properties"]
+    assert props["Engine"] == "postgres"
+    assert int(props["EngineVersion"].split(".")[0]) >= 17
+    assert props["StorageEncrypted"] is True
+    key_id = props["KmsKeyId"]["Fn::GetAtt"][0]
+    assert aws.json["Resources"][key_id]["Type"] == "AWS::KMS::Key"
+    assert aws.json["Resources"][key_id]["Properties"]["EnableKeyRotation"] is True
+    assert props["PubliclyAccessible"] is False
+    assert props["BackupRetentionPeriod"] >= 7
+    assert props["DBInstanceClass"] == "db.t4g.micro"
+
+
+def test_tls_is_forced(aws):
+    group = only(aws.resources("AWS::RDS::DBParameterGroup"))
+    assert group["Properties"]["Parameters"]["rds.force_ssl"] == "1"
+
+
+def test_deletion_protection_and_removal_policy_follow_the_context(aws, lean):
+    default = only(aws.resources("AWS::RDS::DBInstance"))
+    assert default["Properties"]["DeletionProtection"] is True
+    assert default["DeletionPolicy"] == "Snapshot"
+    assert default["Properties"]["MultiAZ"] is False
+    throwaway = only(lean.resources("AWS::RDS::DBInstance"))
+    assert throwaway["Properties"]["DeletionProtection"] is False
+    assert throwaway["DeletionPolicy"] == "Delete"
+    assert throwaway["Properties"]["MultiAZ"] is True
+
+
+def test_credentials_live_in_secrets_manager_and_rotate(aws):
+    instance = only(aws.resources("AWS::RDS::DBInstance"))
+    assert "{{resolve:secretsmanager:" in str(instance["Properties"]["MasterUserPassword"])
+    schedule = only(aws.resources("AWS::SecretsManager::RotationSchedule"))
+    assert schedule["Properties"]["RotationRules"]["ScheduleExpression"] == "rate(30 days)"
+    assert schedule["Properties"].get("RotateImmediatelyOnUpdate") is False
+
+
+def test_proxy_requires_tls_and_uses_the_secret(aws):
+    proxy = only(aws.resources("AWS::RDS::DBProxy"))["Properties"]
+    assert proxy["RequireTLS"] is True
+    assert proxy["EngineFamily"] == "POSTGRESQL"
+    (auth,) = proxy["Auth"]
+    assert auth["AuthScheme"] == "SECRETS"
+    assert auth["SecretArn"] == {"Ref": next(iter(aws.resources("AWS::SecretsManager::SecretTargetAttachment")))}
+
+
+def test_functions_reach_the_database_through_the_proxy_but_migrate_goes_direct(aws):
+    proxy_id = next(iter(aws.resources("AWS::RDS::DBProxy")))
+    instance_id = next(iter(aws.resources("AWS::RDS::DBInstance")))
+    for handler in (C.API_HANDLER, C.FANOUT_HANDLER, C.EXECUTOR_HANDLER):
+        env = aws.function(handler)[1]["Environment"]["Variables"]
+        assert env[C.ENV_DATABASE_HOST] == {"Fn::GetAtt": [proxy_id, "Endpoint"]}, handler
+        assert env[C.ENV_DATABASE_NAME] == "scheduler"
+        assert C.ENV_DATABASE_SECRET_ARN in env
+    env = aws.function(C.MIGRATE_HANDLER)[1]["Environment"]["Variables"]
+    assert env[C.ENV_DATABASE_HOST] == {"Fn::GetAtt": [instance_id, "Endpoint.Address"]}

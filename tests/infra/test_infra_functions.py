@@ -1,0 +1,174 @@
+"""Functions, the tick, the dead-letter queue, the migrations resource and IAM."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("aws_cdk")
+
+from infra.shared import C, layer_build, migrations_hash  # noqa: E402
+
+HANDLERS = (C.API_HANDLER, C.FANOUT_HANDLER, C.EXECUTOR_HANDLER, C.MIGRATE_HANDLER)
+# Actions allowed on Resource "*": X-Ray has no resource-level permissions.
+WILDCARD_RESOURCE_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+
+
+def statements(synth, handler: str) -> list[dict]:
+    """The statements of the execution role's inline policies of the function with ``handler``."""
+    _, props = synth.function(handler)
+    role = props["Role"]["Fn::GetAtt"][0]
+    found = []
+    for policy in synth.resources("AWS::IAM::Policy").values():
+        if {"Ref": role} in policy["Properties"]["Roles"]:
+            found.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    return found
+
+
+def actions(statement: dict) -> list[str]:
+    value = statement["Action"]
+    return [value] if isinstance(value, str) else value
+
+
+def test_functions_share_the_runtime_the_architecture_the_code_and_the_layer(aws):
+    (layer_id,) = aws.resources("AWS::Lambda::LayerVersion")
+    layer = aws.json["Resources"][layer_id]["Properties"]
+    assert layer["CompatibleRuntimes"] == [f"python{layer_build.DEFAULT_PYTHON_VERSION}"]
+    assert layer["CompatibleArchitectures"] == ["arm64"]
+    codes = set()
+    for handler in HANDLERS:
+        _, props = aws.function(handler)
+        assert props["Runtime"] == f"python{layer_build.DEFAULT_PYTHON_VERSION}"
+        assert props["Architectures"] == ["arm64"]
+        assert props["Layers"] == [{"Ref": layer_id}]
+        assert props["TracingConfig"] == {"Mode": "Active"}
+        codes.add(props["Code"]["S3Key"])
+        env = props["Environment"]["Variables"]
+        assert env["POWERTOOLS_SERVICE_NAME"] == C.SERVICE_NAME
+        assert env["POWERTOOLS_METRICS_NAMESPACE"] == C.METRICS_NAMESPACE
+    assert len(codes) == 1, "one code asset for all four functions"
+
+
+def test_every_function_logs_to_a_group_with_retention(aws):
+    groups = aws.resources("AWS::Logs::LogGroup")
+    for handler in HANDLERS:
+        _, props = aws.function(handler)
+        group = props["LoggingConfig"]["LogGroup"]["Ref"]
+        assert groups[group]["Properties"]["RetentionInDays"] == 30, handler
+
+
+def test_fanout_runs_past_its_minute_with_little_concurrency(aws, lean):
+    _, props = aws.function(C.FANOUT_HANDLER)
+    assert 60 < props["Timeout"] <= 120
+    assert props["ReservedConcurrentExecutions"] == 3
+    env = props["Environment"]["Variables"]
+    assert env[C.ENV_PRECISION] == "second"
+    executor_id, _ = aws.function(C.EXECUTOR_HANDLER)
+    assert env[C.ENV_EXECUTOR_FUNCTION] == {"Ref": executor_id}
+    assert env[C.ENV_EXECUTION_RETENTION_DAYS] == "30"
+    assert lean.function(C.FANOUT_HANDLER)[1]["Environment"]["Variables"][C.ENV_PRECISION] == "minute"
+
+
+def test_timeouts_fit_the_work(aws):
+    assert aws.function(C.API_HANDLER)[1]["Timeout"] < 29  # API Gateway's integration limit
+    assert aws.function(C.EXECUTOR_HANDLER)[1]["Timeout"] == 900  # targets may take up to 900 s
+    assert aws.function(C.MIGRATE_HANDLER)[1]["Timeout"] == 300
+
+
+def test_executor_async_invocations_do_not_retry_and_fail_to_the_dead_letter_queue(aws):
+    executor_id, _ = aws.function(C.EXECUTOR_HANDLER)
+    (config,) = [
+        c["Properties"]
+        for c in aws.resources("AWS::Lambda::EventInvokeConfig").values()
+        if c["Properties"]["FunctionName"] == {"Ref": executor_id}
+    ]
+    assert config["MaximumRetryAttempts"] == 0
+    assert 60 <= config["MaximumEventAgeInSeconds"] <= 600
+    (queue_id,) = aws.resources("AWS::SQS::Queue")
+    assert config["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+    queue = aws.json["Resources"][queue_id]["Properties"]
+    assert queue.get("SqsManagedSseEnabled", True) is not False
+    sends = [s for s in statements(aws, C.EXECUTOR_HANDLER) if "sqs:SendMessage" in actions(s)]
+    assert sends and all(s["Resource"] == {"Fn::GetAtt": [queue_id, "Arn"]} for s in sends)
+
+
+def test_tick_runs_the_fanout_every_minute_after_the_migrations(aws):
+    fanout_id, _ = aws.function(C.FANOUT_HANDLER)
+    ((rule_id, rule),) = aws.resources("AWS::Events::Rule").items()
+    assert rule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+    assert rule["Properties"]["State"] == "ENABLED"
+    (target,) = rule["Properties"]["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": [fanout_id, "Arn"]}
+    (migrations_id,) = aws.resources("Custom::SchedulerMigrations")
+    assert migrations_id in rule["DependsOn"]
+
+
+def test_fanout_may_invoke_the_executor_and_nothing_else(aws):
+    executor_id, _ = aws.function(C.EXECUTOR_HANDLER)
+    invokes = [s for s in statements(aws, C.FANOUT_HANDLER) if any(a.startswith("lambda:") for a in actions(s))]
+    assert invokes == [
+        {"Action": "lambda:InvokeFunction", "Effect": "Allow", "Resource": {"Fn::GetAtt": [executor_id, "Arn"]}}
+    ]
+    for handler in (C.API_HANDLER, C.EXECUTOR_HANDLER, C.MIGRATE_HANDLER):
+        assert not any(a.startswith("lambda:") for s in statements(aws, handler) for a in actions(s)), handler
+
+
+def test_job_secrets_key_is_granted_to_the_api_and_the_executor_only(aws):
+    api_env = aws.function(C.API_HANDLER)[1]["Environment"]["Variables"]
+    key_id = api_env[C.ENV_KMS_KEY_ID]["Fn::GetAtt"][0]
+    assert aws.json["Resources"][key_id]["Properties"]["EnableKeyRotation"] is True
+    for handler in (C.API_HANDLER, C.EXECUTOR_HANDLER):
+        env = aws.function(handler)[1]["Environment"]["Variables"]
+        assert env[C.ENV_KMS_KEY_ID] == {"Fn::GetAtt": [key_id, "Arn"]}
+        kms = [s for s in statements(aws, handler) if any(a.startswith("kms:") for a in actions(s))]
+        assert kms == [
+            {
+                "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+                "Effect": "Allow",
+                "Resource": {"Fn::GetAtt": [key_id, "Arn"]},
+            }
+        ], handler
+    for handler in (C.FANOUT_HANDLER, C.MIGRATE_HANDLER):
+        assert C.ENV_KMS_KEY_ID not in aws.function(handler)[1]["Environment"]["Variables"]
+        assert not any(a.startswith("kms:") for s in statements(aws, handler) for a in actions(s)), handler
+
+
+def test_no_wildcard_actions_and_no_wildcard_resources_on_data(aws):
+    for policy_id, policy in aws.resources("AWS::IAM::Policy").items():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            for action in actions(statement):
+                assert action != "*" and not action.endswith(":*"), (policy_id, action)
+            if statement["Resource"] == "*":
+                assert set(actions(statement)) <= WILDCARD_RESOURCE_ACTIONS, (policy_id, statement)
+
+
+def test_the_api_has_a_stable_cursor_key(aws):
+    env = aws.function(C.API_HANDLER)[1]["Environment"]["Variables"]
+    assert "{{resolve:secretsmanager:" in str(env[C.ENV_CURSOR_SECRET])
+
+
+def test_target_allow_list_by_context(aws, lean):
+    assert C.ENV_TARGET_ALLOW_LIST not in aws.function(C.EXECUTOR_HANDLER)[1]["Environment"]["Variables"]
+    for handler in (C.API_HANDLER, C.EXECUTOR_HANDLER):
+        assert lean.function(handler)[1]["Environment"]["Variables"][C.ENV_TARGET_ALLOW_LIST] == "hooks.example.com"
+
+
+def test_migrations_run_through_a_custom_resource_keyed_by_their_hash(aws):
+    (resource,) = aws.resources("Custom::SchedulerMigrations").values()
+    assert resource["Properties"]["MigrationsHash"] == migrations_hash()
+    service_token = resource["Properties"]["ServiceToken"]["Fn::GetAtt"][0]
+    framework = aws.json["Resources"][service_token]["Properties"]
+    migrate_id, _ = aws.function(C.MIGRATE_HANDLER)
+    assert framework["Environment"]["Variables"]["USER_ON_EVENT_FUNCTION_ARN"] == {"Fn::GetAtt": [migrate_id, "Arn"]}
+
+
+def test_migrations_hash_changes_with_any_migration(tmp_path):
+    (tmp_path / "0001_initial.sql").write_text("create table a (id int);")
+    first = migrations_hash(tmp_path)
+    assert migrations_hash(tmp_path) == first
+    (tmp_path / "0002_more.sql").write_text("alter table a add b int;")
+    second = migrations_hash(tmp_path)
+    assert second != first
+    (tmp_path / "0002_more.sql").write_text("alter table a add c int;")
+    assert migrations_hash(tmp_path) not in {first, second}
+    (tmp_path / "notes.txt").write_text("not a migration")
+    assert migrations_hash(tmp_path) == migrations_hash(tmp_path)
