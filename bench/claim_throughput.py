@@ -40,9 +40,11 @@ def throughput(url: str, jobs: int, workers: int, batch: int = 50) -> float:
         barrier.wait()
         while claims := store.claim_due(batch, 120):
             for claim in claims:
-                started = store.start_execution(claim.job_id, claim.lock_token, 120)
+                began = time.monotonic()
+                started = store.start_execution(claim.job_id, claim.lock_token)
                 store.complete_execution(claim.job_id, claim.lock_token, started.execution_id,
-                                         Outcome("succeeded"), http_status=200)
+                                         Outcome("succeeded"), http_status=200, started=started,
+                                         elapsed_seconds=time.monotonic() - began)
                 done[i] += 1
         local.close()
 

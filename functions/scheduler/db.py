@@ -13,12 +13,13 @@ from scheduler.settings import Settings
 
 def make_pool(conninfo: str, *, min_size: int = 1, max_size: int = 4, through_proxy: bool = False,
               open_wait: bool = True) -> ConnectionPool:
-    """A connection pool returning dict rows.
+    """A connection pool returning dict rows, in autocommit: a single statement costs one round
+    trip, and the store opens a transaction (``conn.transaction()``) where it needs several.
 
     Through RDS Proxy, server-side prepared statements would pin the proxied connection to one
     client, so psycopg's automatic preparation is turned off there.
     """
-    kwargs: dict[str, Any] = {"row_factory": dict_row}
+    kwargs: dict[str, Any] = {"row_factory": dict_row, "autocommit": True}
     if through_proxy:
         kwargs["prepare_threshold"] = None
     pool = ConnectionPool(conninfo, min_size=min_size, max_size=max_size, kwargs=kwargs, open=False,

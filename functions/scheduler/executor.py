@@ -11,6 +11,7 @@ dead-letter queue take over.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -50,6 +51,7 @@ def execute_claim(event: Mapping[str, Any], *, store: Store, decrypt_target: Cal
     metrics = metrics or NullMetrics()
     job_id, token = str(event["job_id"]), str(event["lock_token"])
     started = store.start_execution(job_id, token, LEASE_MARGIN_SECONDS)
+    began = time.monotonic()
     if started is None:
         logger.info("claim no longer holds the job; nothing to do", extra={"job_id": job_id})
         return ExecutionReport(job_id, "lease_lost")
@@ -71,7 +73,8 @@ def execute_claim(event: Mapping[str, Any], *, store: Store, decrypt_target: Cal
     outcome = Outcome(status=result.status, retryable=result.retryable,
                       retry_after_seconds=result.retry_after_seconds, error=result.error)
     row = store.complete_execution(job_id, token, started.execution_id, outcome,
-                                   http_status=result.http_status, response_excerpt=result.response_excerpt)
+                                   http_status=result.http_status, response_excerpt=result.response_excerpt,
+                                   started=started, elapsed_seconds=time.monotonic() - began)
     metrics.count(c.METRIC_EXECUTIONS, status=result.status)
     if row is None:
         logger.warning("lease lost during the delivery; outcome not recorded", extra={**log, "status": result.status})

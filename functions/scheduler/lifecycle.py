@@ -94,20 +94,23 @@ def plan_completion(job: Mapping[str, Any], outcome: Outcome, now: datetime,
     """
     if job.get("lease_kind") == "manual":
         return {**_same(job), "manual_run_at": None}
+    result = {**_same(job), "manual_run_at": job.get("manual_run_at")}
+    scheduled = job.get("scheduled_at")
+    if scheduled is not None and scheduled > now:
+        # The job was edited while this attempt ran: the occurrence in hand is the new plan's
+        # first one, not the one that ran. Keep it.
+        return result
     retry = job.get("retry") or {}
     attempt = int(job.get("attempt") or 0)
-    result = {**_same(job), "manual_run_at": job.get("manual_run_at")}
     if outcome.status != "succeeded" and outcome.retryable and attempt < int(retry.get("max_attempts", 3)):
         delay = backoff_seconds(retry, attempt, rng)
         if outcome.retry_after_seconds:
             delay = max(delay, min(outcome.retry_after_seconds, MAX_RETRY_AFTER_SECONDS))
         retry_at = now + timedelta(seconds=delay)
         max_age = retry.get("max_age_seconds")
-        scheduled = job.get("scheduled_at") or now
-        if not max_age or retry_at <= scheduled + timedelta(seconds=max_age):
+        if not max_age or retry_at <= (scheduled or now) + timedelta(seconds=max_age):
             return {**result, "next_run_at": retry_at}
-    previous = job.get("scheduled_at") or now
-    occurrence = plan_next(schedule_of(job), previous, now, job["missed_runs"],
+    occurrence = plan_next(schedule_of(job), scheduled or now, now, job["missed_runs"],
                            start_at=job.get("start_at"), end_at=job.get("end_at"), cap=RUN_ALL_CAP)
     state = job["state"] if job["state"] != "completed" else "active"
     return {**result, **_at(occurrence, state)}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
 import psycopg
@@ -231,11 +231,30 @@ class Store:
                                 started_at=execution["execution_started_at"])
 
     def complete_execution(self, job_id: str, lock_token: str, execution_id: str, outcome: lifecycle.Outcome,
-                           *, http_status: int | None = None, response_excerpt: str | None = None
+                           *, http_status: int | None = None, response_excerpt: str | None = None,
+                           started: StartedExecution | None = None, elapsed_seconds: float | None = None
                            ) -> dict[str, Any] | None:
         """Record how the execution ended and move the job on (retry, next occurrence or
         completed), releasing the lease. Fenced: with a token that no longer holds the job,
-        nothing is written and None is returned."""
+        nothing is written and None is returned.
+
+        Given ``started`` (what ``start_execution`` returned) and the seconds elapsed since, the
+        next state is planned from that row and written in one statement, valid only if the row
+        is still that version; otherwise, or without them, the row is locked and read first.
+        """
+        result = {"execution_id": execution_id, "status": outcome.status, "http_status": http_status,
+                  "response_excerpt": response_excerpt, "error": outcome.error, "job_id": job_id,
+                  "lock_token": lock_token}
+        if started is not None and elapsed_seconds is not None:
+            job = started.job
+            now = started.started_at + timedelta(seconds=max(elapsed_seconds, 0.0))
+            plan = lifecycle.plan_completion(job, outcome, now, self.rng)
+            with self.pool.connection() as conn:
+                row = conn.execute(QUERIES["complete_job_fast"], {
+                    **plan, **result, "version": job["version"],
+                    "clear_manual": job.get("lease_kind") == "manual"}).fetchone()
+            if row is not None:
+                return row
         with self.pool.connection() as conn, conn.transaction():
             job = conn.execute(QUERIES["lock_leased_job"], {
                 "job_id": job_id, "lock_token": lock_token, "execution_id": execution_id}).fetchone()
@@ -243,12 +262,8 @@ class Store:
                 return None
             now = job.pop("db_now")
             plan = lifecycle.plan_completion(job, outcome, now, self.rng)
-            conn.execute(QUERIES["finish_execution"], {
-                "execution_id": execution_id, "status": outcome.status, "http_status": http_status,
-                "response_excerpt": response_excerpt, "error": outcome.error})
-            return conn.execute(QUERIES["complete_job"], {
-                **plan, "job_id": job_id, "lock_token": lock_token, "status": outcome.status,
-                "error": outcome.error}).fetchone()
+            conn.execute(QUERIES["finish_execution"], result)
+            return conn.execute(QUERIES["complete_job"], {**plan, **result}).fetchone()
 
     def due_backlog(self) -> tuple[int, float]:
         """(unleased due jobs, age in seconds of the oldest) for the metrics."""

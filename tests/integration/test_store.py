@@ -290,3 +290,34 @@ def test_backlog_and_next_due(store, pool):
     due, age = store.due_backlog()
     assert due == 5 and 29 <= age <= 60
     assert store.next_due_in() < 0
+
+
+def test_fast_completion_from_the_started_row(store, pool):
+    job_id = str(store.create_job(OWNER, http_spec("fast", "*/5 * * * *"))["id"])
+    make_due(pool, job_id)
+    [claim] = store.claim_due(1, 60)
+    started = store.start_execution(job_id, claim.lock_token)
+    store.request_run(OWNER, job_id)  # asked for while the execution runs: must survive
+    row = store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
+                                   http_status=200, started=started, elapsed_seconds=0.5)
+    assert row["lock_token"] is None and row["attempt"] == 0 and row["next_run_at"] > claim.scheduled_at
+    assert row["manual_run_at"] is not None and row["version"] == started.job["version"]
+    assert store.get_execution(started.execution_id)["status"] == "succeeded"
+    # A stale token is fenced on the fast path as on the locking one.
+    assert store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
+                                    started=started, elapsed_seconds=1) is None
+
+
+def test_edit_during_execution_takes_the_locking_path(store, pool):
+    job_id = str(store.create_job(OWNER, http_spec("edited", "*/5 * * * *"))["id"])
+    make_due(pool, job_id)
+    [claim] = store.claim_due(1, 60)
+    started = store.start_execution(job_id, claim.lock_token)
+    edited = store.update_job(OWNER, job_id, lambda row: {**row, "schedule": "0 4 * * *"})
+    row = store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
+                                   started=started, elapsed_seconds=0.1)
+    assert row is not None and row["lock_token"] is None
+    # The new schedule's first occurrence is kept, not skipped, and a failure does not retry it early.
+    assert row["next_run_at"] == row["scheduled_at"] == edited["next_run_at"]
+    assert (row["next_run_at"].hour, row["next_run_at"].minute) == (4, 0)
+    assert store.get_execution(started.execution_id)["status"] == "succeeded"

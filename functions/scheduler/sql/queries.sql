@@ -147,6 +147,33 @@ SET state = %(state)s, scheduled_at = %(scheduled_at)s, attempt = %(attempt)s,
 WHERE id = %(job_id)s AND lock_token = %(lock_token)s
 RETURNING *;
 
+-- name: complete_job_fast
+-- Completion in one statement, for the usual case: the plan was computed from the row as
+-- start_execution returned it, so it only counts if the row is still that version (no edit,
+-- pause or resume meanwhile) and the lease still ours; otherwise nothing is written and the
+-- caller takes the locking path. A manual run requested meanwhile is kept.
+WITH job AS (
+    UPDATE jobs
+    SET state = %(state)s, scheduled_at = %(scheduled_at)s, attempt = %(attempt)s,
+        next_run_at = %(next_run_at)s,
+        manual_run_at = CASE WHEN %(clear_manual)s THEN NULL ELSE manual_run_at END,
+        lock_token = NULL, locked_until = NULL, lease_kind = NULL, running_execution_id = NULL,
+        run_count = run_count + 1,
+        failure_count = failure_count + CASE WHEN %(status)s = 'succeeded' THEN 0 ELSE 1 END,
+        last_status = %(status)s, last_error = %(error)s
+    WHERE id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id = %(execution_id)s
+      AND version = %(version)s
+    RETURNING *
+), execution AS (
+    UPDATE executions
+    SET status = %(status)s, finished_at = now(), http_status = %(http_status)s,
+        response_excerpt = %(response_excerpt)s, error = %(error)s,
+        duration_ms = (EXTRACT(EPOCH FROM now() - started_at) * 1000)::integer
+    WHERE id = %(execution_id)s AND status = 'running' AND EXISTS (SELECT 1 FROM job)
+    RETURNING id
+)
+SELECT * FROM job;
+
 -- name: finish_execution
 UPDATE executions
 SET status = %(status)s, finished_at = now(), http_status = %(http_status)s,
