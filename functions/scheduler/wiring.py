@@ -3,7 +3,6 @@ from its settings, once, and hands them to the domain code."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -17,13 +16,13 @@ from scheduler.telemetry import Metrics, NullMetrics
 @dataclass
 class Dependencies:
     """Lazily built collaborators of one process. ``through_proxy``: the database is behind RDS
-    Proxy (no server-side prepared statements)."""
+    Proxy (no server-side prepared statements). Building is not locked: a process with threads
+    (local mode) touches what it needs before starting them."""
 
     settings: Settings
     through_proxy: bool = False
     metrics: Metrics = field(default_factory=NullMetrics)
     pool_max_size: int = 4
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @cached_property
     def pool(self):

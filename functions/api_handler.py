@@ -1,0 +1,28 @@
+"""Lambda: the management API behind API Gateway (REST, IAM auth)."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.logging import correlation_paths
+
+from scheduler.api.app import make_app
+from scheduler.constants import SERVICE_NAME
+from scheduler.settings import get_settings
+from scheduler.wiring import Dependencies, route_domain_logs_to
+
+logger = Logger(service=SERVICE_NAME)
+tracer = Tracer(service=SERVICE_NAME)
+route_domain_logs_to(logger)
+# One pool and one secret box per container, built on the first request that needs them (the
+# box caches its KMS data key).
+deps = Dependencies(get_settings(), through_proxy=True)
+app = make_app(lambda: deps.store, lambda: deps.secret_box, deps.settings)
+
+
+# Never log the event (its body may hold secrets), whatever POWERTOOLS_LOGGER_LOG_EVENT says; answers
+# can be large pages, so they stay out of the trace.
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, log_event=False)
+@tracer.capture_lambda_handler(capture_response=False)
+def handler(event: dict, context: object) -> dict:
+    """Route the API Gateway event to the job and execution routers."""
+    return app.resolve(event, context)

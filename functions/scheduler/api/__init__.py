@@ -1,0 +1,1 @@
+"""The management API (routes, errors, serialization) behind the api Lambda and local mode."""

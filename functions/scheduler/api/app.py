@@ -1,0 +1,183 @@
+"""The management API: a Powertools ``APIGatewayRestResolver`` with one router per resource.
+
+``make_app`` takes its dependencies (a store provider, a secret box provider, the settings), so
+the Lambda handler, local mode and tests each give their own. Before routing, the resolver
+checks what must hold for any request: a body of at most 1 MiB (413), UTF-8 JSON text (400,
+415), and a caller identity (403; ``/v1/health`` needs none). A path that exists answers 405 to
+a method it does not serve.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import re
+import threading
+from typing import Any, Callable, Mapping
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
+
+from scheduler.api import deps, executions, jobs
+from scheduler.api.cursors import CursorCodec, cursor_key
+from scheduler.api.errors import (MAX_REQUEST_BODY_BYTES, ApiError, MalformedBody, PayloadTooLarge,
+                                  UnsupportedMediaType, documented, envelope, error_response,
+                                  register_error_handlers)
+from scheduler.api.identity import require_owner
+from scheduler.api.serialize import Health
+from scheduler.secrets import SecretBox
+from scheduler.store import Store
+
+HEALTH_PATH = "/v1/health"
+
+# Powertools' resolver logs the validated route arguments at DEBUG, and those hold the request's
+# secrets in plaintext: its DEBUG lines are never emitted, whatever the root logger's level.
+logging.getLogger("aws_lambda_powertools.event_handler").setLevel(logging.INFO)
+
+
+def _loads_json(text: str) -> Any:
+    """``json.loads`` whose every failure is a ``JSONDecodeError`` (so a 400, never a 500):
+    too deep a nesting or an integer of too many digits included."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise json.JSONDecodeError(type(exc).__name__, "", 0) from None
+
+
+def _header(event: Mapping[str, Any], name: str) -> str | None:
+    for key, value in (event.get("headers") or {}).items():
+        if key.lower() == name:
+            return value
+    return None
+
+
+def _with_header(event: dict[str, Any], name: str, value: str) -> None:
+    headers = {k: v for k, v in (event.get("headers") or {}).items() if k.lower() != name}
+    headers[name] = value
+    event["headers"] = headers
+    multi = {k: v for k, v in (event.get("multiValueHeaders") or {}).items() if k.lower() != name}
+    multi[name] = [value]
+    event["multiValueHeaders"] = multi
+
+
+def precheck(event: Mapping[str, Any]) -> dict[str, Any]:
+    """The event to route, normalized (a base64 body decoded to text; ``application/*+json``
+    read as JSON), or an ``ApiError``: 413 past 1 MiB, 400 for a body that is not UTF-8, 415
+    for a body that is not JSON, 403 without a caller identity."""
+    out = dict(event)
+    body = out.get("body")
+    if body is not None:
+        if not isinstance(body, str):
+            raise MalformedBody("the request body is not text")
+        if out.get("isBase64Encoded"):
+            if len(body) > (MAX_REQUEST_BODY_BYTES + 2) // 3 * 4 + 4:
+                raise PayloadTooLarge()
+            try:
+                raw = base64.b64decode(body, validate=True)
+            except (binascii.Error, ValueError):
+                raise MalformedBody("the request body is not valid base64") from None
+            if len(raw) > MAX_REQUEST_BODY_BYTES:
+                raise PayloadTooLarge()
+            try:
+                out["body"] = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise MalformedBody("the request body is not UTF-8 text") from None
+            out["isBase64Encoded"] = False
+        elif len(body) > MAX_REQUEST_BODY_BYTES or (
+                len(body) * 4 > MAX_REQUEST_BODY_BYTES
+                and len(body.encode("utf-8", "surrogatepass")) > MAX_REQUEST_BODY_BYTES):
+            raise PayloadTooLarge()
+    content_type = _header(out, "content-type")
+    if content_type is not None:
+        media = content_type.split(";")[0].strip().lower()
+        if media == "application/json" or (media.startswith("application/") and media.endswith("+json")):
+            _with_header(out, "content-type", "application/json")
+        elif out.get("body") and str(out.get("httpMethod", "")).upper() in ("POST", "PUT", "PATCH"):
+            raise UnsupportedMediaType()
+        else:  # nothing to parse: the content type does not matter
+            _with_header(out, "content-type", "application/json")
+    if out.get("path") != HEALTH_PATH:
+        require_owner(out)
+    return out
+
+
+class SchedulerResolver(APIGatewayRestResolver):
+    """The REST resolver with the request checks that must come before validation and routing."""
+
+    def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        try:
+            checked = precheck(event)
+        except ApiError as exc:
+            return _error_result(event, exc)
+        return super().resolve(checked, context)
+
+
+def _error_result(event: Mapping[str, Any], exc: ApiError) -> dict[str, Any]:
+    headers = {"Content-Type": content_types.APPLICATION_JSON, **exc.headers}
+    serialized = APIGatewayProxyEvent(dict(event)).header_serializer().serialize(headers=headers, cookies=[])
+    return {"statusCode": exc.status, "body": json.dumps(envelope(exc.code, exc.message, exc.details)),
+            "isBase64Encoded": False, **serialized}
+
+
+_ROUTES = (
+    (re.compile(r"^/v1/health/*$"), ("GET",)),
+    (re.compile(r"^/v1/jobs/*$"), ("GET", "POST")),
+    (re.compile(r"^/v1/jobs/[^/]+/*$"), ("DELETE", "GET", "PATCH", "PUT")),
+    (re.compile(r"^/v1/jobs/[^/]+/(?:pause|resume|run)/*$"), ("POST",)),
+    (re.compile(r"^/v1/jobs/[^/]+/executions/*$"), ("GET",)),
+)
+
+
+def allowed_methods(path: str) -> tuple[str, ...]:
+    """The methods a path of the API answers (empty: no such resource)."""
+    for pattern, methods in _ROUTES:
+        if pattern.match(path or ""):
+            return methods
+    return ()
+
+
+def _once(factory: Callable[[], Any]) -> Callable[[], Any]:
+    lock = threading.Lock()
+    made: list[Any] = []
+
+    def get() -> Any:
+        if not made:
+            with lock:
+                if not made:
+                    made.append(factory())
+        return made[0]
+    return get
+
+
+def make_app(store_provider: Callable[[], Store], secret_box_provider: Callable[[], SecretBox],
+             settings: Any = None) -> SchedulerResolver:
+    """The API, given how to get its store and secret box (called lazily, on the first request
+    that needs them) and the settings (``cursor_secret``)."""
+    app = SchedulerResolver(enable_validation=True, json_body_deserializer=_loads_json)
+    register_error_handlers(app)
+
+    @app.get(HEALTH_PATH, summary="Health", tags=["health"], responses=documented(200, Health, "Up."))
+    def health():
+        return {"status": "ok"}
+
+    app.include_router(jobs.router)
+    app.include_router(executions.router)
+
+    @app.exception_handler(NotFoundError)
+    def no_route(exc: NotFoundError) -> Response:
+        allowed = allowed_methods(app.current_event.path)
+        if allowed and app.current_event.http_method.upper() not in allowed:
+            return error_response(405, "method_not_allowed", "the resource does not answer this method",
+                                  headers={"Allow": ", ".join(allowed)})
+        return error_response(404, "not_found", "no such resource")
+
+    app.dependency_overrides[deps.get_store] = store_provider
+    app.dependency_overrides[deps.get_secret_box] = secret_box_provider
+    app.dependency_overrides[deps.get_cursors] = _once(
+        lambda: CursorCodec(cursor_key(settings, secret_box_provider())))
+    return app

@@ -1,0 +1,32 @@
+"""The dependencies routes declare with ``Depends``. Each is a placeholder that ``make_app``
+overrides with the providers it is given (``app.dependency_overrides``), so the Lambda handler,
+local mode and tests each pass their own store, secret box and cursor codec."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler.request import Request
+
+from scheduler.api.cursors import CursorCodec
+from scheduler.api.identity import require_owner
+from scheduler.secrets import SecretBox
+from scheduler.store import Store
+
+
+def get_store() -> Store:
+    """The store (given to ``make_app``)."""
+    raise RuntimeError("no store configured: build the app with scheduler.api.app.make_app")
+
+
+def get_secret_box() -> SecretBox:
+    """The secret box (given to ``make_app``)."""
+    raise RuntimeError("no secret box configured: build the app with scheduler.api.app.make_app")
+
+
+def get_cursors() -> CursorCodec:
+    """The cursor codec (built by ``make_app`` from the settings)."""
+    raise RuntimeError("no cursor codec configured: build the app with scheduler.api.app.make_app")
+
+
+def get_owner(request: Request) -> str:
+    """The caller's IAM principal; 403 without one."""
+    return require_owner(request.resolved_event.raw_event)

@@ -1,0 +1,239 @@
+"""The error envelope of the API and the exception handlers that produce it.
+
+``{"error": {"code": "...", "message": "...", "details": [{"field": "...", "message": "..."}]}}``
+
+Bad input never gives a 5xx. An unexpected error answers 500 with a generic message; it is
+logged with its traceback but without the request body (which may hold secrets).
+"""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any, Iterable
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.exceptions import (RequestUnsupportedContentType,
+                                                                    RequestValidationError)
+from pydantic import BaseModel, ValidationError
+
+from scheduler.constants import SERVICE_NAME
+from scheduler.models import validation_details
+from scheduler.secrets import MaskedSecretError
+from scheduler.store import NameTaken, NotFound, VersionMismatch
+
+logger = Logger(service=SERVICE_NAME, child=True)
+
+# The request body limit (API Gateway itself stops at 10 MB).
+MAX_REQUEST_BODY_BYTES = 1024 * 1024
+
+
+class ErrorDetail(BaseModel):
+    """The field at fault and what is wrong with it."""
+
+    field: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    details: list[ErrorDetail] = []
+
+
+class ErrorEnvelope(BaseModel):
+    """Every error answer of the API."""
+
+    error: ErrorBody
+
+
+class ApiError(Exception):
+    """An error answered with the envelope."""
+
+    status: int = 400
+    code: str = "invalid_request"
+    message: str = "the request is not valid"
+
+    def __init__(self, message: str | None = None, details: Iterable[dict[str, str]] | None = None,
+                 headers: dict[str, str] | None = None):
+        super().__init__(message or self.message)
+        self.message = message or self.message
+        self.details = list(details or [])
+        self.headers = headers or {}
+
+
+class BadRequest(ApiError):
+    """400: one field at fault."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}", [{"field": field, "message": message}])
+
+
+class Forbidden(ApiError):
+    status, code, message = 403, "forbidden", "the request carries no caller identity"
+
+
+class PayloadTooLarge(ApiError):
+    status, code = 413, "payload_too_large"
+    message = f"the request body is larger than {MAX_REQUEST_BODY_BYTES} bytes"
+
+
+class UnsupportedMediaType(ApiError):
+    status, code, message = 415, "unsupported_media_type", "send the body as application/json"
+
+    def __init__(self) -> None:
+        super().__init__(details=[{"field": "Content-Type", "message": "must be application/json"}])
+
+
+class MalformedBody(ApiError):
+    status, code, message = 400, "malformed_json", "the request body is not valid JSON"
+
+    def __init__(self, message: str | None = None):
+        super().__init__(message or self.message, [{"field": "body", "message": message or self.message}])
+
+
+def error_response(status: int, code: str, message: str, details: list[dict[str, str]] | None = None,
+                   headers: dict[str, str] | None = None) -> Response:
+    """A Powertools ``Response`` carrying the envelope."""
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON,
+                    body=envelope(code, message, details), headers=headers or {})
+
+
+def envelope(code: str, message: str, details: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """The error envelope as a dict."""
+    return {"error": {"code": code, "message": message, "details": list(details or [])}}
+
+
+class _Errors:
+    """Lets ``validation_details`` read a list of pydantic error dicts."""
+
+    def __init__(self, errors: list[dict[str, Any]]):
+        self._errors = errors
+
+    def errors(self, include_url: bool = False) -> list[dict[str, Any]]:
+        return self._errors
+
+
+_PARAM_NAMES = {"if-match": "If-Match"}
+
+
+def request_validation_details(errors: list[dict[str, Any]]) -> tuple[str, list[dict[str, str]]]:
+    """(code, details) of a Powertools ``RequestValidationError``: locations drop their
+    ``body``/``query``/``path``/``header`` prefix, so a field reads as in the job JSON."""
+    code = "invalid_request"
+    details: list[dict[str, str]] = []
+    for err in errors:
+        loc = list(err.get("loc") or ())
+        where = loc.pop(0) if loc else "body"
+        kind = err.get("type")
+        if kind == "json_invalid":
+            code = "malformed_json"
+            details.append({"field": "body", "message": "is not valid JSON"})
+            continue
+        if where == "body" and not loc and kind in ("missing", "model_type", "model_attributes_type", "dict_type"):
+            message = "a JSON object is required" if kind == "missing" else "must be a JSON object"
+            details.append({"field": "body", "message": message})
+            continue
+        if where == "body":
+            details.extend(validation_details(_Errors([{**err, "loc": tuple(loc)}])))  # type: ignore[arg-type]
+            continue
+        field = ".".join(str(p) for p in loc) or where
+        message = str(err.get("msg") or "is not valid")
+        if message.startswith("Value error, "):
+            message = message[len("Value error, "):]
+        details.append({"field": _PARAM_NAMES.get(field.lower(), field), "message": message})
+    return code, details
+
+
+def _summary(details: list[dict[str, str]]) -> str:
+    if not details:
+        return "the request is not valid"
+    first = details[0]
+    more = f" (and {len(details) - 1} more)" if len(details) > 1 else ""
+    return f"{first['field']}: {first['message']}{more}"
+
+
+def register_error_handlers(app: Any) -> None:
+    """Install the exception handlers of the API on a resolver."""
+
+    @app.exception_handler(ApiError)
+    def _api_error(exc: ApiError) -> Response:
+        return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    def _request_validation(exc: RequestValidationError) -> Response:
+        code, details = request_validation_details(list(exc.errors()))
+        message = "the request body is not valid JSON" if code == "malformed_json" else _summary(details)
+        return error_response(400, code, message, details)
+
+    @app.exception_handler(ValidationError)
+    def _validation(exc: ValidationError) -> Response:
+        details = validation_details(exc)
+        return error_response(400, "invalid_request", _summary(details), details)
+
+    @app.exception_handler(MaskedSecretError)
+    def _masked(exc: MaskedSecretError) -> Response:
+        details = [{"field": exc.field, "message": exc.message}]
+        return error_response(400, "invalid_request", _summary(details), details)
+
+    @app.exception_handler(RequestUnsupportedContentType)
+    def _media_type(exc: RequestUnsupportedContentType) -> Response:
+        err = UnsupportedMediaType()
+        return error_response(err.status, err.code, err.message, err.details)
+
+    @app.exception_handler(NotFound)
+    def _not_found(exc: NotFound) -> Response:
+        return error_response(404, "not_found", "no such job")
+
+    @app.exception_handler(NameTaken)
+    def _name_taken(exc: NameTaken) -> Response:
+        return error_response(409, "name_taken", "a job of that name already exists",
+                              [{"field": "name", "message": "is already taken by another of your jobs"}])
+
+    @app.exception_handler(VersionMismatch)
+    def _version(exc: VersionMismatch) -> Response:
+        return error_response(412, "version_mismatch",
+                              f"the job changed: it is at version {exc.current} (If-Match)",
+                              [{"field": "If-Match", "message": f"the current version is {exc.current}"}],
+                              headers={"ETag": f'"{exc.current}"'})
+
+    @app.exception_handler(Exception)
+    def _unexpected(exc: Exception) -> Response:
+        # The traceback, never the request: bodies and headers may carry secrets.
+        logger.error("unhandled error", exc_info=exc, extra={"error_type": type(exc).__name__})
+        return error_response(500, "internal_error", HTTPStatus.INTERNAL_SERVER_ERROR.phrase)
+
+
+_ERROR_DESCRIPTIONS = {
+    400: "Bad input: `details` names each field at fault.",
+    403: "The request carries no caller identity.",
+    404: "No such job (or it belongs to another principal).",
+    409: "The caller already has a job of that name (`name_taken`).",
+    412: "`If-Match` names another version than the job's current one.",
+    413: "The request body is larger than 1 MiB.",
+    415: "The request body is not JSON (`application/json`, or `application/merge-patch+json` for PATCH).",
+}
+
+
+_ETAG = {"description": 'The job\'s version, quoted (`"3"`): send it back in `If-Match`.',
+         "schema": {"type": "string"}}
+
+
+def documented(status: int, model: type[BaseModel] | None, description: str, *errors: int,
+               headers: dict[str, Any] | None = None) -> dict[int, Any]:
+    """The OpenAPI ``responses`` of a route: its answer and the error answers it can give. A job
+    answer documents its ``ETag`` header."""
+    ok: dict[str, Any] = {"description": description}
+    if model is not None:
+        ok["content"] = {content_types.APPLICATION_JSON: {"model": model}}
+    else:
+        ok["content"] = {}
+    if model is not None and model.__name__ == "Job":
+        headers = {"ETag": _ETAG, **(headers or {})}
+    if headers:
+        ok["headers"] = headers
+    out: dict[int, Any] = {status: ok}
+    for code in errors:
+        out[code] = {"description": _ERROR_DESCRIPTIONS[code],
+                     "content": {content_types.APPLICATION_JSON: {"model": ErrorEnvelope}}}
+    return out

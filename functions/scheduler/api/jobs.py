@@ -1,0 +1,229 @@
+"""Routes of the job resource: create, list, get, replace, merge-patch, delete, pause, resume and
+run now. Every store call is scoped to the caller; another principal's job answers 404."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.depends import Depends
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
+from scheduler.api.cursors import MAX_CURSOR_LENGTH, CursorCodec, InvalidCursor, scope_of
+from scheduler.api.deps import get_cursors, get_owner, get_secret_box, get_store
+from scheduler.api.errors import BadRequest, documented
+from scheduler.api.serialize import Job, JobList, RunAccepted, job_json, spec_of
+from scheduler.constants import SERVICE_NAME
+from scheduler.models import MAX_NAME_LENGTH, MAX_TAG_LENGTH, JobSpec
+from scheduler.secrets import SecretBox, encrypt_target_secrets, keep_masked_secrets
+from scheduler.store import Store
+from scheduler.timeutil import format_time
+
+logger = Logger(service=SERVICE_NAME, child=True)
+router = APIGatewayRouter()
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 200
+MAX_PATCH_DEPTH = 16
+
+StoreDep = Annotated[Store, Depends(get_store)]
+BoxDep = Annotated[SecretBox, Depends(get_secret_box)]
+CursorsDep = Annotated[CursorCodec, Depends(get_cursors)]
+Owner = Annotated[str, Depends(get_owner)]
+JobId = Annotated[str, Path(description="The job's id (a UUID).")]
+# Optional parameters are typed without None (their default is None), so the OpenAPI document
+# says "a string, optional" rather than "a string or null".
+IfMatch = Annotated[str, Header(alias="If-Match", max_length=64,
+                                description='The version the change is based on: `3` or `"3"`. '
+                                            'A stale one answers 412.')]
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="Page size.")]
+Cursor = Annotated[str, Query(max_length=MAX_CURSOR_LENGTH,
+                              description="`next_cursor` of the previous page (opaque).")]
+State = Annotated[Literal["active", "paused", "completed"], Query(description="Only jobs in this state.")]
+Tag = Annotated[str, Query(min_length=1, max_length=MAX_TAG_LENGTH, description="Only jobs with this tag.")]
+NamePrefix = Annotated[str, Query(min_length=1, max_length=MAX_NAME_LENGTH,
+                                  description="Only jobs whose name starts with this.")]
+_LOCATION = {"Location": {"description": "The job's path.", "schema": {"type": "string"}}}
+
+_IF_MATCH = re.compile(r'^(?:W/)?"(\d{1,9})"$|^(\d{1,9})$')
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def parse_if_match(value: str | None) -> int | None:
+    """The expected version of ``If-Match`` (``3``, ``"3"``, ``W/"3"``); None when absent or ``*``."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value == "*":
+        return None
+    match = _IF_MATCH.match(value)
+    if not match:
+        raise BadRequest("If-Match", 'must be a job version, like 3 or "3"')
+    return int(match.group(1) or match.group(2))
+
+
+def check_text(value: Any, field: str) -> None:
+    """Refuse strings Postgres cannot store (NUL) or UTF-8 cannot encode (lone surrogates),
+    anywhere in a JSON value."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise BadRequest(field, "must not contain NUL characters")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadRequest(field, "must be valid Unicode text") from None
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            check_text(k, field)
+            check_text(v, f"{field}.{k}" if field != "body" else str(k))
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            check_text(v, f"{field}.{i}")
+
+
+def merge_patch(target: Any, patch: Any, depth: int = 0) -> Any:
+    """RFC 7396 JSON merge patch: objects merge, ``null`` removes, anything else replaces."""
+    if depth > MAX_PATCH_DEPTH:
+        raise BadRequest("body", "is nested too deeply")
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value, depth + 1)
+    return result
+
+
+def spec_data(spec: JobSpec) -> dict[str, Any]:
+    """The spec as the store takes it (python values), its text checked."""
+    data = spec.model_dump(mode="python")
+    check_text(data, "body")
+    return data
+
+
+def job_response(row: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """A job answer with its ``ETag``."""
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=job_json(row),
+                    headers={"ETag": f'"{row["version"]}"', **(headers or {})})
+
+
+def _text_param(value: str | None, field: str) -> str | None:
+    check_text(value, field)
+    return value
+
+
+# -- routes ------------------------------------------------------------------------------------
+
+
+@router.post("/v1/jobs", status_code=201, summary="Create a job", tags=["jobs"],
+             responses=documented(201, Job, "The job.", 400, 403, 409, 413, 415, headers=_LOCATION))
+def create_job(spec: Annotated[JobSpec, Body()], store: StoreDep, box: BoxDep, owner: Owner):
+    data = spec_data(spec)
+    data["target"] = keep_masked_secrets(encrypt_target_secrets(data["target"], box), None)
+    row = store.create_job(owner, data)
+    logger.info("job created", extra={"job_id": str(row["id"])})
+    return job_response(row, 201, {"Location": f"/v1/jobs/{row['id']}"})
+
+
+@router.get("/v1/jobs", summary="List jobs", tags=["jobs"],
+            responses=documented(200, JobList, "A page of jobs in name order.", 400, 403))
+def list_jobs(store: StoreDep, cursors: CursorsDep, owner: Owner,
+              state: State = None, tag: Tag = None, name_prefix: NamePrefix = None,
+              limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None):
+    tag, name_prefix = _text_param(tag, "tag"), _text_param(name_prefix, "name_prefix")
+    scope = scope_of("jobs", owner, state=state, tag=tag, name_prefix=name_prefix)
+    after_name = None
+    if cursor is not None:
+        try:
+            after_name = cursors.decode(cursor, scope).get("after_name")
+        except InvalidCursor as exc:
+            raise BadRequest("cursor", str(exc)) from None
+        if not isinstance(after_name, str):
+            raise BadRequest("cursor", "malformed cursor")
+    rows = store.list_jobs(owner, state=state, tag=tag, name_prefix=name_prefix, limit=limit + 1,
+                           after_name=after_name)
+    page = rows[:limit]
+    next_cursor = cursors.encode(scope, {"after_name": page[-1]["name"]}) if len(rows) > limit else None
+    return Response(status_code=200, content_type=content_types.APPLICATION_JSON,
+                    body={"jobs": [job_json(r) for r in page], "next_cursor": next_cursor})
+
+
+@router.get("/v1/jobs/<job_id>", summary="Get a job", tags=["jobs"],
+            responses=documented(200, Job, "The job.", 403, 404))
+def get_job(job_id: JobId, store: StoreDep, owner: Owner):
+    return job_response(store.get_job(owner, job_id))
+
+
+@router.put("/v1/jobs/<job_id>", summary="Replace a job", tags=["jobs"],
+            description='A full job spec. A secret sent as `"***"` keeps the stored one.',
+            responses=documented(200, Job, "The job.", 400, 403, 404, 409, 412, 413, 415))
+def replace_job(job_id: JobId, spec: Annotated[JobSpec, Body()], store: StoreDep, box: BoxDep, owner: Owner,
+                if_match: IfMatch = None):
+    expected = parse_if_match(if_match)
+    data = spec_data(spec)
+    target = encrypt_target_secrets(data["target"], box)
+
+    def build(row: dict[str, Any]) -> dict[str, Any]:
+        return {**data, "target": keep_masked_secrets(target, row["target"])}
+
+    row = store.update_job(owner, job_id, build, expected)
+    logger.info("job replaced", extra={"job_id": job_id, "version": row["version"]})
+    return job_response(row)
+
+
+@router.patch("/v1/jobs/<job_id>", summary="Change a job (JSON merge patch)", tags=["jobs"],
+              description="An RFC 7396 merge patch over the job's spec (secrets stay as they are unless "
+                          "given); the result must be a valid job spec.",
+              responses=documented(200, Job, "The job.", 400, 403, 404, 409, 412, 413, 415))
+def patch_job(job_id: JobId, patch: Annotated[dict[str, Any], Body(description="A JSON merge patch of a job spec.")],
+              store: StoreDep, box: BoxDep, owner: Owner, if_match: IfMatch = None):
+    expected = parse_if_match(if_match)
+    check_text(patch, "body")
+    merge_patch({}, patch)  # depth check before the row is held
+
+    def build(row: dict[str, Any]) -> dict[str, Any]:
+        data = spec_data(JobSpec.model_validate(merge_patch(spec_of(row), patch)))
+        return {**data, "target": keep_masked_secrets(encrypt_target_secrets(data["target"], box), row["target"])}
+
+    row = store.update_job(owner, job_id, build, expected)
+    logger.info("job patched", extra={"job_id": job_id, "version": row["version"]})
+    return job_response(row)
+
+
+@router.delete("/v1/jobs/<job_id>", status_code=204, summary="Delete a job and its executions", tags=["jobs"],
+               responses=documented(204, None, "Deleted, with its executions.", 403, 404))
+def delete_job(job_id: JobId, store: StoreDep, owner: Owner):
+    store.delete_job(owner, job_id)
+    logger.info("job deleted", extra={"job_id": job_id})
+    return Response(status_code=204, content_type=None, body=None)
+
+
+@router.post("/v1/jobs/<job_id>/pause", summary="Pause a job's schedule", tags=["jobs"],
+             responses=documented(200, Job, "The job.", 403, 404))
+def pause_job(job_id: JobId, store: StoreDep, owner: Owner):
+    return job_response(store.pause_job(owner, job_id))
+
+
+@router.post("/v1/jobs/<job_id>/resume", summary="Resume a job's schedule", tags=["jobs"],
+             responses=documented(200, Job, "The job.", 403, 404))
+def resume_job(job_id: JobId, store: StoreDep, owner: Owner):
+    return job_response(store.resume_job(owner, job_id))
+
+
+@router.post("/v1/jobs/<job_id>/run", status_code=202, summary="Run a job now", tags=["jobs"],
+             description="One attempt outside the schedule, taken by the runner's next claim, "
+                         "even when the job is paused.",
+             responses=documented(202, RunAccepted, "Queued.", 403, 404))
+def run_job(job_id: JobId, store: StoreDep, owner: Owner):
+    row = store.request_run(owner, job_id)
+    logger.info("manual run requested", extra={"job_id": job_id})
+    return Response(status_code=202, content_type=content_types.APPLICATION_JSON,
+                    body={"job_id": str(row["id"]), "status": "queued",
+                          "requested_at": format_time(row["manual_run_at"]), "job": job_json(row)})

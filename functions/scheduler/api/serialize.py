@@ -1,0 +1,136 @@
+"""Rows of the store -> the contract's JSON (and the answer models that document it).
+
+Targets are always answered with their secrets masked (``"***"``); times are RFC 3339 in UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal, Mapping
+
+from pydantic import AwareDatetime, BaseModel, Field
+
+from scheduler.models import JobSpec
+from scheduler.secrets import mask_target_secrets
+from scheduler.store import SPEC_FIELDS
+from scheduler.timeutil import format_time
+
+_TIME_FIELDS = ("run_at", "start_at", "end_at")
+
+
+def _time(value: Any) -> Any:
+    return format_time(value) if isinstance(value, datetime) else value
+
+
+def spec_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The writable fields of a job row as JSON values, secrets masked: what PATCH merges into."""
+    spec = {k: row.get(k) for k in SPEC_FIELDS}
+    for k in _TIME_FIELDS:
+        spec[k] = _time(spec[k])
+    spec["tags"] = list(spec.get("tags") or [])
+    spec["target"] = mask_target_secrets(dict(row["target"]))
+    spec["retry"] = dict(row.get("retry") or {})
+    return spec
+
+
+def job_json(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The job of the contract."""
+    return {
+        "id": str(row["id"]),
+        **spec_of(row),
+        "owner": row["owner"],
+        "state": row["state"],
+        "version": row["version"],
+        "next_run_at": _time(row.get("next_run_at")),
+        "last_run_at": _time(row.get("last_run_at")),
+        "created_at": _time(row["created_at"]),
+        "updated_at": _time(row["updated_at"]),
+        "stats": {
+            "run_count": int(row.get("run_count") or 0),
+            "failure_count": int(row.get("failure_count") or 0),
+            "last_status": row.get("last_status"),
+            "last_error": row.get("last_error"),
+        },
+    }
+
+
+def execution_json(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The execution of the contract."""
+    return {
+        "id": str(row["id"]),
+        "job_id": str(row["job_id"]),
+        "scheduled_at": _time(row["scheduled_at"]),
+        "started_at": _time(row.get("started_at")),
+        "finished_at": _time(row.get("finished_at")),
+        "attempt": row["attempt"],
+        "trigger": row["trigger"],
+        "status": row["status"],
+        "http_status": row.get("http_status"),
+        "response_excerpt": row.get("response_excerpt"),
+        "error": row.get("error"),
+        "duration_ms": row.get("duration_ms"),
+    }
+
+
+# -- answer models (OpenAPI documentation of the answers) ----------------------------------------
+
+
+class JobStats(BaseModel):
+    run_count: int
+    failure_count: int
+    last_status: str | None
+    last_error: str | None
+
+
+class Job(JobSpec):
+    """A job as answered: the request fields (secrets shown as ``"***"``) and the read-only ones."""
+
+    id: str = Field(description="UUID")
+    owner: str = Field(description="the IAM principal that created the job")
+    state: Literal["active", "paused", "completed"]
+    version: int = Field(description="incremented by every change; send it back in If-Match")
+    next_run_at: AwareDatetime | None
+    last_run_at: AwareDatetime | None
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+    stats: JobStats
+
+
+class JobList(BaseModel):
+    jobs: list[Job]
+    next_cursor: str | None = Field(description="pass as `cursor` for the next page; null on the last")
+
+
+class Execution(BaseModel):
+    """One attempt at delivering a job."""
+
+    id: str
+    job_id: str
+    scheduled_at: AwareDatetime
+    started_at: AwareDatetime | None
+    finished_at: AwareDatetime | None
+    attempt: int
+    trigger: Literal["schedule", "manual", "retry"]
+    status: Literal["running", "succeeded", "failed", "timed_out", "lost"]
+    http_status: int | None
+    response_excerpt: str | None
+    error: str | None
+    duration_ms: int | None
+
+
+class ExecutionList(BaseModel):
+    executions: list[Execution]
+    next_cursor: str | None
+
+
+class RunAccepted(BaseModel):
+    """A manual run was queued: the runner's next claim takes it, paused or not."""
+
+    job_id: str
+    status: Literal["queued"]
+    requested_at: AwareDatetime
+    job: Job
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
