@@ -14,7 +14,7 @@ import logging
 import random
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -89,14 +89,19 @@ class LocalInvoker:
         self.execute = execute
         self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="executor")
         self._inflight = threading.Semaphore(max_workers * 4)
+        self._queued: dict[Future, Claim] = {}
+        self._lock = threading.Lock()
 
     def _run(self, event: dict[str, Any]) -> None:
         try:
             self.execute(event)
         except Exception:  # an infrastructure fault: the lease expires and the job is reclaimed
             logger.exception("executor failed", extra={"job_id": event.get("job_id")})
-        finally:
-            self._inflight.release()
+
+    def _done(self, future: Future) -> None:
+        with self._lock:
+            self._queued.pop(future, None)
+        self._inflight.release()
 
     def dispatch(self, claims: list[Claim]) -> list[Claim]:
         refused = []
@@ -105,14 +110,24 @@ class LocalInvoker:
                 refused.append(claim)
                 continue
             try:
-                self.pool.submit(self._run, claim.to_event())
+                future = self.pool.submit(self._run, claim.to_event())
             except RuntimeError:  # shut down
                 self._inflight.release()
                 refused.append(claim)
+                continue
+            with self._lock:
+                if not future.done():
+                    self._queued[future] = claim
+            future.add_done_callback(self._done)
         return refused
 
-    def close(self) -> None:
-        self.pool.shutdown(wait=True)
+    def close(self, *, cancel_queued: bool = False) -> list[Claim]:
+        """Wait for the running executions. With ``cancel_queued``, claims not yet started are
+        dropped and returned (the caller releases their leases); otherwise they run first."""
+        with self._lock:
+            queued = dict(self._queued)
+        self.pool.shutdown(wait=True, cancel_futures=cancel_queued)
+        return [claim for future, claim in queued.items() if future.cancelled()]
 
 
 @dataclass

@@ -1,0 +1,188 @@
+"""`scheduler local` as a black box: started as a subprocess, used over HTTP only."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import requests
+
+from tests.support import RecordingServer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+JSON = {"Content-Type": "application/json"}
+
+
+class LocalScheduler:
+    """One `scheduler local` process on a database, its API URL read from its banner."""
+
+    def __init__(self, database_url: str, data_dir: str, *extra: str):
+        env = {**os.environ, "PYTHONPATH": os.path.join(ROOT, "functions")}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "scheduler.cli", "local", "--port", "0", "--database-url", database_url,
+             "--data-dir", data_dir, *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        self.lines: list[str] = []
+        self.url = ""
+        ready = threading.Event()
+
+        def read() -> None:
+            for line in self.process.stdout:
+                self.lines.append(line)
+                if "scheduler local: API " in line and not self.url:
+                    self.url = line.split("API ", 1)[1].split()[0].removesuffix("/v1")
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not ready.wait(60) or not self.url:
+            self.process.kill()
+            raise RuntimeError("scheduler local did not start:\n" + "".join(self.lines))
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGINT)
+        try:
+            return self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+
+    def post(self, path: str, body: dict) -> dict:
+        answer = requests.post(self.url + path, json=body, headers=JSON, timeout=10)
+        assert answer.status_code in (200, 201, 202), answer.text
+        return answer.json()
+
+    def get(self, path: str) -> dict:
+        answer = requests.get(self.url + path, timeout=10)
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+
+def poll(condition, timeout: float = 20.0, interval: float = 0.1):
+    """The first truthy value of condition(), or fail after the deadline."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not met before the deadline")
+
+
+@pytest.fixture
+def local(db_url, tmp_path):
+    started: list[LocalScheduler] = []
+
+    def start(*extra: str) -> LocalScheduler:
+        scheduler = LocalScheduler(db_url, str(tmp_path / f"data{len(started)}"), *extra)
+        started.append(scheduler)
+        return scheduler
+
+    yield start
+    for scheduler in started:
+        if scheduler.process.poll() is None:
+            assert scheduler.stop() == 0, "".join(scheduler.lines)
+            assert any("scheduler local: stopped" in line for line in scheduler.lines)
+
+
+@pytest.fixture
+def target():
+    server = RecordingServer()
+    yield server
+    server.close()
+
+
+def in_seconds(seconds: float) -> str:
+    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat()
+
+
+def http_target(url: str, **extra) -> dict:
+    return {"type": "http", "url": url, "method": "POST", "timeout_seconds": 5, **extra}
+
+
+def test_one_off_job_fires_and_is_recorded(local, target):
+    api = local()
+    job = api.post("/v1/jobs", {"name": "once", "run_at": in_seconds(1),
+                                "target": http_target(target.url + "/once", body="{{job_id}}")})
+    [request] = target.wait_for(1)
+    assert request["body"].decode() == job["id"]
+    executions = poll(lambda: [e for e in api.get(f"/v1/jobs/{job['id']}/executions")["executions"]
+                               if e["status"] != "running"])
+    assert executions[0]["status"] == "succeeded" and executions[0]["http_status"] == 200
+    assert poll(lambda: api.get(f"/v1/jobs/{job['id']}")["state"] == "completed")
+
+
+def test_recurring_job_fires_every_second(local, target):
+    api = local()
+    api.post("/v1/jobs", {"name": "tick", "schedule": "@every 1s", "target": http_target(target.url + "/tick")})
+    requests_seen = target.wait_for(3)
+    keys = [r["headers"]["Idempotency-Key"] for r in requests_seen]
+    assert len(set(keys)) == len(keys)
+    times = [datetime.fromisoformat(r["headers"]["X-Scheduler-Scheduled-At"].replace("Z", "+00:00"))
+             for r in requests_seen[:3]]
+    assert [(b - a).total_seconds() for a, b in zip(times, times[1:])] == [1.0, 1.0]
+
+
+def test_failed_deliveries_are_retried(local, target):
+    target.responses["/flaky"] = [(500, {}, b"no"), (503, {}, b"no"), (200, {}, b"yes")]
+    api = local()
+    job = api.post("/v1/jobs", {"name": "flaky", "run_at": in_seconds(0.5),
+                                "retry": {"max_attempts": 5, "min_backoff_seconds": 0.2, "max_backoff_seconds": 0.5},
+                                "target": http_target(target.url + "/flaky")})
+    attempts = target.wait_for(3)
+    assert [r["headers"]["X-Scheduler-Attempt"] for r in attempts] == ["1", "2", "3"]
+    assert len({r["headers"]["Idempotency-Key"] for r in attempts}) == 1
+    executions = poll(lambda: (lambda es: es if len(es) == 3 and es[0]["status"] == "succeeded" else None)(
+        api.get(f"/v1/jobs/{job['id']}/executions")["executions"]))
+    assert [e["status"] for e in executions] == ["succeeded", "failed", "failed"]
+    assert [e["trigger"] for e in executions] == ["retry", "retry", "schedule"]
+
+
+def test_amqp_job_is_published(local, amqp_url, amqp_admin, amqp_queue):
+    exchange, queue, routing_key = amqp_queue
+    api = local()
+    job = api.post("/v1/jobs", {"name": "amqp", "run_at": in_seconds(0.5),
+                                "target": {"type": "amqp", "url": amqp_url, "exchange": exchange,
+                                           "routing_key": routing_key, "body": "hello {{job_id}}"}})
+
+    def fetch():
+        method, properties, body = amqp_admin.basic_get(queue, auto_ack=True)
+        return (properties, body) if method else None
+
+    properties, body = poll(fetch)
+    assert body.decode() == f"hello {job['id']}"
+    assert properties.headers["X-Scheduler-Job-Id"] == job["id"]
+    executions = api.get(f"/v1/jobs/{job['id']}/executions")["executions"]
+    assert executions and executions[0]["status"] in ("running", "succeeded")
+
+
+def test_two_runners_deliver_each_job_exactly_once(local, target):
+    first, second = local(), local()
+    count = 300
+    for i in range(count):
+        api = first if i % 2 else second
+        api.post("/v1/jobs", {"name": f"bulk-{i:03d}", "run_at": in_seconds(2 + (i % 10) / 10),
+                              "target": http_target(target.url + "/bulk")})
+    target.wait_for(count, timeout=60)
+
+    def all_done():
+        jobs, cursor = [], None
+        while True:
+            page = first.get("/v1/jobs?limit=200" + (f"&cursor={cursor}" if cursor else ""))
+            jobs += page["jobs"]
+            cursor = page["next_cursor"]
+            if not cursor:
+                return jobs if all(j["state"] == "completed" for j in jobs) else None
+
+    jobs = poll(all_done, timeout=60)
+    assert len(jobs) == count and all(j["stats"]["run_count"] == 1 for j in jobs)
+    keys = [r["headers"]["Idempotency-Key"] for r in target.requests]
+    assert len(keys) == count and len(set(keys)) == count
+    # Both processes did some of the work.
+    assert all(any("execution finished" in line for line in p.lines) for p in (first, second))

@@ -1,0 +1,562 @@
+"""The ``scheduler`` CLI against a real HTTP server on loopback that answers canned contract JSON
+and records every request (no mocks of requests)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+import pytest
+
+from scheduler import cli
+from scheduler.client import SchedulerClient, encode_query, is_aws_endpoint, is_job_id, region_of_endpoint
+
+JOB_ID = "0b6f6c5e-3c1a-4e8e-9d55-0f0f0f0f0f01"
+JOB_ID2 = "0b6f6c5e-3c1a-4e8e-9d55-0f0f0f0f0f02"
+
+
+def job(id_: str = JOB_ID, name: str = "nightly-report", **extra: Any) -> dict[str, Any]:
+    data = {
+        "id": id_, "owner": "arn:aws:iam::000000000000:user/local", "name": name, "description": None,
+        "tags": ["billing"], "schedule": "0 3 * * *", "run_at": None, "timezone": "Europe/Berlin",
+        "start_at": None, "end_at": None,
+        "target": {"type": "http", "url": "https://example.com/hook", "method": "POST", "headers": {},
+                   "body": None, "auth": None, "timeout_seconds": 30, "success_codes": None},
+        "retry": {"max_attempts": 4, "min_backoff_seconds": 1, "max_backoff_seconds": 300, "max_age_seconds": None},
+        "missed_runs": "run_once", "state": "active", "version": 3,
+        "next_run_at": "2026-12-01T02:00:00Z", "last_run_at": None,
+        "created_at": "2026-11-01T00:00:00Z", "updated_at": "2026-11-01T00:00:00Z",
+        "stats": {"run_count": 2, "failure_count": 1, "last_status": "failed", "last_error": "boom"},
+    }
+    data.update(extra)
+    return data
+
+
+def execution(n: int, **extra: Any) -> dict[str, Any]:
+    data = {"id": f"e{n}", "job_id": JOB_ID, "scheduled_at": f"2026-11-0{n}T02:00:00Z",
+            "started_at": None, "finished_at": None, "attempt": 1, "trigger": "schedule",
+            "status": "succeeded", "http_status": 200, "response_excerpt": "ok", "error": None, "duration_ms": 42}
+    data.update(extra)
+    return data
+
+
+def envelope(code: str, message: str, details: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details or []}}
+
+
+class Recorded:
+    """One request as the server saw it."""
+
+    def __init__(self, method: str, raw_path: str, headers: dict[str, str], body: bytes):
+        self.method = method
+        self.path, _, self.query_string = raw_path.partition("?")
+        self.headers = headers
+        self.body = body
+
+    @property
+    def query(self) -> dict[str, str]:
+        from urllib.parse import parse_qsl
+
+        return dict(parse_qsl(self.query_string, keep_blank_values=True))
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+Responder = Callable[[Recorded], "tuple[int, Any]"]
+
+
+class FakeApi:
+    """Routes ``(METHOD, path regex)`` to canned answers; records the requests."""
+
+    def __init__(self) -> None:
+        self.routes: list[tuple[str, re.Pattern[str], Responder]] = []
+        self.requests: list[Recorded] = []
+
+    def on(self, method: str, path: str, answer: Any = None, status: int = 200) -> None:
+        responder = answer if callable(answer) else (lambda _req: (status, answer))
+        self.routes.insert(0, (method, re.compile(path + r"$"), responder))
+
+    def answer(self, req: Recorded) -> tuple[int, Any]:
+        for method, pattern, responder in self.routes:
+            if method == req.method and pattern.match(req.path):
+                return responder(req)
+        return 404, envelope("not_found", f"no route {req.method} {req.path}")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def _handle(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        api: FakeApi = self.server.api  # type: ignore[attr-defined]
+        req = Recorded(self.command, self.path, dict(self.headers.items()), body)
+        api.requests.append(req)
+        status, answer = api.answer(req)
+        data = b"" if answer is None else (answer if isinstance(answer, bytes) else json.dumps(answer).encode())
+        self.send_response(status)
+        if data:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch, tmp_path):
+    """No proxies, no endpoint, and an AWS credential chain that finds nothing unless a test says so."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy",
+                 "SCHEDULER_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                 "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION",
+                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                 "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.fixture
+def api():
+    fake = FakeApi()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.api = fake  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    fake.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
+    yield fake
+    server.shutdown()
+    server.server_close()
+
+
+def run(api: FakeApi, *argv: str) -> int:
+    return cli.main(["--endpoint", api.url, *argv])  # type: ignore[attr-defined]
+
+
+# -- create ------------------------------------------------------------------------------------
+
+
+def test_create_from_flags(api, capsys):
+    api.on("POST", "/v1/jobs", job(), 201)
+    code = run(api, "jobs", "create", "--name", "nightly-report", "--schedule", "0 3 * * *",
+               "--timezone", "Europe/Berlin", "--url", "https://example.com/hook", "--method", "put",
+               "--header", "Content-Type=application/json", "--header", "X-A=b=c", "--body", '{"at": "{{scheduled_at}}"}',
+               "--tag", "billing", "--tag", "nightly", "--max-attempts", "4", "--description", "d")
+    assert code == 0
+    [req] = api.requests
+    assert (req.method, req.path) == ("POST", "/v1/jobs")
+    assert req.headers["Content-Type"] == "application/json"
+    assert "Authorization" not in req.headers  # local endpoint: unsigned
+    assert req.json == {
+        "name": "nightly-report", "description": "d", "schedule": "0 3 * * *", "timezone": "Europe/Berlin",
+        "tags": ["billing", "nightly"], "retry": {"max_attempts": 4},
+        "target": {"type": "http", "url": "https://example.com/hook", "method": "PUT",
+                   "headers": {"Content-Type": "application/json", "X-A": "b=c"}, "body": '{"at": "{{scheduled_at}}"}'},
+    }
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["ID", "NAME", "STATE", "SCHEDULE", "NEXT", "RUN", "LAST", "STATUS"]
+    assert out[1].startswith(JOB_ID) and "nightly-report" in out[1] and "0 3 * * *" in out[1]
+    assert "2026-12-01T02:00:00Z" in out[1] and out[1].endswith("failed")
+
+
+def test_create_amqp_from_flags(api):
+    api.on("POST", "/v1/jobs", job(), 201)
+    assert run(api, "jobs", "create", "--name", "m", "--run-at", "2026-12-01T10:00:00+01:00",
+               "--amqp-exchange", "events", "--routing-key", "a.b", "--body", "hi") == 0
+    assert api.requests[0].json == {"name": "m", "run_at": "2026-12-01T10:00:00+01:00", "target": {
+        "type": "amqp", "exchange": "events", "routing_key": "a.b", "body": "hi"}}
+
+
+def test_create_from_yaml_file_with_flags_over_it(api, tmp_path):
+    api.on("POST", "/v1/jobs", job(), 201)
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        "name: from-file\n"
+        "run_at: 2026-12-01T10:00:00Z\n"       # stays a string (no YAML timestamp)
+        "start_at: 2026-11-01\n"
+        "tags: [a, b]\n"
+        "target:\n  url: https://example.com/a\n  headers: {X-One: '1'}\n"
+        "retry: {max_attempts: 2, max_backoff_seconds: 60}\n"
+        "# read-only fields, as `jobs get --json` prints them, are left out\n"
+        "id: whatever\nversion: 7\nstats: {run_count: 1}\n"
+    )
+    assert run(api, "jobs", "create", "-f", str(path), "--schedule", "@hourly", "--header", "X-Two=2",
+               "--max-attempts", "5", "--tag", "c") == 0
+    assert api.requests[0].json == {
+        "name": "from-file", "start_at": "2026-11-01", "tags": ["c"], "schedule": "@hourly",
+        "target": {"type": "http", "url": "https://example.com/a", "headers": {"X-One": "1", "X-Two": "2"}},
+        "retry": {"max_attempts": 5, "max_backoff_seconds": 60},
+    }
+
+
+def test_create_from_json_on_stdin(api, monkeypatch, capsys):
+    api.on("POST", "/v1/jobs", job(), 201)
+    spec = {"name": "s", "schedule": "rate(5 minutes)", "target": {"type": "amqp", "exchange": "x"}}
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(spec)))
+    assert run(api, "jobs", "create", "-f", "-", "--json") == 0
+    assert api.requests[0].json == spec
+    assert json.loads(capsys.readouterr().out) == job()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["jobs", "create"], "give a job definition"),
+    (["jobs", "create", "-f", "/nonexistent/job.yaml"], "cannot read /nonexistent/job.yaml"),
+    (["jobs", "create", "--name", "x", "--header", "novalue"], "--header takes NAME=VALUE"),
+    (["jobs", "update", JOB_ID], "nothing to change"),
+    (["jobs", "list", "--endpoint", "ftp://x"], "--endpoint: not an http(s) URL"),
+])
+def test_usage_errors_exit_2(api, capsys, argv, message):
+    assert run(api, *argv) == 2
+    assert message in capsys.readouterr().err
+    assert api.requests == []
+
+
+@pytest.mark.parametrize("text, message", [("- a\n- b\n", "must be a mapping"), ("a: [1\n", "not valid YAML"),
+                                           ("", "empty job definition")])
+def test_bad_job_files_exit_2(api, capsys, tmp_path, text, message):
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    assert run(api, "jobs", "create", "-f", str(path)) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_argparse_usage_errors_exit_2(api, capsys):
+    for argv in (["jobs"], ["jobs", "create", "--schedule", "x", "--run-at", "y"], ["jobs", "list", "--limit", "0"],
+                 ["executions"], ["jobs", "list", "--state", "sleeping"]):
+        with pytest.raises(SystemExit) as info:
+            run(api, *argv)
+        assert info.value.code == 2
+    capsys.readouterr()
+
+
+# -- list, get -----------------------------------------------------------------------------------
+
+
+def test_list_one_page_with_filters(api, capsys):
+    api.on("GET", "/v1/jobs", {"jobs": [job(), job(JOB_ID2, "other", schedule=None, run_at="2026-12-24T18:00:00Z",
+                                                   stats={"last_status": None})], "next_cursor": "c1"})
+    assert run(api, "jobs", "list", "--state", "active", "--tag", "billing", "--name-prefix", "night ly", "--limit", "2") == 0
+    [req] = api.requests
+    assert req.query == {"state": "active", "tag": "billing", "name_prefix": "night ly", "limit": "2"}
+    assert "name_prefix=night%20ly" in req.query_string
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert len(lines) == 3
+    assert "other" in lines[2] and "2026-12-24T18:00:00Z" in lines[2] and lines[2].endswith("-")
+    assert "--cursor c1" in captured.err
+
+
+def test_list_all_follows_cursors_and_prints_one_json_object(api, capsys):
+    def pages(req: Recorded):
+        cursor = req.query.get("cursor")
+        if cursor is None:
+            return 200, {"jobs": [job(name="a")], "next_cursor": "p2"}
+        if cursor == "p2":
+            return 200, {"jobs": [job(JOB_ID2, name="b")], "next_cursor": "p3"}
+        return 200, {"jobs": [], "next_cursor": None}
+
+    api.on("GET", "/v1/jobs", pages)
+    assert cli.main(["jobs", "list", "--all", "--json", "--endpoint", api.url]) == 0  # options after the command
+    assert [r.query.get("cursor") for r in api.requests] == [None, "p2", "p3"]
+    out = json.loads(capsys.readouterr().out)
+    assert [j["name"] for j in out["jobs"]] == ["a", "b"] and out["next_cursor"] is None
+
+
+def test_list_empty(api, capsys):
+    api.on("GET", "/v1/jobs", {"jobs": [], "next_cursor": None})
+    assert run(api, "jobs", "list") == 0
+    assert capsys.readouterr().out.strip() == "no jobs"
+
+
+def test_get_by_id(api, capsys):
+    api.on("GET", f"/v1/jobs/{JOB_ID}", job())
+    assert run(api, "jobs", "get", JOB_ID) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^name:\s+nightly-report$", out, re.M)
+    assert re.search(r"^schedule:\s+0 3 \* \* \* \(Europe/Berlin\)$", out, re.M)
+    assert re.search(r"^target:\s+POST https://example.com/hook$", out, re.M)
+    assert re.search(r"^runs:\s+2 \(1 failed\)$", out, re.M)
+
+
+def test_get_by_name_looks_it_up_with_exact_match(api, capsys):
+    def by_prefix(req: Recorded):
+        assert req.query["name_prefix"] == "nightly"
+        if "cursor" not in req.query:
+            return 200, {"jobs": [job(JOB_ID2, "nightly-report")], "next_cursor": "n2"}
+        return 200, {"jobs": [job(JOB_ID, "nightly")], "next_cursor": None}
+
+    api.on("GET", "/v1/jobs", by_prefix)
+    assert run(api, "--json", "jobs", "get", "nightly") == 0
+    assert json.loads(capsys.readouterr().out)["id"] == JOB_ID
+
+
+def test_unknown_name_exits_3(api, capsys):
+    api.on("GET", "/v1/jobs", {"jobs": [job(name="nightly-report")], "next_cursor": None})
+    for action in ("get", "delete", "pause", "resume", "run"):
+        assert run(api, "jobs", action, "nightly") == 3
+        assert capsys.readouterr().err.strip() == "error: no job named 'nightly'"
+    assert run(api, "executions", "nightly") == 3
+    assert all(r.method == "GET" and r.path == "/v1/jobs" for r in api.requests)
+
+
+# -- update --------------------------------------------------------------------------------------
+
+
+def test_update_patches_the_given_fields(api, capsys):
+    api.on("PATCH", f"/v1/jobs/{JOB_ID}", job(version=4))
+    assert run(api, "jobs", "update", JOB_ID, "--schedule", "*/5 * * * *", "--header", "X-A=1",
+               "--if-match", "3") == 0
+    [req] = api.requests
+    assert req.method == "PATCH"
+    assert req.headers["If-Match"] == '"3"'
+    assert req.json == {"schedule": "*/5 * * * *", "run_at": None, "target": {"headers": {"X-A": "1"}}}
+    assert JOB_ID in capsys.readouterr().out
+
+
+def test_update_by_name_with_a_patch_file(api, tmp_path):
+    api.on("GET", "/v1/jobs", {"jobs": [job()], "next_cursor": None})
+    api.on("PATCH", f"/v1/jobs/{JOB_ID}", job())
+    path = tmp_path / "patch.json"
+    path.write_text(json.dumps({"description": None, "retry": {"max_attempts": 9}}))
+    assert run(api, "jobs", "update", "nightly-report", "-f", str(path), "--run-at", "2027-01-01T00:00:00Z",
+               "--amqp-exchange", "x") == 0
+    assert api.requests[-1].json == {"description": None, "retry": {"max_attempts": 9},
+                                     "run_at": "2027-01-01T00:00:00Z", "schedule": None,
+                                     "target": {"exchange": "x", "type": "amqp"}}
+    assert "If-Match" not in api.requests[-1].headers
+
+
+def test_update_replace_with_file_puts_it(api, tmp_path):
+    api.on("PUT", f"/v1/jobs/{JOB_ID}", job())
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(job(name="old")))  # a `jobs get --json` output, edited
+    assert run(api, "jobs", "update", JOB_ID, "--replace", "-f", str(path), "--name", "new", "--if-match", '"3"') == 0
+    [req] = api.requests
+    assert req.method == "PUT" and req.headers["If-Match"] == '"3"'
+    sent = req.json
+    assert sent["name"] == "new" and sent["schedule"] == "0 3 * * *" and sent["target"]["type"] == "http"
+    assert not set(cli.READ_ONLY_FIELDS) & set(sent)
+
+
+def test_update_replace_without_file_starts_from_the_stored_job(api):
+    api.on("GET", f"/v1/jobs/{JOB_ID}", job())
+    api.on("PUT", f"/v1/jobs/{JOB_ID}", job())
+    assert run(api, "jobs", "update", JOB_ID, "--replace", "--url", "https://example.com/b") == 0
+    get, put = api.requests
+    assert (get.method, put.method) == ("GET", "PUT")
+    expected = {k: v for k, v in job().items() if k not in cli.READ_ONLY_FIELDS}
+    expected["target"] = {**expected["target"], "url": "https://example.com/b"}
+    assert put.json == expected
+    assert put.headers["If-Match"] == '"3"'  # the version read: a change in between gives 412
+
+
+def test_update_replace_of_a_job_changed_meanwhile_exits_4(api, capsys):
+    api.on("GET", f"/v1/jobs/{JOB_ID}", job())
+    api.on("PUT", f"/v1/jobs/{JOB_ID}", envelope("precondition_failed", "the job changed: version 4"), 412)
+    assert run(api, "jobs", "update", JOB_ID, "--replace", "--name", "n") == 4
+    assert capsys.readouterr().err.strip() == "error: 412 precondition_failed: the job changed: version 4"
+
+
+# -- delete, pause, resume, run ------------------------------------------------------------------
+
+
+def test_delete_pause_resume_run(api, capsys):
+    api.on("DELETE", f"/v1/jobs/{JOB_ID}", None, 204)
+    api.on("POST", f"/v1/jobs/{JOB_ID}/pause", job(state="paused"))
+    api.on("POST", f"/v1/jobs/{JOB_ID}/resume", job())
+    api.on("POST", f"/v1/jobs/{JOB_ID}/run", {"job_id": JOB_ID, "status": "queued",
+                                               "requested_at": "2026-11-02T10:00:00Z", "job": job()}, 202)
+    assert run(api, "jobs", "delete", JOB_ID) == 0
+    assert capsys.readouterr().out.strip() == f"deleted job {JOB_ID}"
+    assert run(api, "jobs", "pause", JOB_ID) == 0
+    assert " paused " in capsys.readouterr().out
+    assert run(api, "jobs", "resume", JOB_ID.upper()) == 0
+    capsys.readouterr()
+    assert run(api, "jobs", "run", JOB_ID) == 0
+    assert capsys.readouterr().out.strip() == f"queued a run of job {JOB_ID} (requested at 2026-11-02T10:00:00Z)"
+    assert run(api, "--json", "jobs", "run", JOB_ID) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "queued"
+    assert [(r.method, r.path) for r in api.requests] == [
+        ("DELETE", f"/v1/jobs/{JOB_ID}"), ("POST", f"/v1/jobs/{JOB_ID}/pause"),
+        ("POST", f"/v1/jobs/{JOB_ID}/resume"), ("POST", f"/v1/jobs/{JOB_ID}/run"),
+        ("POST", f"/v1/jobs/{JOB_ID}/run")]
+
+
+def test_delete_by_name(api, capsys):
+    api.on("GET", "/v1/jobs", {"jobs": [job()], "next_cursor": None})
+    api.on("DELETE", f"/v1/jobs/{JOB_ID}", None, 204)
+    assert run(api, "jobs", "delete", "nightly-report") == 0
+    assert capsys.readouterr().out.strip() == f"deleted job {JOB_ID} (nightly-report)"
+
+
+# -- executions ----------------------------------------------------------------------------------
+
+
+def test_executions_table(api, capsys):
+    long_error = "connect timeout\nto https://example.com/hook after 30 s; " + "x" * 100
+    api.on("GET", f"/v1/jobs/{JOB_ID}/executions", {"executions": [
+        execution(1), execution(2, status="failed", http_status=None, error=long_error, trigger="retry", attempt=2)],
+        "next_cursor": None})
+    assert run(api, "executions", JOB_ID, "--status", "failed", "--limit", "2") == 0
+    assert api.requests[0].query == {"status": "failed", "limit": "2"}
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["ID", "SCHEDULED", "AT", "ATTEMPT", "TRIGGER", "STATUS", "HTTP", "DURATION", "MS", "ERROR"]
+    assert lines[1].split() == ["e1", "2026-11-01T02:00:00Z", "1", "schedule", "succeeded", "200", "42", "-"]
+    assert "retry" in lines[2] and "failed" in lines[2]
+    error_cell = lines[2][lines[0].index("ERROR"):]
+    assert error_cell.startswith("connect timeout to https://") and error_cell.endswith("...")
+    assert len(error_cell) == cli.ERROR_WIDTH
+
+
+def test_executions_all_by_name_json(api, capsys):
+    api.on("GET", "/v1/jobs", {"jobs": [job()], "next_cursor": None})
+
+    def pages(req: Recorded):
+        if req.query.get("cursor") == "x2":
+            return 200, {"executions": [execution(2)], "next_cursor": None}
+        return 200, {"executions": [execution(1)], "next_cursor": "x2"}
+
+    api.on("GET", f"/v1/jobs/{JOB_ID}/executions", pages)
+    assert run(api, "--json", "executions", "nightly-report", "--all") == 0
+    assert json.loads(capsys.readouterr().out) == {"executions": [execution(1), execution(2)], "next_cursor": None}
+
+
+# -- errors and exit codes -----------------------------------------------------------------------
+
+
+def test_error_envelope_on_stderr_exit_1(api, capsys):
+    api.on("POST", "/v1/jobs", envelope("bad_request", "the job is not valid", [
+        {"field": "schedule", "message": "minute field: 61 is out of range 0-59"},
+        {"field": "target.url", "message": "must be an http(s) URL"}]), 400)
+    assert run(api, "jobs", "create", "--name", "x", "--schedule", "61 * * * *", "--url", "ftp://x") == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        "error: 400 bad_request: the job is not valid",
+        "  schedule: minute field: 61 is out of range 0-59",
+        "  target.url: must be an http(s) URL",
+    ]
+
+
+@pytest.mark.parametrize("status, code", [(404, 3), (409, 4), (412, 4), (413, 1), (403, 1), (500, 5), (503, 5)])
+def test_exit_codes_of_api_errors(api, capsys, status, code):
+    api.on("PATCH", f"/v1/jobs/{JOB_ID}", envelope("some_code", "some message"), status)
+    assert run(api, "jobs", "update", JOB_ID, "--name", "n") == code
+    assert capsys.readouterr().err.startswith(f"error: {status} some_code: some message")
+
+
+def test_api_gateway_style_and_non_json_errors(api, capsys):
+    api.on("GET", f"/v1/jobs/{JOB_ID}", {"message": "Missing Authentication Token"}, 403)
+    assert run(api, "jobs", "get", JOB_ID) == 1
+    assert capsys.readouterr().err.strip() == "error: 403 forbidden: Missing Authentication Token"
+    api.on("GET", f"/v1/jobs/{JOB_ID}", b"<html>Bad Gateway</html>", 502)
+    assert run(api, "jobs", "get", JOB_ID) == 5
+    assert capsys.readouterr().err.strip() == "error: 502 bad_gateway: <html>Bad Gateway</html>"
+
+
+def test_cannot_connect_exits_5(capsys):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    assert cli.main(["--endpoint", f"http://127.0.0.1:{port}", "jobs", "list"]) == 5
+    assert capsys.readouterr().err.startswith(f"error: cannot connect to http://127.0.0.1:{port}")
+
+
+# -- endpoint, signing ---------------------------------------------------------------------------
+
+
+def test_endpoint_from_environment_and_stage_path(api, monkeypatch):
+    api.on("GET", "/prod/v1/jobs", {"jobs": [], "next_cursor": None})
+    monkeypatch.setenv("SCHEDULER_ENDPOINT", api.url.replace("127.0.0.1", "LocalHost") + "/prod/")
+    assert cli.main(["jobs", "list"]) == 0
+    assert api.requests[0].path == "/prod/v1/jobs"
+
+
+def test_sigv4_flag_signs_with_the_credential_chain(api, monkeypatch):
+    from scheduler.sigv4 import verify_request
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-test")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "token-test")
+    monkeypatch.setenv("AWS_REGION", "eu-central-1")
+    api.on("POST", "/v1/jobs", job(), 201)
+    assert run(api, "--sigv4", "jobs", "create", "--name", "n", "--schedule", "@daily", "--url", "https://e.com") == 0
+    [req] = api.requests
+    assert req.headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDTEST/")
+    assert "/eu-central-1/execute-api/aws4_request" in req.headers["Authorization"]
+    assert req.headers["X-Amz-Security-Token"] == "token-test"
+    principal = verify_request(req.method, req.path, req.query_string, req.headers, req.body,
+                               {"AKIDTEST": ("secret-test", "arn:aws:iam::1:user/t")}, region="eu-central-1")
+    assert principal == "arn:aws:iam::1:user/t"
+
+
+def test_sigv4_with_profile_and_region_flags(api, tmp_path, monkeypatch):
+    from scheduler.sigv4 import verify_request
+
+    (tmp_path / "aws-credentials").write_text("[dev]\naws_access_key_id = AKIDDEV\naws_secret_access_key = s3cr3t\n")
+    api.on("GET", "/v1/jobs", {"jobs": [], "next_cursor": None})
+    assert cli.main(["jobs", "list", "--endpoint", api.url, "--sigv4", "--profile", "dev", "--region", "ap-south-1",
+                     "--tag", "a b"]) == 0
+    [req] = api.requests
+    assert verify_request(req.method, req.path, req.query_string, req.headers, req.body,
+                          {"AKIDDEV": ("s3cr3t", "dev")}, region="ap-south-1") == "dev"
+
+
+def test_sigv4_without_credentials_exits_1(api, capsys):
+    assert run(api, "--sigv4", "jobs", "list") == 1
+    assert "no AWS credentials found" in capsys.readouterr().err
+    assert api.requests == []
+
+
+def test_aws_endpoints_are_recognised():
+    aws = "https://abc123.execute-api.eu-west-1.amazonaws.com/prod"
+    assert is_aws_endpoint(aws) and region_of_endpoint(aws) == "eu-west-1"
+    assert SchedulerClient(aws).sigv4 is True
+    assert SchedulerClient(aws, sigv4=False).sigv4 is False
+    assert SchedulerClient(aws).region == "eu-west-1"
+    assert SchedulerClient(aws, region="us-west-2").region == "us-west-2"
+    assert region_of_endpoint("https://abc-vpce-1.execute-api.us-east-2.vpce.amazonaws.com") == "us-east-2"
+    assert not is_aws_endpoint("http://127.0.0.1:8080") and SchedulerClient("http://127.0.0.1:8080").sigv4 is False
+    assert not is_aws_endpoint("https://amazonaws.com.evil.example")
+    assert region_of_endpoint("https://api.example.com") is None
+
+
+def test_helpers():
+    assert is_job_id(JOB_ID) and is_job_id(JOB_ID.upper()) and not is_job_id("nightly") and not is_job_id(JOB_ID[1:])
+    assert encode_query({"b": "x y/z+é~", "a": None, "c": 5, "d": True}) == "b=x%20y%2Fz%2B%C3%A9~&c=5&d=true"
+    assert cli.truncate("a\n b", 10) == "a b" and cli.truncate("x" * 20, 10) == "xxxxxxx..."
+
+
+# -- local and migrate ---------------------------------------------------------------------------
+
+
+def test_local_parses_its_options():
+    args = cli.build_parser().parse_args(["local", "--host", "0.0.0.0", "--port", "9000", "--database-url", "postgresql://x",
+                                          "--data-dir", "/tmp/d", "--auth", "sigv4", "--credentials", "c.json",
+                                          "--precision", "minute"])
+    assert (args.host, args.port, args.database_url, args.data_dir, args.auth, args.credentials, args.precision) == (
+        "0.0.0.0", 9000, "postgresql://x", "/tmp/d", "sigv4", "c.json", "minute")
+    assert args.func is cli._local
+    defaults = cli.build_parser().parse_args(["local"])
+    assert (defaults.host, defaults.port, defaults.database_url, defaults.data_dir, defaults.auth,
+            defaults.credentials) == ("127.0.0.1", 8080, None, ".scheduler", "none", None)
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["local", "--auth", "basic"])
+
+
+def test_migrate_still_works(monkeypatch, capsys):
+    args = cli.build_parser().parse_args(["migrate", "--database-url", "postgresql://x"])
+    assert args.func is cli._migrate and args.database_url == "postgresql://x"
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    assert cli.main(["migrate"]) == 2
+    assert "give --database-url" in capsys.readouterr().err
