@@ -18,7 +18,7 @@ PRECISIONS = ("second", "minute")
 REMOVAL_POLICIES = ("snapshot", "retain", "destroy")
 ARCHITECTURES = tuple(sorted(layer_build.MACHINES))
 
-# Every context key this app reads, with its default (documented in docs/deploy.md).
+# Every context key this app reads, with its default (documented in README.md, "Deploy to AWS").
 DEFAULTS: dict[str, Any] = {
     "stack_name": "Scheduler",
     "broker": "amazonmq",
