@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -673,6 +674,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``scheduler`` console script."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # Third-party chatter (initdb transcripts, pika's tracebacks for failures we report ourselves).
+    for noisy in ("pgserver", "pika"):
+        logging.getLogger(noisy).setLevel(logging.WARNING if noisy == "pgserver" else logging.CRITICAL)
+    warnings.filterwarnings("ignore", module="platformdirs")
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
