@@ -2,9 +2,49 @@
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import os
+import shutil
+import tempfile
+import uuid
+from typing import Any, Iterator
 
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
+
+
+@contextlib.contextmanager
+def postgres_server(prefix: str = "sched-pg-") -> Iterator[str]:
+    """Conninfo of a Postgres server we may create databases on: ``DATABASE_URL`` when set (its
+    maintenance database), else an embedded Postgres (pgserver) for as long as the block runs."""
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        yield make_conninfo(url, dbname=conninfo_to_dict(url).get("dbname") or "postgres")
+        return
+    import pgserver
+
+    datadir = tempfile.mkdtemp(prefix=prefix)
+    server = pgserver.get_server(datadir, cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        shutil.rmtree(datadir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def temporary_database(server_url: str, *, label: str = "t", template: str | None = None) -> Iterator[str]:
+    """A new database on the server (a copy of ``template`` when given), dropped afterwards.
+    Yields its conninfo; its name is ``conninfo_to_dict(url)["dbname"]``."""
+    name = f"sched_{label}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
+    try:
+        yield make_conninfo(server_url, dbname=name)
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def http_spec(name: str, schedule: str | None = "* * * * *", url: str = "https://example.com/hook",
