@@ -5,11 +5,16 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import threading
 import uuid
 from typing import Any, Iterator
 
 import psycopg
+import requests
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
@@ -45,6 +50,61 @@ def temporary_database(server_url: str, *, label: str = "t", template: str | Non
     finally:
         with psycopg.connect(server_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class LocalScheduler:
+    """One `scheduler local` process on a database; ``url`` is its API's base URL (without
+    ``/v1``), read from its banner."""
+
+    def __init__(self, database_url: str, data_dir: str, *extra: str):
+        env = {**os.environ, "PYTHONPATH": os.path.join(ROOT, "functions")}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "scheduler.cli", "local", "--port", "0", "--database-url", database_url,
+             "--data-dir", data_dir, *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        self.lines: list[str] = []
+        self.url = ""
+        ready = threading.Event()
+
+        def read() -> None:
+            for line in self.process.stdout:
+                self.lines.append(line)
+                if "scheduler local: API " in line and not self.url:
+                    self.url = line.split("API ", 1)[1].split()[0].removesuffix("/v1")
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not ready.wait(60) or not self.url:
+            self.process.kill()
+            raise RuntimeError("scheduler local did not start:\n" + "".join(self.lines))
+
+    def stop(self) -> int:
+        """Ctrl-C, and the exit code (raises if it does not stop within 30 s)."""
+        if self.process.poll() is not None:
+            return self.process.returncode
+        self.process.send_signal(signal.SIGINT)
+        try:
+            return self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+            raise
+
+    def post(self, path: str, body: dict) -> dict:
+        """POST JSON; the answer's JSON (asserts a 2xx)."""
+        answer = requests.post(self.url + path, json=body, headers={"Content-Type": "application/json"}, timeout=10)
+        assert answer.status_code in (200, 201, 202), answer.text
+        return answer.json()
+
+    def get(self, path: str) -> dict:
+        """GET; the answer's JSON (asserts a 200)."""
+        answer = requests.get(self.url + path, timeout=10)
+        assert answer.status_code == 200, answer.text
+        return answer.json()
 
 
 def http_spec(name: str, schedule: str | None = "* * * * *", url: str = "https://example.com/hook",

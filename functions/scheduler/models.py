@@ -209,6 +209,16 @@ class JobSpec(_Strict):
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     missed_runs: Literal["skip", "run_once", "run_all"] = "run_once"
 
+    @field_validator("run_at", "start_at", "end_at")
+    @classmethod
+    def _instant(cls, v: datetime | None) -> datetime | None:
+        if v is not None:
+            try:
+                v.astimezone(timezone.utc)
+            except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is in year 0 in UTC
+                raise ValueError("is outside the range of representable instants") from None
+        return v
+
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:

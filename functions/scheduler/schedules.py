@@ -873,7 +873,10 @@ def parse_schedule(expression: str, timezone: str = "UTC",
     if anchor is not None:
         if not isinstance(anchor, datetime) or anchor.tzinfo is None or anchor.utcoffset() is None:
             raise ScheduleError("start_at must include a time-zone offset", field="start_at")
-        anchor = anchor.astimezone(UTC)
+        try:
+            anchor = anchor.astimezone(UTC)
+        except OverflowError:
+            raise ScheduleError("start_at is out of range", field="start_at") from None
 
     if text.startswith("@"):
         word, *rest_parts = text.split(None, 1)

@@ -7,6 +7,7 @@ that owner's jobs: another principal's job is indistinguishable from an absent o
 
 from __future__ import annotations
 
+import functools
 import random
 import uuid
 from dataclasses import dataclass
@@ -73,6 +74,21 @@ class StartedExecution:
     attempt: int
     trigger: str
     started_at: datetime
+
+
+def _retry_on_dead_connection(method: Callable) -> Callable:
+    """Run a runner-side method once more when its pooled connection turned out dead (the
+    server restarted since it was opened): the pool drops the broken connection and the retry
+    gets a fresh one. Safe here: each method is one statement or one transaction, and the
+    runner's writes are fenced by their lease tokens (a start whose reply was lost answers
+    "lease lost" on the retry, and its lease then expires and is reclaimed)."""
+    @functools.wraps(method)
+    def wrapper(self: "Store", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except psycopg.OperationalError:
+            return method(self, *args, **kwargs)
+    return wrapper
 
 
 def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -198,6 +214,7 @@ class Store:
 
     # -- the runner ----------------------------------------------------------------------------
 
+    @_retry_on_dead_connection
     def claim_due(self, limit: int, lease_seconds: float) -> list[Claim]:
         """Lease up to ``limit`` due jobs (one statement; see ``claim_due`` in queries.sql)."""
         with self.pool.connection() as conn:
@@ -206,12 +223,14 @@ class Store:
                       scheduled_at=r["scheduled_at"], due_at=r["due_at"], claimed_at=r["claimed_at"],
                       locked_until=r["locked_until"], reclaimed=r["reclaimed"]) for r in rows]
 
+    @_retry_on_dead_connection
     def release(self, job_id: str, lock_token: str) -> bool:
         """Give back a claim that could not be dispatched, so the job is due again at once."""
         with self.pool.connection() as conn:
             return conn.execute(QUERIES["release_lease"], {"job_id": job_id, "lock_token": lock_token}
                                 ).fetchone() is not None
 
+    @_retry_on_dead_connection
     def start_execution(self, job_id: str, lock_token: str, lease_margin_seconds: float = 30
                         ) -> StartedExecution | None:
         """Confirm the claim, extend its lease over the target's timeout plus the margin, and
@@ -230,6 +249,7 @@ class Store:
                                 attempt=execution["execution_attempt"], trigger=execution["execution_trigger"],
                                 started_at=execution["execution_started_at"])
 
+    @_retry_on_dead_connection
     def complete_execution(self, job_id: str, lock_token: str, execution_id: str, outcome: lifecycle.Outcome,
                            *, http_status: int | None = None, response_excerpt: str | None = None,
                            started: StartedExecution | None = None, elapsed_seconds: float | None = None
@@ -265,12 +285,14 @@ class Store:
             conn.execute(QUERIES["finish_execution"], result)
             return conn.execute(QUERIES["complete_job"], {**plan, **result}).fetchone()
 
+    @_retry_on_dead_connection
     def due_backlog(self) -> tuple[int, float]:
         """(unleased due jobs, age in seconds of the oldest) for the metrics."""
         with self.pool.connection() as conn:
             row = conn.execute(QUERIES["due_backlog"]).fetchone()
         return int(row["due"]), float(row["oldest_due_age_seconds"])
 
+    @_retry_on_dead_connection
     def next_due_in(self) -> float | None:
         """Seconds until a job may next be claimed (negative when one is due), None when none."""
         with self.pool.connection() as conn:

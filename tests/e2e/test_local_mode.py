@@ -2,66 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import threading
 import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
-import requests
 
-from tests.support import RecordingServer
+from tests.support import LocalScheduler, RecordingServer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-JSON = {"Content-Type": "application/json"}
-
-
-class LocalScheduler:
-    """One `scheduler local` process on a database, its API URL read from its banner."""
-
-    def __init__(self, database_url: str, data_dir: str, *extra: str):
-        env = {**os.environ, "PYTHONPATH": os.path.join(ROOT, "functions")}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "scheduler.cli", "local", "--port", "0", "--database-url", database_url,
-             "--data-dir", data_dir, *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        self.lines: list[str] = []
-        self.url = ""
-        ready = threading.Event()
-
-        def read() -> None:
-            for line in self.process.stdout:
-                self.lines.append(line)
-                if "scheduler local: API " in line and not self.url:
-                    self.url = line.split("API ", 1)[1].split()[0].removesuffix("/v1")
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not ready.wait(60) or not self.url:
-            self.process.kill()
-            raise RuntimeError("scheduler local did not start:\n" + "".join(self.lines))
-
-    def stop(self) -> int:
-        self.process.send_signal(signal.SIGINT)
-        try:
-            return self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            raise
-
-    def post(self, path: str, body: dict) -> dict:
-        answer = requests.post(self.url + path, json=body, headers=JSON, timeout=10)
-        assert answer.status_code in (200, 201, 202), answer.text
-        return answer.json()
-
-    def get(self, path: str) -> dict:
-        answer = requests.get(self.url + path, timeout=10)
-        assert answer.status_code == 200, answer.text
-        return answer.json()
 
 
 def poll(condition, timeout: float = 20.0, interval: float = 0.1):

@@ -16,7 +16,6 @@ import pytest
 
 from scheduler.targets import Delivery, TargetPolicy, deliver
 from scheduler.targets import amqp as amqp_target
-from tests.integration.conftest_amqp import amqp_admin, amqp_queue, amqp_url  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.amqp
 

@@ -15,7 +15,6 @@ import pytest
 from scheduler.targets import Delivery, TargetPolicy, deliver
 from scheduler.targets import amqp as amqp_target
 from scheduler.targets import ssrf
-from tests.integration.conftest_amqp import amqp_queue, amqp_url  # noqa: F401 - fixtures
 
 STRICT = TargetPolicy()
 LOCAL = TargetPolicy(allow_private=True)

@@ -23,7 +23,7 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from scheduler.api import deps, executions, jobs
 from scheduler.api.cursors import CursorCodec, cursor_key
-from scheduler.api.errors import (MAX_REQUEST_BODY_BYTES, ApiError, MalformedBody, PayloadTooLarge,
+from scheduler.api.errors import (MAX_REQUEST_BODY_BYTES, ApiError, MalformedBody, NoSuchResource, PayloadTooLarge,
                                   UnsupportedMediaType, documented, envelope, error_response,
                                   register_error_handlers)
 from scheduler.api.identity import require_owner
@@ -70,6 +70,10 @@ def precheck(event: Mapping[str, Any]) -> dict[str, Any]:
     read as JSON), or an ``ApiError``: 413 past 1 MiB, 400 for a body that is not UTF-8, 415
     for a body that is not JSON, 403 without a caller identity."""
     out = dict(event)
+    if any(ch < " " or ch == "\x7f" for ch in str(out.get("path") or "")):
+        # No route has a control character; a final newline would even pass a "$" in the
+        # routes' patterns for the path without it.
+        raise NoSuchResource()
     body = out.get("body")
     if body is not None:
         if not isinstance(body, str):

@@ -73,6 +73,10 @@ class Forbidden(ApiError):
     status, code, message = 403, "forbidden", "the request carries no caller identity"
 
 
+class NoSuchResource(ApiError):
+    status, code, message = 404, "not_found", "no such resource"
+
+
 class PayloadTooLarge(ApiError):
     status, code = 413, "payload_too_large"
     message = f"the request body is larger than {MAX_REQUEST_BODY_BYTES} bytes"
