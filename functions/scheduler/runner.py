@@ -36,6 +36,9 @@ MIN_IDLE_SECONDS = 0.02
 class Invoker(Protocol):
     """Hands claims to executors."""
 
+    def capacity(self) -> int:
+        """How many claims ``dispatch`` can take now (the fan-out claims no more than that)."""
+
     def dispatch(self, claims: list[Claim]) -> list[Claim]:
         """Start an executor for each claim; return the claims that could NOT be dispatched (the
         caller releases their leases so no job is lost)."""
@@ -59,6 +62,9 @@ class LambdaInvoker:
         self.base_delay = base_delay
         self.sleep = sleep
         self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="invoke")
+
+    def capacity(self) -> int:
+        return 1_000_000  # the async invoke queues; throttles are retried in _invoke
 
     def _invoke(self, claim: Claim) -> bool:
         payload = json.dumps(claim.to_event()).encode()
@@ -88,8 +94,10 @@ class LocalInvoker:
     def __init__(self, execute: Callable[[dict[str, Any]], Any], *, max_workers: int = 32):
         self.execute = execute
         self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="executor")
-        self._inflight = threading.Semaphore(max_workers * 4)
+        self._limit = max_workers * 4
+        self._inflight = threading.Semaphore(self._limit)
         self._queued: dict[Future, Claim] = {}
+        self._running = 0
         self._lock = threading.Lock()
 
     def _run(self, event: dict[str, Any]) -> None:
@@ -101,7 +109,12 @@ class LocalInvoker:
     def _done(self, future: Future) -> None:
         with self._lock:
             self._queued.pop(future, None)
+            self._running -= 1
         self._inflight.release()
+
+    def capacity(self) -> int:
+        with self._lock:
+            return self._limit - self._running
 
     def dispatch(self, claims: list[Claim]) -> list[Claim]:
         refused = []
@@ -116,6 +129,7 @@ class LocalInvoker:
                 refused.append(claim)
                 continue
             with self._lock:
+                self._running += 1
                 if not future.done():
                     self._queued[future] = claim
             future.add_done_callback(self._done)
@@ -177,7 +191,13 @@ def run_fanout(store: Store, invoker: Invoker, *, budget_seconds: float, batch_s
     if retention_days:
         report.purged = store.purge_executions(retention_days, batch=500, max_batches=2)
     while not stop.is_set():
-        claims = store.claim_due(batch_size, lease_seconds)
+        room = min(batch_size, invoker.capacity())
+        if room <= 0:  # executors saturated: claim nothing we would have to give back
+            stop.wait(MIN_IDLE_SECONDS)
+            if clock() >= deadline:
+                break
+            continue
+        claims = store.claim_due(room, lease_seconds)
         report.rounds += 1
         if claims:
             report.claimed += len(claims)
@@ -189,7 +209,7 @@ def run_fanout(store: Store, invoker: Invoker, *, budget_seconds: float, batch_s
             report.dispatched += len(claims) - len(refused)
             metrics.count(c.METRIC_CLAIMED, len(claims))
             metrics.count(c.METRIC_DISPATCHED, len(claims) - len(refused))
-            if len(refused) < len(claims) and len(claims) == batch_size:
+            if len(refused) < len(claims) and len(claims) == room:
                 continue  # more may be due right now
             if refused:
                 stop.wait(0.05)  # executors saturated: let them drain a little

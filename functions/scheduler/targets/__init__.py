@@ -18,6 +18,9 @@ See ``docs/delivery.md`` for the retry classification and the delivery semantics
 
 from __future__ import annotations
 
+import heapq
+import importlib
+import itertools
 import math
 import socket
 import threading
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Iterable
 
+from scheduler import templates
 from scheduler.timeutil import format_time, idempotency_key
 
 __all__ = [
@@ -144,12 +148,8 @@ def deliver(
             return DeliveryResult(TIMED_OUT, True, error="no time left for the delivery")
         target = _rendered(target, delivery)
         if kind == "http":
-            from scheduler.targets import http
-
-            return http.deliver_http(target, delivery, policy, budget=budget)
-        from scheduler.targets import amqp
-
-        return amqp.deliver_amqp(target, delivery, policy, budget=budget)
+            return _target_module("http").deliver_http(target, delivery, policy, budget=budget)
+        return _target_module("amqp").deliver_amqp(target, delivery, policy, budget=budget)
     except Exception as exc:  # the contract: never raise for a delivery
         return DeliveryResult(FAILED, True, error=f"internal error while delivering: {type(exc).__name__}")
 
@@ -186,10 +186,20 @@ def _budget(target: dict, timeout_cap: float | None) -> tuple[float, str | None]
     return timeout, None
 
 
+_TARGET_MODULES: dict[str, Any] = {}
+
+
+def _target_module(kind: str) -> Any:
+    """The module delivering ``kind`` targets, imported on first use (each imports this package),
+    then kept: an import statement per delivery would contend for the import lock between threads."""
+    module = _TARGET_MODULES.get(kind)
+    if module is None:
+        module = _TARGET_MODULES[kind] = importlib.import_module(f"scheduler.targets.{kind}")
+    return module
+
+
 def _rendered(target: dict, delivery: Delivery) -> dict:
     """A copy of ``target`` whose text body has its placeholders rendered (binary bodies kept)."""
-    from scheduler import templates
-
     body = target.get("body")
     if not isinstance(body, str):
         return target
@@ -207,13 +217,53 @@ def redact(text: str | None, secrets: Iterable[str | None]) -> str | None:
     return text
 
 
+class _Deadlines:
+    """One thread that fires every watchdog at its deadline (a timer thread per delivery would
+    cost a thread start per delivery). Finished watchdogs are dropped when they reach the top."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, "Watchdog"]] = []
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def add(self, watchdog: "Watchdog") -> None:
+        with self._cond:
+            heapq.heappush(self._heap, (watchdog.deadline, next(self._seq), watchdog))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="delivery-watchdog", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _next_due(self) -> "Watchdog":
+        with self._cond:
+            while True:
+                while self._heap and self._heap[0][2].finished:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                delay = self._heap[0][0] - time.monotonic()
+                if delay <= 0:
+                    return heapq.heappop(self._heap)[2]
+                self._cond.wait(delay)
+
+    def _run(self) -> None:
+        while True:
+            self._next_due()._fire()
+
+
+_DEADLINES = _Deadlines()
+
+
 class Watchdog:
     """A wall-clock deadline for one delivery.
 
     Per-operation socket timeouts do not bound a delivery: a peer that trickles one byte per
-    second never trips a 30 s read timeout. The watchdog arms a timer; when it fires it shuts
-    the watched sockets down (``shutdown(SHUT_RDWR)`` on the file descriptor, which wakes any
-    blocked read or write in the delivering thread with an error) and sets :attr:`fired`.
+    second never trips a 30 s read timeout. At the deadline the watchdog shuts the watched
+    sockets down (``shutdown(SHUT_RDWR)`` on the file descriptor, which wakes any blocked read
+    or write in the delivering thread with an error) and sets :attr:`fired`. One shared thread
+    (``_Deadlines``) serves every watchdog.
 
     Sockets are watched through getters (``lambda: conn.sock``) because a TLS wrap replaces the
     socket object of a connection after it was registered.
@@ -221,21 +271,23 @@ class Watchdog:
 
     def __init__(self, budget: float):
         self.budget = budget
-        self.deadline = time.monotonic() + budget
+        self.deadline = time.monotonic() + max(budget, 0.0)
         self.fired = False
         self._done = False
         self._lock = threading.Lock()
         self._getters: list[Callable[[], Any]] = []
-        self._timer = threading.Timer(max(budget, 0.0), self._fire)
-        self._timer.daemon = True
-        self._timer.name = "delivery-watchdog"
 
     def __enter__(self) -> "Watchdog":
-        self._timer.start()
+        _DEADLINES.add(self)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+    @property
+    def finished(self) -> bool:
+        """Disarmed or already fired: nothing left to do at the deadline."""
+        return self._done or self.fired
 
     def remaining(self) -> float:
         """Seconds left before the deadline (never negative)."""
@@ -256,7 +308,6 @@ class Watchdog:
         with self._lock:
             self._done = True
             self._getters.clear()
-        self._timer.cancel()
 
     def _fire(self) -> None:
         with self._lock:
