@@ -4,7 +4,7 @@ NPM ?= npm
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test unit integration e2e infra layer synth dev bench clean
+.PHONY: install test unit integration e2e infra layer synth dev bench bench-quick fuzz clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,9 +45,18 @@ synth: install
 dev: install
 	$(VENV)/bin/scheduler local
 
+# Every benchmark side by side; rewrites docs/benchmarks.md (about 4 minutes here).
 bench: install
 	$(PY) -m pip install -q -e '.[bench]'
-	$(PY) bench/claim_throughput.py
+	$(PY) bench/run_all.py
+
+bench-quick: install
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) bench/run_all.py --quick
+
+# Schemathesis against the API (1,200 examples): fails on any 5xx.
+fuzz: install
+	$(PY) bench/fuzz_api.py --examples 1200
 
 clean:
 	rm -rf $(VENV) .scheduler layers/build cdk.out node_modules

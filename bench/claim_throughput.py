@@ -1,11 +1,14 @@
 """Claim + complete throughput, and claim latency with a small vs a large jobs table.
 
     .venv/bin/python bench/claim_throughput.py [--jobs 20000] [--workers 1 2 4] [--small 10000] [--large 1000000]
+        [--skip-throughput] [--quick] [--json PATH]
 
 Prints jobs/s for each worker count (threads, one connection each, doing claim -> start ->
 complete like the executor), then the median and p95 latency of claiming 100 due jobs when the
 table holds --small vs --large rows (100 of them due), measured alternately in one run, and their
-ratio: the claim's cost should follow the due jobs, not the table's size.
+ratio: the claim's cost should follow the due jobs, not the table's size (target: at most 1.3).
+``--skip-throughput`` measures the latency only (``bench/run_all.py`` does; the throughput
+against peers is ``bench/throughput_vs_peers.py``); ``--quick`` shrinks the run.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import time
 
 import psycopg
 
-from common import fresh_database, postgres_server  # noqa: I001
+from common import fresh_database, machine_summary, postgres_server, progress, server_version, write_json  # noqa: I001
 
 from scheduler.db import make_pool  # noqa: E402
 from scheduler.lifecycle import Outcome  # noqa: E402
@@ -60,10 +63,15 @@ def throughput(url: str, jobs: int, workers: int, batch: int = 50) -> float:
     return jobs / elapsed
 
 
-def prepare_latency_table(url: str, rows: int, due: int) -> None:
+def prepare_latency_table(url: str, rows: int, due: int, chunk: int = 100_000) -> None:
     pool = make_pool(url, min_size=1, max_size=1)
-    insert_due_jobs(pool, rows - due, prefix="future", due_offset_seconds=86400)
-    insert_due_jobs(pool, due, prefix="due", due_offset_seconds=-1)
+    with progress(rows, f"filling {rows} rows", unit="row") as bar:
+        for start in range(0, rows - due, chunk):  # in chunks: a progress bar, no huge transaction
+            n = min(chunk, rows - due - start)
+            insert_due_jobs(pool, n, prefix=f"future{start}", due_offset_seconds=86400)
+            bar.update(n)
+        insert_due_jobs(pool, due, prefix="due", due_offset_seconds=-1)
+        bar.update(due)
     pool.close()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE jobs")
@@ -88,13 +96,24 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=1_000_000)
     parser.add_argument("--due", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--skip-throughput", action="store_true", help="measure the claim latency only")
+    parser.add_argument("--quick", action="store_true", help="a small run: 2,000 jobs, 100k rows, 50 repeats")
+    parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.large, args.repeats = min(args.jobs, 2000), min(args.large, 100_000), min(args.repeats, 50)
+    results: dict = {"benchmark": "claim_latency", "small": args.small, "large": args.large, "due": args.due,
+                     "repeats": args.repeats, "machine": machine_summary()}
 
     with postgres_server() as server:
-        print(f"claim + start + complete, {args.jobs} due jobs")
-        with fresh_database(server, "tp") as url:
-            for workers in args.workers:
-                print(f"  {workers} worker(s): {throughput(url, args.jobs, workers):8.0f} jobs/s")
+        results["postgres"] = server_version(server)
+        if not args.skip_throughput:
+            print(f"claim + start + complete, {args.jobs} due jobs")
+            with fresh_database(server, "tp") as url:
+                for workers in args.workers:
+                    rate = throughput(url, args.jobs, workers)
+                    results.setdefault("throughput_threads", {})[str(workers)] = rate
+                    print(f"  {workers} worker(s): {rate:8.0f} jobs/s")
 
         print(f"claim latency: {args.due} due jobs in a table of {args.small} vs {args.large} rows")
         with fresh_database(server, "small") as small, fresh_database(server, "large") as large:
@@ -106,17 +125,23 @@ def main() -> None:
             for _ in range(10):  # warm up both
                 for name in samples:
                     claim_once(pools[name], stores[name], args.due)
-            for _ in range(args.repeats):  # alternate, so both see the same machine noise
-                for name in samples:
-                    samples[name].append(claim_once(pools[name], stores[name], args.due))
+            with progress(args.repeats, "claim latency", unit="pair") as bar:
+                for _ in range(args.repeats):  # alternate, so both see the same machine noise
+                    for name in samples:
+                        samples[name].append(claim_once(pools[name], stores[name], args.due))
+                    bar.update(1)
             for pool in pools.values():
                 pool.close()
         medians = {}
         for name, rows in (("small", args.small), ("large", args.large)):
             data = sorted(samples[name])
             medians[name] = statistics.median(data)
-            print(f"  {rows:>9} rows: median {medians[name]:6.2f} ms, p95 {data[int(len(data) * 0.95)]:6.2f} ms")
-        print(f"  ratio large/small (median): {medians['large'] / medians['small']:.2f}")
+            p95 = data[int(len(data) * 0.95)]
+            results[name + "_ms"] = {"median": medians[name], "p95": p95, "samples": data}
+            print(f"  {rows:>9} rows: median {medians[name]:6.2f} ms, p95 {p95:6.2f} ms")
+        results["ratio"] = medians["large"] / medians["small"]
+        print(f"  ratio large/small (median): {results['ratio']:.2f} (target <= 1.3)")
+    write_json(args.json, results)
 
 
 if __name__ == "__main__":

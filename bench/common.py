@@ -50,3 +50,253 @@ def fresh_database(server_url: str, label: str = "bench"):
     finally:
         with psycopg.connect(server_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# -- shared by the benchmarks of issue 7 (throughput_vs_peers, lateness_local, dispatch_rate,
+# cold_start, run_all) ---------------------------------------------------------------------------
+
+import json  # noqa: E402
+import math  # noqa: E402
+import subprocess  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from typing import Any, Iterable  # noqa: E402
+
+BENCH = ROOT / "bench"
+PYTHON = sys.executable
+
+
+def percentile(values: Iterable[float], q: float) -> float:
+    """The q-th percentile (0..100) by linear interpolation; NaN for no data."""
+    data = sorted(values)
+    if not data:
+        return math.nan
+    k = (len(data) - 1) * q / 100.0
+    lo, hi = math.floor(k), math.ceil(k)
+    return data[lo] + (data[hi] - data[lo]) * (k - lo)
+
+
+def progress(total: int | None, desc: str, unit: str = "job", **kwargs: Any):
+    """A tqdm progress bar on stderr (a no-op stand-in when tqdm is missing)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        class _Null:
+            n = 0
+
+            def update(self, n: int = 1) -> None:
+                self.n += n
+
+            def close(self) -> None:
+                pass
+
+            def set_postfix_str(self, *_: Any, **__: Any) -> None:
+                pass
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc: Any) -> None:
+                pass
+
+        return _Null()
+    # disable=None: no bar when stderr is not a terminal (logs stay readable).
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True,
+                mininterval=0.5, disable=None, **kwargs)
+
+
+def write_json(path: str | os.PathLike | None, data: dict[str, Any]) -> None:
+    """Write a benchmark's results (``--json PATH``) for ``run_all.py``."""
+    if path:
+        Path(path).write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def libpq_env(url: str) -> dict[str, str]:
+    """The environment that points libpq tools (pgbench, psql) at ``url``."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = conninfo_to_dict(url)
+    env = dict(os.environ)
+    mapping = {"host": "PGHOST", "port": "PGPORT", "user": "PGUSER", "password": "PGPASSWORD",
+               "dbname": "PGDATABASE", "sslmode": "PGSSLMODE"}
+    for key, var in mapping.items():
+        if params.get(key) not in (None, ""):
+            env[var] = str(params[key])
+    return env
+
+
+def find_pgbench() -> str:
+    """pgbench on PATH, else the newest /usr/lib/postgresql/*/bin/pgbench."""
+    found = shutil.which("pgbench")
+    if found:
+        return found
+    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin/pgbench"),
+                        key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0)
+    if candidates:
+        return str(candidates[-1])
+    raise SystemExit("pgbench not found: install postgresql-client (or put pgbench on PATH)")
+
+
+def server_version(url: str) -> str:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute("SHOW server_version").fetchone()[0]
+
+
+def checkpoint(url: str) -> None:
+    """CHECKPOINT so that every measured run starts with the same WAL state (skipped when the
+    role may not)."""
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+    except psycopg.Error:
+        pass
+
+
+def machine_summary() -> dict[str, Any]:
+    """What the figures were measured on."""
+    import platform
+
+    info: dict[str, Any] = {"cpus": os.cpu_count(), "python": platform.python_version(),
+                            "platform": platform.platform()}
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        info["memory_gib"] = round(pages / 2**30, 1)
+    except (ValueError, OSError):
+        pass
+    try:
+        info["loadavg"] = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        pass
+    return info
+
+
+class LoopbackServer:
+    """A small threaded HTTP/1.1 server on 127.0.0.1, in this process.
+
+    Every request is answered ``status`` with an empty body; when ``record`` is true, the arrival
+    time (``time.time()``, taken before the body is read) and the headers named in
+    ``keep_headers`` are appended to ``self.received``.
+    """
+
+    def __init__(self, status: int = 200, *, record: bool = True,
+                 keep_headers: tuple[str, ...] = ("X-Scheduler-Scheduled-At", "Idempotency-Key")) -> None:
+        import http.server
+
+        self.received: list[tuple[float, dict[str, str]]] = []
+        self.count = 0
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _handle(self) -> None:
+                arrived = time.time()
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                kept = {h: self.headers.get(h, "") for h in keep_headers} if record else {}
+                with owner._cond:
+                    owner.count += 1
+                    if record:
+                        owner.received.append((arrived, kept))
+                    owner._cond.notify_all()
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_POST = do_PUT = _handle
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 512
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},
+                                       daemon=True, name="loopback-server")
+        self.thread.start()
+
+    @property
+    def port(self) -> int:
+        return self.httpd.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def wait_for(self, count: int, timeout: float, on_progress=None) -> int:
+        """Block until ``count`` requests arrived or ``timeout`` passed; returns how many did."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self.count < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(min(left, 0.5))
+                if on_progress is not None:
+                    on_progress(self.count)
+            return self.count
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def run_bench_script(script: str, args: list[str], json_path: str, *, timeout: float) -> dict[str, Any]:
+    """Run ``bench/<script>`` as a child process with ``--json json_path``; its results."""
+    cmd = [PYTHON, str(BENCH / script), *args, "--json", json_path]
+    print(f"$ {' '.join(['python', 'bench/' + script, *args])}", flush=True)
+    began = time.monotonic()
+    subprocess.run(cmd, check=True, timeout=timeout, cwd=str(ROOT))
+    data = json.loads(Path(json_path).read_text(encoding="utf-8"))
+    data.setdefault("elapsed_seconds", round(time.monotonic() - began, 1))
+    return data
+
+
+def _proc_cpu_ticks(pid: int, children: bool = False) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # fields[0] is field 3 (state): utime, stime, cutime, cstime are fields 14-17.
+    ticks = int(fields[11]) + int(fields[12])
+    if children:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks
+
+
+class ServerCpu:
+    """CPU seconds the Postgres server spent, read from /proc when the server runs on this host
+    (the postmaster's own time, its reaped children's, and its live children's). ``None`` when
+    it cannot be read (a remote server, another user's processes hidden). Includes whatever
+    else the server did meanwhile (autovacuum, other clients)."""
+
+    def __init__(self, url: str) -> None:
+        self.pid: int | None = None
+        try:
+            with psycopg.connect(url, autocommit=True) as conn:
+                datadir = conn.execute("SHOW data_directory").fetchone()[0]
+            pid = int(Path(datadir, "postmaster.pid").read_text().split()[0])
+            _proc_cpu_ticks(pid)
+            self.pid = pid
+        except Exception:
+            self.pid = None
+
+    def seconds(self) -> float | None:
+        if self.pid is None:
+            return None
+        try:
+            total = _proc_cpu_ticks(self.pid, children=True)
+            for entry in Path("/proc").iterdir():
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    stat = (entry / "stat").read_text()
+                except OSError:
+                    continue
+                if int(stat.rsplit(")", 1)[1].split()[1]) == self.pid:
+                    total += _proc_cpu_ticks(int(entry.name))
+            return total / os.sysconf("SC_CLK_TCK")
+        except Exception:
+            return None

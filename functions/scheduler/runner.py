@@ -31,6 +31,9 @@ DEADLINE_RESERVE_SECONDS = 10.0
 # The longest sleep between two claims: bounds the delay for a job created while we sleep.
 MAX_IDLE_SECONDS = 1.0
 MIN_IDLE_SECONDS = 0.02
+# Executions deleted per purge statement (each its own short transaction).
+PURGE_BATCH = 500
+MAX_PURGED_PER_RUN = 50_000
 
 
 class Invoker(Protocol):
@@ -188,8 +191,9 @@ def run_fanout(store: Store, invoker: Invoker, *, budget_seconds: float, batch_s
     backlog, oldest = store.due_backlog()
     metrics.gauge(c.METRIC_DUE_BACKLOG, backlog)
     metrics.gauge(c.METRIC_OLDEST_DUE_AGE_S, oldest, unit="Seconds")
-    if retention_days:
-        report.purged = store.purge_executions(retention_days, batch=500, max_batches=2)
+    # Retention: a batch in each round without a full claim, while batches come back full and up
+    # to a cap per run, so the purge keeps up with the execution rate without delaying due jobs.
+    purge_more = bool(retention_days)
     while not stop.is_set():
         room = min(batch_size, invoker.capacity())
         if room <= 0:  # executors saturated: claim nothing we would have to give back
@@ -213,6 +217,12 @@ def run_fanout(store: Store, invoker: Invoker, *, budget_seconds: float, batch_s
                 continue  # more may be due right now
             if refused:
                 stop.wait(0.05)  # executors saturated: let them drain a little
+        if purge_more:
+            purged = store.purge_executions(retention_days, batch=PURGE_BATCH, max_batches=1)
+            report.purged += purged
+            purge_more = purged == PURGE_BATCH and report.purged < MAX_PURGED_PER_RUN
+            if purge_more:
+                continue
         now = clock()
         if now >= deadline:
             break

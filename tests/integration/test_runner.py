@@ -215,3 +215,16 @@ def test_unroutable_amqp_message_is_a_retryable_failure(store, amqp_url, amqp_qu
     drain(store)
     [execution] = store.list_executions(OWNER, job_id)
     assert execution["status"] == "failed" and execution["trigger"] == "manual"
+
+
+def test_fanout_purges_expired_executions_beyond_one_batch(store, pool):
+    job_id = str(store.create_job(OWNER, http_spec("old", "0 0 1 1 *"))["id"])
+    with pool.connection() as conn:
+        conn.execute("""
+            INSERT INTO executions (id, job_id, scheduled_at, started_at, attempt, trigger, status)
+            SELECT gen_random_uuid(), %s, now(), now() - interval '40 days', 1, 'schedule', 'succeeded'
+            FROM generate_series(1, 1700)""", (job_id,))
+    invoker = local_invoker(store)
+    report = run_fanout(store, invoker, budget_seconds=0, retention_days=30)
+    invoker.close()
+    assert report.purged == 1700 and store.list_executions(OWNER, job_id) == []

@@ -1,0 +1,663 @@
+"""Claim + start + complete throughput of the store, side by side with two peers on the same Postgres.
+
+    .venv/bin/python bench/throughput_vs_peers.py [--jobs 4000] [--workers 1 2 4] [--rounds 2] [--quick]
+
+For each worker count, in one run and in rotating order (the machine is noisy, so only the
+ratios mean much):
+
+- **store**: N due jobs drained by W worker *processes* (multiprocessing, one connection each),
+  each looping ``Store.claim_due(batch)`` then, per claim, ``start_execution`` and
+  ``complete_execution(Outcome("succeeded"))``: the public methods the executor calls, so an
+  optimisation of the store shows up here.
+- **pgbench**: the same SQL (the ``claim_due``, ``start_execution`` and ``complete_job_fast``
+  statements of ``queries.sql``, rewritten for
+  pgbench variables) over the same N jobs with ``-c W -j W -M prepared``: one script run
+  claims a batch into arrays, then starts and completes each claimed job (``start_execution``,
+  then the one-statement ``complete_job_fast``), as the store does. No Python, no
+  client-side planning: the database's own limit for this work on this machine.
+- **pgqueuer**: pgqueuer's schema in a separate database, N no-op jobs enqueued with its API,
+  drained by W processes each running a ``QueueManager`` in drain mode with one no-op
+  entrypoint (asyncpg driver when installed, else psycopg), with the same batch size.
+
+Targets: store >= 1.0x pgqueuer, store >= 0.5x pgbench. A profile of one store worker (round
+trips and client-side latency per call, a bare round trip and a bare commit) explains the gap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import multiprocessing as mp
+import os
+import queue
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+from common import (  # noqa: I001
+    ServerCpu, checkpoint, find_pgbench, fresh_database, libpq_env, machine_summary, postgres_server, progress,
+    server_version, write_json,
+)
+
+from scheduler.db import make_pool  # noqa: E402
+from scheduler.lifecycle import Outcome  # noqa: E402
+from scheduler.sql import QUERIES  # noqa: E402
+from scheduler.store import Store  # noqa: E402
+from tests.support import insert_due_jobs  # noqa: E402
+
+LEASE_SECONDS = 120
+SYSTEMS = ("store", "pgbench", "pgqueuer")
+RUN_TIMEOUT = 240.0  # seconds: any one measured run that takes longer is abandoned
+
+
+# -- the table of due jobs (store and pgbench) ---------------------------------------------------
+
+
+def reset_jobs(url: str, jobs: int) -> None:
+    """Exactly ``jobs`` due jobs and no executions, vacuumed and analysed, then a checkpoint."""
+    pool = make_pool(url, min_size=1, max_size=1)
+    try:
+        with pool.connection() as conn:
+            conn.execute("TRUNCATE jobs, executions")
+        insert_due_jobs(pool, jobs)
+    finally:
+        pool.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE jobs")
+        conn.execute("VACUUM ANALYZE executions")
+    checkpoint(url)
+
+
+def db_transactions(url: str) -> int:
+    """Transactions the server counted in this database so far (pg_stat_database): the
+    difference around a run, per job, compares the systems' commit rates (each ended backend
+    has flushed its counts; the reading connection's own transaction is counted later)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        return int(conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                                "WHERE datname = current_database()").fetchone()[0])
+
+
+def transactions_per_job(url: str, before: int, jobs: int) -> float:
+    time.sleep(0.3)  # let the ended backends flush their statistics
+    return (db_transactions(url) - before - 1) / jobs
+
+
+def server_cpu_ms_per_job(cpu: ServerCpu, before: float | None, jobs: int) -> float | None:
+    """Postgres CPU per job over a run (None when the server's processes cannot be read)."""
+    time.sleep(0.3)  # let the backends of the disconnected workers exit and be reaped
+    after = cpu.seconds()
+    if before is None or after is None:
+        return None
+    return (after - before) * 1000 / jobs
+
+
+def completed_jobs(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute("SELECT count(*) FROM jobs WHERE run_count > 0 AND lock_token IS NULL").fetchone()[0]
+
+
+# -- store: worker processes ---------------------------------------------------------------------
+
+
+def _store_worker(url: str, batch: int, barrier, counter, results) -> None:
+    pool = make_pool(url, min_size=1, max_size=1)
+    store = Store(pool)
+    store.now()  # connected and warm before the clock starts
+    done = 0
+    barrier.wait(timeout=60)
+    began = time.monotonic()
+    deadline = began + RUN_TIMEOUT
+    while time.monotonic() < deadline and (claims := store.claim_due(batch, LEASE_SECONDS)):
+        for claim in claims:
+            began_job = time.monotonic()
+            started = store.start_execution(claim.job_id, claim.lock_token, 30)
+            if started is not None:  # as the executor does: completion planned from the started row
+                store.complete_execution(claim.job_id, claim.lock_token, started.execution_id,
+                                         Outcome("succeeded"), http_status=200, started=started,
+                                         elapsed_seconds=time.monotonic() - began_job)
+                done += 1
+        with counter.get_lock():
+            counter.value += len(claims)
+    ended = time.monotonic()
+    pool.close()
+    results.put((began, ended, done))
+
+
+def spawn_workers(target, args_for, workers: int, total: int, desc: str) -> tuple[float, int]:
+    """Start ``workers`` processes of ``target``; all start together (a barrier); returns
+    (elapsed from the first start to the last end, jobs done)."""
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(workers)
+    counter = ctx.Value("l", 0)
+    results = ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*args_for(i), barrier, counter, results), daemon=True)
+             for i in range(workers)]
+    for p in procs:
+        p.start()
+    got = []
+    bar = progress(total, desc)
+    deadline = time.monotonic() + RUN_TIMEOUT + 60
+    try:
+        while len(got) < workers and time.monotonic() < deadline:
+            try:
+                got.append(results.get(timeout=0.5))
+            except queue.Empty:
+                pass
+            bar.update(counter.value - bar.n)
+            if any(p.exitcode not in (None, 0) for p in procs):
+                raise RuntimeError(f"a {desc} worker failed: exit codes {[p.exitcode for p in procs]}")
+    finally:
+        bar.close()
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=5)
+    if len(got) < workers:
+        raise RuntimeError(f"{desc}: {len(got)} of {workers} workers reported within the time limit")
+    began = min(r[0] for r in got)
+    ended = max(r[1] for r in got)
+    return ended - began, sum(r[2] for r in got)
+
+
+def run_store(url: str, jobs: int, workers: int, batch: int) -> dict[str, Any]:
+    reset_jobs(url, jobs)
+    before = db_transactions(url)
+    cpu = ServerCpu(url)
+    cpu0 = cpu.seconds()
+    elapsed, done = spawn_workers(_store_worker, lambda i: (url, batch), workers, jobs, f"store x{workers}")
+    cpu_ms = server_cpu_ms_per_job(cpu, cpu0, jobs)
+    xacts = transactions_per_job(url, before, jobs)
+    completed = completed_jobs(url)
+    if completed != jobs:
+        raise RuntimeError(f"store: {completed} of {jobs} jobs completed ({done} reported)")
+    return {"jobs": jobs, "seconds": elapsed, "jobs_per_s": jobs / elapsed, "transactions_per_job": xacts,
+            "server_cpu_ms_per_job": cpu_ms}
+
+
+# -- pgbench: the same SQL -----------------------------------------------------------------------
+
+
+def strip_sql_comments(sql: str) -> str:
+    """Drop ``--`` comments (outside string literals) and blank lines."""
+    out, i, quoted = [], 0, False
+    while i < len(sql):
+        ch = sql[i]
+        if ch == "'":
+            quoted = not quoted
+        if not quoted and sql.startswith("--", i):
+            end = sql.find("\n", i)
+            i = len(sql) if end < 0 else end
+            continue
+        out.append(ch)
+        i += 1
+    return "\n".join(line.rstrip() for line in "".join(out).splitlines() if line.strip())
+
+
+def split_with(sql: str) -> tuple[str | None, str]:
+    """``WITH a AS (...), b AS (...) MAIN`` -> ("a AS (...), b AS (...)", "MAIN"); no WITH -> (None, sql)."""
+    text = sql.strip()
+    if not re.match(r"(?is)^with\s", text):
+        return None, text
+    depth, i, quoted = 0, 4, False
+    while i < len(text):
+        ch = text[i]
+        if ch == "'":
+            quoted = not quoted
+        elif not quoted and ch == "(":
+            depth += 1
+        elif not quoted and ch == ")":
+            depth -= 1
+            if depth == 0:
+                rest = text[i + 1:].lstrip()
+                if not rest.startswith(","):
+                    return text[4:i + 1].strip(), rest
+        i += 1
+    raise ValueError("cannot find the main statement of the WITH query")
+
+
+def substitute(sql: str, values: dict[str, str]) -> str:
+    """Replace psycopg's ``%(name)s`` parameters by pgbench expressions; every one must be given."""
+    def repl(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in values:
+            raise KeyError(f"no pgbench value for the parameter {name!r}")
+        return values[name]
+    return re.sub(r"%\((\w+)\)s", repl, sql)
+
+
+def pgbench_script(batch: int) -> str:
+    """One script run: claim up to ``batch`` jobs (one statement, results aggregated into arrays
+    for ``\\gset``), then per claimed job the start statement and the completion transaction,
+    exactly the statements of queries.sql."""
+    ctes, main = split_with(strip_sql_comments(QUERIES["claim_due"]))
+    claim = (f"WITH {ctes + ', ' if ctes else ''}__claimed AS ({main})\n"
+             "SELECT count(*) AS n, COALESCE(array_agg(job_id), '{}') AS ids,\n"
+             "       COALESCE(array_agg(lock_token), '{}') AS tokens,\n"
+             "       COALESCE(array_agg(gen_random_uuid()), '{}') AS xids\n"
+             "FROM __claimed")
+    claim = substitute(claim, {"limit": str(batch), "lease_seconds": str(LEASE_SECONDS)})
+    lines = ["-- generated by bench/throughput_vs_peers.py from functions/scheduler/sql/queries.sql",
+             claim + " \\gset"]
+    # The completion plan of a yearly job after a success, as scheduler.lifecycle computes it.
+    plan = {"state": "'active'", "scheduled_at": "(date_trunc('year', now()) + interval '1 year')",
+            "next_run_at": "(date_trunc('year', now()) + interval '1 year')", "attempt": "0",
+            "manual_run_at": "NULL::timestamptz", "status": "'succeeded'", "error": "NULL::text",
+            "http_status": "200", "response_excerpt": "NULL::text", "lease_margin_seconds": "30",
+            "version": "1", "clear_manual": "false"}
+    start = strip_sql_comments(QUERIES["start_execution"])
+    complete = strip_sql_comments(QUERIES["complete_job_fast"])
+    for k in range(1, batch + 1):
+        ids = {"job_id": f"(:ids::uuid[])[{k}]", "lock_token": f"(:tokens::uuid[])[{k}]",
+               "execution_id": f"(:xids::uuid[])[{k}]", **plan}
+        lines += [f"\\if :n >= {k}",
+                  substitute(start, ids) + ";",
+                  substitute(complete, ids) + ";",
+                  "\\endif"]
+    return "\n".join(lines) + "\n"
+
+
+def run_pgbench(url: str, jobs: int, clients: int, batch: int, script: Path) -> dict[str, Any]:
+    reset_jobs(url, jobs)
+    per_client = math.ceil(jobs / (batch * clients)) + 1  # the last runs find the table drained
+    cmd = [find_pgbench(), "-n", "-M", "prepared", "-f", str(script), "-c", str(clients), "-j", str(clients),
+           "-t", str(per_client), "-P", "1"]
+    bar = progress(jobs, f"pgbench x{clients}")
+    done_scripts = 0
+
+    def follow(stream) -> list[str]:
+        nonlocal done_scripts
+        kept = []
+        for line in stream:
+            kept.append(line)
+            m = re.match(r"progress: ([\d.]+) s, ([\d.]+) tps", line)
+            if m:
+                done_scripts += float(m.group(2))  # scripts in that 1-second interval
+                bar.update(min(jobs, int(done_scripts * batch)) - bar.n)
+        return kept
+
+    before = db_transactions(url)
+    cpu = ServerCpu(url)
+    cpu0 = cpu.seconds()
+    proc = subprocess.Popen(cmd, env=libpq_env(url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    err_lines: list[str] = []
+    reader = threading.Thread(target=lambda: err_lines.extend(follow(proc.stderr)), daemon=True)
+    reader.start()
+    killer = threading.Timer(RUN_TIMEOUT, proc.kill)  # bounded in time, like every run
+    killer.daemon = True
+    killer.start()
+    try:
+        out = proc.stdout.read()  # the report, once pgbench ends (stderr is the reader's)
+        proc.wait()
+    finally:
+        killer.cancel()
+        reader.join(timeout=5)
+        bar.close()
+    if proc.returncode != 0:
+        raise RuntimeError(f"pgbench failed ({proc.returncode}):\n{out}\n{''.join(err_lines)[-2000:]}")
+    m = re.search(r"tps = ([\d.]+) \(without initial connection time\)", out)
+    if not m:
+        raise RuntimeError(f"no tps in pgbench's output:\n{out}")
+    tps = float(m.group(1))
+    elapsed = clients * per_client / tps
+    cpu_ms = server_cpu_ms_per_job(cpu, cpu0, jobs)
+    xacts = transactions_per_job(url, before, jobs)
+    completed = completed_jobs(url)
+    if completed != jobs:
+        raise RuntimeError(f"pgbench: {completed} of {jobs} jobs completed")
+    return {"jobs": jobs, "seconds": elapsed, "jobs_per_s": jobs / elapsed, "scripts_per_client": per_client,
+            "transactions_per_job": xacts, "server_cpu_ms_per_job": cpu_ms}
+
+
+# -- pgqueuer --------------------------------------------------------------------------------------
+
+
+def pgq_driver_name(preferred: str) -> str:
+    if preferred == "auto":
+        try:
+            import asyncpg  # noqa: F401
+            return "asyncpg"
+        except ImportError:
+            return "psycopg"
+    return preferred
+
+
+@contextmanager
+def pgqueuer_database(server_url: str, driver: str):
+    """A database holding pgqueuer's schema only (installed with its own ``Queries.install``)."""
+    name = f"pgq_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = make_conninfo(server_url, dbname=name)
+    try:
+        asyncio.run(_pgq_call(url, driver, "install"))
+        yield url
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def _pgq_connect(url: str, driver: str):
+    """(driver object, closer) for one connection."""
+    if driver == "asyncpg":
+        import asyncpg
+        from pgqueuer.db import AsyncpgDriver
+
+        kwargs = _asyncpg_kwargs(url)
+        conn = await asyncpg.connect(**kwargs)
+        return AsyncpgDriver(conn), conn.close
+    from pgqueuer.db import PsycopgDriver
+
+    conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    return PsycopgDriver(conn), conn.close
+
+
+def _asyncpg_kwargs(url: str) -> dict[str, Any]:
+    from psycopg.conninfo import conninfo_to_dict
+
+    p = conninfo_to_dict(url)
+    kwargs: dict[str, Any] = {"database": p.get("dbname"), "user": p.get("user"), "password": p.get("password")}
+    if p.get("host"):
+        kwargs["host"] = p["host"]
+    if p.get("port"):
+        kwargs["port"] = int(p["port"])
+    return {k: v for k, v in kwargs.items() if v is not None}
+
+
+async def _pgq_call(url: str, driver: str, what: str, jobs: int = 0) -> int:
+    from pgqueuer.queries import Queries
+
+    drv, close = await _pgq_connect(url, driver)
+    try:
+        queries = Queries(drv)
+        if what == "install":
+            await queries.install()
+        elif what == "enqueue":
+            await queries.clear_queue()
+            await queries.clear_queue_log()
+            await queries.clear_statistics_log()
+            chunk = 5000
+            for start in range(0, jobs, chunk):
+                n = min(chunk, jobs - start)
+                await queries.enqueue(["noop"] * n, [None] * n, [0] * n)
+        elif what == "remaining":
+            return int((await drv.fetch("SELECT count(*) AS n FROM pgqueuer"))[0]["n"])
+    finally:
+        await close()
+    return 0
+
+
+def _pgq_worker(url: str, driver: str, batch: int, barrier, counter, results) -> None:
+    from pgqueuer.qm import QueueManager
+    from pgqueuer.queries import Queries
+    from pgqueuer.types import QueueExecutionMode
+
+    done = 0
+
+    async def main() -> tuple[float, float]:
+        nonlocal done
+        drv, close = await _pgq_connect(url, driver)
+        qm = QueueManager(Queries(drv))
+
+        @qm.entrypoint("noop")
+        async def noop(job) -> None:
+            nonlocal done
+            done += 1
+            if done % 50 == 0:
+                with counter.get_lock():
+                    counter.value += 50
+
+        await asyncio.get_running_loop().run_in_executor(None, lambda: barrier.wait(timeout=60))
+        began = time.monotonic()
+        try:
+            await asyncio.wait_for(qm.run(mode=QueueExecutionMode.drain, batch_size=batch,
+                                          log_aggregation_interval=__import__("datetime").timedelta(0)),
+                                   timeout=RUN_TIMEOUT)
+        finally:
+            ended = time.monotonic()
+            await close()
+        return began, ended
+
+    began, ended = asyncio.run(main())
+    results.put((began, ended, done))
+
+
+def run_pgqueuer(url: str, jobs: int, workers: int, batch: int, driver: str) -> dict[str, Any]:
+    asyncio.run(_pgq_call(url, driver, "enqueue", jobs))
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+    checkpoint(url)
+    before = db_transactions(url)
+    cpu = ServerCpu(url)
+    cpu0 = cpu.seconds()
+    elapsed, done = spawn_workers(_pgq_worker, lambda i: (url, driver, batch), workers, jobs,
+                                  f"pgqueuer x{workers}")
+    cpu_ms = server_cpu_ms_per_job(cpu, cpu0, jobs)
+    xacts = transactions_per_job(url, before, jobs)
+    remaining = asyncio.run(_pgq_call(url, driver, "remaining"))
+    if remaining or done < jobs:
+        raise RuntimeError(f"pgqueuer: {done} of {jobs} jobs run, {remaining} left in the queue")
+    return {"jobs": jobs, "seconds": elapsed, "jobs_per_s": jobs / elapsed, "driver": driver,
+            "transactions_per_job": xacts, "server_cpu_ms_per_job": cpu_ms}
+
+
+# -- profile of one store worker -------------------------------------------------------------------
+
+
+def profile_store(url: str, jobs: int, batch: int, traced_jobs: int = 20) -> dict[str, Any]:
+    """Where one worker's time goes: client-observed latency of each store call (untraced run
+    over ``jobs``), protocol round trips per call (libpq's trace over ``traced_jobs``: one
+    ReadyForQuery per round trip), and for scale a bare round trip (SELECT 1) and a bare durable
+    commit (a one-row UPDATE in autocommit)."""
+    names = ("claim_due", "start_execution", "complete_execution")
+
+    def drain(store: Store, call) -> int:
+        done = 0
+        while claims := call("claim_due", store.claim_due, batch, LEASE_SECONDS):
+            for claim in claims:
+                began_job = time.monotonic()
+                started = call("start_execution", store.start_execution, claim.job_id, claim.lock_token, 30)
+                call("complete_execution", store.complete_execution, claim.job_id, claim.lock_token,
+                     started.execution_id, Outcome("succeeded"), http_status=200, started=started,
+                     elapsed_seconds=time.monotonic() - began_job)
+                done += 1
+        return done
+
+    # Round trips: trace each call on its own (libpq flushes its trace on untrace).
+    reset_jobs(url, traced_jobs)
+    pool = make_pool(url, min_size=1, max_size=1)
+    store = Store(pool)
+    with pool.connection() as conn:
+        pgconn = conn.pgconn
+    trips: dict[str, list[int]] = {k: [] for k in names}
+    trace = tempfile.NamedTemporaryFile(prefix="bench-trace-", suffix=".log", delete=False)
+    trace.close()
+    traced = hasattr(pgconn, "trace")
+
+    def traced_call(name: str, fn, *args, **kwargs):
+        if not traced:
+            return fn(*args, **kwargs)
+        fd = os.open(trace.name, os.O_WRONLY | os.O_TRUNC)
+        pgconn.trace(fd)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            pgconn.untrace()
+            with open(trace.name, "rb") as f:
+                trips[name].append(sum(1 for line in f if b"\tReadyForQuery" in line))
+
+    try:
+        drain(store, traced_call)
+    except Exception as exc:  # pragma: no cover - libpq without tracing support
+        print(f"  (round trips not counted: {exc})", file=sys.stderr)
+        traced = False
+    finally:
+        os.unlink(trace.name)
+        pool.close()
+
+    # Latency: an untraced run.
+    reset_jobs(url, jobs)
+    pool = make_pool(url, min_size=1, max_size=1)
+    store = Store(pool)
+    store.now()
+    timings: dict[str, list[float]] = {k: [] for k in names}
+
+    def timed_call(name: str, fn, *args, **kwargs):
+        t0 = time.perf_counter()
+        value = fn(*args, **kwargs)
+        timings[name].append((time.perf_counter() - t0) * 1000)
+        return value
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        lsn0 = conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+    began = time.perf_counter()
+    done = drain(store, timed_call)
+    total = time.perf_counter() - began
+    with psycopg.connect(url, autocommit=True) as conn:
+        # WAL is cluster-wide: anything else writing meanwhile is counted too.
+        wal = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (lsn0,)).fetchone()[0]
+        conn.execute("VACUUM ANALYZE executions")
+        size, rows = conn.execute("SELECT pg_total_relation_size('executions'), count(*) FROM executions").fetchone()
+    # The Python part of a completion: scheduler.lifecycle planning the next occurrence.
+    from scheduler import lifecycle
+
+    with pool.connection() as conn:
+        row = conn.execute("SELECT *, now() AS db_now FROM jobs LIMIT 1").fetchone()
+    now = row.pop("db_now")
+    t0 = time.perf_counter()
+    for _ in range(500):
+        lifecycle.plan_completion(row, Outcome("succeeded"), now)
+    plan_ms = (time.perf_counter() - t0) * 1000 / 500
+    pool.close()
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS bench_commit (id int PRIMARY KEY, n bigint)")
+        conn.execute("INSERT INTO bench_commit VALUES (1, 0) ON CONFLICT DO NOTHING")
+        rt, cm = [], []
+        for _ in range(200):
+            t0 = time.perf_counter()
+            conn.execute("SELECT 1")
+            rt.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            conn.execute("UPDATE bench_commit SET n = n + 1 WHERE id = 1")
+            cm.append((time.perf_counter() - t0) * 1000)
+        conn.execute("DROP TABLE bench_commit")
+    calls = {name: len(v) for name, v in timings.items()}
+    rt_per_call = {k: statistics.mean(v) for k, v in trips.items() if v} if traced else {}
+    rt_per_job = None
+    if traced and trips["start_execution"]:
+        n_traced = len(trips["start_execution"])
+        rt_per_job = sum(sum(v) for v in trips.values()) / n_traced
+    return {
+        "jobs": done, "seconds": total, "jobs_per_s": done / total, "traced": traced, "traced_jobs": traced_jobs,
+        "calls": calls,
+        "median_ms": {k: statistics.median(v) for k, v in timings.items() if v},
+        "total_ms_per_job": {k: sum(v) / done for k, v in timings.items() if v},
+        "round_trips_per_call": rt_per_call,
+        "round_trips_per_job": rt_per_job,
+        "commits_per_job": 2 + calls["claim_due"] / done,
+        "plan_completion_ms": plan_ms,
+        "wal_bytes_per_job": float(wal) / done,
+        "execution_bytes_per_row": size / rows if rows else None,
+        "select1_ms": statistics.median(rt),
+        "commit_ms": statistics.median(cm),
+    }
+
+
+# -- the run -----------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=4000, help="jobs drained per run (default 4000)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--batch", type=int, default=50, help="claim / dequeue batch size (default 50)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each system per worker count; the median is kept")
+    parser.add_argument("--pgqueuer-driver", choices=("auto", "asyncpg", "psycopg"), default="auto")
+    parser.add_argument("--no-profile", action="store_true", help="skip the profile of one store worker")
+    parser.add_argument("--quick", action="store_true", help="a small run: 800 jobs, one round")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.jobs, args.rounds = min(args.jobs, 800), 1
+    driver = pgq_driver_name(args.pgqueuer_driver)
+
+    results: dict[str, Any] = {"benchmark": "throughput_vs_peers", "jobs": args.jobs, "batch": args.batch,
+                               "rounds": args.rounds, "pgqueuer_driver": driver, "machine": machine_summary(),
+                               "runs": []}
+    with postgres_server() as server, fresh_database(server, "peers") as url, \
+            pgqueuer_database(server, driver) as pgq_url, \
+            tempfile.TemporaryDirectory(prefix="bench-pgbench-") as tmp:
+        results["postgres"] = server_version(url)
+        script = Path(tmp) / "claim_start_complete.sql"
+        script.write_text(pgbench_script(args.batch), encoding="utf-8")
+        runners = {
+            "store": lambda w: run_store(url, args.jobs, w, args.batch),
+            "pgbench": lambda w: run_pgbench(url, args.jobs, w, args.batch, script),
+            "pgqueuer": lambda w: run_pgqueuer(pgq_url, args.jobs, w, args.batch, driver),
+        }
+        print(f"claim + start + complete of {args.jobs} jobs, batch {args.batch}, {args.rounds} round(s); "
+              f"pgqueuer on {driver}", flush=True)
+        table: dict[int, dict[str, float]] = {}
+        for w_index, workers in enumerate(args.workers):
+            samples: dict[str, list[float]] = {s: [] for s in SYSTEMS}
+            for r in range(args.rounds):
+                shift = (w_index + r) % len(SYSTEMS)  # rotate the order: no system always goes first
+                for system in SYSTEMS[shift:] + SYSTEMS[:shift]:
+                    run = runners[system](workers)
+                    run.update(system=system, workers=workers, round=r)
+                    results["runs"].append(run)
+                    samples[system].append(run["jobs_per_s"])
+            table[workers] = {s: statistics.median(v) for s, v in samples.items()}
+            xacts = {s: statistics.median(r["transactions_per_job"] for r in results["runs"]
+                                          if r["system"] == s and r["workers"] == workers) for s in SYSTEMS}
+            cpus = {s: [r["server_cpu_ms_per_job"] for r in results["runs"] if r["system"] == s
+                        and r["workers"] == workers and r.get("server_cpu_ms_per_job") is not None] for s in SYSTEMS}
+            cpus = {s: statistics.median(v) for s, v in cpus.items() if v}
+            row = table[workers]
+            print(f"  {workers} worker(s): store {row['store']:7.0f} jobs/s | pgbench {row['pgbench']:7.0f} | "
+                  f"pgqueuer {row['pgqueuer']:7.0f} || store/pgbench {row['store'] / row['pgbench']:.2f} "
+                  f"(target >= 0.5) | store/pgqueuer {row['store'] / row['pgqueuer']:.2f} (target >= 1.0)",
+                  flush=True)
+            print(f"               transactions per job: store {xacts['store']:.2f} | pgbench {xacts['pgbench']:.2f} | "
+                  f"pgqueuer {xacts['pgqueuer']:.2f}", flush=True)
+            if len(cpus) == len(SYSTEMS):
+                print(f"               Postgres CPU ms per job: store {cpus['store']:.3f} | pgbench {cpus['pgbench']:.3f} | "
+                      f"pgqueuer {cpus['pgqueuer']:.3f}", flush=True)
+                results.setdefault("server_cpu_ms_per_job", {})[str(workers)] = cpus
+            results.setdefault("transactions_per_job", {})[str(workers)] = xacts
+        results["table"] = {str(w): {**v, "store_vs_pgbench": v["store"] / v["pgbench"],
+                                     "store_vs_pgqueuer": v["store"] / v["pgqueuer"]} for w, v in table.items()}
+        if not args.no_profile:
+            prof = profile_store(url, min(args.jobs, 1000), args.batch)
+            results["profile"] = prof
+            print(f"profile, 1 store worker over {prof['jobs']} jobs ({prof['jobs_per_s']:.0f} jobs/s):")
+            for name in ("claim_due", "start_execution", "complete_execution"):
+                rts = prof["round_trips_per_call"].get(name)
+                print(f"  {name:<19} {prof['calls'][name]:5d} calls, median {prof['median_ms'][name]:6.2f} ms"
+                      + (f", {rts:.1f} round trips/call" if rts is not None else "")
+                      + f", {prof['total_ms_per_job'][name]:.2f} ms per job")
+            if prof["round_trips_per_job"] is not None:
+                print(f"  {prof['round_trips_per_job']:.1f} round trips and {prof['commits_per_job']:.2f} commits per job; "
+                      f"a bare round trip {prof['select1_ms']:.2f} ms, a bare durable commit {prof['commit_ms']:.2f} ms; "
+                      f"planning the next occurrence (Python) {prof['plan_completion_ms']:.3f} ms")
+            print(f"  WAL {prof['wal_bytes_per_job'] / 1024:.1f} KiB per job; an execution row takes "
+                  f"{prof['execution_bytes_per_row']:.0f} bytes with its indexes")
+    write_json(args.json, results)
+    return results
+
+
+if __name__ == "__main__":
+    main()
