@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                 for check in (status_code_conformance, content_type_conformance, response_schema_conformance):
                     try:
                         case.validate_response(response, checks=[check], excluded_checks=[not_a_server_error])
-                    except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 - informational (FailureGroup)
+                    except (Exception, BaseExceptionGroup):  # noqa: BLE001 - informational (FailureGroup)
                         key = f"{label}: {check.__name__}"
                         nonconforming[key] += 1
                         nonconforming_examples.setdefault(key, f"{status} for {describe(case)}")
