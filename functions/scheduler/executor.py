@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 
 from scheduler import constants as c
 from scheduler.lifecycle import Outcome
+from scheduler.secrets import SecretError
 from scheduler.store import Store
 from scheduler.targets import Delivery, DeliveryResult, TargetPolicy, deliver
 from scheduler.telemetry import Metrics, NullMetrics
@@ -60,9 +61,13 @@ def execute_claim(event: Mapping[str, Any], *, store: Store, decrypt_target: Cal
     log = {"job_id": job_id, "execution_id": started.execution_id, "attempt": started.attempt}
     try:
         target = decrypt_target(dict(started.job["target"]))
-    except Exception as exc:  # a secret that cannot be read is the job's fault, not the runner's
+    except SecretError as exc:  # a token that cannot be read: the job's fault, for good
         logger.error("cannot decrypt the target's secrets", extra={**log, "error": type(exc).__name__})
         result = DeliveryResult("failed", False, error="the target's secrets cannot be decrypted")
+    except Exception as exc:  # KMS throttled or unreachable: another attempt may do
+        logger.warning("decrypting the target's secrets failed", extra={**log, "error": type(exc).__name__})
+        result = DeliveryResult("failed", True, error=f"the target's secrets could not be decrypted now "
+                                                      f"({type(exc).__name__})")
     else:
         cap = None
         if remaining_seconds is not None:

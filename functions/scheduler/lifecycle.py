@@ -2,8 +2,7 @@
 end of an attempt. Pure functions of the job row and the database's ``now``; the store applies
 their answers inside the transaction that holds the row.
 
-Every answer is a dict of the columns ``state``, ``scheduled_at``, ``attempt``, ``next_run_at``
-(and ``manual_run_at`` on completion).
+Every answer is a dict of the columns ``state``, ``scheduled_at``, ``attempt`` and ``next_run_at``.
 """
 
 from __future__ import annotations
@@ -85,18 +84,20 @@ def backoff_seconds(retry: Mapping[str, Any], attempt: int, rng: random.Random |
 
 
 def plan_completion(job: Mapping[str, Any], outcome: Outcome, now: datetime,
-                    rng: random.Random | None = None) -> dict[str, Any]:
+                    rng: random.Random | None = None, ran_occurrence: datetime | None = None) -> dict[str, Any]:
     """The job's columns after an attempt: a durable retry, the next occurrence, or completion.
 
-    A manual run only clears its request; the occurrence in hand is left alone. Retries stop at
+    A manual run leaves the occurrence in hand alone (the store clears its request), and so does
+    an attempt at an occurrence that an edit replaced meanwhile (``ran_occurrence`` differs from
+    the job's ``scheduled_at``). Retries stop at
     ``max_attempts``, on a permanent failure, or when the next attempt would start later than
     ``max_age_seconds`` after the occurrence's scheduled time.
     """
+    result = _same(job)
     if job.get("lease_kind") == "manual":
-        return {**_same(job), "manual_run_at": None}
-    result = {**_same(job), "manual_run_at": job.get("manual_run_at")}
+        return result  # the store clears the request that ran
     scheduled = job.get("scheduled_at")
-    if scheduled is not None and scheduled > now:
+    if ran_occurrence is not None and scheduled != ran_occurrence:
         # The job was edited while this attempt ran: the occurrence in hand is the new plan's
         # first one, not the one that ran. Keep it.
         return result

@@ -74,6 +74,8 @@ def serve(args: argparse.Namespace, *, ready: threading.Event | None = None,
     from scheduler.http_adapter import make_wsgi_app
     from scheduler.migrations import migrate
     from scheduler.runner import LocalInvoker, run_fanout
+    from scheduler.targets import amqp as amqp_target
+    from scheduler.targets import http as http_target
     from scheduler.wiring import Dependencies
 
     stop = stop or threading.Event()
@@ -134,6 +136,8 @@ def serve(args: argparse.Namespace, *, ready: threading.Event | None = None,
         runner_thread.join(timeout=10)
         for claim in invoker.close(cancel_queued=True):
             deps.store.release(claim.job_id, claim.lock_token)
+        http_target.close_sessions()
+        amqp_target.close_all()
         deps.pool.close()
         if embedded is not None:
             embedded.stop()

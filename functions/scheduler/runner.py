@@ -170,15 +170,23 @@ def fanout_deadline(precision: str, remaining_seconds: float | None, *, period: 
     precision, bounded by the Lambda deadline less a reserve; 0 means "drain once"."""
     budget = period + OVERLAP_SECONDS if precision == "second" else 0.0
     if remaining_seconds is not None:
-        budget = min(budget, max(remaining_seconds - DEADLINE_RESERVE_SECONDS, 0.0))
+        budget = min(budget, drain_limit(remaining_seconds))
     return budget
+
+
+def drain_limit(remaining_seconds: float) -> float:
+    """Seconds a Lambda invocation may keep draining: its remaining time less a reserve."""
+    return max(remaining_seconds - DEADLINE_RESERVE_SECONDS, 0.0)
 
 
 def run_fanout(store: Store, invoker: Invoker, *, budget_seconds: float, batch_size: int = 100,
                lease_seconds: float = 120, metrics: Metrics | None = None, stop: threading.Event | None = None,
-               retention_days: int | None = None, clock: Callable[[], float] = time.monotonic) -> FanoutReport:
-    """Claim and dispatch until ``budget_seconds`` have passed (once at least: what is due now is
-    always drained), sleeping until the next due time between rounds.
+               retention_days: int | None = None, drain_limit_seconds: float | None = None,
+               clock: Callable[[], float] = time.monotonic) -> FanoutReport:
+    """Claim and dispatch until ``budget_seconds`` have passed, sleeping until the next due time
+    between rounds. A full batch is followed by another claim at once, past the budget if need
+    be (what is due now is drained), but never past ``drain_limit_seconds`` (the Lambda
+    deadline less a reserve), so a backlog cannot hold the function until it is killed.
 
     ``lease_seconds`` must cover the wait in the invoke queue: an executor arriving later finds
     its lease taken over and does nothing.
@@ -187,6 +195,7 @@ def run_fanout(store: Store, invoker: Invoker, *, budget_seconds: float, batch_s
     stop = stop or threading.Event()
     began = clock()
     deadline = began + budget_seconds
+    drain_deadline = began + drain_limit_seconds if drain_limit_seconds is not None else float("inf")
     report = FanoutReport()
     backlog, oldest = store.due_backlog()
     metrics.gauge(c.METRIC_DUE_BACKLOG, backlog)
@@ -198,7 +207,7 @@ def run_fanout(store: Store, invoker: Invoker, *, budget_seconds: float, batch_s
         room = min(batch_size, invoker.capacity())
         if room <= 0:  # executors saturated: claim nothing we would have to give back
             stop.wait(MIN_IDLE_SECONDS)
-            if clock() >= deadline:
+            if clock() >= min(deadline, drain_deadline):
                 break
             continue
         claims = store.claim_due(room, lease_seconds)
@@ -213,7 +222,7 @@ def run_fanout(store: Store, invoker: Invoker, *, budget_seconds: float, batch_s
             report.dispatched += len(claims) - len(refused)
             metrics.count(c.METRIC_CLAIMED, len(claims))
             metrics.count(c.METRIC_DISPATCHED, len(claims) - len(refused))
-            if len(refused) < len(claims) and len(claims) == room:
+            if len(refused) < len(claims) and len(claims) == room and clock() < drain_deadline:
                 continue  # more may be due right now
             if refused:
                 stop.wait(0.05)  # executors saturated: let them drain a little
@@ -221,7 +230,7 @@ def run_fanout(store: Store, invoker: Invoker, *, budget_seconds: float, batch_s
             purged = store.purge_executions(retention_days, batch=PURGE_BATCH, max_batches=1)
             report.purged += purged
             purge_more = purged == PURGE_BATCH and report.purged < MAX_PURGED_PER_RUN
-            if purge_more:
+            if purge_more and clock() < deadline:
                 continue
         now = clock()
         if now >= deadline:

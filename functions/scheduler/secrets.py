@@ -229,7 +229,11 @@ def make_secret_box(settings: Any, *, kms_client: Any = None) -> SecretBox:
     if getattr(settings, "kms_key_id", None):
         if kms_client is None:
             import boto3
-            kms_client = boto3.client("kms")
+            from botocore.config import Config
+
+            # Short timeouts: a stalled KMS call must not outlast the executor's lease.
+            kms_client = boto3.client("kms", config=Config(connect_timeout=3, read_timeout=5,
+                                                           retries={"max_attempts": 3, "mode": "standard"}))
         return KmsSecretBox(kms_client, settings.kms_key_id)
     return LocalSecretBox(getattr(settings, "local_key_file", None) or DEFAULT_LOCAL_KEY_FILE)
 

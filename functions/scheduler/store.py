@@ -77,11 +77,12 @@ class StartedExecution:
 
 
 def _retry_on_dead_connection(method: Callable) -> Callable:
-    """Run a runner-side method once more when its pooled connection turned out dead (the
-    server restarted since it was opened): the pool drops the broken connection and the retry
-    gets a fresh one. Safe here: each method is one statement or one transaction, and the
-    runner's writes are fenced by their lease tokens (a start whose reply was lost answers
-    "lease lost" on the retry, and its lease then expires and is reclaimed)."""
+    """Run a method once more when its pooled connection turned out dead (the server restarted,
+    or RDS Proxy closed an idle client): the pool drops the broken connection and the retry gets
+    a fresh one. A dead connection fails at the method's first statement, before anything was
+    written; in the rare case of a reply lost after a commit, the runner's writes are fenced by
+    their lease tokens (a start answers "lease lost" on the retry and its lease is reclaimed
+    later; a claim's first batch waits out its lease)."""
     @functools.wraps(method)
     def wrapper(self: "Store", *args: Any, **kwargs: Any) -> Any:
         try:
@@ -110,11 +111,13 @@ class Store:
 
     # -- jobs ----------------------------------------------------------------------------------
 
+    @_retry_on_dead_connection
     def now(self) -> datetime:
         """The database clock."""
         with self.pool.connection() as conn:
             return conn.execute(QUERIES["now"]).fetchone()["now"]
 
+    @_retry_on_dead_connection
     def create_job(self, owner: str, spec: Mapping[str, Any], *, job_id: str | None = None) -> dict[str, Any]:
         """Insert a job and compute its first occurrence. Raises ``NameTaken``."""
         with self.pool.connection() as conn:
@@ -129,6 +132,7 @@ class Store:
                 raise NameTaken(spec["name"])
             return row
 
+    @_retry_on_dead_connection
     def get_job(self, owner: str, job_id: str) -> dict[str, Any]:
         """One job of this owner. Raises ``NotFound``."""
         if not _is_uuid(job_id):
@@ -139,6 +143,7 @@ class Store:
             raise NotFound(job_id)
         return row
 
+    @_retry_on_dead_connection
     def list_jobs(self, owner: str, *, state: str | None = None, tag: str | None = None,
                   name_prefix: str | None = None, limit: int = 50, after_name: str | None = None
                   ) -> list[dict[str, Any]]:
@@ -148,6 +153,7 @@ class Store:
                 "owner": owner, "state": state, "tag": tag, "name_prefix": name_prefix,
                 "after_name": after_name, "limit": limit}).fetchall()
 
+    @_retry_on_dead_connection
     def _modify(self, owner: str, job_id: str, change: Callable[[dict[str, Any], datetime], dict[str, Any]],
                 expected_version: int | None = None) -> dict[str, Any]:
         """Hold the row, let ``change`` compute the new columns, write them (version + 1)."""
@@ -194,6 +200,7 @@ class Store:
         """Fire the schedule again, applying ``missed_runs`` to what was missed."""
         return self._modify(owner, job_id, lifecycle.plan_resume)
 
+    @_retry_on_dead_connection
     def delete_job(self, owner: str, job_id: str) -> None:
         """Delete the job and its executions. Raises ``NotFound``."""
         if not _is_uuid(job_id):
@@ -202,6 +209,7 @@ class Store:
             if conn.execute(QUERIES["delete_job"], {"id": job_id, "owner": owner}).fetchone() is None:
                 raise NotFound(job_id)
 
+    @_retry_on_dead_connection
     def request_run(self, owner: str, job_id: str) -> dict[str, Any]:
         """Ask for a run now, outside the schedule; the next claim takes it."""
         if not _is_uuid(job_id):
@@ -268,11 +276,11 @@ class Store:
         if started is not None and elapsed_seconds is not None:
             job = started.job
             now = started.started_at + timedelta(seconds=max(elapsed_seconds, 0.0))
-            plan = lifecycle.plan_completion(job, outcome, now, self.rng)
+            plan = lifecycle.plan_completion(job, outcome, now, self.rng, started.scheduled_at)
             with self.pool.connection() as conn:
                 row = conn.execute(QUERIES["complete_job_fast"], {
-                    **plan, **result, "version": job["version"],
-                    "clear_manual": job.get("lease_kind") == "manual"}).fetchone()
+                    **plan, **result, "version": job["version"], "ran_scheduled_at": started.scheduled_at}
+                                   ).fetchone()
             if row is not None:
                 return row
         with self.pool.connection() as conn, conn.transaction():
@@ -280,10 +288,10 @@ class Store:
                 "job_id": job_id, "lock_token": lock_token, "execution_id": execution_id}).fetchone()
             if job is None:
                 return None
-            now = job.pop("db_now")
-            plan = lifecycle.plan_completion(job, outcome, now, self.rng)
+            now, ran = job.pop("db_now"), job.pop("ran_scheduled_at")
+            plan = lifecycle.plan_completion(job, outcome, now, self.rng, ran)
             conn.execute(QUERIES["finish_execution"], result)
-            return conn.execute(QUERIES["complete_job"], {**plan, **result}).fetchone()
+            return conn.execute(QUERIES["complete_job"], {**plan, **result, "ran_scheduled_at": ran}).fetchone()
 
     @_retry_on_dead_connection
     def due_backlog(self) -> tuple[int, float]:
@@ -300,6 +308,7 @@ class Store:
 
     # -- executions ----------------------------------------------------------------------------
 
+    @_retry_on_dead_connection
     def list_executions(self, owner: str, job_id: str, *, status: str | None = None, limit: int = 50,
                         before_seq: int | None = None) -> list[dict[str, Any]]:
         """A page of the job's executions, newest first. Raises ``NotFound``."""
@@ -308,11 +317,13 @@ class Store:
             return conn.execute(QUERIES["list_executions"], {
                 "job_id": job_id, "status": status, "before_seq": before_seq, "limit": limit}).fetchall()
 
+    @_retry_on_dead_connection
     def get_execution(self, execution_id: str) -> dict[str, Any] | None:
         """One execution by id (internal: no owner check)."""
         with self.pool.connection() as conn:
             return conn.execute(QUERIES["get_execution"], {"execution_id": execution_id}).fetchone()
 
+    @_retry_on_dead_connection
     def purge_executions(self, retention_days: int, batch: int = 500, max_batches: int = 20) -> int:
         """Delete finished executions older than the retention, in small batches; returns how many."""
         total = 0

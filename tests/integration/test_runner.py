@@ -225,6 +225,28 @@ def test_fanout_purges_expired_executions_beyond_one_batch(store, pool):
             SELECT gen_random_uuid(), %s, now(), now() - interval '40 days', 1, 'schedule', 'succeeded'
             FROM generate_series(1, 1700)""", (job_id,))
     invoker = local_invoker(store)
-    report = run_fanout(store, invoker, budget_seconds=0, retention_days=30)
+    report = run_fanout(store, invoker, budget_seconds=2, retention_days=30)
     invoker.close()
     assert report.purged == 1700 and store.list_executions(OWNER, job_id) == []
+
+
+def test_fanout_stops_draining_at_its_limit_while_claims_come_back_full(store, pool):
+    from tests.support import insert_due_jobs
+
+    insert_due_jobs(pool, 300)
+    ticks = iter(range(10**6))
+
+    class Accepting:
+        def capacity(self) -> int:
+            return 10
+
+        def dispatch(self, claims):
+            return []
+
+        def close(self) -> None:
+            pass
+
+    # A clock that moves one second per reading: the drain limit of 3 s lasts a few rounds only.
+    report = run_fanout(store, Accepting(), budget_seconds=0, drain_limit_seconds=3, batch_size=10,
+                        clock=lambda: float(next(ticks)))
+    assert 0 < report.claimed < 300

@@ -321,3 +321,56 @@ def test_edit_during_execution_takes_the_locking_path(store, pool):
     assert row["next_run_at"] == row["scheduled_at"] == edited["next_run_at"]
     assert (row["next_run_at"].hour, row["next_run_at"].minute) == (4, 0)
     assert store.get_execution(started.execution_id)["status"] == "succeeded"
+
+
+def test_an_edit_or_pause_between_claim_and_start_cancels_the_start(store, pool):
+    job_id = str(store.create_job(OWNER, http_spec("moved", "@every 1s"))["id"])
+    make_due(pool, job_id)
+    [claim] = store.claim_due(1, 60)
+    store.update_job(OWNER, job_id, lambda row: {**row, "schedule": "0 0 1 1 *"})
+    assert store.start_execution(job_id, claim.lock_token) is None  # not delivered a month early
+    make_due(pool, job_id)
+    expire_lease(pool, job_id)
+    [claim] = store.claim_due(1, 60)
+    store.pause_job(OWNER, job_id)
+    assert store.start_execution(job_id, claim.lock_token) is None
+    assert store.list_executions(OWNER, job_id) == []
+
+
+def test_an_edit_whose_new_occurrence_is_due_by_completion_is_not_lost(store, pool):
+    job = store.create_job(OWNER, http_spec("once-edited", None, run_at=store.now() - timedelta(seconds=1)))
+    job_id = str(job["id"])
+    [claim] = store.claim_due(1, 60)
+    started = store.start_execution(job_id, claim.lock_token)
+    # Moved to a time that has come by the time the first run ends.
+    store.update_job(OWNER, job_id, lambda row: {**row, "run_at": store.now()})
+    row = store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
+                                   started=started, elapsed_seconds=2)
+    assert row["state"] == "active" and row["next_run_at"] is not None and row["due_at"] is not None
+    [again] = store.claim_due(1, 60)
+    assert again.job_id == job_id and again.scheduled_at == row["scheduled_at"]
+
+
+def test_a_run_requested_during_a_manual_run_is_not_dropped(store):
+    job_id = str(store.create_job(OWNER, http_spec("twice", "0 0 1 1 *"))["id"])
+    store.request_run(OWNER, job_id)
+    [claim] = store.claim_due(1, 60)
+    started = store.start_execution(job_id, claim.lock_token)
+    second = store.request_run(OWNER, job_id)
+    assert second["manual_run_at"] > started.scheduled_at
+    row = store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
+                                   started=started, elapsed_seconds=0.1)
+    assert row["manual_run_at"] == second["manual_run_at"]
+    [again] = store.claim_due(1, 60)
+    assert again.lease_kind == "manual" and again.scheduled_at == second["manual_run_at"]
+
+
+def test_an_expired_lease_on_a_paused_job_does_not_count_as_due(store, pool):
+    job_id = str(store.create_job(OWNER, http_spec("stuck", "0 0 1 1 *"))["id"])
+    make_due(pool, job_id)
+    [claim] = store.claim_due(1, 60)
+    store.start_execution(job_id, claim.lock_token)
+    store.pause_job(OWNER, job_id)
+    expire_lease(pool, job_id)
+    assert store.claim_due(1, 60) == []
+    assert store.next_due_in() is None  # nothing will become claimable: the fan-out may idle

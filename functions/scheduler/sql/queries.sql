@@ -50,7 +50,11 @@ DELETE FROM jobs WHERE id = %(id)s AND owner = %(owner)s RETURNING id;
 
 -- name: request_manual_run
 -- Run now, outside the schedule. If the job is leased, the claim takes it once the lease ends.
-UPDATE jobs SET manual_run_at = COALESCE(manual_run_at, now()), updated_at = now()
+-- Requests coalesce until a run starts; one made while a manual run is under way is a new one.
+UPDATE jobs
+SET manual_run_at = CASE WHEN manual_run_at IS NULL OR (lease_kind = 'manual' AND running_execution_id IS NOT NULL)
+                         THEN now() ELSE manual_run_at END,
+    updated_at = now()
 WHERE id = %(id)s AND owner = %(owner)s
 RETURNING *;
 
@@ -111,6 +115,8 @@ WITH job AS (
         last_run_at = now()
     WHERE id = %(job_id)s AND lock_token = %(lock_token)s AND locked_until > now()
       AND running_execution_id IS NULL
+      -- Still due: an edit or a pause between the claim and this start leaves nothing to run.
+      AND (lease_kind = 'manual' OR (state = 'active' AND next_run_at <= now()))
     RETURNING *
 ), execution AS (
     INSERT INTO executions (id, job_id, scheduled_at, attempt, trigger, status, started_at)
@@ -130,16 +136,21 @@ FROM job, execution;
 
 -- name: lock_leased_job
 -- Completion, step one: hold the row only if our lease still stands (the fence).
-SELECT *, now() AS db_now FROM jobs
+SELECT jobs.*, now() AS db_now,
+       (SELECT scheduled_at FROM executions WHERE id = %(execution_id)s) AS ran_scheduled_at
+FROM jobs
 WHERE id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id = %(execution_id)s
-FOR UPDATE;
+FOR UPDATE OF jobs;
 
 -- name: complete_job
 -- Completion, step two: the occurrence's next state, computed by scheduler.lifecycle, and the
 -- lease released. Still fenced by the token, though the row is already held.
 UPDATE jobs
 SET state = %(state)s, scheduled_at = %(scheduled_at)s, attempt = %(attempt)s,
-    next_run_at = %(next_run_at)s, manual_run_at = %(manual_run_at)s,
+    next_run_at = %(next_run_at)s,
+    -- A manual run clears its own request only: one made while it ran stays pending.
+    manual_run_at = CASE WHEN lease_kind = 'manual' AND manual_run_at = %(ran_scheduled_at)s THEN NULL
+                         ELSE manual_run_at END,
     lock_token = NULL, locked_until = NULL, lease_kind = NULL, running_execution_id = NULL,
     run_count = run_count + 1,
     failure_count = failure_count + CASE WHEN %(status)s = 'succeeded' THEN 0 ELSE 1 END,
@@ -156,7 +167,8 @@ WITH job AS (
     UPDATE jobs
     SET state = %(state)s, scheduled_at = %(scheduled_at)s, attempt = %(attempt)s,
         next_run_at = %(next_run_at)s,
-        manual_run_at = CASE WHEN %(clear_manual)s THEN NULL ELSE manual_run_at END,
+        manual_run_at = CASE WHEN lease_kind = 'manual' AND manual_run_at = %(ran_scheduled_at)s THEN NULL
+                             ELSE manual_run_at END,
         lock_token = NULL, locked_until = NULL, lease_kind = NULL, running_execution_id = NULL,
         run_count = run_count + 1,
         failure_count = failure_count + CASE WHEN %(status)s = 'succeeded' THEN 0 ELSE 1 END,
@@ -205,7 +217,9 @@ WHERE due_at <= now() AND (locked_until IS NULL OR locked_until < now());
 -- Seconds until something may be claimed: the next due time or the next lease to expire.
 SELECT EXTRACT(EPOCH FROM LEAST(
            (SELECT min(due_at) FROM jobs WHERE due_at IS NOT NULL AND locked_until IS NULL),
-           (SELECT min(locked_until) FROM jobs WHERE locked_until IS NOT NULL)
+           -- A lease matters when it expires on a job that is due by then (not paused meanwhile).
+           (SELECT min(GREATEST(locked_until, due_at)) FROM jobs
+            WHERE locked_until IS NOT NULL AND due_at IS NOT NULL)
        ) - now())::float AS seconds;
 
 -- name: purge_executions
