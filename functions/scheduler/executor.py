@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 from scheduler import constants as c
 from scheduler.lifecycle import Outcome
 from scheduler.secrets import SecretError
-from scheduler.store import Store
+from scheduler.store import StartedExecution, Store
 from scheduler.targets import Delivery, DeliveryResult, TargetPolicy, deliver
 from scheduler.telemetry import Metrics, NullMetrics
 
@@ -59,22 +59,14 @@ def execute_claim(event: Mapping[str, Any], *, store: Store, decrypt_target: Cal
     lateness_ms = (started.started_at - started.scheduled_at).total_seconds() * 1000
     metrics.milliseconds(c.METRIC_LATENESS_MS, max(lateness_ms, 0.0), trigger=started.trigger)
     log = {"job_id": job_id, "execution_id": started.execution_id, "attempt": started.attempt}
-    try:
-        target = decrypt_target(dict(started.job["target"]))
-    except SecretError as exc:  # a token that cannot be read: the job's fault, for good
-        logger.error("cannot decrypt the target's secrets", extra={**log, "error": type(exc).__name__})
-        result = DeliveryResult("failed", False, error="the target's secrets cannot be decrypted")
-    except Exception as exc:  # KMS throttled or unreachable: another attempt may do
-        logger.warning("decrypting the target's secrets failed", extra={**log, "error": type(exc).__name__})
-        result = DeliveryResult("failed", True, error=f"the target's secrets could not be decrypted now "
-                                                      f"({type(exc).__name__})")
+    max_attempts = int((started.job.get("retry") or {}).get("max_attempts", 3))
+    if started.trigger != "manual" and started.attempt > max_attempts:
+        # Earlier attempts were lost with their runners (a target that kills the executor, say):
+        # give the occurrence up rather than redeliver it forever.
+        result = DeliveryResult("failed", False, error=f"gave up: the {max_attempts} attempt(s) allowed were "
+                                                       "made and the last was lost with its runner")
     else:
-        cap = None
-        if remaining_seconds is not None:
-            cap = max(remaining_seconds() - DEADLINE_RESERVE_SECONDS, 0.0)
-        delivery = Delivery(job_id=job_id, execution_id=started.execution_id,
-                            scheduled_at=started.scheduled_at, attempt=started.attempt)
-        result = deliver(target, delivery, policy, timeout_cap=cap)
+        result = _deliver(started, job_id, decrypt_target, policy, remaining_seconds, log)
     outcome = Outcome(status=result.status, retryable=result.retryable,
                       retry_after_seconds=result.retry_after_seconds, error=result.error)
     row = store.complete_execution(job_id, token, started.execution_id, outcome,
@@ -88,3 +80,23 @@ def execute_claim(event: Mapping[str, Any], *, store: Store, decrypt_target: Cal
                                              "lateness_ms": round(lateness_ms)})
     return ExecutionReport(job_id, "completed", started.execution_id, result.status)
 
+
+def _deliver(started: StartedExecution, job_id: str, decrypt_target: Callable[[dict], dict],
+             policy: TargetPolicy, remaining_seconds: Callable[[], float] | None,
+             log: dict[str, Any]) -> DeliveryResult:
+    """Decrypt the target and deliver the started execution (never raises for the target)."""
+    try:
+        target = decrypt_target(dict(started.job["target"]))
+    except SecretError as exc:  # a token that cannot be read: the job's fault, for good
+        logger.error("cannot decrypt the target's secrets", extra={**log, "error": type(exc).__name__})
+        return DeliveryResult("failed", False, error="the target's secrets cannot be decrypted")
+    except Exception as exc:  # KMS throttled or unreachable: another attempt may do
+        logger.warning("decrypting the target's secrets failed", extra={**log, "error": type(exc).__name__})
+        return DeliveryResult("failed", True, error="the target's secrets could not be decrypted now "
+                                                    f"({type(exc).__name__})")
+    cap = None
+    if remaining_seconds is not None:
+        cap = max(remaining_seconds() - DEADLINE_RESERVE_SECONDS, 0.0)
+    delivery = Delivery(job_id=job_id, execution_id=started.execution_id,
+                        scheduled_at=started.scheduled_at, attempt=started.attempt)
+    return deliver(target, delivery, policy, timeout_cap=cap)

@@ -250,3 +250,21 @@ def test_fanout_stops_draining_at_its_limit_while_claims_come_back_full(store, p
     report = run_fanout(store, Accepting(), budget_seconds=0, drain_limit_seconds=3, batch_size=10,
                         clock=lambda: float(next(ticks)))
     assert 0 < report.claimed < 300
+
+
+def test_attempts_lost_with_their_runners_count_toward_max_attempts(store, pool, target_server):
+    spec = http_spec("poison", "0 0 1 1 *", target={**http_spec("x")["target"], "url": target_server.url},
+                     retry={"max_attempts": 1, "min_backoff_seconds": 1, "max_backoff_seconds": 1})
+    job_id = str(store.create_job(OWNER, spec)["id"])
+    make_due(pool, job_id)
+    [claim] = store.claim_due(1, 60)
+    store.start_execution(job_id, claim.lock_token)  # ...and the runner dies mid-delivery
+    with pool.connection() as conn:
+        conn.execute("UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = %s", (job_id,))
+    [again] = store.claim_due(1, 60)
+    report = execute_claim(again.to_event(), store=store, decrypt_target=lambda t: t, policy=LOCAL)
+    assert report.status == "failed" and target_server.requests == []  # given up, not redelivered
+    newest, lost = store.list_executions(OWNER, job_id)
+    assert lost["status"] == "lost" and "gave up" in newest["error"]
+    row = store.get_job(OWNER, job_id)
+    assert row["attempt"] == 0 and row["scheduled_at"] > again.scheduled_at  # the next occurrence
