@@ -176,6 +176,9 @@ class RecordingServer:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Buffered: the status line, headers and body leave in one write (unbuffered, the body
+            # waits for the client's delayed ACK of the headers: 40 ms a request).
+            wbufsize = -1
 
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
