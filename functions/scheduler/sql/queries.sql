@@ -41,6 +41,11 @@ SET name = %(name)s, description = %(description)s, tags = %(tags)s, schedule = 
     target = %(target)s, retry = %(retry)s, missed_runs = %(missed_runs)s, state = %(state)s,
     scheduled_at = %(scheduled_at)s, attempt = %(attempt)s, next_run_at = %(next_run_at)s,
     manual_run_at = %(manual_run_at)s,
+    -- A claim not yet started is void after an edit (its executor will find the token gone), so
+    -- the job is claimable again at its new time rather than when that lease expires.
+    lock_token = CASE WHEN running_execution_id IS NULL THEN NULL ELSE lock_token END,
+    locked_until = CASE WHEN running_execution_id IS NULL THEN NULL ELSE locked_until END,
+    lease_kind = CASE WHEN running_execution_id IS NULL THEN NULL ELSE lease_kind END,
     version = version + 1, updated_at = now()
 WHERE id = %(id)s AND owner = %(owner)s
 RETURNING *;
