@@ -368,8 +368,13 @@ def test_an_expired_lease_on_a_paused_job_does_not_count_as_due(store, pool):
     job_id = str(store.create_job(OWNER, http_spec("stuck", "0 0 1 1 *"))["id"])
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
-    store.start_execution(job_id, claim.lock_token)
+    started = store.start_execution(job_id, claim.lock_token)
     store.pause_job(OWNER, job_id)
     expire_lease(pool, job_id)
     assert store.claim_due(1, 60) == []
     assert store.next_due_in() is None  # nothing will become claimable: the fan-out may idle
+    # The next edit (here: resume) closes the orphan as the claim would have.
+    row = store.resume_job(OWNER, job_id)
+    assert row["lock_token"] is None and row["running_execution_id"] is None and row["last_status"] == "lost"
+    assert store.get_execution(started.execution_id)["status"] == "lost"
+    assert store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded")) is None

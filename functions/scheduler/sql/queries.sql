@@ -35,6 +35,18 @@ LIMIT %(limit)s;
 -- name: update_job
 -- The caller holds the row (get_job_for_update) and passes every column the API can change,
 -- plus the scheduling columns it recomputed; the version moves on by one.
+WITH lost AS (
+    -- An execution whose lease expired is over, as the claim would find (a paused job is not
+    -- claimed again, so its orphan would otherwise stay "running").
+    UPDATE executions e
+    SET status = 'lost', finished_at = now(),
+        duration_ms = (EXTRACT(EPOCH FROM now() - e.started_at) * 1000)::integer,
+        error = 'the lease expired before the execution finished (runner lost)'
+    FROM jobs j
+    WHERE j.id = %(id)s AND j.owner = %(owner)s AND e.id = j.running_execution_id
+      AND j.locked_until < now() AND e.status = 'running'
+    RETURNING e.id
+)
 UPDATE jobs
 SET name = %(name)s, description = %(description)s, tags = %(tags)s, schedule = %(schedule)s,
     run_at = %(run_at)s, timezone = %(timezone)s, start_at = %(start_at)s, end_at = %(end_at)s,
@@ -42,10 +54,14 @@ SET name = %(name)s, description = %(description)s, tags = %(tags)s, schedule = 
     scheduled_at = %(scheduled_at)s, attempt = %(attempt)s, next_run_at = %(next_run_at)s,
     manual_run_at = %(manual_run_at)s,
     -- A claim not yet started is void after an edit (its executor will find the token gone), so
-    -- the job is claimable again at its new time rather than when that lease expires.
-    lock_token = CASE WHEN running_execution_id IS NULL THEN NULL ELSE lock_token END,
-    locked_until = CASE WHEN running_execution_id IS NULL THEN NULL ELSE locked_until END,
-    lease_kind = CASE WHEN running_execution_id IS NULL THEN NULL ELSE lease_kind END,
+    -- the job is claimable again at its new time rather than when that lease expires; so is an
+    -- expired one (its execution is marked lost above).
+    lock_token = CASE WHEN running_execution_id IS NULL OR locked_until < now() THEN NULL ELSE lock_token END,
+    locked_until = CASE WHEN running_execution_id IS NULL OR locked_until < now() THEN NULL ELSE locked_until END,
+    lease_kind = CASE WHEN running_execution_id IS NULL OR locked_until < now() THEN NULL ELSE lease_kind END,
+    running_execution_id = CASE WHEN locked_until < now() THEN NULL ELSE running_execution_id END,
+    last_status = CASE WHEN running_execution_id IS NOT NULL AND locked_until < now() THEN 'lost'
+                       ELSE last_status END,
     version = version + 1, updated_at = now()
 WHERE id = %(id)s AND owner = %(owner)s
 RETURNING *;
