@@ -230,7 +230,7 @@ def render(results: dict[str, dict[str, Any] | None], meta: dict[str, Any]) -> s
           "`start_execution` and `complete_execution(Outcome(\"succeeded\"))` per claim: the public methods the "
           "executor calls, so an optimisation of the store shows up here.")
         w("- **pgbench**: the same statements from `queries.sql` (`claim_due`, `start_execution`, then the "
-          "one-statement `complete_job_fast`), rewritten for pgbench (the claimed "
+          "one-statement `complete_job`), rewritten for pgbench (the claimed "
           "ids are aggregated into arrays with `\\gset`, then each job is started and completed in turn), "
           "`-M prepared -c N -j N`. No Python and no client-side planning: the database's own limit for this "
           "work on this machine.")
@@ -437,7 +437,7 @@ def throughput_reading(tp: dict[str, Any]) -> str:
         text.append(
             f"Per job the store makes {prof.get('round_trips_per_job') or 0:.1f} round trips: `start_execution` "
             f"{rt.get('start_execution', 0):.1f}, `complete_execution` {rt.get('complete_execution', 0):.1f} "
-            "(one statement, `complete_job_fast`: the plan is computed from the row `start_execution` returned and "
+            "(one statement, `complete_job`: the plan is computed from the row `start_execution` returned and "
             "the write is guarded by the job's version, with the locking path as the fallback when the job was "
             "edited meanwhile). The levers left: (a) fewer commits per job where one process finishes several "
             "jobs (local mode could batch its completions, as pgqueuer does); (b) on RDS, concurrency: group "

@@ -9,11 +9,11 @@ ratios mean much):
   each looping ``Store.claim_due(batch)`` then, per claim, ``start_execution`` and
   ``complete_execution(Outcome("succeeded"))``: the public methods the executor calls, so an
   optimisation of the store shows up here.
-- **pgbench**: the same SQL (the ``claim_due``, ``start_execution`` and ``complete_job_fast``
+- **pgbench**: the same SQL (the ``claim_due``, ``start_execution`` and ``complete_job``
   statements of ``queries.sql``, rewritten for
   pgbench variables) over the same N jobs with ``-c W -j W -M prepared``: one script run
   claims a batch into arrays, then starts and completes each claimed job (``start_execution``,
-  then the one-statement ``complete_job_fast``), as the store does. No Python, no
+  then the one-statement ``complete_job``), as the store does. No Python, no
   client-side planning: the database's own limit for this work on this machine.
 - **pgqueuer**: pgqueuer's schema in a separate database, N no-op jobs enqueued with its API,
   drained by W processes each running a ``QueueManager`` in drain mode with one no-op
@@ -258,7 +258,7 @@ def pgbench_script(batch: int) -> str:
             "http_status": "200", "response_excerpt": "NULL::text", "lease_margin_seconds": "30",
             "version": "1", "clear_manual": "false"}
     start = strip_sql_comments(QUERIES["start_execution"])
-    complete = strip_sql_comments(QUERIES["complete_job_fast"])
+    complete = strip_sql_comments(QUERIES["complete_job"])
     for k in range(1, batch + 1):
         ids = {"job_id": f"(:ids::uuid[])[{k}]", "lock_token": f"(:tokens::uuid[])[{k}]",
                "execution_id": f"(:xids::uuid[])[{k}]", **plan}

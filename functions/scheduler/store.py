@@ -278,7 +278,7 @@ class Store:
             now = started.started_at + timedelta(seconds=max(elapsed_seconds, 0.0))
             plan = lifecycle.plan_completion(job, outcome, now, self.rng, started.scheduled_at)
             with self.pool.connection() as conn:
-                row = conn.execute(QUERIES["complete_job_fast"], {
+                row = conn.execute(QUERIES["complete_job"], {
                     **plan, **result, "version": job["version"], "ran_scheduled_at": started.scheduled_at}
                                    ).fetchone()
             if row is not None:
@@ -290,8 +290,8 @@ class Store:
                 return None
             now, ran = job.pop("db_now"), job.pop("ran_scheduled_at")
             plan = lifecycle.plan_completion(job, outcome, now, self.rng, ran)
-            conn.execute(QUERIES["finish_execution"], result)
-            return conn.execute(QUERIES["complete_job"], {**plan, **result, "ran_scheduled_at": ran}).fetchone()
+            return conn.execute(QUERIES["complete_job"], {
+                **plan, **result, "version": job["version"], "ran_scheduled_at": ran}).fetchone()
 
     @_retry_on_dead_connection
     def due_backlog(self) -> tuple[int, float]:

@@ -156,7 +156,7 @@ SELECT job.*, execution.id AS execution_id, execution.scheduled_at AS execution_
 FROM job, execution;
 
 -- name: lock_leased_job
--- Completion, step one: hold the row only if our lease still stands (the fence).
+-- Completion's locking path: hold the row only if our lease still stands (the fence).
 SELECT jobs.*, now() AS db_now,
        (SELECT scheduled_at FROM executions WHERE id = %(execution_id)s) AS ran_scheduled_at
 FROM jobs
@@ -164,26 +164,11 @@ WHERE id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id =
 FOR UPDATE OF jobs;
 
 -- name: complete_job
--- Completion, step two: the occurrence's next state, computed by scheduler.lifecycle, and the
--- lease released. Still fenced by the token, though the row is already held.
-UPDATE jobs
-SET state = %(state)s, scheduled_at = %(scheduled_at)s, attempt = %(attempt)s,
-    next_run_at = %(next_run_at)s,
-    -- A manual run clears its own request only: one made while it ran stays pending.
-    manual_run_at = CASE WHEN lease_kind = 'manual' AND manual_run_at = %(ran_scheduled_at)s THEN NULL
-                         ELSE manual_run_at END,
-    lock_token = NULL, locked_until = NULL, lease_kind = NULL, running_execution_id = NULL,
-    run_count = run_count + 1,
-    failure_count = failure_count + CASE WHEN %(status)s = 'succeeded' THEN 0 ELSE 1 END,
-    last_status = %(status)s, last_error = %(error)s
-WHERE id = %(job_id)s AND lock_token = %(lock_token)s
-RETURNING *;
-
--- name: complete_job_fast
--- Completion in one statement, for the usual case: the plan was computed from the row as
--- start_execution returned it, so it only counts if the row is still that version (no edit,
--- pause or resume meanwhile) and the lease still ours; otherwise nothing is written and the
--- caller takes the locking path. A manual run requested meanwhile is kept.
+-- Completion in one statement: the job's next state, computed by scheduler.lifecycle, the lease
+-- released and the execution's outcome recorded. Fenced by the token, and valid only for the
+-- version the plan was computed from: from the row start_execution returned (the usual case;
+-- after an edit, pause or resume nothing is written and the store takes the locking path), or
+-- from the row lock_leased_job holds.
 WITH job AS (
     UPDATE jobs
     SET state = %(state)s, scheduled_at = %(scheduled_at)s, attempt = %(attempt)s,
@@ -206,14 +191,6 @@ WITH job AS (
     RETURNING id
 )
 SELECT * FROM job;
-
--- name: finish_execution
-UPDATE executions
-SET status = %(status)s, finished_at = now(), http_status = %(http_status)s,
-    response_excerpt = %(response_excerpt)s, error = %(error)s,
-    duration_ms = (EXTRACT(EPOCH FROM now() - started_at) * 1000)::integer
-WHERE id = %(execution_id)s AND status = 'running'
-RETURNING *;
 
 -- name: get_execution
 SELECT * FROM executions WHERE id = %(execution_id)s;
