@@ -256,7 +256,7 @@ def pgbench_script(batch: int) -> str:
             "next_run_at": "(date_trunc('year', now()) + interval '1 year')", "attempt": "0",
             "manual_run_at": "NULL::timestamptz", "status": "'succeeded'", "error": "NULL::text",
             "http_status": "200", "response_excerpt": "NULL::text", "lease_margin_seconds": "30",
-            "version": "1", "clear_manual": "false"}
+            "version": "1", "ran_scheduled_at": "NULL::timestamptz"}
     start = strip_sql_comments(QUERIES["start_execution"])
     complete = strip_sql_comments(QUERIES["complete_job"])
     for k in range(1, batch + 1):
