@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, Union
-from urllib.parse import urlsplit
 
 from pydantic import (AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
 
 from scheduler.schedules import ScheduleError, parse_schedule, validate_timezone
+from scheduler.targets.ssrf import check_broker_url_syntax, check_url_syntax
 
 SECRET_MASK = "***"
 
@@ -109,13 +109,10 @@ class HttpTarget(_Strict):
     @field_validator("url")
     @classmethod
     def _url(cls, v: str) -> str:
-        parts = urlsplit(v)
-        if parts.scheme not in ("http", "https"):
-            raise ValueError("must be an http:// or https:// URL")
-        if not parts.hostname:
-            raise ValueError("has no host")
-        if parts.username or parts.password:
-            raise ValueError("must not carry credentials; use auth")
+        # The rules the delivery applies too, so a URL accepted here cannot fail there on syntax.
+        problem = check_url_syntax(v)
+        if problem:
+            raise ValueError(problem)
         return v
 
     @field_validator("headers")
@@ -140,17 +137,9 @@ class AmqpTarget(_Strict):
     @field_validator("url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        parts = urlsplit(v)
-        if parts.scheme not in ("amqp", "amqps"):
-            raise ValueError("must be an amqp:// or amqps:// URL")
-        if not parts.hostname:
-            raise ValueError("has no host")
-        try:
-            parts.port
-        except ValueError as exc:
-            raise ValueError(f"bad port: {exc}") from None
+        problem = None if v is None else check_broker_url_syntax(v)
+        if problem:
+            raise ValueError(problem)
         return v
 
     @field_validator("headers")

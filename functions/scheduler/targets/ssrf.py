@@ -66,44 +66,37 @@ def check_url_syntax(url: object) -> str | None:
     ``http`` or ``https``, a host, a valid port, no credentials (``user:pass@``: use
     ``target.auth``). Names are not resolved here.
     """
-    if not isinstance(url, str) or not url.strip():
-        return "url is required"
-    if len(url) > MAX_URL_LENGTH:
-        return f"url is longer than {MAX_URL_LENGTH} characters"
-    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
-        return "url must not contain blanks or control characters"
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError:
-        return "url is not valid (bad host or port)"
-    if parts.scheme.lower() not in ("http", "https"):
-        return "url scheme must be http or https"
+    parts, problem = _split_url(url, ("http", "https"))
+    if problem:
+        return problem
     if "@" in parts.netloc:
         return "url must not contain credentials (use target.auth)"
-    host_problem = _check_host(parts.hostname)
-    if host_problem:
-        return host_problem
-    return None
+    return _check_host(parts.hostname)
 
 
 def check_broker_url_syntax(url: object) -> str | None:
     """Check the URL of an amqp target (``amqp://`` or ``amqps://``, credentials allowed)."""
+    parts, problem = _split_url(url, ("amqp", "amqps"))
+    return problem or _check_host(parts.hostname)
+
+
+def _split_url(url: object, schemes: tuple[str, str]) -> tuple[Any, str | None]:
+    """The URL's parts, or the first problem with its text, port or scheme."""
     if not isinstance(url, str) or not url.strip():
-        return "url is required"
+        return None, "url is required"
     if len(url) > MAX_URL_LENGTH:
-        return f"url is longer than {MAX_URL_LENGTH} characters"
+        return None, f"url is longer than {MAX_URL_LENGTH} characters"
     if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
-        return "url must not contain blanks or control characters"
+        return None, "url must not contain blanks or control characters"
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018
+        parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError:
         # The message of urllib may quote the URL, password included: keep ours generic.
-        return "url is not valid (bad host or port)"
-    if parts.scheme.lower() not in ("amqp", "amqps"):
-        return "url scheme must be amqp or amqps"
-    return _check_host(parts.hostname)
+        return None, "url is not valid (bad host or port)"
+    if parts.scheme.lower() not in schemes:
+        return None, f"url scheme must be {schemes[0]} or {schemes[1]}"
+    return parts, None
 
 
 def _check_host(host: str | None) -> str | None:
