@@ -513,11 +513,15 @@ def _executions(args: argparse.Namespace, client: Any) -> int:
 # -- parser ------------------------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
+def _whole_number(text: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
+def _positive_int(text: str) -> int:
+    value = _whole_number(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
@@ -525,10 +529,7 @@ def _positive_int(text: str) -> int:
 
 def _port(text: str) -> int:
     """A TCP port; 0 asks for any free one (the banner shows which)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    value = _whole_number(text)
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"not a TCP port: {value}")
     return value
