@@ -8,7 +8,10 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from scheduler.db import conninfo_from_settings, make_pool
+from scheduler.secrets import decrypt_target_secrets, make_secret_box
 from scheduler.settings import Settings
+from scheduler.store import Store
 from scheduler.targets import TargetPolicy
 from scheduler.telemetry import Metrics, NullMetrics
 
@@ -26,27 +29,19 @@ class Dependencies:
 
     @cached_property
     def pool(self):
-        from scheduler.db import conninfo_from_settings, make_pool
-
         return make_pool(conninfo_from_settings(self.settings), min_size=1, max_size=self.pool_max_size,
                          through_proxy=self.through_proxy)
 
     @cached_property
     def store(self):
-        from scheduler.store import Store
-
         return Store(self.pool)
 
     @cached_property
     def secret_box(self):
-        from scheduler.secrets import make_secret_box
-
         return make_secret_box(self.settings)
 
     def decrypt_target(self, target: dict) -> dict:
         """The target with its secrets in clear, for the delivery only."""
-        from scheduler.secrets import decrypt_target_secrets
-
         return decrypt_target_secrets(target, self.secret_box)
 
     @cached_property
