@@ -1,9 +1,10 @@
 """End-to-end lateness in local mode: 1,000 one-off jobs due in the same second.
 
-    .venv/bin/python bench/lateness_local.py [--jobs 1000] [--lead 10] [--quick]
+    .venv/bin/python bench/lateness_local.py [--jobs 1000] [--lead 10] [--runners 1 2] [--quick]
 
-Starts ``scheduler local --port 0 --database-url <a fresh database>`` as a child process (the
-real command: API, fan-out loop and executor pool in one process), creates N one-off jobs
+For each ``--runners`` count, starts ``scheduler local --port 0 --database-url <a fresh database>
+--runners N`` as a child process (the real command: API, fan-out loop and executors in one
+process, and N - 1 more runner processes), creates N one-off jobs
 through its HTTP API (``POST /v1/jobs``), all with the same ``run_at`` about ``--lead`` seconds
 ahead, each targeting a threaded HTTP server on loopback in this process. Lateness is the
 receipt time at that server minus the job's ``X-Scheduler-Scheduled-At`` header (same machine,
@@ -49,12 +50,12 @@ def scheduler_command() -> list[str]:
 class LocalScheduler:
     """``scheduler local`` as a child process; ``api`` is its base URL once the banner is out."""
 
-    def __init__(self, database_url: str, data_dir: str, startup_timeout: float = 90.0) -> None:
+    def __init__(self, database_url: str, data_dir: str, startup_timeout: float = 90.0, runners: int = 1) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "functions"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         env.pop("DATABASE_URL", None)  # the command line names the database
         cmd = [*scheduler_command(), "local", "--host", "127.0.0.1", "--port", "0", "--database-url", database_url,
-               "--data-dir", data_dir]
+               "--data-dir", data_dir, "--runners", str(runners)]
         self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      cwd=data_dir)
         self.output: list[str] = []
@@ -143,25 +144,16 @@ def parse_time(value: str) -> float:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=1000)
-    parser.add_argument("--lead", type=float, default=10.0,
-                        help="seconds between the start of the creation and run_at (default 10)")
-    parser.add_argument("--threads", type=int, default=8, help="concurrent API clients creating the jobs")
-    parser.add_argument("--quick", action="store_true", help="a small run: 200 jobs")
-    parser.add_argument("--json", help="also write the results to this file")
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.jobs = min(args.jobs, 200)
-
-    results: dict[str, Any] = {"benchmark": "lateness_local", "jobs": args.jobs, "machine": machine_summary()}
+def measure(args: argparse.Namespace, runners: int) -> dict[str, Any]:
+    """One burst: a fresh database, ``scheduler local --runners N``, the jobs created, then
+    delivered; the lateness of each delivery."""
+    results: dict[str, Any] = {"runners": runners, "jobs": args.jobs}
     target = LoopbackServer(200)
     try:
         with postgres_server() as server, fresh_database(server, "late") as url, \
                 tempfile.TemporaryDirectory(prefix="bench-local-") as data_dir:
             results["postgres"] = server_version(url)
-            local = LocalScheduler(url, data_dir)
+            local = LocalScheduler(url, data_dir, runners=runners)
             try:
                 client = ApiClient(local.port)
                 # Warm the API (first request imports and connects), outside the clock.
@@ -171,7 +163,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     raise RuntimeError(f"warm-up POST /v1/jobs answered {status}")
                 run_at = datetime.fromtimestamp(math.ceil(time.time() + args.lead), tz=timezone.utc)
                 print(f"{args.jobs} one-off jobs due at {run_at.isoformat()} -> {target.url}/hook "
-                      f"(scheduler local on port {local.port})", flush=True)
+                      f"(scheduler local --runners {runners} on port {local.port})", flush=True)
                 created_in = create_jobs(client, args.jobs, run_at, target.url + "/hook", args.threads)
                 margin = run_at.timestamp() - time.time()
                 results.update(create_seconds=created_in, create_per_s=args.jobs / created_in,
@@ -215,6 +207,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if arrivals:
         print(f"  first delivery {results['first_after_due_s']:+.3f} s after run_at, last {results['last_after_due_s']:+.3f} s; "
               f"{results['deliveries_per_s']:.0f} deliveries/s during the burst", flush=True)
+    return results
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--lead", type=float, default=10.0,
+                        help="seconds between the start of the creation and run_at (default 10)")
+    parser.add_argument("--threads", type=int, default=8, help="concurrent API clients creating the jobs")
+    parser.add_argument("--runners", type=int, nargs="+", default=[1, 2],
+                        help="runner processes of scheduler local, one burst each (default: 1 2)")
+    parser.add_argument("--quick", action="store_true", help="a small run: 200 jobs")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.jobs = min(args.jobs, 200)
+    results: dict[str, Any] = {"benchmark": "lateness_local", "jobs": args.jobs, "machine": machine_summary(),
+                               "runs": [measure(args, runners) for runners in args.runners]}
     write_json(args.json, results)
     return results
 

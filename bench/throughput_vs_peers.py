@@ -6,15 +6,15 @@ For each worker count, in one run and in rotating order (the machine is noisy, s
 ratios mean much):
 
 - **store**: N due jobs drained by W worker *processes* (multiprocessing, one connection each),
-  each looping ``Store.claim_due(batch)`` then, per claim, ``start_execution`` and
-  ``complete_execution(Outcome("succeeded"))``: the public methods the executor calls, so an
-  optimisation of the store shows up here.
-- **pgbench**: the same SQL (the ``claim_due``, ``start_execution`` and ``complete_job``
-  statements of ``queries.sql``, rewritten for
-  pgbench variables) over the same N jobs with ``-c W -j W -M prepared``: one script run
-  claims a batch into arrays, then starts and completes each claimed job (``start_execution``,
-  then the one-statement ``complete_job``), as the store does. No Python, no
-  client-side planning: the database's own limit for this work on this machine.
+  each doing what local mode's runner does with the store: ``Store.claim_due(batch)``, then
+  ``start_executions`` of the whole batch (one statement) and ``complete_executions`` of all
+  their outcomes (one statement), less the delivery.
+- **store per job**: the same, but as an executor Lambda does it, one claim at a time:
+  ``start_execution`` then ``complete_execution`` (two statements per job). Shown for scale.
+- **pgbench**: the store's statements (``claim_due``, ``start_executions``, ``complete_jobs`` of
+  ``queries.sql``, rewritten for pgbench variables) over the same N jobs with ``-c W -j W -M
+  prepared``: one script run claims a batch into arrays, starts it and completes it, as the store
+  does. No Python, no client-side planning: the database's own limit for this work on this machine.
 - **pgqueuer**: pgqueuer's schema in a separate database, N no-op jobs enqueued with its API,
   drained by W processes each running a ``QueueManager`` in drain mode with one no-op
   entrypoint (asyncpg driver when installed, else psycopg), with the same batch size.
@@ -54,11 +54,11 @@ from common import (  # noqa: I001
 from scheduler.db import make_pool  # noqa: E402
 from scheduler.lifecycle import Outcome  # noqa: E402
 from scheduler.sql import QUERIES  # noqa: E402
-from scheduler.store import Store  # noqa: E402
+from scheduler.store import Completion, Store  # noqa: E402
 from tests.support import insert_due_jobs  # noqa: E402
 
 LEASE_SECONDS = 120
-SYSTEMS = ("store", "pgbench", "pgqueuer")
+SYSTEMS = ("store", "store_per_job", "pgbench", "pgqueuer")
 RUN_TIMEOUT = 240.0  # seconds: any one measured run that takes longer is abandoned
 
 
@@ -111,25 +111,53 @@ def completed_jobs(url: str) -> int:
 # -- store: worker processes ---------------------------------------------------------------------
 
 
-def _store_worker(url: str, batch: int, barrier, counter, results) -> None:
-    pool = make_pool(url, min_size=1, max_size=1)
-    store = Store(pool)
-    store.now()  # connected and warm before the clock starts
+def drain_batched(store: Store, batch: int, deadline: float = float("inf"), on_batch=None) -> int:
+    """What local mode's runner does with the store, less the delivery: claim a batch, start it
+    in one statement, record every outcome in one statement. Returns the jobs completed."""
     done = 0
-    barrier.wait(timeout=60)
-    began = time.monotonic()
-    deadline = began + RUN_TIMEOUT
+    while time.monotonic() < deadline and (claims := store.claim_due(batch, LEASE_SECONDS)):
+        began = time.monotonic()
+        started = store.start_executions([(claim.job_id, claim.lock_token) for claim in claims], 30)
+        completions = [Completion(claim.job_id, claim.lock_token, started[claim.job_id].execution_id,
+                                  Outcome("succeeded"), http_status=200, started=started[claim.job_id],
+                                  elapsed_seconds=time.monotonic() - began)
+                       for claim in claims if claim.job_id in started]
+        done += sum(store.complete_executions(completions))
+        if on_batch:
+            on_batch(len(claims))
+    return done
+
+
+def drain_per_job(store: Store, batch: int, deadline: float = float("inf"), on_batch=None) -> int:
+    """What an executor Lambda does, one claim at a time: ``start_execution`` then
+    ``complete_execution``, each its own statement. Returns the jobs completed."""
+    done = 0
     while time.monotonic() < deadline and (claims := store.claim_due(batch, LEASE_SECONDS)):
         for claim in claims:
             began_job = time.monotonic()
             started = store.start_execution(claim.job_id, claim.lock_token, 30)
             if started is not None:  # as the executor does: completion planned from the started row
-                store.complete_execution(claim.job_id, claim.lock_token, started.execution_id,
-                                         Outcome("succeeded"), http_status=200, started=started,
-                                         elapsed_seconds=time.monotonic() - began_job)
-                done += 1
+                done += store.complete_execution(claim.job_id, claim.lock_token, started.execution_id,
+                                                 Outcome("succeeded"), http_status=200, started=started,
+                                                 elapsed_seconds=time.monotonic() - began_job)
+        if on_batch:
+            on_batch(len(claims))
+    return done
+
+
+def _store_worker(url: str, batch: int, per_job: bool, barrier, counter, results) -> None:
+    pool = make_pool(url, min_size=1, max_size=1)
+    store = Store(pool)
+    store.now()  # connected and warm before the clock starts
+    barrier.wait(timeout=60)
+    began = time.monotonic()
+
+    def count(n: int) -> None:
         with counter.get_lock():
-            counter.value += len(claims)
+            counter.value += n
+
+    drain = drain_per_job if per_job else drain_batched
+    done = drain(store, batch, began + RUN_TIMEOUT, count)
     ended = time.monotonic()
     pool.close()
     results.put((began, ended, done))
@@ -172,17 +200,19 @@ def spawn_workers(target, args_for, workers: int, total: int, desc: str) -> tupl
     return ended - began, sum(r[2] for r in got)
 
 
-def run_store(url: str, jobs: int, workers: int, batch: int) -> dict[str, Any]:
+def run_store(url: str, jobs: int, workers: int, batch: int, per_job: bool = False) -> dict[str, Any]:
     reset_jobs(url, jobs)
     before = db_transactions(url)
     cpu = ServerCpu(url)
     cpu0 = cpu.seconds()
-    elapsed, done = spawn_workers(_store_worker, lambda i: (url, batch), workers, jobs, f"store x{workers}")
+    name = "store per job" if per_job else "store"
+    elapsed, done = spawn_workers(_store_worker, lambda i: (url, batch, per_job), workers, jobs,
+                                  f"{name} x{workers}")
     cpu_ms = server_cpu_ms_per_job(cpu, cpu0, jobs)
     xacts = transactions_per_job(url, before, jobs)
     completed = completed_jobs(url)
     if completed != jobs:
-        raise RuntimeError(f"store: {completed} of {jobs} jobs completed ({done} reported)")
+        raise RuntimeError(f"{name}: {completed} of {jobs} jobs completed ({done} reported)")
     return {"jobs": jobs, "seconds": elapsed, "jobs_per_s": jobs / elapsed, "transactions_per_job": xacts,
             "server_cpu_ms_per_job": cpu_ms}
 
@@ -239,9 +269,9 @@ def substitute(sql: str, values: dict[str, str]) -> str:
 
 
 def pgbench_script(batch: int) -> str:
-    """One script run: claim up to ``batch`` jobs (one statement, results aggregated into arrays
-    for ``\\gset``), then per claimed job the start statement and the completion transaction,
-    exactly the statements of queries.sql."""
+    """One script run: what the store's batched path does, exactly the statements of
+    queries.sql: claim up to ``batch`` jobs (results aggregated into arrays for ``\\gset``), start
+    them all (``start_executions``), record all their outcomes (``complete_jobs``)."""
     ctes, main = split_with(strip_sql_comments(QUERIES["claim_due"]))
     claim = (f"WITH {ctes + ', ' if ctes else ''}__claimed AS ({main})\n"
              "SELECT count(*) AS n, COALESCE(array_agg(job_id), '{}') AS ids,\n"
@@ -249,24 +279,23 @@ def pgbench_script(batch: int) -> str:
              "       COALESCE(array_agg(gen_random_uuid()), '{}') AS xids\n"
              "FROM __claimed")
     claim = substitute(claim, {"limit": str(batch), "lease_seconds": str(LEASE_SECONDS)})
-    lines = ["-- generated by bench/throughput_vs_peers.py from functions/scheduler/sql/queries.sql",
-             claim + " \\gset"]
+    start = substitute(strip_sql_comments(QUERIES["start_executions"]), {
+        "job_ids": ":ids", "lock_tokens": ":tokens", "execution_ids": ":xids", "lease_margin_seconds": "30"})
+
+    def each(value: str, sql_type: str) -> str:
+        return f"array_fill({value}::{sql_type}, ARRAY[:n::integer])"
+
     # The completion plan of a yearly job after a success, as scheduler.lifecycle computes it.
-    plan = {"state": "'active'", "scheduled_at": "(date_trunc('year', now()) + interval '1 year')",
-            "next_run_at": "(date_trunc('year', now()) + interval '1 year')", "attempt": "0",
-            "manual_run_at": "NULL::timestamptz", "status": "'succeeded'", "error": "NULL::text",
-            "http_status": "200", "response_excerpt": "NULL::text", "lease_margin_seconds": "30",
-            "version": "1", "ran_scheduled_at": "NULL::timestamptz"}
-    start = strip_sql_comments(QUERIES["start_execution"])
-    complete = strip_sql_comments(QUERIES["complete_job"])
-    for k in range(1, batch + 1):
-        ids = {"job_id": f"(:ids::uuid[])[{k}]", "lock_token": f"(:tokens::uuid[])[{k}]",
-               "execution_id": f"(:xids::uuid[])[{k}]", **plan}
-        lines += [f"\\if :n >= {k}",
-                  substitute(start, ids) + ";",
-                  substitute(complete, ids) + ";",
-                  "\\endif"]
-    return "\n".join(lines) + "\n"
+    next_year = "(date_trunc('year', now()) + interval '1 year')"
+    complete = substitute(strip_sql_comments(QUERIES["complete_jobs"]), {
+        "job_id": ":ids", "lock_token": ":tokens", "execution_id": ":xids", "version": each("1", "integer"),
+        "state": each("'active'", "text"), "scheduled_at": each(next_year, "timestamptz"),
+        "attempt": each("0", "integer"), "next_run_at": each(next_year, "timestamptz"),
+        "ran_scheduled_at": each("NULL", "timestamptz"), "status": each("'succeeded'", "text"),
+        "error": each("NULL", "text"), "http_status": each("200", "integer"),
+        "response_excerpt": each("NULL", "text")})
+    return "\n".join(["-- generated by bench/throughput_vs_peers.py from functions/scheduler/sql/queries.sql",
+                      claim + " \\gset", start + ";", complete + ";"]) + "\n"
 
 
 def run_pgbench(url: str, jobs: int, clients: int, batch: int, script: Path) -> dict[str, Any]:
@@ -456,23 +485,23 @@ def run_pgqueuer(url: str, jobs: int, workers: int, batch: int, driver: str) -> 
 # -- profile of one store worker -------------------------------------------------------------------
 
 
-def profile_store(url: str, jobs: int, batch: int, traced_jobs: int = 20) -> dict[str, Any]:
+def profile_store(url: str, jobs: int, batch: int, traced_jobs: int = 200) -> dict[str, Any]:
     """Where one worker's time goes: client-observed latency of each store call (untraced run
     over ``jobs``), protocol round trips per call (libpq's trace over ``traced_jobs``: one
     ReadyForQuery per round trip), and for scale a bare round trip (SELECT 1) and a bare durable
     commit (a one-row UPDATE in autocommit)."""
-    names = ("claim_due", "start_execution", "complete_execution")
+    names = ("claim_due", "start_executions", "complete_executions")
 
     def drain(store: Store, call) -> int:
         done = 0
         while claims := call("claim_due", store.claim_due, batch, LEASE_SECONDS):
-            for claim in claims:
-                began_job = time.monotonic()
-                started = call("start_execution", store.start_execution, claim.job_id, claim.lock_token, 30)
-                call("complete_execution", store.complete_execution, claim.job_id, claim.lock_token,
-                     started.execution_id, Outcome("succeeded"), http_status=200, started=started,
-                     elapsed_seconds=time.monotonic() - began_job)
-                done += 1
+            began = time.monotonic()
+            started = call("start_executions", store.start_executions,
+                           [(claim.job_id, claim.lock_token) for claim in claims], 30)
+            completions = [Completion(claim.job_id, claim.lock_token, started[claim.job_id].execution_id,
+                                      Outcome("succeeded"), http_status=200, started=started[claim.job_id],
+                                      elapsed_seconds=time.monotonic() - began) for claim in claims]
+            done += sum(call("complete_executions", store.complete_executions, completions))
         return done
 
     # Round trips: trace each call on its own (libpq flushes its trace on untrace).
@@ -557,9 +586,8 @@ def profile_store(url: str, jobs: int, batch: int, traced_jobs: int = 20) -> dic
     calls = {name: len(v) for name, v in timings.items()}
     rt_per_call = {k: statistics.mean(v) for k, v in trips.items() if v} if traced else {}
     rt_per_job = None
-    if traced and trips["start_execution"]:
-        n_traced = len(trips["start_execution"])
-        rt_per_job = sum(sum(v) for v in trips.values()) / n_traced
+    if traced and trips["start_executions"]:
+        rt_per_job = sum(sum(v) for v in trips.values()) / traced_jobs
     return {
         "jobs": done, "seconds": total, "jobs_per_s": done / total, "traced": traced, "traced_jobs": traced_jobs,
         "calls": calls,
@@ -567,7 +595,7 @@ def profile_store(url: str, jobs: int, batch: int, traced_jobs: int = 20) -> dic
         "total_ms_per_job": {k: sum(v) / done for k, v in timings.items() if v},
         "round_trips_per_call": rt_per_call,
         "round_trips_per_job": rt_per_job,
-        "commits_per_job": 2 + calls["claim_due"] / done,
+        "commits_per_job": sum(calls.values()) / done,
         "plan_completion_ms": plan_ms,
         "wal_bytes_per_job": float(wal) / done,
         "execution_bytes_per_row": size / rows if rows else None,
@@ -605,6 +633,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         script.write_text(pgbench_script(args.batch), encoding="utf-8")
         runners = {
             "store": lambda w: run_store(url, args.jobs, w, args.batch),
+            "store_per_job": lambda w: run_store(url, args.jobs, w, args.batch, per_job=True),
             "pgbench": lambda w: run_pgbench(url, args.jobs, w, args.batch, script),
             "pgqueuer": lambda w: run_pgqueuer(pgq_url, args.jobs, w, args.batch, driver),
         }
@@ -644,7 +673,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             prof = profile_store(url, min(args.jobs, 1000), args.batch)
             results["profile"] = prof
             print(f"profile, 1 store worker over {prof['jobs']} jobs ({prof['jobs_per_s']:.0f} jobs/s):")
-            for name in ("claim_due", "start_execution", "complete_execution"):
+            for name in ("claim_due", "start_executions", "complete_executions"):
                 rts = prof["round_trips_per_call"].get(name)
                 print(f"  {name:<19} {prof['calls'][name]:5d} calls, median {prof['median_ms'][name]:6.2f} ms"
                       + (f", {rts:.1f} round trips/call" if rts is not None else "")

@@ -1,4 +1,5 @@
-"""The executor: take one claim, deliver it, record the outcome.
+"""The executor: take a claim, deliver it, record the outcome (one claim per executor Lambda; a
+fan-out batch at a time in local mode, through the same three steps).
 
 Phase two of the lease: the executor first confirms its claim (the token still holds the job and
 the lease has not expired) and extends the lease over the delivery; an invocation that arrives
@@ -13,12 +14,12 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from scheduler import constants as c
 from scheduler.lifecycle import Outcome
 from scheduler.secrets import SecretError
-from scheduler.store import StartedExecution, Store
+from scheduler.store import Completion, StartedExecution, Store
 from scheduler.targets import Delivery, DeliveryResult, TargetPolicy, deliver
 from scheduler.telemetry import Metrics, NullMetrics
 
@@ -45,40 +46,103 @@ class ExecutionReport:
                 "status": self.status}
 
 
+@dataclass(frozen=True)
+class Finished:
+    """A delivery that ended, waiting to be recorded."""
+
+    job_id: str
+    lock_token: str
+    started: StartedExecution
+    result: DeliveryResult
+    elapsed_seconds: float
+
+
+class Executor:
+    """Runs claims in three steps: start (confirm the lease, record the execution as running),
+    deliver, record the outcome. An executor Lambda runs one claim through all three
+    (``run``); local mode starts a fan-out batch in one statement, delivers from a thread pool
+    and records outcomes in batches, with the same steps."""
+
+    def __init__(self, store: Store, decrypt_target: Callable[[dict], dict], policy: TargetPolicy,
+                 metrics: Metrics | None = None, remaining_seconds: Callable[[], float] | None = None):
+        self.store = store
+        self.decrypt_target = decrypt_target
+        self.policy = policy
+        self.metrics = metrics or NullMetrics()
+        self.remaining_seconds = remaining_seconds
+
+    def run(self, event: Mapping[str, Any]) -> ExecutionReport:
+        """Run one claim (the fan-out's invoke payload: ``job_id``, ``lock_token``, ...)."""
+        started, lost = self.start([event])
+        if lost:
+            return lost[0]
+        return self.record([self.deliver(started[0], str(event["lock_token"]))])[0]
+
+    def start(self, events: Sequence[Mapping[str, Any]]) -> tuple[list[StartedExecution], list[ExecutionReport]]:
+        """Start the claims in one statement: the executions started, and a report for each
+        claim whose lease was lost (nothing to do for it)."""
+        claims = [(str(event["job_id"]), str(event["lock_token"])) for event in events]
+        started = self.store.start_executions(claims, LEASE_MARGIN_SECONDS)
+        lost = []
+        for job_id, _ in claims:
+            if job_id not in started:
+                logger.info("claim no longer holds the job; nothing to do", extra={"job_id": job_id})
+                lost.append(ExecutionReport(job_id, "lease_lost"))
+        for execution in started.values():
+            lateness_ms = (execution.started_at - execution.scheduled_at).total_seconds() * 1000
+            self.metrics.milliseconds(c.METRIC_LATENESS_MS, max(lateness_ms, 0.0), trigger=execution.trigger)
+        return [started[job_id] for job_id, _ in claims if job_id in started], lost
+
+    def deliver(self, started: StartedExecution, lock_token: str) -> Finished:
+        """Deliver a started execution (never raises for the target's sake)."""
+        began = time.monotonic()
+        job_id = str(started.job["id"])
+        max_attempts = int((started.job.get("retry") or {}).get("max_attempts", 3))
+        if started.trigger != "manual" and started.attempt > max_attempts:
+            # Earlier attempts were lost with their runners (a target that kills the executor,
+            # say): give the occurrence up rather than redeliver it forever.
+            result = DeliveryResult("failed", False, error=f"gave up: the {max_attempts} attempt(s) allowed were "
+                                                           "made and the last was lost with its runner")
+        else:
+            result = _deliver(started, job_id, self.decrypt_target, self.policy, self.remaining_seconds,
+                              _log_fields(started))
+        return Finished(job_id, lock_token, started, result, time.monotonic() - began)
+
+    def record(self, finished: Sequence[Finished]) -> list[ExecutionReport]:
+        """Record the outcomes (one statement for all that can take the fast path)."""
+        completions = [Completion(
+            done.job_id, done.lock_token, done.started.execution_id,
+            Outcome(status=done.result.status, retryable=done.result.retryable,
+                    retry_after_seconds=done.result.retry_after_seconds, error=done.result.error),
+            http_status=done.result.http_status, response_excerpt=done.result.response_excerpt,
+            started=done.started, elapsed_seconds=done.elapsed_seconds) for done in finished]
+        recorded = self.store.complete_executions(completions)
+        reports = []
+        for done, written in zip(finished, recorded):
+            result, log = done.result, _log_fields(done.started)
+            self.metrics.count(c.METRIC_EXECUTIONS, status=result.status)
+            if not written:
+                logger.warning("lease lost during the delivery; outcome not recorded",
+                               extra={**log, "status": result.status})
+                reports.append(ExecutionReport(done.job_id, "fenced", done.started.execution_id, result.status))
+                continue
+            lateness_ms = (done.started.started_at - done.started.scheduled_at).total_seconds() * 1000
+            logger.info("execution finished", extra={**log, "status": result.status,
+                                                     "http_status": result.http_status,
+                                                     "lateness_ms": round(lateness_ms)})
+            reports.append(ExecutionReport(done.job_id, "completed", done.started.execution_id, result.status))
+        return reports
+
+
 def execute_claim(event: Mapping[str, Any], *, store: Store, decrypt_target: Callable[[dict], dict],
                   policy: TargetPolicy, metrics: Metrics | None = None,
                   remaining_seconds: Callable[[], float] | None = None) -> ExecutionReport:
     """Run one claim (the fan-out's invoke payload: ``job_id``, ``lock_token``, ...)."""
-    metrics = metrics or NullMetrics()
-    job_id, token = str(event["job_id"]), str(event["lock_token"])
-    started = store.start_execution(job_id, token, LEASE_MARGIN_SECONDS)
-    began = time.monotonic()
-    if started is None:
-        logger.info("claim no longer holds the job; nothing to do", extra={"job_id": job_id})
-        return ExecutionReport(job_id, "lease_lost")
-    lateness_ms = (started.started_at - started.scheduled_at).total_seconds() * 1000
-    metrics.milliseconds(c.METRIC_LATENESS_MS, max(lateness_ms, 0.0), trigger=started.trigger)
-    log = {"job_id": job_id, "execution_id": started.execution_id, "attempt": started.attempt}
-    max_attempts = int((started.job.get("retry") or {}).get("max_attempts", 3))
-    if started.trigger != "manual" and started.attempt > max_attempts:
-        # Earlier attempts were lost with their runners (a target that kills the executor, say):
-        # give the occurrence up rather than redeliver it forever.
-        result = DeliveryResult("failed", False, error=f"gave up: the {max_attempts} attempt(s) allowed were "
-                                                       "made and the last was lost with its runner")
-    else:
-        result = _deliver(started, job_id, decrypt_target, policy, remaining_seconds, log)
-    outcome = Outcome(status=result.status, retryable=result.retryable,
-                      retry_after_seconds=result.retry_after_seconds, error=result.error)
-    row = store.complete_execution(job_id, token, started.execution_id, outcome,
-                                   http_status=result.http_status, response_excerpt=result.response_excerpt,
-                                   started=started, elapsed_seconds=time.monotonic() - began)
-    metrics.count(c.METRIC_EXECUTIONS, status=result.status)
-    if row is None:
-        logger.warning("lease lost during the delivery; outcome not recorded", extra={**log, "status": result.status})
-        return ExecutionReport(job_id, "fenced", started.execution_id, result.status)
-    logger.info("execution finished", extra={**log, "status": result.status, "http_status": result.http_status,
-                                             "lateness_ms": round(lateness_ms)})
-    return ExecutionReport(job_id, "completed", started.execution_id, result.status)
+    return Executor(store, decrypt_target, policy, metrics, remaining_seconds).run(event)
+
+
+def _log_fields(started: StartedExecution) -> dict[str, Any]:
+    return {"job_id": str(started.job["id"]), "execution_id": started.execution_id, "attempt": started.attempt}
 
 
 def _deliver(started: StartedExecution, job_id: str, decrypt_target: Callable[[dict], dict],

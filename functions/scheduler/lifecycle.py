@@ -7,6 +7,7 @@ Every answer is a dict of the columns ``state``, ``scheduled_at``, ``attempt`` a
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -38,7 +39,11 @@ def schedule_of(job: Mapping[str, Any]) -> Schedule:
         return one_off(job["run_at"])
     # Whole seconds: occurrences of rate()/@every land on second boundaries.
     anchor = (job.get("start_at") or job["created_at"]).replace(microsecond=0)
-    return parse_schedule(job["schedule"], job.get("timezone") or "UTC", anchor)
+    return _parse_schedule(job["schedule"], job.get("timezone") or "UTC", anchor)
+
+
+# Schedules are immutable: a runner completing the same jobs again and again parses each once.
+_parse_schedule = functools.lru_cache(maxsize=4096)(parse_schedule)
 
 
 def _at(occurrence: datetime | None, state: str) -> dict[str, Any]:

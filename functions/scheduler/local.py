@@ -2,10 +2,11 @@
 
 A WSGI server (waitress) feeds the api handler API Gateway events through the HTTP adapter, a
 loop calls the fan-out, and a thread pool stands in for the asynchronous Lambda invoke of the
-executor. Postgres is embedded (pgserver, data kept under ``--data-dir``) unless a database URL
+executor (claims started, and outcomes recorded, a batch per statement). Postgres is embedded (pgserver, data kept under ``--data-dir``) unless a database URL
 is given; migrations are applied at start. Several processes on one database act as several
-runners. Ctrl-C (or SIGTERM) stops the intake, lets running executions finish, releases the
-leases of claims not yet started, and stops the embedded Postgres.
+runners. Ctrl-C (or SIGTERM) stops the intake, lets running executions finish and records
+them, and stops the embedded Postgres (the runner claims only what it can start at once, so no
+claim waits in a queue).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import signal
 import sys
 import threading
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -64,18 +64,81 @@ def principal_resolver(auth: str, credentials_file: str | None) -> Callable[[dic
     return resolve
 
 
+def run_runner(deps: Any, settings: Settings, invoker: Any, stop: threading.Event) -> None:
+    """The runner's loop: fan-out after fan-out until ``stop``, surviving database outages (the
+    leases protect the jobs meanwhile)."""
+    from scheduler.runner import run_fanout
+
+    while not stop.is_set():
+        try:
+            budget = 60.0 if settings.precision == "second" else 0.0
+            run_fanout(deps.store, invoker, budget_seconds=budget, batch_size=settings.claim_batch_size,
+                       lease_seconds=settings.claim_lease_seconds, metrics=deps.metrics, stop=stop,
+                       retention_days=settings.execution_retention_days)
+            if settings.precision == "minute":
+                stop.wait(60.0)
+        except Exception:  # the database went away: keep trying
+            logger.exception("fan-out failed; retrying in 1 s")
+            stop.wait(1.0)
+
+
+def _local_invoker(deps: Any) -> Any:
+    from scheduler.executor import Executor
+    from scheduler.runner import LocalInvoker
+
+    return LocalInvoker(Executor(deps.store, deps.decrypt_target, deps.target_policy, deps.metrics))
+
+
+def _close_delivery_clients() -> None:
+    from scheduler.targets import amqp as amqp_target
+    from scheduler.targets import http as http_target
+
+    http_target.close_sessions()
+    amqp_target.close_all()
+
+
+def runner_process(settings: Settings) -> None:
+    """An extra runner process (``--runners``): the fan-out loop and its executors, no API. It
+    stops on SIGINT or SIGTERM, or when its parent is gone, after its deliveries under way end
+    and are recorded."""
+    import multiprocessing
+
+    from scheduler.cli import configure_logging
+    from scheduler.wiring import Dependencies
+
+    configure_logging(multiprocessing.current_process().name)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    parent = multiprocessing.parent_process()  # its sentinel ends with the parent, however it died
+
+    def watch_parent() -> None:  # a killed parent (SIGKILL): do not run on as an orphan
+        while not stop.wait(0.5):
+            if parent is None or not parent.is_alive():
+                stop.set()
+
+    threading.Thread(target=watch_parent, name="parent-watch", daemon=True).start()
+    deps = Dependencies(settings, pool_max_size=8)
+    deps.store, deps.secret_box  # built now, before the threads that share them  # noqa: B018
+    invoker = _local_invoker(deps)
+    try:
+        run_runner(deps, settings, invoker, stop)
+    finally:
+        invoker.close()
+        _close_delivery_clients()
+        deps.pool.close()
+
+
 def serve(args: argparse.Namespace, *, ready: threading.Event | None = None,
           stop: threading.Event | None = None) -> int:
     """Run until interrupted; ``ready`` is set once the API answers (tests), ``stop`` ends it."""
+    import multiprocessing
+
     from waitress import create_server
 
     from scheduler.api.app import make_app
-    from scheduler.executor import execute_claim
     from scheduler.http_adapter import make_wsgi_app
     from scheduler.migrations import migrate
-    from scheduler.runner import LocalInvoker, run_fanout
-    from scheduler.targets import amqp as amqp_target
-    from scheduler.targets import http as http_target
     from scheduler.wiring import Dependencies
 
     stop = stop or threading.Event()
@@ -91,31 +154,26 @@ def serve(args: argparse.Namespace, *, ready: threading.Event | None = None,
                        local_key_file=str(data_dir / "secret.key"))
     migrate(database_url)
     deps = Dependencies(settings, pool_max_size=24)
-    deps.store, deps.secret_box  # built now, before the threads that share them  # noqa: B018
+    deps.store, deps.secret_box  # built now (the key file too), before the threads that share them  # noqa: B018
     app = make_app(lambda: deps.store, lambda: deps.secret_box, settings)
     wsgi = make_wsgi_app(lambda event, context: app.resolve(event, context),
                          principal_resolver(getattr(args, "auth", "none") or "none", getattr(args, "credentials", None)))
     server = create_server(wsgi, host=args.host, port=args.port, threads=8, ident="scheduler-local")
-    invoker = LocalInvoker(partial(execute_claim, store=deps.store, decrypt_target=deps.decrypt_target,
-                                   policy=deps.target_policy, metrics=deps.metrics), max_workers=16)
-
-    def runner() -> None:
-        while not stop.is_set():
-            try:
-                budget = 60.0 if settings.precision == "second" else 0.0
-                run_fanout(deps.store, invoker, budget_seconds=budget, batch_size=settings.claim_batch_size,
-                           lease_seconds=settings.claim_lease_seconds, metrics=deps.metrics, stop=stop,
-                           retention_days=settings.execution_retention_days)
-                if settings.precision == "minute":
-                    stop.wait(60.0)
-            except Exception:  # the database went away: keep trying, the leases protect the jobs
-                logger.exception("fan-out failed; retrying in 1 s")
-                stop.wait(1.0)
+    invoker = _local_invoker(deps)
+    runners = getattr(args, "runners", 1) or 1
+    # More runners: processes of their own (one Python process delivers about a thousand jobs a
+    # second on one core); they share the database, so their claims never overlap.
+    extra = [multiprocessing.get_context("spawn").Process(target=runner_process, args=(settings,),
+                                                          name=f"scheduler-runner-{i + 2}")
+             for i in range(runners - 1)]
+    for process in extra:
+        process.start()
 
     def shutdown(*_: Any) -> None:
         stop.set()
 
-    runner_thread = threading.Thread(target=runner, name="fanout", daemon=True)
+    runner_thread = threading.Thread(target=run_runner, args=(deps, settings, invoker, stop), name="fanout",
+                                     daemon=True)
     runner_thread.start()
     server_thread = threading.Thread(target=server.run, name="api", daemon=True)
     server_thread.start()
@@ -124,8 +182,8 @@ def serve(args: argparse.Namespace, *, ready: threading.Event | None = None,
         signal.signal(signal.SIGTERM, shutdown)
     url = f"http://{args.host}:{server.effective_port}"
     where = "embedded Postgres under " + str(data_dir / "pgdata") if embedded else "the given database"
-    print(f"scheduler local: API {url}/v1 ({where}; precision {settings.precision}). Ctrl-C to stop.",
-          flush=True)
+    print(f"scheduler local: API {url}/v1 ({where}; precision {settings.precision}; "
+          f"{runners} runner process{'es' if runners > 1 else ''}). Ctrl-C to stop.", flush=True)
     if ready is not None:
         ready.set()
     try:
@@ -133,11 +191,16 @@ def serve(args: argparse.Namespace, *, ready: threading.Event | None = None,
     finally:
         print("scheduler local: stopping", flush=True)
         server.close()
+        for process in extra:
+            process.terminate()  # SIGTERM: it finishes and records its deliveries under way
         runner_thread.join(timeout=10)
-        for claim in invoker.close(cancel_queued=True):
-            deps.store.release(claim.job_id, claim.lock_token)
-        http_target.close_sessions()
-        amqp_target.close_all()
+        invoker.close()
+        for process in extra:
+            process.join(timeout=60)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        _close_delivery_clients()
         deps.pool.close()
         if embedded is not None:
             embedded.stop()

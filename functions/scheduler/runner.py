@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import random
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from scheduler import constants as c
-from scheduler.store import Claim, Store
+from scheduler.store import Claim, StartedExecution, Store
 from scheduler.telemetry import Metrics, NullMetrics
+
+if TYPE_CHECKING:  # the fan-out Lambda does not load the delivery code
+    from scheduler.executor import Executor, Finished
 
 logger = logging.getLogger(__name__)
 
@@ -92,59 +96,94 @@ class LambdaInvoker:
 
 
 class LocalInvoker:
-    """Local mode's stand-in for the async invoke: a thread pool calling the executor in-process."""
+    """Local mode's stand-in for the async invoke, batched: the claims handed over are started
+    in one statement, delivered by a pool of threads, and their outcomes recorded in batches
+    by one recorder thread (whatever finished within ``flush_seconds``, up to ``max_batch``).
 
-    def __init__(self, execute: Callable[[dict[str, Any]], Any], *, max_workers: int = 32):
-        self.execute = execute
+    It takes no more claims than it has idle threads, so a started execution is delivered at
+    once and never waits in a queue while its lease runs down. If an outcome cannot be
+    recorded (the database is away for longer than the lease), the lease expires and the job is
+    delivered again: at least once, never lost.
+    """
+
+    def __init__(self, executor: Executor, *, max_workers: int = 64, flush_seconds: float = 0.005,
+                 max_batch: int = 200, record_retry_seconds: float = 60.0):
+        self.executor = executor
+        self.max_workers = max_workers
+        self.flush_seconds = flush_seconds
+        self.max_batch = max_batch
+        self.record_retry_seconds = record_retry_seconds
         self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="executor")
-        self._limit = max_workers * 4
-        self._inflight = threading.Semaphore(self._limit)
-        self._queued: dict[Future, Claim] = {}
         self._running = 0
         self._lock = threading.Lock()
-
-    def _run(self, event: dict[str, Any]) -> None:
-        try:
-            self.execute(event)
-        except Exception:  # an infrastructure fault: the lease expires and the job is reclaimed
-            logger.exception("executor failed", extra={"job_id": event.get("job_id")})
-
-    def _done(self, future: Future) -> None:
-        with self._lock:
-            self._queued.pop(future, None)
-            self._running -= 1
-        self._inflight.release()
+        self._finished: queue.Queue[Finished | None] = queue.Queue()
+        self._recorder = threading.Thread(target=self._record_loop, name="recorder", daemon=True)
+        self._recorder.start()
 
     def capacity(self) -> int:
         with self._lock:
-            return self._limit - self._running
+            return self.max_workers - self._running
 
     def dispatch(self, claims: list[Claim]) -> list[Claim]:
-        refused = []
-        for claim in claims:
-            if not self._inflight.acquire(blocking=False):
-                refused.append(claim)
-                continue
-            try:
-                future = self.pool.submit(self._run, claim.to_event())
-            except RuntimeError:  # shut down
-                self._inflight.release()
-                refused.append(claim)
-                continue
+        started, _lost = self.executor.start([claim.to_event() for claim in claims])
+        tokens = {claim.job_id: claim.lock_token for claim in claims}
+        for execution in started:
             with self._lock:
                 self._running += 1
-                if not future.done():
-                    self._queued[future] = claim
-            future.add_done_callback(self._done)
-        return refused
+            try:
+                self.pool.submit(self._deliver, execution, tokens[str(execution.job["id"])])
+            except RuntimeError:  # shut down: the lease expires and the job is delivered again
+                with self._lock:
+                    self._running -= 1
+        return []
 
-    def close(self, *, cancel_queued: bool = False) -> list[Claim]:
-        """Wait for the running executions. With ``cancel_queued``, claims not yet started are
-        dropped and returned (the caller releases their leases); otherwise they run first."""
-        with self._lock:
-            queued = dict(self._queued)
-        self.pool.shutdown(wait=True, cancel_futures=cancel_queued)
-        return [claim for future, claim in queued.items() if future.cancelled()]
+    def _deliver(self, execution: StartedExecution, lock_token: str) -> None:
+        try:
+            self._finished.put(self.executor.deliver(execution, lock_token))
+        except Exception:  # a bug, not the target's failure: the lease expires and the job is reclaimed
+            logger.exception("delivery failed", extra={"job_id": str(execution.job["id"])})
+        finally:
+            with self._lock:
+                self._running -= 1
+
+    def _record_loop(self) -> None:
+        closing = False
+        while not closing:
+            first = self._finished.get()
+            if first is None:
+                break
+            batch = [first]
+            flush_at = time.monotonic() + self.flush_seconds
+            while len(batch) < self.max_batch:
+                try:
+                    item = self._finished.get(timeout=max(flush_at - time.monotonic(), 0))
+                except queue.Empty:
+                    break
+                if item is None:
+                    closing = True
+                    break
+                batch.append(item)
+            self._record(batch)
+
+    def _record(self, batch: list[Finished]) -> None:
+        give_up = time.monotonic() + self.record_retry_seconds
+        while True:
+            try:
+                self.executor.record(batch)
+                return
+            except Exception:  # the database is away: try again until the leases would be gone
+                if time.monotonic() >= give_up:
+                    logger.exception("outcomes not recorded; their jobs run again when the leases expire",
+                                     extra={"jobs": len(batch)})
+                    return
+                logger.warning("recording outcomes failed; retrying", exc_info=True)
+                time.sleep(0.5)
+
+    def close(self) -> None:
+        """Wait for the deliveries under way and record their outcomes."""
+        self.pool.shutdown(wait=True)
+        self._finished.put(None)
+        self._recorder.join()
 
 
 @dataclass

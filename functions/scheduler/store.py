@@ -12,7 +12,7 @@ import random
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -66,7 +66,8 @@ class Claim:
 
 @dataclass(frozen=True)
 class StartedExecution:
-    """An execution recorded as running, with the job row as it stands (target still encrypted)."""
+    """An execution recorded as running, with the job's columns its delivery and its completion
+    need (``start_executions`` in queries.sql lists them; the target still encrypted)."""
 
     job: dict[str, Any]
     execution_id: str
@@ -74,6 +75,35 @@ class StartedExecution:
     attempt: int
     trigger: str
     started_at: datetime
+
+
+@dataclass(frozen=True)
+class Completion:
+    """How one started execution ended, to be recorded (``Store.complete_executions``)."""
+
+    job_id: str
+    lock_token: str
+    execution_id: str
+    outcome: lifecycle.Outcome
+    http_status: int | None = None
+    response_excerpt: str | None = None
+    # What start_execution returned and the seconds since: the plan is made from that row.
+    started: StartedExecution | None = None
+    elapsed_seconds: float | None = None
+
+
+# The parameters of ``complete_jobs``, each an array with one element per execution.
+_COMPLETION_COLUMNS = ("job_id", "lock_token", "execution_id", "version", "state", "scheduled_at", "attempt",
+                       "next_run_at", "ran_scheduled_at", "status", "error", "http_status", "response_excerpt")
+
+
+def _completion_row(done: Completion, plan: Mapping[str, Any], version: int, ran_scheduled_at: datetime | None
+                    ) -> dict[str, Any]:
+    return {"job_id": done.job_id, "lock_token": done.lock_token, "execution_id": done.execution_id,
+            "version": version, "state": plan["state"], "scheduled_at": plan["scheduled_at"],
+            "attempt": plan["attempt"], "next_run_at": plan["next_run_at"], "ran_scheduled_at": ran_scheduled_at,
+            "status": done.outcome.status, "error": done.outcome.error, "http_status": done.http_status,
+            "response_excerpt": done.response_excerpt}
 
 
 def _retry_on_dead_connection(method: Callable) -> Callable:
@@ -238,60 +268,93 @@ class Store:
             return conn.execute(QUERIES["release_lease"], {"job_id": job_id, "lock_token": lock_token}
                                 ).fetchone() is not None
 
-    @_retry_on_dead_connection
     def start_execution(self, job_id: str, lock_token: str, lease_margin_seconds: float = 30
                         ) -> StartedExecution | None:
         """Confirm the claim, extend its lease over the target's timeout plus the margin, and
         record a running execution; None when the lease was lost (expired and taken over, or
         already started by a duplicate invoke)."""
-        execution_id = str(uuid.uuid4())
-        with self.pool.connection() as conn:
-            row = conn.execute(QUERIES["start_execution"], {
-                "job_id": job_id, "lock_token": lock_token, "lease_margin_seconds": lease_margin_seconds,
-                "execution_id": execution_id}).fetchone()
-        if row is None:
-            return None
-        execution = {k: row.pop(k) for k in list(row) if k.startswith("execution_")}
-        return StartedExecution(job=row, execution_id=str(execution["execution_id"]),
-                                scheduled_at=execution["execution_scheduled_at"],
-                                attempt=execution["execution_attempt"], trigger=execution["execution_trigger"],
-                                started_at=execution["execution_started_at"])
+        return self.start_executions([(job_id, lock_token)], lease_margin_seconds).get(str(job_id))
 
     @_retry_on_dead_connection
+    def start_executions(self, claims: Sequence[tuple[str, str]], lease_margin_seconds: float = 30
+                         ) -> dict[str, StartedExecution]:
+        """``start_execution`` for several ``(job_id, lock_token)`` claims in one statement:
+        the executions started, by job id (a claim whose lease was lost is absent)."""
+        if not claims:
+            return {}
+        with self.pool.connection() as conn:
+            rows = conn.execute(QUERIES["start_executions"], {
+                "job_ids": [job_id for job_id, _ in claims], "lock_tokens": [token for _, token in claims],
+                "execution_ids": [uuid.uuid4() for _ in claims],
+                "lease_margin_seconds": lease_margin_seconds}).fetchall()
+        started = {}
+        for row in rows:
+            execution = {k: row.pop(k) for k in list(row) if k.startswith("execution_")}
+            started[str(row["id"])] = StartedExecution(
+                job=row, execution_id=str(execution["execution_id"]), scheduled_at=execution["execution_scheduled_at"],
+                attempt=execution["execution_attempt"], trigger=execution["execution_trigger"],
+                started_at=execution["execution_started_at"])
+        return started
+
     def complete_execution(self, job_id: str, lock_token: str, execution_id: str, outcome: lifecycle.Outcome,
                            *, http_status: int | None = None, response_excerpt: str | None = None,
                            started: StartedExecution | None = None, elapsed_seconds: float | None = None
-                           ) -> dict[str, Any] | None:
+                           ) -> bool:
         """Record how the execution ended and move the job on (retry, next occurrence or
         completed), releasing the lease. Fenced: with a token that no longer holds the job,
-        nothing is written and None is returned.
+        nothing is written and False is returned.
 
         Given ``started`` (what ``start_execution`` returned) and the seconds elapsed since, the
         next state is planned from that row and written in one statement, valid only if the row
         is still that version; otherwise, or without them, the row is locked and read first.
         """
-        result = {"execution_id": execution_id, "status": outcome.status, "http_status": http_status,
-                  "response_excerpt": response_excerpt, "error": outcome.error, "job_id": job_id,
-                  "lock_token": lock_token}
-        if started is not None and elapsed_seconds is not None:
-            job = started.job
-            now = started.started_at + timedelta(seconds=max(elapsed_seconds, 0.0))
-            plan = lifecycle.plan_completion(job, outcome, now, self.rng, started.scheduled_at)
-            with self.pool.connection() as conn:
-                row = conn.execute(QUERIES["complete_job"], {
-                    **plan, **result, "version": job["version"], "ran_scheduled_at": started.scheduled_at}
-                                   ).fetchone()
-            if row is not None:
-                return row
+        completion = Completion(job_id, lock_token, execution_id, outcome, http_status=http_status,
+                                response_excerpt=response_excerpt, started=started, elapsed_seconds=elapsed_seconds)
+        return self.complete_executions([completion])[0]
+
+    def complete_executions(self, completions: Sequence[Completion]) -> list[bool]:
+        """``complete_execution`` for several executions: those planned from their started row
+        are written in one statement; the rest (and any whose job changed meanwhile) take the
+        locking path one by one. Answers, in order, whether each was recorded (False: fenced)."""
+        recorded = [False] * len(completions)
+        fast = [i for i, done in enumerate(completions)
+                if done.started is not None and done.elapsed_seconds is not None]
+        if fast:
+            rows = []
+            for i in fast:
+                done = completions[i]
+                job = done.started.job
+                now = done.started.started_at + timedelta(seconds=max(done.elapsed_seconds, 0.0))
+                plan = lifecycle.plan_completion(job, done.outcome, now, self.rng, done.started.scheduled_at)
+                rows.append(_completion_row(done, plan, job["version"], done.started.scheduled_at))
+            written = self._write_completions(rows)
+            for i in fast:
+                recorded[i] = str(completions[i].job_id) in written
+        for i, done in enumerate(completions):
+            if not recorded[i]:
+                recorded[i] = self._complete_locked(done)
+        return recorded
+
+    @_retry_on_dead_connection
+    def _write_completions(self, rows: list[dict[str, Any]]) -> set[str]:
+        """Run ``complete_jobs`` for planned rows; the ids of the jobs written."""
+        params = {key: [row[key] for row in rows] for key in _COMPLETION_COLUMNS}
+        with self.pool.connection() as conn:
+            return {str(r["job_id"]) for r in conn.execute(QUERIES["complete_jobs"], params).fetchall()}
+
+    @_retry_on_dead_connection
+    def _complete_locked(self, done: Completion) -> bool:
+        """The locking path: hold the row while our lease stands, plan from it, write."""
         with self.pool.connection() as conn, conn.transaction():
             job = conn.execute(QUERIES["lock_leased_job"], {
-                "job_id": job_id, "lock_token": lock_token, "execution_id": execution_id}).fetchone()
+                "job_id": done.job_id, "lock_token": done.lock_token, "execution_id": done.execution_id}).fetchone()
             if job is None:
-                return None
+                return False
             now, ran = job.pop("db_now"), job.pop("ran_scheduled_at")
-            plan = lifecycle.plan_completion(job, outcome, now, self.rng, ran)
-            return conn.execute(QUERIES["complete_job"], {
-                **plan, **result, "version": job["version"], "ran_scheduled_at": ran}).fetchone()
+            plan = lifecycle.plan_completion(job, done.outcome, now, self.rng, ran)
+            row = _completion_row(done, plan, job["version"], ran)
+            params = {key: [row[key]] for key in _COMPLETION_COLUMNS}
+            return conn.execute(QUERIES["complete_jobs"], params).fetchone() is not None
 
     @_retry_on_dead_connection
     def due_backlog(self) -> tuple[int, float]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -133,3 +135,58 @@ def test_two_runners_deliver_each_job_exactly_once(local, target):
     assert len(keys) == count and len(set(keys)) == count
     # Both processes did some of the work.
     assert all(any("execution finished" in line for line in p.lines) for p in (first, second))
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def runner_children(pid: int) -> list[int]:
+    """The live runner processes ``pid`` started (multiprocessing's spawned children, not its
+    resource tracker), from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                command = f.read()
+        except OSError:
+            continue
+        if parent == pid and b"spawn_main" in command and alive(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def test_more_runner_processes_share_a_burst_and_stop_with_it(local, target):
+    scheduler = local("--runners", "2")
+    assert any("2 runner processes" in line for line in scheduler.lines)
+    [runner] = poll(lambda: runner_children(scheduler.process.pid) or None)
+    count = 200
+    run_at = in_seconds(3)
+    for i in range(count):
+        scheduler.post("/v1/jobs", {"name": f"burst-{i:03d}", "run_at": run_at,
+                                    "target": http_target(target.url + "/burst")})
+    target.wait_for(count, timeout=60)
+    keys = [r["headers"]["Idempotency-Key"] for r in target.requests]
+    assert len(keys) == count and len(set(keys)) == count
+    # The extra runner delivered part of the burst (its log lines carry its name).
+    poll(lambda: any("[scheduler-runner-2]" in line and "execution finished" in line for line in scheduler.lines))
+    assert scheduler.stop() == 0
+    assert not alive(runner)
+
+
+def test_an_extra_runner_does_not_outlive_a_killed_parent(local):
+    scheduler = local("--runners", "2")
+    [runner] = poll(lambda: runner_children(scheduler.process.pid) or None)
+    scheduler.process.send_signal(signal.SIGKILL)
+    scheduler.process.wait(timeout=10)
+    # Orphaned, it notices within a second, finishes what it was doing and exits.
+    poll(lambda: not alive(runner), timeout=15)

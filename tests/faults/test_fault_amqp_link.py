@@ -10,11 +10,10 @@ the link is back the job is delivered, and each occurrence is in the queue exact
 
 from __future__ import annotations
 
-from functools import partial
 
 import pytest
 
-from scheduler.executor import execute_claim
+from scheduler.executor import Executor
 from scheduler.runner import LocalInvoker, run_fanout
 from scheduler.targets import TargetPolicy
 from scheduler.targets import amqp as amqp_target
@@ -39,8 +38,7 @@ def proxy(amqp_url):
 
 
 def drain(store) -> None:
-    invoker = LocalInvoker(partial(execute_claim, store=store, decrypt_target=lambda t: t,
-                                   policy=TargetPolicy(allow_private=True)), max_workers=2)
+    invoker = LocalInvoker(Executor(store, lambda t: t, TargetPolicy(allow_private=True)), max_workers=2)
     try:
         run_fanout(store, invoker, budget_seconds=0)
     finally:

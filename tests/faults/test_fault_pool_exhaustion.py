@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 import pytest
@@ -22,7 +23,6 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from scheduler.db import make_pool
 from scheduler.executor import execute_claim
-from scheduler.runner import LocalInvoker, run_fanout
 from scheduler.store import Store
 from scheduler.targets import TargetPolicy
 from tests.faults.faultkit import TargetServer
@@ -58,15 +58,16 @@ def test_twenty_executors_on_two_connections_all_complete(db_url, target):
                 errors[type(exc).__name__] += 1
                 raise
 
-        invoker = LocalInvoker(execute, max_workers=WORKERS)
-        try:
-            report = run_fanout(store, invoker, budget_seconds=0, batch_size=WORKERS)
-            assert report.claimed == report.dispatched == WORKERS
+        # Twenty executors at once in one process (as twenty Lambda invokes would be, sharing
+        # one pool here), each starting, delivering and completing its own claim.
+        claims = store.claim_due(WORKERS, 120)
+        assert len(claims) == WORKERS
+        with ThreadPoolExecutor(max_workers=WORKERS) as executors:
+            reports = [executors.submit(execute, claim.to_event()) for claim in claims]
             # All twenty deliveries in flight at once, on a pool of two connections.
             target.wait_for(lambda s: sum(s.inflight.values()) == WORKERS, timeout=20, what="20 in flight")
             target.release()  # ... and twenty completions competing for two connections
-        finally:
-            invoker.close()
+        assert [r.result().status for r in reports] == ["succeeded"] * WORKERS
         assert not errors, errors
         stats = pool.get_stats()
         assert stats.get("requests_errors", 0) == 0 and stats.get("requests_queued", 0) > 0, stats

@@ -2,7 +2,8 @@
 
 A private Postgres (pgserver in a temp dir, so the test may stop and start it) holds a few
 hundred one-off jobs due over three seconds. A runner loop like local mode's (``run_fanout`` in
-a thread, retried after any exception, a ``LocalInvoker`` pool of executors) delivers them to a
+a thread, retried after any exception, a ``LocalInvoker``: batched starts, a pool of deliveries,
+batched outcomes) delivers them to a
 loopback target. Once about a third are delivered the server is stopped (``pg_ctl stop -m
 fast``: every connection is cut), kept down until the runner felt it, and started again.
 
@@ -29,7 +30,7 @@ from psycopg.conninfo import make_conninfo
 
 from scheduler import executor as executor_module
 from scheduler.db import make_pool
-from scheduler.executor import execute_claim
+from scheduler.executor import Executor, execute_claim
 from scheduler.migrations import migrate
 from scheduler.runner import LocalInvoker, run_fanout
 from scheduler.store import Store
@@ -92,24 +93,24 @@ def private_pg():
 
 
 class CountingStore(Store):
-    """The store, counting the exceptions of the executor's two writes."""
+    """The store, counting the exceptions of the executor's two writes (per execution)."""
 
     def __init__(self, pool, faults: Counter) -> None:
         super().__init__(pool)
         self.faults = faults
 
-    def start_execution(self, *args, **kwargs):
+    def start_executions(self, claims, *args, **kwargs):
         try:
-            return super().start_execution(*args, **kwargs)
+            return super().start_executions(claims, *args, **kwargs)
         except Exception as exc:
-            self.faults[f"start_execution: {type(exc).__name__}"] += 1
+            self.faults[f"start_execution: {type(exc).__name__}"] += len(claims)
             raise
 
-    def complete_execution(self, *args, **kwargs):
+    def complete_executions(self, completions):
         try:
-            return super().complete_execution(*args, **kwargs)
+            return super().complete_executions(completions)
         except Exception as exc:
-            self.faults[f"complete_execution: {type(exc).__name__}"] += 1
+            self.faults[f"complete_execution: {type(exc).__name__}"] += len(completions)
             raise
 
 
@@ -146,17 +147,7 @@ def test_runner_recovers_from_a_postgres_restart_and_nothing_is_lost_or_doubled(
     insert_jobs(store, target.url + "/load")
 
     felt = threading.Event()
-
-    def execute(event):
-        try:
-            return execute_claim(event, store=store, decrypt_target=lambda t: t,
-                                 policy=TargetPolicy(allow_private=True))
-        except Exception as exc:  # LocalInvoker logs it; the lease brings the job back
-            faults[f"executor: {type(exc).__name__}"] += 1
-            felt.set()
-            raise
-
-    invoker = LocalInvoker(execute, max_workers=16)
+    invoker = LocalInvoker(Executor(store, lambda t: t, TargetPolicy(allow_private=True)), max_workers=16)
     stop = threading.Event()
 
     def runner() -> None:  # local mode's loop
@@ -178,7 +169,8 @@ def test_runner_recovers_from_a_postgres_restart_and_nothing_is_lost_or_doubled(
 
         def felt_it() -> bool:  # an exception in the runner, or the pool failing to reconnect
             stats = pool.get_stats()
-            return felt.is_set() or stats.get("connections_errors", 0) > 0 or stats.get("returns_bad", 0) > 0
+            return (felt.is_set() or sum(faults.values()) > 0 or stats.get("connections_errors", 0) > 0
+                    or stats.get("returns_bad", 0) > 0)
 
         try:
             poll(felt_it, timeout=5, interval=0.02, what="the runner feeling the outage")

@@ -11,11 +11,10 @@ from __future__ import annotations
 import email.utils
 import time
 from datetime import datetime, timedelta, timezone
-from functools import partial
 
 import pytest
 
-from scheduler.executor import execute_claim
+from scheduler.executor import Executor
 from scheduler.lifecycle import MAX_RETRY_AFTER_SECONDS
 from scheduler.runner import LocalInvoker, run_fanout
 from scheduler.schedules import parse_schedule
@@ -38,8 +37,7 @@ def target():
 def drain(store) -> float:
     """One fan-out round; returns once every execution finished, with the seconds it took."""
     began = time.monotonic()
-    invoker = LocalInvoker(partial(execute_claim, store=store, decrypt_target=lambda t: t,
-                                   policy=TargetPolicy(allow_private=True)), max_workers=4)
+    invoker = LocalInvoker(Executor(store, lambda t: t, TargetPolicy(allow_private=True)), max_workers=4)
     try:
         run_fanout(store, invoker, budget_seconds=0)
     finally:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import re
 import threading
+import uuid
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
 
 from scheduler.migrations import MigrationError, applied_versions, migrate, migrations_digest
 from scheduler.sql import QUERIES, migration_files
@@ -26,7 +28,10 @@ def schema_snapshot(url: str) -> dict:
         constraints = conn.execute("""
             SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint
             WHERE connamespace = 'public'::regnamespace ORDER BY conname""").fetchall()
-    return {"columns": columns, "indexes": indexes, "constraints": constraints}
+        options = conn.execute("""
+            SELECT relname, reloptions FROM pg_class
+            WHERE relnamespace = 'public'::regnamespace AND relkind = 'r' ORDER BY relname""").fetchall()
+    return {"columns": columns, "indexes": indexes, "constraints": constraints, "options": options}
 
 
 def test_one_by_one_equals_all_at_once(empty_db_url, db_url):
@@ -86,3 +91,36 @@ def test_every_named_query_fits_the_schema(db_url):
 def test_digest_is_stable():
     assert migrations_digest() == migrations_digest()
     assert re.fullmatch(r"[0-9a-f]{64}", migrations_digest())
+
+
+def test_claims_and_starts_are_heap_only_updates(db_url):
+    """Migration 0002: a claim and a start write no indexed column, and the pages keep room, so
+    both update the job in place without an index insertion (HOT)."""
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        assert conn.execute("SELECT reloptions FROM pg_class WHERE relname = 'jobs'").fetchone()["reloptions"] == [
+            "fillfactor=50"]
+        insert_due_jobs_sql = """
+            INSERT INTO jobs (id, owner, name, schedule, target, retry, scheduled_at, next_run_at)
+            SELECT gen_random_uuid(), 'hot', 'job-' || g, '0 0 1 1 *', '{"type": "http", "url": "https://x.example"}',
+                   '{}', now() - interval '1 second', now() - interval '1 second'
+            FROM generate_series(1, 50) AS g"""
+        conn.execute(insert_due_jobs_sql)
+        conn.commit()
+        counts = []
+
+        def run(name: str, params: dict) -> list[dict]:
+            with conn.transaction():  # each statement in its own transaction, as the runner does
+                rows = conn.execute(QUERIES[name], params).fetchall()
+                counts.append(conn.execute("""
+                    SELECT pg_stat_get_xact_tuples_updated('jobs'::regclass) AS updated,
+                           pg_stat_get_xact_tuples_hot_updated('jobs'::regclass) AS hot""").fetchone())
+            return rows
+
+        claims = run("claim_due", {"limit": 50, "lease_seconds": 60})
+        started = run("start_executions", {
+            "job_ids": [c["job_id"] for c in claims], "lock_tokens": [c["lock_token"] for c in claims],
+            "execution_ids": [uuid.uuid4() for _ in claims], "lease_margin_seconds": 30})
+    assert len(claims) == len(started) == 50
+    # The counters of this backend not yet flushed: the second reading includes the first.
+    total = counts[-1]
+    assert total["updated"] == 100 and total["hot"] >= 80, counts  # nearly all in place (a page may be full)

@@ -6,13 +6,12 @@ import io
 import json
 import threading
 from datetime import timedelta
-from functools import partial
 
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from scheduler.executor import execute_claim
+from scheduler.executor import Executor, execute_claim
 from scheduler.runner import LambdaInvoker, LocalInvoker, fanout_deadline, run_fanout
 from scheduler.targets import TargetPolicy
 from scheduler.telemetry import MemoryMetrics
@@ -30,8 +29,7 @@ def target_server():
 
 
 def local_invoker(store, metrics=None):
-    return LocalInvoker(partial(execute_claim, store=store, decrypt_target=lambda t: t, policy=LOCAL,
-                                metrics=metrics), max_workers=8)
+    return LocalInvoker(Executor(store, lambda t: t, LOCAL, metrics), max_workers=8)
 
 
 def drain(store, metrics=None):
@@ -112,7 +110,7 @@ def test_stale_claim_does_nothing(store, pool, target_server):
 def test_private_target_refused_outside_local_mode(store, target_server):
     spec = http_spec("ssrf", None, run_at=store.now(), target={**http_spec("x")["target"], "url": target_server.url})
     job_id = str(store.create_job(OWNER, spec)["id"])
-    invoker = LocalInvoker(partial(execute_claim, store=store, decrypt_target=lambda t: t, policy=TargetPolicy()))
+    invoker = LocalInvoker(Executor(store, lambda t: t, TargetPolicy()))
     run_fanout(store, invoker, budget_seconds=0)
     invoker.close()
     [execution] = store.list_executions(OWNER, job_id)
@@ -268,3 +266,48 @@ def test_attempts_lost_with_their_runners_count_toward_max_attempts(store, pool,
     assert lost["status"] == "lost" and "gave up" in newest["error"]
     row = store.get_job(OWNER, job_id)
     assert row["attempt"] == 0 and row["scheduled_at"] > again.scheduled_at  # the next occurrence
+
+
+class CallCountingStore:
+    """A store that records the size of each batched start and completion."""
+
+    def __init__(self, store):
+        self._store = store
+        self.starts: list[int] = []
+        self.completions: list[int] = []
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def start_executions(self, claims, *args, **kwargs):
+        self.starts.append(len(claims))
+        return self._store.start_executions(claims, *args, **kwargs)
+
+    def complete_executions(self, completions):
+        self.completions.append(len(completions))
+        return self._store.complete_executions(completions)
+
+
+def test_local_invoker_starts_and_records_in_batches_within_its_idle_workers(store, pool, target_server):
+    ids = [str(store.create_job(OWNER, http_spec(f"batch{i:02d}", "0 0 1 1 *", target={
+        **http_spec("x")["target"], "url": target_server.url + "/batch"}))["id"]) for i in range(30)]
+    for job_id in ids:
+        make_due(pool, job_id)
+    counting = CallCountingStore(store)
+    # Outcomes finished within a second of each other are recorded together (a wide window, so
+    # that the batching shows on a loaded machine too).
+    invoker = LocalInvoker(Executor(counting, lambda t: t, LOCAL), max_workers=8, flush_seconds=1.0)
+    try:
+        report = run_fanout(counting, invoker, budget_seconds=0, batch_size=100)
+        assert report.claimed == report.dispatched == 30 and report.released == 0
+    finally:
+        invoker.close()  # waits for the deliveries under way and records them
+    assert len(target_server.wait_for(30)) == 30
+    # Never more claims than idle workers: a started execution is delivered at once.
+    assert max(counting.starts) <= 8 and sum(counting.starts) == 30
+    assert sum(counting.completions) == 30 and len(counting.completions) < 30
+    for job_id in ids:
+        [execution] = store.list_executions(OWNER, job_id)
+        assert execution["status"] == "succeeded" and execution["http_status"] == 200
+        assert store.get_job(OWNER, job_id)["lock_token"] is None
+    assert invoker.capacity() == 8

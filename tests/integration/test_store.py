@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from datetime import timedelta
 
 import pytest
 
 from scheduler.db import make_pool
 from scheduler.lifecycle import Outcome
-from scheduler.store import NameTaken, NotFound, Store, VersionMismatch
+from scheduler.store import Completion, NameTaken, NotFound, Store, VersionMismatch
 from tests.support import expire_lease, http_spec, insert_due_jobs, make_due
 
 OWNER = "arn:aws:iam::111111111111:user/alice"
 OTHER = "arn:aws:iam::222222222222:user/bob"
+
+
+def complete(store, job_id, *args, **kwargs):
+    """Complete an execution (it must be recorded) and read the job back."""
+    assert store.complete_execution(job_id, *args, **kwargs) is True
+    return store.get_job(OWNER, str(job_id))
 
 
 def test_create_get_and_owner_scoping(store):
@@ -71,8 +78,8 @@ def test_claim_start_complete_advances_the_schedule(store, pool):
     started = store.start_execution(claim.job_id, claim.lock_token, 60)
     assert started.attempt == 1 and started.trigger == "schedule"
     assert store.start_execution(claim.job_id, claim.lock_token, 60) is None  # duplicate invoke
-    done = store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
-                                    http_status=200, response_excerpt="ok")
+    done = complete(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
+                    http_status=200, response_excerpt="ok")
     assert done["lock_token"] is None and done["attempt"] == 0 and done["run_count"] == 1
     assert done["next_run_at"] > claim.scheduled_at and done["last_status"] == "succeeded"
     [execution] = store.list_executions(OWNER, job_id)
@@ -93,10 +100,10 @@ def test_stale_token_cannot_complete_and_lost_execution_is_marked(store, pool):
     assert lost["status"] == "lost" and "lease expired" in lost["error"]
     # The slow runner wakes up: its start and its completion are both refused.
     assert store.start_execution(job_id, first.lock_token, 60) is None
-    assert store.complete_execution(job_id, first.lock_token, slow.execution_id, Outcome("succeeded")) is None
+    assert store.complete_execution(job_id, first.lock_token, slow.execution_id, Outcome("succeeded")) is False
     fresh = store.start_execution(job_id, second.lock_token, 60)
     assert fresh.attempt == 2 and fresh.trigger == "retry"
-    done = store.complete_execution(job_id, second.lock_token, fresh.execution_id, Outcome("succeeded"))
+    done = complete(store, job_id, second.lock_token, fresh.execution_id, Outcome("succeeded"))
     assert done is not None and done["last_status"] == "succeeded"
     assert store.get_execution(slow.execution_id)["status"] == "lost"
 
@@ -122,8 +129,8 @@ def test_retry_timing_and_exhaustion(store, pool):
         started = store.start_execution(job_id, claim.lock_token, 60)
         assert started.attempt == attempt
         now = store.now()
-        row = store.complete_execution(job_id, claim.lock_token, started.execution_id,
-                                       Outcome("failed", retryable=True, error="HTTP 503"), http_status=503)
+        row = complete(store, job_id, claim.lock_token, started.execution_id,
+                       Outcome("failed", retryable=True, error="HTTP 503"), http_status=503)
         delay = (row["next_run_at"] - now).total_seconds()
         assert 10 - 1 <= delay <= ceiling + 1, delay
         assert row["attempt"] == attempt and row["scheduled_at"] == occurrence and row["state"] == "active"
@@ -131,8 +138,8 @@ def test_retry_timing_and_exhaustion(store, pool):
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token, 60)
     assert started.attempt == 3 and started.trigger == "retry"
-    row = store.complete_execution(job_id, claim.lock_token, started.execution_id,
-                                   Outcome("failed", retryable=True, error="HTTP 503"))
+    row = complete(store, job_id, claim.lock_token, started.execution_id,
+                   Outcome("failed", retryable=True, error="HTTP 503"))
     # max_attempts reached: the occurrence is given up and the next one (next 1 January) is planned.
     assert row["attempt"] == 0 and row["next_run_at"].month == 1 and row["next_run_at"] > occurrence
     assert row["failure_count"] == 3 and row["run_count"] == 3
@@ -146,14 +153,14 @@ def test_retry_after_is_a_floor_and_permanent_failure_does_not_retry(store, pool
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token, 60)
     now = store.now()
-    row = store.complete_execution(job_id, claim.lock_token, started.execution_id,
-                                   Outcome("failed", retryable=True, retry_after_seconds=120))
+    row = complete(store, job_id, claim.lock_token, started.execution_id,
+                   Outcome("failed", retryable=True, retry_after_seconds=120))
     assert (row["next_run_at"] - now).total_seconds() >= 120
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token, 60)
-    row = store.complete_execution(job_id, claim.lock_token, started.execution_id,
-                                   Outcome("failed", retryable=False, error="HTTP 404"))
+    row = complete(store, job_id, claim.lock_token, started.execution_id,
+                   Outcome("failed", retryable=False, error="HTTP 404"))
     assert row["attempt"] == 0 and row["next_run_at"] > now + timedelta(days=1)
 
 
@@ -164,8 +171,8 @@ def test_max_age_stops_retries(store, pool):
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token, 60)
-    row = store.complete_execution(job_id, claim.lock_token, started.execution_id,
-                                   Outcome("timed_out", retryable=True))
+    row = complete(store, job_id, claim.lock_token, started.execution_id,
+                   Outcome("timed_out", retryable=True))
     assert row["attempt"] == 0 and row["scheduled_at"] > claim.scheduled_at
 
 
@@ -175,7 +182,7 @@ def test_one_off_completes(store, pool):
     assert job["next_run_at"] == job["run_at"]
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(claim.job_id, claim.lock_token, 60)
-    row = store.complete_execution(claim.job_id, claim.lock_token, started.execution_id, Outcome("succeeded"))
+    row = complete(store, claim.job_id, claim.lock_token, started.execution_id, Outcome("succeeded"))
     assert row["state"] == "completed" and row["next_run_at"] is None and row["due_at"] is None
 
 
@@ -188,7 +195,7 @@ def test_manual_run_is_served_first_and_leaves_the_occurrence(store):
     assert claim.lease_kind == "manual"
     started = store.start_execution(job_id, claim.lock_token, 60)
     assert started.trigger == "manual" and started.attempt == 1
-    row = store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded"))
+    row = complete(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"))
     assert row["manual_run_at"] is None and row["state"] == "paused" and row["attempt"] == 0
     assert row["next_run_at"] == job["next_run_at"] and row["due_at"] is None
 
@@ -298,14 +305,14 @@ def test_fast_completion_from_the_started_row(store, pool):
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token)
     store.request_run(OWNER, job_id)  # asked for while the execution runs: must survive
-    row = store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
-                                   http_status=200, started=started, elapsed_seconds=0.5)
+    row = complete(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
+                   http_status=200, started=started, elapsed_seconds=0.5)
     assert row["lock_token"] is None and row["attempt"] == 0 and row["next_run_at"] > claim.scheduled_at
     assert row["manual_run_at"] is not None and row["version"] == started.job["version"]
     assert store.get_execution(started.execution_id)["status"] == "succeeded"
     # A stale token is fenced on the fast path as on the locking one.
     assert store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
-                                    started=started, elapsed_seconds=1) is None
+                                    started=started, elapsed_seconds=1) is False
 
 
 def test_edit_during_execution_takes_the_locking_path(store, pool):
@@ -314,8 +321,8 @@ def test_edit_during_execution_takes_the_locking_path(store, pool):
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token)
     edited = store.update_job(OWNER, job_id, lambda row: {**row, "schedule": "0 4 * * *"})
-    row = store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
-                                   started=started, elapsed_seconds=0.1)
+    row = complete(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
+                   started=started, elapsed_seconds=0.1)
     assert row is not None and row["lock_token"] is None
     # The new schedule's first occurrence is kept, not skipped, and a failure does not retry it early.
     assert row["next_run_at"] == row["scheduled_at"] == edited["next_run_at"]
@@ -343,8 +350,8 @@ def test_an_edit_whose_new_occurrence_is_due_by_completion_is_not_lost(store, po
     started = store.start_execution(job_id, claim.lock_token)
     # Moved to a time that has come by the time the first run ends.
     store.update_job(OWNER, job_id, lambda row: {**row, "run_at": store.now()})
-    row = store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
-                                   started=started, elapsed_seconds=2)
+    row = complete(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
+                   started=started, elapsed_seconds=2)
     assert row["state"] == "active" and row["next_run_at"] is not None and row["due_at"] is not None
     [again] = store.claim_due(1, 60)
     assert again.job_id == job_id and again.scheduled_at == row["scheduled_at"]
@@ -357,8 +364,8 @@ def test_a_run_requested_during_a_manual_run_is_not_dropped(store):
     started = store.start_execution(job_id, claim.lock_token)
     second = store.request_run(OWNER, job_id)
     assert second["manual_run_at"] > started.scheduled_at
-    row = store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
-                                   started=started, elapsed_seconds=0.1)
+    row = complete(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
+                   started=started, elapsed_seconds=0.1)
     assert row["manual_run_at"] == second["manual_run_at"]
     [again] = store.claim_due(1, 60)
     assert again.lease_kind == "manual" and again.scheduled_at == second["manual_run_at"]
@@ -377,4 +384,53 @@ def test_an_expired_lease_on_a_paused_job_does_not_count_as_due(store, pool):
     row = store.resume_job(OWNER, job_id)
     assert row["lock_token"] is None and row["running_execution_id"] is None and row["last_status"] == "lost"
     assert store.get_execution(started.execution_id)["status"] == "lost"
-    assert store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded")) is None
+    assert store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded")) is False
+
+
+def test_a_batch_starts_in_one_statement_and_skips_lost_claims(store, pool):
+    ids = [str(store.create_job(OWNER, http_spec(f"b{i}", "0 0 1 1 *"))["id"]) for i in range(4)]
+    for job_id in ids:
+        make_due(pool, job_id)
+    claims = {c.job_id: c for c in store.claim_due(10, 60)}
+    assert set(claims) == set(ids)
+    expire_lease(pool, ids[3])
+    [taken_over] = store.claim_due(10, 60)  # another runner took the expired one over
+    assert taken_over.job_id == ids[3]
+    store.pause_job(OWNER, ids[2])  # paused between claim and start: nothing to run
+    started = store.start_executions([(job_id, claims[job_id].lock_token) for job_id in ids]
+                                     + [(ids[0], claims[ids[0]].lock_token)])  # a duplicate invoke
+    assert set(started) == {ids[0], ids[1]}
+    for job_id, execution in started.items():
+        assert execution.trigger == "schedule" and execution.attempt == 1
+        assert store.get_job(OWNER, job_id)["running_execution_id"] == uuid.UUID(execution.execution_id)
+    assert [e["status"] for e in store.list_executions(OWNER, ids[0])] == ["running"]
+    assert store.list_executions(OWNER, ids[2]) == [] and store.start_executions([]) == {}
+
+
+def test_a_batch_of_outcomes_is_recorded_fenced_and_planned_per_job(store, pool):
+    ids = [str(store.create_job(OWNER, http_spec(f"o{i}", "0 0 1 1 *"))["id"]) for i in range(4)]
+    for job_id in ids:
+        make_due(pool, job_id)
+    claims = {c.job_id: c for c in store.claim_due(10, 60)}
+    started = store.start_executions([(job_id, claims[job_id].lock_token) for job_id in ids])
+    store.update_job(OWNER, ids[1], lambda row: {**row, "description": "edited during the delivery"})
+    expire_lease(pool, ids[2])
+    [again] = store.claim_due(10, 60)  # the lease of the third was taken over: fenced
+    assert again.job_id == ids[2]
+    outcomes = [Outcome("succeeded"), Outcome("succeeded"), Outcome("succeeded"),
+                Outcome("failed", retryable=True, error="HTTP 503")]
+    completions = [Completion(job_id, claims[job_id].lock_token, started[job_id].execution_id, outcome,
+                              http_status=200 if outcome.status == "succeeded" else 503,
+                              started=started[job_id], elapsed_seconds=0.01)
+                   for job_id, outcome in zip(ids, outcomes)]
+    assert store.complete_executions(completions) == [True, True, False, True]  # the third fenced
+    ok, edited, _, retried = (store.get_job(OWNER, job_id) for job_id in ids)
+    assert ok["last_status"] == "succeeded" and ok["next_run_at"].year == ok["scheduled_at"].year
+    assert ok["attempt"] == 0 and ok["lock_token"] is None and ok["run_count"] == 1
+    # The edit moved the version on: recorded through the locking path, the edit kept.
+    assert edited["description"] == "edited during the delivery" and edited["last_status"] == "succeeded"
+    assert retried["last_status"] == "failed" and retried["attempt"] == 1 and retried["failure_count"] == 1
+    assert retried["next_run_at"] < retried["scheduled_at"] + timedelta(minutes=2)  # a retry, not next year
+    statuses = {job_id: store.list_executions(OWNER, job_id)[0]["status"] for job_id in ids}
+    assert statuses == {ids[0]: "succeeded", ids[1]: "succeeded", ids[2]: "lost", ids[3]: "failed"}
+    assert store.get_job(OWNER, ids[2])["lock_token"] == uuid.UUID(again.lock_token)

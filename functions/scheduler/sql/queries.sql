@@ -122,26 +122,35 @@ UPDATE jobs SET lock_token = NULL, locked_until = NULL, lease_kind = NULL
 WHERE id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id IS NULL
 RETURNING id;
 
--- name: start_execution
--- Phase two of the lease: the executor confirms its claim (token matches, lease unexpired, no
--- execution started on it yet, so a duplicate invoke does nothing), extends the lease over the
--- delivery, counts the attempt and records the execution as running, in one statement.
-WITH job AS (
-    UPDATE jobs
+-- name: start_executions
+-- Phase two of the lease, for one claim (an executor Lambda) or a batch (local mode): each
+-- executor confirms its claim (token matches, lease unexpired, no execution started on it yet,
+-- so a duplicate invoke does nothing), extends the lease over the delivery, counts the attempt
+-- and records the execution as running. The claims are parallel arrays; a claim whose lease
+-- is gone yields no row.
+WITH claim AS (
+    SELECT * FROM unnest(%(job_ids)s::uuid[], %(lock_tokens)s::uuid[], %(execution_ids)s::uuid[])
+        AS c(job_id, lock_token, execution_id)
+), job AS (
+    UPDATE jobs j
     -- The lease covers the target's own timeout plus a margin for the bookkeeping around it.
-    SET locked_until = now() + make_interval(secs => COALESCE((target->>'timeout_seconds')::float, 30)
+    SET locked_until = now() + make_interval(secs => COALESCE((j.target->>'timeout_seconds')::float, 30)
                                                      + %(lease_margin_seconds)s),
-        attempt = CASE WHEN lease_kind = 'schedule' THEN attempt + 1 ELSE attempt END,
-        running_execution_id = %(execution_id)s,
+        attempt = CASE WHEN j.lease_kind = 'schedule' THEN j.attempt + 1 ELSE j.attempt END,
+        running_execution_id = claim.execution_id,
         last_run_at = now()
-    WHERE id = %(job_id)s AND lock_token = %(lock_token)s AND locked_until > now()
-      AND running_execution_id IS NULL
+    FROM claim
+    WHERE j.id = claim.job_id AND j.lock_token = claim.lock_token AND j.locked_until > now()
+      AND j.running_execution_id IS NULL
       -- Still due: an edit or a pause between the claim and this start leaves nothing to run.
-      AND (lease_kind = 'manual' OR (state = 'active' AND next_run_at <= now()))
-    RETURNING *
+      AND (j.lease_kind = 'manual' OR (j.state = 'active' AND j.next_run_at <= now()))
+    -- The columns the delivery and the completion's plan need, no more (each is read back).
+    RETURNING j.id, j.version, j.state, j.schedule, j.run_at, j.timezone, j.start_at, j.end_at, j.created_at,
+              j.missed_runs, j.target, j.retry, j.scheduled_at, j.attempt, j.next_run_at, j.manual_run_at,
+              j.lease_kind, j.running_execution_id
 ), execution AS (
     INSERT INTO executions (id, job_id, scheduled_at, attempt, trigger, status, started_at)
-    SELECT %(execution_id)s, job.id,
+    SELECT job.running_execution_id, job.id,
            CASE job.lease_kind WHEN 'manual' THEN job.manual_run_at ELSE job.scheduled_at END,
            CASE job.lease_kind WHEN 'manual' THEN 1 ELSE job.attempt END,
            CASE WHEN job.lease_kind = 'manual' THEN 'manual'
@@ -150,10 +159,13 @@ WITH job AS (
     FROM job
     RETURNING id, scheduled_at, attempt, trigger, started_at
 )
-SELECT job.*, execution.id AS execution_id, execution.scheduled_at AS execution_scheduled_at,
+SELECT job.id, job.version, job.state, job.schedule, job.run_at, job.timezone, job.start_at, job.end_at,
+       job.created_at, job.missed_runs, job.target, job.retry, job.scheduled_at, job.attempt, job.next_run_at,
+       job.manual_run_at, job.lease_kind,
+       execution.id AS execution_id, execution.scheduled_at AS execution_scheduled_at,
        execution.attempt AS execution_attempt, execution.trigger AS execution_trigger,
        execution.started_at AS execution_started_at
-FROM job, execution;
+FROM job JOIN execution ON execution.id = job.running_execution_id;
 
 -- name: lock_leased_job
 -- Completion's locking path: hold the row only if our lease still stands (the fence).
@@ -163,34 +175,44 @@ FROM jobs
 WHERE id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id = %(execution_id)s
 FOR UPDATE OF jobs;
 
--- name: complete_job
--- Completion in one statement: the job's next state, computed by scheduler.lifecycle, the lease
+-- name: complete_jobs
+-- Completion in one statement, for one execution or a batch (each parameter an array, one
+-- element per execution): each job's next state, computed by scheduler.lifecycle, the lease
 -- released and the execution's outcome recorded. Fenced by the token, and valid only for the
--- version the plan was computed from: from the row start_execution returned (the usual case;
--- after an edit, pause or resume nothing is written and the store takes the locking path), or
--- from the row lock_leased_job holds.
-WITH job AS (
-    UPDATE jobs
-    SET state = %(state)s, scheduled_at = %(scheduled_at)s, attempt = %(attempt)s,
-        next_run_at = %(next_run_at)s,
-        manual_run_at = CASE WHEN lease_kind = 'manual' AND manual_run_at = %(ran_scheduled_at)s THEN NULL
-                             ELSE manual_run_at END,
+-- version the plan was computed from: from the row start_executions returned (the usual case;
+-- after an edit, pause or resume nothing is written for that job and the store takes the
+-- locking path), or from the row lock_leased_job holds. Returns the ids of the jobs written.
+WITH outcome AS (
+    SELECT * FROM unnest(%(job_id)s::uuid[], %(lock_token)s::uuid[], %(execution_id)s::uuid[],
+                         %(version)s::integer[], %(state)s::text[], %(scheduled_at)s::timestamptz[],
+                         %(attempt)s::integer[], %(next_run_at)s::timestamptz[],
+                         %(ran_scheduled_at)s::timestamptz[], %(status)s::text[], %(error)s::text[],
+                         %(http_status)s::integer[], %(response_excerpt)s::text[])
+        AS o(job_id, lock_token, execution_id, version, state, scheduled_at, attempt, next_run_at,
+             ran_scheduled_at, status, error, http_status, response_excerpt)
+), job AS (
+    UPDATE jobs j
+    SET state = o.state, scheduled_at = o.scheduled_at, attempt = o.attempt, next_run_at = o.next_run_at,
+        manual_run_at = CASE WHEN j.lease_kind = 'manual' AND j.manual_run_at = o.ran_scheduled_at THEN NULL
+                             ELSE j.manual_run_at END,
         lock_token = NULL, locked_until = NULL, lease_kind = NULL, running_execution_id = NULL,
-        run_count = run_count + 1,
-        failure_count = failure_count + CASE WHEN %(status)s = 'succeeded' THEN 0 ELSE 1 END,
-        last_status = %(status)s, last_error = %(error)s
-    WHERE id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id = %(execution_id)s
-      AND version = %(version)s
-    RETURNING *
+        run_count = j.run_count + 1,
+        failure_count = j.failure_count + CASE WHEN o.status = 'succeeded' THEN 0 ELSE 1 END,
+        last_status = o.status, last_error = o.error
+    FROM outcome o
+    WHERE j.id = o.job_id AND j.lock_token = o.lock_token AND j.running_execution_id = o.execution_id
+      AND j.version = o.version
+    RETURNING j.id
 ), execution AS (
-    UPDATE executions
-    SET status = %(status)s, finished_at = now(), http_status = %(http_status)s,
-        response_excerpt = %(response_excerpt)s, error = %(error)s,
-        duration_ms = (EXTRACT(EPOCH FROM now() - started_at) * 1000)::integer
-    WHERE id = %(execution_id)s AND status = 'running' AND EXISTS (SELECT 1 FROM job)
-    RETURNING id
+    UPDATE executions e
+    SET status = o.status, finished_at = now(), http_status = o.http_status,
+        response_excerpt = o.response_excerpt, error = o.error,
+        duration_ms = (EXTRACT(EPOCH FROM now() - e.started_at) * 1000)::integer
+    FROM outcome o JOIN job ON job.id = o.job_id
+    WHERE e.id = o.execution_id AND e.status = 'running'
+    RETURNING e.id
 )
-SELECT * FROM job;
+SELECT id AS job_id FROM job;
 
 -- name: get_execution
 SELECT * FROM executions WHERE id = %(execution_id)s;
@@ -212,12 +234,14 @@ FROM jobs
 WHERE due_at <= now() AND (locked_until IS NULL OR locked_until < now());
 
 -- name: next_due_in
--- Seconds until something may be claimed: the next due time or the next lease to expire.
-SELECT EXTRACT(EPOCH FROM LEAST(
-           (SELECT min(due_at) FROM jobs WHERE due_at IS NOT NULL AND locked_until IS NULL),
-           -- A lease matters when it expires on a job that is due by then (not paused meanwhile).
-           (SELECT min(GREATEST(locked_until, due_at)) FROM jobs
-            WHERE locked_until IS NOT NULL AND due_at IS NOT NULL)
+-- Seconds until the earliest due job that is not leased (or whose lease has expired), read from
+-- the claim's index in due order. A lease still held is not looked at: the fan-out sleeps at
+-- most a second, so a lease that expires is reclaimed within a second of its end.
+SELECT EXTRACT(EPOCH FROM (
+           SELECT due_at FROM jobs
+           WHERE due_at IS NOT NULL AND (locked_until IS NULL OR locked_until < now())
+           ORDER BY due_at
+           LIMIT 1
        ) - now())::float AS seconds;
 
 -- name: purge_executions

@@ -229,11 +229,13 @@ class _Deadlines:
 
     def add(self, watchdog: "Watchdog") -> None:
         with self._cond:
+            earliest = not self._heap or watchdog.deadline < self._heap[0][0]
             heapq.heappush(self._heap, (watchdog.deadline, next(self._seq), watchdog))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="delivery-watchdog", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            if earliest:  # the thread sleeps until the earliest deadline: wake it only for a new one
+                self._cond.notify()
 
     def _next_due(self) -> "Watchdog":
         with self._cond:

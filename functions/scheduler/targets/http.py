@@ -159,6 +159,10 @@ class _NoCookies(http.cookiejar.DefaultCookiePolicy):
         return False
 
 
+# Connections kept alive per target host: as many as local mode's executors deliver at once, so
+# a burst to one host reuses its connections instead of opening (and checking) new ones.
+KEEP_ALIVE_PER_HOST = 64
+
 _sessions: dict[TargetPolicy, requests.Session] = {}
 _sessions_lock = threading.Lock()
 
@@ -181,7 +185,7 @@ def session_for(policy: TargetPolicy) -> requests.Session:
             session.headers = CaseInsensitiveDict(
                 {"User-Agent": USER_AGENT, "Accept": "*/*", "Accept-Encoding": "identity"}
             )
-            adapter = GuardedAdapter(policy, pool_connections=32, pool_maxsize=32)
+            adapter = GuardedAdapter(policy, pool_connections=32, pool_maxsize=KEEP_ALIVE_PER_HOST)
             session.mount("http://", adapter)
             session.mount("https://", adapter)
             _sessions[policy] = session
@@ -371,7 +375,12 @@ class _BadRedirect(Exception):
     pass
 
 
-def _verify() -> bool | str:
+def _verify(url: str) -> bool | str:
+    """Certificate verification for ``url``: the CA bundle named by ``REQUESTS_CA_BUNDLE``, else
+    the default. For plain http there is no certificate; passing True there spares requests a
+    stat() of the bundle path on every request."""
+    if not url.startswith("https:"):
+        return True
     return os.environ.get("REQUESTS_CA_BUNDLE") or True
 
 
@@ -391,13 +400,18 @@ def _send(
         remaining = watchdog.remaining()
         if remaining <= 0:
             raise requests.exceptions.ReadTimeout("deadline reached")
-        prepared = session.prepare_request(requests.Request(method, url, headers=dict(headers), data=body))
+        # Prepared directly, not through session.prepare_request: the session has no cookies,
+        # auth or hooks to merge, and that merge copies a cookie jar on every request.
+        merged = CaseInsensitiveDict(session.headers)
+        merged.update(headers)  # the target's own headers win, whatever their case
+        prepared = requests.PreparedRequest()
+        prepared.prepare(method=method, url=url, headers=merged, data=body)
         adapter = session.get_adapter(prepared.url)
         response = adapter.send(
             prepared,
             stream=True,
             timeout=(remaining, remaining),
-            verify=_verify(),
+            verify=_verify(prepared.url),
             cert=None,
             proxies={},
         )
