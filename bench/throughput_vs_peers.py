@@ -6,15 +6,17 @@ For each worker count, in one run and in rotating order (the machine is noisy, s
 ratios mean much):
 
 - **store**: N due jobs drained by W worker *processes* (multiprocessing, one connection each),
-  each doing what local mode's runner does with the store: ``Store.claim_due(batch)``, then
-  ``start_executions`` of the whole batch (one statement) and ``complete_executions`` of all
-  their outcomes (one statement), less the delivery.
-- **store per job**: the same, but as an executor Lambda does it, one claim at a time:
-  ``start_execution`` then ``complete_execution`` (two statements per job). Shown for scale.
-- **pgbench**: the store's statements (``claim_due``, ``start_executions``, ``complete_jobs`` of
+  each doing what local mode's runner does with the store, less the delivery:
+  ``Store.claim_and_start(batch)`` (claim and start in one statement), then
+  ``complete_executions`` of all their outcomes (one statement).
+- **store per job**: as the deployment does it: ``claim_due(batch)`` in the fan-out, then per
+  claim, as each executor Lambda does, ``start_execution`` and ``complete_execution`` (two
+  statements per job). Shown for scale.
+- **pgbench**: the store's statements (``claim_and_start`` and ``complete_jobs`` of
   ``queries.sql``, rewritten for pgbench variables) over the same N jobs with ``-c W -j W -M
-  prepared``: one script run claims a batch into arrays, starts it and completes it, as the store
-  does. No Python, no client-side planning: the database's own limit for this work on this machine.
+  prepared``: one script run claims and starts a batch, aggregated into arrays, then completes
+  it, as the store does. No Python, no client-side planning: the database's own limit for this
+  work on this machine.
 - **pgqueuer**: pgqueuer's schema in a separate database, N no-op jobs enqueued with its API,
   drained by W processes each running a ``QueueManager`` in drain mode with one no-op
   entrypoint (asyncpg driver when installed, else psycopg), with the same batch size.
@@ -112,16 +114,15 @@ def completed_jobs(url: str) -> int:
 
 
 def drain_batched(store: Store, batch: int, deadline: float = float("inf"), on_batch=None) -> int:
-    """What local mode's runner does with the store, less the delivery: claim a batch, start it
-    in one statement, record every outcome in one statement. Returns the jobs completed."""
+    """What local mode's runner does with the store, less the delivery: claim and start a batch
+    in one statement (``claim_and_start``), record all their outcomes in one statement
+    (``complete_executions``). Returns the jobs completed."""
     done = 0
-    while time.monotonic() < deadline and (claims := store.claim_due(batch, LEASE_SECONDS)):
+    while time.monotonic() < deadline and (claims := store.claim_and_start(batch, 30)):
         began = time.monotonic()
-        started = store.start_executions([(claim.job_id, claim.lock_token) for claim in claims], 30)
-        completions = [Completion(claim.job_id, claim.lock_token, started[claim.job_id].execution_id,
-                                  Outcome("succeeded"), http_status=200, started=started[claim.job_id],
-                                  elapsed_seconds=time.monotonic() - began)
-                       for claim in claims if claim.job_id in started]
+        completions = [Completion(claim.job_id, claim.lock_token, claim.started.execution_id, Outcome("succeeded"),
+                                  http_status=200, started=claim.started, elapsed_seconds=time.monotonic() - began)
+                       for claim in claims]
         done += sum(store.complete_executions(completions))
         if on_batch:
             on_batch(len(claims))
@@ -265,22 +266,20 @@ def substitute(sql: str, values: dict[str, str]) -> str:
         if name not in values:
             raise KeyError(f"no pgbench value for the parameter {name!r}")
         return values[name]
-    return re.sub(r"%\((\w+)\)s", repl, sql)
+    return re.sub(r"%\((\w+)\)[sb]", repl, sql)
 
 
 def pgbench_script(batch: int) -> str:
     """One script run: what the store's batched path does, exactly the statements of
-    queries.sql: claim up to ``batch`` jobs (results aggregated into arrays for ``\\gset``), start
-    them all (``start_executions``), record all their outcomes (``complete_jobs``)."""
-    ctes, main = split_with(strip_sql_comments(QUERIES["claim_due"]))
+    queries.sql: claim and start up to ``batch`` jobs (``claim_and_start``, its rows aggregated
+    into arrays for ``\\gset``), then record all their outcomes (``complete_jobs``)."""
+    ctes, main = split_with(strip_sql_comments(QUERIES["claim_and_start"]))
     claim = (f"WITH {ctes + ', ' if ctes else ''}__claimed AS ({main})\n"
-             "SELECT count(*) AS n, COALESCE(array_agg(job_id), '{}') AS ids,\n"
+             "SELECT count(*) AS n, COALESCE(array_agg(id), '{}') AS ids,\n"
              "       COALESCE(array_agg(lock_token), '{}') AS tokens,\n"
-             "       COALESCE(array_agg(gen_random_uuid()), '{}') AS xids\n"
+             "       COALESCE(array_agg(execution_id), '{}') AS xids\n"
              "FROM __claimed")
-    claim = substitute(claim, {"limit": str(batch), "lease_seconds": str(LEASE_SECONDS)})
-    start = substitute(strip_sql_comments(QUERIES["start_executions"]), {
-        "job_ids": ":ids", "lock_tokens": ":tokens", "execution_ids": ":xids", "lease_margin_seconds": "30"})
+    claim = substitute(claim, {"limit": str(batch), "lease_margin_seconds": "30"})
 
     def each(value: str, sql_type: str) -> str:
         return f"array_fill({value}::{sql_type}, ARRAY[:n::integer])"
@@ -295,7 +294,7 @@ def pgbench_script(batch: int) -> str:
         "error": each("NULL", "text"), "http_status": each("200", "integer"),
         "response_excerpt": each("NULL", "text")})
     return "\n".join(["-- generated by bench/throughput_vs_peers.py from functions/scheduler/sql/queries.sql",
-                      claim + " \\gset", start + ";", complete + ";"]) + "\n"
+                      claim + " \\gset", complete + ";"]) + "\n"
 
 
 def run_pgbench(url: str, jobs: int, clients: int, batch: int, script: Path) -> dict[str, Any]:
@@ -490,16 +489,14 @@ def profile_store(url: str, jobs: int, batch: int, traced_jobs: int = 200) -> di
     over ``jobs``), protocol round trips per call (libpq's trace over ``traced_jobs``: one
     ReadyForQuery per round trip), and for scale a bare round trip (SELECT 1) and a bare durable
     commit (a one-row UPDATE in autocommit)."""
-    names = ("claim_due", "start_executions", "complete_executions")
+    names = ("claim_and_start", "complete_executions")
 
     def drain(store: Store, call) -> int:
         done = 0
-        while claims := call("claim_due", store.claim_due, batch, LEASE_SECONDS):
+        while claims := call("claim_and_start", store.claim_and_start, batch, 30):
             began = time.monotonic()
-            started = call("start_executions", store.start_executions,
-                           [(claim.job_id, claim.lock_token) for claim in claims], 30)
-            completions = [Completion(claim.job_id, claim.lock_token, started[claim.job_id].execution_id,
-                                      Outcome("succeeded"), http_status=200, started=started[claim.job_id],
+            completions = [Completion(claim.job_id, claim.lock_token, claim.started.execution_id,
+                                      Outcome("succeeded"), http_status=200, started=claim.started,
                                       elapsed_seconds=time.monotonic() - began) for claim in claims]
             done += sum(call("complete_executions", store.complete_executions, completions))
         return done
@@ -586,7 +583,7 @@ def profile_store(url: str, jobs: int, batch: int, traced_jobs: int = 200) -> di
     calls = {name: len(v) for name, v in timings.items()}
     rt_per_call = {k: statistics.mean(v) for k, v in trips.items() if v} if traced else {}
     rt_per_job = None
-    if traced and trips["start_executions"]:
+    if traced and trips["claim_and_start"]:
         rt_per_job = sum(sum(v) for v in trips.values()) / traced_jobs
     return {
         "jobs": done, "seconds": total, "jobs_per_s": done / total, "traced": traced, "traced_jobs": traced_jobs,
@@ -673,7 +670,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             prof = profile_store(url, min(args.jobs, 1000), args.batch)
             results["profile"] = prof
             print(f"profile, 1 store worker over {prof['jobs']} jobs ({prof['jobs_per_s']:.0f} jobs/s):")
-            for name in ("claim_due", "start_executions", "complete_executions"):
+            for name in ("claim_and_start", "complete_executions"):
                 rts = prof["round_trips_per_call"].get(name)
                 print(f"  {name:<19} {prof['calls'][name]:5d} calls, median {prof['median_ms'][name]:6.2f} ms"
                       + (f", {rts:.1f} round trips/call" if rts is not None else "")

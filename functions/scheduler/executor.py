@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from scheduler import constants as c
 from scheduler.lifecycle import Outcome
 from scheduler.secrets import SecretError
-from scheduler.store import Completion, StartedExecution, Store
+from scheduler.store import Claim, Completion, StartedExecution, Store
 from scheduler.targets import Delivery, DeliveryResult, TargetPolicy, deliver
 from scheduler.telemetry import Metrics, NullMetrics
 
@@ -60,8 +60,8 @@ class Finished:
 class Executor:
     """Runs claims in three steps: start (confirm the lease, record the execution as running),
     deliver, record the outcome. An executor Lambda runs one claim through all three
-    (``run``); local mode starts a fan-out batch in one statement, delivers from a thread pool
-    and records outcomes in batches, with the same steps."""
+    (``run``); local mode claims and starts a batch in one statement (``claim_and_start``),
+    delivers from a thread pool and records outcomes in batches."""
 
     def __init__(self, store: Store, decrypt_target: Callable[[dict], dict], policy: TargetPolicy,
                  metrics: Metrics | None = None, remaining_seconds: Callable[[], float] | None = None):
@@ -73,25 +73,32 @@ class Executor:
 
     def run(self, event: Mapping[str, Any]) -> ExecutionReport:
         """Run one claim (the fan-out's invoke payload: ``job_id``, ``lock_token``, ...)."""
-        started, lost = self.start([event])
-        if lost:
-            return lost[0]
-        return self.record([self.deliver(started[0], str(event["lock_token"]))])[0]
+        started = self.start(event)
+        if isinstance(started, ExecutionReport):
+            return started
+        return self.record([self.deliver(started, str(event["lock_token"]))])[0]
 
-    def start(self, events: Sequence[Mapping[str, Any]]) -> tuple[list[StartedExecution], list[ExecutionReport]]:
-        """Start the claims in one statement: the executions started, and a report for each
-        claim whose lease was lost (nothing to do for it)."""
-        claims = [(str(event["job_id"]), str(event["lock_token"])) for event in events]
-        started = self.store.start_executions(claims, LEASE_MARGIN_SECONDS)
-        lost = []
-        for job_id, _ in claims:
-            if job_id not in started:
-                logger.info("claim no longer holds the job; nothing to do", extra={"job_id": job_id})
-                lost.append(ExecutionReport(job_id, "lease_lost"))
-        for execution in started.values():
+    def start(self, event: Mapping[str, Any]) -> StartedExecution | ExecutionReport:
+        """Start a claim: its execution, or a report when the lease was lost (nothing to do)."""
+        job_id = str(event["job_id"])
+        started = self.store.start_execution(job_id, str(event["lock_token"]), LEASE_MARGIN_SECONDS)
+        if started is None:
+            logger.info("claim no longer holds the job; nothing to do", extra={"job_id": job_id})
+            return ExecutionReport(job_id, "lease_lost")
+        self._count_lateness([started])
+        return started
+
+    def claim_and_start(self, limit: int) -> list[Claim]:
+        """Claim up to ``limit`` due jobs and start them in one statement (a runner delivering
+        what it claims at once); each claim carries its started execution."""
+        claims = self.store.claim_and_start(limit, LEASE_MARGIN_SECONDS)
+        self._count_lateness(claim.started for claim in claims if claim.started is not None)
+        return claims
+
+    def _count_lateness(self, executions: Iterable[StartedExecution]) -> None:
+        for execution in executions:
             lateness_ms = (execution.started_at - execution.scheduled_at).total_seconds() * 1000
             self.metrics.milliseconds(c.METRIC_LATENESS_MS, max(lateness_ms, 0.0), trigger=execution.trigger)
-        return [started[job_id] for job_id, _ in claims if job_id in started], lost
 
     def deliver(self, started: StartedExecution, lock_token: str) -> Finished:
         """Deliver a started execution (never raises for the target's sake)."""

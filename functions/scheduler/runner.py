@@ -43,6 +43,9 @@ MAX_PURGED_PER_RUN = 50_000
 class Invoker(Protocol):
     """Hands claims to executors."""
 
+    def claim(self, store: Store, limit: int, lease_seconds: float) -> list[Claim]:
+        """Take up to ``limit`` due jobs, the way this invoker's executors expect them."""
+
     def capacity(self) -> int:
         """How many claims ``dispatch`` can take now (the fan-out claims no more than that)."""
 
@@ -70,6 +73,10 @@ class LambdaInvoker:
         self.sleep = sleep
         self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="invoke")
 
+    def claim(self, store: Store, limit: int, lease_seconds: float) -> list[Claim]:
+        """Leases only: each executor starts its own claim when its invoke arrives."""
+        return store.claim_due(limit, lease_seconds)
+
     def capacity(self) -> int:
         return 1_000_000  # the async invoke queues; throttles are retried in _invoke
 
@@ -96,9 +103,9 @@ class LambdaInvoker:
 
 
 class LocalInvoker:
-    """Local mode's stand-in for the async invoke, batched: the claims handed over are started
-    in one statement, delivered by a pool of threads, and their outcomes recorded in batches
-    by one recorder thread (whatever finished within ``flush_seconds``, up to ``max_batch``).
+    """Local mode's stand-in for the async invoke, batched: due jobs are claimed and started in
+    one statement, delivered by a pool of threads, and their outcomes recorded in batches by
+    one recorder thread (whatever finished within ``flush_seconds``, up to ``max_batch``).
 
     It takes no more claims than it has idle threads, so a started execution is delivered at
     once and never waits in a queue while its lease runs down. If an outcome cannot be
@@ -120,14 +127,21 @@ class LocalInvoker:
         self._recorder = threading.Thread(target=self._record_loop, name="recorder", daemon=True)
         self._recorder.start()
 
+    def claim(self, store: Store, limit: int, lease_seconds: float) -> list[Claim]:
+        """Claimed and started at once (the lease covers the delivery, not ``lease_seconds``)."""
+        return self.executor.claim_and_start(limit)
+
     def capacity(self) -> int:
         with self._lock:
             return self.max_workers - self._running
 
     def dispatch(self, claims: list[Claim]) -> list[Claim]:
-        started, _lost = self.executor.start([claim.to_event() for claim in claims])
+        started = [claim.started if claim.started is not None else self.executor.start(claim.to_event())
+                   for claim in claims]  # leases only (from claim_due) are started here
         tokens = {claim.job_id: claim.lock_token for claim in claims}
         for execution in started:
+            if not isinstance(execution, StartedExecution):
+                continue  # the lease was lost: nothing to deliver
             with self._lock:
                 self._running += 1
             try:
@@ -249,7 +263,7 @@ def run_fanout(store: Store, invoker: Invoker, *, budget_seconds: float, batch_s
             if clock() >= min(deadline, drain_deadline):
                 break
             continue
-        claims = store.claim_due(room, lease_seconds)
+        claims = invoker.claim(store, room, lease_seconds)
         report.rounds += 1
         if claims:
             report.claimed += len(claims)

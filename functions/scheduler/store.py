@@ -56,6 +56,8 @@ class Claim:
     claimed_at: datetime
     locked_until: datetime
     reclaimed: bool = False
+    # Set by claim_and_start: the execution already recorded as running on this claim.
+    started: "StartedExecution | None" = None
 
     def to_event(self) -> dict[str, Any]:
         """The executor's invoke payload."""
@@ -67,7 +69,7 @@ class Claim:
 @dataclass(frozen=True)
 class StartedExecution:
     """An execution recorded as running, with the job's columns its delivery and its completion
-    need (``start_executions`` in queries.sql lists them; the target still encrypted)."""
+    need (``started_job_columns`` in queries.sql lists them; the target still encrypted)."""
 
     job: dict[str, Any]
     execution_id: str
@@ -92,9 +94,18 @@ class Completion:
     elapsed_seconds: float | None = None
 
 
-# The parameters of ``complete_jobs``, each an array with one element per execution.
+# The parameters of ``complete_job`` (values), and of ``complete_jobs`` (arrays of them).
 _COMPLETION_COLUMNS = ("job_id", "lock_token", "execution_id", "version", "state", "scheduled_at", "attempt",
                        "next_run_at", "ran_scheduled_at", "status", "error", "http_status", "response_excerpt")
+
+
+def _complete(conn: psycopg.Connection, rows: list[dict[str, Any]]) -> psycopg.Cursor:
+    """Execute the completion of planned outcomes: plain values for one (the cheaper statement
+    to plan, for executors through RDS Proxy that cannot keep prepared statements), arrays for
+    a batch."""
+    if len(rows) == 1:
+        return conn.execute(QUERIES["complete_job"], rows[0])
+    return conn.execute(QUERIES["complete_jobs"], {key: [row[key] for row in rows] for key in _COMPLETION_COLUMNS})
 
 
 def _completion_row(done: Completion, plan: Mapping[str, Any], version: int, ran_scheduled_at: datetime | None
@@ -120,6 +131,14 @@ def _retry_on_dead_connection(method: Callable) -> Callable:
         except psycopg.OperationalError:
             return method(self, *args, **kwargs)
     return wrapper
+
+
+def _started(row: dict[str, Any]) -> StartedExecution:
+    """A row of start_execution or claim_and_start: the job's columns and its execution's."""
+    execution = {k: row.pop(k) for k in list(row) if k.startswith("execution_")}
+    return StartedExecution(job=row, execution_id=str(execution["execution_id"]),
+                            scheduled_at=execution["execution_scheduled_at"], attempt=execution["execution_attempt"],
+                            trigger=execution["execution_trigger"], started_at=execution["execution_started_at"])
 
 
 def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -268,33 +287,35 @@ class Store:
             return conn.execute(QUERIES["release_lease"], {"job_id": job_id, "lock_token": lock_token}
                                 ).fetchone() is not None
 
+    @_retry_on_dead_connection
     def start_execution(self, job_id: str, lock_token: str, lease_margin_seconds: float = 30
                         ) -> StartedExecution | None:
         """Confirm the claim, extend its lease over the target's timeout plus the margin, and
         record a running execution; None when the lease was lost (expired and taken over, or
         already started by a duplicate invoke)."""
-        return self.start_executions([(job_id, lock_token)], lease_margin_seconds).get(str(job_id))
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["start_execution"], {
+                "job_id": job_id, "lock_token": lock_token, "lease_margin_seconds": lease_margin_seconds,
+                "execution_id": str(uuid.uuid4())}).fetchone()
+        return None if row is None else _started(row)
 
     @_retry_on_dead_connection
-    def start_executions(self, claims: Sequence[tuple[str, str]], lease_margin_seconds: float = 30
-                         ) -> dict[str, StartedExecution]:
-        """``start_execution`` for several ``(job_id, lock_token)`` claims in one statement:
-        the executions started, by job id (a claim whose lease was lost is absent)."""
-        if not claims:
-            return {}
+    def claim_and_start(self, limit: int, lease_margin_seconds: float = 30) -> list[Claim]:
+        """Lease up to ``limit`` due jobs and start them, in one statement: for a runner that
+        delivers each claim at once (each lease covers the target's timeout plus the margin).
+        Every claim carries its ``started`` execution."""
         with self.pool.connection() as conn:
-            rows = conn.execute(QUERIES["start_executions"], {
-                "job_ids": [job_id for job_id, _ in claims], "lock_tokens": [token for _, token in claims],
-                "execution_ids": [uuid.uuid4() for _ in claims],
-                "lease_margin_seconds": lease_margin_seconds}).fetchall()
-        started = {}
+            rows = conn.execute(QUERIES["claim_and_start"], {
+                "limit": limit, "lease_margin_seconds": lease_margin_seconds}).fetchall()
+        claims = []
         for row in rows:
-            execution = {k: row.pop(k) for k in list(row) if k.startswith("execution_")}
-            started[str(row["id"])] = StartedExecution(
-                job=row, execution_id=str(execution["execution_id"]), scheduled_at=execution["execution_scheduled_at"],
-                attempt=execution["execution_attempt"], trigger=execution["execution_trigger"],
-                started_at=execution["execution_started_at"])
-        return started
+            lease = {k: row.pop(k) for k in ("lock_token", "locked_until", "due_at", "claimed_at", "reclaimed")}
+            started = _started(row)
+            claims.append(Claim(job_id=str(row["id"]), lock_token=str(lease["lock_token"]),
+                                lease_kind=row["lease_kind"], scheduled_at=started.scheduled_at,
+                                due_at=lease["due_at"], claimed_at=lease["claimed_at"],
+                                locked_until=lease["locked_until"], reclaimed=lease["reclaimed"], started=started))
+        return claims
 
     def complete_execution(self, job_id: str, lock_token: str, execution_id: str, outcome: lifecycle.Outcome,
                            *, http_status: int | None = None, response_excerpt: str | None = None,
@@ -314,8 +335,9 @@ class Store:
 
     def complete_executions(self, completions: Sequence[Completion]) -> list[bool]:
         """``complete_execution`` for several executions: those planned from their started row
-        are written in one statement; the rest (and any whose job changed meanwhile) take the
-        locking path one by one. Answers, in order, whether each was recorded (False: fenced)."""
+        are written in one statement (``complete_jobs``, or ``complete_job`` for one); the rest
+        (and any whose job changed meanwhile) take the locking path one by one. Answers, in
+        order, whether each was recorded (False: fenced)."""
         recorded = [False] * len(completions)
         fast = [i for i, done in enumerate(completions)
                 if done.started is not None and done.elapsed_seconds is not None]
@@ -337,10 +359,9 @@ class Store:
 
     @_retry_on_dead_connection
     def _write_completions(self, rows: list[dict[str, Any]]) -> set[str]:
-        """Run ``complete_jobs`` for planned rows; the ids of the jobs written."""
-        params = {key: [row[key] for row in rows] for key in _COMPLETION_COLUMNS}
+        """Write planned outcomes in one statement; the ids of the jobs written."""
         with self.pool.connection() as conn:
-            return {str(r["job_id"]) for r in conn.execute(QUERIES["complete_jobs"], params).fetchall()}
+            return {str(r["job_id"]) for r in _complete(conn, rows).fetchall()}
 
     @_retry_on_dead_connection
     def _complete_locked(self, done: Completion) -> bool:
@@ -352,9 +373,7 @@ class Store:
                 return False
             now, ran = job.pop("db_now"), job.pop("ran_scheduled_at")
             plan = lifecycle.plan_completion(job, done.outcome, now, self.rng, ran)
-            row = _completion_row(done, plan, job["version"], ran)
-            params = {key: [row[key]] for key in _COMPLETION_COLUMNS}
-            return conn.execute(QUERIES["complete_jobs"], params).fetchone() is not None
+            return _complete(conn, [_completion_row(done, plan, job["version"], ran)]).fetchone() is not None
 
     @_retry_on_dead_connection
     def due_backlog(self) -> tuple[int, float]:

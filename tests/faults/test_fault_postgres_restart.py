@@ -99,11 +99,11 @@ class CountingStore(Store):
         super().__init__(pool)
         self.faults = faults
 
-    def start_executions(self, claims, *args, **kwargs):
+    def claim_and_start(self, *args, **kwargs):
         try:
-            return super().start_executions(claims, *args, **kwargs)
+            return super().claim_and_start(*args, **kwargs)
         except Exception as exc:
-            self.faults[f"start_execution: {type(exc).__name__}"] += len(claims)
+            self.faults[f"claim_and_start: {type(exc).__name__}"] += 1
             raise
 
     def complete_executions(self, completions):

@@ -83,7 +83,7 @@ def test_every_named_query_fits_the_schema(db_url):
                     names.append(match.group(1))
                 return f"${names.index(match.group(1)) + 1}"
 
-            text = re.sub(r"%\((\w+)\)s", placeholder, sql)
+            text = re.sub(r"%\((\w+)\)[sb]", placeholder, sql)
             conn.execute(f"PREPARE q_{name} AS {text}")
             conn.execute(f"DEALLOCATE q_{name}")
 
@@ -117,9 +117,9 @@ def test_claims_and_starts_are_heap_only_updates(db_url):
             return rows
 
         claims = run("claim_due", {"limit": 50, "lease_seconds": 60})
-        started = run("start_executions", {
-            "job_ids": [c["job_id"] for c in claims], "lock_tokens": [c["lock_token"] for c in claims],
-            "execution_ids": [uuid.uuid4() for _ in claims], "lease_margin_seconds": 30})
+        started = [row for claim in claims for row in run("start_execution", {
+            "job_id": claim["job_id"], "lock_token": claim["lock_token"], "execution_id": uuid.uuid4(),
+            "lease_margin_seconds": 30})]
     assert len(claims) == len(started) == 50
     # The counters of this backend not yet flushed: the second reading includes the first.
     total = counts[-1]

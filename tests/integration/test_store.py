@@ -387,32 +387,12 @@ def test_an_expired_lease_on_a_paused_job_does_not_count_as_due(store, pool):
     assert store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded")) is False
 
 
-def test_a_batch_starts_in_one_statement_and_skips_lost_claims(store, pool):
-    ids = [str(store.create_job(OWNER, http_spec(f"b{i}", "0 0 1 1 *"))["id"]) for i in range(4)]
-    for job_id in ids:
-        make_due(pool, job_id)
-    claims = {c.job_id: c for c in store.claim_due(10, 60)}
-    assert set(claims) == set(ids)
-    expire_lease(pool, ids[3])
-    [taken_over] = store.claim_due(10, 60)  # another runner took the expired one over
-    assert taken_over.job_id == ids[3]
-    store.pause_job(OWNER, ids[2])  # paused between claim and start: nothing to run
-    started = store.start_executions([(job_id, claims[job_id].lock_token) for job_id in ids]
-                                     + [(ids[0], claims[ids[0]].lock_token)])  # a duplicate invoke
-    assert set(started) == {ids[0], ids[1]}
-    for job_id, execution in started.items():
-        assert execution.trigger == "schedule" and execution.attempt == 1
-        assert store.get_job(OWNER, job_id)["running_execution_id"] == uuid.UUID(execution.execution_id)
-    assert [e["status"] for e in store.list_executions(OWNER, ids[0])] == ["running"]
-    assert store.list_executions(OWNER, ids[2]) == [] and store.start_executions([]) == {}
-
-
 def test_a_batch_of_outcomes_is_recorded_fenced_and_planned_per_job(store, pool):
     ids = [str(store.create_job(OWNER, http_spec(f"o{i}", "0 0 1 1 *"))["id"]) for i in range(4)]
     for job_id in ids:
         make_due(pool, job_id)
-    claims = {c.job_id: c for c in store.claim_due(10, 60)}
-    started = store.start_executions([(job_id, claims[job_id].lock_token) for job_id in ids])
+    claims = {c.job_id: c for c in store.claim_and_start(10, 60)}
+    started = {job_id: claim.started for job_id, claim in claims.items()}
     store.update_job(OWNER, ids[1], lambda row: {**row, "description": "edited during the delivery"})
     expire_lease(pool, ids[2])
     [again] = store.claim_due(10, 60)  # the lease of the third was taken over: fenced
@@ -434,3 +414,38 @@ def test_a_batch_of_outcomes_is_recorded_fenced_and_planned_per_job(store, pool)
     statuses = {job_id: store.list_executions(OWNER, job_id)[0]["status"] for job_id in ids}
     assert statuses == {ids[0]: "succeeded", ids[1]: "succeeded", ids[2]: "lost", ids[3]: "failed"}
     assert store.get_job(OWNER, ids[2])["lock_token"] == uuid.UUID(again.lock_token)
+
+
+def test_claim_and_start_leases_and_starts_in_one_statement(store, pool):
+    scheduled = str(store.create_job(OWNER, http_spec("cs-sched", "0 0 1 1 *"))["id"])
+    manual = str(store.create_job(OWNER, http_spec("cs-manual", "0 0 1 1 *"))["id"])
+    orphaned = str(store.create_job(OWNER, http_spec("cs-orphan", "0 0 1 1 *"))["id"])
+    make_due(pool, orphaned)
+    [first] = store.claim_and_start(10, 30)
+    assert first.job_id == orphaned and first.started.attempt == 1
+    expire_lease(pool, orphaned)  # its runner died mid-delivery
+    make_due(pool, scheduled)
+    store.request_run(OWNER, manual)
+    claims = {c.job_id: c for c in store.claim_and_start(10, 30)}
+    assert set(claims) == {scheduled, manual, orphaned}
+    assert store.claim_and_start(10, 30) == []  # all leased now
+    now = store.now()
+    for job_id, claim in claims.items():
+        job = store.get_job(OWNER, job_id)
+        assert job["lock_token"] == uuid.UUID(claim.lock_token)
+        assert job["running_execution_id"] == uuid.UUID(claim.started.execution_id)
+        # The lease covers the target's timeout (5 s) and the margin (30 s), not a claim's lease.
+        assert now + timedelta(seconds=30) < job["locked_until"] <= now + timedelta(seconds=36)
+        [running, *_] = store.list_executions(OWNER, job_id)
+        assert running["status"] == "running" and str(running["id"]) == claim.started.execution_id
+    assert claims[manual].started.trigger == "manual" and claims[manual].lease_kind == "manual"
+    assert claims[scheduled].started.trigger == "schedule" and claims[scheduled].started.attempt == 1
+    assert claims[orphaned].reclaimed and claims[orphaned].started.trigger == "retry"
+    assert claims[orphaned].started.attempt == 2
+    assert store.get_execution(first.started.execution_id)["status"] == "lost"
+    # The started row is enough to record the outcome on the fast path.
+    done = claims[scheduled]
+    assert store.complete_executions([Completion(scheduled, done.lock_token, done.started.execution_id,
+                                                 Outcome("succeeded"), started=done.started,
+                                                 elapsed_seconds=0.1)]) == [True]
+    assert store.get_job(OWNER, scheduled)["lock_token"] is None

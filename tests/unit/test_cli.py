@@ -543,15 +543,16 @@ def test_helpers():
 def test_local_parses_its_options():
     args = cli.build_parser().parse_args(["local", "--host", "0.0.0.0", "--port", "9000", "--database-url", "postgresql://x",
                                           "--data-dir", "/tmp/d", "--auth", "sigv4", "--credentials", "c.json",
-                                          "--precision", "minute"])
-    assert (args.host, args.port, args.database_url, args.data_dir, args.auth, args.credentials, args.precision) == (
-        "0.0.0.0", 9000, "postgresql://x", "/tmp/d", "sigv4", "c.json", "minute")
+                                          "--precision", "minute", "--runners", "3"])
+    assert (args.host, args.port, args.database_url, args.data_dir, args.auth, args.credentials, args.precision,
+            args.runners) == ("0.0.0.0", 9000, "postgresql://x", "/tmp/d", "sigv4", "c.json", "minute", 3)
     assert args.func is cli._local
     defaults = cli.build_parser().parse_args(["local"])
     assert (defaults.host, defaults.port, defaults.database_url, defaults.data_dir, defaults.auth,
-            defaults.credentials) == ("127.0.0.1", 8080, None, ".scheduler", "none", None)
-    with pytest.raises(SystemExit):
-        cli.build_parser().parse_args(["local", "--auth", "basic"])
+            defaults.credentials, defaults.runners) == ("127.0.0.1", 8080, None, ".scheduler", "none", None, 1)
+    for bad in (["--auth", "basic"], ["--runners", "0"], ["--runners", "two"]):
+        with pytest.raises(SystemExit):
+            cli.build_parser().parse_args(["local", *bad])
 
 
 def test_migrate_still_works(monkeypatch, capsys):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from scheduler.lifecycle import Outcome, backoff_seconds, plan_completion
 from scheduler.sql import QUERIES, parse_named_queries
 
@@ -52,3 +54,11 @@ def test_missed_occurrences_follow_the_policy():
 def test_named_queries_loader():
     assert parse_named_queries("-- name: a\nSELECT 1;\n-- name: b\nSELECT 2;") == {"a": "SELECT 1", "b": "SELECT 2"}
     assert "claim_due" in QUERIES and "FOR UPDATE SKIP LOCKED" in QUERIES["claim_due"]
+    # Fragments are included where named, and are not queries of their own.
+    text = "-- fragment: cols\na, b\n-- name: q\nSELECT {{ cols }} FROM t;\n-- name: r\nSELECT {{cols}}, c FROM t;"
+    assert parse_named_queries(text) == {"q": "SELECT a, b FROM t", "r": "SELECT a, b, c FROM t"}
+    with pytest.raises(ValueError, match="no fragment 'nope'"):
+        parse_named_queries("-- name: q\nSELECT {{ nope }};")
+    with pytest.raises(ValueError, match="defined twice"):
+        parse_named_queries("-- fragment: x\n1\n-- name: x\nSELECT 1;")
+    assert "FOR UPDATE SKIP LOCKED" in QUERIES["claim_and_start"] and "{{" not in "".join(QUERIES.values())

@@ -1,6 +1,8 @@
 """The SQL of the scheduler: numbered migrations and a file of named queries.
 
-``QUERIES`` maps each ``-- name: <name>`` block of ``queries.sql`` to its text.
+``QUERIES`` maps each ``-- name: <name>`` block of ``queries.sql`` to its text. A block may
+include a ``-- fragment: <name>`` block of the same file with ``{{ name }}`` (a part shared by
+two queries, never run on its own).
 """
 
 from __future__ import annotations
@@ -8,18 +10,27 @@ from __future__ import annotations
 import re
 from importlib import resources
 
-_NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+_BLOCK = re.compile(r"^--\s*(name|fragment):\s*(\w+)\s*$", re.MULTILINE)
+_INCLUDE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 
 
 def parse_named_queries(text: str) -> dict[str, str]:
-    """Split a file of ``-- name: x`` blocks into ``{name: sql}`` (duplicates are an error)."""
-    queries: dict[str, str] = {}
-    parts = _NAME.split(text)
-    for name, body in zip(parts[1::2], parts[2::2]):
-        if name in queries:
+    """Split a file of ``-- name: x`` blocks into ``{name: sql}``, with the ``{{ f }}`` of each
+    replaced by the ``-- fragment: f`` block (duplicate or unknown names are an error)."""
+    blocks: dict[str, dict[str, str]] = {"name": {}, "fragment": {}}
+    parts = _BLOCK.split(text)
+    for kind, name, body in zip(parts[1::3], parts[2::3], parts[3::3]):
+        if name in blocks["name"] or name in blocks["fragment"]:
             raise ValueError(f"query {name!r} is defined twice")
-        queries[name] = body.strip().rstrip(";").strip()
-    return queries
+        blocks[kind][name] = body.strip().rstrip(";").strip()
+
+    def include(match: re.Match) -> str:
+        fragment = blocks["fragment"].get(match.group(1))
+        if fragment is None:
+            raise ValueError(f"no fragment {match.group(1)!r}")
+        return fragment
+
+    return {name: _INCLUDE.sub(include, body) for name, body in blocks["name"].items()}
 
 
 def _load() -> dict[str, str]:

@@ -79,8 +79,8 @@ SET manual_run_at = CASE WHEN manual_run_at IS NULL OR (lease_kind = 'manual' AN
 WHERE id = %(id)s AND owner = %(owner)s
 RETURNING *;
 
--- name: claim_due
-WITH due AS (
+-- fragment: due_leases
+due AS (
     -- Rows with something due whose lease is free or expired, oldest first. FOR UPDATE SKIP
     -- LOCKED lets concurrent claimers take disjoint batches without waiting on each other, and
     -- the partial index on due_at keeps the cost proportional to the due rows, not the table.
@@ -103,6 +103,10 @@ WITH due AS (
     WHERE e.id = due.orphan_execution_id AND e.status = 'running'
     RETURNING e.id
 )
+
+-- name: claim_due
+-- Lease due jobs for executors that start them later (the fan-out Lambda's invokes).
+WITH {{ due_leases }}
 UPDATE jobs j
 SET lock_token = gen_random_uuid(),
     locked_until = now() + make_interval(secs => %(lease_seconds)s),
@@ -122,33 +126,16 @@ UPDATE jobs SET lock_token = NULL, locked_until = NULL, lease_kind = NULL
 WHERE id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id IS NULL
 RETURNING id;
 
--- name: start_executions
--- Phase two of the lease, for one claim (an executor Lambda) or a batch (local mode): each
--- executor confirms its claim (token matches, lease unexpired, no execution started on it yet,
--- so a duplicate invoke does nothing), extends the lease over the delivery, counts the attempt
--- and records the execution as running. The claims are parallel arrays; a claim whose lease
--- is gone yields no row.
-WITH claim AS (
-    SELECT * FROM unnest(%(job_ids)s::uuid[], %(lock_tokens)s::uuid[], %(execution_ids)s::uuid[])
-        AS c(job_id, lock_token, execution_id)
-), job AS (
-    UPDATE jobs j
-    -- The lease covers the target's own timeout plus a margin for the bookkeeping around it.
-    SET locked_until = now() + make_interval(secs => COALESCE((j.target->>'timeout_seconds')::float, 30)
-                                                     + %(lease_margin_seconds)s),
-        attempt = CASE WHEN j.lease_kind = 'schedule' THEN j.attempt + 1 ELSE j.attempt END,
-        running_execution_id = claim.execution_id,
-        last_run_at = now()
-    FROM claim
-    WHERE j.id = claim.job_id AND j.lock_token = claim.lock_token AND j.locked_until > now()
-      AND j.running_execution_id IS NULL
-      -- Still due: an edit or a pause between the claim and this start leaves nothing to run.
-      AND (j.lease_kind = 'manual' OR (j.state = 'active' AND j.next_run_at <= now()))
-    -- The columns the delivery and the completion's plan need, no more (each is read back).
-    RETURNING j.id, j.version, j.state, j.schedule, j.run_at, j.timezone, j.start_at, j.end_at, j.created_at,
-              j.missed_runs, j.target, j.retry, j.scheduled_at, j.attempt, j.next_run_at, j.manual_run_at,
-              j.lease_kind, j.running_execution_id
-), execution AS (
+-- fragment: started_job_columns
+-- The columns of a started job that its delivery and its completion's plan need, no more.
+j.id, j.version, j.state, j.schedule, j.run_at, j.timezone, j.start_at, j.end_at, j.created_at,
+j.missed_runs, j.target, j.retry, j.scheduled_at, j.attempt, j.next_run_at, j.manual_run_at, j.lease_kind,
+j.running_execution_id
+
+-- fragment: record_started
+-- After a "job" CTE that started jobs (their running_execution_id set, the attempt counted):
+-- their executions recorded as running, and each job with its execution.
+execution AS (
     INSERT INTO executions (id, job_id, scheduled_at, attempt, trigger, status, started_at)
     SELECT job.running_execution_id, job.id,
            CASE job.lease_kind WHEN 'manual' THEN job.manual_run_at ELSE job.scheduled_at END,
@@ -159,13 +146,49 @@ WITH claim AS (
     FROM job
     RETURNING id, scheduled_at, attempt, trigger, started_at
 )
-SELECT job.id, job.version, job.state, job.schedule, job.run_at, job.timezone, job.start_at, job.end_at,
-       job.created_at, job.missed_runs, job.target, job.retry, job.scheduled_at, job.attempt, job.next_run_at,
-       job.manual_run_at, job.lease_kind,
-       execution.id AS execution_id, execution.scheduled_at AS execution_scheduled_at,
+SELECT job.*, execution.id AS execution_id, execution.scheduled_at AS execution_scheduled_at,
        execution.attempt AS execution_attempt, execution.trigger AS execution_trigger,
        execution.started_at AS execution_started_at
-FROM job JOIN execution ON execution.id = job.running_execution_id;
+FROM job JOIN execution ON execution.id = job.running_execution_id
+
+-- name: start_execution
+-- Phase two of the lease: the executor confirms its claim (token matches, lease unexpired, no
+-- execution started on it yet, so a duplicate invoke does nothing), extends the lease over the
+-- delivery, counts the attempt and records the execution as running, in one statement.
+WITH job AS (
+    UPDATE jobs j
+    -- The lease covers the target's own timeout plus a margin for the bookkeeping around it.
+    SET locked_until = now() + make_interval(secs => COALESCE((j.target->>'timeout_seconds')::float, 30)
+                                                     + %(lease_margin_seconds)s),
+        attempt = CASE WHEN j.lease_kind = 'schedule' THEN j.attempt + 1 ELSE j.attempt END,
+        running_execution_id = %(execution_id)s,
+        last_run_at = now()
+    WHERE j.id = %(job_id)s AND j.lock_token = %(lock_token)s AND j.locked_until > now()
+      AND j.running_execution_id IS NULL
+      -- Still due: an edit or a pause between the claim and this start leaves nothing to run.
+      AND (j.lease_kind = 'manual' OR (j.state = 'active' AND j.next_run_at <= now()))
+    RETURNING {{ started_job_columns }}
+), {{ record_started }};
+
+-- name: claim_and_start
+-- Both phases of the lease in one statement, for a runner that delivers at once what it claims
+-- (local mode, taking no more than it has idle executors): the claim of claim_due and the
+-- start of start_executions, the lease set over the target's timeout plus the margin.
+WITH {{ due_leases }}, job AS (
+    UPDATE jobs j
+    SET lock_token = gen_random_uuid(),
+        locked_until = now() + make_interval(secs => COALESCE((j.target->>'timeout_seconds')::float, 30)
+                                                         + %(lease_margin_seconds)s),
+        lease_kind = CASE WHEN j.manual_run_at <= now() THEN 'manual' ELSE 'schedule' END,
+        attempt = CASE WHEN j.manual_run_at <= now() THEN j.attempt ELSE j.attempt + 1 END,
+        running_execution_id = gen_random_uuid(),
+        last_run_at = now(),
+        last_status = CASE WHEN due.orphan_execution_id IS NULL THEN j.last_status ELSE 'lost' END
+    FROM due
+    WHERE j.id = due.id
+    RETURNING {{ started_job_columns }}, j.lock_token, j.locked_until, j.due_at, now() AS claimed_at,
+              (due.orphan_execution_id IS NOT NULL) AS reclaimed
+), {{ record_started }};
 
 -- name: lock_leased_job
 -- Completion's locking path: hold the row only if our lease still stands (the fence).
@@ -175,22 +198,15 @@ FROM jobs
 WHERE id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id = %(execution_id)s
 FOR UPDATE OF jobs;
 
--- name: complete_jobs
--- Completion in one statement, for one execution or a batch (each parameter an array, one
--- element per execution): each job's next state, computed by scheduler.lifecycle, the lease
--- released and the execution's outcome recorded. Fenced by the token, and valid only for the
--- version the plan was computed from: from the row start_executions returned (the usual case;
--- after an edit, pause or resume nothing is written for that job and the store takes the
--- locking path), or from the row lock_leased_job holds. Returns the ids of the jobs written.
-WITH outcome AS (
-    SELECT * FROM unnest(%(job_id)s::uuid[], %(lock_token)s::uuid[], %(execution_id)s::uuid[],
-                         %(version)s::integer[], %(state)s::text[], %(scheduled_at)s::timestamptz[],
-                         %(attempt)s::integer[], %(next_run_at)s::timestamptz[],
-                         %(ran_scheduled_at)s::timestamptz[], %(status)s::text[], %(error)s::text[],
-                         %(http_status)s::integer[], %(response_excerpt)s::text[])
-        AS o(job_id, lock_token, execution_id, version, state, scheduled_at, attempt, next_run_at,
-             ran_scheduled_at, status, error, http_status, response_excerpt)
-), job AS (
+-- fragment: complete_outcomes
+-- After an "outcome" CTE (one row per execution: job_id, lock_token, execution_id, version, the
+-- planned state, scheduled_at, attempt and next_run_at, ran_scheduled_at, and how it ended): each
+-- job's next state, computed by scheduler.lifecycle, the lease released and the execution's
+-- outcome recorded. Fenced by the token, and valid only for the version the plan was computed
+-- from: from the row start_execution or claim_and_start returned (the usual case; after an
+-- edit, pause or resume nothing is written for that job and the store takes the locking path),
+-- or from the row lock_leased_job holds. Returns the ids of the jobs written.
+job AS (
     UPDATE jobs j
     SET state = o.state, scheduled_at = o.scheduled_at, attempt = o.attempt, next_run_at = o.next_run_at,
         manual_run_at = CASE WHEN j.lease_kind = 'manual' AND j.manual_run_at = o.ran_scheduled_at THEN NULL
@@ -212,7 +228,30 @@ WITH outcome AS (
     WHERE e.id = o.execution_id AND e.status = 'running'
     RETURNING e.id
 )
-SELECT id AS job_id FROM job;
+SELECT id AS job_id FROM job
+
+-- name: complete_job
+-- One execution's outcome (an executor Lambda's), parameters as plain values.
+WITH outcome AS (
+    SELECT %(job_id)s::uuid AS job_id, %(lock_token)s::uuid AS lock_token, %(execution_id)s::uuid AS execution_id,
+           %(version)s::integer AS version, %(state)s::text AS state, %(scheduled_at)s::timestamptz AS scheduled_at,
+           %(attempt)s::integer AS attempt, %(next_run_at)s::timestamptz AS next_run_at,
+           %(ran_scheduled_at)s::timestamptz AS ran_scheduled_at, %(status)s::text AS status,
+           %(error)s::text AS error, %(http_status)s::integer AS http_status,
+           %(response_excerpt)s::text AS response_excerpt
+), {{ complete_outcomes }};
+
+-- name: complete_jobs
+-- A batch of outcomes (local mode's), each parameter an array with one element per execution.
+WITH outcome AS (
+    SELECT * FROM unnest(%(job_id)b::uuid[], %(lock_token)b::uuid[], %(execution_id)b::uuid[],
+                         %(version)b::integer[], %(state)b::text[], %(scheduled_at)b::timestamptz[],
+                         %(attempt)b::integer[], %(next_run_at)b::timestamptz[],
+                         %(ran_scheduled_at)b::timestamptz[], %(status)b::text[], %(error)b::text[],
+                         %(http_status)b::integer[], %(response_excerpt)b::text[])
+        AS o(job_id, lock_token, execution_id, version, state, scheduled_at, attempt, next_run_at,
+             ran_scheduled_at, status, error, http_status, response_excerpt)
+), {{ complete_outcomes }};
 
 -- name: get_execution
 SELECT * FROM executions WHERE id = %(execution_id)s;
