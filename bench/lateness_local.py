@@ -9,7 +9,8 @@ through its HTTP API (``POST /v1/jobs``), all with the same ``run_at`` about ``-
 ahead, each targeting a threaded HTTP server on loopback in this process. Lateness is the
 receipt time at that server minus the job's ``X-Scheduler-Scheduled-At`` header (same machine,
 same clock as the database). Prints p50 / p90 / p99 / max and how long the burst took to
-deliver. Target: p99 at most 1 s.
+deliver, for each of ``--rounds`` bursts; the burst with the median p99 is reported. Target:
+p99 at most 1 s.
 """
 
 from __future__ import annotations
@@ -218,13 +219,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--threads", type=int, default=8, help="concurrent API clients creating the jobs")
     parser.add_argument("--runners", type=int, nargs="+", default=[1, 2],
                         help="runner processes of scheduler local, one burst each (default: 1 2)")
-    parser.add_argument("--quick", action="store_true", help="a small run: 200 jobs")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="bursts per runner count; the one with the median p99 is reported (default 3)")
+    parser.add_argument("--quick", action="store_true", help="a small run: 200 jobs, one round")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
     if args.quick:
-        args.jobs = min(args.jobs, 200)
-    results: dict[str, Any] = {"benchmark": "lateness_local", "jobs": args.jobs, "machine": machine_summary(),
-                               "runs": [measure(args, runners) for runners in args.runners]}
+        args.jobs, args.rounds = min(args.jobs, 200), 1
+    runs = []
+    for runners in args.runners:
+        bursts = sorted((measure(args, runners) for _ in range(args.rounds)), key=lambda r: r["lateness_s"]["p99"])
+        median = bursts[len(bursts) // 2]
+        median["p99_rounds"] = [b["lateness_s"]["p99"] for b in bursts]
+        print(f"--runners {runners}: p99 over {args.rounds} burst(s) "
+              f"{', '.join(f'{p:.3f}' for p in median['p99_rounds'])} s; median {median['lateness_s']['p99']:.3f} s",
+              flush=True)
+        runs.append(median)
+    results: dict[str, Any] = {"benchmark": "lateness_local", "jobs": args.jobs, "rounds": args.rounds,
+                               "machine": machine_summary(), "runs": runs}
     write_json(args.json, results)
     return results
 
