@@ -173,7 +173,7 @@ WITH job AS (
 -- name: claim_and_start
 -- Both phases of the lease in one statement, for a runner that delivers at once what it claims
 -- (local mode, taking no more than it has idle executors): the claim of claim_due and the
--- start of start_executions, the lease set over the target's timeout plus the margin.
+-- start of start_execution, the lease set over the target's timeout plus the margin.
 WITH {{ due_leases }}, job AS (
     UPDATE jobs j
     SET lock_token = gen_random_uuid(),
