@@ -2,9 +2,10 @@
 
 A WSGI server (waitress) feeds the api handler API Gateway events through the HTTP adapter, a
 loop calls the fan-out, and a thread pool stands in for the asynchronous Lambda invoke of the
-executor (claims started, and outcomes recorded, a batch per statement). Postgres is embedded (pgserver, data kept under ``--data-dir``) unless a database URL
-is given; migrations are applied at start. Several processes on one database act as several
-runners. Ctrl-C (or SIGTERM) stops the intake, lets running executions finish and records
+executor (claims started, and outcomes recorded, a batch per statement). Postgres is embedded
+(pgserver, data kept under ``--data-dir``) unless a database URL is given; migrations are
+applied at start. Several processes on one database act as several runners (``--runners``
+starts them). Ctrl-C (or SIGTERM) stops the intake, lets running executions finish and records
 them, and stops the embedded Postgres (the runner claims only what it can start at once, so no
 claim waits in a queue).
 """
@@ -154,7 +155,7 @@ def serve(args: argparse.Namespace, *, ready: threading.Event | None = None,
                        local_key_file=str(data_dir / "secret.key"))
     migrate(database_url)
     deps = Dependencies(settings, pool_max_size=24)
-    deps.store, deps.secret_box  # built now (the key file too), before the threads that share them  # noqa: B018
+    deps.store, deps.secret_box  # built now, before the threads that share them  # noqa: B018
     app = make_app(lambda: deps.store, lambda: deps.secret_box, settings)
     wsgi = make_wsgi_app(lambda event, context: app.resolve(event, context),
                          principal_resolver(getattr(args, "auth", "none") or "none", getattr(args, "credentials", None)))
