@@ -406,23 +406,28 @@ def _jobs_create(args: argparse.Namespace, client: Any) -> int:
     return EXIT_OK
 
 
-@client_command
-def _jobs_list(args: argparse.Namespace, client: Any) -> int:
-    filters = {"state": args.state, "tag": args.tag, "name_prefix": args.name_prefix, "limit": args.limit}
+def _print_listing(args: argparse.Namespace, key: str, format_rows: Callable[[list[dict[str, Any]]], str],
+                   one_page: Callable[[], dict[str, Any]], every_page: Callable[[], Iterable[dict[str, Any]]]) -> int:
+    """Print a listing: one page, or with ``--all`` every page as one; the API's JSON with
+    ``--json``, else a table (and, on stderr, how to get the next page)."""
     if args.all:
-        jobs: list[dict[str, Any]] = []
-        for page in client.iter_job_pages(cursor=args.cursor, **filters):
-            jobs.extend(page.get("jobs") or [])
-        page = {"jobs": jobs, "next_cursor": None}
+        page = {key: [row for each in every_page() for row in each.get(key) or []], "next_cursor": None}
     else:
-        page = client.list_jobs(cursor=args.cursor, **filters)
+        page = one_page()
     if args.json:
         _print_json(page)
         return EXIT_OK
-    print(format_jobs(page.get("jobs") or []))
+    print(format_rows(page.get(key) or []))
     if page.get("next_cursor"):
-        print(f"(more jobs: --all, or --cursor {page['next_cursor']})", file=sys.stderr)
+        print(f"(more {key}: --all, or --cursor {page['next_cursor']})", file=sys.stderr)
     return EXIT_OK
+
+
+@client_command
+def _jobs_list(args: argparse.Namespace, client: Any) -> int:
+    filters = {"state": args.state, "tag": args.tag, "name_prefix": args.name_prefix, "limit": args.limit}
+    return _print_listing(args, "jobs", format_jobs, lambda: client.list_jobs(cursor=args.cursor, **filters),
+                          lambda: client.iter_job_pages(cursor=args.cursor, **filters))
 
 
 @client_command
@@ -494,20 +499,9 @@ def _jobs_run(args: argparse.Namespace, client: Any) -> int:
 def _executions(args: argparse.Namespace, client: Any) -> int:
     job_id = client.resolve_job_id(args.job)
     filters = {"status": args.status, "limit": args.limit}
-    if args.all:
-        executions: list[dict[str, Any]] = []
-        for page in client.iter_execution_pages(job_id, cursor=args.cursor, **filters):
-            executions.extend(page.get("executions") or [])
-        page = {"executions": executions, "next_cursor": None}
-    else:
-        page = client.list_executions(job_id, cursor=args.cursor, **filters)
-    if args.json:
-        _print_json(page)
-        return EXIT_OK
-    print(format_executions(page.get("executions") or []))
-    if page.get("next_cursor"):
-        print(f"(more executions: --all, or --cursor {page['next_cursor']})", file=sys.stderr)
-    return EXIT_OK
+    return _print_listing(args, "executions", format_executions,
+                          lambda: client.list_executions(job_id, cursor=args.cursor, **filters),
+                          lambda: client.iter_execution_pages(job_id, cursor=args.cursor, **filters))
 
 
 # -- parser ------------------------------------------------------------------------------------

@@ -92,13 +92,12 @@ class Executor:
         """Claim up to ``limit`` due jobs and start them in one statement (a runner delivering
         what it claims at once); each claim carries its started execution."""
         claims = self.store.claim_and_start(limit, LEASE_MARGIN_SECONDS)
-        self._count_lateness(claim.started for claim in claims if claim.started is not None)
+        self._count_lateness(claim.started for claim in claims)
         return claims
 
     def _count_lateness(self, executions: Iterable[StartedExecution]) -> None:
         for execution in executions:
-            lateness_ms = (execution.started_at - execution.scheduled_at).total_seconds() * 1000
-            self.metrics.milliseconds(c.METRIC_LATENESS_MS, max(lateness_ms, 0.0), trigger=execution.trigger)
+            self.metrics.milliseconds(c.METRIC_LATENESS_MS, max(execution.lateness_ms, 0.0), trigger=execution.trigger)
 
     def deliver(self, started: StartedExecution, lock_token: str) -> Finished:
         """Deliver a started execution (never raises for the target's sake)."""
@@ -133,10 +132,9 @@ class Executor:
                                extra={**log, "status": result.status})
                 reports.append(ExecutionReport(done.job_id, "fenced", done.started.execution_id, result.status))
                 continue
-            lateness_ms = (done.started.started_at - done.started.scheduled_at).total_seconds() * 1000
             logger.info("execution finished", extra={**log, "status": result.status,
                                                      "http_status": result.http_status,
-                                                     "lateness_ms": round(lateness_ms)})
+                                                     "lateness_ms": round(done.started.lateness_ms)})
             reports.append(ExecutionReport(done.job_id, "completed", done.started.execution_id, result.status))
         return reports
 

@@ -136,16 +136,12 @@ class LocalInvoker:
             return self.max_workers - self._running
 
     def dispatch(self, claims: list[Claim]) -> list[Claim]:
-        started = [claim.started if claim.started is not None else self.executor.start(claim.to_event())
-                   for claim in claims]  # leases only (from claim_due) are started here
-        tokens = {claim.job_id: claim.lock_token for claim in claims}
-        for execution in started:
-            if not isinstance(execution, StartedExecution):
-                continue  # the lease was lost: nothing to deliver
+        """Deliver claims taken by ``claim`` (each already started), one thread each."""
+        for claim in claims:
             with self._lock:
                 self._running += 1
             try:
-                self.pool.submit(self._deliver, execution, tokens[str(execution.job["id"])])
+                self.pool.submit(self._deliver, claim.started, claim.lock_token)
             except RuntimeError:  # shut down: the lease expires and the job is delivered again
                 with self._lock:
                     self._running -= 1

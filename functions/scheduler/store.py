@@ -79,6 +79,11 @@ class StartedExecution:
     trigger: str
     started_at: datetime
 
+    @property
+    def lateness_ms(self) -> float:
+        """How late the execution started after its scheduled time, by the database clock."""
+        return (self.started_at - self.scheduled_at).total_seconds() * 1000
+
 
 @dataclass(frozen=True)
 class Completion:

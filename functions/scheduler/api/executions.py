@@ -8,9 +8,11 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from scheduler.api.cursors import InvalidCursor, scope_of
-from scheduler.api.errors import BadRequest, documented
-from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, JobId, Limit, Owner, StoreDep
+from scheduler.api.cursors import scope_of
+from scheduler.api.errors import documented
+from scheduler.api.jobs import (
+    DEFAULT_PAGE_SIZE, Cursor, CursorsDep, JobId, Limit, Owner, StoreDep, cursor_position,
+)
 from scheduler.api.serialize import ExecutionList, execution_json
 
 router = APIGatewayRouter()
@@ -25,14 +27,8 @@ def list_executions(job_id: JobId, store: StoreDep, cursors: CursorsDep, owner: 
                                       Query(description="Only executions with this status.")] = None,
                     limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None):
     scope = scope_of("executions", owner, job_id=job_id, status=status)
-    before_seq = None
-    if cursor is not None:
-        try:
-            before_seq = cursors.decode(cursor, scope).get("before_seq")
-        except InvalidCursor as exc:
-            raise BadRequest("cursor", str(exc)) from None
-        if not isinstance(before_seq, int) or isinstance(before_seq, bool) or not 0 < before_seq <= _MAX_SEQ:
-            raise BadRequest("cursor", "malformed cursor")
+    before_seq = cursor_position(cursors, cursor, scope, "before_seq", lambda value: (
+        isinstance(value, int) and not isinstance(value, bool) and 0 < value <= _MAX_SEQ))
     rows = store.list_executions(owner, job_id, status=status, limit=limit + 1, before_seq=before_seq)
     page = rows[:limit]
     next_cursor = cursors.encode(scope, {"before_seq": page[-1]["seq"]}) if len(rows) > limit else None

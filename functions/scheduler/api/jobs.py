@@ -4,7 +4,7 @@ run now. Every store call is scoped to the caller; another principal's job answe
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Callable, Literal
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -132,6 +132,21 @@ def create_job(spec: Annotated[JobSpec, Body()], store: StoreDep, box: BoxDep, o
     return job_response(row, 201, {"Location": f"/v1/jobs/{row['id']}"})
 
 
+def cursor_position(cursors: CursorCodec, cursor: str | None, scope: str, key: str,
+                    valid: Callable[[Any], bool]) -> Any:
+    """The position ``key`` a page cursor of ``scope`` holds (None without a cursor); a 400 on
+    ``cursor`` when it was not issued for this listing or its position is malformed."""
+    if cursor is None:
+        return None
+    try:
+        position = cursors.decode(cursor, scope).get(key)
+    except InvalidCursor as exc:
+        raise BadRequest("cursor", str(exc)) from None
+    if not valid(position):
+        raise BadRequest("cursor", "malformed cursor")
+    return position
+
+
 @router.get("/v1/jobs", summary="List jobs", tags=["jobs"],
             responses=documented(200, JobList, "A page of jobs in name order.", 400, 403))
 def list_jobs(store: StoreDep, cursors: CursorsDep, owner: Owner,
@@ -139,14 +154,7 @@ def list_jobs(store: StoreDep, cursors: CursorsDep, owner: Owner,
               limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None):
     tag, name_prefix = _text_param(tag, "tag"), _text_param(name_prefix, "name_prefix")
     scope = scope_of("jobs", owner, state=state, tag=tag, name_prefix=name_prefix)
-    after_name = None
-    if cursor is not None:
-        try:
-            after_name = cursors.decode(cursor, scope).get("after_name")
-        except InvalidCursor as exc:
-            raise BadRequest("cursor", str(exc)) from None
-        if not isinstance(after_name, str):
-            raise BadRequest("cursor", "malformed cursor")
+    after_name = cursor_position(cursors, cursor, scope, "after_name", lambda value: isinstance(value, str))
     rows = store.list_jobs(owner, state=state, tag=tag, name_prefix=name_prefix, limit=limit + 1,
                            after_name=after_name)
     page = rows[:limit]
