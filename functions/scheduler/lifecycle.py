@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
-from scheduler.schedules import Schedule, first_run, one_off, parse_schedule, plan_next
+from scheduler.schedules import Schedule, first_run, interval_anchor, one_off, parse_schedule, plan_next
 
 # How many missed occurrences `run_all` catches up at most.
 RUN_ALL_CAP = 10
@@ -37,8 +37,7 @@ def schedule_of(job: Mapping[str, Any]) -> Schedule:
     """The job's schedule; rate()/@every count from start_at, else from creation."""
     if job.get("run_at") is not None:
         return one_off(job["run_at"])
-    # Whole seconds: occurrences of rate()/@every land on second boundaries.
-    anchor = (job.get("start_at") or job["created_at"]).replace(microsecond=0)
+    anchor = interval_anchor(job.get("start_at"), job["created_at"])
     return _parse_schedule(job["schedule"], job.get("timezone") or "UTC", anchor)
 
 

@@ -33,7 +33,8 @@ Forms
 ``one_off(run_at)``
     The API's ``run_at``: a one-off at that instant.
 
-The anchor of ``rate()``/``@every`` is the job's ``start_at``, else its creation time (the
+The anchor of ``rate()``/``@every`` is the job's ``start_at``, else its creation time, as a
+whole second (:func:`interval_anchor`: ``start_at`` rounded up, the creation time down; the
 caller passes it to :func:`parse_schedule`); without one the Unix epoch is used, which aligns
 the occurrences on a fixed grid (``rate(5 minutes)`` at :00, :05, ...).
 
@@ -66,9 +67,9 @@ Modules
 ``base`` (the error, :class:`Schedule`, limits), ``zones`` (zone names, the DST rule),
 ``fields`` (cron fields), ``cron`` (5-field cron, macros, the wall-time search),
 ``eventbridge`` (``cron()``), ``intervals`` (``@every``, ``rate()``), ``oneoff`` (``at()``,
-``run_at``), ``parse`` (:func:`parse_schedule`), ``planning`` (the window and the
-``missed_runs`` policy). Import from this package; names with a leading underscore are private
-to it.
+``run_at``), ``parse`` (:func:`parse_schedule`), ``planning`` (the window, the
+``missed_runs`` policy, the anchor, the preview :func:`occurrences`). Import from this package;
+names with a leading underscore are private to it.
 """
 
 from scheduler.schedules.base import HORIZON_YEARS, Schedule, ScheduleError
@@ -76,7 +77,8 @@ from scheduler.schedules.cron import CronSchedule
 from scheduler.schedules.intervals import IntervalSchedule
 from scheduler.schedules.oneoff import OneOffSchedule, one_off
 from scheduler.schedules.parse import parse_schedule
-from scheduler.schedules.planning import MISSED_RUN_POLICIES, first_run, next_occurrence, plan_next
+from scheduler.schedules.planning import (MISSED_RUN_POLICIES, first_run, interval_anchor, next_occurrence,
+                                          occurrences, plan_next)
 from scheduler.schedules.zones import validate_timezone
 
 __all__ = [
@@ -88,7 +90,9 @@ __all__ = [
     "Schedule",
     "ScheduleError",
     "first_run",
+    "interval_anchor",
     "next_occurrence",
+    "occurrences",
     "one_off",
     "parse_schedule",
     "plan_next",

@@ -1,13 +1,15 @@
 """Planning: which occurrence a job runs next, bounded by its ``start_at``/``end_at`` window and
-its ``missed_runs`` policy. The functions the job lifecycle calls.
+its ``missed_runs`` policy. The functions the job lifecycle calls, and :func:`occurrences`, the
+preview of a schedule made of the very same calls.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from scheduler.schedules.base import _ONE_US, Schedule, _require_aware
-from scheduler.schedules.oneoff import OneOffSchedule
+from scheduler.schedules.base import _ONE_US, UTC, Schedule, ScheduleError, _require_aware
+from scheduler.schedules.oneoff import OneOffSchedule, one_off
+from scheduler.schedules.parse import parse_schedule
 
 #: The ``missed_runs`` policies understood by :func:`plan_next`.
 MISSED_RUN_POLICIES = ("skip", "run_once", "run_all")
@@ -97,3 +99,63 @@ def plan_next(schedule: Schedule, previous: datetime, now: datetime, policy: str
             return nxt
         candidate = earlier
     return candidate
+
+
+def interval_anchor(start_at: datetime | None, created_at: datetime) -> datetime:
+    """What a job's ``rate()``/``@every`` counts from: ``start_at``, else its creation time.
+
+    Occurrences land on whole seconds, so the anchor is a whole second: ``start_at`` rounded
+    *up* (the first occurrence is the first whole second ``>= start_at``, not one interval
+    later), the creation time rounded down (the first occurrence is one interval after it).
+    """
+    if start_at is not None:
+        anchor = start_at.replace(microsecond=0)
+        return anchor + timedelta(seconds=1) if start_at.microsecond else anchor
+    return created_at.replace(microsecond=0)
+
+
+def occurrences(schedule_or_run_at: str | datetime, *, timezone: str = "UTC",
+                start_at: datetime | None = None, end_at: datetime | None = None,
+                after: datetime, count: int = 10) -> list[datetime]:
+    """The next ``count`` occurrences strictly after ``after`` of a job with these fields.
+
+    ``schedule_or_run_at`` is a schedule expression (any form of :func:`parse_schedule`) or a
+    one-off's ``run_at`` (an aware datetime). The answer (aware UTC datetimes, ascending) is what
+    the job would run if created at ``after`` and never late: its first occurrence is
+    :func:`first_run`'s and each next one :func:`plan_next`'s, so the DST rule, the
+    ``start_at``/``end_at`` window and the ``rate()``/``@every`` anchor (:func:`interval_anchor`,
+    with ``after`` as the creation time) are the job's. Fewer than ``count`` when the schedule
+    ends; empty for a one-off at or before ``after`` (a job would fire it at once).
+
+    Raises :class:`ScheduleError` naming the field at fault (``schedule``, ``timezone``,
+    ``run_at``, ``start_at``, ``end_at``, ``after`` or ``count``).
+    """
+    after = _instant(after, "after")
+    start_at = None if start_at is None else _instant(start_at, "start_at")
+    end_at = None if end_at is None else _instant(end_at, "end_at")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ScheduleError("count must be a whole number >= 1", field="count")
+    if isinstance(schedule_or_run_at, datetime):
+        schedule = one_off(schedule_or_run_at)
+    else:
+        schedule = parse_schedule(schedule_or_run_at, timezone, interval_anchor(start_at, after))
+    found: list[datetime] = []
+    occurrence = first_run(schedule, after, start_at=start_at, end_at=end_at)
+    while occurrence is not None:
+        if occurrence > after:  # first_run answers a one-off already past: "at once", not later
+            found.append(occurrence)
+            if len(found) == count:
+                break
+        # "now" at the occurrence just run: nothing is missed, plan_next answers the next one.
+        occurrence = plan_next(schedule, occurrence, occurrence, "skip", start_at=start_at,
+                               end_at=end_at)
+    return found
+
+
+def _instant(value: datetime, field: str) -> datetime:
+    if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
+        raise ScheduleError(f"{field} must be an RFC 3339 timestamp with an offset", field=field)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ScheduleError(f"{field} is out of range", field=field) from None
