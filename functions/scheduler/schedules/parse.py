@@ -20,7 +20,7 @@ _FORM_RE = re.compile(r"(?is)(cron|rate|at)\s*\((.*)\)")
 
 def parse_schedule(expression: str, timezone: str = "UTC",
                    anchor: datetime | None = None) -> Schedule:
-    """Parse a schedule expression (any form listed in the module docstring).
+    """Parse a schedule expression (any form listed in the docstring of ``scheduler.schedules``).
 
     ``timezone`` is the job's IANA zone (wall-time forms are matched in it). ``anchor`` (aware)
     is what ``rate()``/``@every`` count from: the job's ``start_at``, else its creation time;
