@@ -109,7 +109,8 @@ def test_next_occurrences_match_cronsim(expr, data):
     text, _ = expr
     if one_value_range_with_step(text):
         reject()
-    zones = FIXED_ZONES + DST_ZONES if cronsim_walks_wall_time(text) else FIXED_ZONES
+    # wall-time expressions mostly go to the zones with DST, where the rule has work to do
+    zones = DST_ZONES * 2 + ["Asia/Kolkata"] if cronsim_walks_wall_time(text) else FIXED_ZONES
     zone = data.draw(st.sampled_from(zones), label="zone")
     start = data.draw(start_in(zone), label="start")
     if start.astimezone(ZoneInfo(zone)).fold:
@@ -130,3 +131,26 @@ def test_the_two_agree_on_a_dst_night(expression, zone, start, expected):
     until = begin + timedelta(days=3)
     assert ours(expression, zone, begin, until)[:2] == want
     assert theirs(expression, zone, begin, until)[:2] == want
+
+
+@st.composite
+def wall_time_expressions(draw) -> str:
+    """Expressions in cronsim's wall-time mode whose hours are those DST transitions touch."""
+    text, _ = draw(cron_expressions())
+    minutes = draw(st.lists(st.integers(0, 59), min_size=1, max_size=4, unique=True))
+    hours = draw(st.sampled_from(["1", "2", "3", "1,2", "2-3", "0-3", "0-4/2", "2,14"]))
+    return " ".join([",".join(map(str, minutes)), hours, *text.split()[2:]])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=wall_time_expressions(), zone=st.sampled_from(DST_ZONES), data=st.data())
+def test_dst_nights_match_cronsim(text, zone, data):
+    """Start within hours before a transition, so that a skipped or repeated wall time lies ahead."""
+    if one_value_range_with_step(text):
+        reject()
+    base = data.draw(st.sampled_from(transitions(zone)), label="transition")
+    start = base + timedelta(seconds=data.draw(st.integers(-6 * 3600, 3600), label="offset"))
+    if start.astimezone(ZoneInfo(zone)).fold:
+        reject()
+    until = start + HORIZON
+    assert ours(text, zone, start, until) == theirs(text, zone, start, until), (text, zone, start)
