@@ -28,6 +28,8 @@ def test_interval_anchor_rounds_start_at_up_and_creation_down():
     assert interval_anchor(Z("2026-12-01T10:00:00.5"), Z("2026-11-01T08:00:00.7")) == Z("2026-12-01T10:00:01")
     assert interval_anchor(Z("2026-12-01T10:00:00"), Z("2026-11-01T08:00:00.7")) == Z("2026-12-01T10:00:00")
     assert interval_anchor(None, Z("2026-11-01T08:00:00.7")) == Z("2026-11-01T08:00:00")
+    last = datetime.max.replace(tzinfo=UTC)
+    assert interval_anchor(last, last) == last.replace(microsecond=0)  # no overflow
 
 
 @pytest.mark.parametrize("schedule", ["@every 1m", "rate(5 minutes)"])

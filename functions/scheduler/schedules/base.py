@@ -25,7 +25,8 @@ class ScheduleError(ValueError):
     """Bad schedule input.
 
     ``str(e)`` is a clear message meant for the API's 400 detail; ``field`` names the request
-    field at fault: ``"schedule"``, ``"timezone"``, ``"run_at"``, ``"start_at"`` or ``"end_at"``.
+    field at fault: ``"schedule"``, ``"timezone"``, ``"run_at"``, ``"start_at"`` or ``"end_at"``
+    (and ``"after"`` or ``"count"`` from the preview, ``occurrences``).
     """
 
     def __init__(self, message: str, field: str = "schedule"):

@@ -108,10 +108,15 @@ def interval_anchor(start_at: datetime | None, created_at: datetime) -> datetime
     *up* (the first occurrence is the first whole second ``>= start_at``, not one interval
     later), the creation time rounded down (the first occurrence is one interval after it).
     """
-    if start_at is not None:
-        anchor = start_at.replace(microsecond=0)
-        return anchor + timedelta(seconds=1) if start_at.microsecond else anchor
-    return created_at.replace(microsecond=0)
+    if start_at is None:
+        return created_at.replace(microsecond=0)
+    anchor = start_at.replace(microsecond=0)
+    if start_at.microsecond:
+        try:
+            anchor += timedelta(seconds=1)
+        except OverflowError:  # within the last second datetime can hold: nothing fires there
+            pass
+    return anchor
 
 
 def occurrences(schedule_or_run_at: str | datetime, *, timezone: str = "UTC",
