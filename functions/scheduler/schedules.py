@@ -74,6 +74,8 @@ from decimal import Decimal
 from typing import Iterator
 from zoneinfo import ZoneInfo
 
+from scheduler.errors import ScheduleError  # noqa: F401 (re-exported)
+
 __all__ = [
     "HORIZON_YEARS",
     "MISSED_RUN_POLICIES",
@@ -111,19 +113,6 @@ _LAST_WALL = datetime(9998, 12, 30)
 # UTC offsets lie within -12h..+14h, so an instant's wall time is never more than 26 h past
 # the wall time of a later instant.
 _MAX_OFFSET_SPREAD = timedelta(hours=26)
-
-
-class ScheduleError(ValueError):
-    """Bad schedule input.
-
-    ``str(e)`` is a clear message meant for the API's 400 detail; ``field`` names the request
-    field at fault: ``"schedule"``, ``"timezone"``, ``"run_at"``, ``"start_at"`` or ``"end_at"``.
-    """
-
-    def __init__(self, message: str, field: str = "schedule"):
-        super().__init__(message)
-        self.message = message
-        self.field = field
 
 
 # --------------------------------------------------------------------------------------------

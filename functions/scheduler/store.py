@@ -20,6 +20,7 @@ from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool
 
 from scheduler import lifecycle
+from scheduler.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
 from scheduler.sql import QUERIES
 
 # Columns whose change means the occurrences must be computed afresh.
@@ -27,22 +28,6 @@ SCHEDULE_FIELDS = ("schedule", "run_at", "timezone", "start_at", "end_at")
 # Columns a job's owner may write (POST, PUT, PATCH).
 SPEC_FIELDS = ("name", "description", "tags", "schedule", "run_at", "timezone", "start_at", "end_at",
                "target", "retry", "missed_runs")
-
-
-class NotFound(LookupError):
-    """No such job for this owner."""
-
-
-class NameTaken(ValueError):
-    """The owner already has a job of that name."""
-
-
-class VersionMismatch(ValueError):
-    """The job's version is not the one the caller expected (If-Match)."""
-
-    def __init__(self, current: int):
-        super().__init__(f"the job is at version {current}")
-        self.current = current
 
 
 @dataclass(frozen=True)
