@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from scheduler import constants as c
-from scheduler.lifecycle import Outcome
+from scheduler.domain import Outcome
 from scheduler.secrets import SecretError
 from scheduler.store import Claim, Completion, StartedExecution, Store
 from scheduler.targets import Delivery, DeliveryResult, TargetPolicy, deliver
@@ -102,8 +102,8 @@ class Executor:
     def deliver(self, started: StartedExecution, lock_token: str) -> Finished:
         """Deliver a started execution (never raises for the target's sake)."""
         began = time.monotonic()
-        job_id = str(started.job["id"])
-        max_attempts = int((started.job.get("retry") or {}).get("max_attempts", 3))
+        job_id = str(started.job.id)
+        max_attempts = started.job.max_attempts
         if started.trigger != "manual" and started.attempt > max_attempts:
             # Earlier attempts were lost with their runners (a target that kills the executor,
             # say): give the occurrence up rather than redeliver it forever.
@@ -147,7 +147,7 @@ def execute_claim(event: Mapping[str, Any], *, store: Store, decrypt_target: Cal
 
 
 def _log_fields(started: StartedExecution) -> dict[str, Any]:
-    return {"job_id": str(started.job["id"]), "execution_id": started.execution_id, "attempt": started.attempt}
+    return {"job_id": str(started.job.id), "execution_id": started.execution_id, "attempt": started.attempt}
 
 
 def _deliver(started: StartedExecution, job_id: str, decrypt_target: Callable[[dict], dict],
@@ -155,7 +155,7 @@ def _deliver(started: StartedExecution, job_id: str, decrypt_target: Callable[[d
              log: dict[str, Any]) -> DeliveryResult:
     """Decrypt the target and deliver the started execution (never raises for the target)."""
     try:
-        target = decrypt_target(dict(started.job["target"]))
+        target = decrypt_target(dict(started.job.target))
     except SecretError as exc:  # a token that cannot be read: the job's fault, for good
         logger.error("cannot decrypt the target's secrets", extra={**log, "error": type(exc).__name__})
         return DeliveryResult("failed", False, error="the target's secrets cannot be decrypted")

@@ -151,7 +151,7 @@ class LocalInvoker:
         try:
             self._finished.put(self.executor.deliver(execution, lock_token))
         except Exception:  # a bug, not the target's failure: the lease expires and the job is reclaimed
-            logger.exception("delivery failed", extra={"job_id": str(execution.job["id"])})
+            logger.exception("delivery failed", extra={"job_id": str(execution.job.id)})
         finally:
             with self._lock:
                 self._running -= 1

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import random
 import uuid
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping, Sequence
 
@@ -20,70 +19,10 @@ from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool
 
 from scheduler import lifecycle
+from scheduler.domain import (SCHEDULE_FIELDS, SPEC_FIELDS, Claim, Completion, Job,  # noqa: F401 (re-exported)
+                              StartedExecution)
 from scheduler.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
 from scheduler.sql import QUERIES
-
-# Columns whose change means the occurrences must be computed afresh.
-SCHEDULE_FIELDS = ("schedule", "run_at", "timezone", "start_at", "end_at")
-# Columns a job's owner may write (POST, PUT, PATCH).
-SPEC_FIELDS = ("name", "description", "tags", "schedule", "run_at", "timezone", "start_at", "end_at",
-               "target", "retry", "missed_runs")
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A job taken by the fan-out, with the lease token that fences its completion."""
-
-    job_id: str
-    lock_token: str
-    lease_kind: str
-    scheduled_at: datetime
-    due_at: datetime
-    claimed_at: datetime
-    locked_until: datetime
-    reclaimed: bool = False
-    # Set by claim_and_start: the execution already recorded as running on this claim.
-    started: "StartedExecution | None" = None
-
-    def to_event(self) -> dict[str, Any]:
-        """The executor's invoke payload."""
-        return {"job_id": self.job_id, "lock_token": self.lock_token,
-                "scheduled_at": self.scheduled_at.isoformat(), "due_at": self.due_at.isoformat(),
-                "claimed_at": self.claimed_at.isoformat()}
-
-
-@dataclass(frozen=True)
-class StartedExecution:
-    """An execution recorded as running, with the job's columns its delivery and its completion
-    need (``started_job_columns`` in queries.sql lists them; the target still encrypted)."""
-
-    job: dict[str, Any]
-    execution_id: str
-    scheduled_at: datetime
-    attempt: int
-    trigger: str
-    started_at: datetime
-
-    @property
-    def lateness_ms(self) -> float:
-        """How late the execution started after its scheduled time, by the database clock."""
-        return (self.started_at - self.scheduled_at).total_seconds() * 1000
-
-
-@dataclass(frozen=True)
-class Completion:
-    """How one started execution ended, to be recorded (``Store.complete_executions``)."""
-
-    job_id: str
-    lock_token: str
-    execution_id: str
-    outcome: lifecycle.Outcome
-    http_status: int | None = None
-    response_excerpt: str | None = None
-    # What start_execution returned and the seconds since: the plan is made from that row.
-    started: StartedExecution | None = None
-    elapsed_seconds: float | None = None
-
 
 # The parameters of ``complete_job`` (values), and of ``complete_jobs`` (arrays of them).
 _COMPLETION_COLUMNS = ("job_id", "lock_token", "execution_id", "version", "state", "scheduled_at", "attempt",
@@ -135,7 +74,7 @@ def _uuids_as_text(conn: psycopg.Connection) -> psycopg.Cursor:
 def _started(row: dict[str, Any]) -> StartedExecution:
     """A row of start_execution or claim_and_start: the job's columns and its execution's."""
     execution = {k: row.pop(k) for k in list(row) if k.startswith("execution_")}
-    return StartedExecution(job=row, execution_id=str(execution["execution_id"]),
+    return StartedExecution(job=Job.from_row(row), execution_id=str(execution["execution_id"]),
                             scheduled_at=execution["execution_scheduled_at"], attempt=execution["execution_attempt"],
                             trigger=execution["execution_trigger"], started_at=execution["execution_started_at"])
 
@@ -170,7 +109,7 @@ class Store:
         """Insert a job and compute its first occurrence. Raises ``NameTaken``."""
         with self.pool.connection() as conn:
             now = conn.execute(QUERIES["now"]).fetchone()["now"]
-            draft = {**spec, "created_at": now}
+            draft = Job.from_row({**spec, "created_at": now})
             plan = lifecycle.plan_first(draft, now)
             params = {**_spec_params(spec), **plan, "id": job_id or str(uuid.uuid4()), "owner": owner,
                       "created_at": now}
@@ -236,17 +175,17 @@ class Store:
             new = {**row, **spec}
             if any(row.get(k) != new.get(k) for k in SCHEDULE_FIELDS):
                 state = row["state"] if row["state"] == "paused" else "active"
-                return {**spec, **lifecycle.plan_first(new, now, state)}
+                return {**spec, **lifecycle.plan_first(Job.from_row(new), now, state)}
             return spec
         return self._modify(owner, job_id, change, expected_version)
 
     def pause_job(self, owner: str, job_id: str) -> dict[str, Any]:
         """Stop firing the job's schedule (a manual run still runs)."""
-        return self._modify(owner, job_id, lambda row, now: lifecycle.plan_pause(row))
+        return self._modify(owner, job_id, lambda row, now: lifecycle.plan_pause(Job.from_row(row)))
 
     def resume_job(self, owner: str, job_id: str) -> dict[str, Any]:
         """Fire the schedule again, applying ``missed_runs`` to what was missed."""
-        return self._modify(owner, job_id, lifecycle.plan_resume)
+        return self._modify(owner, job_id, lambda row, now: lifecycle.plan_resume(Job.from_row(row), now))
 
     @_retry_on_dead_connection
     def delete_job(self, owner: str, job_id: str) -> None:
@@ -347,7 +286,7 @@ class Store:
                 job = done.started.job
                 now = done.started.started_at + timedelta(seconds=max(done.elapsed_seconds, 0.0))
                 plan = lifecycle.plan_completion(job, done.outcome, now, self.rng, done.started.scheduled_at)
-                rows.append(_completion_row(done, plan, job["version"], done.started.scheduled_at))
+                rows.append(_completion_row(done, plan, job.version, done.started.scheduled_at))
             written = self._write_completions(rows)
             for i in fast:
                 recorded[i] = str(completions[i].job_id) in written
@@ -366,13 +305,14 @@ class Store:
     def _complete_locked(self, done: Completion) -> bool:
         """The locking path: hold the row while our lease stands, plan from it, write."""
         with self.pool.connection() as conn, conn.transaction():
-            job = conn.execute(QUERIES["lock_leased_job"], {
+            row = conn.execute(QUERIES["lock_leased_job"], {
                 "job_id": done.job_id, "lock_token": done.lock_token, "execution_id": done.execution_id}).fetchone()
-            if job is None:
+            if row is None:
                 return False
-            now, ran = job.pop("db_now"), job.pop("ran_scheduled_at")
-            plan = lifecycle.plan_completion(job, done.outcome, now, self.rng, ran)
-            return _complete(conn, [_completion_row(done, plan, job["version"], ran)]).fetchone() is not None
+            job = Job.from_row(row)
+            plan = lifecycle.plan_completion(job, done.outcome, row["db_now"], self.rng, row["ran_scheduled_at"])
+            return _complete(conn, [_completion_row(done, plan, job.version, row["ran_scheduled_at"])]
+                             ).fetchone() is not None
 
     @_retry_on_dead_connection
     def due_backlog(self) -> tuple[int, float]:

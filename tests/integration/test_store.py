@@ -308,7 +308,7 @@ def test_fast_completion_from_the_started_row(store, pool):
     row = complete(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
                    http_status=200, started=started, elapsed_seconds=0.5)
     assert row["lock_token"] is None and row["attempt"] == 0 and row["next_run_at"] > claim.scheduled_at
-    assert row["manual_run_at"] is not None and row["version"] == started.job["version"]
+    assert row["manual_run_at"] is not None and row["version"] == started.job.version
     assert store.get_execution(started.execution_id)["status"] == "succeeded"
     # A stale token is fenced on the fast path as on the locking one.
     assert store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from scheduler.domain import Job
 from scheduler.lifecycle import Outcome, backoff_seconds, plan_completion
 from scheduler.sql import QUERIES, parse_named_queries
 
@@ -21,7 +22,7 @@ def job(**overrides):
            "lease_kind": "schedule", "missed_runs": "run_once",
            "retry": {"max_attempts": 3, "min_backoff_seconds": 2, "max_backoff_seconds": 10}}
     row.update(overrides)
-    return row
+    return Job.from_row(row)
 
 
 def test_backoff_grows_with_jitter_within_bounds():

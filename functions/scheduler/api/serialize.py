@@ -10,9 +10,9 @@ from typing import Any, Literal, Mapping
 
 from pydantic import AwareDatetime, BaseModel, Field
 
+from scheduler.domain import SPEC_FIELDS
 from scheduler.models import JobSpec
 from scheduler.secrets import mask_target_secrets
-from scheduler.store import SPEC_FIELDS
 from scheduler.timeutil import format_time
 
 _TIME_FIELDS = ("run_at", "start_at", "end_at")
