@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from scheduler import constants as c
-from scheduler.domain import Outcome
-from scheduler.secrets import SecretError
-from scheduler.store import Claim, Completion, StartedExecution, Store
+from scheduler import service
+from scheduler.domain import Claim, Completion, Outcome, StartedExecution
+from scheduler.errors import SecretError
+from scheduler.ports import ExecutionStore
 from scheduler.targets import Delivery, DeliveryResult, TargetPolicy, deliver
 from scheduler.telemetry import Metrics, NullMetrics
 
@@ -63,7 +64,7 @@ class Executor:
     (``run``); local mode claims and starts a batch in one statement (``claim_and_start``),
     delivers from a thread pool and records outcomes in batches."""
 
-    def __init__(self, store: Store, decrypt_target: Callable[[dict], dict], policy: TargetPolicy,
+    def __init__(self, store: ExecutionStore, decrypt_target: Callable[[dict], dict], policy: TargetPolicy,
                  metrics: Metrics | None = None, remaining_seconds: Callable[[], float] | None = None):
         self.store = store
         self.decrypt_target = decrypt_target
@@ -122,7 +123,7 @@ class Executor:
                     retry_after_seconds=done.result.retry_after_seconds, error=done.result.error),
             http_status=done.result.http_status, response_excerpt=done.result.response_excerpt,
             started=done.started, elapsed_seconds=done.elapsed_seconds) for done in finished]
-        recorded = self.store.complete_executions(completions)
+        recorded = service.complete_executions(self.store, completions)
         reports = []
         for done, written in zip(finished, recorded):
             result, log = done.result, _log_fields(done.started)
@@ -139,7 +140,7 @@ class Executor:
         return reports
 
 
-def execute_claim(event: Mapping[str, Any], *, store: Store, decrypt_target: Callable[[dict], dict],
+def execute_claim(event: Mapping[str, Any], *, store: ExecutionStore, decrypt_target: Callable[[dict], dict],
                   policy: TargetPolicy, metrics: Metrics | None = None,
                   remaining_seconds: Callable[[], float] | None = None) -> ExecutionReport:
     """Run one claim (the fan-out's invoke payload: ``job_id``, ``lock_token``, ...)."""

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from scheduler import constants as c
-from scheduler.store import Claim, StartedExecution, Store
+from scheduler.domain import Claim, StartedExecution
+from scheduler.ports import FanoutStore
 from scheduler.telemetry import Metrics, NullMetrics
 
 if TYPE_CHECKING:  # the fan-out Lambda does not load the delivery code
@@ -43,7 +44,7 @@ MAX_PURGED_PER_RUN = 50_000
 class Invoker(Protocol):
     """Hands claims to executors."""
 
-    def claim(self, store: Store, limit: int, lease_seconds: float) -> list[Claim]:
+    def claim(self, store: FanoutStore, limit: int, lease_seconds: float) -> list[Claim]:
         """Take up to ``limit`` due jobs, the way this invoker's executors expect them."""
 
     def capacity(self) -> int:
@@ -73,7 +74,7 @@ class LambdaInvoker:
         self.sleep = sleep
         self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="invoke")
 
-    def claim(self, store: Store, limit: int, lease_seconds: float) -> list[Claim]:
+    def claim(self, store: FanoutStore, limit: int, lease_seconds: float) -> list[Claim]:
         """Leases only: each executor starts its own claim when its invoke arrives."""
         return store.claim_due(limit, lease_seconds)
 
@@ -127,7 +128,7 @@ class LocalInvoker:
         self._recorder = threading.Thread(target=self._record_loop, name="recorder", daemon=True)
         self._recorder.start()
 
-    def claim(self, store: Store, limit: int, lease_seconds: float) -> list[Claim]:
+    def claim(self, store: FanoutStore, limit: int, lease_seconds: float) -> list[Claim]:
         """Claimed and started at once (the lease covers the delivery, not ``lease_seconds``)."""
         return self.executor.claim_and_start(limit)
 
@@ -228,7 +229,7 @@ def drain_limit(remaining_seconds: float) -> float:
     return max(remaining_seconds - DEADLINE_RESERVE_SECONDS, 0.0)
 
 
-def run_fanout(store: Store, invoker: Invoker, *, budget_seconds: float, batch_size: int = 100,
+def run_fanout(store: FanoutStore, invoker: Invoker, *, budget_seconds: float, batch_size: int = 100,
                lease_seconds: float = 120, metrics: Metrics | None = None, stop: threading.Event | None = None,
                retention_days: int | None = None, drain_limit_seconds: float | None = None,
                clock: Callable[[], float] = time.monotonic) -> FanoutReport:

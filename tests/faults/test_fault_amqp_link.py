@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler import service
 from scheduler.executor import Executor
 from scheduler.runner import LocalInvoker, run_fanout
 from scheduler.targets import TargetPolicy
@@ -64,7 +65,7 @@ def test_deliveries_fail_retryably_while_the_link_is_down_and_once_when_it_is_ba
                              "body": "{{job_id}} {{attempt}}", "timeout_seconds": 3},
                      retry={"max_attempts": 5, "min_backoff_seconds": 1, "max_backoff_seconds": 60,
                             "max_age_seconds": None})
-    job_id = str(store.create_job(OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
 
     # 1. The link is up: delivered, and the runner keeps a pooled connection through the proxy.
     # (An occurrence an hour ago, so that the next one, made due now, has another key.)

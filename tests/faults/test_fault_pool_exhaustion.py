@@ -21,6 +21,7 @@ import pytest
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from scheduler import service
 from scheduler.db import make_pool
 from scheduler.executor import execute_claim
 from scheduler.store import Store
@@ -44,7 +45,7 @@ def test_twenty_executors_on_two_connections_all_complete(db_url, target):
     pool = make_pool(db_url, min_size=1, max_size=2)
     store = Store(pool)
     try:
-        ids = [str(store.create_job(OWNER, http_spec(f"p{i:02d}", "0 0 1 1 *", target={
+        ids = [str(service.create_job(store, OWNER, http_spec(f"p{i:02d}", "0 0 1 1 *", target={
             **http_spec("x")["target"], "url": target.url + "/all-at-once"}))["id"]) for i in range(WORKERS)]
         for job_id in ids:
             make_due(pool, job_id)
@@ -90,7 +91,7 @@ def test_pool_timeout_raises_from_execute_claim_and_the_lease_brings_the_job_bac
     store = Store(pool)
     run = partial(execute_claim, store=store, decrypt_target=lambda t: t, policy=LOCAL)
     try:
-        job_id = str(store.create_job(OWNER, http_spec("starved", "0 0 1 1 *", target={
+        job_id = str(service.create_job(store, OWNER, http_spec("starved", "0 0 1 1 *", target={
             **http_spec("x")["target"], "url": target.url + "/hook", "timeout_seconds": 5}))["id"])
 
         # 1. No connection for the start: the executor raises before delivering anything.

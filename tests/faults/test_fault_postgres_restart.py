@@ -106,11 +106,18 @@ class CountingStore(Store):
             self.faults[f"claim_and_start: {type(exc).__name__}"] += 1
             raise
 
-    def complete_executions(self, completions):
+    def write_completions(self, planned):
         try:
-            return super().complete_executions(completions)
+            return super().write_completions(planned)
         except Exception as exc:
-            self.faults[f"complete_execution: {type(exc).__name__}"] += len(completions)
+            self.faults[f"complete_execution: {type(exc).__name__}"] += len(planned)
+            raise
+
+    def complete_locked(self, done, plan):
+        try:
+            return super().complete_locked(done, plan)
+        except Exception as exc:
+            self.faults[f"complete_execution: {type(exc).__name__}"] += 1
             raise
 
 

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from scheduler import service
 from scheduler.executor import Executor
 from scheduler.lifecycle import MAX_RETRY_AFTER_SECONDS
 from scheduler.runner import LocalInvoker, run_fanout
@@ -49,7 +50,7 @@ def make_job(store, pool, name: str, url: str, *, timeout: int = 5, **retry) -> 
     spec = http_spec(name, YEARLY, target={**http_spec("x")["target"], "url": url, "timeout_seconds": timeout},
                      retry={"max_attempts": 3, "min_backoff_seconds": 1, "max_backoff_seconds": 60,
                             "max_age_seconds": None, **retry})
-    job_id = str(store.create_job(OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
     make_due(pool, job_id)
     return job_id
 

@@ -11,6 +11,7 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
+from scheduler import service
 from scheduler.executor import Executor, execute_claim
 from scheduler.runner import LambdaInvoker, LocalInvoker, fanout_deadline, run_fanout
 from scheduler.targets import TargetPolicy
@@ -45,7 +46,7 @@ def test_one_off_http_job_is_delivered_with_its_identity(store, target_server):
                      target={**http_spec("x")["target"], "url": target_server.url + "/hook",
                              "headers": {"Content-Type": "application/json"},
                              "body": '{"job": "{{job_id}}", "at": "{{scheduled_at}}", "try": {{attempt}}}'})
-    job = store.create_job(OWNER, spec)
+    job = service.create_job(store, OWNER, spec)
     metrics = MemoryMetrics()
     report = drain(store, metrics)
     assert report.claimed == report.dispatched == 1
@@ -67,7 +68,7 @@ def test_one_off_http_job_is_delivered_with_its_identity(store, target_server):
 def test_failure_then_durable_retry_then_success(store, pool, target_server):
     target_server.responses["/flaky"] = [(500, {}, b"boom"), (200, {}, b"fine")]
     spec = http_spec("flaky", "0 0 1 1 *", target={**http_spec("x")["target"], "url": target_server.url + "/flaky"})
-    job_id = str(store.create_job(OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
     make_due(pool, job_id)
     drain(store)
     row = store.get_job(OWNER, job_id)
@@ -87,7 +88,7 @@ def test_failure_then_durable_retry_then_success(store, pool, target_server):
 def test_retry_after_sets_the_next_attempt(store, pool, target_server):
     target_server.responses["/busy"] = [(429, {"Retry-After": "120"}, b"slow down")]
     spec = http_spec("busy", "0 0 1 1 *", target={**http_spec("x")["target"], "url": target_server.url + "/busy"})
-    job_id = str(store.create_job(OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
     make_due(pool, job_id)
     drain(store)
     row = store.get_job(OWNER, job_id)
@@ -96,7 +97,7 @@ def test_retry_after_sets_the_next_attempt(store, pool, target_server):
 
 def test_stale_claim_does_nothing(store, pool, target_server):
     spec = http_spec("stale", "0 0 1 1 *", target={**http_spec("x")["target"], "url": target_server.url})
-    job_id = str(store.create_job(OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     with pool.connection() as conn:
@@ -109,7 +110,7 @@ def test_stale_claim_does_nothing(store, pool, target_server):
 
 def test_private_target_refused_outside_local_mode(store, target_server):
     spec = http_spec("ssrf", None, run_at=store.now(), target={**http_spec("x")["target"], "url": target_server.url})
-    job_id = str(store.create_job(OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
     invoker = LocalInvoker(Executor(store, lambda t: t, TargetPolicy()))
     run_fanout(store, invoker, budget_seconds=0)
     invoker.close()
@@ -119,7 +120,7 @@ def test_private_target_refused_outside_local_mode(store, target_server):
 
 
 def test_lambda_invoker_retries_throttles_and_releases_what_it_cannot_dispatch(store, pool):
-    jobs = [str(store.create_job(OWNER, http_spec(f"l{i}"))["id"]) for i in range(2)]
+    jobs = [str(service.create_job(store, OWNER, http_spec(f"l{i}"))["id"]) for i in range(2)]
     for job_id in jobs:
         make_due(pool, job_id)
     client = boto3.client("lambda", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
@@ -147,8 +148,8 @@ def test_overlapping_fanouts_deliver_each_job_once(db_url, store, target_server)
     count = 200
     base = store.now()
     for i in range(count):  # due over the next ~2 seconds, and a few already due
-        store.create_job(OWNER, http_spec(f"o{i:03d}", None, run_at=base + timedelta(milliseconds=10 * i - 200),
-                                          target={**http_spec("x")["target"], "url": target_server.url + "/o"}))
+        service.create_job(store, OWNER, http_spec(f"o{i:03d}", None, run_at=base + timedelta(milliseconds=10 * i - 200),
+                                                   target={**http_spec("x")["target"], "url": target_server.url + "/o"}))
     reports, errors = [], []
 
     def fanout(budget: float) -> None:
@@ -192,7 +193,7 @@ def test_amqp_job_is_published_with_confirms(store, amqp_url, amqp_admin, amqp_q
                              "body": '{"job": "{{job_id}}"}', "body_encoding": "utf-8",
                              "headers": {"tenant": "acme"}, "content_type": "application/json",
                              "timeout_seconds": 10})
-    job_id = str(store.create_job(OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
     drain(store)
     [execution] = store.list_executions(OWNER, job_id)
     assert execution["status"] == "succeeded", execution["error"]
@@ -208,7 +209,7 @@ def test_unroutable_amqp_message_is_a_retryable_failure(store, amqp_url, amqp_qu
     exchange, _, _ = amqp_queue
     spec = http_spec("lost", "0 0 1 1 *", target={"type": "amqp", "url": amqp_url, "exchange": exchange,
                                                   "routing_key": "nobody-listens", "body": "x"})
-    job_id = str(store.create_job(OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
     store.request_run(OWNER, job_id)
     drain(store)
     [execution] = store.list_executions(OWNER, job_id)
@@ -216,7 +217,7 @@ def test_unroutable_amqp_message_is_a_retryable_failure(store, amqp_url, amqp_qu
 
 
 def test_fanout_purges_expired_executions_beyond_one_batch(store, pool):
-    job_id = str(store.create_job(OWNER, http_spec("old", "0 0 1 1 *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("old", "0 0 1 1 *"))["id"])
     with pool.connection() as conn:
         conn.execute("""
             INSERT INTO executions (id, job_id, scheduled_at, started_at, attempt, trigger, status)
@@ -256,7 +257,7 @@ def test_fanout_stops_draining_at_its_limit_while_claims_come_back_full(store, p
 def test_attempts_lost_with_their_runners_count_toward_max_attempts(store, pool, target_server):
     spec = http_spec("poison", "0 0 1 1 *", target={**http_spec("x")["target"], "url": target_server.url},
                      retry={"max_attempts": 1, "min_backoff_seconds": 1, "max_backoff_seconds": 1})
-    job_id = str(store.create_job(OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     store.start_execution(job_id, claim.lock_token)  # ...and the runner dies mid-delivery
@@ -288,13 +289,13 @@ class CallCountingStore:
             self.starts.append(len(claims))
         return claims
 
-    def complete_executions(self, completions):
-        self.completions.append(len(completions))
-        return self._store.complete_executions(completions)
+    def write_completions(self, planned):
+        self.completions.append(len(planned))
+        return self._store.write_completions(planned)
 
 
 def test_local_invoker_claims_starts_and_records_in_batches_within_its_idle_workers(store, pool, target_server):
-    ids = [str(store.create_job(OWNER, http_spec(f"batch{i:02d}", "0 0 1 1 *", target={
+    ids = [str(service.create_job(store, OWNER, http_spec(f"batch{i:02d}", "0 0 1 1 *", target={
         **http_spec("x")["target"], "url": target_server.url + "/batch"}))["id"]) for i in range(30)]
     for job_id in ids:
         make_due(pool, job_id)

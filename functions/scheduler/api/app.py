@@ -29,7 +29,7 @@ from scheduler.api.errors import (MAX_REQUEST_BODY_BYTES, ApiError, MalformedBod
 from scheduler.api.identity import require_owner
 from scheduler.api.serialize import Health
 from scheduler.secrets import SecretBox
-from scheduler.store import Store
+from scheduler.ports import JobStore
 
 HEALTH_PATH = "/v1/health"
 
@@ -158,7 +158,7 @@ def _once(factory: Callable[[], Any]) -> Callable[[], Any]:
     return get
 
 
-def make_app(store_provider: Callable[[], Store], secret_box_provider: Callable[[], SecretBox],
+def make_app(store_provider: Callable[[], JobStore], secret_box_provider: Callable[[], SecretBox],
              settings: Any = None) -> SchedulerResolver:
     """The API, given how to get its store and secret box (called lazily, on the first request
     that needs them) and the settings (``cursor_secret``)."""

@@ -12,14 +12,15 @@ from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
+from scheduler import service
 from scheduler.api.cursors import MAX_CURSOR_LENGTH, CursorCodec, InvalidCursor, scope_of
 from scheduler.api.deps import get_cursors, get_owner, get_secret_box, get_store
 from scheduler.api.errors import BadRequest, documented
 from scheduler.api.serialize import Job, JobList, RunAccepted, job_json, spec_of
 from scheduler.constants import SERVICE_NAME
 from scheduler.models import MAX_NAME_LENGTH, MAX_TAG_LENGTH, JobSpec
+from scheduler.ports import JobStore
 from scheduler.secrets import SecretBox, encrypt_target_secrets, keep_masked_secrets
-from scheduler.store import Store
 from scheduler.timeutil import format_time
 
 logger = Logger(service=SERVICE_NAME, child=True)
@@ -29,7 +30,7 @@ DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
 MAX_PATCH_DEPTH = 16
 
-StoreDep = Annotated[Store, Depends(get_store)]
+StoreDep = Annotated[JobStore, Depends(get_store)]
 BoxDep = Annotated[SecretBox, Depends(get_secret_box)]
 CursorsDep = Annotated[CursorCodec, Depends(get_cursors)]
 Owner = Annotated[str, Depends(get_owner)]
@@ -127,7 +128,7 @@ def _text_param(value: str | None, field: str) -> str | None:
 def create_job(spec: Annotated[JobSpec, Body()], store: StoreDep, box: BoxDep, owner: Owner):
     data = spec_data(spec)
     data["target"] = keep_masked_secrets(encrypt_target_secrets(data["target"], box), None)
-    row = store.create_job(owner, data)
+    row = service.create_job(store, owner, data)
     logger.info("job created", extra={"job_id": str(row["id"])})
     return job_response(row, 201, {"Location": f"/v1/jobs/{row['id']}"})
 
@@ -181,7 +182,7 @@ def replace_job(job_id: JobId, spec: Annotated[JobSpec, Body()], store: StoreDep
     def build(row: dict[str, Any]) -> dict[str, Any]:
         return {**data, "target": keep_masked_secrets(target, row["target"])}
 
-    row = store.update_job(owner, job_id, build, expected)
+    row = service.update_job(store, owner, job_id, build, expected)
     logger.info("job replaced", extra={"job_id": job_id, "version": row["version"]})
     return job_response(row)
 
@@ -200,7 +201,7 @@ def patch_job(job_id: JobId, patch: Annotated[dict[str, Any], Body(description="
         data = spec_data(JobSpec.model_validate(merge_patch(spec_of(row), patch)))
         return {**data, "target": keep_masked_secrets(encrypt_target_secrets(data["target"], box), row["target"])}
 
-    row = store.update_job(owner, job_id, build, expected)
+    row = service.update_job(store, owner, job_id, build, expected)
     logger.info("job patched", extra={"job_id": job_id, "version": row["version"]})
     return job_response(row)
 
@@ -216,13 +217,13 @@ def delete_job(job_id: JobId, store: StoreDep, owner: Owner):
 @router.post("/v1/jobs/<job_id>/pause", summary="Pause a job's schedule", tags=["jobs"],
              responses=documented(200, Job, "The job.", 403, 404))
 def pause_job(job_id: JobId, store: StoreDep, owner: Owner):
-    return job_response(store.pause_job(owner, job_id))
+    return job_response(service.pause_job(store, owner, job_id))
 
 
 @router.post("/v1/jobs/<job_id>/resume", summary="Resume a job's schedule", tags=["jobs"],
              responses=documented(200, Job, "The job.", 403, 404))
 def resume_job(job_id: JobId, store: StoreDep, owner: Owner):
-    return job_response(store.resume_job(owner, job_id))
+    return job_response(service.resume_job(store, owner, job_id))
 
 
 @router.post("/v1/jobs/<job_id>/run", status_code=202, summary="Run a job now", tags=["jobs"],
