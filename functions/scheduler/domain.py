@@ -1,5 +1,5 @@
 """The typed core of the scheduler: a job as the domain reads it, a claim (lease), a started
-execution, how an attempt ended and how that is recorded.
+execution, how an attempt ended and how that is recorded, and the identity of a delivery.
 
 Frozen dataclasses, built once at the edge of the store from its rows (``Job.from_row``) and
 read by attribute everywhere after: planning (``scheduler.lifecycle``), the executor and its
@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Mapping
+
+from scheduler.timeutil import format_time, idempotency_key
 
 # Columns a job's owner may write (POST, PUT, PATCH): the fields of ``models.JobSpec``.
 SPEC_FIELDS = ("name", "description", "tags", "schedule", "run_at", "timezone", "start_at", "end_at",
@@ -130,3 +132,36 @@ class Completion:
     # What start_execution returned and the seconds since: the plan is made from that row.
     started: StartedExecution | None = None
     elapsed_seconds: float | None = None
+
+
+# Names of the delivery headers (HTTP headers, and AMQP message headers).
+HEADER_IDEMPOTENCY_KEY = "Idempotency-Key"
+HEADER_JOB_ID = "X-Scheduler-Job-Id"
+HEADER_EXECUTION_ID = "X-Scheduler-Execution-Id"
+HEADER_SCHEDULED_AT = "X-Scheduler-Scheduled-At"
+HEADER_ATTEMPT = "X-Scheduler-Attempt"
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """The identity of one delivery attempt: which occurrence of which job, which try."""
+
+    job_id: str
+    execution_id: str
+    scheduled_at: datetime  # aware, UTC
+    attempt: int  # 1-based
+
+    @property
+    def idempotency_key(self) -> str:
+        """``<job id>:<scheduled_at>``: the same for every attempt of one occurrence."""
+        return idempotency_key(self.job_id, self.scheduled_at)
+
+    def headers(self) -> dict[str, str]:
+        """The delivery headers of the contract (HTTP headers; AMQP message headers)."""
+        return {
+            HEADER_IDEMPOTENCY_KEY: self.idempotency_key,
+            HEADER_JOB_ID: str(self.job_id),
+            HEADER_EXECUTION_ID: str(self.execution_id),
+            HEADER_SCHEDULED_AT: format_time(self.scheduled_at) or "",
+            HEADER_ATTEMPT: str(self.attempt),
+        }

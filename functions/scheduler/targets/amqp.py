@@ -17,7 +17,7 @@ What a delivery does:
   decoded and sent as bytes, unrendered; a ``utf-8`` body is rendered and encoded.
 - Bounds the whole delivery (name resolution, connect, TLS, AMQP handshake, publish, confirm)
   by ``timeout_seconds`` (default 30) or the executor's cap: the handshake by pika's
-  ``stack_timeout``, the publish by a :class:`~scheduler.targets.Watchdog` that shuts the
+  ``stack_timeout``, the publish by a :class:`~scheduler.targets.watchdog.Watchdog` that shuts the
   socket down at the deadline.
 
 Outcomes (``docs/delivery.md``): the broker confirmed (ack) -> succeeded; the message was
@@ -57,20 +57,19 @@ from urllib.parse import unquote, urlsplit
 import pika
 import pika.exceptions as pex
 
-from scheduler.targets import (
+from scheduler.targets import ssrf
+from scheduler.targets.delivery import (
     SUCCEEDED,
     Delivery,
     DeliveryResult,
     TargetPolicy,
-    Watchdog,
     exception_chain,
     permanent,
     redact,
-    running,
     timed_out,
     transient,
 )
-from scheduler.targets import ssrf
+from scheduler.targets.watchdog import Watchdog, running
 
 MAX_IDLE_PER_BROKER = 4
 #: A pooled connection idle for longer is closed rather than reused (a frozen Lambda

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Iterable, Sequence
 
-from scheduler.targets import TargetPolicy
+from scheduler.targets.delivery import TargetPolicy
 from scheduler.urls import MAX_URL_LENGTH, check_broker_url_syntax, check_url_syntax  # noqa: F401 (re-exported)
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
