@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from scheduler import constants as c
 from scheduler import service
-from scheduler.domain import Claim, Completion, Outcome, StartedExecution
+from scheduler.domain import Completion, Outcome, StartedExecution
 from scheduler.errors import SecretError
 from scheduler.ports import ExecutionStore
 from scheduler.targets import Delivery, DeliveryResult, TargetPolicy, deliver
@@ -61,8 +61,10 @@ class Finished:
 class Executor:
     """Runs claims in three steps: start (confirm the lease, record the execution as running),
     deliver, record the outcome. An executor Lambda runs one claim through all three
-    (``run``); local mode claims and starts a batch in one statement (``claim_and_start``),
+    (``run``); local mode claims and starts a batch in one statement (``dispatch.InProcessDispatch``),
     delivers from a thread pool and records outcomes in batches."""
+
+    lease_margin_seconds = LEASE_MARGIN_SECONDS
 
     def __init__(self, store: ExecutionStore, decrypt_target: Callable[[dict], dict], policy: TargetPolicy,
                  metrics: Metrics | None = None, remaining_seconds: Callable[[], float] | None = None):
@@ -86,17 +88,11 @@ class Executor:
         if started is None:
             logger.info("claim no longer holds the job; nothing to do", extra={"job_id": job_id})
             return ExecutionReport(job_id, "lease_lost")
-        self._count_lateness([started])
+        self.count_lateness([started])
         return started
 
-    def claim_and_start(self, limit: int) -> list[Claim]:
-        """Claim up to ``limit`` due jobs and start them in one statement (a runner delivering
-        what it claims at once); each claim carries its started execution."""
-        claims = self.store.claim_and_start(limit, LEASE_MARGIN_SECONDS)
-        self._count_lateness(claim.started for claim in claims)
-        return claims
-
-    def _count_lateness(self, executions: Iterable[StartedExecution]) -> None:
+    def count_lateness(self, executions: Iterable[StartedExecution]) -> None:
+        """Count how late each started execution began (the lateness metric)."""
         for execution in executions:
             self.metrics.milliseconds(c.METRIC_LATENESS_MS, max(execution.lateness_ms, 0.0), trigger=execution.trigger)
 

@@ -58,9 +58,12 @@ class ExecutionStore(CompletionStore, Protocol):
 
 
 class FanoutStore(Protocol):
-    """What the fan-out loop needs: claim, give back, look at the backlog, purge."""
+    """What the fan-out loop needs: claim (a lease, or a lease and a start for the in-process
+    pipeline), give back, look at the backlog, purge."""
 
     def claim_due(self, limit: int, lease_seconds: float) -> list[Claim]: ...
+
+    def claim_and_start(self, limit: int, lease_margin_seconds: float = 30) -> list[Claim]: ...
 
     def release(self, job_id: str, lock_token: str) -> bool: ...
 

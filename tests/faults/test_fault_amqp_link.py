@@ -15,7 +15,8 @@ import pytest
 
 from scheduler import service
 from scheduler.executor import Executor
-from scheduler.runner import LocalInvoker, run_fanout
+from scheduler.dispatch import InProcessDispatch
+from scheduler.fanout import run_fanout
 from scheduler.targets import TargetPolicy
 from scheduler.targets import amqp as amqp_target
 from tests.faults.faultkit import TcpProxy
@@ -39,7 +40,7 @@ def proxy(amqp_url):
 
 
 def drain(store) -> None:
-    invoker = LocalInvoker(Executor(store, lambda t: t, TargetPolicy(allow_private=True)), max_workers=2)
+    invoker = InProcessDispatch(Executor(store, lambda t: t, TargetPolicy(allow_private=True)), max_workers=2)
     try:
         run_fanout(store, invoker, budget_seconds=0)
     finally:

@@ -17,7 +17,8 @@ import pytest
 import requests
 
 from scheduler.executor import Executor
-from scheduler.runner import LocalInvoker, run_fanout
+from scheduler.dispatch import InProcessDispatch
+from scheduler.fanout import run_fanout
 from scheduler.targets import TargetPolicy
 from tests.faults.faultkit import TargetServer, poll
 from tests.support import LocalScheduler, expire_lease
@@ -67,7 +68,7 @@ def test_sigkill_mid_delivery_is_reclaimed_once_the_lease_expires(db_url, pool, 
     [running] = store.list_executions(LOCAL_OWNER, job_id)
     assert running["status"] == "running" and row["running_execution_id"] == running["id"]
     assert row["locked_until"] > store.now() + timedelta(seconds=20)  # timeout 5 s + 30 s margin
-    invoker = LocalInvoker(Executor(store, lambda t: t, TargetPolicy(allow_private=True)), max_workers=2)
+    invoker = InProcessDispatch(Executor(store, lambda t: t, TargetPolicy(allow_private=True)), max_workers=2)
     try:
         assert run_fanout(store, invoker, budget_seconds=0).claimed == 0
     finally:

@@ -17,7 +17,8 @@ import pytest
 from scheduler import service
 from scheduler.executor import Executor
 from scheduler.lifecycle import MAX_RETRY_AFTER_SECONDS
-from scheduler.runner import LocalInvoker, run_fanout
+from scheduler.dispatch import InProcessDispatch
+from scheduler.fanout import run_fanout
 from scheduler.schedules import parse_schedule
 from scheduler.targets import TargetPolicy
 from tests.faults.faultkit import TargetServer
@@ -38,7 +39,7 @@ def target():
 def drain(store) -> float:
     """One fan-out round; returns once every execution finished, with the seconds it took."""
     began = time.monotonic()
-    invoker = LocalInvoker(Executor(store, lambda t: t, TargetPolicy(allow_private=True)), max_workers=4)
+    invoker = InProcessDispatch(Executor(store, lambda t: t, TargetPolicy(allow_private=True)), max_workers=4)
     try:
         run_fanout(store, invoker, budget_seconds=0)
     finally:

@@ -13,7 +13,8 @@ from botocore.stub import ANY, Stubber
 
 from scheduler import service
 from scheduler.executor import Executor, execute_claim
-from scheduler.runner import LambdaInvoker, LocalInvoker, fanout_deadline, run_fanout
+from scheduler.dispatch import CLAIM_DUE, InProcessDispatch, LambdaDispatch
+from scheduler.fanout import fanout_deadline, run_fanout
 from scheduler.targets import TargetPolicy
 from scheduler.telemetry import MemoryMetrics
 from tests.support import RecordingServer, http_spec, make_due
@@ -30,7 +31,7 @@ def target_server():
 
 
 def local_invoker(store, metrics=None):
-    return LocalInvoker(Executor(store, lambda t: t, LOCAL, metrics), max_workers=8)
+    return InProcessDispatch(Executor(store, lambda t: t, LOCAL, metrics), max_workers=8)
 
 
 def drain(store, metrics=None):
@@ -111,7 +112,7 @@ def test_stale_claim_does_nothing(store, pool, target_server):
 def test_private_target_refused_outside_local_mode(store, target_server):
     spec = http_spec("ssrf", None, run_at=store.now(), target={**http_spec("x")["target"], "url": target_server.url})
     job_id = str(service.create_job(store, OWNER, spec)["id"])
-    invoker = LocalInvoker(Executor(store, lambda t: t, TargetPolicy()))
+    invoker = InProcessDispatch(Executor(store, lambda t: t, TargetPolicy()))
     run_fanout(store, invoker, budget_seconds=0)
     invoker.close()
     [execution] = store.list_executions(OWNER, job_id)
@@ -131,7 +132,7 @@ def test_lambda_invoker_retries_throttles_and_releases_what_it_cannot_dispatch(s
                          {"FunctionName": "executor", "InvocationType": "Event", "Payload": ANY})
     stubber.add_client_error("invoke", "ResourceNotFoundException", http_status_code=404)
     with stubber:
-        invoker = LambdaInvoker(client, "executor", max_workers=1, sleep=lambda s: None)
+        invoker = LambdaDispatch(client, "executor", max_workers=1, sleep=lambda s: None)
         report = run_fanout(store, invoker, budget_seconds=0, batch_size=1)
         invoker.close()
     assert report.claimed == 2 and report.dispatched == 1 and report.released == 1
@@ -236,8 +237,7 @@ def test_fanout_stops_draining_at_its_limit_while_claims_come_back_full(store, p
     ticks = iter(range(10**6))
 
     class Accepting:
-        def claim(self, store, limit, lease_seconds):
-            return store.claim_due(limit, lease_seconds)
+        claim_mode = CLAIM_DUE
 
         def capacity(self) -> int:
             return 10
@@ -302,7 +302,7 @@ def test_local_invoker_claims_starts_and_records_in_batches_within_its_idle_work
     counting = CallCountingStore(store)
     # Outcomes finished within a second of each other are recorded together (a wide window, so
     # that the batching shows on a loaded machine too).
-    invoker = LocalInvoker(Executor(counting, lambda t: t, LOCAL), max_workers=8, flush_seconds=1.0)
+    invoker = InProcessDispatch(Executor(counting, lambda t: t, LOCAL), max_workers=8, flush_seconds=1.0)
     try:
         report = run_fanout(counting, invoker, budget_seconds=0, batch_size=100)
         assert report.claimed == report.dispatched == 30 and report.released == 0
