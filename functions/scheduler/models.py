@@ -19,8 +19,6 @@ from pydantic import (AwareDatetime, BaseModel, ConfigDict, Field, ValidationErr
 from scheduler.schedules import ScheduleError, parse_schedule, validate_timezone
 from scheduler.urls import MAX_URL_LENGTH, check_broker_url_syntax, check_url_syntax
 
-SECRET_MASK = "***"
-
 MAX_NAME_LENGTH = 128
 MAX_DESCRIPTION_LENGTH = 2048
 MAX_TAGS = 20

@@ -17,14 +17,12 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (RequestUnsup
                                                                     RequestValidationError)
 from pydantic import BaseModel, ValidationError
 
-from scheduler.constants import SERVICE_NAME
+from scheduler.constants import MAX_REQUEST_BODY_BYTES, SERVICE_NAME
 from scheduler.models import validation_details
 from scheduler.errors import MaskedSecretError, NameTaken, NotFound, ScheduleError, SchedulerError, VersionMismatch
 
 logger = Logger(service=SERVICE_NAME, child=True)
 
-# The request body limit (API Gateway itself stops at 10 MB).
-MAX_REQUEST_BODY_BYTES = 1024 * 1024
 
 
 class ErrorDetail(BaseModel):
