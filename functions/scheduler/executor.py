@@ -21,7 +21,8 @@ from scheduler import service
 from scheduler.domain import Completion, Outcome, StartedExecution
 from scheduler.errors import SecretError
 from scheduler.ports import ExecutionStore
-from scheduler.targets import Delivery, DeliveryResult, TargetPolicy, deliver
+from scheduler.targets.delivery import Delivery, DeliveryResult, TargetPolicy
+from scheduler.targets.dispatcher import deliver
 from scheduler.telemetry import Metrics, NullMetrics
 
 logger = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from scheduler import service
 from scheduler.executor import Executor
 from scheduler.dispatch import InProcessDispatch
 from scheduler.fanout import run_fanout
-from scheduler.targets import TargetPolicy
+from scheduler.targets.delivery import TargetPolicy
 from scheduler.targets import amqp as amqp_target
 from tests.faults.faultkit import TcpProxy
 from tests.support import http_spec, make_due

@@ -25,7 +25,7 @@ from scheduler import service
 from scheduler.db import make_pool
 from scheduler.executor import execute_claim
 from scheduler.store import Store
-from scheduler.targets import TargetPolicy
+from scheduler.targets.delivery import TargetPolicy
 from tests.faults.faultkit import TargetServer
 from tests.support import expire_lease, http_spec, make_due
 

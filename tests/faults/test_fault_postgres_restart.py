@@ -35,7 +35,7 @@ from scheduler.migrations import migrate
 from scheduler.dispatch import InProcessDispatch
 from scheduler.fanout import run_fanout
 from scheduler.store import Store
-from scheduler.targets import TargetPolicy
+from scheduler.targets.delivery import TargetPolicy
 from tests.faults.faultkit import TargetServer, poll
 
 COUNT = 300

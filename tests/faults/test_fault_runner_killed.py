@@ -19,7 +19,7 @@ import requests
 from scheduler.executor import Executor
 from scheduler.dispatch import InProcessDispatch
 from scheduler.fanout import run_fanout
-from scheduler.targets import TargetPolicy
+from scheduler.targets.delivery import TargetPolicy
 from tests.faults.faultkit import TargetServer, poll
 from tests.support import LocalScheduler, expire_lease
 

@@ -20,7 +20,7 @@ from scheduler.lifecycle import MAX_RETRY_AFTER_SECONDS
 from scheduler.dispatch import InProcessDispatch
 from scheduler.fanout import run_fanout
 from scheduler.schedules import parse_schedule
-from scheduler.targets import TargetPolicy
+from scheduler.targets.delivery import TargetPolicy
 from tests.faults.faultkit import TargetServer
 from tests.support import http_spec, make_due
 

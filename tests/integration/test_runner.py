@@ -15,7 +15,7 @@ from scheduler import service
 from scheduler.executor import Executor, execute_claim
 from scheduler.dispatch import CLAIM_DUE, InProcessDispatch, LambdaDispatch
 from scheduler.fanout import fanout_deadline, run_fanout
-from scheduler.targets import TargetPolicy
+from scheduler.targets.delivery import TargetPolicy
 from scheduler.telemetry import MemoryMetrics
 from tests.support import RecordingServer, http_spec, make_due
 
