@@ -170,6 +170,8 @@ FORBIDDEN = [
     ("scheduler.lifecycle", "scheduler.store", "planning is pure"),
     ("scheduler.targets", "scheduler.store", "delivery knows nothing of storage"),
     ("scheduler.targets", "scheduler.api", "delivery knows nothing of the API"),
+    ("scheduler.targets", "scheduler.models", "delivery reads typed views: an executor does not load pydantic"),
+    ("scheduler.executor", "scheduler.models", "delivery reads typed views: an executor does not load pydantic"),
     ("scheduler.fanout", "scheduler.executor", "the fan-out Lambda does not load the delivery"),
     ("scheduler.fanout", "scheduler.targets", "the fan-out Lambda does not load the delivery"),
     ("scheduler.dispatch", "scheduler.executor", "the fan-out Lambda does not load the delivery"),

@@ -11,8 +11,6 @@ from typing import Any, Iterable
 from scheduler.domain import (HEADER_ATTEMPT, HEADER_EXECUTION_ID, HEADER_IDEMPOTENCY_KEY,  # noqa: F401 (re-exported)
                               HEADER_JOB_ID, HEADER_SCHEDULED_AT, Delivery)
 
-#: Default of ``target.timeout_seconds`` (http and amqp).
-DEFAULT_TIMEOUT_SECONDS = 30.0
 #: Bytes of a response body kept in ``DeliveryResult.response_excerpt`` (and the most ever read).
 EXCERPT_LIMIT = 4096
 

@@ -2,21 +2,22 @@
 
 The executor calls :func:`deliver` with the job's ``target`` (a plain dict of the API contract,
 secrets already decrypted), the identity of the delivery and the deployment's
-:class:`TargetPolicy`. It gets back a :class:`DeliveryResult` that says what happened and whether
+:class:`TargetPolicy`. The dict is read once, into its typed view (``targets.views``), which the
+target modules receive. It gets back a :class:`DeliveryResult` that says what happened and whether
 another attempt is worth it; ``deliver`` never raises for a failure of the target.
 """
 
 from __future__ import annotations
 
-import math
-from typing import Callable
+import dataclasses
+from typing import Any, Callable
 
 from scheduler import templates
-from scheduler.targets.delivery import (DEFAULT_TIMEOUT_SECONDS, FAILED, TIMED_OUT, Delivery, DeliveryResult,
-                                        TargetPolicy, permanent)
+from scheduler.targets.delivery import FAILED, TIMED_OUT, Delivery, DeliveryResult, TargetPolicy, permanent
+from scheduler.targets.views import AmqpView, InvalidTarget, TargetView, view_of
 
 def deliver(
-    target: dict,
+    target: Any,
     delivery: Delivery,
     policy: TargetPolicy,
     *,
@@ -29,19 +30,14 @@ def deliver(
     by ``min(target.timeout_seconds, timeout_cap)`` (plus a few milliseconds of bookkeeping).
     """
     try:
-        if not isinstance(target, dict):
-            return permanent("invalid target: not an object")
-        kind = target.get("type")
-        if kind not in ("http", "amqp"):
-            return permanent(f"invalid target: unknown type {kind!r}" if isinstance(kind, str)
-                             else "invalid target: missing type")
-        budget, problem = _budget(target, timeout_cap)
-        if problem is not None:
-            return permanent(problem)
+        try:
+            view = view_of(target)
+        except InvalidTarget as exc:
+            return permanent(f"invalid target: {exc}")
+        budget = view.timeout_seconds if timeout_cap is None else min(view.timeout_seconds, float(timeout_cap))
         if budget <= 0:
             return DeliveryResult(TIMED_OUT, True, error="no time left for the delivery")
-        target = _rendered(target, delivery)
-        return _deliverer(kind)(target, delivery, policy, budget=budget)
+        return _deliverer(view.type)(_rendered(view, delivery), delivery, policy, budget=budget)
     except Exception as exc:  # the contract: never raise for a delivery
         return DeliveryResult(FAILED, True, error=f"internal error while delivering: {type(exc).__name__}")
 
@@ -62,24 +58,9 @@ def _deliverer(kind: str) -> Callable[..., DeliveryResult]:
     return found
 
 
-def _budget(target: dict, timeout_cap: float | None) -> tuple[float, str | None]:
-    raw = target.get("timeout_seconds")
-    if raw is None:
-        timeout = DEFAULT_TIMEOUT_SECONDS
-    elif isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw) or raw <= 0:
-        return 0.0, "invalid target: timeout_seconds must be a positive number"
-    else:
-        timeout = float(raw)
-    if timeout_cap is not None:
-        timeout = min(timeout, float(timeout_cap))
-    return timeout, None
-
-
-def _rendered(target: dict, delivery: Delivery) -> dict:
-    """A copy of ``target`` whose text body has its placeholders rendered (binary bodies kept)."""
-    body = target.get("body")
-    if not isinstance(body, str):
-        return target
-    if target.get("type") == "amqp" and (target.get("body_encoding") or "utf-8").lower() == "base64":
-        return target
-    return {**target, "body": templates.render(body, delivery)}
+def _rendered(view: TargetView, delivery: Delivery) -> TargetView:
+    """The view with its text body's placeholders rendered (a binary body is kept)."""
+    if view.body is None or (isinstance(view, AmqpView) and view.body_encoding == "base64"):
+        return view
+    rendered = templates.render(view.body, delivery)
+    return view if rendered == view.body else dataclasses.replace(view, body=rendered)
