@@ -206,7 +206,7 @@ FOR UPDATE OF jobs;
 -- job's next state, computed by scheduler.lifecycle, the lease released and the execution's
 -- outcome recorded. Fenced by the token, and valid only for the version the plan was computed
 -- from: from the row start_execution or claim_and_start returned (the usual case; after an
--- edit, pause or resume nothing is written for that job and the store takes the locking path),
+-- edit, pause or resume nothing is written for that job and the service takes the locking path),
 -- or from the row lock_leased_job holds. Returns the ids of the jobs written.
 job AS (
     UPDATE jobs j
