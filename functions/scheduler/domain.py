@@ -1,5 +1,6 @@
 """The typed core of the scheduler: a job as the domain reads it, a claim (lease), a started
-execution, how an attempt ended and how that is recorded, and the identity of a delivery.
+execution, a recorded execution, how an attempt ended and how that is recorded, and the
+identity of a delivery.
 
 Frozen dataclasses, built once at the edge of the store from its rows (``Job.from_row``) and
 read by attribute everywhere after: planning (``scheduler.lifecycle``), the executor and its
@@ -95,6 +96,34 @@ class StartedExecution:
     def lateness_ms(self) -> float:
         """How late the execution started after its scheduled time, by the database clock."""
         return (self.started_at - self.scheduled_at).total_seconds() * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """One attempt at delivering a job, as recorded (a row of ``executions``)."""
+
+    id: str
+    job_id: str
+    seq: int
+    scheduled_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    attempt: int
+    trigger: str  # schedule | manual | retry
+    status: str  # running | succeeded | failed | timed_out | lost
+    http_status: int | None = None
+    response_excerpt: str | None = None
+    error: str | None = None
+    duration_ms: int | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "Execution":
+        """The execution of a store row."""
+        return cls(
+            id=str(row["id"]), job_id=str(row["job_id"]), seq=row["seq"], scheduled_at=row["scheduled_at"],
+            started_at=row.get("started_at"), finished_at=row.get("finished_at"), attempt=row["attempt"],
+            trigger=row["trigger"], status=row["status"], http_status=row.get("http_status"),
+            response_excerpt=row.get("response_excerpt"), error=row.get("error"), duration_ms=row.get("duration_ms"))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from scheduler.domain import Claim, Completion, Job, StartedExecution
+from scheduler.domain import Claim, Completion, Execution, Job, StartedExecution
 
 Planner = Callable[[Job, datetime], Mapping[str, Any]]
 Change = Callable[[dict[str, Any], datetime], Mapping[str, Any]]
@@ -37,7 +37,7 @@ class JobStore(Protocol):
     def request_run(self, owner: str, job_id: str) -> dict[str, Any]: ...
 
     def list_executions(self, owner: str, job_id: str, *, status: str | None = None, limit: int = 50,
-                        before_seq: int | None = None) -> list[dict[str, Any]]: ...
+                        before_seq: int | None = None) -> list[Execution]: ...
 
 
 class CompletionStore(Protocol):

@@ -22,7 +22,7 @@ from psycopg.types.json import Jsonb
 from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool
 
-from scheduler.domain import SPEC_FIELDS, Claim, Completion, Job, StartedExecution
+from scheduler.domain import SPEC_FIELDS, Claim, Completion, Execution, Job, StartedExecution
 from scheduler.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
 from scheduler.ports import Change, CompletionPlanner, Planner
 from scheduler.sql import QUERIES
@@ -276,18 +276,20 @@ class Store:
 
     @_retry_on_dead_connection
     def list_executions(self, owner: str, job_id: str, *, status: str | None = None, limit: int = 50,
-                        before_seq: int | None = None) -> list[dict[str, Any]]:
+                        before_seq: int | None = None) -> list[Execution]:
         """A page of the job's executions, newest first. Raises ``NotFound``."""
         self.get_job(owner, job_id)
         with self.pool.connection() as conn:
-            return conn.execute(QUERIES["list_executions"], {
+            rows = conn.execute(QUERIES["list_executions"], {
                 "job_id": job_id, "status": status, "before_seq": before_seq, "limit": limit}).fetchall()
+        return [Execution.from_row(row) for row in rows]
 
     @_retry_on_dead_connection
-    def get_execution(self, execution_id: str) -> dict[str, Any] | None:
+    def get_execution(self, execution_id: str) -> Execution | None:
         """One execution by id (internal: no owner check)."""
         with self.pool.connection() as conn:
-            return conn.execute(QUERIES["get_execution"], {"execution_id": execution_id}).fetchone()
+            row = conn.execute(QUERIES["get_execution"], {"execution_id": execution_id}).fetchone()
+        return None if row is None else Execution.from_row(row)
 
     @_retry_on_dead_connection
     def purge_executions(self, retention_days: int, batch: int = 500, max_batches: int = 20) -> int:

@@ -75,7 +75,7 @@ def test_twenty_executors_on_two_connections_all_complete(db_url, target):
         assert stats["pool_size"] <= 2
         for job_id in ids:
             [execution] = store.list_executions(OWNER, job_id)
-            assert execution["status"] == "succeeded"
+            assert execution.status == "succeeded"
             job = store.get_job(OWNER, job_id)
             assert job["lock_token"] is None and job["last_status"] == "succeeded"
         assert max(target.max_inflight.values()) == 1 and len(target.requests) == WORKERS
@@ -131,7 +131,7 @@ def test_pool_timeout_raises_from_execute_claim_and_the_lease_brings_the_job_bac
         assert isinstance(error, PoolTimeout)
         [running, _] = store.list_executions(OWNER, job_id)
         job = store.get_job(OWNER, job_id)
-        assert running["status"] == "running" and job["running_execution_id"] == running["id"]
+        assert running.status == "running" and str(job["running_execution_id"]) == running.id
         # Lambda's retry of that event does nothing: the lease already started an execution.
         assert run(claim.to_event()).outcome == "lease_lost"
         assert len(target.requests) == 2
@@ -143,7 +143,7 @@ def test_pool_timeout_raises_from_execute_claim_and_the_lease_brings_the_job_bac
         report = run(again.to_event())
         assert report.status == "succeeded"
         executions = store.list_executions(OWNER, job_id)
-        assert [e["status"] for e in executions] == ["succeeded", "lost", "succeeded"]
+        assert [e.status for e in executions] == ["succeeded", "lost", "succeeded"]
         requests = target.snapshot()
         assert requests[1]["headers"]["Idempotency-Key"] == requests[2]["headers"]["Idempotency-Key"]
         assert requests[2]["arrived"] > requests[1]["ended"]

@@ -91,7 +91,7 @@ def test_fanout_invokes_the_executor_which_delivers(lambda_env, store, target_se
     [request] = target_server.wait_for(1)
     assert request["headers"]["Authorization"] == "Bearer s3cret-token"
     [execution] = store.list_executions(OWNER, str(job["id"]))
-    assert execution["status"] == "succeeded"
+    assert execution.status == "succeeded"
     logs = capsys.readouterr()
     assert "s3cret-token" not in logs.out + logs.err
     assert "s3cret-token" not in str(store.get_job(OWNER, str(job["id"]))["target"])

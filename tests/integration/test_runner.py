@@ -56,12 +56,12 @@ def test_one_off_http_job_is_delivered_with_its_identity(store, target_server):
     [execution] = store.list_executions(OWNER, job_id)
     headers = request["headers"]
     assert headers["X-Scheduler-Job-Id"] == job_id
-    assert headers["X-Scheduler-Execution-Id"] == str(execution["id"])
+    assert headers["X-Scheduler-Execution-Id"] == str(execution.id)
     assert headers["X-Scheduler-Attempt"] == "1"
     assert headers["Idempotency-Key"] == f"{job_id}:{headers['X-Scheduler-Scheduled-At']}"
     assert json.loads(request["body"]) == {"job": job_id, "at": headers["X-Scheduler-Scheduled-At"], "try": 1}
-    assert execution["status"] == "succeeded" and execution["http_status"] == 200
-    assert execution["response_excerpt"] == "ok" and execution["trigger"] == "schedule"
+    assert execution.status == "succeeded" and execution.http_status == 200
+    assert execution.response_excerpt == "ok" and execution.trigger == "schedule"
     assert store.get_job(OWNER, job_id)["state"] == "completed"
     assert metrics.total("Executions", status="succeeded") == 1 and metrics.total("Claimed") == 1
 
@@ -81,8 +81,8 @@ def test_failure_then_durable_retry_then_success(store, pool, target_server):
     assert first["headers"]["Idempotency-Key"] == second["headers"]["Idempotency-Key"]
     assert (first["headers"]["X-Scheduler-Attempt"], second["headers"]["X-Scheduler-Attempt"]) == ("1", "2")
     newest, oldest = store.list_executions(OWNER, job_id)
-    assert (oldest["status"], oldest["http_status"], oldest["response_excerpt"]) == ("failed", 500, "boom")
-    assert (newest["status"], newest["trigger"]) == ("succeeded", "retry")
+    assert (oldest.status, oldest.http_status, oldest.response_excerpt) == ("failed", 500, "boom")
+    assert (newest.status, newest.trigger) == ("succeeded", "retry")
     assert store.get_job(OWNER, job_id)["attempt"] == 0
 
 
@@ -116,7 +116,7 @@ def test_private_target_refused_outside_local_mode(store, target_server):
     run_fanout(store, invoker, budget_seconds=0)
     invoker.close()
     [execution] = store.list_executions(OWNER, job_id)
-    assert execution["status"] == "failed" and "not allowed" in execution["error"]
+    assert execution.status == "failed" and "not allowed" in execution.error
     assert target_server.requests == []
 
 
@@ -178,7 +178,7 @@ def test_overlapping_fanouts_deliver_each_job_once(db_url, store, target_server)
     assert sum(r.claimed - r.released for r in reports) == count
     for request in requests:  # never before its time (second precision: it waited)
         [execution] = store.list_executions(OWNER, request["headers"]["X-Scheduler-Job-Id"])
-        assert execution["started_at"] >= execution["scheduled_at"]
+        assert execution.started_at >= execution.scheduled_at
 
 
 def test_fanout_deadline():
@@ -197,11 +197,11 @@ def test_amqp_job_is_published_with_confirms(store, amqp_url, amqp_admin, amqp_q
     job_id = str(service.create_job(store, OWNER, spec)["id"])
     drain(store)
     [execution] = store.list_executions(OWNER, job_id)
-    assert execution["status"] == "succeeded", execution["error"]
+    assert execution.status == "succeeded", execution.error
     method, properties, body = amqp_admin.basic_get(queue, auto_ack=True)
     assert json.loads(body) == {"job": job_id}
     assert properties.message_id == properties.headers["Idempotency-Key"]
-    assert properties.headers["X-Scheduler-Execution-Id"] == str(execution["id"])
+    assert properties.headers["X-Scheduler-Execution-Id"] == str(execution.id)
     assert properties.headers["tenant"] == "acme" and properties.delivery_mode == 2
     assert properties.content_type == "application/json"
 
@@ -214,7 +214,7 @@ def test_unroutable_amqp_message_is_a_retryable_failure(store, amqp_url, amqp_qu
     store.request_run(OWNER, job_id)
     drain(store)
     [execution] = store.list_executions(OWNER, job_id)
-    assert execution["status"] == "failed" and execution["trigger"] == "manual"
+    assert execution.status == "failed" and execution.trigger == "manual"
 
 
 def test_fanout_purges_expired_executions_beyond_one_batch(store, pool):
@@ -267,7 +267,7 @@ def test_attempts_lost_with_their_runners_count_toward_max_attempts(store, pool,
     report = execute_claim(again.to_event(), store=store, decrypt_target=lambda t: t, policy=LOCAL)
     assert report.status == "failed" and target_server.requests == []  # given up, not redelivered
     newest, lost = store.list_executions(OWNER, job_id)
-    assert lost["status"] == "lost" and "gave up" in newest["error"]
+    assert lost.status == "lost" and "gave up" in newest.error
     row = store.get_job(OWNER, job_id)
     assert row["attempt"] == 0 and row["scheduled_at"] > again.scheduled_at  # the next occurrence
 
@@ -314,6 +314,6 @@ def test_local_invoker_claims_starts_and_records_in_batches_within_its_idle_work
     assert sum(counting.completions) == 30 and len(counting.completions) < 30
     for job_id in ids:
         [execution] = store.list_executions(OWNER, job_id)
-        assert execution["status"] == "succeeded" and execution["http_status"] == 200
+        assert execution.status == "succeeded" and execution.http_status == 200
         assert store.get_job(OWNER, job_id)["lock_token"] is None
     assert invoker.capacity() == 8

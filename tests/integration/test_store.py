@@ -84,8 +84,8 @@ def test_claim_start_complete_advances_the_schedule(store, pool):
     assert done["lock_token"] is None and done["attempt"] == 0 and done["run_count"] == 1
     assert done["next_run_at"] > claim.scheduled_at and done["last_status"] == "succeeded"
     [execution] = store.list_executions(OWNER, job_id)
-    assert execution["status"] == "succeeded" and execution["http_status"] == 200
-    assert execution["duration_ms"] >= 0
+    assert execution.status == "succeeded" and execution.http_status == 200
+    assert execution.duration_ms >= 0
 
 
 def test_stale_token_cannot_complete_and_lost_execution_is_marked(store, pool):
@@ -98,7 +98,7 @@ def test_stale_token_cannot_complete_and_lost_execution_is_marked(store, pool):
     assert second.reclaimed and second.lock_token != first.lock_token
     assert second.scheduled_at == first.scheduled_at  # the same occurrence, delivered again
     lost = store.get_execution(slow.execution_id)
-    assert lost["status"] == "lost" and "lease expired" in lost["error"]
+    assert lost.status == "lost" and "lease expired" in lost.error
     # The slow runner wakes up: its start and its completion are both refused.
     assert store.start_execution(job_id, first.lock_token, 60) is None
     assert service.complete_execution(store, job_id, first.lock_token, slow.execution_id, Outcome("succeeded")) is False
@@ -106,7 +106,7 @@ def test_stale_token_cannot_complete_and_lost_execution_is_marked(store, pool):
     assert fresh.attempt == 2 and fresh.trigger == "retry"
     done = complete(store, job_id, second.lock_token, fresh.execution_id, Outcome("succeeded"))
     assert done is not None and done["last_status"] == "succeeded"
-    assert store.get_execution(slow.execution_id)["status"] == "lost"
+    assert store.get_execution(slow.execution_id).status == "lost"
 
 
 def test_expired_claim_before_start_is_ignored(store, pool):
@@ -144,7 +144,7 @@ def test_retry_timing_and_exhaustion(store, pool):
     # max_attempts reached: the occurrence is given up and the next one (next 1 January) is planned.
     assert row["attempt"] == 0 and row["next_run_at"].month == 1 and row["next_run_at"] > occurrence
     assert row["failure_count"] == 3 and row["run_count"] == 3
-    statuses = [e["trigger"] for e in store.list_executions(OWNER, job_id)]
+    statuses = [e.trigger for e in store.list_executions(OWNER, job_id)]
     assert statuses == ["retry", "retry", "schedule"]
 
 
@@ -310,7 +310,7 @@ def test_fast_completion_from_the_started_row(store, pool):
                    http_status=200, started=started, elapsed_seconds=0.5)
     assert row["lock_token"] is None and row["attempt"] == 0 and row["next_run_at"] > claim.scheduled_at
     assert row["manual_run_at"] is not None and row["version"] == started.job.version
-    assert store.get_execution(started.execution_id)["status"] == "succeeded"
+    assert store.get_execution(started.execution_id).status == "succeeded"
     # A stale token is fenced on the fast path as on the locking one.
     assert service.complete_execution(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
                                       started=started, elapsed_seconds=1) is False
@@ -328,7 +328,7 @@ def test_edit_during_execution_takes_the_locking_path(store, pool):
     # The new schedule's first occurrence is kept, not skipped, and a failure does not retry it early.
     assert row["next_run_at"] == row["scheduled_at"] == edited["next_run_at"]
     assert (row["next_run_at"].hour, row["next_run_at"].minute) == (4, 0)
-    assert store.get_execution(started.execution_id)["status"] == "succeeded"
+    assert store.get_execution(started.execution_id).status == "succeeded"
 
 
 def test_an_edit_or_pause_between_claim_and_start_cancels_the_start(store, pool):
@@ -384,7 +384,7 @@ def test_an_expired_lease_on_a_paused_job_does_not_count_as_due(store, pool):
     # The next edit (here: resume) closes the orphan as the claim would have.
     row = service.resume_job(store, OWNER, job_id)
     assert row["lock_token"] is None and row["running_execution_id"] is None and row["last_status"] == "lost"
-    assert store.get_execution(started.execution_id)["status"] == "lost"
+    assert store.get_execution(started.execution_id).status == "lost"
     assert service.complete_execution(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded")) is False
 
 
@@ -412,7 +412,7 @@ def test_a_batch_of_outcomes_is_recorded_fenced_and_planned_per_job(store, pool)
     assert edited["description"] == "edited during the delivery" and edited["last_status"] == "succeeded"
     assert retried["last_status"] == "failed" and retried["attempt"] == 1 and retried["failure_count"] == 1
     assert retried["next_run_at"] < retried["scheduled_at"] + timedelta(minutes=2)  # a retry, not next year
-    statuses = {job_id: store.list_executions(OWNER, job_id)[0]["status"] for job_id in ids}
+    statuses = {job_id: store.list_executions(OWNER, job_id)[0].status for job_id in ids}
     assert statuses == {ids[0]: "succeeded", ids[1]: "succeeded", ids[2]: "lost", ids[3]: "failed"}
     assert store.get_job(OWNER, ids[2])["lock_token"] == uuid.UUID(again.lock_token)
 
@@ -438,12 +438,12 @@ def test_claim_and_start_leases_and_starts_in_one_statement(store, pool):
         # The lease covers the target's timeout (5 s) and the margin (30 s), not a claim's lease.
         assert now + timedelta(seconds=30) < job["locked_until"] <= now + timedelta(seconds=36)
         [running, *_] = store.list_executions(OWNER, job_id)
-        assert running["status"] == "running" and str(running["id"]) == claim.started.execution_id
+        assert running.status == "running" and str(running.id) == claim.started.execution_id
     assert claims[manual].started.trigger == "manual" and claims[manual].lease_kind == "manual"
     assert claims[scheduled].started.trigger == "schedule" and claims[scheduled].started.attempt == 1
     assert claims[orphaned].reclaimed and claims[orphaned].started.trigger == "retry"
     assert claims[orphaned].started.attempt == 2
-    assert store.get_execution(first.started.execution_id)["status"] == "lost"
+    assert store.get_execution(first.started.execution_id).status == "lost"
     # The started row is enough to record the outcome on the fast path.
     done = claims[scheduled]
     assert service.complete_executions(store, [Completion(scheduled, done.lock_token, done.started.execution_id,

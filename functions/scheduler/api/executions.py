@@ -32,6 +32,6 @@ def list_executions(job_id: JobId, store: StoreDep, cursors: CursorsDep, owner: 
         isinstance(value, int) and not isinstance(value, bool) and 0 < value <= _MAX_SEQ))
     rows = store.list_executions(owner, job_id, status=status, limit=limit + 1, before_seq=before_seq)
     page = rows[:limit]
-    next_cursor = cursors.encode(scope, {"before_seq": page[-1]["seq"]}) if len(rows) > limit else None
+    next_cursor = cursors.encode(scope, {"before_seq": page[-1].seq}) if len(rows) > limit else None
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON,
                     body={"executions": [execution_json(r) for r in page], "next_cursor": next_cursor})
