@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from scheduler import lifecycle
+from scheduler.domain import Job
 from scheduler.lifecycle import Outcome
 from scheduler.schedules import ScheduleError, interval_anchor, occurrences
 
@@ -41,11 +42,11 @@ def test_a_fractional_start_at_does_not_delay_the_first_run(schedule):
            "start_at": start_at, "end_at": None, "created_at": Z("2026-11-30T09:00:00.25"),
            "scheduled_at": None, "attempt": 0, "next_run_at": None, "manual_run_at": None,
            "lease_kind": None, "missed_runs": "skip", "retry": {}}
-    first = lifecycle.plan_first(job, Z("2026-12-01T09:00:00"))["scheduled_at"]
+    first = lifecycle.plan_first(Job.from_row(job), Z("2026-12-01T09:00:00"))["scheduled_at"]
     assert first == Z("2026-12-01T10:00:01")
     ran = {**job, "scheduled_at": first, "lease_kind": "schedule"}
     interval = timedelta(minutes=1 if schedule.startswith("@") else 5)
-    assert lifecycle.plan_completion(ran, Outcome("succeeded"), first)["scheduled_at"] == first + interval
+    assert lifecycle.plan_completion(Job.from_row(ran), Outcome("succeeded"), first)["scheduled_at"] == first + interval
 
 
 # -- occurrences ---------------------------------------------------------------------------------
@@ -108,11 +109,11 @@ def test_the_preview_is_the_jobs_plan():
                "start_at": start_at, "end_at": end_at, "created_at": after, "scheduled_at": None,
                "attempt": 0, "next_run_at": None, "manual_run_at": None, "lease_kind": None,
                "missed_runs": "run_once", "retry": {}}
-        planned, plan = [], lifecycle.plan_first(job, after)
+        planned, plan = [], lifecycle.plan_first(Job.from_row(job), after)
         while plan["scheduled_at"] is not None and len(planned) < 12:
             planned.append(plan["scheduled_at"])
             job = {**job, **plan, "lease_kind": "schedule"}
-            plan = lifecycle.plan_completion(job, Outcome("succeeded"), plan["scheduled_at"])
+            plan = lifecycle.plan_completion(Job.from_row(job), Outcome("succeeded"), plan["scheduled_at"])
         assert planned, schedule
         assert occurrences(schedule, timezone=zone, start_at=start_at, end_at=end_at, after=after,
                            count=12) == planned, schedule

@@ -8,6 +8,8 @@ from abc import ABC, abstractmethod
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
+from scheduler.errors import ScheduleError  # noqa: F401 (re-exported)
+
 UTC = timezone.utc
 
 #: Search horizon, in years, for wall-time expressions without a year field. 50 years covers
@@ -19,20 +21,6 @@ MAX_EXPRESSION_LENGTH = 256
 MAX_INTERVAL = timedelta(days=36500)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_US = timedelta(microseconds=1)
-
-
-class ScheduleError(ValueError):
-    """Bad schedule input.
-
-    ``str(e)`` is a clear message meant for the API's 400 detail; ``field`` names the request
-    field at fault: ``"schedule"``, ``"timezone"``, ``"run_at"``, ``"start_at"`` or ``"end_at"``
-    (and ``"after"`` or ``"count"`` from the preview, ``occurrences``).
-    """
-
-    def __init__(self, message: str, field: str = "schedule"):
-        super().__init__(message)
-        self.message = message
-        self.field = field
 
 
 def _require_aware(value: datetime, what: str) -> datetime:
