@@ -26,7 +26,7 @@ from scheduler.sql import QUERIES
 SCHEDULE_FIELDS = ("schedule", "run_at", "timezone", "start_at", "end_at")
 # Columns a job's owner may write (POST, PUT, PATCH).
 SPEC_FIELDS = ("name", "description", "tags", "schedule", "run_at", "timezone", "start_at", "end_at",
-               "target", "retry", "missed_runs")
+               "target", "retry", "missed_runs", "after_completion")
 
 
 class NotFound(LookupError):
@@ -162,6 +162,7 @@ def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
     params["missed_runs"] = spec.get("missed_runs") or "run_once"
     params["target"] = Jsonb(spec["target"])
     params["retry"] = Jsonb(spec.get("retry") or {})
+    params["after_completion"] = spec.get("after_completion") or "keep"
     return params
 
 

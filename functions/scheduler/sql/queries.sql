@@ -7,10 +7,12 @@ SELECT now() AS now;
 
 -- name: insert_job
 INSERT INTO jobs (id, owner, name, description, tags, schedule, run_at, timezone, start_at, end_at,
-                  target, retry, missed_runs, state, scheduled_at, next_run_at, created_at, updated_at)
+                  target, retry, missed_runs, state, scheduled_at, next_run_at, created_at, updated_at,
+                  after_completion)
 VALUES (%(id)s, %(owner)s, %(name)s, %(description)s, %(tags)s, %(schedule)s, %(run_at)s,
         %(timezone)s, %(start_at)s, %(end_at)s, %(target)s, %(retry)s, %(missed_runs)s, %(state)s,
-        %(scheduled_at)s, %(next_run_at)s, %(created_at)s, %(created_at)s)
+        %(scheduled_at)s, %(next_run_at)s, %(created_at)s, %(created_at)s,
+        %(after_completion)s)
 ON CONFLICT ON CONSTRAINT jobs_owner_name_key DO NOTHING
 RETURNING *;
 
@@ -52,7 +54,7 @@ SET name = %(name)s, description = %(description)s, tags = %(tags)s, schedule = 
     run_at = %(run_at)s, timezone = %(timezone)s, start_at = %(start_at)s, end_at = %(end_at)s,
     target = %(target)s, retry = %(retry)s, missed_runs = %(missed_runs)s, state = %(state)s,
     scheduled_at = %(scheduled_at)s, attempt = %(attempt)s, next_run_at = %(next_run_at)s,
-    manual_run_at = %(manual_run_at)s,
+    manual_run_at = %(manual_run_at)s, after_completion = %(after_completion)s,
     -- A claim not yet started is void after an edit (its executor will find the token gone), so
     -- the job is claimable again at its new time rather than when that lease expires; so is an
     -- expired one (its execution is marked lost above).
@@ -130,14 +132,14 @@ RETURNING id;
 -- The columns of a started job that its delivery and its completion's plan need, no more.
 j.id, j.version, j.state, j.schedule, j.run_at, j.timezone, j.start_at, j.end_at, j.created_at,
 j.missed_runs, j.target, j.retry, j.scheduled_at, j.attempt, j.next_run_at, j.manual_run_at, j.lease_kind,
-j.running_execution_id
+j.running_execution_id, j.owner
 
 -- fragment: record_started
 -- After a "job" CTE that started jobs (their running_execution_id set, the attempt counted):
 -- their executions recorded as running, and each job with its execution.
 execution AS (
-    INSERT INTO executions (id, job_id, scheduled_at, attempt, trigger, status, started_at)
-    SELECT job.running_execution_id, job.id,
+    INSERT INTO executions (id, job_id, owner, scheduled_at, attempt, trigger, status, started_at)
+    SELECT job.running_execution_id, job.id, job.owner,
            CASE job.lease_kind WHEN 'manual' THEN job.manual_run_at ELSE job.scheduled_at END,
            CASE job.lease_kind WHEN 'manual' THEN 1 ELSE job.attempt END,
            CASE WHEN job.lease_kind = 'manual' THEN 'manual'
