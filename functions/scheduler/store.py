@@ -433,6 +433,21 @@ class Store:
                 break
         return total
 
+    @_retry_on_dead_connection
+    def list_owner_executions(self, owner: str, *, status: str | None = None, job_id: str | None = None,
+                              since: datetime | None = None, limit: int = 50,
+                              before: tuple[datetime, str] | None = None) -> list[dict[str, Any]]:
+        """A page of the owner's executions across all their jobs, newest first by ``started_at``
+        (then id), each with ``job_name``; ``before`` is the keyset cursor, the (started_at, id)
+        of the previous page's last row. A ``job_id`` that is not a UUID matches nothing."""
+        if job_id is not None and not _is_uuid(job_id):
+            return []
+        before_started_at, before_id = before if before is not None else (None, None)
+        with self.pool.connection() as conn:
+            return conn.execute(QUERIES["list_owner_executions"], {
+                "owner": owner, "status": status, "job_id": job_id, "since": since, "limit": limit,
+                "before_started_at": before_started_at, "before_id": before_id}).fetchall()
+
 
 def _is_uuid(value: str) -> bool:
     try:
@@ -440,4 +455,3 @@ def _is_uuid(value: str) -> bool:
         return True
     except ValueError:
         return False
-

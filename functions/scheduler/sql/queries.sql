@@ -294,3 +294,21 @@ WHERE id IN (
     LIMIT %(batch)s
 )
 RETURNING id;
+
+-- name: list_owner_executions
+-- The owner's executions across their jobs, newest first, each with its job's name. Keyset
+-- pagination on (started_at, id): the index executions_owner_started_idx gives this order for
+-- one owner, so a page reads about `limit` entries (and as many job rows) however many
+-- executions and jobs the owner has; the row comparison is the index's own condition. Filters
+-- on status and job narrow the same walk; since stops it at an instant.
+SELECT e.*, j.name AS job_name
+FROM executions e
+JOIN jobs j ON j.id = e.job_id
+WHERE e.owner = %(owner)s
+  AND (%(status)s::text IS NULL OR e.status = %(status)s::text)
+  AND (%(job_id)s::uuid IS NULL OR e.job_id = %(job_id)s::uuid)
+  AND (%(since)s::timestamptz IS NULL OR e.started_at >= %(since)s::timestamptz)
+  AND (%(before_started_at)s::timestamptz IS NULL
+       OR (e.started_at, e.id) < (%(before_started_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY e.started_at DESC, e.id DESC
+LIMIT %(limit)s;
