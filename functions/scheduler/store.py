@@ -7,6 +7,7 @@ that owner's jobs: another principal's job is indistinguishable from an absent o
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 import uuid
@@ -153,6 +154,13 @@ def _started(row: dict[str, Any]) -> StartedExecution:
     return StartedExecution(job=row, execution_id=str(execution["execution_id"]),
                             scheduled_at=execution["execution_scheduled_at"], attempt=execution["execution_attempt"],
                             trigger=execution["execution_trigger"], started_at=execution["execution_started_at"])
+
+
+def _delete_completed(conn: psycopg.Connection, job_ids: list[str]) -> None:
+    """In the transaction of their completion: delete the jobs it completed whose
+    ``after_completion`` is ``delete``, with their executions."""
+    if job_ids:
+        conn.execute(QUERIES["delete_completed_jobs"], {"job_ids": [str(job_id) for job_id in job_ids]})
 
 
 def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -375,8 +383,11 @@ class Store:
     @_retry_on_dead_connection
     def _write_completions(self, rows: list[dict[str, Any]]) -> set[str]:
         """Write planned outcomes in one statement; the ids of the jobs written."""
-        with self.pool.connection() as conn:
-            return {str(r["job_id"]) for r in _complete(_uuids_as_text(conn), rows).fetchall()}
+        completed = [row["job_id"] for row in rows if row["state"] == "completed"]
+        with self.pool.connection() as conn, (conn.transaction() if completed else contextlib.nullcontext()):
+            written = {str(r["job_id"]) for r in _complete(_uuids_as_text(conn), rows).fetchall()}
+            _delete_completed(conn, [job_id for job_id in completed if str(job_id) in written])
+            return written
 
     @_retry_on_dead_connection
     def _complete_locked(self, done: Completion) -> bool:
@@ -388,7 +399,10 @@ class Store:
                 return False
             now, ran = job.pop("db_now"), job.pop("ran_scheduled_at")
             plan = lifecycle.plan_completion(job, done.outcome, now, self.rng, ran)
-            return _complete(conn, [_completion_row(done, plan, job["version"], ran)]).fetchone() is not None
+            written = _complete(conn, [_completion_row(done, plan, job["version"], ran)]).fetchone() is not None
+            if written and plan["state"] == "completed":
+                _delete_completed(conn, [done.job_id])
+            return written
 
     @_retry_on_dead_connection
     def due_backlog(self) -> tuple[int, float]:

@@ -312,3 +312,14 @@ WHERE e.owner = %(owner)s
        OR (e.started_at, e.id) < (%(before_started_at)s::timestamptz, %(before_id)s::uuid))
 ORDER BY e.started_at DESC, e.id DESC
 LIMIT %(limit)s;
+
+-- name: delete_completed_jobs
+-- after_completion = 'delete': jobs whose completion, written just before in the same
+-- transaction, left them completed are deleted with their executions (ON DELETE CASCADE). The
+-- completion's UPDATE holds their rows until the commit, so nothing can change them in between;
+-- the conditions still fence it: a job another runner holds, or with a manual run pending, is
+-- kept (its next completion deletes it once that run is done).
+DELETE FROM jobs
+WHERE id = ANY(%(job_ids)s::uuid[]) AND after_completion = 'delete' AND state = 'completed'
+  AND lock_token IS NULL AND manual_run_at IS NULL
+RETURNING id;
