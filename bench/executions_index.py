@@ -1,17 +1,17 @@
 """The first page of GET /v1/executions with 1,000,000 executions of one owner vs 10,000.
 
     .venv/bin/python bench/executions_index.py [--jobs 10000] [--small 10000] [--large 1000000]
-        [--repeats 200] [--limit 50] [--quick] [--json PATH]
+        [--others 0] [--repeats 200] [--limit 50] [--quick] [--json PATH]
 
 Fills two databases with one owner's --jobs jobs and --small vs --large executions spread over
-them (INSERT ... SELECT generate_series, in chunks), and --others executions of another owner in
-both, then times the store method the route calls
-(``Store.list_owner_executions``, newest first, a page of --limit plus one) on both, alternately
-in one run, and prints the median and p95 in ms and their ratio: with the index on (owner,
-started_at DESC, id DESC) a page reads about --limit index entries, so the ratio should stay near
-1. The same for the page after a cursor, and for the status filter (2% of the executions
-failed). The query plan of the first page on the large table is printed with its buffer count.
-``--quick`` shrinks the run (100,000 executions, 10,000 of the other owner, 50 repeats).
+them (INSERT ... SELECT generate_series, in chunks, oldest first as a live table grows), plus
+--others executions of another owner in both when given, then times the store method the route
+calls (``Store.list_owner_executions``, newest first, a page of --limit plus one) on both,
+alternately in one run, and prints the median and p95 in ms and their ratio: with the index on
+(owner, started_at DESC, id DESC) a page reads about --limit index entries, so the ratio should
+stay near 1. The same for the page after a cursor, and for the status filter (2% of the
+executions failed). The plan of the first page on the large table is printed with the buffers
+it touched. ``--quick`` shrinks the run (100,000 executions, 50 repeats).
 """
 
 from __future__ import annotations
@@ -95,8 +95,8 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--limit", type=int, default=50)
-    parser.add_argument("--others", type=int, default=100_000,
-                        help="executions of another owner in both tables (0: none)")
+    parser.add_argument("--others", type=int, default=0,
+                        help="also this many executions of another owner in both tables (default none)")
     parser.add_argument("--quick", action="store_true", help="a small run: 100,000 executions, 50 repeats")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
