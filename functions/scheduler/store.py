@@ -156,6 +156,11 @@ def _started(row: dict[str, Any]) -> StartedExecution:
                             trigger=execution["execution_trigger"], started_at=execution["execution_started_at"])
 
 
+def _deleted_on_completion(job: Mapping[str, Any], plan: Mapping[str, Any]) -> bool:
+    """Whether the completion planned for ``job`` deletes it (``after_completion = 'delete'``)."""
+    return plan["state"] == "completed" and job.get("after_completion") == "delete"
+
+
 def _delete_completed(conn: psycopg.Connection, job_ids: list[str]) -> None:
     """In the transaction of their completion: delete the jobs it completed whose
     ``after_completion`` is ``delete``, with their executions."""
@@ -365,14 +370,16 @@ class Store:
         fast = [i for i, done in enumerate(completions)
                 if done.started is not None and done.elapsed_seconds is not None]
         if fast:
-            rows = []
+            rows, doomed = [], []
             for i in fast:
                 done = completions[i]
                 job = done.started.job
                 now = done.started.started_at + timedelta(seconds=max(done.elapsed_seconds, 0.0))
                 plan = lifecycle.plan_completion(job, done.outcome, now, self.rng, done.started.scheduled_at)
                 rows.append(_completion_row(done, plan, job["version"], done.started.scheduled_at))
-            written = self._write_completions(rows)
+                if _deleted_on_completion(job, plan):
+                    doomed.append(done.job_id)
+            written = self._write_completions(rows, doomed)
             for i in fast:
                 recorded[i] = str(completions[i].job_id) in written
         for i, done in enumerate(completions):
@@ -381,12 +388,13 @@ class Store:
         return recorded
 
     @_retry_on_dead_connection
-    def _write_completions(self, rows: list[dict[str, Any]]) -> set[str]:
-        """Write planned outcomes in one statement; the ids of the jobs written."""
-        completed = [row["job_id"] for row in rows if row["state"] == "completed"]
-        with self.pool.connection() as conn, (conn.transaction() if completed else contextlib.nullcontext()):
+    def _write_completions(self, rows: list[dict[str, Any]], doomed: Sequence[str] = ()) -> set[str]:
+        """Write planned outcomes in one statement; the ids of the jobs written. The ``doomed``
+        jobs (completed with ``after_completion = 'delete'``) are deleted in the same transaction
+        when written; without any, the statement runs alone (no transaction to open)."""
+        with self.pool.connection() as conn, (conn.transaction() if doomed else contextlib.nullcontext()):
             written = {str(r["job_id"]) for r in _complete(_uuids_as_text(conn), rows).fetchall()}
-            _delete_completed(conn, [job_id for job_id in completed if str(job_id) in written])
+            _delete_completed(conn, [job_id for job_id in doomed if str(job_id) in written])
             return written
 
     @_retry_on_dead_connection
@@ -400,7 +408,7 @@ class Store:
             now, ran = job.pop("db_now"), job.pop("ran_scheduled_at")
             plan = lifecycle.plan_completion(job, done.outcome, now, self.rng, ran)
             written = _complete(conn, [_completion_row(done, plan, job["version"], ran)]).fetchone() is not None
-            if written and plan["state"] == "completed":
+            if written and _deleted_on_completion(job, plan):
                 _delete_completed(conn, [done.job_id])
             return written
 
