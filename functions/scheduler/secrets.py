@@ -20,6 +20,7 @@ import copy
 import hashlib
 import hmac
 import os
+import re
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -46,10 +47,12 @@ class SecretError(ValueError):
 
 
 class MaskedSecretError(ValueError):
-    """A ``"***"`` was sent back where no stored secret exists to keep."""
+    """A ``"***"`` was sent back where no stored secret exists to keep, or where the stored one
+    belongs to another origin (the target's url moved to another scheme, host or port)."""
 
-    def __init__(self, field: str):
-        super().__init__("is masked (\"***\") but there is no stored secret to keep; send the value")
+    def __init__(self, field: str, message: str = "is masked (\"***\") but there is no stored secret to keep; "
+                                                 "send the value"):
+        super().__init__(message)
         self.field = field
         self.message = str(self)
 
@@ -324,6 +327,7 @@ def keep_masked_secrets(new_target: dict[str, Any], stored_target: dict[str, Any
     place (an AMQP URL whose password is ``***`` keeps the stored password). Raises
     ``MaskedSecretError`` when there is nothing stored there."""
     stored = _stored_secrets(stored_target)
+    moved = stored_target is not None and _origin(new_target) != _origin(stored_target)
 
     def keep(field: str, value: str, kind: str) -> str:
         if kind == "url_password":
@@ -336,5 +340,75 @@ def keep_masked_secrets(new_target: dict[str, Any], stored_target: dict[str, Any
             kept = stored.get(field)
         if kept is None:
             raise MaskedSecretError(field)
+        if moved:  # a secret never follows its target to another scheme, host or port
+            raise MaskedSecretError(field, "is masked (\"***\") but the target's url moved to another scheme, "
+                                           "host or port: send the secret again for the new one")
         return kept
     return _map_secrets(new_target, keep)
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443, "amqp": 5672, "amqps": 5671}
+
+
+def _origin(target: dict[str, Any] | None) -> tuple[str, str, int | None] | None:
+    """(scheme, host, port) of a target's url; None without one (an AMQP target on the
+    deployment's broker)."""
+    url = (target or {}).get("url")
+    if not isinstance(url, str):
+        return None
+    try:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        return scheme, (parts.hostname or "").lower().rstrip("."), parts.port or _DEFAULT_PORTS.get(scheme)
+    except ValueError:
+        return ("?", url, None)
+
+
+# -- redaction of texts (response excerpts, error texts) ----------------------------------------
+
+#: A secret at least this long is masked even inside a longer word (with all of that word);
+#: a shorter one only where it stands as a whole value, or masking it would spell it out
+#: (a password ``p`` turned ``password`` into ``***assword``).
+MIN_EMBEDDED_SECRET = 8
+_WORD_CHARS = r"[A-Za-z0-9._~+/=-]"
+_MIN_TAIL = 4
+
+
+def redact_secrets(text: str | None, secrets: Any) -> str | None:
+    """``text`` with each secret masked as a whole value (``***``), longest first.
+
+    A secret of ``MIN_EMBEDDED_SECRET`` characters or more is masked wherever it occurs, with
+    the rest of the word around it, so no part of it and no hint of where it starts or ends is
+    left. A shorter one is masked only where it is not part of a longer word.
+    """
+    if not text:
+        return text
+    for secret in sorted({s for s in secrets or () if isinstance(s, str) and s}, key=len, reverse=True):
+        escaped = re.escape(secret)
+        if len(secret) >= MIN_EMBEDDED_SECRET:
+            pattern = f"{_WORD_CHARS}*{escaped}{_WORD_CHARS}*"
+        else:
+            pattern = f"(?<![A-Za-z0-9]){escaped}(?![A-Za-z0-9])"
+        text = re.sub(pattern, SECRET_MASK, text)
+    return text
+
+
+def redact_and_cut(text: str | None, secrets: Any, limit_bytes: int) -> str | None:
+    """``text`` redacted (``redact_secrets``), then cut to at most ``limit_bytes`` UTF-8 bytes.
+
+    Redaction comes first, so a cut can never leave the start of a secret behind. The text's
+    own end may stop inside a secret (a body cut off at the deadline): a tail of at least four
+    characters that begins a secret is masked too.
+    """
+    text = redact_secrets(text, secrets)
+    if not text:
+        return text
+    raw = text.encode("utf-8")
+    if len(raw) > limit_bytes:
+        text = raw[:limit_bytes].decode("utf-8", "ignore")
+    for secret in {s for s in secrets or () if isinstance(s, str) and len(s) >= MIN_EMBEDDED_SECRET}:
+        for size in range(min(len(secret) - 1, len(text)), _MIN_TAIL - 1, -1):
+            if text.endswith(secret[:size]):
+                text = text[:-size] + SECRET_MASK
+                break
+    return text

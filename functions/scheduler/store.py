@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import random
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -433,10 +434,11 @@ class Store:
         return total
 
 
+_CANONICAL_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
 def _is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(str(value))
-        return True
-    except ValueError:
-        return False
+    # The canonical text form only: uuid.UUID also takes "urn:uuid:...", braces and missing or
+    # extra dashes, which Postgres refuses (a 500 had the check let them through).
+    return isinstance(value, str) and _CANONICAL_UUID.fullmatch(value) is not None
 

@@ -209,12 +209,10 @@ def _rendered(target: dict, delivery: Delivery) -> dict:
 
 
 def redact(text: str | None, secrets: Iterable[str | None]) -> str | None:
-    """``text`` with every occurrence of each secret replaced by ``***`` (longest first)."""
-    if not text:
-        return text
-    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
+    """``text`` with each secret masked as a whole value (``scheduler.secrets.redact_secrets``)."""
+    from scheduler.secrets import redact_secrets
+
+    return redact_secrets(text, secrets)
 
 
 class _Deadlines:

@@ -36,6 +36,7 @@ reused under a strict one. It keeps no cookies.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import email.utils
 import http.cookiejar
 import os
@@ -55,6 +56,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
+from scheduler.secrets import redact_and_cut
 from scheduler.targets import (
     EXCERPT_LIMIT,
     SUCCEEDED,
@@ -65,7 +67,6 @@ from scheduler.targets import (
     current_watchdog,
     exception_chain,
     permanent,
-    redact,
     running,
     timed_out,
     transient,
@@ -75,6 +76,7 @@ from scheduler.targets import ssrf
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 RETRYABLE_STATUSES = frozenset({408, 429})
 MAX_REDIRECTS = 10
+MAX_ERROR_BYTES = 500  # an error text is cut to this, once its secrets are redacted
 USER_AGENT = "scheduler/0.1 (job scheduler delivery)"
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -307,23 +309,24 @@ def deliver_http(target: dict, delivery: Delivery, policy: TargetPolicy, *, budg
     Never raises. See the module documentation for the semantics.
     """
     secrets = _secrets(target)
+    # Read past the excerpt's limit by the longest secret, so that one that straddles the cut
+    # is whole when redacted; redaction comes before the cut (no part of a secret is kept).
+    margin = max((len(secret.encode("utf-8")) for secret in secrets), default=0)
     try:
-        result = _deliver(target, delivery, policy, budget)
+        result = _deliver(target, delivery, policy, budget, EXCERPT_LIMIT + margin)
     except Exception as exc:  # noqa: BLE001 - the contract: never raise
         result = transient(f"unexpected error during the HTTP delivery: {type(exc).__name__}")
-    if secrets and (result.error or result.response_excerpt):
-        result = DeliveryResult(
-            status=result.status,
-            retryable=result.retryable,
-            http_status=result.http_status,
-            response_excerpt=redact(result.response_excerpt, secrets),
-            error=redact(result.error, secrets),
-            retry_after_seconds=result.retry_after_seconds,
+    if result.error or result.response_excerpt:
+        result = dataclasses.replace(
+            result,
+            response_excerpt=redact_and_cut(result.response_excerpt, secrets, EXCERPT_LIMIT),
+            error=redact_and_cut(result.error, secrets, MAX_ERROR_BYTES),
         )
     return result
 
 
-def _deliver(target: dict, delivery: Delivery, policy: TargetPolicy, budget: float) -> DeliveryResult:
+def _deliver(target: dict, delivery: Delivery, policy: TargetPolicy, budget: float,
+             read_limit: int = EXCERPT_LIMIT) -> DeliveryResult:
     try:
         spec = _parse(target)
     except _Invalid as exc:
@@ -347,7 +350,7 @@ def _deliver(target: dict, delivery: Delivery, policy: TargetPolicy, budget: flo
                 # Shut down while the head was still arriving: http.client may take the EOF
                 # for the end of the headers, so this "response" is not one.
                 return timed_out(f"timed out after {budget:g}s")
-            excerpt = _read_excerpt(response)
+            excerpt = _read_excerpt(response, read_limit)
         except ssrf.TargetNotAllowed as exc:
             return permanent(str(exc))
         except _TooManyRedirects:
@@ -451,8 +454,9 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme, (parts.hostname or "").lower(), parts.port or default
 
 
-def _read_excerpt(response: urllib3.HTTPResponse) -> str:
-    """At most EXCERPT_LIMIT bytes of the body; stops there (never reads the whole body).
+def _read_excerpt(response: urllib3.HTTPResponse, limit: int = EXCERPT_LIMIT) -> str:
+    """At most ``limit`` bytes of the body; stops there (never reads the whole body). The
+    caller cuts it to ``EXCERPT_LIMIT`` bytes once the secrets are redacted.
 
     An error or the deadline while reading keeps what was read: the status already arrived.
     """
@@ -460,14 +464,14 @@ def _read_excerpt(response: urllib3.HTTPResponse) -> str:
     # read1: whatever has arrived (one recv), so a body cut off at the deadline keeps its start.
     read = response.read1 if hasattr(response, "read1") else response.read
     try:
-        while len(data) < EXCERPT_LIMIT:
-            chunk = read(EXCERPT_LIMIT - len(data), decode_content=True)
+        while len(data) < limit:
+            chunk = read(limit - len(data), decode_content=True)
             if not chunk:
                 break
             data.extend(chunk)
     except Exception:  # noqa: BLE001 - a cut-off body does not change the answer
         pass
-    return bytes(data[:EXCERPT_LIMIT]).decode("utf-8", errors="replace")
+    return bytes(data[:limit]).decode("utf-8", errors="replace")
 
 
 def _classify_response(response: urllib3.HTTPResponse, excerpt: str | None, spec: dict) -> DeliveryResult:
@@ -490,7 +494,7 @@ def _classify_response(response: urllib3.HTTPResponse, excerpt: str | None, spec
         retryable,
         http_status=status,
         response_excerpt=excerpt,
-        error=error[:500],
+        error=error,  # cut to MAX_ERROR_BYTES once redacted (deliver_http)
         retry_after_seconds=parse_retry_after(response.headers.get("Retry-After")),
     )
 
