@@ -167,10 +167,12 @@ def serve(args: argparse.Namespace, *, ready: threading.Event | None = None,
     wsgi = make_wsgi_app(lambda event, context: app.resolve(event, context),
                          principal_resolver(getattr(args, "auth", "none") or "none", getattr(args, "credentials", None),
                                             getattr(args, "region", None) or "us-east-1"))
-    # waitress refuses a larger body itself (413) before reading it all.
+    # Waitress buffers a body before the app sees it: past its limit it answers 413 itself (the
+    # envelope, see envelope_server_errors) without reading on. Its count includes the framing
+    # of a chunked body, hence a little slack; the adapter checks the exact limit.
     server = envelope_server_errors(create_server(wsgi, host=args.host, port=args.port, threads=8,
                                                   ident="scheduler-local",
-                                                  max_request_body_size=MAX_REQUEST_BODY_BYTES))
+                                                  max_request_body_size=MAX_REQUEST_BODY_BYTES + 64 * 1024))
     invoker = _local_invoker(deps)
     runners = getattr(args, "runners", 1) or 1
     # More runners: processes of their own (one Python process delivers about a thousand jobs a
