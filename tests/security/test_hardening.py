@@ -76,6 +76,21 @@ def test_1_body_over_1_mib_is_413_with_the_envelope(alice):
     assert name not in alice.names()
 
 
+def test_1_a_huge_declared_body_is_refused_before_it_is_read(alice):
+    # 100 MiB announced, a few bytes sent: the answer comes at once, from the server itself.
+    headers = [(k, v) for k, v in alice.signed_headers("POST", "/v1/jobs", b"{}") if k.lower() != "content-length"]
+    answer = alice.api.raw("POST", "/v1/jobs", headers + [("Content-Length", str(100 * MiB))])
+    assert answer.status == 413, answer.text
+    assert answer.error() == {"code": "payload_too_large", "details": [],
+                              "message": f"the request body is larger than {MiB} bytes"}
+
+
+def test_1_headers_too_large_get_the_envelope_too(alice):
+    headers = alice.signed_headers("GET", "/v1/jobs") + [("X-Filler", "f" * 300_000)]
+    answer = alice.api.raw("GET", "/v1/jobs", headers)
+    assert 400 <= answer.status < 500 and answer.error()["code"], answer.text
+
+
 def test_1_body_of_exactly_1_mib_is_read(alice):
     body = json.dumps(spec(unique("edge"))).encode()
     body = body[:-1] + b" " * (MiB - len(body)) + b"}"
