@@ -20,7 +20,6 @@ import copy
 import hashlib
 import hmac
 import os
-import re
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -30,7 +29,9 @@ from urllib.parse import quote, unquote, urlsplit
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-SECRET_MASK = "***"  # same as scheduler.models.SECRET_MASK
+from scheduler.constants import SECRET_MASK
+from scheduler.errors import MaskedSecretError, SecretError  # noqa: F401 (re-exported)
+
 TOKEN_PREFIX = "enc:v1:"
 DEFAULT_LOCAL_KEY_FILE = ".scheduler/secret.key"
 
@@ -40,21 +41,6 @@ _NONCE_BYTES = 12
 _KEY_BYTES = 32
 _KMS_CONTEXT = {"purpose": "scheduler-target-secret"}
 _AUTH_SECRET_FIELDS = {"basic": "password", "bearer": "token", "header": "value"}
-
-
-class SecretError(ValueError):
-    """A token that cannot be decrypted: malformed, tampered with, or for another key."""
-
-
-class MaskedSecretError(ValueError):
-    """A ``"***"`` was sent back where no stored secret exists to keep, or where the stored one
-    belongs to another origin (the target's url moved to another scheme, host or port)."""
-
-    def __init__(self, field: str, message: str = "is masked (\"***\") but there is no stored secret to keep; "
-                                                 "send the value"):
-        super().__init__(message)
-        self.field = field
-        self.message = str(self)
 
 
 @runtime_checkable
@@ -362,53 +348,3 @@ def _origin(target: dict[str, Any] | None) -> tuple[str, str, int | None] | None
         return scheme, (parts.hostname or "").lower().rstrip("."), parts.port or _DEFAULT_PORTS.get(scheme)
     except ValueError:
         return ("?", url, None)
-
-
-# -- redaction of texts (response excerpts, error texts) ----------------------------------------
-
-#: A secret at least this long is masked even inside a longer word (with all of that word);
-#: a shorter one only where it stands as a whole value, or masking it would spell it out
-#: (a password ``p`` turned ``password`` into ``***assword``).
-MIN_EMBEDDED_SECRET = 8
-_WORD_CHARS = r"[A-Za-z0-9._~+/=-]"
-_MIN_TAIL = 4
-
-
-def redact_secrets(text: str | None, secrets: Any) -> str | None:
-    """``text`` with each secret masked as a whole value (``***``), longest first.
-
-    A secret of ``MIN_EMBEDDED_SECRET`` characters or more is masked wherever it occurs, with
-    the rest of the word around it, so no part of it and no hint of where it starts or ends is
-    left. A shorter one is masked only where it is not part of a longer word.
-    """
-    if not text:
-        return text
-    for secret in sorted({s for s in secrets or () if isinstance(s, str) and s}, key=len, reverse=True):
-        escaped = re.escape(secret)
-        if len(secret) >= MIN_EMBEDDED_SECRET:
-            pattern = f"{_WORD_CHARS}*{escaped}{_WORD_CHARS}*"
-        else:
-            pattern = f"(?<![A-Za-z0-9]){escaped}(?![A-Za-z0-9])"
-        text = re.sub(pattern, SECRET_MASK, text)
-    return text
-
-
-def redact_and_cut(text: str | None, secrets: Any, limit_bytes: int) -> str | None:
-    """``text`` redacted (``redact_secrets``), then cut to at most ``limit_bytes`` UTF-8 bytes.
-
-    Redaction comes first, so a cut can never leave the start of a secret behind. The text's
-    own end may stop inside a secret (a body cut off at the deadline): a tail of at least four
-    characters that begins a secret is masked too.
-    """
-    text = redact_secrets(text, secrets)
-    if not text:
-        return text
-    raw = text.encode("utf-8")
-    if len(raw) > limit_bytes:
-        text = raw[:limit_bytes].decode("utf-8", "ignore")
-    for secret in {s for s in secrets or () if isinstance(s, str) and len(s) >= MIN_EMBEDDED_SECRET}:
-        for size in range(min(len(secret) - 1, len(text)), _MIN_TAIL - 1, -1):
-            if text.endswith(secret[:size]):
-                text = text[:-size] + SECRET_MASK
-                break
-    return text

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.secrets import redact_and_cut, redact_secrets
-from scheduler.targets.ssrf import check_broker_url_syntax
+from scheduler.targets.delivery import redact as redact_secrets
+from scheduler.targets.delivery import redact_and_cut
+from scheduler.urls import check_broker_url_syntax
 
 TOKEN = "tok-0123456789abcdef"
 
