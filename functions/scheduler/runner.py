@@ -65,8 +65,12 @@ class LambdaInvoker:
                  "EC2ThrottledException", "ResourceConflictException"}
 
     def __init__(self, client: Any, function_name: str, *, max_workers: int = 16, max_tries: int = 5,
-                 base_delay: float = 0.05, sleep: Callable[[float], None] = time.sleep):
+                 base_delay: float = 0.05, sleep: Callable[[float], None] = time.sleep,
+                 max_in_flight: int | None = None, in_flight: Callable[[], int] | None = None):
         self.client = client
+        # The executor's reserved concurrency and the live leases (``Store.live_leases``).
+        self.max_in_flight = max_in_flight
+        self.in_flight = in_flight
         self.function_name = function_name
         self.max_tries = max_tries
         self.base_delay = base_delay
@@ -78,7 +82,11 @@ class LambdaInvoker:
         return store.claim_due(limit, lease_seconds)
 
     def capacity(self) -> int:
-        return 1_000_000  # the async invoke queues; throttles are retried in _invoke
+        """Unbounded without ``max_in_flight`` (the async invoke queues); else what the executor's
+        reserved concurrency leaves beside the live leases."""
+        if self.max_in_flight is None or self.in_flight is None:
+            return 1_000_000
+        return max(self.max_in_flight - self.in_flight(), 0)
 
     def _invoke(self, claim: Claim) -> bool:
         payload = json.dumps(claim.to_event()).encode()
@@ -263,6 +271,9 @@ def run_fanout(store: Store, invoker: Invoker, *, budget_seconds: float, batch_s
         report.rounds += 1
         if claims:
             report.claimed += len(claims)
+            lost = sum(1 for claim in claims if claim.reclaimed)
+            if lost:  # their runners died: the claim marked the executions lost (queries.sql)
+                metrics.count(c.METRIC_EXECUTIONS, lost, status="lost")
             report.job_ids.extend(claim.job_id for claim in claims)
             refused = invoker.dispatch(claims)
             for claim in refused:
