@@ -60,10 +60,11 @@ def is_login_failure(exc: BaseException) -> bool:
     return "password authentication failed" in text or "authentication failed for user" in text
 
 
-def _reauthenticating(credentials: Credentials) -> type[psycopg.Connection]:
-    class Connection(psycopg.Connection):  # type: ignore[type-arg]
-        """Retries a refused login once, with the credentials read again."""
+def reauthenticating(credentials: Credentials) -> type[psycopg.Connection]:
+    """A connection class for a pool on ``credentials``: a refused login is retried once, with the
+    credentials read again (a rotated password); any other failure, or a second refusal, raises."""
 
+    class Connection(psycopg.Connection):  # type: ignore[type-arg]
         @classmethod
         def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:  # type: ignore[override]
             try:
@@ -95,7 +96,7 @@ def make_pool(conninfo: str | Credentials | Callable[[], str], *, min_size: int 
     extra: dict[str, Any] = {}
     if callable(conninfo):
         credentials = conninfo if isinstance(conninfo, Credentials) else Credentials(conninfo)
-        extra = {"connection_class": _reauthenticating(credentials)}
+        extra = {"connection_class": reauthenticating(credentials)}
         conninfo = credentials
     pool = ConnectionPool(conninfo, min_size=min_size, max_size=max_size, kwargs=kwargs, open=False,
                           name="scheduler", **extra)
