@@ -67,12 +67,14 @@ def reauthenticating(credentials: Credentials) -> type[psycopg.Connection]:
     class Connection(psycopg.Connection):  # type: ignore[type-arg]
         @classmethod
         def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:  # type: ignore[override]
+            # The pool's own conninfo is empty: the credentials are the source of truth.
+            current = credentials()
             try:
-                return super().connect(conninfo, **kwargs)
+                return super().connect(current, **kwargs)
             except psycopg.OperationalError as exc:
                 if not is_login_failure(exc):
                     raise
-                fresh = credentials.refresh(conninfo)
+                fresh = credentials.refresh(current)
                 logger.warning("database login refused; credentials read again, retrying once")
                 return super().connect(fresh, **kwargs)
 
@@ -97,7 +99,7 @@ def make_pool(conninfo: str | Credentials | Callable[[], str], *, min_size: int 
     if callable(conninfo):
         credentials = conninfo if isinstance(conninfo, Credentials) else Credentials(conninfo)
         extra = {"connection_class": reauthenticating(credentials)}
-        conninfo = credentials
+        conninfo = ""
     pool = ConnectionPool(conninfo, min_size=min_size, max_size=max_size, kwargs=kwargs, open=False,
                           name="scheduler", **extra)
     pool.open(wait=open_wait, timeout=30)
@@ -158,5 +160,5 @@ def tls_options(settings: Settings, *, direct: bool) -> dict[str, str]:
         if RDS_CA_BUNDLE.is_file():
             return {"sslmode": "verify-full", "sslrootcert": str(RDS_CA_BUNDLE)}
         return {"sslmode": "require"}
-    import certifi
+    import certifi  # shipped with requests
     return {"sslmode": "verify-full", "sslrootcert": certifi.where()}

@@ -103,7 +103,7 @@ def test_a_refused_login_is_retried_once_only(password_server):
     credentials = Credentials(source)
     connection_class = reauthenticating(credentials)
     with pytest.raises(psycopg.OperationalError) as refused:
-        connection_class.connect(credentials())
+        connection_class.connect()
     assert is_login_failure(refused.value)
     assert len(reads) == 2  # read at first, and once again after the refusal; no more
 
