@@ -35,6 +35,8 @@ DEADLINE_RESERVE_SECONDS = 10.0
 # The longest sleep between two claims: bounds the delay for a job created while we sleep.
 MAX_IDLE_SECONDS = 1.0
 MIN_IDLE_SECONDS = 0.02
+# How long a fan-out whose executors are all busy waits before counting the live leases again.
+FULL_RECHECK_SECONDS = 0.5
 # Executions deleted per purge statement (each its own short transaction).
 PURGE_BATCH = 500
 MAX_PURGED_PER_RUN = 50_000
@@ -71,6 +73,7 @@ class LambdaInvoker:
         # The executor's reserved concurrency and the live leases (``Store.live_leases``).
         self.max_in_flight = max_in_flight
         self.in_flight = in_flight
+        self._full_until = 0.0
         self.function_name = function_name
         self.max_tries = max_tries
         self.base_delay = base_delay
@@ -86,7 +89,13 @@ class LambdaInvoker:
         reserved concurrency leaves beside the live leases."""
         if self.max_in_flight is None or self.in_flight is None:
             return 1_000_000
-        return max(self.max_in_flight - self.in_flight(), 0)
+        now = time.monotonic()
+        if now < self._full_until:  # saturated a moment ago: do not count the leases every round
+            return 0
+        room = max(self.max_in_flight - self.in_flight(), 0)
+        if room == 0:
+            self._full_until = now + FULL_RECHECK_SECONDS
+        return room
 
     def _invoke(self, claim: Claim) -> bool:
         payload = json.dumps(claim.to_event()).encode()
