@@ -17,6 +17,7 @@ import psycopg
 from psycopg import sql
 
 from scheduler.constants import APP_DATA_ROLE
+from scheduler.errors import MigrationError  # noqa: F401 (re-exported)
 from scheduler.sql import migration_files
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "sql" / "migrations"
@@ -33,10 +34,6 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     checksum   text        NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT now()
 )"""
-
-
-class MigrationError(RuntimeError):
-    """An applied migration differs from the file of the same number, or one failed."""
 
 
 def checksum(sql: str) -> str:

@@ -22,8 +22,10 @@ import pytest
 pytest.importorskip("aws_cdk")
 
 from scheduler.executor import Executor  # noqa: E402
-from scheduler.runner import LocalInvoker, run_fanout  # noqa: E402
-from scheduler.targets import TargetPolicy  # noqa: E402
+from scheduler import service  # noqa: E402
+from scheduler.dispatch import InProcessDispatch  # noqa: E402
+from scheduler.fanout import run_fanout  # noqa: E402
+from scheduler.targets.delivery import TargetPolicy  # noqa: E402
 from scheduler.telemetry import PowertoolsMetrics  # noqa: E402
 from tests.support import RecordingServer, expire_lease, http_spec, make_due  # noqa: E402
 
@@ -121,7 +123,7 @@ class _SilentServer:
 
 
 def _drain(store, metrics) -> None:
-    invoker = LocalInvoker(Executor(store, lambda target: target, TargetPolicy(allow_private=True), metrics),
+    invoker = InProcessDispatch(Executor(store, lambda target: target, TargetPolicy(allow_private=True), metrics),
                            max_workers=8)
     try:
         run_fanout(store, invoker, budget_seconds=0, metrics=metrics)
@@ -142,8 +144,8 @@ def _run_every_emitting_path(store, pool, metrics) -> None:
 
         def one_off(name: str, url: str, **extra: Any) -> dict:
             target = {**http_spec("x")["target"], "url": url, "timeout_seconds": 1}
-            return store.create_job(OWNER, http_spec(name, None, url=url, run_at=now - timedelta(seconds=1),
-                                                     target=target, **extra))
+            spec = http_spec(name, None, url=url, run_at=now - timedelta(seconds=1), target=target, **extra)
+            return service.create_job(store, OWNER, spec)
 
         one_off("ok", ok.url + "/ok")  # succeeded
         one_off("fail", failing.url + "/fail", retry={"max_attempts": 1, "min_backoff_seconds": 1,
@@ -151,7 +153,7 @@ def _run_every_emitting_path(store, pool, metrics) -> None:
         one_off("slow", silent.url, retry={"max_attempts": 1, "min_backoff_seconds": 1, "max_backoff_seconds": 1,
                                            "max_age_seconds": None})  # timed out
         retried = one_off("retry", failing.url + "/fail")  # fails, then a retry
-        manual = store.create_job(OWNER, http_spec("manual", "0 0 1 1 *", url=ok.url + "/manual"))
+        manual = service.create_job(store, OWNER, http_spec("manual", "0 0 1 1 *", url=ok.url + "/manual"))
         store.request_run(OWNER, str(manual["id"]))
         _drain(store, metrics)
         make_due(pool, str(retried["id"]))

@@ -19,6 +19,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from scheduler import constants as c
+from scheduler import service
 from scheduler.db import (Credentials, conninfo_from_settings, is_login_failure, make_pool, reauthenticating,
                           tls_options)
 from scheduler.migrations import ensure_login, migrate
@@ -117,7 +118,7 @@ def test_the_application_login_reads_and_writes_rows_but_changes_no_schema(db_ur
         pool = make_pool(app_url, min_size=1, max_size=2)
         try:
             store = Store(pool)
-            job = store.create_job("arn:aws:iam::1:user/a", http_spec("as-app"))
+            job = service.create_job(store, "arn:aws:iam::1:user/a", http_spec("as-app"))
             assert store.get_job("arn:aws:iam::1:user/a", str(job["id"]))["name"] == "as-app"
             assert store.live_leases() == 0
             store.claim_due(10, 60)

@@ -12,7 +12,8 @@ import psycopg
 import pytest
 
 from scheduler.migrations import applied_versions, files_hash
-from scheduler.runner import LambdaInvoker, run_fanout
+from scheduler.dispatch import LambdaDispatch
+from scheduler.fanout import run_fanout
 from scheduler.settings import Settings
 from scheduler.telemetry import MemoryMetrics
 from tests.support import expire_lease, insert_due_jobs
@@ -46,14 +47,14 @@ def test_the_fanout_dispatches_no_more_than_the_executor_concurrency(store, pool
         counts.append(store.live_leases())
         return counts[-1]
 
-    invoker = LambdaInvoker(client, "executor", max_in_flight=4, in_flight=in_flight)
+    invoker = LambdaDispatch(client, "executor", max_in_flight=4, in_flight=in_flight)
     try:
         report = run_fanout(store, invoker, budget_seconds=1.2)
     finally:
         invoker.close()
     # The executors have not started (nothing completes here): the leases stay live, and a
     # second fan-out finds no room either.
-    second = LambdaInvoker(client, "executor", max_in_flight=4, in_flight=store.live_leases)
+    second = LambdaDispatch(client, "executor", max_in_flight=4, in_flight=store.live_leases)
     try:
         again = run_fanout(store, second, budget_seconds=0)
     finally:
@@ -71,7 +72,7 @@ def test_capacity_frees_as_leases_end(store, pool):
     insert_due_jobs(pool, 5)
     client = RecordingLambda()
     for _ in range(2):  # two fan-out invocations, each with its own invoker (as the handler makes)
-        invoker = LambdaInvoker(client, "executor", max_in_flight=2, in_flight=store.live_leases)
+        invoker = LambdaDispatch(client, "executor", max_in_flight=2, in_flight=store.live_leases)
         try:
             run_fanout(store, invoker, budget_seconds=0)
         finally:
@@ -83,7 +84,7 @@ def test_capacity_frees_as_leases_end(store, pool):
 
 def test_what_cannot_be_dispatched_is_released_not_sent_to_the_dead_letter_queue(store, pool):
     insert_due_jobs(pool, 3)
-    invoker = LambdaInvoker(RecordingLambda(refuse=True), "executor", max_in_flight=10, in_flight=store.live_leases,
+    invoker = LambdaDispatch(RecordingLambda(refuse=True), "executor", max_in_flight=10, in_flight=store.live_leases,
                             sleep=lambda s: None)
     try:
         report = run_fanout(store, invoker, budget_seconds=0, metrics=MemoryMetrics())
@@ -96,7 +97,7 @@ def test_what_cannot_be_dispatched_is_released_not_sent_to_the_dead_letter_queue
 def test_unbounded_without_a_concurrency(store, pool):
     insert_due_jobs(pool, 6)
     client = RecordingLambda()
-    invoker = LambdaInvoker(client, "executor")
+    invoker = LambdaDispatch(client, "executor")
     try:
         run_fanout(store, invoker, budget_seconds=0)
     finally:
