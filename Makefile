@@ -4,7 +4,7 @@ NPM ?= npm
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test unit integration e2e infra layer synth dev bench bench-quick fuzz clean
+.PHONY: install test unit integration e2e infra layer synth dev bench bench-quick fuzz clean lint-templates
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,19 @@ e2e: install
 infra: install
 	$(PY) -m pytest -q -p no:cacheprovider tests/infra
 
+# cfn-lint and checkov on the synthesized templates, against infra/lint_baseline.json. The linters
+# get a virtualenv of their own: checkov pins boto3 and packaging, which would drag .venv back.
+LINT_VENV := .venv-lint
+
+$(LINT_VENV)/.installed: infra/lint-requirements.txt
+	$(PYTHON) -m venv $(LINT_VENV)
+	$(LINT_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LINT_VENV)/bin/python -m pip install -q -r infra/lint-requirements.txt
+	touch $@
+
+lint-templates: install $(LINT_VENV)/.installed
+	$(PY) -m infra.lint --tools-python $(LINT_VENV)/bin/python
+
 # The Lambda dependency layer, built without Docker (pip --platform ... --only-binary).
 layer: install
 	$(PY) layers/build.py
@@ -59,4 +72,4 @@ fuzz: install
 	$(PY) bench/fuzz_api.py --examples 1200
 
 clean:
-	rm -rf $(VENV) .scheduler layers/build cdk.out node_modules
+	rm -rf $(VENV) $(LINT_VENV) .scheduler layers/build cdk.out node_modules

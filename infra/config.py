@@ -11,7 +11,7 @@ from typing import Any
 
 from constructs import Node
 
-from infra.shared import layer_build
+from infra.shared import C, layer_build
 
 BROKERS = ("amazonmq", "none")
 PRECISIONS = ("second", "minute")
@@ -39,6 +39,9 @@ DEFAULTS: dict[str, Any] = {
     "api_rate_limit": 50,
     "api_burst_limit": 100,
     "target_allow_list": "",
+    # Reserved concurrency of the executor: at most this many deliveries at once (the fan-out
+    # dispatches no more), so a burst cannot take the account's concurrency or the proxy's connections.
+    "executor_concurrency": 50,
 }
 
 
@@ -66,6 +69,17 @@ class Config:
     api_rate_limit: int
     api_burst_limit: int
     target_allow_list: str
+    executor_concurrency: int = DEFAULTS["executor_concurrency"]
+
+    @property
+    def service_name(self) -> str:
+        """Powertools' service name (the ``service`` dimension of every metric), scoped to the stack."""
+        return f"{C.SERVICE_NAME}-{self.stack_name}"
+
+    @property
+    def metrics_namespace(self) -> str:
+        """The CloudWatch namespace of the scheduler's own metrics, scoped to the stack."""
+        return f"{C.METRICS_NAMESPACE}/{self.stack_name}"
 
     @property
     def with_broker(self) -> bool:
@@ -103,6 +117,7 @@ class Config:
             api_rate_limit=_int(get("api_rate_limit"), "api_rate_limit", minimum=1),
             api_burst_limit=_int(get("api_burst_limit"), "api_burst_limit", minimum=1),
             target_allow_list=str(get("target_allow_list")).strip(),
+            executor_concurrency=_int(get("executor_concurrency"), "executor_concurrency", minimum=1, maximum=1000),
         )
         return config
 

@@ -81,6 +81,9 @@ class Runner(Construct):
             memory_size=512,
             environment={**database_environment, **executor_environment},
             placement=placement.executor,
+            # A bound on deliveries at once (and so on database connections); the fan-out reads it
+            # and dispatches no more than that, so no invoke waits in the throttled queue until it expires.
+            reserved_concurrency=config.executor_concurrency,
         )
         self.executor.configure_async_invoke(
             retry_attempts=0,
@@ -100,6 +103,7 @@ class Runner(Construct):
                 **database_environment,
                 C.ENV_PRECISION: config.precision,
                 C.ENV_EXECUTOR_FUNCTION: self.executor.function_name,
+                C.ENV_EXECUTOR_CONCURRENCY: str(config.executor_concurrency),
                 C.ENV_EXECUTION_RETENTION_DAYS: str(config.execution_retention_days),
             },
             placement=placement.fanout,

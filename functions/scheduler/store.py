@@ -287,6 +287,12 @@ class Store:
         return int(row["due"]), float(row["oldest_due_age_seconds"])
 
     @_retry_on_dead_connection
+    def live_leases(self) -> int:
+        """Jobs under an unexpired lease: executors at work or on their way (the fan-out's bound)."""
+        with self.pool.connection() as conn:
+            return int(conn.execute(QUERIES["count_live_leases"]).fetchone()["leases"])
+
+    @_retry_on_dead_connection
     def next_due_in(self) -> float | None:
         """Seconds until a job may next be claimed (negative when one is due), None when none."""
         with self.pool.connection() as conn:

@@ -1,7 +1,8 @@
 """Fixtures of the infrastructure tests: each variant of the stack is synthesized once per session.
 
 Variants: ``aws`` (cdk.json as it is), ``lean`` (the other side of every option: no broker, no NAT
-gateway, minute precision, throw-away database, alarm e-mail) and ``localstack``.
+gateway, minute precision, throw-away database, alarm e-mail), ``localstack`` and ``other`` (a
+second stack with its own name and executor concurrency).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     # Same architecture as the AWS variant, so the session builds one layer only.
     "localstack": {"localstack": "true", "architecture": "arm64"},
+    # A second stack beside the default one in the same account.
+    "other": {"stack_name": "Other", "executor_concurrency": "7"},
 }
 
 
