@@ -255,8 +255,8 @@ class SchedulerClient:
     def list_jobs(self, *, state: str | None = None, tag: str | None = None, name_prefix: str | None = None,
                   limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
         """``GET /v1/jobs``: one page, ``{"jobs": [...], "next_cursor": ...}``."""
-        return self.request("GET", f"{API_PREFIX}/jobs", query={
-            "state": state, "tag": tag, "name_prefix": name_prefix, "limit": limit, "cursor": cursor})
+        return _expect_list(self.request("GET", f"{API_PREFIX}/jobs", query={
+            "state": state, "tag": tag, "name_prefix": name_prefix, "limit": limit, "cursor": cursor}), "jobs")
 
     def iter_job_pages(self, **filters: Any) -> Iterator[dict[str, Any]]:
         """Every page of ``list_jobs``, following ``next_cursor``."""
@@ -264,7 +264,7 @@ class SchedulerClient:
 
     def get_job(self, job_id: str) -> dict[str, Any]:
         """``GET /v1/jobs/{id}``."""
-        return self.request("GET", self._job_path(job_id))
+        return _expect_job(self.request("GET", self._job_path(job_id)))
 
     def replace_job(self, job_id: str, spec: Mapping[str, Any], *, if_match: str | int | None = None) -> dict[str, Any]:
         """``PUT /v1/jobs/{id}``: a full definition; ``If-Match`` when ``if_match`` is given."""
@@ -295,14 +295,38 @@ class SchedulerClient:
     def list_executions(self, job_id: str, *, status: str | None = None, limit: int | None = None,
                         cursor: str | None = None) -> dict[str, Any]:
         """``GET /v1/jobs/{id}/executions``: one page, ``{"executions": [...], "next_cursor": ...}``."""
-        return self.request("GET", self._job_path(job_id, "/executions"),
-                            query={"status": status, "limit": limit, "cursor": cursor})
+        return _expect_list(self.request("GET", self._job_path(job_id, "/executions"),
+                                         query={"status": status, "limit": limit, "cursor": cursor}), "executions")
 
     def iter_execution_pages(self, job_id: str, **filters: Any) -> Iterator[dict[str, Any]]:
         """Every page of ``list_executions``, following ``next_cursor``."""
         return self._pages(lambda **kw: self.list_executions(job_id, **kw), filters)
 
+    def list_all_executions(self, *, status: str | None = None, job_id: str | None = None,
+                            since: str | None = None, limit: int | None = None,
+                            cursor: str | None = None) -> dict[str, Any]:
+        """``GET /v1/executions``: one page of the caller's executions across jobs, newest first."""
+        return _expect_list(self.request("GET", f"{API_PREFIX}/executions", query={
+            "status": status, "job_id": job_id, "since": since, "limit": limit, "cursor": cursor}), "executions")
+
+    def iter_all_execution_pages(self, **filters: Any) -> Iterator[dict[str, Any]]:
+        """Every page of ``list_all_executions``, following ``next_cursor``."""
+        return self._pages(self.list_all_executions, filters)
+
+    # -- schedules -----------------------------------------------------------------------------
+
+    def preview_schedule(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """``POST /v1/schedules/preview``: ``{"occurrences": [...]}``."""
+        answer = self.request("POST", f"{API_PREFIX}/schedules/preview", body=spec)
+        if not isinstance(answer, dict) or not isinstance(answer.get("occurrences"), list):
+            raise not_scheduler(answer)
+        return answer
+
     # -- helpers -------------------------------------------------------------------------------
+
+    def pages(self, fetch: Any, filters: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """Every page of a listing call ``fetch(**filters, cursor=...)``, following ``next_cursor``."""
+        return self._pages(fetch, dict(filters))
 
     @staticmethod
     def _pages(fetch: Any, filters: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -328,6 +352,24 @@ class SchedulerClient:
         if is_job_id(id_or_name):
             return id_or_name.lower()
         return str(self.find_job_by_name(id_or_name)["id"])
+
+
+def not_scheduler(answer: Any) -> ApiError:
+    """The error of an answer that is not the scheduler API's (another service on the endpoint)."""
+    excerpt = " ".join(json.dumps(answer, ensure_ascii=False).split())[:120]
+    return ApiError(200, "invalid_response", f"the endpoint does not answer as the scheduler API: {excerpt}")
+
+
+def _expect_list(answer: Any, key: str) -> dict[str, Any]:
+    if not isinstance(answer, dict) or not isinstance(answer.get(key), list):
+        raise not_scheduler(answer)
+    return answer
+
+
+def _expect_job(answer: Any) -> dict[str, Any]:
+    if not isinstance(answer, dict) or not isinstance(answer.get("id"), str):
+        raise not_scheduler(answer)
+    return answer
 
 
 def _if_match(version: str | int | None) -> dict[str, str]:

@@ -232,7 +232,7 @@ def test_bad_job_files_exit_2(api, capsys, tmp_path, text, message):
 
 def test_argparse_usage_errors_exit_2(api, capsys):
     for argv in (["jobs"], ["jobs", "create", "--schedule", "x", "--run-at", "y"], ["jobs", "list", "--limit", "0"],
-                 ["executions"], ["jobs", "list", "--state", "sleeping"]):
+                 ["jobs", "list", "--state", "sleeping"]):
         with pytest.raises(SystemExit) as info:
             run(api, *argv)
         assert info.value.code == 2
@@ -405,13 +405,16 @@ def test_delete_by_name(api, capsys):
 def test_executions_table(api, capsys):
     long_error = "connect timeout\nto https://example.com/hook after 30 s; " + "x" * 100
     api.on("GET", f"/v1/jobs/{JOB_ID}/executions", {"executions": [
-        execution(1), execution(2, status="failed", http_status=None, error=long_error, trigger="retry", attempt=2)],
+        execution(1, started_at="2026-11-01T02:00:00.012Z"),
+        execution(2, status="failed", http_status=None, error=long_error, trigger="retry", attempt=2)],
         "next_cursor": None})
     assert run(api, "executions", JOB_ID, "--status", "failed", "--limit", "2") == 0
     assert api.requests[0].query == {"status": "failed", "limit": "2"}
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["ID", "SCHEDULED", "AT", "ATTEMPT", "TRIGGER", "STATUS", "HTTP", "DURATION", "MS", "ERROR"]
-    assert lines[1].split() == ["e1", "2026-11-01T02:00:00Z", "1", "schedule", "succeeded", "200", "42", "-"]
+    assert lines[0].split() == ["ID", "SCHEDULED", "AT", "STARTED", "LATE", "ATTEMPT", "TRIGGER", "STATUS", "HTTP",
+                                "DURATION", "MS", "ERROR"]
+    assert lines[1].split() == ["e1", "2026-11-01T02:00:00Z", "2026-11-01T02:00:00.012Z", "12ms", "1", "schedule",
+                                "succeeded", "200", "42", "-"]
     assert "retry" in lines[2] and "failed" in lines[2]
     error_cell = lines[2][lines[0].index("ERROR"):]
     assert error_cell.startswith("connect timeout to https://") and error_cell.endswith("...")
@@ -546,7 +549,7 @@ def test_local_parses_its_options():
                                           "--precision", "minute", "--runners", "3"])
     assert (args.host, args.port, args.database_url, args.data_dir, args.auth, args.credentials, args.precision,
             args.runners) == ("0.0.0.0", 9000, "postgresql://x", "/tmp/d", "sigv4", "c.json", "minute", 3)
-    assert args.func is cli._local
+    assert args.func is cli.server.run_local
     defaults = cli.build_parser().parse_args(["local"])
     assert (defaults.host, defaults.port, defaults.database_url, defaults.data_dir, defaults.auth,
             defaults.credentials, defaults.runners) == ("127.0.0.1", 8080, None, ".scheduler", "none", None, 1)
@@ -557,7 +560,7 @@ def test_local_parses_its_options():
 
 def test_migrate_still_works(monkeypatch, capsys):
     args = cli.build_parser().parse_args(["migrate", "--database-url", "postgresql://x"])
-    assert args.func is cli._migrate and args.database_url == "postgresql://x"
+    assert args.func is cli.server.run_migrate and args.database_url == "postgresql://x"
     monkeypatch.delenv("DATABASE_URL", raising=False)
     assert cli.main(["migrate"]) == 2
     assert "give --database-url" in capsys.readouterr().err
