@@ -932,3 +932,44 @@ def test_python_m_scheduler_cli_runs():
     result = subprocess.run([sys.executable, "-m", "scheduler.cli", "--help"], capture_output=True, text=True,
                             env={**__import__("os").environ, "PYTHONPATH": "functions"})
     assert result.returncode == 0 and "preview" in result.stdout and "echo" in result.stdout
+
+
+@pytest.mark.amqp
+def test_echo_prints_amqp_messages():
+    import os
+    import uuid
+
+    pika = pytest.importorskip("pika")
+    from scheduler.cli.echo import consume_amqp
+
+    url = os.environ.get("SCHEDULER_TEST_AMQP_URL") or "amqp://guest:guest@127.0.0.1:5672/%2F"
+    queue = f"echo-test-{uuid.uuid4().hex[:8]}"
+    out, stop, ready = io.StringIO(), threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def consume() -> None:
+        try:
+            consume_amqp(url, queue, None, None, stop, out=out, ready=ready)
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+            ready.set()
+
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    assert ready.wait(10) and not errors, errors
+    connection = pika.BlockingConnection(pika.URLParameters(url))
+    try:
+        connection.channel().basic_publish("", queue, b"hello", pika.BasicProperties(
+            message_id="job:1", content_type="text/plain", headers={"X-Scheduler-Attempt": 1}))
+        deadline = time.monotonic() + 10
+        while "hello" not in out.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        thread.join(5)
+        channel = connection.channel()
+        channel.queue_delete(queue)
+        connection.close()
+    text = out.getvalue()
+    assert text.startswith(f"--> amqp exchange=(default) routing_key={queue}\n")
+    assert "message_id: job:1\n" in text and "header X-Scheduler-Attempt: 1\n" in text and text.endswith("\nhello\n\n")
