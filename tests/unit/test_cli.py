@@ -973,3 +973,11 @@ def test_echo_prints_amqp_messages():
     text = out.getvalue()
     assert text.startswith(f"--> amqp exchange=(default) routing_key={queue}\n")
     assert "message_id: job:1\n" in text and "header X-Scheduler-Attempt: 1\n" in text and text.endswith("\nhello\n\n")
+
+
+def test_an_error_the_message_already_says_is_printed_once(api, capsys):
+    message = "schedule: minute field: 61 is out of range 0-59"
+    api.on("POST", "/v1/jobs", envelope("invalid_request", message,
+                                        [{"field": "schedule", "message": "minute field: 61 is out of range 0-59"}]), 400)
+    assert run(api, "jobs", "create", "--name", "x", "--schedule", "61 * * * *", "--url", "http://h") == 1
+    assert capsys.readouterr().err == f"error: 400 invalid_request: {message}\n"

@@ -165,12 +165,15 @@ def format_job_details(job: dict[str, Any]) -> str:
 
 
 def print_api_error(exc: Any, stream: Any = None) -> None:
-    """``error: 400 bad_request: <message>``, then one ``  field: message`` line per detail."""
+    """``error: 400 invalid_request: <message>``, then one ``  field: message`` line per detail
+    that the message does not already say (an error is printed once)."""
     stream = stream or sys.stderr
     print(f"error: {exc.status} {exc.code}: {exc.message}", file=stream)
     for detail in exc.details:
         field, message = detail.get("field"), detail.get("message")
-        print(f"  {field}: {message}" if field else f"  {message}", file=stream)
+        line = f"{field}: {message}" if field else str(message)
+        if line != exc.message:
+            print(f"  {line}", file=stream)
 
 
 def exit_code_for_status(status: int) -> int:
