@@ -12,6 +12,7 @@ secret reaches it).
 from __future__ import annotations
 
 import logging
+import sys
 import warnings
 
 FINISHED_MESSAGE = "execution finished"
@@ -50,12 +51,25 @@ class LocalFormatter(logging.Formatter):
         return super().formatMessage(record)
 
 
+class _StderrHandler(logging.StreamHandler):
+    """A stream handler writing to whatever ``sys.stderr`` is when a record comes (not the one of
+    the moment it was made: tests and tools swap it)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: object) -> None:
+        pass
+
+
 def configure_logging(process: str | None = None) -> None:
     """Log lines to stderr at INFO, without third-party chatter; ``process`` names the process
     in each line (the extra runners of ``scheduler local``)."""
     root = logging.getLogger()
     if not any(getattr(h, "_scheduler", False) for h in root.handlers):
-        handler = logging.StreamHandler()
+        handler = _StderrHandler()
         handler._scheduler = True  # type: ignore[attr-defined]
         root.addHandler(handler)
     for handler in root.handlers:

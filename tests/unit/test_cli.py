@@ -981,3 +981,22 @@ def test_an_error_the_message_already_says_is_printed_once(api, capsys):
                                         [{"field": "schedule", "message": "minute field: 61 is out of range 0-59"}]), 400)
     assert run(api, "jobs", "create", "--name", "x", "--schedule", "61 * * * *", "--url", "http://h") == 1
     assert capsys.readouterr().err == f"error: 400 invalid_request: {message}\n"
+
+
+def test_the_log_line_of_a_finished_execution():
+    import logging
+
+    from scheduler.logs import LocalFormatter
+
+    def line(**extra: Any) -> str:
+        record = logging.LogRecord("scheduler.executor", logging.INFO, __file__, 1, "execution finished", None, None)
+        record.__dict__.update(extra)
+        return LocalFormatter().format(record)
+
+    assert line(job_name="nightly", job_id="3f2a", status="succeeded", http_status=200, duration_ms=85,
+                lateness_ms=12, attempt=1) == "INFO scheduler.executor: nightly 3f2a succeeded http=200 took=85ms late=12ms"
+    assert line(job_name="amqp-job", job_id="9", status="failed", http_status=None, duration_ms=3, lateness_ms=-1,
+                attempt=2, error="broker said:\n  no route") == (
+        "INFO scheduler.executor: amqp-job 9 failed took=3ms late=-1ms attempt=2 error=broker said: no route")
+    other = logging.LogRecord("x", logging.WARNING, __file__, 1, "something %s", ("else",), None)
+    assert LocalFormatter("runner-2").format(other) == "WARNING [runner-2] x: something else"
