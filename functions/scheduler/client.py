@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from contextlib import contextmanager
 from http import HTTPStatus
 from typing import Any, Iterator, Mapping
 from urllib.parse import quote, urlsplit
@@ -306,8 +307,11 @@ class SchedulerClient:
                             since: str | None = None, limit: int | None = None,
                             cursor: str | None = None) -> dict[str, Any]:
         """``GET /v1/executions``: one page of the caller's executions across jobs, newest first."""
-        return _expect_list(self.request("GET", f"{API_PREFIX}/executions", query={
-            "status": status, "job_id": job_id, "since": since, "limit": limit, "cursor": cursor}), "executions")
+        path = f"{API_PREFIX}/executions"
+        with _route_missing_on_404("GET", path, self.endpoint):
+            answer = self.request("GET", path, query={
+                "status": status, "job_id": job_id, "since": since, "limit": limit, "cursor": cursor})
+        return _expect_list(answer, "executions")
 
     def iter_all_execution_pages(self, **filters: Any) -> Iterator[dict[str, Any]]:
         """Every page of ``list_all_executions``, following ``next_cursor``."""
@@ -317,7 +321,9 @@ class SchedulerClient:
 
     def preview_schedule(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         """``POST /v1/schedules/preview``: ``{"occurrences": [...]}``."""
-        answer = self.request("POST", f"{API_PREFIX}/schedules/preview", body=spec)
+        path = f"{API_PREFIX}/schedules/preview"
+        with _route_missing_on_404("POST", path, self.endpoint):
+            answer = self.request("POST", path, body=spec)
         if not isinstance(answer, dict) or not isinstance(answer.get("occurrences"), list):
             raise not_scheduler(answer)
         return answer
@@ -352,6 +358,18 @@ class SchedulerClient:
         if is_job_id(id_or_name):
             return id_or_name.lower()
         return str(self.find_job_by_name(id_or_name)["id"])
+
+
+@contextmanager
+def _route_missing_on_404(method: str, path: str, endpoint: str) -> Iterator[None]:
+    """A 404 of a route without ids can only mean the server lacks the route: say so."""
+    try:
+        yield
+    except ApiError as exc:
+        if exc.status == 404:
+            raise ApiError(404, exc.code, f"the API at {endpoint} has no {method} {path} "
+                                          "(a server older than this client?)", exc.details, exc.body) from None
+        raise
 
 
 def not_scheduler(answer: Any) -> ApiError:

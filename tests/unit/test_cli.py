@@ -1000,3 +1000,13 @@ def test_the_log_line_of_a_finished_execution():
         "INFO scheduler.executor: amqp-job 9 failed took=3ms late=-1ms attempt=2 error=broker said: no route")
     other = logging.LogRecord("x", logging.WARNING, __file__, 1, "something %s", ("else",), None)
     assert LocalFormatter("runner-2").format(other) == "WARNING [runner-2] x: something else"
+
+
+def test_a_server_without_the_new_routes_is_named_as_such(api, capsys):
+    assert run(api, "executions") == 3
+    assert run(api, "preview", "@daily") == 3
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"error: 404 not_found: the API at {api.url} has no GET /v1/executions (a server older than "
+                   "this client?)",
+                   f"error: 404 not_found: the API at {api.url} has no POST /v1/schedules/preview (a server older "
+                   "than this client?)"]
