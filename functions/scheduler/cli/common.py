@@ -4,7 +4,6 @@ options and the wrapper that turns the client's errors into one line and an exit
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 EXIT_OK = 0

@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any, Iterable, Sequence
 
-from scheduler.cli.common import EXIT_API_ERROR, EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_SERVER
+from scheduler.cli.common import EXIT_API_ERROR, EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_SERVER, UsageError
 
 ERROR_WIDTH = 60
 JOB_COLUMNS = ("ID", "NAME", "STATE", "SCHEDULE", "NEXT RUN", "LAST STATUS")
@@ -24,8 +24,6 @@ def print_yaml(value: Any) -> None:
     try:
         import yaml
     except ImportError:
-        from scheduler.cli.common import UsageError
-
         raise UsageError("-o yaml needs PyYAML (pip install pyyaml, or the 'local' extra)") from None
     print(yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False).rstrip())
 
