@@ -1010,3 +1010,18 @@ def test_a_server_without_the_new_routes_is_named_as_such(api, capsys):
                    "this client?)",
                    f"error: 404 not_found: the API at {api.url} has no POST /v1/schedules/preview (a server older "
                    "than this client?)"]
+
+
+def test_follow_as_json_lines_and_body_from_stdin(api, monkeypatch):
+    from scheduler.cli.executions import follow
+
+    api.on("GET", "/v1/executions", {"executions": [execution(1, job_name="a")], "next_cursor": None})
+    client = SchedulerClient(api.url)  # type: ignore[attr-defined]
+    out, stop = io.StringIO(), threading.Event()
+    stop.set()  # one poll, then stop
+    assert follow(client.list_all_executions, {}, output="json", stop=stop, out=out) == 0
+    assert [json.loads(line)["id"] for line in out.getvalue().splitlines()] == ["e1"]
+    api.on("POST", "/v1/jobs", job(), 201)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("line 1\nline 2\n"))
+    assert run(api, "jobs", "create", "--name", "n", "--schedule", "@daily", "--url", "http://h", "--body", "@-") == 0
+    assert api.requests[-1].json["target"]["body"] == "line 1\nline 2\n"

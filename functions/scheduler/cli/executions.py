@@ -56,6 +56,11 @@ def follow(fetch: Callable[..., dict[str, Any]], filters: dict[str, Any], *, out
                         row = [execution.get("job_name") or execution.get("job_id")] + row
                     print("  ".join("-" if v in (None, "") else " ".join(str(v).split()) for v in row),
                           file=out, flush=True)
+                elif output == "yaml":  # one YAML document each
+                    import yaml
+
+                    print("---\n" + yaml.safe_dump(execution, sort_keys=False, allow_unicode=True).rstrip(),
+                          file=out, flush=True)
                 else:  # one JSON document per line
                     print(json.dumps(execution, ensure_ascii=False), file=out, flush=True)
             if stop.wait(interval):
