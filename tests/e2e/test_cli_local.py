@@ -67,6 +67,10 @@ def test_environment_variables_configure_local_mode(db_url, tmp_path):
             time.sleep(0.05)
         assert key_file.exists()  # SCHEDULER_LOCAL_KEY_FILE: the secret key is kept there
         assert not (tmp_path / "data" / "secret.key").exists()
+        # waitress refuses a body over the API's 1 MiB before buffering it
+        big = requests.post(local.url + "/jobs", data=b"{" + b" " * (1024 * 1024) + b"}",
+                            headers={"Content-Type": "application/json"}, timeout=10)
+        assert big.status_code == 413
     finally:
         assert local.stop() == 0
 
