@@ -9,7 +9,7 @@ Query strings are built already in SigV4 canonical form (every character but ``A
 percent-encoded, ``%20`` for a space), so that the query botocore signs is the query API Gateway
 checks.
 
-Errors: an answer of 4xx/5xx raises ``ApiError`` (with the API's error envelope parsed); a
+Errors: an answer of 4xx/5xx raises ``ApiCallFailed`` (with the API's error envelope parsed); a
 network failure raises ``ConnectionFailed``; a signed request without credentials raises
 ``NoCredentials``.
 """
@@ -26,6 +26,8 @@ from urllib.parse import quote, urlsplit
 
 import requests
 
+from scheduler.errors import SchedulerError
+
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
 ENDPOINT_ENV = "SCHEDULER_ENDPOINT"
 SERVICE = "execute-api"
@@ -39,12 +41,13 @@ _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4
 _EXECUTE_API_HOST = re.compile(r"\.execute-api\.([a-z0-9-]+)\.(?:vpce\.)?amazonaws\.com(?:\.cn)?$")
 
 
-class ClientError(Exception):
-    """Base of the errors of this module."""
+class ClientError(SchedulerError):
+    """Base of the errors of this module (a ``SchedulerError``, as the CLI catches them)."""
 
 
-class ApiError(ClientError):
-    """The API answered an error status; ``code``/``message``/``details`` are its envelope's."""
+class ApiCallFailed(ClientError):
+    """The API answered an error status; ``code``/``message``/``details`` are its envelope's.
+    (The client's own name for it: ``scheduler.api.errors.ApiError`` is the server's.)"""
 
     def __init__(self, status: int, code: str, message: str, details: list[dict[str, Any]] | None = None,
                  body: Any = None):
@@ -65,7 +68,7 @@ class NoCredentials(ClientError):
 
 
 class JobNotFound(ClientError):
-    """No job has this name (name lookups only; an unknown id is an ``ApiError`` 404)."""
+    """No job has this name (name lookups only; an unknown id is an ``ApiCallFailed`` 404)."""
 
 
 def is_job_id(value: str) -> bool:
@@ -108,8 +111,8 @@ def _reason(status: int) -> str:
         return "error"
 
 
-def error_from_response(status: int, text: str) -> ApiError:
-    """An ``ApiError`` of an error answer: the API's envelope, API Gateway's ``{"message": ...}``,
+def error_from_response(status: int, text: str) -> ApiCallFailed:
+    """An ``ApiCallFailed`` of an error answer: the API's envelope, API Gateway's ``{"message": ...}``,
     or the first bytes of whatever else came back."""
     try:
         body = json.loads(text) if text else None
@@ -118,14 +121,14 @@ def error_from_response(status: int, text: str) -> ApiError:
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         err = body["error"]
         details = [d for d in err.get("details") or [] if isinstance(d, dict)]
-        return ApiError(status, str(err.get("code") or _reason(status)), str(err.get("message") or ""),
+        return ApiCallFailed(status, str(err.get("code") or _reason(status)), str(err.get("message") or ""),
                         details, body)
     if isinstance(body, dict):
         message = body.get("message") or body.get("Message")
         if isinstance(message, str):
-            return ApiError(status, _reason(status), message, [], body)
+            return ApiCallFailed(status, _reason(status), message, [], body)
     excerpt = " ".join((text or "").split())[:200]
-    return ApiError(status, _reason(status), excerpt or f"HTTP {status}", [], body)
+    return ApiCallFailed(status, _reason(status), excerpt or f"HTTP {status}", [], body)
 
 
 class SchedulerClient:
@@ -215,7 +218,7 @@ class SchedulerClient:
 
     def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None,
                 headers: Mapping[str, str] | None = None) -> Any:
-        """Send one request; the parsed JSON answer (None when empty) or ``ApiError``."""
+        """Send one request; the parsed JSON answer (None when empty) or ``ApiCallFailed``."""
         url = self.url(path, query)
         data = None if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
         signed_headers = {"Accept": "application/json"}
@@ -240,7 +243,7 @@ class SchedulerClient:
         try:
             return json.loads(text)
         except ValueError:
-            raise ApiError(response.status_code, "invalid_response",
+            raise ApiCallFailed(response.status_code, "invalid_response",
                            f"the answer is not JSON: {' '.join(text.split())[:200]}") from None
 
     # -- jobs ----------------------------------------------------------------------------------
@@ -365,17 +368,17 @@ def _route_missing_on_404(method: str, path: str, endpoint: str) -> Iterator[Non
     """A 404 of a route without ids can only mean the server lacks the route: say so."""
     try:
         yield
-    except ApiError as exc:
+    except ApiCallFailed as exc:
         if exc.status == 404:
-            raise ApiError(404, exc.code, f"the API at {endpoint} has no {method} {path} "
+            raise ApiCallFailed(404, exc.code, f"the API at {endpoint} has no {method} {path} "
                                           "(a server older than this client?)", exc.details, exc.body) from None
         raise
 
 
-def not_scheduler(answer: Any) -> ApiError:
+def not_scheduler(answer: Any) -> ApiCallFailed:
     """The error of an answer that is not the scheduler API's (another service on the endpoint)."""
     excerpt = " ".join(json.dumps(answer, ensure_ascii=False).split())[:120]
-    return ApiError(200, "invalid_response", f"the endpoint does not answer as the scheduler API: {excerpt}")
+    return ApiCallFailed(200, "invalid_response", f"the endpoint does not answer as the scheduler API: {excerpt}")
 
 
 def _expect_list(answer: Any, key: str) -> dict[str, Any]:
@@ -410,7 +413,7 @@ def _short(exc: Exception) -> str:
 
 
 __all__ = [
-    "ApiError", "ClientError", "ConnectionFailed", "DEFAULT_ENDPOINT", "JobNotFound", "NoCredentials",
+    "ApiCallFailed", "ClientError", "ConnectionFailed", "DEFAULT_ENDPOINT", "JobNotFound", "NoCredentials",
     "SchedulerClient", "encode_query", "error_from_response", "is_aws_endpoint", "is_job_id",
     "region_of_endpoint",
 ]

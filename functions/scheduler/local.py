@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from scheduler import constants as c
+from scheduler.errors import MigrationError, SchedulerError
 from scheduler.settings import Settings
 
 logger = logging.getLogger("scheduler.local")
@@ -31,7 +32,7 @@ DEFAULT_REGION = "us-east-1"
 MISSING_EXTRA = "scheduler local needs the 'local' extra: pip install -e '.[local]' (or make dev)"
 
 
-class LocalError(Exception):
+class LocalError(SchedulerError):
     """Local mode cannot start (busy port, unreachable database, missing package...): one line
     for the user, no traceback."""
 
@@ -97,15 +98,15 @@ def principal_resolver(auth: str, credentials_file: str | None, *,
     return resolve
 
 
-def run_runner(deps: Any, settings: Settings, invoker: Any, stop: threading.Event) -> None:
+def run_runner(deps: Any, settings: Settings, dispatch: Any, stop: threading.Event) -> None:
     """The runner's loop: fan-out after fan-out until ``stop``, surviving database outages (the
     leases protect the jobs meanwhile)."""
-    from scheduler.runner import run_fanout
+    from scheduler.fanout import run_fanout
 
     while not stop.is_set():
         try:
             budget = 60.0 if settings.precision == "second" else 0.0
-            run_fanout(deps.store, invoker, budget_seconds=budget, batch_size=settings.claim_batch_size,
+            run_fanout(deps.store, dispatch, budget_seconds=budget, batch_size=settings.claim_batch_size,
                        lease_seconds=settings.claim_lease_seconds, metrics=deps.metrics, stop=stop,
                        retention_days=settings.execution_retention_days)
             if settings.precision == "minute":
@@ -115,11 +116,11 @@ def run_runner(deps: Any, settings: Settings, invoker: Any, stop: threading.Even
             stop.wait(1.0)
 
 
-def _local_invoker(deps: Any) -> Any:
+def _local_dispatch(deps: Any) -> Any:
+    from scheduler.dispatch import InProcessDispatch
     from scheduler.executor import Executor
-    from scheduler.runner import LocalInvoker
 
-    return LocalInvoker(Executor(deps.store, deps.decrypt_target, deps.target_policy, deps.metrics))
+    return InProcessDispatch(Executor(deps.store, deps.decrypt_target, deps.target_policy, deps.metrics))
 
 
 def _close_delivery_clients() -> None:
@@ -153,11 +154,11 @@ def runner_process(settings: Settings) -> None:
     threading.Thread(target=watch_parent, name="parent-watch", daemon=True).start()
     deps = Dependencies(settings, pool_max_size=8)
     deps.store, deps.secret_box  # built now, before the threads that share them  # noqa: B018
-    invoker = _local_invoker(deps)
+    dispatch = _local_dispatch(deps)
     try:
-        run_runner(deps, settings, invoker, stop)
+        run_runner(deps, settings, dispatch, stop)
     finally:
-        invoker.close()
+        dispatch.close()
         _close_delivery_clients()
         deps.pool.close()
 
@@ -208,13 +209,16 @@ def database_error(url: str, exc: Exception) -> str:
 
 
 def migrate_or_explain(migrate: Callable[[str], Any], url: str) -> Any:
-    """``migrate(url)``; a database that cannot be reached is a ``LocalError`` of one line."""
+    """``migrate(url)``; a database that cannot be reached, or a schema this code cannot
+    migrate, is a ``LocalError`` of one line."""
     import psycopg
 
     try:
         return migrate(url)
     except psycopg.OperationalError as exc:
         raise LocalError(database_error(url, exc)) from None
+    except MigrationError as exc:
+        raise LocalError(f"cannot migrate the database: {exc}") from None
 
 
 def _database_url(options: LocalOptions) -> str | None:
@@ -264,7 +268,7 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None,
     wsgi = make_wsgi_app(lambda event, context: app.resolve(event, context), resolver)
     server = create_server(wsgi, host=options.host, port=options.port, threads=8, ident="scheduler-local",
                            max_request_body_size=MAX_REQUEST_BODY_BYTES)
-    invoker = _local_invoker(deps)
+    dispatch = _local_dispatch(deps)
     runners = options.runners
     # More runners: processes of their own (one Python process delivers about a thousand jobs a
     # second on one core); they share the database, so their claims never overlap.
@@ -277,7 +281,7 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None,
     def shutdown(*_: Any) -> None:
         stop.set()
 
-    runner_thread = threading.Thread(target=run_runner, args=(deps, settings, invoker, stop), name="fanout",
+    runner_thread = threading.Thread(target=run_runner, args=(deps, settings, dispatch, stop), name="fanout",
                                      daemon=True)
     runner_thread.start()
     server_thread = threading.Thread(target=server.run, name="api", daemon=True)
@@ -300,7 +304,7 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None,
         for process in extra:
             process.terminate()  # SIGTERM: it finishes and records its deliveries under way
         runner_thread.join(timeout=10)
-        invoker.close()
+        dispatch.close()
         for process in extra:
             process.join(timeout=60)
             if process.is_alive():

@@ -3,6 +3,7 @@ name and by its flags: each one is seen to take effect over HTTP or on disk."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -93,6 +94,44 @@ def test_guard_targets_refuses_loopback_targets(db_url, tmp_path):
             time.sleep(0.1)
         assert finished and finished[0]["status"] == "failed", finished
         assert target.requests == []  # the loopback target was never called
+    finally:
+        assert local.stop() == 0
+        target.close()
+
+
+def cli(url: str, *argv: str) -> subprocess.CompletedProcess:
+    """``scheduler --endpoint URL ...`` as a user runs it."""
+    env = {**os.environ, "PYTHONPATH": os.path.join(ROOT, "functions")}
+    return subprocess.run([sys.executable, "-m", "scheduler.cli", *argv, "--endpoint", url], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_executions_across_jobs_and_after_completion_against_the_real_routes(db_url, tmp_path):
+    target = RecordingServer()
+    local = Local("--database-url", db_url, "--data-dir", str(tmp_path / "d"), env={})
+    endpoint = local.url.removesuffix("/v1")
+    try:
+        since = datetime.now(timezone.utc).isoformat()
+        run_at = (datetime.now(timezone.utc) + timedelta(seconds=1)).isoformat()
+        for name, after in (("kept", "keep"), ("gone", "delete")):
+            made = cli(endpoint, "jobs", "create", "--name", name, "--run-at", run_at, "--url", target.url + "/" + name,
+                       "--after-completion", after, "-o", "json")
+            assert made.returncode == 0, made.stderr
+            assert json.loads(made.stdout)["after_completion"] == after
+        target.wait_for(2, timeout=30)
+        deadline, rows = time.monotonic() + 20, []
+        while time.monotonic() < deadline:
+            listed = cli(endpoint, "executions", "--since", since, "--status", "succeeded", "-o", "json")
+            assert listed.returncode == 0, listed.stderr
+            rows = json.loads(listed.stdout)["executions"]
+            if rows and cli(endpoint, "jobs", "get", "gone").returncode == 3:
+                break
+            time.sleep(0.2)
+        # GET /v1/executions across jobs: the kept job's execution, named; the deleted job took its own along
+        assert [(row["job_name"], row["status"], row["http_status"]) for row in rows] == [("kept", "succeeded", 200)]
+        assert cli(endpoint, "jobs", "get", "gone").returncode == 3  # no job named gone: deleted
+        by_job = cli(endpoint, "executions", "--job", "kept", "-o", "json")
+        assert by_job.returncode == 0 and [row["job_name"] for row in json.loads(by_job.stdout)["executions"]] == ["kept"]
     finally:
         assert local.stop() == 0
         target.close()

@@ -178,7 +178,8 @@ def test_create_and_get(api, pool, box):
     assert answer.headers["ETag"] == '"1"' and answer.headers["Location"] == f"/v1/jobs/{job['id']}"
     assert set(job) == {"id", "name", "description", "tags", "schedule", "run_at", "timezone", "start_at", "end_at",
                         "target", "retry", "missed_runs", "owner", "state", "version", "next_run_at", "last_run_at",
-                        "created_at", "updated_at", "stats"}
+                        "created_at", "updated_at", "stats", "after_completion"}
+    assert job["after_completion"] == "keep"
     assert job["owner"] == ALICE and job["state"] == "active" and job["version"] == 1
     assert job["stats"] == {"run_count": 0, "failure_count": 0, "last_status": None, "last_error": None}
     assert job["next_run_at"].endswith("Z") and job["next_run_at"][11:16] in ("01:00", "02:00")  # 03:00 Berlin
@@ -542,7 +543,7 @@ def test_other_bad_requests(api):
 
 def test_unexpected_error_is_a_generic_500_and_logged_without_the_body(box, caplog):
     class BrokenStore:
-        def create_job(self, owner, spec):
+        def insert_job(self, owner, spec, plan_first, job_id=None):
             raise RuntimeError("database on fire")
 
     api = Client(make_app(lambda: BrokenStore(), lambda: box, Settings()).resolve)

@@ -740,6 +740,16 @@ def test_migrate_reads_scheduler_database_url(empty_db_url, monkeypatch, capsys)
     assert "applied 0 migration(s)" in capsys.readouterr().out
 
 
+def test_migrate_refusing_a_changed_migration_is_one_line(db_url, capsys):
+    import psycopg
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("UPDATE schema_migrations SET checksum = 'changed' WHERE version = 1")
+    assert cli.main(["migrate", "--database-url", db_url]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot migrate the database: migration 0001_" in err and "Traceback" not in err
+
+
 # -- issue 15: target flags, whole jobs, output formats, completion -------------------------------
 
 

@@ -28,11 +28,11 @@ def client_command(func: Callable[[argparse.Namespace, Any], int]) -> Callable[[
 
     @functools.wraps(func)
     def run(args: argparse.Namespace) -> int:
-        from scheduler.client import ApiError, ConnectionFailed, JobNotFound, NoCredentials
+        from scheduler.client import ApiCallFailed, ConnectionFailed, JobNotFound, NoCredentials
 
         try:
             return func(args, make_client(args))
-        except ApiError as exc:
+        except ApiCallFailed as exc:
             print_api_error(exc)
             return EXIT_SERVER if exc.code == "invalid_response" else exit_code_for_status(exc.status)
         except JobNotFound as exc:
