@@ -54,8 +54,15 @@ layer: install
 synth: install
 	npx cdk synth --quiet
 
-# From a fresh clone to a running local scheduler (API on http://127.0.0.1:8080/v1).
-dev: install
+# From a fresh clone to a running local scheduler (API on http://127.0.0.1:8080/v1): the light
+# install (the `local` extra only; no CDK, no test tools, no npm), as the README's quickstart.
+$(VENV)/.installed-local: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[local]'
+	touch $@
+
+dev: $(VENV)/.installed-local
 	$(VENV)/bin/scheduler local
 
 # Every benchmark side by side; rewrites docs/benchmarks.md (about 4 minutes here).

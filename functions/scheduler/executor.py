@@ -132,7 +132,10 @@ class Executor:
                 continue
             logger.info("execution finished", extra={**log, "status": result.status,
                                                      "http_status": result.http_status,
-                                                     "lateness_ms": round(done.started.lateness_ms)})
+                                                     "lateness_ms": round(done.started.lateness_ms),
+                                                     "job_name": done.started.job.name,
+                                                     "duration_ms": round(done.elapsed_seconds * 1000),
+                                                     "error": result.error})
             reports.append(ExecutionReport(done.job_id, "completed", done.started.execution_id, result.status))
         return reports
 

@@ -12,7 +12,6 @@ import os
 import socket
 import threading
 import time
-from argparse import Namespace
 from dataclasses import dataclass
 from typing import Any, Iterator
 from unittest import mock
@@ -163,9 +162,10 @@ class Servers:
             json.dump({key: {"secret_access_key": secret, "principal": f"arn:aws:iam::000000000000:user/{name}"}
                        for name, (key, secret) in KEYS.items()}, f)
         self.port = _free_port()
-        args = Namespace(host="127.0.0.1", port=self.port, database_url=database_url,
-                         data_dir=os.path.join(tmp, f"data-{guard}"), auth="sigv4", credentials=credentials,
-                         precision="second", runners=1, guard_targets=guard, region=REGION)
+        args = local.LocalOptions(host="127.0.0.1", port=self.port, database_url=database_url,
+                                  data_dir=os.path.join(tmp, f"data-{guard}"), auth="sigv4",
+                                  credentials_file=credentials, precision="second", runners=1,
+                                  guard_targets=guard, region=REGION)
         self.ready, self.stop = threading.Event(), threading.Event()
         env = {"SCHEDULER_TARGET_ALLOW_LIST": allow_list} if allow_list else {}
         with mock.patch.dict(os.environ, env):  # read once, by the settings at start

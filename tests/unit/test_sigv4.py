@@ -366,10 +366,10 @@ def test_client_requests_verify_over_http(verifying_server):
 
 
 def test_client_with_wrong_secret_is_refused_over_http(verifying_server):
-    from scheduler.client import ApiError
+    from scheduler.client import ApiCallFailed
 
     client = SchedulerClient(verifying_server, sigv4=True, region=REGION,
                              credentials=Credentials("AKIDALICE", "wrong"))
-    with pytest.raises(ApiError) as info:
+    with pytest.raises(ApiCallFailed) as info:
         client.list_jobs()
     assert info.value.status == 403 and "does not match" in info.value.message
