@@ -130,7 +130,7 @@ RETURNING id;
 -- The columns of a started job that its delivery and its completion's plan need, no more.
 j.id, j.version, j.state, j.schedule, j.run_at, j.timezone, j.start_at, j.end_at, j.created_at,
 j.missed_runs, j.target, j.retry, j.scheduled_at, j.attempt, j.next_run_at, j.manual_run_at, j.lease_kind,
-j.running_execution_id
+j.running_execution_id, j.owner
 
 -- fragment: record_started
 -- After a "job" CTE that started jobs (their running_execution_id set, the attempt counted):

@@ -11,6 +11,8 @@ Modules:
   invocations, SSRF-guarded connections, a wall-clock deadline, a capped response read).
 - :mod:`scheduler.targets.amqp`: AMQP(S) targets (pika, publisher confirms, mandatory
   routing, a small pool of broker connections reused across warm invocations).
+- :mod:`scheduler.targets.aws`: Lambda, SQS, SNS and EventBridge targets, and SigV4 signing of
+  HTTP targets, as the job's role assumed for its owner (:mod:`scheduler.targets.aws_credentials`).
 - :mod:`scheduler.targets.ssrf`: the address guard both use, and URL syntax checks for the API.
 
 See ``docs/delivery.md`` for the retry classification and the delivery semantics.
@@ -66,6 +68,7 @@ class Delivery:
     execution_id: str
     scheduled_at: datetime  # aware, UTC
     attempt: int  # 1-based
+    owner: str | None = None  # the job's owner: the ExternalId of AWS targets' role
 
     @property
     def idempotency_key(self) -> str:
@@ -138,7 +141,7 @@ def deliver(
         if not isinstance(target, dict):
             return permanent("invalid target: not an object")
         kind = target.get("type")
-        if kind not in ("http", "amqp"):
+        if kind not in ("http", "amqp", "lambda", "sqs", "sns", "eventbridge"):
             return permanent(f"invalid target: unknown type {kind!r}" if isinstance(kind, str)
                              else "invalid target: missing type")
         budget, problem = _budget(target, timeout_cap)
@@ -146,6 +149,8 @@ def deliver(
             return permanent(problem)
         if budget <= 0:
             return DeliveryResult(TIMED_OUT, True, error="no time left for the delivery")
+        if kind not in ("http", "amqp"):  # every text field is rendered there
+            return _target_module("aws").deliver_aws(target, delivery, policy, budget=budget)
         target = _rendered(target, delivery)
         if kind == "http":
             return _target_module("http").deliver_http(target, delivery, policy, budget=budget)

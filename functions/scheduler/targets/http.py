@@ -270,7 +270,9 @@ def _auth_header(auth: Any) -> tuple[str, str] | None:
         if not isinstance(name, str) or not name or not isinstance(value, str):
             raise _Invalid("header auth needs a name and a value")
         return name, value
-    raise _Invalid("auth type must be basic, bearer or header")
+    if kind == "sigv4":  # no header of its own: the request is signed as a whole (_send)
+        return None
+    raise _Invalid("auth type must be basic, bearer, header or sigv4")
 
 
 def _secrets(target: dict) -> list[str]:
@@ -308,7 +310,7 @@ def deliver_http(target: dict, delivery: Delivery, policy: TargetPolicy, *, budg
     """
     secrets = _secrets(target)
     try:
-        result = _deliver(target, delivery, policy, budget)
+        result = _deliver(target, delivery, policy, budget, secrets)
     except Exception as exc:  # noqa: BLE001 - the contract: never raise
         result = transient(f"unexpected error during the HTTP delivery: {type(exc).__name__}")
     if secrets and (result.error or result.response_excerpt):
@@ -323,11 +325,21 @@ def deliver_http(target: dict, delivery: Delivery, policy: TargetPolicy, *, budg
     return result
 
 
-def _deliver(target: dict, delivery: Delivery, policy: TargetPolicy, budget: float) -> DeliveryResult:
+def _deliver(target: dict, delivery: Delivery, policy: TargetPolicy, budget: float,
+             secrets: list[str]) -> DeliveryResult:
     try:
         spec = _parse(target)
     except _Invalid as exc:
         return permanent(f"invalid target: {exc}")
+    auth = target.get("auth")
+    if isinstance(auth, dict) and auth.get("type") == "sigv4":
+        from scheduler.targets.aws import HttpSigner
+
+        signer = spec["signer"] = HttpSigner(auth, delivery)
+        refused = signer.prepare()
+        if refused is not None:
+            return refused
+        secrets.extend(signer.secrets)
 
     headers = CaseInsensitiveDict(spec["headers"])
     if spec["auth"] is not None:
@@ -423,6 +435,8 @@ def _send(
         merged.update(headers)  # the target's own headers win, whatever their case
         prepared = requests.PreparedRequest()
         prepared.prepare(method=method, url=url, headers=merged, data=body)
+        if spec.get("signer") is not None and _origin(url) == origin:  # never sign for another host
+            spec["signer"].sign(prepared)
         response = _urlopen(session, prepared, remaining)
         if not (spec["follow_redirects"] and response.status in _REDIRECTS and "location" in response.headers):
             return response
