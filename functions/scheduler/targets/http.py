@@ -5,7 +5,8 @@ What a delivery does:
 - Builds the request: ``method`` (GET POST PUT PATCH DELETE HEAD OPTIONS, default POST), the
   job's ``headers``, the rendered ``body`` (UTF-8), the ``auth`` header (basic, bearer, or a
   named header), then the delivery headers of the contract (``Idempotency-Key``,
-  ``X-Scheduler-*``), which the job's headers cannot override. ``Accept-Encoding`` defaults to
+  ``X-Scheduler-*``), which the job's headers cannot override. A ``sigv4`` auth signs the
+  request last, as a role assumed for the job's owner (:class:`scheduler.targets.aws.HttpSigner`). ``Accept-Encoding`` defaults to
   ``identity`` so the excerpt is readable text.
 - Connects through :mod:`scheduler.targets.ssrf` (``policy.allow_private`` false): the host is
   resolved once, every address checked, and the socket connected to a validated address;
