@@ -10,15 +10,11 @@ for good, and credentials assumed for one owner are never used for another's job
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 import time
 from urllib.parse import quote
 
 import boto3
 import pytest
-import requests
 from botocore.stub import Stubber
 
 from scheduler import sigv4
@@ -27,7 +23,7 @@ from scheduler.models import JobSpec
 from scheduler.targets import TargetPolicy
 from scheduler.targets import aws_credentials
 from scheduler.targets.aws_credentials import CredentialCache, create_client
-from tests.support import RecordingServer
+from tests.support import RecordingServer, moto_server
 
 ACCOUNT = "123456789012"  # moto's default account: assumed roles of it see the same resources
 REGION = "us-east-1"
@@ -37,31 +33,10 @@ ROLE = f"arn:aws:iam::{ACCOUNT}:role/scheduler-target"
 LOCAL = TargetPolicy(allow_private=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def moto_url():
-    port = _free_port()
-    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            requests.get(url + "/moto-api/", timeout=1)
-            break
-        except requests.ConnectionError:
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
-                pytest.fail("moto server did not start")
-            time.sleep(0.1)
-    yield url
-    process.terminate()
-    process.wait(timeout=10)
+    with moto_server() as url:
+        yield url
 
 
 @pytest.fixture
