@@ -37,7 +37,7 @@ _PARTITION = r"aws|aws-cn|aws-us-gov|aws-iso|aws-iso-[a-z]|aws-eusc"
 _REGION = r"[a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}"
 _ACCOUNT = r"\d{12}"
 ROLE_ARN = re.compile(rf"^arn:(?P<partition>{_PARTITION}):iam::(?P<account>{_ACCOUNT}):"
-                      r"role/(?:[\x21-\x7e]{0,510}/)?[\w+=,.@-]{1,64}$")
+                      r"role/(?:[\x21-\x7e]{0,510}/)?[\w+=,.@-]{1,64}$", re.ASCII)
 FUNCTION_ARN = re.compile(rf"^arn:(?P<partition>{_PARTITION}):lambda:(?P<region>{_REGION}):"
                           rf"(?P<account>{_ACCOUNT}):function:[A-Za-z0-9_-]{{1,64}}"
                           r"(?::(?:\$LATEST|[A-Za-z0-9_-]{1,128}))?$")

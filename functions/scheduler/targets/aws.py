@@ -48,7 +48,7 @@ TRANSIENT_CODES = frozenset({
     "KMSThrottlingException", "KMSThrottling", "KmsThrottled",
     "InternalError", "InternalFailure", "InternalServerError", "InternalErrorException", "ServiceException",
     "ServiceUnavailable", "ServiceUnavailableException", "Unavailable",
-    "ResourceConflictException",  # a Lambda function being updated
+    "ResourceConflictException", "ResourceNotReadyException",  # a Lambda function being updated
     "EC2ThrottledException", "EC2UnexpectedException", "ENILimitReachedException",
     "IDPCommunicationError", "RequestTimeout", "RequestTimeoutException",
     "AWS.SimpleQueueService.RequestThrottled", "ExpiredToken", "ExpiredTokenException",
@@ -271,6 +271,19 @@ class HttpSigner:
                   self.service, self.region).add_auth(request)
         for name in ("Authorization", "X-Amz-Date", "X-Amz-Security-Token"):
             prepared.headers[name] = request.headers[name]
+
+
+def sigv4_signer(auth: Any, delivery: Delivery, secrets: list[str]) -> tuple[HttpSigner | None, DeliveryResult | None]:
+    """For an HTTP target's ``auth``: its signer when it is ``sigv4`` (the role assumed, its
+    secrets added to ``secrets``), else None; or a failed result when the role cannot be assumed."""
+    if not isinstance(auth, dict) or auth.get("type") != "sigv4":
+        return None, None
+    signer = HttpSigner(auth, delivery)
+    refused = signer.prepare()
+    if refused is not None:
+        return None, refused
+    secrets.extend(signer.secrets)
+    return signer, None
 
 
 #: Seconds an STS call may take (its client's timeouts), for the error text of a timeout.

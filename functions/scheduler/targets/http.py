@@ -72,6 +72,7 @@ from scheduler.targets import (
     transient,
 )
 from scheduler.targets import ssrf
+from scheduler.targets.aws import sigv4_signer
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 RETRYABLE_STATUSES = frozenset({408, 429})
@@ -332,15 +333,9 @@ def _deliver(target: dict, delivery: Delivery, policy: TargetPolicy, budget: flo
         spec = _parse(target)
     except _Invalid as exc:
         return permanent(f"invalid target: {exc}")
-    auth = target.get("auth")
-    if isinstance(auth, dict) and auth.get("type") == "sigv4":
-        from scheduler.targets.aws import HttpSigner
-
-        signer = spec["signer"] = HttpSigner(auth, delivery)
-        refused = signer.prepare()
-        if refused is not None:
-            return refused
-        secrets.extend(signer.secrets)
+    spec["signer"], refused = sigv4_signer(target.get("auth"), delivery, secrets)
+    if refused is not None:
+        return refused
 
     headers = CaseInsensitiveDict(spec["headers"])
     if spec["auth"] is not None:
