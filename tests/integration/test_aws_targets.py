@@ -281,6 +281,21 @@ def test_lambda_throttling_is_retried_and_access_denied_is_permanent(store, aws,
 # ---------------------------------------------------------------------------- confused deputy
 
 
+def denying(role: str, owner: str):
+    """An STS client factory whose AssumeRole of ``role`` for ``owner`` is refused."""
+    def factory(region: str):
+        client = create_client("sts", region)
+        stub = Stubber(client)
+        stub.add_client_error("assume_role", service_error_code="AccessDenied", http_status_code=403,
+                              service_message="not authorized to perform sts:AssumeRole",
+                              expected_params={"RoleArn": role, "ExternalId": owner,
+                                               "RoleSessionName": aws_credentials.session_name(owner),
+                                               "DurationSeconds": aws_credentials.SESSION_SECONDS})
+        stub.activate()
+        return client
+    return factory
+
+
 def test_credentials_of_one_owner_are_never_used_for_another(store, aws, lambda_endpoint):
     arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:shared"
     lambda_endpoint.responses[invoke_path(arn)] = [(202, {}, b"")]
@@ -303,19 +318,8 @@ def test_credentials_of_one_owner_are_never_used_for_another(store, aws, lambda_
     assert len(alice_jobs) == 2 and bob_job
 
 
-def test_sts_denial_fails_the_execution_permanently(store, monkeypatch, aws):
-    def denying_sts(region: str):
-        client = create_client("sts", region)
-        stub = Stubber(client)
-        stub.add_client_error("assume_role", service_error_code="AccessDenied", http_status_code=403,
-                              service_message="not authorized to perform sts:AssumeRole",
-                              expected_params={"RoleArn": ROLE, "ExternalId": BOB,
-                                               "RoleSessionName": aws_credentials.session_name(BOB),
-                                               "DurationSeconds": aws_credentials.SESSION_SECONDS})
-        stub.activate()
-        return client
-
-    aws_credentials.set_default_cache(CredentialCache(denying_sts))
+def test_sts_denial_fails_the_execution_permanently(store, aws):
+    aws_credentials.set_default_cache(CredentialCache(denying(ROLE, BOB)))
     job = store.create_job(BOB, spec("denied", {
         "type": "sqs", "role_arn": ROLE, "queue_url": canonical_queue_url("anything"), "body": "x"}))
     [report] = run_due(store)
@@ -356,3 +360,35 @@ def test_http_target_with_sigv4_auth_is_signed_as_the_assumed_role(store, aws):
     assert principal == "the role"
     assert request["headers"]["X-Amz-Security-Token"] == creds.session_token
     assert aws.calls[0]["ExternalId"] == ALICE
+
+
+def test_sigv4_http_target_whose_role_is_refused_sends_nothing(store, aws):
+    aws_credentials.set_default_cache(CredentialCache(denying(ROLE, BOB)))
+    server = RecordingServer()
+    try:
+        job = store.create_job(BOB, spec("signed-denied", {
+            "type": "http", "url": server.url + "/hook",
+            "auth": {"type": "sigv4", "service": "lambda", "region": REGION, "role_arn": ROLE}}))
+        [report] = run_due(store)
+        assert server.requests == []
+    finally:
+        server.close()
+    execution = only_execution(store, BOB, job)
+    assert report.status == "failed" and execution["error"].startswith("sts AssumeRole: AccessDenied")
+    assert store.get_job(BOB, str(job["id"]))["state"] == "completed"
+
+
+def test_a_delivery_without_an_owner_or_with_an_unusable_one_is_refused(aws):
+    from datetime import datetime, timezone
+
+    from scheduler.targets import Delivery, deliver
+
+    target = {"type": "sns", "role_arn": ROLE, "topic_arn": f"arn:aws:sns:{REGION}:{ACCOUNT}:t", "message": "m",
+              "timeout_seconds": 5}
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    anonymous = deliver(target, Delivery("j", "e", at, 1), LOCAL)
+    odd = deliver(target, Delivery("j", "e", at, 1, owner="user with spaces"), LOCAL)
+    for result in (anonymous, odd):
+        assert result.status == "failed" and not result.retryable
+    assert "owner" in anonymous.error and "ExternalId" in odd.error
+    assert aws.calls == []  # STS was never asked
