@@ -267,5 +267,5 @@ def _check_group(fifo: bool, group: str | None, what: str) -> None:
         raise AwsFieldError("message_group_id", "must be 1 to 128 printable ASCII characters without blanks")
 
 
+#: The ``type`` of each AWS target.
 AWS_TARGET_TYPES = ("lambda", "sqs", "sns", "eventbridge")
-AWS_TARGETS = (LambdaTarget, SqsTarget, SnsTarget, EventBridgeTarget)

@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import (AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
 
-from scheduler.aws_models import (AwsFieldError, EventBridgeTarget, LambdaTarget, SigV4Auth, SnsTarget,
-                                  SqsTarget)
+from scheduler.aws_models import (AWS_TARGET_TYPES, AwsFieldError, EventBridgeTarget, LambdaTarget, SigV4Auth,
+                                  SnsTarget, SqsTarget)
 from scheduler.schedules import ScheduleError, parse_schedule, validate_timezone
 from scheduler.targets.ssrf import check_broker_url_syntax, check_url_syntax
 
@@ -254,7 +254,7 @@ def validation_details(exc: ValidationError) -> list[dict[str, str]]:
     for err in exc.errors(include_url=False):
         loc = [str(p) for p in err.get("loc", ())]
         # Discriminated unions add the tag to the path ("target.http.url"): drop it.
-        if len(loc) >= 2 and loc[0] == "target" and loc[1] in ("http", "amqp", "lambda", "sqs", "sns", "eventbridge"):
+        if len(loc) >= 2 and loc[0] == "target" and loc[1] in ("http", "amqp", *AWS_TARGET_TYPES):
             loc.pop(1)
         if "auth" in loc:
             i = loc.index("auth")

@@ -131,7 +131,7 @@ def deliver(
     *,
     timeout_cap: float | None = None,
 ) -> DeliveryResult:
-    """Render placeholders in the body, then deliver to an http or amqp target.
+    """Render placeholders in the body, then deliver to an http, amqp or AWS target.
 
     Never raises for a target's failure (returns a failed DeliveryResult); ``timeout_cap`` bounds
     the time further (the executor passes its remaining Lambda time). The time spent is bounded

@@ -24,6 +24,7 @@ import json
 from typing import Any, Callable
 
 from scheduler import templates
+from scheduler.aws_models import region_of
 from scheduler.targets import (
     EXCERPT_LIMIT,
     SUCCEEDED,
@@ -35,10 +36,7 @@ from scheduler.targets import (
     timed_out,
     transient,
 )
-from scheduler.targets.aws_credentials import CredentialCache, OwnerNotUsable, default_cache
-
-#: Target types delivered here.
-AWS_TYPES = ("lambda", "sqs", "sns", "eventbridge")
+from scheduler.targets.aws_credentials import CredentialCache, OwnerNotUsable, RoleCredentials, default_cache
 
 # Error codes AWS services use for throttling and for their own faults: another attempt may do.
 TRANSIENT_CODES = frozenset({
@@ -86,11 +84,10 @@ def deliver_aws(target: dict, delivery: Delivery, policy: TargetPolicy, *, budge
         resource = target.get(_RESOURCE[kind])
         if not isinstance(resource, str):
             return permanent(f"invalid target: {_RESOURCE[kind]} is missing")
-        from scheduler.aws_models import region_of
-
-        client, creds = _client(cache, _SERVICE[kind], region_of(resource), role_arn, delivery, budget)
-        if isinstance(client, DeliveryResult):
-            return client
+        got = _client(cache, _SERVICE[kind], region_of(resource), role_arn, delivery, budget)
+        if isinstance(got, DeliveryResult):
+            return got
+        client, creds = got
         secrets.extend(creds.secrets)
         result = handler(client, target, delivery)
     except Exception as exc:  # noqa: BLE001 - the contract: never raise
@@ -103,19 +100,19 @@ def deliver_aws(target: dict, delivery: Delivery, policy: TargetPolicy, *, budge
 
 
 def _client(cache: CredentialCache, service: str, region: str, role_arn: str, delivery: Delivery,
-            budget: float) -> tuple[Any, Any]:
-    """The client signing as the role for the delivery's owner, or a failed result (as the
-    first item) when the role cannot be assumed."""
+            budget: float) -> tuple[Any, RoleCredentials] | DeliveryResult:
+    """The client signing as the role for the delivery's owner and its credentials, or a failed
+    result when the role cannot be assumed."""
     owner = getattr(delivery, "owner", None)
     if not owner:
         return permanent("no owner known for this delivery: AWS targets are called only as a role "
-                         "assumed for the job's owner"), None
+                         "assumed for the job's owner")
     try:
         return cache.client(service, region, role_arn, owner, timeout=budget)
     except OwnerNotUsable as exc:
-        return permanent(str(exc)), None
+        return permanent(str(exc))
     except Exception as exc:  # noqa: BLE001 - classified
-        return classify(exc, "sts AssumeRole", budget), None
+        return classify(exc, "sts AssumeRole", budget)
 
 
 def classify(exc: BaseException, operation: str, budget: float) -> DeliveryResult:
