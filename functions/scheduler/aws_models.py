@@ -17,6 +17,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from scheduler.aws_arns import (_REGION, EVENT_BUS_ARN, FUNCTION_ARN, QUEUE_URL, ROLE_ARN,  # noqa: F401 (re-exported)
+                                TOPIC_ARN, partition_of, partition_of_region, region_of)
+
 KIB = 1024
 #: Payload limits per service, in bytes.
 LAMBDA_EVENT_LIMIT = 256 * KIB
@@ -33,21 +36,6 @@ _SAMPLE = {"job_id": "00000000-0000-0000-0000-000000000000",
            "execution_id": "00000000-0000-0000-0000-000000000000",
            "scheduled_at": "2026-01-01T00:00:00Z", "attempt": "1"}
 
-_PARTITION = r"aws|aws-cn|aws-us-gov|aws-iso|aws-iso-[a-z]|aws-eusc"
-_REGION = r"[a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}"
-_ACCOUNT = r"\d{12}"
-ROLE_ARN = re.compile(rf"^arn:(?P<partition>{_PARTITION}):iam::(?P<account>{_ACCOUNT}):"
-                      r"role/(?:[\x21-\x7e]{0,510}/)?[\w+=,.@-]{1,64}$", re.ASCII)
-FUNCTION_ARN = re.compile(rf"^arn:(?P<partition>{_PARTITION}):lambda:(?P<region>{_REGION}):"
-                          rf"(?P<account>{_ACCOUNT}):function:[A-Za-z0-9_-]{{1,64}}"
-                          r"(?::(?:\$LATEST|[A-Za-z0-9_-]{1,128}))?$")
-TOPIC_ARN = re.compile(rf"^arn:(?P<partition>{_PARTITION}):sns:(?P<region>{_REGION}):(?P<account>{_ACCOUNT}):"
-                       r"(?P<name>[A-Za-z0-9_-]{1,256}(?:\.fifo)?)$")
-EVENT_BUS_ARN = re.compile(rf"^arn:(?P<partition>{_PARTITION}):events:(?P<region>{_REGION}):"
-                           rf"(?P<account>{_ACCOUNT}):event-bus/[A-Za-z0-9/._-]{{1,256}}$")
-QUEUE_URL = re.compile(rf"^https://(?:sqs\.(?P<region>{_REGION})\.amazonaws\.com(?:\.cn)?|"
-                       rf"(?P<legacy>{_REGION})\.queue\.amazonaws\.com(?:\.cn)?)/"
-                       rf"(?P<account>{_ACCOUNT})/(?P<name>[A-Za-z0-9_-]{{1,80}}(?:\.fifo)?)$")
 _GROUP_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
 _SIGV4_SERVICES = ("execute-api", "lambda")
 
@@ -88,26 +76,6 @@ def _check_json(field: str, text: str, *, object_only: bool = False) -> None:
         raise AwsFieldError(field, "must be JSON (once its placeholders are rendered)") from None
     if object_only and not isinstance(value, dict):
         raise AwsFieldError(field, "must be a JSON object")
-
-
-def partition_of(arn: str) -> str:
-    """The partition of an ARN (``aws`` in ``arn:aws:...``)."""
-    return arn.split(":", 2)[1]
-
-
-def region_of(resource: str) -> str:
-    """The region named by a resource ARN or a queue URL (validated shapes only)."""
-    match = QUEUE_URL.match(resource)
-    if match:
-        return match.group("region") or match.group("legacy")
-    return resource.split(":", 4)[3]
-
-
-def partition_of_region(region: str) -> str:
-    """The partition of a commercial, China or GovCloud region (what a queue URL can name)."""
-    if region.startswith("cn-"):
-        return "aws-cn"
-    return "aws-us-gov" if region.startswith("us-gov-") else "aws"
 
 
 def _shape(pattern: re.Pattern[str], value: str, what: str) -> str:

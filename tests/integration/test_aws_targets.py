@@ -17,10 +17,10 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from scheduler import sigv4
+from scheduler import service, sigv4
 from scheduler.executor import Executor
 from scheduler.models import JobSpec
-from scheduler.targets import TargetPolicy
+from scheduler.targets.delivery import TargetPolicy
 from scheduler.targets import aws_credentials
 from scheduler.targets.aws_credentials import CredentialCache, create_client
 from tests.support import RecordingServer, moto_server
@@ -93,7 +93,7 @@ def spec(name: str, target: dict, **extra) -> dict:
 def run_due(store) -> list:
     """Claim the due jobs and run each through the executor (start, deliver, record)."""
     executor = Executor(store, lambda target: target, LOCAL)
-    claims = executor.claim_and_start(10)
+    claims = store.claim_and_start(10, executor.lease_margin_seconds)
     return executor.record([executor.deliver(claim.started, claim.lock_token) for claim in claims])
 
 
@@ -132,21 +132,21 @@ def attributes(message: dict) -> dict[str, str]:
 
 def test_sqs_message_carries_rendered_body_and_identity(store, aws):
     make_queue("work")
-    job = store.create_job(ALICE, spec("sqs-job", {
+    job = service.create_job(store, ALICE, spec("sqs-job", {
         "type": "sqs", "role_arn": ROLE, "queue_url": canonical_queue_url("work"),
         "body": '{"job": "{{job_id}}", "try": {{attempt}}}'}))
     [report] = run_due(store)
     execution = only_execution(store, ALICE, job)
-    assert report.status == "succeeded", execution["error"]
+    assert report.status == "succeeded", execution.error
     [message] = receive("work")
     job_id = str(job["id"])
     assert json.loads(message["Body"]) == {"job": job_id, "try": 1}
     attrs = attributes(message)
     assert attrs["X-Scheduler-Job-Id"] == job_id
-    assert attrs["X-Scheduler-Execution-Id"] == str(execution["id"])
+    assert attrs["X-Scheduler-Execution-Id"] == str(execution.id)
     assert attrs["X-Scheduler-Attempt"] == "1"
     assert attrs["Idempotency-Key"] == f"{job_id}:{attrs['X-Scheduler-Scheduled-At']}"
-    assert json.loads(execution["response_excerpt"])["MessageId"] == message["MessageId"]
+    assert json.loads(execution.response_excerpt)["MessageId"] == message["MessageId"]
     # The call was made as the role assumed for the job's owner, nothing else.
     assert aws.calls == [{"RoleArn": ROLE, "ExternalId": ALICE, "RoleSessionName": aws_credentials.session_name(ALICE),
                           "DurationSeconds": aws_credentials.SESSION_SECONDS}]
@@ -154,23 +154,23 @@ def test_sqs_message_carries_rendered_body_and_identity(store, aws):
 
 def test_fifo_queue_gets_group_and_idempotency_key_as_deduplication_id(store, aws):
     make_queue("orders.fifo", FifoQueue="true")
-    job = store.create_job(ALICE, spec("fifo-job", {
+    job = service.create_job(store, ALICE, spec("fifo-job", {
         "type": "sqs", "role_arn": ROLE, "queue_url": canonical_queue_url("orders.fifo"),
         "body": "tick", "message_group_id": "group-{{attempt}}"}))
     [report] = run_due(store)
-    assert report.status == "succeeded", only_execution(store, ALICE, job)["error"]
+    assert report.status == "succeeded", only_execution(store, ALICE, job).error
     [message] = receive("orders.fifo")
     assert message["Attributes"]["MessageGroupId"] == "group-1"
     assert message["Attributes"]["MessageDeduplicationId"] == attributes(message)["Idempotency-Key"]
 
 
 def test_missing_queue_is_a_permanent_failure_naming_the_aws_error_code(store, aws):
-    job = store.create_job(ALICE, spec("no-queue", {
+    job = service.create_job(store, ALICE, spec("no-queue", {
         "type": "sqs", "role_arn": ROLE, "queue_url": canonical_queue_url("absent"), "body": "x"}))
     [report] = run_due(store)
     execution = only_execution(store, ALICE, job)
     assert report.status == "failed"
-    assert "sqs SendMessage" in execution["error"] and "NonExistentQueue" in execution["error"]
+    assert "sqs SendMessage" in execution.error and "NonExistentQueue" in execution.error
     row = store.get_job(ALICE, str(job["id"]))
     assert row["state"] == "completed"  # permanent: no retry planned
     assert store.claim_due(10, 60) == []
@@ -184,11 +184,11 @@ def test_sns_publish_reaches_a_subscribed_queue_with_identity_attributes(store, 
     topic = admin("sns").create_topic(Name="news")["TopicArn"]
     queue_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:fan"
     admin("sns").subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
-    job = store.create_job(ALICE, spec("sns-job", {
+    job = service.create_job(store, ALICE, spec("sns-job", {
         "type": "sns", "role_arn": ROLE, "topic_arn": topic, "message": "run {{job_id}}",
         "subject": "attempt {{attempt}}"}))
     [report] = run_due(store)
-    assert report.status == "succeeded", only_execution(store, ALICE, job)["error"]
+    assert report.status == "succeeded", only_execution(store, ALICE, job).error
     [message] = receive("fan")
     envelope = json.loads(message["Body"])
     job_id = str(job["id"])
@@ -207,17 +207,17 @@ def test_eventbridge_event_reaches_a_queue_through_a_rule(store, aws):
     events.put_rule(Name="from-scheduler", EventBusName="jobs", EventPattern=json.dumps({"source": ["my.scheduler"]}))
     events.put_targets(Rule="from-scheduler", EventBusName="jobs",
                        Targets=[{"Id": "q", "Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:events-in"}])
-    job = store.create_job(ALICE, spec("eb-job", {
+    job = service.create_job(store, ALICE, spec("eb-job", {
         "type": "eventbridge", "role_arn": ROLE, "event_bus_arn": bus_arn, "source": "my.scheduler",
         "detail_type": "tick", "detail": '{"job": "{{job_id}}", "at": "{{scheduled_at}}"}'}))
     [report] = run_due(store)
     execution = only_execution(store, ALICE, job)
-    assert report.status == "succeeded", execution["error"]
+    assert report.status == "succeeded", execution.error
     [message] = receive("events-in")
     event = json.loads(message["Body"])
     assert event["source"] == "my.scheduler" and event["detail-type"] == "tick"
     assert event["detail"]["job"] == str(job["id"]) and event["detail"]["at"].endswith("Z")
-    assert json.loads(execution["response_excerpt"])["EventId"] == event["id"]
+    assert json.loads(execution.response_excerpt)["EventId"] == event["id"]
 
 
 # ------------------------------------------------------------------------------------- Lambda
@@ -230,33 +230,33 @@ def invoke_path(function_arn: str) -> str:
 def test_lambda_event_invoke_is_signed_with_the_assumed_role(store, aws, lambda_endpoint):
     arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:worker"
     lambda_endpoint.responses[invoke_path(arn)] = [(202, {}, b"")]
-    job = store.create_job(ALICE, spec("lambda-event", {
+    job = service.create_job(store, ALICE, spec("lambda-event", {
         "type": "lambda", "role_arn": ROLE, "function_arn": arn, "payload": '{"job": "{{job_id}}"}'}))
     [report] = run_due(store)
-    assert report.status == "succeeded", only_execution(store, ALICE, job)["error"]
+    assert report.status == "succeeded", only_execution(store, ALICE, job).error
     [request] = lambda_endpoint.wait_for(1)
     assert request["headers"]["X-Amz-Invocation-Type"] == "Event"
     assert json.loads(request["body"]) == {"job": str(job["id"])}
     creds = aws_credentials.default_cache().credentials(ROLE, ALICE)
     assert f"Credential={creds.access_key_id}/" in request["headers"]["Authorization"]
     assert request["headers"]["X-Amz-Security-Token"] == creds.session_token
-    assert only_execution(store, ALICE, job)["http_status"] == 202
+    assert only_execution(store, ALICE, job).http_status == 202
 
 
 def test_lambda_request_response_function_error_fails_with_redacted_excerpt(store, aws, lambda_endpoint):
     arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:broken"
     job_spec = spec("lambda-sync", {"type": "lambda", "role_arn": ROLE, "function_arn": arn,
                                     "invocation_type": "RequestResponse"})
-    job = store.create_job(ALICE, job_spec)
+    job = service.create_job(store, ALICE, job_spec)
     creds = aws_credentials.default_cache().credentials(ROLE, ALICE)  # what the delivery will use
     answer = json.dumps({"errorMessage": f"leaked {creds.session_token}", "errorType": "Boom"}).encode()
     lambda_endpoint.responses[invoke_path(arn)] = [(200, {"X-Amz-Function-Error": "Unhandled"}, answer)]
     [report] = run_due(store)
     execution = only_execution(store, ALICE, job)
     assert report.status == "failed"
-    assert execution["error"] == "lambda Invoke: the function failed (Unhandled)"
-    assert "Boom" in execution["response_excerpt"] and creds.session_token not in execution["response_excerpt"]
-    assert "***" in execution["response_excerpt"]
+    assert execution.error == "lambda Invoke: the function failed (Unhandled)"
+    assert "Boom" in execution.response_excerpt and creds.session_token not in execution.response_excerpt
+    assert "***" in execution.response_excerpt
     row = store.get_job(ALICE, str(job["id"]))
     assert row["state"] == "active" and row["attempt"] == 1  # a function error is retried
 
@@ -268,13 +268,13 @@ def test_lambda_throttling_is_retried_and_access_denied_is_permanent(store, aws,
                                                           b'{"message": "Rate exceeded"}')]
     lambda_endpoint.responses[invoke_path(denied)] = [(403, {"x-amzn-ErrorType": "AccessDeniedException"},
                                                        b'{"Message": "not authorized"}')]
-    busy = store.create_job(ALICE, spec("busy", {"type": "lambda", "role_arn": ROLE, "function_arn": throttled}))
-    private = store.create_job(ALICE, spec("private", {"type": "lambda", "role_arn": ROLE, "function_arn": denied}))
+    busy = service.create_job(store, ALICE, spec("busy", {"type": "lambda", "role_arn": ROLE, "function_arn": throttled}))
+    private = service.create_job(store, ALICE, spec("private", {"type": "lambda", "role_arn": ROLE, "function_arn": denied}))
     run_due(store)
     busy_row, private_row = (store.get_job(ALICE, str(j["id"])) for j in (busy, private))
-    assert "TooManyRequestsException" in only_execution(store, ALICE, busy)["error"]
+    assert "TooManyRequestsException" in only_execution(store, ALICE, busy).error
     assert busy_row["state"] == "active" and busy_row["next_run_at"] is not None  # retry planned
-    assert "lambda Invoke: AccessDeniedException" in only_execution(store, ALICE, private)["error"]
+    assert "lambda Invoke: AccessDeniedException" in only_execution(store, ALICE, private).error
     assert private_row["state"] == "completed"
 
 
@@ -300,8 +300,8 @@ def test_credentials_of_one_owner_are_never_used_for_another(store, aws, lambda_
     arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:shared"
     lambda_endpoint.responses[invoke_path(arn)] = [(202, {}, b"")]
     target = {"type": "lambda", "role_arn": ROLE, "function_arn": arn}
-    alice_jobs = [store.create_job(ALICE, spec(f"a{i}", target)) for i in range(2)]
-    bob_job = store.create_job(BOB, spec("b", target))
+    alice_jobs = [service.create_job(store, ALICE, spec(f"a{i}", target)) for i in range(2)]
+    bob_job = service.create_job(store, BOB, spec("b", target))
     run_due(store)
     requests_ = lambda_endpoint.wait_for(3)
     by_job = {}
@@ -320,12 +320,12 @@ def test_credentials_of_one_owner_are_never_used_for_another(store, aws, lambda_
 
 def test_sts_denial_fails_the_execution_permanently(store, aws):
     aws_credentials.set_default_cache(CredentialCache(denying(ROLE, BOB)))
-    job = store.create_job(BOB, spec("denied", {
+    job = service.create_job(store, BOB, spec("denied", {
         "type": "sqs", "role_arn": ROLE, "queue_url": canonical_queue_url("anything"), "body": "x"}))
     [report] = run_due(store)
     execution = only_execution(store, BOB, job)
     assert report.status == "failed"
-    assert execution["error"].startswith("sts AssumeRole: AccessDenied")
+    assert execution.error.startswith("sts AssumeRole: AccessDenied")
     assert store.get_job(BOB, str(job["id"]))["state"] == "completed"  # not retried
 
 
@@ -344,11 +344,11 @@ def test_credentials_are_refreshed_shortly_before_they_expire(aws):
 def test_http_target_with_sigv4_auth_is_signed_as_the_assumed_role(store, aws):
     server = RecordingServer()
     try:
-        job = store.create_job(ALICE, spec("signed", {
+        job = service.create_job(store, ALICE, spec("signed", {
             "type": "http", "url": server.url + "/prod/hook?b=2&a=1", "body": '{"try": {{attempt}}}',
             "auth": {"type": "sigv4", "service": "execute-api", "region": "eu-west-1", "role_arn": ROLE}}))
         [report] = run_due(store)
-        assert report.status == "succeeded", only_execution(store, ALICE, job)["error"]
+        assert report.status == "succeeded", only_execution(store, ALICE, job).error
         [request] = server.wait_for(1)
     finally:
         server.close()
@@ -366,7 +366,7 @@ def test_sigv4_http_target_whose_role_is_refused_sends_nothing(store, aws):
     aws_credentials.set_default_cache(CredentialCache(denying(ROLE, BOB)))
     server = RecordingServer()
     try:
-        job = store.create_job(BOB, spec("signed-denied", {
+        job = service.create_job(store, BOB, spec("signed-denied", {
             "type": "http", "url": server.url + "/hook",
             "auth": {"type": "sigv4", "service": "lambda", "region": REGION, "role_arn": ROLE}}))
         [report] = run_due(store)
@@ -374,14 +374,15 @@ def test_sigv4_http_target_whose_role_is_refused_sends_nothing(store, aws):
     finally:
         server.close()
     execution = only_execution(store, BOB, job)
-    assert report.status == "failed" and execution["error"].startswith("sts AssumeRole: AccessDenied")
+    assert report.status == "failed" and execution.error.startswith("sts AssumeRole: AccessDenied")
     assert store.get_job(BOB, str(job["id"]))["state"] == "completed"
 
 
 def test_a_delivery_without_an_owner_or_with_an_unusable_one_is_refused(aws):
     from datetime import datetime, timezone
 
-    from scheduler.targets import Delivery, deliver
+    from scheduler.targets.delivery import Delivery
+    from scheduler.targets.dispatcher import deliver
 
     target = {"type": "sns", "role_arn": ROLE, "topic_arn": f"arn:aws:sns:{REGION}:{ACCOUNT}:t", "message": "m",
               "timeout_seconds": 5}

@@ -23,9 +23,8 @@ import hashlib
 import json
 from typing import Any, Callable
 
-from scheduler import templates
-from scheduler.aws_models import region_of
-from scheduler.targets import (
+from scheduler.targets.aws_views import AwsView, EventBridgeView, LambdaView, SigV4View, SnsView, SqsView, region
+from scheduler.targets.delivery import (
     EXCERPT_LIMIT,
     SUCCEEDED,
     Delivery,
@@ -54,37 +53,22 @@ TRANSIENT_CODES = frozenset({
 _ERROR_TEXT_LIMIT = 500
 
 
-def _render_fields(target: dict, delivery: Delivery, fields: tuple[str, ...]) -> dict:
-    out = dict(target)
-    for name in fields:
-        if isinstance(out.get(name), str):
-            out[name] = templates.render(out[name], delivery)
-    return out
-
-
 def identity_attributes(delivery: Delivery) -> dict[str, dict[str, str]]:
     """The delivery headers as SQS/SNS String message attributes."""
     return {name: {"DataType": "String", "StringValue": value} for name, value in delivery.headers().items()}
 
 
-def deliver_aws(target: dict, delivery: Delivery, policy: TargetPolicy, *, budget: float,
+def deliver_aws(target: AwsView, delivery: Delivery, policy: TargetPolicy, *, budget: float,
                 cache: CredentialCache | None = None) -> DeliveryResult:
-    """Deliver ``delivery`` to an AWS ``target`` within ``budget`` seconds. Never raises."""
-    kind = target.get("type")
-    handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
-    if handler is None:
-        return permanent(f"invalid target: unknown type {kind!r}")
-    role_arn = target.get("role_arn")
-    if not isinstance(role_arn, str) or not role_arn:
-        return permanent("invalid target: role_arn is missing")
+    """Deliver ``delivery`` to an AWS ``target`` (its text fields already rendered) within
+    ``budget`` seconds. Never raises."""
+    kind = target.type
+    handler = _HANDLERS[kind]
     cache = cache or default_cache()
     operation = f"{_SERVICE[kind]} {_OPERATION[kind]}"
     secrets: list[str] = []
     try:
-        resource = target.get(_RESOURCE[kind])
-        if not isinstance(resource, str):
-            return permanent(f"invalid target: {_RESOURCE[kind]} is missing")
-        got = _client(cache, _SERVICE[kind], region_of(resource), role_arn, delivery, budget)
+        got = _client(cache, _SERVICE[kind], region(target), target.role_arn, delivery, budget)
         if isinstance(got, DeliveryResult):
             return got
         client, creds = got
@@ -103,7 +87,7 @@ def _client(cache: CredentialCache, service: str, region: str, role_arn: str, de
             budget: float) -> tuple[Any, RoleCredentials] | DeliveryResult:
     """The client signing as the role for the delivery's owner and its credentials, or a failed
     result when the role cannot be assumed."""
-    owner = getattr(delivery, "owner", None)
+    owner = delivery.owner
     if not owner:
         return permanent("no owner known for this delivery: AWS targets are called only as a role "
                          "assumed for the job's owner")
@@ -145,11 +129,9 @@ def _ok(response: dict, excerpt: dict | str | None) -> DeliveryResult:
     return DeliveryResult(SUCCEEDED, False, http_status=status, response_excerpt=text)
 
 
-def _invoke_lambda(client: Any, target: dict, delivery: Delivery) -> DeliveryResult:
-    target = _render_fields(target, delivery, ("payload",))
-    invocation = target.get("invocation_type") or "Event"
-    response = client.invoke(FunctionName=target["function_arn"], InvocationType=invocation,
-                             Payload=(target.get("payload") or "{}").encode("utf-8"))
+def _invoke_lambda(client: Any, target: LambdaView, delivery: Delivery) -> DeliveryResult:
+    response = client.invoke(FunctionName=target.function_arn, InvocationType=target.invocation_type,
+                             Payload=(target.payload or "{}").encode("utf-8"))
     body = response.get("Payload")
     excerpt = None
     if body is not None:
@@ -165,37 +147,34 @@ def _invoke_lambda(client: Any, target: dict, delivery: Delivery) -> DeliveryRes
     return DeliveryResult(SUCCEEDED, False, http_status=status, response_excerpt=excerpt)
 
 
-def _fifo_fields(target: dict, delivery: Delivery, fifo: bool) -> dict[str, str]:
+def _fifo_fields(target: SqsView | SnsView, delivery: Delivery, fifo: bool) -> dict[str, str]:
     if not fifo:
         return {}
-    return {"MessageGroupId": target.get("message_group_id") or "", "MessageDeduplicationId": delivery.idempotency_key}
+    return {"MessageGroupId": target.message_group_id or "", "MessageDeduplicationId": delivery.idempotency_key}
 
 
-def _send_sqs(client: Any, target: dict, delivery: Delivery) -> DeliveryResult:
-    target = _render_fields(target, delivery, ("body", "message_group_id"))
-    url = target["queue_url"]
-    response = client.send_message(QueueUrl=url, MessageBody=target.get("body") or "",
+def _send_sqs(client: Any, target: SqsView, delivery: Delivery) -> DeliveryResult:
+    url = target.queue_url
+    response = client.send_message(QueueUrl=url, MessageBody=target.body or "",
                                    MessageAttributes=identity_attributes(delivery),
                                    **_fifo_fields(target, delivery, url.endswith(".fifo")))
     return _ok(response, {k: response[k] for k in ("MessageId", "SequenceNumber") if k in response})
 
 
-def _publish_sns(client: Any, target: dict, delivery: Delivery) -> DeliveryResult:
-    target = _render_fields(target, delivery, ("message", "subject", "message_group_id"))
-    arn = target["topic_arn"]
+def _publish_sns(client: Any, target: SnsView, delivery: Delivery) -> DeliveryResult:
+    arn = target.topic_arn
     extra: dict[str, Any] = _fifo_fields(target, delivery, arn.endswith(".fifo"))
-    if target.get("subject"):
-        extra["Subject"] = target["subject"]
-    response = client.publish(TopicArn=arn, Message=target.get("message") or "",
+    if target.subject:
+        extra["Subject"] = target.subject
+    response = client.publish(TopicArn=arn, Message=target.message or "",
                               MessageAttributes=identity_attributes(delivery), **extra)
     return _ok(response, {k: response[k] for k in ("MessageId", "SequenceNumber") if k in response})
 
 
-def _put_event(client: Any, target: dict, delivery: Delivery) -> DeliveryResult:
-    target = _render_fields(target, delivery, ("source", "detail_type", "detail"))
+def _put_event(client: Any, target: EventBridgeView, delivery: Delivery) -> DeliveryResult:
     response = client.put_events(Entries=[{
-        "EventBusName": target["event_bus_arn"], "Source": target["source"],
-        "DetailType": target["detail_type"], "Detail": target.get("detail") or "{}"}])
+        "EventBusName": target.event_bus_arn, "Source": target.source,
+        "DetailType": target.detail_type, "Detail": target.detail or "{}"}])
     entry = (response.get("Entries") or [{}])[0]
     if response.get("FailedEntryCount") or entry.get("ErrorCode"):
         code = str(entry.get("ErrorCode") or "Unknown")
@@ -206,11 +185,10 @@ def _put_event(client: Any, target: dict, delivery: Delivery) -> DeliveryResult:
     return _ok(response, {"EventId": entry.get("EventId")})
 
 
-_HANDLERS: dict[str, Callable[[Any, dict, Delivery], DeliveryResult]] = {
+_HANDLERS: dict[str, Callable[[Any, Any, Delivery], DeliveryResult]] = {
     "lambda": _invoke_lambda, "sqs": _send_sqs, "sns": _publish_sns, "eventbridge": _put_event}
 _SERVICE = {"lambda": "lambda", "sqs": "sqs", "sns": "sns", "eventbridge": "events"}
 _OPERATION = {"lambda": "Invoke", "sqs": "SendMessage", "sns": "Publish", "eventbridge": "PutEvents"}
-_RESOURCE = {"lambda": "function_arn", "sqs": "queue_url", "sns": "topic_arn", "eventbridge": "event_bus_arn"}
 
 
 # ------------------------------------------------------------------ SigV4 for HTTP targets
@@ -223,10 +201,10 @@ class HttpSigner:
     token) once :meth:`prepare` succeeded.
     """
 
-    def __init__(self, auth: dict, delivery: Delivery, cache: CredentialCache | None = None):
-        self.service = str(auth.get("service") or "")
-        self.region = str(auth.get("region") or "")
-        self.role_arn = str(auth.get("role_arn") or "")
+    def __init__(self, auth: SigV4View, delivery: Delivery, cache: CredentialCache | None = None):
+        self.service = auth.service
+        self.region = auth.region
+        self.role_arn = auth.role_arn
         self.delivery = delivery
         self.cache = cache or default_cache()
         self.credentials: Any = None
@@ -234,9 +212,7 @@ class HttpSigner:
 
     def prepare(self) -> DeliveryResult | None:
         """Assume the role (cached); a failed result when that is refused or fails."""
-        if self.service not in ("execute-api", "lambda") or not self.region or not self.role_arn:
-            return permanent("invalid target: sigv4 auth needs service (execute-api or lambda), region and role_arn")
-        owner = getattr(self.delivery, "owner", None)
+        owner = self.delivery.owner
         if not owner:
             return permanent("no owner known for this delivery: sigv4 signs only as a role assumed for the job's owner")
         try:
@@ -270,10 +246,12 @@ class HttpSigner:
             prepared.headers[name] = request.headers[name]
 
 
-def sigv4_signer(auth: Any, delivery: Delivery, secrets: list[str]) -> tuple[HttpSigner | None, DeliveryResult | None]:
-    """For an HTTP target's ``auth``: its signer when it is ``sigv4`` (the role assumed, its
-    secrets added to ``secrets``), else None; or a failed result when the role cannot be assumed."""
-    if not isinstance(auth, dict) or auth.get("type") != "sigv4":
+def sigv4_signer(auth: SigV4View | None, delivery: Delivery,
+                 secrets: list[str]) -> tuple[HttpSigner | None, DeliveryResult | None]:
+    """For an HTTP target's ``sigv4`` auth (``HttpView.sigv4``): its signer (the role assumed,
+    its secrets added to ``secrets``); None without one; or a failed result when the role cannot
+    be assumed."""
+    if auth is None:
         return None, None
     signer = HttpSigner(auth, delivery)
     refused = signer.prepare()
