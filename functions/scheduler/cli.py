@@ -617,6 +617,10 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("--runners", type=_positive_int, default=1, metavar="N",
                        help="runner processes claiming and delivering jobs (default: 1; one delivers about a "
                             "thousand jobs a second on one core: use more for bursts on a multi-core machine)")
+    local.add_argument("--guard-targets", action="store_true",
+                       help="refuse private, loopback and link-local targets, as the cloud deployment does")
+    local.add_argument("--region", default="us-east-1",
+                       help="the region SigV4 signatures must name (--auth sigv4; default: us-east-1)")
     local.set_defaults(func=_local)
 
     migrate = sub.add_parser("migrate", help="apply the database migrations")

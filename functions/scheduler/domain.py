@@ -18,7 +18,7 @@ from scheduler.timeutil import format_time, idempotency_key
 
 # Columns a job's owner may write (POST, PUT, PATCH): the fields of ``models.JobSpec``.
 SPEC_FIELDS = ("name", "description", "tags", "schedule", "run_at", "timezone", "start_at", "end_at",
-               "target", "retry", "missed_runs")
+               "target", "retry", "missed_runs", "after_completion")
 # Spec fields whose change means the occurrences must be computed afresh.
 SCHEDULE_FIELDS = ("schedule", "run_at", "timezone", "start_at", "end_at")
 
@@ -50,6 +50,7 @@ class Job:
     manual_run_at: datetime | None = None
     lease_kind: str | None = None
     created_at: datetime | None = None
+    after_completion: str = "keep"  # keep | delete (deleted with its history once completed)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> "Job":
@@ -115,6 +116,7 @@ class Execution:
     response_excerpt: str | None = None
     error: str | None = None
     duration_ms: int | None = None
+    job_name: str | None = None  # read across jobs (``list_owner_executions``): the job's name
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> "Execution":
@@ -123,7 +125,8 @@ class Execution:
             id=str(row["id"]), job_id=str(row["job_id"]), seq=row["seq"], scheduled_at=row["scheduled_at"],
             started_at=row.get("started_at"), finished_at=row.get("finished_at"), attempt=row["attempt"],
             trigger=row["trigger"], status=row["status"], http_status=row.get("http_status"),
-            response_excerpt=row.get("response_excerpt"), error=row.get("error"), duration_ms=row.get("duration_ms"))
+            response_excerpt=row.get("response_excerpt"), error=row.get("error"), duration_ms=row.get("duration_ms"),
+            job_name=row.get("job_name"))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ are plain strings here; the API encrypts them before the store sees them and mas
 from __future__ import annotations
 
 import re
+import unicodedata
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, Union
 
@@ -49,7 +50,21 @@ class _FieldError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", str_max_length=MAX_BODY_LENGTH)
+    # strict: JSON types as they are (no true for a number, no "3" for an integer, no 1 for a
+    # boolean); the instants, which JSON can only give as text, opt out field by field.
+    model_config = ConfigDict(extra="forbid", str_max_length=MAX_BODY_LENGTH, strict=True)
+
+
+def _single_line(value: str, latin1: bool = False) -> str:
+    """Refuse what cannot go on one header line: CR, LF, U+2028/2029 and other control
+    characters; with ``latin1``, characters an HTTP header cannot carry (past U+00FF)."""
+    for ch in value:
+        if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+            raise ValueError(f"must be single-line printable text (no line breaks or control characters: "
+                             f"U+{ord(ch):04X})")
+        if latin1 and ord(ch) > 0xFF:
+            raise ValueError(f"must be Latin-1 text to go in an HTTP header (U+{ord(ch):04X} is not)")
+    return value
 
 
 def _check_headers(headers: dict[str, str]) -> dict[str, str]:
@@ -63,6 +78,10 @@ def _check_headers(headers: dict[str, str]) -> dict[str, str]:
             raise ValueError(f"header {name!r} is set by the scheduler and cannot be given")
         if len(value) > MAX_HEADER_VALUE_LENGTH or "\r" in value or "\n" in value:
             raise ValueError(f"header {name!r}: value too long or contains a line break")
+        try:
+            _single_line(value, latin1=True)
+        except ValueError as exc:
+            raise _FieldError(name, str(exc)) from None
     return headers
 
 
@@ -71,10 +90,27 @@ class BasicAuth(_Strict):
     username: str = Field(min_length=1, max_length=256)
     password: str = Field(max_length=1024)
 
+    @field_validator("username")
+    @classmethod
+    def _username(cls, v: str) -> str:
+        if ":" in v:
+            raise ValueError("must not contain ':' (it ends the username in basic auth)")
+        return _single_line(v)
+
+    @field_validator("password")
+    @classmethod
+    def _password(cls, v: str) -> str:
+        return _single_line(v)
+
 
 class BearerAuth(_Strict):
     type: Literal["bearer"]
     token: str = Field(min_length=1, max_length=8192)
+
+    @field_validator("token")
+    @classmethod
+    def _token(cls, v: str) -> str:
+        return _single_line(v, latin1=True)
 
 
 class HeaderAuth(_Strict):
@@ -87,6 +123,11 @@ class HeaderAuth(_Strict):
     def _name_is_token(cls, v: str) -> str:
         _check_headers({v: ""})
         return v
+
+    @field_validator("value")
+    @classmethod
+    def _value(cls, v: str) -> str:
+        return _single_line(v, latin1=True)
 
 
 Auth = Annotated[Union[BasicAuth, BearerAuth, HeaderAuth, SigV4Auth], Field(discriminator="type")]
@@ -190,13 +231,16 @@ class JobSpec(_Strict):
     tags: list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_LENGTH)]] = Field(
         default_factory=list, max_length=MAX_TAGS)
     schedule: str | None = Field(default=None, max_length=256)
-    run_at: AwareDatetime | None = None
+    run_at: AwareDatetime | None = Field(default=None, strict=False)
     timezone: str = Field(default="UTC", max_length=64)
-    start_at: AwareDatetime | None = None
-    end_at: AwareDatetime | None = None
+    start_at: AwareDatetime | None = Field(default=None, strict=False)
+    end_at: AwareDatetime | None = Field(default=None, strict=False)
     target: Target
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     missed_runs: Literal["skip", "run_once", "run_all"] = "run_once"
+    after_completion: Literal["keep", "delete"] = Field(
+        default="keep", description="`delete`: once completed (a one-off that ran, or past `end_at`), the job "
+                                    "is deleted with its executions.")
 
     @field_validator("run_at", "start_at", "end_at")
     @classmethod

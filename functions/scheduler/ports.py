@@ -14,11 +14,14 @@ from scheduler.domain import Claim, Completion, Execution, Job, StartedExecution
 
 Planner = Callable[[Job, datetime], Mapping[str, Any]]
 Change = Callable[[dict[str, Any], datetime], Mapping[str, Any]]
+# A completion's plan: the job's columns after the attempt; ``"delete": True`` in it (the
+# service's decision, ``after_completion``) asks the store to delete the completed job.
 CompletionPlanner = Callable[[Job, datetime, "datetime | None"], Mapping[str, Any]]
 
 
 class JobStore(Protocol):
-    """What the API (and ``scheduler.service``) needs: the jobs and executions of an owner."""
+    """What the API (and ``scheduler.service``) needs: the jobs and executions of an owner, and
+    the database clock."""
 
     def insert_job(self, owner: str, spec: Mapping[str, Any], plan_first: Planner, *,
                    job_id: str | None = None) -> dict[str, Any]: ...
@@ -38,6 +41,12 @@ class JobStore(Protocol):
 
     def list_executions(self, owner: str, job_id: str, *, status: str | None = None, limit: int = 50,
                         before_seq: int | None = None) -> list[Execution]: ...
+
+    def now(self) -> datetime: ...
+
+    def list_owner_executions(self, owner: str, *, status: str | None = None, job_id: str | None = None,
+                              since: datetime | None = None, limit: int = 50,
+                              before: tuple[datetime, str] | None = None) -> list[Execution]: ...
 
 
 class CompletionStore(Protocol):

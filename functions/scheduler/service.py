@@ -51,6 +51,17 @@ def resume_job(store: JobStore, owner: str, job_id: str) -> dict[str, Any]:
     return store.modify_job(owner, job_id, lambda row, now: lifecycle.plan_resume(Job.from_row(row), now))
 
 
+def plan_completion(job: Job, outcome: Outcome, now: datetime, rng: random.Random | None,
+                    ran_scheduled_at: datetime | None) -> Mapping[str, Any]:
+    """The job's columns after an attempt (``lifecycle.plan_completion``), marked ``"delete":
+    True`` when the attempt completes a job whose ``after_completion`` is ``delete``: the store
+    then deletes it with its executions in the transaction that records the completion."""
+    plan = lifecycle.plan_completion(job, outcome, now, rng, ran_scheduled_at)
+    if plan["state"] == "completed" and job.after_completion == "delete":
+        return {**plan, "delete": True}
+    return plan
+
+
 def complete_executions(store: CompletionStore, completions: Sequence[Completion],
                         rng: random.Random | None = None) -> list[bool]:
     """Record how started executions ended and move their jobs on (retry, next occurrence or
@@ -71,14 +82,14 @@ def complete_executions(store: CompletionStore, completions: Sequence[Completion
             done = completions[i]
             started: StartedExecution = done.started  # type: ignore[assignment]
             now = started.started_at + timedelta(seconds=max(done.elapsed_seconds or 0.0, 0.0))
-            planned.append((done, lifecycle.plan_completion(started.job, done.outcome, now, rng, started.scheduled_at)))
+            planned.append((done, plan_completion(started.job, done.outcome, now, rng, started.scheduled_at)))
         written = store.write_completions(planned)
         for i in fast:
             recorded[i] = str(completions[i].job_id) in written
     for i, done in enumerate(completions):
         if not recorded[i]:
             recorded[i] = store.complete_locked(
-                done, lambda job, now, ran, outcome=done.outcome: lifecycle.plan_completion(job, outcome, now, rng, ran))
+                done, lambda job, now, ran, outcome=done.outcome: plan_completion(job, outcome, now, rng, ran))
     return recorded
 
 

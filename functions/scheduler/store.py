@@ -12,7 +12,9 @@ with its plan from ``scheduler.lifecycle``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import re
 import uuid
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
@@ -82,6 +84,13 @@ def _started(row: dict[str, Any]) -> StartedExecution:
                             trigger=execution["execution_trigger"], started_at=execution["execution_started_at"])
 
 
+def _delete_completed(conn: psycopg.Connection, job_ids: Sequence[str]) -> None:
+    """In the transaction of their completion: delete the jobs it completed whose
+    ``after_completion`` is ``delete``, with their executions (the query fences it)."""
+    if job_ids:
+        conn.execute(QUERIES["delete_completed_jobs"], {"job_ids": [str(job_id) for job_id in job_ids]})
+
+
 def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
     params = {k: spec.get(k) for k in SPEC_FIELDS}
     params["tags"] = list(spec.get("tags") or [])
@@ -89,6 +98,7 @@ def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
     params["missed_runs"] = spec.get("missed_runs") or "run_once"
     params["target"] = Jsonb(spec["target"])
     params["retry"] = Jsonb(spec.get("retry") or {})
+    params["after_completion"] = spec.get("after_completion") or "keep"
     return params
 
 
@@ -240,16 +250,23 @@ class Store:
     def write_completions(self, planned: Sequence[tuple[Completion, Mapping[str, Any]]]) -> set[str]:
         """Write outcomes planned from their started rows (``Completion.started``) in one
         statement (``complete_jobs``, or ``complete_job`` for one); the ids of the jobs written.
-        A job whose lease was lost, or whose row changed since it was started, is not written."""
+        A job whose lease was lost, or whose row changed since it was started, is not written.
+        A plan marked ``"delete": True`` (the service's decision: ``after_completion = 'delete'``
+        and the job completed) deletes its job with its executions in the same transaction, once
+        written; without any, the statement runs alone (no transaction to open)."""
         rows = [_completion_row(done, plan, done.started.job.version, done.started.scheduled_at)
                 for done, plan in planned]
-        with self.pool.connection() as conn:
-            return {str(r["job_id"]) for r in _complete(_uuids_as_text(conn), rows).fetchall()}
+        doomed = [str(done.job_id) for done, plan in planned if plan.get("delete")]
+        with self.pool.connection() as conn, (conn.transaction() if doomed else contextlib.nullcontext()):
+            written = {str(r["job_id"]) for r in _complete(_uuids_as_text(conn), rows).fetchall()}
+            _delete_completed(conn, [job_id for job_id in doomed if job_id in written])
+            return written
 
     @_retry_on_dead_connection
     def complete_locked(self, done: Completion, plan: CompletionPlanner) -> bool:
         """The locking path: hold the row while our lease stands, plan from it with
-        ``plan(job, now, ran_scheduled_at)``, write. False when the lease is lost (fenced)."""
+        ``plan(job, now, ran_scheduled_at)``, write (and delete the job when the plan says
+        ``"delete"``, as ``write_completions``). False when the lease is lost (fenced)."""
         with self.pool.connection() as conn, conn.transaction():
             row = conn.execute(QUERIES["lock_leased_job"], {
                 "job_id": done.job_id, "lock_token": done.lock_token, "execution_id": done.execution_id}).fetchone()
@@ -257,7 +274,10 @@ class Store:
                 return False
             job, ran = Job.from_row(row), row["ran_scheduled_at"]
             planned = plan(job, row["db_now"], ran)
-            return _complete(conn, [_completion_row(done, planned, job.version, ran)]).fetchone() is not None
+            written = _complete(conn, [_completion_row(done, planned, job.version, ran)]).fetchone() is not None
+            if written and planned.get("delete"):
+                _delete_completed(conn, [done.job_id])
+            return written
 
     @_retry_on_dead_connection
     def due_backlog(self) -> tuple[int, float]:
@@ -304,11 +324,28 @@ class Store:
                 break
         return total
 
+    @_retry_on_dead_connection
+    def list_owner_executions(self, owner: str, *, status: str | None = None, job_id: str | None = None,
+                              since: datetime | None = None, limit: int = 50,
+                              before: tuple[datetime, str] | None = None) -> list[Execution]:
+        """A page of the owner's executions across all their jobs, newest first by ``started_at``
+        (then id), each with its ``job_name``; ``before`` is the keyset cursor, the (started_at,
+        id) of the previous page's last row. A ``job_id`` that is not a UUID matches nothing."""
+        if job_id is not None and not _is_uuid(job_id):
+            return []
+        before_started_at, before_id = before if before is not None else (None, None)
+        with self.pool.connection() as conn:
+            rows = conn.execute(QUERIES["list_owner_executions"], {
+                "owner": owner, "status": status, "job_id": job_id, "since": since, "limit": limit,
+                "before_started_at": before_started_at, "before_id": before_id}).fetchall()
+        return [Execution.from_row(row) for row in rows]
+
+
+_CANONICAL_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
 
 def _is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(str(value))
-        return True
-    except ValueError:
-        return False
+    # The canonical text form only: uuid.UUID also takes "urn:uuid:...", braces and missing or
+    # extra dashes, which Postgres refuses (a 500 had the check let them through).
+    return isinstance(value, str) and _CANONICAL_UUID.fullmatch(value) is not None
 

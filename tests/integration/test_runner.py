@@ -304,7 +304,11 @@ def test_local_invoker_claims_starts_and_records_in_batches_within_its_idle_work
     # that the batching shows on a loaded machine too).
     invoker = InProcessDispatch(Executor(counting, lambda t: t, LOCAL), max_workers=8, flush_seconds=1.0)
     try:
-        report = run_fanout(counting, invoker, budget_seconds=0, batch_size=100)
+        # Claiming goes on while workers are busy (a loaded machine may keep all 8 busy when a
+        # zero budget would already stop), until every delivery arrived.
+        delivered = threading.Event()
+        threading.Thread(target=lambda: (target_server.wait_for(30), delivered.set()), daemon=True).start()
+        report = run_fanout(counting, invoker, budget_seconds=60, batch_size=100, stop=delivered)
         assert report.claimed == report.dispatched == 30 and report.released == 0
     finally:
         invoker.close()  # waits for the deliveries under way and records them

@@ -38,5 +38,6 @@ def test_the_405_answers_come_from_the_route_table():
     assert allowed_methods("/v1/jobs/abc") == ("DELETE", "GET", "PATCH", "PUT")
     assert allowed_methods("/v1/jobs/abc/pause") == allowed_methods("/v1/jobs/abc/run") == ("POST",)
     assert allowed_methods("/v1/jobs/abc/executions") == ("GET",)
+    assert allowed_methods("/v1/executions") == ("GET",) and allowed_methods("/v1/schedules/preview") == ("POST",)
     assert allowed_methods("/v1/jobs/a/b") == allowed_methods("/v2/jobs") == allowed_methods("") == ()
     assert rule("get_job") == ("/v1/jobs/<job_id>", "GET")

@@ -20,7 +20,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
-from scheduler.api import deps, executions, jobs
+from scheduler.api import activity, deps, executions, jobs
 from scheduler.api.cursors import CursorCodec, cursor_key
 from scheduler.api.errors import (ApiError, MalformedBody, NoSuchResource, PayloadTooLarge, UnsupportedMediaType,
                                   documented, envelope, error_response, register_error_handlers)
@@ -154,6 +154,7 @@ def make_app(store_provider: Callable[[], JobStore], secret_box_provider: Callab
 
     app.include_router(jobs.router)
     app.include_router(executions.router)
+    app.include_router(activity.router)
 
     @app.exception_handler(NotFoundError)
     def no_route(exc: NotFoundError) -> Response:
@@ -165,6 +166,7 @@ def make_app(store_provider: Callable[[], JobStore], secret_box_provider: Callab
 
     app.dependency_overrides[deps.get_store] = store_provider
     app.dependency_overrides[deps.get_secret_box] = secret_box_provider
+    app.dependency_overrides[deps.get_settings] = lambda: settings
     app.dependency_overrides[deps.get_cursors] = _once(
         lambda: CursorCodec(cursor_key(settings, secret_box_provider())))
     return app

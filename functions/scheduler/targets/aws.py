@@ -31,7 +31,7 @@ from scheduler.targets.delivery import (
     DeliveryResult,
     TargetPolicy,
     permanent,
-    redact,
+    redact_and_cut,
     timed_out,
     transient,
 )
@@ -51,6 +51,9 @@ TRANSIENT_CODES = frozenset({
     "AWS.SimpleQueueService.RequestThrottled", "ExpiredToken", "ExpiredTokenException",
 })
 _ERROR_TEXT_LIMIT = 500
+# Bytes of a function's answer read: the excerpt and more, so that a secret (a session token)
+# straddling the excerpt's end is whole when redacted, before the cut.
+_READ_LIMIT = 3 * EXCERPT_LIMIT
 
 
 def identity_attributes(delivery: Delivery) -> dict[str, dict[str, str]]:
@@ -78,8 +81,9 @@ def deliver_aws(target: AwsView, delivery: Delivery, policy: TargetPolicy, *, bu
         result = classify(exc, operation, budget)
     if result.error or result.response_excerpt:
         result = DeliveryResult(result.status, result.retryable, http_status=result.http_status,
-                                response_excerpt=redact(result.response_excerpt, secrets),
-                                error=redact(result.error, secrets), retry_after_seconds=result.retry_after_seconds)
+                                response_excerpt=redact_and_cut(result.response_excerpt, secrets, EXCERPT_LIMIT),
+                                error=redact_and_cut(result.error, secrets, _ERROR_TEXT_LIMIT),
+                                retry_after_seconds=result.retry_after_seconds)
     return result
 
 
@@ -111,7 +115,7 @@ def classify(exc: BaseException, operation: str, budget: float) -> DeliveryResul
         message = str(error.get("Message") or "").strip()
         text = f"{operation}: {code}" + (f": {message}" if message else "")
         return DeliveryResult("failed", retryable, http_status=status if isinstance(status, int) else None,
-                              error=text[:_ERROR_TEXT_LIMIT])
+                              error=text)
     if isinstance(exc, (be.ReadTimeoutError, be.ConnectTimeoutError)):
         return timed_out(f"{operation}: no answer within {budget:g}s")
     if isinstance(exc, (be.EndpointConnectionError, be.ConnectionClosedError, be.HTTPClientError)):
@@ -136,7 +140,7 @@ def _invoke_lambda(client: Any, target: LambdaView, delivery: Delivery) -> Deliv
     excerpt = None
     if body is not None:
         try:
-            excerpt = body.read(EXCERPT_LIMIT).decode("utf-8", errors="replace") or None
+            excerpt = body.read(_READ_LIMIT).decode("utf-8", errors="replace") or None
         finally:
             body.close()
     status = response.get("StatusCode")
@@ -181,7 +185,7 @@ def _put_event(client: Any, target: EventBridgeView, delivery: Delivery) -> Deli
         message = str(entry.get("ErrorMessage") or "").strip()
         text = f"events PutEvents: {code}" + (f": {message}" if message else "")
         status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
-        return DeliveryResult("failed", code in TRANSIENT_CODES, http_status=status, error=text[:_ERROR_TEXT_LIMIT])
+        return DeliveryResult("failed", code in TRANSIENT_CODES, http_status=status, error=text)
     return _ok(response, {"EventId": entry.get("EventId")})
 
 

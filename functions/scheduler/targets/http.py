@@ -34,6 +34,7 @@ The sessions and their guarded connection pools are in :mod:`scheduler.targets.h
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import os
 import re
@@ -57,7 +58,7 @@ from scheduler.targets.delivery import (
     TargetPolicy,
     exception_chain,
     permanent,
-    redact,
+    redact_and_cut,
     timed_out,
     transient,
 )
@@ -70,6 +71,7 @@ from scheduler.targets.watchdog import Watchdog, running
 METHODS = HTTP_METHODS
 RETRYABLE_STATUSES = frozenset({408, 429})
 MAX_REDIRECTS = 10
+MAX_ERROR_BYTES = 500  # an error text is cut to this, once its secrets are redacted
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
@@ -84,26 +86,25 @@ def deliver_http(target: HttpView, delivery: Delivery, policy: TargetPolicy, *, 
     """
     secrets = target.secrets()
     try:
-        result = _deliver(target, delivery, policy, budget, secrets)
+        signer, result = sigv4_signer(target.sigv4, delivery, secrets)  # adds the role's secrets
+        if result is None:
+            # Read past the excerpt's limit by the longest secret, so that one that straddles the cut
+            # is whole when redacted; redaction comes before the cut (no part of a secret is kept).
+            margin = max((len(secret.encode("utf-8")) for secret in secrets), default=0)
+            result = _deliver(target, delivery, policy, budget, EXCERPT_LIMIT + margin, signer)
     except Exception as exc:  # noqa: BLE001 - the contract: never raise
         result = transient(f"unexpected error during the HTTP delivery: {type(exc).__name__}")
-    if secrets and (result.error or result.response_excerpt):
-        result = DeliveryResult(
-            status=result.status,
-            retryable=result.retryable,
-            http_status=result.http_status,
-            response_excerpt=redact(result.response_excerpt, secrets),
-            error=redact(result.error, secrets),
-            retry_after_seconds=result.retry_after_seconds,
+    if result.error or result.response_excerpt:
+        result = dataclasses.replace(
+            result,
+            response_excerpt=redact_and_cut(result.response_excerpt, secrets, EXCERPT_LIMIT),
+            error=redact_and_cut(result.error, secrets, MAX_ERROR_BYTES),
         )
     return result
 
 
 def _deliver(spec: HttpView, delivery: Delivery, policy: TargetPolicy, budget: float,
-             secrets: list[str]) -> DeliveryResult:
-    signer, refused = sigv4_signer(spec.sigv4, delivery, secrets)
-    if refused is not None:
-        return refused
+             read_limit: int = EXCERPT_LIMIT, signer: HttpSigner | None = None) -> DeliveryResult:
     headers = CaseInsensitiveDict(spec.headers)
     auth = spec.auth_header
     if auth is not None:
@@ -123,7 +124,7 @@ def _deliver(spec: HttpView, delivery: Delivery, policy: TargetPolicy, budget: f
                 # Shut down while the head was still arriving: http.client may take the EOF
                 # for the end of the headers, so this "response" is not one.
                 return timed_out(f"timed out after {budget:g}s")
-            excerpt = _read_excerpt(response)
+            excerpt = _read_excerpt(response, read_limit)
         except ssrf.TargetNotAllowed as exc:
             return permanent(str(exc))
         except _TooManyRedirects:
@@ -231,8 +232,9 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme, (parts.hostname or "").lower(), parts.port or default
 
 
-def _read_excerpt(response: urllib3.HTTPResponse) -> str:
-    """At most EXCERPT_LIMIT bytes of the body; stops there (never reads the whole body).
+def _read_excerpt(response: urllib3.HTTPResponse, limit: int = EXCERPT_LIMIT) -> str:
+    """At most ``limit`` bytes of the body; stops there (never reads the whole body). The
+    caller cuts it to ``EXCERPT_LIMIT`` bytes once the secrets are redacted.
 
     An error or the deadline while reading keeps what was read: the status already arrived.
     """
@@ -240,14 +242,14 @@ def _read_excerpt(response: urllib3.HTTPResponse) -> str:
     # read1: whatever has arrived (one recv), so a body cut off at the deadline keeps its start.
     read = response.read1 if hasattr(response, "read1") else response.read
     try:
-        while len(data) < EXCERPT_LIMIT:
-            chunk = read(EXCERPT_LIMIT - len(data), decode_content=True)
+        while len(data) < limit:
+            chunk = read(limit - len(data), decode_content=True)
             if not chunk:
                 break
             data.extend(chunk)
     except Exception:  # noqa: BLE001 - a cut-off body does not change the answer
         pass
-    return bytes(data[:EXCERPT_LIMIT]).decode("utf-8", errors="replace")
+    return bytes(data[:limit]).decode("utf-8", errors="replace")
 
 
 def _classify_response(response: urllib3.HTTPResponse, excerpt: str | None, spec: HttpView) -> DeliveryResult:
@@ -270,7 +272,7 @@ def _classify_response(response: urllib3.HTTPResponse, excerpt: str | None, spec
         retryable,
         http_status=status,
         response_excerpt=excerpt,
-        error=error[:500],
+        error=error,  # cut to MAX_ERROR_BYTES once redacted (deliver_http)
         retry_after_seconds=parse_retry_after(response.headers.get("Retry-After")),
     )
 
