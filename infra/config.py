@@ -42,6 +42,7 @@ DEFAULTS: dict[str, Any] = {
     # Reserved concurrency of the executor: at most this many deliveries at once (the fan-out
     # dispatches no more), so a burst cannot take the account's concurrency or the proxy's connections.
     "executor_concurrency": 50,
+    "target_role_arns": "",  # roles the executor may assume for AWS targets (ARNs or /paths/); "" = any
 }
 
 
@@ -70,6 +71,7 @@ class Config:
     api_burst_limit: int
     target_allow_list: str
     executor_concurrency: int = DEFAULTS["executor_concurrency"]
+    target_role_arns: tuple[str, ...] = ()
 
     @property
     def service_name(self) -> str:
@@ -118,6 +120,7 @@ class Config:
             api_burst_limit=_int(get("api_burst_limit"), "api_burst_limit", minimum=1),
             target_allow_list=str(get("target_allow_list")).strip(),
             executor_concurrency=_int(get("executor_concurrency"), "executor_concurrency", minimum=1, maximum=1000),
+            target_role_arns=_role_arns(get("target_role_arns")),
         )
         return config
 
@@ -152,3 +155,18 @@ def _choice(value: Any, choices: tuple[str, ...], key: str) -> str:
     if text not in choices:
         raise ValueError(f"context {key!r} must be one of {', '.join(choices)}, not {value!r}")
     return text
+
+
+def _role_arns(value: Any) -> tuple[str, ...]:
+    """Role ARNs (``*`` allowed) or IAM paths (``/scheduler/``), comma-separated or a JSON list."""
+    items = value if isinstance(value, list) else str(value).split(",")
+    found = []
+    for item in (str(i).strip() for i in items):
+        if not item:
+            continue
+        if item.startswith("/") and item.endswith("/") or (item.startswith("arn:") and ":iam::" in item
+                                                              and ":role/" in item):
+            found.append(item)
+        else:
+            raise ValueError(f"context 'target_role_arns': {item!r} is neither a role ARN nor a path like /scheduler/")
+    return tuple(found)

@@ -168,5 +168,6 @@ def _deliver(started: StartedExecution, job_id: str, decrypt_target: Callable[[d
     if remaining_seconds is not None:
         cap = max(remaining_seconds() - DEADLINE_RESERVE_SECONDS, 0.0)
     delivery = Delivery(job_id=job_id, execution_id=started.execution_id,
-                        scheduled_at=started.scheduled_at, attempt=started.attempt)
+                        scheduled_at=started.scheduled_at, attempt=started.attempt,
+                        owner=started.job.owner)
     return deliver(target, delivery, policy, timeout_cap=cap)

@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import (AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
 
+from scheduler.aws_models import (AWS_TARGET_TYPES, AwsFieldError, EventBridgeTarget, LambdaTarget, SigV4Auth,
+                                  SnsTarget, SqsTarget)
 from scheduler.schedules import ScheduleError, parse_schedule, validate_timezone
 from scheduler.urls import MAX_URL_LENGTH, check_broker_url_syntax, check_url_syntax
 
@@ -128,7 +130,7 @@ class HeaderAuth(_Strict):
         return _single_line(v, latin1=True)
 
 
-Auth = Annotated[Union[BasicAuth, BearerAuth, HeaderAuth], Field(discriminator="type")]
+Auth = Annotated[Union[BasicAuth, BearerAuth, HeaderAuth, SigV4Auth], Field(discriminator="type")]
 
 
 class HttpTarget(_Strict):
@@ -202,7 +204,8 @@ class AmqpTarget(_Strict):
         return self
 
 
-Target = Annotated[Union[HttpTarget, AmqpTarget], Field(discriminator="type")]
+Target = Annotated[Union[HttpTarget, AmqpTarget, LambdaTarget, SqsTarget, SnsTarget, EventBridgeTarget],
+                  Field(discriminator="type")]
 
 
 class RetryPolicy(_Strict):
@@ -292,11 +295,11 @@ def validation_details(exc: ValidationError) -> list[dict[str, str]]:
     for err in exc.errors(include_url=False):
         loc = [str(p) for p in err.get("loc", ())]
         # Discriminated unions add the tag to the path ("target.http.url"): drop it.
-        if len(loc) >= 2 and loc[0] == "target" and loc[1] in ("http", "amqp"):
+        if len(loc) >= 2 and loc[0] == "target" and loc[1] in ("http", "amqp", *AWS_TARGET_TYPES):
             loc.pop(1)
         if "auth" in loc:
             i = loc.index("auth")
-            if len(loc) > i + 1 and loc[i + 1] in ("basic", "bearer", "header"):
+            if len(loc) > i + 1 and loc[i + 1] in ("basic", "bearer", "header", "sigv4"):
                 loc.pop(i + 1)
         message = err.get("msg", "invalid")
         original = (err.get("ctx") or {}).get("error")
@@ -304,7 +307,7 @@ def validation_details(exc: ValidationError) -> list[dict[str, str]]:
             ctx = err.get("ctx") or {}
             loc.append(ctx.get("discriminator", "'type'").strip("'"))
             message = f"must be one of {ctx.get('expected_tags', 'the known types')}"
-        elif isinstance(original, _FieldError):
+        elif isinstance(original, (_FieldError, AwsFieldError)):
             loc = loc + [original.field] if not loc or loc[-1] != original.field else loc
             message = original.message
         elif message.startswith("Value error, "):

@@ -33,6 +33,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "removal_policy": "destroy",
         "alarm_email": "ops@example.com",
         "target_allow_list": "hooks.example.com",
+        "target_role_arns": "/scheduler-targets/,arn:aws:iam::123456789012:role/exact",
     },
     # Same architecture as the AWS variant, so the session builds one layer only.
     "localstack": {"localstack": "true", "architecture": "arm64"},

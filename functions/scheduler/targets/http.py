@@ -5,7 +5,9 @@ What a delivery does:
 - Builds the request: ``method`` (GET POST PUT PATCH DELETE HEAD OPTIONS, default POST), the
   job's ``headers``, the rendered ``body`` (UTF-8), the ``auth`` header (basic, bearer, or a
   named header), then the delivery headers of the contract (``Idempotency-Key``,
-  ``X-Scheduler-*``), which the job's headers cannot override. ``Accept-Encoding`` defaults to
+  ``X-Scheduler-*``), which the job's headers cannot override. A ``sigv4`` auth signs the
+  request last, as a role assumed for the job's owner (:class:`scheduler.targets.aws.HttpSigner`),
+  never for another origin than the target's. ``Accept-Encoding`` defaults to
   ``identity`` so the excerpt is readable text.
 - Connects through :mod:`scheduler.targets.ssrf` (``policy.allow_private`` false): the host is
   resolved once, every address checked, and the socket connected to a validated address;
@@ -60,6 +62,7 @@ from scheduler.targets.delivery import (
     timed_out,
     transient,
 )
+from scheduler.targets.aws import HttpSigner, sigv4_signer
 from scheduler.targets.http_sessions import (KEEP_ALIVE_PER_HOST, USER_AGENT, GuardedAdapter,  # noqa: F401 (re-exported)
                                              close_sessions, session_for)
 from scheduler.targets.views import HTTP_METHODS, HttpView
@@ -82,11 +85,13 @@ def deliver_http(target: HttpView, delivery: Delivery, policy: TargetPolicy, *, 
     Never raises. See the module documentation for the semantics.
     """
     secrets = target.secrets()
-    # Read past the excerpt's limit by the longest secret, so that one that straddles the cut
-    # is whole when redacted; redaction comes before the cut (no part of a secret is kept).
-    margin = max((len(secret.encode("utf-8")) for secret in secrets), default=0)
     try:
-        result = _deliver(target, delivery, policy, budget, EXCERPT_LIMIT + margin)
+        signer, result = sigv4_signer(target.sigv4, delivery, secrets)  # adds the role's secrets
+        if result is None:
+            # Read past the excerpt's limit by the longest secret, so that one that straddles the cut
+            # is whole when redacted; redaction comes before the cut (no part of a secret is kept).
+            margin = max((len(secret.encode("utf-8")) for secret in secrets), default=0)
+            result = _deliver(target, delivery, policy, budget, EXCERPT_LIMIT + margin, signer)
     except Exception as exc:  # noqa: BLE001 - the contract: never raise
         result = transient(f"unexpected error during the HTTP delivery: {type(exc).__name__}")
     if result.error or result.response_excerpt:
@@ -99,7 +104,7 @@ def deliver_http(target: HttpView, delivery: Delivery, policy: TargetPolicy, *, 
 
 
 def _deliver(spec: HttpView, delivery: Delivery, policy: TargetPolicy, budget: float,
-             read_limit: int = EXCERPT_LIMIT) -> DeliveryResult:
+             read_limit: int = EXCERPT_LIMIT, signer: HttpSigner | None = None) -> DeliveryResult:
     headers = CaseInsensitiveDict(spec.headers)
     auth = spec.auth_header
     if auth is not None:
@@ -114,7 +119,7 @@ def _deliver(spec: HttpView, delivery: Delivery, policy: TargetPolicy, budget: f
     excerpt: str | None = None
     with running(watchdog):
         try:
-            response = _send(session, spec, headers, body, watchdog)
+            response = _send(session, spec, headers, body, watchdog, signer)
             if watchdog.fired:
                 # Shut down while the head was still arriving: http.client may take the EOF
                 # for the end of the headers, so this "response" is not one.
@@ -179,6 +184,7 @@ def _send(
     headers: CaseInsensitiveDict,
     body: bytes | None,
     watchdog: Watchdog,
+    signer: HttpSigner | None = None,
 ) -> urllib3.HTTPResponse:
     """Send the request (and follow redirects when asked), returning the final streamed response."""
     method, url = spec.method, spec.url
@@ -196,6 +202,8 @@ def _send(
         merged.update(headers)  # the target's own headers win, whatever their case
         prepared = requests.PreparedRequest()
         prepared.prepare(method=method, url=url, headers=merged, data=body)
+        if signer is not None and _origin(url) == origin:  # never sign for another host
+            signer.sign(prepared)
         response = _urlopen(session, prepared, remaining)
         if not (spec.follow_redirects and response.status in _REDIRECTS and "location" in response.headers):
             return response
