@@ -3,7 +3,7 @@
     .venv/bin/python bench/deploy_sim.py [--fanouts 2] [--executors 6] [--quick]
 
 What runs, each part the real code where the deployment runs real code:
-- **fan-outs**: K processes, each running ``run_fanout`` with ``LambdaInvoker`` as the fan-out
+- **fan-outs**: K processes, each running ``run_fanout`` with ``LambdaDispatch`` as the fan-out
   Lambda does (second precision, claims of the deployment's batch size), its boto3 Lambda client
   pointed at a loopback endpoint;
 - **Lambda's async queue**: a loopback HTTP server answering the Invoke API
@@ -145,19 +145,20 @@ def _executor_worker(env: dict[str, str], invocations, handled, failed) -> None:
 
 
 def _fanout_process(url: str, lambda_url: str, budget: float, batch: int, lease: float, reports) -> None:
-    """One fan-out Lambda invocation: ``run_fanout`` with ``LambdaInvoker`` for ``budget`` seconds."""
+    """One fan-out Lambda invocation: ``run_fanout`` with ``LambdaDispatch`` for ``budget`` seconds."""
     sys.path.insert(0, str(ROOT / "functions"))
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     import boto3
 
     from scheduler.db import make_pool
-    from scheduler.runner import LambdaInvoker, run_fanout
+    from scheduler.dispatch import LambdaDispatch
+    from scheduler.fanout import run_fanout
     from scheduler.store import Store
 
     pool = make_pool(url, min_size=1, max_size=2, through_proxy=True)
     client = boto3.client("lambda", endpoint_url=lambda_url, region_name="us-east-1",
                           aws_access_key_id="testing", aws_secret_access_key="testing")
-    invoker = LambdaInvoker(client, FUNCTION)
+    invoker = LambdaDispatch(client, FUNCTION)
     cpu0 = time.process_time()
     try:
         report = run_fanout(Store(pool), invoker, budget_seconds=budget, batch_size=batch, lease_seconds=lease)
