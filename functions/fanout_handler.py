@@ -1,13 +1,18 @@
 """Lambda: the fan-out, ticked once a minute by EventBridge. Claims due jobs and invokes one
-executor per claim, through its minute at second precision (see scheduler.fanout)."""
+executor per claim, through its minute at second precision (see scheduler.fanout). The tick's
+invocation (the primary) starts helper fan-outs when the backlog calls for them; a helper
+(``{"helper": true}``) drains until a claim comes back empty (see scheduler.growth)."""
 
 from __future__ import annotations
+
+import time
 
 from aws_lambda_powertools import Logger, Tracer
 
 from scheduler import constants as c
 from scheduler.dispatch import LambdaDispatch
 from scheduler.fanout import drain_limit, fanout_deadline, run_fanout
+from scheduler.growth import is_helper, lambda_growth
 from scheduler.settings import get_settings
 from scheduler.telemetry import PowertoolsMetrics
 from scheduler.wiring import Dependencies, route_domain_logs_to
@@ -22,16 +27,21 @@ deps = Dependencies(get_settings(), through_proxy=True,
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def handler(event: dict, context) -> dict:
-    """Claim and dispatch until this invocation's budget ends."""
+    """Claim and dispatch until this invocation's budget ends (a helper: until a claim is empty)."""
     settings = deps.settings
     remaining = context.get_remaining_time_in_millis() / 1000
+    helper = is_helper(event)
+    growth = None if helper else lambda_growth(deps.lambda_client, settings.fanout_function, settings.max_fanouts,
+                                               time.monotonic)
     dispatch = LambdaDispatch(deps.lambda_client, settings.executor_function)
     try:
-        report = run_fanout(deps.store, dispatch, budget_seconds=fanout_deadline(settings.precision, remaining),
+        report = run_fanout(deps.store, dispatch,
+                            budget_seconds=0 if helper else fanout_deadline(settings.precision, remaining),
                             drain_limit_seconds=drain_limit(remaining), batch_size=settings.claim_batch_size,
                             lease_seconds=settings.claim_lease_seconds, metrics=deps.metrics,
-                            retention_days=settings.execution_retention_days)
+                            retention_days=None if helper else settings.execution_retention_days,
+                            until_empty=helper, on_backlog=growth.observe if growth else None)
     finally:
         dispatch.close()
-    logger.info("fan-out finished", extra=report.as_dict())
+    logger.info("fan-out finished", extra={**report.as_dict(), "helper": helper})
     return report.as_dict()

@@ -32,6 +32,9 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: Threads of a ``LambdaDispatch`` invoking at once (and connections of its client's pool).
+INVOKE_THREADS = 16
+
 
 @dataclass(frozen=True)
 class ClaimMode:
@@ -84,10 +87,13 @@ class LambdaDispatch:
     RETRYABLE = {"TooManyRequestsException", "ThrottlingException", "ServiceException",
                  "EC2ThrottledException", "ResourceConflictException"}
 
-    def __init__(self, client: Any, function_name: str, *, max_workers: int = 16, max_tries: int = 5,
+    def __init__(self, client: Any, function_name: str, *, max_workers: int = INVOKE_THREADS, max_tries: int = 5,
                  base_delay: float = 0.05, sleep: Callable[[float], None] = time.sleep):
         self.client = client
         self.function_name = function_name
+        # What every invoke sends alike, built once; the client's pool should hold max_workers
+        # connections (scheduler.wiring.lambda_client_config), else threads open new ones.
+        self._invoke_args = {"FunctionName": function_name, "InvocationType": "Event"}
         self.max_tries = max_tries
         self.base_delay = base_delay
         self.sleep = sleep
@@ -100,7 +106,10 @@ class LambdaDispatch:
         payload = json.dumps(claim.to_event()).encode()
         for attempt in range(1, self.max_tries + 1):
             try:
-                self.client.invoke(FunctionName=self.function_name, InvocationType="Event", Payload=payload)
+                answer = self.client.invoke(**self._invoke_args, Payload=payload)
+                # The (empty) body read to its end gives the connection back to the pool; left
+                # unread, every invoke would open a new connection (a TLS handshake on AWS).
+                answer["Payload"].read()
                 return True
             except Exception as exc:  # botocore ClientError, connection errors
                 code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from scheduler import constants as c
 from scheduler.dispatch import Dispatch
+from scheduler.growth import BACKLOG_CHECK_SECONDS
 from scheduler.ports import FanoutStore
 from scheduler.telemetry import Metrics, NullMetrics
 
@@ -41,13 +42,15 @@ class FanoutReport:
     released: int = 0
     rounds: int = 0
     purged: int = 0
+    helpers: int = 0
     duration_ms: float = 0.0
     job_ids: list[str] = field(default_factory=list, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form (without the job ids)."""
         return {"claimed": self.claimed, "dispatched": self.dispatched, "released": self.released,
-                "rounds": self.rounds, "purged": self.purged, "duration_ms": round(self.duration_ms)}
+                "rounds": self.rounds, "purged": self.purged, "helpers": self.helpers,
+                "duration_ms": round(self.duration_ms)}
 
 
 def fanout_deadline(precision: str, remaining_seconds: float | None, *, period: float = 60.0) -> float:
@@ -67,7 +70,9 @@ def drain_limit(remaining_seconds: float) -> float:
 def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float, batch_size: int = 100,
                lease_seconds: float = 120, metrics: Metrics | None = None, stop: threading.Event | None = None,
                retention_days: int | None = None, drain_limit_seconds: float | None = None,
-               clock: Callable[[], float] = time.monotonic) -> FanoutReport:
+               clock: Callable[[], float] = time.monotonic, until_empty: bool = False,
+               on_backlog: Callable[[int], int] | None = None,
+               backlog_check_seconds: float = BACKLOG_CHECK_SECONDS) -> FanoutReport:
     """Claim and dispatch until ``budget_seconds`` have passed, sleeping until the next due time
     between rounds. A full batch is followed by another claim at once, past the budget if need
     be (what is due now is drained), but never past ``drain_limit_seconds`` (the Lambda
@@ -75,6 +80,12 @@ def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float,
 
     ``lease_seconds`` must cover the wait in the invoke queue: an executor arriving later finds
     its lease taken over and does nothing.
+
+    ``until_empty`` (a helper fan-out, ``scheduler.growth``): any claim that took jobs is followed
+    by another at once, so it stops at the first empty claim (or its drain limit), not at a claim
+    short of a batch (rows another fan-out holds are skipped). ``on_backlog`` (the primary) is
+    called with the due backlog at the start and every ``backlog_check_seconds``; it returns the
+    number of helpers it started.
     """
     metrics = metrics or NullMetrics()
     stop = stop or threading.Event()
@@ -85,10 +96,16 @@ def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float,
     backlog, oldest = store.due_backlog()
     metrics.gauge(c.METRIC_DUE_BACKLOG, backlog)
     metrics.gauge(c.METRIC_OLDEST_DUE_AGE_S, oldest, unit="Seconds")
+    if on_backlog is not None:
+        report.helpers += on_backlog(backlog)
+    next_check = began + backlog_check_seconds
     # Retention: a batch in each round without a full claim, while batches come back full and up
     # to a cap per run, so the purge keeps up with the execution rate without delaying due jobs.
     purge_more = bool(retention_days)
     while not stop.is_set():
+        if on_backlog is not None and clock() >= next_check:
+            report.helpers += on_backlog(store.due_backlog()[0])
+            next_check = clock() + backlog_check_seconds
         room = min(batch_size, dispatch.capacity())
         if room <= 0:  # executors saturated: claim nothing we would have to give back
             stop.wait(MIN_IDLE_SECONDS)
@@ -107,7 +124,7 @@ def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float,
             report.dispatched += len(claims) - len(refused)
             metrics.count(c.METRIC_CLAIMED, len(claims))
             metrics.count(c.METRIC_DISPATCHED, len(claims) - len(refused))
-            if len(refused) < len(claims) and len(claims) == room and clock() < drain_deadline:
+            if len(refused) < len(claims) and (len(claims) == room or until_empty) and clock() < drain_deadline:
                 continue  # more may be due right now
             if refused:
                 stop.wait(0.05)  # executors saturated: let them drain a little
@@ -126,4 +143,6 @@ def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float,
         stop.wait(min(wait, deadline - now))
     report.duration_ms = (clock() - began) * 1000
     metrics.milliseconds(c.METRIC_FANOUT_DURATION_MS, report.duration_ms)
+    if report.helpers:
+        metrics.count(c.METRIC_FANOUT_HELPERS, report.helpers)
     return report

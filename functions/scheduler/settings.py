@@ -33,6 +33,8 @@ class Settings:
     target_allow_list: tuple[str, ...] = field(default_factory=tuple)
     execution_retention_days: int = 30
     cursor_secret: str | None = None
+    fanout_function: str | None = None  # the fan-out's own name: it invokes itself for helpers
+    max_fanouts: int = 1  # fan-outs claiming at once (a primary and its helpers)
     # Runner tuning (not read from the environment; set by local mode and tests).
     claim_batch_size: int = 100
     claim_lease_seconds: int = 120
@@ -60,7 +62,21 @@ class Settings:
             target_allow_list=allow,
             execution_retention_days=int(env.get(c.ENV_EXECUTION_RETENTION_DAYS, "30")),
             cursor_secret=env.get(c.ENV_CURSOR_SECRET),
+            fanout_function=env.get(c.ENV_FANOUT_FUNCTION) or None,
+            max_fanouts=_positive(env.get(c.ENV_MAX_FANOUTS), c.ENV_MAX_FANOUTS, default=1),
         )
+
+
+def _positive(value: str | None, key: str, *, default: int) -> int:
+    if value is None or not value.strip():
+        return default
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise ValueError(f"{key} must be a whole number, not {value!r}") from None
+    if number < 1:
+        raise ValueError(f"{key} must be at least 1, not {number}")
+    return number
 
 
 @lru_cache(maxsize=1)

@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from scheduler.db import conninfo_from_settings, make_pool
+from scheduler.dispatch import INVOKE_THREADS
 from scheduler.secrets import decrypt_target_secrets, make_secret_box
 from scheduler.settings import Settings
 from scheduler.store import Store
@@ -54,7 +55,16 @@ class Dependencies:
     def lambda_client(self) -> Any:
         import boto3
 
-        return boto3.client("lambda")
+        return boto3.client("lambda", config=lambda_client_config())
+
+
+def lambda_client_config(threads: int = INVOKE_THREADS) -> Any:
+    """botocore's configuration of the fan-out's Lambda client: a connection per invoking thread
+    (botocore's default pool holds 10), and no client-side validation of the parameters the
+    dispatch builds itself (a per-invoke cost of its own)."""
+    from botocore.config import Config
+
+    return Config(max_pool_connections=threads, parameter_validation=False)
 
 
 def default_broker_url(settings: Settings, secrets_client: Any = None) -> str | None:

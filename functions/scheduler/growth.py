@@ -1,0 +1,122 @@
+"""Fan-outs that grow with the backlog.
+
+The fan-out started by the tick (the primary) reads the due backlog when it starts and every
+few seconds while it runs. When more is due than one fan-out dispatches within
+``GROWTH_WINDOW_SECONDS``, it starts helper fan-outs (asynchronous invokes of its own function,
+payload ``{"helper": true}``), up to ``max_fanouts`` fan-outs at once, itself included. A helper
+claims beside it (claims skip locked rows, so no job is taken twice) until a claim comes back
+empty or its deadline, and never starts helpers of its own.
+
+The primary cannot see when a helper ends; it counts a helper as running for the time the
+helper's share of the backlog takes at ``FANOUT_DISPATCH_RATE`` (see ``helper_drain_seconds``).
+The rate is set low rather than high: a helper that ends sooner than counted delays the next
+growth by a few seconds, while one counted as ended too soon would let the fan-outs at once
+exceed the maximum.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import Any, Callable
+
+logger = logging.getLogger(__name__)
+
+#: Invokes per second one fan-out sustains, counted low: the 512 MB fan-out Lambda's share of a
+#: vCPU is about a third of a core, at about 0.4 ms of CPU per invoke (bench/dispatch_rate.py).
+FANOUT_DISPATCH_RATE = 500.0
+#: The backlog one fan-out should dispatch within this many seconds; more starts helpers.
+GROWTH_WINDOW_SECONDS = 5.0
+#: How often the primary reads the backlog again while it runs.
+BACKLOG_CHECK_SECONDS = 5.0
+#: The payload of a helper's invoke.
+HELPER_EVENT = {"helper": True}
+
+
+def helpers_to_start(backlog: int, running: int, *, max_fanouts: int, rate: float = FANOUT_DISPATCH_RATE,
+                     window_seconds: float = GROWTH_WINDOW_SECONDS) -> int:
+    """How many helper fan-outs to start now: the fan-outs that dispatch ``backlog`` due jobs
+    within ``window_seconds`` at ``rate`` each, less the ``running`` ones (the primary
+    included), never more than ``max_fanouts`` at once."""
+    if backlog <= 0 or max_fanouts <= 1 or rate <= 0 or window_seconds <= 0:
+        return 0
+    needed = math.ceil(backlog / (rate * window_seconds))
+    return max(min(needed, max_fanouts) - max(running, 1), 0)
+
+
+def helper_drain_seconds(backlog: int, fanouts: int, *, rate: float = FANOUT_DISPATCH_RATE) -> float:
+    """How long a helper is counted as running: its share of ``backlog`` over ``fanouts`` at ``rate``."""
+    return backlog / (max(fanouts, 1) * rate) if rate > 0 else 0.0
+
+
+def is_helper(event: Any) -> bool:
+    """Whether this invocation of the fan-out is a helper (started by a primary, not the tick)."""
+    return isinstance(event, dict) and event.get("helper") is True
+
+
+class Growth:
+    """The primary's helper starts. ``observe(backlog)`` is called with the due backlog at the
+    start and while the primary runs; it starts what ``helpers_to_start`` says and returns how
+    many it started."""
+
+    def __init__(self, start_helper: Callable[[], bool], *, max_fanouts: int, clock: Callable[[], float],
+                 rate: float = FANOUT_DISPATCH_RATE, window_seconds: float = GROWTH_WINDOW_SECONDS):
+        self.start_helper = start_helper
+        self.max_fanouts = max_fanouts
+        self.clock = clock
+        self.rate = rate
+        self.window_seconds = window_seconds
+        self.started = 0
+        self._running_until: list[float] = []  # when each helper is counted as done
+
+    def running(self) -> int:
+        """Fan-outs counted as running now: this one and its helpers."""
+        now = self.clock()
+        self._running_until = [end for end in self._running_until if end > now]
+        return 1 + len(self._running_until)
+
+    def observe(self, backlog: int) -> int:
+        """Start the helpers this backlog calls for; the number started."""
+        running = self.running()
+        wanted = helpers_to_start(backlog, running, max_fanouts=self.max_fanouts, rate=self.rate,
+                                  window_seconds=self.window_seconds)
+        if not wanted:
+            return 0
+        until = self.clock() + helper_drain_seconds(backlog, running + wanted, rate=self.rate)
+        started = 0
+        for _ in range(wanted):
+            if not self.start_helper():
+                break
+            self._running_until.append(until)
+            started += 1
+        self.started += started
+        logger.info("helper fan-outs started", extra={"backlog": backlog, "helpers": started, "running": running})
+        return started
+
+
+class LambdaHelperStarter:
+    """Starts a helper by an asynchronous invoke of the fan-out function itself."""
+
+    def __init__(self, client: Any, function_name: str):
+        self.client = client
+        self._invoke_args = {"FunctionName": function_name, "InvocationType": "Event",
+                             "Payload": json.dumps(HELPER_EVENT).encode()}
+
+    def __call__(self) -> bool:
+        try:
+            self.client.invoke(**self._invoke_args)["Payload"].read()
+            return True
+        except Exception as exc:  # botocore ClientError, connection errors: the primary carries on
+            code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
+            logger.warning("helper fan-out not started", extra={"error": code})
+            return False
+
+
+def lambda_growth(client: Any, fanout_function: str | None, max_fanouts: int,
+                  clock: Callable[[], float]) -> Growth | None:
+    """The primary's ``Growth`` through Lambda, or None when it may not grow (one fan-out at most,
+    or its own function name unknown)."""
+    if max_fanouts <= 1 or not fanout_function:
+        return None
+    return Growth(LambdaHelperStarter(client, fanout_function), max_fanouts=max_fanouts, clock=clock)
