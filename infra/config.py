@@ -17,6 +17,8 @@ BROKERS = ("amazonmq", "none")
 PRECISIONS = ("second", "minute")
 REMOVAL_POLICIES = ("snapshot", "retain", "destroy")
 ARCHITECTURES = tuple(sorted(layer_build.MACHINES))
+# Beyond this many fan-outs the database, not the fan-outs, is the limit (docs/capacity.md).
+MAX_FANOUT_MAX = 16
 
 # Every context key this app reads, with its default (documented in README.md, "Deploy to AWS").
 DEFAULTS: dict[str, Any] = {
@@ -39,6 +41,9 @@ DEFAULTS: dict[str, Any] = {
     "api_rate_limit": 50,
     "api_burst_limit": 100,
     "target_allow_list": "",
+    # The most fan-outs claiming at once: the tick's fan-out and the helpers it starts when the
+    # due backlog is more than one dispatches in a few seconds (1: no helpers).
+    "fanout_max": 4,
 }
 
 
@@ -66,6 +71,7 @@ class Config:
     api_rate_limit: int
     api_burst_limit: int
     target_allow_list: str
+    fanout_max: int = DEFAULTS["fanout_max"]
 
     @property
     def with_broker(self) -> bool:
@@ -103,6 +109,7 @@ class Config:
             api_rate_limit=_int(get("api_rate_limit"), "api_rate_limit", minimum=1),
             api_burst_limit=_int(get("api_burst_limit"), "api_burst_limit", minimum=1),
             target_allow_list=str(get("target_allow_list")).strip(),
+            fanout_max=_int(get("fanout_max"), "fanout_max", minimum=1, maximum=MAX_FANOUT_MAX),
         )
         return config
 

@@ -32,6 +32,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "removal_policy": "destroy",
         "alarm_email": "ops@example.com",
         "target_allow_list": "hooks.example.com",
+        "fanout_max": "1",
     },
     # Same architecture as the AWS variant, so the session builds one layer only.
     "localstack": {"localstack": "true", "architecture": "arm64"},
