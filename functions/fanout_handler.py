@@ -5,14 +5,10 @@ invocation (the primary) starts helper fan-outs when the backlog calls for them;
 
 from __future__ import annotations
 
-import time
-
 from aws_lambda_powertools import Logger, Tracer
 
 from scheduler import constants as c
-from scheduler.dispatch import LambdaDispatch
-from scheduler.fanout import drain_limit, fanout_deadline, run_fanout
-from scheduler.growth import is_helper, lambda_growth
+from scheduler.fanout import run_lambda_invocation
 from scheduler.settings import get_settings
 from scheduler.telemetry import PowertoolsMetrics
 from scheduler.wiring import Dependencies, route_domain_logs_to
@@ -29,19 +25,11 @@ deps = Dependencies(get_settings(), through_proxy=True,
 def handler(event: dict, context) -> dict:
     """Claim and dispatch until this invocation's budget ends (a helper: until a claim is empty)."""
     settings = deps.settings
-    remaining = context.get_remaining_time_in_millis() / 1000
-    helper = is_helper(event)
-    growth = None if helper else lambda_growth(deps.lambda_client, settings.fanout_function, settings.max_fanouts,
-                                               time.monotonic)
-    dispatch = LambdaDispatch(deps.lambda_client, settings.executor_function)
-    try:
-        report = run_fanout(deps.store, dispatch,
-                            budget_seconds=0 if helper else fanout_deadline(settings.precision, remaining),
-                            drain_limit_seconds=drain_limit(remaining), batch_size=settings.claim_batch_size,
-                            lease_seconds=settings.claim_lease_seconds, metrics=deps.metrics,
-                            retention_days=None if helper else settings.execution_retention_days,
-                            until_empty=helper, on_backlog=growth.observe if growth else None)
-    finally:
-        dispatch.close()
+    report, helper = run_lambda_invocation(
+        event, deps.store, deps.lambda_client, remaining_seconds=context.get_remaining_time_in_millis() / 1000,
+        executor_function=settings.executor_function, fanout_function=settings.fanout_function,
+        max_fanouts=settings.max_fanouts, precision=settings.precision, batch_size=settings.claim_batch_size,
+        lease_seconds=settings.claim_lease_seconds, retention_days=settings.execution_retention_days,
+        metrics=deps.metrics)
     logger.info("fan-out finished", extra={**report.as_dict(), "helper": helper})
     return report.as_dict()

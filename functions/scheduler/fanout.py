@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from scheduler import constants as c
-from scheduler.dispatch import Dispatch
-from scheduler.growth import BACKLOG_CHECK_SECONDS
+from scheduler.dispatch import Dispatch, LambdaDispatch
+from scheduler.growth import BACKLOG_CHECK_SECONDS, FANOUT_DISPATCH_RATE, is_helper, lambda_growth
 from scheduler.ports import FanoutStore
 from scheduler.telemetry import Metrics, NullMetrics
 
@@ -146,3 +146,31 @@ def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float,
     if report.helpers:
         metrics.count(c.METRIC_FANOUT_HELPERS, report.helpers)
     return report
+
+
+def run_lambda_invocation(event: Any, store: FanoutStore, client: Any, *, remaining_seconds: float,
+                          executor_function: str | None, fanout_function: str | None = None, max_fanouts: int = 1,
+                          precision: str = "second", batch_size: int = 100, lease_seconds: float = 120,
+                          retention_days: int | None = None, metrics: Metrics | None = None,
+                          clock: Callable[[], float] = time.monotonic,
+                          dispatch_options: dict[str, Any] | None = None,
+                          dispatch_rate: float = FANOUT_DISPATCH_RATE) -> tuple[FanoutReport, bool]:
+    """One invocation of the fan-out function, with ``LambdaDispatch`` over ``client``: the tick's
+    (the primary: through its minute, starting helpers as the backlog calls for them, purging old
+    executions) or a helper's (``{"helper": true}``: until a claim comes back empty or its drain
+    limit, no helpers of its own). ``dispatch_options`` go to ``LambdaDispatch``; ``dispatch_rate``
+    is what one fan-out is counted to dispatch a second (``scheduler.growth``). Returns the
+    report and whether this was a helper."""
+    helper = is_helper(event)
+    growth = None if helper else lambda_growth(client, fanout_function, max_fanouts, clock, rate=dispatch_rate)
+    dispatch = LambdaDispatch(client, executor_function, **(dispatch_options or {}))
+    try:
+        report = run_fanout(store, dispatch,
+                            budget_seconds=0 if helper else fanout_deadline(precision, remaining_seconds),
+                            drain_limit_seconds=drain_limit(remaining_seconds), batch_size=batch_size,
+                            lease_seconds=lease_seconds, metrics=metrics,
+                            retention_days=None if helper else retention_days, clock=clock,
+                            until_empty=helper, on_backlog=growth.observe if growth else None)
+    finally:
+        dispatch.close()
+    return report, helper

@@ -113,10 +113,10 @@ class LambdaHelperStarter:
             return False
 
 
-def lambda_growth(client: Any, fanout_function: str | None, max_fanouts: int,
-                  clock: Callable[[], float]) -> Growth | None:
+def lambda_growth(client: Any, fanout_function: str | None, max_fanouts: int, clock: Callable[[], float], *,
+                  rate: float = FANOUT_DISPATCH_RATE) -> Growth | None:
     """The primary's ``Growth`` through Lambda, or None when it may not grow (one fan-out at most,
     or its own function name unknown)."""
     if max_fanouts <= 1 or not fanout_function:
         return None
-    return Growth(LambdaHelperStarter(client, fanout_function), max_fanouts=max_fanouts, clock=clock)
+    return Growth(LambdaHelperStarter(client, fanout_function), max_fanouts=max_fanouts, clock=clock, rate=rate)
