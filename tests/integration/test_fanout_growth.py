@@ -249,3 +249,20 @@ def test_a_primary_starts_helpers_through_lambda_and_every_job_runs_once(db_url,
     keys = [r["headers"]["Idempotency-Key"] for r in target_server.requests]
     assert len(keys) == len(rows) == len(set(keys))
     assert fake.received["executor"] == len(rows)
+
+
+def test_the_primary_reads_the_backlog_at_its_start_and_while_it_runs(pool, store):
+    insert_due_jobs(pool, 120)
+    insert_due_jobs(pool, 30, prefix="later", due_offset_seconds=1.0)
+    seen: list[int] = []
+
+    def on_backlog(backlog: int) -> int:
+        seen.append(backlog)
+        return 1 if len(seen) == 1 else 0
+
+    report = run_fanout(store, RecordingDispatch(Ledger(), "p"), budget_seconds=2.5, batch_size=200,
+                        on_backlog=on_backlog, backlog_check_seconds=0.5)
+    assert seen[0] == 120 and len(seen) >= 3  # at the start, then every half second
+    assert max(seen[1:]) <= 30  # what fell due later, before it was claimed
+    assert report.helpers == 1 and report.claimed == 150
+    assert report.as_dict()["helpers"] == 1
