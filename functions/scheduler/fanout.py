@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 from scheduler import constants as c
 from scheduler.dispatch import Dispatch, LambdaDispatch
-from scheduler.growth import BACKLOG_CHECK_SECONDS, FANOUT_DISPATCH_RATE, is_helper, lambda_growth
+from scheduler.growth import (BACKLOG_CHECK_SECONDS, BACKLOG_RECHECK_FULL_SECONDS, FANOUT_DISPATCH_RATE, is_helper,
+                              lambda_growth)
 from scheduler.ports import FanoutStore
 from scheduler.telemetry import Metrics, NullMetrics
 
@@ -84,8 +85,9 @@ def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float,
     ``until_empty`` (a helper fan-out, ``scheduler.growth``): any claim that took jobs is followed
     by another at once, so it stops at the first empty claim (or its drain limit), not at a claim
     short of a batch (rows another fan-out holds are skipped). ``on_backlog`` (the primary) is
-    called with the due backlog at the start and every ``backlog_check_seconds``; it returns the
-    number of helpers it started.
+    called with the due backlog at the start and every ``backlog_check_seconds`` (every
+    ``BACKLOG_RECHECK_FULL_SECONDS`` while claims come back full: a backlog is building); it
+    returns the number of helpers it started.
     """
     metrics = metrics or NullMetrics()
     stop = stop or threading.Event()
@@ -98,14 +100,14 @@ def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float,
     metrics.gauge(c.METRIC_OLDEST_DUE_AGE_S, oldest, unit="Seconds")
     if on_backlog is not None:
         report.helpers += on_backlog(backlog)
-    next_check = began + backlog_check_seconds
+    checked, next_check = began, began + backlog_check_seconds
     # Retention: a batch in each round without a full claim, while batches come back full and up
     # to a cap per run, so the purge keeps up with the execution rate without delaying due jobs.
     purge_more = bool(retention_days)
     while not stop.is_set():
         if on_backlog is not None and clock() >= next_check:
             report.helpers += on_backlog(store.due_backlog()[0])
-            next_check = clock() + backlog_check_seconds
+            checked, next_check = clock(), clock() + backlog_check_seconds
         room = min(batch_size, dispatch.capacity())
         if room <= 0:  # executors saturated: claim nothing we would have to give back
             stop.wait(MIN_IDLE_SECONDS)
@@ -124,6 +126,8 @@ def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float,
             report.dispatched += len(claims) - len(refused)
             metrics.count(c.METRIC_CLAIMED, len(claims))
             metrics.count(c.METRIC_DISPATCHED, len(claims) - len(refused))
+            if len(claims) == room and on_backlog is not None:
+                next_check = min(next_check, checked + BACKLOG_RECHECK_FULL_SECONDS)
             if len(refused) < len(claims) and (len(claims) == room or until_empty) and clock() < drain_deadline:
                 continue  # more may be due right now
             if refused:

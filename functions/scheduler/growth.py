@@ -1,7 +1,7 @@
 """Fan-outs that grow with the backlog.
 
 The fan-out started by the tick (the primary) reads the due backlog when it starts and every
-few seconds while it runs. When more is due than one fan-out dispatches within
+few seconds while it runs (every second while its claims come back full). When more is due than one fan-out dispatches within
 ``GROWTH_WINDOW_SECONDS``, it starts helper fan-outs (asynchronous invokes of its own function,
 payload ``{"helper": true}``), up to ``max_fanouts`` fan-outs at once, itself included. A helper
 claims beside it (claims skip locked rows, so no job is taken twice) until a claim comes back
@@ -28,8 +28,10 @@ logger = logging.getLogger(__name__)
 FANOUT_DISPATCH_RATE = 500.0
 #: The backlog one fan-out should dispatch within this many seconds; more starts helpers.
 GROWTH_WINDOW_SECONDS = 5.0
-#: How often the primary reads the backlog again while it runs.
+#: How often the primary reads the backlog again while it runs ...
 BACKLOG_CHECK_SECONDS = 5.0
+#: ... and while its claims come back full (a backlog is building: one count a second is cheap).
+BACKLOG_RECHECK_FULL_SECONDS = 1.0
 #: The payload of a helper's invoke.
 HELPER_EVENT = {"helper": True}
 

@@ -266,3 +266,16 @@ def test_the_primary_reads_the_backlog_at_its_start_and_while_it_runs(pool, stor
     assert max(seen[1:]) <= 30  # what fell due later, before it was claimed
     assert report.helpers == 1 and report.claimed == 150
     assert report.as_dict()["helpers"] == 1
+
+
+def test_while_claims_come_back_full_the_primary_reads_the_backlog_every_second(pool, store):
+    import itertools
+
+    insert_due_jobs(pool, 300)
+    seen: list[int] = []
+    ticks = itertools.count(0.0, 0.25)  # a clock that moves a quarter second per reading
+    report = run_fanout(store, RecordingDispatch(Ledger(), "p"), budget_seconds=0, drain_limit_seconds=1000,
+                        batch_size=10, on_backlog=lambda backlog: seen.append(backlog) or 0,
+                        backlog_check_seconds=1000, clock=lambda: next(ticks))
+    assert report.claimed == 300
+    assert len(seen) >= 5 and seen == sorted(seen, reverse=True)  # a shrinking backlog, read again and again
