@@ -79,6 +79,16 @@ class Dispatch(Protocol):
         """Wait for in-flight dispatches and free resources."""
 
 
+def release_connection(answer: dict[str, Any]) -> None:
+    """Read an accepted invoke's (empty) body to its end, which gives the connection back to the
+    client's pool; left unread, every invoke would open a new one (a TLS handshake on AWS). The
+    invoke was accepted: a failure here is not a failed dispatch."""
+    try:
+        answer["Payload"].read()
+    except Exception:  # noqa: BLE001 - the connection is dropped, the next invoke opens another
+        logger.debug("invoke answer not read", exc_info=True)
+
+
 class LambdaDispatch:
     """Asynchronous Lambda invokes (``InvocationType="Event"``) of the executor, from a bounded
     thread pool, with backoff on throttling."""
@@ -107,16 +117,15 @@ class LambdaDispatch:
         for attempt in range(1, self.max_tries + 1):
             try:
                 answer = self.client.invoke(**self._invoke_args, Payload=payload)
-                # The (empty) body read to its end gives the connection back to the pool; left
-                # unread, every invoke would open a new connection (a TLS handshake on AWS).
-                answer["Payload"].read()
-                return True
             except Exception as exc:  # botocore ClientError, connection errors
                 code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
                 if attempt == self.max_tries or (code not in self.RETRYABLE and hasattr(exc, "response")):
                     logger.error("executor invoke failed", extra={"job_id": claim.job_id, "error": code})
                     return False
                 self.sleep(random.uniform(0, self.base_delay * 2 ** attempt))
+                continue
+            release_connection(answer)
+            return True
         return False
 
     def dispatch(self, claims: list[Claim]) -> list[Claim]:

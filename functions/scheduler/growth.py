@@ -107,12 +107,16 @@ class LambdaHelperStarter:
 
     def __call__(self) -> bool:
         try:
-            self.client.invoke(**self._invoke_args)["Payload"].read()
-            return True
+            answer = self.client.invoke(**self._invoke_args)
         except Exception as exc:  # botocore ClientError, connection errors: the primary carries on
             code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
             logger.warning("helper fan-out not started", extra={"error": code})
             return False
+        try:
+            answer["Payload"].read()  # gives the connection back to the pool
+        except Exception:  # noqa: BLE001 - accepted all the same
+            pass
+        return True
 
 
 def lambda_growth(client: Any, fanout_function: str | None, max_fanouts: int, clock: Callable[[], float], *,

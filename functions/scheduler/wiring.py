@@ -9,7 +9,6 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from scheduler.db import conninfo_from_settings, make_pool
-from scheduler.dispatch import INVOKE_THREADS
 from scheduler.secrets import decrypt_target_secrets, make_secret_box
 from scheduler.settings import Settings
 from scheduler.store import Store
@@ -58,13 +57,15 @@ class Dependencies:
         return boto3.client("lambda", config=lambda_client_config())
 
 
-def lambda_client_config(threads: int = INVOKE_THREADS) -> Any:
+def lambda_client_config(threads: int | None = None) -> Any:
     """botocore's configuration of the fan-out's Lambda client: a connection per invoking thread
-    (botocore's default pool holds 10), and no client-side validation of the parameters the
-    dispatch builds itself (a per-invoke cost of its own)."""
+    (``dispatch.INVOKE_THREADS``; botocore's default pool holds 10), and no client-side validation
+    of the parameters the dispatch builds itself (a per-invoke cost of its own)."""
     from botocore.config import Config
 
-    return Config(max_pool_connections=threads, parameter_validation=False)
+    from scheduler.dispatch import INVOKE_THREADS
+
+    return Config(max_pool_connections=threads or INVOKE_THREADS, parameter_validation=False)
 
 
 def default_broker_url(settings: Settings, secrets_client: Any = None) -> str | None:
