@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 from scheduler import constants as c
 from scheduler.dispatch import Dispatch, LambdaDispatch
-from scheduler.growth import (BACKLOG_CHECK_SECONDS, BACKLOG_RECHECK_FULL_SECONDS, FANOUT_DISPATCH_RATE, is_helper,
-                              lambda_growth)
+from scheduler.growth import (BACKLOG_CHECK_SECONDS, BACKLOG_RECHECK_FULL_SECONDS, FANOUT_DISPATCH_RATE,
+                              helper_seconds, is_helper, lambda_growth)
 from scheduler.ports import FanoutStore
 from scheduler.telemetry import Metrics, NullMetrics
 
@@ -161,8 +161,8 @@ def run_lambda_invocation(event: Any, store: FanoutStore, client: Any, *, remain
                           dispatch_rate: float = FANOUT_DISPATCH_RATE) -> tuple[FanoutReport, bool]:
     """One invocation of the fan-out function, with ``LambdaDispatch`` over ``client``: the tick's
     (the primary: through its minute, starting helpers as the backlog calls for them, purging old
-    executions) or a helper's (``{"helper": true}``: until a claim comes back empty or its drain
-    limit, no helpers of its own). ``dispatch_options`` go to ``LambdaDispatch``; ``dispatch_rate``
+    executions) or a helper's (``{"helper": true, "seconds": s}``: until a claim comes back empty,
+    its ``s`` seconds or its drain limit, no helpers of its own). ``dispatch_options`` go to ``LambdaDispatch``; ``dispatch_rate``
     is what one fan-out is counted to dispatch a second (``scheduler.growth``). Returns the
     report and whether this was a helper."""
     helper = is_helper(event)
@@ -171,8 +171,9 @@ def run_lambda_invocation(event: Any, store: FanoutStore, client: Any, *, remain
     try:
         report = run_fanout(store, dispatch,
                             budget_seconds=0 if helper else fanout_deadline(precision, remaining_seconds),
-                            drain_limit_seconds=drain_limit(remaining_seconds), batch_size=batch_size,
-                            lease_seconds=lease_seconds, metrics=metrics,
+                            drain_limit_seconds=min(drain_limit(remaining_seconds),
+                                                    (helper_seconds(event) or float("inf")) if helper else float("inf")),
+                            batch_size=batch_size, lease_seconds=lease_seconds, metrics=metrics,
                             retention_days=None if helper else retention_days, clock=clock,
                             until_empty=helper, on_backlog=growth.observe if growth else None)
     finally:

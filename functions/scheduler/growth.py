@@ -7,11 +7,13 @@ payload ``{"helper": true}``), up to ``max_fanouts`` fan-outs at once, itself in
 claims beside it (claims skip locked rows, so no job is taken twice) until a claim comes back
 empty or its deadline, and never starts helpers of its own.
 
-The primary cannot see when a helper ends; it counts a helper as running for the time the
-helper's share of the backlog takes at ``FANOUT_DISPATCH_RATE`` (see ``helper_drain_seconds``).
-The rate is set low rather than high: a helper that ends sooner than counted delays the next
-growth by a few seconds, while one counted as ended too soon would let the fan-outs at once
-exceed the maximum.
+The primary cannot see when a helper ends, so it tells each helper how long it may run: the
+time its share of the backlog takes at ``FANOUT_DISPATCH_RATE`` (``helper_drain_seconds``, at
+least ``MIN_HELPER_SECONDS``), in the payload (``{"helper": true, "seconds": s}``). It counts the
+helper as running for that long plus ``HELPER_START_MARGIN_SECONDS`` (the invoke and the cold
+start), so a helper never outlives its count and the fan-outs at once stay within the maximum,
+even when the backlog never empties; a backlog still there when a helper's time is up starts
+another.
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ GROWTH_WINDOW_SECONDS = 5.0
 BACKLOG_CHECK_SECONDS = 5.0
 #: ... and while its claims come back full (a backlog is building: one count a second is cheap).
 BACKLOG_RECHECK_FULL_SECONDS = 1.0
-#: The payload of a helper's invoke.
-HELPER_EVENT = {"helper": True}
+#: The shortest run a helper is started for (a cold start is worth a few seconds of work).
+MIN_HELPER_SECONDS = 10.0
+#: Time counted for a helper's invoke and cold start, on top of its run.
+HELPER_START_MARGIN_SECONDS = 5.0
 
 
 def helpers_to_start(backlog: int, running: int, *, max_fanouts: int, rate: float = FANOUT_DISPATCH_RATE,
@@ -57,12 +61,25 @@ def is_helper(event: Any) -> bool:
     return isinstance(event, dict) and event.get("helper") is True
 
 
+def helper_seconds(event: Any) -> float | None:
+    """How long a helper may run (its payload's ``seconds``), None when not given."""
+    seconds = event.get("seconds") if isinstance(event, dict) else None
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds > 0:
+        return float(seconds)
+    return None
+
+
+def helper_event(seconds: float) -> dict[str, Any]:
+    """The payload of a helper's invoke: it may run ``seconds``."""
+    return {"helper": True, "seconds": round(seconds, 1)}
+
+
 class Growth:
     """The primary's helper starts. ``observe(backlog)`` is called with the due backlog at the
     start and while the primary runs; it starts what ``helpers_to_start`` says and returns how
     many it started."""
 
-    def __init__(self, start_helper: Callable[[], bool], *, max_fanouts: int, clock: Callable[[], float],
+    def __init__(self, start_helper: Callable[[float], bool], *, max_fanouts: int, clock: Callable[[], float],
                  rate: float = FANOUT_DISPATCH_RATE, window_seconds: float = GROWTH_WINDOW_SECONDS):
         self.start_helper = start_helper
         self.max_fanouts = max_fanouts
@@ -85,10 +102,11 @@ class Growth:
                                   window_seconds=self.window_seconds)
         if not wanted:
             return 0
-        until = self.clock() + helper_drain_seconds(backlog, running + wanted, rate=self.rate)
+        seconds = max(helper_drain_seconds(backlog, running + wanted, rate=self.rate), MIN_HELPER_SECONDS)
+        until = self.clock() + seconds + HELPER_START_MARGIN_SECONDS
         started = 0
         for _ in range(wanted):
-            if not self.start_helper():
+            if not self.start_helper(seconds):
                 break
             self._running_until.append(until)
             started += 1
@@ -98,16 +116,15 @@ class Growth:
 
 
 class LambdaHelperStarter:
-    """Starts a helper by an asynchronous invoke of the fan-out function itself."""
+    """Starts a helper, for ``seconds`` at most, by an asynchronous invoke of the fan-out function itself."""
 
     def __init__(self, client: Any, function_name: str):
         self.client = client
-        self._invoke_args = {"FunctionName": function_name, "InvocationType": "Event",
-                             "Payload": json.dumps(HELPER_EVENT).encode()}
+        self._invoke_args = {"FunctionName": function_name, "InvocationType": "Event"}
 
-    def __call__(self) -> bool:
+    def __call__(self, seconds: float) -> bool:
         try:
-            answer = self.client.invoke(**self._invoke_args)
+            answer = self.client.invoke(**self._invoke_args, Payload=json.dumps(helper_event(seconds)).encode())
         except Exception as exc:  # botocore ClientError, connection errors: the primary carries on
             code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
             logger.warning("helper fan-out not started", extra={"error": code})

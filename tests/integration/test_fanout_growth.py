@@ -225,7 +225,8 @@ def test_a_primary_starts_helpers_through_lambda_and_every_job_runs_once(db_url,
         lambda_pool.close()
     assert not fake.errors, fake.errors
     assert not was_helper and report.helpers == 2
-    assert fake.received["fanout"] == 2 and fake.events["fanout"] == [{"helper": True}] * 2
+    assert fake.received["fanout"] == 2
+    assert all(e["helper"] is True and e["seconds"] >= 10 for e in fake.events["fanout"])
     assert all(was for _, was in helpers) and all(r.helpers == 0 for r, _ in helpers)  # helpers never grow
     assert sum(r.claimed for r, _ in helpers) > 0  # the helpers did claim beside the primary
     with pool.connection() as conn:
@@ -279,3 +280,26 @@ def test_while_claims_come_back_full_the_primary_reads_the_backlog_every_second(
                         backlog_check_seconds=1000, clock=lambda: next(ticks))
     assert report.claimed == 300
     assert len(seen) >= 5 and seen == sorted(seen, reverse=True)  # a shrinking backlog, read again and again
+
+
+class AcceptingClient:
+    """A Lambda client that accepts every asynchronous invoke."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def invoke(self, **kwargs):
+        self.calls += 1
+        return {"StatusCode": 202, "Payload": __import__("io").BytesIO(b"")}
+
+
+def test_a_helper_stops_when_its_time_is_up_though_claims_still_come_back_full(pool, store):
+    import itertools
+
+    insert_due_jobs(pool, 1000)
+    ticks = itertools.count(0.0, 0.25)  # a quarter second per reading
+    client = AcceptingClient()
+    report, helper = run_lambda_invocation({"helper": True, "seconds": 2.0}, store, client, remaining_seconds=90,
+                                           executor_function="executor", batch_size=10, clock=lambda: next(ticks))
+    assert helper and 0 < report.claimed < 1000 and report.helpers == 0
+    assert client.calls == report.dispatched  # executor invokes only: a helper starts no helpers

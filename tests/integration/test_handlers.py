@@ -110,7 +110,7 @@ def test_fanout_handler_primary_starts_helpers_and_a_helper_drains_without_growi
     client = boto3.client("lambda", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     stubber = Stubber(client)
     stubber.add_response("invoke", {"StatusCode": 202, "Payload": io.BytesIO(b"")},
-                         {"FunctionName": "Stack-fanout", "InvocationType": "Event", "Payload": b'{"helper": true}'})
+                         {"FunctionName": "Stack-fanout", "InvocationType": "Event", "Payload": b'{"helper": true, "seconds": 10.0}'})
     for _ in range(backlog):
         stubber.add_response("invoke", {"StatusCode": 202, "Payload": io.BytesIO(b"")},
                              {"FunctionName": "executor", "InvocationType": "Event", "Payload": ANY})
@@ -119,7 +119,7 @@ def test_fanout_handler_primary_starts_helpers_and_a_helper_drains_without_growi
         with stubber:
             primary = fanout.handler({"source": "aws.events"}, FakeContext())
             assert primary["helpers"] == 1 and primary["dispatched"] == backlog
-            helper = fanout.handler({"helper": True}, FakeContext())  # nothing left: one empty claim
+            helper = fanout.handler({"helper": True, "seconds": 10.0}, FakeContext())  # nothing left: one empty claim
         assert helper == {**helper, "helpers": 0, "claimed": 0, "rounds": 1}
         stubber.assert_no_pending_responses()
     finally:

@@ -10,8 +10,9 @@ import pytest
 from botocore.stub import Stubber
 
 from scheduler import constants as c
-from scheduler.growth import (FANOUT_DISPATCH_RATE, GROWTH_WINDOW_SECONDS, Growth, LambdaHelperStarter,
-                              helper_drain_seconds, helpers_to_start, is_helper, lambda_growth)
+from scheduler.growth import (FANOUT_DISPATCH_RATE, GROWTH_WINDOW_SECONDS, HELPER_START_MARGIN_SECONDS,
+                              MIN_HELPER_SECONDS, Growth, LambdaHelperStarter, helper_drain_seconds, helper_seconds,
+                              helpers_to_start, is_helper, lambda_growth)
 from scheduler.settings import Settings
 
 ONE = int(FANOUT_DISPATCH_RATE * GROWTH_WINDOW_SECONDS)  # what one fan-out dispatches in the window
@@ -50,6 +51,13 @@ def test_only_an_explicit_helper_event_is_a_helper():
         assert not is_helper(event)
 
 
+def test_a_helper_reads_how_long_it_may_run():
+    assert helper_seconds({"helper": True, "seconds": 12.5}) == 12.5
+    for event in ({"helper": True}, {"helper": True, "seconds": 0}, {"helper": True, "seconds": "9"},
+                  {"helper": True, "seconds": True}, None):
+        assert helper_seconds(event) is None
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 0.0
@@ -58,36 +66,39 @@ class Clock:
         return self.now
 
 
-def test_growth_counts_its_helpers_while_they_drain_their_share_and_never_exceeds_the_maximum():
+def test_growth_counts_its_helpers_for_the_time_it_gives_them_and_never_exceeds_the_maximum():
     clock, starts = Clock(), []
-    growth = Growth(lambda: starts.append(clock.now) or True, max_fanouts=4, clock=clock, rate=100,
+    growth = Growth(lambda seconds: starts.append(seconds) or True, max_fanouts=4, clock=clock, rate=100,
                     window_seconds=5)
     assert growth.observe(300) == 0  # 3 s of one fan-out's work
-    assert growth.observe(4000) == 3 and growth.running() == 4  # each drains 1000 in 10 s
-    clock.now = 5.0
-    assert growth.observe(4000) == 0  # still counted as running
-    clock.now = 10.5
-    assert growth.running() == 1
-    assert growth.observe(1200) == 2  # a new backlog later in the minute: grows again
-    assert growth.started == 5 and len(starts) == 5
+    assert growth.observe(8000) == 3 and growth.running() == 4
+    assert starts == [20.0] * 3  # each may run for its share: 2000 at 100/s
+    clock.now = 20.0 + HELPER_START_MARGIN_SECONDS - 0.1
+    assert growth.observe(8000) == 0  # still counted as running (their run, their start)
+    clock.now = 20.0 + HELPER_START_MARGIN_SECONDS + 0.1
+    assert growth.running() == 1  # their time is up: they have stopped
+    assert growth.observe(1200) == 2  # the backlog still there: grows again
+    assert starts[3:] == [MIN_HELPER_SECONDS] * 2  # a short share: the shortest run worth a start
+    assert growth.started == 5
 
 
 def test_growth_stops_at_a_failed_start():
     results = iter([True, False, True])
-    growth = Growth(lambda: next(results), max_fanouts=4, clock=Clock(), rate=100, window_seconds=5)
+    growth = Growth(lambda seconds: next(results), max_fanouts=4, clock=Clock(), rate=100, window_seconds=5)
     assert growth.observe(10_000) == 1 and growth.running() == 2
 
 
 def test_lambda_helper_starter_invokes_its_own_function_asynchronously_with_the_helper_event():
     client = boto3.client("lambda", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     stubber = Stubber(client)
-    expected = {"FunctionName": "Stack-fanout", "InvocationType": "Event", "Payload": json.dumps({"helper": True}).encode()}
+    expected = {"FunctionName": "Stack-fanout", "InvocationType": "Event",
+                "Payload": json.dumps({"helper": True, "seconds": 12.3}).encode()}
     stubber.add_response("invoke", {"StatusCode": 202, "Payload": io.BytesIO(b"")}, expected)
     stubber.add_client_error("invoke", "TooManyRequestsException", http_status_code=429)
     with stubber:
         start = LambdaHelperStarter(client, "Stack-fanout")
-        assert start() is True
-        assert start() is False
+        assert start(12.34) is True
+        assert start(12.34) is False
     stubber.assert_no_pending_responses()
 
 
