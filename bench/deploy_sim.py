@@ -176,7 +176,7 @@ def _fanout_process(url: str, lambda_url: str, budget: float, batch: int, lease:
     pool = make_pool(url, min_size=1, max_size=2, through_proxy=True)
     client = boto3.client("lambda", endpoint_url=lambda_url, region_name="us-east-1", aws_access_key_id="testing",
                           aws_secret_access_key="testing", config=lambda_client_config())
-    cpu0 = time.process_time()
+    cpu0, began = time.process_time(), time.time()
     try:
         report, helper = run_lambda_invocation(
             event if event is not None else {"source": "aws.events"}, Store(pool), client,
@@ -187,7 +187,7 @@ def _fanout_process(url: str, lambda_url: str, budget: float, batch: int, lease:
         pool.close()
     reports.put({"claimed": report.claimed, "dispatched": report.dispatched, "released": report.released,
                  "rounds": report.rounds, "helpers": report.helpers, "helper": helper,
-                 "cpu_s": time.process_time() - cpu0})
+                 "cpu_s": time.process_time() - cpu0, "began": began, "ended": time.time()})
 
 
 class Deployment:
@@ -362,7 +362,19 @@ def fanouts_summary(args: argparse.Namespace, reports: list[dict[str, Any]]) -> 
     if args.max_fanouts <= 1:
         return f"{args.fanouts} fan-out(s)"
     helpers = sum(1 for r in reports if r.get("helper"))
-    return f"{len(reports) - helpers} primary and {helpers} helper fan-out(s), at most {args.max_fanouts} at once"
+    return (f"{len(reports) - helpers} primary and {helpers} helper fan-out(s), {peak_fanouts(reports)} at once "
+            f"at most (--max-fanouts {args.max_fanouts})")
+
+
+def peak_fanouts(reports: list[dict[str, Any]]) -> int:
+    """The most fan-outs that were claiming at the same time (from their start and end times)."""
+    edges = sorted([(r["began"], 1) for r in reports if "began" in r] +
+                   [(r["ended"], -1) for r in reports if "ended" in r], key=lambda e: (e[0], e[1]))
+    peak = running = 0
+    for _, step in edges:
+        running += step
+        peak = max(peak, running)
+    return peak
 
 
 def run_sustained(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
