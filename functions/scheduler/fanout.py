@@ -162,18 +162,19 @@ def run_lambda_invocation(event: Any, store: FanoutStore, client: Any, *, remain
     """One invocation of the fan-out function, with ``LambdaDispatch`` over ``client``: the tick's
     (the primary: through its minute, starting helpers as the backlog calls for them, purging old
     executions) or a helper's (``{"helper": true, "seconds": s}``: until a claim comes back empty,
-    its ``s`` seconds or its drain limit, no helpers of its own). ``dispatch_options`` go to ``LambdaDispatch``; ``dispatch_rate``
-    is what one fan-out is counted to dispatch a second (``scheduler.growth``). Returns the
-    report and whether this was a helper."""
+    its ``s`` seconds or its drain limit, no helpers of its own). ``dispatch_options`` go to
+    ``LambdaDispatch``; ``dispatch_rate`` is what one fan-out is counted to dispatch a second
+    (``scheduler.growth``). Returns the report and whether this was a helper."""
     helper = is_helper(event)
+    limit = drain_limit(remaining_seconds)
+    if helper:
+        limit = min(limit, helper_seconds(event) or limit)
     growth = None if helper else lambda_growth(client, fanout_function, max_fanouts, clock, rate=dispatch_rate)
     dispatch = LambdaDispatch(client, executor_function, **(dispatch_options or {}))
     try:
         report = run_fanout(store, dispatch,
                             budget_seconds=0 if helper else fanout_deadline(precision, remaining_seconds),
-                            drain_limit_seconds=min(drain_limit(remaining_seconds),
-                                                    (helper_seconds(event) or float("inf")) if helper else float("inf")),
-                            batch_size=batch_size, lease_seconds=lease_seconds, metrics=metrics,
+                            drain_limit_seconds=limit, batch_size=batch_size, lease_seconds=lease_seconds, metrics=metrics,
                             retention_days=None if helper else retention_days, clock=clock,
                             until_empty=helper, on_backlog=growth.observe if growth else None)
     finally:
