@@ -1,13 +1,20 @@
 """The deployed path, simulated on this machine: fan-outs, Lambda's async queue, executors.
 
-    .venv/bin/python bench/deploy_sim.py [--fanouts 2] [--executors 6] [--quick]
+    .venv/bin/python bench/deploy_sim.py [--fanouts 2 | --max-fanouts 4] [--executors 6] [--quick]
 
 What runs, each part the real code where the deployment runs real code:
-- **fan-outs**: K processes, each running ``run_fanout`` with ``LambdaDispatch`` as the fan-out
-  Lambda does (second precision, claims of the deployment's batch size), its boto3 Lambda client
-  pointed at a loopback endpoint;
+- **fan-outs**: processes running the fan-out function's own code path
+  (``fanout.run_lambda_invocation``, as ``fanout_handler`` calls it: ``run_fanout`` with
+  ``LambdaDispatch``, second precision, claims of the deployment's batch size), their boto3
+  Lambda client pointed at a loopback endpoint and configured as ``scheduler.wiring`` builds it.
+  ``--fanouts K``: K fan-outs at once for each phase, none starting helpers. ``--max-fanouts N``
+  (N > 1): the deployment's growth instead: one primary started per simulated minute of a phase,
+  which starts helper fan-outs (asynchronous invokes of the fan-out function, payload
+  ``{"helper": true}``) as the due backlog calls for them, up to N fan-outs at once; the endpoint
+  answers each such invoke by starting a helper process running the same code path (its
+  simulated timeout cut at the phase's end);
 - **Lambda's async queue**: a loopback HTTP server answering the Invoke API
-  (``InvocationType=Event``: 202 at once) and queueing each payload;
+  (``InvocationType=Event``: 202 at once) and queueing each payload of the executor function;
 - **executors**: W worker processes (the executor function's concurrency), each importing the
   real ``executor_handler`` and calling ``handler(event, context)`` for each queued payload: start
   the claim, deliver it, record the outcome (``start_execution``, HTTP, ``complete_job``);
@@ -52,6 +59,10 @@ from scheduler.sql import QUERIES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FUNCTION = "scheduler-executor"
+FANOUT_FUNCTION = "scheduler-fanout"
+# The fan-out function's timeout (infra/runner.py) and the reserve kept from it (scheduler.fanout).
+FANOUT_TIMEOUT_S = 90.0
+DEADLINE_RESERVE_S = 10.0
 RUN_TIMEOUT = 300.0
 
 
@@ -86,9 +97,10 @@ def _target_server(port_out, stop) -> None:
     httpd.serve_forever(poll_interval=0.1)
 
 
-def _lambda_service(port_out, invocations, received, stop) -> None:
+def _lambda_service(port_out, invocations, received, stop, fanout_invocations=None) -> None:
     """The Invoke API of Lambda for asynchronous invokes: 202 at once, the payload queued for
-    the executors (Lambda's async queue)."""
+    the executors (Lambda's async queue); an invoke of the fan-out function itself (a helper) is
+    queued on ``fanout_invocations`` for the deployment to start a fan-out process."""
     import http.server
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -99,7 +111,9 @@ def _lambda_service(port_out, invocations, received, stop) -> None:
             payload = self.rfile.read(length) if length else b""
             ok = (self.path.startswith("/2015-03-31/functions/") and self.path.endswith("/invocations")
                   and self.headers.get("X-Amz-Invocation-Type") == "Event")
-            if ok:
+            if ok and fanout_invocations is not None and self.path.split("/")[3] == FANOUT_FUNCTION:
+                fanout_invocations.put(payload)
+            elif ok:
                 invocations.put(payload)
                 with received.get_lock():
                     received.value += 1
@@ -144,48 +158,59 @@ def _executor_worker(env: dict[str, str], invocations, handled, failed) -> None:
                 failed.value += 1
 
 
-def _fanout_process(url: str, lambda_url: str, budget: float, batch: int, lease: float, reports) -> None:
-    """One fan-out Lambda invocation: ``run_fanout`` with ``LambdaDispatch`` for ``budget`` seconds."""
+def _fanout_process(url: str, lambda_url: str, budget: float, batch: int, lease: float, reports,
+                    event: dict | None = None, max_fanouts: int = 1, fanout_rate: float | None = None) -> None:
+    """One fan-out Lambda invocation, the handler's code path (``run_lambda_invocation``): the
+    tick's (``event`` None), claiming for ``budget`` seconds, or a helper's (``{"helper": true}``),
+    until a claim comes back empty or ``budget`` (its remaining time less the reserve)."""
     sys.path.insert(0, str(ROOT / "functions"))
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     import boto3
 
     from scheduler.db import make_pool
-    from scheduler.dispatch import LambdaDispatch
-    from scheduler.fanout import run_fanout
+    from scheduler.fanout import run_lambda_invocation
+    from scheduler.growth import FANOUT_DISPATCH_RATE
     from scheduler.store import Store
+    from scheduler.wiring import lambda_client_config
 
     pool = make_pool(url, min_size=1, max_size=2, through_proxy=True)
-    client = boto3.client("lambda", endpoint_url=lambda_url, region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
-    invoker = LambdaDispatch(client, FUNCTION)
-    cpu0 = time.process_time()
+    client = boto3.client("lambda", endpoint_url=lambda_url, region_name="us-east-1", aws_access_key_id="testing",
+                          aws_secret_access_key="testing", config=lambda_client_config())
+    cpu0, began = time.process_time(), time.time()
     try:
-        report = run_fanout(Store(pool), invoker, budget_seconds=budget, batch_size=batch, lease_seconds=lease)
+        report, helper = run_lambda_invocation(
+            event if event is not None else {"source": "aws.events"}, Store(pool), client,
+            remaining_seconds=budget + DEADLINE_RESERVE_S, executor_function=FUNCTION, fanout_function=FANOUT_FUNCTION,
+            max_fanouts=max_fanouts, batch_size=batch, lease_seconds=lease,
+            dispatch_rate=fanout_rate or FANOUT_DISPATCH_RATE)
     finally:
-        invoker.close()
         pool.close()
     reports.put({"claimed": report.claimed, "dispatched": report.dispatched, "released": report.released,
-                 "rounds": report.rounds, "cpu_s": time.process_time() - cpu0})
+                 "rounds": report.rounds, "helpers": report.helpers, "helper": helper,
+                 "cpu_s": time.process_time() - cpu0, "began": began, "ended": time.time()})
 
 
 class Deployment:
     """The target, the Lambda service, W executors; fan-outs are started per phase."""
 
-    def __init__(self, url: str, executors: int, key_file: str) -> None:
+    def __init__(self, url: str, executors: int, key_file: str, max_fanouts: int = 1,
+                 fanout_rate: float | None = None) -> None:
         self.ctx = mp.get_context("spawn")
         self.url = url
+        self.max_fanouts = max_fanouts
+        self.fanout_rate = fanout_rate
         self.stop = self.ctx.Event()
         ports = self.ctx.Queue()
         self.invocations = self.ctx.Queue()
+        self.fanout_invocations = self.ctx.Queue() if max_fanouts > 1 else None
         self.received = self.ctx.Value("q", 0)
         self.handled = self.ctx.Value("q", 0)
         self.failed = self.ctx.Value("q", 0)
         self.procs = [self.ctx.Process(target=_target_server, args=(ports, self.stop), daemon=True)]
         self.procs[0].start()
         self.target_url = f"http://127.0.0.1:{ports.get(timeout=30)}/hook"
-        service = self.ctx.Process(target=_lambda_service, args=(ports, self.invocations, self.received, self.stop),
-                                   daemon=True)
+        service = self.ctx.Process(target=_lambda_service, args=(ports, self.invocations, self.received, self.stop,
+                                                                 self.fanout_invocations), daemon=True)
         service.start()
         self.procs.append(service)
         self.lambda_url = f"http://127.0.0.1:{ports.get(timeout=30)}"
@@ -200,7 +225,10 @@ class Deployment:
             worker.start()
 
     def run_fanouts(self, count: int, budget: float, batch: int, lease: float) -> list[dict[str, Any]]:
-        """``count`` fan-outs at once for ``budget`` seconds; their reports."""
+        """``count`` fan-outs at once for ``budget`` seconds; their reports. With growth
+        (``max_fanouts`` > 1): a primary per simulated minute instead, and the helpers they start."""
+        if self.max_fanouts > 1:
+            return self._run_growing(budget, batch, lease)
         reports = self.ctx.Queue()
         procs = [self.ctx.Process(target=_fanout_process,
                                   args=(self.url, self.lambda_url, budget, batch, lease, reports), daemon=True)
@@ -210,6 +238,59 @@ class Deployment:
         out = [reports.get(timeout=budget + RUN_TIMEOUT) for _ in procs]
         for proc in procs:
             proc.join(timeout=30)
+        return out
+
+    def _run_growing(self, budget: float, batch: int, lease: float) -> list[dict[str, Any]]:
+        """One primary at the start of each simulated minute of ``budget`` (the tick), each
+        claiming for the rest of its minute plus the overlap; every helper invoke they send is
+        answered by a helper process. Returns when all of them have ended."""
+        reports = self.ctx.Queue()
+        procs: list[Any] = []
+        began = time.monotonic()
+        phase_end = began + budget
+        done = threading.Event()
+
+        def start(event: dict | None, seconds: float) -> None:
+            proc = self.ctx.Process(target=_fanout_process, args=(self.url, self.lambda_url, seconds, batch, lease,
+                                                                 reports, event, self.max_fanouts, self.fanout_rate),
+                                    daemon=True)
+            proc.start()
+            procs.append(proc)
+
+        def helpers() -> None:  # Lambda starting the fan-out function for each helper invoke
+            import queue as queue_module
+
+            while not (done.is_set() and self.fanout_invocations.empty()):
+                try:
+                    payload = self.fanout_invocations.get(timeout=0.1)
+                except queue_module.Empty:
+                    continue
+                left = min(FANOUT_TIMEOUT_S - DEADLINE_RESERVE_S, phase_end - time.monotonic())
+                start(json.loads(payload), max(left, 1.0))
+
+        spawner = threading.Thread(target=helpers, daemon=True)
+        spawner.start()
+        minute = 0
+        while began + 60 * minute < phase_end:
+            tick = began + 60 * minute
+            time.sleep(max(tick - time.monotonic(), 0))
+            start(None, min(65.0, phase_end - time.monotonic()))
+            minute += 1
+        deadline = phase_end + RUN_TIMEOUT
+        while True:  # every process, helpers started late included, has ended
+            for proc in list(procs):
+                proc.join(timeout=max(deadline - time.monotonic(), 0.1))
+            if all(not p.is_alive() for p in procs) and self.fanout_invocations.empty():
+                time.sleep(0.3)  # a helper invoke sent by the last fan-out to end
+                if all(not p.is_alive() for p in procs) and self.fanout_invocations.empty():
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError("fan-outs still running past the phase's deadline")
+        done.set()
+        spawner.join(timeout=5)
+        out = []
+        while len(out) < len(procs):
+            out.append(reports.get(timeout=30))
         return out
 
     def wait_idle(self, timeout: float) -> bool:
@@ -276,6 +357,26 @@ def db_epoch(url: str) -> float:
         return float(conn.execute("SELECT EXTRACT(EPOCH FROM clock_timestamp())").fetchone()[0])
 
 
+def fanouts_summary(args: argparse.Namespace, reports: list[dict[str, Any]]) -> str:
+    """How many fan-outs ran: fixed, or primaries and the helpers they started."""
+    if args.max_fanouts <= 1:
+        return f"{args.fanouts} fan-out(s)"
+    helpers = sum(1 for r in reports if r.get("helper"))
+    return (f"{len(reports) - helpers} primary and {helpers} helper fan-out(s), {peak_fanouts(reports)} at once "
+            f"at most (--max-fanouts {args.max_fanouts})")
+
+
+def peak_fanouts(reports: list[dict[str, Any]]) -> int:
+    """The most fan-outs that were claiming at the same time (from their start and end times)."""
+    edges = sorted([(r["began"], 1) for r in reports if "began" in r] +
+                   [(r["ended"], -1) for r in reports if "ended" in r], key=lambda e: (e[0], e[1]))
+    peak = running = 0
+    for _, step in edges:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
 def run_sustained(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
     reset(dep.url)
     insert_jobs(dep.url, args.jobs, dep.target_url, schedule="@every 1s", first_due="date_trunc('second', now())",
@@ -296,7 +397,7 @@ def run_sustained(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
     dispatched = sum(r["dispatched"] for r in out)
     cpu_per_invoke = sum(r["cpu_s"] for r in out) * 1000 / max(dispatched, 1)
     print(f"  sustained: {rate:7.0f} jobs/s over {window_end - window_start:.0f} s "
-          f"({args.jobs} jobs @every 1s, {args.fanouts} fan-out(s), {args.executors} executors); "
+          f"({args.jobs} jobs @every 1s, {fanouts_summary(args, out)}, {args.executors} executors); "
           f"statuses {statuses}; fan-out CPU {cpu_per_invoke:.2f} ms per invoke", flush=True)
     return {"jobs_per_s": rate, "window_s": window_end - window_start, "finished": done, "statuses": statuses,
             "fanouts": out, "fanout_cpu_ms_per_invoke": cpu_per_invoke}
@@ -324,7 +425,7 @@ def run_burst(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
     drained = max(float(r[1]) for r in rows if r[1] is not None) - first_due if rows else float("nan")
     print(f"  burst of {args.burst} due in one second: lateness p50 {p50:.2f} s, p99 {p99:.2f} s, max "
           f"{max(lateness):.2f} s; all finished {drained:.1f} s after the first was due "
-          f"({dep.handled.value - handled0} executor invocations)", flush=True)
+          f"({dep.handled.value - handled0} executor invocations; {fanouts_summary(args, out)})", flush=True)
     return {"jobs": args.burst, "ran": len(lateness), "p50_s": p50, "p99_s": p99, "max_s": max(lateness),
             "drain_s": drained, "fanouts": out}
 
@@ -428,6 +529,12 @@ def run_pgbench(url: str, jobs: int, clients: int, batch: int, target_url: str) 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fanouts", type=int, default=2, help="fan-out processes at once (default %(default)s)")
+    parser.add_argument("--max-fanouts", type=int, default=1,
+                        help="grow as deployed: a primary per minute starting helpers, up to N fan-outs at once "
+                             "(default %(default)s: --fanouts fixed fan-outs instead)")
+    parser.add_argument("--fanout-rate", type=float, default=None,
+                        help="invokes/s one fan-out is counted to dispatch when deciding on helpers "
+                             "(default: the deployment's, scheduler.growth.FANOUT_DISPATCH_RATE)")
     parser.add_argument("--executors", type=int, default=6, help="executor processes (the function's concurrency)")
     parser.add_argument("--jobs", type=int, default=10_000, help="recurring jobs of the sustained phase")
     parser.add_argument("--seconds", type=float, default=40.0, help="length of the sustained phase")
@@ -449,9 +556,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="sched-sim-") as tmp, postgres_server() as server, \
             fresh_database(server, "deploysim") as url:
         results["postgres"] = server_version(url)
-        print(f"deployment simulation: {args.fanouts} fan-out(s), {args.executors} executor processes, "
+        shape = (f"fan-outs growing to {args.max_fanouts} at once" if args.max_fanouts > 1
+                 else f"{args.fanouts} fan-out(s)")
+        print(f"deployment simulation: {shape}, {args.executors} executor processes, "
               f"claim batch {args.batch}, Postgres {results['postgres']}", flush=True)
-        dep = Deployment(url, args.executors, os.path.join(tmp, "secret.key"))
+        dep = Deployment(url, args.executors, os.path.join(tmp, "secret.key"), max_fanouts=args.max_fanouts,
+                         fanout_rate=args.fanout_rate)
         try:
             results["sustained"] = run_sustained(dep, args)
             results["burst"] = run_burst(dep, args)

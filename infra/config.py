@@ -17,6 +17,8 @@ BROKERS = ("amazonmq", "none")
 PRECISIONS = ("second", "minute")
 REMOVAL_POLICIES = ("snapshot", "retain", "destroy")
 ARCHITECTURES = tuple(sorted(layer_build.MACHINES))
+# Beyond this many fan-outs the database, not the fan-outs, is the limit (docs/capacity.md).
+MAX_FANOUT_MAX = 16
 
 # Every context key this app reads, with its default (documented in README.md, "Deploy to AWS").
 DEFAULTS: dict[str, Any] = {
@@ -43,6 +45,9 @@ DEFAULTS: dict[str, Any] = {
     # dispatches no more), so a burst cannot take the account's concurrency or the proxy's connections.
     "executor_concurrency": 50,
     "target_role_arns": "",  # roles the executor may assume for AWS targets (ARNs or /paths/); "" = any
+    # The most fan-outs claiming at once: the tick's fan-out and the helpers it starts when the
+    # due backlog is more than one dispatches in a few seconds (1: no helpers).
+    "fanout_max": 4,
 }
 
 
@@ -72,6 +77,7 @@ class Config:
     target_allow_list: str
     executor_concurrency: int = DEFAULTS["executor_concurrency"]
     target_role_arns: tuple[str, ...] = ()
+    fanout_max: int = DEFAULTS["fanout_max"]
 
     @property
     def service_name(self) -> str:
@@ -121,6 +127,7 @@ class Config:
             target_allow_list=str(get("target_allow_list")).strip(),
             executor_concurrency=_int(get("executor_concurrency"), "executor_concurrency", minimum=1, maximum=1000),
             target_role_arns=_role_arns(get("target_role_arns")),
+            fanout_max=_int(get("fanout_max"), "fanout_max", minimum=1, maximum=MAX_FANOUT_MAX),
         )
         return config
 

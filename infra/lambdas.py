@@ -112,6 +112,7 @@ class LambdaKit(Construct):
         environment: dict[str, str],
         placement: Placement | None,
         reserved_concurrency: int | None = None,
+        function_name: str | None = None,
     ) -> lambda_.Function:
         """A function of the scheduler in ``scope``, with its own log group and execution role."""
         log_group = logs.LogGroup(
@@ -135,6 +136,7 @@ class LambdaKit(Construct):
             log_group=log_group,
             tracing=lambda_.Tracing.ACTIVE,
             reserved_concurrent_executions=reserved_concurrency,
+            function_name=function_name,
             vpc=placement.vpc if placement else None,
             vpc_subnets=placement.subnets if placement else None,
             security_groups=[placement.security_group] if placement else None,

@@ -3,9 +3,10 @@ delivers them, and the dead-letter queue of the executor's asynchronous invocati
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
-from aws_cdk import Duration, Stack
+from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -22,8 +23,23 @@ from infra.shared import C
 # The fan-out runs once a minute; at second precision it keeps claiming a little past its minute
 # (consecutive runs overlap, claims skip locked rows), so it needs more than 60 s.
 FANOUT_TIMEOUT = Duration.seconds(90)
-# Two overlapping runs at most, one spare: more would only contend for the same rows.
-FANOUT_CONCURRENCY = 3
+
+
+def fanout_concurrency(fanout_max: int) -> int:
+    """The fan-out's reserved concurrency: two overlapping minutes, each with its primary and
+    helpers (``fanout_max`` fan-outs), and one spare. One fan-out a minute gives 3."""
+    return 2 * fanout_max + 1
+
+
+def fanout_function_name(stack_name: str) -> str:
+    """The fan-out's fixed, stack-scoped name (``<stack>-fanout``): its environment and its
+    permission to invoke itself name it without a reference to the function (a circular one).
+    A stack name too long for Lambda's 64 characters is cut and keeps a hash of the whole."""
+    name = f"{stack_name}-{C.FANOUT_FUNCTION_SUFFIX}"
+    if len(name) <= 64:
+        return name
+    digest = hashlib.sha256(stack_name.encode()).hexdigest()[:8]
+    return f"{stack_name[:64 - len(C.FANOUT_FUNCTION_SUFFIX) - 10]}-{digest}-{C.FANOUT_FUNCTION_SUFFIX}"
 # A target may take up to 900 s (scheduler.models.MAX_TIMEOUT_SECONDS); the executor caps each
 # delivery by its remaining time, so its timeout is Lambda's maximum. It is billed per use.
 EXECUTOR_TIMEOUT = Duration.minutes(15)
@@ -104,6 +120,7 @@ class Runner(Construct):
             "the tenants it names, so a wider pattern here cannot be used across tenants."
             for role in roles if "*" in role})
 
+        fanout_name = fanout_function_name(config.stack_name)
         self.fanout = kit.function(
             self,
             "Fanout",
@@ -111,15 +128,18 @@ class Runner(Construct):
             description="Claims due jobs once a minute and invokes the executor for each",
             timeout=FANOUT_TIMEOUT,
             memory_size=512,
-            reserved_concurrency=FANOUT_CONCURRENCY,
+            reserved_concurrency=fanout_concurrency(config.fanout_max),
             environment={
                 **database_environment,
                 C.ENV_PRECISION: config.precision,
                 C.ENV_EXECUTOR_FUNCTION: self.executor.function_name,
                 C.ENV_EXECUTOR_CONCURRENCY: str(config.executor_concurrency),
                 C.ENV_EXECUTION_RETENTION_DAYS: str(config.execution_retention_days),
+                C.ENV_FANOUT_FUNCTION: fanout_name,
+                C.ENV_MAX_FANOUTS: str(config.fanout_max),
             },
             placement=placement.fanout,
+            function_name=fanout_name,
         )
         # A missed tick is covered by the next one: no platform retries, no stale runs.
         self.fanout.configure_async_invoke(retry_attempts=0, max_event_age=Duration.seconds(60))
@@ -127,6 +147,11 @@ class Runner(Construct):
         self.fanout.add_to_role_policy(
             iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.executor.function_arn])
         )
+        if config.fanout_max > 1:
+            # Itself (helpers), by its fixed name's ARN, unqualified: no reference to its own Arn.
+            own_arn = Stack.of(self).format_arn(service="lambda", resource="function", resource_name=fanout_name,
+                                                arn_format=ArnFormat.COLON_RESOURCE_NAME)
+            self.fanout.add_to_role_policy(iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[own_arn]))
 
         self.tick = events.Rule(
             self,

@@ -29,6 +29,9 @@ ENV_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
 # The login role of the functions (migration 0004 creates its privileges as APP_DATA_ROLE).
 APP_DATABASE_USER = "scheduler_app"
 APP_DATA_ROLE = "scheduler_data"
+# The fan-out's own function name (it invokes itself to start helpers) and the most fan-outs at once.
+ENV_FANOUT_FUNCTION = "SCHEDULER_FANOUT_FUNCTION"
+ENV_MAX_FANOUTS = "SCHEDULER_MAX_FANOUTS"
 
 # Handler entry points, relative to the ``functions/`` code asset.
 API_HANDLER = "api_handler.handler"
@@ -44,7 +47,12 @@ METRIC_DISPATCHED = "Dispatched"
 METRIC_DUE_BACKLOG = "DueBacklog"
 METRIC_OLDEST_DUE_AGE_S = "OldestDueAgeSeconds"
 METRIC_FANOUT_DURATION_MS = "FanoutDurationMs"
+METRIC_FANOUT_HELPERS = "FanoutHelpers"  # helper fan-outs started by a primary
 
 # Limits and markers of the API contract (the API, its local HTTP adapter and the models).
 MAX_REQUEST_BODY_BYTES = 1024 * 1024  # the request body limit (API Gateway itself stops at 10 MB)
 SECRET_MASK = "***"  # a secret as answered; sent back, it keeps the stored one
+
+# The fan-out function's name is fixed per stack (``<stack name>-<suffix>``), so its environment and
+# its policy can name it without referring to the function itself (no circular reference).
+FANOUT_FUNCTION_SUFFIX = "fanout"

@@ -34,6 +34,8 @@ T = TypeVar("T")
 
 # How long a dispatch whose executors are all busy waits before counting the live leases again.
 FULL_RECHECK_SECONDS = 0.5
+#: Threads of a ``LambdaDispatch`` invoking at once (and connections of its client's pool).
+INVOKE_THREADS = 16
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,16 @@ class Dispatch(Protocol):
         """Wait for in-flight dispatches and free resources."""
 
 
+def release_connection(answer: dict[str, Any]) -> None:
+    """Read an accepted invoke's (empty) body to its end, which gives the connection back to the
+    client's pool; left unread, every invoke would open a new one (a TLS handshake on AWS). The
+    invoke was accepted: a failure here is not a failed dispatch."""
+    try:
+        answer["Payload"].read()
+    except Exception:  # noqa: BLE001 - the connection is dropped, the next invoke opens another
+        logger.debug("invoke answer not read", exc_info=True)
+
+
 class LambdaDispatch:
     """Asynchronous Lambda invokes (``InvocationType="Event"``) of the executor, from a bounded
     thread pool, with backoff on throttling."""
@@ -87,11 +99,14 @@ class LambdaDispatch:
     RETRYABLE = {"TooManyRequestsException", "ThrottlingException", "ServiceException",
                  "EC2ThrottledException", "ResourceConflictException"}
 
-    def __init__(self, client: Any, function_name: str, *, max_workers: int = 16, max_tries: int = 5,
+    def __init__(self, client: Any, function_name: str, *, max_workers: int = INVOKE_THREADS, max_tries: int = 5,
                  base_delay: float = 0.05, sleep: Callable[[float], None] = time.sleep,
                  max_in_flight: int | None = None, in_flight: Callable[[], int] | None = None):
         self.client = client
         self.function_name = function_name
+        # What every invoke sends alike, built once; the client's pool should hold max_workers
+        # connections (scheduler.wiring.lambda_client_config), else threads open new ones.
+        self._invoke_args = {"FunctionName": function_name, "InvocationType": "Event"}
         self.max_tries = max_tries
         self.base_delay = base_delay
         self.sleep = sleep
@@ -118,14 +133,16 @@ class LambdaDispatch:
         payload = json.dumps(claim.to_event()).encode()
         for attempt in range(1, self.max_tries + 1):
             try:
-                self.client.invoke(FunctionName=self.function_name, InvocationType="Event", Payload=payload)
-                return True
+                answer = self.client.invoke(**self._invoke_args, Payload=payload)
             except Exception as exc:  # botocore ClientError, connection errors
                 code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
                 if attempt == self.max_tries or (code not in self.RETRYABLE and hasattr(exc, "response")):
                     logger.error("executor invoke failed", extra={"job_id": claim.job_id, "error": code})
                     return False
                 self.sleep(random.uniform(0, self.base_delay * 2 ** attempt))
+                continue
+            release_connection(answer)
+            return True
         return False
 
     def dispatch(self, claims: list[Claim]) -> list[Claim]:

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from scheduler import constants as c
-from scheduler.dispatch import Dispatch
+from scheduler.dispatch import Dispatch, LambdaDispatch
+from scheduler.growth import (BACKLOG_CHECK_SECONDS, BACKLOG_RECHECK_FULL_SECONDS, FANOUT_DISPATCH_RATE,
+                              helper_seconds, is_helper, lambda_growth)
 from scheduler.ports import FanoutStore
 from scheduler.telemetry import Metrics, NullMetrics
 
@@ -41,13 +43,15 @@ class FanoutReport:
     released: int = 0
     rounds: int = 0
     purged: int = 0
+    helpers: int = 0
     duration_ms: float = 0.0
     job_ids: list[str] = field(default_factory=list, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form (without the job ids)."""
         return {"claimed": self.claimed, "dispatched": self.dispatched, "released": self.released,
-                "rounds": self.rounds, "purged": self.purged, "duration_ms": round(self.duration_ms)}
+                "rounds": self.rounds, "purged": self.purged, "helpers": self.helpers,
+                "duration_ms": round(self.duration_ms)}
 
 
 def fanout_deadline(precision: str, remaining_seconds: float | None, *, period: float = 60.0) -> float:
@@ -67,7 +71,9 @@ def drain_limit(remaining_seconds: float) -> float:
 def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float, batch_size: int = 100,
                lease_seconds: float = 120, metrics: Metrics | None = None, stop: threading.Event | None = None,
                retention_days: int | None = None, drain_limit_seconds: float | None = None,
-               clock: Callable[[], float] = time.monotonic) -> FanoutReport:
+               clock: Callable[[], float] = time.monotonic, until_empty: bool = False,
+               on_backlog: Callable[[int], int] | None = None,
+               backlog_check_seconds: float = BACKLOG_CHECK_SECONDS) -> FanoutReport:
     """Claim and dispatch until ``budget_seconds`` have passed, sleeping until the next due time
     between rounds. A full batch is followed by another claim at once, past the budget if need
     be (what is due now is drained), but never past ``drain_limit_seconds`` (the Lambda
@@ -75,6 +81,13 @@ def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float,
 
     ``lease_seconds`` must cover the wait in the invoke queue: an executor arriving later finds
     its lease taken over and does nothing.
+
+    ``until_empty`` (a helper fan-out, ``scheduler.growth``): any claim that took jobs is followed
+    by another at once, so it stops at the first empty claim (or its drain limit), not at a claim
+    short of a batch (rows another fan-out holds are skipped). ``on_backlog`` (the primary) is
+    called with the due backlog at the start and every ``backlog_check_seconds`` (every
+    ``BACKLOG_RECHECK_FULL_SECONDS`` while claims come back full: a backlog is building); it
+    returns the number of helpers it started.
     """
     metrics = metrics or NullMetrics()
     stop = stop or threading.Event()
@@ -85,10 +98,16 @@ def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float,
     backlog, oldest = store.due_backlog()
     metrics.gauge(c.METRIC_DUE_BACKLOG, backlog)
     metrics.gauge(c.METRIC_OLDEST_DUE_AGE_S, oldest, unit="Seconds")
+    if on_backlog is not None:
+        report.helpers += on_backlog(backlog)
+    checked, next_check = began, began + backlog_check_seconds
     # Retention: a batch in each round without a full claim, while batches come back full and up
     # to a cap per run, so the purge keeps up with the execution rate without delaying due jobs.
     purge_more = bool(retention_days)
     while not stop.is_set():
+        if on_backlog is not None and clock() >= next_check:
+            report.helpers += on_backlog(store.due_backlog()[0])
+            checked, next_check = clock(), clock() + backlog_check_seconds
         room = min(batch_size, dispatch.capacity())
         if room <= 0:  # executors saturated: claim nothing we would have to give back
             stop.wait(MIN_IDLE_SECONDS)
@@ -110,7 +129,9 @@ def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float,
             report.dispatched += len(claims) - len(refused)
             metrics.count(c.METRIC_CLAIMED, len(claims))
             metrics.count(c.METRIC_DISPATCHED, len(claims) - len(refused))
-            if len(refused) < len(claims) and len(claims) == room and clock() < drain_deadline:
+            if len(claims) == room and on_backlog is not None:
+                next_check = min(next_check, checked + BACKLOG_RECHECK_FULL_SECONDS)
+            if len(refused) < len(claims) and (len(claims) == room or until_empty) and clock() < drain_deadline:
                 continue  # more may be due right now
             if refused:
                 stop.wait(0.05)  # executors saturated: let them drain a little
@@ -129,4 +150,36 @@ def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float,
         stop.wait(min(wait, deadline - now))
     report.duration_ms = (clock() - began) * 1000
     metrics.milliseconds(c.METRIC_FANOUT_DURATION_MS, report.duration_ms)
+    if report.helpers:
+        metrics.count(c.METRIC_FANOUT_HELPERS, report.helpers)
     return report
+
+
+def run_lambda_invocation(event: Any, store: FanoutStore, client: Any, *, remaining_seconds: float,
+                          executor_function: str | None, fanout_function: str | None = None, max_fanouts: int = 1,
+                          precision: str = "second", batch_size: int = 100, lease_seconds: float = 120,
+                          retention_days: int | None = None, metrics: Metrics | None = None,
+                          clock: Callable[[], float] = time.monotonic,
+                          dispatch_options: dict[str, Any] | None = None,
+                          dispatch_rate: float = FANOUT_DISPATCH_RATE) -> tuple[FanoutReport, bool]:
+    """One invocation of the fan-out function, with ``LambdaDispatch`` over ``client``: the tick's
+    (the primary: through its minute, starting helpers as the backlog calls for them, purging old
+    executions) or a helper's (``{"helper": true, "seconds": s}``: until a claim comes back empty,
+    its ``s`` seconds or its drain limit, no helpers of its own). ``dispatch_options`` go to
+    ``LambdaDispatch``; ``dispatch_rate`` is what one fan-out is counted to dispatch a second
+    (``scheduler.growth``). Returns the report and whether this was a helper."""
+    helper = is_helper(event)
+    limit = drain_limit(remaining_seconds)
+    if helper:
+        limit = min(limit, helper_seconds(event) or limit)
+    growth = None if helper else lambda_growth(client, fanout_function, max_fanouts, clock, rate=dispatch_rate)
+    dispatch = LambdaDispatch(client, executor_function, **(dispatch_options or {}))
+    try:
+        report = run_fanout(store, dispatch,
+                            budget_seconds=0 if helper else fanout_deadline(precision, remaining_seconds),
+                            drain_limit_seconds=limit, batch_size=batch_size, lease_seconds=lease_seconds, metrics=metrics,
+                            retention_days=None if helper else retention_days, clock=clock,
+                            until_empty=helper, on_backlog=growth.observe if growth else None)
+    finally:
+        dispatch.close()
+    return report, helper

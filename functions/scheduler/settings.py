@@ -41,6 +41,8 @@ class Settings:
     executor_concurrency: int | None = None  # the executor's reserved concurrency (fan-out bound)
     service_name: str = c.SERVICE_NAME
     metrics_namespace: str = c.METRICS_NAMESPACE
+    fanout_function: str | None = None  # the fan-out's own name: it invokes itself for helpers
+    max_fanouts: int = 1  # fan-outs claiming at once (a primary and its helpers)
     # Runner tuning (not read from the environment; set by local mode and tests).
     claim_batch_size: int = 100
     claim_lease_seconds: int = 120
@@ -74,7 +76,21 @@ class Settings:
             executor_concurrency=int(env[c.ENV_EXECUTOR_CONCURRENCY]) if env.get(c.ENV_EXECUTOR_CONCURRENCY) else None,
             service_name=env.get(c.ENV_SERVICE_NAME) or c.SERVICE_NAME,
             metrics_namespace=env.get(c.ENV_METRICS_NAMESPACE) or c.METRICS_NAMESPACE,
+            fanout_function=env.get(c.ENV_FANOUT_FUNCTION) or None,
+            max_fanouts=_positive(env.get(c.ENV_MAX_FANOUTS), c.ENV_MAX_FANOUTS, default=1),
         )
+
+
+def _positive(value: str | None, key: str, *, default: int) -> int:
+    if value is None or not value.strip():
+        return default
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise ValueError(f"{key} must be a whole number, not {value!r}") from None
+    if number < 1:
+        raise ValueError(f"{key} must be at least 1, not {number}")
+    return number
 
 
 def with_fetched_secrets(settings: Settings, get_secret: Callable[[str], str] | None = None) -> Settings:

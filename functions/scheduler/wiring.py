@@ -55,7 +55,18 @@ class Dependencies:
     def lambda_client(self) -> Any:
         import boto3
 
-        return boto3.client("lambda")
+        return boto3.client("lambda", config=lambda_client_config())
+
+
+def lambda_client_config(threads: int | None = None) -> Any:
+    """botocore's configuration of the fan-out's Lambda client: a connection per invoking thread
+    (``dispatch.INVOKE_THREADS``; botocore's default pool holds 10), and no client-side validation
+    of the parameters the dispatch builds itself (a per-invoke cost of its own)."""
+    from botocore.config import Config
+
+    from scheduler.dispatch import INVOKE_THREADS
+
+    return Config(max_pool_connections=threads or INVOKE_THREADS, parameter_validation=False)
 
 
 def default_broker_url(settings: Settings, secrets_client: Any = None) -> str | None:

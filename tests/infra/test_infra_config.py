@@ -62,3 +62,10 @@ def test_localstack_defaults_to_the_host_architecture_and_has_no_broker():
 def test_bad_values_are_refused(context):
     with pytest.raises(ValueError, match=next(iter(context))):
         config(**context)
+
+
+def test_fanout_max_defaults_to_four_and_is_bounded():
+    assert config().fanout_max == 4 and config(fanout_max="1").fanout_max == 1
+    for bad in ("0", "17", "many"):
+        with pytest.raises(ValueError, match="fanout_max"):
+            config(fanout_max=bad)

@@ -59,7 +59,9 @@ def test_every_function_logs_to_a_group_with_retention(aws):
 def test_fanout_runs_past_its_minute_with_little_concurrency(aws, lean):
     _, props = aws.function(C.FANOUT_HANDLER)
     assert 60 < props["Timeout"] <= 120
-    assert props["ReservedConcurrentExecutions"] == 3
+    # Two overlapping minutes of fanout_max (4) fan-outs each, and one spare; 3 without helpers.
+    assert props["ReservedConcurrentExecutions"] == 9
+    assert lean.function(C.FANOUT_HANDLER)[1]["ReservedConcurrentExecutions"] == 3
     env = props["Environment"]["Variables"]
     assert env[C.ENV_PRECISION] == "second"
     executor_id, _ = aws.function(C.EXECUTOR_HANDLER)
@@ -102,11 +104,24 @@ def test_tick_runs_the_fanout_every_minute_after_the_migrations(aws):
     assert migrations_id in rule["DependsOn"]
 
 
-def test_fanout_may_invoke_the_executor_and_nothing_else(aws):
+def fanout_own_arn(name: str) -> dict:
+    return {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":lambda:", {"Ref": "AWS::Region"}, ":",
+                              {"Ref": "AWS::AccountId"}, f":function:{name}"]]}
+
+
+def test_fanout_may_invoke_the_executor_and_itself_and_nothing_else(aws, lean):
     executor_id, _ = aws.function(C.EXECUTOR_HANDLER)
     invokes = [s for s in statements(aws, C.FANOUT_HANDLER) if any(a.startswith("lambda:") for a in actions(s))]
-    assert invokes == [
-        {"Action": "lambda:InvokeFunction", "Effect": "Allow", "Resource": {"Fn::GetAtt": [executor_id, "Arn"]}}
+    resources = [r for s in invokes for r in ([s["Resource"]] if isinstance(s["Resource"], dict) else s["Resource"])]
+    assert {a for s in invokes for a in actions(s)} == {"lambda:InvokeFunction"}
+    assert all(s["Effect"] == "Allow" for s in invokes)
+    # Its own ARN by its fixed name (a reference to its own Arn would be a circular one).
+    assert sorted(map(str, resources)) == sorted(map(str, [{"Fn::GetAtt": [executor_id, "Arn"]},
+                                                             fanout_own_arn("Scheduler-fanout")]))
+    lean_executor, _ = lean.function(C.EXECUTOR_HANDLER)
+    lean_invokes = [s for s in statements(lean, C.FANOUT_HANDLER) if any(a.startswith("lambda:") for a in actions(s))]
+    assert lean_invokes == [  # fanout_max 1: no helpers, no permission to start them
+        {"Action": "lambda:InvokeFunction", "Effect": "Allow", "Resource": {"Fn::GetAtt": [lean_executor, "Arn"]}}
     ]
     for handler in (C.API_HANDLER, C.EXECUTOR_HANDLER, C.MIGRATE_HANDLER):
         assert not any(a.startswith("lambda:") for s in statements(aws, handler) for a in actions(s)), handler
@@ -174,3 +189,20 @@ def test_migrations_hash_changes_with_any_migration(tmp_path):
     assert migrations_hash(tmp_path) not in {first, second}
     (tmp_path / "notes.txt").write_text("not a migration")
     assert migrations_hash(tmp_path) == migrations_hash(tmp_path)
+
+
+def test_fanout_knows_its_own_fixed_name_and_the_maximum(aws, lean):
+    _, props = aws.function(C.FANOUT_HANDLER)
+    assert props["FunctionName"] == "Scheduler-fanout"
+    env = props["Environment"]["Variables"]
+    assert env[C.ENV_FANOUT_FUNCTION] == "Scheduler-fanout" and env[C.ENV_MAX_FANOUTS] == "4"
+    assert lean.function(C.FANOUT_HANDLER)[1]["Environment"]["Variables"][C.ENV_MAX_FANOUTS] == "1"
+
+
+def test_fanout_name_fits_lambdas_limit_for_any_stack_name():
+    from infra.runner import fanout_function_name
+
+    assert fanout_function_name("Scheduler") == "Scheduler-fanout"
+    long_a, long_b = "A" * 120, "A" * 119 + "B"
+    assert len(fanout_function_name(long_a)) <= 64
+    assert fanout_function_name(long_a) != fanout_function_name(long_b)

@@ -95,3 +95,32 @@ def test_fanout_invokes_the_executor_which_delivers(lambda_env, store, target_se
     logs = capsys.readouterr()
     assert "s3cret-token" not in logs.out + logs.err
     assert "s3cret-token" not in str(store.get_job(OWNER, str(job["id"]))["target"])
+
+
+def test_fanout_handler_primary_starts_helpers_and_a_helper_drains_without_growing(lambda_env, pool, monkeypatch):
+    from scheduler.growth import FANOUT_DISPATCH_RATE, GROWTH_WINDOW_SECONDS
+    from tests.support import insert_due_jobs
+
+    monkeypatch.setenv(c.ENV_FANOUT_FUNCTION, "Stack-fanout")
+    monkeypatch.setenv(c.ENV_MAX_FANOUTS, "2")
+    get_settings.cache_clear()
+    backlog = int(FANOUT_DISPATCH_RATE * GROWTH_WINDOW_SECONDS) + 1  # one helper's worth more than one
+    insert_due_jobs(pool, backlog)
+    fanout = load("fanout_handler")
+    client = boto3.client("lambda", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stubber = Stubber(client)
+    stubber.add_response("invoke", {"StatusCode": 202, "Payload": io.BytesIO(b"")},
+                         {"FunctionName": "Stack-fanout", "InvocationType": "Event", "Payload": b'{"helper": true, "seconds": 10.0}'})
+    for _ in range(backlog):
+        stubber.add_response("invoke", {"StatusCode": 202, "Payload": io.BytesIO(b"")},
+                             {"FunctionName": "executor", "InvocationType": "Event", "Payload": ANY})
+    fanout.deps.lambda_client = client
+    try:
+        with stubber:
+            primary = fanout.handler({"source": "aws.events"}, FakeContext())
+            assert primary["helpers"] == 1 and primary["dispatched"] == backlog
+            helper = fanout.handler({"helper": True, "seconds": 10.0}, FakeContext())  # nothing left: one empty claim
+        assert helper == {**helper, "helpers": 0, "claimed": 0, "rounds": 1}
+        stubber.assert_no_pending_responses()
+    finally:
+        fanout.deps.pool.close()
