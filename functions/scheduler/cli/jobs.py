@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable
 from scheduler.cli.api import client_command
 from scheduler.cli.common import EXIT_OK, JOB_STATES, UsageError, positive_int
 from scheduler.cli.definitions import (READ_ONLY_FIELDS, add_definition_options, full_definition,
-                                       patch_definition, read_definition)
+                                       needs_stored_target, patch_definition, read_definition)
 from scheduler.cli.output import format_job_details, format_jobs, print_data
 
 
@@ -79,7 +79,8 @@ def jobs_update(args: argparse.Namespace, client: Any) -> int:
         spec = full_definition(base, args)
         job = client.replace_job(job_id, spec, if_match=if_match)
     else:
-        patch = patch_definition(base or {}, args)
+        stored = client.get_job(job_id).get("target") if needs_stored_target(base or {}, args) else None
+        patch = patch_definition(base or {}, args, stored if isinstance(stored, dict) else None)
         if not patch:
             raise UsageError("nothing to change: give -f FILE or flags such as --schedule, --url")
         job = client.patch_job(job_id, patch, if_match=args.if_match)
