@@ -1144,12 +1144,18 @@ def test_update_to_another_type_clears_the_stored_fields(api):
     assert api.requests[-1].method == "PATCH"
     assert api.requests[-1].json == {"target": {
         "type": "sqs", "queue_url": queue, "body": "b", "role_arn": ROLE, "url": None, "method": None,
-        "headers": None, "auth": None, "timeout_seconds": None, "success_codes": None}}
+        "headers": None, "auth": None, "success_codes": None}}  # timeout_seconds and body: sqs has them too
     # --body of a stored sns job is its message; --role-arn alone stays in the stored type
     api.on("GET", f"/v1/jobs/{JOB_ID}", job(target={"type": "sns", "topic_arn": "arn:aws:sns:us-east-1:1:t",
                                                    "message": "m", "role_arn": ROLE}))
     assert run(api, "jobs", "update", JOB_ID, "--body", "new message") == 0
     assert api.requests[-1].json == {"target": {"message": "new message"}}
+    topic = "arn:aws:sns:us-east-1:123456789012:t2"
+    assert run(api, "jobs", "update", JOB_ID, "--type", "sqs", "--queue-url", queue) == 0  # sns -> sqs
+    assert api.requests[-1].json == {"target": {"type": "sqs", "queue_url": queue, "topic_arn": None,
+                                                "message": None}}  # role_arn kept
+    assert run(api, "jobs", "update", JOB_ID, "--topic-arn", topic) == 0  # same type: nothing cleared
+    assert api.requests[-1].json == {"target": {"type": "sns", "topic_arn": topic}}
     before = len(api.requests)
     assert run(api, "jobs", "update", JOB_ID, "--role-arn", ROLE + "2", "--message-group-id", "g") == 0
     assert len(api.requests) == before + 1  # no GET needed

@@ -46,6 +46,24 @@ _LAMBDA_URL_HOST = re.compile(r"\.lambda-url\.([a-z0-9-]+)\.on\.aws$")
 _EXECUTE_API_HOST = re.compile(r"\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$")
 
 
+_MESSAGE_FIELD = {"sqs": "body", "sns": "message"}
+
+
+def _aws_fields(kind: str) -> frozenset[str]:
+    own = {field for field, types in _AWS_FIELDS.values() if kind in types}
+    return frozenset({"type", "role_arn", "timeout_seconds", *own, *_MESSAGE_FIELD.get(kind, "").split()})
+
+
+# the fields of each target type (those a change of type keeps from the stored target)
+FIELDS_OF: dict[str, frozenset[str]] = {
+    "http": frozenset({"type", "url", "method", "headers", "body", "auth", "timeout_seconds", "success_codes",
+                       "follow_redirects"}),
+    "amqp": frozenset({"type", "url", "exchange", "routing_key", "body", "body_encoding", "headers", "content_type",
+                       "timeout_seconds"}),
+    **{kind: _aws_fields(kind) for kind in AWS_TYPES},
+}
+
+
 def flag_name(dest: str) -> str:
     """The command-line spelling of an argparse ``dest``."""
     return {"headers": "--header", "amqp_exchange": "--amqp-exchange"}.get(dest, "--" + dest.replace("_", "-"))

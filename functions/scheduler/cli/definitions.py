@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from scheduler.cli.aws_flags import (AWS_TYPES, add_aws_options, aws_target_fields, check_flags, sigv4_auth,
+from scheduler.cli.aws_flags import (AWS_TYPES, FIELDS_OF, add_aws_options, aws_target_fields, check_flags, sigv4_auth,
                                      type_from_flags)
 from scheduler.cli.common import UsageError, int_list, positive_float, positive_int
 
@@ -234,7 +234,7 @@ def patch_definition(base: dict[str, Any], args: argparse.Namespace, stored: dic
     can switch between recurring and one-off; the AMQP flags set ``target.type`` to ``amqp``,
     ``--method`` sets it to ``http``, ``--type`` and the AWS resource flags to theirs. ``stored``
     is the stored target when the caller fetched it (see :func:`needs_stored_target`): a change
-    of type then sends ``null`` for each stored field the new type does not set.
+    of type then sends ``null`` for each stored field that the new type has no field for.
     """
     named = type_from_flags(args)
     base_target = base.get("target") if isinstance(base.get("target"), dict) else {}
@@ -254,7 +254,8 @@ def patch_definition(base: dict[str, Any], args: argparse.Namespace, stored: dic
     new_type = (patch.get("target") or {}).get("type") if isinstance(patch.get("target"), dict) else None
     if stored and new_type and new_type != stored.get("type"):
         for key in stored:
-            patch["target"].setdefault(key, None)
+            if key not in FIELDS_OF.get(new_type, frozenset()):
+                patch["target"].setdefault(key, None)
     return patch
 
 
