@@ -1127,6 +1127,7 @@ def test_http_target_with_sigv4_auth(api, monkeypatch):
      "--auth sigv4 needs --sigv4-service execute-api|lambda (or an execute-api or lambda-url --url)"),
     (["--url", "https://x.execute-api.eu-west-1.amazonaws.com/p", "--auth", "sigv4"],
      "--auth sigv4 needs --role-arn ARN (the role the scheduler signs as)"),
+    (["-f", "-", "--event-bus-arn", "a", "--detail", "@-"], "-f - and --detail @-: standard input can be read once"),
     (["--function-arn", "a", "--payload", "@/nonexistent/p.json"], "--payload: cannot read /nonexistent/p.json: "
                                                                     "No such file or directory"),
 ])

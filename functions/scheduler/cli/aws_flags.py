@@ -132,6 +132,15 @@ def read_text_flag(flag: str, value: str) -> str:
         raise UsageError(f"{flag}: {path} is not UTF-8 text") from None
 
 
+def check_stdin_once(args: argparse.Namespace) -> None:
+    """A usage error when two flags would read standard input (before either reads it)."""
+    readers = [name for name, dest, stdin in (("-f -", "file", "-"), ("--body @-", "body", "@-"),
+                                              ("--payload @-", "payload", "@-"), ("--detail @-", "detail", "@-"))
+               if getattr(args, dest, None) == stdin]
+    if len(readers) > 1:
+        raise UsageError(f"{' and '.join(readers)}: standard input can be read once")
+
+
 def aws_target_fields(args: argparse.Namespace, kind: str | None) -> dict[str, Any]:
     """The target fields of the AWS flags (``--role-arn`` only for an AWS type, or when the type
     is not known here: an update of a stored AWS target)."""
@@ -197,7 +206,8 @@ def add_aws_options(target: Any) -> None:
     target.add_argument("--role-arn", metavar="ARN",
                         help="lambda/sqs/sns/eventbridge target, or --auth sigv4: the IAM role the scheduler "
                              "assumes (with your principal as ExternalId) to call AWS")
-    target.add_argument("--function-arn", metavar="ARN", help="lambda target: the function (ARN, with a qualifier if any)")
+    target.add_argument("--function-arn", metavar="ARN",
+                        help="lambda target: the function (ARN, with a qualifier if any)")
     target.add_argument("--payload", metavar="JSON",
                         help="lambda target: the JSON payload, or @FILE (@- for stdin); placeholders are replaced")
     target.add_argument("--invocation-type", choices=("Event", "RequestResponse"),
@@ -205,7 +215,8 @@ def add_aws_options(target: Any) -> None:
     target.add_argument("--queue-url", metavar="URL",
                         help="sqs target: the queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE); "
                              "--body is the message")
-    target.add_argument("--message-group-id", metavar="ID", help="sqs or sns target: the group of a FIFO queue or topic")
+    target.add_argument("--message-group-id", metavar="ID",
+                        help="sqs or sns target: the message group of a FIFO queue or topic")
     target.add_argument("--topic-arn", metavar="ARN", help="sns target: the topic; --body is the message")
     target.add_argument("--subject", help="sns target: the subject (for e-mail subscriptions)")
     target.add_argument("--event-bus-arn", metavar="ARN", help="eventbridge target: the event bus")
