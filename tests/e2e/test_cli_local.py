@@ -135,3 +135,52 @@ def test_executions_across_jobs_and_after_completion_against_the_real_routes(db_
     finally:
         assert local.stop() == 0
         target.close()
+
+
+def test_cli_creates_an_sqs_job_that_local_mode_delivers_to_moto(db_url, tmp_path, monkeypatch):
+    """`scheduler jobs create --queue-url ...` against `scheduler local`, which delivers through
+    moto's server (AWS_ENDPOINT_URL); a field the API refuses is one clear line."""
+    import boto3
+
+    from tests.support import LocalScheduler, moto_server
+
+    account, role = "123456789012", "arn:aws:iam::123456789012:role/local-target"
+    with moto_server() as moto:
+        for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in (("AWS_ENDPOINT_URL", moto), ("AWS_ACCESS_KEY_ID", "testing"),
+                            ("AWS_SECRET_ACCESS_KEY", "testing"), ("AWS_REGION", "us-east-1")):
+            monkeypatch.setenv(name, value)
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        queue = sqs.create_queue(QueueName="cli-jobs")["QueueUrl"]
+        local = LocalScheduler(db_url, str(tmp_path / "data"))
+        try:
+            queue_url = f"https://sqs.us-east-1.amazonaws.com/{account}/cli-jobs"
+            refused = cli(local.url, "jobs", "create", "--name", "bad", "--schedule", "@daily",
+                          "--queue-url", "https://example.com/not-a-queue", "--body", "x", "--role-arn", role)
+            assert refused.returncode == 1 and refused.stdout == ""
+            lines = refused.stderr.splitlines()
+            assert len(lines) == 1 and lines[0].startswith("error: 400 ") and "queue_url" in lines[0], lines
+            assert "SQS queue URL" in lines[0] and "Traceback" not in refused.stderr
+
+            run_at = (datetime.now(timezone.utc) + timedelta(seconds=1)).isoformat()
+            made = cli(local.url, "jobs", "create", "--name", "to-sqs", "--run-at", run_at, "--queue-url", queue_url,
+                       "--body", "{{job_id}}", "--role-arn", role, "-o", "json")
+            assert made.returncode == 0, made.stderr
+            job = json.loads(made.stdout)
+            assert job["target"]["type"] == "sqs" and job["target"]["queue_url"] == queue_url
+            deadline, messages = time.monotonic() + 30, []
+            while not messages and time.monotonic() < deadline:
+                messages = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1,
+                                               MessageAttributeNames=["All"]).get("Messages", [])
+            assert messages and messages[0]["Body"] == job["id"], "".join(local.lines)
+            assert messages[0]["MessageAttributes"]["X-Scheduler-Job-Id"]["StringValue"] == job["id"]
+
+            table = cli(local.url, "jobs", "list")
+            assert table.returncode == 0, table.stderr
+            row = next(line for line in table.stdout.splitlines() if "to-sqs" in line)
+            assert "sqs cli-jobs" in row
+            shown = cli(local.url, "jobs", "get", "to-sqs")
+            assert shown.returncode == 0 and queue_url in shown.stdout and role in shown.stdout
+        finally:
+            assert local.stop() == 0

@@ -168,8 +168,9 @@ def test_create_from_flags(api, capsys):
                    "headers": {"Content-Type": "application/json", "X-A": "b=c"}, "body": '{"at": "{{scheduled_at}}"}'},
     }
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["ID", "NAME", "STATE", "SCHEDULE", "NEXT", "RUN", "LAST", "STATUS"]
+    assert out[0].split() == ["ID", "NAME", "STATE", "SCHEDULE", "TARGET", "NEXT", "RUN", "LAST", "STATUS"]
     assert out[1].startswith(JOB_ID) and "nightly-report" in out[1] and "0 3 * * *" in out[1]
+    assert "POST https://example.com/hook" in out[1]
     assert "2026-12-01T02:00:00Z" in out[1] and out[1].endswith("failed")
 
 
@@ -1040,3 +1041,173 @@ def test_follow_as_json_lines_and_body_from_stdin(api, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.StringIO("line 1\nline 2\n"))
     assert run(api, "jobs", "create", "--name", "n", "--schedule", "@daily", "--url", "http://h", "--body", "@-") == 0
     assert api.requests[-1].json["target"]["body"] == "line 1\nline 2\n"
+
+
+# -- issue 16: AWS targets and sigv4 auth ----------------------------------------------------------
+
+ROLE = "arn:aws:iam::123456789012:role/scheduler-target"
+
+
+def create_target(api: FakeApi, *flags: str) -> dict[str, Any]:
+    """The target the CLI sends for ``jobs create --name n --schedule @hourly FLAGS``."""
+    api.on("POST", "/v1/jobs", job(), 201)
+    before = len(api.requests)
+    assert run(api, "jobs", "create", "--name", "n", "--schedule", "@hourly", *flags) == 0
+    assert len(api.requests) == before + 1
+    return api.requests[-1].json["target"]
+
+
+def test_create_each_aws_target_type_from_flags(api, tmp_path):
+    payload = tmp_path / "payload.json"
+    payload.write_text('{"job": "{{job_id}}"}')
+    fn = "arn:aws:lambda:eu-west-1:123456789012:function:report:live"
+    assert create_target(api, "--function-arn", fn, "--payload", f"@{payload}", "--invocation-type",
+                         "RequestResponse", "--role-arn", ROLE, "--timeout", "60") == {
+        "type": "lambda", "function_arn": fn, "payload": '{"job": "{{job_id}}"}',
+        "invocation_type": "RequestResponse", "role_arn": ROLE, "timeout_seconds": 60}
+    queue = "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs.fifo"
+    assert create_target(api, "--queue-url", queue, "--body", "{{scheduled_at}}", "--message-group-id", "g1",
+                         "--role-arn", ROLE) == {
+        "type": "sqs", "queue_url": queue, "body": "{{scheduled_at}}", "message_group_id": "g1", "role_arn": ROLE}
+    topic = "arn:aws:sns:eu-west-1:123456789012:alerts"
+    assert create_target(api, "--topic-arn", topic, "--body", "due", "--subject", "Report due",
+                         "--role-arn", ROLE) == {
+        "type": "sns", "topic_arn": topic, "message": "due", "subject": "Report due", "role_arn": ROLE}
+    detail = tmp_path / "detail.json"
+    detail.write_text('{"at": "{{scheduled_at}}"}')
+    bus = "arn:aws:events:eu-west-1:123456789012:event-bus/default"
+    assert create_target(api, "--type", "eventbridge", "--event-bus-arn", bus, "--source", "com.example.reports",
+                         "--detail-type", "ReportDue", "--detail", f"@{detail}", "--role-arn", ROLE) == {
+        "type": "eventbridge", "event_bus_arn": bus, "source": "com.example.reports", "detail_type": "ReportDue",
+        "detail": '{"at": "{{scheduled_at}}"}', "role_arn": ROLE}
+
+
+def test_aws_flags_over_a_file_of_another_type_replace_its_target(api, tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text("name: f\nschedule: '@daily'\ntarget: {url: 'https://example.com/a', method: GET}\n")
+    api.on("POST", "/v1/jobs", job(), 201)
+    assert run(api, "jobs", "create", "-f", str(path), "--topic-arn", "arn:aws:sns:us-east-1:123456789012:t.fifo",
+               "--message-group-id", "{{job_id}}", "--body", "hi", "--role-arn", ROLE) == 0
+    assert api.requests[-1].json["target"] == {
+        "type": "sns", "topic_arn": "arn:aws:sns:us-east-1:123456789012:t.fifo", "message_group_id": "{{job_id}}",
+        "message": "hi", "role_arn": ROLE}
+    # a file's sqs target takes the flags over it
+    path.write_text(f"name: f\nschedule: '@daily'\ntarget: {{type: sqs, queue_url: 'https://sqs.us-east-1."
+                    f"amazonaws.com/123456789012/q', body: old, role_arn: '{ROLE}'}}\n")
+    assert run(api, "jobs", "create", "-f", str(path), "--body", "new") == 0
+    assert api.requests[-1].json["target"] == {
+        "type": "sqs", "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/q", "body": "new",
+        "role_arn": ROLE}
+
+
+def test_http_target_with_sigv4_auth(api, monkeypatch):
+    monkeypatch.delenv("SCHEDULER_AUTH_SECRET", raising=False)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # sigv4 reads no secret
+    url = "https://abc123.execute-api.eu-central-1.amazonaws.com/prod/reports"
+    assert create_target(api, "--url", url, "--auth", "sigv4", "--role-arn", ROLE) == {
+        "type": "http", "url": url, "auth": {"type": "sigv4", "service": "execute-api", "region": "eu-central-1",
+                                             "role_arn": ROLE}}
+    fn_url = "https://xyz.lambda-url.us-west-2.on.aws/"
+    assert create_target(api, "--url", fn_url, "--auth", "sigv4", "--role-arn", ROLE)["auth"] == {
+        "type": "sigv4", "service": "lambda", "region": "us-west-2", "role_arn": ROLE}
+    assert create_target(api, "--url", "https://internal.example.com/x", "--auth", "sigv4", "--sigv4-service",
+                         "execute-api", "--sigv4-region", "eu-west-1", "--role-arn", ROLE)["auth"] == {
+        "type": "sigv4", "service": "execute-api", "region": "eu-west-1", "role_arn": ROLE}
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--queue-url", "https://sqs.us-east-1.amazonaws.com/1/q", "--function-arn", "arn:x"],
+     "--function-arn and --queue-url are flags of different target types (lambda, sqs)"),
+    (["--type", "sqs", "--queue-url", "u", "--url", "https://example.com"], "--url is a flag of http or amqp targets, not of sqs"),
+    (["--type", "lambda", "--function-arn", "a", "--body", "x"], "--body is a flag of http or amqp or sqs or sns targets, not of lambda"),
+    (["--url", "https://example.com", "--payload", "{}"], "--url is a flag of http or amqp targets, not of lambda"),
+    (["--url", "https://example.com", "--role-arn", ROLE], "--role-arn on an http target needs --auth sigv4"),
+    (["--url", "https://example.com", "--sigv4-region", "eu-west-1"], "--sigv4-region needs --auth sigv4"),
+    (["--url", "https://example.com", "--auth", "sigv4", "--role-arn", ROLE],
+     "--auth sigv4 needs --sigv4-service execute-api|lambda (or an execute-api or lambda-url --url)"),
+    (["--url", "https://x.execute-api.eu-west-1.amazonaws.com/p", "--auth", "sigv4"],
+     "--auth sigv4 needs --role-arn ARN (the role the scheduler signs as)"),
+    (["-f", "-", "--event-bus-arn", "a", "--detail", "@-"], "-f - and --detail @-: standard input can be read once"),
+    (["--function-arn", "a", "--payload", "@/nonexistent/p.json"], "--payload: cannot read /nonexistent/p.json: "
+                                                                    "No such file or directory"),
+])
+def test_aws_flag_mistakes_are_one_line_usage_errors(api, capsys, flags, message):
+    assert run(api, "jobs", "create", "--name", "n", "--schedule", "@daily", *flags) == 2
+    assert capsys.readouterr().err.splitlines() == [f"scheduler jobs create: error: {message}"]
+    assert not api.requests
+
+
+def test_update_to_another_type_clears_the_stored_fields(api):
+    api.on("GET", f"/v1/jobs/{JOB_ID}", job())
+    api.on("PATCH", f"/v1/jobs/{JOB_ID}", job())
+    queue = "https://sqs.us-east-1.amazonaws.com/123456789012/q"
+    assert run(api, "jobs", "update", JOB_ID, "--queue-url", queue, "--body", "b", "--role-arn", ROLE) == 0
+    assert api.requests[-1].method == "PATCH"
+    assert api.requests[-1].json == {"target": {
+        "type": "sqs", "queue_url": queue, "body": "b", "role_arn": ROLE, "url": None, "method": None,
+        "headers": None, "auth": None, "success_codes": None}}  # timeout_seconds and body: sqs has them too
+    # --body of a stored sns job is its message; --role-arn alone stays in the stored type
+    api.on("GET", f"/v1/jobs/{JOB_ID}", job(target={"type": "sns", "topic_arn": "arn:aws:sns:us-east-1:1:t",
+                                                   "message": "m", "role_arn": ROLE}))
+    assert run(api, "jobs", "update", JOB_ID, "--body", "new message") == 0
+    assert api.requests[-1].json == {"target": {"message": "new message"}}
+    topic = "arn:aws:sns:us-east-1:123456789012:t2"
+    assert run(api, "jobs", "update", JOB_ID, "--type", "sqs", "--queue-url", queue) == 0  # sns -> sqs
+    assert api.requests[-1].json == {"target": {"type": "sqs", "queue_url": queue, "topic_arn": None,
+                                                "message": None}}  # role_arn kept
+    assert run(api, "jobs", "update", JOB_ID, "--topic-arn", topic) == 0  # same type: nothing cleared
+    assert api.requests[-1].json == {"target": {"type": "sns", "topic_arn": topic}}
+    before = len(api.requests)
+    assert run(api, "jobs", "update", JOB_ID, "--role-arn", ROLE + "2", "--message-group-id", "g") == 0
+    assert len(api.requests) == before + 1  # no GET needed
+    assert api.requests[-1].json == {"target": {"role_arn": ROLE + "2", "message_group_id": "g"}}
+
+
+def test_tables_and_get_show_aws_targets_by_name(api, capsys):
+    jobs = [job(JOB_ID, "to-sqs", target={"type": "sqs", "role_arn": ROLE, "body": "b",
+                                          "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/work-queue"}),
+            job(JOB_ID2, "to-lambda", target={"type": "lambda", "role_arn": ROLE, "payload": "{}",
+                                              "function_arn": "arn:aws:lambda:us-east-1:123456789012:function:fn",
+                                              "invocation_type": "RequestResponse"}),
+            job(JOB_ID2, "to-sns", target={"type": "sns", "role_arn": ROLE, "message": "m",
+                                           "topic_arn": "arn:aws:sns:us-east-1:123456789012:alerts"}),
+            job(JOB_ID2, "to-bus", target={"type": "eventbridge", "role_arn": ROLE, "source": "s", "detail": "{}",
+                                           "event_bus_arn": "arn:aws:events:us-east-1:123456789012:event-bus/ops",
+                                           "detail_type": "Tick"}),
+            job(JOB_ID2, "signed", target={"type": "http", "url": "https://a.execute-api.us-east-1.amazonaws.com/p",
+                                           "auth": {"type": "sigv4", "service": "execute-api",
+                                                    "region": "us-east-1", "role_arn": ROLE}})]
+    api.on("GET", "/v1/jobs", {"jobs": jobs, "next_cursor": None})
+    assert run(api, "jobs", "list") == 0
+    out = capsys.readouterr().out.splitlines()
+    for line, summary in zip(out[1:], ("sqs work-queue", "lambda fn (sync)", "sns alerts", "eventbridge ops Tick",
+                                       "POST https://a.execute-ap... (sigv4 execute-api)")):
+        assert summary in line, (summary, line)
+    api.on("GET", f"/v1/jobs/{JOB_ID}", jobs[0])
+    assert run(api, "jobs", "get", JOB_ID) == 0
+    lines = capsys.readouterr().out.splitlines()
+    target_at = next(i for i, line in enumerate(lines) if line.startswith("target:"))
+    assert lines[target_at].split()[1:] == ["sqs", "work-queue"]
+    below = " ".join(lines[target_at + 1:target_at + 5])
+    for text in ("queue_url:", "https://sqs.us-east-1.amazonaws.com/123456789012/work-queue", "role_arn:", ROLE):
+        assert text in below, text
+
+
+def test_completion_completes_the_values_of_aws_flags(tmp_path, capsys):
+    assert cli.main(["completion", "bash"]) == 0
+    path = tmp_path / "c.bash"
+    path.write_text(capsys.readouterr().out)
+
+    def complete(*words: str) -> list[str]:
+        quoted = " ".join(f"'{w}'" for w in words)
+        result = subprocess.run(["bash", "-c", f"source {path}; COMP_WORDS=({quoted}); COMP_CWORD={len(words) - 1}; "
+                                 "_scheduler_complete; echo \"${COMPREPLY[@]}\""],
+                                capture_output=True, text=True, check=True)
+        return result.stdout.split()
+
+    assert complete("scheduler", "jobs", "create", "--type", "s") == ["sqs", "sns"]
+    assert complete("scheduler", "jobs", "update", "j", "--auth", "s") == ["sigv4"]
+    assert complete("scheduler", "jobs", "create", "--invocation-type", "") == ["Event", "RequestResponse"]
+    assert complete("scheduler", "jobs", "create", "--sigv4-service", "") == ["execute-api", "lambda"]
+    assert complete("scheduler", "jobs", "create", "--queue") == ["--queue-url"]
+    assert complete("scheduler", "jobs", "create", "--event-bus-arn", "") == []  # free text: nothing to offer

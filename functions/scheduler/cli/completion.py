@@ -1,5 +1,6 @@
 """``scheduler completion bash|zsh``: a shell completion script, derived from the parser itself
-(so it cannot drift from the commands): ``eval "$(scheduler completion bash)"``."""
+(so it cannot drift from the commands): ``eval "$(scheduler completion bash)"``. It completes
+commands, options, and the values of options with a fixed set (``--type sqs``, ``--auth sigv4``)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,22 @@ from scheduler.cli.common import EXIT_OK
 
 _BASH = r'''# scheduler completion (bash; zsh loads it through bashcompinit)
 _scheduler_complete() {
-    local cur path word i
+    local cur prev path word i values
     cur="${COMP_WORDS[COMP_CWORD]}"
+    prev="${COMP_WORDS[COMP_CWORD-1]}"
     path=""
     for ((i = 1; i < COMP_CWORD; i++)); do
         word="${COMP_WORDS[i]}"
         case "$word" in -*) continue ;; esac
         case " $(_scheduler_words "$path" commands) " in *" $word "*) path="${path:+$path }$word" ;; esac
     done
+    if [[ "$prev" == --* ]]; then
+        values="$(_scheduler_words "$path" "values $prev")"
+        if [[ -n "$values" ]]; then
+            COMPREPLY=($(compgen -W "$values" -- "$cur"))
+            return
+        fi
+    fi
     if [[ "$cur" == -* ]]; then
         COMPREPLY=($(compgen -W "$(_scheduler_words "$path" options)" -- "$cur"))
     else
@@ -51,12 +60,28 @@ def command_tree(parser: argparse.ArgumentParser, path: str = "") -> dict[str, t
     return tree
 
 
+def option_values(parser: argparse.ArgumentParser, path: str = "") -> dict[tuple[str, str], list[str]]:
+    """``{("jobs create", "--type"): ["http", ...], ...}``: the choices of every option that has some."""
+    values: dict[tuple[str, str], list[str]] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                values.update(option_values(child, f"{path} {name}".strip()))
+        elif action.choices and action.option_strings:
+            for option in action.option_strings:
+                if option.startswith("--"):
+                    values[(path, option)] = [str(c) for c in action.choices]
+    return values
+
+
 def script(parser: argparse.ArgumentParser, shell: str) -> str:
     """The completion script of ``shell`` (``bash`` or ``zsh``)."""
     cases = []
     for path, (commands, options) in sorted(command_tree(parser).items()):
         cases.append(f'        "{path}|commands") echo "{" ".join(commands)}" ;;')
         cases.append(f'        "{path}|options") echo "{" ".join(options)}" ;;')
+    for (path, option), choices in sorted(option_values(parser).items()):
+        cases.append(f'        "{path}|values {option}") echo "{" ".join(choices)}" ;;')
     body = _BASH % {"cases": "\n".join(cases)}
     return (_ZSH_HEADER + body) if shell == "zsh" else body
 

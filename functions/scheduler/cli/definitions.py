@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from scheduler.cli.aws_flags import (AWS_TYPES, FIELDS_OF, add_aws_options, aws_target_fields, check_flags, sigv4_auth,
+                                     type_from_flags)
 from scheduler.cli.common import UsageError, int_list, positive_float, positive_int
 
 AUTH_SECRET_ENV = "SCHEDULER_AUTH_SECRET"
@@ -121,6 +123,8 @@ def read_secret(args: argparse.Namespace) -> str:
 
 
 def _auth(args: argparse.Namespace) -> dict[str, Any]:
+    if args.auth == "sigv4":
+        return sigv4_auth(args)
     if args.auth == "basic":
         if not args.auth_username:
             raise UsageError("--auth basic needs --auth-username")
@@ -139,12 +143,9 @@ def _parse_header(value: str) -> tuple[str, str]:
     return name.strip(), val
 
 
-def _amqp_flags(args: argparse.Namespace) -> bool:
-    return getattr(args, "amqp_exchange", None) is not None or getattr(args, "routing_key", None) is not None
-
-
-def definition_flags(args: argparse.Namespace) -> dict[str, Any]:
-    """The part of a job definition given by flags, nested as in the job JSON."""
+def definition_flags(args: argparse.Namespace, kind: str | None = None) -> dict[str, Any]:
+    """The part of a job definition given by flags, nested as in the job JSON; ``kind`` is the
+    target's type when known (``--body`` is the ``message`` of an SNS target)."""
     out: dict[str, Any] = {}
     for key in ("name", "description", "schedule", "run_at", "timezone", "start_at", "end_at", "missed_runs",
                 "after_completion"):
@@ -161,17 +162,18 @@ def definition_flags(args: argparse.Namespace) -> dict[str, Any]:
         if value is not None:
             target[key] = value.upper() if key == "method" else value
     if getattr(args, "body", None) is not None:
-        target["body"] = read_body(args.body)
+        target["message" if kind == "sns" else "body"] = read_body(args.body)
     if getattr(args, "headers", None):
         target["headers"] = dict(_parse_header(h) for h in args.headers)
     content_type = getattr(args, "content_type", None)
     if content_type is not None:
-        if _amqp_flags(args):
+        if kind == "amqp":
             target["content_type"] = content_type
         else:
             target.setdefault("headers", {})["Content-Type"] = content_type
     if getattr(args, "auth", None):
         target["auth"] = _auth(args)
+    target.update(aws_target_fields(args, kind))
     if target:
         out["target"] = target
     retry: dict[str, Any] = {}
@@ -200,9 +202,19 @@ def full_definition(base: dict[str, Any], args: argparse.Namespace) -> dict[str,
     """A complete definition (create, ``update --replace``): the flags over ``base``.
 
     ``--schedule`` drops a ``run_at`` of the file and the other way round; the target's type is
-    ``amqp`` with ``--amqp-exchange``/``--routing-key``, else the file's, else ``http``.
+    the one the flags name (``--type``, an AWS resource flag, ``--amqp-exchange``/``--routing-key``),
+    else the file's, else ``http``; a file's target of another type is dropped when either type
+    is an AWS one (their fields differ).
     """
-    flags = definition_flags(args)
+    named = type_from_flags(args)
+    base_target = base.get("target") if isinstance(base.get("target"), dict) else {}
+    base_kind = base_target.get("type") or ("amqp" if ("exchange" in base_target or "routing_key" in base_target)
+                                            else "http" if base_target else None)
+    kind = named or base_kind or "http"
+    check_flags(args, kind)
+    if named and base_kind and named != base_kind and {named, base_kind} & set(AWS_TYPES):
+        base = {k: v for k, v in base.items() if k != "target"}
+    flags = definition_flags(args, kind)
     spec = deep_merge(base, flags)
     if "schedule" in flags:
         spec.pop("run_at", None)
@@ -210,32 +222,53 @@ def full_definition(base: dict[str, Any], args: argparse.Namespace) -> dict[str,
         spec.pop("schedule", None)
     if isinstance(spec.get("target"), dict):
         target = spec["target"] = dict(spec["target"])
-        if _amqp_flags(args):
-            target["type"] = "amqp"
-        elif "type" not in target:
-            target["type"] = "amqp" if ("exchange" in target or "routing_key" in target) else "http"
+        target["type"] = kind
     return spec
 
 
-def patch_definition(base: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+def patch_definition(base: dict[str, Any], args: argparse.Namespace, stored: dict[str, Any] | None = None
+                     ) -> dict[str, Any]:
     """A JSON merge patch (``update`` without ``--replace``): the flags over the file's patch.
 
     ``--schedule`` sends ``"run_at": null`` (and ``--run-at`` ``"schedule": null``) so that a job
-    can switch between recurring and one-off; the AMQP flags set ``target.type`` to ``amqp`` and
-    ``--method`` sets it to ``http``.
+    can switch between recurring and one-off; the AMQP flags set ``target.type`` to ``amqp``,
+    ``--method`` sets it to ``http``, ``--type`` and the AWS resource flags to theirs. ``stored``
+    is the stored target when the caller fetched it (see :func:`needs_stored_target`): a change
+    of type then sends ``null`` for each stored field that the new type has no field for.
     """
-    flags = definition_flags(args)
+    named = type_from_flags(args)
+    base_target = base.get("target") if isinstance(base.get("target"), dict) else {}
+    kind = named or base_target.get("type") or (stored or {}).get("type")
+    check_flags(args, kind)
+    flags = definition_flags(args, kind)
     patch = deep_merge(base, flags)
     if "schedule" in flags:
         patch["run_at"] = None
     if "run_at" in flags:
         patch["schedule"] = None
     target = flags.get("target") or {}
-    if _amqp_flags(args):
-        patch["target"]["type"] = "amqp"
+    if named:
+        patch["target"]["type"] = named
     elif "method" in target:
         patch["target"]["type"] = "http"
+    new_type = (patch.get("target") or {}).get("type") if isinstance(patch.get("target"), dict) else None
+    if stored and new_type and new_type != stored.get("type"):
+        for key in stored:
+            if key not in FIELDS_OF.get(new_type, frozenset()):
+                patch["target"].setdefault(key, None)
     return patch
+
+
+def needs_stored_target(base: dict[str, Any], args: argparse.Namespace) -> bool:
+    """Whether a patch must know the stored target: ``--type`` or an AWS resource flag may change
+    the type (stale fields must go), or ``--body`` is given without a type to say whether it is
+    ``body`` or an SNS ``message``."""
+    base_target = base.get("target") if isinstance(base.get("target"), dict) else {}
+    named = type_from_flags(args)
+    if getattr(args, "target_type", None) or named in AWS_TYPES:
+        return True
+    return getattr(args, "body", None) is not None and not (named or base_target.get("type")
+                                                           or getattr(args, "method", None))
 
 
 def add_definition_options(parser: argparse.ArgumentParser) -> None:
@@ -262,21 +295,23 @@ def add_definition_options(parser: argparse.ArgumentParser) -> None:
                         help="HTTP method (default POST)")
     target.add_argument("--header", dest="headers", action="append", metavar="NAME=VALUE",
                         help="a target header (repeatable)")
-    target.add_argument("--body", help="the target body, or @FILE for a file's contents (@- for stdin); "
-                                       "{{scheduled_at}}-style placeholders are replaced")
+    target.add_argument("--body", help="the target body (HTTP, AMQP, SQS; the message of SNS), or @FILE for a "
+                                       "file's contents (@- for stdin); {{scheduled_at}}-style placeholders "
+                                       "are replaced")
     target.add_argument("--content-type", metavar="TYPE",
                         help="the body's media type (HTTP: the Content-Type header; AMQP: content_type)")
     target.add_argument("--timeout", dest="target_timeout", type=positive_int, metavar="SECONDS",
                         help="how long a delivery may take (default 30)")
     target.add_argument("--success-codes", type=int_list, metavar="CODES",
                         help="HTTP statuses that count as success, comma-separated (default: any 2xx)")
-    target.add_argument("--auth", choices=("basic", "bearer", "header"),
+    target.add_argument("--auth", choices=("basic", "bearer", "header", "sigv4"),
                         help=f"HTTP auth; the password, token or header value is read from ${AUTH_SECRET_ENV} "
-                             "or standard input, never from the command line")
+                             "or standard input, never from the command line; sigv4 signs as --role-arn")
     target.add_argument("--auth-username", metavar="USER", help="--auth basic: the user name")
     target.add_argument("--auth-header", metavar="NAME", help="--auth header: the header's name")
     target.add_argument("--amqp-exchange", metavar="EXCHANGE", help="AMQP target: the exchange")
     target.add_argument("--routing-key", metavar="KEY", help="AMQP target: the routing key")
+    add_aws_options(target)
     retry = parser.add_argument_group("retries")
     retry.add_argument("--max-attempts", type=positive_int, metavar="N", help="attempts per occurrence (default 3)")
     retry.add_argument("--min-backoff", type=positive_float, metavar="SECONDS",

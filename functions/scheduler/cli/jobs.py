@@ -7,9 +7,10 @@ import sys
 from typing import Any, Callable, Iterable
 
 from scheduler.cli.api import client_command
+from scheduler.cli.aws_flags import check_stdin_once
 from scheduler.cli.common import EXIT_OK, JOB_STATES, UsageError, positive_int
 from scheduler.cli.definitions import (READ_ONLY_FIELDS, add_definition_options, full_definition,
-                                       patch_definition, read_definition)
+                                       needs_stored_target, patch_definition, read_definition)
 from scheduler.cli.output import format_job_details, format_jobs, print_data
 
 
@@ -38,6 +39,7 @@ def print_listing(args: argparse.Namespace, key: str, format_rows: Callable[[lis
 @client_command
 def jobs_create(args: argparse.Namespace, client: Any) -> int:
     """``jobs create``."""
+    check_stdin_once(args)
     base = read_definition(args.file) if args.file else {}
     spec = full_definition(base, args)
     if not spec:
@@ -67,6 +69,7 @@ def jobs_get(args: argparse.Namespace, client: Any) -> int:
 @client_command
 def jobs_update(args: argparse.Namespace, client: Any) -> int:
     """``jobs update``: a merge patch, or ``--replace``."""
+    check_stdin_once(args)
     base = read_definition(args.file) if args.file else None
     job_id = client.resolve_job_id(args.job)
     if args.replace:
@@ -79,7 +82,8 @@ def jobs_update(args: argparse.Namespace, client: Any) -> int:
         spec = full_definition(base, args)
         job = client.replace_job(job_id, spec, if_match=if_match)
     else:
-        patch = patch_definition(base or {}, args)
+        stored = client.get_job(job_id).get("target") if needs_stored_target(base or {}, args) else None
+        patch = patch_definition(base or {}, args, stored if isinstance(stored, dict) else None)
         if not patch:
             raise UsageError("nothing to change: give -f FILE or flags such as --schedule, --url")
         job = client.patch_job(job_id, patch, if_match=args.if_match)

@@ -6,10 +6,12 @@ import json
 import sys
 from typing import Any, Iterable, Sequence
 
+from scheduler.cli.aws_flags import target_summary
 from scheduler.cli.common import EXIT_API_ERROR, EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_SERVER, UsageError
 
 ERROR_WIDTH = 60
-JOB_COLUMNS = ("ID", "NAME", "STATE", "SCHEDULE", "NEXT RUN", "LAST STATUS")
+TARGET_WIDTH = 48
+JOB_COLUMNS = ("ID", "NAME", "STATE", "SCHEDULE", "TARGET", "NEXT RUN", "LAST STATUS")
 EXECUTION_COLUMNS = ("ID", "SCHEDULED AT", "STARTED", "LATE", "ATTEMPT", "TRIGGER", "STATUS", "HTTP",
                      "DURATION MS", "ERROR")
 
@@ -63,10 +65,13 @@ def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 
 def job_row(job: dict[str, Any]) -> list[Any]:
-    """A job's cells: id, name, state, schedule (or run_at), next_run_at, last_status."""
+    """A job's cells: id, name, state, schedule (or run_at), target in a few words (``sqs
+    my-queue``), next_run_at, last_status."""
     stats = job.get("stats") or {}
+    target = job.get("target")
+    summary = truncate(target_summary(target, TARGET_WIDTH), TARGET_WIDTH) if isinstance(target, dict) else None
     return [job.get("id"), job.get("name"), job.get("state"), job.get("schedule") or job.get("run_at"),
-            job.get("next_run_at"), stats.get("last_status")]
+            summary, job.get("next_run_at"), stats.get("last_status")]
 
 
 def lateness_ms(execution: dict[str, Any]) -> int | None:
@@ -114,8 +119,8 @@ def _target_lines(target: dict[str, Any]) -> list[tuple[str, Any]]:
                  f"routing_key={target.get('routing_key') or ''}")
     elif kind == "http":
         where = f"{target.get('method') or 'POST'} {target.get('url') or '-'}"
-    else:
-        where = kind
+    else:  # an AWS target: the resource's name here, its whole ARN or URL below
+        where = target_summary(target)
     rows: list[tuple[str, Any]] = [("target", where)]
     skip = {"type", "method", "exchange", "routing_key"} | ({"url"} if kind == "http" else set())
     for key, value in target.items():
