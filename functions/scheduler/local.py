@@ -159,6 +159,7 @@ def serve(args: argparse.Namespace, *, ready: threading.Event | None = None,
     app = make_app(lambda: deps.store, lambda: deps.secret_box, settings)
     wsgi = make_wsgi_app(lambda event, context: app.resolve(event, context),
                          principal_resolver(getattr(args, "auth", "none") or "none", getattr(args, "credentials", None)))
+    wsgi = __import__("scheduler.console", fromlist=["local_app"]).local_app(wsgi, host=args.host)  # console, guard
     server = create_server(wsgi, host=args.host, port=args.port, threads=8, ident="scheduler-local")
     invoker = _local_invoker(deps)
     runners = getattr(args, "runners", 1) or 1
