@@ -197,6 +197,9 @@ class JobSpec(_Strict):
     target: Target
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     missed_runs: Literal["skip", "run_once", "run_all"] = "run_once"
+    after_completion: Literal["keep", "delete"] = Field(
+        default="keep", description="`delete`: once completed (a one-off that ran, or past `end_at`), the job "
+                                    "is deleted with its executions.")
 
     @field_validator("run_at", "start_at", "end_at")
     @classmethod

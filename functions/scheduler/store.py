@@ -7,6 +7,7 @@ that owner's jobs: another principal's job is indistinguishable from an absent o
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 import uuid
@@ -26,7 +27,7 @@ from scheduler.sql import QUERIES
 SCHEDULE_FIELDS = ("schedule", "run_at", "timezone", "start_at", "end_at")
 # Columns a job's owner may write (POST, PUT, PATCH).
 SPEC_FIELDS = ("name", "description", "tags", "schedule", "run_at", "timezone", "start_at", "end_at",
-               "target", "retry", "missed_runs")
+               "target", "retry", "missed_runs", "after_completion")
 
 
 class NotFound(LookupError):
@@ -155,6 +156,13 @@ def _started(row: dict[str, Any]) -> StartedExecution:
                             trigger=execution["execution_trigger"], started_at=execution["execution_started_at"])
 
 
+def _delete_completed(conn: psycopg.Connection, job_ids: list[str]) -> None:
+    """In the transaction of their completion: delete the jobs it completed whose
+    ``after_completion`` is ``delete``, with their executions."""
+    if job_ids:
+        conn.execute(QUERIES["delete_completed_jobs"], {"job_ids": [str(job_id) for job_id in job_ids]})
+
+
 def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
     params = {k: spec.get(k) for k in SPEC_FIELDS}
     params["tags"] = list(spec.get("tags") or [])
@@ -162,6 +170,7 @@ def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
     params["missed_runs"] = spec.get("missed_runs") or "run_once"
     params["target"] = Jsonb(spec["target"])
     params["retry"] = Jsonb(spec.get("retry") or {})
+    params["after_completion"] = spec.get("after_completion") or "keep"
     return params
 
 
@@ -374,8 +383,11 @@ class Store:
     @_retry_on_dead_connection
     def _write_completions(self, rows: list[dict[str, Any]]) -> set[str]:
         """Write planned outcomes in one statement; the ids of the jobs written."""
-        with self.pool.connection() as conn:
-            return {str(r["job_id"]) for r in _complete(_uuids_as_text(conn), rows).fetchall()}
+        completed = [row["job_id"] for row in rows if row["state"] == "completed"]
+        with self.pool.connection() as conn, (conn.transaction() if completed else contextlib.nullcontext()):
+            written = {str(r["job_id"]) for r in _complete(_uuids_as_text(conn), rows).fetchall()}
+            _delete_completed(conn, [job_id for job_id in completed if str(job_id) in written])
+            return written
 
     @_retry_on_dead_connection
     def _complete_locked(self, done: Completion) -> bool:
@@ -387,7 +399,10 @@ class Store:
                 return False
             now, ran = job.pop("db_now"), job.pop("ran_scheduled_at")
             plan = lifecycle.plan_completion(job, done.outcome, now, self.rng, ran)
-            return _complete(conn, [_completion_row(done, plan, job["version"], ran)]).fetchone() is not None
+            written = _complete(conn, [_completion_row(done, plan, job["version"], ran)]).fetchone() is not None
+            if written and plan["state"] == "completed":
+                _delete_completed(conn, [done.job_id])
+            return written
 
     @_retry_on_dead_connection
     def due_backlog(self) -> tuple[int, float]:
@@ -432,6 +447,21 @@ class Store:
                 break
         return total
 
+    @_retry_on_dead_connection
+    def list_owner_executions(self, owner: str, *, status: str | None = None, job_id: str | None = None,
+                              since: datetime | None = None, limit: int = 50,
+                              before: tuple[datetime, str] | None = None) -> list[dict[str, Any]]:
+        """A page of the owner's executions across all their jobs, newest first by ``started_at``
+        (then id), each with ``job_name``; ``before`` is the keyset cursor, the (started_at, id)
+        of the previous page's last row. A ``job_id`` that is not a UUID matches nothing."""
+        if job_id is not None and not _is_uuid(job_id):
+            return []
+        before_started_at, before_id = before if before is not None else (None, None)
+        with self.pool.connection() as conn:
+            return conn.execute(QUERIES["list_owner_executions"], {
+                "owner": owner, "status": status, "job_id": job_id, "since": since, "limit": limit,
+                "before_started_at": before_started_at, "before_id": before_id}).fetchall()
+
 
 def _is_uuid(value: str) -> bool:
     try:
@@ -439,4 +469,3 @@ def _is_uuid(value: str) -> bool:
         return True
     except ValueError:
         return False
-

@@ -178,7 +178,8 @@ def test_create_and_get(api, pool, box):
     assert answer.headers["ETag"] == '"1"' and answer.headers["Location"] == f"/v1/jobs/{job['id']}"
     assert set(job) == {"id", "name", "description", "tags", "schedule", "run_at", "timezone", "start_at", "end_at",
                         "target", "retry", "missed_runs", "owner", "state", "version", "next_run_at", "last_run_at",
-                        "created_at", "updated_at", "stats"}
+                        "created_at", "updated_at", "stats", "after_completion"}
+    assert job["after_completion"] == "keep"
     assert job["owner"] == ALICE and job["state"] == "active" and job["version"] == 1
     assert job["stats"] == {"run_count": 0, "failure_count": 0, "last_status": None, "last_error": None}
     assert job["next_run_at"].endswith("Z") and job["next_run_at"][11:16] in ("01:00", "02:00")  # 03:00 Berlin

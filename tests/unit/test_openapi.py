@@ -22,7 +22,8 @@ def test_openapi_documents_every_route_and_the_envelope():
     assert routes == {("GET", "/v1/health"), ("POST", "/v1/jobs"), ("GET", "/v1/jobs"), ("GET", "/v1/jobs/{job_id}"),
                       ("PUT", "/v1/jobs/{job_id}"), ("PATCH", "/v1/jobs/{job_id}"), ("DELETE", "/v1/jobs/{job_id}"),
                       ("POST", "/v1/jobs/{job_id}/pause"), ("POST", "/v1/jobs/{job_id}/resume"),
-                      ("POST", "/v1/jobs/{job_id}/run"), ("GET", "/v1/jobs/{job_id}/executions")}
+                      ("POST", "/v1/jobs/{job_id}/run"), ("GET", "/v1/jobs/{job_id}/executions"),
+                      ("GET", "/v1/executions"), ("POST", "/v1/schedules/preview")}
     create = schema["paths"]["/v1/jobs"]["post"]
     assert create["requestBody"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/JobSpec"}
     assert set(create["responses"]) == {"201", "400", "403", "409", "413", "415"}

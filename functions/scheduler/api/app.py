@@ -21,7 +21,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
-from scheduler.api import deps, executions, jobs
+from scheduler.api import activity, deps, executions, jobs
 from scheduler.api.cursors import CursorCodec, cursor_key
 from scheduler.api.errors import (MAX_REQUEST_BODY_BYTES, ApiError, MalformedBody, NoSuchResource, PayloadTooLarge,
                                   UnsupportedMediaType, documented, envelope, error_response,
@@ -134,6 +134,7 @@ _ROUTES = (
     (re.compile(r"^/v1/jobs/[^/]+/*$"), ("DELETE", "GET", "PATCH", "PUT")),
     (re.compile(r"^/v1/jobs/[^/]+/(?:pause|resume|run)/*$"), ("POST",)),
     (re.compile(r"^/v1/jobs/[^/]+/executions/*$"), ("GET",)),
+    (re.compile(r"^/v1/executions/*$"), ("GET",)), (re.compile(r"^/v1/schedules/preview/*$"), ("POST",)),
 )
 
 
@@ -171,6 +172,7 @@ def make_app(store_provider: Callable[[], Store], secret_box_provider: Callable[
 
     app.include_router(jobs.router)
     app.include_router(executions.router)
+    app.include_router(activity.router)
 
     @app.exception_handler(NotFoundError)
     def no_route(exc: NotFoundError) -> Response:

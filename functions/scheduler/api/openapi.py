@@ -35,6 +35,7 @@ EXAMPLE_JOB = {
     "missed_runs": "run_once",
 }
 EXAMPLE_PATCH = {"description": "moved to 04:30", "schedule": "30 4 * * *", "tags": None}
+EXAMPLE_PREVIEW = {"schedule": "30 2 * * *", "timezone": "Europe/Berlin", "after": "2027-03-27T12:00:00Z", "count": 3}
 # Powertools' own validation answers (422) are turned into our 400 envelope; drop them.
 _UNUSED = ("HTTPValidationError", "ValidationError", "ResponseValidationError")
 
@@ -51,7 +52,7 @@ def openapi_schema(app: SchedulerResolver | None = None) -> dict[str, Any]:
         security_schemes={"sigv4": {"type": "apiKey", "name": "Authorization", "in": "header",
                                     "description": "AWS Signature Version 4 (API Gateway IAM auth)"}},
         security=[{"sigv4": []}]))
-    for path in schema.get("paths", {}).values():
+    for route, path in schema.get("paths", {}).items():
         for method, operation in path.items():
             responses = operation.get("responses", {})
             responses.pop("422", None)
@@ -61,6 +62,8 @@ def openapi_schema(app: SchedulerResolver | None = None) -> dict[str, Any]:
             body = operation.get("requestBody", {}).get("content", {})
             if "application/json" in body:
                 body["application/json"]["example"] = EXAMPLE_PATCH if method == "patch" else EXAMPLE_JOB
+                if route == "/v1/schedules/preview":
+                    body["application/json"]["example"] = EXAMPLE_PREVIEW
             if method == "patch" and "application/json" in body:
                 body["application/merge-patch+json"] = body["application/json"]
     components = schema.get("components", {}).get("schemas", {})

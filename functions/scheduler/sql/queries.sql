@@ -7,10 +7,12 @@ SELECT now() AS now;
 
 -- name: insert_job
 INSERT INTO jobs (id, owner, name, description, tags, schedule, run_at, timezone, start_at, end_at,
-                  target, retry, missed_runs, state, scheduled_at, next_run_at, created_at, updated_at)
+                  target, retry, missed_runs, state, scheduled_at, next_run_at, created_at, updated_at,
+                  after_completion)
 VALUES (%(id)s, %(owner)s, %(name)s, %(description)s, %(tags)s, %(schedule)s, %(run_at)s,
         %(timezone)s, %(start_at)s, %(end_at)s, %(target)s, %(retry)s, %(missed_runs)s, %(state)s,
-        %(scheduled_at)s, %(next_run_at)s, %(created_at)s, %(created_at)s)
+        %(scheduled_at)s, %(next_run_at)s, %(created_at)s, %(created_at)s,
+        %(after_completion)s)
 ON CONFLICT ON CONSTRAINT jobs_owner_name_key DO NOTHING
 RETURNING *;
 
@@ -52,7 +54,7 @@ SET name = %(name)s, description = %(description)s, tags = %(tags)s, schedule = 
     run_at = %(run_at)s, timezone = %(timezone)s, start_at = %(start_at)s, end_at = %(end_at)s,
     target = %(target)s, retry = %(retry)s, missed_runs = %(missed_runs)s, state = %(state)s,
     scheduled_at = %(scheduled_at)s, attempt = %(attempt)s, next_run_at = %(next_run_at)s,
-    manual_run_at = %(manual_run_at)s,
+    manual_run_at = %(manual_run_at)s, after_completion = %(after_completion)s,
     -- A claim not yet started is void after an edit (its executor will find the token gone), so
     -- the job is claimable again at its new time rather than when that lease expires; so is an
     -- expired one (its execution is marked lost above).
@@ -130,14 +132,14 @@ RETURNING id;
 -- The columns of a started job that its delivery and its completion's plan need, no more.
 j.id, j.version, j.state, j.schedule, j.run_at, j.timezone, j.start_at, j.end_at, j.created_at,
 j.missed_runs, j.target, j.retry, j.scheduled_at, j.attempt, j.next_run_at, j.manual_run_at, j.lease_kind,
-j.running_execution_id
+j.running_execution_id, j.owner
 
 -- fragment: record_started
 -- After a "job" CTE that started jobs (their running_execution_id set, the attempt counted):
 -- their executions recorded as running, and each job with its execution.
 execution AS (
-    INSERT INTO executions (id, job_id, scheduled_at, attempt, trigger, status, started_at)
-    SELECT job.running_execution_id, job.id,
+    INSERT INTO executions (id, job_id, owner, scheduled_at, attempt, trigger, status, started_at)
+    SELECT job.running_execution_id, job.id, job.owner,
            CASE job.lease_kind WHEN 'manual' THEN job.manual_run_at ELSE job.scheduled_at END,
            CASE job.lease_kind WHEN 'manual' THEN 1 ELSE job.attempt END,
            CASE WHEN job.lease_kind = 'manual' THEN 'manual'
@@ -291,4 +293,33 @@ WHERE id IN (
     WHERE started_at < now() - make_interval(days => %(retention_days)s) AND status <> 'running'
     LIMIT %(batch)s
 )
+RETURNING id;
+
+-- name: list_owner_executions
+-- The owner's executions across their jobs, newest first, each with its job's name. Keyset
+-- pagination on (started_at, id): the index executions_owner_started_idx gives this order for
+-- one owner, so a page reads about `limit` entries (and as many job rows) however many
+-- executions and jobs the owner has; the row comparison is the index's own condition. Filters
+-- on status and job narrow the same walk; since stops it at an instant.
+SELECT e.*, j.name AS job_name
+FROM executions e
+JOIN jobs j ON j.id = e.job_id
+WHERE e.owner = %(owner)s
+  AND (%(status)s::text IS NULL OR e.status = %(status)s::text)
+  AND (%(job_id)s::uuid IS NULL OR e.job_id = %(job_id)s::uuid)
+  AND (%(since)s::timestamptz IS NULL OR e.started_at >= %(since)s::timestamptz)
+  AND (%(before_started_at)s::timestamptz IS NULL
+       OR (e.started_at, e.id) < (%(before_started_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY e.started_at DESC, e.id DESC
+LIMIT %(limit)s;
+
+-- name: delete_completed_jobs
+-- after_completion = 'delete': jobs whose completion, written just before in the same
+-- transaction, left them completed are deleted with their executions (ON DELETE CASCADE). The
+-- completion's UPDATE holds their rows until the commit, so nothing can change them in between;
+-- the conditions still fence it: a job another runner holds, or with a manual run pending, is
+-- kept (its next completion deletes it once that run is done).
+DELETE FROM jobs
+WHERE id = ANY(%(job_ids)s::uuid[]) AND after_completion = 'delete' AND state = 'completed'
+  AND lock_token IS NULL AND manual_run_at IS NULL
 RETURNING id;

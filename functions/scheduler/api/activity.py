@@ -1,0 +1,138 @@
+"""Routes for seeing the work: the caller's executions across all their jobs, and the preview
+of a schedule's next occurrences (computed by the code that plans jobs)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+from scheduler.api.cursors import scope_of
+from scheduler.api.errors import BadRequest, documented
+from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Owner, StoreDep, cursor_position
+from scheduler.api.serialize import Execution, execution_json
+from scheduler.models import MAX_BODY_LENGTH, JobSpec, parse_time
+from scheduler.preview import occurrences
+from scheduler.timeutil import format_time
+
+router = APIGatewayRouter()
+
+MAX_PREVIEW_COUNT = 100
+# The fields a preview shares with a job: declared and checked by the job model itself.
+_SCHEDULE_FIELDS = ("schedule", "run_at", "timezone", "start_at", "end_at")
+_FIELD = JobSpec.model_fields
+# A target the job model accepts, to check the schedule fields of a preview as a job's.
+_ANY_TARGET = {"type": "http", "url": "https://example.com/"}
+
+
+class OwnerExecution(Execution):
+    """An execution in the list across jobs: with its job's name."""
+
+    job_name: str
+
+
+class OwnerExecutionList(BaseModel):
+    executions: list[OwnerExecution]
+    next_cursor: str | None = Field(description="pass as `cursor` for the next page; null on the last")
+
+
+class SchedulePreview(BaseModel):
+    """A schedule to preview: the schedule fields of a job, and which occurrences to show."""
+
+    model_config = ConfigDict(extra="forbid", str_max_length=MAX_BODY_LENGTH)
+
+    schedule: str | None = _FIELD["schedule"]
+    run_at: AwareDatetime | None = _FIELD["run_at"]
+    timezone: str = _FIELD["timezone"]
+    start_at: AwareDatetime | None = _FIELD["start_at"]
+    end_at: AwareDatetime | None = _FIELD["end_at"]
+    after: AwareDatetime | None = Field(default=None, description="Occurrences strictly after this instant "
+                                                                  "(default: now).")
+    count: int = Field(default=10, ge=1, le=MAX_PREVIEW_COUNT, strict=True, description="How many occurrences.")
+
+    @field_validator("after")
+    @classmethod
+    def _after_in_range(cls, value: datetime | None) -> datetime | None:
+        try:
+            return None if value is None else value.astimezone(timezone.utc)
+        except OverflowError:
+            raise ValueError("is outside the range of representable instants") from None
+
+
+class Occurrences(BaseModel):
+    occurrences: list[AwareDatetime] = Field(description="UTC, ascending; fewer than `count` when the schedule ends")
+
+
+Status = Annotated[Literal["running", "succeeded", "failed", "timed_out", "lost"],
+                   Query(description="Only executions with this status.")]
+JobFilter = Annotated[str, Query(max_length=64, description="Only this job's executions (its id).")]
+Since = Annotated[str, Query(max_length=64, description="Only executions started at or after this "
+                                                        "RFC 3339 instant (with an offset).")]
+
+
+def _instant(value: str, field: str) -> datetime:
+    """An RFC 3339 instant with an offset, representable in UTC; a 400 on ``field`` else."""
+    try:
+        return parse_time(value).astimezone(timezone.utc)
+    except (ValueError, OverflowError):
+        raise BadRequest(field, "must be an RFC 3339 instant with an offset, like 2026-12-01T00:00:00Z") from None
+
+
+def _position(value: Any) -> bool:
+    if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
+        return False
+    try:
+        _instant(value[0], "cursor")
+        uuid.UUID(value[1])
+    except (BadRequest, ValueError):
+        return False
+    return True
+
+
+@router.get("/v1/executions", summary="List executions across jobs", tags=["executions"],
+            description="The caller's executions across all their jobs, newest first by `started_at`, "
+                        "each with its job's name.",
+            responses=documented(200, OwnerExecutionList, "A page of executions, newest first.", 400, 403))
+def list_owner_executions(store: StoreDep, cursors: CursorsDep, owner: Owner, status: Status = None,
+                          job_id: JobFilter = None, since: Since = None, limit: Limit = DEFAULT_PAGE_SIZE,
+                          cursor: Cursor = None):
+    if job_id is not None:
+        try:
+            job_id = str(uuid.UUID(job_id))
+        except ValueError:
+            raise BadRequest("job_id", "must be a job id (a UUID)") from None
+    since_at = None if since is None else _instant(since, "since")
+    scope = scope_of("owner_executions", owner, status=status, job_id=job_id,
+                     since=None if since_at is None else since_at.isoformat())
+    position = cursor_position(cursors, cursor, scope, "before", _position)
+    before = None if position is None else (_instant(position[0], "cursor"), position[1])
+    rows = store.list_owner_executions(owner, status=status, job_id=job_id, since=since_at, limit=limit + 1,
+                                       before=before)
+    page = rows[:limit]
+    next_cursor = None
+    if len(rows) > limit:
+        last = page[-1]
+        next_cursor = cursors.encode(scope, {"before": [last["started_at"].isoformat(), str(last["id"])]})
+    return Response(status_code=200, content_type=content_types.APPLICATION_JSON,
+                    body={"executions": [{**execution_json(r), "job_name": r["job_name"]} for r in page],
+                          "next_cursor": next_cursor})
+
+
+@router.post("/v1/schedules/preview", summary="Preview a schedule's occurrences", tags=["schedules"],
+             description="The next `count` occurrences strictly after `after` (default now), in UTC, "
+                         "computed as for a job with these fields; bad fields answer 400 as for a job.",
+             responses=documented(200, Occurrences, "The occurrences.", 400, 403, 413, 415))
+def preview_schedule(preview: Annotated[SchedulePreview, Body()], store: StoreDep, owner: Owner):
+    fields = preview.model_dump(include=set(_SCHEDULE_FIELDS), exclude_none=True)
+    spec = JobSpec.model_validate({"name": "preview", "target": _ANY_TARGET, **fields})
+    after = preview.after or store.now()
+    found = occurrences(spec.schedule if spec.schedule is not None else spec.run_at, timezone=spec.timezone,
+                        start_at=spec.start_at, end_at=spec.end_at, after=after,
+                        count=preview.count)
+    return Response(status_code=200, content_type=content_types.APPLICATION_JSON,
+                    body={"occurrences": [format_time(at) for at in found]})
