@@ -34,4 +34,6 @@ function App() {
     <main>${content}</main>`;
 }
 
-render(html`<${App} />`, document.getElementById('app'));
+const root = document.getElementById('app');
+root.textContent = '';  // the "Loading" note (render() adds to what is there)
+render(html`<${App} />`, root);

@@ -10,6 +10,11 @@ const FIELDS = ['name', 'description', 'tags', 'schedule', 'run_at', 'timezone',
                 'missed_runs', 'target.url', 'target.method', 'target.headers', 'target.body',
                 'target.timeout_seconds', 'target', 'retry.max_attempts', 'retry'];
 const METHODS = ['POST', 'GET', 'PUT', 'PATCH', 'DELETE'];
+// The form's values and the fields they fill.
+const KEY_FIELDS = { name: 'name', description: 'description', tags: 'tags', schedule: 'schedule', run_at: 'run_at',
+                     timezone: 'timezone', start_at: 'start_at', end_at: 'end_at', missed_runs: 'missed_runs',
+                     url: 'target.url', method: 'target.method', headers: 'target.headers', body: 'target.body',
+                     timeout: 'target.timeout_seconds', targetJson: 'target', attempts: 'retry.max_attempts' };
 
 function fieldOf(path) {
   const p = String(path || '').replace(/\[(\d+)\]/g, '.$1');
@@ -123,7 +128,12 @@ export function JobForm({ id }) {
     api('GET', `/jobs/${id}`).then((j) => { setJob(j); setV(initial(j)); }).catch(setLoadError);
   }, [id]);
 
-  const on = (k) => (ev) => setV({ ...v, [k]: ev.target.type === 'radio' ? ev.target.value : ev.target.value });
+  // An edited field loses its error (it is checked again on the next save).
+  const on = (k) => (ev) => {
+    setV({ ...v, [k]: ev.target.value });
+    const field = KEY_FIELDS[k];
+    if (field && errors[field]) setErrors({ ...errors, [field]: undefined });
+  };
 
   const submit = async (ev) => {
     ev.preventDefault();
@@ -170,7 +180,8 @@ export function JobForm({ id }) {
           </div>
           <${Field} label="Missed runs" name="missed_runs" errors=${errors}>
             <select name="missed_runs" value=${v.missed_runs} onChange=${on('missed_runs')}>
-              <option value="run_once">run once</option><option value="skip">skip</option><option value="run_all">run all</option>
+              ${[['run_once', 'run once'], ['skip', 'skip'], ['run_all', 'run all']].map(([value, label]) => html`
+                <option value=${value} selected=${value === v.missed_runs}>${label}</option>`)}
             </select><//>
         </fieldset>
         <fieldset><legend>Target</legend>
@@ -181,7 +192,7 @@ export function JobForm({ id }) {
           ${v.type === 'http' ? html`
             <div class="row">
               <${Field} label="Method" name="target.method" errors=${errors}>
-                <select name="method" value=${v.method} onChange=${on('method')}>${METHODS.map((m) => html`<option>${m}</option>`)}</select><//>
+                <select name="method" value=${v.method} onChange=${on('method')}>${METHODS.map((m) => html`<option value=${m} selected=${m === v.method}>${m}</option>`)}</select><//>
               <${Field} label="URL" name="target.url" errors=${errors}>${input('url', 'url', { placeholder: 'https://example.com/hook', class: 'wide' })}<//>
             </div>
             <${Field} label="Headers (JSON)" name="target.headers" errors=${errors}>${input('headers', 'headers')}<//>

@@ -35,7 +35,7 @@ export function Jobs({ params }) {
       <div class="head"><h1>Jobs</h1><a class="button primary" href="#/jobs/new">New job</a></div>
       <form class="filters" onSubmit=${(ev) => ev.preventDefault()}>
         <label>State <select name="state" value=${filters.state} onChange=${set('state')}>
-          <option value="">any</option>${STATES.map((s) => html`<option value=${s}>${s}</option>`)}
+          <option value="">any</option>${STATES.map((s) => html`<option value=${s} selected=${s === filters.state}>${s}</option>`)}
         </select></label>
         <label>Tag <input name="tag" value=${filters.tag} onInput=${set('tag')} placeholder="billing" /></label>
         <label>Name starts with <input name="name_prefix" value=${filters.name_prefix} onInput=${set('name_prefix')} /></label>
@@ -78,6 +78,7 @@ function Chart({ executions }) {
     const plot = new uPlot({
       width: Math.max(300, box.current.clientWidth), height: 220,
       scales: { x: { time: true } },
+      tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
       series: [{}, { label: 'lateness (ms)', stroke: '#c2410c', width: 2, points: { show: true } },
                { label: 'duration (ms)', stroke: '#2563eb', width: 2, points: { show: true } }],
       axes: [{}, { label: 'ms' }],
@@ -232,10 +233,10 @@ export function Activity({ params }) {
   return html`
     <section>
       <div class="head"><h1>Recent activity</h1>
-        <span class="muted">refreshes every 5 s${updated ? `; updated ${updated.toLocaleTimeString()}` : ''}</span></div>
+        <span class="muted">refreshes every 5 s${updated ? `; updated ${updated.toISOString().slice(11, 19)} UTC` : ''}</span></div>
       <form class="filters" onSubmit=${(ev) => ev.preventDefault()}>
         <label>Status <select name="status" value=${status} onChange=${(ev) => setStatus(ev.target.value)}>
-          <option value="">all</option>${EXEC_STATUSES.map((s) => html`<option value=${s}>${s.replace('_', ' ')}</option>`)}
+          <option value="">all</option>${EXEC_STATUSES.map((s) => html`<option value=${s} selected=${s === status}>${s.replace('_', ' ')}</option>`)}
         </select></label>
         <label class="check"><input type="checkbox" name="failures" checked=${status === 'failed'}
           onChange=${(ev) => setStatus(ev.target.checked ? 'failed' : '')} /> failures only</label>
