@@ -147,3 +147,24 @@ def test_a_wildcard_bind_serves_addresses_but_not_foreign_names():
     bound = HostPolicy("192.168.1.20")
     assert bound.allows("192.168.1.20:8080") and bound.allows("127.0.0.1")
     assert not bound.allows("192.168.1.21:8080") and not bound.allows("evil.example")
+
+
+def test_scheduler_local_serves_the_console_behind_the_guard(db_url, tmp_path):
+    from tests.support import LocalScheduler
+
+    local = LocalScheduler(db_url, str(tmp_path / "data"))
+    try:
+        root = requests.get(local.url + "/", allow_redirects=False, timeout=10)
+        assert root.status_code == 302 and root.headers["Location"] == "/console/"
+        assert requests.get(local.url + "/console/", timeout=10).status_code == 200
+        port = local.url.rsplit(":", 1)[1]
+        rebound = requests.get(local.url + "/v1/jobs", headers={"Host": f"evil.example:{port}"}, timeout=10)
+        assert rebound.status_code == 403 and _field(rebound) == "Host"
+        form = requests.post(local.url + "/v1/jobs", data={"name": "x"}, timeout=10)
+        assert form.status_code == 415 and _field(form) == "Content-Type"
+        cross = requests.post(local.url + "/v1/jobs", json={"name": "x"}, timeout=10,
+                              headers={"Origin": "http://evil.example"})
+        assert cross.status_code == 403 and _field(cross) == "Origin"
+        assert requests.get(local.url + "/v1/jobs", timeout=10).json()["jobs"] == []
+    finally:
+        assert local.stop() == 0, "".join(local.lines)
