@@ -11,13 +11,15 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
 import pytest
 import requests
 
-from tests.support import LocalScheduler, RecordingServer
+from tests.support import ROOT, LocalScheduler, RecordingServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -209,3 +211,13 @@ def test_create_run_and_pause_a_job_in_the_console(browser, api, target):
     expect(page).to_have_url(re.compile(r"#/jobs"))
     assert requests.get(f"{api.url}/v1/jobs/{job_id}", timeout=10).status_code == 404
     assert problems == []
+
+
+@pytest.mark.parametrize(("ci", "code", "outcome"), [("true", 1, "1 error"), ("", 0, "1 skipped")])
+def test_without_chromium_it_skips_with_a_warning_but_fails_under_ci(tmp_path, ci, code, outcome):
+    env = {**os.environ, "CHROMIUM": str(tmp_path / "no-chromium"), "CI": ci}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+                             f"{__file__}::test_create_run_and_pause_a_job_in_the_console"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == code and outcome in result.stdout, result.stdout
+    assert "browser test not run: no Chromium at" in result.stdout

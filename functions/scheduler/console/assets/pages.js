@@ -137,7 +137,11 @@ export function Job({ id }) {
   }, [id]);
 
   useEffect(() => { load(); }, [id]);
-  useInterval(loadExecutions, 3000);
+  // The job's summary and executions follow what the runner does (a run, a retry, a completion).
+  useInterval(() => {
+    api('GET', `/jobs/${id}`).then(setJob).catch(() => {});
+    loadExecutions();
+  }, 3000);
 
   const act = async (what) => {
     try {
