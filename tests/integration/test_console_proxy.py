@@ -117,3 +117,30 @@ def test_without_credentials_the_console_does_not_start(monkeypatch, tmp_path, c
     _aws_env(monkeypatch, tmp_path, "AKID", "secret")
     assert run_console(endpoint="ftp://example.com", port=0, region=None) == 1
     assert "--endpoint" in capsys.readouterr().out
+
+
+def test_an_unreachable_api_is_a_502_and_a_large_body_a_413(monkeypatch, tmp_path):
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    _aws_env(monkeypatch, tmp_path, "AKID", "secret")
+    urls: list[str] = []
+    ready, stop = threading.Event(), threading.Event()
+    thread = threading.Thread(target=run_console, kwargs=dict(
+        endpoint=f"http://127.0.0.1:{closed}/prod", port=0, region="eu-west-1", stop=stop,
+        ready=lambda u: (urls.append(u), ready.set())), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    base = urls[0].removesuffix("/console/")
+    try:
+        answer = requests.get(base + "/v1/jobs", timeout=10)
+        assert answer.status_code == 502 and answer.json()["error"]["code"] == "bad_gateway"
+        assert "secret" not in answer.text
+        big = requests.post(base + "/v1/jobs", data=b"x" * (1024 * 1024 + 1), timeout=10,
+                            headers={"Content-Type": "application/json"})
+        assert big.status_code == 413
+    finally:
+        stop.set()
+        thread.join(10)
