@@ -128,9 +128,9 @@ def test_an_unreachable_api_is_a_502_and_a_large_body_a_413(monkeypatch, tmp_pat
     _aws_env(monkeypatch, tmp_path, "AKID", "secret")
     urls: list[str] = []
     ready, stop = threading.Event(), threading.Event()
-    thread = threading.Thread(target=run_console, kwargs=dict(
-        endpoint=f"http://127.0.0.1:{closed}/prod", port=0, region="eu-west-1", stop=stop,
-        ready=lambda u: (urls.append(u), ready.set())), daemon=True)
+    thread = threading.Thread(target=run_console, kwargs={
+        "endpoint": f"http://127.0.0.1:{closed}/prod", "port": 0, "region": "eu-west-1", "stop": stop,
+        "ready": lambda u: (urls.append(u), ready.set())}, daemon=True)
     thread.start()
     assert ready.wait(10)
     base = urls[0].removesuffix("/console/")

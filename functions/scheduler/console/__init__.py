@@ -26,8 +26,8 @@ _TYPES = {".mjs": "text/javascript", ".js": "text/javascript", ".css": "text/css
 # Only files from this folder, and nothing but what the pages load: no script from elsewhere,
 # no framing (clickjacking), no inline script.
 SECURITY_HEADERS = [
-    ("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-                                "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"),
+    ("Content-Security-Policy", ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                                 "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")),
     ("X-Content-Type-Options", "nosniff"),
     ("X-Frame-Options", "DENY"),
     ("Referrer-Policy", "no-referrer"),

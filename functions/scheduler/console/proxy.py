@@ -14,10 +14,12 @@ import json
 import logging
 import signal
 import threading
+from http import HTTPStatus
 from typing import Any, Callable, Iterable
 from urllib.parse import parse_qsl, urlsplit
 
 import requests
+from botocore.exceptions import BotoCoreError
 
 from scheduler.client import encode_query, region_of_endpoint
 from scheduler.console import console_app
@@ -61,6 +63,13 @@ class Signer:
         request = AWSRequest(method=method, url=url, data=body, headers=headers)
         SigV4Auth(creds, SERVICE, self.region).add_auth(request)
         return dict(request.headers.items())
+
+
+def _phrase(code: int) -> str:
+    try:
+        return HTTPStatus(code).phrase
+    except ValueError:
+        return "Unknown"
 
 
 def _error(start_response: Callable, status: str, code: str, message: str) -> list[bytes]:
@@ -118,7 +127,7 @@ def forwarding_app(endpoint: str, signer: Signer, *, http: requests.Session | No
         content = answer.content
         out = [(k, v) for k, v in answer.headers.items() if k.lower() in FORWARDED_ANSWER]
         out.append(("Content-Length", str(len(content))))
-        start_response(f"{answer.status_code} {answer.reason or ''}".rstrip(), out)
+        start_response(f"{answer.status_code} {answer.reason or _phrase(answer.status_code)}", out)
         return [content]
 
     return forward
@@ -165,7 +174,7 @@ def run_console(*, endpoint: str, port: int, region: str | None, host: str = "12
     except (ValueError, OSError) as exc:
         print(f"scheduler console: {exc}", flush=True)
         return 1
-    except Exception as exc:  # a broken AWS config or profile
+    except BotoCoreError as exc:  # a broken AWS config, an unknown profile
         print(f"scheduler console: cannot load AWS credentials: {exc}", flush=True)
         return 1
     stop = stop or threading.Event()
