@@ -213,6 +213,58 @@ def test_create_run_and_pause_a_job_in_the_console(browser, api, target):
     assert problems == []
 
 
+def test_the_console_of_a_signed_api_through_scheduler_console(browser, db_url, tmp_path, monkeypatch):
+    """`scheduler local --auth sigv4` answers the browser's unsigned calls 403 (the page says how
+    to reach it); through `scheduler console`, which signs, the same pages work."""
+    import json
+    import threading
+
+    from playwright.sync_api import expect
+
+    from scheduler.console.proxy import run_console
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    creds = tmp_path / "credentials.json"
+    creds.write_text(json.dumps({"AKIDALICE": {"secret_access_key": "alice-secret",
+                                               "principal": "arn:aws:iam::000000000000:user/alice"}}))
+    signed = LocalScheduler(db_url, str(tmp_path / "data"), "--auth", "sigv4", "--credentials", str(creds))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDALICE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "alice-secret")
+    urls: list[str] = []
+    ready, stop = threading.Event(), threading.Event()
+    console = threading.Thread(target=run_console, kwargs={
+        "endpoint": signed.url, "port": 0, "region": "us-east-1", "stop": stop,
+        "ready": lambda url: (urls.append(url), ready.set())}, daemon=True)
+    console.start()
+    try:
+        assert ready.wait(10)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(signed.url + "/console/")
+        expect(page.locator(".alert")).to_contain_text("scheduler console --endpoint")
+
+        page.goto(urls[0])
+        expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
+        expect(page.locator(".alert")).to_have_count(0)
+        page.get_by_role("link", name="New job").click()
+        page.fill("input[name=name]", "signed-job")
+        page.fill("input[name=schedule]", "@hourly")
+        expect(page.locator('[data-preview="ok"] li')).to_have_count(5)
+        page.fill("input[name=url]", "https://example.com/hook")
+        page.get_by_role("button", name="Create").click()
+        expect(page.get_by_role("heading", name="signed-job")).to_be_visible()
+        expect(page.locator("pre.definition")).to_contain_text('"schedule": "@hourly"')
+        page.get_by_role("link", name="Jobs", exact=True).click()
+        expect(page.locator("table.jobs tbody tr")).to_have_count(1)
+    finally:
+        stop.set()
+        console.join(10)
+        assert signed.stop() == 0, "".join(signed.lines)
+
+
 @pytest.mark.parametrize(("ci", "code", "outcome"), [("true", 1, "1 error"), ("", 0, "1 skipped")])
 def test_without_chromium_it_skips_with_a_warning_but_fails_under_ci(tmp_path, ci, code, outcome):
     env = {**os.environ, "CHROMIUM": str(tmp_path / "no-chromium"), "CI": ci}

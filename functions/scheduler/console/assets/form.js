@@ -10,6 +10,8 @@ const FIELDS = ['name', 'description', 'tags', 'schedule', 'run_at', 'timezone',
                 'missed_runs', 'target.url', 'target.method', 'target.headers', 'target.body',
                 'target.timeout_seconds', 'target', 'retry.max_attempts', 'retry'];
 const METHODS = ['POST', 'GET', 'PUT', 'PATCH', 'DELETE'];
+// IANA zone names the browser knows, offered as the time zone is typed (the API decides).
+const ZONES = typeof Intl.supportedValuesOf === 'function' ? ['UTC', ...Intl.supportedValuesOf('timeZone')] : ['UTC'];
 // The form's values and the fields they fill.
 const KEY_FIELDS = { name: 'name', description: 'description', tags: 'tags', schedule: 'schedule', run_at: 'run_at',
                      timezone: 'timezone', start_at: 'start_at', end_at: 'end_at', missed_runs: 'missed_runs',
@@ -174,7 +176,8 @@ export function JobForm({ id }) {
                      ${input('run_at', 'run_at', { autocomplete: 'off' })}<//>`}
           <${Preview} v=${v} />
           <div class="row">
-            <${Field} label="Time zone" name="timezone" errors=${errors}>${input('timezone', 'timezone')}<//>
+            <${Field} label="Time zone" name="timezone" errors=${errors}>${input('timezone', 'timezone', { list: 'zones' })}<//>
+            <datalist id="zones">${ZONES.map((z) => html`<option value=${z} />`)}</datalist>
             <${Field} label="Start at" name="start_at" errors=${errors}>${input('start_at', 'start_at', { placeholder: 'optional' })}<//>
             <${Field} label="End at" name="end_at" errors=${errors}>${input('end_at', 'end_at', { placeholder: 'optional' })}<//>
           </div>

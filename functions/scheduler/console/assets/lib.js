@@ -67,7 +67,11 @@ export function lateness(e) {
 
 export const Badge = ({ value }) => value ? html`<span class="badge b-${value}">${value.replace('_', ' ')}</span>` : html`<span class="muted">—</span>`;
 
-export const ErrorBox = ({ error }) => error ? html`<div class="alert" role="alert">${error.message || String(error)}</div>` : null;
+export const ErrorBox = ({ error }) => error ? html`
+  <div class="alert" role="alert">${error.message || String(error)}
+    ${error.status === 403 ? html`<div class="hint">This API takes only signed calls: open the console through
+      <code>scheduler console --endpoint URL</code>, which signs them with your AWS credentials.</div>` : ''}
+  </div>` : null;
 
 // -- routing -----------------------------------------------------------------------------------
 

@@ -118,12 +118,22 @@ export function Job({ id }) {
   const [note, setNote] = useState('');
   const [confirming, setConfirming] = useState(false);
 
+  const [older, setOlder] = useState({ executions: [], cursor: null });
+
   const loadExecutions = useCallback(async () => {
     try {
       const page = await api('GET', `/jobs/${id}/executions?limit=50`);
       setExecutions(page.executions);
+      setOlder((o) => (o.executions.length ? o : { executions: [], cursor: page.next_cursor }));
     } catch (e) { setError(e); }
   }, [id]);
+
+  const loadOlder = async () => {
+    try {
+      const page = await api('GET', `/jobs/${id}/executions${query({ limit: 50, cursor: older.cursor })}`);
+      setOlder({ executions: older.executions.concat(page.executions), cursor: page.next_cursor });
+    } catch (e) { setError(e); }
+  };
 
   const load = useCallback(async () => {
     try {
@@ -207,7 +217,9 @@ export function Job({ id }) {
       <h2>Lateness and duration</h2>
       <${Chart} executions=${executions} />
       <h2>Executions</h2>
-      ${executions.length === 0 ? html`<p class="empty">No executions yet.</p>` : html`<${ExecutionRows} executions=${executions} />`}
+      ${executions.length === 0 ? html`<p class="empty">No executions yet.</p>`
+        : html`<${ExecutionRows} executions=${executions.concat(older.executions.filter((e) => !executions.some((x) => x.id === e.id)))} />`}
+      ${older.cursor ? html`<button class="more" onClick=${loadOlder}>Older executions</button>` : ''}
     </section>`;
 }
 
