@@ -22,6 +22,7 @@ import psycopg
 
 from common import fresh_database, machine_summary, postgres_server, progress, server_version, write_json  # noqa: I001
 
+from scheduler import service  # noqa: E402
 from scheduler.db import make_pool  # noqa: E402
 from scheduler.lifecycle import Outcome  # noqa: E402
 from scheduler.store import Store  # noqa: E402
@@ -45,9 +46,9 @@ def throughput(url: str, jobs: int, workers: int, batch: int = 50) -> float:
             for claim in claims:
                 began = time.monotonic()
                 started = store.start_execution(claim.job_id, claim.lock_token)
-                store.complete_execution(claim.job_id, claim.lock_token, started.execution_id,
-                                         Outcome("succeeded"), http_status=200, started=started,
-                                         elapsed_seconds=time.monotonic() - began)
+                service.complete_execution(store, claim.job_id, claim.lock_token, started.execution_id,
+                                           Outcome("succeeded"), http_status=200, started=started,
+                                           elapsed_seconds=time.monotonic() - began)
                 done[i] += 1
         local.close()
 

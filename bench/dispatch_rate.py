@@ -5,7 +5,7 @@
 A loopback HTTP server (its own process, threaded) answers the Lambda Invoke API
 (``POST /2015-03-31/functions/{name}/invocations``) with 202 and an empty body, as Lambda does
 for ``InvocationType=Event``. The fan-out runs as the fanout Lambda runs it:
-``run_fanout(store, LambdaInvoker(client, name), budget_seconds=0, batch_size=100)`` over N due
+``run_fanout(store, LambdaDispatch(client, name), budget_seconds=0, batch_size=100)`` over N due
 jobs, with a boto3 Lambda client pointed at the loopback server (dummy credentials,
 us-east-1, botocore's default configuration as ``scheduler.wiring`` builds it).
 
@@ -13,7 +13,7 @@ Side by side in the same run:
 - **fan-out**: claims + invokes through ``run_fanout`` (what is measured against the target),
 - **fan-out, 16-connection client**: the same with ``max_pool_connections=16`` (botocore's
   default pool holds 10 connections, the invoker runs 16 threads),
-- **invokes only**: the same ``LambdaInvoker`` and client fed the same number of claims in the
+- **invokes only**: the same ``LambdaDispatch`` and client fed the same number of claims in the
   same batches, without the database: fan-out / invokes-only is what the claims cost.
 Target: at least 500 invokes/s through the fan-out.
 """
@@ -34,7 +34,8 @@ import psycopg
 from common import fresh_database, machine_summary, postgres_server, progress, server_version, write_json  # noqa: I001
 
 from scheduler.db import make_pool  # noqa: E402
-from scheduler.runner import LambdaInvoker, run_fanout  # noqa: E402
+from scheduler.dispatch import LambdaDispatch  # noqa: E402
+from scheduler.fanout import run_fanout  # noqa: E402
 from scheduler.settings import Settings  # noqa: E402
 from scheduler.store import Store  # noqa: E402
 from tests.support import insert_due_jobs  # noqa: E402
@@ -131,7 +132,7 @@ def run_fanout_once(url: str, fake: FakeLambda, jobs: int, batch: int, pool_conn
         store = Store(pool)
         client = lambda_client(fake.url, pool_connections)
         client.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b"{}")  # warm: endpoint, signer
-        invoker = LambdaInvoker(client, FUNCTION)
+        invoker = LambdaDispatch(client, FUNCTION)
         before = fake.count
         stop = threading.Event()
         watcher = threading.Thread(target=watch, args=(fake, jobs, label, stop), daemon=True)
@@ -166,7 +167,7 @@ def run_invokes_only(fake: FakeLambda, jobs: int, batch: int) -> dict[str, Any]:
     now = datetime.now(timezone.utc)
     claims = [Claim(job_id=str(uuid.uuid4()), lock_token=str(uuid.uuid4()), lease_kind="schedule",
                     scheduled_at=now, due_at=now, claimed_at=now, locked_until=now) for _ in range(jobs)]
-    invoker = LambdaInvoker(client, FUNCTION)
+    invoker = LambdaDispatch(client, FUNCTION)
     before = fake.count
     stop = threading.Event()
     watcher = threading.Thread(target=watch, args=(fake, jobs, "invokes only", stop), daemon=True)
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     try:
         with postgres_server() as server, fresh_database(server, "dispatch") as url:
             results["postgres"] = server_version(url)
-            print(f"fan-out dispatch of {args.jobs} due jobs, claim batch {args.batch}, LambdaInvoker(max_workers=16) "
+            print(f"fan-out dispatch of {args.jobs} due jobs, claim batch {args.batch}, LambdaDispatch(max_workers=16) "
                   f"-> loopback Invoke API, {args.rounds} round(s)", flush=True)
             runners = {
                 "fanout": lambda: run_fanout_once(url, fake, args.jobs, args.batch, None, "fan-out"),

@@ -126,7 +126,7 @@ def main() -> None:
             cursors = {}
             for name, store in stores.items():  # the second page starts after the first page's last row
                 last = store.list_owner_executions(OWNER, limit=args.limit)[-1]
-                cursors[name] = (last["started_at"], str(last["id"]))
+                cursors[name] = (last.started_at, last.id)
             cases = {"first_page": lambda name: {"limit": args.limit + 1},
                      "after_cursor": lambda name: {"limit": args.limit + 1, "before": cursors[name]},
                      "status_failed": lambda name: {"limit": args.limit + 1, "status": "failed"}}

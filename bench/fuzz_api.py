@@ -35,6 +35,7 @@ from schemathesis.checks import not_a_server_error  # noqa: E402
 from schemathesis.specs.openapi.checks import (content_type_conformance, response_schema_conformance,  # noqa: E402
                                                status_code_conformance)
 
+from scheduler import service  # noqa: E402
 from scheduler.api.app import make_app  # noqa: E402
 from scheduler.db import make_pool  # noqa: E402
 from scheduler.http_adapter import make_wsgi_app  # noqa: E402
@@ -71,13 +72,13 @@ class Target:
         self.ids: list[str] = []
         for name, extra in SEED_JOBS:
             self.ids.append(self._create(name, extra))
-        store.pause_job(OWNER, self.ids[2])
+        service.pause_job(store, OWNER, self.ids[2])
 
     def _create(self, name: str, extra: dict) -> str:
         body = {"name": f"{name}-{uuid.uuid4().hex[:12]}", "target": {"type": "http",
                                                                           "url": "https://example.com/h"}, **extra}
         spec = JobSpec.model_validate(body)
-        return str(self.store.create_job(OWNER, spec.model_dump(mode="python"))["id"])
+        return str(service.create_job(self.store, OWNER, spec.model_dump(mode="python"))["id"])
 
     def aim(self, case: Any, rng: random.Random) -> None:
         """Half the cases with a job id get a real one (generated ids never exist)."""

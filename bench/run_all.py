@@ -213,7 +213,7 @@ def render(results: dict[str, dict[str, Any] | None], meta: dict[str, Any]) -> s
               f"p50 {run['lateness_s']['p50']:.2f} s, **p99 {p99:.2f} s** | p99 <= 1 s | {verdict(p99 <= 1.0)} |")
     if di:
         rate = di["fanout"]["invokes_per_s"]
-        w(f"| fan-out dispatch through LambdaInvoker | **{rate:.0f} invokes/s** | >= 500/s | {verdict(rate >= 500)} |")
+        w(f"| fan-out dispatch through LambdaDispatch | **{rate:.0f} invokes/s** | >= 500/s | {verdict(rate >= 500)} |")
     if cs:
         worst = max(cs["modules"].items(), key=lambda kv: kv[1]["pyc"]["importtime_ms"])
         w(f"| heaviest handler import ({worst[0]}) | {worst[1]['pyc']['importtime_ms']:.0f} ms with .pyc, "
@@ -350,7 +350,7 @@ def render(results: dict[str, dict[str, Any] | None], meta: dict[str, Any]) -> s
         w("")
         w(f"![dispatch](img/{PLOTS['dispatch'][0]})")
         w("")
-        w(f"`run_fanout(store, LambdaInvoker(client, name), budget_seconds=0, batch_size={di['batch']})` over "
+        w(f"`run_fanout(store, LambdaDispatch(client, name), budget_seconds=0, batch_size={di['batch']})` over "
           f"{di['jobs']} due jobs, the boto3 Lambda client pointed at a loopback server (its own process) that answers "
           "`POST /2015-03-31/functions/{name}/invocations` with 202 and an empty body, dummy credentials, "
           f"us-east-1; median of {di['rounds']} runs of each variant, order rotated:")

@@ -53,6 +53,7 @@ from common import (  # noqa: I001
     server_version, write_json,
 )
 
+from scheduler import service  # noqa: E402
 from scheduler.db import make_pool  # noqa: E402
 from scheduler.lifecycle import Outcome  # noqa: E402
 from scheduler.sql import QUERIES  # noqa: E402
@@ -123,7 +124,7 @@ def drain_batched(store: Store, batch: int, deadline: float = float("inf"), on_b
         completions = [Completion(claim.job_id, claim.lock_token, claim.started.execution_id, Outcome("succeeded"),
                                   http_status=200, started=claim.started, elapsed_seconds=time.monotonic() - began)
                        for claim in claims]
-        done += sum(store.complete_executions(completions))
+        done += sum(service.complete_executions(store, completions))
         if on_batch:
             on_batch(len(claims))
     return done
@@ -138,9 +139,9 @@ def drain_per_job(store: Store, batch: int, deadline: float = float("inf"), on_b
             began_job = time.monotonic()
             started = store.start_execution(claim.job_id, claim.lock_token, 30)
             if started is not None:  # as the executor does: completion planned from the started row
-                done += store.complete_execution(claim.job_id, claim.lock_token, started.execution_id,
-                                                 Outcome("succeeded"), http_status=200, started=started,
-                                                 elapsed_seconds=time.monotonic() - began_job)
+                done += service.complete_execution(store, claim.job_id, claim.lock_token, started.execution_id,
+                                                   Outcome("succeeded"), http_status=200, started=started,
+                                                   elapsed_seconds=time.monotonic() - began_job)
         if on_batch:
             on_batch(len(claims))
     return done

@@ -12,7 +12,7 @@ from constructs import Construct
 from infra.config import Config
 from infra.lambdas import LambdaKit, Placement, retention
 from infra.nag import MANAGED_POLICY, acknowledge
-from infra.shared import C
+from infra.shared import FUNCTIONS_DIR, C, _load
 
 STAGE = "prod"
 # API Gateway gives up on an integration after 29 s; the function answers well before that.
@@ -36,8 +36,9 @@ GATEWAY_ERRORS = {
 # Already a quoted JSON string.
 ERROR_MESSAGE = "$context.error.messageString"
 
-LIST_JOBS_QUERY = ("state", "tag", "name_prefix", "limit", "cursor")
-LIST_EXECUTIONS_QUERY = ("status", "limit", "cursor")
+#: ``functions/scheduler/api/routes.py``, the API's route table (loaded by path, standard library
+#: only): the resources and methods below are derived from it.
+routes = _load("_scheduler_api_routes", FUNCTIONS_DIR / "scheduler" / "api" / "routes.py")
 
 
 class Api(Construct):
@@ -140,19 +141,9 @@ class Api(Construct):
         )
         self._integration = apigw.LambdaIntegration(self.function, allow_test_invoke=False)
 
-        v1 = self.rest_api.root.add_resource("v1")
-        self._method(v1.add_resource("health"), "GET")
-        jobs = v1.add_resource("jobs")
-        self._method(jobs, "GET", query=LIST_JOBS_QUERY)
-        self._method(jobs, "POST", body=True)
-        job = jobs.add_resource("{id}")
-        self._method(job, "GET", path=True)
-        self._method(job, "PUT", path=True, body=True, headers=("If-Match",))
-        self._method(job, "PATCH", path=True, body=True, headers=("If-Match",))
-        self._method(job, "DELETE", path=True)
-        for action in ("pause", "resume", "run"):
-            self._method(job.add_resource(action), "POST", path=True)
-        self._method(job.add_resource("executions"), "GET", path=True, query=LIST_EXECUTIONS_QUERY)
+        for route in routes.ROUTES:
+            self._method(self._resource(route.path), route.method, path=bool(route.path_parameters),
+                         body=route.body, query=route.query, headers=route.headers)
 
         self.url = self.rest_api.url
         self.stage = self.rest_api.deployment_stage
@@ -168,6 +159,14 @@ class Api(Construct):
                 "account-level role API Gateway uses to write execution logs; it grants only CloudWatch Logs writes.",
             },
         )
+
+    def _resource(self, path: str) -> apigw.IResource:
+        """The resource of a route's path, made on first use. The job's id is ``{id}`` here."""
+        resource = self.rest_api.root
+        for part in path.strip("/").split("/"):
+            part = "{id}" if part.startswith("{") else part
+            resource = resource.get_resource(part) or resource.add_resource(part)
+        return resource
 
     def _method(
         self,

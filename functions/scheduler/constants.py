@@ -34,3 +34,7 @@ METRIC_DISPATCHED = "Dispatched"
 METRIC_DUE_BACKLOG = "DueBacklog"
 METRIC_OLDEST_DUE_AGE_S = "OldestDueAgeSeconds"
 METRIC_FANOUT_DURATION_MS = "FanoutDurationMs"
+
+# Limits and markers of the API contract (the API, its local HTTP adapter and the models).
+MAX_REQUEST_BODY_BYTES = 1024 * 1024  # the request body limit (API Gateway itself stops at 10 MB)
+SECRET_MASK = "***"  # a secret as answered; sent back, it keeps the stored one

@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from scheduler import constants as c
-from scheduler.lifecycle import Outcome
-from scheduler.secrets import SecretError
-from scheduler.store import Claim, Completion, StartedExecution, Store
-from scheduler.targets import Delivery, DeliveryResult, TargetPolicy, deliver
+from scheduler import service
+from scheduler.domain import Completion, Outcome, StartedExecution
+from scheduler.errors import SecretError
+from scheduler.ports import ExecutionStore
+from scheduler.targets.delivery import Delivery, DeliveryResult, TargetPolicy
+from scheduler.targets.dispatcher import deliver
 from scheduler.telemetry import Metrics, NullMetrics
 
 logger = logging.getLogger(__name__)
@@ -60,10 +62,12 @@ class Finished:
 class Executor:
     """Runs claims in three steps: start (confirm the lease, record the execution as running),
     deliver, record the outcome. An executor Lambda runs one claim through all three
-    (``run``); local mode claims and starts a batch in one statement (``claim_and_start``),
+    (``run``); local mode claims and starts a batch in one statement (``dispatch.InProcessDispatch``),
     delivers from a thread pool and records outcomes in batches."""
 
-    def __init__(self, store: Store, decrypt_target: Callable[[dict], dict], policy: TargetPolicy,
+    lease_margin_seconds = LEASE_MARGIN_SECONDS
+
+    def __init__(self, store: ExecutionStore, decrypt_target: Callable[[dict], dict], policy: TargetPolicy,
                  metrics: Metrics | None = None, remaining_seconds: Callable[[], float] | None = None):
         self.store = store
         self.decrypt_target = decrypt_target
@@ -85,25 +89,19 @@ class Executor:
         if started is None:
             logger.info("claim no longer holds the job; nothing to do", extra={"job_id": job_id})
             return ExecutionReport(job_id, "lease_lost")
-        self._count_lateness([started])
+        self.count_lateness([started])
         return started
 
-    def claim_and_start(self, limit: int) -> list[Claim]:
-        """Claim up to ``limit`` due jobs and start them in one statement (a runner delivering
-        what it claims at once); each claim carries its started execution."""
-        claims = self.store.claim_and_start(limit, LEASE_MARGIN_SECONDS)
-        self._count_lateness(claim.started for claim in claims)
-        return claims
-
-    def _count_lateness(self, executions: Iterable[StartedExecution]) -> None:
+    def count_lateness(self, executions: Iterable[StartedExecution]) -> None:
+        """Count how late each started execution began (the lateness metric)."""
         for execution in executions:
             self.metrics.milliseconds(c.METRIC_LATENESS_MS, max(execution.lateness_ms, 0.0), trigger=execution.trigger)
 
     def deliver(self, started: StartedExecution, lock_token: str) -> Finished:
         """Deliver a started execution (never raises for the target's sake)."""
         began = time.monotonic()
-        job_id = str(started.job["id"])
-        max_attempts = int((started.job.get("retry") or {}).get("max_attempts", 3))
+        job_id = str(started.job.id)
+        max_attempts = started.job.max_attempts
         if started.trigger != "manual" and started.attempt > max_attempts:
             # Earlier attempts were lost with their runners (a target that kills the executor,
             # say): give the occurrence up rather than redeliver it forever.
@@ -122,7 +120,7 @@ class Executor:
                     retry_after_seconds=done.result.retry_after_seconds, error=done.result.error),
             http_status=done.result.http_status, response_excerpt=done.result.response_excerpt,
             started=done.started, elapsed_seconds=done.elapsed_seconds) for done in finished]
-        recorded = self.store.complete_executions(completions)
+        recorded = service.complete_executions(self.store, completions)
         reports = []
         for done, written in zip(finished, recorded):
             result, log = done.result, _log_fields(done.started)
@@ -139,7 +137,7 @@ class Executor:
         return reports
 
 
-def execute_claim(event: Mapping[str, Any], *, store: Store, decrypt_target: Callable[[dict], dict],
+def execute_claim(event: Mapping[str, Any], *, store: ExecutionStore, decrypt_target: Callable[[dict], dict],
                   policy: TargetPolicy, metrics: Metrics | None = None,
                   remaining_seconds: Callable[[], float] | None = None) -> ExecutionReport:
     """Run one claim (the fan-out's invoke payload: ``job_id``, ``lock_token``, ...)."""
@@ -147,7 +145,7 @@ def execute_claim(event: Mapping[str, Any], *, store: Store, decrypt_target: Cal
 
 
 def _log_fields(started: StartedExecution) -> dict[str, Any]:
-    return {"job_id": str(started.job["id"]), "execution_id": started.execution_id, "attempt": started.attempt}
+    return {"job_id": str(started.job.id), "execution_id": started.execution_id, "attempt": started.attempt}
 
 
 def _deliver(started: StartedExecution, job_id: str, decrypt_target: Callable[[dict], dict],
@@ -155,7 +153,7 @@ def _deliver(started: StartedExecution, job_id: str, decrypt_target: Callable[[d
              log: dict[str, Any]) -> DeliveryResult:
     """Decrypt the target and deliver the started execution (never raises for the target)."""
     try:
-        target = decrypt_target(dict(started.job["target"]))
+        target = decrypt_target(dict(started.job.target))
     except SecretError as exc:  # a token that cannot be read: the job's fault, for good
         logger.error("cannot decrypt the target's secrets", extra={**log, "error": type(exc).__name__})
         return DeliveryResult("failed", False, error="the target's secrets cannot be decrypted")

@@ -24,7 +24,8 @@ from http import HTTPStatus
 from typing import Any, Callable, Iterable
 from urllib.parse import parse_qsl
 
-MAX_REQUEST_BODY_BYTES = 1024 * 1024  # as scheduler.api.errors
+from scheduler.constants import MAX_REQUEST_BODY_BYTES
+
 # The request body, once read, is left in the WSGI environ under this key.
 BODY_KEY = "scheduler.body"
 _CHUNK = 64 * 1024

@@ -1,6 +1,7 @@
 """What happens to a job's schedule columns on each event: creation, edit, pause, resume and the
-end of an attempt. Pure functions of the job row and the database's ``now``; the store applies
-their answers inside the transaction that holds the row.
+end of an attempt. Pure functions of the job (``domain.Job``) and the database's ``now``; the
+service layer (``scheduler.service``) hands them to the store, which applies their answers inside
+the transaction that holds the row.
 
 Every answer is a dict of the columns ``state``, ``scheduled_at``, ``attempt`` and ``next_run_at``.
 """
@@ -9,11 +10,12 @@ from __future__ import annotations
 
 import functools
 import random
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
-from scheduler.schedules import Schedule, first_run, one_off, parse_schedule, plan_next
+from scheduler.domain import Job, Outcome  # noqa: F401 (Outcome re-exported)
+
+from scheduler.schedules import Schedule, first_run, interval_anchor, one_off, parse_schedule, plan_next
 
 # How many missed occurrences `run_all` catches up at most.
 RUN_ALL_CAP = 10
@@ -23,23 +25,12 @@ MAX_RETRY_AFTER_SECONDS = 86400.0
 _TINY = timedelta(microseconds=1)
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """How an attempt ended, as the executor saw it."""
-
-    status: str  # succeeded | failed | timed_out
-    retryable: bool = False
-    retry_after_seconds: float | None = None
-    error: str | None = None
-
-
-def schedule_of(job: Mapping[str, Any]) -> Schedule:
+def schedule_of(job: Job) -> Schedule:
     """The job's schedule; rate()/@every count from start_at, else from creation."""
-    if job.get("run_at") is not None:
-        return one_off(job["run_at"])
-    # Whole seconds: occurrences of rate()/@every land on second boundaries.
-    anchor = (job.get("start_at") or job["created_at"]).replace(microsecond=0)
-    return _parse_schedule(job["schedule"], job.get("timezone") or "UTC", anchor)
+    if job.run_at is not None:
+        return one_off(job.run_at)
+    anchor = interval_anchor(job.start_at, job.created_at)
+    return _parse_schedule(job.schedule, job.timezone or "UTC", anchor)
 
 
 # Schedules are immutable: a runner completing the same jobs again and again parses each once.
@@ -52,30 +43,30 @@ def _at(occurrence: datetime | None, state: str) -> dict[str, Any]:
     return {"state": state, "scheduled_at": occurrence, "attempt": 0, "next_run_at": occurrence}
 
 
-def plan_first(job: Mapping[str, Any], now: datetime, state: str = "active") -> dict[str, Any]:
+def plan_first(job: Job, now: datetime, state: str = "active") -> dict[str, Any]:
     """A new job, or one whose schedule was edited: its first occurrence after ``now``."""
-    occurrence = first_run(schedule_of(job), now, start_at=job.get("start_at"), end_at=job.get("end_at"))
+    occurrence = first_run(schedule_of(job), now, start_at=job.start_at, end_at=job.end_at)
     return _at(occurrence, state)
 
 
-def plan_pause(job: Mapping[str, Any]) -> dict[str, Any]:
+def plan_pause(job: Job) -> dict[str, Any]:
     """Pausing keeps the occurrence in hand (shown as next_run_at) but nothing is due."""
-    if job["state"] != "active":
+    if job.state != "active":
         return _same(job)
     return {**_same(job), "state": "paused"}
 
 
-def plan_resume(job: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+def plan_resume(job: Job, now: datetime) -> dict[str, Any]:
     """Resuming applies the ``missed_runs`` policy to the occurrences missed while paused."""
-    if job["state"] != "paused":
+    if job.state != "paused":
         return _same(job)
-    pending = job.get("scheduled_at")
+    pending = job.scheduled_at
     if pending is None:
         return plan_first(job, now)
-    if job.get("attempt", 0) > 0 or pending >= now:
+    if job.attempt > 0 or pending >= now:
         return {**_same(job), "state": "active"}
-    occurrence = plan_next(schedule_of(job), pending - _TINY, now, job["missed_runs"],
-                           start_at=job.get("start_at"), end_at=job.get("end_at"), cap=RUN_ALL_CAP)
+    occurrence = plan_next(schedule_of(job), pending - _TINY, now, job.missed_runs,
+                           start_at=job.start_at, end_at=job.end_at, cap=RUN_ALL_CAP)
     return _at(occurrence, "active")
 
 
@@ -88,7 +79,7 @@ def backoff_seconds(retry: Mapping[str, Any], attempt: int, rng: random.Random |
     return rng.uniform(low, max(low, ceiling))
 
 
-def plan_completion(job: Mapping[str, Any], outcome: Outcome, now: datetime,
+def plan_completion(job: Job, outcome: Outcome, now: datetime,
                     rng: random.Random | None = None, ran_occurrence: datetime | None = None) -> dict[str, Any]:
     """The job's columns after an attempt: a durable retry, the next occurrence, or completion.
 
@@ -99,16 +90,16 @@ def plan_completion(job: Mapping[str, Any], outcome: Outcome, now: datetime,
     ``max_age_seconds`` after the occurrence's scheduled time.
     """
     result = _same(job)
-    if job.get("lease_kind") == "manual":
+    if job.lease_kind == "manual":
         return result  # the store clears the request that ran
-    scheduled = job.get("scheduled_at")
+    scheduled = job.scheduled_at
     if ran_occurrence is not None and scheduled != ran_occurrence:
         # The job was edited while this attempt ran: the occurrence in hand is the new plan's
         # first one, not the one that ran. Keep it.
         return result
-    retry = job.get("retry") or {}
-    attempt = int(job.get("attempt") or 0)
-    if outcome.status != "succeeded" and outcome.retryable and attempt < int(retry.get("max_attempts", 3)):
+    retry = job.retry or {}
+    attempt = int(job.attempt or 0)
+    if outcome.status != "succeeded" and outcome.retryable and attempt < job.max_attempts:
         delay = backoff_seconds(retry, attempt, rng)
         if outcome.retry_after_seconds:
             delay = max(delay, min(outcome.retry_after_seconds, MAX_RETRY_AFTER_SECONDS))
@@ -116,12 +107,12 @@ def plan_completion(job: Mapping[str, Any], outcome: Outcome, now: datetime,
         max_age = retry.get("max_age_seconds")
         if not max_age or retry_at <= (scheduled or now) + timedelta(seconds=max_age):
             return {**result, "next_run_at": retry_at}
-    occurrence = plan_next(schedule_of(job), scheduled or now, now, job["missed_runs"],
-                           start_at=job.get("start_at"), end_at=job.get("end_at"), cap=RUN_ALL_CAP)
-    state = job["state"] if job["state"] != "completed" else "active"
+    occurrence = plan_next(schedule_of(job), scheduled or now, now, job.missed_runs,
+                           start_at=job.start_at, end_at=job.end_at, cap=RUN_ALL_CAP)
+    state = job.state if job.state != "completed" else "active"
     return {**result, **_at(occurrence, state)}
 
 
-def _same(job: Mapping[str, Any]) -> dict[str, Any]:
-    return {"state": job["state"], "scheduled_at": job.get("scheduled_at"),
-            "attempt": job.get("attempt", 0), "next_run_at": job.get("next_run_at")}
+def _same(job: Job) -> dict[str, Any]:
+    return {"state": job.state, "scheduled_at": job.scheduled_at, "attempt": job.attempt,
+            "next_run_at": job.next_run_at}

@@ -13,6 +13,7 @@ import logging
 
 import psycopg
 
+from scheduler.errors import MigrationError  # noqa: F401 (re-exported)
 from scheduler.sql import migration_files
 
 logger = logging.getLogger(__name__)
@@ -27,10 +28,6 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     checksum   text        NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT now()
 )"""
-
-
-class MigrationError(RuntimeError):
-    """An applied migration differs from the file of the same number, or one failed."""
 
 
 def checksum(sql: str) -> str:

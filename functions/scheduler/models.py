@@ -17,9 +17,7 @@ from pydantic import (AwareDatetime, BaseModel, ConfigDict, Field, ValidationErr
                       model_validator)
 
 from scheduler.schedules import ScheduleError, parse_schedule, validate_timezone
-from scheduler.targets.ssrf import check_broker_url_syntax, check_url_syntax
-
-SECRET_MASK = "***"
+from scheduler.urls import MAX_URL_LENGTH, check_broker_url_syntax, check_url_syntax
 
 MAX_NAME_LENGTH = 128
 MAX_DESCRIPTION_LENGTH = 2048
@@ -29,7 +27,6 @@ MAX_HEADERS = 50
 MAX_HEADER_NAME_LENGTH = 256
 MAX_HEADER_VALUE_LENGTH = 8192
 MAX_BODY_LENGTH = 256 * 1024
-MAX_URL_LENGTH = 2048
 MAX_TIMEOUT_SECONDS = 900
 MAX_ATTEMPTS = 100
 MAX_BACKOFF_SECONDS = 86400

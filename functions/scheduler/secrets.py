@@ -29,7 +29,9 @@ from urllib.parse import quote, unquote, urlsplit
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-SECRET_MASK = "***"  # same as scheduler.models.SECRET_MASK
+from scheduler.constants import SECRET_MASK
+from scheduler.errors import MaskedSecretError, SecretError  # noqa: F401 (re-exported)
+
 TOKEN_PREFIX = "enc:v1:"
 DEFAULT_LOCAL_KEY_FILE = ".scheduler/secret.key"
 
@@ -39,19 +41,6 @@ _NONCE_BYTES = 12
 _KEY_BYTES = 32
 _KMS_CONTEXT = {"purpose": "scheduler-target-secret"}
 _AUTH_SECRET_FIELDS = {"basic": "password", "bearer": "token", "header": "value"}
-
-
-class SecretError(ValueError):
-    """A token that cannot be decrypted: malformed, tampered with, or for another key."""
-
-
-class MaskedSecretError(ValueError):
-    """A ``"***"`` was sent back where no stored secret exists to keep."""
-
-    def __init__(self, field: str):
-        super().__init__("is masked (\"***\") but there is no stored secret to keep; send the value")
-        self.field = field
-        self.message = str(self)
 
 
 @runtime_checkable

@@ -3,16 +3,19 @@
 Each method is one transaction; the SQL lives in ``sql/queries.sql``. Times come from the
 database (``now()``), never from the caller's clock. Methods taking an ``owner`` only ever see
 that owner's jobs: another principal's job is indistinguishable from an absent one.
+
+The store does not plan: a write that needs a plan (the next occurrence, a retry) takes it
+computed (``write_completions``) or takes the planning function, called while the row is held
+(``insert_job``, ``modify_job``, ``complete_locked``). ``scheduler.service`` pairs each operation
+with its plan from ``scheduler.lifecycle``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import random
 import uuid
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
 import psycopg
@@ -20,86 +23,10 @@ from psycopg.types.json import Jsonb
 from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool
 
-from scheduler import lifecycle
+from scheduler.domain import SPEC_FIELDS, Claim, Completion, Execution, Job, StartedExecution
+from scheduler.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
+from scheduler.ports import Change, CompletionPlanner, Planner
 from scheduler.sql import QUERIES
-
-# Columns whose change means the occurrences must be computed afresh.
-SCHEDULE_FIELDS = ("schedule", "run_at", "timezone", "start_at", "end_at")
-# Columns a job's owner may write (POST, PUT, PATCH).
-SPEC_FIELDS = ("name", "description", "tags", "schedule", "run_at", "timezone", "start_at", "end_at",
-               "target", "retry", "missed_runs", "after_completion")
-
-
-class NotFound(LookupError):
-    """No such job for this owner."""
-
-
-class NameTaken(ValueError):
-    """The owner already has a job of that name."""
-
-
-class VersionMismatch(ValueError):
-    """The job's version is not the one the caller expected (If-Match)."""
-
-    def __init__(self, current: int):
-        super().__init__(f"the job is at version {current}")
-        self.current = current
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A job taken by the fan-out, with the lease token that fences its completion."""
-
-    job_id: str
-    lock_token: str
-    lease_kind: str
-    scheduled_at: datetime
-    due_at: datetime
-    claimed_at: datetime
-    locked_until: datetime
-    reclaimed: bool = False
-    # Set by claim_and_start: the execution already recorded as running on this claim.
-    started: "StartedExecution | None" = None
-
-    def to_event(self) -> dict[str, Any]:
-        """The executor's invoke payload."""
-        return {"job_id": self.job_id, "lock_token": self.lock_token,
-                "scheduled_at": self.scheduled_at.isoformat(), "due_at": self.due_at.isoformat(),
-                "claimed_at": self.claimed_at.isoformat()}
-
-
-@dataclass(frozen=True)
-class StartedExecution:
-    """An execution recorded as running, with the job's columns its delivery and its completion
-    need (``started_job_columns`` in queries.sql lists them; the target still encrypted)."""
-
-    job: dict[str, Any]
-    execution_id: str
-    scheduled_at: datetime
-    attempt: int
-    trigger: str
-    started_at: datetime
-
-    @property
-    def lateness_ms(self) -> float:
-        """How late the execution started after its scheduled time, by the database clock."""
-        return (self.started_at - self.scheduled_at).total_seconds() * 1000
-
-
-@dataclass(frozen=True)
-class Completion:
-    """How one started execution ended, to be recorded (``Store.complete_executions``)."""
-
-    job_id: str
-    lock_token: str
-    execution_id: str
-    outcome: lifecycle.Outcome
-    http_status: int | None = None
-    response_excerpt: str | None = None
-    # What start_execution returned and the seconds since: the plan is made from that row.
-    started: StartedExecution | None = None
-    elapsed_seconds: float | None = None
-
 
 # The parameters of ``complete_job`` (values), and of ``complete_jobs`` (arrays of them).
 _COMPLETION_COLUMNS = ("job_id", "lock_token", "execution_id", "version", "state", "scheduled_at", "attempt",
@@ -151,14 +78,14 @@ def _uuids_as_text(conn: psycopg.Connection) -> psycopg.Cursor:
 def _started(row: dict[str, Any]) -> StartedExecution:
     """A row of start_execution or claim_and_start: the job's columns and its execution's."""
     execution = {k: row.pop(k) for k in list(row) if k.startswith("execution_")}
-    return StartedExecution(job=row, execution_id=str(execution["execution_id"]),
+    return StartedExecution(job=Job.from_row(row), execution_id=str(execution["execution_id"]),
                             scheduled_at=execution["execution_scheduled_at"], attempt=execution["execution_attempt"],
                             trigger=execution["execution_trigger"], started_at=execution["execution_started_at"])
 
 
-def _delete_completed(conn: psycopg.Connection, job_ids: list[str]) -> None:
+def _delete_completed(conn: psycopg.Connection, job_ids: Sequence[str]) -> None:
     """In the transaction of their completion: delete the jobs it completed whose
-    ``after_completion`` is ``delete``, with their executions."""
+    ``after_completion`` is ``delete``, with their executions (the query fences it)."""
     if job_ids:
         conn.execute(QUERIES["delete_completed_jobs"], {"job_ids": [str(job_id) for job_id in job_ids]})
 
@@ -175,11 +102,10 @@ def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class Store:
-    """Postgres-backed store of jobs and executions."""
+    """Postgres-backed store of jobs and executions (every port of ``scheduler.ports``)."""
 
-    def __init__(self, pool: ConnectionPool, rng: random.Random | None = None):
+    def __init__(self, pool: ConnectionPool):
         self.pool = pool
-        self.rng = rng or random.Random()
 
     # -- jobs ----------------------------------------------------------------------------------
 
@@ -190,12 +116,14 @@ class Store:
             return conn.execute(QUERIES["now"]).fetchone()["now"]
 
     @_retry_on_dead_connection
-    def create_job(self, owner: str, spec: Mapping[str, Any], *, job_id: str | None = None) -> dict[str, Any]:
-        """Insert a job and compute its first occurrence. Raises ``NameTaken``."""
+    def insert_job(self, owner: str, spec: Mapping[str, Any], plan_first: Planner, *, job_id: str | None = None
+                   ) -> dict[str, Any]:
+        """Insert a job with the schedule columns ``plan_first(draft, now)`` gives (the draft:
+        the spec and its creation time). Raises ``NameTaken``."""
         with self.pool.connection() as conn:
             now = conn.execute(QUERIES["now"]).fetchone()["now"]
-            draft = {**spec, "created_at": now}
-            plan = lifecycle.plan_first(draft, now)
+            draft = Job.from_row({**spec, "created_at": now})
+            plan = dict(plan_first(draft, now))
             params = {**_spec_params(spec), **plan, "id": job_id or str(uuid.uuid4()), "owner": owner,
                       "created_at": now}
             params.pop("attempt")
@@ -226,9 +154,11 @@ class Store:
                 "after_name": after_name, "limit": limit}).fetchall()
 
     @_retry_on_dead_connection
-    def _modify(self, owner: str, job_id: str, change: Callable[[dict[str, Any], datetime], dict[str, Any]],
-                expected_version: int | None = None) -> dict[str, Any]:
-        """Hold the row, let ``change`` compute the new columns, write them (version + 1)."""
+    def modify_job(self, owner: str, job_id: str, change: Change, expected_version: int | None = None
+                   ) -> dict[str, Any]:
+        """Hold the row, let ``change(row, now)`` compute the new columns, write them (version + 1).
+        Raises ``NotFound``, ``VersionMismatch`` (``expected_version`` given and stale) or
+        ``NameTaken``."""
         if not _is_uuid(job_id):
             raise NotFound(job_id)
         try:
@@ -246,31 +176,6 @@ class Store:
                 return conn.execute(QUERIES["update_job"], params).fetchone()
         except psycopg.errors.UniqueViolation:
             raise NameTaken("name") from None
-
-    def update_job(self, owner: str, job_id: str, build: Callable[[dict[str, Any]], Mapping[str, Any]],
-                   expected_version: int | None = None) -> dict[str, Any]:
-        """Replace the job's writable fields by ``build(current_row)``.
-
-        ``build`` runs while the row is held, so it may merge with the current values (PATCH, a
-        ``"***"`` secret kept). When a schedule field changed, the occurrences start afresh from
-        now; otherwise the occurrence in hand is kept.
-        """
-        def change(row: dict[str, Any], now: datetime) -> dict[str, Any]:
-            spec = {k: v for k, v in build(row).items() if k in SPEC_FIELDS}
-            new = {**row, **spec}
-            if any(row.get(k) != new.get(k) for k in SCHEDULE_FIELDS):
-                state = row["state"] if row["state"] == "paused" else "active"
-                return {**spec, **lifecycle.plan_first(new, now, state)}
-            return spec
-        return self._modify(owner, job_id, change, expected_version)
-
-    def pause_job(self, owner: str, job_id: str) -> dict[str, Any]:
-        """Stop firing the job's schedule (a manual run still runs)."""
-        return self._modify(owner, job_id, lambda row, now: lifecycle.plan_pause(row))
-
-    def resume_job(self, owner: str, job_id: str) -> dict[str, Any]:
-        """Fire the schedule again, applying ``missed_runs`` to what was missed."""
-        return self._modify(owner, job_id, lifecycle.plan_resume)
 
     @_retry_on_dead_connection
     def delete_job(self, owner: str, job_id: str) -> None:
@@ -340,67 +245,36 @@ class Store:
                                 locked_until=lease["locked_until"], reclaimed=lease["reclaimed"], started=started))
         return claims
 
-    def complete_execution(self, job_id: str, lock_token: str, execution_id: str, outcome: lifecycle.Outcome,
-                           *, http_status: int | None = None, response_excerpt: str | None = None,
-                           started: StartedExecution | None = None, elapsed_seconds: float | None = None
-                           ) -> bool:
-        """Record how the execution ended and move the job on (retry, next occurrence or
-        completed), releasing the lease. Fenced: with a token that no longer holds the job,
-        nothing is written and False is returned.
-
-        Given ``started`` (what ``start_execution`` returned) and the seconds elapsed since, the
-        next state is planned from that row and written in one statement, valid only if the row
-        is still that version; otherwise, or without them, the row is locked and read first.
-        """
-        completion = Completion(job_id, lock_token, execution_id, outcome, http_status=http_status,
-                                response_excerpt=response_excerpt, started=started, elapsed_seconds=elapsed_seconds)
-        return self.complete_executions([completion])[0]
-
-    def complete_executions(self, completions: Sequence[Completion]) -> list[bool]:
-        """``complete_execution`` for several executions: those planned from their started row
-        are written in one statement (``complete_jobs``, or ``complete_job`` for one); the rest
-        (and any whose job changed meanwhile) take the locking path one by one. Answers, in
-        order, whether each was recorded (False: fenced)."""
-        recorded = [False] * len(completions)
-        fast = [i for i, done in enumerate(completions)
-                if done.started is not None and done.elapsed_seconds is not None]
-        if fast:
-            rows = []
-            for i in fast:
-                done = completions[i]
-                job = done.started.job
-                now = done.started.started_at + timedelta(seconds=max(done.elapsed_seconds, 0.0))
-                plan = lifecycle.plan_completion(job, done.outcome, now, self.rng, done.started.scheduled_at)
-                rows.append(_completion_row(done, plan, job["version"], done.started.scheduled_at))
-            written = self._write_completions(rows)
-            for i in fast:
-                recorded[i] = str(completions[i].job_id) in written
-        for i, done in enumerate(completions):
-            if not recorded[i]:
-                recorded[i] = self._complete_locked(done)
-        return recorded
-
     @_retry_on_dead_connection
-    def _write_completions(self, rows: list[dict[str, Any]]) -> set[str]:
-        """Write planned outcomes in one statement; the ids of the jobs written."""
-        completed = [row["job_id"] for row in rows if row["state"] == "completed"]
-        with self.pool.connection() as conn, (conn.transaction() if completed else contextlib.nullcontext()):
+    def write_completions(self, planned: Sequence[tuple[Completion, Mapping[str, Any]]]) -> set[str]:
+        """Write outcomes planned from their started rows (``Completion.started``) in one
+        statement (``complete_jobs``, or ``complete_job`` for one); the ids of the jobs written.
+        A job whose lease was lost, or whose row changed since it was started, is not written.
+        A plan marked ``"delete": True`` (the service's decision: ``after_completion = 'delete'``
+        and the job completed) deletes its job with its executions in the same transaction, once
+        written; without any, the statement runs alone (no transaction to open)."""
+        rows = [_completion_row(done, plan, done.started.job.version, done.started.scheduled_at)
+                for done, plan in planned]
+        doomed = [str(done.job_id) for done, plan in planned if plan.get("delete")]
+        with self.pool.connection() as conn, (conn.transaction() if doomed else contextlib.nullcontext()):
             written = {str(r["job_id"]) for r in _complete(_uuids_as_text(conn), rows).fetchall()}
-            _delete_completed(conn, [job_id for job_id in completed if str(job_id) in written])
+            _delete_completed(conn, [job_id for job_id in doomed if job_id in written])
             return written
 
     @_retry_on_dead_connection
-    def _complete_locked(self, done: Completion) -> bool:
-        """The locking path: hold the row while our lease stands, plan from it, write."""
+    def complete_locked(self, done: Completion, plan: CompletionPlanner) -> bool:
+        """The locking path: hold the row while our lease stands, plan from it with
+        ``plan(job, now, ran_scheduled_at)``, write (and delete the job when the plan says
+        ``"delete"``, as ``write_completions``). False when the lease is lost (fenced)."""
         with self.pool.connection() as conn, conn.transaction():
-            job = conn.execute(QUERIES["lock_leased_job"], {
+            row = conn.execute(QUERIES["lock_leased_job"], {
                 "job_id": done.job_id, "lock_token": done.lock_token, "execution_id": done.execution_id}).fetchone()
-            if job is None:
+            if row is None:
                 return False
-            now, ran = job.pop("db_now"), job.pop("ran_scheduled_at")
-            plan = lifecycle.plan_completion(job, done.outcome, now, self.rng, ran)
-            written = _complete(conn, [_completion_row(done, plan, job["version"], ran)]).fetchone() is not None
-            if written and plan["state"] == "completed":
+            job, ran = Job.from_row(row), row["ran_scheduled_at"]
+            planned = plan(job, row["db_now"], ran)
+            written = _complete(conn, [_completion_row(done, planned, job.version, ran)]).fetchone() is not None
+            if written and planned.get("delete"):
                 _delete_completed(conn, [done.job_id])
             return written
 
@@ -421,18 +295,20 @@ class Store:
 
     @_retry_on_dead_connection
     def list_executions(self, owner: str, job_id: str, *, status: str | None = None, limit: int = 50,
-                        before_seq: int | None = None) -> list[dict[str, Any]]:
+                        before_seq: int | None = None) -> list[Execution]:
         """A page of the job's executions, newest first. Raises ``NotFound``."""
         self.get_job(owner, job_id)
         with self.pool.connection() as conn:
-            return conn.execute(QUERIES["list_executions"], {
+            rows = conn.execute(QUERIES["list_executions"], {
                 "job_id": job_id, "status": status, "before_seq": before_seq, "limit": limit}).fetchall()
+        return [Execution.from_row(row) for row in rows]
 
     @_retry_on_dead_connection
-    def get_execution(self, execution_id: str) -> dict[str, Any] | None:
+    def get_execution(self, execution_id: str) -> Execution | None:
         """One execution by id (internal: no owner check)."""
         with self.pool.connection() as conn:
-            return conn.execute(QUERIES["get_execution"], {"execution_id": execution_id}).fetchone()
+            row = conn.execute(QUERIES["get_execution"], {"execution_id": execution_id}).fetchone()
+        return None if row is None else Execution.from_row(row)
 
     @_retry_on_dead_connection
     def purge_executions(self, retention_days: int, batch: int = 500, max_batches: int = 20) -> int:
@@ -450,17 +326,18 @@ class Store:
     @_retry_on_dead_connection
     def list_owner_executions(self, owner: str, *, status: str | None = None, job_id: str | None = None,
                               since: datetime | None = None, limit: int = 50,
-                              before: tuple[datetime, str] | None = None) -> list[dict[str, Any]]:
+                              before: tuple[datetime, str] | None = None) -> list[Execution]:
         """A page of the owner's executions across all their jobs, newest first by ``started_at``
-        (then id), each with ``job_name``; ``before`` is the keyset cursor, the (started_at, id)
-        of the previous page's last row. A ``job_id`` that is not a UUID matches nothing."""
+        (then id), each with its ``job_name``; ``before`` is the keyset cursor, the (started_at,
+        id) of the previous page's last row. A ``job_id`` that is not a UUID matches nothing."""
         if job_id is not None and not _is_uuid(job_id):
             return []
         before_started_at, before_id = before if before is not None else (None, None)
         with self.pool.connection() as conn:
-            return conn.execute(QUERIES["list_owner_executions"], {
+            rows = conn.execute(QUERIES["list_owner_executions"], {
                 "owner": owner, "status": status, "job_id": job_id, "since": since, "limit": limit,
                 "before_started_at": before_started_at, "before_id": before_id}).fetchall()
+        return [Execution.from_row(row) for row in rows]
 
 
 def _is_uuid(value: str) -> bool:

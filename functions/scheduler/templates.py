@@ -21,19 +21,16 @@ sent exactly as decoded.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
+from scheduler.domain import Delivery
 from scheduler.timeutil import format_time
-
-if TYPE_CHECKING:  # pragma: no cover - import for the annotation only
-    from scheduler.targets import Delivery
 
 PLACEHOLDERS = ("job_id", "execution_id", "scheduled_at", "attempt")
 
 _PATTERN = re.compile(r"\{\{\s*(" + "|".join(PLACEHOLDERS) + r")\s*\}\}")
 
 
-def values(delivery: "Delivery") -> dict[str, str]:
+def values(delivery: Delivery) -> dict[str, str]:
     """The text each placeholder stands for in ``delivery``."""
     return {
         "job_id": str(delivery.job_id),
@@ -43,7 +40,7 @@ def values(delivery: "Delivery") -> dict[str, str]:
     }
 
 
-def render(text: str, delivery: "Delivery") -> str:
+def render(text: str, delivery: Delivery) -> str:
     """Replace the known ``{{placeholder}}`` markers of ``text`` with the values of ``delivery``.
 
     Unknown placeholders are left untouched; the text is scanned once (no recursive rendering).

@@ -12,7 +12,7 @@ from scheduler.db import conninfo_from_settings, make_pool
 from scheduler.secrets import decrypt_target_secrets, make_secret_box
 from scheduler.settings import Settings
 from scheduler.store import Store
-from scheduler.targets import TargetPolicy
+from scheduler.targets.delivery import TargetPolicy
 from scheduler.telemetry import Metrics, NullMetrics
 
 

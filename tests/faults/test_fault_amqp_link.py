@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler import service
 from scheduler.executor import Executor
-from scheduler.runner import LocalInvoker, run_fanout
-from scheduler.targets import TargetPolicy
+from scheduler.dispatch import InProcessDispatch
+from scheduler.fanout import run_fanout
+from scheduler.targets.delivery import TargetPolicy
 from scheduler.targets import amqp as amqp_target
 from tests.faults.faultkit import TcpProxy
 from tests.support import http_spec, make_due
@@ -38,7 +40,7 @@ def proxy(amqp_url):
 
 
 def drain(store) -> None:
-    invoker = LocalInvoker(Executor(store, lambda t: t, TargetPolicy(allow_private=True)), max_workers=2)
+    invoker = InProcessDispatch(Executor(store, lambda t: t, TargetPolicy(allow_private=True)), max_workers=2)
     try:
         run_fanout(store, invoker, budget_seconds=0)
     finally:
@@ -64,7 +66,7 @@ def test_deliveries_fail_retryably_while_the_link_is_down_and_once_when_it_is_ba
                              "body": "{{job_id}} {{attempt}}", "timeout_seconds": 3},
                      retry={"max_attempts": 5, "min_backoff_seconds": 1, "max_backoff_seconds": 60,
                             "max_age_seconds": None})
-    job_id = str(store.create_job(OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
 
     # 1. The link is up: delivered, and the runner keeps a pooled connection through the proxy.
     # (An occurrence an hour ago, so that the next one, made due now, has another key.)
@@ -73,7 +75,7 @@ def test_deliveries_fail_retryably_while_the_link_is_down_and_once_when_it_is_ba
                      "next_run_at = date_trunc('second', now()) - interval '1 hour' WHERE id = %s", (job_id,))
     drain(store)
     [first] = store.list_executions(OWNER, job_id)
-    assert first["status"] == "succeeded", first["error"]
+    assert first.status == "succeeded", first.error
     assert len(amqp_target.idle_connections(url)) == 1 and proxy.accepted == 1
 
     # 2. The link goes down: the pooled connection is cut, new ones are refused.
@@ -85,12 +87,12 @@ def test_deliveries_fail_retryably_while_the_link_is_down_and_once_when_it_is_ba
         drain(store)
         execution = store.list_executions(OWNER, job_id)[0]
         job = store.get_job(OWNER, job_id)
-        assert (execution["status"], execution["attempt"]) == ("failed", attempt), execution
-        assert "connection refused" in execution["error"] and "guest" not in execution["error"]
+        assert (execution.status, execution.attempt) == ("failed", attempt), execution
+        assert "connection refused" in execution.error and "guest" not in execution.error
         # Retry planned in the row, lease released; the backoff starts at min_backoff_seconds
         # (the completion plans from the start time plus the time elapsed: a few ms of slack).
         assert job["attempt"] == attempt and job["lock_token"] is None and job["state"] == "active"
-        delay = (job["next_run_at"] - execution["finished_at"]).total_seconds()
+        delay = (job["next_run_at"] - execution.finished_at).total_seconds()
         assert 1 - SLACK <= delay <= 2 ** (attempt - 1) + SLACK, delay
         assert job["last_status"] == "failed"
         failed_attempts.append(execution)
@@ -101,7 +103,7 @@ def test_deliveries_fail_retryably_while_the_link_is_down_and_once_when_it_is_ba
     make_due(pool, job_id)
     drain(store)
     last = store.list_executions(OWNER, job_id)[0]
-    assert (last["status"], last["attempt"], last["trigger"]) == ("succeeded", 3, "retry"), last["error"]
+    assert (last.status, last.attempt, last.trigger) == ("succeeded", 3, "retry"), last.error
     job = store.get_job(OWNER, job_id)
     assert job["attempt"] == 0 and job["last_status"] == "succeeded" and job["lock_token"] is None
 
@@ -109,7 +111,7 @@ def test_deliveries_fail_retryably_while_the_link_is_down_and_once_when_it_is_ba
     ids = [properties.message_id for properties, _ in messages]
     assert len(ids) == len(set(ids)) == 2  # the first occurrence and the retried one, once each
     retried = messages[1][0]
-    assert retried.headers["X-Scheduler-Execution-Id"] == str(last["id"])
+    assert retried.headers["X-Scheduler-Execution-Id"] == str(last.id)
     assert retried.headers["X-Scheduler-Attempt"] == "3" and messages[1][1] == f"{job_id} 3".encode()
-    assert {str(e["id"]) for e in failed_attempts}.isdisjoint(
+    assert {e.id for e in failed_attempts}.isdisjoint(
         {p.headers["X-Scheduler-Execution-Id"] for p, _ in messages})

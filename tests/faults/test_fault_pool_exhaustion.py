@@ -21,10 +21,11 @@ import pytest
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from scheduler import service
 from scheduler.db import make_pool
 from scheduler.executor import execute_claim
 from scheduler.store import Store
-from scheduler.targets import TargetPolicy
+from scheduler.targets.delivery import TargetPolicy
 from tests.faults.faultkit import TargetServer
 from tests.support import expire_lease, http_spec, make_due
 
@@ -44,7 +45,7 @@ def test_twenty_executors_on_two_connections_all_complete(db_url, target):
     pool = make_pool(db_url, min_size=1, max_size=2)
     store = Store(pool)
     try:
-        ids = [str(store.create_job(OWNER, http_spec(f"p{i:02d}", "0 0 1 1 *", target={
+        ids = [str(service.create_job(store, OWNER, http_spec(f"p{i:02d}", "0 0 1 1 *", target={
             **http_spec("x")["target"], "url": target.url + "/all-at-once"}))["id"]) for i in range(WORKERS)]
         for job_id in ids:
             make_due(pool, job_id)
@@ -74,7 +75,7 @@ def test_twenty_executors_on_two_connections_all_complete(db_url, target):
         assert stats["pool_size"] <= 2
         for job_id in ids:
             [execution] = store.list_executions(OWNER, job_id)
-            assert execution["status"] == "succeeded"
+            assert execution.status == "succeeded"
             job = store.get_job(OWNER, job_id)
             assert job["lock_token"] is None and job["last_status"] == "succeeded"
         assert max(target.max_inflight.values()) == 1 and len(target.requests) == WORKERS
@@ -90,7 +91,7 @@ def test_pool_timeout_raises_from_execute_claim_and_the_lease_brings_the_job_bac
     store = Store(pool)
     run = partial(execute_claim, store=store, decrypt_target=lambda t: t, policy=LOCAL)
     try:
-        job_id = str(store.create_job(OWNER, http_spec("starved", "0 0 1 1 *", target={
+        job_id = str(service.create_job(store, OWNER, http_spec("starved", "0 0 1 1 *", target={
             **http_spec("x")["target"], "url": target.url + "/hook", "timeout_seconds": 5}))["id"])
 
         # 1. No connection for the start: the executor raises before delivering anything.
@@ -130,7 +131,7 @@ def test_pool_timeout_raises_from_execute_claim_and_the_lease_brings_the_job_bac
         assert isinstance(error, PoolTimeout)
         [running, _] = store.list_executions(OWNER, job_id)
         job = store.get_job(OWNER, job_id)
-        assert running["status"] == "running" and job["running_execution_id"] == running["id"]
+        assert running.status == "running" and str(job["running_execution_id"]) == running.id
         # Lambda's retry of that event does nothing: the lease already started an execution.
         assert run(claim.to_event()).outcome == "lease_lost"
         assert len(target.requests) == 2
@@ -142,7 +143,7 @@ def test_pool_timeout_raises_from_execute_claim_and_the_lease_brings_the_job_bac
         report = run(again.to_event())
         assert report.status == "succeeded"
         executions = store.list_executions(OWNER, job_id)
-        assert [e["status"] for e in executions] == ["succeeded", "lost", "succeeded"]
+        assert [e.status for e in executions] == ["succeeded", "lost", "succeeded"]
         requests = target.snapshot()
         assert requests[1]["headers"]["Idempotency-Key"] == requests[2]["headers"]["Idempotency-Key"]
         assert requests[2]["arrived"] > requests[1]["ended"]

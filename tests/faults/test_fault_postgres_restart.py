@@ -2,7 +2,7 @@
 
 A private Postgres (pgserver in a temp dir, so the test may stop and start it) holds a few
 hundred one-off jobs due over three seconds. A runner loop like local mode's (``run_fanout`` in
-a thread, retried after any exception, a ``LocalInvoker``: batched starts, a pool of deliveries,
+a thread, retried after any exception, a ``InProcessDispatch``: batched starts, a pool of deliveries,
 batched outcomes) delivers them to a
 loopback target. Once about a third are delivered the server is stopped (``pg_ctl stop -m
 fast``: every connection is cut), kept down until the runner felt it, and started again.
@@ -32,9 +32,10 @@ from scheduler import executor as executor_module
 from scheduler.db import make_pool
 from scheduler.executor import Executor, execute_claim
 from scheduler.migrations import migrate
-from scheduler.runner import LocalInvoker, run_fanout
+from scheduler.dispatch import InProcessDispatch
+from scheduler.fanout import run_fanout
 from scheduler.store import Store
-from scheduler.targets import TargetPolicy
+from scheduler.targets.delivery import TargetPolicy
 from tests.faults.faultkit import TargetServer, poll
 
 COUNT = 300
@@ -106,11 +107,18 @@ class CountingStore(Store):
             self.faults[f"claim_and_start: {type(exc).__name__}"] += 1
             raise
 
-    def complete_executions(self, completions):
+    def write_completions(self, planned):
         try:
-            return super().complete_executions(completions)
+            return super().write_completions(planned)
         except Exception as exc:
-            self.faults[f"complete_execution: {type(exc).__name__}"] += len(completions)
+            self.faults[f"complete_execution: {type(exc).__name__}"] += len(planned)
+            raise
+
+    def complete_locked(self, done, plan):
+        try:
+            return super().complete_locked(done, plan)
+        except Exception as exc:
+            self.faults[f"complete_execution: {type(exc).__name__}"] += 1
             raise
 
 
@@ -147,7 +155,7 @@ def test_runner_recovers_from_a_postgres_restart_and_nothing_is_lost_or_doubled(
     insert_jobs(store, target.url + "/load")
 
     felt = threading.Event()
-    invoker = LocalInvoker(Executor(store, lambda t: t, TargetPolicy(allow_private=True)), max_workers=16)
+    invoker = InProcessDispatch(Executor(store, lambda t: t, TargetPolicy(allow_private=True)), max_workers=16)
     stop = threading.Event()
 
     def runner() -> None:  # local mode's loop

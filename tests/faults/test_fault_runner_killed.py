@@ -17,8 +17,9 @@ import pytest
 import requests
 
 from scheduler.executor import Executor
-from scheduler.runner import LocalInvoker, run_fanout
-from scheduler.targets import TargetPolicy
+from scheduler.dispatch import InProcessDispatch
+from scheduler.fanout import run_fanout
+from scheduler.targets.delivery import TargetPolicy
 from tests.faults.faultkit import TargetServer, poll
 from tests.support import LocalScheduler, expire_lease
 
@@ -65,9 +66,9 @@ def test_sigkill_mid_delivery_is_reclaimed_once_the_lease_expires(db_url, pool, 
     # The dead runner's lease still holds the job: a second runner claims nothing.
     row = store.get_job(LOCAL_OWNER, job_id)
     [running] = store.list_executions(LOCAL_OWNER, job_id)
-    assert running["status"] == "running" and row["running_execution_id"] == running["id"]
+    assert running.status == "running" and str(row["running_execution_id"]) == running.id
     assert row["locked_until"] > store.now() + timedelta(seconds=20)  # timeout 5 s + 30 s margin
-    invoker = LocalInvoker(Executor(store, lambda t: t, TargetPolicy(allow_private=True)), max_workers=2)
+    invoker = InProcessDispatch(Executor(store, lambda t: t, TargetPolicy(allow_private=True)), max_workers=2)
     try:
         assert run_fanout(store, invoker, budget_seconds=0).claimed == 0
     finally:
@@ -79,23 +80,23 @@ def test_sigkill_mid_delivery_is_reclaimed_once_the_lease_expires(db_url, pool, 
     second = LocalScheduler(db_url, str(tmp_path / "runner2"))
     processes.append(second)
     target.wait_for(lambda s: len(s.requests) == 2 and s.requests[1]["end"], timeout=15, what="the redelivery")
-    executions = poll(lambda: (lambda es: es if es[0]["status"] != "running" else None)(
+    executions = poll(lambda: (lambda es: es if es[0].status != "running" else None)(
         store.list_executions(LOCAL_OWNER, job_id)), timeout=10, what="the redelivery recorded")
     assert second.stop() == 0, "".join(second.lines)
 
     newest, oldest = executions
-    assert oldest["id"] == running["id"] and oldest["status"] == "lost"
-    assert "lease expired" in oldest["error"] and oldest["finished_at"] is not None
-    assert newest["status"] == "succeeded" and newest["response_excerpt"] == "second time lucky"
-    assert (newest["attempt"], newest["trigger"]) == (2, "retry")
+    assert oldest.id == running.id and oldest.status == "lost"
+    assert "lease expired" in oldest.error and oldest.finished_at is not None
+    assert newest.status == "succeeded" and newest.response_excerpt == "second time lucky"
+    assert (newest.attempt, newest.trigger) == (2, "retry")
     job = store.get_job(LOCAL_OWNER, job_id)
     assert job["state"] == "completed" and job["lock_token"] is None and job["last_status"] == "succeeded"
 
     held, redelivered = target.snapshot()
     # Same occurrence (same idempotency key), two executions, never both in flight.
     assert held["headers"]["Idempotency-Key"] == redelivered["headers"]["Idempotency-Key"]
-    assert held["headers"]["X-Scheduler-Execution-Id"] == str(oldest["id"])
-    assert redelivered["headers"]["X-Scheduler-Execution-Id"] == str(newest["id"])
+    assert held["headers"]["X-Scheduler-Execution-Id"] == oldest.id
+    assert redelivered["headers"]["X-Scheduler-Execution-Id"] == newest.id
     assert (held["headers"]["X-Scheduler-Attempt"], redelivered["headers"]["X-Scheduler-Attempt"]) == ("1", "2")
     assert redelivered["arrived"] > held["ended"]
     assert target.max_inflight[job_id] == 1

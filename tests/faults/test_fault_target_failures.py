@@ -14,11 +14,13 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from scheduler import service
 from scheduler.executor import Executor
 from scheduler.lifecycle import MAX_RETRY_AFTER_SECONDS
-from scheduler.runner import LocalInvoker, run_fanout
+from scheduler.dispatch import InProcessDispatch
+from scheduler.fanout import run_fanout
 from scheduler.schedules import parse_schedule
-from scheduler.targets import TargetPolicy
+from scheduler.targets.delivery import TargetPolicy
 from tests.faults.faultkit import TargetServer
 from tests.support import http_spec, make_due
 
@@ -37,7 +39,7 @@ def target():
 def drain(store) -> float:
     """One fan-out round; returns once every execution finished, with the seconds it took."""
     began = time.monotonic()
-    invoker = LocalInvoker(Executor(store, lambda t: t, TargetPolicy(allow_private=True)), max_workers=4)
+    invoker = InProcessDispatch(Executor(store, lambda t: t, TargetPolicy(allow_private=True)), max_workers=4)
     try:
         run_fanout(store, invoker, budget_seconds=0)
     finally:
@@ -49,13 +51,13 @@ def make_job(store, pool, name: str, url: str, *, timeout: int = 5, **retry) -> 
     spec = http_spec(name, YEARLY, target={**http_spec("x")["target"], "url": url, "timeout_seconds": timeout},
                      retry={"max_attempts": 3, "min_backoff_seconds": 1, "max_backoff_seconds": 60,
                             "max_age_seconds": None, **retry})
-    job_id = str(store.create_job(OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
     make_due(pool, job_id)
     return job_id
 
 
 def delay_after(job, execution) -> float:
-    return (job["next_run_at"] - execution["finished_at"]).total_seconds()
+    return (job["next_run_at"] - execution.finished_at).total_seconds()
 
 
 def test_timeout_is_recorded_as_timed_out_and_a_retry_is_planned(store, pool, target):
@@ -64,9 +66,9 @@ def test_timeout_is_recorded_as_timed_out_and_a_retry_is_planned(store, pool, ta
     took = drain(store)
     assert took < 5  # the 1 s budget bounds the delivery, not the target
     [execution] = store.list_executions(OWNER, job_id)
-    assert execution["status"] == "timed_out" and execution["http_status"] is None
-    assert "timed out" in execution["error"] or "within 1s" in execution["error"], execution["error"]
-    assert 900 <= execution["duration_ms"] <= 3000
+    assert execution.status == "timed_out" and execution.http_status is None
+    assert "timed out" in execution.error or "within 1s" in execution.error, execution.error
+    assert 900 <= execution.duration_ms <= 3000
     # The target saw the client give up: nothing is left hanging.
     target.wait_for(lambda s: s.requests[0]["end"] == "client closed", timeout=5, what="the cut-off")
     job = store.get_job(OWNER, job_id)
@@ -79,7 +81,7 @@ def test_timeout_is_recorded_as_timed_out_and_a_retry_is_planned(store, pool, ta
     make_due(pool, job_id)
     drain(store)
     newest, _ = store.list_executions(OWNER, job_id)
-    assert (newest["status"], newest["attempt"], newest["trigger"]) == ("succeeded", 2, "retry")
+    assert (newest.status, newest.attempt, newest.trigger) == ("succeeded", 2, "retry")
     first, second = target.snapshot()
     assert first["headers"]["Idempotency-Key"] == second["headers"]["Idempotency-Key"]
 
@@ -90,7 +92,7 @@ def test_retry_after_as_an_http_date_is_a_floor_for_the_backoff(store, pool, tar
     job_id = make_job(store, pool, "busy-date", target.url + "/busy")
     drain(store)
     [execution] = store.list_executions(OWNER, job_id)
-    assert (execution["status"], execution["http_status"], execution["response_excerpt"]) == ("failed", 429, "later")
+    assert (execution.status, execution.http_status, execution.response_excerpt) == ("failed", 429, "later")
     job = store.get_job(OWNER, job_id)
     assert job["attempt"] == 1 and job["lock_token"] is None
     assert 85 <= delay_after(job, execution) <= 91  # the date (whole seconds), not the 1 s backoff
@@ -102,7 +104,7 @@ def test_absurd_retry_after_is_capped_at_a_day(store, pool, target):
     drain(store)
     [execution] = store.list_executions(OWNER, job_id)
     job = store.get_job(OWNER, job_id)
-    assert execution["status"] == "failed" and job["attempt"] == 1
+    assert execution.status == "failed" and job["attempt"] == 1
     assert abs(delay_after(job, execution) - MAX_RETRY_AFTER_SECONDS) <= 1
 
 
@@ -112,10 +114,10 @@ def test_retry_after_past_max_age_ends_the_retries(store, pool, target):
     drain(store)
     [execution] = store.list_executions(OWNER, job_id)
     job = store.get_job(OWNER, job_id)
-    assert execution["status"] == "failed"
+    assert execution.status == "failed"
     # No retry within the occurrence's max age: the job moves on to its next occurrence.
     assert job["attempt"] == 0 and job["last_status"] == "failed" and job["failure_count"] == 1
-    assert job["next_run_at"] == job["scheduled_at"] == parse_schedule(YEARLY).next_after(execution["finished_at"])
+    assert job["next_run_at"] == job["scheduled_at"] == parse_schedule(YEARLY).next_after(execution.finished_at)
     assert store.claim_due(10, 60) == []
 
 
@@ -128,11 +130,11 @@ def test_last_attempt_failing_moves_on_to_the_next_occurrence(store, pool, targe
     make_due(pool, job_id)
     drain(store)
     newest, oldest = store.list_executions(OWNER, job_id)
-    assert [e["status"] for e in (oldest, newest)] == ["failed", "failed"]
-    assert [e["attempt"] for e in (oldest, newest)] == [1, 2]
+    assert [e.status for e in (oldest, newest)] == ["failed", "failed"]
+    assert [e.attempt for e in (oldest, newest)] == [1, 2]
     job = store.get_job(OWNER, job_id)
     assert (job["attempt"], job["failure_count"], job["run_count"], job["state"]) == (0, 2, 2, "active")
-    assert job["next_run_at"] == parse_schedule(YEARLY).next_after(newest["finished_at"])
+    assert job["next_run_at"] == parse_schedule(YEARLY).next_after(newest.finished_at)
 
 
 def test_permanent_client_error_is_not_retried(store, pool, target):
@@ -141,6 +143,6 @@ def test_permanent_client_error_is_not_retried(store, pool, target):
     drain(store)
     [execution] = store.list_executions(OWNER, job_id)
     job = store.get_job(OWNER, job_id)
-    assert (execution["status"], execution["http_status"]) == ("failed", 404)
+    assert (execution.status, execution.http_status) == ("failed", 404)
     assert job["attempt"] == 0 and job["next_run_at"] > store.now() + timedelta(days=1)
     assert len(target.requests) == 1

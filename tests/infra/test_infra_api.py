@@ -22,6 +22,8 @@ ROUTES = {
     ("POST", "/v1/jobs/{id}/resume"),
     ("POST", "/v1/jobs/{id}/run"),
     ("GET", "/v1/jobs/{id}/executions"),
+    ("GET", "/v1/executions"),
+    ("POST", "/v1/schedules/preview"),
 }
 
 

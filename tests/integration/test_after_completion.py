@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.lifecycle import Outcome
-from scheduler.store import Completion, NotFound
+from scheduler import service
+from scheduler.domain import Completion, Outcome
+from scheduler.errors import NotFound
 from tests.integration.test_api import api, box, create, job_body  # noqa: F401 - fixtures
 from tests.support import expire_lease, http_spec, make_due
 
@@ -17,7 +18,7 @@ OWNER = "arn:aws:iam::111111111111:user/alice"
 def one_off(store, name: str, after_completion: str | None = "delete") -> str:
     extra = {} if after_completion is None else {"after_completion": after_completion}
     spec = http_spec(name, None, run_at=store.now(), **extra)
-    return str(store.create_job(OWNER, spec)["id"])
+    return str(service.create_job(store, OWNER, spec)["id"])
 
 
 def executions_of(pool, job_id: str) -> int:
@@ -30,8 +31,8 @@ def run_once(store, outcome: Outcome, *, planned: bool) -> bool:
     runner's batch path) or through the locking path."""
     [claim] = store.claim_and_start(10)
     extra = {"started": claim.started, "elapsed_seconds": 0.01} if planned else {}
-    return store.complete_executions([Completion(claim.job_id, claim.lock_token, claim.started.execution_id,
-                                                 outcome, **extra)])[0]
+    return service.complete_executions(store, [Completion(claim.job_id, claim.lock_token,
+                                                          claim.started.execution_id, outcome, **extra)])[0]
 
 
 @pytest.mark.parametrize("planned", [True, False], ids=["planned", "locking"])
@@ -63,7 +64,7 @@ def test_a_pending_retry_is_not_completion_and_a_final_failure_is(store, pool):
 
 
 def test_a_recurring_job_past_its_end_is_deleted(store, pool):
-    job_id = str(store.create_job(OWNER, http_spec("ending", "* * * * *", after_completion="delete"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("ending", "* * * * *", after_completion="delete"))["id"])
     make_due(pool, job_id)
     with pool.connection() as conn:  # the occurrence in hand is the window's last
         conn.execute("UPDATE jobs SET end_at = scheduled_at WHERE id = %s", (job_id,))
@@ -78,11 +79,11 @@ def test_a_stale_runner_deletes_nothing_and_the_runner_that_took_over_does(store
     slow = store.start_execution(job_id, first.lock_token, 60)
     expire_lease(pool, job_id)
     [second] = store.claim_due(10, 60)
-    assert store.complete_execution(job_id, first.lock_token, slow.execution_id, Outcome("succeeded")) is False
+    assert service.complete_execution(store, job_id, first.lock_token, slow.execution_id, Outcome("succeeded")) is False
     assert store.get_job(OWNER, job_id)["state"] == "active" and executions_of(pool, job_id) == 1
     fresh = store.start_execution(job_id, second.lock_token, 60)
-    assert store.complete_execution(job_id, second.lock_token, fresh.execution_id, Outcome("succeeded"),
-                                    started=fresh, elapsed_seconds=0.01) is True
+    assert service.complete_execution(store, job_id, second.lock_token, fresh.execution_id, Outcome("succeeded"),
+                                      started=fresh, elapsed_seconds=0.01) is True
     with pytest.raises(NotFound):
         store.get_job(OWNER, job_id)
 

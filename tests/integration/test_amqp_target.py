@@ -14,7 +14,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from scheduler.targets import Delivery, TargetPolicy, deliver
+from scheduler.targets.delivery import Delivery, TargetPolicy
+from scheduler.targets.dispatcher import deliver
 from scheduler.targets import amqp as amqp_target
 
 pytestmark = pytest.mark.amqp

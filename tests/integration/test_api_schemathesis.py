@@ -15,6 +15,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (content_type_conformance, response_headers_conformance,
                                                response_schema_conformance, status_code_conformance)
 
+from scheduler import service
 from scheduler.api.app import make_app
 from scheduler.api.openapi import openapi_schema
 from scheduler.http_adapter import make_wsgi_app
@@ -41,7 +42,7 @@ def wsgi_app(store, tmp_path):
     for name, extra in (("fuzz-a", {}), ("fuzz-b", {"schedule": None, "run_at": "2099-01-01T00:00:00Z"})):
         spec = JobSpec.model_validate({**job_body(name, **extra), "target": {"type": "http",
                                                                              "url": "https://example.com/h"}})
-        row = store.create_job(OWNER, spec.model_dump(mode="python"))
+        row = service.create_job(store, OWNER, spec.model_dump(mode="python"))
         ids.append(str(row["id"]))
     return wsgi, ids
 

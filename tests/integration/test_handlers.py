@@ -13,6 +13,7 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
+from scheduler import service
 from scheduler import constants as c
 from scheduler.secrets import LocalSecretBox, encrypt_target_secrets
 from scheduler.settings import get_settings
@@ -64,8 +65,8 @@ def test_fanout_invokes_the_executor_which_delivers(lambda_env, store, target_se
     box = lambda_env
     target = {**http_spec("x")["target"], "url": target_server.url + "/h",
               "auth": {"type": "bearer", "token": "s3cret-token"}}
-    job = store.create_job(OWNER, http_spec("h", None, run_at=store.now() - timedelta(seconds=1),
-                                            target=encrypt_target_secrets(target, box)))
+    job = service.create_job(store, OWNER, http_spec("h", None, run_at=store.now() - timedelta(seconds=1),
+                                                     target=encrypt_target_secrets(target, box)))
     fanout = load("fanout_handler")
     client = boto3.client("lambda", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     stubber = Stubber(client)
@@ -90,7 +91,7 @@ def test_fanout_invokes_the_executor_which_delivers(lambda_env, store, target_se
     [request] = target_server.wait_for(1)
     assert request["headers"]["Authorization"] == "Bearer s3cret-token"
     [execution] = store.list_executions(OWNER, str(job["id"]))
-    assert execution["status"] == "succeeded"
+    assert execution.status == "succeeded"
     logs = capsys.readouterr()
     assert "s3cret-token" not in logs.out + logs.err
     assert "s3cret-token" not in str(store.get_job(OWNER, str(job["id"]))["target"])

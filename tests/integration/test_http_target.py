@@ -15,7 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from scheduler.targets import Delivery, TargetPolicy, deliver
+from scheduler.targets.delivery import Delivery, TargetPolicy
+from scheduler.targets.dispatcher import deliver
 from scheduler.targets import http as http_target
 from scheduler.targets.http import parse_retry_after
 

@@ -11,9 +11,11 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
+from scheduler import service
 from scheduler.executor import Executor, execute_claim
-from scheduler.runner import LambdaInvoker, LocalInvoker, fanout_deadline, run_fanout
-from scheduler.targets import TargetPolicy
+from scheduler.dispatch import CLAIM_DUE, InProcessDispatch, LambdaDispatch
+from scheduler.fanout import fanout_deadline, run_fanout
+from scheduler.targets.delivery import TargetPolicy
 from scheduler.telemetry import MemoryMetrics
 from tests.support import RecordingServer, http_spec, make_due
 
@@ -29,7 +31,7 @@ def target_server():
 
 
 def local_invoker(store, metrics=None):
-    return LocalInvoker(Executor(store, lambda t: t, LOCAL, metrics), max_workers=8)
+    return InProcessDispatch(Executor(store, lambda t: t, LOCAL, metrics), max_workers=8)
 
 
 def drain(store, metrics=None):
@@ -45,7 +47,7 @@ def test_one_off_http_job_is_delivered_with_its_identity(store, target_server):
                      target={**http_spec("x")["target"], "url": target_server.url + "/hook",
                              "headers": {"Content-Type": "application/json"},
                              "body": '{"job": "{{job_id}}", "at": "{{scheduled_at}}", "try": {{attempt}}}'})
-    job = store.create_job(OWNER, spec)
+    job = service.create_job(store, OWNER, spec)
     metrics = MemoryMetrics()
     report = drain(store, metrics)
     assert report.claimed == report.dispatched == 1
@@ -54,12 +56,12 @@ def test_one_off_http_job_is_delivered_with_its_identity(store, target_server):
     [execution] = store.list_executions(OWNER, job_id)
     headers = request["headers"]
     assert headers["X-Scheduler-Job-Id"] == job_id
-    assert headers["X-Scheduler-Execution-Id"] == str(execution["id"])
+    assert headers["X-Scheduler-Execution-Id"] == str(execution.id)
     assert headers["X-Scheduler-Attempt"] == "1"
     assert headers["Idempotency-Key"] == f"{job_id}:{headers['X-Scheduler-Scheduled-At']}"
     assert json.loads(request["body"]) == {"job": job_id, "at": headers["X-Scheduler-Scheduled-At"], "try": 1}
-    assert execution["status"] == "succeeded" and execution["http_status"] == 200
-    assert execution["response_excerpt"] == "ok" and execution["trigger"] == "schedule"
+    assert execution.status == "succeeded" and execution.http_status == 200
+    assert execution.response_excerpt == "ok" and execution.trigger == "schedule"
     assert store.get_job(OWNER, job_id)["state"] == "completed"
     assert metrics.total("Executions", status="succeeded") == 1 and metrics.total("Claimed") == 1
 
@@ -67,7 +69,7 @@ def test_one_off_http_job_is_delivered_with_its_identity(store, target_server):
 def test_failure_then_durable_retry_then_success(store, pool, target_server):
     target_server.responses["/flaky"] = [(500, {}, b"boom"), (200, {}, b"fine")]
     spec = http_spec("flaky", "0 0 1 1 *", target={**http_spec("x")["target"], "url": target_server.url + "/flaky"})
-    job_id = str(store.create_job(OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
     make_due(pool, job_id)
     drain(store)
     row = store.get_job(OWNER, job_id)
@@ -79,15 +81,15 @@ def test_failure_then_durable_retry_then_success(store, pool, target_server):
     assert first["headers"]["Idempotency-Key"] == second["headers"]["Idempotency-Key"]
     assert (first["headers"]["X-Scheduler-Attempt"], second["headers"]["X-Scheduler-Attempt"]) == ("1", "2")
     newest, oldest = store.list_executions(OWNER, job_id)
-    assert (oldest["status"], oldest["http_status"], oldest["response_excerpt"]) == ("failed", 500, "boom")
-    assert (newest["status"], newest["trigger"]) == ("succeeded", "retry")
+    assert (oldest.status, oldest.http_status, oldest.response_excerpt) == ("failed", 500, "boom")
+    assert (newest.status, newest.trigger) == ("succeeded", "retry")
     assert store.get_job(OWNER, job_id)["attempt"] == 0
 
 
 def test_retry_after_sets_the_next_attempt(store, pool, target_server):
     target_server.responses["/busy"] = [(429, {"Retry-After": "120"}, b"slow down")]
     spec = http_spec("busy", "0 0 1 1 *", target={**http_spec("x")["target"], "url": target_server.url + "/busy"})
-    job_id = str(store.create_job(OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
     make_due(pool, job_id)
     drain(store)
     row = store.get_job(OWNER, job_id)
@@ -96,7 +98,7 @@ def test_retry_after_sets_the_next_attempt(store, pool, target_server):
 
 def test_stale_claim_does_nothing(store, pool, target_server):
     spec = http_spec("stale", "0 0 1 1 *", target={**http_spec("x")["target"], "url": target_server.url})
-    job_id = str(store.create_job(OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     with pool.connection() as conn:
@@ -109,17 +111,17 @@ def test_stale_claim_does_nothing(store, pool, target_server):
 
 def test_private_target_refused_outside_local_mode(store, target_server):
     spec = http_spec("ssrf", None, run_at=store.now(), target={**http_spec("x")["target"], "url": target_server.url})
-    job_id = str(store.create_job(OWNER, spec)["id"])
-    invoker = LocalInvoker(Executor(store, lambda t: t, TargetPolicy()))
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
+    invoker = InProcessDispatch(Executor(store, lambda t: t, TargetPolicy()))
     run_fanout(store, invoker, budget_seconds=0)
     invoker.close()
     [execution] = store.list_executions(OWNER, job_id)
-    assert execution["status"] == "failed" and "not allowed" in execution["error"]
+    assert execution.status == "failed" and "not allowed" in execution.error
     assert target_server.requests == []
 
 
 def test_lambda_invoker_retries_throttles_and_releases_what_it_cannot_dispatch(store, pool):
-    jobs = [str(store.create_job(OWNER, http_spec(f"l{i}"))["id"]) for i in range(2)]
+    jobs = [str(service.create_job(store, OWNER, http_spec(f"l{i}"))["id"]) for i in range(2)]
     for job_id in jobs:
         make_due(pool, job_id)
     client = boto3.client("lambda", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
@@ -130,7 +132,7 @@ def test_lambda_invoker_retries_throttles_and_releases_what_it_cannot_dispatch(s
                          {"FunctionName": "executor", "InvocationType": "Event", "Payload": ANY})
     stubber.add_client_error("invoke", "ResourceNotFoundException", http_status_code=404)
     with stubber:
-        invoker = LambdaInvoker(client, "executor", max_workers=1, sleep=lambda s: None)
+        invoker = LambdaDispatch(client, "executor", max_workers=1, sleep=lambda s: None)
         report = run_fanout(store, invoker, budget_seconds=0, batch_size=1)
         invoker.close()
     assert report.claimed == 2 and report.dispatched == 1 and report.released == 1
@@ -147,8 +149,8 @@ def test_overlapping_fanouts_deliver_each_job_once(db_url, store, target_server)
     count = 200
     base = store.now()
     for i in range(count):  # due over the next ~2 seconds, and a few already due
-        store.create_job(OWNER, http_spec(f"o{i:03d}", None, run_at=base + timedelta(milliseconds=10 * i - 200),
-                                          target={**http_spec("x")["target"], "url": target_server.url + "/o"}))
+        service.create_job(store, OWNER, http_spec(f"o{i:03d}", None, run_at=base + timedelta(milliseconds=10 * i - 200),
+                                                   target={**http_spec("x")["target"], "url": target_server.url + "/o"}))
     reports, errors = [], []
 
     def fanout(budget: float) -> None:
@@ -176,7 +178,7 @@ def test_overlapping_fanouts_deliver_each_job_once(db_url, store, target_server)
     assert sum(r.claimed - r.released for r in reports) == count
     for request in requests:  # never before its time (second precision: it waited)
         [execution] = store.list_executions(OWNER, request["headers"]["X-Scheduler-Job-Id"])
-        assert execution["started_at"] >= execution["scheduled_at"]
+        assert execution.started_at >= execution.scheduled_at
 
 
 def test_fanout_deadline():
@@ -192,14 +194,14 @@ def test_amqp_job_is_published_with_confirms(store, amqp_url, amqp_admin, amqp_q
                              "body": '{"job": "{{job_id}}"}', "body_encoding": "utf-8",
                              "headers": {"tenant": "acme"}, "content_type": "application/json",
                              "timeout_seconds": 10})
-    job_id = str(store.create_job(OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
     drain(store)
     [execution] = store.list_executions(OWNER, job_id)
-    assert execution["status"] == "succeeded", execution["error"]
+    assert execution.status == "succeeded", execution.error
     method, properties, body = amqp_admin.basic_get(queue, auto_ack=True)
     assert json.loads(body) == {"job": job_id}
     assert properties.message_id == properties.headers["Idempotency-Key"]
-    assert properties.headers["X-Scheduler-Execution-Id"] == str(execution["id"])
+    assert properties.headers["X-Scheduler-Execution-Id"] == str(execution.id)
     assert properties.headers["tenant"] == "acme" and properties.delivery_mode == 2
     assert properties.content_type == "application/json"
 
@@ -208,15 +210,15 @@ def test_unroutable_amqp_message_is_a_retryable_failure(store, amqp_url, amqp_qu
     exchange, _, _ = amqp_queue
     spec = http_spec("lost", "0 0 1 1 *", target={"type": "amqp", "url": amqp_url, "exchange": exchange,
                                                   "routing_key": "nobody-listens", "body": "x"})
-    job_id = str(store.create_job(OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
     store.request_run(OWNER, job_id)
     drain(store)
     [execution] = store.list_executions(OWNER, job_id)
-    assert execution["status"] == "failed" and execution["trigger"] == "manual"
+    assert execution.status == "failed" and execution.trigger == "manual"
 
 
 def test_fanout_purges_expired_executions_beyond_one_batch(store, pool):
-    job_id = str(store.create_job(OWNER, http_spec("old", "0 0 1 1 *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("old", "0 0 1 1 *"))["id"])
     with pool.connection() as conn:
         conn.execute("""
             INSERT INTO executions (id, job_id, scheduled_at, started_at, attempt, trigger, status)
@@ -235,8 +237,7 @@ def test_fanout_stops_draining_at_its_limit_while_claims_come_back_full(store, p
     ticks = iter(range(10**6))
 
     class Accepting:
-        def claim(self, store, limit, lease_seconds):
-            return store.claim_due(limit, lease_seconds)
+        claim_mode = CLAIM_DUE
 
         def capacity(self) -> int:
             return 10
@@ -256,7 +257,7 @@ def test_fanout_stops_draining_at_its_limit_while_claims_come_back_full(store, p
 def test_attempts_lost_with_their_runners_count_toward_max_attempts(store, pool, target_server):
     spec = http_spec("poison", "0 0 1 1 *", target={**http_spec("x")["target"], "url": target_server.url},
                      retry={"max_attempts": 1, "min_backoff_seconds": 1, "max_backoff_seconds": 1})
-    job_id = str(store.create_job(OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     store.start_execution(job_id, claim.lock_token)  # ...and the runner dies mid-delivery
@@ -266,7 +267,7 @@ def test_attempts_lost_with_their_runners_count_toward_max_attempts(store, pool,
     report = execute_claim(again.to_event(), store=store, decrypt_target=lambda t: t, policy=LOCAL)
     assert report.status == "failed" and target_server.requests == []  # given up, not redelivered
     newest, lost = store.list_executions(OWNER, job_id)
-    assert lost["status"] == "lost" and "gave up" in newest["error"]
+    assert lost.status == "lost" and "gave up" in newest.error
     row = store.get_job(OWNER, job_id)
     assert row["attempt"] == 0 and row["scheduled_at"] > again.scheduled_at  # the next occurrence
 
@@ -288,22 +289,26 @@ class CallCountingStore:
             self.starts.append(len(claims))
         return claims
 
-    def complete_executions(self, completions):
-        self.completions.append(len(completions))
-        return self._store.complete_executions(completions)
+    def write_completions(self, planned):
+        self.completions.append(len(planned))
+        return self._store.write_completions(planned)
 
 
 def test_local_invoker_claims_starts_and_records_in_batches_within_its_idle_workers(store, pool, target_server):
-    ids = [str(store.create_job(OWNER, http_spec(f"batch{i:02d}", "0 0 1 1 *", target={
+    ids = [str(service.create_job(store, OWNER, http_spec(f"batch{i:02d}", "0 0 1 1 *", target={
         **http_spec("x")["target"], "url": target_server.url + "/batch"}))["id"]) for i in range(30)]
     for job_id in ids:
         make_due(pool, job_id)
     counting = CallCountingStore(store)
     # Outcomes finished within a second of each other are recorded together (a wide window, so
     # that the batching shows on a loaded machine too).
-    invoker = LocalInvoker(Executor(counting, lambda t: t, LOCAL), max_workers=8, flush_seconds=1.0)
+    invoker = InProcessDispatch(Executor(counting, lambda t: t, LOCAL), max_workers=8, flush_seconds=1.0)
     try:
-        report = run_fanout(counting, invoker, budget_seconds=0, batch_size=100)
+        # Claiming goes on while workers are busy (a loaded machine may keep all 8 busy when a
+        # zero budget would already stop), until every delivery arrived.
+        delivered = threading.Event()
+        threading.Thread(target=lambda: (target_server.wait_for(30), delivered.set()), daemon=True).start()
+        report = run_fanout(counting, invoker, budget_seconds=60, batch_size=100, stop=delivered)
         assert report.claimed == report.dispatched == 30 and report.released == 0
     finally:
         invoker.close()  # waits for the deliveries under way and records them
@@ -313,6 +318,6 @@ def test_local_invoker_claims_starts_and_records_in_batches_within_its_idle_work
     assert sum(counting.completions) == 30 and len(counting.completions) < 30
     for job_id in ids:
         [execution] = store.list_executions(OWNER, job_id)
-        assert execution["status"] == "succeeded" and execution["http_status"] == 200
+        assert execution.status == "succeeded" and execution.http_status == 200
         assert store.get_job(OWNER, job_id)["lock_token"] is None
     assert invoker.capacity() == 8

@@ -12,7 +12,8 @@ from urllib.parse import unquote
 
 import pytest
 
-from scheduler.targets import Delivery, TargetPolicy, deliver
+from scheduler.targets.delivery import Delivery, TargetPolicy
+from scheduler.targets.dispatcher import deliver
 from scheduler.targets import amqp as amqp_target
 from scheduler.targets import ssrf
 

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 
+from scheduler import service
 from scheduler.db import make_pool
 from scheduler.lifecycle import Outcome
 from scheduler.store import Completion, NameTaken, NotFound, Store, VersionMismatch
@@ -19,12 +20,12 @@ OTHER = "arn:aws:iam::222222222222:user/bob"
 
 def complete(store, job_id, *args, **kwargs):
     """Complete an execution (it must be recorded) and read the job back."""
-    assert store.complete_execution(job_id, *args, **kwargs) is True
+    assert service.complete_execution(store, job_id, *args, **kwargs) is True
     return store.get_job(OWNER, str(job_id))
 
 
 def test_create_get_and_owner_scoping(store):
-    job = store.create_job(OWNER, http_spec("nightly", "0 3 * * *"))
+    job = service.create_job(store, OWNER, http_spec("nightly", "0 3 * * *"))
     assert job["state"] == "active" and job["version"] == 1 and job["attempt"] == 0
     assert job["next_run_at"] == job["scheduled_at"] and job["next_run_at"] > job["created_at"]
     assert job["next_run_at"].hour == 3 and job["next_run_at"].minute == 0
@@ -34,32 +35,32 @@ def test_create_get_and_owner_scoping(store):
     with pytest.raises(NotFound):
         store.get_job(OWNER, "not-a-uuid")
     with pytest.raises(NameTaken):
-        store.create_job(OWNER, http_spec("nightly"))
-    store.create_job(OTHER, http_spec("nightly"))  # names are unique per owner only
+        service.create_job(store, OWNER, http_spec("nightly"))
+    service.create_job(store, OTHER, http_spec("nightly"))  # names are unique per owner only
 
 
 def test_update_with_version_and_recompute(store):
-    job = store.create_job(OWNER, http_spec("j", "0 3 * * *"))
+    job = service.create_job(store, OWNER, http_spec("j", "0 3 * * *"))
     job_id = str(job["id"])
-    renamed = store.update_job(OWNER, job_id, lambda row: {**row, "description": "d"}, expected_version=1)
+    renamed = service.update_job(store, OWNER, job_id, lambda row: {**row, "description": "d"}, expected_version=1)
     assert renamed["version"] == 2 and renamed["next_run_at"] == job["next_run_at"]
     with pytest.raises(VersionMismatch) as err:
-        store.update_job(OWNER, job_id, lambda row: row, expected_version=1)
+        service.update_job(store, OWNER, job_id, lambda row: row, expected_version=1)
     assert err.value.current == 2
-    moved = store.update_job(OWNER, job_id, lambda row: {**row, "schedule": "30 4 * * *"})
+    moved = service.update_job(store, OWNER, job_id, lambda row: {**row, "schedule": "30 4 * * *"})
     assert moved["next_run_at"].hour == 4 and moved["next_run_at"].minute == 30
-    store.create_job(OWNER, http_spec("other"))
+    service.create_job(store, OWNER, http_spec("other"))
     with pytest.raises(NameTaken):
-        store.update_job(OWNER, job_id, lambda row: {**row, "name": "other"})
+        service.update_job(store, OWNER, job_id, lambda row: {**row, "name": "other"})
     with pytest.raises(NotFound):
-        store.update_job(OTHER, job_id, lambda row: row)
+        service.update_job(store, OTHER, job_id, lambda row: row)
 
 
 def test_pause_resume_delete(store):
-    job_id = str(store.create_job(OWNER, http_spec("p", "@every 1h"))["id"])
-    paused = store.pause_job(OWNER, job_id)
+    job_id = str(service.create_job(store, OWNER, http_spec("p", "@every 1h"))["id"])
+    paused = service.pause_job(store, OWNER, job_id)
     assert paused["state"] == "paused" and paused["due_at"] is None and paused["next_run_at"] is not None
-    resumed = store.resume_job(OWNER, job_id)
+    resumed = service.resume_job(store, OWNER, job_id)
     assert resumed["state"] == "active" and resumed["due_at"] == resumed["next_run_at"]
     store.delete_job(OWNER, job_id)
     with pytest.raises(NotFound):
@@ -69,7 +70,7 @@ def test_pause_resume_delete(store):
 
 
 def test_claim_start_complete_advances_the_schedule(store, pool):
-    job_id = str(store.create_job(OWNER, http_spec("c", "* * * * *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("c", "* * * * *"))["id"])
     assert store.claim_due(10, 60) == []
     make_due(pool, job_id)
     [claim] = store.claim_due(10, 60)
@@ -83,12 +84,12 @@ def test_claim_start_complete_advances_the_schedule(store, pool):
     assert done["lock_token"] is None and done["attempt"] == 0 and done["run_count"] == 1
     assert done["next_run_at"] > claim.scheduled_at and done["last_status"] == "succeeded"
     [execution] = store.list_executions(OWNER, job_id)
-    assert execution["status"] == "succeeded" and execution["http_status"] == 200
-    assert execution["duration_ms"] >= 0
+    assert execution.status == "succeeded" and execution.http_status == 200
+    assert execution.duration_ms >= 0
 
 
 def test_stale_token_cannot_complete_and_lost_execution_is_marked(store, pool):
-    job_id = str(store.create_job(OWNER, http_spec("f", "* * * * *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("f", "* * * * *"))["id"])
     make_due(pool, job_id)
     [first] = store.claim_due(10, 60)
     slow = store.start_execution(job_id, first.lock_token, 60)
@@ -97,19 +98,19 @@ def test_stale_token_cannot_complete_and_lost_execution_is_marked(store, pool):
     assert second.reclaimed and second.lock_token != first.lock_token
     assert second.scheduled_at == first.scheduled_at  # the same occurrence, delivered again
     lost = store.get_execution(slow.execution_id)
-    assert lost["status"] == "lost" and "lease expired" in lost["error"]
+    assert lost.status == "lost" and "lease expired" in lost.error
     # The slow runner wakes up: its start and its completion are both refused.
     assert store.start_execution(job_id, first.lock_token, 60) is None
-    assert store.complete_execution(job_id, first.lock_token, slow.execution_id, Outcome("succeeded")) is False
+    assert service.complete_execution(store, job_id, first.lock_token, slow.execution_id, Outcome("succeeded")) is False
     fresh = store.start_execution(job_id, second.lock_token, 60)
     assert fresh.attempt == 2 and fresh.trigger == "retry"
     done = complete(store, job_id, second.lock_token, fresh.execution_id, Outcome("succeeded"))
     assert done is not None and done["last_status"] == "succeeded"
-    assert store.get_execution(slow.execution_id)["status"] == "lost"
+    assert store.get_execution(slow.execution_id).status == "lost"
 
 
 def test_expired_claim_before_start_is_ignored(store, pool):
-    job_id = str(store.create_job(OWNER, http_spec("e", "* * * * *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("e", "* * * * *"))["id"])
     make_due(pool, job_id)
     [claim] = store.claim_due(10, 60)
     expire_lease(pool, job_id)
@@ -119,7 +120,7 @@ def test_expired_claim_before_start_is_ignored(store, pool):
 def test_retry_timing_and_exhaustion(store, pool):
     spec = http_spec("r", "0 0 1 1 *", retry={"max_attempts": 3, "min_backoff_seconds": 10,
                                               "max_backoff_seconds": 25, "max_age_seconds": None})
-    job_id = str(store.create_job(OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
     make_due(pool, job_id)
     occurrence = None
     for attempt, ceiling in ((1, 10), (2, 20)):
@@ -143,12 +144,12 @@ def test_retry_timing_and_exhaustion(store, pool):
     # max_attempts reached: the occurrence is given up and the next one (next 1 January) is planned.
     assert row["attempt"] == 0 and row["next_run_at"].month == 1 and row["next_run_at"] > occurrence
     assert row["failure_count"] == 3 and row["run_count"] == 3
-    statuses = [e["trigger"] for e in store.list_executions(OWNER, job_id)]
+    statuses = [e.trigger for e in store.list_executions(OWNER, job_id)]
     assert statuses == ["retry", "retry", "schedule"]
 
 
 def test_retry_after_is_a_floor_and_permanent_failure_does_not_retry(store, pool):
-    job_id = str(store.create_job(OWNER, http_spec("ra", "0 0 1 1 *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("ra", "0 0 1 1 *"))["id"])
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token, 60)
@@ -167,7 +168,7 @@ def test_retry_after_is_a_floor_and_permanent_failure_does_not_retry(store, pool
 def test_max_age_stops_retries(store, pool):
     spec = http_spec("age", "0 0 1 1 *", retry={"max_attempts": 10, "min_backoff_seconds": 30,
                                                 "max_backoff_seconds": 30, "max_age_seconds": 10})
-    job_id = str(store.create_job(OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec)["id"])
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token, 60)
@@ -178,7 +179,7 @@ def test_max_age_stops_retries(store, pool):
 
 def test_one_off_completes(store, pool):
     # A one-off whose time has already passed at creation fires at once.
-    job = store.create_job(OWNER, http_spec("once", None, run_at=store.now() - timedelta(seconds=5)))
+    job = service.create_job(store, OWNER, http_spec("once", None, run_at=store.now() - timedelta(seconds=5)))
     assert job["next_run_at"] == job["run_at"]
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(claim.job_id, claim.lock_token, 60)
@@ -187,9 +188,9 @@ def test_one_off_completes(store, pool):
 
 
 def test_manual_run_is_served_first_and_leaves_the_occurrence(store):
-    job = store.create_job(OWNER, http_spec("m", "0 0 1 1 *"))
+    job = service.create_job(store, OWNER, http_spec("m", "0 0 1 1 *"))
     job_id = str(job["id"])
-    store.pause_job(OWNER, job_id)
+    service.pause_job(store, OWNER, job_id)
     store.request_run(OWNER, job_id)
     [claim] = store.claim_due(1, 60)
     assert claim.lease_kind == "manual"
@@ -201,7 +202,7 @@ def test_manual_run_is_served_first_and_leaves_the_occurrence(store):
 
 
 def test_release_makes_the_job_due_again(store, pool):
-    job_id = str(store.create_job(OWNER, http_spec("rel"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("rel"))["id"])
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     assert store.release(job_id, claim.lock_token)
@@ -247,7 +248,7 @@ def test_pagination_sees_each_row_once_under_concurrent_inserts(store, pool):
     def inserter() -> None:
         n = 0
         while not stop.is_set() and n < 2000:
-            store.create_job(OWNER, http_spec(f"page-{n:05d}-new"))
+            service.create_job(store, OWNER, http_spec(f"page-{n:05d}-new"))
             n += 1
 
     thread = threading.Thread(target=inserter)
@@ -266,10 +267,10 @@ def test_pagination_sees_each_row_once_under_concurrent_inserts(store, pool):
 
 
 def test_list_filters(store):
-    store.create_job(OWNER, http_spec("alpha-1", tags=["billing"]))
-    store.create_job(OWNER, http_spec("alpha-2", tags=["ops"]))
-    beta = store.create_job(OWNER, http_spec("beta-1", tags=["billing"]))
-    store.pause_job(OWNER, str(beta["id"]))
+    service.create_job(store, OWNER, http_spec("alpha-1", tags=["billing"]))
+    service.create_job(store, OWNER, http_spec("alpha-2", tags=["ops"]))
+    beta = service.create_job(store, OWNER, http_spec("beta-1", tags=["billing"]))
+    service.pause_job(store, OWNER, str(beta["id"]))
     names = lambda rows: [r["name"] for r in rows]  # noqa: E731
     assert names(store.list_jobs(OWNER, tag="billing")) == ["alpha-1", "beta-1"]
     assert names(store.list_jobs(OWNER, name_prefix="alpha")) == ["alpha-1", "alpha-2"]
@@ -279,13 +280,13 @@ def test_list_filters(store):
 
 
 def test_purge_executions_in_batches(store, pool):
-    job_id = str(store.create_job(OWNER, http_spec("purge"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("purge"))["id"])
     with pool.connection() as conn:
         conn.execute("""
             INSERT INTO executions (id, job_id, scheduled_at, started_at, attempt, trigger, status)
             SELECT gen_random_uuid(), %s, now(), now() - interval '40 days', 1, 'schedule', 'succeeded'
             FROM generate_series(1, 1200)""", (job_id,))
-    store.create_job(OWNER, http_spec("keep"))
+    service.create_job(store, OWNER, http_spec("keep"))
     assert store.purge_executions(30, batch=500) == 1200
     assert store.list_executions(OWNER, job_id) == []
 
@@ -300,7 +301,7 @@ def test_backlog_and_next_due(store, pool):
 
 
 def test_fast_completion_from_the_started_row(store, pool):
-    job_id = str(store.create_job(OWNER, http_spec("fast", "*/5 * * * *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("fast", "*/5 * * * *"))["id"])
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token)
@@ -308,48 +309,48 @@ def test_fast_completion_from_the_started_row(store, pool):
     row = complete(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
                    http_status=200, started=started, elapsed_seconds=0.5)
     assert row["lock_token"] is None and row["attempt"] == 0 and row["next_run_at"] > claim.scheduled_at
-    assert row["manual_run_at"] is not None and row["version"] == started.job["version"]
-    assert store.get_execution(started.execution_id)["status"] == "succeeded"
+    assert row["manual_run_at"] is not None and row["version"] == started.job.version
+    assert store.get_execution(started.execution_id).status == "succeeded"
     # A stale token is fenced on the fast path as on the locking one.
-    assert store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
-                                    started=started, elapsed_seconds=1) is False
+    assert service.complete_execution(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
+                                      started=started, elapsed_seconds=1) is False
 
 
 def test_edit_during_execution_takes_the_locking_path(store, pool):
-    job_id = str(store.create_job(OWNER, http_spec("edited", "*/5 * * * *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("edited", "*/5 * * * *"))["id"])
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token)
-    edited = store.update_job(OWNER, job_id, lambda row: {**row, "schedule": "0 4 * * *"})
+    edited = service.update_job(store, OWNER, job_id, lambda row: {**row, "schedule": "0 4 * * *"})
     row = complete(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
                    started=started, elapsed_seconds=0.1)
     assert row is not None and row["lock_token"] is None
     # The new schedule's first occurrence is kept, not skipped, and a failure does not retry it early.
     assert row["next_run_at"] == row["scheduled_at"] == edited["next_run_at"]
     assert (row["next_run_at"].hour, row["next_run_at"].minute) == (4, 0)
-    assert store.get_execution(started.execution_id)["status"] == "succeeded"
+    assert store.get_execution(started.execution_id).status == "succeeded"
 
 
 def test_an_edit_or_pause_between_claim_and_start_cancels_the_start(store, pool):
-    job_id = str(store.create_job(OWNER, http_spec("moved", "@every 1s"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("moved", "@every 1s"))["id"])
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
-    store.update_job(OWNER, job_id, lambda row: {**row, "schedule": "0 0 1 1 *"})
+    service.update_job(store, OWNER, job_id, lambda row: {**row, "schedule": "0 0 1 1 *"})
     assert store.start_execution(job_id, claim.lock_token) is None  # not delivered a month early
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)  # claimable at its new time: the edit voided the old claim
-    store.pause_job(OWNER, job_id)
+    service.pause_job(store, OWNER, job_id)
     assert store.start_execution(job_id, claim.lock_token) is None
     assert store.list_executions(OWNER, job_id) == []
 
 
 def test_an_edit_whose_new_occurrence_is_due_by_completion_is_not_lost(store, pool):
-    job = store.create_job(OWNER, http_spec("once-edited", None, run_at=store.now() - timedelta(seconds=1)))
+    job = service.create_job(store, OWNER, http_spec("once-edited", None, run_at=store.now() - timedelta(seconds=1)))
     job_id = str(job["id"])
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token)
     # Moved to a time that has come by the time the first run ends.
-    store.update_job(OWNER, job_id, lambda row: {**row, "run_at": store.now()})
+    service.update_job(store, OWNER, job_id, lambda row: {**row, "run_at": store.now()})
     row = complete(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
                    started=started, elapsed_seconds=2)
     assert row["state"] == "active" and row["next_run_at"] is not None and row["due_at"] is not None
@@ -358,7 +359,7 @@ def test_an_edit_whose_new_occurrence_is_due_by_completion_is_not_lost(store, po
 
 
 def test_a_run_requested_during_a_manual_run_is_not_dropped(store):
-    job_id = str(store.create_job(OWNER, http_spec("twice", "0 0 1 1 *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("twice", "0 0 1 1 *"))["id"])
     store.request_run(OWNER, job_id)
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token)
@@ -372,28 +373,28 @@ def test_a_run_requested_during_a_manual_run_is_not_dropped(store):
 
 
 def test_an_expired_lease_on_a_paused_job_does_not_count_as_due(store, pool):
-    job_id = str(store.create_job(OWNER, http_spec("stuck", "0 0 1 1 *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("stuck", "0 0 1 1 *"))["id"])
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token)
-    store.pause_job(OWNER, job_id)
+    service.pause_job(store, OWNER, job_id)
     expire_lease(pool, job_id)
     assert store.claim_due(1, 60) == []
     assert store.next_due_in() is None  # nothing will become claimable: the fan-out may idle
     # The next edit (here: resume) closes the orphan as the claim would have.
-    row = store.resume_job(OWNER, job_id)
+    row = service.resume_job(store, OWNER, job_id)
     assert row["lock_token"] is None and row["running_execution_id"] is None and row["last_status"] == "lost"
-    assert store.get_execution(started.execution_id)["status"] == "lost"
-    assert store.complete_execution(job_id, claim.lock_token, started.execution_id, Outcome("succeeded")) is False
+    assert store.get_execution(started.execution_id).status == "lost"
+    assert service.complete_execution(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded")) is False
 
 
 def test_a_batch_of_outcomes_is_recorded_fenced_and_planned_per_job(store, pool):
-    ids = [str(store.create_job(OWNER, http_spec(f"o{i}", "0 0 1 1 *"))["id"]) for i in range(4)]
+    ids = [str(service.create_job(store, OWNER, http_spec(f"o{i}", "0 0 1 1 *"))["id"]) for i in range(4)]
     for job_id in ids:
         make_due(pool, job_id)
     claims = {c.job_id: c for c in store.claim_and_start(10, 60)}
     started = {job_id: claim.started for job_id, claim in claims.items()}
-    store.update_job(OWNER, ids[1], lambda row: {**row, "description": "edited during the delivery"})
+    service.update_job(store, OWNER, ids[1], lambda row: {**row, "description": "edited during the delivery"})
     expire_lease(pool, ids[2])
     [again] = store.claim_due(10, 60)  # the lease of the third was taken over: fenced
     assert again.job_id == ids[2]
@@ -403,7 +404,7 @@ def test_a_batch_of_outcomes_is_recorded_fenced_and_planned_per_job(store, pool)
                               http_status=200 if outcome.status == "succeeded" else 503,
                               started=started[job_id], elapsed_seconds=0.01)
                    for job_id, outcome in zip(ids, outcomes)]
-    assert store.complete_executions(completions) == [True, True, False, True]  # the third fenced
+    assert service.complete_executions(store, completions) == [True, True, False, True]  # the third fenced
     ok, edited, _, retried = (store.get_job(OWNER, job_id) for job_id in ids)
     assert ok["last_status"] == "succeeded" and ok["next_run_at"].year == ok["scheduled_at"].year
     assert ok["attempt"] == 0 and ok["lock_token"] is None and ok["run_count"] == 1
@@ -411,15 +412,15 @@ def test_a_batch_of_outcomes_is_recorded_fenced_and_planned_per_job(store, pool)
     assert edited["description"] == "edited during the delivery" and edited["last_status"] == "succeeded"
     assert retried["last_status"] == "failed" and retried["attempt"] == 1 and retried["failure_count"] == 1
     assert retried["next_run_at"] < retried["scheduled_at"] + timedelta(minutes=2)  # a retry, not next year
-    statuses = {job_id: store.list_executions(OWNER, job_id)[0]["status"] for job_id in ids}
+    statuses = {job_id: store.list_executions(OWNER, job_id)[0].status for job_id in ids}
     assert statuses == {ids[0]: "succeeded", ids[1]: "succeeded", ids[2]: "lost", ids[3]: "failed"}
     assert store.get_job(OWNER, ids[2])["lock_token"] == uuid.UUID(again.lock_token)
 
 
 def test_claim_and_start_leases_and_starts_in_one_statement(store, pool):
-    scheduled = str(store.create_job(OWNER, http_spec("cs-sched", "0 0 1 1 *"))["id"])
-    manual = str(store.create_job(OWNER, http_spec("cs-manual", "0 0 1 1 *"))["id"])
-    orphaned = str(store.create_job(OWNER, http_spec("cs-orphan", "0 0 1 1 *"))["id"])
+    scheduled = str(service.create_job(store, OWNER, http_spec("cs-sched", "0 0 1 1 *"))["id"])
+    manual = str(service.create_job(store, OWNER, http_spec("cs-manual", "0 0 1 1 *"))["id"])
+    orphaned = str(service.create_job(store, OWNER, http_spec("cs-orphan", "0 0 1 1 *"))["id"])
     make_due(pool, orphaned)
     [first] = store.claim_and_start(10, 30)
     assert first.job_id == orphaned and first.started.attempt == 1
@@ -437,15 +438,15 @@ def test_claim_and_start_leases_and_starts_in_one_statement(store, pool):
         # The lease covers the target's timeout (5 s) and the margin (30 s), not a claim's lease.
         assert now + timedelta(seconds=30) < job["locked_until"] <= now + timedelta(seconds=36)
         [running, *_] = store.list_executions(OWNER, job_id)
-        assert running["status"] == "running" and str(running["id"]) == claim.started.execution_id
+        assert running.status == "running" and str(running.id) == claim.started.execution_id
     assert claims[manual].started.trigger == "manual" and claims[manual].lease_kind == "manual"
     assert claims[scheduled].started.trigger == "schedule" and claims[scheduled].started.attempt == 1
     assert claims[orphaned].reclaimed and claims[orphaned].started.trigger == "retry"
     assert claims[orphaned].started.attempt == 2
-    assert store.get_execution(first.started.execution_id)["status"] == "lost"
+    assert store.get_execution(first.started.execution_id).status == "lost"
     # The started row is enough to record the outcome on the fast path.
     done = claims[scheduled]
-    assert store.complete_executions([Completion(scheduled, done.lock_token, done.started.execution_id,
-                                                 Outcome("succeeded"), started=done.started,
-                                                 elapsed_seconds=0.1)]) == [True]
+    assert service.complete_executions(store, [Completion(scheduled, done.lock_token, done.started.execution_id,
+                                                          Outcome("succeeded"), started=done.started,
+                                                          elapsed_seconds=0.1)]) == [True]
     assert store.get_job(OWNER, scheduled)["lock_token"] is None

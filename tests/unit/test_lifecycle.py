@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from scheduler.domain import Job
 from scheduler.lifecycle import Outcome, backoff_seconds, plan_completion
 from scheduler.sql import QUERIES, parse_named_queries
 
@@ -21,7 +22,7 @@ def job(**overrides):
            "lease_kind": "schedule", "missed_runs": "run_once",
            "retry": {"max_attempts": 3, "min_backoff_seconds": 2, "max_backoff_seconds": 10}}
     row.update(overrides)
-    return row
+    return Job.from_row(row)
 
 
 def test_backoff_grows_with_jitter_within_bounds():
@@ -62,3 +63,15 @@ def test_named_queries_loader():
     with pytest.raises(ValueError, match="defined twice"):
         parse_named_queries("-- fragment: x\n1\n-- name: x\nSELECT 1;")
     assert "FOR UPDATE SKIP LOCKED" in QUERIES["claim_and_start"] and "{{" not in "".join(QUERIES.values())
+
+
+def test_fragments_may_include_fragments_and_the_lost_cte_is_written_once():
+    text = "-- fragment: inner\nx\n-- fragment: outer\n({{ inner }})\n-- name: q\nSELECT {{ outer }};"
+    assert parse_named_queries(text) == {"q": "SELECT (x)"}
+    with pytest.raises(ValueError, match="includes itself"):
+        parse_named_queries("-- fragment: a\n{{ a }}\n-- name: q\nSELECT {{ a }};")
+    # Both the claim and an edit mark an orphaned execution lost, through the one fragment.
+    for name in ("claim_due", "claim_and_start", "update_job"):
+        assert QUERIES[name].count("SET status = 'lost'") == 1, name
+    from importlib import resources
+    assert resources.files("scheduler.sql").joinpath("queries.sql").read_text().count("SET status = 'lost'") == 1

@@ -8,7 +8,8 @@ import datetime as dt
 import pytest
 
 from scheduler import templates
-from scheduler.targets import Delivery, DeliveryResult, TargetPolicy, deliver
+from scheduler.targets.delivery import Delivery, DeliveryResult, TargetPolicy
+from scheduler.targets.dispatcher import deliver
 
 BERLIN = dt.timezone(dt.timedelta(hours=1))
 DELIVERY = Delivery(

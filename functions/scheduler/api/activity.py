@@ -15,9 +15,10 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 from scheduler.api.cursors import scope_of
 from scheduler.api.errors import BadRequest, documented
 from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Owner, StoreDep, cursor_position
+from scheduler.api.routes import rule
 from scheduler.api.serialize import Execution, execution_json
 from scheduler.models import MAX_BODY_LENGTH, JobSpec, parse_time
-from scheduler.preview import occurrences
+from scheduler.schedules import occurrences
 from scheduler.timeutil import format_time
 
 router = APIGatewayRouter()
@@ -94,10 +95,10 @@ def _position(value: Any) -> bool:
     return True
 
 
-@router.get("/v1/executions", summary="List executions across jobs", tags=["executions"],
-            description="The caller's executions across all their jobs, newest first by `started_at`, "
-                        "each with its job's name.",
-            responses=documented(200, OwnerExecutionList, "A page of executions, newest first.", 400, 403))
+@router.route(*rule("list_owner_executions"), summary="List executions across jobs", tags=["executions"],
+              description="The caller's executions across all their jobs, newest first by `started_at`, "
+                          "each with its job's name.",
+              responses=documented(200, OwnerExecutionList, "A page of executions, newest first.", 400, 403))
 def list_owner_executions(store: StoreDep, cursors: CursorsDep, owner: Owner, status: Status = None,
                           job_id: JobFilter = None, since: Since = None, limit: Limit = DEFAULT_PAGE_SIZE,
                           cursor: Cursor = None):
@@ -111,22 +112,22 @@ def list_owner_executions(store: StoreDep, cursors: CursorsDep, owner: Owner, st
                      since=None if since_at is None else since_at.isoformat())
     position = cursor_position(cursors, cursor, scope, "before", _position)
     before = None if position is None else (_instant(position[0], "cursor"), position[1])
-    rows = store.list_owner_executions(owner, status=status, job_id=job_id, since=since_at, limit=limit + 1,
-                                       before=before)
-    page = rows[:limit]
+    found = store.list_owner_executions(owner, status=status, job_id=job_id, since=since_at, limit=limit + 1,
+                                        before=before)
+    page = found[:limit]
     next_cursor = None
-    if len(rows) > limit:
+    if len(found) > limit:
         last = page[-1]
-        next_cursor = cursors.encode(scope, {"before": [last["started_at"].isoformat(), str(last["id"])]})
+        next_cursor = cursors.encode(scope, {"before": [last.started_at.isoformat(), last.id]})
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON,
-                    body={"executions": [{**execution_json(r), "job_name": r["job_name"]} for r in page],
+                    body={"executions": [{**execution_json(e), "job_name": e.job_name} for e in page],
                           "next_cursor": next_cursor})
 
 
-@router.post("/v1/schedules/preview", summary="Preview a schedule's occurrences", tags=["schedules"],
-             description="The next `count` occurrences strictly after `after` (default now), in UTC, "
-                         "computed as for a job with these fields; bad fields answer 400 as for a job.",
-             responses=documented(200, Occurrences, "The occurrences.", 400, 403, 413, 415))
+@router.route(*rule("preview_schedule"), summary="Preview a schedule's occurrences", tags=["schedules"],
+              description="The next `count` occurrences strictly after `after` (default now), in UTC, "
+                          "computed as for a job with these fields; bad fields answer 400 as for a job.",
+              responses=documented(200, Occurrences, "The occurrences.", 400, 403, 413, 415))
 def preview_schedule(preview: Annotated[SchedulePreview, Body()], store: StoreDep, owner: Owner):
     fields = preview.model_dump(include=set(_SCHEDULE_FIELDS), exclude_none=True)
     spec = JobSpec.model_validate({"name": "preview", "target": _ANY_TARGET, **fields})

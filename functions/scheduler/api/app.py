@@ -13,7 +13,6 @@ import base64
 import binascii
 import json
 import logging
-import re
 import threading
 from typing import Any, Callable, Mapping
 
@@ -23,15 +22,16 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from scheduler.api import activity, deps, executions, jobs
 from scheduler.api.cursors import CursorCodec, cursor_key
-from scheduler.api.errors import (MAX_REQUEST_BODY_BYTES, ApiError, MalformedBody, NoSuchResource, PayloadTooLarge,
-                                  UnsupportedMediaType, documented, envelope, error_response,
-                                  register_error_handlers)
+from scheduler.api.errors import (ApiError, MalformedBody, NoSuchResource, PayloadTooLarge, UnsupportedMediaType,
+                                  documented, envelope, error_response, register_error_handlers)
 from scheduler.api.identity import require_owner
+from scheduler.api.routes import allowed_methods, rule
 from scheduler.api.serialize import Health
+from scheduler.constants import MAX_REQUEST_BODY_BYTES
 from scheduler.secrets import SecretBox
-from scheduler.store import Store
+from scheduler.ports import JobStore
 
-HEALTH_PATH = "/v1/health"
+HEALTH_PATH = rule("health")[0]
 
 # Powertools' resolver logs the validated route arguments at DEBUG, and those hold the request's
 # secrets in plaintext: its DEBUG lines are never emitted, whatever the root logger's level.
@@ -128,24 +128,6 @@ def _error_result(event: Mapping[str, Any], exc: ApiError) -> dict[str, Any]:
             "isBase64Encoded": False, **serialized}
 
 
-_ROUTES = (
-    (re.compile(r"^/v1/health/*$"), ("GET",)),
-    (re.compile(r"^/v1/jobs/*$"), ("GET", "POST")),
-    (re.compile(r"^/v1/jobs/[^/]+/*$"), ("DELETE", "GET", "PATCH", "PUT")),
-    (re.compile(r"^/v1/jobs/[^/]+/(?:pause|resume|run)/*$"), ("POST",)),
-    (re.compile(r"^/v1/jobs/[^/]+/executions/*$"), ("GET",)),
-    (re.compile(r"^/v1/executions/*$"), ("GET",)), (re.compile(r"^/v1/schedules/preview/*$"), ("POST",)),
-)
-
-
-def allowed_methods(path: str) -> tuple[str, ...]:
-    """The methods a path of the API answers (empty: no such resource)."""
-    for pattern, methods in _ROUTES:
-        if pattern.match(path or ""):
-            return methods
-    return ()
-
-
 def _once(factory: Callable[[], Any]) -> Callable[[], Any]:
     lock = threading.Lock()
     made: list[Any] = []
@@ -159,14 +141,14 @@ def _once(factory: Callable[[], Any]) -> Callable[[], Any]:
     return get
 
 
-def make_app(store_provider: Callable[[], Store], secret_box_provider: Callable[[], SecretBox],
+def make_app(store_provider: Callable[[], JobStore], secret_box_provider: Callable[[], SecretBox],
              settings: Any = None) -> SchedulerResolver:
     """The API, given how to get its store and secret box (called lazily, on the first request
     that needs them) and the settings (``cursor_secret``)."""
     app = SchedulerResolver(enable_validation=True, json_body_deserializer=_loads_json)
     register_error_handlers(app)
 
-    @app.get(HEALTH_PATH, summary="Health", tags=["health"], responses=documented(200, Health, "Up."))
+    @app.route(*rule("health"), summary="Health", tags=["health"], responses=documented(200, Health, "Up."))
     def health():
         return {"status": "ok"}
 

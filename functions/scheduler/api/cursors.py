@@ -18,16 +18,13 @@ import logging
 import os
 from typing import Any
 
+from scheduler.errors import InvalidCursor  # noqa: F401 (re-exported)
 from scheduler.secrets import SecretBox
 
 logger = logging.getLogger(__name__)
 
 MAX_CURSOR_LENGTH = 1024
 _MAC_BYTES = 32
-
-
-class InvalidCursor(ValueError):
-    """The cursor was not made by this service for this query."""
 
 
 def _b64(raw: bytes) -> str:

@@ -8,11 +8,11 @@ from aws_lambda_powertools.event_handler.request import Request
 
 from scheduler.api.cursors import CursorCodec
 from scheduler.api.identity import require_owner
+from scheduler.ports import JobStore
 from scheduler.secrets import SecretBox
-from scheduler.store import Store
 
 
-def get_store() -> Store:
+def get_store() -> JobStore:
     """The store (given to ``make_app``)."""
     raise RuntimeError("no store configured: build the app with scheduler.api.app.make_app")
 

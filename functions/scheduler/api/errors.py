@@ -17,15 +17,12 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (RequestUnsup
                                                                     RequestValidationError)
 from pydantic import BaseModel, ValidationError
 
-from scheduler.constants import SERVICE_NAME
+from scheduler.constants import MAX_REQUEST_BODY_BYTES, SERVICE_NAME
 from scheduler.models import validation_details
-from scheduler.secrets import MaskedSecretError
-from scheduler.store import NameTaken, NotFound, VersionMismatch
+from scheduler.errors import MaskedSecretError, NameTaken, NotFound, ScheduleError, SchedulerError, VersionMismatch
 
 logger = Logger(service=SERVICE_NAME, child=True)
 
-# The request body limit (API Gateway itself stops at 10 MB).
-MAX_REQUEST_BODY_BYTES = 1024 * 1024
 
 
 class ErrorDetail(BaseModel):
@@ -55,8 +52,12 @@ class ApiError(Exception):
     message: str = "the request is not valid"
 
     def __init__(self, message: str | None = None, details: Iterable[dict[str, str]] | None = None,
-                 headers: dict[str, str] | None = None):
+                 headers: dict[str, str] | None = None, *, status: int | None = None, code: str | None = None):
         super().__init__(message or self.message)
+        if status is not None:
+            self.status = status
+        if code is not None:
+            self.code = code
         self.message = message or self.message
         self.details = list(details or [])
         self.headers = headers or {}
@@ -94,6 +95,24 @@ class MalformedBody(ApiError):
 
     def __init__(self, message: str | None = None):
         super().__init__(message or self.message, [{"field": "body", "message": message or self.message}])
+
+
+def domain_error(exc: SchedulerError) -> ApiError | None:
+    """The API's answer to a domain error (the one place they are mapped to HTTP); None for an
+    error that is the server's fault (answered 500)."""
+    if isinstance(exc, NotFound):
+        return ApiError("no such job", status=404, code="not_found")
+    if isinstance(exc, NameTaken):
+        return ApiError("a job of that name already exists", [
+            {"field": "name", "message": "is already taken by another of your jobs"}], status=409, code="name_taken")
+    if isinstance(exc, VersionMismatch):
+        return ApiError(f"the job changed: it is at version {exc.current} (If-Match)",
+                        [{"field": "If-Match", "message": f"the current version is {exc.current}"}],
+                        headers={"ETag": f'"{exc.current}"'}, status=412, code="version_mismatch")
+    if isinstance(exc, (MaskedSecretError, ScheduleError)):
+        details = [{"field": exc.field, "message": exc.message}]
+        return ApiError(_summary(details), details)
+    return None
 
 
 def error_response(status: int, code: str, message: str, details: list[dict[str, str]] | None = None,
@@ -175,31 +194,17 @@ def register_error_handlers(app: Any) -> None:
         details = validation_details(exc)
         return error_response(400, "invalid_request", _summary(details), details)
 
-    @app.exception_handler(MaskedSecretError)
-    def _masked(exc: MaskedSecretError) -> Response:
-        details = [{"field": exc.field, "message": exc.message}]
-        return error_response(400, "invalid_request", _summary(details), details)
-
     @app.exception_handler(RequestUnsupportedContentType)
     def _media_type(exc: RequestUnsupportedContentType) -> Response:
         err = UnsupportedMediaType()
         return error_response(err.status, err.code, err.message, err.details)
 
-    @app.exception_handler(NotFound)
-    def _not_found(exc: NotFound) -> Response:
-        return error_response(404, "not_found", "no such job")
-
-    @app.exception_handler(NameTaken)
-    def _name_taken(exc: NameTaken) -> Response:
-        return error_response(409, "name_taken", "a job of that name already exists",
-                              [{"field": "name", "message": "is already taken by another of your jobs"}])
-
-    @app.exception_handler(VersionMismatch)
-    def _version(exc: VersionMismatch) -> Response:
-        return error_response(412, "version_mismatch",
-                              f"the job changed: it is at version {exc.current} (If-Match)",
-                              [{"field": "If-Match", "message": f"the current version is {exc.current}"}],
-                              headers={"ETag": f'"{exc.current}"'})
+    @app.exception_handler(SchedulerError)
+    def _domain(exc: SchedulerError) -> Response:
+        err = domain_error(exc)
+        if err is None:
+            return _unexpected(exc)
+        return error_response(err.status, err.code, err.message, err.details, err.headers)
 
     @app.exception_handler(Exception)
     def _unexpected(exc: Exception) -> Response:

@@ -12,14 +12,16 @@ from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
+from scheduler import service
 from scheduler.api.cursors import MAX_CURSOR_LENGTH, CursorCodec, InvalidCursor, scope_of
 from scheduler.api.deps import get_cursors, get_owner, get_secret_box, get_store
 from scheduler.api.errors import BadRequest, documented
+from scheduler.api.routes import rule
 from scheduler.api.serialize import Job, JobList, RunAccepted, job_json, spec_of
 from scheduler.constants import SERVICE_NAME
 from scheduler.models import MAX_NAME_LENGTH, MAX_TAG_LENGTH, JobSpec
+from scheduler.ports import JobStore
 from scheduler.secrets import SecretBox, encrypt_target_secrets, keep_masked_secrets
-from scheduler.store import Store
 from scheduler.timeutil import format_time
 
 logger = Logger(service=SERVICE_NAME, child=True)
@@ -29,7 +31,7 @@ DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
 MAX_PATCH_DEPTH = 16
 
-StoreDep = Annotated[Store, Depends(get_store)]
+StoreDep = Annotated[JobStore, Depends(get_store)]
 BoxDep = Annotated[SecretBox, Depends(get_secret_box)]
 CursorsDep = Annotated[CursorCodec, Depends(get_cursors)]
 Owner = Annotated[str, Depends(get_owner)]
@@ -122,12 +124,12 @@ def _text_param(value: str | None, field: str) -> str | None:
 # -- routes ------------------------------------------------------------------------------------
 
 
-@router.post("/v1/jobs", status_code=201, summary="Create a job", tags=["jobs"],
-             responses=documented(201, Job, "The job.", 400, 403, 409, 413, 415, headers=_LOCATION))
+@router.route(*rule("create_job"), status_code=201, summary="Create a job", tags=["jobs"],
+              responses=documented(201, Job, "The job.", 400, 403, 409, 413, 415, headers=_LOCATION))
 def create_job(spec: Annotated[JobSpec, Body()], store: StoreDep, box: BoxDep, owner: Owner):
     data = spec_data(spec)
     data["target"] = keep_masked_secrets(encrypt_target_secrets(data["target"], box), None)
-    row = store.create_job(owner, data)
+    row = service.create_job(store, owner, data)
     logger.info("job created", extra={"job_id": str(row["id"])})
     return job_response(row, 201, {"Location": f"/v1/jobs/{row['id']}"})
 
@@ -147,8 +149,8 @@ def cursor_position(cursors: CursorCodec, cursor: str | None, scope: str, key: s
     return position
 
 
-@router.get("/v1/jobs", summary="List jobs", tags=["jobs"],
-            responses=documented(200, JobList, "A page of jobs in name order.", 400, 403))
+@router.route(*rule("list_jobs"), summary="List jobs", tags=["jobs"],
+              responses=documented(200, JobList, "A page of jobs in name order.", 400, 403))
 def list_jobs(store: StoreDep, cursors: CursorsDep, owner: Owner,
               state: State = None, tag: Tag = None, name_prefix: NamePrefix = None,
               limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None):
@@ -163,15 +165,15 @@ def list_jobs(store: StoreDep, cursors: CursorsDep, owner: Owner,
                     body={"jobs": [job_json(r) for r in page], "next_cursor": next_cursor})
 
 
-@router.get("/v1/jobs/<job_id>", summary="Get a job", tags=["jobs"],
-            responses=documented(200, Job, "The job.", 403, 404))
+@router.route(*rule("get_job"), summary="Get a job", tags=["jobs"],
+              responses=documented(200, Job, "The job.", 403, 404))
 def get_job(job_id: JobId, store: StoreDep, owner: Owner):
     return job_response(store.get_job(owner, job_id))
 
 
-@router.put("/v1/jobs/<job_id>", summary="Replace a job", tags=["jobs"],
-            description='A full job spec. A secret sent as `"***"` keeps the stored one.',
-            responses=documented(200, Job, "The job.", 400, 403, 404, 409, 412, 413, 415))
+@router.route(*rule("replace_job"), summary="Replace a job", tags=["jobs"],
+              description='A full job spec. A secret sent as `"***"` keeps the stored one.',
+              responses=documented(200, Job, "The job.", 400, 403, 404, 409, 412, 413, 415))
 def replace_job(job_id: JobId, spec: Annotated[JobSpec, Body()], store: StoreDep, box: BoxDep, owner: Owner,
                 if_match: IfMatch = None):
     expected = parse_if_match(if_match)
@@ -181,12 +183,12 @@ def replace_job(job_id: JobId, spec: Annotated[JobSpec, Body()], store: StoreDep
     def build(row: dict[str, Any]) -> dict[str, Any]:
         return {**data, "target": keep_masked_secrets(target, row["target"])}
 
-    row = store.update_job(owner, job_id, build, expected)
+    row = service.update_job(store, owner, job_id, build, expected)
     logger.info("job replaced", extra={"job_id": job_id, "version": row["version"]})
     return job_response(row)
 
 
-@router.patch("/v1/jobs/<job_id>", summary="Change a job (JSON merge patch)", tags=["jobs"],
+@router.route(*rule("patch_job"), summary="Change a job (JSON merge patch)", tags=["jobs"],
               description="An RFC 7396 merge patch over the job's spec (secrets stay as they are unless "
                           "given); the result must be a valid job spec.",
               responses=documented(200, Job, "The job.", 400, 403, 404, 409, 412, 413, 415))
@@ -200,35 +202,35 @@ def patch_job(job_id: JobId, patch: Annotated[dict[str, Any], Body(description="
         data = spec_data(JobSpec.model_validate(merge_patch(spec_of(row), patch)))
         return {**data, "target": keep_masked_secrets(encrypt_target_secrets(data["target"], box), row["target"])}
 
-    row = store.update_job(owner, job_id, build, expected)
+    row = service.update_job(store, owner, job_id, build, expected)
     logger.info("job patched", extra={"job_id": job_id, "version": row["version"]})
     return job_response(row)
 
 
-@router.delete("/v1/jobs/<job_id>", status_code=204, summary="Delete a job and its executions", tags=["jobs"],
-               responses=documented(204, None, "Deleted, with its executions.", 403, 404))
+@router.route(*rule("delete_job"), status_code=204, summary="Delete a job and its executions", tags=["jobs"],
+              responses=documented(204, None, "Deleted, with its executions.", 403, 404))
 def delete_job(job_id: JobId, store: StoreDep, owner: Owner):
     store.delete_job(owner, job_id)
     logger.info("job deleted", extra={"job_id": job_id})
     return Response(status_code=204, content_type=None, body=None)
 
 
-@router.post("/v1/jobs/<job_id>/pause", summary="Pause a job's schedule", tags=["jobs"],
-             responses=documented(200, Job, "The job.", 403, 404))
+@router.route(*rule("pause_job"), summary="Pause a job's schedule", tags=["jobs"],
+              responses=documented(200, Job, "The job.", 403, 404))
 def pause_job(job_id: JobId, store: StoreDep, owner: Owner):
-    return job_response(store.pause_job(owner, job_id))
+    return job_response(service.pause_job(store, owner, job_id))
 
 
-@router.post("/v1/jobs/<job_id>/resume", summary="Resume a job's schedule", tags=["jobs"],
-             responses=documented(200, Job, "The job.", 403, 404))
+@router.route(*rule("resume_job"), summary="Resume a job's schedule", tags=["jobs"],
+              responses=documented(200, Job, "The job.", 403, 404))
 def resume_job(job_id: JobId, store: StoreDep, owner: Owner):
-    return job_response(store.resume_job(owner, job_id))
+    return job_response(service.resume_job(store, owner, job_id))
 
 
-@router.post("/v1/jobs/<job_id>/run", status_code=202, summary="Run a job now", tags=["jobs"],
-             description="One attempt outside the schedule, taken by the runner's next claim, "
-                         "even when the job is paused.",
-             responses=documented(202, RunAccepted, "Queued.", 403, 404))
+@router.route(*rule("run_job"), status_code=202, summary="Run a job now", tags=["jobs"],
+              description="One attempt outside the schedule, taken by the runner's next claim, "
+                          "even when the job is paused.",
+              responses=documented(202, RunAccepted, "Queued.", 403, 404))
 def run_job(job_id: JobId, store: StoreDep, owner: Owner):
     row = store.request_run(owner, job_id)
     logger.info("manual run requested", extra={"job_id": job_id})

@@ -63,7 +63,7 @@ def openapi_schema(app: SchedulerResolver | None = None) -> dict[str, Any]:
             if "application/json" in body:
                 body["application/json"]["example"] = EXAMPLE_PATCH if method == "patch" else EXAMPLE_JOB
                 if route == "/v1/schedules/preview":
-                    body["application/json"]["example"] = EXAMPLE_PREVIEW
+                    body["application/json"]["example"] = dict(EXAMPLE_PREVIEW)  # a copy: fuzzers edit examples
             if method == "patch" and "application/json" in body:
                 body["application/merge-patch+json"] = body["application/json"]
     components = schema.get("components", {}).get("schemas", {})

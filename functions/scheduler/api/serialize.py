@@ -10,9 +10,10 @@ from typing import Any, Literal, Mapping
 
 from pydantic import AwareDatetime, BaseModel, Field
 
+from scheduler.domain import SPEC_FIELDS
+from scheduler.domain import Execution as DomainExecution
 from scheduler.models import JobSpec
 from scheduler.secrets import mask_target_secrets
-from scheduler.store import SPEC_FIELDS
 from scheduler.timeutil import format_time
 
 _TIME_FIELDS = ("run_at", "start_at", "end_at")
@@ -54,21 +55,21 @@ def job_json(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def execution_json(row: Mapping[str, Any]) -> dict[str, Any]:
+def execution_json(execution: DomainExecution) -> dict[str, Any]:
     """The execution of the contract."""
     return {
-        "id": str(row["id"]),
-        "job_id": str(row["job_id"]),
-        "scheduled_at": _time(row["scheduled_at"]),
-        "started_at": _time(row.get("started_at")),
-        "finished_at": _time(row.get("finished_at")),
-        "attempt": row["attempt"],
-        "trigger": row["trigger"],
-        "status": row["status"],
-        "http_status": row.get("http_status"),
-        "response_excerpt": row.get("response_excerpt"),
-        "error": row.get("error"),
-        "duration_ms": row.get("duration_ms"),
+        "id": execution.id,
+        "job_id": execution.job_id,
+        "scheduled_at": _time(execution.scheduled_at),
+        "started_at": _time(execution.started_at),
+        "finished_at": _time(execution.finished_at),
+        "attempt": execution.attempt,
+        "trigger": execution.trigger,
+        "status": execution.status,
+        "http_status": execution.http_status,
+        "response_excerpt": execution.response_excerpt,
+        "error": execution.error,
+        "duration_ms": execution.duration_ms,
     }
 
 

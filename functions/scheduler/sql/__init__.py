@@ -2,7 +2,7 @@
 
 ``QUERIES`` maps each ``-- name: <name>`` block of ``queries.sql`` to its text. A block may
 include a ``-- fragment: <name>`` block of the same file with ``{{ name }}`` (a part shared by
-two queries, never run on its own).
+two queries, never run on its own); a fragment may include another.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ _INCLUDE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 
 def parse_named_queries(text: str) -> dict[str, str]:
     """Split a file of ``-- name: x`` blocks into ``{name: sql}``, with the ``{{ f }}`` of each
-    replaced by the ``-- fragment: f`` block (duplicate or unknown names are an error)."""
+    replaced by the ``-- fragment: f`` block, itself expanded (duplicate or unknown names, and a
+    fragment that includes itself, are an error)."""
     blocks: dict[str, dict[str, str]] = {"name": {}, "fragment": {}}
     parts = _BLOCK.split(text)
     for kind, name, body in zip(parts[1::3], parts[2::3], parts[3::3]):
@@ -24,13 +25,18 @@ def parse_named_queries(text: str) -> dict[str, str]:
             raise ValueError(f"query {name!r} is defined twice")
         blocks[kind][name] = body.strip().rstrip(";").strip()
 
-    def include(match: re.Match) -> str:
-        fragment = blocks["fragment"].get(match.group(1))
-        if fragment is None:
-            raise ValueError(f"no fragment {match.group(1)!r}")
-        return fragment
+    def expand(body: str, seen: tuple[str, ...] = ()) -> str:
+        def include(match: re.Match) -> str:
+            name = match.group(1)
+            fragment = blocks["fragment"].get(name)
+            if fragment is None:
+                raise ValueError(f"no fragment {name!r}")
+            if name in seen:
+                raise ValueError(f"fragment {name!r} includes itself")
+            return expand(fragment, (*seen, name))
+        return _INCLUDE.sub(include, body)
 
-    return {name: _INCLUDE.sub(include, body) for name, body in blocks["name"].items()}
+    return {name: expand(body) for name, body in blocks["name"].items()}
 
 
 def _load() -> dict[str, str]:

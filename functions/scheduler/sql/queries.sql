@@ -34,21 +34,29 @@ WHERE owner = %(owner)s
 ORDER BY name
 LIMIT %(limit)s;
 
--- name: update_job
--- The caller holds the row (get_job_for_update) and passes every column the API can change,
--- plus the scheduling columns it recomputed; the version moves on by one.
-WITH lost AS (
-    -- An execution whose lease expired is over, as the claim would find (a paused job is not
-    -- claimed again, so its orphan would otherwise stay "running").
+-- fragment: mark_lost
+-- After an "orphan" CTE (execution_id: executions whose lease expired while they ran, so their
+-- runner died or stalled): those still running are marked lost.
+lost AS (
     UPDATE executions e
     SET status = 'lost', finished_at = now(),
         duration_ms = (EXTRACT(EPOCH FROM now() - e.started_at) * 1000)::integer,
         error = 'the lease expired before the execution finished (runner lost)'
-    FROM jobs j
-    WHERE j.id = %(id)s AND j.owner = %(owner)s AND e.id = j.running_execution_id
-      AND j.locked_until < now() AND e.status = 'running'
+    FROM orphan
+    WHERE e.id = orphan.execution_id AND e.status = 'running'
     RETURNING e.id
 )
+
+-- name: update_job
+-- The caller holds the row (get_job_for_update) and passes every column the API can change,
+-- plus the scheduling columns it recomputed; the version moves on by one.
+WITH orphan AS (
+    -- An execution whose lease expired is over, as the claim would find (a paused job is not
+    -- claimed again, so its orphan would otherwise stay "running").
+    SELECT j.running_execution_id AS execution_id
+    FROM jobs j
+    WHERE j.id = %(id)s AND j.owner = %(owner)s AND j.running_execution_id IS NOT NULL AND j.locked_until < now()
+), {{ mark_lost }}
 UPDATE jobs
 SET name = %(name)s, description = %(description)s, tags = %(tags)s, schedule = %(schedule)s,
     run_at = %(run_at)s, timezone = %(timezone)s, start_at = %(start_at)s, end_at = %(end_at)s,
@@ -93,18 +101,12 @@ due AS (
     ORDER BY due_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
-), lost AS (
+), orphan AS (
     -- A lease that expired while its execution ran: that runner died or stalled. Its execution
     -- is marked lost and the job is delivered again (at-least-once); the stale runner can no
     -- longer complete because the token below changes (fencing).
-    UPDATE executions e
-    SET status = 'lost', finished_at = now(),
-        duration_ms = (EXTRACT(EPOCH FROM now() - e.started_at) * 1000)::integer,
-        error = 'the lease expired before the execution finished (runner lost)'
-    FROM due
-    WHERE e.id = due.orphan_execution_id AND e.status = 'running'
-    RETURNING e.id
-)
+    SELECT orphan_execution_id AS execution_id FROM due WHERE orphan_execution_id IS NOT NULL
+), {{ mark_lost }}
 
 -- name: claim_due
 -- Lease due jobs for executors that start them later (the fan-out Lambda's invokes).
@@ -132,7 +134,7 @@ RETURNING id;
 -- The columns of a started job that its delivery and its completion's plan need, no more.
 j.id, j.version, j.state, j.schedule, j.run_at, j.timezone, j.start_at, j.end_at, j.created_at,
 j.missed_runs, j.target, j.retry, j.scheduled_at, j.attempt, j.next_run_at, j.manual_run_at, j.lease_kind,
-j.running_execution_id, j.owner
+j.running_execution_id, j.owner, j.after_completion
 
 -- fragment: record_started
 -- After a "job" CTE that started jobs (their running_execution_id set, the attempt counted):
@@ -206,7 +208,7 @@ FOR UPDATE OF jobs;
 -- job's next state, computed by scheduler.lifecycle, the lease released and the execution's
 -- outcome recorded. Fenced by the token, and valid only for the version the plan was computed
 -- from: from the row start_execution or claim_and_start returned (the usual case; after an
--- edit, pause or resume nothing is written for that job and the store takes the locking path),
+-- edit, pause or resume nothing is written for that job and the service takes the locking path),
 -- or from the row lock_leased_job holds. Returns the ids of the jobs written.
 job AS (
     UPDATE jobs j

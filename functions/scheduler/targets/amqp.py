@@ -17,7 +17,7 @@ What a delivery does:
   decoded and sent as bytes, unrendered; a ``utf-8`` body is rendered and encoded.
 - Bounds the whole delivery (name resolution, connect, TLS, AMQP handshake, publish, confirm)
   by ``timeout_seconds`` (default 30) or the executor's cap: the handshake by pika's
-  ``stack_timeout``, the publish by a :class:`~scheduler.targets.Watchdog` that shuts the
+  ``stack_timeout``, the publish by a :class:`~scheduler.targets.watchdog.Watchdog` that shuts the
   socket down at the deadline.
 
 Outcomes (``docs/delivery.md``): the broker confirmed (ack) -> succeeded; the message was
@@ -44,8 +44,6 @@ consumers deduplicate).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import socket
 import ssl
 import threading
@@ -57,20 +55,20 @@ from urllib.parse import unquote, urlsplit
 import pika
 import pika.exceptions as pex
 
-from scheduler.targets import (
+from scheduler.targets import ssrf
+from scheduler.targets.delivery import (
     SUCCEEDED,
     Delivery,
     DeliveryResult,
     TargetPolicy,
-    Watchdog,
     exception_chain,
     permanent,
     redact,
-    running,
     timed_out,
     transient,
 )
-from scheduler.targets import ssrf
+from scheduler.targets.views import AmqpView
+from scheduler.targets.watchdog import Watchdog, running
 
 MAX_IDLE_PER_BROKER = 4
 #: A pooled connection idle for longer is closed rather than reused (a frozen Lambda
@@ -267,59 +265,6 @@ def _open(broker: Broker, guarded: bool, policy: TargetPolicy, watchdog: Watchdo
 # ------------------------------------------------------------------------------------ target
 
 
-def _parse(target: dict) -> dict:
-    exchange = target.get("exchange", "")
-    if exchange is None:
-        exchange = ""
-    if not isinstance(exchange, str) or len(exchange.encode("utf-8")) > 255:
-        raise _Invalid("exchange must be text of at most 255 bytes")
-    routing_key = target.get("routing_key", "")
-    if routing_key is None:
-        routing_key = ""
-    if not isinstance(routing_key, str) or len(routing_key.encode("utf-8")) > 255:
-        raise _Invalid("routing_key must be text of at most 255 bytes")
-    encoding = (target.get("body_encoding") or "utf-8").lower()
-    body = target.get("body")
-    if body is None:
-        body = ""
-    if not isinstance(body, str):
-        raise _Invalid("body must be text")
-    if encoding == "utf-8":
-        payload = body.encode("utf-8")
-    elif encoding == "base64":
-        try:
-            payload = base64.b64decode(body, validate=True)
-        except (binascii.Error, ValueError):
-            raise _Invalid("body is not valid base64") from None
-    else:
-        raise _Invalid("body_encoding must be utf-8 or base64")
-    headers = target.get("headers") or {}
-    if not isinstance(headers, dict) or not all(isinstance(k, str) for k in headers):
-        raise _Invalid("headers must be an object")
-    if not all(_encodable(v) for v in headers.values()):
-        raise _Invalid("header values must be text, numbers, booleans, null, lists or objects")
-    content_type = target.get("content_type")
-    if content_type is not None and not isinstance(content_type, str):
-        raise _Invalid("content_type must be text")
-    return {
-        "exchange": exchange,
-        "routing_key": routing_key,
-        "payload": payload,
-        "headers": headers,
-        "content_type": content_type or None,
-    }
-
-
-def _encodable(value: Any) -> bool:
-    if value is None or isinstance(value, (str, bool, int, float)):
-        return True
-    if isinstance(value, list):
-        return all(_encodable(v) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _encodable(v) for k, v in value.items())
-    return False
-
-
 def message_headers(job_headers: dict, delivery: Delivery) -> dict[str, Any]:
     """The job's headers merged with the delivery headers (which win, compared without case)."""
     contract = delivery.headers()
@@ -329,20 +274,12 @@ def message_headers(job_headers: dict, delivery: Delivery) -> dict[str, Any]:
     return merged
 
 
-def deliver_amqp(target: dict, delivery: Delivery, policy: TargetPolicy, *, budget: float) -> DeliveryResult:
+def deliver_amqp(target: AmqpView, delivery: Delivery, policy: TargetPolicy, *, budget: float) -> DeliveryResult:
     """Publish ``delivery`` to the amqp ``target`` (utf-8 body already rendered) within
     ``budget`` seconds. Never raises. See the module documentation for the semantics."""
-    url = target.get("url") or None
-    secrets: list[str | None] = []
-    if isinstance(url, str):
-        secrets.append(url)
-        try:
-            secrets.append(urlsplit(url).password)
-            secrets.append(unquote(urlsplit(url).password or ""))
-        except ValueError:
-            pass
+    secrets = target.secrets()
     try:
-        result = _deliver(target, url, delivery, policy, budget)
+        result = _deliver(target, delivery, policy, budget)
     except Exception as exc:  # noqa: BLE001 - the contract: never raise
         result = transient(f"unexpected error during the AMQP delivery: {type(exc).__name__}")
     if result.error and secrets:
@@ -350,24 +287,23 @@ def deliver_amqp(target: dict, delivery: Delivery, policy: TargetPolicy, *, budg
     return result
 
 
-def _deliver(target: dict, url: Any, delivery: Delivery, policy: TargetPolicy, budget: float) -> DeliveryResult:
-    if url is not None and not isinstance(url, str):
-        return permanent("invalid target: url must be text")
+def _deliver(spec: AmqpView, delivery: Delivery, policy: TargetPolicy, budget: float) -> DeliveryResult:
+    url = spec.url
     guarded = url is not None and url != policy.default_broker_url
     url = url or policy.default_broker_url
     if not url:
         return permanent("invalid target: no broker url, and the deployment has no default broker")
     try:
         broker = parse_broker_url(url)
-        spec = _parse(target)
     except _Invalid as exc:
         return permanent(f"invalid target: {exc}")
+    payload = spec.payload
 
     properties = pika.BasicProperties(
-        content_type=spec["content_type"],
+        content_type=spec.content_type,
         delivery_mode=pika.DeliveryMode.Persistent,
         message_id=delivery.idempotency_key,
-        headers=message_headers(spec["headers"], delivery),
+        headers=message_headers(dict(spec.headers), delivery),
         timestamp=int(time.time()),
         app_id=CONNECTION_NAME,
     )
@@ -375,7 +311,7 @@ def _deliver(target: dict, url: Any, delivery: Delivery, policy: TargetPolicy, b
     def publish(pooled: PooledConnection) -> None:
         watchdog.watch(pooled.socket)
         pooled.ensure_channel().basic_publish(
-            spec["exchange"], spec["routing_key"], spec["payload"], properties=properties, mandatory=True
+            spec.exchange, spec.routing_key, payload, properties=properties, mandatory=True
         )
 
     watchdog = Watchdog(budget)
@@ -425,13 +361,13 @@ def _release(url: str, pooled: PooledConnection, watchdog: Watchdog) -> None:
         _checkin(url, pooled)
 
 
-def _channel_failure(exc: Exception, spec: dict) -> DeliveryResult:
-    exchange = spec["exchange"]
+def _channel_failure(exc: Exception, spec: AmqpView) -> DeliveryResult:
+    exchange = spec.exchange
     shown = f"'{exchange}'" if exchange else "'' (the default exchange)"
     if isinstance(exc, pex.UnroutableError):
         return transient(
             f"message unroutable: no queue is bound to exchange {shown} "
-            f"for routing key '{spec['routing_key']}'"
+            f"for routing key '{spec.routing_key}'"
         )
     if isinstance(exc, pex.NackError):
         return transient("the broker refused the message (nack)")

@@ -18,7 +18,7 @@ What a delivery does:
 - Reads at most 4 KiB of the response body, for the excerpt, then closes the connection.
 - Bounds the whole delivery (name resolution, connect, TLS, request, response headers,
   excerpt) by ``timeout_seconds`` (or the executor's cap) with a wall-clock
-  :class:`~scheduler.targets.Watchdog`, so a server that trickles bytes is still cut off.
+  :class:`~scheduler.targets.watchdog.Watchdog`, so a server that trickles bytes is still cut off.
 
 Classification (``docs/delivery.md``): success codes (default any 2xx) succeed; 5xx, 408 and
 429 are retryable failures; other statuses (other 4xx, unfollowed 3xx, a 2xx not in
@@ -27,286 +27,59 @@ Classification (``docs/delivery.md``): success codes (default any 2xx) succeed; 
 ``retry_after_seconds``. If the status line and headers arrived in time but the body is cut
 off at the deadline, the status decides and the excerpt holds what was read.
 
-One ``requests.Session`` per distinct :class:`~scheduler.targets.TargetPolicy` (in practice one
-per process) lives at module level and keeps connections alive across warm invocations; the
-policy is bound to its connection pools, so a connection opened under a lax policy is never
-reused under a strict one. It keeps no cookies.
+The sessions and their guarded connection pools are in :mod:`scheduler.targets.http_sessions`.
 """
 
 from __future__ import annotations
 
-import base64
 import email.utils
-import http.cookiejar
 import os
 import re
 import socket
 import ssl
-import threading
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import requests
 import urllib3
-from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
-from scheduler.targets import (
+from scheduler.targets import ssrf
+from scheduler.targets.delivery import (
     EXCERPT_LIMIT,
     SUCCEEDED,
     Delivery,
     DeliveryResult,
     TargetPolicy,
-    Watchdog,
-    current_watchdog,
     exception_chain,
     permanent,
     redact,
-    running,
     timed_out,
     transient,
 )
-from scheduler.targets import ssrf
+from scheduler.targets.http_sessions import (KEEP_ALIVE_PER_HOST, USER_AGENT, GuardedAdapter,  # noqa: F401 (re-exported)
+                                             close_sessions, session_for)
+from scheduler.targets.views import HTTP_METHODS, HttpView
+from scheduler.targets.watchdog import Watchdog, running
 
-METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+METHODS = HTTP_METHODS
 RETRYABLE_STATUSES = frozenset({408, 429})
 MAX_REDIRECTS = 10
-USER_AGENT = "scheduler/0.1 (job scheduler delivery)"
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
-
-
-# ------------------------------------------------------------------ guarded connection pools
-
-
-class _GuardMixin:
-    """Connect through the SSRF guard and put the socket under the current watchdog."""
-
-    policy: TargetPolicy = TargetPolicy()
-
-    def _new_conn(self) -> socket.socket:  # overrides urllib3.connection.HTTPConnection
-        watchdog = current_watchdog()
-        timeout = self.timeout if isinstance(self.timeout, (int, float)) else 30.0
-        if watchdog is not None:
-            timeout = min(timeout, watchdog.remaining())
-            watchdog.watch(lambda: self.sock)
-        try:
-            sock = ssrf.connect(
-                self._dns_host,
-                self.port,
-                self.policy,
-                timeout=timeout,
-                socket_options=self.socket_options,
-                source_address=self.source_address,
-            )
-        except ssrf.TargetNotAllowed:
-            raise
-        except socket.gaierror as exc:
-            raise NameResolutionError(self.host, self, exc) from exc
-        except TimeoutError as exc:
-            raise ConnectTimeoutError(self, f"Connection to {self.host} timed out") from exc
-        except OSError as exc:
-            raise NewConnectionError(self, f"Failed to establish a new connection: {exc}") from exc
-        return sock
-
-    def request(self, *args: Any, **kwargs: Any) -> Any:  # urllib3's signature, passed through
-        watchdog = current_watchdog()
-        if watchdog is not None:
-            watchdog.watch(lambda: self.sock)
-        return super().request(*args, **kwargs)  # type: ignore[misc]
-
-
-class _GuardedHTTPConnection(_GuardMixin, HTTPConnection):
-    pass
-
-
-class _GuardedHTTPSConnection(_GuardMixin, HTTPSConnection):
-    pass
-
-
-class GuardedAdapter(HTTPAdapter):
-    """A requests adapter whose connections go through the SSRF guard of ``policy``."""
-
-    def __init__(self, policy: TargetPolicy, **kwargs: Any):
-        self.policy = policy
-        super().__init__(**kwargs)
-
-    def init_poolmanager(self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any) -> None:
-        """Install pool classes whose connections are bound to this adapter's policy."""
-        super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
-        policy = self.policy
-        http_conn = type("GuardedHTTPConnection", (_GuardedHTTPConnection,), {"policy": policy})
-        https_conn = type("GuardedHTTPSConnection", (_GuardedHTTPSConnection,), {"policy": policy})
-        self.poolmanager.pool_classes_by_scheme = {
-            "http": type("GuardedHTTPConnectionPool", (HTTPConnectionPool,), {"ConnectionCls": http_conn}),
-            "https": type("GuardedHTTPSConnectionPool", (HTTPSConnectionPool,), {"ConnectionCls": https_conn}),
-        }
-
-    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
-        """Proxies are never used: they would hide the destination from the guard."""
-        raise requests.exceptions.InvalidProxyURL("proxies are not supported for targets")
-
-
-class _NoCookies(http.cookiejar.DefaultCookiePolicy):
-    def set_ok(self, cookie: Any, request: Any) -> bool:
-        return False
-
-    def return_ok(self, cookie: Any, request: Any) -> bool:
-        return False
-
-
-# Connections kept alive per target host: as many as local mode's executors deliver at once, so
-# a burst to one host reuses its connections instead of opening (and checking) new ones.
-KEEP_ALIVE_PER_HOST = 64
-
-_sessions: dict[TargetPolicy, requests.Session] = {}
-_sessions_lock = threading.Lock()
-
-
-def session_for(policy: TargetPolicy) -> requests.Session:
-    """The module-level session of ``policy`` (created once, reused by warm invocations).
-
-    Sessions are keyed by what the guard looks at (``allow_private``, ``allow_list``), so
-    two equal policies share one session and its kept-alive connections.
-    """
-    policy = TargetPolicy(allow_private=bool(policy.allow_private), allow_list=tuple(policy.allow_list or ()))
-    with _sessions_lock:
-        session = _sessions.get(policy)
-        if session is None:
-            if len(_sessions) >= 8:  # policies come from settings: more than a few is a test
-                _close_sessions_locked()
-            session = requests.Session()
-            session.trust_env = False
-            session.cookies.set_policy(_NoCookies())
-            session.headers = CaseInsensitiveDict(
-                {"User-Agent": USER_AGENT, "Accept": "*/*", "Accept-Encoding": "identity"}
-            )
-            adapter = GuardedAdapter(policy, pool_connections=32, pool_maxsize=KEEP_ALIVE_PER_HOST)
-            session.mount("http://", adapter)
-            session.mount("https://", adapter)
-            _sessions[policy] = session
-        return session
-
-
-def close_sessions() -> None:
-    """Close every module-level session (tests; local mode at shutdown)."""
-    with _sessions_lock:
-        _close_sessions_locked()
-
-
-def _close_sessions_locked() -> None:
-    for session in _sessions.values():
-        session.close()
-    _sessions.clear()
 
 
 # ----------------------------------------------------------------------------------- target
 
 
-class _Invalid(ValueError):
-    pass
-
-
-def _parse(target: dict) -> dict:
-    url = target.get("url")
-    problem = ssrf.check_url_syntax(url)
-    if problem:
-        raise _Invalid(problem)
-    method = target.get("method") or "POST"
-    if not isinstance(method, str) or method.upper() not in METHODS:
-        raise _Invalid(f"method must be one of {', '.join(METHODS)}")
-    headers = target.get("headers") or {}
-    if not isinstance(headers, dict):
-        raise _Invalid("headers must be an object")
-    clean: dict[str, str] = {}
-    for name, value in headers.items():
-        if not isinstance(name, str) or value is None or isinstance(value, (dict, list)):
-            raise _Invalid("headers must map names to text values")
-        clean[name] = value if isinstance(value, str) else str(value)
-    body = target.get("body")
-    if body is not None and not isinstance(body, str):
-        raise _Invalid("body must be text")
-    codes = target.get("success_codes")
-    if codes is not None:
-        if not isinstance(codes, (list, tuple)) or not all(
-            isinstance(c, int) and not isinstance(c, bool) and 100 <= c <= 599 for c in codes
-        ):
-            raise _Invalid("success_codes must be a list of HTTP status codes")
-        codes = frozenset(codes)
-    return {
-        "url": url,
-        "method": method.upper(),
-        "headers": clean,
-        "body": body,
-        "auth": _auth_header(target.get("auth")),
-        "success_codes": codes,
-        "follow_redirects": bool(target.get("follow_redirects", False)),
-    }
-
-
-def _auth_header(auth: Any) -> tuple[str, str] | None:
-    if auth is None:
-        return None
-    if not isinstance(auth, dict):
-        raise _Invalid("auth must be an object")
-    kind = auth.get("type")
-    if kind == "basic":
-        username, password = auth.get("username"), auth.get("password")
-        if not isinstance(username, str) or not isinstance(password, str) or ":" in username:
-            raise _Invalid("basic auth needs a username (without ':') and a password")
-        token = base64.b64encode(f"{username}:{password}".encode("utf-8")).decode("ascii")
-        return "Authorization", f"Basic {token}"
-    if kind == "bearer":
-        token = auth.get("token")
-        if not isinstance(token, str) or not token:
-            raise _Invalid("bearer auth needs a token")
-        return "Authorization", f"Bearer {token}"
-    if kind == "header":
-        name, value = auth.get("name"), auth.get("value")
-        if not isinstance(name, str) or not name or not isinstance(value, str):
-            raise _Invalid("header auth needs a name and a value")
-        return name, value
-    raise _Invalid("auth type must be basic, bearer or header")
-
-
-def _secrets(target: dict) -> list[str]:
-    """The secret strings of ``target``, to be scrubbed from errors and excerpts."""
-    auth = target.get("auth")
-    found: list[str] = []
-    if isinstance(auth, dict):
-        for key in ("password", "token", "value"):
-            value = auth.get(key)
-            if isinstance(value, str) and value:
-                found.append(value)
-        try:
-            header = _auth_header(auth)
-        except _Invalid:
-            header = None
-        if header is not None:
-            found.append(header[1])
-            if " " in header[1]:
-                found.append(header[1].split(" ", 1)[1])
-    url = target.get("url")
-    if isinstance(url, str):
-        try:
-            password = urlsplit(url).password
-        except ValueError:
-            password = None
-        if password:
-            found.append(password)
-    return found
-
-
-def deliver_http(target: dict, delivery: Delivery, policy: TargetPolicy, *, budget: float) -> DeliveryResult:
+def deliver_http(target: HttpView, delivery: Delivery, policy: TargetPolicy, *, budget: float) -> DeliveryResult:
     """Deliver ``delivery`` to the http ``target`` (body already rendered) within ``budget`` seconds.
 
     Never raises. See the module documentation for the semantics.
     """
-    secrets = _secrets(target)
+    secrets = target.secrets()
     try:
         result = _deliver(target, delivery, policy, budget)
     except Exception as exc:  # noqa: BLE001 - the contract: never raise
@@ -323,19 +96,15 @@ def deliver_http(target: dict, delivery: Delivery, policy: TargetPolicy, *, budg
     return result
 
 
-def _deliver(target: dict, delivery: Delivery, policy: TargetPolicy, budget: float) -> DeliveryResult:
-    try:
-        spec = _parse(target)
-    except _Invalid as exc:
-        return permanent(f"invalid target: {exc}")
-
-    headers = CaseInsensitiveDict(spec["headers"])
-    if spec["auth"] is not None:
-        headers[spec["auth"][0]] = spec["auth"][1]
+def _deliver(spec: HttpView, delivery: Delivery, policy: TargetPolicy, budget: float) -> DeliveryResult:
+    headers = CaseInsensitiveDict(spec.headers)
+    auth = spec.auth_header
+    if auth is not None:
+        headers[auth[0]] = auth[1]
     headers.update(delivery.headers())  # case-insensitive: the contract's values win
-    body = spec["body"].encode("utf-8") if spec["body"] is not None else None
+    body = spec.body.encode("utf-8") if spec.body is not None else None
     session = session_for(policy)
-    host = urlsplit(spec["url"]).hostname or "?"
+    host = urlsplit(spec.url).hostname or "?"
 
     watchdog = Watchdog(budget)
     response = None
@@ -403,14 +172,15 @@ def _urlopen(session: requests.Session, prepared: requests.PreparedRequest, time
 
 def _send(
     session: requests.Session,
-    spec: dict,
+    spec: HttpView,
     headers: CaseInsensitiveDict,
     body: bytes | None,
     watchdog: Watchdog,
 ) -> urllib3.HTTPResponse:
     """Send the request (and follow redirects when asked), returning the final streamed response."""
-    method, url = spec["method"], spec["url"]
-    auth_name = spec["auth"][0] if spec["auth"] else None
+    method, url = spec.method, spec.url
+    auth = spec.auth_header
+    auth_name = auth[0] if auth else None
     origin = _origin(url)
     hops = 0
     while True:
@@ -424,7 +194,7 @@ def _send(
         prepared = requests.PreparedRequest()
         prepared.prepare(method=method, url=url, headers=merged, data=body)
         response = _urlopen(session, prepared, remaining)
-        if not (spec["follow_redirects"] and response.status in _REDIRECTS and "location" in response.headers):
+        if not (spec.follow_redirects and response.status in _REDIRECTS and "location" in response.headers):
             return response
         location = response.headers["location"]
         response.close()
@@ -470,16 +240,16 @@ def _read_excerpt(response: urllib3.HTTPResponse) -> str:
     return bytes(data[:EXCERPT_LIMIT]).decode("utf-8", errors="replace")
 
 
-def _classify_response(response: urllib3.HTTPResponse, excerpt: str | None, spec: dict) -> DeliveryResult:
+def _classify_response(response: urllib3.HTTPResponse, excerpt: str | None, spec: HttpView) -> DeliveryResult:
     status = response.status
-    codes = spec["success_codes"]
+    codes = spec.success_codes
     ok = status in codes if codes is not None else 200 <= status < 300
     if ok:
         return DeliveryResult(SUCCEEDED, False, http_status=status, response_excerpt=excerpt)
     reason = (response.reason or "").strip()
     label = f"HTTP {status} {reason}".strip()
     retryable = status >= 500 or status in RETRYABLE_STATUSES
-    if status in _REDIRECTS and not spec["follow_redirects"]:
+    if status in _REDIRECTS and not spec.follow_redirects:
         error = f"{label}: redirect not followed (follow_redirects is false)"
     elif codes is not None and 200 <= status < 300:
         error = f"{label} is not one of the success codes {sorted(codes)}"

@@ -18,8 +18,8 @@ Operators may exempt targets with ``TargetPolicy.allow_list``: host names (exact
 entirely; CIDRs or single addresses (``10.20.0.0/16``, ``fd00::/8``, ``10.1.2.3``) exempt the
 addresses they contain.
 
-:func:`check_url_syntax` and :func:`check_broker_url_syntax` are for the API, to reject bad URLs
-when a job is created (they do not resolve names: addresses are judged at delivery time).
+:func:`check_url_syntax` and :func:`check_broker_url_syntax` (the syntax rules, defined in
+:mod:`scheduler.urls` for the API) are re-exported here for the delivery.
 """
 
 from __future__ import annotations
@@ -31,14 +31,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Iterable, Sequence
-from urllib.parse import urlsplit
 
-from scheduler.targets import TargetPolicy
+from scheduler.targets.delivery import TargetPolicy
+from scheduler.urls import MAX_URL_LENGTH, check_broker_url_syntax, check_url_syntax  # noqa: F401 (re-exported)
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 AddrInfo = tuple[Any, Any, int, str, tuple]
-
-MAX_URL_LENGTH = 2048
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
@@ -54,69 +52,6 @@ class TargetNotAllowed(Exception):
 
 class ResolveTimeout(TimeoutError):
     """Name resolution did not finish within the delivery's time."""
-
-
-# ----------------------------------------------------------------------------------- syntax
-
-
-def check_url_syntax(url: object) -> str | None:
-    """Check the URL of an http target; return an error message, or None when it is acceptable.
-
-    Rules: a string of at most 2048 characters without blanks or control characters, scheme
-    ``http`` or ``https``, a host, a valid port, no credentials (``user:pass@``: use
-    ``target.auth``). Names are not resolved here.
-    """
-    parts, problem = _split_url(url, ("http", "https"))
-    if problem:
-        return problem
-    if "@" in parts.netloc:
-        return "url must not contain credentials (use target.auth)"
-    return _check_host(parts.hostname)
-
-
-def check_broker_url_syntax(url: object) -> str | None:
-    """Check the URL of an amqp target (``amqp://`` or ``amqps://``, credentials allowed)."""
-    parts, problem = _split_url(url, ("amqp", "amqps"))
-    return problem or _check_host(parts.hostname)
-
-
-def _split_url(url: object, schemes: tuple[str, str]) -> tuple[Any, str | None]:
-    """The URL's parts, or the first problem with its text, port or scheme."""
-    if not isinstance(url, str) or not url.strip():
-        return None, "url is required"
-    if len(url) > MAX_URL_LENGTH:
-        return None, f"url is longer than {MAX_URL_LENGTH} characters"
-    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
-        return None, "url must not contain blanks or control characters"
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError:
-        # The message of urllib may quote the URL, password included: keep ours generic.
-        return None, "url is not valid (bad host or port)"
-    if parts.scheme.lower() not in schemes:
-        return None, f"url scheme must be {schemes[0]} or {schemes[1]}"
-    return parts, None
-
-
-def _check_host(host: str | None) -> str | None:
-    if not host:
-        return "url has no host"
-    try:
-        ipaddress.ip_address(host)
-        return None
-    except ValueError:
-        pass
-    try:
-        encoded = host.rstrip(".").encode("idna").decode("ascii")
-    except UnicodeError:
-        return "url host is not a valid host name"
-    labels = encoded.split(".")
-    if any(not label or len(label) > 63 for label in labels) or len(encoded) > 253:
-        return "url host is not a valid host name"
-    if not all(ch.isalnum() or ch in "-_" for label in labels for ch in label):
-        return "url host is not a valid host name"
-    return None
 
 
 # --------------------------------------------------------------------------- address checks

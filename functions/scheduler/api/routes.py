@@ -1,0 +1,78 @@
+"""The route table of the API: every method and path, the operation (route function) serving
+it and the parameters it reads. One table, from which the rest is derived: the routers'
+decorators (``rule``), the 405 answers (``allowed_methods``), the OpenAPI check of the tests and
+the API Gateway resources and methods of ``infra/api.py``.
+
+Standard library only: the infrastructure code loads this file by path, without the
+``scheduler`` package and its dependencies.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Route:
+    """One method of one path. ``path`` is in OpenAPI form (``/v1/jobs/{job_id}``)."""
+
+    method: str
+    path: str
+    operation: str
+    body: bool = False  # takes a JSON object as its body
+    query: tuple[str, ...] = ()
+    headers: tuple[str, ...] = ()
+
+    @property
+    def path_parameters(self) -> tuple[str, ...]:
+        """The names of the path's ``{parameters}``."""
+        return tuple(re.findall(r"\{(\w+)\}", self.path))
+
+
+_JOB = "/v1/jobs/{job_id}"
+
+ROUTES: tuple[Route, ...] = (
+    Route("GET", "/v1/health", "health"),
+    Route("GET", "/v1/jobs", "list_jobs", query=("state", "tag", "name_prefix", "limit", "cursor")),
+    Route("POST", "/v1/jobs", "create_job", body=True),
+    Route("GET", _JOB, "get_job"),
+    Route("PUT", _JOB, "replace_job", body=True, headers=("If-Match",)),
+    Route("PATCH", _JOB, "patch_job", body=True, headers=("If-Match",)),
+    Route("DELETE", _JOB, "delete_job"),
+    Route("POST", f"{_JOB}/pause", "pause_job"),
+    Route("POST", f"{_JOB}/resume", "resume_job"),
+    Route("POST", f"{_JOB}/run", "run_job"),
+    Route("GET", f"{_JOB}/executions", "list_executions", query=("status", "limit", "cursor")),
+    Route("GET", "/v1/executions", "list_owner_executions", query=("status", "job_id", "since", "limit", "cursor")),
+    Route("POST", "/v1/schedules/preview", "preview_schedule", body=True),
+)
+
+_BY_OPERATION = {route.operation: route for route in ROUTES}
+
+
+def rule(operation: str) -> tuple[str, str]:
+    """``(rule, method)`` of an operation, for ``router.route``: the path in the resolver's
+    form (``/v1/jobs/<job_id>``)."""
+    route = _BY_OPERATION[operation]
+    return re.sub(r"\{(\w+)\}", r"<\1>", route.path), route.method
+
+
+def _pattern(path: str) -> re.Pattern[str]:
+    # Trailing slashes are tolerated, as the resolver does; a parameter is one segment.
+    parts = re.split(r"\{\w+\}", path)
+    return re.compile("^" + "[^/]+".join(re.escape(part) for part in parts) + "/*$")
+
+
+_PATHS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = tuple(
+    (_pattern(path), tuple(sorted(route.method for route in ROUTES if route.path == path)))
+    for path in dict.fromkeys(route.path for route in ROUTES)
+)
+
+
+def allowed_methods(path: str) -> tuple[str, ...]:
+    """The methods a path of the API answers, sorted (empty: no such resource)."""
+    for pattern, methods in _PATHS:
+        if pattern.match(path or ""):
+            return methods
+    return ()

@@ -1,0 +1,234 @@
+"""The dispatch pipelines: how claims the fan-out took reach an executor.
+
+Two pipelines, each named with the statement its claims are taken by (``ClaimMode``):
+
+- ``LambdaDispatch`` (the deployment): leases only (``claim_due``); each claim is handed to an
+  executor Lambda by an asynchronous invoke, and the executor starts it (``start_execution``),
+  delivers it and records the outcome.
+- ``InProcessDispatch`` (local mode): claimed and started in one statement
+  (``claim_and_start``), delivered by a pool of threads, and the outcomes recorded in batches
+  through a ``TimedBatchBuffer``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Generic, Protocol, Sequence, TypeVar
+
+from scheduler.domain import Claim, StartedExecution
+
+if TYPE_CHECKING:  # the fan-out Lambda does not load the delivery code
+    from scheduler.executor import Executor, Finished
+    from scheduler.ports import FanoutStore
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ClaimMode:
+    """Which statement a dispatch's claims are taken by (its ``name``, a query of queries.sql).
+
+    ``claim_due`` leases due jobs for ``lease_seconds`` (the executor starts each later);
+    ``claim_and_start`` leases and starts them at once, each lease over its target's timeout
+    plus ``lease_margin_seconds``.
+    """
+
+    name: str
+    lease_margin_seconds: float = 30.0
+
+    def claim(self, store: FanoutStore, limit: int, lease_seconds: float) -> list[Claim]:
+        """Take up to ``limit`` due jobs with this mode's statement."""
+        if self.name == "claim_due":
+            return store.claim_due(limit, lease_seconds)
+        if self.name == "claim_and_start":
+            return store.claim_and_start(limit, self.lease_margin_seconds)
+        raise ValueError(f"unknown claim mode {self.name!r}")
+
+
+#: Leases only: the executor starts each claim when its invoke arrives.
+CLAIM_DUE = ClaimMode("claim_due")
+#: Leased and started in one statement (a runner that delivers at once what it claims).
+CLAIM_AND_START = ClaimMode("claim_and_start")
+
+
+class Dispatch(Protocol):
+    """Hands claims to executors."""
+
+    claim_mode: ClaimMode
+
+    def capacity(self) -> int:
+        """How many claims ``dispatch`` can take now (the fan-out claims no more than that)."""
+
+    def dispatch(self, claims: list[Claim]) -> list[Claim]:
+        """Start an executor for each claim; return the claims that could NOT be dispatched (the
+        caller releases their leases so no job is lost)."""
+
+    def close(self) -> None:
+        """Wait for in-flight dispatches and free resources."""
+
+
+class LambdaDispatch:
+    """Asynchronous Lambda invokes (``InvocationType="Event"``) of the executor, from a bounded
+    thread pool, with backoff on throttling."""
+
+    claim_mode = CLAIM_DUE
+    RETRYABLE = {"TooManyRequestsException", "ThrottlingException", "ServiceException",
+                 "EC2ThrottledException", "ResourceConflictException"}
+
+    def __init__(self, client: Any, function_name: str, *, max_workers: int = 16, max_tries: int = 5,
+                 base_delay: float = 0.05, sleep: Callable[[float], None] = time.sleep):
+        self.client = client
+        self.function_name = function_name
+        self.max_tries = max_tries
+        self.base_delay = base_delay
+        self.sleep = sleep
+        self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="invoke")
+
+    def capacity(self) -> int:
+        return 1_000_000  # the async invoke queues; throttles are retried in _invoke
+
+    def _invoke(self, claim: Claim) -> bool:
+        payload = json.dumps(claim.to_event()).encode()
+        for attempt in range(1, self.max_tries + 1):
+            try:
+                self.client.invoke(FunctionName=self.function_name, InvocationType="Event", Payload=payload)
+                return True
+            except Exception as exc:  # botocore ClientError, connection errors
+                code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
+                if attempt == self.max_tries or (code not in self.RETRYABLE and hasattr(exc, "response")):
+                    logger.error("executor invoke failed", extra={"job_id": claim.job_id, "error": code})
+                    return False
+                self.sleep(random.uniform(0, self.base_delay * 2 ** attempt))
+        return False
+
+    def dispatch(self, claims: list[Claim]) -> list[Claim]:
+        results = list(self.pool.map(self._invoke, claims))
+        return [claim for claim, ok in zip(claims, results) if not ok]
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
+class TimedBatchBuffer(Generic[T]):
+    """Items put from many threads, handed to ``flush`` in batches by one thread: a batch is
+    whatever arrived within ``flush_seconds`` of its first item, up to ``max_size`` items.
+
+    ``close`` flushes what is left and stops the thread.
+    """
+
+    def __init__(self, flush: Callable[[list[T]], None], *, max_size: int = 200, flush_seconds: float = 0.005,
+                 name: str = "batch-buffer"):
+        self.flush = flush
+        self.max_size = max_size
+        self.flush_seconds = flush_seconds
+        self._items: queue.Queue[T | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def put(self, item: T) -> None:
+        """Add an item to the next batch."""
+        self._items.put(item)
+
+    def _run(self) -> None:
+        closing = False
+        while not closing:
+            first = self._items.get()
+            if first is None:
+                break
+            batch = [first]
+            flush_at = time.monotonic() + self.flush_seconds
+            while len(batch) < self.max_size:
+                try:
+                    item = self._items.get(timeout=max(flush_at - time.monotonic(), 0))
+                except queue.Empty:
+                    break
+                if item is None:
+                    closing = True
+                    break
+                batch.append(item)
+            self.flush(batch)
+
+    def close(self) -> None:
+        """Flush the items put so far and stop."""
+        self._items.put(None)
+        self._thread.join()
+
+
+class InProcessDispatch:
+    """Local mode's stand-in for the async invoke, batched: due jobs are claimed and started in
+    one statement, delivered by a pool of threads, and their outcomes recorded in batches (a
+    ``TimedBatchBuffer``: whatever finished within ``flush_seconds``, up to ``max_batch``).
+
+    It takes no more claims than it has idle threads, so a started execution is delivered at
+    once and never waits in a queue while its lease runs down. If an outcome cannot be
+    recorded (the database is away for longer than the lease), the lease expires and the job is
+    delivered again: at least once, never lost.
+    """
+
+    claim_mode = CLAIM_AND_START
+
+    def __init__(self, executor: Executor, *, max_workers: int = 64, flush_seconds: float = 0.005,
+                 max_batch: int = 200, record_retry_seconds: float = 60.0):
+        self.claim_mode = ClaimMode("claim_and_start", executor.lease_margin_seconds)
+        self.executor = executor
+        self.max_workers = max_workers
+        self.record_retry_seconds = record_retry_seconds
+        self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="executor")
+        self._running = 0
+        self._lock = threading.Lock()
+        self.outcomes: TimedBatchBuffer[Finished] = TimedBatchBuffer(
+            self._record, max_size=max_batch, flush_seconds=flush_seconds, name="recorder")
+
+    def capacity(self) -> int:
+        with self._lock:
+            return self.max_workers - self._running
+
+    def dispatch(self, claims: list[Claim]) -> list[Claim]:
+        """Deliver claims taken by ``claim_and_start`` (each already started), one thread each."""
+        self.executor.count_lateness(claim.started for claim in claims if claim.started is not None)
+        for claim in claims:
+            with self._lock:
+                self._running += 1
+            try:
+                self.pool.submit(self._deliver, claim.started, claim.lock_token)
+            except RuntimeError:  # shut down: the lease expires and the job is delivered again
+                with self._lock:
+                    self._running -= 1
+        return []
+
+    def _deliver(self, execution: StartedExecution, lock_token: str) -> None:
+        try:
+            self.outcomes.put(self.executor.deliver(execution, lock_token))
+        except Exception:  # a bug, not the target's failure: the lease expires and the job is reclaimed
+            logger.exception("delivery failed", extra={"job_id": str(execution.job.id)})
+        finally:
+            with self._lock:
+                self._running -= 1
+
+    def _record(self, batch: Sequence[Finished]) -> None:
+        give_up = time.monotonic() + self.record_retry_seconds
+        while True:
+            try:
+                self.executor.record(batch)
+                return
+            except Exception:  # the database is away: try again until the leases would be gone
+                if time.monotonic() >= give_up:
+                    logger.exception("outcomes not recorded; their jobs run again when the leases expire",
+                                     extra={"jobs": len(batch)})
+                    return
+                logger.warning("recording outcomes failed; retrying", exc_info=True)
+                time.sleep(0.5)
+
+    def close(self) -> None:
+        """Wait for the deliveries under way and record their outcomes."""
+        self.pool.shutdown(wait=True)
+        self.outcomes.close()

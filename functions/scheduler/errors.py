@@ -1,0 +1,64 @@
+"""The scheduler's domain errors, under one base: ``SchedulerError``.
+
+Domain code raises these; the API maps them to HTTP answers in one place
+(``scheduler.api.errors``), the CLI and the runner catch them by base class. Errors of a
+transport (the API's own ``ApiError``, a delivery failure, which is a value rather than an
+exception) are not domain errors and live with their transport.
+"""
+
+from __future__ import annotations
+
+
+class SchedulerError(Exception):
+    """Base of every error the domain raises on purpose."""
+
+
+class NotFound(SchedulerError, LookupError):
+    """No such job for this owner (another principal's job is indistinguishable from an absent one)."""
+
+
+class NameTaken(SchedulerError, ValueError):
+    """The owner already has a job of that name."""
+
+
+class VersionMismatch(SchedulerError, ValueError):
+    """The job's version is not the one the caller expected (If-Match)."""
+
+    def __init__(self, current: int):
+        super().__init__(f"the job is at version {current}")
+        self.current = current
+
+
+class ScheduleError(SchedulerError, ValueError):
+    """Bad schedule input.
+
+    ``str(e)`` is a clear message meant for the API's 400 detail; ``field`` names the request
+    field at fault: ``"schedule"``, ``"timezone"``, ``"run_at"``, ``"start_at"`` or ``"end_at"``
+    (and ``"after"`` or ``"count"`` from the preview, ``schedules.occurrences``).
+    """
+
+    def __init__(self, message: str, field: str = "schedule"):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class SecretError(SchedulerError, ValueError):
+    """A token that cannot be decrypted: malformed, tampered with, or for another key."""
+
+
+class MaskedSecretError(SchedulerError, ValueError):
+    """A ``"***"`` was sent back where no stored secret exists to keep."""
+
+    def __init__(self, field: str):
+        super().__init__("is masked (\"***\") but there is no stored secret to keep; send the value")
+        self.field = field
+        self.message = str(self)
+
+
+class InvalidCursor(SchedulerError, ValueError):
+    """The cursor was not made by this service for this query."""
+
+
+class MigrationError(SchedulerError, RuntimeError):
+    """An applied migration differs from the file of the same number, or one failed."""

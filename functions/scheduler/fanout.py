@@ -1,0 +1,129 @@
+"""The fan-out loop: claim due jobs and hand each claim to an executor, through a ``Dispatch``
+(``scheduler.dispatch``: its claim mode says which statement takes the claims).
+
+With second precision (the default), one invocation keeps claiming through its minute, sleeping
+until the next due time, so a job fires within about a second of its time although EventBridge
+ticks once a minute. It runs a little past its minute so consecutive invocations overlap and no
+second goes uncovered (overlap is safe: claims skip locked rows), and it stops before the Lambda
+deadline. With minute precision it drains what is due and returns.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from scheduler import constants as c
+from scheduler.dispatch import Dispatch
+from scheduler.ports import FanoutStore
+from scheduler.telemetry import Metrics, NullMetrics
+
+# How far past its minute a second-precision fan-out keeps claiming (the overlap).
+OVERLAP_SECONDS = 5.0
+# Time kept back from the Lambda deadline.
+DEADLINE_RESERVE_SECONDS = 10.0
+# The longest sleep between two claims: bounds the delay for a job created while we sleep.
+MAX_IDLE_SECONDS = 1.0
+MIN_IDLE_SECONDS = 0.02
+# Executions deleted per purge statement (each its own short transaction).
+PURGE_BATCH = 500
+MAX_PURGED_PER_RUN = 50_000
+
+
+@dataclass
+class FanoutReport:
+    """What one fan-out run did."""
+
+    claimed: int = 0
+    dispatched: int = 0
+    released: int = 0
+    rounds: int = 0
+    purged: int = 0
+    duration_ms: float = 0.0
+    job_ids: list[str] = field(default_factory=list, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (without the job ids)."""
+        return {"claimed": self.claimed, "dispatched": self.dispatched, "released": self.released,
+                "rounds": self.rounds, "purged": self.purged, "duration_ms": round(self.duration_ms)}
+
+
+def fanout_deadline(precision: str, remaining_seconds: float | None, *, period: float = 60.0) -> float:
+    """Seconds this invocation may keep claiming: past its minute by the overlap at second
+    precision, bounded by the Lambda deadline less a reserve; 0 means "drain once"."""
+    budget = period + OVERLAP_SECONDS if precision == "second" else 0.0
+    if remaining_seconds is not None:
+        budget = min(budget, drain_limit(remaining_seconds))
+    return budget
+
+
+def drain_limit(remaining_seconds: float) -> float:
+    """Seconds a Lambda invocation may keep draining: its remaining time less a reserve."""
+    return max(remaining_seconds - DEADLINE_RESERVE_SECONDS, 0.0)
+
+
+def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float, batch_size: int = 100,
+               lease_seconds: float = 120, metrics: Metrics | None = None, stop: threading.Event | None = None,
+               retention_days: int | None = None, drain_limit_seconds: float | None = None,
+               clock: Callable[[], float] = time.monotonic) -> FanoutReport:
+    """Claim and dispatch until ``budget_seconds`` have passed, sleeping until the next due time
+    between rounds. A full batch is followed by another claim at once, past the budget if need
+    be (what is due now is drained), but never past ``drain_limit_seconds`` (the Lambda
+    deadline less a reserve), so a backlog cannot hold the function until it is killed.
+
+    ``lease_seconds`` must cover the wait in the invoke queue: an executor arriving later finds
+    its lease taken over and does nothing.
+    """
+    metrics = metrics or NullMetrics()
+    stop = stop or threading.Event()
+    began = clock()
+    deadline = began + budget_seconds
+    drain_deadline = began + drain_limit_seconds if drain_limit_seconds is not None else float("inf")
+    report = FanoutReport()
+    backlog, oldest = store.due_backlog()
+    metrics.gauge(c.METRIC_DUE_BACKLOG, backlog)
+    metrics.gauge(c.METRIC_OLDEST_DUE_AGE_S, oldest, unit="Seconds")
+    # Retention: a batch in each round without a full claim, while batches come back full and up
+    # to a cap per run, so the purge keeps up with the execution rate without delaying due jobs.
+    purge_more = bool(retention_days)
+    while not stop.is_set():
+        room = min(batch_size, dispatch.capacity())
+        if room <= 0:  # executors saturated: claim nothing we would have to give back
+            stop.wait(MIN_IDLE_SECONDS)
+            if clock() >= min(deadline, drain_deadline):
+                break
+            continue
+        claims = dispatch.claim_mode.claim(store, room, lease_seconds)
+        report.rounds += 1
+        if claims:
+            report.claimed += len(claims)
+            report.job_ids.extend(claim.job_id for claim in claims)
+            refused = dispatch.dispatch(claims)
+            for claim in refused:
+                if store.release(claim.job_id, claim.lock_token):
+                    report.released += 1
+            report.dispatched += len(claims) - len(refused)
+            metrics.count(c.METRIC_CLAIMED, len(claims))
+            metrics.count(c.METRIC_DISPATCHED, len(claims) - len(refused))
+            if len(refused) < len(claims) and len(claims) == room and clock() < drain_deadline:
+                continue  # more may be due right now
+            if refused:
+                stop.wait(0.05)  # executors saturated: let them drain a little
+        if purge_more:
+            purged = store.purge_executions(retention_days, batch=PURGE_BATCH, max_batches=1)
+            report.purged += purged
+            purge_more = purged == PURGE_BATCH and report.purged < MAX_PURGED_PER_RUN
+            if purge_more and clock() < deadline:
+                continue
+        now = clock()
+        if now >= deadline:
+            break
+        wait = store.next_due_in()
+        # Due but not claimable (rows held by a concurrent claim): a short pause, not a spin.
+        wait = MAX_IDLE_SECONDS if wait is None else min(max(wait, MIN_IDLE_SECONDS), MAX_IDLE_SECONDS)
+        stop.wait(min(wait, deadline - now))
+    report.duration_ms = (clock() - began) * 1000
+    metrics.milliseconds(c.METRIC_FANOUT_DURATION_MS, report.duration_ms)
+    return report

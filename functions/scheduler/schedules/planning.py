@@ -1,0 +1,166 @@
+"""Planning: which occurrence a job runs next, bounded by its ``start_at``/``end_at`` window and
+its ``missed_runs`` policy. The functions the job lifecycle calls, and :func:`occurrences`, the
+preview of a schedule made of the very same calls.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from scheduler.schedules.base import _ONE_US, UTC, Schedule, ScheduleError, _require_aware
+from scheduler.schedules.oneoff import OneOffSchedule, one_off
+from scheduler.schedules.parse import parse_schedule
+
+#: The ``missed_runs`` policies understood by :func:`plan_next`.
+MISSED_RUN_POLICIES = ("skip", "run_once", "run_all")
+
+
+def next_occurrence(schedule: Schedule, after: datetime, *, start_at: datetime | None = None,
+                    end_at: datetime | None = None) -> datetime | None:
+    """``schedule.next_after(after)`` bounded by the job's window.
+
+    Never before ``start_at`` (when ``start_at`` is later than ``after`` the answer is the
+    first occurrence ``>= start_at``), and ``None`` when the occurrence is after ``end_at``
+    (``end_at`` is inclusive).
+    """
+    after = _require_aware(after, "after")
+    if start_at is not None:
+        start_at = _require_aware(start_at, "start_at")
+        if start_at > after:
+            after = start_at - _ONE_US
+    nxt = schedule.next_after(after)
+    if nxt is not None and end_at is not None and nxt > _require_aware(end_at, "end_at"):
+        return None
+    return nxt
+
+
+def first_run(schedule: Schedule, now: datetime, *, start_at: datetime | None = None,
+              end_at: datetime | None = None) -> datetime | None:
+    """The first occurrence of a new, resumed or edited job.
+
+    The first occurrence strictly after ``now`` (and ``>= start_at``, ``<= end_at``). Exception:
+    a one-off (``run_at``/``at()``) whose time is already past -- or exactly ``now`` -- answers
+    its own time, meaning "fire at once" (it is still ``None`` if that time is outside
+    ``start_at``..``end_at``).
+    """
+    now = _require_aware(now, "now")
+    if isinstance(schedule, OneOffSchedule) and schedule.run_at <= now:
+        run_at = schedule.run_at
+        if start_at is not None and run_at < _require_aware(start_at, "start_at"):
+            return None
+        if end_at is not None and run_at > _require_aware(end_at, "end_at"):
+            return None
+        return run_at
+    return next_occurrence(schedule, now, start_at=start_at, end_at=end_at)
+
+
+def plan_next(schedule: Schedule, previous: datetime, now: datetime, policy: str, *,
+              start_at: datetime | None = None, end_at: datetime | None = None,
+              cap: int = 10) -> datetime | None:
+    """The occurrence to run after occurrence ``previous`` finished.
+
+    ``now`` is the database's clock; ``policy`` is the job's ``missed_runs``:
+
+    * first ``nxt = next_occurrence(after=previous)``; if it is ``None`` or ``>= now`` nothing
+      was missed and it is the answer;
+    * ``"skip"``: the first occurrence ``>= now`` (the missed ones are dropped);
+    * ``"run_once"``: the latest missed occurrence (``<= now``): one catch-up run at once, then
+      the schedule resumes normally;
+    * ``"run_all"``: ``nxt`` (the missed ones run one after the other), unless more than
+      ``cap`` occurrences were missed, in which case the first of the last ``cap`` missed ones.
+
+    ``start_at``/``end_at`` bound every answer as in :func:`next_occurrence`. The cost is
+    bounded whatever the gap: it walks back from ``now`` at most ``cap`` occurrences.
+    """
+    if policy not in MISSED_RUN_POLICIES:
+        raise ValueError(f"unknown missed_runs policy {policy!r} (expected one of "
+                         f"{', '.join(MISSED_RUN_POLICIES)})")
+    if cap < 1:
+        raise ValueError("cap must be at least 1")
+    now = _require_aware(now, "now")
+    nxt = next_occurrence(schedule, previous, start_at=start_at, end_at=end_at)
+    if nxt is None or nxt >= now:
+        return nxt
+    if policy == "skip":
+        return next_occurrence(schedule, now - _ONE_US, start_at=start_at, end_at=end_at)
+    horizon = now
+    if end_at is not None:
+        horizon = min(horizon, _require_aware(end_at, "end_at"))
+    last = schedule.last_at_or_before(horizon)
+    if last is None or last <= nxt:
+        return nxt
+    if policy == "run_once":
+        return last
+    # run_all: walk back from the latest missed one; stop on reaching nxt (few missed).
+    candidate = last
+    for _ in range(cap - 1):
+        earlier = schedule.last_at_or_before(candidate - _ONE_US)
+        if earlier is None or earlier <= nxt:
+            return nxt
+        candidate = earlier
+    return candidate
+
+
+def interval_anchor(start_at: datetime | None, created_at: datetime) -> datetime:
+    """What a job's ``rate()``/``@every`` counts from: ``start_at``, else its creation time.
+
+    Occurrences land on whole seconds, so the anchor is a whole second: ``start_at`` rounded
+    *up* (the first occurrence is the first whole second ``>= start_at``, not one interval
+    later), the creation time rounded down (the first occurrence is one interval after it).
+    """
+    if start_at is None:
+        return created_at.replace(microsecond=0)
+    anchor = start_at.replace(microsecond=0)
+    if start_at.microsecond:
+        try:
+            anchor += timedelta(seconds=1)
+        except OverflowError:  # within the last second datetime can hold: nothing fires there
+            pass
+    return anchor
+
+
+def occurrences(schedule_or_run_at: str | datetime, *, timezone: str = "UTC",
+                start_at: datetime | None = None, end_at: datetime | None = None,
+                after: datetime, count: int = 10) -> list[datetime]:
+    """The next ``count`` occurrences strictly after ``after`` of a job with these fields.
+
+    ``schedule_or_run_at`` is a schedule expression (any form of :func:`parse_schedule`) or a
+    one-off's ``run_at`` (an aware datetime). The answer (aware UTC datetimes, ascending) is what
+    the job would run if created at ``after`` and never late: its first occurrence is
+    :func:`first_run`'s and each next one :func:`plan_next`'s, so the DST rule, the
+    ``start_at``/``end_at`` window and the ``rate()``/``@every`` anchor (:func:`interval_anchor`,
+    with ``after`` as the creation time) are the job's. Fewer than ``count`` when the schedule
+    ends; empty for a one-off at or before ``after`` (a job would fire it at once).
+
+    Raises :class:`ScheduleError` naming the field at fault (``schedule``, ``timezone``,
+    ``run_at``, ``start_at``, ``end_at``, ``after`` or ``count``).
+    """
+    after = _instant(after, "after")
+    start_at = None if start_at is None else _instant(start_at, "start_at")
+    end_at = None if end_at is None else _instant(end_at, "end_at")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ScheduleError("count must be a whole number >= 1", field="count")
+    if isinstance(schedule_or_run_at, datetime):
+        schedule = one_off(schedule_or_run_at)
+    else:
+        schedule = parse_schedule(schedule_or_run_at, timezone, interval_anchor(start_at, after))
+    found: list[datetime] = []
+    occurrence = first_run(schedule, after, start_at=start_at, end_at=end_at)
+    while occurrence is not None:
+        if occurrence > after:  # first_run answers a one-off already past: "at once", not later
+            found.append(occurrence)
+            if len(found) == count:
+                break
+        # "now" at the occurrence just run: nothing is missed, plan_next answers the next one.
+        occurrence = plan_next(schedule, occurrence, occurrence, "skip", start_at=start_at,
+                               end_at=end_at)
+    return found
+
+
+def _instant(value: datetime, field: str) -> datetime:
+    if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
+        raise ScheduleError(f"{field} must be an RFC 3339 timestamp with an offset", field=field)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ScheduleError(f"{field} is out of range", field=field) from None

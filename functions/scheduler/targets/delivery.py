@@ -1,0 +1,102 @@
+"""The shared types of delivery: what a delivery attempt is (``Delivery``, from the domain),
+how it ended (``DeliveryResult``), what a deployment may reach (``TargetPolicy``), and the
+helpers every target module uses to build results and keep secrets out of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from scheduler.domain import (HEADER_ATTEMPT, HEADER_EXECUTION_ID, HEADER_IDEMPOTENCY_KEY,  # noqa: F401 (re-exported)
+                              HEADER_JOB_ID, HEADER_SCHEDULED_AT, Delivery)
+
+#: Bytes of a response body kept in ``DeliveryResult.response_excerpt`` (and the most ever read).
+EXCERPT_LIMIT = 4096
+
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+TIMED_OUT = "timed_out"
+
+
+@dataclass(frozen=True)
+class DeliveryResult:
+    """The outcome of one delivery attempt.
+
+    ``status`` is ``"succeeded"``, ``"failed"`` or ``"timed_out"``; ``retryable`` says whether
+    another attempt could succeed (network errors, timeouts, 5xx, 408, 429, broker down ...).
+    ``error`` is human text and never contains a secret. ``retry_after_seconds`` (from an HTTP
+    ``Retry-After``) is a floor for the next backoff.
+    """
+
+    status: str
+    retryable: bool
+    http_status: int | None = None
+    response_excerpt: str | None = None
+    error: str | None = None
+    retry_after_seconds: float | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        """True when the target accepted the delivery."""
+        return self.status == SUCCEEDED
+
+
+@dataclass(frozen=True)
+class TargetPolicy:
+    """What targets a deployment may reach.
+
+    ``allow_private``: local mode; loopback, private and other non-public addresses allowed.
+    ``allow_list``: hostnames (exact, or ``*.example.com`` for subdomains) or CIDRs/addresses
+    that bypass the SSRF guard. ``default_broker_url``: the broker of AMQP targets without a url
+    (trusted: not subject to the guard).
+    """
+
+    allow_private: bool = False
+    allow_list: tuple[str, ...] = ()
+    default_broker_url: str | None = None
+
+
+def permanent(error: str, **fields: Any) -> DeliveryResult:
+    """A failure that another attempt cannot fix."""
+    return DeliveryResult(FAILED, False, error=error, **fields)
+
+
+def transient(error: str, **fields: Any) -> DeliveryResult:
+    """A failure worth another attempt."""
+    return DeliveryResult(FAILED, True, error=error, **fields)
+
+
+def timed_out(error: str, **fields: Any) -> DeliveryResult:
+    """The delivery ran out of time (always worth another attempt)."""
+    return DeliveryResult(TIMED_OUT, True, error=error, **fields)
+
+
+def redact(text: str | None, secrets: Iterable[str | None]) -> str | None:
+    """``text`` with every occurrence of each secret replaced by ``***`` (longest first)."""
+    if not text:
+        return text
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what caused it: ``reason`` and ``exception`` attributes, exceptions passed as
+    arguments (pika, requests), ``__cause__`` and ``__context__``; breadth first, no repeats."""
+    seen: list[BaseException] = []
+    todo: list[BaseException] = [exc]
+    while todo and len(seen) < 32:
+        current = todo.pop(0)
+        if any(current is known for known in seen):
+            continue
+        seen.append(current)
+        for attribute in ("reason", "exception"):  # urllib3 errors; pika's connector errors
+            linked = getattr(current, attribute, None)
+            if isinstance(linked, BaseException):
+                todo.append(linked)
+        todo.extend(arg for arg in getattr(current, "args", ()) if isinstance(arg, BaseException))
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None:
+                todo.append(linked)
+    return seen

@@ -1,0 +1,66 @@
+"""The ``deliver()`` dispatcher: one execution to its target.
+
+The executor calls :func:`deliver` with the job's ``target`` (a plain dict of the API contract,
+secrets already decrypted), the identity of the delivery and the deployment's
+:class:`TargetPolicy`. The dict is read once, into its typed view (``targets.views``), which the
+target modules receive. It gets back a :class:`DeliveryResult` that says what happened and whether
+another attempt is worth it; ``deliver`` never raises for a failure of the target.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from scheduler import templates
+from scheduler.targets.delivery import FAILED, TIMED_OUT, Delivery, DeliveryResult, TargetPolicy, permanent
+from scheduler.targets.views import AmqpView, InvalidTarget, TargetView, view_of
+
+def deliver(
+    target: Any,
+    delivery: Delivery,
+    policy: TargetPolicy,
+    *,
+    timeout_cap: float | None = None,
+) -> DeliveryResult:
+    """Render placeholders in the body, then deliver to an http or amqp target.
+
+    Never raises for a target's failure (returns a failed DeliveryResult); ``timeout_cap`` bounds
+    the time further (the executor passes its remaining Lambda time). The time spent is bounded
+    by ``min(target.timeout_seconds, timeout_cap)`` (plus a few milliseconds of bookkeeping).
+    """
+    try:
+        try:
+            view = view_of(target)
+        except InvalidTarget as exc:
+            return permanent(f"invalid target: {exc}")
+        budget = view.timeout_seconds if timeout_cap is None else min(view.timeout_seconds, float(timeout_cap))
+        if budget <= 0:
+            return DeliveryResult(TIMED_OUT, True, error="no time left for the delivery")
+        return _deliverer(view.type)(_rendered(view, delivery), delivery, policy, budget=budget)
+    except Exception as exc:  # the contract: never raise for a delivery
+        return DeliveryResult(FAILED, True, error=f"internal error while delivering: {type(exc).__name__}")
+
+
+_DELIVERERS: dict[str, Callable[..., DeliveryResult]] = {}
+
+
+def _deliverer(kind: str) -> Callable[..., DeliveryResult]:
+    """The function delivering ``kind`` targets. Each target module is imported on its first
+    delivery (an executor of HTTP jobs never loads pika), then kept in a dict."""
+    found = _DELIVERERS.get(kind)
+    if found is None:
+        if kind == "http":
+            from scheduler.targets.http import deliver_http as found
+        else:
+            from scheduler.targets.amqp import deliver_amqp as found
+        _DELIVERERS[kind] = found
+    return found
+
+
+def _rendered(view: TargetView, delivery: Delivery) -> TargetView:
+    """The view with its text body's placeholders rendered (a binary body is kept)."""
+    if view.body is None or (isinstance(view, AmqpView) and view.body_encoding == "base64"):
+        return view
+    rendered = templates.render(view.body, delivery)
+    return view if rendered == view.body else dataclasses.replace(view, body=rendered)

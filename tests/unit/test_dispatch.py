@@ -1,0 +1,82 @@
+"""The dispatch pipelines' parts that need no database: the batching buffer and the claim modes."""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import time
+
+import pytest
+
+from scheduler import ports
+from scheduler.dispatch import CLAIM_AND_START, CLAIM_DUE, ClaimMode, TimedBatchBuffer
+from scheduler.store import Store
+
+
+class Batches:
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+        self.changed = threading.Condition()
+
+    def flush(self, batch: list[int]) -> None:
+        with self.changed:
+            self.batches.append(list(batch))
+            self.changed.notify_all()
+
+    def wait_for(self, count: int, timeout: float = 5.0) -> list[list[int]]:
+        with self.changed:
+            assert self.changed.wait_for(lambda: len(self.batches) >= count, timeout), self.batches
+            return list(self.batches)
+
+
+def test_a_full_batch_is_flushed_at_once_and_close_flushes_the_rest():
+    seen = Batches()
+    buffer = TimedBatchBuffer(seen.flush, max_size=2, flush_seconds=30.0)
+    began = time.monotonic()
+    for item in range(5):
+        buffer.put(item)
+    assert seen.wait_for(2) == [[0, 1], [2, 3]]
+    assert time.monotonic() - began < 5  # not held for the 30 s interval
+    buffer.close()
+    assert seen.batches == [[0, 1], [2, 3], [4]]
+
+
+def test_what_arrives_within_the_interval_is_one_batch():
+    seen = Batches()
+    buffer = TimedBatchBuffer(seen.flush, max_size=100, flush_seconds=0.2)
+    for item in range(3):
+        buffer.put(item)
+    assert seen.wait_for(1) == [[0, 1, 2]]
+    buffer.close()
+    assert seen.batches == [[0, 1, 2]]
+
+
+def test_claim_modes_name_the_statement_they_run():
+    calls = []
+
+    class FakeStore:
+        def claim_due(self, limit, lease_seconds):
+            calls.append(("claim_due", limit, lease_seconds))
+            return []
+
+        def claim_and_start(self, limit, lease_margin_seconds=30):
+            calls.append(("claim_and_start", limit, lease_margin_seconds))
+            return []
+
+    CLAIM_DUE.claim(FakeStore(), 10, 120)
+    ClaimMode("claim_and_start", 45).claim(FakeStore(), 5, 120)
+    assert calls == [("claim_due", 10, 120), ("claim_and_start", 5, 45)]
+    assert (CLAIM_DUE.name, CLAIM_AND_START.name) == ("claim_due", "claim_and_start")
+    with pytest.raises(ValueError, match="unknown claim mode"):
+        ClaimMode("claim_everything").claim(FakeStore(), 1, 1)
+
+
+@pytest.mark.parametrize("port", [ports.JobStore, ports.FanoutStore, ports.ExecutionStore, ports.CompletionStore])
+def test_the_store_provides_every_port(port):
+    for name, member in inspect.getmembers(port, inspect.isfunction):
+        if name.startswith("_"):
+            continue
+        ours = getattr(Store, name, None)
+        assert ours is not None, f"Store has no {name}"
+        wanted = list(inspect.signature(member).parameters)
+        assert list(inspect.signature(ours).parameters) == wanted, name

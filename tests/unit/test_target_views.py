@@ -1,0 +1,84 @@
+"""The delivery's typed views of a target hold to the one schema, the pydantic models: the same
+fields and defaults, and every target the API would store is read with the model's values."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import TypeAdapter, ValidationError
+
+from scheduler.models import AmqpTarget, HttpTarget, Target
+from scheduler.targets.views import AmqpView, HttpView, InvalidTarget, view_of
+from tests.fuzz.strategies import _amqp_target, _http_target
+
+PAIRS = [(HttpView, HttpTarget), (AmqpView, AmqpTarget)]
+TARGET = TypeAdapter(Target)
+
+
+@pytest.mark.parametrize("view,model", PAIRS)
+def test_views_have_the_fields_and_defaults_of_the_models(view, model):
+    fields = {f.name: f for f in dataclasses.fields(view)}
+    assert set(fields) == set(model.model_fields)
+    for name, info in model.model_fields.items():
+        if info.is_required():
+            continue
+        default = info.get_default(call_default_factory=True)
+        f = fields[name]
+        ours = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        assert ours == default, name
+
+
+def _same(view, model) -> None:
+    dumped = model.model_dump()
+    for name, value in dumped.items():
+        ours = getattr(view, name)
+        if name == "success_codes" and value is not None:
+            value = frozenset(value)
+        if name == "content_type" and value == "":
+            value = None  # an empty content type is none (no property sent)
+        assert ours == value, (name, ours, value)
+
+
+_text = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x2FF), max_size=12)
+_valid_http = st.fixed_dictionaries(
+    {"type": st.just("http"), "url": st.sampled_from(["https://example.com/hook", "http://10.0.0.1:8080/x?y=1"])},
+    optional={"method": st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
+              "headers": st.dictionaries(st.sampled_from(["X-A", "Content-Type", "accept"]), _text, max_size=3),
+              "body": st.one_of(st.none(), _text),
+              "auth": st.one_of(
+                  st.none(),
+                  st.fixed_dictionaries({"type": st.just("basic"), "username": _text.filter(lambda t: t and ":" not in t),
+                                         "password": _text}),
+                  st.fixed_dictionaries({"type": st.just("bearer"), "token": _text.filter(bool)}),
+                  st.fixed_dictionaries({"type": st.just("header"), "name": st.just("X-Key"), "value": _text.filter(bool)})),
+              "timeout_seconds": st.integers(1, 900),
+              "success_codes": st.one_of(st.none(), st.lists(st.integers(100, 599), max_size=5)),
+              "follow_redirects": st.booleans()})
+_valid_amqp = st.fixed_dictionaries(
+    {"type": st.just("amqp")},
+    optional={"url": st.one_of(st.none(), st.sampled_from(["amqp://u:p@broker:5672/v", "amqps://h"])),
+              "exchange": _text, "routing_key": _text, "body": _text, "body_encoding": st.just("utf-8"),
+              "headers": st.dictionaries(_text.filter(bool), _text, max_size=3),
+              "content_type": st.one_of(st.none(), _text), "timeout_seconds": st.integers(1, 300)})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(_valid_http, _valid_amqp, _http_target, _amqp_target))
+def test_a_target_the_api_stores_is_read_with_the_models_values(target):
+    try:
+        model = TARGET.validate_python(target)
+    except ValidationError:
+        return
+    # The API stores model_dump(); the executor reads that back.
+    _same(view_of(model.model_dump()), model)
+
+
+def test_what_no_model_would_store_is_refused():
+    for target, message in [("x", "not an object"), ({"type": "smtp"}, "unknown type"), ({}, "missing type"),
+                            ({"type": "http", "url": "https://h/", "timeout_seconds": True}, "timeout_seconds"),
+                            ({"type": "amqp", "body_encoding": "latin-1"}, "body_encoding")]:
+        with pytest.raises(InvalidTarget, match=message):
+            view_of(target)
