@@ -4,7 +4,7 @@ NPM ?= npm
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test unit integration e2e infra layer synth dev bench bench-quick fuzz clean
+.PHONY: install test unit integration e2e infra layer synth dev bench bench-quick fuzz clean lint-templates
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,19 @@ e2e: install
 infra: install
 	$(PY) -m pytest -q -p no:cacheprovider tests/infra
 
+# cfn-lint and checkov on the synthesized templates, against infra/lint_baseline.json. The linters
+# get a virtualenv of their own: checkov pins boto3 and packaging, which would drag .venv back.
+LINT_VENV := .venv-lint
+
+$(LINT_VENV)/.installed: infra/lint-requirements.txt
+	$(PYTHON) -m venv $(LINT_VENV)
+	$(LINT_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LINT_VENV)/bin/python -m pip install -q -r infra/lint-requirements.txt
+	touch $@
+
+lint-templates: install $(LINT_VENV)/.installed
+	$(PY) -m infra.lint --tools-python $(LINT_VENV)/bin/python
+
 # The Lambda dependency layer, built without Docker (pip --platform ... --only-binary).
 layer: install
 	$(PY) layers/build.py
@@ -41,8 +54,15 @@ layer: install
 synth: install
 	npx cdk synth --quiet
 
-# From a fresh clone to a running local scheduler (API on http://127.0.0.1:8080/v1).
-dev: install
+# From a fresh clone to a running local scheduler (API on http://127.0.0.1:8080/v1): the light
+# install (the `local` extra only; no CDK, no test tools, no npm), as the README's quickstart.
+$(VENV)/.installed-local: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[local]'
+	touch $@
+
+dev: $(VENV)/.installed-local
 	$(VENV)/bin/scheduler local
 
 # Every benchmark side by side; rewrites docs/benchmarks.md (about 4 minutes here).
@@ -59,4 +79,4 @@ fuzz: install
 	$(PY) bench/fuzz_api.py --examples 1200
 
 clean:
-	rm -rf $(VENV) .scheduler layers/build cdk.out node_modules
+	rm -rf $(VENV) $(LINT_VENV) .scheduler layers/build cdk.out node_modules

@@ -6,16 +6,16 @@ from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.logging import correlation_paths
 
 from scheduler.api.app import make_app
-from scheduler.constants import SERVICE_NAME
-from scheduler.settings import get_settings
+from scheduler.settings import get_settings, with_fetched_secrets
 from scheduler.wiring import Dependencies, route_domain_logs_to
 
-logger = Logger(service=SERVICE_NAME)
-tracer = Tracer(service=SERVICE_NAME)
+logger = Logger(service=get_settings().service_name)
+tracer = Tracer(service=get_settings().service_name)
 route_domain_logs_to(logger)
 # One pool and one secret box per container, built on the first request that needs them (the
 # box caches its KMS data key).
-deps = Dependencies(get_settings(), through_proxy=True)
+# The cursor key is fetched here, at cold start (Powertools parameters, cached), never from the environment.
+deps = Dependencies(with_fetched_secrets(get_settings()), through_proxy=True)
 app = make_app(lambda: deps.store, lambda: deps.secret_box, deps.settings)
 
 

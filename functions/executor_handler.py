@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from aws_lambda_powertools import Logger, Tracer
 
-from scheduler import constants as c
 from scheduler.executor import execute_claim
 from scheduler.settings import get_settings
 from scheduler.telemetry import PowertoolsMetrics
 from scheduler.wiring import Dependencies, route_domain_logs_to
 
-logger = Logger(service=c.SERVICE_NAME)
-tracer = Tracer(service=c.SERVICE_NAME)
+logger = Logger(service=get_settings().service_name)
+tracer = Tracer(service=get_settings().service_name)
 route_domain_logs_to(logger)
-deps = Dependencies(get_settings(), through_proxy=True, pool_max_size=1,
-                    metrics=PowertoolsMetrics(c.METRICS_NAMESPACE, c.SERVICE_NAME))
+settings = get_settings()
+deps = Dependencies(settings, through_proxy=True, pool_max_size=1,
+                    metrics=PowertoolsMetrics(settings.metrics_namespace, settings.service_name))
 
 
 @logger.inject_lambda_context

@@ -1,22 +1,54 @@
 """Lambda: apply the SQL migrations (a CloudFormation custom resource, on every deploy in which
-the migrations changed). Connects to the database instance directly, not through RDS Proxy."""
+the migrations changed). Connects to the database instance directly, not through RDS Proxy, as
+the master user; then gives the functions' application user its login (from its own secret).
+
+Rollback safety: the event carries the hash of the migrations the template was synthesized with
+(``ResourceProperties.MigrationsHash``). When it is not the hash of the migrations this code
+carries, the event belongs to another version of the stack (a rollback re-sending the old
+properties) and the function does nothing: a schema only moves forward (expand, then contract).
+"""
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from aws_lambda_powertools import Logger
 
-from scheduler.db import conninfo_from_settings
-from scheduler.migrations import migrate, migrations_digest
-from scheduler.settings import get_settings
+from scheduler.db import conninfo_from_settings, read_secret
+from scheduler.migrations import ensure_login, files_hash, migrate, migrations_digest
+from scheduler.settings import Settings, get_settings
 
 logger = Logger()
 
+PHYSICAL_ID = "migrations"
 
-@logger.inject_lambda_context
-def handler(event: dict, context: object) -> dict:
-    """Create/Update: migrate. Delete: nothing (the data outlives the stack's custom resource)."""
+
+def on_event(event: dict, settings: Settings, *, secrets_client: Any = None,
+             apply: Callable[[str], list[int]] = migrate) -> dict:
+    """The custom resource's answer to ``event``; migrates only for this code's own hash."""
+    physical_id = event.get("PhysicalResourceId", PHYSICAL_ID)
     if event.get("RequestType") == "Delete":
-        return {"PhysicalResourceId": event.get("PhysicalResourceId", "migrations")}
-    applied = migrate(conninfo_from_settings(get_settings(), direct=True))
+        return {"PhysicalResourceId": physical_id}
+    wanted = (event.get("ResourceProperties") or {}).get("MigrationsHash")
+    carried = files_hash()
+    if wanted is not None and wanted != carried:
+        logger.warning("migrations hash of the event is not this code's: nothing done (rollback?)",
+                       extra={"event_hash": wanted, "code_hash": carried})
+        return {"PhysicalResourceId": physical_id, "Data": {"Applied": 0, "Skipped": "hash mismatch"}}
+    conninfo = conninfo_from_settings(settings, direct=True, secrets_client=secrets_client)
+    applied = apply(conninfo)
     logger.info("migrations applied", extra={"applied": applied})
-    return {"PhysicalResourceId": "migrations", "Data": {"Applied": len(applied), "Digest": migrations_digest()}}
+    login = "none"
+    if settings.database_app_secret_arn:
+        app = read_secret(settings.database_app_secret_arn, secrets_client)
+        login = ensure_login(conninfo, app["username"], app["password"])
+        logger.info("application login", extra={"username": app["username"], "login": login})
+    return {"PhysicalResourceId": PHYSICAL_ID,
+            "Data": {"Applied": len(applied), "Digest": migrations_digest(), "AppLogin": login}}
+
+
+@logger.inject_lambda_context(log_event=False)
+def handler(event: dict, context: object) -> dict:
+    """Create/Update: migrate (when the hash is this code's). Delete: nothing (the data outlives
+    the stack's custom resource)."""
+    return on_event(event, get_settings())

@@ -69,11 +69,9 @@ class Api(Construct):
                 "merely invalidates outstanding cursors; rotate by replacing the secret and redeploying."
             },
         )
-        environment = {
-            **environment,
-            # Resolved by CloudFormation at deploy time; the template holds only the reference.
-            C.ENV_CURSOR_SECRET: self.cursor_secret.secret_value.unsafe_unwrap(),
-        }
+        # The ARN only: the function fetches the key at cold start (Powertools parameters, cached),
+        # so the key is never readable in the function's configuration.
+        environment = {**environment, C.ENV_CURSOR_SECRET_ARN: self.cursor_secret.secret_arn}
         self.function = kit.function(
             self,
             "Handler",
@@ -84,6 +82,7 @@ class Api(Construct):
             environment=environment,
             placement=placement,
         )
+        self.cursor_secret.grant_read(self.function)
 
         access_logs = logs.LogGroup(
             self,
@@ -94,6 +93,7 @@ class Api(Construct):
         self.rest_api = apigw.RestApi(
             self,
             "RestApi",
+            rest_api_name=f"{config.stack_name}-api",
             description="Scheduler HTTP API (SigV4-signed requests only)",
             endpoint_types=[apigw.EndpointType.REGIONAL],
             # Execution logging needs the account-level CloudWatch role of API Gateway.

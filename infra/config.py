@@ -11,7 +11,7 @@ from typing import Any
 
 from constructs import Node
 
-from infra.shared import layer_build
+from infra.shared import C, layer_build
 
 BROKERS = ("amazonmq", "none")
 PRECISIONS = ("second", "minute")
@@ -39,6 +39,10 @@ DEFAULTS: dict[str, Any] = {
     "api_rate_limit": 50,
     "api_burst_limit": 100,
     "target_allow_list": "",
+    # Reserved concurrency of the executor: at most this many deliveries at once (the fan-out
+    # dispatches no more), so a burst cannot take the account's concurrency or the proxy's connections.
+    "executor_concurrency": 50,
+    "target_role_arns": "",  # roles the executor may assume for AWS targets (ARNs or /paths/); "" = any
 }
 
 
@@ -66,6 +70,18 @@ class Config:
     api_rate_limit: int
     api_burst_limit: int
     target_allow_list: str
+    executor_concurrency: int = DEFAULTS["executor_concurrency"]
+    target_role_arns: tuple[str, ...] = ()
+
+    @property
+    def service_name(self) -> str:
+        """Powertools' service name (the ``service`` dimension of every metric), scoped to the stack."""
+        return f"{C.SERVICE_NAME}-{self.stack_name}"
+
+    @property
+    def metrics_namespace(self) -> str:
+        """The CloudWatch namespace of the scheduler's own metrics, scoped to the stack."""
+        return f"{C.METRICS_NAMESPACE}/{self.stack_name}"
 
     @property
     def with_broker(self) -> bool:
@@ -103,6 +119,8 @@ class Config:
             api_rate_limit=_int(get("api_rate_limit"), "api_rate_limit", minimum=1),
             api_burst_limit=_int(get("api_burst_limit"), "api_burst_limit", minimum=1),
             target_allow_list=str(get("target_allow_list")).strip(),
+            executor_concurrency=_int(get("executor_concurrency"), "executor_concurrency", minimum=1, maximum=1000),
+            target_role_arns=_role_arns(get("target_role_arns")),
         )
         return config
 
@@ -137,3 +155,18 @@ def _choice(value: Any, choices: tuple[str, ...], key: str) -> str:
     if text not in choices:
         raise ValueError(f"context {key!r} must be one of {', '.join(choices)}, not {value!r}")
     return text
+
+
+def _role_arns(value: Any) -> tuple[str, ...]:
+    """Role ARNs (``*`` allowed) or IAM paths (``/scheduler/``), comma-separated or a JSON list."""
+    items = value if isinstance(value, list) else str(value).split(",")
+    found = []
+    for item in (str(i).strip() for i in items):
+        if not item:
+            continue
+        if item.startswith("/") and item.endswith("/") or (item.startswith("arn:") and ":iam::" in item
+                                                              and ":role/" in item):
+            found.append(item)
+        else:
+            raise ValueError(f"context 'target_role_arns': {item!r} is neither a role ARN nor a path like /scheduler/")
+    return tuple(found)

@@ -11,6 +11,7 @@ from constructs import Construct
 from infra.config import Config
 from infra.nag import acknowledge
 from infra.network import Network, allow
+from infra.shared import C
 
 DATABASE_NAME = "scheduler"
 ADMIN_USER = "scheduler"
@@ -22,9 +23,10 @@ REMOVAL = {"snapshot": RemovalPolicy.SNAPSHOT, "retain": RemovalPolicy.RETAIN, "
 class Database(Construct):
     """An encrypted PostgreSQL instance in the isolated subnets, reached through RDS Proxy.
 
-    The functions connect to ``proxy_endpoint`` with the credentials in ``secret`` (TLS required);
-    the migrate function connects to ``instance_endpoint`` directly, since advisory locks would pin
-    proxy connections.
+    The functions connect to ``proxy_endpoint`` as the application user of ``app_secret`` (TLS
+    required); the migrate function connects to ``instance_endpoint`` directly as the master user
+    of ``secret``, since advisory locks would pin proxy connections. Both passwords rotate every
+    30 days (``rotations``).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, config: Config, network: Network) -> None:
@@ -91,19 +93,48 @@ class Database(Construct):
             description="Secrets Manager rotation function of the database credentials",
             allow_all_outbound=False,
         )
-        # The rotation function talks to the database and to Secrets Manager (through the endpoint).
-        self.instance.add_rotation_single_user(
-            automatically_after=Duration.days(30),
-            # Not at creation: the first deployment's migrations must not race a password change.
-            rotate_immediately_on_update=False,
-            vpc_subnets=network.isolated,
-            endpoint=network.endpoints["SecretsManager"],
-            security_group=rotation_security_group,
+        # The rotation functions talk to the database and to Secrets Manager through its interface
+        # endpoint, whose security group must admit them: without that rule every rotation fails
+        # at its first step (createSecret), silently but for the rotation alarm.
+        network.allow_endpoints(rotation_security_group)
+        self.rotation_security_group = rotation_security_group
+        self.rotations = [
+            self.instance.add_rotation_single_user(
+                automatically_after=Duration.days(30),
+                # Not at creation: the first deployment's migrations must not race a password change.
+                rotate_immediately_on_update=False,
+                vpc_subnets=network.isolated,
+                endpoint=network.endpoints["SecretsManager"],
+                security_group=rotation_security_group,
+            )
+        ]
+
+        # The functions' own login (least privilege: data access, no DDL; migration 0004 creates its
+        # privileges, the migrate function its login from this secret). The master user serves the
+        # migrations only. Multi-user rotation alternates between the user and a clone that gets
+        # the same role memberships, so the privileges sit on a role the login is a member of.
+        self.app_secret = rds.DatabaseSecret(
+            self,
+            "AppCredentials",
+            username=C.APP_DATABASE_USER,
+            encryption_key=self.key,
+            master_secret=self.secret,
+        ).attach(self.instance)
+        self.rotations.append(
+            self.instance.add_rotation_multi_user(
+                "AppRotation",
+                secret=self.app_secret,
+                automatically_after=Duration.days(30),
+                rotate_immediately_on_update=False,
+                vpc_subnets=network.isolated,
+                endpoint=network.endpoints["SecretsManager"],
+                security_group=rotation_security_group,
+            )
         )
 
         self.proxy = self.instance.add_proxy(
             "Proxy",
-            secrets=[self.secret],
+            secrets=[self.secret, self.app_secret],
             vpc=network.vpc,
             vpc_subnets=network.isolated,
             security_groups=[self.proxy_security_group],

@@ -88,8 +88,10 @@ class LambdaKit(Construct):
             self.code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=CODE_EXCLUDES)
 
         self.environment = {
-            "POWERTOOLS_SERVICE_NAME": C.SERVICE_NAME,
-            "POWERTOOLS_METRICS_NAMESPACE": C.METRICS_NAMESPACE,
+            # Scoped to the stack, so two stacks in one account neither mix metrics nor trip each
+            # other's alarms (scheduler.settings reads both back).
+            C.ENV_SERVICE_NAME: config.service_name,
+            C.ENV_METRICS_NAMESPACE: config.metrics_namespace,
             "POWERTOOLS_LOG_LEVEL": "INFO",
             "POWERTOOLS_LOGGER_LOG_EVENT": "false",
             # Responses can carry job data; errors are enough in traces.

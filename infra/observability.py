@@ -1,18 +1,21 @@
 """The dashboard and the alarms, published to one SNS topic (optionally e-mailed).
 
-The scheduler's own metrics are EMF metrics written by Powertools: namespace
-``C.METRICS_NAMESPACE``, dimension ``service`` = ``C.SERVICE_NAME`` (Powertools' default), and
-``status`` on ``C.METRIC_EXECUTIONS``.
+The scheduler's own metrics are EMF metrics written by the functions: namespace
+``Config.metrics_namespace``, dimension ``service`` = ``Config.service_name`` (both scoped to the
+stack), plus ``status`` on ``C.METRIC_EXECUTIONS`` and ``trigger`` on ``C.METRIC_LATENESS_MS``.
+CloudWatch matches exact dimension sets: ``tests/infra/test_infra_metric_contract.py`` checks
+that every metric read here is one the code emits.
 """
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Names
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_rds as rds
+from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
@@ -31,27 +34,46 @@ BACKLOG_AGE_LIMIT_SECONDS = 120
 FAILURE_RATE_PERCENT = 25
 FAILURE_RATE_MIN_EXECUTIONS = 5
 RDS_CPU_PERCENT = 80
+# Lateness of scheduled starts (trigger=schedule), p99 over a minute, three minutes running.
+LATENESS_P99_LIMIT_MS = {"second": 30_000, "minute": 90_000}
+API_5XX_PER_5_MINUTES = 5
+API_LATENCY_P99_MS = 5_000
+EXECUTOR_ERRORS_PER_5_MINUTES = 5
+EXECUTOR_THROTTLES_PER_5_MINUTES = 5
+# 10% of the 20 GiB allocated at first: storage autoscaling should have acted well before.
+RDS_FREE_STORAGE_BYTES = 2 * 1024**3
+RDS_CPU_CREDITS = 20
+# The proxy waits this long (average, microseconds) for a database connection: the pool is spent.
+PROXY_BORROW_LATENCY_US = 500_000
+# Triggers of an execution (the ``trigger`` dimension of LatenessMs).
+TRIGGERS = ("schedule", "retry", "manual")
 
 
-def scheduler_metric(
-    name: str, statistic: str = "Sum", *, period: Duration = MINUTE, label: str | None = None, **dimensions: str
-) -> cw.Metric:
-    """One of the scheduler's EMF metrics."""
-    return cw.Metric(
-        namespace=C.METRICS_NAMESPACE,
-        metric_name=name,
-        dimensions_map={"service": C.SERVICE_NAME, **dimensions},
-        statistic=statistic,
-        period=period,
-        label=label,
-    )
+class SchedulerMetrics:
+    """The scheduler's EMF metrics of one stack (its namespace and service name)."""
 
+    def __init__(self, namespace: str, service: str) -> None:
+        self.namespace = namespace
+        self.service = service
 
-def execution_metrics(period: Duration, statuses: tuple[str, ...] = STATUSES) -> dict[str, cw.IMetric]:
-    """Executions per status, keyed by a math-expression identifier."""
-    return {
-        status: scheduler_metric(C.METRIC_EXECUTIONS, period=period, label=status, status=status) for status in statuses
-    }
+    def metric(
+        self, name: str, statistic: str = "Sum", *, period: Duration = MINUTE, label: str | None = None, **dimensions: str
+    ) -> cw.Metric:
+        """One of the scheduler's EMF metrics: ``service`` plus ``dimensions``, exactly."""
+        return cw.Metric(
+            namespace=self.namespace,
+            metric_name=name,
+            dimensions_map={"service": self.service, **dimensions},
+            statistic=statistic,
+            period=period,
+            label=label,
+        )
+
+    def executions(self, period: Duration, statuses: tuple[str, ...] = STATUSES) -> dict[str, cw.IMetric]:
+        """Executions per status, keyed by a math-expression identifier."""
+        return {
+            status: self.metric(C.METRIC_EXECUTIONS, period=period, label=status, status=status) for status in statuses
+        }
 
 
 class Observability(Construct):
@@ -70,9 +92,13 @@ class Observability(Construct):
         dead_letter_queue: sqs.IQueue,
         database: rds.DatabaseInstance | None,
         proxy: rds.DatabaseProxy | None,
+        rotations: list[secretsmanager.SecretRotation] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.topic = sns.Topic(self, "AlarmTopic", display_name="Scheduler alarms", enforce_ssl=True)
+        metrics = self.metrics = SchedulerMetrics(config.metrics_namespace, config.service_name)
+        scheduler_metric = metrics.metric
+        execution_metrics = metrics.executions
+        self.topic = sns.Topic(self, "AlarmTopic", display_name=f"{config.stack_name} alarms", enforce_ssl=True)
         if config.alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
         action = cw_actions.SnsAction(self.topic)
@@ -144,6 +170,116 @@ class Observability(Construct):
             comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
             treat_missing_data=cw.TreatMissingData.BREACHING,
         )
+        lateness_limit = LATENESS_P99_LIMIT_MS[config.precision]
+        lateness_p99 = scheduler_metric(
+            C.METRIC_LATENESS_MS, "p99", label="lateness p99 (ms), scheduled", trigger="schedule"
+        )
+        self.alarms["LatenessP99"] = lateness_p99.create_alarm(
+            self,
+            "LatenessP99",
+            alarm_description=f"Scheduled executions started more than {lateness_limit} ms late (p99) for 3 minutes.",
+            threshold=lateness_limit,
+            evaluation_periods=3,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        )
+        self.alarms["Api5xx"] = rest_api.metric_server_error(period=FIVE_MINUTES, statistic="Sum").create_alarm(
+            self,
+            "Api5xx",
+            alarm_description=f"The API answered {API_5XX_PER_5_MINUTES} or more 5xx in 5 minutes.",
+            threshold=API_5XX_PER_5_MINUTES,
+            evaluation_periods=1,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        )
+        self.alarms["ApiLatency"] = rest_api.metric_latency(period=FIVE_MINUTES, statistic="p99").create_alarm(
+            self,
+            "ApiLatency",
+            alarm_description=f"API latency p99 above {API_LATENCY_P99_MS} ms for 15 minutes.",
+            threshold=API_LATENCY_P99_MS,
+            evaluation_periods=3,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        )
+        self.alarms["ExecutorErrors"] = executor.metric_errors(period=FIVE_MINUTES, statistic="Sum").create_alarm(
+            self,
+            "ExecutorErrors",
+            alarm_description="The executor failed (an infrastructure fault, not a target's failure) "
+            f"{EXECUTOR_ERRORS_PER_5_MINUTES} or more times in 5 minutes; see the dead-letter queue.",
+            threshold=EXECUTOR_ERRORS_PER_5_MINUTES,
+            evaluation_periods=1,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        )
+        self.alarms["ExecutorThrottles"] = executor.metric_throttles(
+            period=FIVE_MINUTES, statistic="Sum"
+        ).create_alarm(
+            self,
+            "ExecutorThrottles",
+            alarm_description=f"The executor was throttled {EXECUTOR_THROTTLES_PER_5_MINUTES} or more times in 5 "
+            "minutes: its reserved concurrency (-c executor_concurrency) is spent.",
+            threshold=EXECUTOR_THROTTLES_PER_5_MINUTES,
+            evaluation_periods=1,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        )
+        for index, rotation in enumerate(rotations or []):
+            name = "RotationFailures" if index == 0 else f"RotationFailures{index + 1}"
+            self.alarms[name] = rotation_errors(rotation).create_alarm(
+                self,
+                name,
+                alarm_description="A Secrets Manager rotation of the database credentials failed: the password "
+                "did not change (see the rotation function's logs and the secret's AWSPENDING stage).",
+                threshold=1,
+                evaluation_periods=1,
+                comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            )
+        if proxy is not None:
+            borrow = cw.Metric(
+                namespace="AWS/RDS",
+                metric_name="DatabaseConnectionsBorrowLatency",
+                dimensions_map={"ProxyName": proxy.db_proxy_name},
+                statistic="Average",
+                period=FIVE_MINUTES,
+            )
+            self.alarms["ProxyConnections"] = borrow.create_alarm(
+                self,
+                "ProxyConnections",
+                alarm_description="RDS Proxy waited on average more than "
+                f"{PROXY_BORROW_LATENCY_US // 1000} ms for a database connection over 10 minutes: its "
+                "connections to the instance are spent (lower -c executor_concurrency or size the instance up).",
+                threshold=PROXY_BORROW_LATENCY_US,
+                evaluation_periods=2,
+                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            )
+        if database is not None:
+            self.alarms["DatabaseFreeStorage"] = database.metric_free_storage_space(
+                period=FIVE_MINUTES, statistic="Minimum"
+            ).create_alarm(
+                self,
+                "DatabaseFreeStorage",
+                alarm_description=f"Less than {RDS_FREE_STORAGE_BYTES // 1024**3} GiB of database storage free "
+                "for 15 minutes (storage autoscaling stops at max_allocated_storage).",
+                threshold=RDS_FREE_STORAGE_BYTES,
+                evaluation_periods=3,
+                comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+                treat_missing_data=cw.TreatMissingData.MISSING,
+            )
+            if config.db_instance_type.split(".")[0].startswith("t"):
+                self.alarms["DatabaseCpuCredits"] = database.metric(
+                    "CPUCreditBalance", period=FIVE_MINUTES, statistic="Minimum"
+                ).create_alarm(
+                    self,
+                    "DatabaseCpuCredits",
+                    alarm_description=f"The burstable database instance has fewer than {RDS_CPU_CREDITS} CPU "
+                    "credits left: it runs at baseline (or bills surplus credits) soon.",
+                    threshold=RDS_CPU_CREDITS,
+                    evaluation_periods=3,
+                    comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+                    treat_missing_data=cw.TreatMissingData.MISSING,
+                )
         if database is not None:
             self.alarms["DatabaseCpu"] = database.metric_cpu_utilization(period=FIVE_MINUTES).create_alarm(
                 self,
@@ -178,9 +314,12 @@ class Observability(Construct):
             cw.GraphWidget(
                 title="Lateness (ms)",
                 left=[
-                    scheduler_metric(C.METRIC_LATENESS_MS, "p50", label="p50"),
-                    scheduler_metric(C.METRIC_LATENESS_MS, "p99", label="p99"),
+                    scheduler_metric(C.METRIC_LATENESS_MS, "p50", label="scheduled p50", trigger="schedule"),
+                    lateness_p99,
+                    scheduler_metric(C.METRIC_LATENESS_MS, "p99", label="retries p99", trigger="retry"),
+                    scheduler_metric(C.METRIC_LATENESS_MS, "p99", label="manual runs p99", trigger="manual"),
                 ],
+                left_annotations=[cw.HorizontalAnnotation(value=lateness_limit, label="alarm")],
                 width=8,
             ),
         )
@@ -276,3 +415,16 @@ class Observability(Construct):
                 ),
                 cw.GraphWidget(title="Database connections", left=connections, width=12),
             )
+
+
+def rotation_errors(rotation: secretsmanager.SecretRotation) -> cw.Metric:
+    """Errors of a hosted rotation function: CDK names it after the rotation construct's unique id
+    (its last 64 characters), which is known at synthesis."""
+    unique = Names.unique_id(rotation)
+    return cw.Metric(
+        namespace="AWS/Lambda",
+        metric_name="Errors",
+        dimensions_map={"FunctionName": unique[-64:]},
+        statistic="Sum",
+        period=Duration.hours(1),
+    )

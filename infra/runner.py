@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -76,17 +76,33 @@ class Runner(Construct):
             self,
             "Executor",
             handler=C.EXECUTOR_HANDLER,
-            description="Delivers one claimed job to its HTTP or AMQP target and records the execution",
+            description="Delivers one claimed job to its target (HTTP, AMQP, AWS) and records the execution",
             timeout=EXECUTOR_TIMEOUT,
             memory_size=512,
             environment={**database_environment, **executor_environment},
             placement=placement.executor,
+            # A bound on deliveries at once (and so on database connections); the fan-out reads it
+            # and dispatches no more than that, so no invoke waits in the throttled queue until it expires.
+            reserved_concurrency=config.executor_concurrency,
         )
         self.executor.configure_async_invoke(
             retry_attempts=0,
             max_event_age=EXECUTOR_MAX_EVENT_AGE,
             on_failure=destinations.SqsDestination(self.dead_letter_queue),
         )
+
+        # AWS targets: the executor calls them only as a job's role, assumed with the job's owner
+        # as ExternalId (the role's trust policy names the tenants it serves), and has no other
+        # right on those services. Which roles it may assume: context target_role_arns, else any.
+        partition = Stack.of(self).partition
+        roles = [f"arn:{partition}:iam::*:role{item}*" if item.startswith("/") else item
+                 for item in config.target_role_arns] or [f"arn:{partition}:iam::*:role/*"]
+        self.executor.add_to_role_policy(iam.PolicyStatement(actions=["sts:AssumeRole"], resources=roles))
+        acknowledge(self.executor, {
+            f"AwsSolutions-IAM5[Resource::{role.replace(partition, '<AWS::Partition>')}]":
+            "The roles of AWS targets are the users' own; each trusts the executor only with the ExternalId of "
+            "the tenants it names, so a wider pattern here cannot be used across tenants."
+            for role in roles if "*" in role})
 
         self.fanout = kit.function(
             self,
@@ -100,6 +116,7 @@ class Runner(Construct):
                 **database_environment,
                 C.ENV_PRECISION: config.precision,
                 C.ENV_EXECUTOR_FUNCTION: self.executor.function_name,
+                C.ENV_EXECUTOR_CONCURRENCY: str(config.executor_concurrency),
                 C.ENV_EXECUTION_RETENTION_DAYS: str(config.execution_retention_days),
             },
             placement=placement.fanout,

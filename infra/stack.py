@@ -37,7 +37,7 @@ class SchedulerStack(Stack):
         )
         self.config = config
         # The proxy target group takes no tags (CloudFormation rejects them).
-        Tags.of(self).add("service", C.SERVICE_NAME, exclude_resource_types=["AWS::RDS::DBProxyTargetGroup"])
+        Tags.of(self).add("service", config.service_name, exclude_resource_types=["AWS::RDS::DBProxyTargetGroup"])
         kit = LambdaKit(self, "Lambdas", config=config)
         self.job_secrets_key = kms.Key(
             self,
@@ -77,13 +77,20 @@ class SchedulerStack(Stack):
         else:
             network = self.network = Network(self, "Network", config=config)
             database = self.database = Database(self, "Database", config=config, network=network)
+            # The functions log in as the application user (no DDL), through the proxy.
             database_env = {
-                C.ENV_DATABASE_SECRET_ARN: database.secret.secret_arn,
+                C.ENV_DATABASE_SECRET_ARN: database.app_secret.secret_arn,
                 C.ENV_DATABASE_HOST: database.proxy_endpoint,
                 C.ENV_DATABASE_NAME: database.database_name,
             }
-            # Straight to the instance: migrations take advisory locks, which pin proxy connections.
-            migrate_env = {**database_env, C.ENV_DATABASE_HOST: database.instance_endpoint}
+            # Straight to the instance, as the master user: migrations take advisory locks, which pin
+            # proxy connections. The application secret gives the login the migrations create.
+            migrate_env = {
+                C.ENV_DATABASE_SECRET_ARN: database.secret.secret_arn,
+                C.ENV_DATABASE_APP_SECRET_ARN: database.app_secret.secret_arn,
+                C.ENV_DATABASE_HOST: database.instance_endpoint,
+                C.ENV_DATABASE_NAME: database.database_name,
+            }
             api_env = dict(database_env)
             executor_env = {}
             if config.with_broker:
@@ -124,11 +131,14 @@ class SchedulerStack(Stack):
         # No tick before the schema exists.
         self.runner.tick.node.add_dependency(self.migrations.resource)
 
-        for function in (self.api.function, self.runner.executor):
-            self._grant_job_secrets(function)
+        # Envelope encryption of job secrets: the API only seals them (a new data key per secret),
+        # the executor only opens them. That key only.
+        self._grant_job_secrets(self.api.function, "kms:GenerateDataKey")
+        self._grant_job_secrets(self.runner.executor, "kms:Decrypt")
         if self.database is not None and self.network is not None:
             for function in (self.api.function, self.runner.fanout, self.runner.executor, self.migrations.function):
-                self.database.secret.grant_read(function)
+                self.database.app_secret.grant_read(function)
+            self.database.secret.grant_read(self.migrations.function)
             for group in (
                 self.network.api_security_group,
                 self.network.fanout_security_group,
@@ -156,16 +166,12 @@ class SchedulerStack(Stack):
             dead_letter_queue=self.runner.dead_letter_queue,
             database=self.database.instance if self.database else None,
             proxy=self.database.proxy if self.database else None,
+            rotations=self.database.rotations if self.database else [],
         )
         self._outputs()
 
-    def _grant_job_secrets(self, function: lambda_.Function) -> None:
-        # Envelope encryption: a data key per secret, decrypted again on use. That key only.
-        function.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["kms:GenerateDataKey", "kms:Decrypt"], resources=[self.job_secrets_key.key_arn]
-            )
-        )
+    def _grant_job_secrets(self, function: lambda_.Function, action: str) -> None:
+        function.add_to_role_policy(iam.PolicyStatement(actions=[action], resources=[self.job_secrets_key.key_arn]))
 
     def _outputs(self) -> None:
         outputs = {
@@ -178,7 +184,8 @@ class SchedulerStack(Stack):
         }
         if self.database is not None:
             outputs["DatabaseProxyEndpoint"] = (self.database.proxy_endpoint, "RDS Proxy endpoint (TLS required)")
-            outputs["DatabaseSecretArn"] = (self.database.secret.secret_arn, "Database credentials")
+            outputs["DatabaseSecretArn"] = (self.database.secret.secret_arn, "Database master credentials (migrations)")
+            outputs["DatabaseAppSecretArn"] = (self.database.app_secret.secret_arn, "Database application credentials")
         if self.broker is not None:
             outputs["BrokerAmqpEndpoint"] = (self.broker.url, "Amazon MQ AMQPS endpoint (default broker)")
             outputs["BrokerSecretArn"] = (self.broker.secret.secret_arn, "Amazon MQ credentials")

@@ -226,3 +226,36 @@ class RecordingServer:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+@contextlib.contextmanager
+def moto_server() -> Iterator[str]:
+    """moto's server (every AWS service it mocks) on a free loopback port, for as long as the
+    block runs; yields its URL (give it as ``AWS_ENDPOINT_URL``)."""
+    import socket
+    import time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                requests.get(url + "/moto-api/", timeout=1)
+                break
+            except requests.ConnectionError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("moto server did not start") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)

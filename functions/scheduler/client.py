@@ -9,7 +9,7 @@ Query strings are built already in SigV4 canonical form (every character but ``A
 percent-encoded, ``%20`` for a space), so that the query botocore signs is the query API Gateway
 checks.
 
-Errors: an answer of 4xx/5xx raises ``ApiError`` (with the API's error envelope parsed); a
+Errors: an answer of 4xx/5xx raises ``ApiCallFailed`` (with the API's error envelope parsed); a
 network failure raises ``ConnectionFailed``; a signed request without credentials raises
 ``NoCredentials``.
 """
@@ -19,11 +19,14 @@ from __future__ import annotations
 import json
 import os
 import re
+from contextlib import contextmanager
 from http import HTTPStatus
 from typing import Any, Iterator, Mapping
 from urllib.parse import quote, urlsplit
 
 import requests
+
+from scheduler.errors import SchedulerError
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
 ENDPOINT_ENV = "SCHEDULER_ENDPOINT"
@@ -38,12 +41,13 @@ _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4
 _EXECUTE_API_HOST = re.compile(r"\.execute-api\.([a-z0-9-]+)\.(?:vpce\.)?amazonaws\.com(?:\.cn)?$")
 
 
-class ClientError(Exception):
-    """Base of the errors of this module."""
+class ClientError(SchedulerError):
+    """Base of the errors of this module (a ``SchedulerError``, as the CLI catches them)."""
 
 
-class ApiError(ClientError):
-    """The API answered an error status; ``code``/``message``/``details`` are its envelope's."""
+class ApiCallFailed(ClientError):
+    """The API answered an error status; ``code``/``message``/``details`` are its envelope's.
+    (The client's own name for it: ``scheduler.api.errors.ApiError`` is the server's.)"""
 
     def __init__(self, status: int, code: str, message: str, details: list[dict[str, Any]] | None = None,
                  body: Any = None):
@@ -64,7 +68,7 @@ class NoCredentials(ClientError):
 
 
 class JobNotFound(ClientError):
-    """No job has this name (name lookups only; an unknown id is an ``ApiError`` 404)."""
+    """No job has this name (name lookups only; an unknown id is an ``ApiCallFailed`` 404)."""
 
 
 def is_job_id(value: str) -> bool:
@@ -107,8 +111,8 @@ def _reason(status: int) -> str:
         return "error"
 
 
-def error_from_response(status: int, text: str) -> ApiError:
-    """An ``ApiError`` of an error answer: the API's envelope, API Gateway's ``{"message": ...}``,
+def error_from_response(status: int, text: str) -> ApiCallFailed:
+    """An ``ApiCallFailed`` of an error answer: the API's envelope, API Gateway's ``{"message": ...}``,
     or the first bytes of whatever else came back."""
     try:
         body = json.loads(text) if text else None
@@ -117,14 +121,14 @@ def error_from_response(status: int, text: str) -> ApiError:
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         err = body["error"]
         details = [d for d in err.get("details") or [] if isinstance(d, dict)]
-        return ApiError(status, str(err.get("code") or _reason(status)), str(err.get("message") or ""),
+        return ApiCallFailed(status, str(err.get("code") or _reason(status)), str(err.get("message") or ""),
                         details, body)
     if isinstance(body, dict):
         message = body.get("message") or body.get("Message")
         if isinstance(message, str):
-            return ApiError(status, _reason(status), message, [], body)
+            return ApiCallFailed(status, _reason(status), message, [], body)
     excerpt = " ".join((text or "").split())[:200]
-    return ApiError(status, _reason(status), excerpt or f"HTTP {status}", [], body)
+    return ApiCallFailed(status, _reason(status), excerpt or f"HTTP {status}", [], body)
 
 
 class SchedulerClient:
@@ -214,7 +218,7 @@ class SchedulerClient:
 
     def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None,
                 headers: Mapping[str, str] | None = None) -> Any:
-        """Send one request; the parsed JSON answer (None when empty) or ``ApiError``."""
+        """Send one request; the parsed JSON answer (None when empty) or ``ApiCallFailed``."""
         url = self.url(path, query)
         data = None if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
         signed_headers = {"Accept": "application/json"}
@@ -239,7 +243,7 @@ class SchedulerClient:
         try:
             return json.loads(text)
         except ValueError:
-            raise ApiError(response.status_code, "invalid_response",
+            raise ApiCallFailed(response.status_code, "invalid_response",
                            f"the answer is not JSON: {' '.join(text.split())[:200]}") from None
 
     # -- jobs ----------------------------------------------------------------------------------
@@ -255,8 +259,8 @@ class SchedulerClient:
     def list_jobs(self, *, state: str | None = None, tag: str | None = None, name_prefix: str | None = None,
                   limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
         """``GET /v1/jobs``: one page, ``{"jobs": [...], "next_cursor": ...}``."""
-        return self.request("GET", f"{API_PREFIX}/jobs", query={
-            "state": state, "tag": tag, "name_prefix": name_prefix, "limit": limit, "cursor": cursor})
+        return _expect_list(self.request("GET", f"{API_PREFIX}/jobs", query={
+            "state": state, "tag": tag, "name_prefix": name_prefix, "limit": limit, "cursor": cursor}), "jobs")
 
     def iter_job_pages(self, **filters: Any) -> Iterator[dict[str, Any]]:
         """Every page of ``list_jobs``, following ``next_cursor``."""
@@ -264,7 +268,7 @@ class SchedulerClient:
 
     def get_job(self, job_id: str) -> dict[str, Any]:
         """``GET /v1/jobs/{id}``."""
-        return self.request("GET", self._job_path(job_id))
+        return _expect_job(self.request("GET", self._job_path(job_id)))
 
     def replace_job(self, job_id: str, spec: Mapping[str, Any], *, if_match: str | int | None = None) -> dict[str, Any]:
         """``PUT /v1/jobs/{id}``: a full definition; ``If-Match`` when ``if_match`` is given."""
@@ -295,14 +299,43 @@ class SchedulerClient:
     def list_executions(self, job_id: str, *, status: str | None = None, limit: int | None = None,
                         cursor: str | None = None) -> dict[str, Any]:
         """``GET /v1/jobs/{id}/executions``: one page, ``{"executions": [...], "next_cursor": ...}``."""
-        return self.request("GET", self._job_path(job_id, "/executions"),
-                            query={"status": status, "limit": limit, "cursor": cursor})
+        return _expect_list(self.request("GET", self._job_path(job_id, "/executions"),
+                                         query={"status": status, "limit": limit, "cursor": cursor}), "executions")
 
     def iter_execution_pages(self, job_id: str, **filters: Any) -> Iterator[dict[str, Any]]:
         """Every page of ``list_executions``, following ``next_cursor``."""
         return self._pages(lambda **kw: self.list_executions(job_id, **kw), filters)
 
+    def list_all_executions(self, *, status: str | None = None, job_id: str | None = None,
+                            since: str | None = None, limit: int | None = None,
+                            cursor: str | None = None) -> dict[str, Any]:
+        """``GET /v1/executions``: one page of the caller's executions across jobs, newest first."""
+        path = f"{API_PREFIX}/executions"
+        with _route_missing_on_404("GET", path, self.endpoint):
+            answer = self.request("GET", path, query={
+                "status": status, "job_id": job_id, "since": since, "limit": limit, "cursor": cursor})
+        return _expect_list(answer, "executions")
+
+    def iter_all_execution_pages(self, **filters: Any) -> Iterator[dict[str, Any]]:
+        """Every page of ``list_all_executions``, following ``next_cursor``."""
+        return self._pages(self.list_all_executions, filters)
+
+    # -- schedules -----------------------------------------------------------------------------
+
+    def preview_schedule(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """``POST /v1/schedules/preview``: ``{"occurrences": [...]}``."""
+        path = f"{API_PREFIX}/schedules/preview"
+        with _route_missing_on_404("POST", path, self.endpoint):
+            answer = self.request("POST", path, body=spec)
+        if not isinstance(answer, dict) or not isinstance(answer.get("occurrences"), list):
+            raise not_scheduler(answer)
+        return answer
+
     # -- helpers -------------------------------------------------------------------------------
+
+    def pages(self, fetch: Any, filters: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """Every page of a listing call ``fetch(**filters, cursor=...)``, following ``next_cursor``."""
+        return self._pages(fetch, dict(filters))
 
     @staticmethod
     def _pages(fetch: Any, filters: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -330,6 +363,36 @@ class SchedulerClient:
         return str(self.find_job_by_name(id_or_name)["id"])
 
 
+@contextmanager
+def _route_missing_on_404(method: str, path: str, endpoint: str) -> Iterator[None]:
+    """A 404 of a route without ids can only mean the server lacks the route: say so."""
+    try:
+        yield
+    except ApiCallFailed as exc:
+        if exc.status == 404:
+            raise ApiCallFailed(404, exc.code, f"the API at {endpoint} has no {method} {path} "
+                                          "(a server older than this client?)", exc.details, exc.body) from None
+        raise
+
+
+def not_scheduler(answer: Any) -> ApiCallFailed:
+    """The error of an answer that is not the scheduler API's (another service on the endpoint)."""
+    excerpt = " ".join(json.dumps(answer, ensure_ascii=False).split())[:120]
+    return ApiCallFailed(200, "invalid_response", f"the endpoint does not answer as the scheduler API: {excerpt}")
+
+
+def _expect_list(answer: Any, key: str) -> dict[str, Any]:
+    if not isinstance(answer, dict) or not isinstance(answer.get(key), list):
+        raise not_scheduler(answer)
+    return answer
+
+
+def _expect_job(answer: Any) -> dict[str, Any]:
+    if not isinstance(answer, dict) or not isinstance(answer.get("id"), str):
+        raise not_scheduler(answer)
+    return answer
+
+
 def _if_match(version: str | int | None) -> dict[str, str]:
     if version is None or version == "":
         return {}
@@ -350,7 +413,7 @@ def _short(exc: Exception) -> str:
 
 
 __all__ = [
-    "ApiError", "ClientError", "ConnectionFailed", "DEFAULT_ENDPOINT", "JobNotFound", "NoCredentials",
+    "ApiCallFailed", "ClientError", "ConnectionFailed", "DEFAULT_ENDPOINT", "JobNotFound", "NoCredentials",
     "SchedulerClient", "encode_query", "error_from_response", "is_aws_endpoint", "is_job_id",
     "region_of_endpoint",
 ]

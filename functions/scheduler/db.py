@@ -1,20 +1,93 @@
-"""Connections to Postgres: a pool per process, configured for RDS Proxy when it is in the path."""
+"""Connections to Postgres: a pool per process, configured for RDS Proxy when it is in the path.
+
+In the cloud the credentials come from a Secrets Manager secret that rotates: the pool's
+connection string is a ``Credentials`` source, re-read once when a login fails (a rotated
+password), so a warm container follows a rotation without a restart.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import logging
+import threading
+from pathlib import Path
+from typing import Any, Callable
 
+import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from scheduler.settings import Settings
 
+logger = logging.getLogger(__name__)
 
-def make_pool(conninfo: str, *, min_size: int = 1, max_size: int = 4, through_proxy: bool = False,
-              open_wait: bool = True) -> ConnectionPool:
+# The RDS certificate authorities (https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem),
+# for connections straight to the instance (the migrate function), when the file is shipped.
+RDS_CA_BUNDLE = Path(__file__).resolve().parent / "certs" / "rds-global-bundle.pem"
+# SQLSTATEs of a refused login: invalid_password, invalid_authorization_specification.
+_LOGIN_FAILED = {"28P01", "28000"}
+
+
+class Credentials:
+    """The connection string of a pool, from ``source`` (which reads the secret), cached; re-read
+    by ``refresh`` after a failed login. Thread-safe: the pool connects from its workers."""
+
+    def __init__(self, source: Callable[[], str]):
+        self._source = source
+        self._lock = threading.Lock()
+        self._current: str | None = None
+
+    def __call__(self) -> str:
+        with self._lock:
+            if self._current is None:
+                self._current = self._source()
+            return self._current
+
+    def refresh(self, stale: str) -> str:
+        """The connection string after ``stale`` was refused: re-read once per stale value (many
+        connections failing together cause one read)."""
+        with self._lock:
+            if self._current is None or self._current == stale:
+                self._current = self._source()
+            return self._current
+
+
+def is_login_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is Postgres refusing the credentials (not an unreachable server)."""
+    if getattr(exc, "sqlstate", None) in _LOGIN_FAILED:
+        return True
+    text = str(exc).lower()
+    return "password authentication failed" in text or "authentication failed for user" in text
+
+
+def reauthenticating(credentials: Credentials) -> type[psycopg.Connection]:
+    """A connection class for a pool on ``credentials``: a refused login is retried once, with the
+    credentials read again (a rotated password); any other failure, or a second refusal, raises."""
+
+    class Connection(psycopg.Connection):  # type: ignore[type-arg]
+        @classmethod
+        def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:  # type: ignore[override]
+            # The pool's own conninfo is empty: the credentials are the source of truth.
+            current = credentials()
+            try:
+                return super().connect(current, **kwargs)
+            except psycopg.OperationalError as exc:
+                if not is_login_failure(exc):
+                    raise
+                fresh = credentials.refresh(current)
+                logger.warning("database login refused; credentials read again, retrying once")
+                return super().connect(fresh, **kwargs)
+
+    return Connection
+
+
+def make_pool(conninfo: str | Credentials | Callable[[], str], *, min_size: int = 1, max_size: int = 4,
+              through_proxy: bool = False, open_wait: bool = True) -> ConnectionPool:
     """A connection pool returning dict rows, in autocommit: a single statement costs one round
     trip, and the store opens a transaction (``conn.transaction()``) where it needs several.
+
+    ``conninfo`` is a string, or a source of one (``Credentials``, or a callable that reads the
+    secret): a source is read again, and the login retried once, when Postgres refuses a login.
 
     Through RDS Proxy, server-side prepared statements would pin the proxied connection to one
     client, so psycopg's automatic preparation is turned off there.
@@ -22,29 +95,70 @@ def make_pool(conninfo: str, *, min_size: int = 1, max_size: int = 4, through_pr
     kwargs: dict[str, Any] = {"row_factory": dict_row, "autocommit": True}
     if through_proxy:
         kwargs["prepare_threshold"] = None
+    extra: dict[str, Any] = {}
+    if callable(conninfo):
+        credentials = conninfo if isinstance(conninfo, Credentials) else Credentials(conninfo)
+        extra = {"connection_class": reauthenticating(credentials)}
+        conninfo = ""
     pool = ConnectionPool(conninfo, min_size=min_size, max_size=max_size, kwargs=kwargs, open=False,
-                          name="scheduler")
+                          name="scheduler", **extra)
     pool.open(wait=open_wait, timeout=30)
     return pool
 
 
-def conninfo_from_settings(settings: Settings, *, direct: bool = False, secrets_client: Any = None) -> str:
-    """The connection string of this process.
+def conninfo_source(settings: Settings, *, direct: bool = False, secrets_client: Any = None,
+                    secret_arn: str | None = None) -> str | Credentials:
+    """What a pool connects with: the URL of ``SCHEDULER_DATABASE_URL`` (or ``DATABASE_URL``) as
+    it is, else ``Credentials`` that read the secret (again after a refused login)."""
+    if settings.database_url:
+        return settings.database_url
+    return Credentials(lambda: conninfo_from_settings(settings, direct=direct, secrets_client=secrets_client,
+                                                      secret_arn=secret_arn))
+
+
+def conninfo_from_settings(settings: Settings, *, direct: bool = False, secrets_client: Any = None,
+                           secret_arn: str | None = None) -> str:
+    """The connection string of this process, read now.
 
     ``SCHEDULER_DATABASE_URL`` (or ``DATABASE_URL``) wins; in the cloud the credentials come from
-    the Secrets Manager secret and the host is the RDS Proxy endpoint, or the instance itself when
-    ``direct`` (the migrate function: advisory locks must not go through the proxy).
+    the Secrets Manager secret (``secret_arn``, else the settings') and the host is the RDS Proxy
+    endpoint, or the instance itself when ``direct`` (the migrate function: advisory locks must
+    not go through the proxy). TLS verifies the server's certificate and name (``verify-full``).
     """
     if settings.database_url:
         return settings.database_url
-    if not settings.database_secret_arn:
+    arn = secret_arn or settings.database_secret_arn
+    if not arn:
         raise RuntimeError("no database configured: set SCHEDULER_DATABASE_URL or SCHEDULER_DATABASE_SECRET_ARN")
-    if secrets_client is None:
-        import boto3
-        secrets_client = boto3.client("secretsmanager")
-    secret = json.loads(secrets_client.get_secret_value(SecretId=settings.database_secret_arn)["SecretString"])
+    secret = read_secret(arn, secrets_client)
     host = secret["host"] if direct or not settings.database_host else settings.database_host
     from psycopg.conninfo import make_conninfo
     return make_conninfo(host=host, port=secret.get("port", 5432), user=secret["username"],
                          password=secret["password"], dbname=settings.database_name or secret.get("dbname", "postgres"),
-                         sslmode="require", connect_timeout=10)
+                         connect_timeout=10, **tls_options(settings, direct=direct))
+
+
+def read_secret(arn: str, secrets_client: Any = None) -> dict[str, Any]:
+    """A JSON secret of Secrets Manager, read now (no cache: a rotation must be seen)."""
+    if secrets_client is None:
+        import boto3
+        secrets_client = boto3.client("secretsmanager")
+    return json.loads(secrets_client.get_secret_value(SecretId=arn)["SecretString"])
+
+
+def tls_options(settings: Settings, *, direct: bool) -> dict[str, str]:
+    """``sslmode`` and ``sslrootcert`` of a cloud connection.
+
+    RDS Proxy presents an ACM certificate, which chains to the Amazon Trust Services roots that
+    certifi ships: ``verify-full`` against certifi's bundle. The instance itself presents an RDS
+    CA certificate: ``verify-full`` against the RDS bundle when it is shipped (or named by
+    ``SCHEDULER_DATABASE_CA_BUNDLE``), else ``require`` (encrypted, server not authenticated).
+    """
+    if settings.database_ca_bundle:
+        return {"sslmode": "verify-full", "sslrootcert": settings.database_ca_bundle}
+    if direct:
+        if RDS_CA_BUNDLE.is_file():
+            return {"sslmode": "verify-full", "sslrootcert": str(RDS_CA_BUNDLE)}
+        return {"sslmode": "require"}
+    import certifi  # shipped with requests
+    return {"sslmode": "verify-full", "sslrootcert": certifi.where()}

@@ -32,6 +32,9 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+# How long a dispatch whose executors are all busy waits before counting the live leases again.
+FULL_RECHECK_SECONDS = 0.5
+
 
 @dataclass(frozen=True)
 class ClaimMode:
@@ -85,16 +88,31 @@ class LambdaDispatch:
                  "EC2ThrottledException", "ResourceConflictException"}
 
     def __init__(self, client: Any, function_name: str, *, max_workers: int = 16, max_tries: int = 5,
-                 base_delay: float = 0.05, sleep: Callable[[float], None] = time.sleep):
+                 base_delay: float = 0.05, sleep: Callable[[float], None] = time.sleep,
+                 max_in_flight: int | None = None, in_flight: Callable[[], int] | None = None):
         self.client = client
         self.function_name = function_name
         self.max_tries = max_tries
         self.base_delay = base_delay
         self.sleep = sleep
+        # The executor's reserved concurrency and the live leases (``FanoutStore.live_leases``).
+        self.max_in_flight = max_in_flight
+        self.in_flight = in_flight
+        self._full_until = 0.0
         self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="invoke")
 
     def capacity(self) -> int:
-        return 1_000_000  # the async invoke queues; throttles are retried in _invoke
+        """Unbounded without ``max_in_flight`` (the async invoke queues; throttles are retried in
+        ``_invoke``); else what the executor's reserved concurrency leaves beside the live leases."""
+        if self.max_in_flight is None or self.in_flight is None:
+            return 1_000_000
+        now = time.monotonic()
+        if now < self._full_until:  # saturated a moment ago: do not count the leases every round
+            return 0
+        room = max(self.max_in_flight - self.in_flight(), 0)
+        if room == 0:
+            self._full_until = now + FULL_RECHECK_SECONDS
+        return room
 
     def _invoke(self, claim: Claim) -> bool:
         payload = json.dumps(claim.to_event()).encode()

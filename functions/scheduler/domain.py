@@ -182,6 +182,7 @@ class Delivery:
     execution_id: str
     scheduled_at: datetime  # aware, UTC
     attempt: int  # 1-based
+    owner: str | None = None  # the job's owner: the ExternalId of AWS targets' role
 
     @property
     def idempotency_key(self) -> str:

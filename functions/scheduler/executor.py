@@ -132,7 +132,10 @@ class Executor:
                 continue
             logger.info("execution finished", extra={**log, "status": result.status,
                                                      "http_status": result.http_status,
-                                                     "lateness_ms": round(done.started.lateness_ms)})
+                                                     "lateness_ms": round(done.started.lateness_ms),
+                                                     "job_name": done.started.job.name,
+                                                     "duration_ms": round(done.elapsed_seconds * 1000),
+                                                     "error": result.error})
             reports.append(ExecutionReport(done.job_id, "completed", done.started.execution_id, result.status))
         return reports
 
@@ -165,5 +168,6 @@ def _deliver(started: StartedExecution, job_id: str, decrypt_target: Callable[[d
     if remaining_seconds is not None:
         cap = max(remaining_seconds() - DEADLINE_RESERVE_SECONDS, 0.0)
     delivery = Delivery(job_id=job_id, execution_id=started.execution_id,
-                        scheduled_at=started.scheduled_at, attempt=started.attempt)
+                        scheduled_at=started.scheduled_at, attempt=started.attempt,
+                        owner=started.job.owner)
     return deliver(target, delivery, policy, timeout_cap=cap)

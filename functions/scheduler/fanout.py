@@ -99,6 +99,9 @@ def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float,
         report.rounds += 1
         if claims:
             report.claimed += len(claims)
+            lost = sum(1 for claim in claims if claim.reclaimed)
+            if lost:  # their runners died: the claim marked the executions lost (queries.sql)
+                metrics.count(c.METRIC_EXECUTIONS, lost, status="lost")
             report.job_ids.extend(claim.job_id for claim in claims)
             refused = dispatch.dispatch(claims)
             for claim in refused:

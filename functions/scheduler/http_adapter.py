@@ -3,8 +3,8 @@
 Each request becomes an API Gateway REST proxy event (payload version 1.0) carrying the
 caller's identity, as API Gateway with IAM auth would build it; the handler's answer becomes
 the HTTP response. Local mode serves it (with a fixed local principal); tests call it directly.
-``principal_for_request(environ)`` decides who the caller is (None: no identity, so 403); it is
-called after the body was read, which it finds as bytes in ``environ["scheduler.body"]`` (to
+``principal_for_request(environ)`` decides who the caller is (None: no identity, so 403; or it
+raises ``RequestRefused`` to answer 403 with its reason); it is called after the body was read, which it finds as bytes in ``environ["scheduler.body"]`` (to
 verify a SigV4 signature, say).
 
 The 1 MiB body limit is enforced here while reading: a larger body answers 413 without being
@@ -178,8 +178,20 @@ def _respond(start_response: Callable, code: int, headers: list[tuple[str, str]]
 
 
 def _error(start_response: Callable, code: int, error: str, message: str) -> Iterable[bytes]:
+    # No "Connection: close": a WSGI application must not set hop-by-hop headers (PEP 3333),
+    # and waitress answers 500 to one that does. Waitress closes the connection itself when it
+    # did not read the whole body.
     body = json.dumps({"error": {"code": error, "message": message, "details": []}}).encode()
-    return _respond(start_response, code, [("Content-Type", "application/json"), ("Connection", "close")], body)
+    return _respond(start_response, code, [("Content-Type", "application/json")], body)
+
+
+class RequestRefused(Exception):
+    """Raised by a ``principal_for_request`` to refuse a request with its reason (a bad
+    signature, say): answered with the error envelope, the handler is not called."""
+
+    def __init__(self, message: str, status: int = 403, code: str = "forbidden"):
+        super().__init__(message)
+        self.message, self.status, self.code = message, status, code
 
 
 def make_wsgi_app(handler: Handler, principal_for_request: PrincipalForRequest, *, stage: str = "local",
@@ -194,7 +206,11 @@ def make_wsgi_app(handler: Handler, principal_for_request: PrincipalForRequest, 
             return _error(start_response, 413, "payload_too_large",
                           f"the request body is larger than {max_body_bytes} bytes")
         environ[BODY_KEY] = body  # for a principal_for_request that verifies a signature over it
-        event = make_event(environ, body, principal_for_request(environ), stage)
+        try:
+            principal = principal_for_request(environ)
+        except RequestRefused as exc:
+            return _error(start_response, exc.status, exc.code, exc.message)
+        event = make_event(environ, body, principal, stage)
         with lock:
             answer = handler(event, LocalLambdaContext())
         headers: list[tuple[str, str]] = []
@@ -209,3 +225,35 @@ def make_wsgi_app(handler: Handler, principal_for_request: PrincipalForRequest, 
         return _respond(start_response, int(answer.get("statusCode", 500)), headers, payload)
 
     return app
+
+
+_SERVER_ERROR_CODES = {400: "invalid_request", 413: "payload_too_large", 431: "headers_too_large"}
+
+
+def envelope_server_errors(server: Any, max_body_bytes: int = MAX_REQUEST_BODY_BYTES) -> Any:
+    """Make a waitress server answer the errors it raises itself (a body over its
+    ``max_request_body_size``: 413, before the body is read; a malformed request: 400) with the
+    API's error envelope rather than waitress' plain text. Returns the server."""
+    from waitress.channel import HTTPChannel
+    from waitress.task import ErrorTask
+
+    class EnvelopeErrorTask(ErrorTask):
+        def execute(self) -> None:
+            error = self.request.error
+            if error.code == 413:
+                message = f"the request body is larger than {max_body_bytes} bytes"
+            else:
+                message = f"{error.reason}: {error.body}".strip().rstrip(":")
+            body = json.dumps({"error": {"code": _SERVER_ERROR_CODES.get(error.code, "invalid_request"),
+                                         "message": message, "details": []}}).encode()
+            self.status = f"{error.code} {error.reason}"
+            self.response_headers.append(("Content-Type", "application/json"))
+            self.set_close_on_finish()
+            self.content_length = len(body)
+            self.write(body)
+
+    class EnvelopeChannel(HTTPChannel):
+        error_task_class = EnvelopeErrorTask
+
+    server.channel_class = EnvelopeChannel
+    return server

@@ -4,7 +4,7 @@ A WSGI server (waitress) feeds the api handler API Gateway events through the HT
 loop calls the fan-out, and a thread pool stands in for the asynchronous Lambda invoke of the
 executor (claims started, and outcomes recorded, a batch per statement). Postgres is embedded
 (pgserver, data kept under ``--data-dir``) unless a database URL is given; migrations are
-applied at start. Several processes on one database act as several runners (``--runners``
+applied at start; ``serve`` takes a typed ``LocalOptions``. Several processes on one database act as several runners (``--runners``
 starts them). Ctrl-C (or SIGTERM) stops the intake, lets running executions finish and records
 them, and stops the embedded Postgres (the runner claims only what it can start at once, so no
 claim waits in a queue).
@@ -12,21 +12,52 @@ claim waits in a queue).
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import signal
-import sys
+import socket
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from scheduler import constants as c
+from scheduler.errors import MigrationError, SchedulerError
 from scheduler.settings import Settings
 
 logger = logging.getLogger("scheduler.local")
 
 LOCAL_PRINCIPAL = "arn:aws:iam::000000000000:user/local"
+DEFAULT_REGION = "us-east-1"
+MISSING_EXTRA = "scheduler local needs the 'local' extra: pip install -e '.[local]' (or make dev)"
+
+
+class LocalError(SchedulerError):
+    """Local mode cannot start (busy port, unreachable database, missing package...): one line
+    for the user, no traceback."""
+
+
+@dataclass(frozen=True)
+class LocalOptions:
+    """What ``scheduler local`` runs with (the command line's flags, typed).
+
+    ``database_url``: None for an embedded Postgres under ``data_dir`` (after
+    ``$SCHEDULER_DATABASE_URL`` and ``$DATABASE_URL``). ``precision``: None for
+    ``$SCHEDULER_PRECISION``, else ``second``. ``guard_targets``: keep the SSRF guard on
+    (private and loopback targets refused, as deployed); off by default in local mode.
+    ``region``: the region SigV4 signatures must name (``auth="sigv4"``).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    database_url: str | None = None
+    data_dir: str = ".scheduler"
+    auth: str = "none"
+    credentials_file: str | None = None
+    precision: str | None = None
+    runners: int = 1
+    guard_targets: bool = False
+    region: str = DEFAULT_REGION
 
 
 class EmbeddedPostgres:
@@ -45,35 +76,40 @@ class EmbeddedPostgres:
         self.server.cleanup()
 
 
-def principal_resolver(auth: str, credentials_file: str | None) -> Callable[[dict[str, Any]], str | None]:
-    """Who is calling: one fixed local principal, or the owner of a verified SigV4 signature."""
+def principal_resolver(auth: str, credentials_file: str | None, *,
+                       region: str | None = DEFAULT_REGION) -> Callable[[dict[str, Any]], str | None]:
+    """Who is calling: one fixed local principal, or the owner of a verified SigV4 signature
+    (whose credential scope must name ``region``; None accepts any region). A request
+    whose signature does not verify is refused with the reason (``RequestRefused``: 403)."""
     if auth == "none":
         return lambda environ: LOCAL_PRINCIPAL
+    from scheduler.http_adapter import RequestRefused
     from scheduler.sigv4 import SignatureError, load_credentials, verify_wsgi
 
     if not credentials_file:
-        raise SystemExit("scheduler local: --auth sigv4 needs --credentials FILE")
+        raise LocalError("--auth sigv4 needs --credentials FILE")
     credentials = load_credentials(credentials_file)
 
     def resolve(environ: dict[str, Any]) -> str | None:
         try:
-            return verify_wsgi(environ, environ.get("scheduler.body", b""), credentials)
+            return verify_wsgi(environ, environ.get("scheduler.body", b""), credentials, region=region,
+                               security_tokens=False)
         except SignatureError as exc:
             logger.info("request refused: %s", exc)
-            return None
+            raise RequestRefused(exc.message) from None
 
     return resolve
 
 
-def run_runner(deps: Any, settings: Settings, invoker: Any, stop: threading.Event) -> None:
+def run_runner(deps: Any, settings: Settings, dispatch: Any, stop: threading.Event) -> None:
     """The runner's loop: fan-out after fan-out until ``stop``, surviving database outages (the
     leases protect the jobs meanwhile)."""
-    from scheduler.runner import run_fanout
+    from scheduler.fanout import run_fanout
 
     while not stop.is_set():
         try:
             budget = 60.0 if settings.precision == "second" else 0.0
-            run_fanout(deps.store, invoker, budget_seconds=budget, batch_size=settings.claim_batch_size,
+            run_fanout(deps.store, dispatch, budget_seconds=budget, batch_size=settings.claim_batch_size,
                        lease_seconds=settings.claim_lease_seconds, metrics=deps.metrics, stop=stop,
                        retention_days=settings.execution_retention_days)
             if settings.precision == "minute":
@@ -83,11 +119,11 @@ def run_runner(deps: Any, settings: Settings, invoker: Any, stop: threading.Even
             stop.wait(1.0)
 
 
-def _local_invoker(deps: Any) -> Any:
+def _local_dispatch(deps: Any) -> Any:
+    from scheduler.dispatch import InProcessDispatch
     from scheduler.executor import Executor
-    from scheduler.runner import LocalInvoker
 
-    return LocalInvoker(Executor(deps.store, deps.decrypt_target, deps.target_policy, deps.metrics))
+    return InProcessDispatch(Executor(deps.store, deps.decrypt_target, deps.target_policy, deps.metrics))
 
 
 def _close_delivery_clients() -> None:
@@ -104,7 +140,7 @@ def runner_process(settings: Settings) -> None:
     and are recorded."""
     import multiprocessing
 
-    from scheduler.cli import configure_logging
+    from scheduler.logs import configure_logging
     from scheduler.wiring import Dependencies
 
     configure_logging(multiprocessing.current_process().name)
@@ -121,48 +157,127 @@ def runner_process(settings: Settings) -> None:
     threading.Thread(target=watch_parent, name="parent-watch", daemon=True).start()
     deps = Dependencies(settings, pool_max_size=8)
     deps.store, deps.secret_box  # built now, before the threads that share them  # noqa: B018
-    invoker = _local_invoker(deps)
+    dispatch = _local_dispatch(deps)
     try:
-        run_runner(deps, settings, invoker, stop)
+        run_runner(deps, settings, dispatch, stop)
     finally:
-        invoker.close()
+        dispatch.close()
         _close_delivery_clients()
         deps.pool.close()
 
 
-def serve(args: argparse.Namespace, *, ready: threading.Event | None = None,
+def check_port(host: str, port: int) -> None:
+    """``LocalError`` when ``host:port`` cannot be bound (checked before migrating anything)."""
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise LocalError(f"cannot listen on {host}: {exc.strerror or exc}") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as waitress binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            busy = exc.errno in (98, 48, 10048)  # EADDRINUSE on Linux, macOS, Windows
+            reason = "is in use (another scheduler local?); give --port" if busy else f"cannot be bound: {exc.strerror}"
+            raise LocalError(f"port {port} on {host} {reason}") from None
+
+
+def local_settings(options: LocalOptions, data_dir: Path, database_url: str,
+                   environ: dict[str, str] | None = None) -> Settings:
+    """The settings of local mode: the environment's (``SCHEDULER_*``), with the options over them."""
+    env = os.environ if environ is None else environ
+    try:
+        base = Settings.from_env(dict(env))
+    except ValueError as exc:
+        raise LocalError(str(exc)) from None
+    return replace(base, database_url=database_url, allow_private_targets=not options.guard_targets,
+                   precision=options.precision or base.precision,
+                   local_key_file=env.get(c.ENV_LOCAL_KEY_FILE) or str(data_dir / "secret.key"))
+
+
+def database_error(url: str, exc: Exception) -> str:
+    """One line on a database that cannot be reached: its host and port, never its password."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        where = f"{parts.hostname or 'localhost'}:{parts.port or 5432}"
+    except ValueError:
+        where = "the given URL"
+    reason = " ".join(str(exc).split()).replace(url, "<url>")
+    return f"cannot reach the database at {where}: {reason[:300]}"
+
+
+def migrate_or_explain(migrate: Callable[[str], Any], url: str) -> Any:
+    """``migrate(url)``; a database that cannot be reached, or a schema this code cannot
+    migrate, is a ``LocalError`` of one line."""
+    import psycopg
+
+    try:
+        return migrate(url)
+    except psycopg.OperationalError as exc:
+        raise LocalError(database_error(url, exc)) from None
+    except MigrationError as exc:
+        raise LocalError(f"cannot migrate the database: {exc}") from None
+
+
+def _database_url(options: LocalOptions) -> str | None:
+    return options.database_url or os.environ.get(c.ENV_DATABASE_URL) or os.environ.get("DATABASE_URL") or None
+
+
+def serve(options: LocalOptions, *, ready: threading.Event | None = None,
           stop: threading.Event | None = None) -> int:
-    """Run until interrupted; ``ready`` is set once the API answers (tests), ``stop`` ends it."""
+    """Run until interrupted; ``ready`` is set once the API answers (tests), ``stop`` ends it.
+    ``LocalError`` when it cannot start."""
     import multiprocessing
 
-    from waitress import create_server
+    try:
+        from waitress import create_server
+    except ImportError:
+        raise LocalError(MISSING_EXTRA) from None
 
     from scheduler.api.app import make_app
-    from scheduler.http_adapter import make_wsgi_app
+    from scheduler.http_adapter import MAX_REQUEST_BODY_BYTES, envelope_server_errors, make_wsgi_app
     from scheduler.migrations import migrate
     from scheduler.wiring import Dependencies
 
     stop = stop or threading.Event()
-    data_dir = Path(args.data_dir or ".scheduler").resolve()
+    check_port(options.host, options.port)
+    resolver = principal_resolver(options.auth, options.credentials_file, region=options.region)
+    data_dir = Path(options.data_dir or ".scheduler").resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     embedded = None
-    database_url = args.database_url or os.environ.get("DATABASE_URL")
+    database_url = _database_url(options)
+    settings = local_settings(options, data_dir, database_url or "")
     if not database_url:
-        embedded = EmbeddedPostgres(data_dir)
+        try:
+            embedded = EmbeddedPostgres(data_dir)
+        except ImportError:
+            raise LocalError(MISSING_EXTRA) from None
         database_url = embedded.url
-    settings = replace(Settings.from_env(), database_url=database_url, allow_private_targets=True,
-                       precision=getattr(args, "precision", None) or "second",
-                       local_key_file=str(data_dir / "secret.key"))
-    migrate(database_url)
+        settings = replace(settings, database_url=database_url)
+    try:
+        migrate_or_explain(migrate, database_url)
+    except LocalError:
+        if embedded is not None:
+            embedded.stop()
+        raise
     deps = Dependencies(settings, pool_max_size=24)
     deps.store, deps.secret_box  # built now, before the threads that share them  # noqa: B018
     app = make_app(lambda: deps.store, lambda: deps.secret_box, settings)
-    wsgi = make_wsgi_app(lambda event, context: app.resolve(event, context),
-                         principal_resolver(getattr(args, "auth", "none") or "none", getattr(args, "credentials", None)))
-    wsgi = __import__("scheduler.console", fromlist=["local_app"]).local_app(wsgi, host=args.host)  # console, guard
-    server = create_server(wsgi, host=args.host, port=args.port, threads=8, ident="scheduler-local")
-    invoker = _local_invoker(deps)
-    runners = getattr(args, "runners", 1) or 1
+    wsgi = make_wsgi_app(lambda event, context: app.resolve(event, context), resolver)
+    wsgi = __import__("scheduler.console", fromlist=["local_app"]).local_app(wsgi, host=options.host)  # console, guard
+    # Waitress buffers a body before the app sees it: past its limit it answers 413 itself (the
+    # envelope, see envelope_server_errors) without reading on. Its count includes the framing
+    # of a chunked body, hence a little slack; the adapter checks the exact limit.
+    server = envelope_server_errors(create_server(wsgi, host=options.host, port=options.port, threads=8,
+                                                  ident="scheduler-local",
+                                                  max_request_body_size=MAX_REQUEST_BODY_BYTES + 64 * 1024))
+    dispatch = _local_dispatch(deps)
+    runners = options.runners
     # More runners: processes of their own (one Python process delivers about a thousand jobs a
     # second on one core); they share the database, so their claims never overlap.
     extra = [multiprocessing.get_context("spawn").Process(target=runner_process, args=(settings,),
@@ -174,7 +289,7 @@ def serve(args: argparse.Namespace, *, ready: threading.Event | None = None,
     def shutdown(*_: Any) -> None:
         stop.set()
 
-    runner_thread = threading.Thread(target=run_runner, args=(deps, settings, invoker, stop), name="fanout",
+    runner_thread = threading.Thread(target=run_runner, args=(deps, settings, dispatch, stop), name="fanout",
                                      daemon=True)
     runner_thread.start()
     server_thread = threading.Thread(target=server.run, name="api", daemon=True)
@@ -182,10 +297,11 @@ def serve(args: argparse.Namespace, *, ready: threading.Event | None = None,
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, shutdown)
         signal.signal(signal.SIGTERM, shutdown)
-    url = f"http://{args.host}:{server.effective_port}"
+    url = f"http://{options.host}:{server.effective_port}"
     where = "embedded Postgres under " + str(data_dir / "pgdata") if embedded else "the given database"
     print(f"scheduler local: API {url}/v1 ({where}; precision {settings.precision}; "
-          f"{runners} runner process{'es' if runners > 1 else ''}). Ctrl-C to stop.", flush=True)
+          f"{runners} runner process{'es' if runners > 1 else ''}"
+          f"{'; SSRF guard on' if options.guard_targets else ''}). Ctrl-C to stop.", flush=True)
     if ready is not None:
         ready.set()
     try:
@@ -196,7 +312,7 @@ def serve(args: argparse.Namespace, *, ready: threading.Event | None = None,
         for process in extra:
             process.terminate()  # SIGTERM: it finishes and records its deliveries under way
         runner_thread.join(timeout=10)
-        invoker.close()
+        dispatch.close()
         for process in extra:
             process.join(timeout=60)
             if process.is_alive():
@@ -209,8 +325,3 @@ def serve(args: argparse.Namespace, *, ready: threading.Event | None = None,
         print("scheduler local: stopped", flush=True)
     return 0
 
-
-if __name__ == "__main__":  # pragma: no cover
-    from scheduler.cli import main
-
-    sys.exit(main(["local", *sys.argv[1:]]))

@@ -11,10 +11,16 @@ from __future__ import annotations
 import hashlib
 import logging
 
-import psycopg
+from pathlib import Path
 
+import psycopg
+from psycopg import sql
+
+from scheduler.constants import APP_DATA_ROLE
 from scheduler.errors import MigrationError  # noqa: F401 (re-exported)
 from scheduler.sql import migration_files
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "sql" / "migrations"
 
 logger = logging.getLogger(__name__)
 
@@ -79,3 +85,35 @@ def applied_versions(conninfo: str) -> list[int]:
         if not exists:
             return []
         return [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
+
+
+def files_hash() -> str:
+    """A hash of the migration files, names and bytes: the one the deployment computes at synthesis
+    (``infra.shared.migrations_hash``) and gives the migrate function as ``MigrationsHash``."""
+    digest = hashlib.sha256()
+    for path in sorted(MIGRATIONS_DIR.glob("*.sql")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def ensure_login(conninfo: str, username: str, password: str, *, role: str = APP_DATA_ROLE) -> str:
+    """Give ``username`` a login with ``password``, as a member of ``role`` (the privileges of
+    migration 0004), unless it can log in already: then its password is the rotation's business
+    and is left alone. Returns "created", "enabled" or "exists" ("absent" when ``role`` was not
+    created, for lack of CREATEROLE). The password goes through the client-side quoting of
+    ``psycopg.sql.Literal`` (ALTER ROLE takes no bind parameters) and is never logged."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is None:
+            return "absent"
+        row = conn.execute("SELECT rolcanlogin FROM pg_roles WHERE rolname = %s", (username,)).fetchone()
+        if row is not None and row[0]:
+            outcome = "exists"
+        else:
+            verb = "ALTER" if row is not None else "CREATE"
+            conn.execute(sql.SQL("{} ROLE {} WITH LOGIN PASSWORD {}").format(
+                sql.SQL(verb), sql.Identifier(username), sql.Literal(password)))
+            outcome = "enabled" if row is not None else "created"
+        member = conn.execute("SELECT pg_has_role(%s, %s, 'MEMBER')", (username, role)).fetchone()[0]
+        if not member:
+            conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(role), sql.Identifier(username)))
+    return outcome

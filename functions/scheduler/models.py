@@ -10,12 +10,15 @@ are plain strings here; the API encrypts them before the store sees them and mas
 from __future__ import annotations
 
 import re
+import unicodedata
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
 
+from scheduler.aws_models import (AWS_TARGET_TYPES, AwsFieldError, EventBridgeTarget, LambdaTarget, SigV4Auth,
+                                  SnsTarget, SqsTarget)
 from scheduler.schedules import ScheduleError, parse_schedule, validate_timezone
 from scheduler.urls import MAX_URL_LENGTH, check_broker_url_syntax, check_url_syntax
 
@@ -47,7 +50,21 @@ class _FieldError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", str_max_length=MAX_BODY_LENGTH)
+    # strict: JSON types as they are (no true for a number, no "3" for an integer, no 1 for a
+    # boolean); the instants, which JSON can only give as text, opt out field by field.
+    model_config = ConfigDict(extra="forbid", str_max_length=MAX_BODY_LENGTH, strict=True)
+
+
+def _single_line(value: str, latin1: bool = False) -> str:
+    """Refuse what cannot go on one header line: CR, LF, U+2028/2029 and other control
+    characters; with ``latin1``, characters an HTTP header cannot carry (past U+00FF)."""
+    for ch in value:
+        if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+            raise ValueError(f"must be single-line printable text (no line breaks or control characters: "
+                             f"U+{ord(ch):04X})")
+        if latin1 and ord(ch) > 0xFF:
+            raise ValueError(f"must be Latin-1 text to go in an HTTP header (U+{ord(ch):04X} is not)")
+    return value
 
 
 def _check_headers(headers: dict[str, str]) -> dict[str, str]:
@@ -61,6 +78,10 @@ def _check_headers(headers: dict[str, str]) -> dict[str, str]:
             raise ValueError(f"header {name!r} is set by the scheduler and cannot be given")
         if len(value) > MAX_HEADER_VALUE_LENGTH or "\r" in value or "\n" in value:
             raise ValueError(f"header {name!r}: value too long or contains a line break")
+        try:
+            _single_line(value, latin1=True)
+        except ValueError as exc:
+            raise _FieldError(name, str(exc)) from None
     return headers
 
 
@@ -69,10 +90,27 @@ class BasicAuth(_Strict):
     username: str = Field(min_length=1, max_length=256)
     password: str = Field(max_length=1024)
 
+    @field_validator("username")
+    @classmethod
+    def _username(cls, v: str) -> str:
+        if ":" in v:
+            raise ValueError("must not contain ':' (it ends the username in basic auth)")
+        return _single_line(v)
+
+    @field_validator("password")
+    @classmethod
+    def _password(cls, v: str) -> str:
+        return _single_line(v)
+
 
 class BearerAuth(_Strict):
     type: Literal["bearer"]
     token: str = Field(min_length=1, max_length=8192)
+
+    @field_validator("token")
+    @classmethod
+    def _token(cls, v: str) -> str:
+        return _single_line(v, latin1=True)
 
 
 class HeaderAuth(_Strict):
@@ -86,8 +124,13 @@ class HeaderAuth(_Strict):
         _check_headers({v: ""})
         return v
 
+    @field_validator("value")
+    @classmethod
+    def _value(cls, v: str) -> str:
+        return _single_line(v, latin1=True)
 
-Auth = Annotated[Union[BasicAuth, BearerAuth, HeaderAuth], Field(discriminator="type")]
+
+Auth = Annotated[Union[BasicAuth, BearerAuth, HeaderAuth, SigV4Auth], Field(discriminator="type")]
 
 
 class HttpTarget(_Strict):
@@ -161,7 +204,8 @@ class AmqpTarget(_Strict):
         return self
 
 
-Target = Annotated[Union[HttpTarget, AmqpTarget], Field(discriminator="type")]
+Target = Annotated[Union[HttpTarget, AmqpTarget, LambdaTarget, SqsTarget, SnsTarget, EventBridgeTarget],
+                  Field(discriminator="type")]
 
 
 class RetryPolicy(_Strict):
@@ -187,10 +231,10 @@ class JobSpec(_Strict):
     tags: list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_LENGTH)]] = Field(
         default_factory=list, max_length=MAX_TAGS)
     schedule: str | None = Field(default=None, max_length=256)
-    run_at: AwareDatetime | None = None
+    run_at: AwareDatetime | None = Field(default=None, strict=False)
     timezone: str = Field(default="UTC", max_length=64)
-    start_at: AwareDatetime | None = None
-    end_at: AwareDatetime | None = None
+    start_at: AwareDatetime | None = Field(default=None, strict=False)
+    end_at: AwareDatetime | None = Field(default=None, strict=False)
     target: Target
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     missed_runs: Literal["skip", "run_once", "run_all"] = "run_once"
@@ -251,11 +295,11 @@ def validation_details(exc: ValidationError) -> list[dict[str, str]]:
     for err in exc.errors(include_url=False):
         loc = [str(p) for p in err.get("loc", ())]
         # Discriminated unions add the tag to the path ("target.http.url"): drop it.
-        if len(loc) >= 2 and loc[0] == "target" and loc[1] in ("http", "amqp"):
+        if len(loc) >= 2 and loc[0] == "target" and loc[1] in ("http", "amqp", *AWS_TARGET_TYPES):
             loc.pop(1)
         if "auth" in loc:
             i = loc.index("auth")
-            if len(loc) > i + 1 and loc[i + 1] in ("basic", "bearer", "header"):
+            if len(loc) > i + 1 and loc[i + 1] in ("basic", "bearer", "header", "sigv4"):
                 loc.pop(i + 1)
         message = err.get("msg", "invalid")
         original = (err.get("ctx") or {}).get("error")
@@ -263,7 +307,7 @@ def validation_details(exc: ValidationError) -> list[dict[str, str]]:
             ctx = err.get("ctx") or {}
             loc.append(ctx.get("discriminator", "'type'").strip("'"))
             message = f"must be one of {ctx.get('expected_tags', 'the known types')}"
-        elif isinstance(original, _FieldError):
+        elif isinstance(original, (_FieldError, AwsFieldError)):
             loc = loc + [original.field] if not loc or loc[-1] != original.field else loc
             message = original.message
         elif message.startswith("Value error, "):

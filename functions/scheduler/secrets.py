@@ -313,6 +313,7 @@ def keep_masked_secrets(new_target: dict[str, Any], stored_target: dict[str, Any
     place (an AMQP URL whose password is ``***`` keeps the stored password). Raises
     ``MaskedSecretError`` when there is nothing stored there."""
     stored = _stored_secrets(stored_target)
+    moved = stored_target is not None and _origin(new_target) != _origin(stored_target)
 
     def keep(field: str, value: str, kind: str) -> str:
         if kind == "url_password":
@@ -325,5 +326,25 @@ def keep_masked_secrets(new_target: dict[str, Any], stored_target: dict[str, Any
             kept = stored.get(field)
         if kept is None:
             raise MaskedSecretError(field)
+        if moved:  # a secret never follows its target to another scheme, host or port
+            raise MaskedSecretError(field, "is masked (\"***\") but the target's url moved to another scheme, "
+                                           "host or port: send the secret again for the new one")
         return kept
     return _map_secrets(new_target, keep)
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443, "amqp": 5672, "amqps": 5671}
+
+
+def _origin(target: dict[str, Any] | None) -> tuple[str, str, int | None] | None:
+    """(scheme, host, port) of a target's url; None without one (an AMQP target on the
+    deployment's broker)."""
+    url = (target or {}).get("url")
+    if not isinstance(url, str):
+        return None
+    try:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        return scheme, (parts.hostname or "").lower().rstrip("."), parts.port or _DEFAULT_PORTS.get(scheme)
+    except ValueError:
+        return ("?", url, None)

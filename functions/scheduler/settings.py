@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import Callable
 
 from scheduler import constants as c
 
@@ -33,6 +34,13 @@ class Settings:
     target_allow_list: tuple[str, ...] = field(default_factory=tuple)
     execution_retention_days: int = 30
     cursor_secret: str | None = None
+    # Where secrets are fetched at cold start (never held in the environment).
+    cursor_secret_arn: str | None = None
+    database_app_secret_arn: str | None = None  # the migrate function sets up this login
+    database_ca_bundle: str | None = None
+    executor_concurrency: int | None = None  # the executor's reserved concurrency (fan-out bound)
+    service_name: str = c.SERVICE_NAME
+    metrics_namespace: str = c.METRICS_NAMESPACE
     # Runner tuning (not read from the environment; set by local mode and tests).
     claim_batch_size: int = 100
     claim_lease_seconds: int = 120
@@ -60,7 +68,32 @@ class Settings:
             target_allow_list=allow,
             execution_retention_days=int(env.get(c.ENV_EXECUTION_RETENTION_DAYS, "30")),
             cursor_secret=env.get(c.ENV_CURSOR_SECRET),
+            cursor_secret_arn=env.get(c.ENV_CURSOR_SECRET_ARN),
+            database_app_secret_arn=env.get(c.ENV_DATABASE_APP_SECRET_ARN),
+            database_ca_bundle=env.get(c.ENV_DATABASE_CA_BUNDLE),
+            executor_concurrency=int(env[c.ENV_EXECUTOR_CONCURRENCY]) if env.get(c.ENV_EXECUTOR_CONCURRENCY) else None,
+            service_name=env.get(c.ENV_SERVICE_NAME) or c.SERVICE_NAME,
+            metrics_namespace=env.get(c.ENV_METRICS_NAMESPACE) or c.METRICS_NAMESPACE,
         )
+
+
+def with_fetched_secrets(settings: Settings, get_secret: Callable[[str], str] | None = None) -> Settings:
+    """The settings with the secrets named by ARN fetched (the cursor key): once per process, at
+    cold start, through Powertools' parameters utility (cached), so no secret sits in a function's
+    environment, where ``GetFunctionConfiguration`` would show it."""
+    if not settings.cursor_secret_arn or settings.cursor_secret:
+        return settings
+    if get_secret is None:
+        from aws_lambda_powertools.utilities import parameters
+
+        def get_secret(arn: str) -> str:
+            return str(parameters.get_secret(arn, max_age=SECRET_CACHE_SECONDS))
+
+    return replace(settings, cursor_secret=get_secret(settings.cursor_secret_arn))
+
+
+# Powertools' cache of a fetched secret (a warm container does not ask Secrets Manager again).
+SECRET_CACHE_SECONDS = 3600
 
 
 @lru_cache(maxsize=1)

@@ -23,8 +23,11 @@ The canonical request is rebuilt the way botocore builds it:
 The signature is recomputed with the stored secret and compared in constant time
 (``hmac.compare_digest``). ``X-Amz-Date`` (or ``Date``) must be within ``max_skew`` seconds of
 now and on the day of the credential scope; ``host`` and the date header must be signed; an
-``X-Amz-Security-Token`` (temporary credentials) must be signed when present. Presigned URLs
-(the signature in the query string) are not supported.
+``X-Amz-Security-Token`` must be signed when present. A request with more than one
+``Authorization`` header is refused. The local server (``verify_wsgi`` from ``scheduler local``)
+also refuses temporary credentials, which only STS could check, and a credential scope naming
+another region than its own (``scheduler local --region``, default us-east-1).
+Presigned URLs (the signature in the query string) are not supported.
 
 Credentials file (``load_credentials``), JSON::
 
@@ -251,11 +254,15 @@ def parse_authorization(value: str) -> dict[str, str]:
     algorithm, _, rest = value.strip().partition(" ")
     if algorithm != ALGORITHM:
         raise SignatureError(f"unsupported authorization scheme (expected {ALGORITHM})")
+    if ALGORITHM in rest:  # two Authorization headers, joined with "," by the server
+        raise SignatureError("the request has more than one Authorization header")
     parts: dict[str, str] = {}
     for item in rest.split(","):
         key, sep, val = item.strip().partition("=")
         if not sep:
             continue
+        if key.strip() in parts:
+            raise SignatureError(f"the authorization header names {key.strip()} twice")
         parts[key.strip()] = val.strip()
     missing = [k for k in ("Credential", "SignedHeaders", "Signature") if not parts.get(k)]
     if missing:
@@ -298,19 +305,27 @@ def verify_request(method: str, path: str, query_string: str,
                    headers: Mapping[str, Any] | Iterable[tuple[str, str]], body: bytes | str | None,
                    credentials: Mapping[str, tuple[str, str]], *, region: str | None = None,
                    service: str = DEFAULT_SERVICE, now: dt.datetime | float | None = None,
-                   max_skew: float = DEFAULT_MAX_SKEW) -> str:
+                   max_skew: float = DEFAULT_MAX_SKEW, security_tokens: bool = True) -> str:
     """The principal whose access key signed this request, or ``SignatureError``.
 
     ``path`` and ``query_string`` are those of the request line, as sent (percent-encoded, no
     ``?``); ``headers`` a mapping or ``(name, value)`` pairs (names in any case; repeated
     headers as pairs or lists); ``body`` the raw body. ``credentials`` is what
     ``load_credentials`` returns. ``region``: the only region accepted in the credential scope
-    (None: any). ``now``: a datetime or epoch seconds (default: the clock).
+    (None: any). ``now``: a datetime or epoch seconds (default: the clock). ``security_tokens``:
+    whether a request with an ``X-Amz-Security-Token`` (signed) may pass; the local server,
+    which cannot ask STS whether the token is valid, refuses them.
     """
     header_map = _header_lists(headers)
     auth_values = header_map.get("authorization")
     if not auth_values:
         raise SignatureError("the request is not signed (no Authorization header)")
+    if len(auth_values) > 1:
+        raise SignatureError("the request has more than one Authorization header")
+    if "x-amz-security-token" in header_map and not security_tokens:
+        # Temporary credentials are checked by STS, which this verifier cannot ask.
+        raise SignatureError("temporary credentials (X-Amz-Security-Token) cannot be verified here: "
+                             "sign with an access key of the credentials file")
     parts = parse_authorization(auth_values[-1])
 
     scope_parts = parts["Credential"].split("/")

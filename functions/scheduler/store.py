@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import uuid
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
@@ -286,6 +287,12 @@ class Store:
         return int(row["due"]), float(row["oldest_due_age_seconds"])
 
     @_retry_on_dead_connection
+    def live_leases(self) -> int:
+        """Jobs under an unexpired lease: executors at work or on their way (the fan-out's bound)."""
+        with self.pool.connection() as conn:
+            return int(conn.execute(QUERIES["count_live_leases"]).fetchone()["leases"])
+
+    @_retry_on_dead_connection
     def next_due_in(self) -> float | None:
         """Seconds until a job may next be claimed (negative when one is due), None when none."""
         with self.pool.connection() as conn:
@@ -340,9 +347,11 @@ class Store:
         return [Execution.from_row(row) for row in rows]
 
 
+_CANONICAL_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
 def _is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(str(value))
-        return True
-    except ValueError:
-        return False
+    # The canonical text form only: uuid.UUID also takes "urn:uuid:...", braces and missing or
+    # extra dashes, which Postgres refuses (a 500 had the check let them through).
+    return isinstance(value, str) and _CANONICAL_UUID.fullmatch(value) is not None
+

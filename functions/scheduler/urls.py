@@ -8,6 +8,7 @@ connect time.
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -30,9 +31,30 @@ def check_url_syntax(url: object) -> str | None:
 
 
 def check_broker_url_syntax(url: object) -> str | None:
-    """Check the URL of an amqp target (``amqp://`` or ``amqps://``, credentials allowed)."""
+    """Check the URL of an amqp target (``amqp://`` or ``amqps://``, credentials allowed).
+
+    The credentials must parse to one user and one host: a ``@`` only once, in the authority,
+    and the user and password made of RFC 3986 userinfo characters (``/ ? # @ :`` in a
+    password percent-encoded). Otherwise a password holding ``/`` or ``#`` reads as a host
+    and a port, and is neither found nor encrypted.
+    """
     parts, problem = _split_url(url, ("amqp", "amqps"))
-    return problem or _check_host(parts.hostname)
+    if problem:
+        return problem
+    text = str(url)
+    authority = text.split("//", 1)[1] if "//" in text else ""
+    authority = re.split(r"[/?#]", authority, maxsplit=1)[0]
+    if text.count("@") > (1 if "@" in authority else 0):
+        return "url credentials must be one user and one password: percent-encode / ? # @ in them"
+    if "@" in authority:
+        userinfo = authority.rpartition("@")[0]
+        if userinfo.count(":") > 1 or not _USERINFO_RE.fullmatch(userinfo):
+            return "url credentials must be one user and one password: percent-encode : / ? # @ in them"
+    return _check_host(parts.hostname)
+
+
+# RFC 3986 userinfo: unreserved, percent-encoded, sub-delims and ":".
+_USERINFO_RE = re.compile(r"(?:[A-Za-z0-9\-._~!$&'()*+,;=:]|%[0-9A-Fa-f]{2})*")
 
 
 def _split_url(url: object, schemes: tuple[str, str]) -> tuple[Any, str | None]:

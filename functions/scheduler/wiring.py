@@ -8,7 +8,7 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from scheduler.db import conninfo_from_settings, make_pool
+from scheduler.db import conninfo_source, make_pool
 from scheduler.secrets import decrypt_target_secrets, make_secret_box
 from scheduler.settings import Settings
 from scheduler.store import Store
@@ -29,7 +29,8 @@ class Dependencies:
 
     @cached_property
     def pool(self):
-        return make_pool(conninfo_from_settings(self.settings), min_size=1, max_size=self.pool_max_size,
+        # A secret's credentials are read again when a login is refused (a rotated password).
+        return make_pool(conninfo_source(self.settings), min_size=1, max_size=self.pool_max_size,
                          through_proxy=self.through_proxy)
 
     @cached_property

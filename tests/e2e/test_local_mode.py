@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from datetime import datetime, timedelta, timezone
@@ -134,7 +135,9 @@ def test_two_runners_deliver_each_job_exactly_once(local, target):
     keys = [r["headers"]["Idempotency-Key"] for r in target.requests]
     assert len(keys) == count and len(set(keys)) == count
     # Both processes did some of the work.
-    assert all(any("execution finished" in line for line in p.lines) for p in (first, second))
+    # (one line per finished execution: name, id, status, HTTP status, duration, lateness)
+    finished = re.compile(r"scheduler\.executor: bulk-\d{3} [0-9a-f-]{36} succeeded http=200 took=\d+ms late=-?\d+ms$")
+    assert all(any(finished.search(line.rstrip()) for line in p.lines) for p in (first, second))
 
 
 def alive(pid: int) -> bool:
@@ -178,7 +181,7 @@ def test_more_runner_processes_share_a_burst_and_stop_with_it(local, target):
     keys = [r["headers"]["Idempotency-Key"] for r in target.requests]
     assert len(keys) == count and len(set(keys)) == count
     # The extra runner delivered part of the burst (its log lines carry its name).
-    poll(lambda: any("[scheduler-runner-2]" in line and "execution finished" in line for line in scheduler.lines))
+    poll(lambda: any("[scheduler-runner-2]" in line and "scheduler.executor: " in line and " succeeded " in line for line in scheduler.lines))
     assert scheduler.stop() == 0
     assert not alive(runner)
 

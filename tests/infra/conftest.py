@@ -1,7 +1,8 @@
 """Fixtures of the infrastructure tests: each variant of the stack is synthesized once per session.
 
 Variants: ``aws`` (cdk.json as it is), ``lean`` (the other side of every option: no broker, no NAT
-gateway, minute precision, throw-away database, alarm e-mail) and ``localstack``.
+gateway, minute precision, throw-away database, alarm e-mail), ``localstack`` and ``other`` (a
+second stack with its own name and executor concurrency).
 """
 
 from __future__ import annotations
@@ -32,9 +33,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "removal_policy": "destroy",
         "alarm_email": "ops@example.com",
         "target_allow_list": "hooks.example.com",
+        "target_role_arns": "/scheduler-targets/,arn:aws:iam::123456789012:role/exact",
     },
     # Same architecture as the AWS variant, so the session builds one layer only.
     "localstack": {"localstack": "true", "architecture": "arm64"},
+    # A second stack beside the default one in the same account.
+    "other": {"stack_name": "Other", "executor_concurrency": "7"},
 }
 
 

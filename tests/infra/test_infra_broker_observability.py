@@ -66,7 +66,7 @@ def test_dashboard_shows_the_scheduler_the_functions_the_api_and_the_database(aw
         C.METRIC_FANOUT_DURATION_MS,
     ):
         assert f'\\\\"{metric}\\\\"' in body or f'\\"{metric}\\"' in body, metric
-    assert C.METRICS_NAMESPACE in body
+    assert aws.stack.config.metrics_namespace in body
 
 
 def alarms(synth) -> dict[str, dict]:

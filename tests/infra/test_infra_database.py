@@ -47,18 +47,22 @@ def test_deletion_protection_and_removal_policy_follow_the_context(aws, lean):
 def test_credentials_live_in_secrets_manager_and_rotate(aws):
     instance = only(aws.resources("AWS::RDS::DBInstance"))
     assert "{{resolve:secretsmanager:" in str(instance["Properties"]["MasterUserPassword"])
-    schedule = only(aws.resources("AWS::SecretsManager::RotationSchedule"))
-    assert schedule["Properties"]["RotationRules"]["ScheduleExpression"] == "rate(30 days)"
-    assert schedule["Properties"].get("RotateImmediatelyOnUpdate") is False
+    schedules = aws.resources("AWS::SecretsManager::RotationSchedule").values()
+    assert len(schedules) == 2  # the master user's and the application user's
+    for schedule in schedules:
+        assert schedule["Properties"]["RotationRules"]["ScheduleExpression"] == "rate(30 days)"
+        assert schedule["Properties"].get("RotateImmediatelyOnUpdate") is False
 
 
 def test_proxy_requires_tls_and_uses_the_secret(aws):
     proxy = only(aws.resources("AWS::RDS::DBProxy"))["Properties"]
     assert proxy["RequireTLS"] is True
     assert proxy["EngineFamily"] == "POSTGRESQL"
-    (auth,) = proxy["Auth"]
-    assert auth["AuthScheme"] == "SECRETS"
-    assert auth["SecretArn"] == {"Ref": next(iter(aws.resources("AWS::SecretsManager::SecretTargetAttachment")))}
+    attachments = [{"Ref": k} for k in aws.resources("AWS::SecretsManager::SecretTargetAttachment")]
+    assert len(proxy["Auth"]) == 2  # the master user (migrations' host) and the application user
+    for auth in proxy["Auth"]:
+        assert auth["AuthScheme"] == "SECRETS"
+        assert auth["SecretArn"] in attachments
 
 
 def test_functions_reach_the_database_through_the_proxy_but_migrate_goes_direct(aws):

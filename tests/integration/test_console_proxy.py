@@ -20,7 +20,8 @@ ALICE = "arn:aws:iam::000000000000:user/alice"
 def signed_api(db_url, tmp_path):
     creds = tmp_path / "credentials.json"
     creds.write_text(json.dumps({"AKIDALICE": {"secret_access_key": "alice-secret", "principal": ALICE}}))
-    api = LocalScheduler(db_url, str(tmp_path / "data"), "--auth", "sigv4", "--credentials", str(creds))
+    api = LocalScheduler(db_url, str(tmp_path / "data"), "--auth", "sigv4", "--credentials", str(creds),
+                         "--region", "eu-west-1")  # the region the console signs for
     yield api
     assert api.stop() == 0, "".join(api.lines)
 

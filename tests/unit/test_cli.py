@@ -3,11 +3,15 @@ and records every request (no mocks of requests)."""
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import re
 import socket
+import subprocess
+import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
@@ -232,7 +236,7 @@ def test_bad_job_files_exit_2(api, capsys, tmp_path, text, message):
 
 def test_argparse_usage_errors_exit_2(api, capsys):
     for argv in (["jobs"], ["jobs", "create", "--schedule", "x", "--run-at", "y"], ["jobs", "list", "--limit", "0"],
-                 ["executions"], ["jobs", "list", "--state", "sleeping"]):
+                 ["jobs", "list", "--state", "sleeping"]):
         with pytest.raises(SystemExit) as info:
             run(api, *argv)
         assert info.value.code == 2
@@ -405,13 +409,16 @@ def test_delete_by_name(api, capsys):
 def test_executions_table(api, capsys):
     long_error = "connect timeout\nto https://example.com/hook after 30 s; " + "x" * 100
     api.on("GET", f"/v1/jobs/{JOB_ID}/executions", {"executions": [
-        execution(1), execution(2, status="failed", http_status=None, error=long_error, trigger="retry", attempt=2)],
+        execution(1, started_at="2026-11-01T02:00:00.012Z"),
+        execution(2, status="failed", http_status=None, error=long_error, trigger="retry", attempt=2)],
         "next_cursor": None})
     assert run(api, "executions", JOB_ID, "--status", "failed", "--limit", "2") == 0
     assert api.requests[0].query == {"status": "failed", "limit": "2"}
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["ID", "SCHEDULED", "AT", "ATTEMPT", "TRIGGER", "STATUS", "HTTP", "DURATION", "MS", "ERROR"]
-    assert lines[1].split() == ["e1", "2026-11-01T02:00:00Z", "1", "schedule", "succeeded", "200", "42", "-"]
+    assert lines[0].split() == ["ID", "SCHEDULED", "AT", "STARTED", "LATE", "ATTEMPT", "TRIGGER", "STATUS", "HTTP",
+                                "DURATION", "MS", "ERROR"]
+    assert lines[1].split() == ["e1", "2026-11-01T02:00:00Z", "2026-11-01T02:00:00.012Z", "12ms", "1", "schedule",
+                                "succeeded", "200", "42", "-"]
     assert "retry" in lines[2] and "failed" in lines[2]
     error_cell = lines[2][lines[0].index("ERROR"):]
     assert error_cell.startswith("connect timeout to https://") and error_cell.endswith("...")
@@ -546,7 +553,7 @@ def test_local_parses_its_options():
                                           "--precision", "minute", "--runners", "3"])
     assert (args.host, args.port, args.database_url, args.data_dir, args.auth, args.credentials, args.precision,
             args.runners) == ("0.0.0.0", 9000, "postgresql://x", "/tmp/d", "sigv4", "c.json", "minute", 3)
-    assert args.func is cli._local
+    assert args.func is cli.server.run_local
     defaults = cli.build_parser().parse_args(["local"])
     assert (defaults.host, defaults.port, defaults.database_url, defaults.data_dir, defaults.auth,
             defaults.credentials, defaults.runners) == ("127.0.0.1", 8080, None, ".scheduler", "none", None, 1)
@@ -557,7 +564,479 @@ def test_local_parses_its_options():
 
 def test_migrate_still_works(monkeypatch, capsys):
     args = cli.build_parser().parse_args(["migrate", "--database-url", "postgresql://x"])
-    assert args.func is cli._migrate and args.database_url == "postgresql://x"
+    assert args.func is cli.server.run_migrate and args.database_url == "postgresql://x"
     monkeypatch.delenv("DATABASE_URL", raising=False)
     assert cli.main(["migrate"]) == 2
     assert "give --database-url" in capsys.readouterr().err
+
+
+# -- issue 12: executions across jobs, --follow, preview, console ---------------------------------
+
+
+def test_executions_across_jobs_with_filters(api, capsys):
+    api.on("GET", "/v1/jobs", {"jobs": [job()], "next_cursor": None})
+    long_error = "refused " + "y" * 200
+    api.on("GET", "/v1/executions", {"executions": [
+        execution(1, job_name="nightly-report", started_at="2026-11-01T02:00:01Z", status="failed", error=long_error)],
+        "next_cursor": None})
+    assert run(api, "executions", "--status", "failed", "--since", "2026-11-01T00:00:00+01:00",
+               "--job", "nightly-report", "--wide") == 0
+    listing = api.requests[-1]
+    assert listing.path == "/v1/executions"
+    assert listing.query == {"status": "failed", "since": "2026-11-01T00:00:00+01:00", "job_id": JOB_ID}
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:5] == ["JOB", "ID", "SCHEDULED", "AT", "STARTED"]
+    assert lines[1].startswith("nightly-report") and "1000ms" in lines[1]
+    assert lines[1].endswith(long_error)  # --wide: the whole error
+
+
+def test_executions_across_jobs_bad_status_is_the_apis_400(api, capsys):
+    api.on("GET", "/v1/executions", envelope("bad_request", "invalid query",
+                                             [{"field": "since", "message": "not an RFC 3339 instant"}]), 400)
+    assert run(api, "executions", "--since", "yesterday") == 1
+    assert capsys.readouterr().err.splitlines() == ["error: 400 bad_request: invalid query",
+                                                    "  since: not an RFC 3339 instant"]
+
+
+def test_follow_prints_executions_as_they_finish(api):
+    from scheduler.cli.executions import follow
+
+    pages = [[execution(1, status="succeeded", job_name="a")],
+             [execution(2, status="running", job_name="b"), execution(1, status="succeeded", job_name="a")],
+             [execution(2, status="failed", job_name="b", error="boom"), execution(1, job_name="a")]]
+    calls: list[dict[str, str]] = []
+
+    def answer(req: Recorded) -> tuple[int, Any]:
+        calls.append(req.query)
+        return 200, {"executions": pages[min(len(calls), len(pages)) - 1], "next_cursor": None}
+
+    api.on("GET", "/v1/executions", answer)
+    client = SchedulerClient(api.url)  # type: ignore[attr-defined]
+    out, stop = io.StringIO(), threading.Event()
+    thread = threading.Thread(target=follow, args=(client.list_all_executions, {"status": None}),
+                              kwargs={"interval": 0.01, "stop": stop, "out": out})
+    thread.start()
+    deadline = time.monotonic() + 10
+    while "boom" not in out.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    thread.join(5)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("JOB  ID  SCHEDULED AT  STARTED  LATE")
+    assert [line.split()[:2] for line in lines[1:]] == [["a", "e1"], ["b", "e2"]]  # each once, running skipped
+    assert lines[2].endswith("boom") and calls[0]["limit"] == "100"
+
+
+def test_preview_sends_the_schedule_and_prints_local_times(api, capsys):
+    api.on("POST", "/v1/schedules/preview", {"occurrences": ["2027-03-28T01:00:00Z", "2027-03-29T01:00:00Z"]})
+    assert run(api, "preview", "30 2 * * *", "--timezone", "Europe/Berlin", "--count", "2",
+               "--start-at", "2027-03-01T00:00:00Z") == 0
+    assert api.requests[0].json == {"schedule": "30 2 * * *", "timezone": "Europe/Berlin", "count": 2,
+                                    "start_at": "2027-03-01T00:00:00Z"}
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["UTC", "LOCAL", "TIME"]
+    assert out[1].split() == ["2027-03-28T01:00:00Z", "2027-03-28", "03:00:00", "CEST"]
+    api.on("POST", "/v1/schedules/preview", envelope("bad_request", "invalid job",
+                                                     [{"field": "schedule", "message": "bad cron"}]), 400)
+    assert run(api, "preview", "61 * * * *") == 1
+    assert "  schedule: bad cron" in capsys.readouterr().err
+    api.on("POST", "/v1/schedules/preview", {"occurrences": ["2027-01-01T00:00:00Z"]})
+    assert run(api, "-o", "yaml", "preview", "@yearly") == 0
+    assert capsys.readouterr().out == "occurrences:\n- '2027-01-01T00:00:00Z'\n"
+
+
+def test_console_parses_its_options_and_explains_a_missing_console(capsys, monkeypatch):
+    args = cli.build_parser().parse_args(["console", "--endpoint", "https://x.execute-api.eu-west-1.amazonaws.com/prod",
+                                          "--port", "9999", "--region", "eu-west-1"])
+    assert (args.endpoint, args.port, args.console_region, args.host) == (
+        "https://x.execute-api.eu-west-1.amazonaws.com/prod", 9999, "eu-west-1", "127.0.0.1")
+    assert cli.build_parser().parse_args(["console", "--endpoint", "http://h"]).port == 8081
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["console"])  # --endpoint is required
+    capsys.readouterr()
+    monkeypatch.setitem(sys.modules, "scheduler.console.proxy", None)  # as if absent
+    assert cli.main(["console", "--endpoint", "http://h"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "web console is not part of this installation" in err
+
+
+# -- issue 15: clear failures ---------------------------------------------------------------------
+
+
+def test_a_200_json_answer_that_is_not_the_api_exits_5(api, capsys):
+    api.on("GET", "/v1/jobs", {"hello": "world"})
+    assert run(api, "jobs", "list") == 5
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not answer as the scheduler API" in err
+    api.on("GET", f"/v1/jobs/{JOB_ID}", [1, 2])
+    assert run(api, "jobs", "get", JOB_ID) == 5
+
+
+def test_unquoted_star_in_yaml_gets_a_hint(tmp_path, api, capsys):
+    path = tmp_path / "job.yaml"
+    path.write_text("name: x\nschedule: */5 * * * *\ntarget:\n  url: http://h\n")
+    assert run(api, "jobs", "create", "-f", str(path)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and 'quote a schedule that starts with \'*\'' in err and "Traceback" not in err
+
+
+def test_local_busy_port_is_one_line_before_any_migration(capsys):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        # an unreachable database too: the port is checked first
+        assert cli.main(["local", "--port", str(port), "--database-url", "postgresql://u:pw@127.0.0.1:1/x"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"scheduler local: error: port {port} on 127.0.0.1 is in use (another scheduler local?); give --port\n"
+
+
+def test_unreachable_database_is_one_line_without_the_password(capsys):
+    assert cli.main(["local", "--port", "0", "--database-url", "postgresql://u:s3cret@127.0.0.1:1/x"]) == 1
+    assert cli.main(["migrate", "--database-url", "postgresql://u:s3cret@127.0.0.1:1/x"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(": error: ")[0] for line in err] == ["scheduler local", "scheduler migrate"]
+    assert all("cannot reach the database at 127.0.0.1:1" in line and "s3cret" not in line for line in err)
+
+
+def test_local_without_the_local_extra_says_how_to_install_it(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "waitress", None)
+    assert cli.main(["local", "--port", "0"]) == 1
+    assert capsys.readouterr().err == ("scheduler local: error: scheduler local needs the 'local' extra: "
+                                       "pip install -e '.[local]' (or make dev)\n")
+
+
+def test_bad_precision_in_the_environment_is_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("SCHEDULER_PRECISION", "hour")
+    assert cli.main(["local", "--port", "0", "--database-url", "postgresql://u@127.0.0.1:1/x"]) == 1
+    assert "SCHEDULER_PRECISION must be 'second' or 'minute'" in capsys.readouterr().err
+
+
+# -- issue 15: environment variables ----------------------------------------------------------------
+
+
+def test_local_settings_read_the_environment_and_the_options_win(tmp_path):
+    from scheduler.local import LocalOptions, local_settings
+
+    env = {"SCHEDULER_PRECISION": "minute", "SCHEDULER_LOCAL_KEY_FILE": str(tmp_path / "k.key"),
+           "SCHEDULER_TARGET_ALLOW_LIST": "a.example, b.example", "SCHEDULER_EXECUTION_RETENTION_DAYS": "7",
+           "SCHEDULER_DEFAULT_BROKER_URL": "amqp://guest:guest@127.0.0.1:5672/", "SCHEDULER_CURSOR_SECRET": "c"}
+    settings = local_settings(LocalOptions(), tmp_path, "postgresql://db", env)
+    assert (settings.precision, settings.local_key_file, settings.target_allow_list, settings.execution_retention_days,
+            settings.default_broker_url, settings.cursor_secret, settings.allow_private_targets, settings.database_url) == (
+        "minute", str(tmp_path / "k.key"), ("a.example", "b.example"), 7, "amqp://guest:guest@127.0.0.1:5672/", "c",
+        True, "postgresql://db")
+    over = local_settings(LocalOptions(precision="second", guard_targets=True), tmp_path, "postgresql://db", {})
+    assert (over.precision, over.allow_private_targets, over.local_key_file) == (
+        "second", False, str(tmp_path / "secret.key"))
+
+
+def test_migrate_reads_scheduler_database_url(empty_db_url, monkeypatch, capsys):
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("SCHEDULER_DATABASE_URL", empty_db_url)
+    assert cli.main(["migrate"]) == 0
+    assert capsys.readouterr().out.startswith("applied ")
+    assert cli.main(["migrate"]) == 0
+    assert "applied 0 migration(s)" in capsys.readouterr().out
+
+
+def test_migrate_refusing_a_changed_migration_is_one_line(db_url, capsys):
+    import psycopg
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("UPDATE schema_migrations SET checksum = 'changed' WHERE version = 1")
+    assert cli.main(["migrate", "--database-url", db_url]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot migrate the database: migration 0001_" in err and "Traceback" not in err
+
+
+# -- issue 15: target flags, whole jobs, output formats, completion -------------------------------
+
+
+def test_create_with_every_target_flag(api, tmp_path, monkeypatch):
+    api.on("POST", "/v1/jobs", job(), 201)
+    body = tmp_path / "body.json"
+    body.write_text('{"at": "{{scheduled_at}}"}')
+    monkeypatch.setenv("SCHEDULER_AUTH_SECRET", "s3cret")
+    argv = ["jobs", "create", "--name", "n", "--schedule", "@hourly", "--url", "https://example.com/h",
+            "--timeout", "12", "--content-type", "application/json", "--success-codes", "200,202",
+            "--auth", "basic", "--auth-username", "me", "--min-backoff", "2", "--max-backoff", "60.5",
+            "--max-age", "3600", "--max-attempts", "5", "--body", f"@{body}", "--after-completion", "delete"]
+    assert run(api, *argv) == 0
+    sent = api.requests[-1].json
+    assert sent["target"] == {"type": "http", "url": "https://example.com/h", "timeout_seconds": 12,
+                              "success_codes": [200, 202], "body": '{"at": "{{scheduled_at}}"}',
+                              "headers": {"Content-Type": "application/json"},
+                              "auth": {"type": "basic", "username": "me", "password": "s3cret"}}
+    assert sent["retry"] == {"max_attempts": 5, "min_backoff_seconds": 2, "max_backoff_seconds": 60.5,
+                             "max_age_seconds": 3600}
+    assert sent["after_completion"] == "delete"
+    assert run(api, "jobs", "create", "--name", "m", "--run-at", "2026-12-01T10:00:00Z", "--routing-key", "q",
+               "--content-type", "text/plain", "--auth", "bearer") == 0
+    assert api.requests[-1].json["target"]["content_type"] == "text/plain"
+    assert api.requests[-1].json["target"]["auth"] == {"type": "bearer", "token": "s3cret"}
+
+
+def test_auth_secret_from_stdin_never_from_argv(api, monkeypatch):
+    api.on("PATCH", f"/v1/jobs/{JOB_ID}", job())
+    monkeypatch.setattr(sys, "stdin", io.StringIO("tok-from-stdin\n"))
+    assert run(api, "jobs", "update", JOB_ID, "--auth", "header", "--auth-header", "X-Key") == 0
+    assert api.requests[-1].json["target"]["auth"] == {"type": "header", "name": "X-Key", "value": "tok-from-stdin"}
+    # no flag takes a secret on the command line
+    options = {o for a in cli.build_parser()._subparsers._group_actions[0].choices["jobs"]._subparsers
+               ._group_actions[0].choices["create"]._actions for o in a.option_strings}
+    assert not {"--password", "--token", "--auth-value", "--auth-secret"} & options
+
+
+def test_auth_needs_its_name_and_a_secret(api, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert run(api, "jobs", "create", "--name", "n", "--schedule", "@daily", "--url", "http://h",
+               "--auth", "basic") == 2
+    assert run(api, "jobs", "create", "--name", "n", "--schedule", "@daily", "--url", "http://h",
+               "--auth", "bearer") == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["scheduler jobs create: error: --auth basic needs --auth-username",
+                   "scheduler jobs create: error: --auth bearer: empty secret (set $SCHEDULER_AUTH_SECRET "
+                   "or give it on stdin)"]
+    assert not api.requests
+
+
+def test_jobs_get_shows_the_whole_job_and_yaml(api, capsys):
+    whole = job(after_completion="keep", target={
+        "type": "http", "url": "https://example.com/hook", "method": "POST", "headers": {"X-A": "1"},
+        "body": "hi", "auth": {"type": "bearer", "token": "***"}, "timeout_seconds": 10, "success_codes": [200]})
+    api.on("GET", f"/v1/jobs/{JOB_ID}", whole)
+    assert run(api, "jobs", "get", JOB_ID) == 0
+    out = capsys.readouterr().out
+    for text in ("owner:", "after completion:", "keep", '{"X-A": "1"}', '"token": "***"', "timeout_seconds:",
+                 "min_backoff_seconds=1", "max_backoff_seconds=300", "Europe/Berlin", "run_once"):
+        assert text in out, text
+    assert run(api, "jobs", "get", JOB_ID, "-o", "yaml") == 0
+    import yaml
+
+    assert yaml.safe_load(capsys.readouterr().out) == whole
+
+
+def test_every_flag_has_help():
+    parser = cli.build_parser()
+
+    def walk(p: Any, path: str):
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    yield from walk(child, f"{path} {name}")
+            elif action.option_strings and action.dest != "help":
+                yield path, action
+
+    missing = [f"{path} {action.option_strings[0]}" for path, action in walk(parser, "scheduler")
+               if not action.help]
+    assert missing == []
+
+
+def test_completion_scripts_complete_commands_and_options(tmp_path, capsys):
+    assert cli.main(["completion", "bash"]) == 0
+    script = capsys.readouterr().out
+    path = tmp_path / "c.bash"
+    path.write_text(script)
+
+    def complete(*words: str) -> list[str]:
+        cword = len(words) - 1
+        quoted = " ".join(f"'{w}'" for w in words)
+        result = subprocess.run(["bash", "-c", f"source {path}; COMP_WORDS=({quoted}); COMP_CWORD={cword}; "
+                                 "_scheduler_complete; echo \"${COMPREPLY[@]}\""],
+                                capture_output=True, text=True, check=True)
+        return result.stdout.split()
+
+    assert complete("scheduler", "jo") == ["jobs"]
+    assert complete("scheduler", "jobs", "cr") == ["create"]
+    assert "--success-codes" in complete("scheduler", "jobs", "create", "--su")
+    assert complete("scheduler", "executions", "--fo") == ["--follow"]
+    assert cli.main(["completion", "zsh"]) == 0
+    assert capsys.readouterr().out.startswith("autoload -U +X bashcompinit && bashcompinit\n")
+
+
+# -- issue 15: scheduler echo ----------------------------------------------------------------------
+
+
+def test_echo_prints_each_request():
+    from scheduler.cli.echo import make_http_server
+
+    out = io.StringIO()
+    server = make_http_server("127.0.0.1", 0, out=out)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    try:
+        import requests
+
+        answer = requests.post(f"http://127.0.0.1:{server.server_address[1]}/hook?a=1", data=b'{"x": 1}',
+                               headers={"X-Scheduler-Attempt": "1"}, timeout=5)
+        assert answer.status_code == 200
+    finally:
+        server.shutdown()
+        server.server_close()
+    text = out.getvalue()
+    assert text.startswith("--> POST /hook?a=1\n") and "X-Scheduler-Attempt: 1\n" in text
+    assert text.endswith('\n\n{"x": 1}\n\n')
+
+
+def test_echo_busy_port_is_one_line(capsys):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        assert cli.main(["echo", "--port", str(busy.getsockname()[1])]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("scheduler echo: error: cannot listen on 127.0.0.1:")
+
+
+def test_local_region_is_the_region_sigv4_signatures_must_name(tmp_path):
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from botocore.credentials import Credentials
+
+    from scheduler.http_adapter import RequestRefused
+    from scheduler.local import principal_resolver
+
+    creds = tmp_path / "creds.json"
+    creds.write_text(json.dumps({"AKIDLOCAL": {"secret_access_key": "s", "principal": "arn:aws:iam::1:user/a"}}))
+    resolve = principal_resolver("sigv4", str(creds), region="eu-west-1")
+
+    def app(environ, start_response):
+        environ["scheduler.body"] = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        try:
+            principal = resolve(environ)
+        except RequestRefused:  # the signature names another region
+            principal = None
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [json.dumps({"principal": principal}).encode()]
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = make_server("127.0.0.1", 0, app, handler_class=Quiet)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        for region, principal in (("eu-west-1", "arn:aws:iam::1:user/a"), ("us-east-1", None)):
+            client = SchedulerClient(url, sigv4=True, region=region, credentials=Credentials("AKIDLOCAL", "s"))
+            assert client.request("GET", "/v1/health")["principal"] == principal
+    finally:
+        server.shutdown()
+        server.server_close()
+    args = cli.build_parser().parse_args(["local", "--region", "eu-west-1", "--guard-targets"])
+    options = cli.server.local_options(args)
+    assert (options.region, options.guard_targets) == ("eu-west-1", True)
+    defaults = cli.server.local_options(cli.build_parser().parse_args(["local"]))
+    assert (defaults.region, defaults.guard_targets, defaults.precision) == ("us-east-1", False, None)
+
+
+def test_local_does_not_import_the_cli_and_options_are_frozen():
+    import dataclasses
+
+    code = ("import sys, scheduler.local, scheduler.logs; "
+            "assert not [m for m in sys.modules if m.startswith('scheduler.cli')], sorted(sys.modules)")
+    subprocess.run([sys.executable, "-c", code], check=True, env={**__import__("os").environ,
+                                                                  "PYTHONPATH": "functions"})
+    from scheduler.local import LocalOptions
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        LocalOptions().port = 1  # type: ignore[misc]
+
+
+def test_python_m_scheduler_cli_runs():
+    result = subprocess.run([sys.executable, "-m", "scheduler.cli", "--help"], capture_output=True, text=True,
+                            env={**__import__("os").environ, "PYTHONPATH": "functions"})
+    assert result.returncode == 0 and "preview" in result.stdout and "echo" in result.stdout
+
+
+@pytest.mark.amqp
+def test_echo_prints_amqp_messages():
+    import os
+    import uuid
+
+    pika = pytest.importorskip("pika")
+    from scheduler.cli.echo import consume_amqp
+
+    url = os.environ.get("SCHEDULER_TEST_AMQP_URL") or "amqp://guest:guest@127.0.0.1:5672/%2F"
+    queue = f"echo-test-{uuid.uuid4().hex[:8]}"
+    out, stop, ready = io.StringIO(), threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def consume() -> None:
+        try:
+            consume_amqp(url, queue, None, None, stop, out=out, ready=ready)
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+            ready.set()
+
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    assert ready.wait(10) and not errors, errors
+    connection = pika.BlockingConnection(pika.URLParameters(url))
+    try:
+        connection.channel().basic_publish("", queue, b"hello", pika.BasicProperties(
+            message_id="job:1", content_type="text/plain", headers={"X-Scheduler-Attempt": 1}))
+        deadline = time.monotonic() + 10
+        while "hello" not in out.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        thread.join(5)
+        channel = connection.channel()
+        channel.queue_delete(queue)
+        connection.close()
+    text = out.getvalue()
+    assert text.startswith(f"--> amqp exchange=(default) routing_key={queue}\n")
+    assert "message_id: job:1\n" in text and "header X-Scheduler-Attempt: 1\n" in text and text.endswith("\nhello\n\n")
+
+
+def test_an_error_the_message_already_says_is_printed_once(api, capsys):
+    message = "schedule: minute field: 61 is out of range 0-59"
+    api.on("POST", "/v1/jobs", envelope("invalid_request", message,
+                                        [{"field": "schedule", "message": "minute field: 61 is out of range 0-59"}]), 400)
+    assert run(api, "jobs", "create", "--name", "x", "--schedule", "61 * * * *", "--url", "http://h") == 1
+    assert capsys.readouterr().err == f"error: 400 invalid_request: {message}\n"
+
+
+def test_the_log_line_of_a_finished_execution():
+    import logging
+
+    from scheduler.logs import LocalFormatter
+
+    def line(**extra: Any) -> str:
+        record = logging.LogRecord("scheduler.executor", logging.INFO, __file__, 1, "execution finished", None, None)
+        record.__dict__.update(extra)
+        return LocalFormatter().format(record)
+
+    assert line(job_name="nightly", job_id="3f2a", status="succeeded", http_status=200, duration_ms=85,
+                lateness_ms=12, attempt=1) == "INFO scheduler.executor: nightly 3f2a succeeded http=200 took=85ms late=12ms"
+    assert line(job_name="amqp-job", job_id="9", status="failed", http_status=None, duration_ms=3, lateness_ms=-1,
+                attempt=2, error="broker said:\n  no route") == (
+        "INFO scheduler.executor: amqp-job 9 failed took=3ms late=-1ms attempt=2 error=broker said: no route")
+    other = logging.LogRecord("x", logging.WARNING, __file__, 1, "something %s", ("else",), None)
+    assert LocalFormatter("runner-2").format(other) == "WARNING [runner-2] x: something else"
+
+
+def test_a_server_without_the_new_routes_is_named_as_such(api, capsys):
+    assert run(api, "executions") == 3
+    assert run(api, "preview", "@daily") == 3
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"error: 404 not_found: the API at {api.url} has no GET /v1/executions (a server older than "
+                   "this client?)",
+                   f"error: 404 not_found: the API at {api.url} has no POST /v1/schedules/preview (a server older "
+                   "than this client?)"]
+
+
+def test_follow_as_json_lines_and_body_from_stdin(api, monkeypatch):
+    from scheduler.cli.executions import follow
+
+    api.on("GET", "/v1/executions", {"executions": [execution(1, job_name="a")], "next_cursor": None})
+    client = SchedulerClient(api.url)  # type: ignore[attr-defined]
+    out, stop = io.StringIO(), threading.Event()
+    stop.set()  # one poll, then stop
+    assert follow(client.list_all_executions, {}, output="json", stop=stop, out=out) == 0
+    assert [json.loads(line)["id"] for line in out.getvalue().splitlines()] == ["e1"]
+    api.on("POST", "/v1/jobs", job(), 201)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("line 1\nline 2\n"))
+    assert run(api, "jobs", "create", "--name", "n", "--schedule", "@daily", "--url", "http://h", "--body", "@-") == 0
+    assert api.requests[-1].json["target"]["body"] == "line 1\nline 2\n"

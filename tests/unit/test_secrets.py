@@ -147,10 +147,16 @@ def test_amqp_url_password(local_box):
     assert sealed["url"].endswith("@broker.example.com:5671/vhost")
     assert mask_target_secrets(sealed)["url"] == "amqps://user:***@broker.example.com:5671/vhost"
     assert decrypt_target_secrets(sealed, local_box) == target
-    # A *** password keeps the stored password, even when the rest of the URL changes.
-    new = {**target, "url": "amqps://user:***@other.example.com/vh2"}
+    # A *** password keeps the stored password when the origin stays (the vhost may change) ...
+    new = {**target, "url": "amqps://user:***@BROKER.example.com/vh2"}
     kept = keep_masked_secrets(encrypt_target_secrets(new, local_box), sealed)
-    assert decrypt_target_secrets(kept, local_box)["url"] == "amqps://user:p%40ss:w0rd@other.example.com/vh2"
+    assert decrypt_target_secrets(kept, local_box)["url"] == "amqps://user:p%40ss:w0rd@BROKER.example.com/vh2"
+    # ... but never follows the URL to another host, port or scheme.
+    for moved in ("amqps://user:***@other.example.com/vhost", "amqps://user:***@broker.example.com:5672/vhost",
+                  "amqp://user:***@broker.example.com:5671/vhost"):
+        with pytest.raises(MaskedSecretError, match="another scheme, host or port") as err:
+            keep_masked_secrets(encrypt_target_secrets({**target, "url": moved}, local_box), sealed)
+        assert err.value.field == "target.url"
     # URLs without a password are left alone.
     for url in ("amqp://broker/", "amqps://user@broker/vh", None):
         t = {"type": "amqp", "url": url}

@@ -88,6 +88,21 @@ def test_security_token_signed_is_accepted():
     assert verify(req) == ALICE
 
 
+def test_security_token_is_refused_where_it_cannot_be_checked():
+    # Local mode cannot ask STS about temporary credentials: refused, not taken on trust.
+    refused(sign("GET", URL, token="session-token-value"), "X-Amz-Security-Token", security_tokens=False)
+
+
+def test_two_authorization_headers_are_refused():
+    req = sign("GET", URL)
+    pairs = list(req["headers"].items()) + [("Authorization", req["headers"]["Authorization"])]
+    with pytest.raises(SignatureError, match="more than one Authorization"):
+        verify_request("GET", req["path"], req["query_string"], pairs, b"", CREDS)
+    joined = {**req["headers"], "Authorization": req["headers"]["Authorization"] + ", "
+              + req["headers"]["Authorization"]}  # as a server joins repeated headers
+    refused({**req, "headers": joined}, "more than one Authorization")
+
+
 def test_percent_encoded_path_and_unsorted_query():
     req = sign("GET", "http://localhost:9000/prod/v1/jobs/a%20b%C3%A9/executions?status=failed&limit=5&cursor=a%2Bb")
     assert verify(req) == ALICE
@@ -351,10 +366,10 @@ def test_client_requests_verify_over_http(verifying_server):
 
 
 def test_client_with_wrong_secret_is_refused_over_http(verifying_server):
-    from scheduler.client import ApiError
+    from scheduler.client import ApiCallFailed
 
     client = SchedulerClient(verifying_server, sigv4=True, region=REGION,
                              credentials=Credentials("AKIDALICE", "wrong"))
-    with pytest.raises(ApiError) as info:
+    with pytest.raises(ApiCallFailed) as info:
         client.list_jobs()
     assert info.value.status == 403 and "does not match" in info.value.message

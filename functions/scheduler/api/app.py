@@ -166,6 +166,7 @@ def make_app(store_provider: Callable[[], JobStore], secret_box_provider: Callab
 
     app.dependency_overrides[deps.get_store] = store_provider
     app.dependency_overrides[deps.get_secret_box] = secret_box_provider
+    app.dependency_overrides[deps.get_settings] = lambda: settings
     app.dependency_overrides[deps.get_cursors] = _once(
         lambda: CursorCodec(cursor_key(settings, secret_box_provider())))
     return app

@@ -4,6 +4,8 @@ local mode and tests each pass their own store, secret box and cursor codec."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_lambda_powertools.event_handler.request import Request
 
 from scheduler.api.cursors import CursorCodec
@@ -30,3 +32,8 @@ def get_cursors() -> CursorCodec:
 def get_owner(request: Request) -> str:
     """The caller's IAM principal; 403 without one."""
     return require_owner(request.resolved_event.raw_event)
+
+
+def get_settings() -> Any:
+    """The settings (given to ``make_app``; None in tests that give none)."""
+    return None

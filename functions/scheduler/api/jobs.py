@@ -14,7 +14,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from scheduler import service
 from scheduler.api.cursors import MAX_CURSOR_LENGTH, CursorCodec, InvalidCursor, scope_of
-from scheduler.api.deps import get_cursors, get_owner, get_secret_box, get_store
+from scheduler.api.deps import get_cursors, get_owner, get_secret_box, get_settings, get_store
 from scheduler.api.errors import BadRequest, documented
 from scheduler.api.routes import rule
 from scheduler.api.serialize import Job, JobList, RunAccepted, job_json, spec_of
@@ -35,6 +35,7 @@ StoreDep = Annotated[JobStore, Depends(get_store)]
 BoxDep = Annotated[SecretBox, Depends(get_secret_box)]
 CursorsDep = Annotated[CursorCodec, Depends(get_cursors)]
 Owner = Annotated[str, Depends(get_owner)]
+SettingsDep = Annotated[Any, Depends(get_settings)]
 JobId = Annotated[str, Path(description="The job's id (a UUID).")]
 # Optional parameters are typed without None (their default is None), so the OpenAPI document
 # says "a string, optional" rather than "a string or null".
@@ -110,6 +111,13 @@ def spec_data(spec: JobSpec) -> dict[str, Any]:
     return data
 
 
+def require_broker(data: dict[str, Any], settings: Any) -> None:
+    """An AMQP target without a url needs the deployment's default broker (400 on target.url)."""
+    target = data.get("target") or {}
+    if target.get("type") == "amqp" and not target.get("url") and not getattr(settings, "default_broker_url", None):
+        raise BadRequest("target.url", "is required: this deployment has no default broker")
+
+
 def job_response(row: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> Response:
     """A job answer with its ``ETag``."""
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=job_json(row),
@@ -126,8 +134,10 @@ def _text_param(value: str | None, field: str) -> str | None:
 
 @router.route(*rule("create_job"), status_code=201, summary="Create a job", tags=["jobs"],
               responses=documented(201, Job, "The job.", 400, 403, 409, 413, 415, headers=_LOCATION))
-def create_job(spec: Annotated[JobSpec, Body()], store: StoreDep, box: BoxDep, owner: Owner):
+def create_job(spec: Annotated[JobSpec, Body()], store: StoreDep, box: BoxDep, owner: Owner,
+               settings: SettingsDep):
     data = spec_data(spec)
+    require_broker(data, settings)
     data["target"] = keep_masked_secrets(encrypt_target_secrets(data["target"], box), None)
     row = service.create_job(store, owner, data)
     logger.info("job created", extra={"job_id": str(row["id"])})
@@ -175,9 +185,10 @@ def get_job(job_id: JobId, store: StoreDep, owner: Owner):
               description='A full job spec. A secret sent as `"***"` keeps the stored one.',
               responses=documented(200, Job, "The job.", 400, 403, 404, 409, 412, 413, 415))
 def replace_job(job_id: JobId, spec: Annotated[JobSpec, Body()], store: StoreDep, box: BoxDep, owner: Owner,
-                if_match: IfMatch = None):
+                settings: SettingsDep, if_match: IfMatch = None):
     expected = parse_if_match(if_match)
     data = spec_data(spec)
+    require_broker(data, settings)
     target = encrypt_target_secrets(data["target"], box)
 
     def build(row: dict[str, Any]) -> dict[str, Any]:
@@ -193,13 +204,14 @@ def replace_job(job_id: JobId, spec: Annotated[JobSpec, Body()], store: StoreDep
                           "given); the result must be a valid job spec.",
               responses=documented(200, Job, "The job.", 400, 403, 404, 409, 412, 413, 415))
 def patch_job(job_id: JobId, patch: Annotated[dict[str, Any], Body(description="A JSON merge patch of a job spec.")],
-              store: StoreDep, box: BoxDep, owner: Owner, if_match: IfMatch = None):
+              store: StoreDep, box: BoxDep, owner: Owner, settings: SettingsDep, if_match: IfMatch = None):
     expected = parse_if_match(if_match)
     check_text(patch, "body")
     merge_patch({}, patch)  # depth check before the row is held
 
     def build(row: dict[str, Any]) -> dict[str, Any]:
         data = spec_data(JobSpec.model_validate(merge_patch(spec_of(row), patch)))
+        require_broker(data, settings)
         return {**data, "target": keep_masked_secrets(encrypt_target_secrets(data["target"], box), row["target"])}
 
     row = service.update_job(store, owner, job_id, build, expected)

@@ -134,7 +134,7 @@ RETURNING id;
 -- The columns of a started job that its delivery and its completion's plan need, no more.
 j.id, j.version, j.state, j.schedule, j.run_at, j.timezone, j.start_at, j.end_at, j.created_at,
 j.missed_runs, j.target, j.retry, j.scheduled_at, j.attempt, j.next_run_at, j.manual_run_at, j.lease_kind,
-j.running_execution_id, j.owner, j.after_completion
+j.running_execution_id, j.owner, j.after_completion, j.name
 
 -- fragment: record_started
 -- After a "job" CTE that started jobs (their running_execution_id set, the attempt counted):
@@ -325,3 +325,11 @@ DELETE FROM jobs
 WHERE id = ANY(%(job_ids)s::uuid[]) AND after_completion = 'delete' AND state = 'completed'
   AND lock_token IS NULL AND manual_run_at IS NULL
 RETURNING id;
+
+-- name: count_live_leases
+-- Executors at work or on their way: unexpired leases, claimed (waiting in Lambda's invoke queue)
+-- or started. The fan-out keeps this under the executor's reserved concurrency, so no invoke
+-- waits throttled until it expires into the dead-letter queue. A leased job stays due (due_at is
+-- in the past until its completion moves next_run_at), so the due index bounds the cost by the due
+-- jobs, like the claim's, not by the table (a job paused under its lease is not counted).
+SELECT count(*) AS leases FROM jobs WHERE due_at <= now() AND locked_until > now();

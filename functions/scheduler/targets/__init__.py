@@ -12,6 +12,9 @@ Modules:
   :mod:`scheduler.targets.http_sessions`: its guarded sessions.
 - :mod:`scheduler.targets.amqp`: AMQP(S) targets (pika, publisher confirms, mandatory
   routing, a small pool of broker connections reused across warm invocations).
+- :mod:`scheduler.targets.aws`: Lambda, SQS, SNS and EventBridge targets, and SigV4 signing of
+  HTTP targets, as the job's role assumed for its owner (:mod:`scheduler.targets.aws_credentials`;
+  their views in :mod:`scheduler.targets.aws_views`).
 - :mod:`scheduler.targets.ssrf`: the address guard both use.
 
 This package module itself imports nothing, so loading one of them loads no other.

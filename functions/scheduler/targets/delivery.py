@@ -5,9 +5,11 @@ helpers every target module uses to build results and keep secrets out of them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
+from scheduler.constants import SECRET_MASK
 from scheduler.domain import (HEADER_ATTEMPT, HEADER_EXECUTION_ID, HEADER_IDEMPOTENCY_KEY,  # noqa: F401 (re-exported)
                               HEADER_JOB_ID, HEADER_SCHEDULED_AT, Delivery)
 
@@ -72,12 +74,53 @@ def timed_out(error: str, **fields: Any) -> DeliveryResult:
     return DeliveryResult(TIMED_OUT, True, error=error, **fields)
 
 
-def redact(text: str | None, secrets: Iterable[str | None]) -> str | None:
-    """``text`` with every occurrence of each secret replaced by ``***`` (longest first)."""
+# -- redaction of texts (response excerpts, error texts) ----------------------------------------
+
+#: A secret at least this long is masked even inside a longer word (with all of that word);
+#: a shorter one only where it stands as a whole value, or masking it would spell it out
+#: (a password ``p`` turned ``password`` into ``***assword``).
+MIN_EMBEDDED_SECRET = 8
+_WORD_CHARS = r"[A-Za-z0-9._~+/=-]"
+_MIN_TAIL = 4
+
+
+def redact(text: str | None, secrets: Any) -> str | None:
+    """``text`` with each secret masked as a whole value (``***``), longest first.
+
+    A secret of ``MIN_EMBEDDED_SECRET`` characters or more is masked wherever it occurs, with
+    the rest of the word around it, so no part of it and no hint of where it starts or ends is
+    left. A shorter one is masked only where it is not part of a longer word.
+    """
     if not text:
         return text
-    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        text = text.replace(secret, "***")
+    for secret in sorted({s for s in secrets or () if isinstance(s, str) and s}, key=len, reverse=True):
+        escaped = re.escape(secret)
+        if len(secret) >= MIN_EMBEDDED_SECRET:
+            pattern = f"{_WORD_CHARS}*{escaped}{_WORD_CHARS}*"
+        else:
+            pattern = f"(?<![A-Za-z0-9]){escaped}(?![A-Za-z0-9])"
+        text = re.sub(pattern, SECRET_MASK, text)
+    return text
+
+
+def redact_and_cut(text: str | None, secrets: Any, limit_bytes: int) -> str | None:
+    """``text`` redacted (``redact``), then cut to at most ``limit_bytes`` UTF-8 bytes.
+
+    Redaction comes first, so a cut can never leave the start of a secret behind. The text's
+    own end may stop inside a secret (a body cut off at the deadline): a tail of at least four
+    characters that begins a secret is masked too.
+    """
+    text = redact(text, secrets)
+    if not text:
+        return text
+    raw = text.encode("utf-8")
+    if len(raw) > limit_bytes:
+        text = raw[:limit_bytes].decode("utf-8", "ignore")
+    for secret in {s for s in secrets or () if isinstance(s, str) and len(s) >= MIN_EMBEDDED_SECRET}:
+        for size in range(min(len(secret) - 1, len(text)), _MIN_TAIL - 1, -1):
+            if text.endswith(secret[:size]):
+                text = text[:-size] + SECRET_MASK
+                break
     return text
 
 

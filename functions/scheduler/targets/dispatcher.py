@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from scheduler import templates
 from scheduler.targets.delivery import FAILED, TIMED_OUT, Delivery, DeliveryResult, TargetPolicy, permanent
+from scheduler.targets.aws_views import AWS_TYPES, TEXT_FIELDS
 from scheduler.targets.views import AmqpView, InvalidTarget, TargetView, view_of
 
 def deliver(
@@ -23,7 +24,8 @@ def deliver(
     *,
     timeout_cap: float | None = None,
 ) -> DeliveryResult:
-    """Render placeholders in the body, then deliver to an http or amqp target.
+    """Render placeholders in the body (every text field of an AWS target), then deliver to an
+    http, amqp, lambda, sqs, sns or eventbridge target.
 
     Never raises for a target's failure (returns a failed DeliveryResult); ``timeout_cap`` bounds
     the time further (the executor passes its remaining Lambda time). The time spent is bounded
@@ -52,6 +54,8 @@ def _deliverer(kind: str) -> Callable[..., DeliveryResult]:
     if found is None:
         if kind == "http":
             from scheduler.targets.http import deliver_http as found
+        elif kind in AWS_TYPES:
+            from scheduler.targets.aws import deliver_aws as found
         else:
             from scheduler.targets.amqp import deliver_amqp as found
         _DELIVERERS[kind] = found
@@ -59,7 +63,12 @@ def _deliverer(kind: str) -> Callable[..., DeliveryResult]:
 
 
 def _rendered(view: TargetView, delivery: Delivery) -> TargetView:
-    """The view with its text body's placeholders rendered (a binary body is kept)."""
+    """The view with its text body's placeholders rendered (a binary body is kept); an AWS
+    target's every text field."""
+    if view.type in TEXT_FIELDS:
+        changes = {name: templates.render(value, delivery) for name in TEXT_FIELDS[view.type]
+                   if isinstance(value := getattr(view, name), str)}
+        return dataclasses.replace(view, **changes) if changes else view
     if view.body is None or (isinstance(view, AmqpView) and view.body_encoding == "base64"):
         return view
     rendered = templates.render(view.body, delivery)

@@ -5,7 +5,9 @@ What a delivery does:
 - Builds the request: ``method`` (GET POST PUT PATCH DELETE HEAD OPTIONS, default POST), the
   job's ``headers``, the rendered ``body`` (UTF-8), the ``auth`` header (basic, bearer, or a
   named header), then the delivery headers of the contract (``Idempotency-Key``,
-  ``X-Scheduler-*``), which the job's headers cannot override. ``Accept-Encoding`` defaults to
+  ``X-Scheduler-*``), which the job's headers cannot override. A ``sigv4`` auth signs the
+  request last, as a role assumed for the job's owner (:class:`scheduler.targets.aws.HttpSigner`),
+  never for another origin than the target's. ``Accept-Encoding`` defaults to
   ``identity`` so the excerpt is readable text.
 - Connects through :mod:`scheduler.targets.ssrf` (``policy.allow_private`` false): the host is
   resolved once, every address checked, and the socket connected to a validated address;
@@ -32,6 +34,7 @@ The sessions and their guarded connection pools are in :mod:`scheduler.targets.h
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import os
 import re
@@ -55,10 +58,11 @@ from scheduler.targets.delivery import (
     TargetPolicy,
     exception_chain,
     permanent,
-    redact,
+    redact_and_cut,
     timed_out,
     transient,
 )
+from scheduler.targets.aws import HttpSigner, sigv4_signer
 from scheduler.targets.http_sessions import (KEEP_ALIVE_PER_HOST, USER_AGENT, GuardedAdapter,  # noqa: F401 (re-exported)
                                              close_sessions, session_for)
 from scheduler.targets.views import HTTP_METHODS, HttpView
@@ -67,6 +71,7 @@ from scheduler.targets.watchdog import Watchdog, running
 METHODS = HTTP_METHODS
 RETRYABLE_STATUSES = frozenset({408, 429})
 MAX_REDIRECTS = 10
+MAX_ERROR_BYTES = 500  # an error text is cut to this, once its secrets are redacted
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
@@ -81,22 +86,25 @@ def deliver_http(target: HttpView, delivery: Delivery, policy: TargetPolicy, *, 
     """
     secrets = target.secrets()
     try:
-        result = _deliver(target, delivery, policy, budget)
+        signer, result = sigv4_signer(target.sigv4, delivery, secrets)  # adds the role's secrets
+        if result is None:
+            # Read past the excerpt's limit by the longest secret, so that one that straddles the cut
+            # is whole when redacted; redaction comes before the cut (no part of a secret is kept).
+            margin = max((len(secret.encode("utf-8")) for secret in secrets), default=0)
+            result = _deliver(target, delivery, policy, budget, EXCERPT_LIMIT + margin, signer)
     except Exception as exc:  # noqa: BLE001 - the contract: never raise
         result = transient(f"unexpected error during the HTTP delivery: {type(exc).__name__}")
-    if secrets and (result.error or result.response_excerpt):
-        result = DeliveryResult(
-            status=result.status,
-            retryable=result.retryable,
-            http_status=result.http_status,
-            response_excerpt=redact(result.response_excerpt, secrets),
-            error=redact(result.error, secrets),
-            retry_after_seconds=result.retry_after_seconds,
+    if result.error or result.response_excerpt:
+        result = dataclasses.replace(
+            result,
+            response_excerpt=redact_and_cut(result.response_excerpt, secrets, EXCERPT_LIMIT),
+            error=redact_and_cut(result.error, secrets, MAX_ERROR_BYTES),
         )
     return result
 
 
-def _deliver(spec: HttpView, delivery: Delivery, policy: TargetPolicy, budget: float) -> DeliveryResult:
+def _deliver(spec: HttpView, delivery: Delivery, policy: TargetPolicy, budget: float,
+             read_limit: int = EXCERPT_LIMIT, signer: HttpSigner | None = None) -> DeliveryResult:
     headers = CaseInsensitiveDict(spec.headers)
     auth = spec.auth_header
     if auth is not None:
@@ -111,12 +119,12 @@ def _deliver(spec: HttpView, delivery: Delivery, policy: TargetPolicy, budget: f
     excerpt: str | None = None
     with running(watchdog):
         try:
-            response = _send(session, spec, headers, body, watchdog)
+            response = _send(session, spec, headers, body, watchdog, signer)
             if watchdog.fired:
                 # Shut down while the head was still arriving: http.client may take the EOF
                 # for the end of the headers, so this "response" is not one.
                 return timed_out(f"timed out after {budget:g}s")
-            excerpt = _read_excerpt(response)
+            excerpt = _read_excerpt(response, read_limit)
         except ssrf.TargetNotAllowed as exc:
             return permanent(str(exc))
         except _TooManyRedirects:
@@ -176,6 +184,7 @@ def _send(
     headers: CaseInsensitiveDict,
     body: bytes | None,
     watchdog: Watchdog,
+    signer: HttpSigner | None = None,
 ) -> urllib3.HTTPResponse:
     """Send the request (and follow redirects when asked), returning the final streamed response."""
     method, url = spec.method, spec.url
@@ -193,6 +202,8 @@ def _send(
         merged.update(headers)  # the target's own headers win, whatever their case
         prepared = requests.PreparedRequest()
         prepared.prepare(method=method, url=url, headers=merged, data=body)
+        if signer is not None and _origin(url) == origin:  # never sign for another host
+            signer.sign(prepared)
         response = _urlopen(session, prepared, remaining)
         if not (spec.follow_redirects and response.status in _REDIRECTS and "location" in response.headers):
             return response
@@ -221,8 +232,9 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme, (parts.hostname or "").lower(), parts.port or default
 
 
-def _read_excerpt(response: urllib3.HTTPResponse) -> str:
-    """At most EXCERPT_LIMIT bytes of the body; stops there (never reads the whole body).
+def _read_excerpt(response: urllib3.HTTPResponse, limit: int = EXCERPT_LIMIT) -> str:
+    """At most ``limit`` bytes of the body; stops there (never reads the whole body). The
+    caller cuts it to ``EXCERPT_LIMIT`` bytes once the secrets are redacted.
 
     An error or the deadline while reading keeps what was read: the status already arrived.
     """
@@ -230,14 +242,14 @@ def _read_excerpt(response: urllib3.HTTPResponse) -> str:
     # read1: whatever has arrived (one recv), so a body cut off at the deadline keeps its start.
     read = response.read1 if hasattr(response, "read1") else response.read
     try:
-        while len(data) < EXCERPT_LIMIT:
-            chunk = read(EXCERPT_LIMIT - len(data), decode_content=True)
+        while len(data) < limit:
+            chunk = read(limit - len(data), decode_content=True)
             if not chunk:
                 break
             data.extend(chunk)
     except Exception:  # noqa: BLE001 - a cut-off body does not change the answer
         pass
-    return bytes(data[:EXCERPT_LIMIT]).decode("utf-8", errors="replace")
+    return bytes(data[:limit]).decode("utf-8", errors="replace")
 
 
 def _classify_response(response: urllib3.HTTPResponse, excerpt: str | None, spec: HttpView) -> DeliveryResult:
@@ -260,7 +272,7 @@ def _classify_response(response: urllib3.HTTPResponse, excerpt: str | None, spec
         retryable,
         http_status=status,
         response_excerpt=excerpt,
-        error=error[:500],
+        error=error,  # cut to MAX_ERROR_BYTES once redacted (deliver_http)
         retry_after_seconds=parse_retry_after(response.headers.get("Retry-After")),
     )
 

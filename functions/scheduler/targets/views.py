@@ -1,4 +1,5 @@
-"""The typed views of a target that the delivery reads: ``HttpView`` and ``AmqpView``.
+"""The typed views of a target that the delivery reads: ``HttpView`` and ``AmqpView`` (and the
+AWS targets' views of :mod:`scheduler.targets.aws_views`).
 
 A target has one schema: the pydantic models of ``scheduler.models`` (``HttpTarget``,
 ``AmqpTarget``), with which the API validates every target before it is stored. The delivery
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import unquote, urlsplit
 
+from scheduler.targets.aws_views import AWS_TYPES, AwsView, InvalidAwsTarget, SigV4View, aws_view_of, sigv4_of
 from scheduler.urls import check_url_syntax
 
 #: Default of ``target.timeout_seconds`` (http and amqp).
@@ -47,6 +49,11 @@ class HttpView:
     def auth_header(self) -> tuple[str, str] | None:
         """The header ``auth`` sends: ``(name, value)``."""
         return _auth_header(self.auth)
+
+    @property
+    def sigv4(self) -> SigV4View | None:
+        """The ``sigv4`` auth (the request signed as a role assumed for the owner), if that is it."""
+        return sigv4_of(self.auth) if self.auth is not None and self.auth.get("type") == "sigv4" else None
 
     def secrets(self) -> list[str]:
         """The secret strings of the target, to be scrubbed from errors and excerpts."""
@@ -93,7 +100,7 @@ class AmqpView:
         return [self.url] + ([password, unquote(password)] if password else [])
 
 
-TargetView = HttpView | AmqpView
+TargetView = HttpView | AmqpView | AwsView
 
 
 def view_of(target: Any) -> TargetView:
@@ -101,9 +108,14 @@ def view_of(target: Any) -> TargetView:
     if not isinstance(target, dict):
         raise InvalidTarget("not an object")
     kind = target.get("type")
-    if kind not in ("http", "amqp"):
+    if kind not in ("http", "amqp", *AWS_TYPES):
         raise InvalidTarget(f"unknown type {kind!r}" if isinstance(kind, str) else "missing type")
     timeout = _timeout(target.get("timeout_seconds"))
+    if kind in AWS_TYPES:
+        try:
+            return aws_view_of(target, timeout)
+        except InvalidAwsTarget as exc:
+            raise InvalidTarget(str(exc)) from None
     return _http(target, timeout) if kind == "http" else _amqp(target, timeout)
 
 
@@ -169,7 +181,13 @@ def _auth_header(auth: Any) -> tuple[str, str] | None:
         if not isinstance(name, str) or not name or not isinstance(value, str):
             raise InvalidTarget("header auth needs a name and a value")
         return name, value
-    raise InvalidTarget("auth type must be basic, bearer or header")
+    if kind == "sigv4":  # no header of its own: the request is signed as a whole
+        try:
+            sigv4_of(auth)
+        except InvalidAwsTarget as exc:
+            raise InvalidTarget(str(exc)) from None
+        return None
+    raise InvalidTarget("auth type must be basic, bearer, header or sigv4")
 
 
 def _amqp(target: dict, timeout: float) -> AmqpView:

@@ -1,0 +1,239 @@
+"""The AWS targets of the contract (``lambda``, ``sqs``, ``sns``, ``eventbridge``) and the
+``sigv4`` auth of HTTP targets, as pydantic models; :mod:`scheduler.models` puts them into its
+target and auth unions.
+
+Write-time checks (each a 400 naming its field): ARNs and queue URLs have the shape AWS gives
+them (partition, region, account, resource), the role and the resource are in one partition,
+and each payload fits its service's limit once its placeholders are rendered (Lambda 256 KiB
+for an ``Event`` invoke and 6 MB for ``RequestResponse``; SQS, SNS and EventBridge 256 KiB,
+counting the identity attributes the delivery adds).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from scheduler.aws_arns import (_REGION, EVENT_BUS_ARN, FUNCTION_ARN, QUEUE_URL, ROLE_ARN,  # noqa: F401 (re-exported)
+                                TOPIC_ARN, partition_of, partition_of_region, region_of)
+
+KIB = 1024
+#: Payload limits per service, in bytes.
+LAMBDA_EVENT_LIMIT = 256 * KIB
+LAMBDA_SYNC_LIMIT = 6 * 1000 * 1000
+SQS_LIMIT = 256 * KIB
+SNS_LIMIT = 256 * KIB
+EVENTBRIDGE_LIMIT = 256 * KIB
+#: Bytes the delivery's identity attributes take at most (names, types and values).
+IDENTITY_ATTRIBUTES_BYTES = 400
+#: The longest text each placeholder renders to (a UUID, an RFC 3339 instant, an attempt).
+_PLACEHOLDER_WIDTH = {"job_id": 36, "execution_id": 36, "scheduled_at": 32, "attempt": 3}
+_PLACEHOLDER = re.compile(r"\{\{\s*(job_id|execution_id|scheduled_at|attempt)\s*\}\}")
+_SAMPLE = {"job_id": "00000000-0000-0000-0000-000000000000",
+           "execution_id": "00000000-0000-0000-0000-000000000000",
+           "scheduled_at": "2026-01-01T00:00:00Z", "attempt": "1"}
+
+_GROUP_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
+_SIGV4_SERVICES = ("execute-api", "lambda")
+
+
+class AwsFieldError(ValueError):
+    """A model-level error naming its field (``validation_details`` keeps the field)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def _max_rendered(text: str) -> str:
+    return _PLACEHOLDER.sub(lambda m: "x" * _PLACEHOLDER_WIDTH[m.group(1)], text)
+
+
+def rendered_size(*texts: str | None) -> int:
+    """UTF-8 bytes of ``texts`` once their placeholders are rendered, at the longest."""
+    return sum(len(_max_rendered(t).encode("utf-8", "surrogatepass")) for t in texts if t)
+
+
+def _sample_rendered(text: str) -> str:
+    return _PLACEHOLDER.sub(lambda m: _SAMPLE[m.group(1)], text)
+
+
+def _check_size(field: str, limit: int, *texts: str | None, extra: int = 0) -> None:
+    size = rendered_size(*texts) + extra
+    if size > limit:
+        raise AwsFieldError(field, f"is {size} bytes once rendered (with the delivery's attributes); "
+                                   f"the service takes at most {limit}")
+
+
+def _check_json(field: str, text: str, *, object_only: bool = False) -> None:
+    try:
+        value = json.loads(_sample_rendered(text))
+    except ValueError:
+        raise AwsFieldError(field, "must be JSON (once its placeholders are rendered)") from None
+    if object_only and not isinstance(value, dict):
+        raise AwsFieldError(field, "must be a JSON object")
+
+
+def _shape(pattern: re.Pattern[str], value: str, what: str) -> str:
+    if not pattern.match(value):
+        raise ValueError(f"is not {what}")
+    return value
+
+
+class _AwsStrict(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_max_length=LAMBDA_SYNC_LIMIT)
+
+
+class _RoleTarget(_AwsStrict):
+    role_arn: str = Field(min_length=1, max_length=2048)
+    timeout_seconds: int = Field(default=30, ge=1, le=900)
+
+    @field_validator("role_arn")
+    @classmethod
+    def _role(cls, v: str) -> str:
+        return _shape(ROLE_ARN, v, "an IAM role ARN (arn:<partition>:iam::<account>:role/<name>)")
+
+    def _same_partition(self, field: str, resource_partition: str) -> None:
+        if partition_of(self.role_arn) != resource_partition:
+            raise AwsFieldError(field, f"is in partition {resource_partition!r} but role_arn is in "
+                                       f"{partition_of(self.role_arn)!r}")
+
+
+class LambdaTarget(_RoleTarget):
+    """An invoke of a Lambda function (``Event``: asynchronous; ``RequestResponse``: waits for
+    the function's answer, whose excerpt is kept)."""
+
+    type: Literal["lambda"]
+    function_arn: str = Field(min_length=1, max_length=2048)
+    payload: str = Field(default="{}", max_length=LAMBDA_SYNC_LIMIT)
+    invocation_type: Literal["Event", "RequestResponse"] = "Event"
+
+    @field_validator("function_arn")
+    @classmethod
+    def _arn(cls, v: str) -> str:
+        return _shape(FUNCTION_ARN, v, "a Lambda function ARN "
+                                       "(arn:<partition>:lambda:<region>:<account>:function:<name>[:<qualifier>])")
+
+    @model_validator(mode="after")
+    def _payload(self) -> "LambdaTarget":
+        self._same_partition("function_arn", partition_of(self.function_arn))
+        _check_json("payload", self.payload)
+        limit = LAMBDA_EVENT_LIMIT if self.invocation_type == "Event" else LAMBDA_SYNC_LIMIT
+        _check_size("payload", limit, self.payload)
+        return self
+
+
+class SqsTarget(_RoleTarget):
+    """A message sent to an SQS queue (``message_group_id`` is required for a FIFO queue)."""
+
+    type: Literal["sqs"]
+    queue_url: str = Field(min_length=1, max_length=2048)
+    body: str = Field(min_length=1, max_length=SQS_LIMIT)
+    message_group_id: str | None = Field(default=None, min_length=1, max_length=128)
+
+    @field_validator("queue_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        return _shape(QUEUE_URL, v, "an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<queue>)")
+
+    @model_validator(mode="after")
+    def _fifo(self) -> "SqsTarget":
+        self._same_partition("queue_url", partition_of_region(region_of(self.queue_url)))
+        _check_group(self.queue_url.endswith(".fifo"), self.message_group_id, "queue")
+        _check_size("body", SQS_LIMIT, self.body, extra=IDENTITY_ATTRIBUTES_BYTES)
+        return self
+
+
+class SnsTarget(_RoleTarget):
+    """A message published to an SNS topic (``message_group_id`` is required for a FIFO topic)."""
+
+    type: Literal["sns"]
+    topic_arn: str = Field(min_length=1, max_length=2048)
+    message: str = Field(min_length=1, max_length=SNS_LIMIT)
+    subject: str | None = Field(default=None, min_length=1, max_length=100)
+    message_group_id: str | None = Field(default=None, min_length=1, max_length=128)
+
+    @field_validator("topic_arn")
+    @classmethod
+    def _arn(cls, v: str) -> str:
+        return _shape(TOPIC_ARN, v, "an SNS topic ARN (arn:<partition>:sns:<region>:<account>:<topic>)")
+
+    @field_validator("subject")
+    @classmethod
+    def _subject(cls, v: str | None) -> str | None:
+        if v is not None and not all(" " <= ch <= "~" for ch in v):
+            raise ValueError("must be printable ASCII on one line")
+        return v
+
+    @model_validator(mode="after")
+    def _checks(self) -> "SnsTarget":
+        self._same_partition("topic_arn", partition_of(self.topic_arn))
+        _check_group(self.topic_arn.endswith(".fifo"), self.message_group_id, "topic")
+        _check_size("message", SNS_LIMIT, self.message, self.subject, extra=IDENTITY_ATTRIBUTES_BYTES)
+        return self
+
+
+class EventBridgeTarget(_RoleTarget):
+    """An event put on an EventBridge bus (``detail`` is a JSON object)."""
+
+    type: Literal["eventbridge"]
+    event_bus_arn: str = Field(min_length=1, max_length=2048)
+    source: str = Field(min_length=1, max_length=256)
+    detail_type: str = Field(min_length=1, max_length=128)
+    detail: str = Field(default="{}", max_length=EVENTBRIDGE_LIMIT)
+
+    @field_validator("event_bus_arn")
+    @classmethod
+    def _arn(cls, v: str) -> str:
+        return _shape(EVENT_BUS_ARN, v, "an event bus ARN (arn:<partition>:events:<region>:<account>:event-bus/<name>)")
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, v: str) -> str:
+        if v.lower().startswith("aws."):
+            raise ValueError("must not start with 'aws.' (reserved for AWS services)")
+        return v
+
+    @model_validator(mode="after")
+    def _checks(self) -> "EventBridgeTarget":
+        self._same_partition("event_bus_arn", partition_of(self.event_bus_arn))
+        _check_json("detail", self.detail, object_only=True)
+        _check_size("detail", EVENTBRIDGE_LIMIT, self.detail, self.source, self.detail_type, self.event_bus_arn)
+        return self
+
+
+class SigV4Auth(_AwsStrict):
+    """Sign an HTTP target's request with SigV4, as the role ``role_arn`` (assumed with the job
+    owner as ``ExternalId``): API Gateway with IAM auth, Lambda function URLs."""
+
+    type: Literal["sigv4"]
+    service: Literal["execute-api", "lambda"]
+    region: str = Field(min_length=1, max_length=32)
+    role_arn: str = Field(min_length=1, max_length=2048)
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, v: str) -> str:
+        return _shape(re.compile(rf"^{_REGION}$"), v, "an AWS region name (such as eu-west-1)")
+
+    @field_validator("role_arn")
+    @classmethod
+    def _role(cls, v: str) -> str:
+        return _shape(ROLE_ARN, v, "an IAM role ARN (arn:<partition>:iam::<account>:role/<name>)")
+
+
+def _check_group(fifo: bool, group: str | None, what: str) -> None:
+    if fifo and group is None:
+        raise AwsFieldError("message_group_id", f"is required for a FIFO {what}")
+    if not fifo and group is not None:
+        raise AwsFieldError("message_group_id", f"is only for a FIFO {what} (a name ending in .fifo)")
+    if group is not None and not _GROUP_ID.match(_sample_rendered(group)):
+        raise AwsFieldError("message_group_id", "must be 1 to 128 printable ASCII characters without blanks")
+
+
+#: The ``type`` of each AWS target.
+AWS_TARGET_TYPES = ("lambda", "sqs", "sns", "eventbridge")

@@ -1,0 +1,75 @@
+"""The ``scheduler`` command line, one module per command group.
+
+- ``scheduler local`` / ``scheduler migrate`` (``server``): run the scheduler itself.
+- ``scheduler jobs ...`` (``jobs``), ``scheduler executions`` (``executions``) and
+  ``scheduler preview`` (``preview``): clients of the HTTP API (``scheduler.client``),
+  SigV4-signed when the endpoint is AWS.
+- ``scheduler console`` (``console``), ``scheduler echo`` (``echo``), ``scheduler completion``
+  (``completion``).
+
+``docs/cli.md`` is the reference. Every failure is one line on stderr (``scheduler CMD: error:
+...`` for usage and start-up errors, ``error: ...`` for the API's answers) and an exit code
+(``common.EXIT_*``), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from scheduler.cli import completion, console, echo, executions, jobs, preview, server
+from scheduler.cli.common import (EXIT_API_ERROR, EXIT_CODES_HELP, EXIT_CONFLICT, EXIT_INTERRUPTED, EXIT_NOT_FOUND,
+                                  EXIT_OK, EXIT_SERVER, EXIT_USAGE, CommandFailed, UsageError, add_client_options)
+from scheduler.cli.definitions import READ_ONLY_FIELDS, parse_definition
+from scheduler.cli.output import ERROR_WIDTH, format_table, truncate
+from scheduler.logs import configure_logging
+
+__all__ = [
+    "ERROR_WIDTH", "EXIT_API_ERROR", "EXIT_CONFLICT", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_SERVER", "EXIT_USAGE",
+    "READ_ONLY_FIELDS", "UsageError", "build_parser", "configure_logging", "format_table", "main",
+    "parse_definition", "truncate",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="scheduler", description="A distributed job scheduler.",
+                                     epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_client_options(parser, suppress=False)
+    client_options = argparse.ArgumentParser(add_help=False)
+    add_client_options(client_options, suppress=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def subparser(container: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+        return container.add_parser(name, help=help_text, description=help_text, parents=[client_options],
+                                    epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    server.add_parsers(sub)
+    jobs.add_parsers(sub, subparser)
+    executions.add_parsers(sub, subparser)
+    preview.add_parsers(sub, subparser)
+    console.add_parsers(sub)
+    echo.add_parsers(sub)
+    completion.add_parsers(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``scheduler`` console script."""
+    configure_logging()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.root_parser = parser
+    prog = " ".join(p for p in ("scheduler", args.command, getattr(args, "action", None)) if p)
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except CommandFailed as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED

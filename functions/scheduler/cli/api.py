@@ -1,0 +1,48 @@
+"""Running a client command: the API client of the global options, and the API's errors turned
+into one message on stderr and an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from typing import Any, Callable
+
+from scheduler.cli.common import EXIT_API_ERROR, EXIT_NOT_FOUND, EXIT_SERVER, UsageError
+from scheduler.cli.output import exit_code_for_status, print_api_error
+
+
+def make_client(args: argparse.Namespace) -> Any:
+    """The API client of the global options."""
+    from scheduler.client import SchedulerClient
+
+    try:
+        return SchedulerClient(args.endpoint, region=args.region, profile=args.profile, sigv4=args.sigv4,
+                               timeout=args.http_timeout)
+    except ValueError as exc:
+        raise UsageError(f"--endpoint: {exc}") from None
+
+
+def client_command(func: Callable[[argparse.Namespace, Any], int]) -> Callable[[argparse.Namespace], int]:
+    """Run a client command: the API's errors become one message on stderr and an exit code."""
+
+    @functools.wraps(func)
+    def run(args: argparse.Namespace) -> int:
+        from scheduler.client import ApiCallFailed, ConnectionFailed, JobNotFound, NoCredentials
+
+        try:
+            return func(args, make_client(args))
+        except ApiCallFailed as exc:
+            print_api_error(exc)
+            return EXIT_SERVER if exc.code == "invalid_response" else exit_code_for_status(exc.status)
+        except JobNotFound as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_NOT_FOUND
+        except ConnectionFailed as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_SERVER
+        except NoCredentials as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_API_ERROR
+
+    return run

@@ -1,0 +1,117 @@
+"""What every command group shares: exit codes, the usage error, argument types, the API client
+options and the wrapper that turns the client's errors into one line and an exit code."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+EXIT_OK = 0
+EXIT_API_ERROR = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+EXIT_CONFLICT = 4
+EXIT_SERVER = 5
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES_HELP = """\
+exit codes:
+  0  ok
+  1  the API refused the request (4xx other than below), or no AWS credentials to sign with
+  2  usage error (bad option, unreadable job file)
+  3  not found (404, or no job with that name)
+  4  conflict (409: name taken; 412: --if-match version is stale)
+  5  server error (5xx), the API cannot be reached, or the endpoint is not a scheduler API
+"""
+
+JOB_STATES = ("active", "paused", "completed")
+EXECUTION_STATUSES = ("running", "succeeded", "failed", "timed_out", "lost")
+OUTPUT_FORMATS = ("table", "json", "yaml")
+
+
+class UsageError(Exception):
+    """A mistake in the command line or its input: exit 2."""
+
+
+class CommandFailed(Exception):
+    """A command cannot go on: ``message`` is printed once (``scheduler CMD: error: ...``) and the
+    process exits with ``exit_code``, without a traceback."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_API_ERROR):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+# -- argument types ------------------------------------------------------------------------------
+
+
+def whole_number(text: str) -> int:
+    """An ``int`` argument."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    """An ``int`` argument of at least 1."""
+    value = whole_number(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def port(text: str) -> int:
+    """A TCP port; 0 asks for any free one (the banner shows which)."""
+    value = whole_number(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"not a TCP port: {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A ``float`` argument above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return value
+
+
+def int_list(text: str) -> list[int]:
+    """A comma-separated list of whole numbers (``200,201,204``)."""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
+
+
+# -- the API client ------------------------------------------------------------------------------
+
+
+def add_client_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """The API client's options: on the top-level parser (with their defaults) and again on each
+    client subcommand (without defaults, so that ``scheduler jobs list --json`` works as well as
+    ``scheduler --json jobs list``)."""
+
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
+    group = parser.add_argument_group("API client options")
+    group.add_argument("--endpoint", metavar="URL", default=default(None),
+                       help="the API's base URL, with its stage if any (default: $SCHEDULER_ENDPOINT, "
+                            "else http://127.0.0.1:8080)")
+    group.add_argument("--region", default=default(None),
+                       help="the SigV4 signing region (default: from an execute-api host name, else "
+                            "$AWS_REGION, else the AWS config)")
+    group.add_argument("--profile", default=default(None), help="the AWS profile to sign with (default: $AWS_PROFILE)")
+    group.add_argument("--sigv4", action=argparse.BooleanOptionalAction, default=default(None),
+                       help="sign requests with SigV4 (default: only when the endpoint is *.amazonaws.com)")
+    group.add_argument("-o", "--output", choices=OUTPUT_FORMATS, default=default("table"),
+                       help="table (default), or the API's JSON as is (json), or the same as YAML (yaml)")
+    group.add_argument("--json", dest="output", action="store_const", const="json", default=default("table"),
+                       help="the same as -o json")
+    group.add_argument("--http-timeout", dest="http_timeout", type=positive_float, metavar="SECONDS",
+                       default=default(30.0), help="HTTP timeout of each API call (default: 30)")

@@ -1,0 +1,287 @@
+"""Job definitions: read from a JSON or YAML file, and built from flags (``jobs create|update``).
+
+Secrets never come from the command line (argv is visible to every user of the machine in
+``ps``): ``--auth`` takes the password, token or header value from ``$SCHEDULER_AUTH_SECRET``,
+else from standard input (one line; a prompt without echo on a terminal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from scheduler.cli.common import UsageError, int_list, positive_float, positive_int
+
+AUTH_SECRET_ENV = "SCHEDULER_AUTH_SECRET"
+# Fields of a job answer that are not part of its definition: dropped from job files, so that
+# the output of `jobs get -o json` can be edited and sent back.
+READ_ONLY_FIELDS = ("id", "owner", "state", "version", "next_run_at", "last_run_at", "created_at",
+                    "updated_at", "stats")
+_UNQUOTED_STAR = re.compile(r"^\s*schedule\s*:\s*\*", re.MULTILINE)
+
+
+def _yaml_loader() -> Any:
+    """PyYAML's safe loader without implicit timestamps: ``run_at: 2026-12-01T10:00:00Z`` stays
+    the string it was written as."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.yaml_implicit_resolvers = {
+        key: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    return Loader
+
+
+def parse_definition(text: str, source: str = "-") -> dict[str, Any]:
+    """A job definition from JSON or YAML text (JSON when it is valid JSON or the file ends in
+    ``.json``); it must be a mapping."""
+    data: Any
+    stripped = text.strip()
+    if source.lower().endswith(".json") or stripped.startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            if source.lower().endswith(".json"):
+                raise UsageError(f"{source}: not valid JSON: {exc}") from None
+            data = _parse_yaml(text, source)
+    else:
+        data = _parse_yaml(text, source)
+    if data is None:
+        raise UsageError(f"{source}: empty job definition")
+    if not isinstance(data, dict):
+        raise UsageError(f"{source}: a job definition must be a mapping (JSON object), not {type(data).__name__}")
+    return {k: v for k, v in data.items() if k not in READ_ONLY_FIELDS}
+
+
+def _parse_yaml(text: str, source: str) -> Any:
+    try:
+        import yaml
+    except ImportError:
+        raise UsageError(f"{source}: YAML needs PyYAML (pip install pyyaml); JSON works without it") from None
+    try:
+        return yaml.load(text, Loader=_yaml_loader())  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as exc:
+        hint = ""
+        if _UNQUOTED_STAR.search(text):
+            hint = " (hint: quote a schedule that starts with '*', as in schedule: \"*/5 * * * *\")"
+        raise UsageError(f"{source}: not valid YAML or JSON: {' '.join(str(exc).split())}{hint}") from None
+
+
+def read_definition(path: str) -> dict[str, Any]:
+    """The job definition in a file (``-``: standard input)."""
+    if path == "-":
+        return parse_definition(sys.stdin.read(), "<stdin>")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text") from None
+    return parse_definition(text, path)
+
+
+def read_body(value: str) -> str:
+    """``--body``: the text itself, or ``@FILE`` for a file's contents (``@-``: standard input)."""
+    if not value.startswith("@"):
+        return value
+    path = value[1:]
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--body: cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"--body: {path} is not UTF-8 text") from None
+
+
+def read_secret(args: argparse.Namespace) -> str:
+    """The secret of ``--auth``: ``$SCHEDULER_AUTH_SECRET``, else one line of standard input."""
+    secret = os.environ.get(AUTH_SECRET_ENV)
+    if secret is None:
+        if getattr(args, "file", None) == "-" or (getattr(args, "body", None) or "") == "@-":
+            raise UsageError(f"--auth: standard input already carries the job; set ${AUTH_SECRET_ENV}")
+        if sys.stdin.isatty():
+            import getpass
+
+            secret = getpass.getpass(f"{args.auth} secret: ")
+        else:
+            secret = sys.stdin.readline().rstrip("\r\n")
+    if not secret:
+        raise UsageError(f"--auth {args.auth}: empty secret (set ${AUTH_SECRET_ENV} or give it on stdin)")
+    return secret
+
+
+def _auth(args: argparse.Namespace) -> dict[str, Any]:
+    if args.auth == "basic":
+        if not args.auth_username:
+            raise UsageError("--auth basic needs --auth-username")
+        return {"type": "basic", "username": args.auth_username, "password": read_secret(args)}
+    if args.auth == "bearer":
+        return {"type": "bearer", "token": read_secret(args)}
+    if not args.auth_header:
+        raise UsageError("--auth header needs --auth-header NAME")
+    return {"type": "header", "name": args.auth_header, "value": read_secret(args)}
+
+
+def _parse_header(value: str) -> tuple[str, str]:
+    name, sep, val = value.partition("=")
+    if not sep or not name.strip():
+        raise UsageError(f"--header takes NAME=VALUE, not {value!r}")
+    return name.strip(), val
+
+
+def _amqp_flags(args: argparse.Namespace) -> bool:
+    return getattr(args, "amqp_exchange", None) is not None or getattr(args, "routing_key", None) is not None
+
+
+def definition_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The part of a job definition given by flags, nested as in the job JSON."""
+    out: dict[str, Any] = {}
+    for key in ("name", "description", "schedule", "run_at", "timezone", "start_at", "end_at", "missed_runs",
+                "after_completion"):
+        value = getattr(args, key, None)
+        if value is not None:
+            out[key] = value
+    if getattr(args, "tags", None):
+        out["tags"] = list(args.tags)
+    target: dict[str, Any] = {}
+    for flag, key in (("url", "url"), ("method", "method"), ("amqp_exchange", "exchange"),
+                      ("routing_key", "routing_key"), ("target_timeout", "timeout_seconds"),
+                      ("success_codes", "success_codes")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            target[key] = value.upper() if key == "method" else value
+    if getattr(args, "body", None) is not None:
+        target["body"] = read_body(args.body)
+    if getattr(args, "headers", None):
+        target["headers"] = dict(_parse_header(h) for h in args.headers)
+    content_type = getattr(args, "content_type", None)
+    if content_type is not None:
+        if _amqp_flags(args):
+            target["content_type"] = content_type
+        else:
+            target.setdefault("headers", {})["Content-Type"] = content_type
+    if getattr(args, "auth", None):
+        target["auth"] = _auth(args)
+    if target:
+        out["target"] = target
+    retry: dict[str, Any] = {}
+    for flag, key in (("max_attempts", "max_attempts"), ("min_backoff", "min_backoff_seconds"),
+                      ("max_backoff", "max_backoff_seconds"), ("max_age", "max_age_seconds")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            retry[key] = int(value) if isinstance(value, float) and value.is_integer() else value
+    if retry:
+        out["retry"] = retry
+    return out
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``override`` over ``base``: mappings merge key by key, anything else replaces."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def full_definition(base: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """A complete definition (create, ``update --replace``): the flags over ``base``.
+
+    ``--schedule`` drops a ``run_at`` of the file and the other way round; the target's type is
+    ``amqp`` with ``--amqp-exchange``/``--routing-key``, else the file's, else ``http``.
+    """
+    flags = definition_flags(args)
+    spec = deep_merge(base, flags)
+    if "schedule" in flags:
+        spec.pop("run_at", None)
+    if "run_at" in flags:
+        spec.pop("schedule", None)
+    if isinstance(spec.get("target"), dict):
+        target = spec["target"] = dict(spec["target"])
+        if _amqp_flags(args):
+            target["type"] = "amqp"
+        elif "type" not in target:
+            target["type"] = "amqp" if ("exchange" in target or "routing_key" in target) else "http"
+    return spec
+
+
+def patch_definition(base: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """A JSON merge patch (``update`` without ``--replace``): the flags over the file's patch.
+
+    ``--schedule`` sends ``"run_at": null`` (and ``--run-at`` ``"schedule": null``) so that a job
+    can switch between recurring and one-off; the AMQP flags set ``target.type`` to ``amqp`` and
+    ``--method`` sets it to ``http``.
+    """
+    flags = definition_flags(args)
+    patch = deep_merge(base, flags)
+    if "schedule" in flags:
+        patch["run_at"] = None
+    if "run_at" in flags:
+        patch["schedule"] = None
+    target = flags.get("target") or {}
+    if _amqp_flags(args):
+        patch["target"]["type"] = "amqp"
+    elif "method" in target:
+        patch["target"]["type"] = "http"
+    return patch
+
+
+def add_definition_options(parser: argparse.ArgumentParser) -> None:
+    """The flags of a job definition (``jobs create`` and ``jobs update``)."""
+    group = parser.add_argument_group("job definition (flags override the file's values)")
+    group.add_argument("-f", "--file", metavar="FILE", help="a job definition in JSON or YAML (- for stdin)")
+    group.add_argument("--name", help="the job's name, unique per owner")
+    group.add_argument("--description", help="free text")
+    when = group.add_mutually_exclusive_group()
+    when.add_argument("--schedule", help="cron, @hourly-style macro, '@every 90s', cron(...), rate(...), at(...)")
+    when.add_argument("--run-at", metavar="TIMESTAMP", help="a one-off job: RFC 3339 timestamp with offset")
+    group.add_argument("--timezone", metavar="IANA_NAME", help="time zone of the schedule (default UTC)")
+    group.add_argument("--start-at", metavar="TIMESTAMP", help="no occurrence before this time")
+    group.add_argument("--end-at", metavar="TIMESTAMP", help="no occurrence after this time")
+    group.add_argument("--missed-runs", choices=("skip", "run_once", "run_all"),
+                       help="what to do with occurrences missed while paused or down (default run_once)")
+    group.add_argument("--after-completion", choices=("keep", "delete"),
+                       help="a completed job is kept (default) or deleted with its history")
+    group.add_argument("--tag", dest="tags", action="append", metavar="TAG", help="a tag (repeatable)")
+    target = parser.add_argument_group("target")
+    target.add_argument("--url", help="HTTP target URL (or the AMQP broker URL of an AMQP target)")
+    target.add_argument("--method", type=str.upper,
+                        choices=("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"),
+                        help="HTTP method (default POST)")
+    target.add_argument("--header", dest="headers", action="append", metavar="NAME=VALUE",
+                        help="a target header (repeatable)")
+    target.add_argument("--body", help="the target body, or @FILE for a file's contents (@- for stdin); "
+                                       "{{scheduled_at}}-style placeholders are replaced")
+    target.add_argument("--content-type", metavar="TYPE",
+                        help="the body's media type (HTTP: the Content-Type header; AMQP: content_type)")
+    target.add_argument("--timeout", dest="target_timeout", type=positive_int, metavar="SECONDS",
+                        help="how long a delivery may take (default 30)")
+    target.add_argument("--success-codes", type=int_list, metavar="CODES",
+                        help="HTTP statuses that count as success, comma-separated (default: any 2xx)")
+    target.add_argument("--auth", choices=("basic", "bearer", "header"),
+                        help=f"HTTP auth; the password, token or header value is read from ${AUTH_SECRET_ENV} "
+                             "or standard input, never from the command line")
+    target.add_argument("--auth-username", metavar="USER", help="--auth basic: the user name")
+    target.add_argument("--auth-header", metavar="NAME", help="--auth header: the header's name")
+    target.add_argument("--amqp-exchange", metavar="EXCHANGE", help="AMQP target: the exchange")
+    target.add_argument("--routing-key", metavar="KEY", help="AMQP target: the routing key")
+    retry = parser.add_argument_group("retries")
+    retry.add_argument("--max-attempts", type=positive_int, metavar="N", help="attempts per occurrence (default 3)")
+    retry.add_argument("--min-backoff", type=positive_float, metavar="SECONDS",
+                       help="wait before the first retry (default 1)")
+    retry.add_argument("--max-backoff", type=positive_float, metavar="SECONDS",
+                       help="longest wait between retries (default 300)")
+    retry.add_argument("--max-age", type=positive_int, metavar="SECONDS",
+                       help="no retry this long after the scheduled time")

@@ -1,0 +1,185 @@
+"""Printing: tables, one job field by field, JSON and YAML (``-o``), and the API's errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Iterable, Sequence
+
+from scheduler.cli.common import EXIT_API_ERROR, EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_SERVER, UsageError
+
+ERROR_WIDTH = 60
+JOB_COLUMNS = ("ID", "NAME", "STATE", "SCHEDULE", "NEXT RUN", "LAST STATUS")
+EXECUTION_COLUMNS = ("ID", "SCHEDULED AT", "STARTED", "LATE", "ATTEMPT", "TRIGGER", "STATUS", "HTTP",
+                     "DURATION MS", "ERROR")
+
+
+def print_json(value: Any) -> None:
+    """``value`` as indented JSON."""
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def print_yaml(value: Any) -> None:
+    """``value`` as block YAML (keys in the API's order)."""
+    try:
+        import yaml
+    except ImportError:
+        raise UsageError("-o yaml needs PyYAML (pip install pyyaml, or the 'local' extra)") from None
+    print(yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False).rstrip())
+
+
+def print_data(output: str, value: Any) -> bool:
+    """Print ``value`` as JSON or YAML when ``output`` asks for it; False for ``table``."""
+    if output == "json":
+        print_json(value)
+        return True
+    if output == "yaml":
+        print_yaml(value)
+        return True
+    return False
+
+
+def cell(value: Any) -> str:
+    """A table cell: ``-`` for nothing, whitespace folded to single spaces."""
+    if value is None or value == "":
+        return "-"
+    return " ".join(str(value).split())
+
+
+def truncate(text: Any, width: int = ERROR_WIDTH) -> str:
+    """``text`` on one line, cut to ``width`` characters (``...`` marks a cut)."""
+    value = cell(text)
+    return value if len(value) <= width else value[: width - 3] + "..."
+
+
+def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A plain text table: left-aligned columns two spaces apart, ``-`` for empty cells."""
+    cells = [[cell(v) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    for row in cells:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    return "\n".join(lines)
+
+
+def job_row(job: dict[str, Any]) -> list[Any]:
+    """A job's cells: id, name, state, schedule (or run_at), next_run_at, last_status."""
+    stats = job.get("stats") or {}
+    return [job.get("id"), job.get("name"), job.get("state"), job.get("schedule") or job.get("run_at"),
+            job.get("next_run_at"), stats.get("last_status")]
+
+
+def lateness_ms(execution: dict[str, Any]) -> int | None:
+    """How long after its scheduled time an execution started, in ms (None before it starts)."""
+    from datetime import datetime
+
+    try:
+        scheduled = datetime.fromisoformat(str(execution["scheduled_at"]).replace("Z", "+00:00"))
+        started = datetime.fromisoformat(str(execution["started_at"]).replace("Z", "+00:00"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return round((started - scheduled).total_seconds() * 1000)
+
+
+def execution_row(execution: dict[str, Any], *, wide: bool = False) -> list[Any]:
+    """An execution's cells, its error cut to one short line (whole with ``wide``)."""
+    late = lateness_ms(execution)
+    error = cell(execution.get("error")) if wide else truncate(execution.get("error"))
+    return [execution.get("id"), execution.get("scheduled_at"), execution.get("started_at"),
+            None if late is None else f"{late}ms", execution.get("attempt"), execution.get("trigger"),
+            execution.get("status"), execution.get("http_status"), execution.get("duration_ms"), error]
+
+
+def format_jobs(jobs: list[dict[str, Any]]) -> str:
+    """The table of jobs."""
+    return format_table(JOB_COLUMNS, (job_row(j) for j in jobs)) if jobs else "no jobs"
+
+
+def format_executions(executions: list[dict[str, Any]], *, wide: bool = False, job_column: bool = False) -> str:
+    """The table of executions (with the JOB column when they come from several jobs)."""
+    if not executions:
+        return "no executions"
+    headers: tuple[str, ...] = EXECUTION_COLUMNS
+    rows = [execution_row(e, wide=wide) for e in executions]
+    if job_column:
+        headers = ("JOB",) + headers
+        rows = [[e.get("job_name") or e.get("job_id")] + row for e, row in zip(executions, rows)]
+    return format_table(headers, rows)
+
+
+def _target_lines(target: dict[str, Any]) -> list[tuple[str, Any]]:
+    kind = target.get("type") or "http"
+    if kind == "amqp":
+        where = (f"amqp exchange={target.get('exchange') or '(default)'} "
+                 f"routing_key={target.get('routing_key') or ''}")
+    elif kind == "http":
+        where = f"{target.get('method') or 'POST'} {target.get('url') or '-'}"
+    else:
+        where = kind
+    rows: list[tuple[str, Any]] = [("target", where)]
+    skip = {"type", "method", "exchange", "routing_key"} | ({"url"} if kind == "http" else set())
+    for key, value in target.items():
+        if key in skip or value in (None, "", {}, []):
+            continue
+        rows.append((f"  {key}", json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else value))
+    return rows
+
+
+def format_job_details(job: dict[str, Any]) -> str:
+    """One job, field by field (``jobs get``): every field of the answer; secrets as the API
+    masks them."""
+    stats = job.get("stats") or {}
+    retry = job.get("retry") or {}
+    when = (f"{job['schedule']} ({job.get('timezone') or 'UTC'})" if job.get("schedule")
+            else f"once at {job.get('run_at')}")
+    rows: list[tuple[str, Any]] = [
+        ("id", job.get("id")),
+        ("name", job.get("name")),
+        ("description", job.get("description")),
+        ("owner", job.get("owner")),
+        ("state", f"{job.get('state')} (version {job.get('version')})"),
+        ("schedule", when),
+        ("start at", job.get("start_at")),
+        ("end at", job.get("end_at")),
+        ("missed runs", job.get("missed_runs")),
+        ("after completion", job.get("after_completion")),
+        ("next run", job.get("next_run_at")),
+        ("last run", job.get("last_run_at")),
+        ("last status", stats.get("last_status")),
+        ("last error", stats.get("last_error")),
+        ("runs", f"{stats.get('run_count', 0)} ({stats.get('failure_count', 0)} failed)"),
+        *_target_lines(job.get("target") or {}),
+        ("retry", ", ".join(f"{k}={v}" for k, v in retry.items() if v is not None) or None),
+        ("tags", ", ".join(job.get("tags") or [])),
+        ("created", job.get("created_at")),
+        ("updated", job.get("updated_at")),
+    ]
+    known = {"id", "name", "description", "owner", "state", "version", "schedule", "run_at", "timezone",
+             "start_at", "end_at", "missed_runs", "after_completion", "next_run_at", "last_run_at", "stats",
+             "target", "retry", "tags", "created_at", "updated_at"}
+    rows += [(key.replace("_", " "), value) for key, value in job.items() if key not in known]
+    width = max(len(k) for k, _ in rows) + 1
+    return "\n".join(f"{(k + ':').ljust(width)}  {cell(v)}" for k, v in rows)
+
+
+def print_api_error(exc: Any, stream: Any = None) -> None:
+    """``error: 400 invalid_request: <message>``, then one ``  field: message`` line per detail
+    that the message does not already say (an error is printed once)."""
+    stream = stream or sys.stderr
+    print(f"error: {exc.status} {exc.code}: {exc.message}", file=stream)
+    for detail in exc.details:
+        field, message = detail.get("field"), detail.get("message")
+        line = f"{field}: {message}" if field else str(message)
+        if line != exc.message:
+            print(f"  {line}", file=stream)
+
+
+def exit_code_for_status(status: int) -> int:
+    """The exit code of an API error status (see ``EXIT_CODES_HELP``)."""
+    if status == 404:
+        return EXIT_NOT_FOUND
+    if status in (409, 412):
+        return EXIT_CONFLICT
+    if status >= 500:
+        return EXIT_SERVER
+    return EXIT_API_ERROR

@@ -1,0 +1,67 @@
+"""``scheduler preview SCHEDULE``: when a schedule will fire, asked of the API (the code that
+plans the jobs), before a job is saved."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from typing import Any, Callable
+
+from scheduler.cli.api import client_command
+from scheduler.cli.common import EXIT_OK, UsageError, positive_int
+from scheduler.cli.output import format_table, print_data
+
+
+def preview_request(args: argparse.Namespace) -> dict[str, Any]:
+    """The body of ``POST /v1/schedules/preview`` of the flags (absent flags left out)."""
+    body: dict[str, Any] = {"schedule": args.schedule}
+    for key in ("timezone", "start_at", "end_at", "after", "count"):
+        value = getattr(args, key, None)
+        if value is not None:
+            body[key] = value
+    return body
+
+
+def _wall_time(instant: str, zone: str | None) -> str | None:
+    if not zone or zone == "UTC":
+        return None
+    from zoneinfo import ZoneInfo
+
+    try:
+        moment = datetime.fromisoformat(instant.replace("Z", "+00:00")).astimezone(ZoneInfo(zone))
+    except (ValueError, KeyError, OSError):
+        return None
+    return moment.strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+@client_command
+def preview(args: argparse.Namespace, client: Any) -> int:
+    """``scheduler preview``."""
+    if not args.schedule.strip():
+        raise UsageError("SCHEDULE is empty")
+    answer = client.preview_schedule(preview_request(args))
+    if print_data(args.output, answer):
+        return EXIT_OK
+    occurrences = answer.get("occurrences") or []
+    if not occurrences:
+        print("no occurrences (the schedule has ended)")
+        return EXIT_OK
+    if args.timezone and args.timezone != "UTC":
+        print(format_table(("UTC", "LOCAL TIME"),
+                           ([o, _wall_time(o, args.timezone)] for o in occurrences)))
+    else:
+        print("\n".join(occurrences))
+    return EXIT_OK
+
+
+def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> None:
+    """``scheduler preview``."""
+    parser = subparser(sub, "preview", "the next occurrences of a schedule (computed by the API)")
+    parser.add_argument("schedule", metavar="SCHEDULE",
+                        help="cron, @hourly-style macro, '@every 90s', cron(...), rate(...) or at(...); quote it")
+    parser.add_argument("--timezone", metavar="IANA_NAME", help="time zone of the schedule (default UTC)")
+    parser.add_argument("--count", type=positive_int, metavar="N", help="how many occurrences (1 to 100; default 10)")
+    parser.add_argument("--start-at", metavar="TIMESTAMP", help="no occurrence before this RFC 3339 instant")
+    parser.add_argument("--end-at", metavar="TIMESTAMP", help="no occurrence after this RFC 3339 instant")
+    parser.add_argument("--after", metavar="TIMESTAMP", help="occurrences strictly after this instant (default: now)")
+    parser.set_defaults(func=preview)

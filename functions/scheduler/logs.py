@@ -1,0 +1,83 @@
+"""Log lines of the command line and local mode (stderr, one line per record).
+
+A finished execution is one line that carries what a reader looks for, taken from the fields
+the executor attaches to its record (``extra``)::
+
+    INFO scheduler.executor: nightly 3f2a... succeeded http=200 took=85ms late=12ms
+
+Errors are printed whole (the executor's error text is redacted before it is recorded, so no
+secret reaches it).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+
+FINISHED_MESSAGE = "execution finished"
+
+
+def execution_line(record: logging.LogRecord) -> str | None:
+    """The one-line summary of an ``execution finished`` record, or None for other records."""
+    if record.getMessage() != FINISHED_MESSAGE:
+        return None
+    fields = record.__dict__
+    parts = [str(fields.get("job_name") or "-"), str(fields.get("job_id") or "-"), str(fields.get("status") or "-")]
+    if fields.get("http_status") is not None:
+        parts.append(f"http={fields['http_status']}")
+    if fields.get("duration_ms") is not None:
+        parts.append(f"took={fields['duration_ms']}ms")
+    if fields.get("lateness_ms") is not None:
+        parts.append(f"late={fields['lateness_ms']}ms")
+    if fields.get("attempt") not in (None, 1):
+        parts.append(f"attempt={fields['attempt']}")
+    if fields.get("error"):
+        parts.append(f"error={' '.join(str(fields['error']).split())}")
+    return " ".join(parts)
+
+
+class LocalFormatter(logging.Formatter):
+    """``LEVEL [process] logger: message``; a finished execution as its one-line summary."""
+
+    def __init__(self, process: str | None = None):
+        where = f"[{process}] " if process else ""
+        super().__init__(f"%(levelname)s {where}%(name)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 (logging's name)
+        line = execution_line(record)
+        if line is not None:
+            record.message = line
+        return super().formatMessage(record)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """A stream handler writing to whatever ``sys.stderr`` is when a record comes (not the one of
+    the moment it was made: tests and tools swap it)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: object) -> None:
+        pass
+
+
+def configure_logging(process: str | None = None) -> None:
+    """Log lines to stderr at INFO, without third-party chatter; ``process`` names the process
+    in each line (the extra runners of ``scheduler local``)."""
+    root = logging.getLogger()
+    if not any(getattr(h, "_scheduler", False) for h in root.handlers):
+        handler = _StderrHandler()
+        handler._scheduler = True  # type: ignore[attr-defined]
+        root.addHandler(handler)
+    for handler in root.handlers:
+        if getattr(handler, "_scheduler", False):
+            handler.setFormatter(LocalFormatter(process))
+    root.setLevel(logging.INFO)
+    # Third-party chatter (initdb transcripts, pika's tracebacks for failures we report ourselves).
+    logging.getLogger("pgserver").setLevel(logging.WARNING)
+    logging.getLogger("pika").setLevel(logging.CRITICAL)
+    logging.getLogger("botocore").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", module="platformdirs")

@@ -1,0 +1,269 @@
+"""AWS targets: a Lambda invoke, an SQS message, an SNS publish, an EventBridge event; and the
+SigV4 signing of HTTP targets whose ``auth`` is ``sigv4``.
+
+Every call is made with the credentials of the job's ``role_arn`` assumed for the job's owner
+(:mod:`scheduler.targets.aws_credentials`); a delivery without an owner is refused. Placeholders
+render in every text field. SQS and SNS carry the delivery's identity as String message
+attributes (``Idempotency-Key``, ``X-Scheduler-Job-Id``, ``X-Scheduler-Execution-Id``,
+``X-Scheduler-Scheduled-At``, ``X-Scheduler-Attempt``); for a FIFO queue or topic the
+``Idempotency-Key`` is also the ``MessageDeduplicationId``, so the retries of one occurrence are
+delivered once within SQS's five-minute deduplication window.
+
+Classification (like HTTP): throttling, a 5xx and network errors are retryable; a timeout is
+``timed_out``; any other AWS error (access denied, a missing resource, a refused payload) is
+permanent. The error names the operation and the AWS error code
+(``sqs SendMessage: AWS.SimpleQueueService.NonExistentQueue: ...``). An STS denial of the
+``AssumeRole`` is permanent too. A ``RequestResponse`` Lambda invoke whose function failed is a
+retryable failure (the function's 5xx) with an excerpt of its answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Callable
+
+from scheduler.targets.aws_views import AwsView, EventBridgeView, LambdaView, SigV4View, SnsView, SqsView, region
+from scheduler.targets.delivery import (
+    EXCERPT_LIMIT,
+    SUCCEEDED,
+    Delivery,
+    DeliveryResult,
+    TargetPolicy,
+    permanent,
+    redact_and_cut,
+    timed_out,
+    transient,
+)
+from scheduler.targets.aws_credentials import CredentialCache, OwnerNotUsable, RoleCredentials, default_cache
+
+# Error codes AWS services use for throttling and for their own faults: another attempt may do.
+TRANSIENT_CODES = frozenset({
+    "Throttling", "ThrottlingException", "ThrottledException", "Throttled", "TooManyRequestsException",
+    "RequestLimitExceeded", "RequestThrottled", "RequestThrottledException", "SlowDown",
+    "ProvisionedThroughputExceededException", "LimitExceededException",
+    "KMSThrottlingException", "KMSThrottling", "KmsThrottled",
+    "InternalError", "InternalFailure", "InternalServerError", "InternalErrorException", "ServiceException",
+    "ServiceUnavailable", "ServiceUnavailableException", "Unavailable",
+    "ResourceConflictException", "ResourceNotReadyException",  # a Lambda function being updated
+    "EC2ThrottledException", "EC2UnexpectedException", "ENILimitReachedException",
+    "IDPCommunicationError", "RequestTimeout", "RequestTimeoutException",
+    "AWS.SimpleQueueService.RequestThrottled", "ExpiredToken", "ExpiredTokenException",
+})
+_ERROR_TEXT_LIMIT = 500
+# Bytes of a function's answer read: the excerpt and more, so that a secret (a session token)
+# straddling the excerpt's end is whole when redacted, before the cut.
+_READ_LIMIT = 3 * EXCERPT_LIMIT
+
+
+def identity_attributes(delivery: Delivery) -> dict[str, dict[str, str]]:
+    """The delivery headers as SQS/SNS String message attributes."""
+    return {name: {"DataType": "String", "StringValue": value} for name, value in delivery.headers().items()}
+
+
+def deliver_aws(target: AwsView, delivery: Delivery, policy: TargetPolicy, *, budget: float,
+                cache: CredentialCache | None = None) -> DeliveryResult:
+    """Deliver ``delivery`` to an AWS ``target`` (its text fields already rendered) within
+    ``budget`` seconds. Never raises."""
+    kind = target.type
+    handler = _HANDLERS[kind]
+    cache = cache or default_cache()
+    operation = f"{_SERVICE[kind]} {_OPERATION[kind]}"
+    secrets: list[str] = []
+    try:
+        got = _client(cache, _SERVICE[kind], region(target), target.role_arn, delivery, budget)
+        if isinstance(got, DeliveryResult):
+            return got
+        client, creds = got
+        secrets.extend(creds.secrets)
+        result = handler(client, target, delivery)
+    except Exception as exc:  # noqa: BLE001 - the contract: never raise
+        result = classify(exc, operation, budget)
+    if result.error or result.response_excerpt:
+        result = DeliveryResult(result.status, result.retryable, http_status=result.http_status,
+                                response_excerpt=redact_and_cut(result.response_excerpt, secrets, EXCERPT_LIMIT),
+                                error=redact_and_cut(result.error, secrets, _ERROR_TEXT_LIMIT),
+                                retry_after_seconds=result.retry_after_seconds)
+    return result
+
+
+def _client(cache: CredentialCache, service: str, region: str, role_arn: str, delivery: Delivery,
+            budget: float) -> tuple[Any, RoleCredentials] | DeliveryResult:
+    """The client signing as the role for the delivery's owner and its credentials, or a failed
+    result when the role cannot be assumed."""
+    owner = delivery.owner
+    if not owner:
+        return permanent("no owner known for this delivery: AWS targets are called only as a role "
+                         "assumed for the job's owner")
+    try:
+        return cache.client(service, region, role_arn, owner, timeout=budget)
+    except OwnerNotUsable as exc:
+        return permanent(str(exc))
+    except Exception as exc:  # noqa: BLE001 - classified
+        return classify(exc, "sts AssumeRole", budget)
+
+
+def classify(exc: BaseException, operation: str, budget: float) -> DeliveryResult:
+    """The result of an AWS call that raised: see the module documentation."""
+    from botocore import exceptions as be
+
+    if isinstance(exc, be.ClientError):
+        error = exc.response.get("Error") or {}
+        code = str(error.get("Code") or "Unknown")
+        status = (exc.response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+        retryable = code in TRANSIENT_CODES or (isinstance(status, int) and (status >= 500 or status == 429))
+        message = str(error.get("Message") or "").strip()
+        text = f"{operation}: {code}" + (f": {message}" if message else "")
+        return DeliveryResult("failed", retryable, http_status=status if isinstance(status, int) else None,
+                              error=text)
+    if isinstance(exc, (be.ReadTimeoutError, be.ConnectTimeoutError)):
+        return timed_out(f"{operation}: no answer within {budget:g}s")
+    if isinstance(exc, (be.EndpointConnectionError, be.ConnectionClosedError, be.HTTPClientError)):
+        return transient(f"{operation}: could not reach the service ({type(exc).__name__})")
+    if isinstance(exc, be.NoCredentialsError):
+        return transient(f"{operation}: the executor has no AWS credentials to assume the role with")
+    if isinstance(exc, (be.ParamValidationError, ValueError, TypeError)):
+        return permanent(f"{operation}: invalid request ({type(exc).__name__})")
+    return transient(f"{operation}: failed ({type(exc).__name__})")
+
+
+def _ok(response: dict, excerpt: dict | str | None) -> DeliveryResult:
+    status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+    text = excerpt if isinstance(excerpt, str) or excerpt is None else json.dumps(excerpt, separators=(",", ":"))
+    return DeliveryResult(SUCCEEDED, False, http_status=status, response_excerpt=text)
+
+
+def _invoke_lambda(client: Any, target: LambdaView, delivery: Delivery) -> DeliveryResult:
+    response = client.invoke(FunctionName=target.function_arn, InvocationType=target.invocation_type,
+                             Payload=(target.payload or "{}").encode("utf-8"))
+    body = response.get("Payload")
+    excerpt = None
+    if body is not None:
+        try:
+            excerpt = body.read(_READ_LIMIT).decode("utf-8", errors="replace") or None
+        finally:
+            body.close()
+    status = response.get("StatusCode")
+    function_error = response.get("FunctionError")
+    if function_error:
+        return DeliveryResult("failed", True, http_status=status, response_excerpt=excerpt,
+                              error=f"lambda Invoke: the function failed ({function_error})")
+    return DeliveryResult(SUCCEEDED, False, http_status=status, response_excerpt=excerpt)
+
+
+def _fifo_fields(target: SqsView | SnsView, delivery: Delivery, fifo: bool) -> dict[str, str]:
+    if not fifo:
+        return {}
+    return {"MessageGroupId": target.message_group_id or "", "MessageDeduplicationId": delivery.idempotency_key}
+
+
+def _send_sqs(client: Any, target: SqsView, delivery: Delivery) -> DeliveryResult:
+    url = target.queue_url
+    response = client.send_message(QueueUrl=url, MessageBody=target.body or "",
+                                   MessageAttributes=identity_attributes(delivery),
+                                   **_fifo_fields(target, delivery, url.endswith(".fifo")))
+    return _ok(response, {k: response[k] for k in ("MessageId", "SequenceNumber") if k in response})
+
+
+def _publish_sns(client: Any, target: SnsView, delivery: Delivery) -> DeliveryResult:
+    arn = target.topic_arn
+    extra: dict[str, Any] = _fifo_fields(target, delivery, arn.endswith(".fifo"))
+    if target.subject:
+        extra["Subject"] = target.subject
+    response = client.publish(TopicArn=arn, Message=target.message or "",
+                              MessageAttributes=identity_attributes(delivery), **extra)
+    return _ok(response, {k: response[k] for k in ("MessageId", "SequenceNumber") if k in response})
+
+
+def _put_event(client: Any, target: EventBridgeView, delivery: Delivery) -> DeliveryResult:
+    response = client.put_events(Entries=[{
+        "EventBusName": target.event_bus_arn, "Source": target.source,
+        "DetailType": target.detail_type, "Detail": target.detail or "{}"}])
+    entry = (response.get("Entries") or [{}])[0]
+    if response.get("FailedEntryCount") or entry.get("ErrorCode"):
+        code = str(entry.get("ErrorCode") or "Unknown")
+        message = str(entry.get("ErrorMessage") or "").strip()
+        text = f"events PutEvents: {code}" + (f": {message}" if message else "")
+        status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+        return DeliveryResult("failed", code in TRANSIENT_CODES, http_status=status, error=text)
+    return _ok(response, {"EventId": entry.get("EventId")})
+
+
+_HANDLERS: dict[str, Callable[[Any, Any, Delivery], DeliveryResult]] = {
+    "lambda": _invoke_lambda, "sqs": _send_sqs, "sns": _publish_sns, "eventbridge": _put_event}
+_SERVICE = {"lambda": "lambda", "sqs": "sqs", "sns": "sns", "eventbridge": "events"}
+_OPERATION = {"lambda": "Invoke", "sqs": "SendMessage", "sns": "Publish", "eventbridge": "PutEvents"}
+
+
+# ------------------------------------------------------------------ SigV4 for HTTP targets
+
+
+class HttpSigner:
+    """Signs an HTTP target's prepared request with SigV4 as the role assumed for the owner.
+
+    ``secrets`` holds what must be scrubbed from the execution (the session's secret key and
+    token) once :meth:`prepare` succeeded.
+    """
+
+    def __init__(self, auth: SigV4View, delivery: Delivery, cache: CredentialCache | None = None):
+        self.service = auth.service
+        self.region = auth.region
+        self.role_arn = auth.role_arn
+        self.delivery = delivery
+        self.cache = cache or default_cache()
+        self.credentials: Any = None
+        self.secrets: list[str] = []
+
+    def prepare(self) -> DeliveryResult | None:
+        """Assume the role (cached); a failed result when that is refused or fails."""
+        owner = self.delivery.owner
+        if not owner:
+            return permanent("no owner known for this delivery: sigv4 signs only as a role assumed for the job's owner")
+        try:
+            self.credentials = self.cache.credentials(self.role_arn, owner)
+        except OwnerNotUsable as exc:
+            return permanent(str(exc))
+        except Exception as exc:  # noqa: BLE001 - classified
+            return classify(exc, "sts AssumeRole", STS_BUDGET)
+        self.secrets = list(self.credentials.secrets)
+        return None
+
+    def sign(self, prepared: Any) -> None:
+        """Add ``X-Amz-Content-SHA256`` (the body's hash, which Lambda function URLs want),
+        ``Authorization``, ``X-Amz-Date`` and ``X-Amz-Security-Token`` to a
+        ``requests.PreparedRequest`` (its final headers and body)."""
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+        from botocore.credentials import ReadOnlyCredentials
+
+        creds = self.credentials
+        for name in ("Authorization", "X-Amz-Date", "X-Amz-Security-Token", "X-Amz-Content-SHA256"):
+            prepared.headers.pop(name, None)
+        body = prepared.body if prepared.body is not None else b""
+        body = body.encode("utf-8") if isinstance(body, str) else body
+        prepared.headers["X-Amz-Content-SHA256"] = hashlib.sha256(body).hexdigest()
+        request = AWSRequest(method=prepared.method, url=prepared.url, data=body, headers=dict(prepared.headers))
+        request.context["payload_signing_enabled"] = True
+        SigV4Auth(ReadOnlyCredentials(creds.access_key_id, creds.secret_access_key, creds.session_token),
+                  self.service, self.region).add_auth(request)
+        for name in ("Authorization", "X-Amz-Date", "X-Amz-Security-Token"):
+            prepared.headers[name] = request.headers[name]
+
+
+def sigv4_signer(auth: SigV4View | None, delivery: Delivery,
+                 secrets: list[str]) -> tuple[HttpSigner | None, DeliveryResult | None]:
+    """For an HTTP target's ``sigv4`` auth (``HttpView.sigv4``): its signer (the role assumed,
+    its secrets added to ``secrets``); None without one; or a failed result when the role cannot
+    be assumed."""
+    if auth is None:
+        return None, None
+    signer = HttpSigner(auth, delivery)
+    refused = signer.prepare()
+    if refused is not None:
+        return None, refused
+    secrets.extend(signer.secrets)
+    return signer, None
+
+
+#: Seconds an STS call may take (its client's timeouts), for the error text of a timeout.
+STS_BUDGET = 5.0

@@ -1,0 +1,213 @@
+"""Credentials for AWS targets, without a confused deputy.
+
+The executor never calls a target's AWS service with its own role. For every delivery it takes
+the credentials of the job's ``role_arn``, assumed with ``ExternalId`` set to the principal that
+owns the job: a role serves only the tenants its trust policy names, so one tenant cannot make
+the scheduler act on another tenant's resources by naming their role.
+
+:class:`CredentialCache` keeps those credentials per ``(role_arn, owner)`` (never shared across
+owners, even for one role) until :data:`REFRESH_MARGIN_SECONDS` before they expire, and the
+service clients built from them, so a warm executor neither calls STS nor builds a client per
+delivery. Every client, STS's too, honours ``AWS_ENDPOINT_URL`` and
+``AWS_ENDPOINT_URL_<SERVICE>`` (botocore does), which is how local mode and the tests reach
+a moto server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable
+
+#: Credentials are refreshed this long before they expire.
+REFRESH_MARGIN_SECONDS = 300.0
+#: Lifetime asked of STS (every role allows at least one hour).
+SESSION_SECONDS = 3600
+#: Timeouts of the STS call itself.
+STS_CONNECT_TIMEOUT = 3.0
+STS_READ_TIMEOUT = 5.0
+
+# What STS accepts as an ExternalId.
+_EXTERNAL_ID = re.compile(r"^[\w+=,.@:/-]{2,1224}$", re.ASCII)
+_DEFAULT_REGION = {"aws": "us-east-1", "aws-cn": "cn-north-1", "aws-us-gov": "us-gov-west-1"}
+
+
+class OwnerNotUsable(ValueError):
+    """The job's owner cannot serve as an ExternalId (STS's character set and length)."""
+
+
+@dataclass(frozen=True)
+class RoleCredentials:
+    """Temporary credentials of one assumed role for one owner."""
+
+    access_key_id: str
+    secret_access_key: str
+    session_token: str
+    expires_at: float  # epoch seconds
+
+    @property
+    def secrets(self) -> tuple[str, str]:
+        """The parts never to be logged or stored (for redaction)."""
+        return self.secret_access_key, self.session_token
+
+
+def session_name(owner: str) -> str:
+    """The RoleSessionName: names the tenant in the role's CloudTrail records without the
+    principal's text (a hash of it)."""
+    return "scheduler-" + hashlib.sha256(owner.encode("utf-8")).hexdigest()[:32]
+
+
+def _region_for(role_arn: str) -> str:
+    """The region of STS calls: the process's own when it is in the role's partition."""
+    partition = role_arn.split(":", 2)[1] if role_arn.count(":") >= 2 else "aws"
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region and _partition_of_region(region) == partition:
+        return region
+    return _DEFAULT_REGION.get(partition, "us-east-1")
+
+
+def _partition_of_region(region: str) -> str:
+    if region.startswith("cn-"):
+        return "aws-cn"
+    return "aws-us-gov" if region.startswith("us-gov-") else "aws"
+
+
+_botocore_session = None
+_botocore_lock = threading.Lock()
+
+
+def create_client(service: str, region: str, credentials: RoleCredentials | None = None, *,
+                  connect_timeout: float = 3.0, read_timeout: float = 30.0) -> Any:
+    """A botocore client of ``service`` in ``region`` (one attempt per call: retries are the
+    job's, through its backoff), signed with ``credentials`` (else the process's own)."""
+    global _botocore_session
+    import botocore.session
+    from botocore.config import Config
+
+    config = Config(connect_timeout=connect_timeout, read_timeout=read_timeout,
+                    retries={"total_max_attempts": 1, "mode": "standard"}, max_pool_connections=16)
+    keys: dict[str, str] = {}
+    if credentials is not None:
+        keys = {"aws_access_key_id": credentials.access_key_id,
+                "aws_secret_access_key": credentials.secret_access_key,
+                "aws_session_token": credentials.session_token}
+    # Creating clients from one session is not thread-safe; using them is.
+    with _botocore_lock:
+        if _botocore_session is None:
+            _botocore_session = botocore.session.get_session()
+        return _botocore_session.create_client(service, region_name=region, config=config, **keys)
+
+
+class CredentialCache:
+    """Assumed-role credentials per ``(role_arn, owner)``, and clients built from them.
+
+    ``sts_client_for(region)`` gives the STS client used to assume roles (default: the
+    process's own credentials); ``clock`` is epoch seconds (tests move it).
+    """
+
+    def __init__(self, sts_client_for: Callable[[str], Any] | None = None, *,
+                 clock: Callable[[], float] = time.time, refresh_margin: float = REFRESH_MARGIN_SECONDS,
+                 max_entries: int = 512):
+        self._sts_client_for = sts_client_for or self._default_sts
+        self._sts_clients: dict[str, Any] = {}
+        self.clock = clock
+        self.refresh_margin = refresh_margin
+        self.max_entries = max_entries
+        self._lock = threading.Lock()
+        self._credentials: OrderedDict[tuple[str, str], RoleCredentials] = OrderedDict()
+        self._key_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._clients: OrderedDict[tuple, tuple[str, Any]] = OrderedDict()
+
+    def _default_sts(self, region: str) -> Any:
+        client = self._sts_clients.get(region)
+        if client is None:
+            client = self._sts_clients[region] = create_client(
+                "sts", region, connect_timeout=STS_CONNECT_TIMEOUT, read_timeout=STS_READ_TIMEOUT)
+        return client
+
+    def credentials(self, role_arn: str, owner: str) -> RoleCredentials:
+        """Credentials of ``role_arn`` assumed for ``owner`` (``ExternalId=owner``), from the
+        cache while they have more than the refresh margin left. Raises ``OwnerNotUsable``, or
+        botocore's errors of the STS call (``ClientError`` for a denial)."""
+        if not isinstance(owner, str) or not _EXTERNAL_ID.match(owner):
+            raise OwnerNotUsable("the job's owner cannot serve as the ExternalId of an AssumeRole")
+        key = (role_arn, owner)
+        with self._lock:
+            lock = self._key_locks.setdefault(key, threading.Lock())
+        with lock:  # one STS call per key at a time: concurrent deliveries wait for it
+            with self._lock:
+                found = self._credentials.get(key)
+            if found is not None and found.expires_at - self.clock() > self.refresh_margin:
+                return found
+            fresh = self._assume(role_arn, owner)
+            with self._lock:
+                self._credentials[key] = fresh
+                self._credentials.move_to_end(key)
+                while len(self._credentials) > self.max_entries:
+                    dropped, _ = self._credentials.popitem(last=False)
+                    self._key_locks.pop(dropped, None)
+            return fresh
+
+    def _assume(self, role_arn: str, owner: str) -> RoleCredentials:
+        sts = self._sts_client_for(_region_for(role_arn))
+        answer = sts.assume_role(RoleArn=role_arn, ExternalId=owner, RoleSessionName=session_name(owner),
+                                 DurationSeconds=SESSION_SECONDS)
+        creds = answer["Credentials"]
+        expiration = creds["Expiration"]
+        expires_at = expiration.timestamp() if isinstance(expiration, datetime) else float(expiration)
+        return RoleCredentials(creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"], expires_at)
+
+    def client(self, service: str, region: str, role_arn: str, owner: str, *, timeout: float) -> tuple[Any, RoleCredentials]:
+        """A ``service`` client in ``region`` signing as ``role_arn`` for ``owner``, and its
+        credentials; rebuilt when the credentials were refreshed."""
+        creds = self.credentials(role_arn, owner)
+        read_timeout = max(1, math.ceil(timeout))
+        key = (service, region, role_arn, owner, read_timeout)
+        with self._lock:
+            cached = self._clients.get(key)
+            if cached is not None and cached[0] == creds.access_key_id:
+                self._clients.move_to_end(key)
+                return cached[1], creds
+        client = create_client(service, region, creds, connect_timeout=min(3.0, float(read_timeout)),
+                               read_timeout=read_timeout)
+        with self._lock:
+            self._clients[key] = (creds.access_key_id, client)
+            self._clients.move_to_end(key)
+            while len(self._clients) > self.max_entries:
+                self._clients.popitem(last=False)
+        return client, creds
+
+    def clear(self) -> None:
+        """Forget every credential and client (tests)."""
+        with self._lock:
+            self._credentials.clear()
+            self._key_locks.clear()
+            self._clients.clear()
+            self._sts_clients.clear()
+
+
+_default: CredentialCache | None = None
+_default_lock = threading.Lock()
+
+
+def default_cache() -> CredentialCache:
+    """The process's cache (one per Lambda container; kept across warm invocations)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = CredentialCache()
+        return _default
+
+
+def set_default_cache(cache: CredentialCache | None) -> None:
+    """Replace the process's cache (tests; None builds a fresh one on next use)."""
+    global _default
+    with _default_lock:
+        _default = cache

@@ -1,0 +1,137 @@
+"""`scheduler local` started as a user would, configured by the environment variables the docs
+name and by its flags: each one is seen to take effect over HTTP or on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+import requests
+
+from tests.support import ROOT, RecordingServer
+
+
+class Local:
+    """A `scheduler local` subprocess; ``url`` read from its banner."""
+
+    def __init__(self, *argv: str, env: dict[str, str]):
+        full_env = {**os.environ, "PYTHONPATH": os.path.join(ROOT, "functions"), **env}
+        for name in ("DATABASE_URL", "SCHEDULER_PRECISION", "SCHEDULER_LOCAL_KEY_FILE"):
+            if name not in env:
+                full_env.pop(name, None)
+        self.process = subprocess.Popen([sys.executable, "-m", "scheduler.cli", "local", "--port", "0", *argv],
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env)
+        self.lines: list[str] = []
+        self.url = ""
+        ready = threading.Event()
+
+        def read() -> None:
+            for line in self.process.stdout:
+                self.lines.append(line)
+                if "scheduler local: API " in line and not self.url:
+                    self.url = line.split("API ", 1)[1].split()[0]
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not ready.wait(60) or not self.url:
+            self.process.kill()
+            raise AssertionError("scheduler local did not start:\n" + "".join(self.lines))
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGINT)
+        return self.process.wait(timeout=30)
+
+
+def test_environment_variables_configure_local_mode(db_url, tmp_path):
+    key_file = tmp_path / "keys" / "local.key"
+    key_file.parent.mkdir()
+    local = Local("--data-dir", str(tmp_path / "data"), env={
+        "SCHEDULER_DATABASE_URL": db_url, "SCHEDULER_PRECISION": "minute", "SCHEDULER_LOCAL_KEY_FILE": str(key_file)})
+    try:
+        banner = next(line for line in local.lines if "scheduler local: API" in line)
+        assert "the given database" in banner  # SCHEDULER_DATABASE_URL: no embedded Postgres
+        assert "precision minute" in banner  # SCHEDULER_PRECISION
+        answer = requests.post(local.url + "/jobs", json={
+            "name": "with-secret", "schedule": "@daily",
+            "target": {"type": "http", "url": "https://example.com/h", "auth": {"type": "bearer", "token": "t0k"}}},
+            timeout=10)
+        assert answer.status_code == 201, answer.text
+        deadline = time.monotonic() + 10
+        while not key_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert key_file.exists()  # SCHEDULER_LOCAL_KEY_FILE: the secret key is kept there
+        assert not (tmp_path / "data" / "secret.key").exists()
+        # waitress refuses a body over the API's 1 MiB before buffering it
+        big = requests.post(local.url + "/jobs", data=b"{" + b" " * (1024 * 1024) + b"}",
+                            headers={"Content-Type": "application/json"}, timeout=10)
+        assert big.status_code == 413
+    finally:
+        assert local.stop() == 0
+
+
+def test_guard_targets_refuses_loopback_targets(db_url, tmp_path):
+    target = RecordingServer()
+    local = Local("--database-url", db_url, "--data-dir", str(tmp_path / "d"), "--guard-targets", env={})
+    try:
+        assert any("SSRF guard on" in line for line in local.lines)
+        run_at = (datetime.now(timezone.utc) + timedelta(seconds=1)).isoformat()
+        answer = requests.post(local.url + "/jobs", json={
+            "name": "loop", "run_at": run_at, "retry": {"max_attempts": 1},
+            "target": {"type": "http", "url": target.url + "/x"}}, timeout=10)
+        assert answer.status_code == 201, answer.text
+        job_id = answer.json()["id"]
+        deadline, finished = time.monotonic() + 20, []
+        while not finished and time.monotonic() < deadline:
+            executions = requests.get(f"{local.url}/jobs/{job_id}/executions", timeout=10).json()["executions"]
+            finished = [e for e in executions if e["status"] != "running"]
+            time.sleep(0.1)
+        assert finished and finished[0]["status"] == "failed", finished
+        assert target.requests == []  # the loopback target was never called
+    finally:
+        assert local.stop() == 0
+        target.close()
+
+
+def cli(url: str, *argv: str) -> subprocess.CompletedProcess:
+    """``scheduler --endpoint URL ...`` as a user runs it."""
+    env = {**os.environ, "PYTHONPATH": os.path.join(ROOT, "functions")}
+    return subprocess.run([sys.executable, "-m", "scheduler.cli", *argv, "--endpoint", url], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_executions_across_jobs_and_after_completion_against_the_real_routes(db_url, tmp_path):
+    target = RecordingServer()
+    local = Local("--database-url", db_url, "--data-dir", str(tmp_path / "d"), env={})
+    endpoint = local.url.removesuffix("/v1")
+    try:
+        since = datetime.now(timezone.utc).isoformat()
+        run_at = (datetime.now(timezone.utc) + timedelta(seconds=1)).isoformat()
+        for name, after in (("kept", "keep"), ("gone", "delete")):
+            made = cli(endpoint, "jobs", "create", "--name", name, "--run-at", run_at, "--url", target.url + "/" + name,
+                       "--after-completion", after, "-o", "json")
+            assert made.returncode == 0, made.stderr
+            assert json.loads(made.stdout)["after_completion"] == after
+        target.wait_for(2, timeout=30)
+        deadline, rows = time.monotonic() + 20, []
+        while time.monotonic() < deadline:
+            listed = cli(endpoint, "executions", "--since", since, "--status", "succeeded", "-o", "json")
+            assert listed.returncode == 0, listed.stderr
+            rows = json.loads(listed.stdout)["executions"]
+            if rows and cli(endpoint, "jobs", "get", "gone").returncode == 3:
+                break
+            time.sleep(0.2)
+        # GET /v1/executions across jobs: the kept job's execution, named; the deleted job took its own along
+        assert [(row["job_name"], row["status"], row["http_status"]) for row in rows] == [("kept", "succeeded", 200)]
+        assert cli(endpoint, "jobs", "get", "gone").returncode == 3  # no job named gone: deleted
+        by_job = cli(endpoint, "executions", "--job", "kept", "-o", "json")
+        assert by_job.returncode == 0 and [row["job_name"] for row in json.loads(by_job.stdout)["executions"]] == ["kept"]
+    finally:
+        assert local.stop() == 0
+        target.close()

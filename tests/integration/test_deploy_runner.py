@@ -1,0 +1,158 @@
+"""Deployment behaviour of the runner and the migrate function: the fan-out keeps the executor
+within its reserved concurrency, and the migrate function ignores events of another version."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import uuid
+
+import psycopg
+import pytest
+
+from scheduler.migrations import applied_versions, files_hash
+from scheduler.dispatch import LambdaDispatch
+from scheduler.fanout import run_fanout
+from scheduler.settings import Settings
+from scheduler.telemetry import MemoryMetrics
+from tests.support import expire_lease, insert_due_jobs
+
+
+class RecordingLambda:
+    """Stands in for the Lambda client: records async invokes; ``refuse`` makes them fail for good."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.payloads: list[dict] = []
+        self.refuse = refuse
+        self._lock = threading.Lock()
+
+    def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> dict:  # noqa: N803
+        assert InvocationType == "Event"
+        if self.refuse:
+            error = RuntimeError("ResourceNotFoundException")
+            error.response = {"Error": {"Code": "ResourceNotFoundException"}}  # type: ignore[attr-defined]
+            raise error
+        with self._lock:
+            self.payloads.append(json.loads(Payload))
+        return {"StatusCode": 202, "Payload": io.BytesIO(b"")}
+
+
+def test_the_fanout_dispatches_no_more_than_the_executor_concurrency(store, pool):
+    insert_due_jobs(pool, 10)
+    client = RecordingLambda()
+    counts = []
+
+    def in_flight() -> int:
+        counts.append(store.live_leases())
+        return counts[-1]
+
+    invoker = LambdaDispatch(client, "executor", max_in_flight=4, in_flight=in_flight)
+    try:
+        report = run_fanout(store, invoker, budget_seconds=1.2)
+    finally:
+        invoker.close()
+    # The executors have not started (nothing completes here): the leases stay live, and a
+    # second fan-out finds no room either.
+    second = LambdaDispatch(client, "executor", max_in_flight=4, in_flight=store.live_leases)
+    try:
+        again = run_fanout(store, second, budget_seconds=0)
+    finally:
+        second.close()
+    assert report.dispatched == len(client.payloads) == 4
+    assert again.claimed == 0
+    # Saturated, the fan-out counts the leases about twice a second, not on every idle round.
+    assert 2 <= len(counts) <= 5, counts
+    assert store.live_leases() == 4
+    # The rest were never claimed: due and unleased, for when executors are free.
+    assert store.due_backlog()[0] == 6
+
+
+def test_capacity_frees_as_leases_end(store, pool):
+    insert_due_jobs(pool, 5)
+    client = RecordingLambda()
+    for _ in range(2):  # two fan-out invocations, each with its own invoker (as the handler makes)
+        invoker = LambdaDispatch(client, "executor", max_in_flight=2, in_flight=store.live_leases)
+        try:
+            run_fanout(store, invoker, budget_seconds=0)
+        finally:
+            invoker.close()
+        for payload in client.payloads:  # as if those executors had died: their leases expire
+            expire_lease(pool, payload["job_id"])
+    assert len(client.payloads) == 4
+
+
+def test_what_cannot_be_dispatched_is_released_not_sent_to_the_dead_letter_queue(store, pool):
+    insert_due_jobs(pool, 3)
+    invoker = LambdaDispatch(RecordingLambda(refuse=True), "executor", max_in_flight=10, in_flight=store.live_leases,
+                            sleep=lambda s: None)
+    try:
+        report = run_fanout(store, invoker, budget_seconds=0, metrics=MemoryMetrics())
+    finally:
+        invoker.close()
+    assert report.claimed == 3 and report.dispatched == 0 and report.released == 3
+    assert store.live_leases() == 0 and store.due_backlog()[0] == 3
+
+
+def test_unbounded_without_a_concurrency(store, pool):
+    insert_due_jobs(pool, 6)
+    client = RecordingLambda()
+    invoker = LambdaDispatch(client, "executor")
+    try:
+        run_fanout(store, invoker, budget_seconds=0)
+    finally:
+        invoker.close()
+    assert len(client.payloads) == 6
+
+
+# -- the migrate function --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def migrate_handler(monkeypatch):
+    pytest.importorskip("aws_lambda_powertools")
+    import migrate_handler
+
+    return migrate_handler
+
+
+def _event(request: str, digest: str | None) -> dict:
+    event = {"RequestType": request, "PhysicalResourceId": "migrations", "ResourceProperties": {}}
+    if digest is not None:
+        event["ResourceProperties"]["MigrationsHash"] = digest
+    return event
+
+
+def test_the_hash_the_stack_gives_is_the_one_the_code_carries():
+    infra_shared = pytest.importorskip("infra.shared")
+    assert infra_shared.migrations_hash() == files_hash()
+
+
+def test_an_event_of_another_version_migrates_nothing(migrate_handler, empty_db_url):
+    settings = Settings(database_url=empty_db_url)
+    called = []
+    answer = migrate_handler.on_event(_event("Update", "0" * 64), settings, apply=lambda url: called.append(url) or [])
+    assert called == [] and answer["Data"]["Applied"] == 0
+    assert applied_versions(empty_db_url) == []
+
+
+def test_its_own_hash_migrates_and_sets_up_the_application_login(migrate_handler, empty_db_url, monkeypatch):
+    username = f"app_{uuid.uuid4().hex[:8]}"
+
+    class Secrets:
+        def get_secret_value(self, SecretId):  # noqa: N803
+            assert SecretId == "arn:app"
+            return {"SecretString": json.dumps({"username": username, "password": "from-the-secret"})}
+
+    settings = Settings(database_url=empty_db_url, database_app_secret_arn="arn:app")
+    try:
+        answer = migrate_handler.on_event(_event("Create", files_hash()), settings, secrets_client=Secrets())
+        assert answer["Data"]["Applied"] >= 4 and answer["Data"]["AppLogin"] == "created"
+        with psycopg.connect(empty_db_url) as conn:
+            assert conn.execute("SELECT pg_has_role(%s, 'scheduler_data', 'MEMBER')", (username,)).fetchone()[0]
+        again = migrate_handler.on_event(_event("Update", files_hash()), settings, secrets_client=Secrets())
+        assert again["Data"] == {**again["Data"], "Applied": 0, "AppLogin": "exists"}
+        assert migrate_handler.on_event(_event("Delete", None), settings) == {"PhysicalResourceId": "migrations"}
+    finally:
+        with psycopg.connect(empty_db_url, autocommit=True) as conn:
+            conn.execute(psycopg.sql.SQL("DROP ROLE IF EXISTS {}").format(psycopg.sql.Identifier(username)))

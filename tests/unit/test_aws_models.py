@@ -1,0 +1,135 @@
+"""AWS targets at write time (shapes, partitions, sizes, FIFO rules) and the classification of
+AWS errors."""
+
+from __future__ import annotations
+
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+from pydantic import ValidationError
+
+from scheduler.aws_models import LAMBDA_EVENT_LIMIT, SQS_LIMIT, region_of, rendered_size
+from scheduler.models import JobSpec, validation_details
+from scheduler.targets.aws import classify
+
+ROLE = "arn:aws:iam::123456789012:role/path/scheduler-target"
+FUNCTION = "arn:aws:lambda:eu-west-1:123456789012:function:worker"
+QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/work"
+TOPIC = "arn:aws:sns:eu-west-1:123456789012:news"
+BUS = "arn:aws:events:eu-west-1:123456789012:event-bus/default"
+
+
+def errors(target: dict) -> list[dict[str, str]]:
+    try:
+        JobSpec.model_validate({"name": "j", "schedule": "@hourly", "target": target})
+    except ValidationError as exc:
+        return validation_details(exc)
+    return []
+
+
+VALID = [
+    {"type": "lambda", "role_arn": ROLE, "function_arn": FUNCTION},
+    {"type": "lambda", "role_arn": ROLE, "function_arn": FUNCTION + ":live", "invocation_type": "RequestResponse",
+     "payload": '{"try": {{attempt}}, "job": "{{job_id}}"}'},
+    {"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE, "body": "hello {{job_id}}"},
+    {"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE + ".fifo", "body": "x", "message_group_id": "g-{{job_id}}"},
+    {"type": "sns", "role_arn": ROLE, "topic_arn": TOPIC, "message": "m", "subject": "Nightly run"},
+    {"type": "sns", "role_arn": ROLE, "topic_arn": TOPIC + ".fifo", "message": "m", "message_group_id": "g"},
+    {"type": "eventbridge", "role_arn": ROLE, "event_bus_arn": BUS, "source": "my.app", "detail_type": "Tick",
+     "detail": '{"at": "{{scheduled_at}}"}'},
+    {"type": "http", "url": "https://abc.execute-api.eu-west-1.amazonaws.com/prod/run",
+     "auth": {"type": "sigv4", "service": "execute-api", "region": "eu-west-1", "role_arn": ROLE}},
+    {"type": "sqs", "role_arn": "arn:aws-cn:iam::123456789012:role/r",
+     "queue_url": "https://sqs.cn-north-1.amazonaws.com.cn/123456789012/q", "body": "x"},
+]
+
+
+@pytest.mark.parametrize("target", VALID, ids=lambda t: t["type"])
+def test_valid_aws_targets(target):
+    assert errors(target) == []
+
+
+@pytest.mark.parametrize("target, field, fragment", [
+    ({"type": "lambda", "role_arn": ROLE, "function_arn": "arn:aws:lambda:eu-west-1:1234:function:f"},
+     "target.function_arn", "Lambda function ARN"),
+    ({"type": "lambda", "role_arn": ROLE, "function_arn": "arn:aws:sqs:eu-west-1:123456789012:function:f"},
+     "target.function_arn", "Lambda function ARN"),
+    ({"type": "lambda", "role_arn": "arn:aws:iam::123456789012:user/bob", "function_arn": FUNCTION},
+     "target.role_arn", "IAM role ARN"),
+    ({"type": "lambda", "role_arn": ROLE, "function_arn": FUNCTION, "payload": "not json"},
+     "target.payload", "JSON"),
+    ({"type": "lambda", "role_arn": ROLE, "function_arn": FUNCTION, "invocation_type": "DryRun"},
+     "target.invocation_type", ""),
+    ({"type": "lambda", "role_arn": "arn:aws-cn:iam::123456789012:role/r", "function_arn": FUNCTION},
+     "target.function_arn", "partition"),
+    ({"type": "sqs", "role_arn": ROLE, "queue_url": "https://evil.example.com/123456789012/q", "body": "x"},
+     "target.queue_url", "SQS queue URL"),
+    ({"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE + ".fifo", "body": "x"},
+     "target.message_group_id", "required for a FIFO queue"),
+    ({"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE, "body": "x", "message_group_id": "g"},
+     "target.message_group_id", "only for a FIFO queue"),
+    ({"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE, "body": "x" * SQS_LIMIT},
+     "target.body", "at most"),
+    ({"type": "sns", "role_arn": ROLE, "topic_arn": "arn:aws:sns:eu-west-1:123456789012:", "message": "m"},
+     "target.topic_arn", "SNS topic ARN"),
+    ({"type": "sns", "role_arn": ROLE, "topic_arn": TOPIC, "message": "m", "subject": "two\nlines"},
+     "target.subject", "one line"),
+    ({"type": "sns", "role_arn": ROLE, "topic_arn": TOPIC + ".fifo", "message": "m"},
+     "target.message_group_id", "FIFO topic"),
+    ({"type": "eventbridge", "role_arn": ROLE, "event_bus_arn": "arn:aws:events:eu-west-1:123456789012:rule/x",
+      "source": "a", "detail_type": "b"}, "target.event_bus_arn", "event bus ARN"),
+    ({"type": "eventbridge", "role_arn": ROLE, "event_bus_arn": BUS, "source": "aws.ec2", "detail_type": "b"},
+     "target.source", "aws."),
+    ({"type": "eventbridge", "role_arn": ROLE, "event_bus_arn": BUS, "source": "a", "detail_type": "b",
+      "detail": "[1, 2]"}, "target.detail", "JSON object"),
+    ({"type": "http", "url": "https://example.com/",
+      "auth": {"type": "sigv4", "service": "s3", "region": "eu-west-1", "role_arn": ROLE}}, "target.auth.service", ""),
+    ({"type": "http", "url": "https://example.com/",
+      "auth": {"type": "sigv4", "service": "lambda", "region": "Europe", "role_arn": ROLE}}, "target.auth.region",
+     "region"),
+    ({"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE}, "target.body", "required"),
+])
+def test_invalid_aws_targets_name_the_field(target, field, fragment):
+    found = errors(target)
+    assert [d["field"] for d in found] == [field], found
+    assert fragment in found[0]["message"]
+
+
+def test_lambda_payload_limits_follow_the_invocation_type():
+    big = '"' + "x" * LAMBDA_EVENT_LIMIT + '"'
+    event = {"type": "lambda", "role_arn": ROLE, "function_arn": FUNCTION, "payload": big}
+    assert [d["field"] for d in errors(event)] == ["target.payload"]
+    assert errors({**event, "invocation_type": "RequestResponse"}) == []
+
+
+def test_size_counts_placeholders_at_their_longest():
+    assert rendered_size("{{job_id}}") == 36 and rendered_size("{{ attempt }}") == 3
+    assert rendered_size("é") == 2
+
+
+def test_region_of_resources():
+    assert region_of(QUEUE) == "eu-west-1" and region_of(TOPIC) == "eu-west-1"
+    assert region_of("https://us-west-2.queue.amazonaws.com/123456789012/q") == "us-west-2"
+
+
+def _client_error(code: str, status: int) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": "text"}, "ResponseMetadata": {"HTTPStatusCode": status}},
+                       "SendMessage")
+
+
+@pytest.mark.parametrize("code, status, retryable", [
+    ("ThrottlingException", 400, True), ("TooManyRequestsException", 429, True),
+    ("AWS.SimpleQueueService.RequestThrottled", 403, True), ("InternalError", 500, True),
+    ("SomethingNew", 503, True), ("AccessDenied", 403, False), ("AccessDeniedException", 403, False),
+    ("ResourceNotFoundException", 404, False), ("AWS.SimpleQueueService.NonExistentQueue", 400, False),
+    ("RequestEntityTooLargeException", 413, False), ("InvalidParameterValue", 400, False),
+])
+def test_classification_of_aws_errors(code, status, retryable):
+    result = classify(_client_error(code, status), "sqs SendMessage", 5)
+    assert result.status == "failed" and result.retryable is retryable
+    assert result.error == f"sqs SendMessage: {code}: text" and result.http_status == status
+
+
+def test_network_errors_are_transient_and_timeouts_timed_out():
+    assert classify(EndpointConnectionError(endpoint_url="https://x"), "sns Publish", 5).retryable
+    timeout = classify(ReadTimeoutError(endpoint_url="https://x"), "sns Publish", 5)
+    assert timeout.status == "timed_out" and timeout.retryable

@@ -1,0 +1,51 @@
+"""Redaction of texts that are kept (response excerpts, error texts) and the write-time rules
+on secrets (issue 13); the same rules through the real server are in tests/security."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.targets.delivery import redact as redact_secrets
+from scheduler.targets.delivery import redact_and_cut
+from scheduler.urls import check_broker_url_syntax
+
+TOKEN = "tok-0123456789abcdef"
+
+
+def test_whole_values_only_for_short_secrets():
+    assert redact_secrets("Bad password", ["p"]) == "Bad password"
+    assert redact_secrets("password p rejected", ["p"]) == "password *** rejected"
+    assert redact_secrets("user:p@host", ["p"]) == "user:***@host"
+
+
+def test_long_secrets_are_masked_with_their_word():
+    assert redact_secrets(f"Authorization: Bearer {TOKEN}", [TOKEN]) == "Authorization: Bearer ***"
+    assert redact_secrets(f"x=ab{TOKEN}cd&y=1", [TOKEN]) == "***&y=1"  # no edge of it left
+    assert redact_secrets(f'"{TOKEN}"', [TOKEN, None, ""]) == '"***"'
+
+
+@pytest.mark.parametrize("offset", range(0, 40, 3))
+def test_redaction_comes_before_the_cut(offset):
+    text = "x" * (100 - offset) + "Bearer " + TOKEN + "y" * 50
+    out = redact_and_cut(text, [TOKEN], 100)
+    assert len(out.encode()) <= 100
+    assert all(TOKEN[i:i + 4] not in out for i in range(len(TOKEN) - 3))
+
+
+def test_a_text_ending_inside_a_secret_has_that_start_masked():
+    assert redact_and_cut("abc Bearer " + TOKEN[:10], [TOKEN], 4096) == "abc Bearer ***"
+    assert redact_and_cut("abc tok", [TOKEN], 4096) == "abc tok"  # three characters: not a secret's start
+
+
+def test_cut_keeps_utf8_whole():
+    assert redact_and_cut("é" * 10, [], 5) == "éé"
+
+
+@pytest.mark.parametrize("url, ok", [
+    ("amqp://u:p@h/v", True), ("amqp://h", True), ("amqp://u@h/", True), ("amqp://u:p%2F%23%40%3A@h/", True),
+    ("amqps://u:***@h:5671/", True), ("amqp://u:p@[::1]:5672/", True),
+    ("amqp://guest:1234/SECRET@host/", False), ("amqp://u:a:b@h/", False), ("amqp://u:a@b@h/", False),
+    ("amqp://u:p@h/v@x", False), ("amqp://u:p@h/?q=@", False), ("amqp://u:p\\x@h/", False),
+])
+def test_broker_url_credentials_parse_to_one_user_and_host(url, ok):
+    assert (check_broker_url_syntax(url) is None) == ok
