@@ -74,6 +74,13 @@ bench-quick: install
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) bench/run_all.py --quick
 
+# The deployed path simulated here (fan-outs, Lambda's async queue, executor processes) beside
+# pgbench running the per-job path's own SQL (a few minutes).
+.PHONY: bench-deploy
+bench-deploy: install
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) bench/deploy_sim.py
+
 # Schemathesis against the API (1,200 examples): fails on any 5xx.
 fuzz: install
 	$(PY) bench/fuzz_api.py --examples 1200

@@ -1,0 +1,472 @@
+"""The deployed path, simulated on this machine: fan-outs, Lambda's async queue, executors.
+
+    .venv/bin/python bench/deploy_sim.py [--fanouts 2] [--executors 6] [--quick]
+
+What runs, each part the real code where the deployment runs real code:
+- **fan-outs**: K processes, each running ``run_fanout`` with ``LambdaDispatch`` as the fan-out
+  Lambda does (second precision, claims of the deployment's batch size), its boto3 Lambda client
+  pointed at a loopback endpoint;
+- **Lambda's async queue**: a loopback HTTP server answering the Invoke API
+  (``InvocationType=Event``: 202 at once) and queueing each payload;
+- **executors**: W worker processes (the executor function's concurrency), each importing the
+  real ``executor_handler`` and calling ``handler(event, context)`` for each queued payload: start
+  the claim, deliver it, record the outcome (``start_execution``, HTTP, ``complete_job``);
+- real Postgres (``DATABASE_URL`` or an embedded one) and a loopback HTTP target answering 200.
+
+Measured:
+- **sustained**: N recurring jobs (``@every 1s``, so more is due than the pipeline can take)
+  run for a window; completed executions per second over it, after a warm-up;
+- **burst**: 10,000 one-off jobs due within one second; lateness = an execution's start (the
+  database clock) minus its scheduled time, p50 and p99, and the time to drain them;
+- **the per-job SQL limit**, side by side in the same run: pgbench running the per-job path's
+  own statements from ``queries.sql`` over the same kind of rows: ``claim_due`` for a batch, then
+  ``start_execution`` and ``complete_job`` for each claimed job, each statement its own commit.
+
+The last line reads:
+``deployment: S jobs/s sustained = R x the per-job SQL limit (L jobs/s); burst of N due in one second: p99 P s``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import multiprocessing as mp
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from common import (fresh_database, find_pgbench, libpq_env, machine_summary, percentile,  # noqa: I001
+                    postgres_server, server_version, write_json)
+
+from scheduler.sql import QUERIES  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FUNCTION = "scheduler-executor"
+RUN_TIMEOUT = 300.0
+
+
+# -- the parts, each in its own process ---------------------------------------------------------
+
+
+def _target_server(port_out, stop) -> None:
+    """A loopback HTTP target: 200 and an empty body, HTTP/1.1 keep-alive."""
+    import http.server
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+
+        do_GET = do_PUT = do_POST
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    class Server(http.server.ThreadingHTTPServer):
+        daemon_threads = True
+        request_queue_size = 1024
+
+    httpd = Server(("127.0.0.1", 0), Handler)
+    port_out.put(httpd.server_address[1])
+    threading.Thread(target=lambda: (stop.wait(), httpd.shutdown()), daemon=True).start()
+    httpd.serve_forever(poll_interval=0.1)
+
+
+def _lambda_service(port_out, invocations, received, stop) -> None:
+    """The Invoke API of Lambda for asynchronous invokes: 202 at once, the payload queued for
+    the executors (Lambda's async queue)."""
+    import http.server
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            payload = self.rfile.read(length) if length else b""
+            ok = (self.path.startswith("/2015-03-31/functions/") and self.path.endswith("/invocations")
+                  and self.headers.get("X-Amz-Invocation-Type") == "Event")
+            if ok:
+                invocations.put(payload)
+                with received.get_lock():
+                    received.value += 1
+            self.send_response(202 if ok else 400)
+            self.send_header("Content-Length", "0")
+            self.send_header("x-amzn-RequestId", "00000000-0000-0000-0000-000000000000")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    class Server(http.server.ThreadingHTTPServer):
+        daemon_threads = True
+        request_queue_size = 1024
+
+    httpd = Server(("127.0.0.1", 0), Handler)
+    port_out.put(httpd.server_address[1])
+    threading.Thread(target=lambda: (stop.wait(), httpd.shutdown()), daemon=True).start()
+    httpd.serve_forever(poll_interval=0.1)
+
+
+def _executor_worker(env: dict[str, str], invocations, handled, failed) -> None:
+    """One executor container: the real handler module, warm, taking queued invokes one at a
+    time (as one concurrent Lambda execution environment does)."""
+    os.environ.update(env)
+    sys.path.insert(0, str(ROOT / "functions"))
+    sys.stdout = open(os.devnull, "w")  # the handler's JSON logs and EMF metrics
+    import executor_handler
+    from scheduler.http_adapter import LocalLambdaContext
+
+    context = LocalLambdaContext(function_name=FUNCTION)
+    while True:
+        payload = invocations.get()
+        if payload is None:
+            return
+        try:
+            executor_handler.handler(json.loads(payload), context)
+            with handled.get_lock():
+                handled.value += 1
+        except Exception:  # an infrastructure fault: Lambda would retry; counted
+            with failed.get_lock():
+                failed.value += 1
+
+
+def _fanout_process(url: str, lambda_url: str, budget: float, batch: int, lease: float, reports) -> None:
+    """One fan-out Lambda invocation: ``run_fanout`` with ``LambdaDispatch`` for ``budget`` seconds."""
+    sys.path.insert(0, str(ROOT / "functions"))
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+    import boto3
+
+    from scheduler.db import make_pool
+    from scheduler.dispatch import LambdaDispatch
+    from scheduler.fanout import run_fanout
+    from scheduler.store import Store
+
+    pool = make_pool(url, min_size=1, max_size=2, through_proxy=True)
+    client = boto3.client("lambda", endpoint_url=lambda_url, region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    invoker = LambdaDispatch(client, FUNCTION)
+    cpu0 = time.process_time()
+    try:
+        report = run_fanout(Store(pool), invoker, budget_seconds=budget, batch_size=batch, lease_seconds=lease)
+    finally:
+        invoker.close()
+        pool.close()
+    reports.put({"claimed": report.claimed, "dispatched": report.dispatched, "released": report.released,
+                 "rounds": report.rounds, "cpu_s": time.process_time() - cpu0})
+
+
+class Deployment:
+    """The target, the Lambda service, W executors; fan-outs are started per phase."""
+
+    def __init__(self, url: str, executors: int, key_file: str) -> None:
+        self.ctx = mp.get_context("spawn")
+        self.url = url
+        self.stop = self.ctx.Event()
+        ports = self.ctx.Queue()
+        self.invocations = self.ctx.Queue()
+        self.received = self.ctx.Value("q", 0)
+        self.handled = self.ctx.Value("q", 0)
+        self.failed = self.ctx.Value("q", 0)
+        self.procs = [self.ctx.Process(target=_target_server, args=(ports, self.stop), daemon=True)]
+        self.procs[0].start()
+        self.target_url = f"http://127.0.0.1:{ports.get(timeout=30)}/hook"
+        service = self.ctx.Process(target=_lambda_service, args=(ports, self.invocations, self.received, self.stop),
+                                   daemon=True)
+        service.start()
+        self.procs.append(service)
+        self.lambda_url = f"http://127.0.0.1:{ports.get(timeout=30)}"
+        env = {"SCHEDULER_DATABASE_URL": url, "SCHEDULER_ALLOW_PRIVATE_TARGETS": "true",
+               "SCHEDULER_LOCAL_KEY_FILE": key_file, "POWERTOOLS_TRACE_DISABLED": "true",
+               "POWERTOOLS_LOG_LEVEL": "WARNING", "AWS_DEFAULT_REGION": "us-east-1",
+               "AWS_EC2_METADATA_DISABLED": "true"}
+        self.workers = [self.ctx.Process(target=_executor_worker,
+                                         args=(env, self.invocations, self.handled, self.failed), daemon=True)
+                        for _ in range(executors)]
+        for worker in self.workers:
+            worker.start()
+
+    def run_fanouts(self, count: int, budget: float, batch: int, lease: float) -> list[dict[str, Any]]:
+        """``count`` fan-outs at once for ``budget`` seconds; their reports."""
+        reports = self.ctx.Queue()
+        procs = [self.ctx.Process(target=_fanout_process,
+                                  args=(self.url, self.lambda_url, budget, batch, lease, reports), daemon=True)
+                 for _ in range(count)]
+        for proc in procs:
+            proc.start()
+        out = [reports.get(timeout=budget + RUN_TIMEOUT) for _ in procs]
+        for proc in procs:
+            proc.join(timeout=30)
+        return out
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Until every queued invoke was handled (or failed)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.handled.value + self.failed.value >= self.received.value:
+                return True
+            time.sleep(0.1)
+        return False
+
+    def close(self) -> None:
+        for _ in self.workers:
+            self.invocations.put(None)
+        for worker in self.workers:
+            worker.join(timeout=10)
+            if worker.is_alive():
+                worker.terminate()
+        self.stop.set()
+        for proc in self.procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.terminate()
+
+
+# -- load ---------------------------------------------------------------------------------------
+
+
+def insert_jobs(url: str, count: int, target_url: str, *, schedule: str | None, first_due: str,
+                spread_seconds: float = 0.0, prefix: str = "job") -> None:
+    """``count`` jobs with an HTTP target at ``target_url``: recurring (``schedule``) or one-off
+    (``run_at``), the first due at ``first_due`` (an SQL expression) plus an even spread."""
+    target = json.dumps({"type": "http", "url": target_url, "method": "POST", "timeout_seconds": 10})
+    retry = json.dumps({"max_attempts": 1, "min_backoff_seconds": 1, "max_backoff_seconds": 60})
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            f"""
+            INSERT INTO jobs (id, owner, name, schedule, run_at, target, retry, scheduled_at, next_run_at)
+            SELECT gen_random_uuid(), 'sim', %(prefix)s || '-' || g, %(schedule)s,
+                   CASE WHEN %(schedule)s::text IS NULL THEN t END, %(target)s, %(retry)s, t, t
+            FROM generate_series(1, %(count)s) AS g,
+                 LATERAL (SELECT {first_due} + make_interval(secs => %(spread)s * (g - 1) / %(count)s) AS t) AS at
+            """,
+            {"prefix": prefix, "schedule": schedule, "target": target, "retry": retry, "count": count,
+             "spread": spread_seconds})
+        conn.execute("VACUUM ANALYZE jobs")
+
+
+def reset(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("TRUNCATE jobs, executions")
+
+
+def finished_between(url: str, since: float, until: float) -> int:
+    """Executions finished in the window (database clock, epoch seconds)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM executions WHERE finished_at >= to_timestamp(%s) AND finished_at < to_timestamp(%s)",
+            (since, until)).fetchone()[0]
+
+
+def db_epoch(url: str) -> float:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return float(conn.execute("SELECT EXTRACT(EPOCH FROM clock_timestamp())").fetchone()[0])
+
+
+def run_sustained(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
+    reset(dep.url)
+    insert_jobs(dep.url, args.jobs, dep.target_url, schedule="@every 1s", first_due="date_trunc('second', now())",
+                prefix="steady")
+    began = db_epoch(dep.url)
+    fanouts = threading.Thread(target=lambda: out.extend(dep.run_fanouts(args.fanouts, args.seconds, args.batch,
+                                                                         args.lease)), daemon=True)
+    out: list[dict[str, Any]] = []
+    fanouts.start()
+    fanouts.join(args.seconds + RUN_TIMEOUT)
+    ended = db_epoch(dep.url)
+    dep.wait_idle(60)
+    window_start, window_end = began + args.warmup, ended
+    done = finished_between(dep.url, window_start, window_end)
+    rate = done / (window_end - window_start)
+    with psycopg.connect(dep.url, autocommit=True) as conn:
+        statuses = dict(conn.execute("SELECT status, count(*) FROM executions GROUP BY status").fetchall())
+    dispatched = sum(r["dispatched"] for r in out)
+    cpu_per_invoke = sum(r["cpu_s"] for r in out) * 1000 / max(dispatched, 1)
+    print(f"  sustained: {rate:7.0f} jobs/s over {window_end - window_start:.0f} s "
+          f"({args.jobs} jobs @every 1s, {args.fanouts} fan-out(s), {args.executors} executors); "
+          f"statuses {statuses}; fan-out CPU {cpu_per_invoke:.2f} ms per invoke", flush=True)
+    return {"jobs_per_s": rate, "window_s": window_end - window_start, "finished": done, "statuses": statuses,
+            "fanouts": out, "fanout_cpu_ms_per_invoke": cpu_per_invoke}
+
+
+def run_burst(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
+    reset(dep.url)
+    lead = 3.0
+    insert_jobs(dep.url, args.burst, dep.target_url, schedule=None,
+                first_due=f"date_trunc('second', now()) + interval '{lead + 1:.0f} seconds'", spread_seconds=0.999,
+                prefix="burst")
+    handled0 = dep.handled.value
+    budget = lead + 1 + args.burst_budget
+    out = dep.run_fanouts(args.fanouts, budget, args.batch, args.lease)
+    dep.wait_idle(120)
+    with psycopg.connect(dep.url, autocommit=True) as conn:
+        rows = conn.execute("SELECT EXTRACT(EPOCH FROM started_at - scheduled_at), "
+                            "EXTRACT(EPOCH FROM finished_at) FROM executions").fetchall()
+        first_due = float(conn.execute("SELECT EXTRACT(EPOCH FROM min(scheduled_at)) FROM executions").fetchone()[0]
+                          or 0)
+    lateness = [float(r[0]) for r in rows]
+    if len(lateness) < args.burst:
+        print(f"  burst: only {len(lateness)} of {args.burst} ran within the fan-outs' {budget:.0f} s", flush=True)
+    p50, p99 = percentile(lateness, 50), percentile(lateness, 99)
+    drained = max(float(r[1]) for r in rows if r[1] is not None) - first_due if rows else float("nan")
+    print(f"  burst of {args.burst} due in one second: lateness p50 {p50:.2f} s, p99 {p99:.2f} s, max "
+          f"{max(lateness):.2f} s; all finished {drained:.1f} s after the first was due "
+          f"({dep.handled.value - handled0} executor invocations)", flush=True)
+    return {"jobs": args.burst, "ran": len(lateness), "p50_s": p50, "p99_s": p99, "max_s": max(lateness),
+            "drain_s": drained, "fanouts": out}
+
+
+# -- pgbench: the per-job path's own statements --------------------------------------------------
+
+
+def _strip_comments(sql: str) -> str:
+    out, i, quoted = [], 0, False
+    while i < len(sql):
+        ch = sql[i]
+        if ch == "'":
+            quoted = not quoted
+        if not quoted and sql.startswith("--", i):
+            end = sql.find("\n", i)
+            i = len(sql) if end < 0 else end
+            continue
+        out.append(ch)
+        i += 1
+    return " ".join(line.strip() for line in "".join(out).splitlines() if line.strip())
+
+
+def _substitute(sql: str, values: dict[str, str]) -> str:
+    def repl(match: re.Match) -> str:
+        return values[match.group(1)]
+    return re.sub(r"%\((\w+)\)[sb]", repl, sql)
+
+
+def _split_with(sql: str) -> tuple[str, str]:
+    """``WITH ctes MAIN`` -> (ctes, MAIN)."""
+    text = sql.strip()
+    assert text[:4].upper() == "WITH"
+    depth, i, quoted = 0, 4, False
+    while i < len(text):
+        ch = text[i]
+        if ch == "'":
+            quoted = not quoted
+        elif not quoted and ch == "(":
+            depth += 1
+        elif not quoted and ch == ")":
+            depth -= 1
+            if depth == 0 and not text[i + 1:].lstrip().startswith(","):
+                return text[4:i + 1].strip(), text[i + 1:].strip()
+        i += 1
+    raise ValueError("no main statement")
+
+
+def per_job_script(batch: int) -> str:
+    """One pgbench transaction script: ``claim_due`` of up to ``batch`` jobs (its rows gathered
+    into arrays for ``\\gset``, with an execution id for each), then for each claimed job
+    ``start_execution`` and ``complete_job``, each statement its own commit, as the executors do."""
+    ctes, main = _split_with(_strip_comments(QUERIES["claim_due"]))
+    claim = (f"WITH {ctes}, __claimed AS ({main}) "
+             "SELECT count(*) AS n, COALESCE(array_agg(job_id), '{}') AS ids, "
+             "COALESCE(array_agg(lock_token), '{}') AS tokens, "
+             "COALESCE(array_agg(gen_random_uuid()), '{}') AS xids FROM __claimed")
+    lines = [_substitute(claim, {"limit": str(batch), "lease_seconds": "120"}) + " \\gset"]
+    start = _strip_comments(QUERIES["start_execution"])
+    complete = _strip_comments(QUERIES["complete_job"])
+    next_year = "(date_trunc('year', now()) + interval '1 year')"
+    for i in range(1, batch + 1):
+        item = {"job_id": f"(:ids::uuid[])[{i}]", "lock_token": f"(:tokens::uuid[])[{i}]",
+                "execution_id": f"(:xids::uuid[])[{i}]"}
+        lines.append(f"\\if :n >= {i}")
+        lines.append(_substitute(start, {**item, "lease_margin_seconds": "30"}).rstrip(";") + ";")
+        lines.append(_substitute(complete, {
+            **item, "version": "1", "state": "'active'", "scheduled_at": next_year, "attempt": "0",
+            "next_run_at": next_year, "ran_scheduled_at": "NULL", "status": "'succeeded'", "error": "NULL",
+            "http_status": "200", "response_excerpt": "NULL"}).rstrip(";") + ";")
+        lines.append("\\endif")
+    return "\n".join(lines) + "\n"
+
+
+def run_pgbench(url: str, jobs: int, clients: int, batch: int, target_url: str) -> dict[str, Any]:
+    reset(url)
+    insert_jobs(url, jobs, target_url, schedule="0 0 1 1 *", first_due="date_trunc('second', now()) - interval '1 second'",
+                prefix="pgbench")
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as handle:
+        handle.write(per_job_script(batch))
+        script = handle.name
+    per_client = math.ceil(jobs / (batch * clients)) + 1
+    cmd = [find_pgbench(), "-n", "-M", "prepared", "-f", script, "-c", str(clients), "-j", str(clients),
+           "-t", str(per_client)]
+    began = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, env=libpq_env(url), capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    finally:
+        os.unlink(script)
+    elapsed = time.perf_counter() - began
+    if done.returncode != 0:
+        raise RuntimeError(f"pgbench failed: {done.stderr[-2000:]}")
+    with psycopg.connect(url, autocommit=True) as conn:
+        completed = conn.execute("SELECT count(*) FROM executions WHERE status = 'succeeded'").fetchone()[0]
+    if completed != jobs:
+        raise RuntimeError(f"pgbench: {completed} of {jobs} jobs completed")
+    rate = jobs / elapsed
+    print(f"  per-job SQL limit (pgbench, {clients} clients, claim batch {batch}): {rate:7.0f} jobs/s", flush=True)
+    return {"jobs_per_s": rate, "jobs": jobs, "clients": clients, "seconds": elapsed}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fanouts", type=int, default=2, help="fan-out processes at once (default %(default)s)")
+    parser.add_argument("--executors", type=int, default=6, help="executor processes (the function's concurrency)")
+    parser.add_argument("--jobs", type=int, default=10_000, help="recurring jobs of the sustained phase")
+    parser.add_argument("--seconds", type=float, default=40.0, help="length of the sustained phase")
+    parser.add_argument("--warmup", type=float, default=10.0, help="seconds of it not counted")
+    parser.add_argument("--burst", type=int, default=10_000, help="one-off jobs due in one second")
+    parser.add_argument("--burst-budget", type=float, default=60.0, help="seconds the fan-outs run for the burst")
+    parser.add_argument("--batch", type=int, default=100, help="claim batch size")
+    parser.add_argument("--lease", type=float, default=120.0, help="claim lease, seconds")
+    parser.add_argument("--pgbench-jobs", type=int, default=20_000)
+    parser.add_argument("--pgbench-clients", type=int, default=4)
+    parser.add_argument("--quick", action="store_true", help="a short run: 2,000 jobs, 20 s, burst of 2,000")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.jobs, args.seconds, args.warmup, args.burst, args.pgbench_jobs = 2000, 20.0, 5.0, 2000, 5000
+    os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    results: dict[str, Any] = {"benchmark": "deploy_sim", "machine": machine_summary(),
+                               "config": {k: v for k, v in vars(args).items() if k != "json"}}
+    with tempfile.TemporaryDirectory(prefix="sched-sim-") as tmp, postgres_server() as server, \
+            fresh_database(server, "deploysim") as url:
+        results["postgres"] = server_version(url)
+        print(f"deployment simulation: {args.fanouts} fan-out(s), {args.executors} executor processes, "
+              f"claim batch {args.batch}, Postgres {results['postgres']}", flush=True)
+        dep = Deployment(url, args.executors, os.path.join(tmp, "secret.key"))
+        try:
+            results["sustained"] = run_sustained(dep, args)
+            results["burst"] = run_burst(dep, args)
+            results["per_job_sql"] = run_pgbench(url, args.pgbench_jobs, args.pgbench_clients, args.batch,
+                                                 dep.target_url)
+        finally:
+            dep.close()
+    sustained, limit = results["sustained"]["jobs_per_s"], results["per_job_sql"]["jobs_per_s"]
+    results["ratio"] = sustained / limit
+    write_json(args.json, results)
+    print(f"deployment: {sustained:.0f} jobs/s sustained = {results['ratio']:.2f} x the per-job SQL limit "
+          f"({limit:.0f} jobs/s); burst of {results['burst']['jobs']} due in one second: "
+          f"p99 {results['burst']['p99_s']:.2f} s", flush=True)
+    return results
+
+
+if __name__ == "__main__":
+    main()
