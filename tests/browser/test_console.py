@@ -3,7 +3,8 @@
 
 Without Chromium (or Playwright) the test is skipped, with a warning, except under ``CI=true``,
 where it fails. ``SCHEDULER_SCREENSHOTS=docs/img`` saves a screenshot of each page there
-(``console-jobs.png``, ``console-job.png``, ``console-form.png``, ``console-activity.png``).
+(``console-jobs.png``, ``console-job.png``, ``console-form.png``, ``console-activity.png``,
+``console-form-aws.png``, ``console-job-aws.png``).
 """
 
 from __future__ import annotations
@@ -210,6 +211,92 @@ def test_create_run_and_pause_a_job_in_the_console(browser, api, target):
     page.locator(".confirm").get_by_role("button", name="Delete").click()
     expect(page).to_have_url(re.compile(r"#/jobs"))
     assert requests.get(f"{api.url}/v1/jobs/{job_id}", timeout=10).status_code == 404
+    assert problems == []
+
+
+ROLE = "arn:aws:iam::123456789012:role/scheduler-target"
+QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/orders"
+
+
+def test_aws_targets_in_the_form(browser, api):
+    """An SQS job made in the form (nothing delivered: the queue is never called): a bad role ARN
+    shows at its field; the job's page shows the target field by field; the edit form comes back
+    with the same values. An HTTP target's SigV4 auth: a bad region shows at its field."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on("console", lambda msg: msg.type == "error" and "status of 400" not in msg.text
+            and problems.append(f"console: {msg.text}"))
+
+    page.goto(api.url + "/console/#/jobs/new")
+    page.fill("input[name=name]", "orders-queue")
+    page.fill("input[name=schedule]", "@hourly")
+    page.get_by_label("SQS").check()
+    page.fill("input[name=queue_url]", QUEUE)
+    page.fill("textarea[name=body]", '{"job": "{{job_id}}"}')
+    page.fill("input[name=role_arn]", "arn:aws:iam::123456789012:root")
+    page.get_by_role("button", name="Create").click()
+    error = page.locator('.field-error[data-field="target.role_arn"]')
+    expect(error).to_contain_text("IAM role ARN")
+    expect(page.locator(".field-error")).to_have_count(1)
+    assert page.url.endswith("#/jobs/new")
+    _shoot(page, "form-aws")
+
+    # A FIFO group id on a standard queue: the API's model-level check, at its field too.
+    page.fill("input[name=role_arn]", ROLE)
+    expect(error).to_have_count(0)
+    page.fill("input[name=message_group_id]", "g1")
+    page.get_by_role("button", name="Create").click()
+    expect(page.locator('.field-error[data-field="target.message_group_id"]')).to_contain_text("FIFO")
+    page.fill("input[name=message_group_id]", "")
+    page.get_by_role("button", name="Create").click()
+
+    # The job's page: the target field by field (the region read from the queue URL).
+    expect(page).to_have_url(re.compile(r"#/jobs/[0-9a-f-]{36}$"))
+    job_id = page.url.rsplit("/", 1)[1]
+    summary = page.locator("dl.target")
+    expect(summary).to_contain_text("SQS")
+    expect(summary).to_contain_text(QUEUE)
+    expect(summary).to_contain_text("eu-west-1")
+    expect(summary).to_contain_text(ROLE)
+    _shoot(page, "job-aws")
+    stored = requests.get(f"{api.url}/v1/jobs/{job_id}", timeout=10).json()["target"]
+    assert {k: stored[k] for k in ("type", "queue_url", "body", "role_arn")} == {
+        "type": "sqs", "queue_url": QUEUE, "body": '{"job": "{{job_id}}"}', "role_arn": ROLE}
+    assert stored.get("message_group_id") is None
+
+    # Edit: the form comes back as SQS with the stored values; a change is saved.
+    page.get_by_role("link", name="Edit").click()
+    expect(page.get_by_label("SQS")).to_be_checked()
+    expect(page.locator("input[name=queue_url]")).to_have_value(QUEUE)
+    expect(page.locator("input[name=role_arn]")).to_have_value(ROLE)
+    page.fill("input[name=timeout_seconds]", "12")
+    page.get_by_role("button", name="Save").click()
+    expect(summary).to_contain_text("12.0 s")
+    assert requests.get(f"{api.url}/v1/jobs/{job_id}", timeout=10).json()["target"]["timeout_seconds"] == 12
+
+    # An HTTP target signed with SigV4: a bad region at its field, then saved and shown.
+    page.goto(api.url + "/console/#/jobs/new")
+    page.fill("input[name=name]", "signed-hook")
+    page.fill("input[name=schedule]", "@daily")
+    page.fill("input[name=url]", "https://abc.execute-api.eu-west-1.amazonaws.com/prod/hook")
+    page.select_option("select[name=auth]", "sigv4")
+    page.select_option("select[name=auth_service]", "execute-api")
+    page.fill("input[name=auth_region]", "Ireland")
+    page.fill("input[name=auth_role_arn]", ROLE)
+    page.get_by_role("button", name="Create").click()
+    expect(page.locator('.field-error[data-field="target.auth.region"]')).to_contain_text("region")
+    page.fill("input[name=auth_region]", "eu-west-1")
+    page.get_by_role("button", name="Create").click()
+    expect(page.get_by_role("heading", name="signed-hook")).to_be_visible()
+    expect(summary).to_contain_text("SigV4 (execute-api, eu-west-1)")
+    expect(summary).to_contain_text(ROLE)
+    page.get_by_role("link", name="Edit").click()
+    expect(page.locator("select[name=auth]")).to_have_value("sigv4")
+    expect(page.locator("input[name=auth_region]")).to_have_value("eu-west-1")
     assert problems == []
 
 

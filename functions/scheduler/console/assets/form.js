@@ -3,12 +3,13 @@
 import { useState, useEffect } from './vendor/htm-preact-standalone.mjs';
 import { html, api, ApiError, fmtTime, go, ErrorBox } from './lib.js';
 import { previewBody } from './pages.js';
+import { AWS_TYPES, TARGET_FIELDS, AwsFields, SigV4Fields, awsTarget, httpAuth, initialTarget, numberOr } from './targets.js';
 
 // The fields of the form, by the API's field path; an error on a deeper path (target.headers.X)
 // is shown at the nearest of these.
 const FIELDS = ['name', 'description', 'tags', 'schedule', 'run_at', 'timezone', 'start_at', 'end_at',
                 'missed_runs', 'target.url', 'target.method', 'target.headers', 'target.body',
-                'target.timeout_seconds', 'target', 'retry.max_attempts', 'retry'];
+                'target.timeout_seconds', 'target', 'retry.max_attempts', 'retry', ...TARGET_FIELDS];
 const METHODS = ['POST', 'GET', 'PUT', 'PATCH', 'DELETE'];
 // IANA zone names the browser knows, offered as the time zone is typed (the API decides).
 const ZONES = typeof Intl.supportedValuesOf === 'function' ? ['UTC', ...Intl.supportedValuesOf('timeZone')] : ['UTC'];
@@ -45,16 +46,14 @@ function initial(job) {
     run_at: (job && job.run_at) || '', timezone: (job && job.timezone) || 'UTC',
     start_at: (job && job.start_at) || '', end_at: (job && job.end_at) || '',
     missed_runs: (job && job.missed_runs) || 'run_once',
-    type: t.type === 'http' ? 'http' : 'other',
+    type: t.type === 'http' || AWS_TYPES[t.type] ? t.type : 'other',
     url: t.url || '', method: t.method || 'POST', headers: JSON.stringify(t.headers || {}),
     body: t.body || '', timeout: t.timeout_seconds ?? '',
-    targetJson: t.type === 'http' ? '' : JSON.stringify(t, null, 2),
+    targetJson: t.type === 'http' || AWS_TYPES[t.type] ? '' : JSON.stringify(t, null, 2),
+    ...initialTarget(t),
     attempts: job && job.retry ? String(job.retry.max_attempts) : '',
   };
 }
-
-// A number when the text is one; else the text itself, so that the API names the field at fault.
-const numberOr = (text) => (text.trim() !== '' && Number.isFinite(Number(text)) ? Number(text) : text);
 
 function requestBody(v, job) {
   const local = {};
@@ -67,6 +66,10 @@ function requestBody(v, job) {
     target = { ...base, type: 'http', url: v.url, method: v.method, headers, body: v.body || null };
     if (String(v.timeout).trim() !== '') target.timeout_seconds = numberOr(String(v.timeout));
     else delete target.timeout_seconds;
+    const auth = httpAuth(v, base);
+    if (auth) target.auth = auth; else delete target.auth;
+  } else if (AWS_TYPES[v.type]) {
+    target = awsTarget(v.type, v.aws, job && job.target);
   } else {
     try { target = JSON.parse(v.targetJson); } catch { local.target = 'not valid JSON'; }
   }
@@ -136,6 +139,12 @@ export function JobForm({ id }) {
     const field = KEY_FIELDS[k];
     if (field && errors[field]) setErrors({ ...errors, [field]: undefined });
   };
+  // The same for a field of an AWS target (v.aws) and of SigV4 auth (v.sig).
+  const onPart = (part, prefix) => (k) => (ev) => {
+    setV({ ...v, [part]: { ...v[part], [k]: ev.target.value } });
+    if (errors[prefix + k]) setErrors({ ...errors, [prefix + k]: undefined });
+  };
+  const field = (label, name, hint, control) => html`<${Field} label=${label} name=${name} errors=${errors} hint=${hint}>${control}<//>`;
 
   const submit = async (ev) => {
     ev.preventDefault();
@@ -190,6 +199,8 @@ export function JobForm({ id }) {
         <fieldset><legend>Target</legend>
           <div class="radios">
             <label class="check"><input type="radio" name="type" value="http" checked=${v.type === 'http'} onChange=${on('type')} /> HTTP</label>
+            ${Object.entries(AWS_TYPES).map(([type, { label }]) => html`
+              <label class="check"><input type="radio" name="type" value=${type} checked=${v.type === type} onChange=${on('type')} /> ${label}</label>`)}
             <label class="check"><input type="radio" name="type" value="other" checked=${v.type === 'other'} onChange=${on('type')} /> other (JSON)</label>
           </div>
           ${v.type === 'http' ? html`
@@ -201,11 +212,20 @@ export function JobForm({ id }) {
             <${Field} label="Headers (JSON)" name="target.headers" errors=${errors}>${input('headers', 'headers')}<//>
             <${Field} label="Body" name="target.body" errors=${errors} hint="{{job_id}}, {{execution_id}}, {{scheduled_at}}, {{attempt}} are replaced">
               <textarea name="body" rows="3" value=${v.body} onInput=${on('body')}></textarea><//>
-            <${Field} label="Timeout (s)" name="target.timeout_seconds" errors=${errors}>${input('timeout', 'timeout', { placeholder: '30' })}<//>`
+            <${Field} label="Timeout (s)" name="target.timeout_seconds" errors=${errors}>${input('timeout', 'timeout', { placeholder: '30' })}<//>
+            <${Field} label="Auth" name="target.auth" errors=${errors}>
+              <select name="auth" value=${v.auth} onChange=${on('auth')}>
+                <option value="none" selected=${v.auth === 'none'}>none</option>
+                <option value="sigv4" selected=${v.auth === 'sigv4'}>SigV4 (AWS IAM: API Gateway, Lambda URLs)</option>
+                ${job && job.target.auth && job.target.auth.type !== 'sigv4' ? html`
+                  <option value="keep" selected=${v.auth === 'keep'}>${job.target.auth.type}, as stored (secrets kept)</option>` : ''}
+              </select><//>
+            ${v.auth === 'sigv4' ? html`<${SigV4Fields} sig=${v.sig} onSig=${onPart('sig', 'target.auth.')} field=${field} />` : ''}`
+          : AWS_TYPES[v.type] ? html`<${AwsFields} type=${v.type} aws=${v.aws} onAws=${onPart('aws', 'target.')} field=${field} />`
           : html`
             <${Field} label="Target" name="target" errors=${errors} hint='{"type": "amqp", "exchange": "...", "routing_key": "...", "body": "..."}'>
               <textarea name="target" rows="8" value=${v.targetJson} onInput=${on('targetJson')}></textarea><//>`}
-          ${errors.target && v.type === 'http' ? html`<div class="field-error" data-field="target">${errors.target}</div>` : ''}
+          ${errors.target && v.type !== 'other' ? html`<div class="field-error" data-field="target">${errors.target}</div>` : ''}
         </fieldset>
         <fieldset><legend>Retries</legend>
           <${Field} label="Max attempts" name="retry.max_attempts" errors=${errors}>${input('attempts', 'attempts', { placeholder: '4' })}<//>

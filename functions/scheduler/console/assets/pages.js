@@ -2,6 +2,7 @@
 import { useState, useEffect, useRef, useCallback } from './vendor/htm-preact-standalone.mjs';
 import { html, api, query, fmtTime, fmtMs, fromNow, lateness, Badge, ErrorBox, go, useInterval, STATES,
          EXEC_STATUSES } from './lib.js';
+import { TargetSummary } from './targets.js';
 
 // -- jobs --------------------------------------------------------------------------------------
 
@@ -210,6 +211,8 @@ export function Job({ id }) {
             : html`<ol class="occurrences">${occurrences.map((o) => html`<li>${fmtTime(o)}</li>`)}</ol>`}
         </div>
         <div class="card grow">
+          <h2>Target</h2>
+          <${TargetSummary} target=${job.target} />
           <h2>Definition</h2>
           <pre class="definition">${JSON.stringify(definition, null, 2)}</pre>
         </div>
