@@ -3,6 +3,7 @@ PYTHON ?= python3
 NPM ?= npm
 VENV := .venv
 PY := $(VENV)/bin/python
+LINT_VENV := .venv-lint
 
 .PHONY: install test unit integration e2e infra layer synth dev bench bench-quick fuzz clean lint-templates
 
@@ -19,7 +20,8 @@ node_modules/.installed: package.json package-lock.json
 
 install: $(VENV)/.installed node_modules/.installed
 
-test: install
+# The suite includes the template linters (tests/infra/test_infra_lint.py), from their own venv.
+test: install $(LINT_VENV)/.installed
 	$(PY) -m pytest -q -p no:cacheprovider
 
 unit: install
@@ -36,8 +38,6 @@ infra: install
 
 # cfn-lint and checkov on the synthesized templates, against infra/lint_baseline.json. The linters
 # get a virtualenv of their own: checkov pins boto3 and packaging, which would drag .venv back.
-LINT_VENV := .venv-lint
-
 $(LINT_VENV)/.installed: infra/lint-requirements.txt
 	$(PYTHON) -m venv $(LINT_VENV)
 	$(LINT_VENV)/bin/python -m pip install -q --upgrade pip
