@@ -269,6 +269,7 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None,
     deps.store, deps.secret_box  # built now, before the threads that share them  # noqa: B018
     app = make_app(lambda: deps.store, lambda: deps.secret_box, settings)
     wsgi = make_wsgi_app(lambda event, context: app.resolve(event, context), resolver)
+    wsgi = __import__("scheduler.console", fromlist=["local_app"]).local_app(wsgi, host=options.host)  # console, guard
     # Waitress buffers a body before the app sees it: past its limit it answers 413 itself (the
     # envelope, see envelope_server_errors) without reading on. Its count includes the framing
     # of a chunked body, hence a little slack; the adapter checks the exact limit.

@@ -1,0 +1,39 @@
+// The scheduler's web console: a few pages over the public /v1 API (Preact + htm, uPlot; both
+// vendored). Routes live in the URL's hash: #/jobs, #/jobs/new, #/jobs/ID, #/jobs/ID/edit,
+// #/activity.
+import { render, useState, useEffect } from './vendor/htm-preact-standalone.mjs';
+import { html, parseHash } from './lib.js';
+import { Jobs, Job, Activity } from './pages.js';
+import { JobForm } from './form.js';
+
+function page(route) {
+  const [first, second, third] = route.parts;
+  if (first === 'activity') return ['activity', html`<${Activity} params=${route.params} />`];
+  if (first === 'jobs' && second === 'new') return ['jobs', html`<${JobForm} />`];
+  if (first === 'jobs' && second && third === 'edit') return ['jobs', html`<${JobForm} key=${second} id=${second} />`];
+  if (first === 'jobs' && second) return ['jobs', html`<${Job} key=${second} id=${second} />`];
+  return ['jobs', html`<${Jobs} params=${route.params} />`];
+}
+
+function App() {
+  const [route, setRoute] = useState(parseHash());
+  useEffect(() => {
+    const onChange = () => setRoute(parseHash());
+    addEventListener('hashchange', onChange);
+    return () => removeEventListener('hashchange', onChange);
+  }, []);
+  const [where, content] = page(route);
+  return html`
+    <header class="top">
+      <a class="brand" href="#/jobs">Scheduler</a>
+      <nav>
+        <a href="#/jobs" class=${where === 'jobs' ? 'here' : ''}>Jobs</a>
+        <a href="#/activity" class=${where === 'activity' ? 'here' : ''}>Recent activity</a>
+      </nav>
+    </header>
+    <main>${content}</main>`;
+}
+
+const root = document.getElementById('app');
+root.textContent = '';  // the "Loading" note (render() adds to what is there)
+render(html`<${App} />`, root);

@@ -1,0 +1,240 @@
+// The create/edit form: each error the API names (details[].field) is shown at its field, and the
+// schedule is previewed (POST /v1/schedules/preview) as it is typed.
+import { useState, useEffect } from './vendor/htm-preact-standalone.mjs';
+import { html, api, ApiError, fmtTime, go, ErrorBox } from './lib.js';
+import { previewBody } from './pages.js';
+import { AWS_TYPES, TARGET_FIELDS, AwsFields, SigV4Fields, awsTarget, httpAuth, initialTarget, numberOr } from './targets.js';
+
+// The fields of the form, by the API's field path; an error on a deeper path (target.headers.X)
+// is shown at the nearest of these.
+const FIELDS = ['name', 'description', 'tags', 'schedule', 'run_at', 'timezone', 'start_at', 'end_at',
+                'missed_runs', 'target.url', 'target.method', 'target.headers', 'target.body',
+                'target.timeout_seconds', 'target', 'retry.max_attempts', 'retry', ...TARGET_FIELDS];
+const METHODS = ['POST', 'GET', 'PUT', 'PATCH', 'DELETE'];
+// IANA zone names the browser knows, offered as the time zone is typed (the API decides).
+const ZONES = typeof Intl.supportedValuesOf === 'function' ? ['UTC', ...Intl.supportedValuesOf('timeZone')] : ['UTC'];
+// The form's values and the fields they fill.
+const KEY_FIELDS = { name: 'name', description: 'description', tags: 'tags', schedule: 'schedule', run_at: 'run_at',
+                     timezone: 'timezone', start_at: 'start_at', end_at: 'end_at', missed_runs: 'missed_runs',
+                     url: 'target.url', method: 'target.method', headers: 'target.headers', body: 'target.body',
+                     timeout: 'target.timeout_seconds', targetJson: 'target', attempts: 'retry.max_attempts' };
+
+function fieldOf(path) {
+  const p = String(path || '').replace(/\[(\d+)\]/g, '.$1');
+  let best = null;
+  for (const f of FIELDS) if ((p === f || p.startsWith(`${f}.`)) && (!best || f.length > best.length)) best = f;
+  return best;
+}
+
+function errorsByField(error) {
+  const out = {};
+  const details = error instanceof ApiError ? error.details : [];
+  for (const d of details) {
+    const key = fieldOf(d.field) || '_';
+    out[key] = out[key] ? `${out[key]}; ${d.message}` : d.message;
+  }
+  if (details.length === 0 && error) out._ = error.message;
+  else if (out._ && error) out._ = `${error.message}: ${out._}`;
+  return out;
+}
+
+function initial(job) {
+  const t = (job && job.target) || { type: 'http', method: 'POST', headers: {} };
+  return {
+    name: job ? job.name : '', description: (job && job.description) || '', tags: job ? (job.tags || []).join(', ') : '',
+    when: job && job.run_at ? 'run_at' : 'schedule', schedule: (job && job.schedule) || '',
+    run_at: (job && job.run_at) || '', timezone: (job && job.timezone) || 'UTC',
+    start_at: (job && job.start_at) || '', end_at: (job && job.end_at) || '',
+    missed_runs: (job && job.missed_runs) || 'run_once',
+    type: t.type === 'http' || AWS_TYPES[t.type] ? t.type : 'other',
+    url: t.url || '', method: t.method || 'POST', headers: JSON.stringify(t.headers || {}),
+    body: t.body || '', timeout: t.timeout_seconds ?? '',
+    targetJson: t.type === 'http' || AWS_TYPES[t.type] ? '' : JSON.stringify(t, null, 2),
+    ...initialTarget(t),
+    attempts: job && job.retry ? String(job.retry.max_attempts) : '',
+  };
+}
+
+function requestBody(v, job) {
+  const local = {};
+  let target;
+  if (v.type === 'http') {
+    let headers = {};
+    try { headers = v.headers.trim() ? JSON.parse(v.headers) : {}; } catch { local['target.headers'] = 'not valid JSON'; }
+    // Keeps what the form does not show (auth with its "***" secrets: the API keeps the stored ones).
+    const base = job && job.target && job.target.type === 'http' ? job.target : {};
+    target = { ...base, type: 'http', url: v.url, method: v.method, headers, body: v.body || null };
+    if (String(v.timeout).trim() !== '') target.timeout_seconds = numberOr(String(v.timeout));
+    else delete target.timeout_seconds;
+    const auth = httpAuth(v, base);
+    if (auth) target.auth = auth; else delete target.auth;
+  } else if (AWS_TYPES[v.type]) {
+    target = awsTarget(v.type, v.aws, job && job.target);
+  } else {
+    try { target = JSON.parse(v.targetJson); } catch { local.target = 'not valid JSON'; }
+  }
+  const body = { name: v.name, tags: v.tags.split(',').map((s) => s.trim()).filter(Boolean),
+                 timezone: v.timezone || 'UTC', missed_runs: v.missed_runs, target };
+  if (v.description) body.description = v.description;
+  if (v.when === 'schedule') body.schedule = v.schedule; else body.run_at = v.run_at;
+  if (v.start_at) body.start_at = v.start_at;
+  if (v.end_at) body.end_at = v.end_at;
+  if (v.attempts.trim() !== '') body.retry = { ...((job && job.retry) || {}), max_attempts: numberOr(v.attempts) };
+  if (job && job.after_completion) body.after_completion = job.after_completion;
+  return { body, local };
+}
+
+function Field({ label, name, errors, hint, children }) {
+  const error = errors[name];
+  return html`
+    <div class=${`field${error ? ' invalid' : ''}`} data-field=${name}>
+      <label>${label}${children}</label>
+      ${hint ? html`<div class="hint">${hint}</div>` : ''}
+      ${error ? html`<div class="field-error" data-field=${name} role="alert">${error}</div>` : ''}
+    </div>`;
+}
+
+function Preview({ v }) {
+  const [state, setState] = useState({ occurrences: null, error: null });
+  const text = v.when === 'schedule' ? v.schedule : v.run_at;
+  useEffect(() => {
+    if (!text.trim()) { setState({ occurrences: null, error: null }); return undefined; }
+    let live = true;
+    const t = setTimeout(() => {
+      const src = { timezone: v.timezone, start_at: v.start_at, end_at: v.end_at,
+                    [v.when]: text };
+      api('POST', '/schedules/preview', previewBody(src, 5))
+        .then((p) => live && setState({ occurrences: p.occurrences, error: null }))
+        .catch((e) => live && setState({ occurrences: null, error: e }));
+    }, 250);
+    return () => { live = false; clearTimeout(t); };
+  }, [v.when, text, v.timezone, v.start_at, v.end_at]);
+  if (state.error) {
+    const d = state.error.details && state.error.details[0];
+    return html`<div class="preview invalid" data-preview="error">${d ? `${d.field}: ${d.message}` : state.error.message}</div>`;
+  }
+  if (!state.occurrences) return html`<div class="preview muted">Type a schedule to see when it fires.</div>`;
+  return html`
+    <div class="preview" data-preview="ok">
+      <div class="muted">Next ${state.occurrences.length === 0 ? 'occurrences: none' : 'occurrences (UTC)'}</div>
+      <ol class="occurrences">${state.occurrences.map((o) => html`<li>${fmtTime(o)}</li>`)}</ol>
+    </div>`;
+}
+
+export function JobForm({ id }) {
+  const [job, setJob] = useState(null);
+  const [v, setV] = useState(initial(null));
+  const [errors, setErrors] = useState({});
+  const [busy, setBusy] = useState(false);
+  const [loadError, setLoadError] = useState(null);
+
+  useEffect(() => {
+    if (!id) return;
+    api('GET', `/jobs/${id}`).then((j) => { setJob(j); setV(initial(j)); }).catch(setLoadError);
+  }, [id]);
+
+  // An edited field loses its error (it is checked again on the next save).
+  const on = (k) => (ev) => {
+    setV({ ...v, [k]: ev.target.value });
+    const field = KEY_FIELDS[k];
+    if (field && errors[field]) setErrors({ ...errors, [field]: undefined });
+  };
+  // The same for a field of an AWS target (v.aws) and of SigV4 auth (v.sig).
+  const onPart = (part, prefix) => (k) => (ev) => {
+    setV({ ...v, [part]: { ...v[part], [k]: ev.target.value } });
+    if (errors[prefix + k]) setErrors({ ...errors, [prefix + k]: undefined });
+  };
+  const field = (label, name, hint, control) => html`<${Field} label=${label} name=${name} errors=${errors} hint=${hint}>${control}<//>`;
+
+  const submit = async (ev) => {
+    ev.preventDefault();
+    const { body, local } = requestBody(v, job);
+    if (Object.keys(local).length) { setErrors(local); return; }
+    setBusy(true);
+    try {
+      const saved = id ? await api('PUT', `/jobs/${id}`, body, { 'If-Match': String(job.version) })
+                       : await api('POST', '/jobs', body);
+      go(`#/jobs/${saved.id}`);
+    } catch (e) {
+      setErrors(errorsByField(e));
+    } finally { setBusy(false); }
+  };
+
+  if (id && !job) return html`<section><${ErrorBox} error=${loadError} />${loadError ? '' : html`<p class="muted">Loading…</p>`}</section>`;
+  const input = (name, key, extra = {}) => html`<input name=${name} value=${v[key]} onInput=${on(key)} ...${extra} />`;
+  return html`
+    <section>
+      <div class="head"><h1>${id ? `Edit ${job.name}` : 'New job'}</h1></div>
+      ${errors._ ? html`<div class="alert" role="alert" data-field="_">${errors._}</div>` : ''}
+      <form class="job-form" onSubmit=${submit} novalidate>
+        <fieldset><legend>Job</legend>
+          <${Field} label="Name" name="name" errors=${errors}>${input('name', 'name', { autocomplete: 'off' })}<//>
+          <${Field} label="Description" name="description" errors=${errors}>${input('description', 'description')}<//>
+          <${Field} label="Tags" name="tags" errors=${errors} hint="comma-separated">${input('tags', 'tags')}<//>
+        </fieldset>
+        <fieldset><legend>When</legend>
+          <div class="radios">
+            <label class="check"><input type="radio" name="when" value="schedule" checked=${v.when === 'schedule'} onChange=${on('when')} /> on a schedule</label>
+            <label class="check"><input type="radio" name="when" value="run_at" checked=${v.when === 'run_at'} onChange=${on('when')} /> once</label>
+          </div>
+          ${v.when === 'schedule'
+            ? html`<${Field} label="Schedule" name="schedule" errors=${errors}
+                     hint="cron (0 3 * * *), @hourly, @every 90s, cron(0 3 * * ? *), rate(5 minutes), at(2026-12-01T10:00:00)">
+                     ${input('schedule', 'schedule', { autocomplete: 'off', spellcheck: false })}<//>`
+            : html`<${Field} label="Run at" name="run_at" errors=${errors} hint="RFC 3339 with offset: 2026-12-01T10:00:00Z">
+                     ${input('run_at', 'run_at', { autocomplete: 'off' })}<//>`}
+          <${Preview} v=${v} />
+          <div class="row">
+            <${Field} label="Time zone" name="timezone" errors=${errors}>${input('timezone', 'timezone', { list: 'zones' })}<//>
+            <datalist id="zones">${ZONES.map((z) => html`<option value=${z} />`)}</datalist>
+            <${Field} label="Start at" name="start_at" errors=${errors}>${input('start_at', 'start_at', { placeholder: 'optional' })}<//>
+            <${Field} label="End at" name="end_at" errors=${errors}>${input('end_at', 'end_at', { placeholder: 'optional' })}<//>
+          </div>
+          <${Field} label="Missed runs" name="missed_runs" errors=${errors}>
+            <select name="missed_runs" value=${v.missed_runs} onChange=${on('missed_runs')}>
+              ${[['run_once', 'run once'], ['skip', 'skip'], ['run_all', 'run all']].map(([value, label]) => html`
+                <option value=${value} selected=${value === v.missed_runs}>${label}</option>`)}
+            </select><//>
+        </fieldset>
+        <fieldset><legend>Target</legend>
+          <div class="radios">
+            <label class="check"><input type="radio" name="type" value="http" checked=${v.type === 'http'} onChange=${on('type')} /> HTTP</label>
+            ${Object.entries(AWS_TYPES).map(([type, { label }]) => html`
+              <label class="check"><input type="radio" name="type" value=${type} checked=${v.type === type} onChange=${on('type')} /> ${label}</label>`)}
+            <label class="check"><input type="radio" name="type" value="other" checked=${v.type === 'other'} onChange=${on('type')} /> other (JSON)</label>
+          </div>
+          ${v.type === 'http' ? html`
+            <div class="row">
+              <${Field} label="Method" name="target.method" errors=${errors}>
+                <select name="method" value=${v.method} onChange=${on('method')}>${METHODS.map((m) => html`<option value=${m} selected=${m === v.method}>${m}</option>`)}</select><//>
+              <${Field} label="URL" name="target.url" errors=${errors}>${input('url', 'url', { placeholder: 'https://example.com/hook', class: 'wide' })}<//>
+            </div>
+            <${Field} label="Headers (JSON)" name="target.headers" errors=${errors}>${input('headers', 'headers')}<//>
+            <${Field} label="Body" name="target.body" errors=${errors} hint="{{job_id}}, {{execution_id}}, {{scheduled_at}}, {{attempt}} are replaced">
+              <textarea name="body" rows="3" value=${v.body} onInput=${on('body')}></textarea><//>
+            <${Field} label="Timeout (s)" name="target.timeout_seconds" errors=${errors}>${input('timeout', 'timeout', { placeholder: '30' })}<//>
+            <${Field} label="Auth" name="target.auth" errors=${errors}>
+              <select name="auth" value=${v.auth} onChange=${on('auth')}>
+                <option value="none" selected=${v.auth === 'none'}>none</option>
+                <option value="sigv4" selected=${v.auth === 'sigv4'}>SigV4 (AWS IAM: API Gateway, Lambda URLs)</option>
+                ${job && job.target.auth && job.target.auth.type !== 'sigv4' ? html`
+                  <option value="keep" selected=${v.auth === 'keep'}>${job.target.auth.type}, as stored (secrets kept)</option>` : ''}
+              </select><//>
+            ${v.auth === 'sigv4' ? html`<${SigV4Fields} sig=${v.sig} onSig=${onPart('sig', 'target.auth.')} field=${field} />` : ''}`
+          : AWS_TYPES[v.type] ? html`<${AwsFields} type=${v.type} aws=${v.aws} onAws=${onPart('aws', 'target.')} field=${field} />`
+          : html`
+            <${Field} label="Target" name="target" errors=${errors} hint='{"type": "amqp", "exchange": "...", "routing_key": "...", "body": "..."}'>
+              <textarea name="target" rows="8" value=${v.targetJson} onInput=${on('targetJson')}></textarea><//>`}
+          ${errors.target && v.type !== 'other' ? html`<div class="field-error" data-field="target">${errors.target}</div>` : ''}
+        </fieldset>
+        <fieldset><legend>Retries</legend>
+          <${Field} label="Max attempts" name="retry.max_attempts" errors=${errors}>${input('attempts', 'attempts', { placeholder: '4' })}<//>
+          ${errors.retry ? html`<div class="field-error" data-field="retry">${errors.retry}</div>` : ''}
+        </fieldset>
+        <div class="actions">
+          <button class="primary" type="submit" disabled=${busy}>${id ? 'Save' : 'Create'}</button>
+          <a class="button" href=${id ? `#/jobs/${id}` : '#/jobs'}>Cancel</a>
+        </div>
+      </form>
+    </section>`;
+}

@@ -1,0 +1,94 @@
+// What every page of the console shares: the API client, formatting, small components.
+import { html, useEffect, useRef } from './vendor/htm-preact-standalone.mjs';
+
+export { html };
+
+export const API = new URL('../v1', location.href).pathname;
+export const STATES = ['active', 'paused', 'completed'];
+export const EXEC_STATUSES = ['running', 'succeeded', 'failed', 'timed_out', 'lost'];
+
+export class ApiError extends Error {
+  constructor(status, body) {
+    const err = (body && body.error) || {};
+    super(err.message || (body && body.message) || `HTTP ${status}`);
+    this.status = status;
+    this.details = Array.isArray(err.details) ? err.details : [];
+  }
+}
+
+export async function api(method, path, body, headers = {}) {
+  const init = { method, headers: { Accept: 'application/json', ...headers }, credentials: 'same-origin' };
+  if (body !== undefined) {
+    init.body = JSON.stringify(body);
+    init.headers['Content-Type'] = 'application/json';
+  }
+  const answer = await fetch(API + path, init);
+  const text = await answer.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = { message: text.slice(0, 200) }; }
+  if (!answer.ok) throw new ApiError(answer.status, data);
+  return data;
+}
+
+export function query(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') q.set(k, v);
+  const s = q.toString();
+  return s ? `?${s}` : '';
+}
+
+// -- formatting --------------------------------------------------------------------------------
+
+export function fmtTime(iso) {
+  if (!iso) return '—';
+  return iso.replace('T', ' ').replace(/\.\d+/, '').replace(/Z$|\+00:00$/, ' UTC');
+}
+
+export function fmtMs(ms) {
+  if (ms === null || ms === undefined || Number.isNaN(ms)) return '—';
+  const sign = ms < 0 ? '−' : '';
+  const a = Math.abs(ms);
+  if (a < 1000) return `${sign}${Math.round(a)} ms`;
+  if (a < 60000) return `${sign}${(a / 1000).toFixed(1)} s`;
+  if (a < 3600000) return `${sign}${(a / 60000).toFixed(1)} min`;
+  return `${sign}${(a / 3600000).toFixed(1)} h`;
+}
+
+export function fromNow(iso) {
+  if (!iso) return '';
+  const d = Date.parse(iso) - Date.now();
+  return d >= 0 ? `in ${fmtMs(d)}` : `${fmtMs(-d)} ago`;
+}
+
+export function lateness(e) {
+  if (!e.started_at || !e.scheduled_at) return null;
+  return Date.parse(e.started_at) - Date.parse(e.scheduled_at);
+}
+
+export const Badge = ({ value }) => value ? html`<span class="badge b-${value}">${value.replace('_', ' ')}</span>` : html`<span class="muted">—</span>`;
+
+export const ErrorBox = ({ error }) => error ? html`
+  <div class="alert" role="alert">${error.message || String(error)}
+    ${error.status === 403 ? html`<div class="hint">This API takes only signed calls: open the console through
+      <code>scheduler console --endpoint URL</code>, which signs them with your AWS credentials.</div>` : ''}
+  </div>` : null;
+
+// -- routing -----------------------------------------------------------------------------------
+
+export function parseHash() {
+  const raw = location.hash.replace(/^#\/?/, '');
+  const [path, qs] = raw.split('?');
+  return { parts: path.split('/').filter(Boolean), params: new URLSearchParams(qs || '') };
+}
+
+export function go(hash) { location.hash = hash; }
+
+export function useInterval(fn, ms) {
+  const saved = useRef(fn);
+  saved.current = fn;
+  useEffect(() => {
+    const id = setInterval(() => saved.current(), ms);
+    return () => clearInterval(id);
+  }, [ms]);
+}
+

@@ -1,0 +1,269 @@
+// The console's pages: jobs, one job, recent activity.
+import { useState, useEffect, useRef, useCallback } from './vendor/htm-preact-standalone.mjs';
+import { html, api, query, fmtTime, fmtMs, fromNow, lateness, Badge, ErrorBox, go, useInterval, STATES,
+         EXEC_STATUSES } from './lib.js';
+import { TargetSummary } from './targets.js';
+
+// -- jobs --------------------------------------------------------------------------------------
+
+export function Jobs({ params }) {
+  const [filters, setFilters] = useState({ state: params.get('state') || '', tag: params.get('tag') || '',
+                                            name_prefix: params.get('name_prefix') || '' });
+  const [jobs, setJobs] = useState(null);
+  const [cursor, setCursor] = useState(null);
+  const [error, setError] = useState(null);
+
+  const load = useCallback(async (after) => {
+    try {
+      const page = await api('GET', `/jobs${query({ ...filters, limit: 50, cursor: after })}`);
+      setJobs((old) => (after && old ? old.concat(page.jobs) : page.jobs));
+      setCursor(page.next_cursor);
+      setError(null);
+    } catch (e) { setError(e); }
+  }, [filters]);
+
+  useEffect(() => {
+    const t = setTimeout(() => {
+      history.replaceState(null, '', `#/jobs${query(filters)}`);
+      load(null);
+    }, 200);
+    return () => clearTimeout(t);
+  }, [filters]);
+
+  const set = (k) => (ev) => setFilters({ ...filters, [k]: ev.target.value });
+  return html`
+    <section>
+      <div class="head"><h1>Jobs</h1><a class="button primary" href="#/jobs/new">New job</a></div>
+      <form class="filters" onSubmit=${(ev) => ev.preventDefault()}>
+        <label>State <select name="state" value=${filters.state} onChange=${set('state')}>
+          <option value="">any</option>${STATES.map((s) => html`<option value=${s} selected=${s === filters.state}>${s}</option>`)}
+        </select></label>
+        <label>Tag <input name="tag" value=${filters.tag} onInput=${set('tag')} placeholder="billing" /></label>
+        <label>Name starts with <input name="name_prefix" value=${filters.name_prefix} onInput=${set('name_prefix')} /></label>
+      </form>
+      <${ErrorBox} error=${error} />
+      ${jobs === null ? html`<p class="muted">Loading…</p>` : jobs.length === 0 ? html`<p class="empty">No jobs match.</p>` : html`
+        <table class="list jobs">
+          <thead><tr><th>Name</th><th>State</th><th>Schedule</th><th>Next run</th><th>Last status</th><th class="num">Failures</th></tr></thead>
+          <tbody>${jobs.map((j) => html`
+            <tr key=${j.id}>
+              <td><a href="#/jobs/${j.id}">${j.name}</a>${(j.tags || []).map((t) => html` <span class="tag">${t}</span>`)}</td>
+              <td><${Badge} value=${j.state} /></td>
+              <td><code>${j.schedule || `once at ${fmtTime(j.run_at)}`}</code>${j.timezone && j.timezone !== 'UTC' ? html` <span class="muted">${j.timezone}</span>` : ''}</td>
+              <td title=${fromNow(j.next_run_at)}>${fmtTime(j.next_run_at)}</td>
+              <td><${Badge} value=${j.stats && j.stats.last_status} /></td>
+              <td class="num">${j.stats ? j.stats.failure_count : 0}</td>
+            </tr>`)}
+          </tbody>
+        </table>
+        ${cursor ? html`<button onClick=${() => load(cursor)}>More</button>` : ''}`}
+    </section>`;
+}
+
+// -- one job -----------------------------------------------------------------------------------
+
+export function previewBody(src, count) {
+  const body = { timezone: src.timezone || 'UTC', count };
+  if (src.run_at) body.run_at = src.run_at; else body.schedule = src.schedule;
+  if (src.start_at) body.start_at = src.start_at;
+  if (src.end_at) body.end_at = src.end_at;
+  return body;
+}
+
+function Chart({ executions }) {
+  const box = useRef(null);
+  useEffect(() => {
+    const points = executions.filter((e) => e.started_at).map((e) => ({
+      x: Date.parse(e.started_at) / 1000, late: lateness(e), took: e.duration_ms })).sort((a, b) => a.x - b.x);
+    if (!box.current || points.length === 0 || typeof uPlot === 'undefined') return undefined;
+    const plot = new uPlot({
+      width: Math.max(300, box.current.clientWidth), height: 220,
+      scales: { x: { time: true } },
+      tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
+      series: [{}, { label: 'lateness (ms)', stroke: '#c2410c', width: 2, points: { show: true } },
+               { label: 'duration (ms)', stroke: '#2563eb', width: 2, points: { show: true } }],
+      axes: [{}, { label: 'ms' }],
+    }, [points.map((p) => p.x), points.map((p) => p.late), points.map((p) => p.took ?? null)], box.current);
+    return () => plot.destroy();
+  }, [executions]);
+  if (!executions.some((e) => e.started_at)) return html`<p class="muted">No execution has started yet.</p>`;
+  return html`<div class="chart" ref=${box}></div>`;
+}
+
+function ExecutionRows({ executions, withJob }) {
+  return html`
+    <table class="list executions">
+      <thead><tr>${withJob ? html`<th>Job</th>` : ''}<th>Started</th><th>Status</th><th>Trigger</th><th class="num">Attempt</th>
+        <th class="num">HTTP</th><th class="num">Duration</th><th class="num">Late</th><th>Error</th></tr></thead>
+      <tbody>${executions.map((e) => html`
+        <tr key=${e.id} class="exec">
+          ${withJob ? html`<td><a href="#/jobs/${e.job_id}">${e.job_name || e.job_id}</a></td>` : ''}
+          <td title=${'scheduled ' + fmtTime(e.scheduled_at)}>${fmtTime(e.started_at)}</td>
+          <td><${Badge} value=${e.status} /></td>
+          <td>${e.trigger}</td>
+          <td class="num">${e.attempt}</td>
+          <td class="num http">${e.http_status ?? '—'}</td>
+          <td class="num">${fmtMs(e.duration_ms)}</td>
+          <td class="num">${fmtMs(lateness(e))}</td>
+          <td class="error-text">${e.error || ''}</td>
+        </tr>`)}
+      </tbody>
+    </table>`;
+}
+
+export function Job({ id }) {
+  const [job, setJob] = useState(null);
+  const [executions, setExecutions] = useState([]);
+  const [occurrences, setOccurrences] = useState(null);
+  const [error, setError] = useState(null);
+  const [note, setNote] = useState('');
+  const [confirming, setConfirming] = useState(false);
+
+  const [older, setOlder] = useState({ executions: [], cursor: null });
+
+  const loadExecutions = useCallback(async () => {
+    try {
+      const page = await api('GET', `/jobs/${id}/executions?limit=50`);
+      setExecutions(page.executions);
+      setOlder((o) => (o.executions.length ? o : { executions: [], cursor: page.next_cursor }));
+    } catch (e) { setError(e); }
+  }, [id]);
+
+  const loadOlder = async () => {
+    try {
+      const page = await api('GET', `/jobs/${id}/executions${query({ limit: 50, cursor: older.cursor })}`);
+      setOlder({ executions: older.executions.concat(page.executions), cursor: page.next_cursor });
+    } catch (e) { setError(e); }
+  };
+
+  const load = useCallback(async () => {
+    try {
+      const j = await api('GET', `/jobs/${id}`);
+      setJob(j);
+      setError(null);
+      api('POST', '/schedules/preview', previewBody(j, 5))
+        .then((p) => setOccurrences(p.occurrences)).catch((e) => setOccurrences(e));
+    } catch (e) { setError(e); }
+    loadExecutions();
+  }, [id]);
+
+  useEffect(() => { load(); }, [id]);
+  // The job's summary and executions follow what the runner does (a run, a retry, a completion).
+  useInterval(() => {
+    api('GET', `/jobs/${id}`).then(setJob).catch(() => {});
+    loadExecutions();
+  }, 3000);
+
+  const act = async (what) => {
+    try {
+      if (what === 'run') {
+        await api('POST', `/jobs/${id}/run`);
+        setNote('Run requested: the execution appears below when it starts.');
+        setTimeout(loadExecutions, 700);
+      } else if (what === 'delete') {
+        await api('DELETE', `/jobs/${id}`);
+        go('#/jobs');
+        return;
+      } else {
+        setJob(await api('POST', `/jobs/${id}/${what}`));
+        setNote(what === 'pause' ? 'Paused.' : 'Resumed.');
+      }
+      setError(null);
+    } catch (e) { setError(e); }
+  };
+
+  if (!job) return html`<section><${ErrorBox} error=${error} />${error ? '' : html`<p class="muted">Loading…</p>`}</section>`;
+  const definition = { ...job };
+  for (const k of ['id', 'owner', 'version', 'created_at', 'updated_at', 'stats', 'next_run_at', 'last_run_at', 'state']) delete definition[k];
+  return html`
+    <section>
+      <div class="head">
+        <h1>${job.name} <${Badge} value=${job.state} /></h1>
+        <div class="actions">
+          ${job.state === 'paused' ? html`<button onClick=${() => act('resume')}>Resume</button>`
+                                   : html`<button onClick=${() => act('pause')} disabled=${job.state !== 'active'}>Pause</button>`}
+          <button onClick=${() => act('run')}>Run now</button>
+          <a class="button" href="#/jobs/${id}/edit">Edit</a>
+          ${confirming ? html`<span class="confirm">Delete this job and its history?
+              <button class="danger" onClick=${() => act('delete')}>Delete</button>
+              <button onClick=${() => setConfirming(false)}>Cancel</button></span>`
+                       : html`<button class="danger" onClick=${() => setConfirming(true)}>Delete</button>`}
+        </div>
+      </div>
+      <${ErrorBox} error=${error} />
+      ${note ? html`<div class="note" role="status">${note}</div>` : ''}
+      <div class="cards">
+        <div class="card">
+          <h2>Summary</h2>
+          <dl>
+            <dt>Next run</dt><dd>${fmtTime(job.next_run_at)} <span class="muted">${fromNow(job.next_run_at)}</span></dd>
+            <dt>Last run</dt><dd>${fmtTime(job.last_run_at)}</dd>
+            <dt>Runs</dt><dd>${job.stats.run_count} (${job.stats.failure_count} failed)</dd>
+            <dt>Last status</dt><dd><${Badge} value=${job.stats.last_status} /></dd>
+            ${job.stats.last_error ? html`<dt>Last error</dt><dd class="error-text">${job.stats.last_error}</dd>` : ''}
+            <dt>Version</dt><dd>${job.version}</dd>
+            <dt>Id</dt><dd><code>${job.id}</code></dd>
+          </dl>
+          <h2>Next occurrences</h2>
+          ${occurrences === null ? html`<p class="muted">…</p>` : occurrences instanceof Error
+            ? html`<p class="muted">${occurrences.message}</p>`
+            : occurrences.length === 0 ? html`<p class="muted">None: the schedule has ended.</p>`
+            : html`<ol class="occurrences">${occurrences.map((o) => html`<li>${fmtTime(o)}</li>`)}</ol>`}
+        </div>
+        <div class="card grow">
+          <h2>Target</h2>
+          <${TargetSummary} target=${job.target} />
+          <h2>Definition</h2>
+          <pre class="definition">${JSON.stringify(definition, null, 2)}</pre>
+        </div>
+      </div>
+      <h2>Lateness and duration</h2>
+      <${Chart} executions=${executions} />
+      <h2>Executions</h2>
+      ${executions.length === 0 ? html`<p class="empty">No executions yet.</p>`
+        : html`<${ExecutionRows} executions=${executions.concat(older.executions.filter((e) => !executions.some((x) => x.id === e.id)))} />`}
+      ${older.cursor ? html`<button class="more" onClick=${loadOlder}>Older executions</button>` : ''}
+    </section>`;
+}
+
+// -- recent activity ---------------------------------------------------------------------------
+
+export function Activity({ params }) {
+  const [status, setStatus] = useState(params.get('status') || '');
+  const [executions, setExecutions] = useState(null);
+  const [updated, setUpdated] = useState(null);
+  const [error, setError] = useState(null);
+
+  const load = useCallback(async () => {
+    try {
+      const page = await api('GET', `/executions${query({ status, limit: 50 })}`);
+      setExecutions(page.executions);
+      setUpdated(new Date());
+      setError(null);
+    } catch (e) { setError(e); }
+  }, [status]);
+
+  useEffect(() => {
+    history.replaceState(null, '', `#/activity${query({ status })}`);
+    load();
+  }, [status]);
+  useInterval(load, 5000);
+
+  return html`
+    <section>
+      <div class="head"><h1>Recent activity</h1>
+        <span class="muted">refreshes every 5 s${updated ? `; updated ${updated.toISOString().slice(11, 19)} UTC` : ''}</span></div>
+      <form class="filters" onSubmit=${(ev) => ev.preventDefault()}>
+        <label>Status <select name="status" value=${status} onChange=${(ev) => setStatus(ev.target.value)}>
+          <option value="">all</option>${EXEC_STATUSES.map((s) => html`<option value=${s} selected=${s === status}>${s.replace('_', ' ')}</option>`)}
+        </select></label>
+        <label class="check"><input type="checkbox" name="failures" checked=${status === 'failed'}
+          onChange=${(ev) => setStatus(ev.target.checked ? 'failed' : '')} /> failures only</label>
+      </form>
+      <${ErrorBox} error=${error} />
+      ${executions === null ? html`<p class="muted">Loading…</p>` : executions.length === 0
+        ? html`<p class="empty">No executions${status ? ` with status ${status}` : ''}.</p>`
+        : html`<${ExecutionRows} executions=${executions} withJob=${true} />`}
+    </section>`;
+}
+

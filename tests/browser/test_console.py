@@ -1,0 +1,362 @@
+"""The web console in a real browser: Debian's Chromium driven by Playwright, against a real
+`scheduler local` process and a loopback target.
+
+Without Chromium (or Playwright) the test is skipped, with a warning, except under ``CI=true``,
+where it fails. ``SCHEDULER_SCREENSHOTS=docs/img`` saves a screenshot of each page there
+(``console-jobs.png``, ``console-job.png``, ``console-form.png``, ``console-activity.png``,
+``console-form-aws.png``, ``console-job-aws.png``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.support import ROOT, LocalScheduler, RecordingServer
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+TIMEOUT_MS = 20_000
+
+
+def _unavailable(why: str) -> None:
+    message = f"browser test not run: {why} (apt-get install -y chromium; pip install playwright)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    warnings.warn(message, stacklevel=2)
+    pytest.skip(message)
+
+
+@pytest.fixture
+def browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("the playwright package is not installed")
+    if not os.path.exists(CHROMIUM):
+        _unavailable(f"no Chromium at {CHROMIUM}")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def target():
+    server = RecordingServer()
+    server.responses["/flaky"] = [(503, {}, b"try later")]
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def api(db_url, tmp_path):
+    scheduler = LocalScheduler(db_url, str(tmp_path / "data"))
+    yield scheduler
+    assert scheduler.stop() == 0, "".join(scheduler.lines)
+
+
+def _shoot(page, name: str) -> None:
+    folder = os.environ.get("SCHEDULER_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / f"console-{name}.png"), full_page=True)
+
+
+def _seed(api: LocalScheduler, target: RecordingServer) -> None:
+    """Other jobs, so that the lists have something besides the one the test makes."""
+    hook = {"type": "http", "method": "POST", "timeout_seconds": 5}
+    flaky = api.post("/v1/jobs", {"name": "inventory-sync", "tags": ["warehouse"], "schedule": "*/15 * * * *",
+                                  "retry": {"max_attempts": 1},
+                                  "target": {**hook, "url": target.url + "/flaky"}})
+    api.post(f"/v1/jobs/{flaky['id']}/run", {})
+    api.post("/v1/jobs", {"name": "weekly-digest", "tags": ["mail"], "schedule": "cron(0 8 ? * MON *)",
+                          "timezone": "Europe/Berlin",
+                          "target": {**hook, "url": target.url + "/digest",
+                                     "auth": {"type": "bearer", "token": "digest-secret"}}})
+    paused = api.post("/v1/jobs", {"name": "legacy-export", "schedule": "@daily",
+                                   "target": {**hook, "url": target.url + "/export"}})
+    api.post(f"/v1/jobs/{paused['id']}/pause", {})
+
+
+def test_create_run_and_pause_a_job_in_the_console(browser, api, target):
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    _seed(api, target)
+    page = browser.new_page(viewport={"width": 1280, "height": 860})
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    # Script errors and refusals (CSP...) are problems; the 400 answers of the bad cron are not.
+    page.on("console", lambda msg: msg.type == "error" and "status of 400" not in msg.text
+            and problems.append(f"console: {msg.text}"))
+
+    # GET / leads to the console's job list.
+    page.goto(api.url + "/")
+    expect(page).to_have_url(re.compile(r"/console/#/jobs$"))
+    expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
+    expect(page.locator("table.jobs tbody tr")).to_have_count(3)
+
+    # A bad cron: the API's error shows at the schedule field.
+    page.get_by_role("link", name="New job").click()
+    expect(page.get_by_role("heading", name="New job")).to_be_visible()
+    page.fill("input[name=name]", "nightly-report")
+    page.fill("input[name=tags]", "billing, reports")
+    page.fill("input[name=schedule]", "61 * * * *")
+    page.fill("input[name=url]", target.url + "/hook")
+    page.fill("textarea[name=body]", '{"at": "{{scheduled_at}}"}')
+    page.get_by_role("button", name="Create").click()
+    error = page.locator('.field-error[data-field="schedule"]')
+    expect(error).to_be_visible()
+    expect(error).to_contain_text("61")
+    expect(page.locator('[data-preview="error"]')).to_be_visible()
+    assert page.url.endswith("#/jobs/new")
+    _shoot(page, "form")
+
+    # Fixed: the error goes, the preview shows the next occurrences as typed.
+    page.fill("input[name=schedule]", "*/5 * * * *")
+    expect(error).to_have_count(0)
+    occurrences = page.locator('[data-preview="ok"] li')
+    expect(occurrences).to_have_count(5)
+    expect(occurrences.first).to_have_text(re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d[05]:00 UTC$"))
+    page.get_by_role("button", name="Create").click()
+
+    # The job's page: its definition, next occurrences, and no executions yet.
+    expect(page).to_have_url(re.compile(r"#/jobs/[0-9a-f-]{36}$"))
+    job_id = page.url.rsplit("/", 1)[1]
+    expect(page.get_by_role("heading", name="nightly-report")).to_be_visible()
+    expect(page.locator(".card ol.occurrences li")).to_have_count(5)
+    expect(page.locator("pre.definition")).to_contain_text('"url": "' + target.url + '/hook"')
+
+    # Run now, three times: each execution appears with its status and HTTP status.
+    rows = page.locator("table.executions tbody tr")
+    for count in (1, 2, 3):
+        page.get_by_role("button", name="Run now").click()
+        expect(rows).to_have_count(count)
+        expect(rows.first.locator(".badge")).to_have_text("succeeded")
+        expect(rows.first.locator("td.http")).to_have_text("200")
+    assert sum(r["path"] == "/hook" for r in target.requests) >= 3
+    expect(page.locator(".chart canvas").first).to_be_visible()
+
+    # Pause: the state shows, and the API agrees.
+    page.get_by_role("button", name="Pause").click()
+    expect(page.locator("h1 .badge")).to_have_text("paused")
+    expect(page.get_by_role("button", name="Resume")).to_be_visible()
+    assert requests.get(f"{api.url}/v1/jobs/{job_id}", timeout=10).json()["state"] == "paused"
+    _shoot(page, "job")
+
+    # Another job's page shows its secret as ***; an edit keeps the stored secret.
+    digest = next(j for j in api.get("/v1/jobs?name_prefix=weekly")["jobs"])
+    page.goto(f"{api.url}/console/#/jobs/{digest['id']}")
+    definition = page.locator("pre.definition")
+    expect(definition).to_contain_text('"token": "***"')
+    assert "digest-secret" not in page.content()
+    page.get_by_role("link", name="Edit").click()
+    expect(page.get_by_role("heading", name="Edit weekly-digest")).to_be_visible()
+    expect(page.locator("input[name=schedule]")).to_have_value("cron(0 8 ? * MON *)")
+    page.fill("input[name=description]", "Monday digest")
+    page.get_by_role("button", name="Save").click()
+    expect(definition).to_contain_text('"description": "Monday digest"')
+    page.get_by_role("button", name="Run now").click()
+    expect(page.locator("table.executions tbody tr .badge")).to_have_text("succeeded")
+    [digest_call] = [r for r in target.requests if r["path"] == "/digest"]
+    assert digest_call["headers"]["Authorization"] == "Bearer digest-secret"
+
+    # Recent activity across jobs, and its failures filter.
+    page.get_by_role("link", name="Recent activity").click()
+    activity = page.locator("table.executions tbody tr")
+    expect(activity.filter(has_text="nightly-report")).to_have_count(3)
+    expect(activity.filter(has_text="inventory-sync")).to_have_count(1)
+    expect(activity.filter(has_text="weekly-digest")).to_have_count(1)
+    _shoot(page, "activity")
+    page.get_by_label("failures only").check()
+    expect(activity).to_have_count(1)
+    expect(activity.first).to_contain_text("inventory-sync")
+    expect(activity.first.locator(".badge")).to_have_text("failed")
+
+    # The job list: the new job with its state, schedule and last status; filters by state and tag.
+    page.get_by_role("link", name="Jobs", exact=True).click()
+    jobs = page.locator("table.jobs tbody tr")
+    expect(jobs).to_have_count(4)
+    row = jobs.filter(has_text="nightly-report")
+    expect(row).to_contain_text("*/5 * * * *")
+    expect(row.locator(".badge").first).to_have_text("paused")
+    expect(row.locator(".badge").nth(1)).to_have_text("succeeded")
+    _shoot(page, "jobs")
+    page.select_option("select[name=state]", "paused")
+    expect(jobs).to_have_count(2)
+    page.select_option("select[name=state]", "")
+    page.fill("input[name=tag]", "billing")
+    expect(jobs).to_have_count(1)
+    expect(jobs.first).to_contain_text("nightly-report")
+
+    # Resume and delete from the job's page.
+    jobs.first.get_by_role("link", name="nightly-report").click()
+    page.get_by_role("button", name="Resume").click()
+    expect(page.locator("h1 .badge")).to_have_text("active")
+    page.get_by_role("button", name="Delete").click()
+    page.locator(".confirm").get_by_role("button", name="Delete").click()
+    expect(page).to_have_url(re.compile(r"#/jobs"))
+    assert requests.get(f"{api.url}/v1/jobs/{job_id}", timeout=10).status_code == 404
+    assert problems == []
+
+
+ROLE = "arn:aws:iam::123456789012:role/scheduler-target"
+QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/orders"
+
+
+def test_aws_targets_in_the_form(browser, api):
+    """An SQS job made in the form (nothing delivered: the queue is never called): a bad role ARN
+    shows at its field; the job's page shows the target field by field; the edit form comes back
+    with the same values. An HTTP target's SigV4 auth: a bad region shows at its field."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on("console", lambda msg: msg.type == "error" and "status of 400" not in msg.text
+            and problems.append(f"console: {msg.text}"))
+
+    page.goto(api.url + "/console/#/jobs/new")
+    page.fill("input[name=name]", "orders-queue")
+    page.fill("input[name=schedule]", "@hourly")
+    page.get_by_label("SQS").check()
+    page.fill("input[name=queue_url]", QUEUE)
+    page.fill("textarea[name=body]", '{"job": "{{job_id}}"}')
+    page.fill("input[name=role_arn]", "arn:aws:iam::123456789012:root")
+    page.get_by_role("button", name="Create").click()
+    error = page.locator('.field-error[data-field="target.role_arn"]')
+    expect(error).to_contain_text("IAM role ARN")
+    expect(page.locator(".field-error")).to_have_count(1)
+    assert page.url.endswith("#/jobs/new")
+    _shoot(page, "form-aws")
+
+    # A FIFO group id on a standard queue: the API's model-level check, at its field too.
+    page.fill("input[name=role_arn]", ROLE)
+    expect(error).to_have_count(0)
+    page.fill("input[name=message_group_id]", "g1")
+    page.get_by_role("button", name="Create").click()
+    expect(page.locator('.field-error[data-field="target.message_group_id"]')).to_contain_text("FIFO")
+    page.fill("input[name=message_group_id]", "")
+    page.get_by_role("button", name="Create").click()
+
+    # The job's page: the target field by field (the region read from the queue URL).
+    expect(page).to_have_url(re.compile(r"#/jobs/[0-9a-f-]{36}$"))
+    job_id = page.url.rsplit("/", 1)[1]
+    summary = page.locator("dl.target")
+    expect(summary).to_contain_text("SQS")
+    expect(summary).to_contain_text(QUEUE)
+    expect(summary).to_contain_text("eu-west-1")
+    expect(summary).to_contain_text(ROLE)
+    _shoot(page, "job-aws")
+    stored = requests.get(f"{api.url}/v1/jobs/{job_id}", timeout=10).json()["target"]
+    assert {k: stored[k] for k in ("type", "queue_url", "body", "role_arn")} == {
+        "type": "sqs", "queue_url": QUEUE, "body": '{"job": "{{job_id}}"}', "role_arn": ROLE}
+    assert stored.get("message_group_id") is None
+
+    # Edit: the form comes back as SQS with the stored values; a change is saved.
+    page.get_by_role("link", name="Edit").click()
+    expect(page.get_by_label("SQS")).to_be_checked()
+    expect(page.locator("input[name=queue_url]")).to_have_value(QUEUE)
+    expect(page.locator("input[name=role_arn]")).to_have_value(ROLE)
+    page.fill("input[name=timeout_seconds]", "12")
+    page.get_by_role("button", name="Save").click()
+    expect(summary).to_contain_text("12.0 s")
+    assert requests.get(f"{api.url}/v1/jobs/{job_id}", timeout=10).json()["target"]["timeout_seconds"] == 12
+
+    # An HTTP target signed with SigV4: a bad region at its field, then saved and shown.
+    page.goto(api.url + "/console/#/jobs/new")
+    page.fill("input[name=name]", "signed-hook")
+    page.fill("input[name=schedule]", "@daily")
+    page.fill("input[name=url]", "https://abc.execute-api.eu-west-1.amazonaws.com/prod/hook")
+    page.select_option("select[name=auth]", "sigv4")
+    page.select_option("select[name=auth_service]", "execute-api")
+    page.fill("input[name=auth_region]", "Ireland")
+    page.fill("input[name=auth_role_arn]", ROLE)
+    page.get_by_role("button", name="Create").click()
+    expect(page.locator('.field-error[data-field="target.auth.region"]')).to_contain_text("region")
+    page.fill("input[name=auth_region]", "eu-west-1")
+    page.get_by_role("button", name="Create").click()
+    expect(page.get_by_role("heading", name="signed-hook")).to_be_visible()
+    expect(summary).to_contain_text("SigV4 (execute-api, eu-west-1)")
+    expect(summary).to_contain_text(ROLE)
+    page.get_by_role("link", name="Edit").click()
+    expect(page.locator("select[name=auth]")).to_have_value("sigv4")
+    expect(page.locator("input[name=auth_region]")).to_have_value("eu-west-1")
+    assert problems == []
+
+
+def test_the_console_of_a_signed_api_through_scheduler_console(browser, db_url, tmp_path, monkeypatch):
+    """`scheduler local --auth sigv4` answers the browser's unsigned calls 403 (the page says how
+    to reach it); through `scheduler console`, which signs, the same pages work."""
+    import json
+    import threading
+
+    from playwright.sync_api import expect
+
+    from scheduler.console.proxy import run_console
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    creds = tmp_path / "credentials.json"
+    creds.write_text(json.dumps({"AKIDALICE": {"secret_access_key": "alice-secret",
+                                               "principal": "arn:aws:iam::000000000000:user/alice"}}))
+    signed = LocalScheduler(db_url, str(tmp_path / "data"), "--auth", "sigv4", "--credentials", str(creds))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDALICE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "alice-secret")
+    urls: list[str] = []
+    ready, stop = threading.Event(), threading.Event()
+    console = threading.Thread(target=run_console, kwargs={
+        "endpoint": signed.url, "port": 0, "region": "us-east-1", "stop": stop,
+        "ready": lambda url: (urls.append(url), ready.set())}, daemon=True)
+    console.start()
+    try:
+        assert ready.wait(10)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(signed.url + "/console/")
+        expect(page.locator(".alert")).to_contain_text("scheduler console --endpoint")
+
+        page.goto(urls[0])
+        expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
+        expect(page.locator(".alert")).to_have_count(0)
+        page.get_by_role("link", name="New job").click()
+        page.fill("input[name=name]", "signed-job")
+        page.fill("input[name=schedule]", "@hourly")
+        expect(page.locator('[data-preview="ok"] li')).to_have_count(5)
+        page.fill("input[name=url]", "https://example.com/hook")
+        page.get_by_role("button", name="Create").click()
+        expect(page.get_by_role("heading", name="signed-job")).to_be_visible()
+        expect(page.locator("pre.definition")).to_contain_text('"schedule": "@hourly"')
+        page.get_by_role("link", name="Jobs", exact=True).click()
+        expect(page.locator("table.jobs tbody tr")).to_have_count(1)
+    finally:
+        stop.set()
+        console.join(10)
+        assert signed.stop() == 0, "".join(signed.lines)
+
+
+@pytest.mark.parametrize(("ci", "code", "outcome"), [("true", 1, "1 error"), ("", 0, "1 skipped")])
+def test_without_chromium_it_skips_with_a_warning_but_fails_under_ci(tmp_path, ci, code, outcome):
+    env = {**os.environ, "CHROMIUM": str(tmp_path / "no-chromium"), "CI": ci}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+                             f"{__file__}::test_create_run_and_pause_a_job_in_the_console"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=240, check=False)
+    assert result.returncode == code and outcome in result.stdout, result.stdout
+    assert "browser test not run: no Chromium at" in result.stdout
