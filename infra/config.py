@@ -17,6 +17,10 @@ BROKERS = ("amazonmq", "none")
 PRECISIONS = ("second", "minute")
 REMOVAL_POLICIES = ("snapshot", "retain", "destroy")
 ARCHITECTURES = tuple(sorted(layer_build.MACHINES))
+# The database's shape: one RDS instance (db_instance_type), or an Aurora Serverless v2 cluster.
+DATABASES = ("instance", "aurora-serverless")
+# Aurora Serverless v2 capacity, in ACUs (about 2 GiB of memory each, with CPU in proportion).
+ACU_RANGE = (0.5, 256.0)
 
 # Every context key this app reads, with its default (documented in README.md, "Deploy to AWS").
 DEFAULTS: dict[str, Any] = {
@@ -43,6 +47,13 @@ DEFAULTS: dict[str, Any] = {
     # dispatches no more), so a burst cannot take the account's concurrency or the proxy's connections.
     "executor_concurrency": 50,
     "target_role_arns": "",  # roles the executor may assume for AWS targets (ARNs or /paths/); "" = any
+    # The database (docs/capacity.md compares them): "instance" (RDS, db_instance_type) or
+    # "aurora-serverless" (Aurora PostgreSQL Serverless v2, db_min_acu to db_max_acu), behind RDS Proxy.
+    "database": "instance",
+    "db_min_acu": 0.5,
+    "db_max_acu": 16,
+    "db_reader": False,  # aurora-serverless: a reader in another AZ to fail over to (db_multi_az=true implies it)
+    "db_io_optimized": False,  # aurora-serverless: Aurora I/O-Optimized storage instead of Standard
 }
 
 
@@ -72,6 +83,16 @@ class Config:
     target_allow_list: str
     executor_concurrency: int = DEFAULTS["executor_concurrency"]
     target_role_arns: tuple[str, ...] = ()
+    database: str = DEFAULTS["database"]
+    db_min_acu: float = DEFAULTS["db_min_acu"]
+    db_max_acu: float = DEFAULTS["db_max_acu"]
+    db_reader: bool = DEFAULTS["db_reader"]
+    db_io_optimized: bool = DEFAULTS["db_io_optimized"]
+
+    @property
+    def aurora(self) -> bool:
+        """Whether the database is an Aurora Serverless v2 cluster (else one RDS instance)."""
+        return self.database == "aurora-serverless"
 
     @property
     def service_name(self) -> str:
@@ -121,7 +142,15 @@ class Config:
             target_allow_list=str(get("target_allow_list")).strip(),
             executor_concurrency=_int(get("executor_concurrency"), "executor_concurrency", minimum=1, maximum=1000),
             target_role_arns=_role_arns(get("target_role_arns")),
+            database=_choice(get("database"), DATABASES, "database"),
+            db_min_acu=_acu(get("db_min_acu"), "db_min_acu"),
+            db_max_acu=_acu(get("db_max_acu"), "db_max_acu"),
+            db_reader=_bool(get("db_reader"), "db_reader"),
+            db_io_optimized=_bool(get("db_io_optimized"), "db_io_optimized"),
         )
+        if config.db_min_acu > config.db_max_acu:
+            raise ValueError(f"context 'db_min_acu' ({config.db_min_acu:g}) must not exceed 'db_max_acu' "
+                             f"({config.db_max_acu:g})")
         return config
 
 
@@ -170,3 +199,15 @@ def _role_arns(value: Any) -> tuple[str, ...]:
         else:
             raise ValueError(f"context 'target_role_arns': {item!r} is neither a role ARN nor a path like /scheduler/")
     return tuple(found)
+
+
+def _acu(value: Any, key: str) -> float:
+    """Aurora capacity units: 0.5 to 256 in steps of 0.5."""
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        raise ValueError(f"context {key!r} must be a number of ACUs, not {value!r}") from None
+    low, high = ACU_RANGE
+    if not low <= number <= high or (number * 2) != int(number * 2):
+        raise ValueError(f"context {key!r} must be between {low:g} and {high:g} ACUs in steps of 0.5, not {value!r}")
+    return number
