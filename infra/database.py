@@ -65,14 +65,14 @@ class Database(Construct):
             target = self.cluster = self._aurora_cluster(config, network, removal)
             assert self.cluster.secret is not None
             self.secret = self.cluster.secret
-            # The writer instance, not just the cluster: the migrations connect to it.
+            # What the migrations wait for: the writer instance, not just the cluster (they connect to it).
             self.ready: list[IConstruct] = [self.cluster.node.find_child("Writer")]
             self.direct_endpoint = self.cluster.cluster_endpoint.hostname
         else:
             target = self.instance = self._instance(config, network, removal)
             assert self.instance.secret is not None
             self.secret = self.instance.secret
-            self.ready = [self.instance]
+            self.ready = [self.instance.node.default_child]  # the DB instance alone, not its proxy
             self.direct_endpoint = self.instance.db_instance_endpoint_address
 
         rotation_security_group = ec2.SecurityGroup(
