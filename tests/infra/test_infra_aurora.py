@@ -105,21 +105,27 @@ def test_the_options_of_the_shape_and_their_defaults():
             config(**{"database": "aurora-serverless", **bad})
 
 
-def test_the_cluster_without_a_reader_by_default(tmp_path, cdk_context):
-    """The defaults of the shape: one writer, Aurora Standard storage, 0.5 to 16 ACUs."""
+def test_the_defaults_of_the_shape_in_a_throwaway_stack(tmp_path, cdk_context):
+    """One writer, Aurora Standard storage, 0.5 to 16 ACUs; without deletion protection and with
+    removal_policy=destroy, the cluster goes with the stack, acknowledged for cdk-nag."""
     from aws_cdk.assertions import Template
 
     from infra import build_app
+    from infra.nag import unacknowledged_findings
 
     # Synthesized here rather than as a session variant: one more full synthesis (about 15 s).
-    _, stack = build_app(context={**cdk_context, "database": "aurora-serverless"}, outdir=str(tmp_path))
+    context = {**cdk_context, "database": "aurora-serverless", "deletion_protection": "false",
+               "removal_policy": "destroy"}
+    _, stack = build_app(context=context, outdir=str(tmp_path))
     template = Template.from_stack(stack).to_json()
-    clusters = [r for r in template["Resources"].values() if r["Type"] == "AWS::RDS::DBCluster"]
-    (cluster,) = clusters
+    (cluster,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::RDS::DBCluster"]
     assert cluster["Properties"]["ServerlessV2ScalingConfiguration"] == {"MinCapacity": 0.5, "MaxCapacity": 16}
     assert cluster["Properties"].get("StorageType", "aurora") == "aurora"
+    assert cluster["Properties"]["DeletionProtection"] is False
+    assert cluster["DeletionPolicy"] == "Delete"
     members = [r for r in template["Resources"].values() if r["Type"] == "AWS::RDS::DBInstance"]
     assert len(members) == 1 and members[0]["Properties"]["PromotionTier"] == 0
+    assert unacknowledged_findings(stack) == []
 
 
 def test_the_cluster_admits_only_the_proxy_the_migrate_and_the_rotation_functions(aurora):
