@@ -19,6 +19,10 @@ REMOVAL_POLICIES = ("snapshot", "retain", "destroy")
 ARCHITECTURES = tuple(sorted(layer_build.MACHINES))
 # Beyond this many fan-outs the database, not the fan-outs, is the limit (docs/capacity.md).
 MAX_FANOUT_MAX = 16
+# The database's shape: one RDS instance (db_instance_type), or an Aurora Serverless v2 cluster.
+DATABASES = ("instance", "aurora-serverless")
+# Aurora Serverless v2 capacity, in ACUs (about 2 GiB of memory each, with CPU in proportion).
+ACU_RANGE = (0.5, 256.0)
 
 # Every context key this app reads, with its default (documented in README.md, "Deploy to AWS").
 DEFAULTS: dict[str, Any] = {
@@ -48,6 +52,13 @@ DEFAULTS: dict[str, Any] = {
     # The most fan-outs claiming at once: the tick's fan-out and the helpers it starts when the
     # due backlog is more than one dispatches in a few seconds (1: no helpers).
     "fanout_max": 4,
+    # The database (docs/capacity.md compares them): "instance" (RDS, db_instance_type) or
+    # "aurora-serverless" (Aurora PostgreSQL Serverless v2, db_min_acu to db_max_acu), behind RDS Proxy.
+    "database": "instance",
+    "db_min_acu": 0.5,
+    "db_max_acu": 16,
+    "db_reader": False,  # aurora-serverless: a reader in another AZ to fail over to (db_multi_az=true implies it)
+    "db_io_optimized": False,  # aurora-serverless: Aurora I/O-Optimized storage instead of Standard
 }
 
 
@@ -78,6 +89,16 @@ class Config:
     executor_concurrency: int = DEFAULTS["executor_concurrency"]
     target_role_arns: tuple[str, ...] = ()
     fanout_max: int = DEFAULTS["fanout_max"]
+    database: str = DEFAULTS["database"]
+    db_min_acu: float = DEFAULTS["db_min_acu"]
+    db_max_acu: float = DEFAULTS["db_max_acu"]
+    db_reader: bool = DEFAULTS["db_reader"]
+    db_io_optimized: bool = DEFAULTS["db_io_optimized"]
+
+    @property
+    def aurora(self) -> bool:
+        """Whether the database is an Aurora Serverless v2 cluster (else one RDS instance)."""
+        return self.database == "aurora-serverless"
 
     @property
     def service_name(self) -> str:
@@ -128,7 +149,15 @@ class Config:
             executor_concurrency=_int(get("executor_concurrency"), "executor_concurrency", minimum=1, maximum=1000),
             target_role_arns=_role_arns(get("target_role_arns")),
             fanout_max=_int(get("fanout_max"), "fanout_max", minimum=1, maximum=MAX_FANOUT_MAX),
+            database=_choice(get("database"), DATABASES, "database"),
+            db_min_acu=_acu(get("db_min_acu"), "db_min_acu"),
+            db_max_acu=_acu(get("db_max_acu"), "db_max_acu"),
+            db_reader=_bool(get("db_reader"), "db_reader"),
+            db_io_optimized=_bool(get("db_io_optimized"), "db_io_optimized"),
         )
+        if config.db_min_acu > config.db_max_acu:
+            raise ValueError(f"context 'db_min_acu' ({config.db_min_acu:g}) must not exceed 'db_max_acu' "
+                             f"({config.db_max_acu:g})")
         return config
 
 
@@ -177,3 +206,15 @@ def _role_arns(value: Any) -> tuple[str, ...]:
         else:
             raise ValueError(f"context 'target_role_arns': {item!r} is neither a role ARN nor a path like /scheduler/")
     return tuple(found)
+
+
+def _acu(value: Any, key: str) -> float:
+    """Aurora capacity units: 0.5 to 256 in steps of 0.5."""
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        raise ValueError(f"context {key!r} must be a number of ACUs, not {value!r}") from None
+    low, high = ACU_RANGE
+    if not low <= number <= high or (number * 2) != int(number * 2):
+        raise ValueError(f"context {key!r} must be between {low:g} and {high:g} ACUs in steps of 0.5, not {value!r}")
+    return number

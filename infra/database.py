@@ -1,4 +1,5 @@
-"""PostgreSQL on RDS, its credentials, their rotation, and the RDS Proxy the functions use."""
+"""PostgreSQL on RDS (one instance, or an Aurora Serverless v2 cluster), its credentials, their
+rotation, and the RDS Proxy the functions use."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_rds as rds
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from infra.config import Config
 from infra.nag import acknowledge
@@ -17,16 +18,26 @@ DATABASE_NAME = "scheduler"
 ADMIN_USER = "scheduler"
 PORT = 5432
 
+# Both shapes: TLS only, and statements slower than a second in the PostgreSQL log.
+PARAMETERS = {"rds.force_ssl": "1", "log_min_duration_statement": "1000"}
+CA_CERTIFICATE = rds.CaCertificate.RDS_CA_RSA2048_G1
+# A pinned minor (Aurora takes no major-only version); instances upgrade minors automatically.
+# 17 as on the instance shape: RDS Proxy supports a new major some time after Aurora does.
+AURORA_VERSION = rds.AuroraPostgresEngineVersion.VER_17_5
+
 REMOVAL = {"snapshot": RemovalPolicy.SNAPSHOT, "retain": RemovalPolicy.RETAIN, "destroy": RemovalPolicy.DESTROY}
 
 
 class Database(Construct):
-    """An encrypted PostgreSQL instance in the isolated subnets, reached through RDS Proxy.
+    """Encrypted PostgreSQL in the isolated subnets, reached through RDS Proxy.
 
-    The functions connect to ``proxy_endpoint`` as the application user of ``app_secret`` (TLS
-    required); the migrate function connects to ``instance_endpoint`` directly as the master user
-    of ``secret``, since advisory locks would pin proxy connections. Both passwords rotate every
-    30 days (``rotations``).
+    ``database=instance`` (the default): one RDS instance (``instance``); ``aurora-serverless``:
+    an Aurora PostgreSQL Serverless v2 cluster (``cluster``: a writer, and a reader to fail over to
+    with ``db_reader`` or ``db_multi_az``) scaling between ``db_min_acu`` and ``db_max_acu``.
+    Either way the functions connect to ``proxy_endpoint`` as the application user of
+    ``app_secret`` (TLS required); the migrate function connects to ``direct_endpoint`` (the
+    instance, or the cluster's writer endpoint) directly as the master user of ``secret``, since
+    advisory locks would pin proxy connections. Both passwords rotate every 30 days (``rotations``).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, config: Config, network: Network) -> None:
@@ -47,6 +58,89 @@ class Database(Construct):
         )
         allow(self.proxy_security_group, self.security_group, ec2.Port.tcp(PORT), "proxy to PostgreSQL")
 
+        self.instance: rds.DatabaseInstance | None = None
+        self.cluster: rds.DatabaseCluster | None = None
+        target: rds.DatabaseInstance | rds.DatabaseCluster
+        if config.aurora:
+            target = self.cluster = self._aurora_cluster(config, network, removal)
+            assert self.cluster.secret is not None
+            self.secret = self.cluster.secret
+            # What the migrations wait for: the writer instance, not just the cluster (they connect to it).
+            self.ready: list[IConstruct] = [self.cluster.node.find_child("Writer")]
+            self.direct_endpoint = self.cluster.cluster_endpoint.hostname
+        else:
+            target = self.instance = self._instance(config, network, removal)
+            assert self.instance.secret is not None
+            self.secret = self.instance.secret
+            self.ready = [self.instance.node.default_child]  # the DB instance alone, not its proxy
+            self.direct_endpoint = self.instance.db_instance_endpoint_address
+
+        rotation_security_group = ec2.SecurityGroup(
+            self,
+            "RotationSecurityGroup",
+            vpc=network.vpc,
+            description="Secrets Manager rotation function of the database credentials",
+            allow_all_outbound=False,
+        )
+        # The rotation functions talk to the database and to Secrets Manager through its interface
+        # endpoint, whose security group must admit them: without that rule every rotation fails
+        # at its first step (createSecret), silently but for the rotation alarm.
+        network.allow_endpoints(rotation_security_group)
+        self.rotation_security_group = rotation_security_group
+        self.rotations = [
+            target.add_rotation_single_user(
+                automatically_after=Duration.days(30),
+                # Not at creation: the first deployment's migrations must not race a password change.
+                rotate_immediately_on_update=False,
+                vpc_subnets=network.isolated,
+                endpoint=network.endpoints["SecretsManager"],
+                security_group=rotation_security_group,
+            )
+        ]
+
+        # The functions' own login (least privilege: data access, no DDL; migration 0004 creates its
+        # privileges, the migrate function its login from this secret). The master user serves the
+        # migrations only. Multi-user rotation alternates between the user and a clone that gets
+        # the same role memberships, so the privileges sit on a role the login is a member of.
+        self.app_secret = rds.DatabaseSecret(
+            self,
+            "AppCredentials",
+            username=C.APP_DATABASE_USER,
+            encryption_key=self.key,
+            master_secret=self.secret,
+        ).attach(target)
+        self.rotations.append(
+            target.add_rotation_multi_user(
+                "AppRotation",
+                secret=self.app_secret,
+                automatically_after=Duration.days(30),
+                rotate_immediately_on_update=False,
+                vpc_subnets=network.isolated,
+                endpoint=network.endpoints["SecretsManager"],
+                security_group=rotation_security_group,
+            )
+        )
+
+        self.proxy = target.add_proxy(
+            "Proxy",
+            secrets=[self.secret, self.app_secret],
+            vpc=network.vpc,
+            vpc_subnets=network.isolated,
+            security_groups=[self.proxy_security_group],
+            require_tls=True,
+            iam_auth=False,
+            client_password_auth_type=rds.ClientPasswordAuthType.POSTGRES_SCRAM_SHA_256,
+            debug_logging=False,
+            borrow_timeout=Duration.seconds(30),
+            idle_client_timeout=Duration.minutes(15),
+            max_connections_percent=90,
+        )
+
+        self.database_name = DATABASE_NAME
+        self.proxy_endpoint = self.proxy.endpoint
+
+    def _instance(self, config: Config, network: Network, removal: RemovalPolicy) -> rds.DatabaseInstance:
+        """One RDS PostgreSQL instance of ``db_instance_type`` (``db_multi_az``: a standby)."""
         # The major only: RDS picks the current minor and upgrades it. 17 rather than 18 because
         # RDS Proxy supports a new major some time after RDS does.
         engine = rds.DatabaseInstanceEngine.postgres(version=rds.PostgresEngineVersion.VER_17)
@@ -55,9 +149,9 @@ class Database(Construct):
             "Parameters",
             engine=engine,
             description="Scheduler PostgreSQL parameters",
-            parameters={"rds.force_ssl": "1", "log_min_duration_statement": "1000"},
+            parameters=PARAMETERS,
         )
-        self.instance = rds.DatabaseInstance(
+        instance = rds.DatabaseInstance(
             self,
             "Instance",
             engine=engine,
@@ -81,78 +175,10 @@ class Database(Construct):
             copy_tags_to_snapshot=True,
             deletion_protection=config.deletion_protection,
             removal_policy=removal,
-            ca_certificate=rds.CaCertificate.RDS_CA_RSA2048_G1,
+            ca_certificate=CA_CERTIFICATE,
         )
-        assert self.instance.secret is not None
-        self.secret = self.instance.secret
-
-        rotation_security_group = ec2.SecurityGroup(
-            self,
-            "RotationSecurityGroup",
-            vpc=network.vpc,
-            description="Secrets Manager rotation function of the database credentials",
-            allow_all_outbound=False,
-        )
-        # The rotation functions talk to the database and to Secrets Manager through its interface
-        # endpoint, whose security group must admit them: without that rule every rotation fails
-        # at its first step (createSecret), silently but for the rotation alarm.
-        network.allow_endpoints(rotation_security_group)
-        self.rotation_security_group = rotation_security_group
-        self.rotations = [
-            self.instance.add_rotation_single_user(
-                automatically_after=Duration.days(30),
-                # Not at creation: the first deployment's migrations must not race a password change.
-                rotate_immediately_on_update=False,
-                vpc_subnets=network.isolated,
-                endpoint=network.endpoints["SecretsManager"],
-                security_group=rotation_security_group,
-            )
-        ]
-
-        # The functions' own login (least privilege: data access, no DDL; migration 0004 creates its
-        # privileges, the migrate function its login from this secret). The master user serves the
-        # migrations only. Multi-user rotation alternates between the user and a clone that gets
-        # the same role memberships, so the privileges sit on a role the login is a member of.
-        self.app_secret = rds.DatabaseSecret(
-            self,
-            "AppCredentials",
-            username=C.APP_DATABASE_USER,
-            encryption_key=self.key,
-            master_secret=self.secret,
-        ).attach(self.instance)
-        self.rotations.append(
-            self.instance.add_rotation_multi_user(
-                "AppRotation",
-                secret=self.app_secret,
-                automatically_after=Duration.days(30),
-                rotate_immediately_on_update=False,
-                vpc_subnets=network.isolated,
-                endpoint=network.endpoints["SecretsManager"],
-                security_group=rotation_security_group,
-            )
-        )
-
-        self.proxy = self.instance.add_proxy(
-            "Proxy",
-            secrets=[self.secret, self.app_secret],
-            vpc=network.vpc,
-            vpc_subnets=network.isolated,
-            security_groups=[self.proxy_security_group],
-            require_tls=True,
-            iam_auth=False,
-            client_password_auth_type=rds.ClientPasswordAuthType.POSTGRES_SCRAM_SHA_256,
-            debug_logging=False,
-            borrow_timeout=Duration.seconds(30),
-            idle_client_timeout=Duration.minutes(15),
-            max_connections_percent=90,
-        )
-
-        self.database_name = DATABASE_NAME
-        self.proxy_endpoint = self.proxy.endpoint
-        self.instance_endpoint = self.instance.db_instance_endpoint_address
-
         acknowledge(
-            self.instance,
+            instance,
             {
                 "AwsSolutions-RDS11": "PostgreSQL listens on its default port; the instance sits in isolated "
                 "subnets and its security group admits only the proxy, the migrate and the rotation functions. "
@@ -161,7 +187,7 @@ class Database(Construct):
         )
         if not config.db_multi_az:
             acknowledge(
-                self.instance,
+                instance,
                 {
                     "AwsSolutions-RDS3": "Single-AZ by default to keep the idle cost low; the scheduler "
                     "tolerates a failover pause (leases expire and are reclaimed). Set -c db_multi_az=true "
@@ -170,12 +196,79 @@ class Database(Construct):
             )
         if not config.deletion_protection:
             acknowledge(
-                self.instance,
+                instance,
                 {
                     "AwsSolutions-RDS10": "Deletion protection switched off by -c deletion_protection=false "
                     "(throw-away stacks)."
                 },
             )
+        return instance
+
+    def _aurora_cluster(self, config: Config, network: Network, removal: RemovalPolicy) -> rds.DatabaseCluster:
+        """An Aurora PostgreSQL Serverless v2 cluster: the writer in the first AZ, and with
+        ``db_reader`` (or ``db_multi_az``) a reader in the second that scales with it, so a failover
+        lands on the same capacity. The scheduler reads and writes through the writer only."""
+        engine = rds.DatabaseClusterEngine.aurora_postgres(version=AURORA_VERSION)
+        parameters = rds.ParameterGroup(
+            self,
+            "ClusterParameters",
+            engine=engine,
+            description="Scheduler Aurora PostgreSQL cluster parameters",
+            parameters=PARAMETERS,
+        )
+        zones = network.vpc.availability_zones
+
+        def serverless(name: str, zone: str, **options: bool) -> rds.IClusterInstance:
+            return rds.ClusterInstance.serverless_v2(
+                name,
+                availability_zone=zone,
+                auto_minor_version_upgrade=True,
+                ca_certificate=CA_CERTIFICATE,
+                publicly_accessible=False,
+                # Free at the default retention (7 days); encrypted with the database's key.
+                enable_performance_insights=True,
+                performance_insight_encryption_key=self.key,
+                performance_insight_retention=rds.PerformanceInsightRetention.DEFAULT,
+                **options,
+            )
+
+        with_reader = config.db_reader or config.db_multi_az
+        cluster = rds.DatabaseCluster(
+            self,
+            "Cluster",
+            engine=engine,
+            writer=serverless("Writer", zones[0]),
+            readers=[serverless("Reader", zones[1], scale_with_writer=True)] if with_reader else [],
+            serverless_v2_min_capacity=config.db_min_acu,
+            serverless_v2_max_capacity=config.db_max_acu,
+            vpc=network.vpc,
+            vpc_subnets=network.isolated,
+            security_groups=[self.security_group],
+            port=PORT,
+            default_database_name=DATABASE_NAME,
+            credentials=rds.Credentials.from_generated_secret(ADMIN_USER, encryption_key=self.key),
+            parameter_group=parameters,
+            storage_encrypted=True,
+            storage_encryption_key=self.key,
+            storage_type=rds.DBClusterStorageType.AURORA_IOPT1 if config.db_io_optimized else rds.DBClusterStorageType.AURORA,
+            backup=rds.BackupProps(retention=Duration.days(config.db_backup_days)),
+            copy_tags_to_snapshot=True,
+            iam_authentication=False,
+            deletion_protection=config.deletion_protection,
+            removal_policy=removal,
+        )
+        findings = {
+            "AwsSolutions-RDS11": "PostgreSQL listens on its default port; the cluster sits in isolated "
+            "subnets and its security group admits only the proxy, the migrate and the rotation functions. "
+            "RDS Proxy for PostgreSQL listens on 5432 in any case.",
+            "AwsSolutions-RDS6": "Password authentication through RDS Proxy with rotated Secrets Manager "
+            "credentials (master and application user), instead of IAM database authentication.",
+        }
+        if not config.deletion_protection:
+            findings["AwsSolutions-RDS10"] = ("Deletion protection switched off by -c deletion_protection=false "
+                                              "(throw-away stacks).")
+        acknowledge(cluster, findings)
+        return cluster
 
     def allow_from(self, group: ec2.ISecurityGroup, *, through_proxy: bool = True) -> None:
         """Open PostgreSQL from ``group``: to the proxy, or to the instance itself."""

@@ -1,7 +1,7 @@
 """Outside linters on the synthesized templates: cfn-lint and checkov, against a baseline.
 
-``python -m infra.lint`` synthesizes the stack in its two shapes (``cdk.json`` as it is, and the
-other side of every option), runs both linters on each template and fails when
+``python -m infra.lint`` synthesizes the stack in its shapes (``cdk.json`` as it is, the other
+side of every option, and the database as an Aurora Serverless v2 cluster), runs both linters on each template and fails when
 
 - cfn-lint reports an error (``E...``): never accepted, or
 - either linter reports a finding the baseline (``infra/lint_baseline.json``) does not accept.
@@ -35,7 +35,7 @@ BASELINE = Path(__file__).resolve().parent / "lint_baseline.json"
 ENV_TOOLS_PYTHON = "SCHEDULER_LINT_PYTHON"
 DEFAULT_TOOLS_PYTHON = ROOT / ".venv-lint" / "bin" / "python"
 
-# The two shapes of the stack the tests also synthesize ("aws" and "lean" in tests/infra/conftest.py).
+# The shapes of the stack the tests also synthesize ("aws", "lean" and "aurora" in tests/infra/conftest.py).
 VARIANTS: dict[str, dict[str, Any]] = {
     "aws": {},
     "lean": {
@@ -48,6 +48,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "removal_policy": "destroy",
         "alarm_email": "ops@example.com",
     },
+    # The database as an Aurora Serverless v2 cluster, with every Aurora option on.
+    "aurora": {"database": "aurora-serverless", "db_reader": "true", "db_io_optimized": "true", "db_max_acu": "32"},
 }
 
 
@@ -158,7 +160,7 @@ def lint(outdir: Path, python: Path | None = None) -> tuple[dict[str, list[Findi
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Lint both shapes of the stack; 1 when a finding is new (printed), else 0."""
+    """Lint every shape of the stack; 1 when a finding is new (printed), else 0."""
     parser = argparse.ArgumentParser(prog="python -m infra.lint", description=__doc__.splitlines()[0])
     parser.add_argument("--tools-python", help=f"the linters' Python (default: ${ENV_TOOLS_PYTHON}, "
                         "else .venv-lint/bin/python; `make lint-templates` builds it)")

@@ -45,6 +45,10 @@ RDS_FREE_STORAGE_BYTES = 2 * 1024**3
 RDS_CPU_CREDITS = 20
 # The proxy waits this long (average, microseconds) for a database connection: the pool is spent.
 PROXY_BORROW_LATENCY_US = 500_000
+# Aurora Serverless v2: capacity used, in % of db_max_acu (ACUUtilization), and free memory.
+AURORA_ACU_PERCENT = 90
+ACU_MEMORY_BYTES = 2 * 1024**3  # each ACU brings about 2 GiB of memory
+AURORA_FREEABLE_MEMORY_FRACTION = 0.1
 # Triggers of an execution (the ``trigger`` dimension of LatenessMs).
 TRIGGERS = ("schedule", "retry", "manual")
 
@@ -90,7 +94,7 @@ class Observability(Construct):
         api_function: lambda_.Function,
         rest_api: apigw.RestApi,
         dead_letter_queue: sqs.IQueue,
-        database: rds.DatabaseInstance | None,
+        database: rds.DatabaseInstance | rds.DatabaseCluster | None,
         proxy: rds.DatabaseProxy | None,
         rotations: list[secretsmanager.SecretRotation] | None = None,
     ) -> None:
@@ -254,7 +258,7 @@ class Observability(Construct):
                 comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
                 treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
             )
-        if database is not None:
+        if isinstance(database, rds.DatabaseInstance):
             self.alarms["DatabaseFreeStorage"] = database.metric_free_storage_space(
                 period=FIVE_MINUTES, statistic="Minimum"
             ).create_alarm(
@@ -280,6 +284,8 @@ class Observability(Construct):
                     comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
                     treat_missing_data=cw.TreatMissingData.MISSING,
                 )
+        if isinstance(database, rds.DatabaseCluster):
+            self._aurora_alarms(database, config)
         if database is not None:
             self.alarms["DatabaseCpu"] = database.metric_cpu_utilization(period=FIVE_MINUTES).create_alarm(
                 self,
@@ -415,6 +421,60 @@ class Observability(Construct):
                 ),
                 cw.GraphWidget(title="Database connections", left=connections, width=12),
             )
+        if isinstance(database, rds.DatabaseCluster):
+            self.dashboard.add_widgets(
+                cw.GraphWidget(
+                    title="Database capacity (ACUs) and memory",
+                    left=[database.metric_serverless_database_capacity(period=MINUTE, statistic="Maximum",
+                                                                       label="capacity (ACUs)")],
+                    left_annotations=[cw.HorizontalAnnotation(value=config.db_max_acu, label="db_max_acu")],
+                    right=[database.metric_freeable_memory(period=MINUTE, statistic="Minimum",
+                                                           label="freeable memory (bytes)")],
+                    width=12,
+                ),
+                cw.GraphWidget(
+                    title="Database capacity used (% of db_max_acu)",
+                    left=[database.metric_acu_utilization(period=MINUTE, statistic="Maximum", label="ACU utilization")],
+                    left_annotations=[cw.HorizontalAnnotation(value=AURORA_ACU_PERCENT, label="alarm")],
+                    width=12,
+                ),
+            )
+
+    def _aurora_alarms(self, cluster: rds.DatabaseCluster, config: Config) -> None:
+        """An Aurora Serverless v2 cluster has no storage to run out of and no CPU credits: what
+        runs out is capacity (``db_max_acu``) and the memory that comes with it."""
+        self.alarms["DatabaseCapacity"] = cluster.metric_acu_utilization(
+            period=FIVE_MINUTES, statistic="Average"
+        ).create_alarm(
+            self,
+            "DatabaseCapacity",
+            alarm_description=f"The Aurora cluster used more than {AURORA_ACU_PERCENT}% of its maximum capacity "
+            f"({config.db_max_acu:g} ACUs) for 15 minutes: raise -c db_max_acu before it is the limit.",
+            threshold=AURORA_ACU_PERCENT,
+            evaluation_periods=3,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.MISSING,
+        )
+        # Serverless v2 reports the memory free at maximum capacity: little left means the cluster
+        # is at db_max_acu and its working set no longer fits.
+        memory_limit = aurora_freeable_memory_limit(config.db_max_acu)
+        self.alarms["DatabaseFreeableMemory"] = cluster.metric_freeable_memory(
+            period=FIVE_MINUTES, statistic="Minimum"
+        ).create_alarm(
+            self,
+            "DatabaseFreeableMemory",
+            alarm_description=f"Less than {memory_limit / 1024**3:.1f} GiB of the Aurora cluster's memory "
+            "free at its maximum capacity for 15 minutes: raise -c db_max_acu.",
+            threshold=memory_limit,
+            evaluation_periods=3,
+            comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.MISSING,
+        )
+
+
+def aurora_freeable_memory_limit(max_acu: float) -> int:
+    """The FreeableMemory alarm threshold: 10% of the memory of ``max_acu`` ACUs."""
+    return int(max_acu * ACU_MEMORY_BYTES * AURORA_FREEABLE_MEMORY_FRACTION)
 
 
 def rotation_errors(rotation: secretsmanager.SecretRotation) -> cw.Metric:

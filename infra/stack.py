@@ -83,12 +83,12 @@ class SchedulerStack(Stack):
                 C.ENV_DATABASE_HOST: database.proxy_endpoint,
                 C.ENV_DATABASE_NAME: database.database_name,
             }
-            # Straight to the instance, as the master user: migrations take advisory locks, which pin
-            # proxy connections. The application secret gives the login the migrations create.
+            # Straight to the instance (or the cluster's writer), as the master user: migrations take
+            # advisory locks, which pin proxy connections. The application secret gives the login the migrations create.
             migrate_env = {
                 C.ENV_DATABASE_SECRET_ARN: database.secret.secret_arn,
                 C.ENV_DATABASE_APP_SECRET_ARN: database.app_secret.secret_arn,
-                C.ENV_DATABASE_HOST: database.instance_endpoint,
+                C.ENV_DATABASE_HOST: database.direct_endpoint,
                 C.ENV_DATABASE_NAME: database.database_name,
             }
             api_env = dict(database_env)
@@ -149,7 +149,7 @@ class SchedulerStack(Stack):
             # CloudFormation would otherwise run the migrations as soon as the function exists,
             # possibly before the security-group rules and the endpoints it needs.
             self.migrations.resource.node.add_dependency(
-                self.network, self.database.security_group, self.database.secret
+                self.network, self.database.security_group, self.database.secret, *self.database.ready
             )
         if self.broker is not None and self.network is not None:
             self.broker.secret.grant_read(self.runner.executor)
@@ -164,7 +164,7 @@ class SchedulerStack(Stack):
             api_function=self.api.function,
             rest_api=self.api.rest_api,
             dead_letter_queue=self.runner.dead_letter_queue,
-            database=self.database.instance if self.database else None,
+            database=(self.database.cluster or self.database.instance) if self.database else None,
             proxy=self.database.proxy if self.database else None,
             rotations=self.database.rotations if self.database else [],
         )

@@ -1,8 +1,9 @@
 """Fixtures of the infrastructure tests: each variant of the stack is synthesized once per session.
 
 Variants: ``aws`` (cdk.json as it is), ``lean`` (the other side of every option: no broker, no NAT
-gateway, minute precision, throw-away database, alarm e-mail), ``localstack`` and ``other`` (a
-second stack with its own name and executor concurrency).
+gateway, minute precision, throw-away database, alarm e-mail), ``localstack``, ``other`` (a
+second stack with its own name and executor concurrency) and ``aurora`` (the database as an
+Aurora Serverless v2 cluster with a reader).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "localstack": {"localstack": "true", "architecture": "arm64"},
     # A second stack beside the default one in the same account.
     "other": {"stack_name": "Other", "executor_concurrency": "7"},
+    # The database as an Aurora Serverless v2 cluster, with every Aurora option on (as infra/lint.py).
+    "aurora": {"database": "aurora-serverless", "db_reader": "true", "db_io_optimized": "true", "db_max_acu": "32"},
 }
 
 
@@ -112,3 +115,8 @@ def lean(synthesize) -> Synthesized:
 @pytest.fixture(scope="session")
 def localstack(synthesize) -> Synthesized:
     return synthesize("localstack")
+
+
+@pytest.fixture(scope="session")
+def aurora(synthesize) -> Synthesized:
+    return synthesize("aurora")

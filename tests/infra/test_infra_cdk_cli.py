@@ -60,8 +60,14 @@ def run_cdk(*args: str, outdir: Path) -> subprocess.CompletedProcess[str]:
             {"AWS::ApiGateway::RestApi", "AWS::Lambda::Function"},
             {"AWS::RDS::DBInstance", "AWS::EC2::VPC", "AWS::Lambda::LayerVersion"},
         ),
+        (
+            ("-c", "database=aurora-serverless"),
+            "arm64",
+            {"AWS::RDS::DBCluster", "AWS::RDS::DBInstance", "AWS::RDS::DBProxy"},
+            set(),
+        ),
     ],
-    ids=["aws", "localstack"],
+    ids=["aws", "localstack", "aurora"],
 )
 def test_cdk_synth_offline(tmp_path, args, architecture, expected, absent):
     from infra.shared import layer_build

@@ -73,9 +73,9 @@ def test_the_linters_output_is_read_into_findings():
     assert new_findings(parse_checkov(json.dumps(report)), load_baseline()) == parse_checkov(json.dumps(report))
 
 
-def test_the_templates_have_no_cfn_lint_error_and_no_new_finding(aws, lean, linters):
+def test_the_templates_have_no_cfn_lint_error_and_no_new_finding(aws, lean, aurora, linters):
     baseline = load_baseline()
-    for synth in (aws, lean):
+    for synth in (aws, lean, aurora):
         findings = cfn_lint(template_path(synth), linters) + checkov(template_path(synth), linters)
         assert [f for f in findings if f.tool == "cfn-lint" and f.rule.startswith("E")] == []
         assert new_findings(findings, baseline) == []

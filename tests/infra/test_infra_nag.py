@@ -8,7 +8,7 @@ pytest.importorskip("aws_cdk")
 pytest.importorskip("cdk_nag")
 
 
-@pytest.mark.parametrize("variant", ["aws", "lean", "localstack"])
+@pytest.mark.parametrize("variant", ["aws", "lean", "localstack", "aurora"])
 def test_no_unacknowledged_finding(variant, synthesize):
     from infra.nag import unacknowledged_findings
 
@@ -27,7 +27,7 @@ def test_the_app_fails_to_synthesize_with_a_finding(tmp_path, cdk_context):
         app.synth()
 
 
-@pytest.mark.parametrize("variant", ["aws", "lean", "localstack"])
+@pytest.mark.parametrize("variant", ["aws", "lean", "localstack", "aurora"])
 def test_every_acknowledgement_has_a_reason(variant, synthesize):
     from aws_cdk import Validations
 
