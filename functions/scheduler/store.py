@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
 import psycopg
-from psycopg.types.json import Jsonb, set_json_loads
+from psycopg.types.json import Jsonb, JsonbLoader
 from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool
 
@@ -88,14 +88,21 @@ def _json_loads(data: bytes) -> Any:
         return json.loads(data)
 
 
+class _JsonbLoader(JsonbLoader):
+    _loads = staticmethod(_json_loads)
+
+
+_UUID_OID, _JSONB_OID = 2950, 3802  # registered by oid: a lookup by type name costs more than the rest
+
+
 def _uuids_as_text(conn: psycopg.Connection) -> psycopg.Cursor:
     """A cursor reading uuid columns as text: the runner's started rows carry four ids each,
     used only as text, and a uuid.UUID object per id is a measurable share of a batch's cost.
-    Its json columns (a started row's target and retry) are read with orjson when installed."""
+    Its jsonb columns (a started row's target and retry) are read with orjson when installed."""
     cursor = conn.cursor()
-    cursor.adapters.register_loader("uuid", TextLoader)
+    cursor.adapters.register_loader(_UUID_OID, TextLoader)
     if orjson is not None:
-        set_json_loads(_json_loads, cursor)
+        cursor.adapters.register_loader(_JSONB_OID, _JsonbLoader)
     return cursor
 
 
