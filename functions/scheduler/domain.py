@@ -55,7 +55,7 @@ class Job:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> "Job":
         """The job of a store row (a dict of columns); unknown columns are ignored."""
-        values = {name: row[name] for name in _JOB_FIELDS if row.get(name) is not None}
+        values = {name: value for name in _JOB_FIELDS if (value := row.get(name)) is not None}
         if "id" in values:
             values["id"] = str(values["id"])
         if "tags" in values:

@@ -133,3 +133,20 @@ def test_bad_input_names_the_field(call, field):
     with pytest.raises(ScheduleError) as caught:
         call()
     assert caught.value.field == field and str(caught.value)
+
+
+def test_the_memoized_next_occurrence_is_per_schedule_and_instant():
+    """Completing many jobs of one schedule at one occurrence searches once; every answer is
+    still that schedule's own, whichever schedule or instant asked before."""
+    from scheduler.schedules import parse_schedule
+    from scheduler.schedules.planning import next_occurrence
+
+    hourly, berlin = parse_schedule("0 * * * *", "UTC"), parse_schedule("0 * * * *", "Europe/Berlin")
+    daily = parse_schedule("30 2 * * *", "Europe/Berlin")
+    after = Z("2024-03-31T00:30:00Z")
+    for _ in range(3):
+        assert next_occurrence(hourly, after) == Z("2024-03-31T01:00:00Z") == hourly.next_after(after)
+        assert next_occurrence(berlin, after) == berlin.next_after(after)
+        assert next_occurrence(daily, after) == daily.next_after(after)  # 02:30 does not exist that night
+        assert next_occurrence(hourly, after, end_at=Z("2024-03-31T00:59:00Z")) is None
+        assert next_occurrence(hourly, after, start_at=Z("2024-03-31T05:10:00Z")) == Z("2024-03-31T06:00:00Z")

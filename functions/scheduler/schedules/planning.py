@@ -5,6 +5,7 @@ preview of a schedule made of the very same calls.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timedelta
 
 from scheduler.schedules.base import _ONE_US, UTC, Schedule, ScheduleError, _require_aware
@@ -28,10 +29,18 @@ def next_occurrence(schedule: Schedule, after: datetime, *, start_at: datetime |
         start_at = _require_aware(start_at, "start_at")
         if start_at > after:
             after = start_at - _ONE_US
-    nxt = schedule.next_after(after)
+    nxt = schedule.next_after(after) if schedule.one_off else _next_after(schedule, after)
     if nxt is not None and end_at is not None and nxt > _require_aware(end_at, "end_at"):
         return None
     return nxt
+
+
+# Schedules are immutable and parsed once per expression (``lifecycle``), and a burst of jobs on
+# one schedule completes the same occurrence again and again: the search is made once per
+# (schedule, instant). One-offs are not memoized (built afresh per job, and already O(1)).
+@functools.lru_cache(maxsize=4096)
+def _next_after(schedule: Schedule, after: datetime) -> datetime | None:
+    return schedule.next_after(after)
 
 
 def first_run(schedule: Schedule, now: datetime, *, start_at: datetime | None = None,

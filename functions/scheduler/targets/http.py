@@ -200,8 +200,7 @@ def _send(
         # auth or hooks to merge, and that merge copies a cookie jar on every request.
         merged = CaseInsensitiveDict(session.headers)
         merged.update(headers)  # the target's own headers win, whatever their case
-        prepared = requests.PreparedRequest()
-        prepared.prepare(method=method, url=url, headers=merged, data=body)
+        prepared = _prepare(method, url, merged, body)
         if signer is not None and _origin(url) == origin:  # never sign for another host
             signer.sign(prepared)
         response = _urlopen(session, prepared, remaining)
@@ -224,6 +223,20 @@ def _send(
         if _origin(url) != origin and auth_name is not None:
             headers.pop(auth_name, None)  # never hand the credentials to another host
             auth_name = None
+
+
+def _prepare(method: str, url: str, headers: CaseInsensitiveDict, body: bytes | None) -> requests.PreparedRequest:
+    """``PreparedRequest.prepare`` in its order, less the cookie and hook steps: the session
+    keeps no cookies (its policy refuses them) and runs no hooks, and building an empty cookie
+    jar per request was a third of the preparation's CPU. Credentials in the URL still become
+    the Authorization header (``prepare_auth``), as before."""
+    prepared = requests.PreparedRequest()
+    prepared.prepare_method(method)
+    prepared.prepare_url(url, None)
+    prepared.prepare_headers(headers)
+    prepared.prepare_body(body, None, None)
+    prepared.prepare_auth(None, url)
+    return prepared
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
