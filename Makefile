@@ -79,7 +79,7 @@ bench-quick: install
 .PHONY: bench-deploy
 bench-deploy: install
 	$(PY) -m pip install -q -e '.[bench]'
-	$(PY) bench/deploy_sim.py
+	$(PY) bench/run_all.py --only deploy
 
 # Schemathesis against the API (1,200 examples): fails on any 5xx.
 fuzz: install

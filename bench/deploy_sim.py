@@ -135,9 +135,10 @@ def _lambda_service(port_out, invocations, received, stop, fanout_invocations=No
     httpd.serve_forever(poll_interval=0.1)
 
 
-def _executor_worker(env: dict[str, str], invocations, handled, failed) -> None:
+def _executor_worker(env: dict[str, str], invocations, handled, failed, cpu) -> None:
     """One executor container: the real handler module, warm, taking queued invokes one at a
-    time (as one concurrent Lambda execution environment does)."""
+    time (as one concurrent Lambda execution environment does). ``cpu`` adds up the CPU seconds
+    its invocations took."""
     os.environ.update(env)
     sys.path.insert(0, str(ROOT / "functions"))
     sys.stdout = open(os.devnull, "w")  # the handler's JSON logs and EMF metrics
@@ -149,8 +150,11 @@ def _executor_worker(env: dict[str, str], invocations, handled, failed) -> None:
         payload = invocations.get()
         if payload is None:
             return
+        began = time.process_time()
         try:
             executor_handler.handler(json.loads(payload), context)
+            with cpu.get_lock():
+                cpu.value += time.process_time() - began
             with handled.get_lock():
                 handled.value += 1
         except Exception:  # an infrastructure fault: Lambda would retry; counted
@@ -206,6 +210,7 @@ class Deployment:
         self.received = self.ctx.Value("q", 0)
         self.handled = self.ctx.Value("q", 0)
         self.failed = self.ctx.Value("q", 0)
+        self.cpu = self.ctx.Value("d", 0.0)
         self.procs = [self.ctx.Process(target=_target_server, args=(ports, self.stop), daemon=True)]
         self.procs[0].start()
         self.target_url = f"http://127.0.0.1:{ports.get(timeout=30)}/hook"
@@ -219,7 +224,7 @@ class Deployment:
                "POWERTOOLS_LOG_LEVEL": "WARNING", "AWS_DEFAULT_REGION": "us-east-1",
                "AWS_EC2_METADATA_DISABLED": "true"}
         self.workers = [self.ctx.Process(target=_executor_worker,
-                                         args=(env, self.invocations, self.handled, self.failed), daemon=True)
+                                         args=(env, self.invocations, self.handled, self.failed, self.cpu), daemon=True)
                         for _ in range(executors)]
         for worker in self.workers:
             worker.start()
@@ -382,6 +387,7 @@ def run_sustained(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
     insert_jobs(dep.url, args.jobs, dep.target_url, schedule="@every 1s", first_due="date_trunc('second', now())",
                 prefix="steady")
     began = db_epoch(dep.url)
+    handled0, cpu0 = dep.handled.value, dep.cpu.value
     fanouts = threading.Thread(target=lambda: out.extend(dep.run_fanouts(args.fanouts, args.seconds, args.batch,
                                                                          args.lease)), daemon=True)
     out: list[dict[str, Any]] = []
@@ -396,11 +402,15 @@ def run_sustained(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
         statuses = dict(conn.execute("SELECT status, count(*) FROM executions GROUP BY status").fetchall())
     dispatched = sum(r["dispatched"] for r in out)
     cpu_per_invoke = sum(r["cpu_s"] for r in out) * 1000 / max(dispatched, 1)
+    # What one execution costs an executor (start, delivery, completion, in the handler's process):
+    # on this machine the executors share its cores with Postgres, in AWS each has its own.
+    executor_cpu_ms = (dep.cpu.value - cpu0) * 1000 / max(dep.handled.value - handled0, 1)
     print(f"  sustained: {rate:7.0f} jobs/s over {window_end - window_start:.0f} s "
           f"({args.jobs} jobs @every 1s, {fanouts_summary(args, out)}, {args.executors} executors); "
-          f"statuses {statuses}; fan-out CPU {cpu_per_invoke:.2f} ms per invoke", flush=True)
+          f"statuses {statuses}; fan-out CPU {cpu_per_invoke:.2f} ms per invoke; executor CPU "
+          f"{executor_cpu_ms:.2f} ms per execution", flush=True)
     return {"jobs_per_s": rate, "window_s": window_end - window_start, "finished": done, "statuses": statuses,
-            "fanouts": out, "fanout_cpu_ms_per_invoke": cpu_per_invoke}
+            "fanouts": out, "fanout_cpu_ms_per_invoke": cpu_per_invoke, "executor_cpu_ms_per_execution": executor_cpu_ms}
 
 
 def run_burst(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
