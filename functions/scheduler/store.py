@@ -24,14 +24,15 @@ from psycopg.types.json import Jsonb
 from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool
 
-from scheduler.domain import SPEC_FIELDS, Claim, Completion, Execution, Job, StartedExecution
+from scheduler.domain import SPEC_FIELDS, Claim, Completion, Execution, Job, PartitionMaintenance, StartedExecution
 from scheduler.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
 from scheduler.ports import Change, CompletionPlanner, Planner
 from scheduler.sql import QUERIES
 
 # The parameters of ``complete_job`` (values), and of ``complete_jobs`` (arrays of them).
 _COMPLETION_COLUMNS = ("job_id", "lock_token", "execution_id", "version", "state", "scheduled_at", "attempt",
-                       "next_run_at", "ran_scheduled_at", "status", "error", "http_status", "response_excerpt")
+                       "next_run_at", "ran_scheduled_at", "status", "error", "http_status", "response_excerpt",
+                       "started_at")
 
 
 def _complete(conn: psycopg.Connection | psycopg.Cursor, rows: list[dict[str, Any]]) -> psycopg.Cursor:
@@ -43,13 +44,14 @@ def _complete(conn: psycopg.Connection | psycopg.Cursor, rows: list[dict[str, An
     return conn.execute(QUERIES["complete_jobs"], {key: [row[key] for row in rows] for key in _COMPLETION_COLUMNS})
 
 
-def _completion_row(done: Completion, plan: Mapping[str, Any], version: int, ran_scheduled_at: datetime | None
-                    ) -> dict[str, Any]:
+def _completion_row(done: Completion, plan: Mapping[str, Any], version: int, ran_scheduled_at: datetime | None,
+                    started_at: datetime) -> dict[str, Any]:
+    """One outcome's parameters; ``started_at`` is the execution's (its partition's key)."""
     return {"job_id": done.job_id, "lock_token": done.lock_token, "execution_id": done.execution_id,
             "version": version, "state": plan["state"], "scheduled_at": plan["scheduled_at"],
             "attempt": plan["attempt"], "next_run_at": plan["next_run_at"], "ran_scheduled_at": ran_scheduled_at,
             "status": done.outcome.status, "error": done.outcome.error, "http_status": done.http_status,
-            "response_excerpt": done.response_excerpt}
+            "response_excerpt": done.response_excerpt, "started_at": started_at}
 
 
 def _retry_on_dead_connection(method: Callable) -> Callable:
@@ -254,8 +256,8 @@ class Store:
         A plan marked ``"delete": True`` (the service's decision: ``after_completion = 'delete'``
         and the job completed) deletes its job with its executions in the same transaction, once
         written; without any, the statement runs alone (no transaction to open)."""
-        rows = [_completion_row(done, plan, done.started.job.version, done.started.scheduled_at)
-                for done, plan in planned]
+        rows = [_completion_row(done, plan, done.started.job.version, done.started.scheduled_at,
+                                done.started.started_at) for done, plan in planned]
         doomed = [str(done.job_id) for done, plan in planned if plan.get("delete")]
         with self.pool.connection() as conn, (conn.transaction() if doomed else contextlib.nullcontext()):
             written = {str(r["job_id"]) for r in _complete(_uuids_as_text(conn), rows).fetchall()}
@@ -274,7 +276,8 @@ class Store:
                 return False
             job, ran = Job.from_row(row), row["ran_scheduled_at"]
             planned = plan(job, row["db_now"], ran)
-            written = _complete(conn, [_completion_row(done, planned, job.version, ran)]).fetchone() is not None
+            written = _complete(conn, [_completion_row(done, planned, job.version, ran, row["ran_started_at"])]
+                                ).fetchone() is not None
             if written and planned.get("delete"):
                 _delete_completed(conn, [done.job_id])
             return written
@@ -311,24 +314,25 @@ class Store:
         return [Execution.from_row(row) for row in rows]
 
     @_retry_on_dead_connection
-    def get_execution(self, execution_id: str) -> Execution | None:
-        """One execution by id (internal: no owner check)."""
+    def get_execution(self, execution_id: str, started_at: datetime | None = None) -> Execution | None:
+        """One execution by id (internal: no owner check); its ``started_at``, when known, makes
+        the lookup read one day's partition."""
         with self.pool.connection() as conn:
-            row = conn.execute(QUERIES["get_execution"], {"execution_id": execution_id}).fetchone()
+            row = conn.execute(QUERIES["get_execution"], {"execution_id": execution_id,
+                                                          "started_at": started_at}).fetchone()
         return None if row is None else Execution.from_row(row)
 
     @_retry_on_dead_connection
-    def purge_executions(self, retention_days: int, batch: int = 500, max_batches: int = 20) -> int:
-        """Delete finished executions older than the retention, in small batches; returns how many."""
-        total = 0
-        for _ in range(max_batches):
-            with self.pool.connection() as conn:
-                n = len(conn.execute(QUERIES["purge_executions"],
-                                     {"retention_days": retention_days, "batch": batch}).fetchall())
-            total += n
-            if n < batch:
-                break
-        return total
+    def maintain_partitions(self, retention_days: int, days_ahead: int = 3) -> PartitionMaintenance:
+        """Retention by whole days: create the executions' partitions of today and the next
+        ``days_ahead`` days, drop those wholly older than ``retention_days``, purge expired rows
+        of the DEFAULT partition (``scheduler_maintain_partitions``, migration 0005: it holds the
+        DDL rights the application's role lacks). A step that would wait on a lock is left to
+        the next call (counted in ``skipped``)."""
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["maintain_partitions"], {
+                "retention_days": retention_days, "days_ahead": days_ahead}).fetchone()
+        return PartitionMaintenance(**row)
 
     @_retry_on_dead_connection
     def list_owner_executions(self, owner: str, *, status: str | None = None, job_id: str | None = None,
