@@ -16,7 +16,7 @@ import contextlib
 import functools
 import re
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Mapping, Sequence
 
 import psycopg
@@ -344,11 +344,29 @@ class Store:
         if job_id is not None and not _is_uuid(job_id):
             return []
         before_started_at, before_id = before if before is not None else (None, None)
+        params = {"owner": owner, "status": status, "job_id": job_id, "since": since, "until": None, "limit": limit,
+                  "before_started_at": before_started_at, "before_id": before_id}
+        # A page usually lies in the newest days (the cursor's, or today's): a first try bounded
+        # below by the day before, a constant the planner prunes every older day's partition with
+        # (planning a query over a month of partitions costs more than reading the page). Only a
+        # page it leaves short reads on below that instant. The local clock only places the bound:
+        # the two tries cover every instant between them, so a skewed clock costs a second try.
+        recent = _day_before(before_started_at or datetime.now(timezone.utc))
         with self.pool.connection() as conn:
-            rows = conn.execute(QUERIES["list_owner_executions"], {
-                "owner": owner, "status": status, "job_id": job_id, "since": since, "limit": limit,
-                "before_started_at": before_started_at, "before_id": before_id}).fetchall()
+            if since is not None and since >= recent:
+                rows = conn.execute(QUERIES["list_owner_executions"], params).fetchall()
+            else:
+                rows = conn.execute(QUERIES["list_owner_executions"], {**params, "since": recent}).fetchall()
+                if len(rows) < limit:
+                    rows += conn.execute(QUERIES["list_owner_executions"], {
+                        **params, "until": recent, "limit": limit - len(rows)}).fetchall()
         return [Execution.from_row(row) for row in rows]
+
+
+def _day_before(instant: datetime) -> datetime:
+    """Midnight UTC of the day before ``instant``'s (the executions' partitions are UTC days)."""
+    day = instant.astimezone(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+    return day - timedelta(days=1)
 
 
 _CANONICAL_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")

@@ -195,3 +195,27 @@ def test_the_writes_by_execution_id_probe_one_partition(store, db_url):
             ran = [line for line in scans if "never executed" not in line]
             assert len(scans) >= 7 and len(ran) == 1 and day_name(started.started_at) in ran[0], (name, plan)
         assert store.get_execution(started.execution_id, started.started_at).status == "running"
+
+
+def test_pages_across_jobs_cross_from_the_recent_days_to_older_ones_in_order(store, db_url):
+    """The store's first try reads the recent days only; a page it leaves short goes on below,
+    so pages of any size walk every execution newest first, none twice, none skipped."""
+    job_ids = [str(service.create_job(store, OWNER, http_spec(f"walk-{i}"))["id"]) for i in range(3)]
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("SELECT scheduler_maintain_partitions(30)")
+        for back in range(1, 6):
+            day = conn.execute("SELECT now() - make_interval(days => %s) AS d", (back,)).fetchone()[0]
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {day_name(day)} PARTITION OF executions FOR VALUES FROM "
+                         f"('{day.date()} 00:00+00') TO ('{(day + timedelta(days=1)).date()} 00:00+00')")
+        for i in range(60):  # one every 2 hours over 5 days, the jobs in turn; a few in DEFAULT
+            insert_execution(conn, job_ids[i % 3], f"now() - interval '{2 * i} hours'")
+        insert_execution(conn, job_ids[0], "now() - interval '20 days'")
+        expected = [str(r[0]) for r in conn.execute("SELECT id FROM executions ORDER BY started_at DESC, id DESC")]
+    for limit in (1, 7, 25, 61, 100):
+        seen, before = [], None
+        while page := store.list_owner_executions(OWNER, limit=limit, before=before):
+            seen += [str(e.id) for e in page]
+            before = (page[-1].started_at, page[-1].id)
+        assert seen == expected, limit
+    since = datetime.now(timezone.utc) - timedelta(days=3)
+    assert [str(e.id) for e in store.list_owner_executions(OWNER, limit=100, since=since)] == expected[:36]

@@ -308,7 +308,9 @@ FROM scheduler_maintain_partitions(%(retention_days)s::integer, %(days_ahead)s::
 -- pagination on (started_at, id): the index executions_owner_started_idx gives this order for
 -- one owner, so a page reads about `limit` entries (and as many job rows) however many
 -- executions and jobs the owner has; the row comparison is the index's own condition. Filters
--- on status and job narrow the same walk; since stops it at an instant.
+-- on status and job narrow the same walk; since stops it at an instant. until (exclusive) is the
+-- store's: the part of a page older than its first try (Store.list_owner_executions); both bounds,
+-- constants when the statement is planned, leave out the partitions of the days outside them.
 SELECT e.*, j.name AS job_name
 FROM executions e
 JOIN jobs j ON j.id = e.job_id
@@ -316,6 +318,7 @@ WHERE e.owner = %(owner)s
   AND (%(status)s::text IS NULL OR e.status = %(status)s::text)
   AND (%(job_id)s::uuid IS NULL OR e.job_id = %(job_id)s::uuid)
   AND (%(since)s::timestamptz IS NULL OR e.started_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR e.started_at < %(until)s::timestamptz)
   AND (%(before_started_at)s::timestamptz IS NULL
        OR (e.started_at, e.id) < (%(before_started_at)s::timestamptz, %(before_id)s::uuid))
 ORDER BY e.started_at DESC, e.id DESC
