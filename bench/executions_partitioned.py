@@ -195,7 +195,8 @@ def run(args: argparse.Namespace, urls: dict[str, str], results: dict) -> None:
     recent = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
     owner_params = {"owner": OWNER, "status": None, "job_id": None, "since": recent, "until": None,
                     "limit": args.limit + 1, "before_started_at": None, "before_id": None}
-    job_params = {"job_id": job_id, "status": None, "before_seq": None, "limit": args.limit + 1}
+    job_params = {"job_id": job_id, "status": None, "before_seq": None, "limit": args.limit + 1, "since": recent,
+                  "until": None}
     for name, query, params in (("owner", "list_owner_executions", owner_params),
                                 ("job", "list_executions", job_params)):
         for side in SIDES:

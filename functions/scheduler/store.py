@@ -308,9 +308,16 @@ class Store:
                         before_seq: int | None = None) -> list[Execution]:
         """A page of the job's executions, newest first. Raises ``NotFound``."""
         self.get_job(owner, job_id)
+        params = {"job_id": job_id, "status": status, "before_seq": before_seq, "limit": limit, "since": None,
+                  "until": None}
+        # As list_owner_executions: the recent days first (seq and started_at order a job's
+        # executions alike, see queries.sql), the older ones only for a page left short.
+        recent = _day_before(datetime.now(timezone.utc))
         with self.pool.connection() as conn:
-            rows = conn.execute(QUERIES["list_executions"], {
-                "job_id": job_id, "status": status, "before_seq": before_seq, "limit": limit}).fetchall()
+            rows = conn.execute(QUERIES["list_executions"], {**params, "since": recent}).fetchall()
+            if len(rows) < limit:
+                rows += conn.execute(QUERIES["list_executions"], {
+                    **params, "until": recent, "limit": limit - len(rows)}).fetchall()
         return [Execution.from_row(row) for row in rows]
 
     @_retry_on_dead_connection

@@ -219,3 +219,24 @@ def test_pages_across_jobs_cross_from_the_recent_days_to_older_ones_in_order(sto
         assert seen == expected, limit
     since = datetime.now(timezone.utc) - timedelta(days=3)
     assert [str(e.id) for e in store.list_owner_executions(OWNER, limit=100, since=since)] == expected[:36]
+
+
+def test_a_jobs_pages_cross_from_the_recent_days_to_older_ones_in_order(store, db_url):
+    """The same for one job's executions, in seq order (which their starts, one at a time, share
+    with started_at): inserted oldest first, as the runner writes them."""
+    job_id = str(service.create_job(store, OWNER, http_spec("walk"))["id"])
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for back in range(1, 6):
+            day = conn.execute("SELECT now() - make_interval(days => %s) AS d", (back,)).fetchone()[0]
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {day_name(day)} PARTITION OF executions FOR VALUES FROM "
+                         f"('{day.date()} 00:00+00') TO ('{(day + timedelta(days=1)).date()} 00:00+00')")
+        insert_execution(conn, job_id, "now() - interval '20 days'")  # in DEFAULT
+        for i in reversed(range(40)):
+            insert_execution(conn, job_id, f"now() - interval '{3 * i} hours'")
+        expected = [r[0] for r in conn.execute("SELECT seq FROM executions ORDER BY seq DESC")]
+    for limit in (1, 6, 41, 50):
+        seen, before = [], None
+        while page := store.list_executions(OWNER, job_id, limit=limit, before_seq=before):
+            seen += [e.seq for e in page]
+            before = page[-1].seq
+        assert seen == expected, limit

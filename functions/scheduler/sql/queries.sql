@@ -271,10 +271,15 @@ WHERE id = %(execution_id)s
   AND (%(started_at)s::timestamptz IS NULL OR started_at = %(started_at)s::timestamptz);
 
 -- name: list_executions
--- Newest first by seq (a total order); the cursor is the last seq seen.
+-- Newest first by seq (a total order); the cursor is the last seq seen. A job's executions start
+-- one at a time (under its lease, each in a transaction that follows the previous one's start),
+-- so seq and started_at order them alike: since and until (the store's, see
+-- Store.list_executions), constants when planned, leave out the partitions of other days.
 SELECT e.* FROM executions e
 WHERE e.job_id = %(job_id)s
   AND (%(status)s::text IS NULL OR e.status = %(status)s::text)
+  AND (%(since)s::timestamptz IS NULL OR e.started_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR e.started_at < %(until)s::timestamptz)
   AND (%(before_seq)s::bigint IS NULL OR e.seq < %(before_seq)s::bigint)
 ORDER BY e.seq DESC
 LIMIT %(limit)s;
