@@ -35,7 +35,7 @@ from scheduler.db import make_pool  # noqa: E402
 from scheduler.domain import Completion, Outcome  # noqa: E402
 from scheduler.migrations import migrate  # noqa: E402
 from scheduler.sql import QUERIES  # noqa: E402
-from scheduler.store import Store  # noqa: E402
+from scheduler.store import RECENT_DAYS, Store  # noqa: E402
 from tests.support import insert_due_jobs, temporary_database  # noqa: E402
 
 # The answer a real target's delivery records (a small JSON acknowledgement): the rows measured
@@ -191,8 +191,9 @@ def run(args: argparse.Namespace, urls: dict[str, str], results: dict) -> None:
               f"p95 {entry['unpartitioned_ms']['p95']:6.2f} ms | by day: median "
               f"{entry['partitioned_ms']['median']:6.2f} ms, p95 {entry['partitioned_ms']['p95']:6.2f} ms | "
               f"ratio {entry['ratio']:.2f}")
-    # The store's first try (since the day before today's, in UTC): the page, when it holds it.
-    recent = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
+    # The store's first try (since midnight UTC RECENT_DAYS back): the page, when it holds it.
+    recent = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(
+        days=RECENT_DAYS)
     owner_params = {"owner": OWNER, "status": None, "job_id": None, "since": recent, "until": None,
                     "limit": args.limit + 1, "before_started_at": None, "before_id": None}
     job_params = {"job_id": job_id, "status": None, "before_seq": None, "limit": args.limit + 1, "since": recent,

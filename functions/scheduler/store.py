@@ -312,7 +312,7 @@ class Store:
                   "until": None}
         # As list_owner_executions: the recent days first (seq and started_at order a job's
         # executions alike, see queries.sql), the older ones only for a page left short.
-        recent = _day_before(datetime.now(timezone.utc))
+        recent = _days_before(datetime.now(timezone.utc))
         with self.pool.connection() as conn:
             rows = conn.execute(QUERIES["list_executions"], {**params, "since": recent}).fetchall()
             if len(rows) < limit:
@@ -353,12 +353,12 @@ class Store:
         before_started_at, before_id = before if before is not None else (None, None)
         params = {"owner": owner, "status": status, "job_id": job_id, "since": since, "until": None, "limit": limit,
                   "before_started_at": before_started_at, "before_id": before_id}
-        # A page usually lies in the newest days (the cursor's, or today's): a first try bounded
-        # below by the day before, a constant the planner prunes every older day's partition with
-        # (planning a query over a month of partitions costs more than reading the page). Only a
-        # page it leaves short reads on below that instant. The local clock only places the bound:
-        # the two tries cover every instant between them, so a skewed clock costs a second try.
-        recent = _day_before(before_started_at or datetime.now(timezone.utc))
+        # A page usually lies in the last days (before the cursor, or today): a first try bounded
+        # below by midnight RECENT_DAYS back, a constant the planner prunes every older day's
+        # partition with (planning a query over a month of partitions costs more than reading the
+        # page). Only a page it leaves short reads on below that instant. The local clock only
+        # places the bound: the two tries cover every instant, so a skewed clock costs a second try.
+        recent = _days_before(before_started_at or datetime.now(timezone.utc))
         with self.pool.connection() as conn:
             if since is not None and since >= recent:
                 rows = conn.execute(QUERIES["list_owner_executions"], params).fetchall()
@@ -370,10 +370,16 @@ class Store:
         return [Execution.from_row(row) for row in rows]
 
 
-def _day_before(instant: datetime) -> datetime:
-    """Midnight UTC of the day before ``instant``'s (the executions' partitions are UTC days)."""
+# Days of executions a history page's first try reads (see list_owner_executions): a week holds
+# a page of 50 for a job that runs 8 times a day or more, and the planner then looks at about a
+# third of a month's partitions.
+RECENT_DAYS = 7
+
+
+def _days_before(instant: datetime) -> datetime:
+    """Midnight UTC RECENT_DAYS before ``instant``'s day (the executions' partitions are UTC days)."""
     day = instant.astimezone(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
-    return day - timedelta(days=1)
+    return day - timedelta(days=RECENT_DAYS)
 
 
 _CANONICAL_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")

@@ -240,3 +240,12 @@ def test_a_jobs_pages_cross_from_the_recent_days_to_older_ones_in_order(store, d
             seen += [e.seq for e in page]
             before = page[-1].seq
         assert seen == expected, limit
+
+
+def test_every_partition_keeps_room_for_the_completions_update(db_url):
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("SELECT scheduler_maintain_partitions(30)")
+        options = conn.execute("""
+            SELECT c.relname, c.reloptions FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+            WHERE i.inhparent = 'executions'::regclass""").fetchall()
+    assert len(options) >= 5 and all(opts == ["fillfactor=80"] for _, opts in options), options

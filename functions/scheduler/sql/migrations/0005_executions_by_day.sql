@@ -43,7 +43,11 @@ CREATE TABLE executions (
 
 ALTER SEQUENCE executions_seq_seq OWNED BY executions.seq;
 
-CREATE TABLE executions_default PARTITION OF executions DEFAULT;
+-- Each partition keeps a fifth of its pages free: the completion rewrites the row it started
+-- (status, finished_at, the answer), and with room in the page that is a heap-only update (HOT),
+-- without an entry in each of the three indexes (measured: 73% of completions HOT, against 49%
+-- with full pages). Partitioned tables hold no storage options, so every partition says it.
+CREATE TABLE executions_default PARTITION OF executions DEFAULT WITH (fillfactor = 80);
 
 -- One partition per UTC day that holds rows, then the rows (the indexes come after the copy:
 -- building them once is cheaper than maintaining them row by row).
@@ -55,7 +59,7 @@ BEGIN
                UNION SELECT (now() AT TIME ZONE 'UTC')::date
                ORDER BY 1
     LOOP
-        EXECUTE format('CREATE TABLE %I PARTITION OF executions FOR VALUES FROM (%L) TO (%L)',
+        EXECUTE format('CREATE TABLE %I PARTITION OF executions FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 80)',
                        'executions_p' || to_char(day, 'YYYYMMDD'),
                        day::timestamp AT TIME ZONE 'UTC', (day + 1)::timestamp AT TIME ZONE 'UTC');
     END LOOP;
@@ -127,8 +131,8 @@ BEGIN
         lo := day::timestamp AT TIME ZONE 'UTC';
         hi := (day + 1)::timestamp AT TIME ZONE 'UTC';
         BEGIN
-            EXECUTE format('CREATE TABLE public.%I (LIKE public.executions INCLUDING DEFAULTS INCLUDING CONSTRAINTS)',
-                           part);
+            EXECUTE format('CREATE TABLE public.%I (LIKE public.executions INCLUDING DEFAULTS INCLUDING CONSTRAINTS) '
+                           'WITH (fillfactor = 80)', part);
             -- Lets ATTACH skip its validation scan.
             EXECUTE format('ALTER TABLE public.%I ADD CONSTRAINT %I CHECK (started_at >= %L AND started_at < %L)',
                            part, part || '_bound', lo, hi);
