@@ -35,7 +35,7 @@ from scheduler.db import make_pool  # noqa: E402
 from scheduler.domain import Completion, Outcome  # noqa: E402
 from scheduler.migrations import migrate  # noqa: E402
 from scheduler.sql import QUERIES  # noqa: E402
-from scheduler.store import RECENT_DAYS, Store  # noqa: E402
+from scheduler.store import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, Store  # noqa: E402
 from tests.support import insert_due_jobs, temporary_database  # noqa: E402
 
 # The answer a real target's delivery records (a small JSON acknowledgement): the rows measured
@@ -97,6 +97,9 @@ def main() -> None:
             migrate(before, target=4)
             began = time.monotonic()
             fill(before, args.jobs, args.executions, seconds_apart=apart)
+            with psycopg.connect(before, autocommit=True) as conn:  # as if the runner had run them
+                conn.execute("UPDATE jobs SET created_at = now() - make_interval(days => %s), run_count = %s",
+                             (args.days, args.executions // args.jobs))
             results["fill_seconds"] = round(time.monotonic() - began, 1)
             with temporary_database(server, label="xpart", template=conninfo_to_dict(before)["dbname"]) as after:
                 began = time.monotonic()
@@ -191,12 +194,13 @@ def run(args: argparse.Namespace, urls: dict[str, str], results: dict) -> None:
               f"p95 {entry['unpartitioned_ms']['p95']:6.2f} ms | by day: median "
               f"{entry['partitioned_ms']['median']:6.2f} ms, p95 {entry['partitioned_ms']['p95']:6.2f} ms | "
               f"ratio {entry['ratio']:.2f}")
-    # The store's first try (since midnight UTC RECENT_DAYS back): the page, when it holds it.
-    recent = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(
-        days=RECENT_DAYS)
-    owner_params = {"owner": OWNER, "status": None, "job_id": None, "since": recent, "until": None,
+    # The store's first tries (since midnight UTC so many days back): the page, when they hold it.
+    today = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+    owner_params = {"owner": OWNER, "status": None, "job_id": None, "since": today - timedelta(days=OWNER_RECENT_DAYS),
+                    "until": None,
                     "limit": args.limit + 1, "before_started_at": None, "before_id": None}
-    job_params = {"job_id": job_id, "status": None, "before_seq": None, "limit": args.limit + 1, "since": recent,
+    job_params = {"job_id": job_id, "status": None, "before_seq": None, "limit": args.limit + 1,
+                  "since": today - timedelta(days=JOB_RECENT_DAYS),
                   "until": None}
     for name, query, params in (("owner", "list_owner_executions", owner_params),
                                 ("job", "list_executions", job_params)):

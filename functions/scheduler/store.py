@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import re
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -307,17 +308,24 @@ class Store:
     def list_executions(self, owner: str, job_id: str, *, status: str | None = None, limit: int = 50,
                         before_seq: int | None = None) -> list[Execution]:
         """A page of the job's executions, newest first. Raises ``NotFound``."""
-        self.get_job(owner, job_id)
+        job = self.get_job(owner, job_id)
         params = {"job_id": job_id, "status": status, "before_seq": before_seq, "limit": limit, "since": None,
                   "until": None}
-        # As list_owner_executions: the recent days first (seq and started_at order a job's
-        # executions alike, see queries.sql), the older ones only for a page left short.
-        recent = _days_before(datetime.now(timezone.utc))
+        # As list_owner_executions, for a first page: the recent days first (seq and started_at
+        # order a job's executions alike, see queries.sql), as many as the job's rate so far
+        # says hold a page, the older ones only for a page left short. A job too rare for a week
+        # to hold a page, and a page after a cursor (its instant unknown), read every day at once.
+        now = datetime.now(timezone.utc)
+        days = None if before_seq is not None or status is not None else _days_for_a_page(job, now, limit)
         with self.pool.connection() as conn:
-            rows = conn.execute(QUERIES["list_executions"], {**params, "since": recent}).fetchall()
-            if len(rows) < limit:
-                rows += conn.execute(QUERIES["list_executions"], {
-                    **params, "until": recent, "limit": limit - len(rows)}).fetchall()
+            if days is None:
+                rows = conn.execute(QUERIES["list_executions"], params).fetchall()
+            else:
+                recent = _days_before(now, days)
+                rows = conn.execute(QUERIES["list_executions"], {**params, "since": recent}).fetchall()
+                if len(rows) < limit:
+                    rows += conn.execute(QUERIES["list_executions"], {
+                        **params, "until": recent, "limit": limit - len(rows)}).fetchall()
         return [Execution.from_row(row) for row in rows]
 
     @_retry_on_dead_connection
@@ -354,11 +362,11 @@ class Store:
         params = {"owner": owner, "status": status, "job_id": job_id, "since": since, "until": None, "limit": limit,
                   "before_started_at": before_started_at, "before_id": before_id}
         # A page usually lies in the last days (before the cursor, or today): a first try bounded
-        # below by midnight RECENT_DAYS back, a constant the planner prunes every older day's
+        # below by midnight OWNER_RECENT_DAYS back, a constant the planner prunes every older day's
         # partition with (planning a query over a month of partitions costs more than reading the
         # page). Only a page it leaves short reads on below that instant. The local clock only
         # places the bound: the two tries cover every instant, so a skewed clock costs a second try.
-        recent = _days_before(before_started_at or datetime.now(timezone.utc))
+        recent = _days_before(before_started_at or datetime.now(timezone.utc), OWNER_RECENT_DAYS)
         with self.pool.connection() as conn:
             if since is not None and since >= recent:
                 rows = conn.execute(QUERIES["list_owner_executions"], params).fetchall()
@@ -370,16 +378,26 @@ class Store:
         return [Execution.from_row(row) for row in rows]
 
 
-# Days of executions a history page's first try reads (see list_owner_executions): a week holds
-# a page of 50 for a job that runs 8 times a day or more, and the planner then looks at about a
-# third of a month's partitions.
-RECENT_DAYS = 7
+# Days of executions a history page's first try reads (see list_owner_executions): an owner's
+# executions across jobs, the day before and today's; one job's, up to a week, from its rate.
+OWNER_RECENT_DAYS = 1
+JOB_RECENT_DAYS = 7
 
 
-def _days_before(instant: datetime) -> datetime:
-    """Midnight UTC RECENT_DAYS before ``instant``'s day (the executions' partitions are UTC days)."""
+def _days_before(instant: datetime, days: int) -> datetime:
+    """Midnight UTC ``days`` before ``instant``'s day (the executions' partitions are UTC days)."""
     day = instant.astimezone(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
-    return day - timedelta(days=RECENT_DAYS)
+    return day - timedelta(days=days)
+
+
+def _days_for_a_page(job: Mapping[str, Any], now: datetime, limit: int) -> int | None:
+    """Days back likely to hold ``limit`` of the job's executions, at its rate so far (runs over
+    its age, with a margin), at most JOB_RECENT_DAYS; None when that would not hold a page."""
+    age_days = max((now - job["created_at"]).total_seconds() / 86400, 1 / 24)
+    per_day = job["run_count"] / age_days
+    if per_day * JOB_RECENT_DAYS < 1.5 * limit:
+        return None
+    return max(1, min(JOB_RECENT_DAYS, math.ceil(1.5 * limit / per_day)))
 
 
 _CANONICAL_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")

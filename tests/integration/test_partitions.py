@@ -234,6 +234,8 @@ def test_a_jobs_pages_cross_from_the_recent_days_to_older_ones_in_order(store, d
         for i in reversed(range(40)):
             insert_execution(conn, job_id, f"now() - interval '{3 * i} hours'")
         expected = [r[0] for r in conn.execute("SELECT seq FROM executions ORDER BY seq DESC")]
+        # Its rate (8 a day) has small pages read the recent days first, large ones every day.
+        conn.execute("UPDATE jobs SET run_count = 40, created_at = now() - interval '5 days'")
     for limit in (1, 6, 41, 50):
         seen, before = [], None
         while page := store.list_executions(OWNER, job_id, limit=limit, before_seq=before):
