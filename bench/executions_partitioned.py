@@ -209,8 +209,8 @@ def run(args: argparse.Namespace, urls: dict[str, str], results: dict) -> None:
             results[f"{name}_first_page_buffers_{side}"] = buffers
             if side == "partitioned":
                 results[f"{name}_first_page_plan_partitioned"] = plan
-        print(f"  buffers read by the {name} first page: one table {results[f'{name}_first_page_buffers_unpartitioned']}"
-              f" vs by day {results[f'{name}_first_page_buffers_partitioned']}")
+        one, by_day = (results[f"{name}_first_page_buffers_{side}"] for side in SIDES)
+        print(f"  buffers read by the {name} first page: one table {one} vs by day {by_day}")
     print(results["owner_first_page_plan_partitioned"])
     print(results["job_first_page_plan_partitioned"])
 

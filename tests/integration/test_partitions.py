@@ -48,9 +48,10 @@ def test_the_migrated_schema_is_partitioned_by_day(store, db_url):
     with psycopg.connect(db_url, autocommit=True) as conn:
         assert conn.execute("""
             SELECT pg_get_partkeydef('executions'::regclass)""").fetchone()[0] == "RANGE (started_at)"
-        assert conn.execute("""
+        key = conn.execute("""
             SELECT pg_get_constraintdef(oid) FROM pg_constraint
-            WHERE conrelid = 'executions'::regclass AND contype = 'p'""").fetchone()[0] == "PRIMARY KEY (id, started_at)"
+            WHERE conrelid = 'executions'::regclass AND contype = 'p'""").fetchone()[0]
+        assert key == "PRIMARY KEY (id, started_at)"
         parts = partitions(conn)
         assert "executions_default" in parts and day_name(conn.execute("SELECT now()").fetchone()[0]) in parts
         # Each index of the history pages is a partitioned index, so every day has its own.
@@ -90,7 +91,8 @@ def test_existing_rows_are_carried_across(empty_db_url):
         assert conn.execute("SELECT count(*) FROM executions_default").fetchone()[0] == 0
         # The sequence went with the column: new rows continue after the old ones.
         new = insert_execution(conn, conn.execute("SELECT id FROM jobs").fetchone()[0], "now()")
-        assert conn.execute("SELECT seq FROM executions WHERE id = %s", (new,)).fetchone()[0] > max(r[1] for r in before)
+        seq = conn.execute("SELECT seq FROM executions WHERE id = %s", (new,)).fetchone()[0]
+        assert seq > max(r[1] for r in before)
 
 
 def test_a_row_far_outside_the_created_days_lands_in_default_and_moves_when_its_day_comes(store, db_url):
