@@ -35,10 +35,11 @@ OTHER_OWNER = "arn:aws:iam::222222222222:user/neighbour"
 FAILED_EVERY = 50  # 2% of the executions failed: the status filter's case
 
 
-def fill(url: str, jobs: int, executions: int, owner: str = OWNER, chunk_rows: int = 100_000) -> None:
-    """``owner``'s jobs (not due) and ``executions`` executions spread evenly over them, one a
-    second backwards from now (started_at distinct, the jobs interleaved), inserted oldest first
-    as a live table grows, in chunks (a progress bar, no huge transaction)."""
+def fill(url: str, jobs: int, executions: int, owner: str = OWNER, chunk_rows: int = 100_000,
+         seconds_apart: float = 1.0) -> None:
+    """``owner``'s jobs (not due) and ``executions`` executions spread evenly over them, one
+    every ``seconds_apart`` backwards from now (started_at distinct, the jobs interleaved),
+    inserted oldest first as a live table grows, in chunks (a progress bar, no huge transaction)."""
     pool = make_pool(url, min_size=1, max_size=1)
     insert_due_jobs(pool, jobs, owner=owner, prefix="job", due_offset_seconds=86400, state="paused")
     per_job = max(executions // jobs, 1)
@@ -57,9 +58,11 @@ def fill(url: str, jobs: int, executions: int, owner: str = OWNER, chunk_rows: i
                            200, 50
                     FROM numbered j
                     CROSS JOIN generate_series(%(first)s::integer, %(last)s::integer) AS g
-                    CROSS JOIN LATERAL (SELECT now() - make_interval(secs => g * %(jobs)s + j.n) AS at) AS t
+                    CROSS JOIN LATERAL (SELECT now() - make_interval(secs => (g * %(jobs)s + j.n) * %(apart)s)
+                                        AS at) AS t
                     ORDER BY t.at""",
-                             {"jobs": jobs, "every": FAILED_EVERY, "first": first, "last": last})
+                             {"jobs": jobs, "every": FAILED_EVERY, "first": first, "last": last,
+                              "apart": seconds_apart})
                 bar.update((last - first + 1) * jobs)
     pool.close()
     with psycopg.connect(url, autocommit=True) as conn:
@@ -70,7 +73,7 @@ def fill(url: str, jobs: int, executions: int, owner: str = OWNER, chunk_rows: i
 def first_page_plan(url: str, limit: int) -> tuple[str, int]:
     """The plan of the first page (EXPLAIN ANALYZE, BUFFERS) and the shared buffers it touched."""
     sql = QUERIES["list_owner_executions"]
-    params = {"owner": OWNER, "status": None, "job_id": None, "since": None, "limit": limit + 1,
+    params = {"owner": OWNER, "status": None, "job_id": None, "since": None, "until": None, "limit": limit + 1,
               "before_started_at": None, "before_id": None}
     with psycopg.connect(url, autocommit=True) as conn:
         rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) " + sql, params).fetchall()

@@ -152,6 +152,17 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class PartitionMaintenance:
+    """What one retention pass over the executions' day partitions did."""
+
+    created: int = 0
+    dropped: int = 0
+    default_moved: int = 0  # rows moved from the DEFAULT partition into their day's new partition
+    default_purged: int = 0  # rows of the DEFAULT partition past the retention, deleted
+    skipped: int = 0  # steps left to the next pass (a lock was not free at once)
+
+
+@dataclass(frozen=True)
 class Completion:
     """How one started execution ended, to be recorded."""
 

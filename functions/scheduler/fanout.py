@@ -29,9 +29,6 @@ DEADLINE_RESERVE_SECONDS = 10.0
 # The longest sleep between two claims: bounds the delay for a job created while we sleep.
 MAX_IDLE_SECONDS = 1.0
 MIN_IDLE_SECONDS = 0.02
-# Executions deleted per purge statement (each its own short transaction).
-PURGE_BATCH = 500
-MAX_PURGED_PER_RUN = 50_000
 
 
 @dataclass
@@ -42,6 +39,10 @@ class FanoutReport:
     dispatched: int = 0
     released: int = 0
     rounds: int = 0
+    # Retention (scheduler_maintain_partitions): day partitions created and dropped, and rows
+    # deleted from the DEFAULT partition.
+    partitions_created: int = 0
+    partitions_dropped: int = 0
     purged: int = 0
     helpers: int = 0
     duration_ms: float = 0.0
@@ -50,7 +51,8 @@ class FanoutReport:
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form (without the job ids)."""
         return {"claimed": self.claimed, "dispatched": self.dispatched, "released": self.released,
-                "rounds": self.rounds, "purged": self.purged, "helpers": self.helpers,
+                "rounds": self.rounds, "partitions_created": self.partitions_created,
+                "partitions_dropped": self.partitions_dropped, "purged": self.purged, "helpers": self.helpers,
                 "duration_ms": round(self.duration_ms)}
 
 
@@ -101,9 +103,9 @@ def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float,
     if on_backlog is not None:
         report.helpers += on_backlog(backlog)
     checked, next_check = began, began + backlog_check_seconds
-    # Retention: a batch in each round without a full claim, while batches come back full and up
-    # to a cap per run, so the purge keeps up with the execution rate without delaying due jobs.
-    purge_more = bool(retention_days)
+    # Retention: the day partitions are kept (created ahead, dropped past the retention) once per
+    # run, at its first round without a full claim, so it never delays due jobs.
+    maintain = bool(retention_days)
     while not stop.is_set():
         if on_backlog is not None and clock() >= next_check:
             report.helpers += on_backlog(store.due_backlog()[0])
@@ -135,12 +137,11 @@ def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float,
                 continue  # more may be due right now
             if refused:
                 stop.wait(0.05)  # executors saturated: let them drain a little
-        if purge_more:
-            purged = store.purge_executions(retention_days, batch=PURGE_BATCH, max_batches=1)
-            report.purged += purged
-            purge_more = purged == PURGE_BATCH and report.purged < MAX_PURGED_PER_RUN
-            if purge_more and clock() < deadline:
-                continue
+        if maintain:
+            maintain = False
+            done = store.maintain_partitions(retention_days)
+            report.partitions_created, report.partitions_dropped = done.created, done.dropped
+            report.purged = done.default_purged
         now = clock()
         if now >= deadline:
             break

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from scheduler.domain import Claim, Completion, Execution, Job, StartedExecution
+from scheduler.domain import Claim, Completion, Execution, Job, PartitionMaintenance, StartedExecution
 
 Planner = Callable[[Job, datetime], Mapping[str, Any]]
 Change = Callable[[dict[str, Any], datetime], Mapping[str, Any]]
@@ -68,7 +68,7 @@ class ExecutionStore(CompletionStore, Protocol):
 
 class FanoutStore(Protocol):
     """What the fan-out loop needs: claim (a lease, or a lease and a start for the in-process
-    pipeline), give back, look at the backlog, purge."""
+    pipeline), give back, look at the backlog, keep the executions' day partitions."""
 
     def claim_due(self, limit: int, lease_seconds: float) -> list[Claim]: ...
 
@@ -82,4 +82,4 @@ class FanoutStore(Protocol):
 
     def next_due_in(self) -> float | None: ...
 
-    def purge_executions(self, retention_days: int, batch: int = 500, max_batches: int = 20) -> int: ...
+    def maintain_partitions(self, retention_days: int, days_ahead: int = 3) -> PartitionMaintenance: ...

@@ -15,9 +15,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import math
 import re
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Mapping, Sequence
 
 import psycopg
@@ -25,7 +26,7 @@ from psycopg.types.json import Jsonb, JsonbLoader
 from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool
 
-from scheduler.domain import SPEC_FIELDS, Claim, Completion, Execution, Job, StartedExecution
+from scheduler.domain import SPEC_FIELDS, Claim, Completion, Execution, Job, PartitionMaintenance, StartedExecution
 from scheduler.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
 from scheduler.ports import Change, CompletionPlanner, Planner
 from scheduler.sql import QUERIES
@@ -37,7 +38,8 @@ except ImportError:  # pragma: no cover - without it, psycopg's default (json.lo
 
 # The parameters of ``complete_job`` (values), and of ``complete_jobs`` (arrays of them).
 _COMPLETION_COLUMNS = ("job_id", "lock_token", "execution_id", "version", "state", "scheduled_at", "attempt",
-                       "next_run_at", "ran_scheduled_at", "status", "error", "http_status", "response_excerpt")
+                       "next_run_at", "ran_scheduled_at", "status", "error", "http_status", "response_excerpt",
+                       "started_at")
 
 
 def _complete(conn: psycopg.Connection | psycopg.Cursor, rows: list[dict[str, Any]]) -> psycopg.Cursor:
@@ -49,13 +51,14 @@ def _complete(conn: psycopg.Connection | psycopg.Cursor, rows: list[dict[str, An
     return conn.execute(QUERIES["complete_jobs"], {key: [row[key] for row in rows] for key in _COMPLETION_COLUMNS})
 
 
-def _completion_row(done: Completion, plan: Mapping[str, Any], version: int, ran_scheduled_at: datetime | None
-                    ) -> dict[str, Any]:
+def _completion_row(done: Completion, plan: Mapping[str, Any], version: int, ran_scheduled_at: datetime | None,
+                    started_at: datetime) -> dict[str, Any]:
+    """One outcome's parameters; ``started_at`` is the execution's (its partition's key)."""
     return {"job_id": done.job_id, "lock_token": done.lock_token, "execution_id": done.execution_id,
             "version": version, "state": plan["state"], "scheduled_at": plan["scheduled_at"],
             "attempt": plan["attempt"], "next_run_at": plan["next_run_at"], "ran_scheduled_at": ran_scheduled_at,
             "status": done.outcome.status, "error": done.outcome.error, "http_status": done.http_status,
-            "response_excerpt": done.response_excerpt}
+            "response_excerpt": done.response_excerpt, "started_at": started_at}
 
 
 def _retry_on_dead_connection(method: Callable) -> Callable:
@@ -284,8 +287,8 @@ class Store:
         A plan marked ``"delete": True`` (the service's decision: ``after_completion = 'delete'``
         and the job completed) deletes its job with its executions in the same transaction, once
         written; without any, the statement runs alone (no transaction to open)."""
-        rows = [_completion_row(done, plan, done.started.job.version, done.started.scheduled_at)
-                for done, plan in planned]
+        rows = [_completion_row(done, plan, done.started.job.version, done.started.scheduled_at,
+                                done.started.started_at) for done, plan in planned]
         doomed = [str(done.job_id) for done, plan in planned if plan.get("delete")]
         with self.pool.connection() as conn, (conn.transaction() if doomed else contextlib.nullcontext()):
             written = {str(r["job_id"]) for r in _complete(_uuids_as_text(conn), rows).fetchall()}
@@ -304,7 +307,8 @@ class Store:
                 return False
             job, ran = Job.from_row(row), row["ran_scheduled_at"]
             planned = plan(job, row["db_now"], ran)
-            written = _complete(conn, [_completion_row(done, planned, job.version, ran)]).fetchone() is not None
+            written = _complete(conn, [_completion_row(done, planned, job.version, ran, row["ran_started_at"])]
+                                ).fetchone() is not None
             if written and planned.get("delete"):
                 _delete_completed(conn, [done.job_id])
             return written
@@ -334,31 +338,46 @@ class Store:
     def list_executions(self, owner: str, job_id: str, *, status: str | None = None, limit: int = 50,
                         before_seq: int | None = None) -> list[Execution]:
         """A page of the job's executions, newest first. Raises ``NotFound``."""
-        self.get_job(owner, job_id)
+        job = self.get_job(owner, job_id)
+        params = {"job_id": job_id, "status": status, "before_seq": before_seq, "limit": limit, "since": None,
+                  "until": None}
+        # As list_owner_executions, for a first page: the recent days first (seq and started_at
+        # order a job's executions alike, see queries.sql), as many as the job's rate so far
+        # says hold a page, the older ones only for a page left short. A job too rare for a week
+        # to hold a page, and a page after a cursor (its instant unknown), read every day at once.
+        now = datetime.now(timezone.utc)
+        days = None if before_seq is not None or status is not None else _days_for_a_page(job, now, limit)
         with self.pool.connection() as conn:
-            rows = conn.execute(QUERIES["list_executions"], {
-                "job_id": job_id, "status": status, "before_seq": before_seq, "limit": limit}).fetchall()
+            if days is None:
+                rows = conn.execute(QUERIES["list_executions"], params).fetchall()
+            else:
+                recent = _days_before(now, days)
+                rows = conn.execute(QUERIES["list_executions"], {**params, "since": recent}).fetchall()
+                if len(rows) < limit:
+                    rows += conn.execute(QUERIES["list_executions"], {
+                        **params, "until": recent, "limit": limit - len(rows)}).fetchall()
         return [Execution.from_row(row) for row in rows]
 
     @_retry_on_dead_connection
-    def get_execution(self, execution_id: str) -> Execution | None:
-        """One execution by id (internal: no owner check)."""
+    def get_execution(self, execution_id: str, started_at: datetime | None = None) -> Execution | None:
+        """One execution by id (internal: no owner check); its ``started_at``, when known, makes
+        the lookup read one day's partition."""
         with self.pool.connection() as conn:
-            row = conn.execute(QUERIES["get_execution"], {"execution_id": execution_id}).fetchone()
+            row = conn.execute(QUERIES["get_execution"], {"execution_id": execution_id,
+                                                          "started_at": started_at}).fetchone()
         return None if row is None else Execution.from_row(row)
 
     @_retry_on_dead_connection
-    def purge_executions(self, retention_days: int, batch: int = 500, max_batches: int = 20) -> int:
-        """Delete finished executions older than the retention, in small batches; returns how many."""
-        total = 0
-        for _ in range(max_batches):
-            with self.pool.connection() as conn:
-                n = len(conn.execute(QUERIES["purge_executions"],
-                                     {"retention_days": retention_days, "batch": batch}).fetchall())
-            total += n
-            if n < batch:
-                break
-        return total
+    def maintain_partitions(self, retention_days: int, days_ahead: int = 3) -> PartitionMaintenance:
+        """Retention by whole days: create the executions' partitions of today and the next
+        ``days_ahead`` days, drop those wholly older than ``retention_days``, purge expired rows
+        of the DEFAULT partition (``scheduler_maintain_partitions``, migration 0005: it holds the
+        DDL rights the application's role lacks). A step that would wait on a lock is left to
+        the next call (counted in ``skipped``)."""
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["maintain_partitions"], {
+                "retention_days": retention_days, "days_ahead": days_ahead}).fetchone()
+        return PartitionMaintenance(**row)
 
     @_retry_on_dead_connection
     def list_owner_executions(self, owner: str, *, status: str | None = None, job_id: str | None = None,
@@ -370,11 +389,45 @@ class Store:
         if job_id is not None and not _is_uuid(job_id):
             return []
         before_started_at, before_id = before if before is not None else (None, None)
+        params = {"owner": owner, "status": status, "job_id": job_id, "since": since, "until": None, "limit": limit,
+                  "before_started_at": before_started_at, "before_id": before_id}
+        # A page usually lies in the last days (before the cursor, or today): a first try bounded
+        # below by midnight OWNER_RECENT_DAYS back, a constant the planner prunes every older day's
+        # partition with (planning a query over a month of partitions costs more than reading the
+        # page). Only a page it leaves short reads on below that instant. The local clock only
+        # places the bound: the two tries cover every instant, so a skewed clock costs a second try.
+        recent = _days_before(before_started_at or datetime.now(timezone.utc), OWNER_RECENT_DAYS)
         with self.pool.connection() as conn:
-            rows = conn.execute(QUERIES["list_owner_executions"], {
-                "owner": owner, "status": status, "job_id": job_id, "since": since, "limit": limit,
-                "before_started_at": before_started_at, "before_id": before_id}).fetchall()
+            if since is not None and since >= recent:
+                rows = conn.execute(QUERIES["list_owner_executions"], params).fetchall()
+            else:
+                rows = conn.execute(QUERIES["list_owner_executions"], {**params, "since": recent}).fetchall()
+                if len(rows) < limit:
+                    rows += conn.execute(QUERIES["list_owner_executions"], {
+                        **params, "until": recent, "limit": limit - len(rows)}).fetchall()
         return [Execution.from_row(row) for row in rows]
+
+
+# Days of executions a history page's first try reads (see list_owner_executions): an owner's
+# executions across jobs, the day before and today's; one job's, up to a week, from its rate.
+OWNER_RECENT_DAYS = 1
+JOB_RECENT_DAYS = 7
+
+
+def _days_before(instant: datetime, days: int) -> datetime:
+    """Midnight UTC ``days`` before ``instant``'s day (the executions' partitions are UTC days)."""
+    day = instant.astimezone(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+    return day - timedelta(days=days)
+
+
+def _days_for_a_page(job: Mapping[str, Any], now: datetime, limit: int) -> int | None:
+    """Days back likely to hold ``limit`` of the job's executions, at its rate so far (runs over
+    its age, with a margin), at most JOB_RECENT_DAYS; None when that would not hold a page."""
+    age_days = max((now - job["created_at"]).total_seconds() / 86400, 1 / 24)
+    per_day = job["run_count"] / age_days
+    if per_day * JOB_RECENT_DAYS < 1.5 * limit:
+        return None
+    return max(1, min(JOB_RECENT_DAYS, math.ceil(1.5 * limit / per_day)))
 
 
 _CANONICAL_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")

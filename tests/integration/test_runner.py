@@ -217,17 +217,29 @@ def test_unroutable_amqp_message_is_a_retryable_failure(store, amqp_url, amqp_qu
     assert execution.status == "failed" and execution.trigger == "manual"
 
 
-def test_fanout_purges_expired_executions_beyond_one_batch(store, pool):
+def test_fanout_keeps_the_day_partitions_once_per_run(store, pool):
+    """The fan-out drops the expired day (not row by row), creates the days ahead, purges the
+    DEFAULT partition's expired rows, once per run however many rounds it makes."""
     job_id = str(service.create_job(store, OWNER, http_spec("old", "0 0 1 1 *"))["id"])
     with pool.connection() as conn:
+        conn.execute("CREATE TABLE executions_p20000101 PARTITION OF executions "
+                     "FOR VALUES FROM ('2000-01-01 00:00+00') TO ('2000-01-02 00:00+00')")
         conn.execute("""
             INSERT INTO executions (id, job_id, scheduled_at, started_at, attempt, trigger, status)
-            SELECT gen_random_uuid(), %s, now(), now() - interval '40 days', 1, 'schedule', 'succeeded'
-            FROM generate_series(1, 1700)""", (job_id,))
+            SELECT gen_random_uuid(), %s::uuid, now(), timestamptz '2000-01-01 12:00+00', 1, 'schedule', 'succeeded'
+            FROM generate_series(1, 1700)
+            UNION ALL
+            SELECT gen_random_uuid(), %s::uuid, now(), now() - interval '40 days', 1, 'schedule', 'succeeded'""",
+                     (job_id, job_id))
+    calls = []
+    original = store.maintain_partitions
+    store.maintain_partitions = lambda *args, **kwargs: calls.append(args) or original(*args, **kwargs)
     invoker = local_invoker(store)
-    report = run_fanout(store, invoker, budget_seconds=2, retention_days=30)
+    report = run_fanout(store, invoker, budget_seconds=1.5, retention_days=30)
     invoker.close()
-    assert report.purged == 1700 and store.list_executions(OWNER, job_id) == []
+    assert report.rounds > 1 and calls == [(30,)]
+    assert (report.partitions_dropped, report.partitions_created, report.purged) == (1, 3, 1)
+    assert store.list_executions(OWNER, job_id) == []
 
 
 def test_fanout_stops_draining_at_its_limit_while_claims_come_back_full(store, pool):

@@ -279,7 +279,8 @@ def test_list_filters(store):
     assert store.list_jobs(OTHER) == []
 
 
-def test_purge_executions_in_batches(store, pool):
+def test_expired_executions_without_their_day_partition_are_purged_from_default(store, pool):
+    """Rows older than any day partition land in DEFAULT; the maintenance deletes them there."""
     job_id = str(service.create_job(store, OWNER, http_spec("purge"))["id"])
     with pool.connection() as conn:
         conn.execute("""
@@ -287,7 +288,7 @@ def test_purge_executions_in_batches(store, pool):
             SELECT gen_random_uuid(), %s, now(), now() - interval '40 days', 1, 'schedule', 'succeeded'
             FROM generate_series(1, 1200)""", (job_id,))
     service.create_job(store, OWNER, http_spec("keep"))
-    assert store.purge_executions(30, batch=500) == 1200
+    assert store.maintain_partitions(30).default_purged == 1200
     assert store.list_executions(OWNER, job_id) == []
 
 

@@ -36,14 +36,17 @@ LIMIT %(limit)s;
 
 -- fragment: mark_lost
 -- After an "orphan" CTE (execution_id: executions whose lease expired while they ran, so their
--- runner died or stalled): those still running are marked lost.
+-- runner died or stalled) and started_at (its job's last_run_at: start_execution and
+-- claim_and_start set both to the same now(), and nothing else writes running_execution_id, so
+-- the pair names the row and the lookup probes one day's partition): those still running are
+-- marked lost.
 lost AS (
     UPDATE executions e
     SET status = 'lost', finished_at = now(),
         duration_ms = (EXTRACT(EPOCH FROM now() - e.started_at) * 1000)::integer,
         error = 'the lease expired before the execution finished (runner lost)'
     FROM orphan
-    WHERE e.id = orphan.execution_id AND e.status = 'running'
+    WHERE e.id = orphan.execution_id AND e.started_at = orphan.started_at AND e.status = 'running'
     RETURNING e.id
 )
 
@@ -53,7 +56,7 @@ lost AS (
 WITH orphan AS (
     -- An execution whose lease expired is over, as the claim would find (a paused job is not
     -- claimed again, so its orphan would otherwise stay "running").
-    SELECT j.running_execution_id AS execution_id
+    SELECT j.running_execution_id AS execution_id, j.last_run_at AS started_at
     FROM jobs j
     WHERE j.id = %(id)s AND j.owner = %(owner)s AND j.running_execution_id IS NOT NULL AND j.locked_until < now()
 ), {{ mark_lost }}
@@ -94,7 +97,7 @@ due AS (
     -- Rows with something due whose lease is free or expired, oldest first. FOR UPDATE SKIP
     -- LOCKED lets concurrent claimers take disjoint batches without waiting on each other, and
     -- the partial index on due_at keeps the cost proportional to the due rows, not the table.
-    SELECT id, running_execution_id AS orphan_execution_id
+    SELECT id, running_execution_id AS orphan_execution_id, last_run_at AS orphan_started_at
     FROM jobs
     WHERE due_at <= now()
       AND (locked_until IS NULL OR locked_until < now())
@@ -105,7 +108,7 @@ due AS (
     -- A lease that expired while its execution ran: that runner died or stalled. Its execution
     -- is marked lost and the job is delivered again (at-least-once); the stale runner can no
     -- longer complete because the token below changes (fencing).
-    SELECT orphan_execution_id AS execution_id FROM due WHERE orphan_execution_id IS NOT NULL
+    SELECT orphan_execution_id AS execution_id, orphan_started_at AS started_at FROM due WHERE orphan_execution_id IS NOT NULL
 ), {{ mark_lost }}
 
 -- name: claim_due
@@ -195,16 +198,19 @@ WITH {{ due_leases }}, job AS (
 ), {{ record_started }};
 
 -- name: lock_leased_job
--- Completion's locking path: hold the row only if our lease still stands (the fence).
-SELECT jobs.*, now() AS db_now,
-       (SELECT scheduled_at FROM executions WHERE id = %(execution_id)s) AS ran_scheduled_at
+-- Completion's locking path: hold the row only if our lease still stands (the fence). The
+-- execution started with the job's last_run_at (see mark_lost): one partition is probed.
+SELECT jobs.*, now() AS db_now, jobs.last_run_at AS ran_started_at,
+       (SELECT scheduled_at FROM executions
+        WHERE id = %(execution_id)s AND started_at = jobs.last_run_at) AS ran_scheduled_at
 FROM jobs
 WHERE id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id = %(execution_id)s
 FOR UPDATE OF jobs;
 
 -- fragment: complete_outcomes
 -- After an "outcome" CTE (one row per execution: job_id, lock_token, execution_id, version, the
--- planned state, scheduled_at, attempt and next_run_at, ran_scheduled_at, and how it ended): each
+-- planned state, scheduled_at, attempt and next_run_at, ran_scheduled_at, the execution's
+-- started_at (its partition: the update probes that day's primary key only), and how it ended): each
 -- job's next state, computed by scheduler.lifecycle, the lease released and the execution's
 -- outcome recorded. Fenced by the token, and valid only for the version the plan was computed
 -- from: from the row start_execution or claim_and_start returned (the usual case; after an
@@ -229,7 +235,7 @@ job AS (
         response_excerpt = o.response_excerpt, error = o.error,
         duration_ms = (EXTRACT(EPOCH FROM now() - e.started_at) * 1000)::integer
     FROM outcome o JOIN job ON job.id = o.job_id
-    WHERE e.id = o.execution_id AND e.status = 'running'
+    WHERE e.id = o.execution_id AND e.started_at = o.started_at AND e.status = 'running'
     RETURNING e.id
 )
 SELECT id AS job_id FROM job
@@ -242,7 +248,7 @@ WITH outcome AS (
            %(attempt)s::integer AS attempt, %(next_run_at)s::timestamptz AS next_run_at,
            %(ran_scheduled_at)s::timestamptz AS ran_scheduled_at, %(status)s::text AS status,
            %(error)s::text AS error, %(http_status)s::integer AS http_status,
-           %(response_excerpt)s::text AS response_excerpt
+           %(response_excerpt)s::text AS response_excerpt, %(started_at)s::timestamptz AS started_at
 ), {{ complete_outcomes }};
 
 -- name: complete_jobs
@@ -252,19 +258,28 @@ WITH outcome AS (
                          %(version)b::integer[], %(state)b::text[], %(scheduled_at)b::timestamptz[],
                          %(attempt)b::integer[], %(next_run_at)b::timestamptz[],
                          %(ran_scheduled_at)b::timestamptz[], %(status)b::text[], %(error)b::text[],
-                         %(http_status)b::integer[], %(response_excerpt)b::text[])
+                         %(http_status)b::integer[], %(response_excerpt)b::text[], %(started_at)b::timestamptz[])
         AS o(job_id, lock_token, execution_id, version, state, scheduled_at, attempt, next_run_at,
-             ran_scheduled_at, status, error, http_status, response_excerpt)
+             ran_scheduled_at, status, error, http_status, response_excerpt, started_at)
 ), {{ complete_outcomes }};
 
 -- name: get_execution
-SELECT * FROM executions WHERE id = %(execution_id)s;
+-- With its started_at, one partition is probed; without (internal and test use only, no route
+-- reads it), every day's primary key is probed once: a few dozen index probes.
+SELECT * FROM executions
+WHERE id = %(execution_id)s
+  AND (%(started_at)s::timestamptz IS NULL OR started_at = %(started_at)s::timestamptz);
 
 -- name: list_executions
--- Newest first by seq (a total order); the cursor is the last seq seen.
+-- Newest first by seq (a total order); the cursor is the last seq seen. A job's executions start
+-- one at a time (under its lease, each in a transaction that follows the previous one's start),
+-- so seq and started_at order them alike: since and until (the store's, see
+-- Store.list_executions), constants when planned, leave out the partitions of other days.
 SELECT e.* FROM executions e
 WHERE e.job_id = %(job_id)s
   AND (%(status)s::text IS NULL OR e.status = %(status)s::text)
+  AND (%(since)s::timestamptz IS NULL OR e.started_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR e.started_at < %(until)s::timestamptz)
   AND (%(before_seq)s::bigint IS NULL OR e.seq < %(before_seq)s::bigint)
 ORDER BY e.seq DESC
 LIMIT %(limit)s;
@@ -287,22 +302,20 @@ SELECT EXTRACT(EPOCH FROM (
            LIMIT 1
        ) - now())::float AS seconds;
 
--- name: purge_executions
--- Retention: a small batch at a time, so the purge never holds many locks or a long transaction.
-DELETE FROM executions
-WHERE id IN (
-    SELECT id FROM executions
-    WHERE started_at < now() - make_interval(days => %(retention_days)s) AND status <> 'running'
-    LIMIT %(batch)s
-)
-RETURNING id;
+-- name: maintain_partitions
+-- Retention by whole days (migration 0005): the executions' partitions created ahead and dropped
+-- past the retention, by a function that holds the DDL rights the application's role lacks.
+SELECT created, dropped, default_moved, default_purged, skipped
+FROM scheduler_maintain_partitions(%(retention_days)s::integer, %(days_ahead)s::integer);
 
 -- name: list_owner_executions
 -- The owner's executions across their jobs, newest first, each with its job's name. Keyset
 -- pagination on (started_at, id): the index executions_owner_started_idx gives this order for
 -- one owner, so a page reads about `limit` entries (and as many job rows) however many
 -- executions and jobs the owner has; the row comparison is the index's own condition. Filters
--- on status and job narrow the same walk; since stops it at an instant.
+-- on status and job narrow the same walk; since stops it at an instant. until (exclusive) is the
+-- store's: the part of a page older than its first try (Store.list_owner_executions); both bounds,
+-- constants when the statement is planned, leave out the partitions of the days outside them.
 SELECT e.*, j.name AS job_name
 FROM executions e
 JOIN jobs j ON j.id = e.job_id
@@ -310,6 +323,7 @@ WHERE e.owner = %(owner)s
   AND (%(status)s::text IS NULL OR e.status = %(status)s::text)
   AND (%(job_id)s::uuid IS NULL OR e.job_id = %(job_id)s::uuid)
   AND (%(since)s::timestamptz IS NULL OR e.started_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR e.started_at < %(until)s::timestamptz)
   AND (%(before_started_at)s::timestamptz IS NULL
        OR (e.started_at, e.id) < (%(before_started_at)s::timestamptz, %(before_id)s::uuid))
 ORDER BY e.started_at DESC, e.id DESC

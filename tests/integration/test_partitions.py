@@ -1,0 +1,255 @@
+"""Executions partitioned by day (migration 0005): the schema, the rows carried across, the
+DEFAULT partition, retention by dropping whole days, the maintenance function's rights, and the
+writes that look an execution up probing one partition."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+from psycopg.rows import dict_row
+
+from scheduler import service
+from scheduler.migrations import ensure_login, migrate
+from scheduler.sql import QUERIES
+from tests.support import http_spec
+
+OWNER = "arn:aws:iam::111111111111:user/partitions"
+COLUMNS = ("id, seq, job_id, owner, scheduled_at, started_at, finished_at, attempt, trigger, status, "
+           "http_status, response_excerpt, error, duration_ms")
+
+
+def partitions(conn: psycopg.Connection) -> list[str]:
+    return [r[0] for r in conn.execute("""
+        SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+        WHERE i.inhparent = 'executions'::regclass ORDER BY c.relname""").fetchall()]
+
+
+def day_name(day: datetime) -> str:
+    return "executions_p" + day.astimezone(timezone.utc).strftime("%Y%m%d")
+
+
+def partition_of(conn: psycopg.Connection, execution_id) -> str:
+    return conn.execute("SELECT tableoid::regclass::text FROM executions WHERE id = %s", (execution_id,)).fetchone()[0]
+
+
+def insert_execution(conn: psycopg.Connection, job_id, started_at: str) -> uuid.UUID:
+    execution_id = uuid.uuid4()
+    conn.execute(f"""
+        INSERT INTO executions (id, job_id, scheduled_at, started_at, attempt, trigger, status)
+        VALUES (%s, %s, now(), {started_at}, 1, 'schedule', 'succeeded')""", (execution_id, job_id))
+    return execution_id
+
+
+def test_the_migrated_schema_is_partitioned_by_day(store, db_url):
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        assert conn.execute("""
+            SELECT pg_get_partkeydef('executions'::regclass)""").fetchone()[0] == "RANGE (started_at)"
+        key = conn.execute("""
+            SELECT pg_get_constraintdef(oid) FROM pg_constraint
+            WHERE conrelid = 'executions'::regclass AND contype = 'p'""").fetchone()[0]
+        assert key == "PRIMARY KEY (id, started_at)"
+        parts = partitions(conn)
+        assert "executions_default" in parts and day_name(conn.execute("SELECT now()").fetchone()[0]) in parts
+        # Each index of the history pages is a partitioned index, so every day has its own.
+        indexes = dict(conn.execute("""
+            SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'executions'""").fetchall())
+        assert set(indexes) == {"executions_pkey", "executions_job_seq_idx", "executions_owner_started_idx"}
+        for part in parts:
+            assert conn.execute("SELECT count(*) FROM pg_indexes WHERE tablename = %s", (part,)).fetchone()[0] == 3
+        # The owner trigger of 0003 and the cascade from jobs hold on the partitioned table.
+        job_id = service.create_job(store, OWNER, http_spec("p"))["id"]
+        execution_id = insert_execution(conn, job_id, "now()")
+        assert conn.execute("SELECT owner FROM executions WHERE id = %s", (execution_id,)).fetchone()[0] == OWNER
+        conn.execute("DELETE FROM jobs WHERE id = %s", (job_id,))
+        assert conn.execute("SELECT count(*) FROM executions").fetchone()[0] == 0
+
+
+def test_existing_rows_are_carried_across(empty_db_url):
+    migrate(empty_db_url, target=4)
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        conn.execute("""
+            INSERT INTO jobs (id, owner, name, schedule, target, retry)
+            VALUES (gen_random_uuid(), 'o', 'j', '* * * * *', '{}', '{}')""")
+        conn.execute("""
+            INSERT INTO executions (id, job_id, scheduled_at, started_at, finished_at, attempt, trigger, status,
+                                    http_status, response_excerpt, error, duration_ms)
+            SELECT gen_random_uuid(), (SELECT id FROM jobs), now() - g * interval '7 hours',
+                   now() - g * interval '7 hours', now() - g * interval '7 hours' + interval '1 s', g % 3 + 1,
+                   'schedule', CASE WHEN g % 5 = 0 THEN 'failed' ELSE 'succeeded' END, 200, 'ok ' || g, NULL, 1000
+            FROM generate_series(0, 400) AS g""")
+        before = conn.execute(f"SELECT {COLUMNS} FROM executions ORDER BY id").fetchall()
+        days = {row[5].astimezone(timezone.utc).date() for row in before}
+    assert migrate(empty_db_url) == [5]
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        assert conn.execute(f"SELECT {COLUMNS} FROM executions ORDER BY id").fetchall() == before
+        parts = partitions(conn)
+        assert {day_name(datetime.combine(d, datetime.min.time(), timezone.utc)) for d in days} <= set(parts)
+        assert conn.execute("SELECT count(*) FROM executions_default").fetchone()[0] == 0
+        # The sequence went with the column: new rows continue after the old ones.
+        new = insert_execution(conn, conn.execute("SELECT id FROM jobs").fetchone()[0], "now()")
+        seq = conn.execute("SELECT seq FROM executions WHERE id = %s", (new,)).fetchone()[0]
+        assert seq > max(r[1] for r in before)
+
+
+def test_a_row_far_outside_the_created_days_lands_in_default_and_moves_when_its_day_comes(store, db_url):
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        job_id = service.create_job(store, OWNER, http_spec("far"))["id"]
+        far = insert_execution(conn, job_id, "now() + interval '400 days'")
+        soon = insert_execution(conn, job_id, "now() + interval '2 days'")
+        assert partition_of(conn, far) == partition_of(conn, soon) == "executions_default"
+        done = conn.execute("SELECT * FROM scheduler_maintain_partitions(30)").fetchone()
+        assert done[:4] == (3, 0, 1, 0)  # created, dropped, moved from default, purged
+        soon_day = conn.execute("SELECT now() + interval '2 days'").fetchone()[0]
+        assert partition_of(conn, soon) == day_name(soon_day)
+        assert partition_of(conn, far) == "executions_default"
+
+
+def test_retention_drops_whole_old_days_and_nothing_newer(store, db_url):
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        job_id = service.create_job(store, OWNER, http_spec("old"))["id"]
+        now = conn.execute("SELECT now()").fetchone()[0]
+        today = now.astimezone(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+        for back in range(0, 35):
+            day = today - timedelta(days=back)
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {day_name(day)} PARTITION OF executions "
+                         f"FOR VALUES FROM ('{day}') TO ('{day + timedelta(days=1)}')")
+            for hour in (0, 12, 23):
+                insert_execution(conn, job_id, f"timestamptz '{day + timedelta(hours=hour, minutes=59)}'")
+        cutoff = now - timedelta(days=30)
+        # The day that holds the cutoff keeps its rows, older ones too: a day goes only whole.
+        expected = {day_name(today - timedelta(days=back)) for back in range(0, 35)
+                    if today - timedelta(days=back) + timedelta(days=1) > cutoff}
+        dropped = conn.execute("SELECT dropped FROM scheduler_maintain_partitions(30)").fetchone()[0]
+        assert dropped == 35 - len(expected)
+        left = set(partitions(conn)) - {"executions_default"}
+        assert {p for p in left if p <= day_name(today)} == expected
+        assert conn.execute("SELECT count(*) FROM executions").fetchone()[0] == 3 * len(expected)
+        # Nothing more to do on the next call.
+        assert conn.execute("SELECT created, dropped FROM scheduler_maintain_partitions(30)").fetchone() == (0, 0)
+
+
+def test_the_app_role_runs_the_maintenance_but_no_ddl_of_its_own(db_url):
+    username = f"app_{uuid.uuid4().hex[:8]}"
+    try:
+        assert ensure_login(db_url, username, "pw-not-checked-on-trust") == "created"
+        app_url = make_conninfo(db_url, user=username, password="")
+        with psycopg.connect(app_url, autocommit=True) as conn:
+            assert conn.execute("SELECT created FROM scheduler_maintain_partitions(30)").fetchone()[0] == 3
+            today = partitions(conn)[0]
+            for ddl in ("CREATE TABLE executions_p29990101 PARTITION OF executions "
+                        "FOR VALUES FROM ('2999-01-01') TO ('2999-01-02')",
+                        f"DROP TABLE {today}", "DROP TABLE executions_default",
+                        f"ALTER TABLE executions DETACH PARTITION {today}", "CREATE TABLE intruder (id int)"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    conn.execute(ddl)
+        # Not granted to PUBLIC: a login outside the role cannot call it.
+        stranger = f"x_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            conn.execute(f"CREATE ROLE {stranger} LOGIN")
+        try:
+            with psycopg.connect(make_conninfo(db_url, user=stranger, password=""), autocommit=True) as conn:
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    conn.execute("SELECT * FROM scheduler_maintain_partitions(30)")
+        finally:
+            with psycopg.connect(db_url, autocommit=True) as conn:
+                conn.execute(f"DROP ROLE {stranger}")
+    finally:
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            conn.execute(psycopg.sql.SQL("DROP ROLE IF EXISTS {}").format(psycopg.sql.Identifier(username)))
+
+
+def test_a_step_that_would_wait_on_a_lock_is_left_to_the_next_call(db_url):
+    with psycopg.connect(db_url, autocommit=True) as conn, psycopg.connect(db_url) as reader:
+        reader.execute("SELECT count(*) FROM executions")  # holds every partition, DEFAULT included
+        assert conn.execute("SELECT created, skipped FROM scheduler_maintain_partitions(30)").fetchone() == (0, 3)
+        reader.rollback()
+        assert conn.execute("SELECT created, skipped FROM scheduler_maintain_partitions(30)").fetchone() == (3, 0)
+
+
+def test_the_writes_by_execution_id_probe_one_partition(store, db_url):
+    """A completion and a lost-marking name the execution with its started_at: run-time pruning
+    leaves every other day's partition unexecuted."""
+    job_id = str(service.create_job(store, OWNER, http_spec("probe", "0 0 1 1 *"))["id"])
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        for back in range(1, 6):
+            day = conn.execute("SELECT now() - make_interval(days => %s) AS d", (back,)).fetchone()["d"]
+            conn.execute(f"CREATE TABLE {day_name(day)} PARTITION OF executions FOR VALUES FROM "
+                         f"('{day.date()} 00:00+00') TO ('{(day + timedelta(days=1)).date()} 00:00+00')")
+        store.request_run(OWNER, job_id)
+        [claim] = store.claim_due(1, 60)
+        started = store.start_execution(claim.job_id, claim.lock_token)
+        params = {"job_id": job_id, "lock_token": claim.lock_token, "execution_id": started.execution_id,
+                  "version": started.job.version, "state": "active", "scheduled_at": None, "attempt": 0,
+                  "next_run_at": None, "ran_scheduled_at": started.scheduled_at, "status": "succeeded",
+                  "error": None, "http_status": 200, "response_excerpt": None, "started_at": started.started_at}
+        for name, values in (("complete_job", params),
+                             ("complete_jobs", {k: [v] for k, v in params.items()}),
+                             ("lock_leased_job", {k: params[k] for k in ("job_id", "lock_token", "execution_id")})):
+            conn.execute("BEGIN")
+            plan = [r["QUERY PLAN"] for r in conn.execute(
+                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + QUERIES[name], values).fetchall()]
+            conn.execute("ROLLBACK")
+            scans = [line for line in plan if " on executions_" in line and "Update on" not in line]
+            ran = [line for line in scans if "never executed" not in line]
+            assert len(scans) >= 7 and len(ran) == 1 and day_name(started.started_at) in ran[0], (name, plan)
+        assert store.get_execution(started.execution_id, started.started_at).status == "running"
+
+
+def test_pages_across_jobs_cross_from_the_recent_days_to_older_ones_in_order(store, db_url):
+    """The store's first try reads the recent days only; a page it leaves short goes on below,
+    so pages of any size walk every execution newest first, none twice, none skipped."""
+    job_ids = [str(service.create_job(store, OWNER, http_spec(f"walk-{i}"))["id"]) for i in range(3)]
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("SELECT scheduler_maintain_partitions(30)")
+        for back in range(1, 6):
+            day = conn.execute("SELECT now() - make_interval(days => %s) AS d", (back,)).fetchone()[0]
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {day_name(day)} PARTITION OF executions FOR VALUES FROM "
+                         f"('{day.date()} 00:00+00') TO ('{(day + timedelta(days=1)).date()} 00:00+00')")
+        for i in range(60):  # one every 2 hours over 5 days, the jobs in turn; a few in DEFAULT
+            insert_execution(conn, job_ids[i % 3], f"now() - interval '{2 * i} hours'")
+        insert_execution(conn, job_ids[0], "now() - interval '20 days'")
+        expected = [str(r[0]) for r in conn.execute("SELECT id FROM executions ORDER BY started_at DESC, id DESC")]
+    for limit in (1, 7, 25, 61, 100):
+        seen, before = [], None
+        while page := store.list_owner_executions(OWNER, limit=limit, before=before):
+            seen += [str(e.id) for e in page]
+            before = (page[-1].started_at, page[-1].id)
+        assert seen == expected, limit
+    since = datetime.now(timezone.utc) - timedelta(days=3)
+    assert [str(e.id) for e in store.list_owner_executions(OWNER, limit=100, since=since)] == expected[:36]
+
+
+def test_a_jobs_pages_cross_from_the_recent_days_to_older_ones_in_order(store, db_url):
+    """The same for one job's executions, in seq order (which their starts, one at a time, share
+    with started_at): inserted oldest first, as the runner writes them."""
+    job_id = str(service.create_job(store, OWNER, http_spec("walk"))["id"])
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for back in range(1, 6):
+            day = conn.execute("SELECT now() - make_interval(days => %s) AS d", (back,)).fetchone()[0]
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {day_name(day)} PARTITION OF executions FOR VALUES FROM "
+                         f"('{day.date()} 00:00+00') TO ('{(day + timedelta(days=1)).date()} 00:00+00')")
+        insert_execution(conn, job_id, "now() - interval '20 days'")  # in DEFAULT
+        for i in reversed(range(40)):
+            insert_execution(conn, job_id, f"now() - interval '{3 * i} hours'")
+        expected = [r[0] for r in conn.execute("SELECT seq FROM executions ORDER BY seq DESC")]
+        # Its rate (8 a day) has small pages read the recent days first, large ones every day.
+        conn.execute("UPDATE jobs SET run_count = 40, created_at = now() - interval '5 days'")
+    for limit in (1, 6, 41, 50):
+        seen, before = [], None
+        while page := store.list_executions(OWNER, job_id, limit=limit, before_seq=before):
+            seen += [e.seq for e in page]
+            before = page[-1].seq
+        assert seen == expected, limit
+
+
+def test_every_partition_keeps_room_for_the_completions_update(db_url):
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("SELECT scheduler_maintain_partitions(30)")
+        options = conn.execute("""
+            SELECT c.relname, c.reloptions FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+            WHERE i.inhparent = 'executions'::regclass""").fetchall()
+    assert len(options) >= 5 and all(opts == ["fillfactor=80"] for _, opts in options), options
