@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 LINT_VENV := .venv-lint
 
-.PHONY: install test unit integration e2e infra layer synth dev bench bench-quick fuzz clean lint-templates
+.PHONY: install lint test unit integration e2e infra layer synth dev bench bench-quick fuzz clean lint-templates
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,13 @@ node_modules/.installed: package.json package-lock.json
 install: $(VENV)/.installed node_modules/.installed
 
 # The suite includes the template linters (tests/infra/test_infra_lint.py), from their own venv.
-test: install $(LINT_VENV)/.installed
+test: install $(LINT_VENV)/.installed lint
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# ruff (configured in pyproject.toml): lint and format check.
+lint: install
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 unit: install
 	$(PY) -m pytest -q tests/unit

@@ -21,7 +21,6 @@ import time
 import psycopg
 
 from common import fresh_database, machine_summary, postgres_server, progress, server_version, write_json  # noqa: I001
-
 from scheduler import service  # noqa: E402
 from scheduler.db import make_pool  # noqa: E402
 from scheduler.lifecycle import Outcome  # noqa: E402
@@ -46,9 +45,16 @@ def throughput(url: str, jobs: int, workers: int, batch: int = 50) -> float:
             for claim in claims:
                 began = time.monotonic()
                 started = store.start_execution(claim.job_id, claim.lock_token)
-                service.complete_execution(store, claim.job_id, claim.lock_token, started.execution_id,
-                                           Outcome("succeeded"), http_status=200, started=started,
-                                           elapsed_seconds=time.monotonic() - began)
+                service.complete_execution(
+                    store,
+                    claim.job_id,
+                    claim.lock_token,
+                    started.execution_id,
+                    Outcome("succeeded"),
+                    http_status=200,
+                    started=started,
+                    elapsed_seconds=time.monotonic() - began,
+                )
                 done[i] += 1
         local.close()
 
@@ -84,8 +90,9 @@ def claim_once(url_pool, store: Store, due: int) -> float:
     elapsed = time.perf_counter() - began
     assert len(claims) == due, len(claims)
     with url_pool.connection() as conn:  # give the leases back, untimed
-        conn.execute("UPDATE jobs SET locked_until = NULL, lock_token = NULL, lease_kind = NULL "
-                     "WHERE locked_until IS NOT NULL")
+        conn.execute(
+            "UPDATE jobs SET locked_until = NULL, lock_token = NULL, lease_kind = NULL WHERE locked_until IS NOT NULL"
+        )
     return elapsed * 1000
 
 
@@ -103,8 +110,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.jobs, args.large, args.repeats = min(args.jobs, 2000), min(args.large, 100_000), min(args.repeats, 50)
-    results: dict = {"benchmark": "claim_latency", "small": args.small, "large": args.large, "due": args.due,
-                     "repeats": args.repeats, "machine": machine_summary()}
+    results: dict = {
+        "benchmark": "claim_latency",
+        "small": args.small,
+        "large": args.large,
+        "due": args.due,
+        "repeats": args.repeats,
+        "machine": machine_summary(),
+    }
 
     with postgres_server() as server:
         results["postgres"] = server_version(server)

@@ -52,8 +52,13 @@ RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath")
 
 def base_env(pythonpath: str = str(FUNCTIONS), no_bytecode: bool = False) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "SCHEDULER_", "AWS_"))}
-    env.update(PYTHONPATH=pythonpath, AWS_REGION="us-east-1", AWS_DEFAULT_REGION="us-east-1",
-               AWS_EC2_METADATA_DISABLED="true", POWERTOOLS_SERVICE_NAME="scheduler")
+    env.update(
+        PYTHONPATH=pythonpath,
+        AWS_REGION="us-east-1",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_EC2_METADATA_DISABLED="true",
+        POWERTOOLS_SERVICE_NAME="scheduler",
+    )
     env.pop("DATABASE_URL", None)
     if no_bytecode:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -64,8 +69,15 @@ def imported_modules(env: dict[str, str]) -> set[str]:
     """Top-level names of every module the handlers import."""
     names: set[str] = set()
     for module in handler_modules():
-        proc = subprocess.run([PYTHON, "-X", "importtime", "-c", f"import {module}"], env=env, cwd=str(ROOT),
-                              capture_output=True, text=True, timeout=120, check=True)
+        proc = subprocess.run(
+            [PYTHON, "-X", "importtime", "-c", f"import {module}"],
+            env=env,
+            cwd=str(ROOT),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
         names.update(m.group(4).split(".")[0] for m in map(IMPORTTIME.match, proc.stderr.splitlines()) if m)
     return names
 
@@ -107,8 +119,14 @@ def uncompiled_copy(dest: Path, env: dict[str, str]) -> str:
 
 def importtime(module: str, env: dict[str, str]) -> tuple[float, list[tuple[str, float]]]:
     """(cumulative ms of ``module``, its direct imports as (name, cumulative ms), heaviest first)."""
-    proc = subprocess.run([PYTHON, "-X", "importtime", "-c", f"import {module}"], env=env, cwd=str(ROOT),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [PYTHON, "-X", "importtime", "-c", f"import {module}"],
+        env=env,
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"import {module} failed:\n{proc.stderr[-3000:]}")
     # One line per module, after its own imports; nesting adds two spaces after the last "|".
@@ -128,8 +146,15 @@ def importtime(module: str, env: dict[str, str]) -> tuple[float, list[tuple[str,
 
 def wall(code: str, env: dict[str, str]) -> float:
     began = time.perf_counter()
-    subprocess.run([PYTHON, "-c", code], env=env, cwd=str(ROOT), check=True, timeout=120,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [PYTHON, "-c", code],
+        env=env,
+        cwd=str(ROOT),
+        check=True,
+        timeout=120,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return (time.perf_counter() - began) * 1000
 
 
@@ -152,9 +177,13 @@ def measure_imports(repeats: int) -> dict[str, Any]:
                     baseline.append(wall("pass", env))
                 best = totals.index(min(totals))
                 entry = out.setdefault("modules", {}).setdefault(module, {})
-                entry[mode] = {"importtime_ms": min(totals), "importtime_median_ms": statistics.median(totals),
-                               "wall_ms": min(walls), "wall_median_ms": statistics.median(walls),
-                               "top_imports": [[n, round(ms, 1)] for n, ms in children[best][:6]]}
+                entry[mode] = {
+                    "importtime_ms": min(totals),
+                    "importtime_median_ms": statistics.median(totals),
+                    "wall_ms": min(walls),
+                    "wall_median_ms": statistics.median(walls),
+                    "top_imports": [[n, round(ms, 1)] for n, ms in children[best][:6]],
+                }
             out.setdefault("baseline_ms", {})[mode] = min(baseline)
     for entry in out["modules"].values():
         for mode in ("pyc", "no_pyc"):
@@ -195,15 +224,25 @@ def measure_layer(build: bool) -> dict[str, Any]:
         built_now = True
     skip = ("__pycache__", "scheduler.egg-info")
     code_bytes, code_files = tree_size(FUNCTIONS, skip)
-    result: dict[str, Any] = {"built_now": built_now, "layers": {},
-                              "function_code": {"bytes": code_bytes, "files": code_files,
-                                                "zipped_bytes": zipped_size(FUNCTIONS, FUNCTIONS, skip)}}
+    result: dict[str, Any] = {
+        "built_now": built_now,
+        "layers": {},
+        "function_code": {
+            "bytes": code_bytes,
+            "files": code_files,
+            "zipped_bytes": zipped_size(FUNCTIONS, FUNCTIONS, skip),
+        },
+    }
     for d in layers:
         size, files = tree_size(d)
         pyc = sum(1 for _ in d.rglob("*.pyc"))
         result["layers"][d.parent.name] = {
-            "bytes": size, "files": files, "pyc_files": pyc, "zipped_bytes": zipped_size(d, d.parent),
-            "share_of_unzipped_limit": (size + code_bytes) / LAMBDA_UNZIPPED_LIMIT}
+            "bytes": size,
+            "files": files,
+            "pyc_files": pyc,
+            "zipped_bytes": zipped_size(d, d.parent),
+            "share_of_unzipped_limit": (size + code_bytes) / LAMBDA_UNZIPPED_LIMIT,
+        }
     return result
 
 
@@ -217,28 +256,38 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.quick:
         args.repeats = min(args.repeats, 2)
 
-    results: dict[str, Any] = {"benchmark": "cold_start", "repeats": args.repeats, "machine": machine_summary(),
-                               "python": sys.version.split()[0]}
+    results: dict[str, Any] = {
+        "benchmark": "cold_start",
+        "repeats": args.repeats,
+        "machine": machine_summary(),
+        "python": sys.version.split()[0],
+    }
     print(f"handler import cost, best of {args.repeats} (Python {results['python']}, this virtualenv)", flush=True)
     imports = measure_imports(args.repeats)
     results.update(imports)
     base = imports["baseline_ms"]
     print(f"  bare interpreter: {base['pyc']:.0f} ms")
     for module, e in imports["modules"].items():
-        print(f"  {module:<18} importtime {e['pyc']['importtime_ms']:6.0f} ms (no .pyc: {e['no_pyc']['importtime_ms']:6.0f} ms,"
-              f" x{e['no_pyc_vs_pyc']:.1f}) | fresh interpreter {e['pyc']['wall_ms']:5.0f} ms "
-              f"(+{e['pyc']['wall_minus_bare_ms']:.0f} over bare; no .pyc {e['no_pyc']['wall_ms']:.0f} ms)")
+        print(
+            f"  {module:<18} importtime {e['pyc']['importtime_ms']:6.0f} ms (no .pyc: {e['no_pyc']['importtime_ms']:6.0f} ms,"
+            f" x{e['no_pyc_vs_pyc']:.1f}) | fresh interpreter {e['pyc']['wall_ms']:5.0f} ms "
+            f"(+{e['pyc']['wall_minus_bare_ms']:.0f} over bare; no .pyc {e['no_pyc']['wall_ms']:.0f} ms)"
+        )
         heavy = ", ".join(f"{n} {ms:.0f}" for n, ms in e["pyc"]["top_imports"][:4])
         print(f"  {'':<18} heaviest imports (ms): {heavy}")
     layer = measure_layer(not args.no_build)
     results["layer"] = layer
     code = layer["function_code"]
-    print(f"function code: {code['bytes'] / 1e6:.2f} MB unpacked ({code['files']} files), "
-          f"{code['zipped_bytes'] / 1e6:.2f} MB zipped")
+    print(
+        f"function code: {code['bytes'] / 1e6:.2f} MB unpacked ({code['files']} files), "
+        f"{code['zipped_bytes'] / 1e6:.2f} MB zipped"
+    )
     for name, entry in layer["layers"].items():
-        print(f"layer {name}: {entry['bytes'] / 1e6:.1f} MB unpacked ({entry['files']} files, {entry['pyc_files']} .pyc), "
-              f"{entry['zipped_bytes'] / 1e6:.1f} MB zipped; with the code {entry['share_of_unzipped_limit']:.0%} "
-              f"of Lambda's 250 MB unzipped limit")
+        print(
+            f"layer {name}: {entry['bytes'] / 1e6:.1f} MB unpacked ({entry['files']} files, {entry['pyc_files']} .pyc), "
+            f"{entry['zipped_bytes'] / 1e6:.1f} MB zipped; with the code {entry['share_of_unzipped_limit']:.0%} "
+            f"of Lambda's 250 MB unzipped limit"
+        )
     if not layer["layers"]:
         print("layer: not built (run python layers/build.py)")
     write_json(args.json, results)

@@ -33,7 +33,8 @@ import math  # noqa: E402
 import subprocess  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
-from typing import Any, Iterable  # noqa: E402
+from collections.abc import Iterable  # noqa: E402
+from typing import Any  # noqa: E402
 
 BENCH = ROOT / "bench"
 PYTHON = sys.executable
@@ -54,6 +55,7 @@ def progress(total: int | None, desc: str, unit: str = "job", **kwargs: Any):
     try:
         from tqdm import tqdm
     except ImportError:  # pragma: no cover
+
         class _Null:
             n = 0
 
@@ -74,8 +76,17 @@ def progress(total: int | None, desc: str, unit: str = "job", **kwargs: Any):
 
         return _Null()
     # disable=None: no bar when stderr is not a terminal (logs stay readable).
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True,
-                mininterval=0.5, disable=None, **kwargs)
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit=unit,
+        file=sys.stderr,
+        leave=False,
+        dynamic_ncols=True,
+        mininterval=0.5,
+        disable=None,
+        **kwargs,
+    )
 
 
 def write_json(path: str | os.PathLike | None, data: dict[str, Any]) -> None:
@@ -90,8 +101,14 @@ def libpq_env(url: str) -> dict[str, str]:
 
     params = conninfo_to_dict(url)
     env = dict(os.environ)
-    mapping = {"host": "PGHOST", "port": "PGPORT", "user": "PGUSER", "password": "PGPASSWORD",
-               "dbname": "PGDATABASE", "sslmode": "PGSSLMODE"}
+    mapping = {
+        "host": "PGHOST",
+        "port": "PGPORT",
+        "user": "PGUSER",
+        "password": "PGPASSWORD",
+        "dbname": "PGDATABASE",
+        "sslmode": "PGSSLMODE",
+    }
     for key, var in mapping.items():
         if params.get(key) not in (None, ""):
             env[var] = str(params[key])
@@ -103,8 +120,10 @@ def find_pgbench() -> str:
     found = shutil.which("pgbench")
     if found:
         return found
-    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin/pgbench"),
-                        key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0)
+    candidates = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/pgbench"),
+        key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0,
+    )
     if candidates:
         return str(candidates[-1])
     raise SystemExit("pgbench not found: install postgresql-client (or put pgbench on PATH)")
@@ -129,8 +148,11 @@ def machine_summary() -> dict[str, Any]:
     """What the figures were measured on."""
     import platform
 
-    info: dict[str, Any] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                            "platform": platform.platform()}
+    info: dict[str, Any] = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
     try:
         pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         info["memory_gib"] = round(pages / 2**30, 1)
@@ -151,8 +173,13 @@ class LoopbackServer:
     ``keep_headers`` are appended to ``self.received``.
     """
 
-    def __init__(self, status: int = 200, *, record: bool = True,
-                 keep_headers: tuple[str, ...] = ("X-Scheduler-Scheduled-At", "Idempotency-Key")) -> None:
+    def __init__(
+        self,
+        status: int = 200,
+        *,
+        record: bool = True,
+        keep_headers: tuple[str, ...] = ("X-Scheduler-Scheduled-At", "Idempotency-Key"),
+    ) -> None:
         import http.server
 
         self.received: list[tuple[float, dict[str, str]]] = []
@@ -189,8 +216,9 @@ class LoopbackServer:
             request_queue_size = 512
 
         self.httpd = Server(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                                       daemon=True, name="loopback-server")
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True, name="loopback-server"
+        )
         self.thread.start()
 
     @property

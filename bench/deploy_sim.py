@@ -52,9 +52,16 @@ from typing import Any
 
 import psycopg
 
-from common import (fresh_database, find_pgbench, libpq_env, machine_summary, percentile,  # noqa: I001
-                    postgres_server, server_version, write_json)
-
+from common import (  # noqa: I001
+    find_pgbench,
+    fresh_database,
+    libpq_env,
+    machine_summary,
+    percentile,
+    postgres_server,
+    server_version,
+    write_json,
+)
 from scheduler.sql import QUERIES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,8 +116,11 @@ def _lambda_service(port_out, invocations, received, stop, fanout_invocations=No
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             payload = self.rfile.read(length) if length else b""
-            ok = (self.path.startswith("/2015-03-31/functions/") and self.path.endswith("/invocations")
-                  and self.headers.get("X-Amz-Invocation-Type") == "Event")
+            ok = (
+                self.path.startswith("/2015-03-31/functions/")
+                and self.path.endswith("/invocations")
+                and self.headers.get("X-Amz-Invocation-Type") == "Event"
+            )
             if ok and fanout_invocations is not None and self.path.split("/")[3] == FANOUT_FUNCTION:
                 fanout_invocations.put(payload)
             elif ok:
@@ -143,6 +153,7 @@ def _executor_worker(env: dict[str, str], invocations, handled, failed, cpu) -> 
     sys.path.insert(0, str(ROOT / "functions"))
     sys.stdout = open(os.devnull, "w")  # the handler's JSON logs and EMF metrics
     import executor_handler
+
     from scheduler.http_adapter import LocalLambdaContext
 
     context = LocalLambdaContext(function_name=FUNCTION)
@@ -162,8 +173,17 @@ def _executor_worker(env: dict[str, str], invocations, handled, failed, cpu) -> 
                 failed.value += 1
 
 
-def _fanout_process(url: str, lambda_url: str, budget: float, batch: int, lease: float, reports,
-                    event: dict | None = None, max_fanouts: int = 1, fanout_rate: float | None = None) -> None:
+def _fanout_process(
+    url: str,
+    lambda_url: str,
+    budget: float,
+    batch: int,
+    lease: float,
+    reports,
+    event: dict | None = None,
+    max_fanouts: int = 1,
+    fanout_rate: float | None = None,
+) -> None:
     """One fan-out Lambda invocation, the handler's code path (``run_lambda_invocation``): the
     tick's (``event`` None), claiming for ``budget`` seconds, or a helper's (``{"helper": true}``),
     until a claim comes back empty or ``budget`` (its remaining time less the reserve)."""
@@ -178,27 +198,51 @@ def _fanout_process(url: str, lambda_url: str, budget: float, batch: int, lease:
     from scheduler.wiring import lambda_client_config
 
     pool = make_pool(url, min_size=1, max_size=2, through_proxy=True)
-    client = boto3.client("lambda", endpoint_url=lambda_url, region_name="us-east-1", aws_access_key_id="testing",
-                          aws_secret_access_key="testing", config=lambda_client_config())
+    client = boto3.client(
+        "lambda",
+        endpoint_url=lambda_url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=lambda_client_config(),
+    )
     cpu0, began = time.process_time(), time.time()
     try:
         report, helper = run_lambda_invocation(
-            event if event is not None else {"source": "aws.events"}, Store(pool), client,
-            remaining_seconds=budget + DEADLINE_RESERVE_S, executor_function=FUNCTION, fanout_function=FANOUT_FUNCTION,
-            max_fanouts=max_fanouts, batch_size=batch, lease_seconds=lease,
-            dispatch_rate=fanout_rate or FANOUT_DISPATCH_RATE)
+            event if event is not None else {"source": "aws.events"},
+            Store(pool),
+            client,
+            remaining_seconds=budget + DEADLINE_RESERVE_S,
+            executor_function=FUNCTION,
+            fanout_function=FANOUT_FUNCTION,
+            max_fanouts=max_fanouts,
+            batch_size=batch,
+            lease_seconds=lease,
+            dispatch_rate=fanout_rate or FANOUT_DISPATCH_RATE,
+        )
     finally:
         pool.close()
-    reports.put({"claimed": report.claimed, "dispatched": report.dispatched, "released": report.released,
-                 "rounds": report.rounds, "helpers": report.helpers, "helper": helper,
-                 "cpu_s": time.process_time() - cpu0, "began": began, "ended": time.time()})
+    reports.put(
+        {
+            "claimed": report.claimed,
+            "dispatched": report.dispatched,
+            "released": report.released,
+            "rounds": report.rounds,
+            "helpers": report.helpers,
+            "helper": helper,
+            "cpu_s": time.process_time() - cpu0,
+            "began": began,
+            "ended": time.time(),
+        }
+    )
 
 
 class Deployment:
     """The target, the Lambda service, W executors; fan-outs are started per phase."""
 
-    def __init__(self, url: str, executors: int, key_file: str, max_fanouts: int = 1,
-                 fanout_rate: float | None = None) -> None:
+    def __init__(
+        self, url: str, executors: int, key_file: str, max_fanouts: int = 1, fanout_rate: float | None = None
+    ) -> None:
         self.ctx = mp.get_context("spawn")
         self.url = url
         self.max_fanouts = max_fanouts
@@ -214,18 +258,29 @@ class Deployment:
         self.procs = [self.ctx.Process(target=_target_server, args=(ports, self.stop), daemon=True)]
         self.procs[0].start()
         self.target_url = f"http://127.0.0.1:{ports.get(timeout=30)}/hook"
-        service = self.ctx.Process(target=_lambda_service, args=(ports, self.invocations, self.received, self.stop,
-                                                                 self.fanout_invocations), daemon=True)
+        service = self.ctx.Process(
+            target=_lambda_service,
+            args=(ports, self.invocations, self.received, self.stop, self.fanout_invocations),
+            daemon=True,
+        )
         service.start()
         self.procs.append(service)
         self.lambda_url = f"http://127.0.0.1:{ports.get(timeout=30)}"
-        env = {"SCHEDULER_DATABASE_URL": url, "SCHEDULER_ALLOW_PRIVATE_TARGETS": "true",
-               "SCHEDULER_LOCAL_KEY_FILE": key_file, "POWERTOOLS_TRACE_DISABLED": "true",
-               "POWERTOOLS_LOG_LEVEL": "WARNING", "AWS_DEFAULT_REGION": "us-east-1",
-               "AWS_EC2_METADATA_DISABLED": "true"}
-        self.workers = [self.ctx.Process(target=_executor_worker,
-                                         args=(env, self.invocations, self.handled, self.failed, self.cpu), daemon=True)
-                        for _ in range(executors)]
+        env = {
+            "SCHEDULER_DATABASE_URL": url,
+            "SCHEDULER_ALLOW_PRIVATE_TARGETS": "true",
+            "SCHEDULER_LOCAL_KEY_FILE": key_file,
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            "POWERTOOLS_LOG_LEVEL": "WARNING",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+        self.workers = [
+            self.ctx.Process(
+                target=_executor_worker, args=(env, self.invocations, self.handled, self.failed, self.cpu), daemon=True
+            )
+            for _ in range(executors)
+        ]
         for worker in self.workers:
             worker.start()
 
@@ -235,9 +290,12 @@ class Deployment:
         if self.max_fanouts > 1:
             return self._run_growing(budget, batch, lease)
         reports = self.ctx.Queue()
-        procs = [self.ctx.Process(target=_fanout_process,
-                                  args=(self.url, self.lambda_url, budget, batch, lease, reports), daemon=True)
-                 for _ in range(count)]
+        procs = [
+            self.ctx.Process(
+                target=_fanout_process, args=(self.url, self.lambda_url, budget, batch, lease, reports), daemon=True
+            )
+            for _ in range(count)
+        ]
         for proc in procs:
             proc.start()
         out = [reports.get(timeout=budget + RUN_TIMEOUT) for _ in procs]
@@ -256,9 +314,21 @@ class Deployment:
         done = threading.Event()
 
         def start(event: dict | None, seconds: float) -> None:
-            proc = self.ctx.Process(target=_fanout_process, args=(self.url, self.lambda_url, seconds, batch, lease,
-                                                                 reports, event, self.max_fanouts, self.fanout_rate),
-                                    daemon=True)
+            proc = self.ctx.Process(
+                target=_fanout_process,
+                args=(
+                    self.url,
+                    self.lambda_url,
+                    seconds,
+                    batch,
+                    lease,
+                    reports,
+                    event,
+                    self.max_fanouts,
+                    self.fanout_rate,
+                ),
+                daemon=True,
+            )
             proc.start()
             procs.append(proc)
 
@@ -324,8 +394,16 @@ class Deployment:
 # -- load ---------------------------------------------------------------------------------------
 
 
-def insert_jobs(url: str, count: int, target_url: str, *, schedule: str | None, first_due: str,
-                spread_seconds: float = 0.0, prefix: str = "job") -> None:
+def insert_jobs(
+    url: str,
+    count: int,
+    target_url: str,
+    *,
+    schedule: str | None,
+    first_due: str,
+    spread_seconds: float = 0.0,
+    prefix: str = "job",
+) -> None:
     """``count`` jobs with an HTTP target at ``target_url``: recurring (``schedule``) or one-off
     (``run_at``), the first due at ``first_due`` (an SQL expression) plus an even spread."""
     target = json.dumps({"type": "http", "url": target_url, "method": "POST", "timeout_seconds": 10})
@@ -339,8 +417,15 @@ def insert_jobs(url: str, count: int, target_url: str, *, schedule: str | None, 
             FROM generate_series(1, %(count)s) AS g,
                  LATERAL (SELECT {first_due} + make_interval(secs => %(spread)s * (g - 1) / %(count)s) AS t) AS at
             """,
-            {"prefix": prefix, "schedule": schedule, "target": target, "retry": retry, "count": count,
-             "spread": spread_seconds})
+            {
+                "prefix": prefix,
+                "schedule": schedule,
+                "target": target,
+                "retry": retry,
+                "count": count,
+                "spread": spread_seconds,
+            },
+        )
         conn.execute("VACUUM ANALYZE jobs")
 
 
@@ -354,7 +439,8 @@ def finished_between(url: str, since: float, until: float) -> int:
     with psycopg.connect(url, autocommit=True) as conn:
         return conn.execute(
             "SELECT count(*) FROM executions WHERE finished_at >= to_timestamp(%s) AND finished_at < to_timestamp(%s)",
-            (since, until)).fetchone()[0]
+            (since, until),
+        ).fetchone()[0]
 
 
 def db_epoch(url: str) -> float:
@@ -367,14 +453,18 @@ def fanouts_summary(args: argparse.Namespace, reports: list[dict[str, Any]]) -> 
     if args.max_fanouts <= 1:
         return f"{args.fanouts} fan-out(s)"
     helpers = sum(1 for r in reports if r.get("helper"))
-    return (f"{len(reports) - helpers} primary and {helpers} helper fan-out(s), {peak_fanouts(reports)} at once "
-            f"at most (--max-fanouts {args.max_fanouts})")
+    return (
+        f"{len(reports) - helpers} primary and {helpers} helper fan-out(s), {peak_fanouts(reports)} at once "
+        f"at most (--max-fanouts {args.max_fanouts})"
+    )
 
 
 def peak_fanouts(reports: list[dict[str, Any]]) -> int:
     """The most fan-outs that were claiming at the same time (from their start and end times)."""
-    edges = sorted([(r["began"], 1) for r in reports if "began" in r] +
-                   [(r["ended"], -1) for r in reports if "ended" in r], key=lambda e: (e[0], e[1]))
+    edges = sorted(
+        [(r["began"], 1) for r in reports if "began" in r] + [(r["ended"], -1) for r in reports if "ended" in r],
+        key=lambda e: (e[0], e[1]),
+    )
     peak = running = 0
     for _, step in edges:
         running += step
@@ -384,12 +474,19 @@ def peak_fanouts(reports: list[dict[str, Any]]) -> int:
 
 def run_sustained(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
     reset(dep.url)
-    insert_jobs(dep.url, args.jobs, dep.target_url, schedule="@every 1s", first_due="date_trunc('second', now())",
-                prefix="steady")
+    insert_jobs(
+        dep.url,
+        args.jobs,
+        dep.target_url,
+        schedule="@every 1s",
+        first_due="date_trunc('second', now())",
+        prefix="steady",
+    )
     began = db_epoch(dep.url)
     handled0, cpu0 = dep.handled.value, dep.cpu.value
-    fanouts = threading.Thread(target=lambda: out.extend(dep.run_fanouts(args.fanouts, args.seconds, args.batch,
-                                                                         args.lease)), daemon=True)
+    fanouts = threading.Thread(
+        target=lambda: out.extend(dep.run_fanouts(args.fanouts, args.seconds, args.batch, args.lease)), daemon=True
+    )
     out: list[dict[str, Any]] = []
     fanouts.start()
     fanouts.join(args.seconds + RUN_TIMEOUT)
@@ -405,39 +502,67 @@ def run_sustained(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
     # What one execution costs an executor (start, delivery, completion, in the handler's process):
     # on this machine the executors share its cores with Postgres, in AWS each has its own.
     executor_cpu_ms = (dep.cpu.value - cpu0) * 1000 / max(dep.handled.value - handled0, 1)
-    print(f"  sustained: {rate:7.0f} jobs/s over {window_end - window_start:.0f} s "
-          f"({args.jobs} jobs @every 1s, {fanouts_summary(args, out)}, {args.executors} executors); "
-          f"statuses {statuses}; fan-out CPU {cpu_per_invoke:.2f} ms per invoke; executor CPU "
-          f"{executor_cpu_ms:.2f} ms per execution", flush=True)
-    return {"jobs_per_s": rate, "window_s": window_end - window_start, "finished": done, "statuses": statuses,
-            "fanouts": out, "fanout_cpu_ms_per_invoke": cpu_per_invoke, "executor_cpu_ms_per_execution": executor_cpu_ms}
+    print(
+        f"  sustained: {rate:7.0f} jobs/s over {window_end - window_start:.0f} s "
+        f"({args.jobs} jobs @every 1s, {fanouts_summary(args, out)}, {args.executors} executors); "
+        f"statuses {statuses}; fan-out CPU {cpu_per_invoke:.2f} ms per invoke; executor CPU "
+        f"{executor_cpu_ms:.2f} ms per execution",
+        flush=True,
+    )
+    return {
+        "jobs_per_s": rate,
+        "window_s": window_end - window_start,
+        "finished": done,
+        "statuses": statuses,
+        "fanouts": out,
+        "fanout_cpu_ms_per_invoke": cpu_per_invoke,
+        "executor_cpu_ms_per_execution": executor_cpu_ms,
+    }
 
 
 def run_burst(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
     reset(dep.url)
     lead = 3.0
-    insert_jobs(dep.url, args.burst, dep.target_url, schedule=None,
-                first_due=f"date_trunc('second', now()) + interval '{lead + 1:.0f} seconds'", spread_seconds=0.999,
-                prefix="burst")
+    insert_jobs(
+        dep.url,
+        args.burst,
+        dep.target_url,
+        schedule=None,
+        first_due=f"date_trunc('second', now()) + interval '{lead + 1:.0f} seconds'",
+        spread_seconds=0.999,
+        prefix="burst",
+    )
     handled0 = dep.handled.value
     budget = lead + 1 + args.burst_budget
     out = dep.run_fanouts(args.fanouts, budget, args.batch, args.lease)
     dep.wait_idle(120)
     with psycopg.connect(dep.url, autocommit=True) as conn:
-        rows = conn.execute("SELECT EXTRACT(EPOCH FROM started_at - scheduled_at), "
-                            "EXTRACT(EPOCH FROM finished_at) FROM executions").fetchall()
-        first_due = float(conn.execute("SELECT EXTRACT(EPOCH FROM min(scheduled_at)) FROM executions").fetchone()[0]
-                          or 0)
+        rows = conn.execute(
+            "SELECT EXTRACT(EPOCH FROM started_at - scheduled_at), EXTRACT(EPOCH FROM finished_at) FROM executions"
+        ).fetchall()
+        first_due = float(
+            conn.execute("SELECT EXTRACT(EPOCH FROM min(scheduled_at)) FROM executions").fetchone()[0] or 0
+        )
     lateness = [float(r[0]) for r in rows]
     if len(lateness) < args.burst:
         print(f"  burst: only {len(lateness)} of {args.burst} ran within the fan-outs' {budget:.0f} s", flush=True)
     p50, p99 = percentile(lateness, 50), percentile(lateness, 99)
     drained = max(float(r[1]) for r in rows if r[1] is not None) - first_due if rows else float("nan")
-    print(f"  burst of {args.burst} due in one second: lateness p50 {p50:.2f} s, p99 {p99:.2f} s, max "
-          f"{max(lateness):.2f} s; all finished {drained:.1f} s after the first was due "
-          f"({dep.handled.value - handled0} executor invocations; {fanouts_summary(args, out)})", flush=True)
-    return {"jobs": args.burst, "ran": len(lateness), "p50_s": p50, "p99_s": p99, "max_s": max(lateness),
-            "drain_s": drained, "fanouts": out}
+    print(
+        f"  burst of {args.burst} due in one second: lateness p50 {p50:.2f} s, p99 {p99:.2f} s, max "
+        f"{max(lateness):.2f} s; all finished {drained:.1f} s after the first was due "
+        f"({dep.handled.value - handled0} executor invocations; {fanouts_summary(args, out)})",
+        flush=True,
+    )
+    return {
+        "jobs": args.burst,
+        "ran": len(lateness),
+        "p50_s": p50,
+        "p99_s": p99,
+        "max_s": max(lateness),
+        "drain_s": drained,
+        "fanouts": out,
+    }
 
 
 # -- pgbench: the per-job path's own statements --------------------------------------------------
@@ -461,6 +586,7 @@ def _strip_comments(sql: str) -> str:
 def _substitute(sql: str, values: dict[str, str]) -> str:
     def repl(match: re.Match) -> str:
         return values[match.group(1)]
+
     return re.sub(r"%\((\w+)\)[sb]", repl, sql)
 
 
@@ -477,8 +603,8 @@ def _split_with(sql: str) -> tuple[str, str]:
             depth += 1
         elif not quoted and ch == ")":
             depth -= 1
-            if depth == 0 and not text[i + 1:].lstrip().startswith(","):
-                return text[4:i + 1].strip(), text[i + 1:].strip()
+            if depth == 0 and not text[i + 1 :].lstrip().startswith(","):
+                return text[4 : i + 1].strip(), text[i + 1 :].strip()
         i += 1
     raise ValueError("no main statement")
 
@@ -488,37 +614,75 @@ def per_job_script(batch: int) -> str:
     into arrays for ``\\gset``, with an execution id for each), then for each claimed job
     ``start_execution`` and ``complete_job``, each statement its own commit, as the executors do."""
     ctes, main = _split_with(_strip_comments(QUERIES["claim_due"]))
-    claim = (f"WITH {ctes}, __claimed AS ({main}) "
-             "SELECT count(*) AS n, COALESCE(array_agg(job_id), '{}') AS ids, "
-             "COALESCE(array_agg(lock_token), '{}') AS tokens, "
-             "COALESCE(array_agg(gen_random_uuid()), '{}') AS xids FROM __claimed")
+    claim = (
+        f"WITH {ctes}, __claimed AS ({main}) "
+        "SELECT count(*) AS n, COALESCE(array_agg(job_id), '{}') AS ids, "
+        "COALESCE(array_agg(lock_token), '{}') AS tokens, "
+        "COALESCE(array_agg(gen_random_uuid()), '{}') AS xids FROM __claimed"
+    )
     lines = [_substitute(claim, {"limit": str(batch), "lease_seconds": "120"}) + " \\gset"]
     start = _strip_comments(QUERIES["start_execution"])
     complete = _strip_comments(QUERIES["complete_job"])
     next_year = "(date_trunc('year', now()) + interval '1 year')"
     for i in range(1, batch + 1):
-        item = {"job_id": f"(:ids::uuid[])[{i}]", "lock_token": f"(:tokens::uuid[])[{i}]",
-                "execution_id": f"(:xids::uuid[])[{i}]"}
+        item = {
+            "job_id": f"(:ids::uuid[])[{i}]",
+            "lock_token": f"(:tokens::uuid[])[{i}]",
+            "execution_id": f"(:xids::uuid[])[{i}]",
+        }
         lines.append(f"\\if :n >= {i}")
         lines.append(_substitute(start, {**item, "lease_margin_seconds": "30"}).rstrip(";") + ";")
-        lines.append(_substitute(complete, {
-            **item, "version": "1", "state": "'active'", "scheduled_at": next_year, "attempt": "0",
-            "next_run_at": next_year, "ran_scheduled_at": "NULL", "status": "'succeeded'", "error": "NULL",
-            "http_status": "200", "response_excerpt": "NULL"}).rstrip(";") + ";")
+        lines.append(
+            _substitute(
+                complete,
+                {
+                    **item,
+                    "version": "1",
+                    "state": "'active'",
+                    "scheduled_at": next_year,
+                    "attempt": "0",
+                    "next_run_at": next_year,
+                    "ran_scheduled_at": "NULL",
+                    "status": "'succeeded'",
+                    "error": "NULL",
+                    "http_status": "200",
+                    "response_excerpt": "NULL",
+                },
+            ).rstrip(";")
+            + ";"
+        )
         lines.append("\\endif")
     return "\n".join(lines) + "\n"
 
 
 def run_pgbench(url: str, jobs: int, clients: int, batch: int, target_url: str) -> dict[str, Any]:
     reset(url)
-    insert_jobs(url, jobs, target_url, schedule="0 0 1 1 *", first_due="date_trunc('second', now()) - interval '1 second'",
-                prefix="pgbench")
+    insert_jobs(
+        url,
+        jobs,
+        target_url,
+        schedule="0 0 1 1 *",
+        first_due="date_trunc('second', now()) - interval '1 second'",
+        prefix="pgbench",
+    )
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as handle:
         handle.write(per_job_script(batch))
         script = handle.name
     per_client = math.ceil(jobs / (batch * clients)) + 1
-    cmd = [find_pgbench(), "-n", "-M", "prepared", "-f", script, "-c", str(clients), "-j", str(clients),
-           "-t", str(per_client)]
+    cmd = [
+        find_pgbench(),
+        "-n",
+        "-M",
+        "prepared",
+        "-f",
+        script,
+        "-c",
+        str(clients),
+        "-j",
+        str(clients),
+        "-t",
+        str(per_client),
+    ]
     began = time.perf_counter()
     try:
         done = subprocess.run(cmd, env=libpq_env(url), capture_output=True, text=True, timeout=RUN_TIMEOUT)
@@ -539,12 +703,20 @@ def run_pgbench(url: str, jobs: int, clients: int, batch: int, target_url: str) 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fanouts", type=int, default=2, help="fan-out processes at once (default %(default)s)")
-    parser.add_argument("--max-fanouts", type=int, default=1,
-                        help="grow as deployed: a primary per minute starting helpers, up to N fan-outs at once "
-                             "(default %(default)s: --fanouts fixed fan-outs instead)")
-    parser.add_argument("--fanout-rate", type=float, default=None,
-                        help="invokes/s one fan-out is counted to dispatch when deciding on helpers "
-                             "(default: the deployment's, scheduler.growth.FANOUT_DISPATCH_RATE)")
+    parser.add_argument(
+        "--max-fanouts",
+        type=int,
+        default=1,
+        help="grow as deployed: a primary per minute starting helpers, up to N fan-outs at once "
+        "(default %(default)s: --fanouts fixed fan-outs instead)",
+    )
+    parser.add_argument(
+        "--fanout-rate",
+        type=float,
+        default=None,
+        help="invokes/s one fan-out is counted to dispatch when deciding on helpers "
+        "(default: the deployment's, scheduler.growth.FANOUT_DISPATCH_RATE)",
+    )
     parser.add_argument("--executors", type=int, default=6, help="executor processes (the function's concurrency)")
     parser.add_argument("--jobs", type=int, default=10_000, help="recurring jobs of the sustained phase")
     parser.add_argument("--seconds", type=float, default=40.0, help="length of the sustained phase")
@@ -561,30 +733,49 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.quick:
         args.jobs, args.seconds, args.warmup, args.burst, args.pgbench_jobs = 2000, 20.0, 5.0, 2000, 5000
     os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
-    results: dict[str, Any] = {"benchmark": "deploy_sim", "machine": machine_summary(),
-                               "config": {k: v for k, v in vars(args).items() if k != "json"}}
-    with tempfile.TemporaryDirectory(prefix="sched-sim-") as tmp, postgres_server() as server, \
-            fresh_database(server, "deploysim") as url:
+    results: dict[str, Any] = {
+        "benchmark": "deploy_sim",
+        "machine": machine_summary(),
+        "config": {k: v for k, v in vars(args).items() if k != "json"},
+    }
+    with (
+        tempfile.TemporaryDirectory(prefix="sched-sim-") as tmp,
+        postgres_server() as server,
+        fresh_database(server, "deploysim") as url,
+    ):
         results["postgres"] = server_version(url)
-        shape = (f"fan-outs growing to {args.max_fanouts} at once" if args.max_fanouts > 1
-                 else f"{args.fanouts} fan-out(s)")
-        print(f"deployment simulation: {shape}, {args.executors} executor processes, "
-              f"claim batch {args.batch}, Postgres {results['postgres']}", flush=True)
-        dep = Deployment(url, args.executors, os.path.join(tmp, "secret.key"), max_fanouts=args.max_fanouts,
-                         fanout_rate=args.fanout_rate)
+        shape = (
+            f"fan-outs growing to {args.max_fanouts} at once" if args.max_fanouts > 1 else f"{args.fanouts} fan-out(s)"
+        )
+        print(
+            f"deployment simulation: {shape}, {args.executors} executor processes, "
+            f"claim batch {args.batch}, Postgres {results['postgres']}",
+            flush=True,
+        )
+        dep = Deployment(
+            url,
+            args.executors,
+            os.path.join(tmp, "secret.key"),
+            max_fanouts=args.max_fanouts,
+            fanout_rate=args.fanout_rate,
+        )
         try:
             results["sustained"] = run_sustained(dep, args)
             results["burst"] = run_burst(dep, args)
-            results["per_job_sql"] = run_pgbench(url, args.pgbench_jobs, args.pgbench_clients, args.batch,
-                                                 dep.target_url)
+            results["per_job_sql"] = run_pgbench(
+                url, args.pgbench_jobs, args.pgbench_clients, args.batch, dep.target_url
+            )
         finally:
             dep.close()
     sustained, limit = results["sustained"]["jobs_per_s"], results["per_job_sql"]["jobs_per_s"]
     results["ratio"] = sustained / limit
     write_json(args.json, results)
-    print(f"deployment: {sustained:.0f} jobs/s sustained = {results['ratio']:.2f} x the per-job SQL limit "
-          f"({limit:.0f} jobs/s); burst of {results['burst']['jobs']} due in one second: "
-          f"p99 {results['burst']['p99_s']:.2f} s", flush=True)
+    print(
+        f"deployment: {sustained:.0f} jobs/s sustained = {results['ratio']:.2f} x the per-job SQL limit "
+        f"({limit:.0f} jobs/s); burst of {results['burst']['jobs']} due in one second: "
+        f"p99 {results['burst']['p99_s']:.2f} s",
+        flush=True,
+    )
     return results
 
 

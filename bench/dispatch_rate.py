@@ -28,12 +28,12 @@ import os
 import statistics
 import threading
 import time
+from datetime import UTC
 from typing import Any
 
 import psycopg
 
 from common import fresh_database, machine_summary, postgres_server, progress, server_version, write_json  # noqa: I001
-
 from scheduler.db import make_pool  # noqa: E402
 from scheduler.dispatch import LambdaDispatch  # noqa: E402
 from scheduler.fanout import run_fanout  # noqa: E402
@@ -110,8 +110,14 @@ def lambda_client(endpoint: str, botocore_defaults: bool = False):
     from scheduler.wiring import lambda_client_config
 
     config = None if botocore_defaults else lambda_client_config()
-    return boto3.client("lambda", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
-                        aws_secret_access_key="testing", config=config)
+    return boto3.client(
+        "lambda",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=config,
+    )
 
 
 def watch(fake: FakeLambda, total: int, desc: str, stop) -> None:
@@ -122,8 +128,9 @@ def watch(fake: FakeLambda, total: int, desc: str, stop) -> None:
             stop.wait(0.25)
 
 
-def run_fanout_once(url: str, fake: FakeLambda, jobs: int, batch: int, botocore_defaults: bool,
-                    label: str) -> dict[str, Any]:
+def run_fanout_once(
+    url: str, fake: FakeLambda, jobs: int, batch: int, botocore_defaults: bool, label: str
+) -> dict[str, Any]:
     pool = make_pool(url, min_size=1, max_size=2)
     try:
         with pool.connection() as conn:
@@ -152,23 +159,40 @@ def run_fanout_once(url: str, fake: FakeLambda, jobs: int, batch: int, botocore_
         pool.close()
     if report.dispatched != jobs or received != jobs:
         raise RuntimeError(f"{label}: {report.dispatched} dispatched, {received} received of {jobs}")
-    return {"jobs": jobs, "seconds": elapsed, "invokes_per_s": jobs / elapsed, "rounds": report.rounds,
-            "claimed": report.claimed, "released": report.released, "cpu_ms_per_invoke": cpu * 1000 / jobs}
+    return {
+        "jobs": jobs,
+        "seconds": elapsed,
+        "invokes_per_s": jobs / elapsed,
+        "rounds": report.rounds,
+        "claimed": report.claimed,
+        "released": report.released,
+        "cpu_ms_per_invoke": cpu * 1000 / jobs,
+    }
 
 
 def run_invokes_only(fake: FakeLambda, jobs: int, batch: int) -> dict[str, Any]:
     """The same invoker and client, fed claims without the database (the payloads have the
     same shape): what the fan-out would do if claiming were free."""
     import uuid
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from scheduler.store import Claim
 
     client = lambda_client(fake.url)
     client.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b"{}")
-    now = datetime.now(timezone.utc)
-    claims = [Claim(job_id=str(uuid.uuid4()), lock_token=str(uuid.uuid4()), lease_kind="schedule",
-                    scheduled_at=now, due_at=now, claimed_at=now, locked_until=now) for _ in range(jobs)]
+    now = datetime.now(UTC)
+    claims = [
+        Claim(
+            job_id=str(uuid.uuid4()),
+            lock_token=str(uuid.uuid4()),
+            lease_kind="schedule",
+            scheduled_at=now,
+            due_at=now,
+            claimed_at=now,
+            locked_until=now,
+        )
+        for _ in range(jobs)
+    ]
     invoker = LambdaDispatch(client, FUNCTION)
     before = fake.count
     stop = threading.Event()
@@ -178,7 +202,7 @@ def run_invokes_only(fake: FakeLambda, jobs: int, batch: int) -> dict[str, Any]:
     refused = 0
     try:
         for start in range(0, jobs, batch):
-            refused += len(invoker.dispatch(claims[start:start + batch]))
+            refused += len(invoker.dispatch(claims[start : start + batch]))
     finally:
         invoker.close()
         elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu0
@@ -192,8 +216,12 @@ def run_invokes_only(fake: FakeLambda, jobs: int, batch: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=5000)
-    parser.add_argument("--batch", type=int, default=Settings().claim_batch_size,
-                        help="claim batch size (default: the deployment's, %(default)s)")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=Settings().claim_batch_size,
+        help="claim batch size (default: the deployment's, %(default)s)",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="runs of each variant; the median is kept")
     parser.add_argument("--quick", action="store_true", help="a small run: 1000 jobs, one round")
     parser.add_argument("--json", help="also write the results to this file")
@@ -205,23 +233,33 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # discarded connection; counted in the figures, not printed.
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
-    results: dict[str, Any] = {"benchmark": "dispatch_rate", "jobs": args.jobs, "batch": args.batch,
-                               "rounds": args.rounds, "machine": machine_summary(), "runs": []}
+    results: dict[str, Any] = {
+        "benchmark": "dispatch_rate",
+        "jobs": args.jobs,
+        "batch": args.batch,
+        "rounds": args.rounds,
+        "machine": machine_summary(),
+        "runs": [],
+    }
     fake = FakeLambda()
     try:
         with postgres_server() as server, fresh_database(server, "dispatch") as url:
             results["postgres"] = server_version(url)
-            print(f"fan-out dispatch of {args.jobs} due jobs, claim batch {args.batch}, LambdaDispatch(max_workers=16) "
-                  f"-> loopback Invoke API, {args.rounds} round(s)", flush=True)
+            print(
+                f"fan-out dispatch of {args.jobs} due jobs, claim batch {args.batch}, LambdaDispatch(max_workers=16) "
+                f"-> loopback Invoke API, {args.rounds} round(s)",
+                flush=True,
+            )
             runners = {
                 "fanout": lambda: run_fanout_once(url, fake, args.jobs, args.batch, False, "fan-out"),
-                "fanout_botocore_defaults": lambda: run_fanout_once(url, fake, args.jobs, args.batch, True,
-                                                                    "fan-out, botocore defaults"),
+                "fanout_botocore_defaults": lambda: run_fanout_once(
+                    url, fake, args.jobs, args.batch, True, "fan-out, botocore defaults"
+                ),
                 "invokes_only": lambda: run_invokes_only(fake, args.jobs, args.batch),
             }
             names = list(runners)
             for r in range(args.rounds):
-                for name in names[r % 3:] + names[:r % 3]:  # rotate the order between rounds
+                for name in names[r % 3 :] + names[: r % 3]:  # rotate the order between rounds
                     run = runners[name]()
                     run.update(system=name, round=r)
                     results["runs"].append(run)
@@ -230,16 +268,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for name in ("fanout", "fanout_botocore_defaults", "invokes_only"):
         rates = [r["invokes_per_s"] for r in results["runs"] if r["system"] == name]
         cpu = [r["cpu_ms_per_invoke"] for r in results["runs"] if r["system"] == name]
-        results[name] = {"invokes_per_s": statistics.median(rates), "samples": rates,
-                         "cpu_ms_per_invoke": statistics.median(cpu)}
+        results[name] = {
+            "invokes_per_s": statistics.median(rates),
+            "samples": rates,
+            "cpu_ms_per_invoke": statistics.median(cpu),
+        }
     results["fanout_vs_invokes_only"] = results["fanout"]["invokes_per_s"] / results["invokes_only"]["invokes_per_s"]
     fanout, defaults, raw = results["fanout"], results["fanout_botocore_defaults"], results["invokes_only"]
-    print(f"  fan-out (client as wired):    {fanout['invokes_per_s']:6.0f} invokes/s  (target >= 500); "
-          f"{fanout['cpu_ms_per_invoke']:.2f} ms of the fan-out process's CPU per invoke")
-    print(f"  fan-out (botocore defaults):  {defaults['invokes_per_s']:6.0f} invokes/s; "
-          f"{defaults['cpu_ms_per_invoke']:.2f} ms of CPU per invoke")
-    print(f"  invokes only (no database):   {raw['invokes_per_s']:6.0f} invokes/s; "
-          f"fan-out / invokes only = {results['fanout_vs_invokes_only']:.2f}")
+    print(
+        f"  fan-out (client as wired):    {fanout['invokes_per_s']:6.0f} invokes/s  (target >= 500); "
+        f"{fanout['cpu_ms_per_invoke']:.2f} ms of the fan-out process's CPU per invoke"
+    )
+    print(
+        f"  fan-out (botocore defaults):  {defaults['invokes_per_s']:6.0f} invokes/s; "
+        f"{defaults['cpu_ms_per_invoke']:.2f} ms of CPU per invoke"
+    )
+    print(
+        f"  invokes only (no database):   {raw['invokes_per_s']:6.0f} invokes/s; "
+        f"fan-out / invokes only = {results['fanout_vs_invokes_only']:.2f}"
+    )
     write_json(args.json, results)
     return results
 

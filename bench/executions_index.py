@@ -23,7 +23,6 @@ import time
 import psycopg
 
 from common import fresh_database, machine_summary, postgres_server, progress, server_version, write_json  # noqa: I001
-
 from scheduler.db import make_pool  # noqa: E402
 from scheduler.sql import QUERIES  # noqa: E402
 from scheduler.store import Store  # noqa: E402
@@ -35,8 +34,9 @@ OTHER_OWNER = "arn:aws:iam::222222222222:user/neighbour"
 FAILED_EVERY = 50  # 2% of the executions failed: the status filter's case
 
 
-def fill(url: str, jobs: int, executions: int, owner: str = OWNER, chunk_rows: int = 100_000,
-         seconds_apart: float = 1.0) -> None:
+def fill(
+    url: str, jobs: int, executions: int, owner: str = OWNER, chunk_rows: int = 100_000, seconds_apart: float = 1.0
+) -> None:
     """``owner``'s jobs (not due) and ``executions`` executions spread evenly over them, one
     every ``seconds_apart`` backwards from now (started_at distinct, the jobs interleaved),
     inserted oldest first as a live table grows, in chunks (a progress bar, no huge transaction)."""
@@ -45,12 +45,16 @@ def fill(url: str, jobs: int, executions: int, owner: str = OWNER, chunk_rows: i
     per_job = max(executions // jobs, 1)
     rounds = max(chunk_rows // jobs, 1)  # each chunk: `rounds` executions of every job
     with pool.connection() as conn:
-        conn.execute("CREATE TEMP TABLE numbered AS SELECT id, owner, row_number() OVER (ORDER BY id) AS n "
-                     "FROM jobs WHERE owner = %s", (owner,))
+        conn.execute(
+            "CREATE TEMP TABLE numbered AS SELECT id, owner, row_number() OVER (ORDER BY id) AS n "
+            "FROM jobs WHERE owner = %s",
+            (owner,),
+        )
         with progress(per_job * jobs, f"filling {per_job * jobs:,} executions", unit="row") as bar:
             for last in range(per_job - 1, -1, -rounds):
                 first = max(last - rounds + 1, 0)
-                conn.execute("""
+                conn.execute(
+                    """
                     INSERT INTO executions (id, job_id, owner, scheduled_at, started_at, finished_at, attempt,
                                             trigger, status, http_status, duration_ms)
                     SELECT gen_random_uuid(), j.id, j.owner, t.at, t.at, t.at + interval '50 ms', 1, 'schedule',
@@ -61,8 +65,8 @@ def fill(url: str, jobs: int, executions: int, owner: str = OWNER, chunk_rows: i
                     CROSS JOIN LATERAL (SELECT now() - make_interval(secs => (g * %(jobs)s + j.n) * %(apart)s)
                                         AS at) AS t
                     ORDER BY t.at""",
-                             {"jobs": jobs, "every": FAILED_EVERY, "first": first, "last": last,
-                              "apart": seconds_apart})
+                    {"jobs": jobs, "every": FAILED_EVERY, "first": first, "last": last, "apart": seconds_apart},
+                )
                 bar.update((last - first + 1) * jobs)
     pool.close()
     with psycopg.connect(url, autocommit=True) as conn:
@@ -73,8 +77,16 @@ def fill(url: str, jobs: int, executions: int, owner: str = OWNER, chunk_rows: i
 def first_page_plan(url: str, limit: int) -> tuple[str, int]:
     """The plan of the first page (EXPLAIN ANALYZE, BUFFERS) and the shared buffers it touched."""
     sql = QUERIES["list_owner_executions"]
-    params = {"owner": OWNER, "status": None, "job_id": None, "since": None, "until": None, "limit": limit + 1,
-              "before_started_at": None, "before_id": None}
+    params = {
+        "owner": OWNER,
+        "status": None,
+        "job_id": None,
+        "since": None,
+        "until": None,
+        "limit": limit + 1,
+        "before_started_at": None,
+        "before_id": None,
+    }
     with psycopg.connect(url, autocommit=True) as conn:
         rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) " + sql, params).fetchall()
     plan = "\n".join(r[0] for r in rows)
@@ -98,21 +110,32 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--limit", type=int, default=50)
-    parser.add_argument("--others", type=int, default=0,
-                        help="also this many executions of another owner in both tables (default none)")
+    parser.add_argument(
+        "--others", type=int, default=0, help="also this many executions of another owner in both tables (default none)"
+    )
     parser.add_argument("--quick", action="store_true", help="a small run: 100,000 executions, 50 repeats")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     if args.quick:
         args.large, args.repeats = min(args.large, 100_000), min(args.repeats, 50)
         args.others = min(args.others, 10_000)
-    results: dict = {"benchmark": "executions_index", "jobs": args.jobs, "small": args.small, "large": args.large,
-                     "others": args.others, "limit": args.limit, "repeats": args.repeats, "machine": machine_summary()}
+    results: dict = {
+        "benchmark": "executions_index",
+        "jobs": args.jobs,
+        "small": args.small,
+        "large": args.large,
+        "others": args.others,
+        "limit": args.limit,
+        "repeats": args.repeats,
+        "machine": machine_summary(),
+    }
 
     with postgres_server() as server:
         results["postgres"] = server_version(server)
-        print(f"GET /v1/executions, first page of {args.limit}: one owner's {args.jobs:,} jobs with "
-              f"{args.small:,} vs {args.large:,} executions (and {args.others:,} of another owner in both)")
+        print(
+            f"GET /v1/executions, first page of {args.limit}: one owner's {args.jobs:,} jobs with "
+            f"{args.small:,} vs {args.large:,} executions (and {args.others:,} of another owner in both)"
+        )
         with fresh_database(server, "xsmall") as small, fresh_database(server, "xlarge") as large:
             began = time.monotonic()
             for url, executions in ((small, args.small), (large, args.large)):
@@ -130,12 +153,14 @@ def main() -> None:
             for name, store in stores.items():  # the second page starts after the first page's last row
                 last = store.list_owner_executions(OWNER, limit=args.limit)[-1]
                 cursors[name] = (last.started_at, last.id)
-            cases = {"first_page": lambda name: {"limit": args.limit + 1},
-                     "after_cursor": lambda name: {"limit": args.limit + 1, "before": cursors[name]},
-                     "status_failed": lambda name: {"limit": args.limit + 1, "status": "failed"}}
+            cases = {
+                "first_page": lambda name: {"limit": args.limit + 1},
+                "after_cursor": lambda name: {"limit": args.limit + 1, "before": cursors[name]},
+                "status_failed": lambda name: {"limit": args.limit + 1, "status": "failed"},
+            }
             samples = {case: {"small": [], "large": []} for case in cases}
             for _ in range(10):  # warm up both
-                for case, params in cases.items():
+                for params in cases.values():
                     for name in ("small", "large"):
                         timed(stores[name], **params(name))
             with progress(args.repeats, "page latency", unit="round") as bar:
@@ -148,16 +173,21 @@ def main() -> None:
                 pool.close()
         for case in cases:
             entry: dict = {}
-            for name, rows in (("small", args.small), ("large", args.large)):
+            for name in ("small", "large"):
                 data = sorted(samples[case][name])
-                entry[name + "_ms"] = {"median": statistics.median(data), "p95": data[int(len(data) * 0.95)],
-                                       "samples": data}
+                entry[name + "_ms"] = {
+                    "median": statistics.median(data),
+                    "p95": data[int(len(data) * 0.95)],
+                    "samples": data,
+                }
             entry["ratio"] = entry["large_ms"]["median"] / entry["small_ms"]["median"]
             results[case] = entry
-            print(f"  {case:>13}: {args.small:>9,} executions: median {entry['small_ms']['median']:6.2f} ms, "
-                  f"p95 {entry['small_ms']['p95']:6.2f} ms | {args.large:>9,}: median "
-                  f"{entry['large_ms']['median']:6.2f} ms, p95 {entry['large_ms']['p95']:6.2f} ms | "
-                  f"ratio {entry['ratio']:.2f}")
+            print(
+                f"  {case:>13}: {args.small:>9,} executions: median {entry['small_ms']['median']:6.2f} ms, "
+                f"p95 {entry['small_ms']['p95']:6.2f} ms | {args.large:>9,}: median "
+                f"{entry['large_ms']['median']:6.2f} ms, p95 {entry['large_ms']['p95']:6.2f} ms | "
+                f"ratio {entry['ratio']:.2f}"
+            )
         results["ratio"] = results["first_page"]["ratio"]
         print(f"  buffers read by the first page: {results['small_first_page_buffers']} vs {buffers}")
     write_json(args.json, results)

@@ -22,14 +22,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import psycopg
+from executions_index import OWNER, fill
 from psycopg.conninfo import conninfo_to_dict
 
 from common import machine_summary, postgres_server, progress, server_version, write_json  # noqa: I001
-from executions_index import OWNER, fill
-
 from scheduler import service  # noqa: E402
 from scheduler.db import make_pool  # noqa: E402
 from scheduler.domain import Completion, Outcome  # noqa: E402
@@ -48,8 +47,9 @@ SIDES = ("unpartitioned", "partitioned")
 def plan_and_buffers(url: str, query: str, params: dict) -> tuple[str, int]:
     """EXPLAIN (ANALYZE, BUFFERS) of a query: the plan and the shared buffers its top node read."""
     with psycopg.connect(url, autocommit=True) as conn:
-        rows = [r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) " + query,
-                                           params).fetchall()]
+        rows = [
+            r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) " + query, params).fetchall()
+        ]
     top = next(r for r in rows if "Buffers:" in r)
     return "\n".join(rows), sum(int(p.split("=")[1]) for p in top.split("Buffers:")[1].split() if "=" in p)
 
@@ -67,8 +67,14 @@ def bytes_per_row(url: str) -> dict:
                    (SELECT count(*) FROM executions) AS n
             FROM parts""").fetchone()
     heap, indexes, n = (int(v) for v in row)
-    return {"rows": n, "heap_bytes": heap, "index_bytes": indexes,
-            "heap_per_row": heap / n, "index_per_row": indexes / n, "total_per_row": (heap + indexes) / n}
+    return {
+        "rows": n,
+        "heap_bytes": heap,
+        "index_bytes": indexes,
+        "heap_per_row": heap / n,
+        "index_per_row": indexes / n,
+        "total_per_row": (heap + indexes) / n,
+    }
 
 
 def main() -> None:
@@ -79,27 +85,42 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--limit", type=int, default=50)
     parser.add_argument("--quick", action="store_true", help="a small run: 100,000 executions, 50 repeats")
-    parser.add_argument("--real-rows", type=int, default=20_000,
-                        help="executions written through the runner's statements for the storage line")
+    parser.add_argument(
+        "--real-rows",
+        type=int,
+        default=20_000,
+        help="executions written through the runner's statements for the storage line",
+    )
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     if args.quick:
         args.executions, args.repeats = min(args.executions, 100_000), min(args.repeats, 50)
-    results: dict = {"benchmark": "executions_partitioned", "jobs": args.jobs, "executions": args.executions,
-                     "days": args.days, "limit": args.limit, "repeats": args.repeats, "machine": machine_summary()}
+    results: dict = {
+        "benchmark": "executions_partitioned",
+        "jobs": args.jobs,
+        "executions": args.executions,
+        "days": args.days,
+        "limit": args.limit,
+        "repeats": args.repeats,
+        "machine": machine_summary(),
+    }
     apart = args.days * 86400 / args.executions
 
     with postgres_server() as server:
         results["postgres"] = server_version(server)
-        print(f"History pages of {args.limit}: one owner's {args.jobs:,} jobs, {args.executions:,} executions over "
-              f"{args.days:g} days, in one table vs one partition per day")
+        print(
+            f"History pages of {args.limit}: one owner's {args.jobs:,} jobs, {args.executions:,} executions over "
+            f"{args.days:g} days, in one table vs one partition per day"
+        )
         with temporary_database(server, label="xunpart") as before:
             migrate(before, target=4)
             began = time.monotonic()
             fill(before, args.jobs, args.executions, seconds_apart=apart)
             with psycopg.connect(before, autocommit=True) as conn:  # as if the runner had run them
-                conn.execute("UPDATE jobs SET created_at = now() - make_interval(days => %s), run_count = %s",
-                             (args.days, args.executions // args.jobs))
+                conn.execute(
+                    "UPDATE jobs SET created_at = now() - make_interval(days => %s), run_count = %s",
+                    (args.days, args.executions // args.jobs),
+                )
             results["fill_seconds"] = round(time.monotonic() - began, 1)
             with temporary_database(server, label="xpart", template=conninfo_to_dict(before)["dbname"]) as after:
                 began = time.monotonic()
@@ -109,21 +130,26 @@ def main() -> None:
                 with psycopg.connect(after, autocommit=True) as conn:
                     conn.execute("VACUUM ANALYZE executions")
                     results["partitions"] = conn.execute(
-                        "SELECT count(*) FROM pg_inherits WHERE inhparent = 'executions'::regclass").fetchone()[0]
+                        "SELECT count(*) FROM pg_inherits WHERE inhparent = 'executions'::regclass"
+                    ).fetchone()[0]
                 urls = dict(zip(SIDES, (before, after)))
                 results["storage"] = {side: bytes_per_row(url) for side, url in urls.items()}
                 for side in SIDES:
                     s = results["storage"][side]
-                    print(f"  {side:>13}: {s['total_per_row']:.0f} bytes per execution row "
-                          f"(heap {s['heap_per_row']:.0f}, indexes {s['index_per_row']:.0f})")
+                    print(
+                        f"  {side:>13}: {s['total_per_row']:.0f} bytes per execution row "
+                        f"(heap {s['heap_per_row']:.0f}, indexes {s['index_per_row']:.0f})"
+                    )
                 run(args, urls, results)
             with temporary_database(server, label="xreal") as real:
                 migrate(real)
                 results["storage_real_rows"] = real_rows(real, args.real_rows)
                 s = results["storage_real_rows"]
-                print(f"  {s['rows']:,} executions written by claim_and_start and complete_executions "
-                      f"(HTTP 200, a {len(TYPICAL_EXCERPT)}-byte answer): {s['total_per_row']:.0f} bytes per row "
-                      f"(heap {s['heap_per_row']:.0f}, indexes {s['index_per_row']:.0f})")
+                print(
+                    f"  {s['rows']:,} executions written by claim_and_start and complete_executions "
+                    f"(HTTP 200, a {len(TYPICAL_EXCERPT)}-byte answer): {s['total_per_row']:.0f} bytes per row "
+                    f"(heap {s['heap_per_row']:.0f}, indexes {s['index_per_row']:.0f})"
+                )
     write_json(args.json, results)
 
 
@@ -136,10 +162,21 @@ def real_rows(url: str, count: int, batch: int = 500) -> dict:
     insert_due_jobs(pool, count, owner=OWNER)
     with progress(count, f"writing {count:,} executions", unit="row") as bar:
         while claims := store.claim_and_start(batch, 30):
-            service.complete_executions(store, [
-                Completion(claim.job_id, claim.lock_token, claim.started.execution_id, Outcome("succeeded"),
-                           http_status=200, response_excerpt=TYPICAL_EXCERPT, started=claim.started)
-                for claim in claims])
+            service.complete_executions(
+                store,
+                [
+                    Completion(
+                        claim.job_id,
+                        claim.lock_token,
+                        claim.started.execution_id,
+                        Outcome("succeeded"),
+                        http_status=200,
+                        response_excerpt=TYPICAL_EXCERPT,
+                        started=claim.started,
+                    )
+                    for claim in claims
+                ],
+            )
             bar.update(len(claims))
     pool.close()
     with psycopg.connect(url, autocommit=True) as conn:
@@ -151,8 +188,9 @@ def run(args: argparse.Namespace, urls: dict[str, str], results: dict) -> None:
     pools = {side: make_pool(url, min_size=1, max_size=1) for side, url in urls.items()}
     stores = {side: Store(pool) for side, pool in pools.items()}
     with pools["unpartitioned"].connection() as conn:
-        job_id = str(conn.execute("SELECT id FROM jobs WHERE owner = %s ORDER BY name LIMIT 1",
-                                  (OWNER,)).fetchone()["id"])
+        job_id = str(
+            conn.execute("SELECT id FROM jobs WHERE owner = %s ORDER BY name LIMIT 1", (OWNER,)).fetchone()["id"]
+        )
     owner_cursor, job_cursor = {}, {}
     for side, store in stores.items():
         last = store.list_owner_executions(OWNER, limit=args.limit)[-1]
@@ -161,16 +199,19 @@ def run(args: argparse.Namespace, urls: dict[str, str], results: dict) -> None:
     cases = {
         "owner_first_page": lambda side: stores[side].list_owner_executions(OWNER, limit=args.limit + 1),
         "owner_after_cursor": lambda side: stores[side].list_owner_executions(
-            OWNER, limit=args.limit + 1, before=owner_cursor[side]),
+            OWNER, limit=args.limit + 1, before=owner_cursor[side]
+        ),
         "owner_status_failed": lambda side: stores[side].list_owner_executions(
-            OWNER, limit=args.limit + 1, status="failed"),
+            OWNER, limit=args.limit + 1, status="failed"
+        ),
         "job_first_page": lambda side: stores[side].list_executions(OWNER, job_id, limit=args.limit + 1),
         "job_after_cursor": lambda side: stores[side].list_executions(
-            OWNER, job_id, limit=args.limit + 1, before_seq=job_cursor[side]),
+            OWNER, job_id, limit=args.limit + 1, before_seq=job_cursor[side]
+        ),
     }
     samples = {case: {side: [] for side in SIDES} for case in cases}
     for _ in range(10):  # warm up both
-        for case, page in cases.items():
+        for page in cases.values():
             for side in SIDES:
                 page(side)
     with progress(args.repeats, "page latency", unit="round") as bar:
@@ -190,20 +231,36 @@ def run(args: argparse.Namespace, urls: dict[str, str], results: dict) -> None:
             entry[side + "_ms"] = {"median": statistics.median(data), "p95": data[int(len(data) * 0.95)]}
         entry["ratio"] = entry["partitioned_ms"]["median"] / entry["unpartitioned_ms"]["median"]
         results[case] = entry
-        print(f"  {case:>20}: one table: median {entry['unpartitioned_ms']['median']:6.2f} ms, "
-              f"p95 {entry['unpartitioned_ms']['p95']:6.2f} ms | by day: median "
-              f"{entry['partitioned_ms']['median']:6.2f} ms, p95 {entry['partitioned_ms']['p95']:6.2f} ms | "
-              f"ratio {entry['ratio']:.2f}")
+        print(
+            f"  {case:>20}: one table: median {entry['unpartitioned_ms']['median']:6.2f} ms, "
+            f"p95 {entry['unpartitioned_ms']['p95']:6.2f} ms | by day: median "
+            f"{entry['partitioned_ms']['median']:6.2f} ms, p95 {entry['partitioned_ms']['p95']:6.2f} ms | "
+            f"ratio {entry['ratio']:.2f}"
+        )
     # The store's first tries (since midnight UTC so many days back): the page, when they hold it.
-    today = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
-    owner_params = {"owner": OWNER, "status": None, "job_id": None, "since": today - timedelta(days=OWNER_RECENT_DAYS),
-                    "until": None,
-                    "limit": args.limit + 1, "before_started_at": None, "before_id": None}
-    job_params = {"job_id": job_id, "status": None, "before_seq": None, "limit": args.limit + 1,
-                  "since": today - timedelta(days=JOB_RECENT_DAYS),
-                  "until": None}
-    for name, query, params in (("owner", "list_owner_executions", owner_params),
-                                ("job", "list_executions", job_params)):
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    owner_params = {
+        "owner": OWNER,
+        "status": None,
+        "job_id": None,
+        "since": today - timedelta(days=OWNER_RECENT_DAYS),
+        "until": None,
+        "limit": args.limit + 1,
+        "before_started_at": None,
+        "before_id": None,
+    }
+    job_params = {
+        "job_id": job_id,
+        "status": None,
+        "before_seq": None,
+        "limit": args.limit + 1,
+        "since": today - timedelta(days=JOB_RECENT_DAYS),
+        "until": None,
+    }
+    for name, query, params in (
+        ("owner", "list_owner_executions", owner_params),
+        ("job", "list_executions", job_params),
+    ):
         for side in SIDES:
             plan, buffers = plan_and_buffers(urls[side], QUERIES[query], params)
             results[f"{name}_first_page_buffers_{side}"] = buffers

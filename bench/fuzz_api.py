@@ -26,15 +26,17 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, fresh_database, postgres_server  # noqa: I001 (puts functions/ on sys.path)
-
 import schemathesis  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 from schemathesis import GenerationMode  # noqa: E402
 from schemathesis.checks import not_a_server_error  # noqa: E402
-from schemathesis.specs.openapi.checks import (content_type_conformance, response_schema_conformance,  # noqa: E402
-                                               status_code_conformance)
+from schemathesis.specs.openapi.checks import (  # noqa: E402
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
+from common import ROOT, fresh_database, postgres_server  # noqa: I001 (puts functions/ on sys.path)
 from scheduler import service  # noqa: E402
 from scheduler.api.app import make_app  # noqa: E402
 from scheduler.db import make_pool  # noqa: E402
@@ -75,8 +77,11 @@ class Target:
         service.pause_job(store, OWNER, self.ids[2])
 
     def _create(self, name: str, extra: dict) -> str:
-        body = {"name": f"{name}-{uuid.uuid4().hex[:12]}", "target": {"type": "http",
-                                                                          "url": "https://example.com/h"}, **extra}
+        body = {
+            "name": f"{name}-{uuid.uuid4().hex[:12]}",
+            "target": {"type": "http", "url": "https://example.com/h"},
+            **extra,
+        }
         spec = JobSpec.model_validate(body)
         return str(service.create_job(self.store, OWNER, spec.model_dump(mode="python"))["id"])
 
@@ -108,8 +113,11 @@ def describe(case: Any) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--examples", type=int, default=1200, help="examples to run in total (at least)")
-    parser.add_argument("--schema", default="openapi.json",
-                        help="the OpenAPI document: a path (default openapi.json) or 'generated' (the app's)")
+    parser.add_argument(
+        "--schema",
+        default="openapi.json",
+        help="the OpenAPI document: a path (default openapi.json) or 'generated' (the app's)",
+    )
     parser.add_argument("--modes", nargs="+", default=["positive", "negative"], choices=["positive", "negative"])
     parser.add_argument("--seed", type=int, default=0, help="hypothesis seed of the first round")
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
@@ -126,8 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.database_url:
         os.environ["DATABASE_URL"] = args.database_url
     began = time.monotonic()
-    with postgres_server() as server_url, fresh_database(server_url, "fuzzapi") as url, \
-            tempfile.TemporaryDirectory(prefix="fuzz-api-") as key_dir:
+    with (
+        postgres_server() as server_url,
+        fresh_database(server_url, "fuzzapi") as url,
+        tempfile.TemporaryDirectory(prefix="fuzz-api-") as key_dir,
+    ):
         pool = make_pool(url, min_size=1, max_size=4)
         target = Target(Store(pool), key_dir)
         rng = random.Random(args.seed)
@@ -144,8 +155,13 @@ def main(argv: list[str] | None = None) -> int:
             label = f"{op.method.upper()} {op.path} [{mode.value}]"
 
             @seed(round_seed)
-            @settings(max_examples=budget, deadline=None, database=None, phases=[Phase.generate],
-                      suppress_health_check=list(HealthCheck))
+            @settings(
+                max_examples=budget,
+                deadline=None,
+                database=None,
+                phases=[Phase.generate],
+                suppress_health_check=list(HealthCheck),
+            )
             @given(case=op.as_strategy(generation_mode=mode))
             def run(case: Any) -> None:
                 count[0] += 1
@@ -181,8 +197,11 @@ def main(argv: list[str] | None = None) -> int:
         # others run more rounds, with other seeds, until the total is reached.
         rounds = 1
         while total < args.examples and rounds < 20:
-            rich = [(op, mode) for op, mode in pairs if runs[f"{op.method.upper()} {op.path} [{mode.value}]"]
-                    >= per_pair * rounds]
+            rich = [
+                (op, mode)
+                for op, mode in pairs
+                if runs[f"{op.method.upper()} {op.path} [{mode.value}]"] >= per_pair * rounds
+            ]
             if not rich:
                 break
             share = max(1, -(-(args.examples - total) // len(rich)))
@@ -192,8 +211,10 @@ def main(argv: list[str] | None = None) -> int:
         pool.close()
 
     elapsed = time.monotonic() - began
-    print(f"schemathesis {schemathesis.__version__ if hasattr(schemathesis, '__version__') else ''} against "
-          f"{args.schema}: {len(operations)} operations x {len(modes)} modes")
+    print(
+        f"schemathesis {schemathesis.__version__ if hasattr(schemathesis, '__version__') else ''} against "
+        f"{args.schema}: {len(operations)} operations x {len(modes)} modes"
+    )
     width = max(len(k) for k in runs)
     for label in sorted(runs):
         answers = ", ".join(f"{k}: {v}" for k, v in sorted(by_class[label].items()))
@@ -206,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"answers the document does not describe (informational): {sum(nonconforming.values())}")
         for what, n in nonconforming.most_common(10):
             print(f"  {n:5d}  {what}, e.g. {nonconforming_examples[what][:300]}")
-    for line in (errors + exceptions)[:args.show]:
+    for line in (errors + exceptions)[: args.show]:
         print(f"  5xx: {line}")
     if errors or exceptions:
         return 1

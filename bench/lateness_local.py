@@ -28,12 +28,19 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from common import (  # noqa: I001
-    ROOT, LoopbackServer, fresh_database, machine_summary, percentile, postgres_server, progress, server_version,
+    ROOT,
+    LoopbackServer,
+    fresh_database,
+    machine_summary,
+    percentile,
+    postgres_server,
+    progress,
+    server_version,
     write_json,
 )
 
@@ -55,10 +62,23 @@ class LocalScheduler:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "functions"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         env.pop("DATABASE_URL", None)  # the command line names the database
-        cmd = [*scheduler_command(), "local", "--host", "127.0.0.1", "--port", "0", "--database-url", database_url,
-               "--data-dir", data_dir, "--runners", str(runners)]
-        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     cwd=data_dir)
+        cmd = [
+            *scheduler_command(),
+            "local",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--database-url",
+            database_url,
+            "--data-dir",
+            data_dir,
+            "--runners",
+            str(runners),
+        ]
+        self.proc = subprocess.Popen(
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=data_dir
+        )
         self.output: list[str] = []
         self._port: int | None = None
         self._ready = threading.Event()
@@ -123,10 +143,15 @@ def create_jobs(client: ApiClient, jobs: int, run_at: datetime, target_url: str,
     lock = threading.Lock()
 
     def create(i: int) -> None:
-        status, body = client.post("/v1/jobs", {
-            "name": f"lateness-{i:05d}", "run_at": stamp,
-            "target": {"type": "http", "url": target_url, "method": "POST", "timeout_seconds": 10},
-            "retry": {"max_attempts": 1}})
+        status, body = client.post(
+            "/v1/jobs",
+            {
+                "name": f"lateness-{i:05d}",
+                "run_at": stamp,
+                "target": {"type": "http", "url": target_url, "method": "POST", "timeout_seconds": 10},
+                "retry": {"max_attempts": 1},
+            },
+        )
         if status != 201:
             raise RuntimeError(f"POST /v1/jobs answered {status}: {body[:300]!r}")
         with lock:
@@ -151,32 +176,47 @@ def measure(args: argparse.Namespace, runners: int) -> dict[str, Any]:
     results: dict[str, Any] = {"runners": runners, "jobs": args.jobs}
     target = LoopbackServer(200)
     try:
-        with postgres_server() as server, fresh_database(server, "late") as url, \
-                tempfile.TemporaryDirectory(prefix="bench-local-") as data_dir:
+        with (
+            postgres_server() as server,
+            fresh_database(server, "late") as url,
+            tempfile.TemporaryDirectory(prefix="bench-local-") as data_dir,
+        ):
             results["postgres"] = server_version(url)
             local = LocalScheduler(url, data_dir, runners=runners)
             try:
                 client = ApiClient(local.port)
                 # Warm the API (first request imports and connects), outside the clock.
-                status, _ = client.post("/v1/jobs", {"name": "warm-up", "schedule": "0 0 1 1 *",
-                                                     "target": {"type": "http", "url": target.url + "/warm"}})
+                status, _ = client.post(
+                    "/v1/jobs",
+                    {
+                        "name": "warm-up",
+                        "schedule": "0 0 1 1 *",
+                        "target": {"type": "http", "url": target.url + "/warm"},
+                    },
+                )
                 if status != 201:
                     raise RuntimeError(f"warm-up POST /v1/jobs answered {status}")
-                run_at = datetime.fromtimestamp(math.ceil(time.time() + args.lead), tz=timezone.utc)
-                print(f"{args.jobs} one-off jobs due at {run_at.isoformat()} -> {target.url}/hook "
-                      f"(scheduler local --runners {runners} on port {local.port})", flush=True)
+                run_at = datetime.fromtimestamp(math.ceil(time.time() + args.lead), tz=UTC)
+                print(
+                    f"{args.jobs} one-off jobs due at {run_at.isoformat()} -> {target.url}/hook "
+                    f"(scheduler local --runners {runners} on port {local.port})",
+                    flush=True,
+                )
                 created_in = create_jobs(client, args.jobs, run_at, target.url + "/hook", args.threads)
                 margin = run_at.timestamp() - time.time()
-                results.update(create_seconds=created_in, create_per_s=args.jobs / created_in,
-                               margin_seconds=margin)
-                print(f"  created in {created_in:.1f} s ({args.jobs / created_in:.0f}/s); "
-                      f"{margin:.1f} s to spare before run_at", flush=True)
+                results.update(create_seconds=created_in, create_per_s=args.jobs / created_in, margin_seconds=margin)
+                print(
+                    f"  created in {created_in:.1f} s ({args.jobs / created_in:.0f}/s); "
+                    f"{margin:.1f} s to spare before run_at",
+                    flush=True,
+                )
                 if margin < 0.5:
                     print("  WARNING: the jobs were not all created before run_at; raise --lead", flush=True)
                     results["warning"] = "creation ended after run_at - 0.5 s: the figures mix creation and delivery"
                 bar = progress(args.jobs, "deliveries")
-                got = target.wait_for(args.jobs, timeout=max(margin, 0) + 120,
-                                      on_progress=lambda n: bar.update(n - bar.n))
+                got = target.wait_for(
+                    args.jobs, timeout=max(margin, 0) + 120, on_progress=lambda n: bar.update(n - bar.n)
+                )
                 bar.close()
                 time.sleep(1.0)  # duplicates arriving late would show up
             finally:
@@ -186,15 +226,23 @@ def measure(args: argparse.Namespace, runners: int) -> dict[str, Any]:
         target.close()
     received = list(target.received)
     keys = [h.get("Idempotency-Key") for _, h in received]
-    lateness = [arrived - parse_time(h["X-Scheduler-Scheduled-At"]) for arrived, h in received
-                if h.get("X-Scheduler-Scheduled-At")]
+    lateness = [
+        arrived - parse_time(h["X-Scheduler-Scheduled-At"])
+        for arrived, h in received
+        if h.get("X-Scheduler-Scheduled-At")
+    ]
     due = run_at.timestamp()
     arrivals = sorted(a for a, _ in received)
     results.update(
-        received=len(received), duplicates=len(keys) - len(set(keys)),
-        lateness_s={"p50": percentile(lateness, 50), "p90": percentile(lateness, 90),
-                    "p99": percentile(lateness, 99), "max": max(lateness, default=math.nan),
-                    "min": min(lateness, default=math.nan)},
+        received=len(received),
+        duplicates=len(keys) - len(set(keys)),
+        lateness_s={
+            "p50": percentile(lateness, 50),
+            "p90": percentile(lateness, 90),
+            "p99": percentile(lateness, 99),
+            "max": max(lateness, default=math.nan),
+            "min": min(lateness, default=math.nan),
+        },
         first_after_due_s=(arrivals[0] - due) if arrivals else None,
         last_after_due_s=(arrivals[-1] - due) if arrivals else None,
         deliveries_per_s=(len(arrivals) - 1) / (arrivals[-1] - arrivals[0]) if len(arrivals) > 1 else None,
@@ -203,24 +251,40 @@ def measure(args: argparse.Namespace, runners: int) -> dict[str, Any]:
     if got < args.jobs:
         print(f"  ONLY {got} of {args.jobs} deliveries arrived", flush=True)
     late = results["lateness_s"]
-    print(f"  received {len(received)} ({results['duplicates']} duplicates); lateness p50 {late['p50']:.3f} s, "
-          f"p90 {late['p90']:.3f} s, p99 {late['p99']:.3f} s (target <= 1.0), max {late['max']:.3f} s", flush=True)
+    print(
+        f"  received {len(received)} ({results['duplicates']} duplicates); lateness p50 {late['p50']:.3f} s, "
+        f"p90 {late['p90']:.3f} s, p99 {late['p99']:.3f} s (target <= 1.0), max {late['max']:.3f} s",
+        flush=True,
+    )
     if arrivals:
-        print(f"  first delivery {results['first_after_due_s']:+.3f} s after run_at, last {results['last_after_due_s']:+.3f} s; "
-              f"{results['deliveries_per_s']:.0f} deliveries/s during the burst", flush=True)
+        print(
+            f"  first delivery {results['first_after_due_s']:+.3f} s after run_at, last {results['last_after_due_s']:+.3f} s; "
+            f"{results['deliveries_per_s']:.0f} deliveries/s during the burst",
+            flush=True,
+        )
     return results
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=1000)
-    parser.add_argument("--lead", type=float, default=10.0,
-                        help="seconds between the start of the creation and run_at (default 10)")
+    parser.add_argument(
+        "--lead", type=float, default=10.0, help="seconds between the start of the creation and run_at (default 10)"
+    )
     parser.add_argument("--threads", type=int, default=8, help="concurrent API clients creating the jobs")
-    parser.add_argument("--runners", type=int, nargs="+", default=[1, 2],
-                        help="runner processes of scheduler local, one burst each (default: 1 2)")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="bursts per runner count; the one with the median p99 is reported (default 3)")
+    parser.add_argument(
+        "--runners",
+        type=int,
+        nargs="+",
+        default=[1, 2],
+        help="runner processes of scheduler local, one burst each (default: 1 2)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="bursts per runner count; the one with the median p99 is reported (default 3)",
+    )
     parser.add_argument("--quick", action="store_true", help="a small run: 200 jobs, one round")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
@@ -231,12 +295,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         bursts = sorted((measure(args, runners) for _ in range(args.rounds)), key=lambda r: r["lateness_s"]["p99"])
         median = bursts[len(bursts) // 2]
         median["p99_rounds"] = [b["lateness_s"]["p99"] for b in bursts]
-        print(f"--runners {runners}: p99 over {args.rounds} burst(s) "
-              f"{', '.join(f'{p:.3f}' for p in median['p99_rounds'])} s; median {median['lateness_s']['p99']:.3f} s",
-              flush=True)
+        print(
+            f"--runners {runners}: p99 over {args.rounds} burst(s) "
+            f"{', '.join(f'{p:.3f}' for p in median['p99_rounds'])} s; median {median['lateness_s']['p99']:.3f} s",
+            flush=True,
+        )
         runs.append(median)
-    results: dict[str, Any] = {"benchmark": "lateness_local", "jobs": args.jobs, "rounds": args.rounds,
-                               "machine": machine_summary(), "runs": runs}
+    results: dict[str, Any] = {
+        "benchmark": "lateness_local",
+        "jobs": args.jobs,
+        "rounds": args.rounds,
+        "machine": machine_summary(),
+        "runs": runs,
+    }
     write_json(args.json, results)
     return results
 

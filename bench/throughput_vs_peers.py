@@ -49,10 +49,17 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from common import (  # noqa: I001
-    ServerCpu, checkpoint, find_pgbench, fresh_database, libpq_env, machine_summary, postgres_server, progress,
-    server_version, write_json,
+    ServerCpu,
+    checkpoint,
+    find_pgbench,
+    fresh_database,
+    libpq_env,
+    machine_summary,
+    postgres_server,
+    progress,
+    server_version,
+    write_json,
 )
-
 from scheduler import service  # noqa: E402
 from scheduler.db import make_pool  # noqa: E402
 from scheduler.lifecycle import Outcome  # noqa: E402
@@ -88,8 +95,11 @@ def db_transactions(url: str) -> int:
     difference around a run, per job, compares the systems' commit rates (each ended backend
     has flushed its counts; the reading connection's own transaction is counted later)."""
     with psycopg.connect(url, autocommit=True) as conn:
-        return int(conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database "
-                                "WHERE datname = current_database()").fetchone()[0])
+        return int(
+            conn.execute(
+                "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
+            ).fetchone()[0]
+        )
 
 
 def transactions_per_job(url: str, before: int, jobs: int) -> float:
@@ -121,9 +131,18 @@ def drain_batched(store: Store, batch: int, deadline: float = float("inf"), on_b
     done = 0
     while time.monotonic() < deadline and (claims := store.claim_and_start(batch, 30)):
         began = time.monotonic()
-        completions = [Completion(claim.job_id, claim.lock_token, claim.started.execution_id, Outcome("succeeded"),
-                                  http_status=200, started=claim.started, elapsed_seconds=time.monotonic() - began)
-                       for claim in claims]
+        completions = [
+            Completion(
+                claim.job_id,
+                claim.lock_token,
+                claim.started.execution_id,
+                Outcome("succeeded"),
+                http_status=200,
+                started=claim.started,
+                elapsed_seconds=time.monotonic() - began,
+            )
+            for claim in claims
+        ]
         done += sum(service.complete_executions(store, completions))
         if on_batch:
             on_batch(len(claims))
@@ -139,9 +158,16 @@ def drain_per_job(store: Store, batch: int, deadline: float = float("inf"), on_b
             began_job = time.monotonic()
             started = store.start_execution(claim.job_id, claim.lock_token, 30)
             if started is not None:  # as the executor does: completion planned from the started row
-                done += service.complete_execution(store, claim.job_id, claim.lock_token, started.execution_id,
-                                                   Outcome("succeeded"), http_status=200, started=started,
-                                                   elapsed_seconds=time.monotonic() - began_job)
+                done += service.complete_execution(
+                    store,
+                    claim.job_id,
+                    claim.lock_token,
+                    started.execution_id,
+                    Outcome("succeeded"),
+                    http_status=200,
+                    started=started,
+                    elapsed_seconds=time.monotonic() - began_job,
+                )
         if on_batch:
             on_batch(len(claims))
     return done
@@ -172,8 +198,9 @@ def spawn_workers(target, args_for, workers: int, total: int, desc: str) -> tupl
     barrier = ctx.Barrier(workers)
     counter = ctx.Value("l", 0)
     results = ctx.Queue()
-    procs = [ctx.Process(target=target, args=(*args_for(i), barrier, counter, results), daemon=True)
-             for i in range(workers)]
+    procs = [
+        ctx.Process(target=target, args=(*args_for(i), barrier, counter, results), daemon=True) for i in range(workers)
+    ]
     for p in procs:
         p.start()
     got = []
@@ -208,15 +235,19 @@ def run_store(url: str, jobs: int, workers: int, batch: int, per_job: bool = Fal
     cpu = ServerCpu(url)
     cpu0 = cpu.seconds()
     name = "store per job" if per_job else "store"
-    elapsed, done = spawn_workers(_store_worker, lambda i: (url, batch, per_job), workers, jobs,
-                                  f"{name} x{workers}")
+    elapsed, done = spawn_workers(_store_worker, lambda i: (url, batch, per_job), workers, jobs, f"{name} x{workers}")
     cpu_ms = server_cpu_ms_per_job(cpu, cpu0, jobs)
     xacts = transactions_per_job(url, before, jobs)
     completed = completed_jobs(url)
     if completed != jobs:
         raise RuntimeError(f"{name}: {completed} of {jobs} jobs completed ({done} reported)")
-    return {"jobs": jobs, "seconds": elapsed, "jobs_per_s": jobs / elapsed, "transactions_per_job": xacts,
-            "server_cpu_ms_per_job": cpu_ms}
+    return {
+        "jobs": jobs,
+        "seconds": elapsed,
+        "jobs_per_s": jobs / elapsed,
+        "transactions_per_job": xacts,
+        "server_cpu_ms_per_job": cpu_ms,
+    }
 
 
 # -- pgbench: the same SQL -----------------------------------------------------------------------
@@ -253,20 +284,22 @@ def split_with(sql: str) -> tuple[str | None, str]:
         elif not quoted and ch == ")":
             depth -= 1
             if depth == 0:
-                rest = text[i + 1:].lstrip()
+                rest = text[i + 1 :].lstrip()
                 if not rest.startswith(","):
-                    return text[4:i + 1].strip(), rest
+                    return text[4 : i + 1].strip(), rest
         i += 1
     raise ValueError("cannot find the main statement of the WITH query")
 
 
 def substitute(sql: str, values: dict[str, str]) -> str:
     """Replace psycopg's ``%(name)s`` parameters by pgbench expressions; every one must be given."""
+
     def repl(match: re.Match) -> str:
         name = match.group(1)
         if name not in values:
             raise KeyError(f"no pgbench value for the parameter {name!r}")
         return values[name]
+
     return re.sub(r"%\((\w+)\)[sb]", repl, sql)
 
 
@@ -275,11 +308,13 @@ def pgbench_script(batch: int) -> str:
     queries.sql: claim and start up to ``batch`` jobs (``claim_and_start``, its rows aggregated
     into arrays for ``\\gset``), then record all their outcomes (``complete_jobs``)."""
     ctes, main = split_with(strip_sql_comments(QUERIES["claim_and_start"]))
-    claim = (f"WITH {ctes + ', ' if ctes else ''}__claimed AS ({main})\n"
-             "SELECT count(*) AS n, COALESCE(array_agg(id), '{}') AS ids,\n"
-             "       COALESCE(array_agg(lock_token), '{}') AS tokens,\n"
-             "       COALESCE(array_agg(execution_id), '{}') AS xids\n"
-             "FROM __claimed")
+    claim = (
+        f"WITH {ctes + ', ' if ctes else ''}__claimed AS ({main})\n"
+        "SELECT count(*) AS n, COALESCE(array_agg(id), '{}') AS ids,\n"
+        "       COALESCE(array_agg(lock_token), '{}') AS tokens,\n"
+        "       COALESCE(array_agg(execution_id), '{}') AS xids\n"
+        "FROM __claimed"
+    )
     claim = substitute(claim, {"limit": str(batch), "lease_margin_seconds": "30"})
 
     def each(value: str, sql_type: str) -> str:
@@ -287,22 +322,55 @@ def pgbench_script(batch: int) -> str:
 
     # The completion plan of a yearly job after a success, as scheduler.lifecycle computes it.
     next_year = "(date_trunc('year', now()) + interval '1 year')"
-    complete = substitute(strip_sql_comments(QUERIES["complete_jobs"]), {
-        "job_id": ":ids", "lock_token": ":tokens", "execution_id": ":xids", "version": each("1", "integer"),
-        "state": each("'active'", "text"), "scheduled_at": each(next_year, "timestamptz"),
-        "attempt": each("0", "integer"), "next_run_at": each(next_year, "timestamptz"),
-        "ran_scheduled_at": each("NULL", "timestamptz"), "status": each("'succeeded'", "text"),
-        "error": each("NULL", "text"), "http_status": each("200", "integer"),
-        "response_excerpt": each("NULL", "text")})
-    return "\n".join(["-- generated by bench/throughput_vs_peers.py from functions/scheduler/sql/queries.sql",
-                      claim + " \\gset", complete + ";"]) + "\n"
+    complete = substitute(
+        strip_sql_comments(QUERIES["complete_jobs"]),
+        {
+            "job_id": ":ids",
+            "lock_token": ":tokens",
+            "execution_id": ":xids",
+            "version": each("1", "integer"),
+            "state": each("'active'", "text"),
+            "scheduled_at": each(next_year, "timestamptz"),
+            "attempt": each("0", "integer"),
+            "next_run_at": each(next_year, "timestamptz"),
+            "ran_scheduled_at": each("NULL", "timestamptz"),
+            "status": each("'succeeded'", "text"),
+            "error": each("NULL", "text"),
+            "http_status": each("200", "integer"),
+            "response_excerpt": each("NULL", "text"),
+        },
+    )
+    return (
+        "\n".join(
+            [
+                "-- generated by bench/throughput_vs_peers.py from functions/scheduler/sql/queries.sql",
+                claim + " \\gset",
+                complete + ";",
+            ]
+        )
+        + "\n"
+    )
 
 
 def run_pgbench(url: str, jobs: int, clients: int, batch: int, script: Path) -> dict[str, Any]:
     reset_jobs(url, jobs)
     per_client = math.ceil(jobs / (batch * clients)) + 1  # the last runs find the table drained
-    cmd = [find_pgbench(), "-n", "-M", "prepared", "-f", str(script), "-c", str(clients), "-j", str(clients),
-           "-t", str(per_client), "-P", "1"]
+    cmd = [
+        find_pgbench(),
+        "-n",
+        "-M",
+        "prepared",
+        "-f",
+        str(script),
+        "-c",
+        str(clients),
+        "-j",
+        str(clients),
+        "-t",
+        str(per_client),
+        "-P",
+        "1",
+    ]
     bar = progress(jobs, f"pgbench x{clients}")
     done_scripts = 0
 
@@ -346,8 +414,14 @@ def run_pgbench(url: str, jobs: int, clients: int, batch: int, script: Path) -> 
     completed = completed_jobs(url)
     if completed != jobs:
         raise RuntimeError(f"pgbench: {completed} of {jobs} jobs completed")
-    return {"jobs": jobs, "seconds": elapsed, "jobs_per_s": jobs / elapsed, "scripts_per_client": per_client,
-            "transactions_per_job": xacts, "server_cpu_ms_per_job": cpu_ms}
+    return {
+        "jobs": jobs,
+        "seconds": elapsed,
+        "jobs_per_s": jobs / elapsed,
+        "scripts_per_client": per_client,
+        "transactions_per_job": xacts,
+        "server_cpu_ms_per_job": cpu_ms,
+    }
 
 
 # -- pgqueuer --------------------------------------------------------------------------------------
@@ -357,6 +431,7 @@ def pgq_driver_name(preferred: str) -> str:
     if preferred == "auto":
         try:
             import asyncpg  # noqa: F401
+
             return "asyncpg"
         except ImportError:
             return "psycopg"
@@ -451,9 +526,14 @@ def _pgq_worker(url: str, driver: str, batch: int, barrier, counter, results) ->
         await asyncio.get_running_loop().run_in_executor(None, lambda: barrier.wait(timeout=60))
         began = time.monotonic()
         try:
-            await asyncio.wait_for(qm.run(mode=QueueExecutionMode.drain, batch_size=batch,
-                                          log_aggregation_interval=__import__("datetime").timedelta(0)),
-                                   timeout=RUN_TIMEOUT)
+            await asyncio.wait_for(
+                qm.run(
+                    mode=QueueExecutionMode.drain,
+                    batch_size=batch,
+                    log_aggregation_interval=__import__("datetime").timedelta(0),
+                ),
+                timeout=RUN_TIMEOUT,
+            )
         finally:
             ended = time.monotonic()
             await close()
@@ -471,15 +551,20 @@ def run_pgqueuer(url: str, jobs: int, workers: int, batch: int, driver: str) -> 
     before = db_transactions(url)
     cpu = ServerCpu(url)
     cpu0 = cpu.seconds()
-    elapsed, done = spawn_workers(_pgq_worker, lambda i: (url, driver, batch), workers, jobs,
-                                  f"pgqueuer x{workers}")
+    elapsed, done = spawn_workers(_pgq_worker, lambda i: (url, driver, batch), workers, jobs, f"pgqueuer x{workers}")
     cpu_ms = server_cpu_ms_per_job(cpu, cpu0, jobs)
     xacts = transactions_per_job(url, before, jobs)
     remaining = asyncio.run(_pgq_call(url, driver, "remaining"))
     if remaining or done < jobs:
         raise RuntimeError(f"pgqueuer: {done} of {jobs} jobs run, {remaining} left in the queue")
-    return {"jobs": jobs, "seconds": elapsed, "jobs_per_s": jobs / elapsed, "driver": driver,
-            "transactions_per_job": xacts, "server_cpu_ms_per_job": cpu_ms}
+    return {
+        "jobs": jobs,
+        "seconds": elapsed,
+        "jobs_per_s": jobs / elapsed,
+        "driver": driver,
+        "transactions_per_job": xacts,
+        "server_cpu_ms_per_job": cpu_ms,
+    }
 
 
 # -- profile of one store worker -------------------------------------------------------------------
@@ -496,9 +581,18 @@ def profile_store(url: str, jobs: int, batch: int, traced_jobs: int = 200) -> di
         done = 0
         while claims := call("claim_and_start", store.claim_and_start, batch, 30):
             began = time.monotonic()
-            completions = [Completion(claim.job_id, claim.lock_token, claim.started.execution_id,
-                                      Outcome("succeeded"), http_status=200, started=claim.started,
-                                      elapsed_seconds=time.monotonic() - began) for claim in claims]
+            completions = [
+                Completion(
+                    claim.job_id,
+                    claim.lock_token,
+                    claim.started.execution_id,
+                    Outcome("succeeded"),
+                    http_status=200,
+                    started=claim.started,
+                    elapsed_seconds=time.monotonic() - began,
+                )
+                for claim in claims
+            ]
             done += sum(call("complete_executions", store.complete_executions, completions))
         return done
 
@@ -587,7 +681,11 @@ def profile_store(url: str, jobs: int, batch: int, traced_jobs: int = 200) -> di
     if traced and trips["claim_and_start"]:
         rt_per_job = sum(sum(v) for v in trips.values()) / traced_jobs
     return {
-        "jobs": done, "seconds": total, "jobs_per_s": done / total, "traced": traced, "traced_jobs": traced_jobs,
+        "jobs": done,
+        "seconds": total,
+        "jobs_per_s": done / total,
+        "traced": traced,
+        "traced_jobs": traced_jobs,
         "calls": calls,
         "median_ms": {k: statistics.median(v) for k, v in timings.items() if v},
         "total_ms_per_job": {k: sum(v) / done for k, v in timings.items() if v},
@@ -610,7 +708,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--jobs", type=int, default=4000, help="jobs drained per run (default 4000)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--batch", type=int, default=50, help="claim / dequeue batch size (default 50)")
-    parser.add_argument("--rounds", type=int, default=3, help="runs of each system per worker count; the median is kept")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="runs of each system per worker count; the median is kept"
+    )
     parser.add_argument("--pgqueuer-driver", choices=("auto", "asyncpg", "psycopg"), default="auto")
     parser.add_argument("--no-profile", action="store_true", help="skip the profile of one store worker")
     parser.add_argument("--quick", action="store_true", help="a small run: 800 jobs, one round")
@@ -620,12 +720,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.jobs, args.rounds = min(args.jobs, 800), 1
     driver = pgq_driver_name(args.pgqueuer_driver)
 
-    results: dict[str, Any] = {"benchmark": "throughput_vs_peers", "jobs": args.jobs, "batch": args.batch,
-                               "rounds": args.rounds, "pgqueuer_driver": driver, "machine": machine_summary(),
-                               "runs": []}
-    with postgres_server() as server, fresh_database(server, "peers") as url, \
-            pgqueuer_database(server, driver) as pgq_url, \
-            tempfile.TemporaryDirectory(prefix="bench-pgbench-") as tmp:
+    results: dict[str, Any] = {
+        "benchmark": "throughput_vs_peers",
+        "jobs": args.jobs,
+        "batch": args.batch,
+        "rounds": args.rounds,
+        "pgqueuer_driver": driver,
+        "machine": machine_summary(),
+        "runs": [],
+    }
+    with (
+        postgres_server() as server,
+        fresh_database(server, "peers") as url,
+        pgqueuer_database(server, driver) as pgq_url,
+        tempfile.TemporaryDirectory(prefix="bench-pgbench-") as tmp,
+    ):
         results["postgres"] = server_version(url)
         script = Path(tmp) / "claim_start_complete.sql"
         script.write_text(pgbench_script(args.batch), encoding="utf-8")
@@ -635,8 +744,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "pgbench": lambda w: run_pgbench(url, args.jobs, w, args.batch, script),
             "pgqueuer": lambda w: run_pgqueuer(pgq_url, args.jobs, w, args.batch, driver),
         }
-        print(f"claim + start + complete of {args.jobs} jobs, batch {args.batch}, {args.rounds} round(s); "
-              f"pgqueuer on {driver}", flush=True)
+        print(
+            f"claim + start + complete of {args.jobs} jobs, batch {args.batch}, {args.rounds} round(s); "
+            f"pgqueuer on {driver}",
+            flush=True,
+        )
         table: dict[int, dict[str, float]] = {}
         for w_index, workers in enumerate(args.workers):
             samples: dict[str, list[float]] = {s: [] for s in SYSTEMS}
@@ -648,40 +760,70 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     results["runs"].append(run)
                     samples[system].append(run["jobs_per_s"])
             table[workers] = {s: statistics.median(v) for s, v in samples.items()}
-            xacts = {s: statistics.median(r["transactions_per_job"] for r in results["runs"]
-                                          if r["system"] == s and r["workers"] == workers) for s in SYSTEMS}
-            cpus = {s: [r["server_cpu_ms_per_job"] for r in results["runs"] if r["system"] == s
-                        and r["workers"] == workers and r.get("server_cpu_ms_per_job") is not None] for s in SYSTEMS}
+            xacts = {
+                s: statistics.median(
+                    r["transactions_per_job"] for r in results["runs"] if r["system"] == s and r["workers"] == workers
+                )
+                for s in SYSTEMS
+            }
+            cpus = {
+                s: [
+                    r["server_cpu_ms_per_job"]
+                    for r in results["runs"]
+                    if r["system"] == s and r["workers"] == workers and r.get("server_cpu_ms_per_job") is not None
+                ]
+                for s in SYSTEMS
+            }
             cpus = {s: statistics.median(v) for s, v in cpus.items() if v}
             row = table[workers]
-            print(f"  {workers} worker(s): store {row['store']:7.0f} jobs/s | pgbench {row['pgbench']:7.0f} | "
-                  f"pgqueuer {row['pgqueuer']:7.0f} || store/pgbench {row['store'] / row['pgbench']:.2f} "
-                  f"(target >= 0.5) | store/pgqueuer {row['store'] / row['pgqueuer']:.2f} (target >= 1.0)",
-                  flush=True)
-            print(f"               transactions per job: store {xacts['store']:.2f} | pgbench {xacts['pgbench']:.2f} | "
-                  f"pgqueuer {xacts['pgqueuer']:.2f}", flush=True)
+            print(
+                f"  {workers} worker(s): store {row['store']:7.0f} jobs/s | pgbench {row['pgbench']:7.0f} | "
+                f"pgqueuer {row['pgqueuer']:7.0f} || store/pgbench {row['store'] / row['pgbench']:.2f} "
+                f"(target >= 0.5) | store/pgqueuer {row['store'] / row['pgqueuer']:.2f} (target >= 1.0)",
+                flush=True,
+            )
+            print(
+                f"               transactions per job: store {xacts['store']:.2f} | pgbench {xacts['pgbench']:.2f} | "
+                f"pgqueuer {xacts['pgqueuer']:.2f}",
+                flush=True,
+            )
             if len(cpus) == len(SYSTEMS):
-                print(f"               Postgres CPU ms per job: store {cpus['store']:.3f} | pgbench {cpus['pgbench']:.3f} | "
-                      f"pgqueuer {cpus['pgqueuer']:.3f}", flush=True)
+                print(
+                    f"               Postgres CPU ms per job: store {cpus['store']:.3f} | pgbench {cpus['pgbench']:.3f} | "
+                    f"pgqueuer {cpus['pgqueuer']:.3f}",
+                    flush=True,
+                )
                 results.setdefault("server_cpu_ms_per_job", {})[str(workers)] = cpus
             results.setdefault("transactions_per_job", {})[str(workers)] = xacts
-        results["table"] = {str(w): {**v, "store_vs_pgbench": v["store"] / v["pgbench"],
-                                     "store_vs_pgqueuer": v["store"] / v["pgqueuer"]} for w, v in table.items()}
+        results["table"] = {
+            str(w): {
+                **v,
+                "store_vs_pgbench": v["store"] / v["pgbench"],
+                "store_vs_pgqueuer": v["store"] / v["pgqueuer"],
+            }
+            for w, v in table.items()
+        }
         if not args.no_profile:
             prof = profile_store(url, min(args.jobs, 1000), args.batch)
             results["profile"] = prof
             print(f"profile, 1 store worker over {prof['jobs']} jobs ({prof['jobs_per_s']:.0f} jobs/s):")
             for name in ("claim_and_start", "complete_executions"):
                 rts = prof["round_trips_per_call"].get(name)
-                print(f"  {name:<19} {prof['calls'][name]:5d} calls, median {prof['median_ms'][name]:6.2f} ms"
-                      + (f", {rts:.1f} round trips/call" if rts is not None else "")
-                      + f", {prof['total_ms_per_job'][name]:.2f} ms per job")
+                print(
+                    f"  {name:<19} {prof['calls'][name]:5d} calls, median {prof['median_ms'][name]:6.2f} ms"
+                    + (f", {rts:.1f} round trips/call" if rts is not None else "")
+                    + f", {prof['total_ms_per_job'][name]:.2f} ms per job"
+                )
             if prof["round_trips_per_job"] is not None:
-                print(f"  {prof['round_trips_per_job']:.1f} round trips and {prof['commits_per_job']:.2f} commits per job; "
-                      f"a bare round trip {prof['select1_ms']:.2f} ms, a bare durable commit {prof['commit_ms']:.2f} ms; "
-                      f"planning the next occurrence (Python) {prof['plan_completion_ms']:.3f} ms")
-            print(f"  WAL {prof['wal_bytes_per_job'] / 1024:.1f} KiB per job; an execution row takes "
-                  f"{prof['execution_bytes_per_row']:.0f} bytes with its indexes")
+                print(
+                    f"  {prof['round_trips_per_job']:.1f} round trips and {prof['commits_per_job']:.2f} commits per job; "
+                    f"a bare round trip {prof['select1_ms']:.2f} ms, a bare durable commit {prof['commit_ms']:.2f} ms; "
+                    f"planning the next occurrence (Python) {prof['plan_completion_ms']:.3f} ms"
+                )
+            print(
+                f"  WAL {prof['wal_bytes_per_job'] / 1024:.1f} KiB per job; an execution row takes "
+                f"{prof['execution_bytes_per_row']:.0f} bytes with its indexes"
+            )
     write_json(args.json, results)
     return results
 

@@ -15,8 +15,12 @@ logger = Logger(service=get_settings().service_name)
 tracer = Tracer(service=get_settings().service_name)
 route_domain_logs_to(logger)
 settings = get_settings()
-deps = Dependencies(settings, through_proxy=True, pool_max_size=1,
-                    metrics=PowertoolsMetrics(settings.metrics_namespace, settings.service_name))
+deps = Dependencies(
+    settings,
+    through_proxy=True,
+    pool_max_size=1,
+    metrics=PowertoolsMetrics(settings.metrics_namespace, settings.service_name),
+)
 
 
 @logger.inject_lambda_context
@@ -24,7 +28,12 @@ deps = Dependencies(settings, through_proxy=True, pool_max_size=1,
 def handler(event: dict, context) -> dict:
     """Run the claim of ``event`` (``job_id``, ``lock_token``)."""
     logger.append_keys(job_id=event.get("job_id"))
-    report = execute_claim(event, store=deps.store, decrypt_target=deps.decrypt_target,
-                           policy=deps.target_policy, metrics=deps.metrics,
-                           remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000)
+    report = execute_claim(
+        event,
+        store=deps.store,
+        decrypt_target=deps.decrypt_target,
+        policy=deps.target_policy,
+        metrics=deps.metrics,
+        remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000,
+    )
     return report.as_dict()

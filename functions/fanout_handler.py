@@ -16,8 +16,9 @@ logger = Logger(service=get_settings().service_name)
 tracer = Tracer(service=get_settings().service_name)
 route_domain_logs_to(logger)
 settings = get_settings()
-deps = Dependencies(settings, through_proxy=True,
-                    metrics=PowertoolsMetrics(settings.metrics_namespace, settings.service_name))
+deps = Dependencies(
+    settings, through_proxy=True, metrics=PowertoolsMetrics(settings.metrics_namespace, settings.service_name)
+)
 
 
 @logger.inject_lambda_context
@@ -26,12 +27,20 @@ def handler(event: dict, context) -> dict:
     """Claim and dispatch until this invocation's budget ends (a helper: until a claim is empty)."""
     settings = deps.settings
     report, helper = run_lambda_invocation(
-        event, deps.store, deps.lambda_client, remaining_seconds=context.get_remaining_time_in_millis() / 1000,
-        executor_function=settings.executor_function, fanout_function=settings.fanout_function,
-        max_fanouts=settings.max_fanouts, precision=settings.precision, batch_size=settings.claim_batch_size,
-        lease_seconds=settings.claim_lease_seconds, retention_days=settings.execution_retention_days,
+        event,
+        deps.store,
+        deps.lambda_client,
+        remaining_seconds=context.get_remaining_time_in_millis() / 1000,
+        executor_function=settings.executor_function,
+        fanout_function=settings.fanout_function,
+        max_fanouts=settings.max_fanouts,
+        precision=settings.precision,
+        batch_size=settings.claim_batch_size,
+        lease_seconds=settings.claim_lease_seconds,
+        retention_days=settings.execution_retention_days,
         metrics=deps.metrics,
         # The executor's reserved concurrency bounds the dispatch; the live leases are what is taken.
-        dispatch_options={"max_in_flight": settings.executor_concurrency, "in_flight": deps.store.live_leases})
+        dispatch_options={"max_in_flight": settings.executor_concurrency, "in_flight": deps.store.live_leases},
+    )
     logger.info("fan-out finished", extra={**report.as_dict(), "helper": helper})
     return report.as_dict()

@@ -10,7 +10,8 @@ properties) and the function does nothing: a schema only moves forward (expand, 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from aws_lambda_powertools import Logger
 
@@ -23,8 +24,9 @@ logger = Logger()
 PHYSICAL_ID = "migrations"
 
 
-def on_event(event: dict, settings: Settings, *, secrets_client: Any = None,
-             apply: Callable[[str], list[int]] = migrate) -> dict:
+def on_event(
+    event: dict, settings: Settings, *, secrets_client: Any = None, apply: Callable[[str], list[int]] = migrate
+) -> dict:
     """The custom resource's answer to ``event``; migrates only for this code's own hash."""
     physical_id = event.get("PhysicalResourceId", PHYSICAL_ID)
     if event.get("RequestType") == "Delete":
@@ -32,8 +34,10 @@ def on_event(event: dict, settings: Settings, *, secrets_client: Any = None,
     wanted = (event.get("ResourceProperties") or {}).get("MigrationsHash")
     carried = files_hash()
     if wanted is not None and wanted != carried:
-        logger.warning("migrations hash of the event is not this code's: nothing done (rollback?)",
-                       extra={"event_hash": wanted, "code_hash": carried})
+        logger.warning(
+            "migrations hash of the event is not this code's: nothing done (rollback?)",
+            extra={"event_hash": wanted, "code_hash": carried},
+        )
         return {"PhysicalResourceId": physical_id, "Data": {"Applied": 0, "Skipped": "hash mismatch"}}
     conninfo = conninfo_from_settings(settings, direct=True, secrets_client=secrets_client)
     applied = apply(conninfo)
@@ -43,8 +47,10 @@ def on_event(event: dict, settings: Settings, *, secrets_client: Any = None,
         app = read_secret(settings.database_app_secret_arn, secrets_client)
         login = ensure_login(conninfo, app["username"], app["password"])
         logger.info("application login", extra={"username": app["username"], "login": login})
-    return {"PhysicalResourceId": PHYSICAL_ID,
-            "Data": {"Applied": len(applied), "Digest": migrations_digest(), "AppLogin": login}}
+    return {
+        "PhysicalResourceId": PHYSICAL_ID,
+        "Data": {"Applied": len(applied), "Digest": migrations_digest(), "AppLogin": login},
+    }
 
 
 @logger.inject_lambda_context(log_event=False)

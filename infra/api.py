@@ -142,8 +142,14 @@ class Api(Construct):
         self._integration = apigw.LambdaIntegration(self.function, allow_test_invoke=False)
 
         for route in routes.ROUTES:
-            self._method(self._resource(route.path), route.method, path=bool(route.path_parameters),
-                         body=route.body, query=route.query, headers=route.headers)
+            self._method(
+                self._resource(route.path),
+                route.method,
+                path=bool(route.path_parameters),
+                body=route.body,
+                query=route.query,
+                headers=route.headers,
+            )
 
         self.url = self.rest_api.url
         self.stage = self.rest_api.deployment_stage

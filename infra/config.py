@@ -156,8 +156,9 @@ class Config:
             db_io_optimized=_bool(get("db_io_optimized"), "db_io_optimized"),
         )
         if config.db_min_acu > config.db_max_acu:
-            raise ValueError(f"context 'db_min_acu' ({config.db_min_acu:g}) must not exceed 'db_max_acu' "
-                             f"({config.db_max_acu:g})")
+            raise ValueError(
+                f"context 'db_min_acu' ({config.db_min_acu:g}) must not exceed 'db_max_acu' ({config.db_max_acu:g})"
+            )
         return config
 
 
@@ -200,8 +201,11 @@ def _role_arns(value: Any) -> tuple[str, ...]:
     for item in (str(i).strip() for i in items):
         if not item:
             continue
-        if item.startswith("/") and item.endswith("/") or (item.startswith("arn:") and ":iam::" in item
-                                                              and ":role/" in item):
+        if (
+            item.startswith("/")
+            and item.endswith("/")
+            or (item.startswith("arn:") and ":iam::" in item and ":role/" in item)
+        ):
             found.append(item)
         else:
             raise ValueError(f"context 'target_role_arns': {item!r} is neither a role ARN nor a path like /scheduler/")

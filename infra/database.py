@@ -250,7 +250,9 @@ class Database(Construct):
             parameter_group=parameters,
             storage_encrypted=True,
             storage_encryption_key=self.key,
-            storage_type=rds.DBClusterStorageType.AURORA_IOPT1 if config.db_io_optimized else rds.DBClusterStorageType.AURORA,
+            storage_type=rds.DBClusterStorageType.AURORA_IOPT1
+            if config.db_io_optimized
+            else rds.DBClusterStorageType.AURORA,
             backup=rds.BackupProps(retention=Duration.days(config.db_backup_days)),
             copy_tags_to_snapshot=True,
             iam_authentication=False,
@@ -265,8 +267,9 @@ class Database(Construct):
             "credentials (master and application user), instead of IAM database authentication.",
         }
         if not config.deletion_protection:
-            findings["AwsSolutions-RDS10"] = ("Deletion protection switched off by -c deletion_protection=false "
-                                              "(throw-away stacks).")
+            findings["AwsSolutions-RDS10"] = (
+                "Deletion protection switched off by -c deletion_protection=false (throw-away stacks)."
+            )
         acknowledge(cluster, findings)
         return cluster
 

@@ -88,9 +88,19 @@ def tools_python(option: str | None = None) -> Path:
 
 def cfn_lint(template: Path, python: Path | None = None) -> list[Finding]:
     """cfn-lint's findings (errors and warnings), run by ``python`` (default: ``tools_python()``)."""
-    run = subprocess.run([str(python or tools_python()), "-c",
-                          "import sys; from cfnlint.runner import main; sys.exit(main())",
-                          "--format", "json", str(template)], capture_output=True, text=True, check=False)
+    run = subprocess.run(
+        [
+            str(python or tools_python()),
+            "-c",
+            "import sys; from cfnlint.runner import main; sys.exit(main())",
+            "--format",
+            "json",
+            str(template),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if run.returncode not in (0, 2, 4, 6, 8, 10, 12, 14) or not run.stdout.strip():
         if run.returncode == 0:
             return []
@@ -110,9 +120,24 @@ def parse_cfn_lint(output: str) -> list[Finding]:
 
 def checkov(template: Path, python: Path | None = None) -> list[Finding]:
     """checkov's failed checks (CloudFormation framework), run by ``python`` (default: ``tools_python()``)."""
-    run = subprocess.run([str(python or tools_python()), "-m", "checkov.main", "--file", str(template),
-                          "--framework", "cloudformation", "--output", "json", "--quiet", "--compact"],
-                         capture_output=True, text=True, check=False)
+    run = subprocess.run(
+        [
+            str(python or tools_python()),
+            "-m",
+            "checkov.main",
+            "--file",
+            str(template),
+            "--framework",
+            "cloudformation",
+            "--output",
+            "json",
+            "--quiet",
+            "--compact",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if run.returncode not in (0, 1) or not run.stdout.strip():
         raise RuntimeError(f"checkov failed ({run.returncode}): {run.stderr[-2000:]}")
     return parse_checkov(run.stdout)
@@ -162,8 +187,11 @@ def lint(outdir: Path, python: Path | None = None) -> tuple[dict[str, list[Findi
 def main(argv: list[str] | None = None) -> int:
     """Lint every shape of the stack; 1 when a finding is new (printed), else 0."""
     parser = argparse.ArgumentParser(prog="python -m infra.lint", description=__doc__.splitlines()[0])
-    parser.add_argument("--tools-python", help=f"the linters' Python (default: ${ENV_TOOLS_PYTHON}, "
-                        "else .venv-lint/bin/python; `make lint-templates` builds it)")
+    parser.add_argument(
+        "--tools-python",
+        help=f"the linters' Python (default: ${ENV_TOOLS_PYTHON}, "
+        "else .venv-lint/bin/python; `make lint-templates` builds it)",
+    )
     python = tools_python(parser.parse_args(argv).tools_python)
     if not python.exists():
         print(f"no linters' Python at {python}: run `make lint-templates` (it builds .venv-lint)")
@@ -174,8 +202,10 @@ def main(argv: list[str] | None = None) -> int:
         errors = sum(1 for f in findings if f.tool == "cfn-lint" and f.rule.startswith("E"))
         warnings = sum(1 for f in findings if f.tool == "cfn-lint") - errors
         failed = sum(1 for f in findings if f.tool == "checkov")
-        print(f"{variant}: cfn-lint {errors} errors, {warnings} warnings; checkov {failed} failed checks "
-              "(all accepted by the baseline unless listed below)")
+        print(
+            f"{variant}: cfn-lint {errors} errors, {warnings} warnings; checkov {failed} failed checks "
+            "(all accepted by the baseline unless listed below)"
+        )
     for finding in new:
         print(f"NEW {finding}")
     return 1 if new else 0

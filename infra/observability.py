@@ -61,7 +61,13 @@ class SchedulerMetrics:
         self.service = service
 
     def metric(
-        self, name: str, statistic: str = "Sum", *, period: Duration = MINUTE, label: str | None = None, **dimensions: str
+        self,
+        name: str,
+        statistic: str = "Sum",
+        *,
+        period: Duration = MINUTE,
+        label: str | None = None,
+        **dimensions: str,
     ) -> cw.Metric:
         """One of the scheduler's EMF metrics: ``service`` plus ``dimensions``, exactly."""
         return cw.Metric(
@@ -215,9 +221,7 @@ class Observability(Construct):
             comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
         )
-        self.alarms["ExecutorThrottles"] = executor.metric_throttles(
-            period=FIVE_MINUTES, statistic="Sum"
-        ).create_alarm(
+        self.alarms["ExecutorThrottles"] = executor.metric_throttles(period=FIVE_MINUTES, statistic="Sum").create_alarm(
             self,
             "ExecutorThrottles",
             alarm_description=f"The executor was throttled {EXECUTOR_THROTTLES_PER_5_MINUTES} or more times in 5 "
@@ -425,11 +429,17 @@ class Observability(Construct):
             self.dashboard.add_widgets(
                 cw.GraphWidget(
                     title="Database capacity (ACUs) and memory",
-                    left=[database.metric_serverless_database_capacity(period=MINUTE, statistic="Maximum",
-                                                                       label="capacity (ACUs)")],
+                    left=[
+                        database.metric_serverless_database_capacity(
+                            period=MINUTE, statistic="Maximum", label="capacity (ACUs)"
+                        )
+                    ],
                     left_annotations=[cw.HorizontalAnnotation(value=config.db_max_acu, label="db_max_acu")],
-                    right=[database.metric_freeable_memory(period=MINUTE, statistic="Minimum",
-                                                           label="freeable memory (bytes)")],
+                    right=[
+                        database.metric_freeable_memory(
+                            period=MINUTE, statistic="Minimum", label="freeable memory (bytes)"
+                        )
+                    ],
                     width=12,
                 ),
                 cw.GraphWidget(

@@ -39,7 +39,9 @@ def fanout_function_name(stack_name: str) -> str:
     if len(name) <= 64:
         return name
     digest = hashlib.sha256(stack_name.encode()).hexdigest()[:8]
-    return f"{stack_name[:64 - len(C.FANOUT_FUNCTION_SUFFIX) - 10]}-{digest}-{C.FANOUT_FUNCTION_SUFFIX}"
+    return f"{stack_name[: 64 - len(C.FANOUT_FUNCTION_SUFFIX) - 10]}-{digest}-{C.FANOUT_FUNCTION_SUFFIX}"
+
+
 # A target may take up to 900 s (scheduler.models.MAX_TIMEOUT_SECONDS); the executor caps each
 # delivery by its remaining time, so its timeout is Lambda's maximum. It is billed per use.
 EXECUTOR_TIMEOUT = Duration.minutes(15)
@@ -111,14 +113,19 @@ class Runner(Construct):
         # as ExternalId (the role's trust policy names the tenants it serves), and has no other
         # right on those services. Which roles it may assume: context target_role_arns, else any.
         partition = Stack.of(self).partition
-        roles = [f"arn:{partition}:iam::*:role{item}*" if item.startswith("/") else item
-                 for item in config.target_role_arns] or [f"arn:{partition}:iam::*:role/*"]
+        roles = [
+            f"arn:{partition}:iam::*:role{item}*" if item.startswith("/") else item for item in config.target_role_arns
+        ] or [f"arn:{partition}:iam::*:role/*"]
         self.executor.add_to_role_policy(iam.PolicyStatement(actions=["sts:AssumeRole"], resources=roles))
-        acknowledge(self.executor, {
-            f"AwsSolutions-IAM5[Resource::{role.replace(partition, '<AWS::Partition>')}]":
-            "The roles of AWS targets are the users' own; each trusts the executor only with the ExternalId of "
-            "the tenants it names, so a wider pattern here cannot be used across tenants."
-            for role in roles if "*" in role})
+        acknowledge(
+            self.executor,
+            {
+                f"AwsSolutions-IAM5[Resource::{role.replace(partition, '<AWS::Partition>')}]": "The roles of AWS targets are the users' own; each trusts the executor only with the ExternalId of "
+                "the tenants it names, so a wider pattern here cannot be used across tenants."
+                for role in roles
+                if "*" in role
+            },
+        )
 
         fanout_name = fanout_function_name(config.stack_name)
         self.fanout = kit.function(
@@ -149,8 +156,12 @@ class Runner(Construct):
         )
         if config.fanout_max > 1:
             # Itself (helpers), by its fixed name's ARN, unqualified: no reference to its own Arn.
-            own_arn = Stack.of(self).format_arn(service="lambda", resource="function", resource_name=fanout_name,
-                                                arn_format=ArnFormat.COLON_RESOURCE_NAME)
+            own_arn = Stack.of(self).format_arn(
+                service="lambda",
+                resource="function",
+                resource_name=fanout_name,
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            )
             self.fanout.add_to_role_policy(iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[own_arn]))
 
         self.tick = events.Rule(

@@ -11,7 +11,8 @@ import sys
 import tempfile
 import threading
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import requests
@@ -62,9 +63,24 @@ class LocalScheduler:
     def __init__(self, database_url: str, data_dir: str, *extra: str):
         env = {**os.environ, "PYTHONPATH": os.path.join(ROOT, "functions")}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "scheduler.cli", "local", "--port", "0", "--database-url", database_url,
-             "--data-dir", data_dir, *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+            [
+                sys.executable,
+                "-m",
+                "scheduler.cli",
+                "local",
+                "--port",
+                "0",
+                "--database-url",
+                database_url,
+                "--data-dir",
+                data_dir,
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
         self.lines: list[str] = []
         self.url = ""
         ready = threading.Event()
@@ -107,23 +123,42 @@ class LocalScheduler:
         return answer.json()
 
 
-def http_spec(name: str, schedule: str | None = "* * * * *", url: str = "https://example.com/hook",
-              **extra: Any) -> dict[str, Any]:
+def http_spec(
+    name: str, schedule: str | None = "* * * * *", url: str = "https://example.com/hook", **extra: Any
+) -> dict[str, Any]:
     """A valid job spec (as the API hands it to the store) with an HTTP target."""
     spec: dict[str, Any] = {
-        "name": name, "schedule": schedule, "timezone": "UTC",
-        "target": {"type": "http", "url": url, "method": "POST", "headers": {}, "body": None,
-                   "auth": None, "timeout_seconds": 5, "success_codes": None, "follow_redirects": False},
-        "retry": {"max_attempts": 3, "min_backoff_seconds": 1, "max_backoff_seconds": 60,
-                  "max_age_seconds": None},
+        "name": name,
+        "schedule": schedule,
+        "timezone": "UTC",
+        "target": {
+            "type": "http",
+            "url": url,
+            "method": "POST",
+            "headers": {},
+            "body": None,
+            "auth": None,
+            "timeout_seconds": 5,
+            "success_codes": None,
+            "follow_redirects": False,
+        },
+        "retry": {"max_attempts": 3, "min_backoff_seconds": 1, "max_backoff_seconds": 60, "max_age_seconds": None},
         "missed_runs": "run_once",
     }
     spec.update(extra)
     return spec
 
 
-def insert_due_jobs(pool: ConnectionPool, count: int, *, owner: str = "bulk", prefix: str = "job",
-                    due_offset_seconds: float = -1.0, state: str = "active", schedule: str = "0 0 1 1 *") -> None:
+def insert_due_jobs(
+    pool: ConnectionPool,
+    count: int,
+    *,
+    owner: str = "bulk",
+    prefix: str = "job",
+    due_offset_seconds: float = -1.0,
+    state: str = "active",
+    schedule: str = "0 0 1 1 *",
+) -> None:
     """Insert ``count`` jobs due ``due_offset_seconds`` from now (negative: already due), in one
     statement. The default schedule (yearly) does not make them due again after a run."""
     with pool.connection() as conn:
@@ -137,8 +172,15 @@ def insert_due_jobs(pool: ConnectionPool, count: int, *, owner: str = "bulk", pr
                    date_trunc('second', now() + make_interval(secs => %(offset)s))
             FROM generate_series(1, %(count)s) AS g
             """,
-            {"owner": owner, "prefix": prefix, "count": count, "offset": due_offset_seconds, "state": state,
-             "schedule": schedule})
+            {
+                "owner": owner,
+                "prefix": prefix,
+                "count": count,
+                "offset": due_offset_seconds,
+                "state": state,
+                "schedule": schedule,
+            },
+        )
 
 
 def expire_lease(pool: ConnectionPool, job_id: str) -> None:
@@ -151,11 +193,14 @@ def make_due(pool: ConnectionPool, job_id: str) -> None:
     """Move a job's next attempt to now, as if its time had come (the occurrence too, when no
     attempt was made at it yet)."""
     with pool.connection() as conn:
-        conn.execute("""
+        conn.execute(
+            """
             UPDATE jobs SET next_run_at = date_trunc('second', now()) - interval '1 second',
                             scheduled_at = CASE WHEN attempt = 0 THEN date_trunc('second', now()) - interval '1 second'
                                                 ELSE scheduled_at END
-            WHERE id = %s""", (job_id,))
+            WHERE id = %s""",
+            (job_id,),
+        )
 
 
 class RecordingServer:
@@ -184,8 +229,9 @@ class RecordingServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 with server._cond:
-                    server.requests.append({"method": self.command, "path": self.path,
-                                            "headers": dict(self.headers.items()), "body": body})
+                    server.requests.append(
+                        {"method": self.command, "path": self.path, "headers": dict(self.headers.items()), "body": body}
+                    )
                     script = server.responses.get(self.path.split("?")[0]) or [(200, {}, b"ok")]
                     status, headers, payload = script.pop(0) if len(script) > 1 else script[0]
                     server._cond.notify_all()
@@ -238,8 +284,11 @@ def moto_server() -> Iterator[str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

@@ -17,8 +17,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from scheduler.aws_arns import (_REGION, EVENT_BUS_ARN, FUNCTION_ARN, QUEUE_URL, ROLE_ARN,  # noqa: F401 (re-exported)
-                                TOPIC_ARN, partition_of, partition_of_region, region_of)
+from scheduler.aws_arns import (  # noqa: F401 (re-exported)
+    _REGION,
+    EVENT_BUS_ARN,
+    FUNCTION_ARN,
+    QUEUE_URL,
+    ROLE_ARN,
+    TOPIC_ARN,
+    partition_of,
+    partition_of_region,
+    region_of,
+)
 
 KIB = 1024
 #: Payload limits per service, in bytes.
@@ -32,9 +41,12 @@ IDENTITY_ATTRIBUTES_BYTES = 400
 #: The longest text each placeholder renders to (a UUID, an RFC 3339 instant, an attempt).
 _PLACEHOLDER_WIDTH = {"job_id": 36, "execution_id": 36, "scheduled_at": 32, "attempt": 3}
 _PLACEHOLDER = re.compile(r"\{\{\s*(job_id|execution_id|scheduled_at|attempt)\s*\}\}")
-_SAMPLE = {"job_id": "00000000-0000-0000-0000-000000000000",
-           "execution_id": "00000000-0000-0000-0000-000000000000",
-           "scheduled_at": "2026-01-01T00:00:00Z", "attempt": "1"}
+_SAMPLE = {
+    "job_id": "00000000-0000-0000-0000-000000000000",
+    "execution_id": "00000000-0000-0000-0000-000000000000",
+    "scheduled_at": "2026-01-01T00:00:00Z",
+    "attempt": "1",
+}
 
 _GROUP_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
 _SIGV4_SERVICES = ("execute-api", "lambda")
@@ -65,8 +77,9 @@ def _sample_rendered(text: str) -> str:
 def _check_size(field: str, limit: int, *texts: str | None, extra: int = 0) -> None:
     size = rendered_size(*texts) + extra
     if size > limit:
-        raise AwsFieldError(field, f"is {size} bytes once rendered (with the delivery's attributes); "
-                                   f"the service takes at most {limit}")
+        raise AwsFieldError(
+            field, f"is {size} bytes once rendered (with the delivery's attributes); the service takes at most {limit}"
+        )
 
 
 def _check_json(field: str, text: str, *, object_only: bool = False) -> None:
@@ -99,8 +112,9 @@ class _RoleTarget(_AwsStrict):
 
     def _same_partition(self, field: str, resource_partition: str) -> None:
         if partition_of(self.role_arn) != resource_partition:
-            raise AwsFieldError(field, f"is in partition {resource_partition!r} but role_arn is in "
-                                       f"{partition_of(self.role_arn)!r}")
+            raise AwsFieldError(
+                field, f"is in partition {resource_partition!r} but role_arn is in {partition_of(self.role_arn)!r}"
+            )
 
 
 class LambdaTarget(_RoleTarget):
@@ -115,11 +129,14 @@ class LambdaTarget(_RoleTarget):
     @field_validator("function_arn")
     @classmethod
     def _arn(cls, v: str) -> str:
-        return _shape(FUNCTION_ARN, v, "a Lambda function ARN "
-                                       "(arn:<partition>:lambda:<region>:<account>:function:<name>[:<qualifier>])")
+        return _shape(
+            FUNCTION_ARN,
+            v,
+            "a Lambda function ARN (arn:<partition>:lambda:<region>:<account>:function:<name>[:<qualifier>])",
+        )
 
     @model_validator(mode="after")
-    def _payload(self) -> "LambdaTarget":
+    def _payload(self) -> LambdaTarget:
         self._same_partition("function_arn", partition_of(self.function_arn))
         _check_json("payload", self.payload)
         limit = LAMBDA_EVENT_LIMIT if self.invocation_type == "Event" else LAMBDA_SYNC_LIMIT
@@ -141,7 +158,7 @@ class SqsTarget(_RoleTarget):
         return _shape(QUEUE_URL, v, "an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<queue>)")
 
     @model_validator(mode="after")
-    def _fifo(self) -> "SqsTarget":
+    def _fifo(self) -> SqsTarget:
         self._same_partition("queue_url", partition_of_region(region_of(self.queue_url)))
         _check_group(self.queue_url.endswith(".fifo"), self.message_group_id, "queue")
         _check_size("body", SQS_LIMIT, self.body, extra=IDENTITY_ATTRIBUTES_BYTES)
@@ -170,7 +187,7 @@ class SnsTarget(_RoleTarget):
         return v
 
     @model_validator(mode="after")
-    def _checks(self) -> "SnsTarget":
+    def _checks(self) -> SnsTarget:
         self._same_partition("topic_arn", partition_of(self.topic_arn))
         _check_group(self.topic_arn.endswith(".fifo"), self.message_group_id, "topic")
         _check_size("message", SNS_LIMIT, self.message, self.subject, extra=IDENTITY_ATTRIBUTES_BYTES)
@@ -199,7 +216,7 @@ class EventBridgeTarget(_RoleTarget):
         return v
 
     @model_validator(mode="after")
-    def _checks(self) -> "EventBridgeTarget":
+    def _checks(self) -> EventBridgeTarget:
         self._same_partition("event_bus_arn", partition_of(self.event_bus_arn))
         _check_json("detail", self.detail, object_only=True)
         _check_size("detail", EVENTBRIDGE_LIMIT, self.detail, self.source, self.detail_type, self.event_bus_arn)

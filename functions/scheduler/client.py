@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http import HTTPStatus
-from typing import Any, Iterator, Mapping
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import requests
@@ -49,8 +50,9 @@ class ApiCallFailed(ClientError):
     """The API answered an error status; ``code``/``message``/``details`` are its envelope's.
     (The client's own name for it: ``scheduler.api.errors.ApiError`` is the server's.)"""
 
-    def __init__(self, status: int, code: str, message: str, details: list[dict[str, Any]] | None = None,
-                 body: Any = None):
+    def __init__(
+        self, status: int, code: str, message: str, details: list[dict[str, Any]] | None = None, body: Any = None
+    ):
         super().__init__(f"{status} {code}: {message}")
         self.status = status
         self.code = code
@@ -121,8 +123,9 @@ def error_from_response(status: int, text: str) -> ApiCallFailed:
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         err = body["error"]
         details = [d for d in err.get("details") or [] if isinstance(d, dict)]
-        return ApiCallFailed(status, str(err.get("code") or _reason(status)), str(err.get("message") or ""),
-                        details, body)
+        return ApiCallFailed(
+            status, str(err.get("code") or _reason(status)), str(err.get("message") or ""), details, body
+        )
     if isinstance(body, dict):
         message = body.get("message") or body.get("Message")
         if isinstance(message, str):
@@ -142,10 +145,18 @@ class SchedulerClient:
     botocore credentials to sign with, instead of the chain (tests).
     """
 
-    def __init__(self, endpoint: str | None = None, *, region: str | None = None, profile: str | None = None,
-                 sigv4: bool | None = None, timeout: float = DEFAULT_TIMEOUT,
-                 session: requests.Session | None = None, credentials: Any = None,
-                 user_agent: str = "scheduler-cli/0.1"):
+    def __init__(
+        self,
+        endpoint: str | None = None,
+        *,
+        region: str | None = None,
+        profile: str | None = None,
+        sigv4: bool | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        session: requests.Session | None = None,
+        credentials: Any = None,
+        user_agent: str = "scheduler-cli/0.1",
+    ):
         endpoint = (endpoint or os.environ.get(ENDPOINT_ENV) or DEFAULT_ENDPOINT).strip()
         if "://" not in endpoint:
             endpoint = "http://" + endpoint
@@ -195,8 +206,9 @@ class SchedulerClient:
             except Exception as exc:  # ProfileNotFound, a broken SSO cache...
                 raise NoCredentials(f"cannot load AWS credentials: {exc}") from None
             if creds is None:
-                raise NoCredentials("no AWS credentials found (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
-                                    "AWS_PROFILE or --profile)")
+                raise NoCredentials(
+                    "no AWS credentials found (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or --profile)"
+                )
             self._credentials = creds
         creds = self._credentials
         return creds.get_frozen_credentials() if hasattr(creds, "get_frozen_credentials") else creds
@@ -216,8 +228,15 @@ class SchedulerClient:
         qs = encode_query(query)
         return f"{self.endpoint}{path}" + (f"?{qs}" if qs else "")
 
-    def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None,
-                headers: Mapping[str, str] | None = None) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
         """Send one request; the parsed JSON answer (None when empty) or ``ApiCallFailed``."""
         url = self.url(path, query)
         data = None if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
@@ -229,8 +248,9 @@ class SchedulerClient:
             signed_headers = self._sign(method, url, signed_headers, data)
         send_headers = {"User-Agent": self.user_agent, **signed_headers}
         try:
-            response = self.http.request(method, url, data=data, headers=send_headers, timeout=self.timeout,
-                                         allow_redirects=False)
+            response = self.http.request(
+                method, url, data=data, headers=send_headers, timeout=self.timeout, allow_redirects=False
+            )
         except requests.RequestException as exc:
             raise ConnectionFailed(f"cannot connect to {self.endpoint}: {_short(exc)}") from None
         text = response.content.decode("utf-8", "replace")
@@ -243,8 +263,9 @@ class SchedulerClient:
         try:
             return json.loads(text)
         except ValueError:
-            raise ApiCallFailed(response.status_code, "invalid_response",
-                           f"the answer is not JSON: {' '.join(text.split())[:200]}") from None
+            raise ApiCallFailed(
+                response.status_code, "invalid_response", f"the answer is not JSON: {' '.join(text.split())[:200]}"
+            ) from None
 
     # -- jobs ----------------------------------------------------------------------------------
 
@@ -256,11 +277,24 @@ class SchedulerClient:
         """``POST /v1/jobs``: the new job."""
         return self.request("POST", f"{API_PREFIX}/jobs", body=spec)
 
-    def list_jobs(self, *, state: str | None = None, tag: str | None = None, name_prefix: str | None = None,
-                  limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
+    def list_jobs(
+        self,
+        *,
+        state: str | None = None,
+        tag: str | None = None,
+        name_prefix: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
         """``GET /v1/jobs``: one page, ``{"jobs": [...], "next_cursor": ...}``."""
-        return _expect_list(self.request("GET", f"{API_PREFIX}/jobs", query={
-            "state": state, "tag": tag, "name_prefix": name_prefix, "limit": limit, "cursor": cursor}), "jobs")
+        return _expect_list(
+            self.request(
+                "GET",
+                f"{API_PREFIX}/jobs",
+                query={"state": state, "tag": tag, "name_prefix": name_prefix, "limit": limit, "cursor": cursor},
+            ),
+            "jobs",
+        )
 
     def iter_job_pages(self, **filters: Any) -> Iterator[dict[str, Any]]:
         """Every page of ``list_jobs``, following ``next_cursor``."""
@@ -296,24 +330,38 @@ class SchedulerClient:
 
     # -- executions ----------------------------------------------------------------------------
 
-    def list_executions(self, job_id: str, *, status: str | None = None, limit: int | None = None,
-                        cursor: str | None = None) -> dict[str, Any]:
+    def list_executions(
+        self, job_id: str, *, status: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> dict[str, Any]:
         """``GET /v1/jobs/{id}/executions``: one page, ``{"executions": [...], "next_cursor": ...}``."""
-        return _expect_list(self.request("GET", self._job_path(job_id, "/executions"),
-                                         query={"status": status, "limit": limit, "cursor": cursor}), "executions")
+        return _expect_list(
+            self.request(
+                "GET", self._job_path(job_id, "/executions"), query={"status": status, "limit": limit, "cursor": cursor}
+            ),
+            "executions",
+        )
 
     def iter_execution_pages(self, job_id: str, **filters: Any) -> Iterator[dict[str, Any]]:
         """Every page of ``list_executions``, following ``next_cursor``."""
         return self._pages(lambda **kw: self.list_executions(job_id, **kw), filters)
 
-    def list_all_executions(self, *, status: str | None = None, job_id: str | None = None,
-                            since: str | None = None, limit: int | None = None,
-                            cursor: str | None = None) -> dict[str, Any]:
+    def list_all_executions(
+        self,
+        *,
+        status: str | None = None,
+        job_id: str | None = None,
+        since: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
         """``GET /v1/executions``: one page of the caller's executions across jobs, newest first."""
         path = f"{API_PREFIX}/executions"
         with _route_missing_on_404("GET", path, self.endpoint):
-            answer = self.request("GET", path, query={
-                "status": status, "job_id": job_id, "since": since, "limit": limit, "cursor": cursor})
+            answer = self.request(
+                "GET",
+                path,
+                query={"status": status, "job_id": job_id, "since": since, "limit": limit, "cursor": cursor},
+            )
         return _expect_list(answer, "executions")
 
     def iter_all_execution_pages(self, **filters: Any) -> Iterator[dict[str, Any]]:
@@ -370,8 +418,13 @@ def _route_missing_on_404(method: str, path: str, endpoint: str) -> Iterator[Non
         yield
     except ApiCallFailed as exc:
         if exc.status == 404:
-            raise ApiCallFailed(404, exc.code, f"the API at {endpoint} has no {method} {path} "
-                                          "(a server older than this client?)", exc.details, exc.body) from None
+            raise ApiCallFailed(
+                404,
+                exc.code,
+                f"the API at {endpoint} has no {method} {path} (a server older than this client?)",
+                exc.details,
+                exc.body,
+            ) from None
         raise
 
 
@@ -405,15 +458,30 @@ def _if_match(version: str | int | None) -> dict[str, str]:
 def _short(exc: Exception) -> str:
     """A one-line reason of a requests exception (without urllib3's nested reprs)."""
     text = str(exc)
-    for marker in ("Connection refused", "Name or service not known", "nodename nor servname",
-                   "timed out", "Temporary failure in name resolution", "CERTIFICATE_VERIFY_FAILED"):
+    for marker in (
+        "Connection refused",
+        "Name or service not known",
+        "nodename nor servname",
+        "timed out",
+        "Temporary failure in name resolution",
+        "CERTIFICATE_VERIFY_FAILED",
+    ):
         if marker in text:
             return marker.lower() if marker != "CERTIFICATE_VERIFY_FAILED" else "TLS certificate verification failed"
     return " ".join(text.split())[:200]
 
 
 __all__ = [
-    "ApiCallFailed", "ClientError", "ConnectionFailed", "DEFAULT_ENDPOINT", "JobNotFound", "NoCredentials",
-    "SchedulerClient", "encode_query", "error_from_response", "is_aws_endpoint", "is_job_id",
+    "ApiCallFailed",
+    "ClientError",
+    "ConnectionFailed",
+    "DEFAULT_ENDPOINT",
+    "JobNotFound",
+    "NoCredentials",
+    "SchedulerClient",
+    "encode_query",
+    "error_from_response",
+    "is_aws_endpoint",
+    "is_job_id",
     "region_of_endpoint",
 ]

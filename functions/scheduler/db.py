@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
@@ -81,8 +82,14 @@ def reauthenticating(credentials: Credentials) -> type[psycopg.Connection]:
     return Connection
 
 
-def make_pool(conninfo: str | Credentials | Callable[[], str], *, min_size: int = 1, max_size: int = 4,
-              through_proxy: bool = False, open_wait: bool = True) -> ConnectionPool:
+def make_pool(
+    conninfo: str | Credentials | Callable[[], str],
+    *,
+    min_size: int = 1,
+    max_size: int = 4,
+    through_proxy: bool = False,
+    open_wait: bool = True,
+) -> ConnectionPool:
     """A connection pool returning dict rows, in autocommit: a single statement costs one round
     trip, and the store opens a transaction (``conn.transaction()``) where it needs several.
 
@@ -100,24 +107,28 @@ def make_pool(conninfo: str | Credentials | Callable[[], str], *, min_size: int 
         credentials = conninfo if isinstance(conninfo, Credentials) else Credentials(conninfo)
         extra = {"connection_class": reauthenticating(credentials)}
         conninfo = ""
-    pool = ConnectionPool(conninfo, min_size=min_size, max_size=max_size, kwargs=kwargs, open=False,
-                          name="scheduler", **extra)
+    pool = ConnectionPool(
+        conninfo, min_size=min_size, max_size=max_size, kwargs=kwargs, open=False, name="scheduler", **extra
+    )
     pool.open(wait=open_wait, timeout=30)
     return pool
 
 
-def conninfo_source(settings: Settings, *, direct: bool = False, secrets_client: Any = None,
-                    secret_arn: str | None = None) -> str | Credentials:
+def conninfo_source(
+    settings: Settings, *, direct: bool = False, secrets_client: Any = None, secret_arn: str | None = None
+) -> str | Credentials:
     """What a pool connects with: the URL of ``SCHEDULER_DATABASE_URL`` (or ``DATABASE_URL``) as
     it is, else ``Credentials`` that read the secret (again after a refused login)."""
     if settings.database_url:
         return settings.database_url
-    return Credentials(lambda: conninfo_from_settings(settings, direct=direct, secrets_client=secrets_client,
-                                                      secret_arn=secret_arn))
+    return Credentials(
+        lambda: conninfo_from_settings(settings, direct=direct, secrets_client=secrets_client, secret_arn=secret_arn)
+    )
 
 
-def conninfo_from_settings(settings: Settings, *, direct: bool = False, secrets_client: Any = None,
-                           secret_arn: str | None = None) -> str:
+def conninfo_from_settings(
+    settings: Settings, *, direct: bool = False, secrets_client: Any = None, secret_arn: str | None = None
+) -> str:
     """The connection string of this process, read now.
 
     ``SCHEDULER_DATABASE_URL`` (or ``DATABASE_URL``) wins; in the cloud the credentials come from
@@ -133,15 +144,23 @@ def conninfo_from_settings(settings: Settings, *, direct: bool = False, secrets_
     secret = read_secret(arn, secrets_client)
     host = secret["host"] if direct or not settings.database_host else settings.database_host
     from psycopg.conninfo import make_conninfo
-    return make_conninfo(host=host, port=secret.get("port", 5432), user=secret["username"],
-                         password=secret["password"], dbname=settings.database_name or secret.get("dbname", "postgres"),
-                         connect_timeout=10, **tls_options(settings, direct=direct))
+
+    return make_conninfo(
+        host=host,
+        port=secret.get("port", 5432),
+        user=secret["username"],
+        password=secret["password"],
+        dbname=settings.database_name or secret.get("dbname", "postgres"),
+        connect_timeout=10,
+        **tls_options(settings, direct=direct),
+    )
 
 
 def read_secret(arn: str, secrets_client: Any = None) -> dict[str, Any]:
     """A JSON secret of Secrets Manager, read now (no cache: a rotation must be seen)."""
     if secrets_client is None:
         import boto3
+
         secrets_client = boto3.client("secretsmanager")
     return json.loads(secrets_client.get_secret_value(SecretId=arn)["SecretString"])
 
@@ -161,4 +180,5 @@ def tls_options(settings: Settings, *, direct: bool) -> dict[str, str]:
             return {"sslmode": "verify-full", "sslrootcert": str(RDS_CA_BUNDLE)}
         return {"sslmode": "require"}
     import certifi  # shipped with requests
+
     return {"sslmode": "verify-full", "sslrootcert": certifi.where()}

@@ -18,9 +18,10 @@ import queue
 import random
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Generic, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from scheduler.domain import Claim, StartedExecution
 
@@ -96,12 +97,26 @@ class LambdaDispatch:
     thread pool, with backoff on throttling."""
 
     claim_mode = CLAIM_DUE
-    RETRYABLE = {"TooManyRequestsException", "ThrottlingException", "ServiceException",
-                 "EC2ThrottledException", "ResourceConflictException"}
+    RETRYABLE = {
+        "TooManyRequestsException",
+        "ThrottlingException",
+        "ServiceException",
+        "EC2ThrottledException",
+        "ResourceConflictException",
+    }
 
-    def __init__(self, client: Any, function_name: str, *, max_workers: int = INVOKE_THREADS, max_tries: int = 5,
-                 base_delay: float = 0.05, sleep: Callable[[float], None] = time.sleep,
-                 max_in_flight: int | None = None, in_flight: Callable[[], int] | None = None):
+    def __init__(
+        self,
+        client: Any,
+        function_name: str,
+        *,
+        max_workers: int = INVOKE_THREADS,
+        max_tries: int = 5,
+        base_delay: float = 0.05,
+        sleep: Callable[[float], None] = time.sleep,
+        max_in_flight: int | None = None,
+        in_flight: Callable[[], int] | None = None,
+    ):
         self.client = client
         self.function_name = function_name
         # What every invoke sends alike, built once; the client's pool should hold max_workers
@@ -139,7 +154,7 @@ class LambdaDispatch:
                 if attempt == self.max_tries or (code not in self.RETRYABLE and hasattr(exc, "response")):
                     logger.error("executor invoke failed", extra={"job_id": claim.job_id, "error": code})
                     return False
-                self.sleep(random.uniform(0, self.base_delay * 2 ** attempt))
+                self.sleep(random.uniform(0, self.base_delay * 2**attempt))
                 continue
             release_connection(answer)
             return True
@@ -160,8 +175,14 @@ class TimedBatchBuffer(Generic[T]):
     ``close`` flushes what is left and stops the thread.
     """
 
-    def __init__(self, flush: Callable[[list[T]], None], *, max_size: int = 200, flush_seconds: float = 0.005,
-                 name: str = "batch-buffer"):
+    def __init__(
+        self,
+        flush: Callable[[list[T]], None],
+        *,
+        max_size: int = 200,
+        flush_seconds: float = 0.005,
+        name: str = "batch-buffer",
+    ):
         self.flush = flush
         self.max_size = max_size
         self.flush_seconds = flush_seconds
@@ -211,8 +232,15 @@ class InProcessDispatch:
 
     claim_mode = CLAIM_AND_START
 
-    def __init__(self, executor: Executor, *, max_workers: int = 64, flush_seconds: float = 0.005,
-                 max_batch: int = 200, record_retry_seconds: float = 60.0):
+    def __init__(
+        self,
+        executor: Executor,
+        *,
+        max_workers: int = 64,
+        flush_seconds: float = 0.005,
+        max_batch: int = 200,
+        record_retry_seconds: float = 60.0,
+    ):
         self.claim_mode = ClaimMode("claim_and_start", executor.lease_margin_seconds)
         self.executor = executor
         self.max_workers = max_workers
@@ -221,7 +249,8 @@ class InProcessDispatch:
         self._running = 0
         self._lock = threading.Lock()
         self.outcomes: TimedBatchBuffer[Finished] = TimedBatchBuffer(
-            self._record, max_size=max_batch, flush_seconds=flush_seconds, name="recorder")
+            self._record, max_size=max_batch, flush_seconds=flush_seconds, name="recorder"
+        )
 
     def capacity(self) -> int:
         with self._lock:
@@ -257,8 +286,9 @@ class InProcessDispatch:
                 return
             except Exception:  # the database is away: try again until the leases would be gone
                 if time.monotonic() >= give_up:
-                    logger.exception("outcomes not recorded; their jobs run again when the leases expire",
-                                     extra={"jobs": len(batch)})
+                    logger.exception(
+                        "outcomes not recorded; their jobs run again when the leases expire", extra={"jobs": len(batch)}
+                    )
                     return
                 logger.warning("recording outcomes failed; retrying", exc_info=True)
                 time.sleep(0.5)

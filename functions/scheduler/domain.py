@@ -10,15 +10,28 @@ the pydantic models of ``scheduler.models``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from scheduler.timeutil import format_time, idempotency_key
 
 # Columns a job's owner may write (POST, PUT, PATCH): the fields of ``models.JobSpec``.
-SPEC_FIELDS = ("name", "description", "tags", "schedule", "run_at", "timezone", "start_at", "end_at",
-               "target", "retry", "missed_runs", "after_completion")
+SPEC_FIELDS = (
+    "name",
+    "description",
+    "tags",
+    "schedule",
+    "run_at",
+    "timezone",
+    "start_at",
+    "end_at",
+    "target",
+    "retry",
+    "missed_runs",
+    "after_completion",
+)
 # Spec fields whose change means the occurrences must be computed afresh.
 SCHEDULE_FIELDS = ("schedule", "run_at", "timezone", "start_at", "end_at")
 
@@ -53,7 +66,7 @@ class Job:
     after_completion: str = "keep"  # keep | delete (deleted with its history once completed)
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> "Job":
+    def from_row(cls, row: Mapping[str, Any]) -> Job:
         """The job of a store row (a dict of columns); unknown columns are ignored."""
         values = {name: value for name in _JOB_FIELDS if (value := row.get(name)) is not None}
         if "id" in values:
@@ -119,14 +132,24 @@ class Execution:
     job_name: str | None = None  # read across jobs (``list_owner_executions``): the job's name
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> "Execution":
+    def from_row(cls, row: Mapping[str, Any]) -> Execution:
         """The execution of a store row."""
         return cls(
-            id=str(row["id"]), job_id=str(row["job_id"]), seq=row["seq"], scheduled_at=row["scheduled_at"],
-            started_at=row.get("started_at"), finished_at=row.get("finished_at"), attempt=row["attempt"],
-            trigger=row["trigger"], status=row["status"], http_status=row.get("http_status"),
-            response_excerpt=row.get("response_excerpt"), error=row.get("error"), duration_ms=row.get("duration_ms"),
-            job_name=row.get("job_name"))
+            id=str(row["id"]),
+            job_id=str(row["job_id"]),
+            seq=row["seq"],
+            scheduled_at=row["scheduled_at"],
+            started_at=row.get("started_at"),
+            finished_at=row.get("finished_at"),
+            attempt=row["attempt"],
+            trigger=row["trigger"],
+            status=row["status"],
+            http_status=row.get("http_status"),
+            response_excerpt=row.get("response_excerpt"),
+            error=row.get("error"),
+            duration_ms=row.get("duration_ms"),
+            job_name=row.get("job_name"),
+        )
 
 
 @dataclass(frozen=True)
@@ -146,9 +169,13 @@ class Claim:
 
     def to_event(self) -> dict[str, Any]:
         """The executor's invoke payload."""
-        return {"job_id": self.job_id, "lock_token": self.lock_token,
-                "scheduled_at": self.scheduled_at.isoformat(), "due_at": self.due_at.isoformat(),
-                "claimed_at": self.claimed_at.isoformat()}
+        return {
+            "job_id": self.job_id,
+            "lock_token": self.lock_token,
+            "scheduled_at": self.scheduled_at.isoformat(),
+            "due_at": self.due_at.isoformat(),
+            "claimed_at": self.claimed_at.isoformat(),
+        }
 
 
 @dataclass(frozen=True)

@@ -51,8 +51,9 @@ class MaskedSecretError(SchedulerError, ValueError):
     """A ``"***"`` was sent back where no stored secret exists to keep, or where the stored one
     belongs to another origin (the target's url moved to another scheme, host or port)."""
 
-    def __init__(self, field: str, message: str = "is masked (\"***\") but there is no stored secret to keep; "
-                                                 "send the value"):
+    def __init__(
+        self, field: str, message: str = 'is masked ("***") but there is no stored secret to keep; send the value'
+    ):
         super().__init__(message)
         self.field = field
         self.message = str(self)

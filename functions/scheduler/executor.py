@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from scheduler import constants as c
 from scheduler import service
@@ -44,8 +45,12 @@ class ExecutionReport:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"job_id": self.job_id, "outcome": self.outcome, "execution_id": self.execution_id,
-                "status": self.status}
+        return {
+            "job_id": self.job_id,
+            "outcome": self.outcome,
+            "execution_id": self.execution_id,
+            "status": self.status,
+        }
 
 
 @dataclass(frozen=True)
@@ -67,8 +72,14 @@ class Executor:
 
     lease_margin_seconds = LEASE_MARGIN_SECONDS
 
-    def __init__(self, store: ExecutionStore, decrypt_target: Callable[[dict], dict], policy: TargetPolicy,
-                 metrics: Metrics | None = None, remaining_seconds: Callable[[], float] | None = None):
+    def __init__(
+        self,
+        store: ExecutionStore,
+        decrypt_target: Callable[[dict], dict],
+        policy: TargetPolicy,
+        metrics: Metrics | None = None,
+        remaining_seconds: Callable[[], float] | None = None,
+    ):
         self.store = store
         self.decrypt_target = decrypt_target
         self.policy = policy
@@ -105,44 +116,73 @@ class Executor:
         if started.trigger != "manual" and started.attempt > max_attempts:
             # Earlier attempts were lost with their runners (a target that kills the executor,
             # say): give the occurrence up rather than redeliver it forever.
-            result = DeliveryResult("failed", False, error=f"gave up: the {max_attempts} attempt(s) allowed were "
-                                                           "made and the last was lost with its runner")
+            result = DeliveryResult(
+                "failed",
+                False,
+                error=f"gave up: the {max_attempts} attempt(s) allowed were made and the last was lost with its runner",
+            )
         else:
-            result = _deliver(started, job_id, self.decrypt_target, self.policy, self.remaining_seconds,
-                              _log_fields(started))
+            result = _deliver(
+                started, job_id, self.decrypt_target, self.policy, self.remaining_seconds, _log_fields(started)
+            )
         return Finished(job_id, lock_token, started, result, time.monotonic() - began)
 
     def record(self, finished: Sequence[Finished]) -> list[ExecutionReport]:
         """Record the outcomes (one statement for all that can take the fast path)."""
-        completions = [Completion(
-            done.job_id, done.lock_token, done.started.execution_id,
-            Outcome(status=done.result.status, retryable=done.result.retryable,
-                    retry_after_seconds=done.result.retry_after_seconds, error=done.result.error),
-            http_status=done.result.http_status, response_excerpt=done.result.response_excerpt,
-            started=done.started, elapsed_seconds=done.elapsed_seconds) for done in finished]
+        completions = [
+            Completion(
+                done.job_id,
+                done.lock_token,
+                done.started.execution_id,
+                Outcome(
+                    status=done.result.status,
+                    retryable=done.result.retryable,
+                    retry_after_seconds=done.result.retry_after_seconds,
+                    error=done.result.error,
+                ),
+                http_status=done.result.http_status,
+                response_excerpt=done.result.response_excerpt,
+                started=done.started,
+                elapsed_seconds=done.elapsed_seconds,
+            )
+            for done in finished
+        ]
         recorded = service.complete_executions(self.store, completions)
         reports = []
         for done, written in zip(finished, recorded):
             result, log = done.result, _log_fields(done.started)
             self.metrics.count(c.METRIC_EXECUTIONS, status=result.status)
             if not written:
-                logger.warning("lease lost during the delivery; outcome not recorded",
-                               extra={**log, "status": result.status})
+                logger.warning(
+                    "lease lost during the delivery; outcome not recorded", extra={**log, "status": result.status}
+                )
                 reports.append(ExecutionReport(done.job_id, "fenced", done.started.execution_id, result.status))
                 continue
-            logger.info("execution finished", extra={**log, "status": result.status,
-                                                     "http_status": result.http_status,
-                                                     "lateness_ms": round(done.started.lateness_ms),
-                                                     "job_name": done.started.job.name,
-                                                     "duration_ms": round(done.elapsed_seconds * 1000),
-                                                     "error": result.error})
+            logger.info(
+                "execution finished",
+                extra={
+                    **log,
+                    "status": result.status,
+                    "http_status": result.http_status,
+                    "lateness_ms": round(done.started.lateness_ms),
+                    "job_name": done.started.job.name,
+                    "duration_ms": round(done.elapsed_seconds * 1000),
+                    "error": result.error,
+                },
+            )
             reports.append(ExecutionReport(done.job_id, "completed", done.started.execution_id, result.status))
         return reports
 
 
-def execute_claim(event: Mapping[str, Any], *, store: ExecutionStore, decrypt_target: Callable[[dict], dict],
-                  policy: TargetPolicy, metrics: Metrics | None = None,
-                  remaining_seconds: Callable[[], float] | None = None) -> ExecutionReport:
+def execute_claim(
+    event: Mapping[str, Any],
+    *,
+    store: ExecutionStore,
+    decrypt_target: Callable[[dict], dict],
+    policy: TargetPolicy,
+    metrics: Metrics | None = None,
+    remaining_seconds: Callable[[], float] | None = None,
+) -> ExecutionReport:
     """Run one claim (the fan-out's invoke payload: ``job_id``, ``lock_token``, ...)."""
     return Executor(store, decrypt_target, policy, metrics, remaining_seconds).run(event)
 
@@ -151,9 +191,14 @@ def _log_fields(started: StartedExecution) -> dict[str, Any]:
     return {"job_id": str(started.job.id), "execution_id": started.execution_id, "attempt": started.attempt}
 
 
-def _deliver(started: StartedExecution, job_id: str, decrypt_target: Callable[[dict], dict],
-             policy: TargetPolicy, remaining_seconds: Callable[[], float] | None,
-             log: dict[str, Any]) -> DeliveryResult:
+def _deliver(
+    started: StartedExecution,
+    job_id: str,
+    decrypt_target: Callable[[dict], dict],
+    policy: TargetPolicy,
+    remaining_seconds: Callable[[], float] | None,
+    log: dict[str, Any],
+) -> DeliveryResult:
     """Decrypt the target and deliver the started execution (never raises for the target)."""
     try:
         target = decrypt_target(dict(started.job.target))
@@ -162,12 +207,17 @@ def _deliver(started: StartedExecution, job_id: str, decrypt_target: Callable[[d
         return DeliveryResult("failed", False, error="the target's secrets cannot be decrypted")
     except Exception as exc:  # KMS throttled or unreachable: another attempt may do
         logger.warning("decrypting the target's secrets failed", extra={**log, "error": type(exc).__name__})
-        return DeliveryResult("failed", True, error="the target's secrets could not be decrypted now "
-                                                    f"({type(exc).__name__})")
+        return DeliveryResult(
+            "failed", True, error=f"the target's secrets could not be decrypted now ({type(exc).__name__})"
+        )
     cap = None
     if remaining_seconds is not None:
         cap = max(remaining_seconds() - DEADLINE_RESERVE_SECONDS, 0.0)
-    delivery = Delivery(job_id=job_id, execution_id=started.execution_id,
-                        scheduled_at=started.scheduled_at, attempt=started.attempt,
-                        owner=started.job.owner)
+    delivery = Delivery(
+        job_id=job_id,
+        execution_id=started.execution_id,
+        scheduled_at=started.scheduled_at,
+        attempt=started.attempt,
+        owner=started.job.owner,
+    )
     return deliver(target, delivery, policy, timeout_cap=cap)

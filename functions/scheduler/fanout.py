@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from scheduler import constants as c
 from scheduler.dispatch import Dispatch, LambdaDispatch
-from scheduler.growth import (BACKLOG_CHECK_SECONDS, BACKLOG_RECHECK_FULL_SECONDS, FANOUT_DISPATCH_RATE,
-                              helper_seconds, is_helper, lambda_growth)
+from scheduler.growth import (
+    BACKLOG_CHECK_SECONDS,
+    BACKLOG_RECHECK_FULL_SECONDS,
+    FANOUT_DISPATCH_RATE,
+    helper_seconds,
+    is_helper,
+    lambda_growth,
+)
 from scheduler.ports import FanoutStore
 from scheduler.telemetry import Metrics, NullMetrics
 
@@ -50,10 +57,17 @@ class FanoutReport:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form (without the job ids)."""
-        return {"claimed": self.claimed, "dispatched": self.dispatched, "released": self.released,
-                "rounds": self.rounds, "partitions_created": self.partitions_created,
-                "partitions_dropped": self.partitions_dropped, "purged": self.purged, "helpers": self.helpers,
-                "duration_ms": round(self.duration_ms)}
+        return {
+            "claimed": self.claimed,
+            "dispatched": self.dispatched,
+            "released": self.released,
+            "rounds": self.rounds,
+            "partitions_created": self.partitions_created,
+            "partitions_dropped": self.partitions_dropped,
+            "purged": self.purged,
+            "helpers": self.helpers,
+            "duration_ms": round(self.duration_ms),
+        }
 
 
 def fanout_deadline(precision: str, remaining_seconds: float | None, *, period: float = 60.0) -> float:
@@ -70,12 +84,22 @@ def drain_limit(remaining_seconds: float) -> float:
     return max(remaining_seconds - DEADLINE_RESERVE_SECONDS, 0.0)
 
 
-def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float, batch_size: int = 100,
-               lease_seconds: float = 120, metrics: Metrics | None = None, stop: threading.Event | None = None,
-               retention_days: int | None = None, drain_limit_seconds: float | None = None,
-               clock: Callable[[], float] = time.monotonic, until_empty: bool = False,
-               on_backlog: Callable[[int], int] | None = None,
-               backlog_check_seconds: float = BACKLOG_CHECK_SECONDS) -> FanoutReport:
+def run_fanout(
+    store: FanoutStore,
+    dispatch: Dispatch,
+    *,
+    budget_seconds: float,
+    batch_size: int = 100,
+    lease_seconds: float = 120,
+    metrics: Metrics | None = None,
+    stop: threading.Event | None = None,
+    retention_days: int | None = None,
+    drain_limit_seconds: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    until_empty: bool = False,
+    on_backlog: Callable[[int], int] | None = None,
+    backlog_check_seconds: float = BACKLOG_CHECK_SECONDS,
+) -> FanoutReport:
     """Claim and dispatch until ``budget_seconds`` have passed, sleeping until the next due time
     between rounds. A full batch is followed by another claim at once, past the budget if need
     be (what is due now is drained), but never past ``drain_limit_seconds`` (the Lambda
@@ -156,13 +180,24 @@ def run_fanout(store: FanoutStore, dispatch: Dispatch, *, budget_seconds: float,
     return report
 
 
-def run_lambda_invocation(event: Any, store: FanoutStore, client: Any, *, remaining_seconds: float,
-                          executor_function: str | None, fanout_function: str | None = None, max_fanouts: int = 1,
-                          precision: str = "second", batch_size: int = 100, lease_seconds: float = 120,
-                          retention_days: int | None = None, metrics: Metrics | None = None,
-                          clock: Callable[[], float] = time.monotonic,
-                          dispatch_options: dict[str, Any] | None = None,
-                          dispatch_rate: float = FANOUT_DISPATCH_RATE) -> tuple[FanoutReport, bool]:
+def run_lambda_invocation(
+    event: Any,
+    store: FanoutStore,
+    client: Any,
+    *,
+    remaining_seconds: float,
+    executor_function: str | None,
+    fanout_function: str | None = None,
+    max_fanouts: int = 1,
+    precision: str = "second",
+    batch_size: int = 100,
+    lease_seconds: float = 120,
+    retention_days: int | None = None,
+    metrics: Metrics | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    dispatch_options: dict[str, Any] | None = None,
+    dispatch_rate: float = FANOUT_DISPATCH_RATE,
+) -> tuple[FanoutReport, bool]:
     """One invocation of the fan-out function, with ``LambdaDispatch`` over ``client``: the tick's
     (the primary: through its minute, starting helpers as the backlog calls for them, purging old
     executions) or a helper's (``{"helper": true, "seconds": s}``: until a claim comes back empty,
@@ -176,11 +211,19 @@ def run_lambda_invocation(event: Any, store: FanoutStore, client: Any, *, remain
     growth = None if helper else lambda_growth(client, fanout_function, max_fanouts, clock, rate=dispatch_rate)
     dispatch = LambdaDispatch(client, executor_function, **(dispatch_options or {}))
     try:
-        report = run_fanout(store, dispatch,
-                            budget_seconds=0 if helper else fanout_deadline(precision, remaining_seconds),
-                            drain_limit_seconds=limit, batch_size=batch_size, lease_seconds=lease_seconds, metrics=metrics,
-                            retention_days=None if helper else retention_days, clock=clock,
-                            until_empty=helper, on_backlog=growth.observe if growth else None)
+        report = run_fanout(
+            store,
+            dispatch,
+            budget_seconds=0 if helper else fanout_deadline(precision, remaining_seconds),
+            drain_limit_seconds=limit,
+            batch_size=batch_size,
+            lease_seconds=lease_seconds,
+            metrics=metrics,
+            retention_days=None if helper else retention_days,
+            clock=clock,
+            until_empty=helper,
+            on_backlog=growth.observe if growth else None,
+        )
     finally:
         dispatch.close()
     return report, helper

@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -40,8 +41,14 @@ MIN_HELPER_SECONDS = 10.0
 HELPER_START_MARGIN_SECONDS = 5.0
 
 
-def helpers_to_start(backlog: int, running: int, *, max_fanouts: int, rate: float = FANOUT_DISPATCH_RATE,
-                     window_seconds: float = GROWTH_WINDOW_SECONDS) -> int:
+def helpers_to_start(
+    backlog: int,
+    running: int,
+    *,
+    max_fanouts: int,
+    rate: float = FANOUT_DISPATCH_RATE,
+    window_seconds: float = GROWTH_WINDOW_SECONDS,
+) -> int:
     """How many helper fan-outs to start now: the fan-outs that dispatch ``backlog`` due jobs
     within ``window_seconds`` at ``rate`` each, less the ``running`` ones (the primary
     included), never more than ``max_fanouts`` at once."""
@@ -79,8 +86,15 @@ class Growth:
     start and while the primary runs; it starts what ``helpers_to_start`` says and returns how
     many it started."""
 
-    def __init__(self, start_helper: Callable[[float], bool], *, max_fanouts: int, clock: Callable[[], float],
-                 rate: float = FANOUT_DISPATCH_RATE, window_seconds: float = GROWTH_WINDOW_SECONDS):
+    def __init__(
+        self,
+        start_helper: Callable[[float], bool],
+        *,
+        max_fanouts: int,
+        clock: Callable[[], float],
+        rate: float = FANOUT_DISPATCH_RATE,
+        window_seconds: float = GROWTH_WINDOW_SECONDS,
+    ):
         self.start_helper = start_helper
         self.max_fanouts = max_fanouts
         self.clock = clock
@@ -98,8 +112,9 @@ class Growth:
     def observe(self, backlog: int) -> int:
         """Start the helpers this backlog calls for; the number started."""
         running = self.running()
-        wanted = helpers_to_start(backlog, running, max_fanouts=self.max_fanouts, rate=self.rate,
-                                  window_seconds=self.window_seconds)
+        wanted = helpers_to_start(
+            backlog, running, max_fanouts=self.max_fanouts, rate=self.rate, window_seconds=self.window_seconds
+        )
         if not wanted:
             return 0
         seconds = max(helper_drain_seconds(backlog, running + wanted, rate=self.rate), MIN_HELPER_SECONDS)
@@ -136,8 +151,14 @@ class LambdaHelperStarter:
         return True
 
 
-def lambda_growth(client: Any, fanout_function: str | None, max_fanouts: int, clock: Callable[[], float], *,
-                  rate: float = FANOUT_DISPATCH_RATE) -> Growth | None:
+def lambda_growth(
+    client: Any,
+    fanout_function: str | None,
+    max_fanouts: int,
+    clock: Callable[[], float],
+    *,
+    rate: float = FANOUT_DISPATCH_RATE,
+) -> Growth | None:
     """The primary's ``Growth`` through Lambda, or None when it may not grow (one fan-out at most,
     or its own function name unknown)."""
     if max_fanouts <= 1 or not fanout_function:

@@ -19,9 +19,10 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any, Callable, Iterable
+from typing import Any
 from urllib.parse import parse_qsl
 
 from scheduler.constants import MAX_REQUEST_BODY_BYTES
@@ -124,8 +125,11 @@ def make_event(environ: dict[str, Any], body: bytes, principal: str | None, stag
         text, encoded = body.decode("utf-8"), False
     except UnicodeDecodeError:
         text, encoded = base64.b64encode(body).decode("ascii"), True
-    account = principal.split(":")[4] if principal and principal.startswith("arn:") and principal.count(":") >= 5 \
+    account = (
+        principal.split(":")[4]
+        if principal and principal.startswith("arn:") and principal.count(":") >= 5
         else "000000000000"
+    )
     now = time.time()
     return {
         "resource": "/{proxy+}",
@@ -194,8 +198,13 @@ class RequestRefused(Exception):
         self.message, self.status, self.code = message, status, code
 
 
-def make_wsgi_app(handler: Handler, principal_for_request: PrincipalForRequest, *, stage: str = "local",
-                  max_body_bytes: int = MAX_REQUEST_BODY_BYTES) -> Callable:
+def make_wsgi_app(
+    handler: Handler,
+    principal_for_request: PrincipalForRequest,
+    *,
+    stage: str = "local",
+    max_body_bytes: int = MAX_REQUEST_BODY_BYTES,
+) -> Callable:
     """A WSGI application calling ``handler(event, context)`` for every request."""
     lock = threading.Lock()
 
@@ -203,8 +212,9 @@ def make_wsgi_app(handler: Handler, principal_for_request: PrincipalForRequest, 
         try:
             body = _read_body(environ, max_body_bytes)
         except _TooLarge:
-            return _error(start_response, 413, "payload_too_large",
-                          f"the request body is larger than {max_body_bytes} bytes")
+            return _error(
+                start_response, 413, "payload_too_large", f"the request body is larger than {max_body_bytes} bytes"
+            )
         environ[BODY_KEY] = body  # for a principal_for_request that verifies a signature over it
         try:
             principal = principal_for_request(environ)
@@ -244,8 +254,15 @@ def envelope_server_errors(server: Any, max_body_bytes: int = MAX_REQUEST_BODY_B
                 message = f"the request body is larger than {max_body_bytes} bytes"
             else:
                 message = f"{error.reason}: {error.body}".strip().rstrip(":")
-            body = json.dumps({"error": {"code": _SERVER_ERROR_CODES.get(error.code, "invalid_request"),
-                                         "message": message, "details": []}}).encode()
+            body = json.dumps(
+                {
+                    "error": {
+                        "code": _SERVER_ERROR_CODES.get(error.code, "invalid_request"),
+                        "message": message,
+                        "details": [],
+                    }
+                }
+            ).encode()
             self.status = f"{error.code} {error.reason}"
             self.response_headers.append(("Content-Type", "application/json"))
             self.set_close_on_finish()

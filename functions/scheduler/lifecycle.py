@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import functools
 import random
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any
 
 from scheduler.domain import Job, Outcome  # noqa: F401 (Outcome re-exported)
-
 from scheduler.schedules import Schedule, first_run, interval_anchor, one_off, parse_schedule, plan_next
 
 # How many missed occurrences `run_all` catches up at most.
@@ -65,8 +65,15 @@ def plan_resume(job: Job, now: datetime) -> dict[str, Any]:
         return plan_first(job, now)
     if job.attempt > 0 or pending >= now:
         return {**_same(job), "state": "active"}
-    occurrence = plan_next(schedule_of(job), pending - _TINY, now, job.missed_runs,
-                           start_at=job.start_at, end_at=job.end_at, cap=RUN_ALL_CAP)
+    occurrence = plan_next(
+        schedule_of(job),
+        pending - _TINY,
+        now,
+        job.missed_runs,
+        start_at=job.start_at,
+        end_at=job.end_at,
+        cap=RUN_ALL_CAP,
+    )
     return _at(occurrence, "active")
 
 
@@ -79,8 +86,9 @@ def backoff_seconds(retry: Mapping[str, Any], attempt: int, rng: random.Random |
     return rng.uniform(low, max(low, ceiling))
 
 
-def plan_completion(job: Job, outcome: Outcome, now: datetime,
-                    rng: random.Random | None = None, ran_occurrence: datetime | None = None) -> dict[str, Any]:
+def plan_completion(
+    job: Job, outcome: Outcome, now: datetime, rng: random.Random | None = None, ran_occurrence: datetime | None = None
+) -> dict[str, Any]:
     """The job's columns after an attempt: a durable retry, the next occurrence, or completion.
 
     A manual run leaves the occurrence in hand alone (the store clears its request), and so does
@@ -107,12 +115,23 @@ def plan_completion(job: Job, outcome: Outcome, now: datetime,
         max_age = retry.get("max_age_seconds")
         if not max_age or retry_at <= (scheduled or now) + timedelta(seconds=max_age):
             return {**result, "next_run_at": retry_at}
-    occurrence = plan_next(schedule_of(job), scheduled or now, now, job.missed_runs,
-                           start_at=job.start_at, end_at=job.end_at, cap=RUN_ALL_CAP)
+    occurrence = plan_next(
+        schedule_of(job),
+        scheduled or now,
+        now,
+        job.missed_runs,
+        start_at=job.start_at,
+        end_at=job.end_at,
+        cap=RUN_ALL_CAP,
+    )
     state = job.state if job.state != "completed" else "active"
     return {**result, **_at(occurrence, state)}
 
 
 def _same(job: Job) -> dict[str, Any]:
-    return {"state": job.state, "scheduled_at": job.scheduled_at, "attempt": job.attempt,
-            "next_run_at": job.next_run_at}
+    return {
+        "state": job.state,
+        "scheduled_at": job.scheduled_at,
+        "attempt": job.attempt,
+        "next_run_at": job.next_run_at,
+    }

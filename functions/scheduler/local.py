@@ -17,9 +17,10 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from scheduler import constants as c
 from scheduler.errors import MigrationError, SchedulerError
@@ -76,8 +77,9 @@ class EmbeddedPostgres:
         self.server.cleanup()
 
 
-def principal_resolver(auth: str, credentials_file: str | None, *,
-                       region: str | None = DEFAULT_REGION) -> Callable[[dict[str, Any]], str | None]:
+def principal_resolver(
+    auth: str, credentials_file: str | None, *, region: str | None = DEFAULT_REGION
+) -> Callable[[dict[str, Any]], str | None]:
     """Who is calling: one fixed local principal, or the owner of a verified SigV4 signature
     (whose credential scope must name ``region``; None accepts any region). A request
     whose signature does not verify is refused with the reason (``RequestRefused``: 403)."""
@@ -92,8 +94,9 @@ def principal_resolver(auth: str, credentials_file: str | None, *,
 
     def resolve(environ: dict[str, Any]) -> str | None:
         try:
-            return verify_wsgi(environ, environ.get("scheduler.body", b""), credentials, region=region,
-                               security_tokens=False)
+            return verify_wsgi(
+                environ, environ.get("scheduler.body", b""), credentials, region=region, security_tokens=False
+            )
         except SignatureError as exc:
             logger.info("request refused: %s", exc)
             raise RequestRefused(exc.message) from None
@@ -109,9 +112,16 @@ def run_runner(deps: Any, settings: Settings, dispatch: Any, stop: threading.Eve
     while not stop.is_set():
         try:
             budget = 60.0 if settings.precision == "second" else 0.0
-            run_fanout(deps.store, dispatch, budget_seconds=budget, batch_size=settings.claim_batch_size,
-                       lease_seconds=settings.claim_lease_seconds, metrics=deps.metrics, stop=stop,
-                       retention_days=settings.execution_retention_days)
+            run_fanout(
+                deps.store,
+                dispatch,
+                budget_seconds=budget,
+                batch_size=settings.claim_batch_size,
+                lease_seconds=settings.claim_lease_seconds,
+                metrics=deps.metrics,
+                stop=stop,
+                retention_days=settings.execution_retention_days,
+            )
             if settings.precision == "minute":
                 stop.wait(60.0)
         except Exception:  # the database went away: keep trying
@@ -185,17 +195,22 @@ def check_port(host: str, port: int) -> None:
             raise LocalError(f"port {port} on {host} {reason}") from None
 
 
-def local_settings(options: LocalOptions, data_dir: Path, database_url: str,
-                   environ: dict[str, str] | None = None) -> Settings:
+def local_settings(
+    options: LocalOptions, data_dir: Path, database_url: str, environ: dict[str, str] | None = None
+) -> Settings:
     """The settings of local mode: the environment's (``SCHEDULER_*``), with the options over them."""
     env = os.environ if environ is None else environ
     try:
         base = Settings.from_env(dict(env))
     except ValueError as exc:
         raise LocalError(str(exc)) from None
-    return replace(base, database_url=database_url, allow_private_targets=not options.guard_targets,
-                   precision=options.precision or base.precision,
-                   local_key_file=env.get(c.ENV_LOCAL_KEY_FILE) or str(data_dir / "secret.key"))
+    return replace(
+        base,
+        database_url=database_url,
+        allow_private_targets=not options.guard_targets,
+        precision=options.precision or base.precision,
+        local_key_file=env.get(c.ENV_LOCAL_KEY_FILE) or str(data_dir / "secret.key"),
+    )
 
 
 def database_error(url: str, exc: Exception) -> str:
@@ -228,8 +243,7 @@ def _database_url(options: LocalOptions) -> str | None:
     return options.database_url or os.environ.get(c.ENV_DATABASE_URL) or os.environ.get("DATABASE_URL") or None
 
 
-def serve(options: LocalOptions, *, ready: threading.Event | None = None,
-          stop: threading.Event | None = None) -> int:
+def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: threading.Event | None = None) -> int:
     """Run until interrupted; ``ready`` is set once the API answers (tests), ``stop`` ends it.
     ``LocalError`` when it cannot start."""
     import multiprocessing
@@ -273,24 +287,35 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None,
     # Waitress buffers a body before the app sees it: past its limit it answers 413 itself (the
     # envelope, see envelope_server_errors) without reading on. Its count includes the framing
     # of a chunked body, hence a little slack; the adapter checks the exact limit.
-    server = envelope_server_errors(create_server(wsgi, host=options.host, port=options.port, threads=8,
-                                                  ident="scheduler-local",
-                                                  max_request_body_size=MAX_REQUEST_BODY_BYTES + 64 * 1024))
+    server = envelope_server_errors(
+        create_server(
+            wsgi,
+            host=options.host,
+            port=options.port,
+            threads=8,
+            ident="scheduler-local",
+            max_request_body_size=MAX_REQUEST_BODY_BYTES + 64 * 1024,
+        )
+    )
     dispatch = _local_dispatch(deps)
     runners = options.runners
     # More runners: processes of their own (one Python process delivers about a thousand jobs a
     # second on one core); they share the database, so their claims never overlap.
-    extra = [multiprocessing.get_context("spawn").Process(target=runner_process, args=(settings,),
-                                                          name=f"scheduler-runner-{i + 2}")
-             for i in range(runners - 1)]
+    extra = [
+        multiprocessing.get_context("spawn").Process(
+            target=runner_process, args=(settings,), name=f"scheduler-runner-{i + 2}"
+        )
+        for i in range(runners - 1)
+    ]
     for process in extra:
         process.start()
 
     def shutdown(*_: Any) -> None:
         stop.set()
 
-    runner_thread = threading.Thread(target=run_runner, args=(deps, settings, dispatch, stop), name="fanout",
-                                     daemon=True)
+    runner_thread = threading.Thread(
+        target=run_runner, args=(deps, settings, dispatch, stop), name="fanout", daemon=True
+    )
     runner_thread.start()
     server_thread = threading.Thread(target=server.run, name="api", daemon=True)
     server_thread.start()
@@ -299,9 +324,12 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None,
         signal.signal(signal.SIGTERM, shutdown)
     url = f"http://{options.host}:{server.effective_port}"
     where = "embedded Postgres under " + str(data_dir / "pgdata") if embedded else "the given database"
-    print(f"scheduler local: API {url}/v1 ({where}; precision {settings.precision}; "
-          f"{runners} runner process{'es' if runners > 1 else ''}"
-          f"{'; SSRF guard on' if options.guard_targets else ''}). Ctrl-C to stop.", flush=True)
+    print(
+        f"scheduler local: API {url}/v1 ({where}; precision {settings.precision}; "
+        f"{runners} runner process{'es' if runners > 1 else ''}"
+        f"{'; SSRF guard on' if options.guard_targets else ''}). Ctrl-C to stop.",
+        flush=True,
+    )
     if ready is not None:
         ready.set()
     try:
@@ -324,4 +352,3 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None,
             embedded.stop()
         print("scheduler local: stopped", flush=True)
     return 0
-

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-
 from pathlib import Path
 
 import psycopg
@@ -44,8 +43,8 @@ def checksum(sql: str) -> str:
 def migrations_digest() -> str:
     """One hash over all migrations (the CDK custom resource reruns when it changes)."""
     digest = hashlib.sha256()
-    for version, name, sql in migration_files():
-        digest.update(f"{version}:{name}:{checksum(sql)}\n".encode())
+    for version, name, text in migration_files():
+        digest.update(f"{version}:{name}:{checksum(text)}\n".encode())
     return digest.hexdigest()
 
 
@@ -64,14 +63,16 @@ def migrate(conninfo: str, *, target: int | None = None) -> list[int]:
                     if done[version] != checksum(sql):
                         raise MigrationError(
                             f"migration {version:04d}_{name} was changed after it was applied; "
-                            "add a new migration instead")
+                            "add a new migration instead"
+                        )
                     continue
                 logger.info("applying migration %04d_%s", version, name)
                 with conn.transaction():
                     conn.execute(sql)
                     conn.execute(
                         "INSERT INTO schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
-                        (version, name, checksum(sql)))
+                        (version, name, checksum(sql)),
+                    )
                 applied_now.append(version)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
@@ -110,8 +111,11 @@ def ensure_login(conninfo: str, username: str, password: str, *, role: str = APP
             outcome = "exists"
         else:
             verb = "ALTER" if row is not None else "CREATE"
-            conn.execute(sql.SQL("{} ROLE {} WITH LOGIN PASSWORD {}").format(
-                sql.SQL(verb), sql.Identifier(username), sql.Literal(password)))
+            conn.execute(
+                sql.SQL("{} ROLE {} WITH LOGIN PASSWORD {}").format(
+                    sql.SQL(verb), sql.Identifier(username), sql.Literal(password)
+                )
+            )
             outcome = "enabled" if row is not None else "created"
         member = conn.execute("SELECT pg_has_role(%s, %s, 'MEMBER')", (username, role)).fetchone()[0]
         if not member:

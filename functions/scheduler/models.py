@@ -11,14 +11,20 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from datetime import datetime, timezone
-from typing import Annotated, Any, Literal, Union
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import (AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator,
-                      model_validator)
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from scheduler.aws_models import (AWS_TARGET_TYPES, AwsFieldError, EventBridgeTarget, LambdaTarget, SigV4Auth,
-                                  SnsTarget, SqsTarget)
+from scheduler.aws_models import (
+    AWS_TARGET_TYPES,
+    AwsFieldError,
+    EventBridgeTarget,
+    LambdaTarget,
+    SigV4Auth,
+    SnsTarget,
+    SqsTarget,
+)
 from scheduler.schedules import ScheduleError, parse_schedule, validate_timezone
 from scheduler.urls import MAX_URL_LENGTH, check_broker_url_syntax, check_url_syntax
 
@@ -60,8 +66,9 @@ def _single_line(value: str, latin1: bool = False) -> str:
     characters; with ``latin1``, characters an HTTP header cannot carry (past U+00FF)."""
     for ch in value:
         if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
-            raise ValueError(f"must be single-line printable text (no line breaks or control characters: "
-                             f"U+{ord(ch):04X})")
+            raise ValueError(
+                f"must be single-line printable text (no line breaks or control characters: U+{ord(ch):04X})"
+            )
         if latin1 and ord(ch) > 0xFF:
             raise ValueError(f"must be Latin-1 text to go in an HTTP header (U+{ord(ch):04X} is not)")
     return value
@@ -130,7 +137,7 @@ class HeaderAuth(_Strict):
         return _single_line(v, latin1=True)
 
 
-Auth = Annotated[Union[BasicAuth, BearerAuth, HeaderAuth, SigV4Auth], Field(discriminator="type")]
+Auth = Annotated[BasicAuth | BearerAuth | HeaderAuth | SigV4Auth, Field(discriminator="type")]
 
 
 class HttpTarget(_Strict):
@@ -193,10 +200,11 @@ class AmqpTarget(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _base64(self) -> "AmqpTarget":
+    def _base64(self) -> AmqpTarget:
         if self.body_encoding == "base64":
             import base64
             import binascii
+
             try:
                 base64.b64decode(self.body, validate=True)
             except (binascii.Error, ValueError):
@@ -204,8 +212,9 @@ class AmqpTarget(_Strict):
         return self
 
 
-Target = Annotated[Union[HttpTarget, AmqpTarget, LambdaTarget, SqsTarget, SnsTarget, EventBridgeTarget],
-                  Field(discriminator="type")]
+Target = Annotated[
+    HttpTarget | AmqpTarget | LambdaTarget | SqsTarget | SnsTarget | EventBridgeTarget, Field(discriminator="type")
+]
 
 
 class RetryPolicy(_Strict):
@@ -217,7 +226,7 @@ class RetryPolicy(_Strict):
     max_age_seconds: int | None = Field(default=None, ge=1, le=MAX_AGE_SECONDS)
 
     @model_validator(mode="after")
-    def _order(self) -> "RetryPolicy":
+    def _order(self) -> RetryPolicy:
         if self.max_backoff_seconds < self.min_backoff_seconds:
             raise ValueError("max_backoff_seconds must be at least min_backoff_seconds")
         return self
@@ -229,7 +238,8 @@ class JobSpec(_Strict):
     name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     description: str | None = Field(default=None, max_length=MAX_DESCRIPTION_LENGTH)
     tags: list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_LENGTH)]] = Field(
-        default_factory=list, max_length=MAX_TAGS)
+        default_factory=list, max_length=MAX_TAGS
+    )
     schedule: str | None = Field(default=None, max_length=256)
     run_at: AwareDatetime | None = Field(default=None, strict=False)
     timezone: str = Field(default="UTC", max_length=64)
@@ -239,15 +249,17 @@ class JobSpec(_Strict):
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     missed_runs: Literal["skip", "run_once", "run_all"] = "run_once"
     after_completion: Literal["keep", "delete"] = Field(
-        default="keep", description="`delete`: once completed (a one-off that ran, or past `end_at`), the job "
-                                    "is deleted with its executions.")
+        default="keep",
+        description="`delete`: once completed (a one-off that ran, or past `end_at`), the job "
+        "is deleted with its executions.",
+    )
 
     @field_validator("run_at", "start_at", "end_at")
     @classmethod
     def _instant(cls, v: datetime | None) -> datetime | None:
         if v is not None:
             try:
-                v.astimezone(timezone.utc)
+                v.astimezone(UTC)
             except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is in year 0 in UTC
                 raise ValueError("is outside the range of representable instants") from None
         return v
@@ -274,7 +286,7 @@ class JobSpec(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _schedule(self) -> "JobSpec":
+    def _schedule(self) -> JobSpec:
         if (self.schedule is None) == (self.run_at is None):
             raise _FieldError("schedule", "give exactly one of schedule or run_at")
         if self.schedule is not None:
@@ -282,7 +294,7 @@ class JobSpec(_Strict):
                 schedule = parse_schedule(self.schedule, self.timezone, self.start_at)
             except ScheduleError as exc:
                 raise _FieldError(getattr(exc, "field", "schedule") or "schedule", str(exc)) from None
-            if not schedule.one_off and schedule.next_after(self.start_at or datetime.now(timezone.utc)) is None:
+            if not schedule.one_off and schedule.next_after(self.start_at or datetime.now(UTC)) is None:
                 raise _FieldError("schedule", "never fires (no matching time in the coming years)")
         if self.start_at and self.end_at and self.end_at <= self.start_at:
             raise _FieldError("end_at", "must be after start_at")
@@ -311,7 +323,7 @@ def validation_details(exc: ValidationError) -> list[dict[str, str]]:
             loc = loc + [original.field] if not loc or loc[-1] != original.field else loc
             message = original.message
         elif message.startswith("Value error, "):
-            message = message[len("Value error, "):]
+            message = message[len("Value error, ") :]
         details.append({"field": ".".join(loc) or "body", "message": message})
     return details
 

@@ -7,8 +7,9 @@ and a test may hand any object that has the methods.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from scheduler.domain import Claim, Completion, Execution, Job, PartitionMaintenance, StartedExecution
 
@@ -23,30 +24,47 @@ class JobStore(Protocol):
     """What the API (and ``scheduler.service``) needs: the jobs and executions of an owner, and
     the database clock."""
 
-    def insert_job(self, owner: str, spec: Mapping[str, Any], plan_first: Planner, *,
-                   job_id: str | None = None) -> dict[str, Any]: ...
+    def insert_job(
+        self, owner: str, spec: Mapping[str, Any], plan_first: Planner, *, job_id: str | None = None
+    ) -> dict[str, Any]: ...
 
     def get_job(self, owner: str, job_id: str) -> dict[str, Any]: ...
 
-    def list_jobs(self, owner: str, *, state: str | None = None, tag: str | None = None,
-                  name_prefix: str | None = None, limit: int = 50, after_name: str | None = None
-                  ) -> list[dict[str, Any]]: ...
+    def list_jobs(
+        self,
+        owner: str,
+        *,
+        state: str | None = None,
+        tag: str | None = None,
+        name_prefix: str | None = None,
+        limit: int = 50,
+        after_name: str | None = None,
+    ) -> list[dict[str, Any]]: ...
 
-    def modify_job(self, owner: str, job_id: str, change: Change, expected_version: int | None = None
-                   ) -> dict[str, Any]: ...
+    def modify_job(
+        self, owner: str, job_id: str, change: Change, expected_version: int | None = None
+    ) -> dict[str, Any]: ...
 
     def delete_job(self, owner: str, job_id: str) -> None: ...
 
     def request_run(self, owner: str, job_id: str) -> dict[str, Any]: ...
 
-    def list_executions(self, owner: str, job_id: str, *, status: str | None = None, limit: int = 50,
-                        before_seq: int | None = None) -> list[Execution]: ...
+    def list_executions(
+        self, owner: str, job_id: str, *, status: str | None = None, limit: int = 50, before_seq: int | None = None
+    ) -> list[Execution]: ...
 
     def now(self) -> datetime: ...
 
-    def list_owner_executions(self, owner: str, *, status: str | None = None, job_id: str | None = None,
-                              since: datetime | None = None, limit: int = 50,
-                              before: tuple[datetime, str] | None = None) -> list[Execution]: ...
+    def list_owner_executions(
+        self,
+        owner: str,
+        *,
+        status: str | None = None,
+        job_id: str | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
+        before: tuple[datetime, str] | None = None,
+    ) -> list[Execution]: ...
 
 
 class CompletionStore(Protocol):
@@ -60,8 +78,9 @@ class CompletionStore(Protocol):
 class ExecutionStore(CompletionStore, Protocol):
     """What the executor needs: start a claim (or claim and start in one go), record outcomes."""
 
-    def start_execution(self, job_id: str, lock_token: str, lease_margin_seconds: float = 30
-                        ) -> StartedExecution | None: ...
+    def start_execution(
+        self, job_id: str, lock_token: str, lease_margin_seconds: float = 30
+    ) -> StartedExecution | None: ...
 
     def claim_and_start(self, limit: int, lease_margin_seconds: float = 30) -> list[Claim]: ...
 

@@ -76,7 +76,7 @@ def _b64decode(text: str) -> bytes:
 def _payload(token: str) -> bytes:
     if not is_token(token):
         raise SecretError("not a secret token")
-    raw = _b64decode(token[len(TOKEN_PREFIX):])
+    raw = _b64decode(token[len(TOKEN_PREFIX) :])
     if not raw:
         raise SecretError("malformed secret token")
     return raw
@@ -161,8 +161,9 @@ class KmsSecretBox:
     def _current_key(self) -> tuple[bytes, bytes]:
         with self._lock:
             if self._data_key is None:
-                answer = self.kms.generate_data_key(KeyId=self.key_id, KeySpec="AES_256",
-                                                    EncryptionContext=_KMS_CONTEXT)
+                answer = self.kms.generate_data_key(
+                    KeyId=self.key_id, KeySpec="AES_256", EncryptionContext=_KMS_CONTEXT
+                )
                 self._data_key = (answer["Plaintext"], answer["CiphertextBlob"])
                 self._remember(answer["CiphertextBlob"], answer["Plaintext"])
             return self._data_key
@@ -205,11 +206,11 @@ class KmsSecretBox:
         if raw[:1] != _KMS or len(raw) < 3:
             raise SecretError("this token was not made by KMS envelope encryption")
         size = int.from_bytes(raw[1:3], "big")
-        encrypted = raw[3:3 + size]
+        encrypted = raw[3 : 3 + size]
         if len(encrypted) != size:
             raise SecretError("malformed secret token")
-        header = raw[:3 + size]
-        return _open(self._key_for(encrypted), header, raw[3 + size:])
+        header = raw[: 3 + size]
+        return _open(self._key_for(encrypted), header, raw[3 + size :])
 
 
 def make_secret_box(settings: Any, *, kms_client: Any = None) -> SecretBox:
@@ -221,8 +222,9 @@ def make_secret_box(settings: Any, *, kms_client: Any = None) -> SecretBox:
             from botocore.config import Config
 
             # Short timeouts: a stalled KMS call must not outlast the executor's lease.
-            kms_client = boto3.client("kms", config=Config(connect_timeout=3, read_timeout=5,
-                                                           retries={"max_attempts": 3, "mode": "standard"}))
+            kms_client = boto3.client(
+                "kms", config=Config(connect_timeout=3, read_timeout=5, retries={"max_attempts": 3, "mode": "standard"})
+            )
         return KmsSecretBox(kms_client, settings.kms_key_id)
     return LocalSecretBox(getattr(settings, "local_key_file", None) or DEFAULT_LOCAL_KEY_FILE)
 
@@ -238,14 +240,14 @@ def _url_password(url: str) -> tuple[str, str, str] | None:
     except ValueError:
         return None
     start = url.find("//")
-    if start < 0 or "@" not in netloc or url[start + 2:start + 2 + len(netloc)] != netloc:
+    if start < 0 or "@" not in netloc or url[start + 2 : start + 2 + len(netloc)] != netloc:
         return None
     userinfo, _, hostport = netloc.rpartition("@")
     if ":" not in userinfo:
         return None
     user, _, password = userinfo.partition(":")
-    head = url[:start + 2] + user + ":"
-    return head, password, "@" + hostport + url[start + 2 + len(netloc):]
+    head = url[: start + 2] + user + ":"
+    return head, password, "@" + hostport + url[start + 2 + len(netloc) :]
 
 
 def _map_secrets(target: dict[str, Any] | None, fn) -> dict[str, Any] | None:
@@ -274,22 +276,26 @@ def _map_secrets(target: dict[str, Any] | None, fn) -> dict[str, Any] | None:
 def encrypt_target_secrets(target: dict[str, Any], box: SecretBox) -> dict[str, Any]:
     """The target with each secret encrypted. A ``"***"`` is left as it is (see
     ``keep_masked_secrets``); every other value is encrypted, even one that looks like a token."""
+
     def enc(field: str, value: str, kind: str) -> str:
         if kind == "url_password":
             if unquote(value) == SECRET_MASK:
                 return value
             return quote(box.encrypt(value), safe="")
         return value if value == SECRET_MASK else box.encrypt(value)
+
     return _map_secrets(target, enc)
 
 
 def decrypt_target_secrets(target: dict[str, Any], box: SecretBox) -> dict[str, Any]:
     """The target with its secrets in plaintext, for the delivery only (never log or store it)."""
+
     def dec(field: str, value: str, kind: str) -> str:
         if kind == "url_password":
             token = unquote(value)
             return box.decrypt(token) if is_token(token) else value
         return box.decrypt(value) if is_token(value) else value
+
     return _map_secrets(target, dec)
 
 
@@ -304,6 +310,7 @@ def _stored_secrets(target: dict[str, Any] | None) -> dict[str, str]:
     def grab(field: str, value: str, kind: str) -> str:
         found[f"{field}#{kind}" if kind == "url_password" else field] = value
         return value
+
     _map_secrets(target, grab)
     return found
 
@@ -327,9 +334,13 @@ def keep_masked_secrets(new_target: dict[str, Any], stored_target: dict[str, Any
         if kept is None:
             raise MaskedSecretError(field)
         if moved:  # a secret never follows its target to another scheme, host or port
-            raise MaskedSecretError(field, "is masked (\"***\") but the target's url moved to another scheme, "
-                                           "host or port: send the secret again for the new one")
+            raise MaskedSecretError(
+                field,
+                'is masked ("***") but the target\'s url moved to another scheme, '
+                "host or port: send the secret again for the new one",
+            )
         return kept
+
     return _map_secrets(new_target, keep)
 
 

@@ -9,28 +9,34 @@ Reads and writes that need no plan (get, list, delete, request a run) are the st
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from scheduler import lifecycle
 from scheduler.domain import SCHEDULE_FIELDS, SPEC_FIELDS, Completion, Job, Outcome, StartedExecution
 from scheduler.ports import CompletionStore, JobStore
 
 
-def create_job(store: JobStore, owner: str, spec: Mapping[str, Any], *, job_id: str | None = None
-               ) -> dict[str, Any]:
+def create_job(store: JobStore, owner: str, spec: Mapping[str, Any], *, job_id: str | None = None) -> dict[str, Any]:
     """Insert a job at its first occurrence. Raises ``NameTaken``."""
     return store.insert_job(owner, spec, lifecycle.plan_first, job_id=job_id)
 
 
-def update_job(store: JobStore, owner: str, job_id: str, build: Callable[[dict[str, Any]], Mapping[str, Any]],
-               expected_version: int | None = None) -> dict[str, Any]:
+def update_job(
+    store: JobStore,
+    owner: str,
+    job_id: str,
+    build: Callable[[dict[str, Any]], Mapping[str, Any]],
+    expected_version: int | None = None,
+) -> dict[str, Any]:
     """Replace the job's writable fields by ``build(current_row)``.
 
     ``build`` runs while the row is held, so it may merge with the current values (PATCH, a
     ``"***"`` secret kept). When a schedule field changed, the occurrences start afresh from
     now; otherwise the occurrence in hand is kept.
     """
+
     def change(row: dict[str, Any], now: datetime) -> dict[str, Any]:
         spec = {k: v for k, v in build(row).items() if k in SPEC_FIELDS}
         new = {**row, **spec}
@@ -38,6 +44,7 @@ def update_job(store: JobStore, owner: str, job_id: str, build: Callable[[dict[s
             state = row["state"] if row["state"] == "paused" else "active"
             return {**spec, **lifecycle.plan_first(Job.from_row(new), now, state)}
         return spec
+
     return store.modify_job(owner, job_id, change, expected_version)
 
 
@@ -51,8 +58,9 @@ def resume_job(store: JobStore, owner: str, job_id: str) -> dict[str, Any]:
     return store.modify_job(owner, job_id, lambda row, now: lifecycle.plan_resume(Job.from_row(row), now))
 
 
-def plan_completion(job: Job, outcome: Outcome, now: datetime, rng: random.Random | None,
-                    ran_scheduled_at: datetime | None) -> Mapping[str, Any]:
+def plan_completion(
+    job: Job, outcome: Outcome, now: datetime, rng: random.Random | None, ran_scheduled_at: datetime | None
+) -> Mapping[str, Any]:
     """The job's columns after an attempt (``lifecycle.plan_completion``), marked ``"delete":
     True`` when the attempt completes a job whose ``after_completion`` is ``delete``: the store
     then deletes it with its executions in the transaction that records the completion."""
@@ -62,8 +70,9 @@ def plan_completion(job: Job, outcome: Outcome, now: datetime, rng: random.Rando
     return plan
 
 
-def complete_executions(store: CompletionStore, completions: Sequence[Completion],
-                        rng: random.Random | None = None) -> list[bool]:
+def complete_executions(
+    store: CompletionStore, completions: Sequence[Completion], rng: random.Random | None = None
+) -> list[bool]:
     """Record how started executions ended and move their jobs on (retry, next occurrence or
     completed), releasing the leases; answers, in order, whether each was recorded (False:
     fenced, the token no longer holds the job).
@@ -74,8 +83,7 @@ def complete_executions(store: CompletionStore, completions: Sequence[Completion
     locking path one by one (the row read and held, then planned).
     """
     recorded = [False] * len(completions)
-    fast = [i for i, done in enumerate(completions)
-            if done.started is not None and done.elapsed_seconds is not None]
+    fast = [i for i, done in enumerate(completions) if done.started is not None and done.elapsed_seconds is not None]
     if fast:
         planned = []
         for i in fast:
@@ -89,15 +97,33 @@ def complete_executions(store: CompletionStore, completions: Sequence[Completion
     for i, done in enumerate(completions):
         if not recorded[i]:
             recorded[i] = store.complete_locked(
-                done, lambda job, now, ran, outcome=done.outcome: plan_completion(job, outcome, now, rng, ran))
+                done, lambda job, now, ran, outcome=done.outcome: plan_completion(job, outcome, now, rng, ran)
+            )
     return recorded
 
 
-def complete_execution(store: CompletionStore, job_id: str, lock_token: str, execution_id: str, outcome: Outcome,
-                       *, http_status: int | None = None, response_excerpt: str | None = None,
-                       started: StartedExecution | None = None, elapsed_seconds: float | None = None,
-                       rng: random.Random | None = None) -> bool:
+def complete_execution(
+    store: CompletionStore,
+    job_id: str,
+    lock_token: str,
+    execution_id: str,
+    outcome: Outcome,
+    *,
+    http_status: int | None = None,
+    response_excerpt: str | None = None,
+    started: StartedExecution | None = None,
+    elapsed_seconds: float | None = None,
+    rng: random.Random | None = None,
+) -> bool:
     """``complete_executions`` for one execution."""
-    completion = Completion(job_id, lock_token, execution_id, outcome, http_status=http_status,
-                            response_excerpt=response_excerpt, started=started, elapsed_seconds=elapsed_seconds)
+    completion = Completion(
+        job_id,
+        lock_token,
+        execution_id,
+        outcome,
+        http_status=http_status,
+        response_excerpt=response_excerpt,
+        started=started,
+        elapsed_seconds=elapsed_seconds,
+    )
     return complete_executions(store, [completion], rng)[0]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Callable
 
 from scheduler import constants as c
 
@@ -48,7 +48,7 @@ class Settings:
     claim_lease_seconds: int = 120
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
+    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
         """Read the settings from environment variables (keys in ``scheduler.constants``)."""
         env = os.environ if environ is None else environ
         allow = tuple(x.strip() for x in env.get(c.ENV_TARGET_ALLOW_LIST, "").split(",") if x.strip())

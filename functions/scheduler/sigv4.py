@@ -63,9 +63,10 @@ import hashlib
 import hmac
 import json
 import re
+from collections.abc import Iterable, Mapping
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 from urllib.parse import quote, unquote
 
 ALGORITHM = "AWS4-HMAC-SHA256"
@@ -277,7 +278,7 @@ def _request_time(headers: dict[str, list[str]]) -> tuple[str, dt.datetime]:
         if not _AMZ_DATE_RE.match(stamp):
             raise SignatureError("X-Amz-Date is not a YYYYMMDDTHHMMSSZ timestamp")
         try:
-            when = dt.datetime.strptime(stamp, _AMZ_DATE).replace(tzinfo=dt.timezone.utc)
+            when = dt.datetime.strptime(stamp, _AMZ_DATE).replace(tzinfo=dt.UTC)
         except ValueError:
             raise SignatureError("X-Amz-Date is not a valid timestamp") from None
         return stamp, when
@@ -287,25 +288,34 @@ def _request_time(headers: dict[str, list[str]]) -> tuple[str, dt.datetime]:
         except (TypeError, ValueError):
             raise SignatureError("Date is not a valid HTTP date") from None
         if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.timezone.utc)
-        when = when.astimezone(dt.timezone.utc)
+            when = when.replace(tzinfo=dt.UTC)
+        when = when.astimezone(dt.UTC)
         return when.strftime(_AMZ_DATE), when
     raise SignatureError("the request has no X-Amz-Date header")
 
 
 def _now(now: dt.datetime | float | None) -> dt.datetime:
     if now is None:
-        return dt.datetime.now(dt.timezone.utc)
+        return dt.datetime.now(dt.UTC)
     if isinstance(now, (int, float)):
-        return dt.datetime.fromtimestamp(now, dt.timezone.utc)
-    return now if now.tzinfo else now.replace(tzinfo=dt.timezone.utc)
+        return dt.datetime.fromtimestamp(now, dt.UTC)
+    return now if now.tzinfo else now.replace(tzinfo=dt.UTC)
 
 
-def verify_request(method: str, path: str, query_string: str,
-                   headers: Mapping[str, Any] | Iterable[tuple[str, str]], body: bytes | str | None,
-                   credentials: Mapping[str, tuple[str, str]], *, region: str | None = None,
-                   service: str = DEFAULT_SERVICE, now: dt.datetime | float | None = None,
-                   max_skew: float = DEFAULT_MAX_SKEW, security_tokens: bool = True) -> str:
+def verify_request(
+    method: str,
+    path: str,
+    query_string: str,
+    headers: Mapping[str, Any] | Iterable[tuple[str, str]],
+    body: bytes | str | None,
+    credentials: Mapping[str, tuple[str, str]],
+    *,
+    region: str | None = None,
+    service: str = DEFAULT_SERVICE,
+    now: dt.datetime | float | None = None,
+    max_skew: float = DEFAULT_MAX_SKEW,
+    security_tokens: bool = True,
+) -> str:
     """The principal whose access key signed this request, or ``SignatureError``.
 
     ``path`` and ``query_string`` are those of the request line, as sent (percent-encoded, no
@@ -324,8 +334,10 @@ def verify_request(method: str, path: str, query_string: str,
         raise SignatureError("the request has more than one Authorization header")
     if "x-amz-security-token" in header_map and not security_tokens:
         # Temporary credentials are checked by STS, which this verifier cannot ask.
-        raise SignatureError("temporary credentials (X-Amz-Security-Token) cannot be verified here: "
-                             "sign with an access key of the credentials file")
+        raise SignatureError(
+            "temporary credentials (X-Amz-Security-Token) cannot be verified here: "
+            "sign with an access key of the credentials file"
+        )
     parts = parse_authorization(auth_values[-1])
 
     scope_parts = parts["Credential"].split("/")
@@ -346,8 +358,9 @@ def verify_request(method: str, path: str, query_string: str,
         raise SignatureError("the credential scope date is not the date of the request")
     skew = abs((_now(now) - when).total_seconds())
     if skew > max_skew:
-        raise SignatureError(f"the request time is {int(skew)} s away from the server's clock "
-                             f"(at most {int(max_skew)} s allowed)")
+        raise SignatureError(
+            f"the request time is {int(skew)} s away from the server's clock (at most {int(max_skew)} s allowed)"
+        )
 
     signed = parts["SignedHeaders"].split(";")
     if any(not name or name != name.lower() for name in signed) or signed != sorted(set(signed)):
@@ -386,8 +399,9 @@ def verify_request(method: str, path: str, query_string: str,
     matched = False
     for query in queries:
         canonical = "\n".join([method.upper(), canonical_path, query, head + "\n", ";".join(signed), body_hash])
-        expected = hmac.new(key, string_to_sign(timestamp, scope, canonical).encode("utf-8"),
-                            hashlib.sha256).hexdigest()
+        expected = hmac.new(
+            key, string_to_sign(timestamp, scope, canonical).encode("utf-8"), hashlib.sha256
+        ).hexdigest()
         matched |= hmac.compare_digest(expected, signature)
     if not matched:
         raise SignatureError("the signature does not match (wrong secret, or the request was changed)")
@@ -424,16 +438,31 @@ def wsgi_raw_path(environ: Mapping[str, Any]) -> str:
     return quote(path.encode("latin-1", "replace"), safe=_PATH_SAFE) or "/"
 
 
-def verify_wsgi(environ: Mapping[str, Any], body: bytes, credentials: Mapping[str, tuple[str, str]],
-                **kwargs: Any) -> str:
+def verify_wsgi(
+    environ: Mapping[str, Any], body: bytes, credentials: Mapping[str, tuple[str, str]], **kwargs: Any
+) -> str:
     """``verify_request`` of a WSGI request whose body was already read (``body``)."""
-    return verify_request(str(environ.get("REQUEST_METHOD") or "GET"), wsgi_raw_path(environ),
-                          str(environ.get("QUERY_STRING") or ""), wsgi_headers(environ), body,
-                          credentials, **kwargs)
+    return verify_request(
+        str(environ.get("REQUEST_METHOD") or "GET"),
+        wsgi_raw_path(environ),
+        str(environ.get("QUERY_STRING") or ""),
+        wsgi_headers(environ),
+        body,
+        credentials,
+        **kwargs,
+    )
 
 
 __all__ = [
-    "CredentialsFileError", "SignatureError", "canonical_uri", "default_principal", "load_credentials",
-    "parse_authorization", "parse_credentials", "verify_request", "verify_wsgi", "wsgi_headers",
+    "CredentialsFileError",
+    "SignatureError",
+    "canonical_uri",
+    "default_principal",
+    "load_credentials",
+    "parse_authorization",
+    "parse_credentials",
+    "verify_request",
+    "verify_wsgi",
+    "wsgi_headers",
     "wsgi_raw_path",
 ]

@@ -70,8 +70,7 @@ class PowertoolsMetrics:
     def _emit(self, name: str, unit: str, value: float, dimensions: dict[str, str]) -> None:
         from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-        with single_metric(name=name, unit=getattr(MetricUnit, unit), value=value,
-                           namespace=self.namespace) as metric:
+        with single_metric(name=name, unit=getattr(MetricUnit, unit), value=value, namespace=self.namespace) as metric:
             metric.add_dimension(name="service", value=self.service)
             for key, val in dimensions.items():
                 metric.add_dimension(name=key, value=val)

@@ -30,8 +30,9 @@ class Dependencies:
     @cached_property
     def pool(self):
         # A secret's credentials are read again when a login is refused (a rotated password).
-        return make_pool(conninfo_source(self.settings), min_size=1, max_size=self.pool_max_size,
-                         through_proxy=self.through_proxy)
+        return make_pool(
+            conninfo_source(self.settings), min_size=1, max_size=self.pool_max_size, through_proxy=self.through_proxy
+        )
 
     @cached_property
     def store(self):
@@ -47,9 +48,11 @@ class Dependencies:
 
     @cached_property
     def target_policy(self) -> TargetPolicy:
-        return TargetPolicy(allow_private=self.settings.allow_private_targets,
-                            allow_list=self.settings.target_allow_list,
-                            default_broker_url=default_broker_url(self.settings))
+        return TargetPolicy(
+            allow_private=self.settings.allow_private_targets,
+            allow_list=self.settings.target_allow_list,
+            default_broker_url=default_broker_url(self.settings),
+        )
 
     @cached_property
     def lambda_client(self) -> Any:

@@ -25,8 +25,14 @@ from tests.support import ROOT, LocalScheduler, RecordingServer
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 TIMEOUT_MS = 20_000
 
 
@@ -79,16 +85,30 @@ def _shoot(page, name: str) -> None:
 def _seed(api: LocalScheduler, target: RecordingServer) -> None:
     """Other jobs, so that the lists have something besides the one the test makes."""
     hook = {"type": "http", "method": "POST", "timeout_seconds": 5}
-    flaky = api.post("/v1/jobs", {"name": "inventory-sync", "tags": ["warehouse"], "schedule": "*/15 * * * *",
-                                  "retry": {"max_attempts": 1},
-                                  "target": {**hook, "url": target.url + "/flaky"}})
+    flaky = api.post(
+        "/v1/jobs",
+        {
+            "name": "inventory-sync",
+            "tags": ["warehouse"],
+            "schedule": "*/15 * * * *",
+            "retry": {"max_attempts": 1},
+            "target": {**hook, "url": target.url + "/flaky"},
+        },
+    )
     api.post(f"/v1/jobs/{flaky['id']}/run", {})
-    api.post("/v1/jobs", {"name": "weekly-digest", "tags": ["mail"], "schedule": "cron(0 8 ? * MON *)",
-                          "timezone": "Europe/Berlin",
-                          "target": {**hook, "url": target.url + "/digest",
-                                     "auth": {"type": "bearer", "token": "digest-secret"}}})
-    paused = api.post("/v1/jobs", {"name": "legacy-export", "schedule": "@daily",
-                                   "target": {**hook, "url": target.url + "/export"}})
+    api.post(
+        "/v1/jobs",
+        {
+            "name": "weekly-digest",
+            "tags": ["mail"],
+            "schedule": "cron(0 8 ? * MON *)",
+            "timezone": "Europe/Berlin",
+            "target": {**hook, "url": target.url + "/digest", "auth": {"type": "bearer", "token": "digest-secret"}},
+        },
+    )
+    paused = api.post(
+        "/v1/jobs", {"name": "legacy-export", "schedule": "@daily", "target": {**hook, "url": target.url + "/export"}}
+    )
     api.post(f"/v1/jobs/{paused['id']}/pause", {})
 
 
@@ -101,8 +121,10 @@ def test_create_run_and_pause_a_job_in_the_console(browser, api, target):
     problems: list[str] = []
     page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
     # Script errors and refusals (CSP...) are problems; the 400 answers of the bad cron are not.
-    page.on("console", lambda msg: msg.type == "error" and "status of 400" not in msg.text
-            and problems.append(f"console: {msg.text}"))
+    page.on(
+        "console",
+        lambda msg: msg.type == "error" and "status of 400" not in msg.text and problems.append(f"console: {msg.text}"),
+    )
 
     # GET / leads to the console's job list.
     page.goto(api.url + "/")
@@ -228,8 +250,10 @@ def test_aws_targets_in_the_form(browser, api):
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
     problems: list[str] = []
     page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-    page.on("console", lambda msg: msg.type == "error" and "status of 400" not in msg.text
-            and problems.append(f"console: {msg.text}"))
+    page.on(
+        "console",
+        lambda msg: msg.type == "error" and "status of 400" not in msg.text and problems.append(f"console: {msg.text}"),
+    )
 
     page.goto(api.url + "/console/#/jobs/new")
     page.fill("input[name=name]", "orders-queue")
@@ -265,7 +289,11 @@ def test_aws_targets_in_the_form(browser, api):
     _shoot(page, "job-aws")
     stored = requests.get(f"{api.url}/v1/jobs/{job_id}", timeout=10).json()["target"]
     assert {k: stored[k] for k in ("type", "queue_url", "body", "role_arn")} == {
-        "type": "sqs", "queue_url": QUEUE, "body": '{"job": "{{job_id}}"}', "role_arn": ROLE}
+        "type": "sqs",
+        "queue_url": QUEUE,
+        "body": '{"job": "{{job_id}}"}',
+        "role_arn": ROLE,
+    }
     assert stored.get("message_group_id") is None
 
     # Edit: the form comes back as SQS with the stored values; a change is saved.
@@ -312,8 +340,11 @@ def test_the_console_of_a_signed_api_through_scheduler_console(browser, db_url, 
 
     expect.set_options(timeout=TIMEOUT_MS)
     creds = tmp_path / "credentials.json"
-    creds.write_text(json.dumps({"AKIDALICE": {"secret_access_key": "alice-secret",
-                                               "principal": "arn:aws:iam::000000000000:user/alice"}}))
+    creds.write_text(
+        json.dumps(
+            {"AKIDALICE": {"secret_access_key": "alice-secret", "principal": "arn:aws:iam::000000000000:user/alice"}}
+        )
+    )
     signed = LocalScheduler(db_url, str(tmp_path / "data"), "--auth", "sigv4", "--credentials", str(creds))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
@@ -323,9 +354,17 @@ def test_the_console_of_a_signed_api_through_scheduler_console(browser, db_url, 
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "alice-secret")
     urls: list[str] = []
     ready, stop = threading.Event(), threading.Event()
-    console = threading.Thread(target=run_console, kwargs={
-        "endpoint": signed.url, "port": 0, "region": "us-east-1", "stop": stop,
-        "ready": lambda url: (urls.append(url), ready.set())}, daemon=True)
+    console = threading.Thread(
+        target=run_console,
+        kwargs={
+            "endpoint": signed.url,
+            "port": 0,
+            "region": "us-east-1",
+            "stop": stop,
+            "ready": lambda url: (urls.append(url), ready.set()),
+        },
+        daemon=True,
+    )
     console.start()
     try:
         assert ready.wait(10)
@@ -355,8 +394,23 @@ def test_the_console_of_a_signed_api_through_scheduler_console(browser, db_url, 
 @pytest.mark.parametrize(("ci", "code", "outcome"), [("true", 1, "1 error"), ("", 0, "1 skipped")])
 def test_without_chromium_it_skips_with_a_warning_but_fails_under_ci(tmp_path, ci, code, outcome):
     env = {**os.environ, "CHROMIUM": str(tmp_path / "no-chromium"), "CI": ci}
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-                             f"{__file__}::test_create_run_and_pause_a_job_in_the_console"],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=240, check=False)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-rs",
+            f"{__file__}::test_create_run_and_pause_a_job_in_the_console",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert result.returncode == code and outcome in result.stdout, result.stdout
     assert "browser test not run: no Chromium at" in result.stdout

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import requests
 
@@ -25,8 +25,13 @@ class Local:
         for name in ("DATABASE_URL", "SCHEDULER_PRECISION", "SCHEDULER_LOCAL_KEY_FILE"):
             if name not in env:
                 full_env.pop(name, None)
-        self.process = subprocess.Popen([sys.executable, "-m", "scheduler.cli", "local", "--port", "0", *argv],
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "scheduler.cli", "local", "--port", "0", *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=full_env,
+        )
         self.lines: list[str] = []
         self.url = ""
         ready = threading.Event()
@@ -52,16 +57,28 @@ class Local:
 def test_environment_variables_configure_local_mode(db_url, tmp_path):
     key_file = tmp_path / "keys" / "local.key"
     key_file.parent.mkdir()
-    local = Local("--data-dir", str(tmp_path / "data"), env={
-        "SCHEDULER_DATABASE_URL": db_url, "SCHEDULER_PRECISION": "minute", "SCHEDULER_LOCAL_KEY_FILE": str(key_file)})
+    local = Local(
+        "--data-dir",
+        str(tmp_path / "data"),
+        env={
+            "SCHEDULER_DATABASE_URL": db_url,
+            "SCHEDULER_PRECISION": "minute",
+            "SCHEDULER_LOCAL_KEY_FILE": str(key_file),
+        },
+    )
     try:
         banner = next(line for line in local.lines if "scheduler local: API" in line)
         assert "the given database" in banner  # SCHEDULER_DATABASE_URL: no embedded Postgres
         assert "precision minute" in banner  # SCHEDULER_PRECISION
-        answer = requests.post(local.url + "/jobs", json={
-            "name": "with-secret", "schedule": "@daily",
-            "target": {"type": "http", "url": "https://example.com/h", "auth": {"type": "bearer", "token": "t0k"}}},
-            timeout=10)
+        answer = requests.post(
+            local.url + "/jobs",
+            json={
+                "name": "with-secret",
+                "schedule": "@daily",
+                "target": {"type": "http", "url": "https://example.com/h", "auth": {"type": "bearer", "token": "t0k"}},
+            },
+            timeout=10,
+        )
         assert answer.status_code == 201, answer.text
         deadline = time.monotonic() + 10
         while not key_file.exists() and time.monotonic() < deadline:
@@ -69,8 +86,12 @@ def test_environment_variables_configure_local_mode(db_url, tmp_path):
         assert key_file.exists()  # SCHEDULER_LOCAL_KEY_FILE: the secret key is kept there
         assert not (tmp_path / "data" / "secret.key").exists()
         # waitress refuses a body over the API's 1 MiB before buffering it
-        big = requests.post(local.url + "/jobs", data=b"{" + b" " * (1024 * 1024) + b"}",
-                            headers={"Content-Type": "application/json"}, timeout=10)
+        big = requests.post(
+            local.url + "/jobs",
+            data=b"{" + b" " * (1024 * 1024) + b"}",
+            headers={"Content-Type": "application/json"},
+            timeout=10,
+        )
         assert big.status_code == 413
     finally:
         assert local.stop() == 0
@@ -81,10 +102,17 @@ def test_guard_targets_refuses_loopback_targets(db_url, tmp_path):
     local = Local("--database-url", db_url, "--data-dir", str(tmp_path / "d"), "--guard-targets", env={})
     try:
         assert any("SSRF guard on" in line for line in local.lines)
-        run_at = (datetime.now(timezone.utc) + timedelta(seconds=1)).isoformat()
-        answer = requests.post(local.url + "/jobs", json={
-            "name": "loop", "run_at": run_at, "retry": {"max_attempts": 1},
-            "target": {"type": "http", "url": target.url + "/x"}}, timeout=10)
+        run_at = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
+        answer = requests.post(
+            local.url + "/jobs",
+            json={
+                "name": "loop",
+                "run_at": run_at,
+                "retry": {"max_attempts": 1},
+                "target": {"type": "http", "url": target.url + "/x"},
+            },
+            timeout=10,
+        )
         assert answer.status_code == 201, answer.text
         job_id = answer.json()["id"]
         deadline, finished = time.monotonic() + 20, []
@@ -102,8 +130,13 @@ def test_guard_targets_refuses_loopback_targets(db_url, tmp_path):
 def cli(url: str, *argv: str) -> subprocess.CompletedProcess:
     """``scheduler --endpoint URL ...`` as a user runs it."""
     env = {**os.environ, "PYTHONPATH": os.path.join(ROOT, "functions")}
-    return subprocess.run([sys.executable, "-m", "scheduler.cli", *argv, "--endpoint", url], env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "scheduler.cli", *argv, "--endpoint", url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_executions_across_jobs_and_after_completion_against_the_real_routes(db_url, tmp_path):
@@ -111,11 +144,24 @@ def test_executions_across_jobs_and_after_completion_against_the_real_routes(db_
     local = Local("--database-url", db_url, "--data-dir", str(tmp_path / "d"), env={})
     endpoint = local.url.removesuffix("/v1")
     try:
-        since = datetime.now(timezone.utc).isoformat()
-        run_at = (datetime.now(timezone.utc) + timedelta(seconds=1)).isoformat()
+        since = datetime.now(UTC).isoformat()
+        run_at = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
         for name, after in (("kept", "keep"), ("gone", "delete")):
-            made = cli(endpoint, "jobs", "create", "--name", name, "--run-at", run_at, "--url", target.url + "/" + name,
-                       "--after-completion", after, "-o", "json")
+            made = cli(
+                endpoint,
+                "jobs",
+                "create",
+                "--name",
+                name,
+                "--run-at",
+                run_at,
+                "--url",
+                target.url + "/" + name,
+                "--after-completion",
+                after,
+                "-o",
+                "json",
+            )
             assert made.returncode == 0, made.stderr
             assert json.loads(made.stdout)["after_completion"] == after
         target.wait_for(2, timeout=30)
@@ -131,7 +177,9 @@ def test_executions_across_jobs_and_after_completion_against_the_real_routes(db_
         assert [(row["job_name"], row["status"], row["http_status"]) for row in rows] == [("kept", "succeeded", 200)]
         assert cli(endpoint, "jobs", "get", "gone").returncode == 3  # no job named gone: deleted
         by_job = cli(endpoint, "executions", "--job", "kept", "-o", "json")
-        assert by_job.returncode == 0 and [row["job_name"] for row in json.loads(by_job.stdout)["executions"]] == ["kept"]
+        assert by_job.returncode == 0 and [row["job_name"] for row in json.loads(by_job.stdout)["executions"]] == [
+            "kept"
+        ]
     finally:
         assert local.stop() == 0
         target.close()
@@ -148,31 +196,64 @@ def test_cli_creates_an_sqs_job_that_local_mode_delivers_to_moto(db_url, tmp_pat
     with moto_server() as moto:
         for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN"):
             monkeypatch.delenv(name, raising=False)
-        for name, value in (("AWS_ENDPOINT_URL", moto), ("AWS_ACCESS_KEY_ID", "testing"),
-                            ("AWS_SECRET_ACCESS_KEY", "testing"), ("AWS_REGION", "us-east-1")):
+        for name, value in (
+            ("AWS_ENDPOINT_URL", moto),
+            ("AWS_ACCESS_KEY_ID", "testing"),
+            ("AWS_SECRET_ACCESS_KEY", "testing"),
+            ("AWS_REGION", "us-east-1"),
+        ):
             monkeypatch.setenv(name, value)
         sqs = boto3.client("sqs", region_name="us-east-1")
         queue = sqs.create_queue(QueueName="cli-jobs")["QueueUrl"]
         local = LocalScheduler(db_url, str(tmp_path / "data"))
         try:
             queue_url = f"https://sqs.us-east-1.amazonaws.com/{account}/cli-jobs"
-            refused = cli(local.url, "jobs", "create", "--name", "bad", "--schedule", "@daily",
-                          "--queue-url", "https://example.com/not-a-queue", "--body", "x", "--role-arn", role)
+            refused = cli(
+                local.url,
+                "jobs",
+                "create",
+                "--name",
+                "bad",
+                "--schedule",
+                "@daily",
+                "--queue-url",
+                "https://example.com/not-a-queue",
+                "--body",
+                "x",
+                "--role-arn",
+                role,
+            )
             assert refused.returncode == 1 and refused.stdout == ""
             lines = refused.stderr.splitlines()
             assert len(lines) == 1 and lines[0].startswith("error: 400 ") and "queue_url" in lines[0], lines
             assert "SQS queue URL" in lines[0] and "Traceback" not in refused.stderr
 
-            run_at = (datetime.now(timezone.utc) + timedelta(seconds=1)).isoformat()
-            made = cli(local.url, "jobs", "create", "--name", "to-sqs", "--run-at", run_at, "--queue-url", queue_url,
-                       "--body", "{{job_id}}", "--role-arn", role, "-o", "json")
+            run_at = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
+            made = cli(
+                local.url,
+                "jobs",
+                "create",
+                "--name",
+                "to-sqs",
+                "--run-at",
+                run_at,
+                "--queue-url",
+                queue_url,
+                "--body",
+                "{{job_id}}",
+                "--role-arn",
+                role,
+                "-o",
+                "json",
+            )
             assert made.returncode == 0, made.stderr
             job = json.loads(made.stdout)
             assert job["target"]["type"] == "sqs" and job["target"]["queue_url"] == queue_url
             deadline, messages = time.monotonic() + 30, []
             while not messages and time.monotonic() < deadline:
-                messages = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1,
-                                               MessageAttributeNames=["All"]).get("Messages", [])
+                messages = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1, MessageAttributeNames=["All"]).get(
+                    "Messages", []
+                )
             assert messages and messages[0]["Body"] == job["id"], "".join(local.lines)
             assert messages[0]["MessageAttributes"]["X-Scheduler-Job-Id"]["StringValue"] == job["id"]
 

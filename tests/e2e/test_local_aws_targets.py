@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
@@ -32,15 +32,26 @@ def test_local_mode_delivers_an_sqs_job_to_moto(moto, db_url, tmp_path):
     queue = sqs.create_queue(QueueName="local-jobs")["QueueUrl"]
     scheduler = LocalScheduler(db_url, str(tmp_path / "data"))
     try:
-        run_at = (datetime.now(timezone.utc) + timedelta(seconds=1)).isoformat()
-        job = scheduler.post("/v1/jobs", {"name": "to-sqs", "run_at": run_at, "target": {
-            "type": "sqs", "role_arn": f"arn:aws:iam::{ACCOUNT}:role/local-target",
-            "queue_url": f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/local-jobs", "body": "{{job_id}}"}})
+        run_at = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
+        job = scheduler.post(
+            "/v1/jobs",
+            {
+                "name": "to-sqs",
+                "run_at": run_at,
+                "target": {
+                    "type": "sqs",
+                    "role_arn": f"arn:aws:iam::{ACCOUNT}:role/local-target",
+                    "queue_url": f"https://sqs.us-east-1.amazonaws.com/{ACCOUNT}/local-jobs",
+                    "body": "{{job_id}}",
+                },
+            },
+        )
         deadline = time.monotonic() + 30
         messages: list = []
         while not messages and time.monotonic() < deadline:
-            messages = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1,
-                                           MessageAttributeNames=["All"]).get("Messages", [])
+            messages = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1, MessageAttributeNames=["All"]).get(
+                "Messages", []
+            )
         assert messages, "".join(scheduler.lines)
         assert messages[0]["Body"] == job["id"]
         assert messages[0]["MessageAttributes"]["X-Scheduler-Job-Id"]["StringValue"] == job["id"]

@@ -6,12 +6,11 @@ import os
 import re
 import signal
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from tests.support import LocalScheduler, RecordingServer
-
 
 
 def poll(condition, timeout: float = 20.0, interval: float = 0.1):
@@ -49,7 +48,7 @@ def target():
 
 
 def in_seconds(seconds: float) -> str:
-    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat()
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat()
 
 
 def http_target(url: str, **extra) -> dict:
@@ -58,12 +57,15 @@ def http_target(url: str, **extra) -> dict:
 
 def test_one_off_job_fires_and_is_recorded(local, target):
     api = local()
-    job = api.post("/v1/jobs", {"name": "once", "run_at": in_seconds(1),
-                                "target": http_target(target.url + "/once", body="{{job_id}}")})
+    job = api.post(
+        "/v1/jobs",
+        {"name": "once", "run_at": in_seconds(1), "target": http_target(target.url + "/once", body="{{job_id}}")},
+    )
     [request] = target.wait_for(1)
     assert request["body"].decode() == job["id"]
-    executions = poll(lambda: [e for e in api.get(f"/v1/jobs/{job['id']}/executions")["executions"]
-                               if e["status"] != "running"])
+    executions = poll(
+        lambda: [e for e in api.get(f"/v1/jobs/{job['id']}/executions")["executions"] if e["status"] != "running"]
+    )
     assert executions[0]["status"] == "succeeded" and executions[0]["http_status"] == 200
     assert poll(lambda: api.get(f"/v1/jobs/{job['id']}")["state"] == "completed")
 
@@ -74,22 +76,33 @@ def test_recurring_job_fires_every_second(local, target):
     requests_seen = target.wait_for(3)
     keys = [r["headers"]["Idempotency-Key"] for r in requests_seen]
     assert len(set(keys)) == len(keys)
-    times = [datetime.fromisoformat(r["headers"]["X-Scheduler-Scheduled-At"].replace("Z", "+00:00"))
-             for r in requests_seen[:3]]
+    times = [
+        datetime.fromisoformat(r["headers"]["X-Scheduler-Scheduled-At"].replace("Z", "+00:00"))
+        for r in requests_seen[:3]
+    ]
     assert [(b - a).total_seconds() for a, b in zip(times, times[1:])] == [1.0, 1.0]
 
 
 def test_failed_deliveries_are_retried(local, target):
     target.responses["/flaky"] = [(500, {}, b"no"), (503, {}, b"no"), (200, {}, b"yes")]
     api = local()
-    job = api.post("/v1/jobs", {"name": "flaky", "run_at": in_seconds(0.5),
-                                "retry": {"max_attempts": 5, "min_backoff_seconds": 0.2, "max_backoff_seconds": 0.5},
-                                "target": http_target(target.url + "/flaky")})
+    job = api.post(
+        "/v1/jobs",
+        {
+            "name": "flaky",
+            "run_at": in_seconds(0.5),
+            "retry": {"max_attempts": 5, "min_backoff_seconds": 0.2, "max_backoff_seconds": 0.5},
+            "target": http_target(target.url + "/flaky"),
+        },
+    )
     attempts = target.wait_for(3)
     assert [r["headers"]["X-Scheduler-Attempt"] for r in attempts] == ["1", "2", "3"]
     assert len({r["headers"]["Idempotency-Key"] for r in attempts}) == 1
-    executions = poll(lambda: (lambda es: es if len(es) == 3 and es[0]["status"] == "succeeded" else None)(
-        api.get(f"/v1/jobs/{job['id']}/executions")["executions"]))
+    executions = poll(
+        lambda: (lambda es: es if len(es) == 3 and es[0]["status"] == "succeeded" else None)(
+            api.get(f"/v1/jobs/{job['id']}/executions")["executions"]
+        )
+    )
     assert [e["status"] for e in executions] == ["succeeded", "failed", "failed"]
     assert [e["trigger"] for e in executions] == ["retry", "retry", "schedule"]
 
@@ -97,9 +110,20 @@ def test_failed_deliveries_are_retried(local, target):
 def test_amqp_job_is_published(local, amqp_url, amqp_admin, amqp_queue):
     exchange, queue, routing_key = amqp_queue
     api = local()
-    job = api.post("/v1/jobs", {"name": "amqp", "run_at": in_seconds(0.5),
-                                "target": {"type": "amqp", "url": amqp_url, "exchange": exchange,
-                                           "routing_key": routing_key, "body": "hello {{job_id}}"}})
+    job = api.post(
+        "/v1/jobs",
+        {
+            "name": "amqp",
+            "run_at": in_seconds(0.5),
+            "target": {
+                "type": "amqp",
+                "url": amqp_url,
+                "exchange": exchange,
+                "routing_key": routing_key,
+                "body": "hello {{job_id}}",
+            },
+        },
+    )
 
     def fetch():
         method, properties, body = amqp_admin.basic_get(queue, auto_ack=True)
@@ -117,8 +141,14 @@ def test_two_runners_deliver_each_job_exactly_once(local, target):
     count = 300
     for i in range(count):
         api = first if i % 2 else second
-        api.post("/v1/jobs", {"name": f"bulk-{i:03d}", "run_at": in_seconds(2 + (i % 10) / 10),
-                              "target": http_target(target.url + "/bulk")})
+        api.post(
+            "/v1/jobs",
+            {
+                "name": f"bulk-{i:03d}",
+                "run_at": in_seconds(2 + (i % 10) / 10),
+                "target": http_target(target.url + "/bulk"),
+            },
+        )
     target.wait_for(count, timeout=60)
 
     def all_done():
@@ -175,13 +205,19 @@ def test_more_runner_processes_share_a_burst_and_stop_with_it(local, target):
     count = 200
     run_at = in_seconds(3)
     for i in range(count):
-        scheduler.post("/v1/jobs", {"name": f"burst-{i:03d}", "run_at": run_at,
-                                    "target": http_target(target.url + "/burst")})
+        scheduler.post(
+            "/v1/jobs", {"name": f"burst-{i:03d}", "run_at": run_at, "target": http_target(target.url + "/burst")}
+        )
     target.wait_for(count, timeout=60)
     keys = [r["headers"]["Idempotency-Key"] for r in target.requests]
     assert len(keys) == count and len(set(keys)) == count
     # The extra runner delivered part of the burst (its log lines carry its name).
-    poll(lambda: any("[scheduler-runner-2]" in line and "scheduler.executor: " in line and " succeeded " in line for line in scheduler.lines))
+    poll(
+        lambda: any(
+            "[scheduler-runner-2]" in line and "scheduler.executor: " in line and " succeeded " in line
+            for line in scheduler.lines
+        )
+    )
     assert scheduler.stop() == 0
     assert not alive(runner)
 

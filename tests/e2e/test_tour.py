@@ -21,6 +21,8 @@ from tests.support import ROOT
 
 README = Path(ROOT) / "README.md"
 ECHO_URL = "http://127.0.0.1:9000"
+
+
 # Commands whose API routes a server may not have yet: run when the live server has the route.
 def tour_commands(text: str) -> list[list[str]]:
     """The ``scheduler ...`` commands of the tour, continuation lines joined, comments dropped."""
@@ -41,8 +43,13 @@ class Process:
     """A ``scheduler`` subprocess whose output is collected; ``wait_for`` a line matching a regex."""
 
     def __init__(self, argv: list[str], env: dict[str, str]):
-        self.process = subprocess.Popen([sys.executable, "-m", "scheduler.cli", *argv], env=env, text=True,
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "scheduler.cli", *argv],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         self.lines: list[str] = []
         self.changed = threading.Condition()
         self.closed = False
@@ -93,8 +100,9 @@ def test_the_readme_tour_runs_against_a_live_local_server_and_echo(db_url, tmp_p
             if argv[0] in ("local", "echo"):
                 continue
             argv = [a.replace(ECHO_URL, echo_url) for a in argv]
-            result = subprocess.run([sys.executable, "-m", "scheduler.cli", *argv], env=env, capture_output=True,
-                                    text=True, timeout=60)
+            result = subprocess.run(
+                [sys.executable, "-m", "scheduler.cli", *argv], env=env, capture_output=True, text=True, timeout=60
+            )
             assert result.returncode == 0, f"scheduler {shlex.join(argv)}: {result.returncode}\n{result.stderr}"
             assert "Traceback" not in result.stderr
             ran.append(argv[:2])
@@ -118,6 +126,8 @@ def test_the_readme_tour_runs_against_a_live_local_server_and_echo(db_url, tmp_p
 def test_tour_commands_are_parsed_from_the_readme():
     commands = tour_commands(README.read_text(encoding="utf-8"))
     create = next(c for c in commands if c[:2] == ["jobs", "create"])
-    assert "--body" in create and create[create.index("--body") + 1] == '{"job": "{{job_id}}", "at": "{{scheduled_at}}"}'
+    assert (
+        "--body" in create and create[create.index("--body") + 1] == '{"job": "{{job_id}}", "at": "{{scheduled_at}}"}'
+    )
     if not commands:
         pytest.fail("empty tour")

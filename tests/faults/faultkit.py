@@ -9,7 +9,8 @@ import socket
 import threading
 import time
 from collections import defaultdict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def poll(condition: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):
@@ -67,8 +68,15 @@ class TargetServer:
                 body = self.rfile.read(length) if length else b""
                 job = self.headers.get("X-Scheduler-Job-Id") or ""
                 with server.cond:
-                    record = {"method": self.command, "path": self.path, "headers": dict(self.headers.items()),
-                              "body": body, "arrived": time.monotonic(), "ended": None, "end": None}
+                    record = {
+                        "method": self.command,
+                        "path": self.path,
+                        "headers": dict(self.headers.items()),
+                        "body": body,
+                        "arrived": time.monotonic(),
+                        "ended": None,
+                        "end": None,
+                    }
                     server.requests.append(record)
                     server.inflight[job] += 1
                     server.max_inflight[job] = max(server.max_inflight[job], server.inflight[job])
@@ -122,7 +130,7 @@ class TargetServer:
         """Let every held request answer."""
         self._release.set()
 
-    def wait_for(self, predicate: Callable[["TargetServer"], Any], timeout: float = 10.0, what: str = "requests"):
+    def wait_for(self, predicate: Callable[[TargetServer], Any], timeout: float = 10.0, what: str = "requests"):
         """Block until ``predicate(self)`` is truthy (checked under the lock at each change)."""
         deadline = time.monotonic() + timeout
         with self.cond:
@@ -178,15 +186,16 @@ class TcpProxy:
         self.port = listener.getsockname()[1]
         self._listener = listener
         self._stop = threading.Event()
-        self._accepting = threading.Thread(target=self._accept, args=(listener, self._stop), daemon=True,
-                                           name="proxy-accept")
+        self._accepting = threading.Thread(
+            target=self._accept, args=(listener, self._stop), daemon=True, name="proxy-accept"
+        )
         self._accepting.start()
 
     def _accept(self, listener: socket.socket, stop: threading.Event) -> None:
         while not stop.is_set():
             try:
                 client, _ = listener.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return

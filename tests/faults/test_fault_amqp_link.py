@@ -10,15 +10,14 @@ the link is back the job is delivered, and each occurrence is in the queue exact
 
 from __future__ import annotations
 
-
 import pytest
 
 from scheduler import service
-from scheduler.executor import Executor
 from scheduler.dispatch import InProcessDispatch
+from scheduler.executor import Executor
 from scheduler.fanout import run_fanout
-from scheduler.targets.delivery import TargetPolicy
 from scheduler.targets import amqp as amqp_target
+from scheduler.targets.delivery import TargetPolicy
 from tests.faults.faultkit import TcpProxy
 from tests.support import http_spec, make_due
 
@@ -58,21 +57,33 @@ def queued(channel, queue: str) -> list:
 
 
 def test_deliveries_fail_retryably_while_the_link_is_down_and_once_when_it_is_back(
-        store, pool, proxy, amqp_admin, amqp_queue):
+    store, pool, proxy, amqp_admin, amqp_queue
+):
     exchange, queue, routing_key = amqp_queue
     url = f"amqp://guest:guest@127.0.0.1:{proxy.port}/%2F"
-    spec = http_spec("through-proxy", "0 0 1 1 *",
-                     target={"type": "amqp", "url": url, "exchange": exchange, "routing_key": routing_key,
-                             "body": "{{job_id}} {{attempt}}", "timeout_seconds": 3},
-                     retry={"max_attempts": 5, "min_backoff_seconds": 1, "max_backoff_seconds": 60,
-                            "max_age_seconds": None})
+    spec = http_spec(
+        "through-proxy",
+        "0 0 1 1 *",
+        target={
+            "type": "amqp",
+            "url": url,
+            "exchange": exchange,
+            "routing_key": routing_key,
+            "body": "{{job_id}} {{attempt}}",
+            "timeout_seconds": 3,
+        },
+        retry={"max_attempts": 5, "min_backoff_seconds": 1, "max_backoff_seconds": 60, "max_age_seconds": None},
+    )
     job_id = str(service.create_job(store, OWNER, spec)["id"])
 
     # 1. The link is up: delivered, and the runner keeps a pooled connection through the proxy.
     # (An occurrence an hour ago, so that the next one, made due now, has another key.)
     with pool.connection() as conn:
-        conn.execute("UPDATE jobs SET scheduled_at = date_trunc('second', now()) - interval '1 hour', "
-                     "next_run_at = date_trunc('second', now()) - interval '1 hour' WHERE id = %s", (job_id,))
+        conn.execute(
+            "UPDATE jobs SET scheduled_at = date_trunc('second', now()) - interval '1 hour', "
+            "next_run_at = date_trunc('second', now()) - interval '1 hour' WHERE id = %s",
+            (job_id,),
+        )
     drain(store)
     [first] = store.list_executions(OWNER, job_id)
     assert first.status == "succeeded", first.error
@@ -113,5 +124,4 @@ def test_deliveries_fail_retryably_while_the_link_is_down_and_once_when_it_is_ba
     retried = messages[1][0]
     assert retried.headers["X-Scheduler-Execution-Id"] == str(last.id)
     assert retried.headers["X-Scheduler-Attempt"] == "3" and messages[1][1] == f"{job_id} 3".encode()
-    assert {e.id for e in failed_attempts}.isdisjoint(
-        {p.headers["X-Scheduler-Execution-Id"] for p, _ in messages})
+    assert {e.id for e in failed_attempts}.isdisjoint({p.headers["X-Scheduler-Execution-Id"] for p, _ in messages})

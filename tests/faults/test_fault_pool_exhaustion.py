@@ -45,8 +45,20 @@ def test_twenty_executors_on_two_connections_all_complete(db_url, target):
     pool = make_pool(db_url, min_size=1, max_size=2)
     store = Store(pool)
     try:
-        ids = [str(service.create_job(store, OWNER, http_spec(f"p{i:02d}", "0 0 1 1 *", target={
-            **http_spec("x")["target"], "url": target.url + "/all-at-once"}))["id"]) for i in range(WORKERS)]
+        ids = [
+            str(
+                service.create_job(
+                    store,
+                    OWNER,
+                    http_spec(
+                        f"p{i:02d}",
+                        "0 0 1 1 *",
+                        target={**http_spec("x")["target"], "url": target.url + "/all-at-once"},
+                    ),
+                )["id"]
+            )
+            for i in range(WORKERS)
+        ]
         for job_id in ids:
             make_due(pool, job_id)
         target.behaviour["/all-at-once"] = [("hold", 15.0)]
@@ -85,14 +97,24 @@ def test_twenty_executors_on_two_connections_all_complete(db_url, target):
 
 def test_pool_timeout_raises_from_execute_claim_and_the_lease_brings_the_job_back(db_url, target):
     # One connection, given up on after 0.2 s.
-    pool = ConnectionPool(db_url, min_size=1, max_size=1, timeout=0.2, open=False,
-                          kwargs={"row_factory": dict_row, "autocommit": True})
+    pool = ConnectionPool(
+        db_url, min_size=1, max_size=1, timeout=0.2, open=False, kwargs={"row_factory": dict_row, "autocommit": True}
+    )
     pool.open(wait=True, timeout=10)
     store = Store(pool)
     run = partial(execute_claim, store=store, decrypt_target=lambda t: t, policy=LOCAL)
     try:
-        job_id = str(service.create_job(store, OWNER, http_spec("starved", "0 0 1 1 *", target={
-            **http_spec("x")["target"], "url": target.url + "/hook", "timeout_seconds": 5}))["id"])
+        job_id = str(
+            service.create_job(
+                store,
+                OWNER,
+                http_spec(
+                    "starved",
+                    "0 0 1 1 *",
+                    target={**http_spec("x")["target"], "url": target.url + "/hook", "timeout_seconds": 5},
+                ),
+            )["id"]
+        )
 
         # 1. No connection for the start: the executor raises before delivering anything.
         make_due(pool, job_id)

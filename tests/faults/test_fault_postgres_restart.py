@@ -30,10 +30,10 @@ from psycopg.conninfo import make_conninfo
 
 from scheduler import executor as executor_module
 from scheduler.db import make_pool
-from scheduler.executor import Executor, execute_claim
-from scheduler.migrations import migrate
 from scheduler.dispatch import InProcessDispatch
+from scheduler.executor import Executor, execute_claim
 from scheduler.fanout import run_fanout
+from scheduler.migrations import migrate
 from scheduler.store import Store
 from scheduler.targets.delivery import TargetPolicy
 from tests.faults.faultkit import TargetServer, poll
@@ -139,10 +139,16 @@ def insert_jobs(store: Store, url: str) -> None:
             FROM generate_series(1, %(count)s) AS g,
                  LATERAL (SELECT date_trunc('milliseconds', now()) + make_interval(secs => (g %% 30) * 0.1) AS t) AS due
             """,
-            {"count": COUNT, "target": psycopg.types.json.Jsonb(
-                {"type": "http", "url": url, "method": "POST", "timeout_seconds": TARGET_TIMEOUT_SECONDS}),
-             "retry": psycopg.types.json.Jsonb({"max_attempts": 5, "min_backoff_seconds": 0.2,
-                                                "max_backoff_seconds": 1})})
+            {
+                "count": COUNT,
+                "target": psycopg.types.json.Jsonb(
+                    {"type": "http", "url": url, "method": "POST", "timeout_seconds": TARGET_TIMEOUT_SECONDS}
+                ),
+                "retry": psycopg.types.json.Jsonb(
+                    {"max_attempts": 5, "min_backoff_seconds": 0.2, "max_backoff_seconds": 1}
+                ),
+            },
+        )
 
 
 @pytest.mark.slow
@@ -161,8 +167,9 @@ def test_runner_recovers_from_a_postgres_restart_and_nothing_is_lost_or_doubled(
     def runner() -> None:  # local mode's loop
         while not stop.is_set():
             try:
-                run_fanout(store, invoker, budget_seconds=60, batch_size=50, lease_seconds=CLAIM_LEASE_SECONDS,
-                           stop=stop)
+                run_fanout(
+                    store, invoker, budget_seconds=60, batch_size=50, lease_seconds=CLAIM_LEASE_SECONDS, stop=stop
+                )
             except Exception as exc:  # noqa: BLE001 - the database went away: keep trying
                 faults[f"fanout: {type(exc).__name__}"] += 1
                 felt.set()
@@ -177,8 +184,12 @@ def test_runner_recovers_from_a_postgres_restart_and_nothing_is_lost_or_doubled(
 
         def felt_it() -> bool:  # an exception in the runner, or the pool failing to reconnect
             stats = pool.get_stats()
-            return (felt.is_set() or sum(faults.values()) > 0 or stats.get("connections_errors", 0) > 0
-                    or stats.get("returns_bad", 0) > 0)
+            return (
+                felt.is_set()
+                or sum(faults.values()) > 0
+                or stats.get("connections_errors", 0) > 0
+                or stats.get("returns_bad", 0) > 0
+            )
 
         try:
             poll(felt_it, timeout=5, interval=0.02, what="the runner feeling the outage")
@@ -191,7 +202,9 @@ def test_runner_recovers_from_a_postgres_restart_and_nothing_is_lost_or_doubled(
         def all_completed():
             try:
                 with pool.connection() as conn:
-                    row = conn.execute("SELECT count(*) FILTER (WHERE state = 'completed') AS done FROM jobs").fetchone()
+                    row = conn.execute(
+                        "SELECT count(*) FILTER (WHERE state = 'completed') AS done FROM jobs"
+                    ).fetchone()
                 return row["done"] == COUNT
             except psycopg.Error:
                 return False
@@ -213,8 +226,9 @@ def test_runner_recovers_from_a_postgres_restart_and_nothing_is_lost_or_doubled(
     for e in executions:
         by_job[str(e["job_id"])].append(e)
     # Nothing lost: every job completed, one succeeded execution each, nothing left running.
-    assert all(j["state"] == "completed" and j["lock_token"] is None and j["last_status"] == "succeeded"
-               for j in jobs.values())
+    assert all(
+        j["state"] == "completed" and j["lock_token"] is None and j["last_status"] == "succeeded" for j in jobs.values()
+    )
     assert all(sum(e["status"] == "succeeded" for e in by_job[job_id]) == 1 for job_id in jobs)
     statuses = Counter(e["status"] for e in executions)
     assert set(statuses) <= {"succeeded", "lost"}, statuses
@@ -235,9 +249,11 @@ def test_runner_recovers_from_a_postgres_restart_and_nothing_is_lost_or_doubled(
     completions_failed = sum(n for what, n in faults.items() if what.startswith("complete_execution"))
     assert len(doubled) <= completions_failed
     assert max(target.max_inflight.values()) == 1
-    print(f"\npostgres restart: {COUNT} jobs, {delivered_at_restart} delivered before the restart, "
-          f"faults felt {dict(faults)}, pool {({k: v for k, v in stats.items() if 'error' in k or 'bad' in k})}, "
-          f"executions {dict(statuses)}, jobs delivered twice {len(doubled)}")
+    print(
+        f"\npostgres restart: {COUNT} jobs, {delivered_at_restart} delivered before the restart, "
+        f"faults felt {dict(faults)}, pool { ({k: v for k, v in stats.items() if 'error' in k or 'bad' in k}) }, "
+        f"executions {dict(statuses)}, jobs delivered twice {len(doubled)}"
+    )
 
 
 def test_restart_during_a_delivery_does_not_lose_its_outcome(private_pg, target):
@@ -250,16 +266,27 @@ def test_restart_during_a_delivery_does_not_lose_its_outcome(private_pg, target)
                 """
                 INSERT INTO jobs (id, owner, name, run_at, target, retry, state, scheduled_at, next_run_at)
                 VALUES (gen_random_uuid(), 'restart', 'one', now(), %(target)s, '{}', 'active', now(), now())
-                """, {"target": psycopg.types.json.Jsonb({"type": "http", "url": target.url + "/slow",
-                                                           "timeout_seconds": 10})})
+                """,
+                {
+                    "target": psycopg.types.json.Jsonb(
+                        {"type": "http", "url": target.url + "/slow", "timeout_seconds": 10}
+                    )
+                },
+            )
         target.behaviour["/slow"] = [("hold", 10.0)]
         [claim] = store.claim_due(1, 60)
         outcome: list = []
 
         def run() -> None:
             try:
-                outcome.append(execute_claim(claim.to_event(), store=store, decrypt_target=lambda t: t,
-                                             policy=TargetPolicy(allow_private=True)))
+                outcome.append(
+                    execute_claim(
+                        claim.to_event(),
+                        store=store,
+                        decrypt_target=lambda t: t,
+                        policy=TargetPolicy(allow_private=True),
+                    )
+                )
             except Exception as exc:  # noqa: BLE001
                 outcome.append(exc)
 

@@ -11,13 +11,13 @@ the deliveries in flight per job: never two at once.
 from __future__ import annotations
 
 import signal
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import requests
 
-from scheduler.executor import Executor
 from scheduler.dispatch import InProcessDispatch
+from scheduler.executor import Executor
 from scheduler.fanout import run_fanout
 from scheduler.targets.delivery import TargetPolicy
 from tests.faults.faultkit import TargetServer, poll
@@ -48,10 +48,16 @@ def test_sigkill_mid_delivery_is_reclaimed_once_the_lease_expires(db_url, pool, 
     target.behaviour["/held"] = [("hold", 20.0), ("answer", 200, {}, b"second time lucky")]
     first = LocalScheduler(db_url, str(tmp_path / "runner1"))
     processes.append(first)
-    run_at = (datetime.now(timezone.utc) - timedelta(seconds=1)).isoformat()
-    answer = requests.post(first.url + "/v1/jobs", json={
-        "name": "killed-mid-delivery", "run_at": run_at,
-        "target": {"type": "http", "url": target.url + "/held", "timeout_seconds": 5}}, timeout=10)
+    run_at = (datetime.now(UTC) - timedelta(seconds=1)).isoformat()
+    answer = requests.post(
+        first.url + "/v1/jobs",
+        json={
+            "name": "killed-mid-delivery",
+            "run_at": run_at,
+            "target": {"type": "http", "url": target.url + "/held", "timeout_seconds": 5},
+        },
+        timeout=10,
+    )
     assert answer.status_code == 201, answer.text
     job_id = answer.json()["id"]
 
@@ -80,8 +86,11 @@ def test_sigkill_mid_delivery_is_reclaimed_once_the_lease_expires(db_url, pool, 
     second = LocalScheduler(db_url, str(tmp_path / "runner2"))
     processes.append(second)
     target.wait_for(lambda s: len(s.requests) == 2 and s.requests[1]["end"], timeout=15, what="the redelivery")
-    executions = poll(lambda: (lambda es: es if es[0].status != "running" else None)(
-        store.list_executions(LOCAL_OWNER, job_id)), timeout=10, what="the redelivery recorded")
+    executions = poll(
+        lambda: (lambda es: es if es[0].status != "running" else None)(store.list_executions(LOCAL_OWNER, job_id)),
+        timeout=10,
+        what="the redelivery recorded",
+    )
     assert second.stop() == 0, "".join(second.lines)
 
     newest, oldest = executions

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import email.utils
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from scheduler import service
-from scheduler.executor import Executor
-from scheduler.lifecycle import MAX_RETRY_AFTER_SECONDS
 from scheduler.dispatch import InProcessDispatch
+from scheduler.executor import Executor
 from scheduler.fanout import run_fanout
+from scheduler.lifecycle import MAX_RETRY_AFTER_SECONDS
 from scheduler.schedules import parse_schedule
 from scheduler.targets.delivery import TargetPolicy
 from tests.faults.faultkit import TargetServer
@@ -48,9 +48,18 @@ def drain(store) -> float:
 
 
 def make_job(store, pool, name: str, url: str, *, timeout: int = 5, **retry) -> str:
-    spec = http_spec(name, YEARLY, target={**http_spec("x")["target"], "url": url, "timeout_seconds": timeout},
-                     retry={"max_attempts": 3, "min_backoff_seconds": 1, "max_backoff_seconds": 60,
-                            "max_age_seconds": None, **retry})
+    spec = http_spec(
+        name,
+        YEARLY,
+        target={**http_spec("x")["target"], "url": url, "timeout_seconds": timeout},
+        retry={
+            "max_attempts": 3,
+            "min_backoff_seconds": 1,
+            "max_backoff_seconds": 60,
+            "max_age_seconds": None,
+            **retry,
+        },
+    )
     job_id = str(service.create_job(store, OWNER, spec)["id"])
     make_due(pool, job_id)
     return job_id
@@ -73,7 +82,11 @@ def test_timeout_is_recorded_as_timed_out_and_a_retry_is_planned(store, pool, ta
     target.wait_for(lambda s: s.requests[0]["end"] == "client closed", timeout=5, what="the cut-off")
     job = store.get_job(OWNER, job_id)
     assert (job["attempt"], job["last_status"], job["lock_token"], job["running_execution_id"]) == (
-        1, "timed_out", None, None)
+        1,
+        "timed_out",
+        None,
+        None,
+    )
     # Attempt 1: the backoff's ceiling is min_backoff_seconds itself.
     assert 1 - SLACK <= delay_after(job, execution) <= 1 + SLACK
     # The retry is delivered with the same key, as attempt 2.
@@ -87,7 +100,7 @@ def test_timeout_is_recorded_as_timed_out_and_a_retry_is_planned(store, pool, ta
 
 
 def test_retry_after_as_an_http_date_is_a_floor_for_the_backoff(store, pool, target):
-    when = email.utils.format_datetime(datetime.now(timezone.utc) + timedelta(seconds=90), usegmt=True)
+    when = email.utils.format_datetime(datetime.now(UTC) + timedelta(seconds=90), usegmt=True)
     target.behaviour["/busy"] = [("answer", 429, {"Retry-After": when}, b"later")]
     job_id = make_job(store, pool, "busy-date", target.url + "/busy")
     drain(store)

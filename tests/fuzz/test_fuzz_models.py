@@ -10,7 +10,7 @@ validates again to the same job.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
@@ -22,8 +22,12 @@ from tests.fuzz.strategies import json_values, near_valid_jobs
 
 # FUZZ_EXAMPLES=5000 for a longer hunt.
 MAX_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "300"))
-FUZZ = settings(max_examples=MAX_EXAMPLES, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+FUZZ = settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 VALID = {"name": "job-1", "schedule": "0 3 * * *", "target": {"type": "http", "url": "https://example.com/hook"}}
 
 
@@ -93,4 +97,4 @@ def test_the_edge_cases_that_do_work():
         JobSpec.model_validate({**VALID, "start_at": "9999-12-31T23:59:59Z"})
     assert validation_details(caught.value)[0]["field"] == "schedule"
     spec = JobSpec.model_validate({**VALID, "schedule": None, "run_at": "0001-01-01T00:00:00Z"})
-    assert spec.run_at == datetime(1, 1, 1, tzinfo=timezone.utc)
+    assert spec.run_at == datetime(1, 1, 1, tzinfo=UTC)

@@ -9,7 +9,7 @@ instant is an occurrence (``last_at_or_before`` finds it; the next one is later 
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
@@ -55,16 +55,18 @@ def check_schedule(schedule, after: datetime) -> None:
 
 
 @FUZZ
-@given(expression=any_schedule_text, zone=timezones,
-       anchor=st.one_of(st.none(), aware(1970, 2200)), after=aware(1970, 2200))
-@example(expression="30 2 * * *", zone="Europe/Berlin", anchor=None,
-         after=datetime(2026, 3, 29, 0, 0, tzinfo=timezone.utc))
-@example(expression="0 * * * *", zone="America/New_York", anchor=None,
-         after=datetime(2026, 11, 1, 5, 30, tzinfo=timezone.utc))
-@example(expression="cron(0 12 L * ? *)", zone="Pacific/Apia", anchor=None,
-         after=datetime(2011, 12, 29, tzinfo=timezone.utc))
-@example(expression="at(2199-12-31T23:59:59)", zone="Pacific/Kiritimati", anchor=None,
-         after=datetime(2026, 1, 1, tzinfo=timezone.utc))
+@given(
+    expression=any_schedule_text,
+    zone=timezones,
+    anchor=st.one_of(st.none(), aware(1970, 2200)),
+    after=aware(1970, 2200),
+)
+@example(expression="30 2 * * *", zone="Europe/Berlin", anchor=None, after=datetime(2026, 3, 29, 0, 0, tzinfo=UTC))
+@example(expression="0 * * * *", zone="America/New_York", anchor=None, after=datetime(2026, 11, 1, 5, 30, tzinfo=UTC))
+@example(expression="cron(0 12 L * ? *)", zone="Pacific/Apia", anchor=None, after=datetime(2011, 12, 29, tzinfo=UTC))
+@example(
+    expression="at(2199-12-31T23:59:59)", zone="Pacific/Kiritimati", anchor=None, after=datetime(2026, 1, 1, tzinfo=UTC)
+)
 def test_parse_schedule_raises_only_schedule_errors_and_next_after_works(expression, zone, anchor, after):
     schedule = parse_or_none(expression, zone, anchor)
     if schedule is not None:
@@ -72,8 +74,12 @@ def test_parse_schedule_raises_only_schedule_errors_and_next_after_works(express
 
 
 @FUZZ
-@given(expression=near_valid_schedules, zone=st.sampled_from(ZONES),
-       anchor=st.one_of(st.none(), aware(1970, 2200)), after=aware(1970, 2200))
+@given(
+    expression=near_valid_schedules,
+    zone=st.sampled_from(ZONES),
+    anchor=st.one_of(st.none(), aware(1970, 2200)),
+    after=aware(1970, 2200),
+)
 def test_near_valid_expressions_in_real_zones(expression, zone, anchor, after):
     schedule = parse_or_none(expression, zone, anchor)
     if schedule is not None:
@@ -88,25 +94,31 @@ def test_next_after_across_the_whole_calendar(expression, zone, after):
     schedule = parse_or_none(expression, zone, None)
     if schedule is not None:
         try:
-            after.astimezone(timezone.utc)
+            after.astimezone(UTC)
         except OverflowError:
             return
         check_schedule(schedule, after)
 
 
 @FUZZ
-@given(expression=st.sampled_from(["* * * * *", "rate(5 minutes)", "@every 1h", "@daily", "cron(0 3 * * ? *)"]),
-       anchor=any_aware)
+@given(
+    expression=st.sampled_from(["* * * * *", "rate(5 minutes)", "@every 1h", "@daily", "cron(0 3 * * ? *)"]),
+    anchor=any_aware,
+)
 @example(expression="* * * * *", anchor=datetime.fromisoformat("0001-01-01T00:00:00+01:00"))
 def test_any_anchor_is_parsed_or_refused_with_a_schedule_error(expression, anchor):
     parse_or_none(expression, "UTC", anchor)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "minor bug at the calendar's first day: the backward search stops at _FIRST_DATE "
-    "(0001-01-02) but the forward one does not, so next_after(0001-01-01T00:00:30Z) of '* * * * *' "
-    "answers 0001-01-01T00:01Z, which last_at_or_before(0001-01-01T00:01Z) does not find (None)"))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "minor bug at the calendar's first day: the backward search stops at _FIRST_DATE "
+        "(0001-01-02) but the forward one does not, so next_after(0001-01-01T00:00:30Z) of '* * * * *' "
+        "answers 0001-01-01T00:01Z, which last_at_or_before(0001-01-01T00:01Z) does not find (None)"
+    ),
+)
 def test_first_occurrence_of_the_calendar_is_found_both_ways():
     schedule = parse_schedule("* * * * *", "UTC")
-    nxt = schedule.next_after(datetime(1, 1, 1, 0, 0, 30, tzinfo=timezone.utc))
+    nxt = schedule.next_after(datetime(1, 1, 1, 0, 0, 30, tzinfo=UTC))
     assert nxt is None or schedule.last_at_or_before(nxt) == nxt

@@ -61,7 +61,9 @@ def test_aurora_serverless_v2_encrypted_protected_and_backed_up(aurora):
     assert "{{resolve:secretsmanager:" in json.dumps(props["MasterUserPassword"])
     (parameters,) = aurora.resources("AWS::RDS::DBClusterParameterGroup").values()
     assert parameters["Properties"]["Parameters"]["rds.force_ssl"] == "1"
-    assert props["DBClusterParameterGroupName"] == {"Ref": next(iter(aurora.resources("AWS::RDS::DBClusterParameterGroup")))}
+    assert props["DBClusterParameterGroupName"] == {
+        "Ref": next(iter(aurora.resources("AWS::RDS::DBClusterParameterGroup")))
+    }
 
 
 def test_a_writer_and_a_reader_in_another_az_that_scales_with_it(aurora):
@@ -114,8 +116,12 @@ def test_the_defaults_of_the_shape_in_a_throwaway_stack(tmp_path, cdk_context):
     from infra.nag import unacknowledged_findings
 
     # Synthesized here rather than as a session variant: one more full synthesis (about 15 s).
-    context = {**cdk_context, "database": "aurora-serverless", "deletion_protection": "false",
-               "removal_policy": "destroy"}
+    context = {
+        **cdk_context,
+        "database": "aurora-serverless",
+        "deletion_protection": "false",
+        "removal_policy": "destroy",
+    }
     _, stack = build_app(context=context, outdir=str(tmp_path))
     template = Template.from_stack(stack).to_json()
     (cluster,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::RDS::DBCluster"]
@@ -140,7 +146,9 @@ def test_the_cluster_admits_only_the_proxy_the_migrate_and_the_rotation_function
     assert proxy_group in sources and security_group_of(aurora, C.MIGRATE_HANDLER) in sources
     assert len(sources) == 3  # proxy, migrate, rotation
     proxy_sources = {source_group(r) for r in ingress_rules(aurora, proxy_group)}
-    assert proxy_sources == {security_group_of(aurora, h) for h in (C.API_HANDLER, C.FANOUT_HANDLER, C.EXECUTOR_HANDLER)}
+    assert proxy_sources == {
+        security_group_of(aurora, h) for h in (C.API_HANDLER, C.FANOUT_HANDLER, C.EXECUTOR_HANDLER)
+    }
 
 
 def test_the_proxy_fronts_the_cluster_with_both_secrets_and_tls(aurora):
@@ -172,14 +180,18 @@ def test_both_passwords_rotate_through_the_endpoint(aurora):
 def test_functions_use_the_proxy_and_migrate_the_writer_once_it_exists(aurora):
     cluster_id, _ = cluster_of(aurora)
     proxy_id, _ = only(aurora.resources("AWS::RDS::DBProxy"))
-    (app_attachment,) = [k for k in aurora.resources("AWS::SecretsManager::SecretTargetAttachment") if "AppCredentials" in k]
+    (app_attachment,) = [
+        k for k in aurora.resources("AWS::SecretsManager::SecretTargetAttachment") if "AppCredentials" in k
+    ]
     for handler in (C.API_HANDLER, C.FANOUT_HANDLER, C.EXECUTOR_HANDLER):
         env = aurora.function(handler)[1]["Environment"]["Variables"]
         assert env[C.ENV_DATABASE_HOST] == {"Fn::GetAtt": [proxy_id, "Endpoint"]}, handler
         assert env[C.ENV_DATABASE_SECRET_ARN] == {"Ref": app_attachment}, handler
     env = aurora.function(C.MIGRATE_HANDLER)[1]["Environment"]["Variables"]
     assert env[C.ENV_DATABASE_HOST] == {"Fn::GetAtt": [cluster_id, "Endpoint.Address"]}  # the writer endpoint
-    (writer_id,) = [k for k, v in aurora.resources("AWS::RDS::DBInstance").items() if v["Properties"]["PromotionTier"] == 0]
+    (writer_id,) = [
+        k for k, v in aurora.resources("AWS::RDS::DBInstance").items() if v["Properties"]["PromotionTier"] == 0
+    ]
     (migrations,) = aurora.resources("Custom::SchedulerMigrations").values()
     assert writer_id in migrations["DependsOn"]
 
@@ -191,7 +203,9 @@ def test_aurora_alarms_watch_capacity_and_memory_not_storage_or_credits(aurora, 
     assert metric_names(found["DatabaseCapacity"]) == {"ACUUtilization"}
     assert found["DatabaseCapacity"]["Threshold"] == 90
     assert metric_names(found["DatabaseFreeableMemory"]) == {"FreeableMemory"}
-    assert found["DatabaseFreeableMemory"]["Threshold"] == aurora_freeable_memory_limit(32) == int(32 * 2 * 1024**3 * 0.1)
+    assert (
+        found["DatabaseFreeableMemory"]["Threshold"] == aurora_freeable_memory_limit(32) == int(32 * 2 * 1024**3 * 0.1)
+    )
     assert found["DatabaseFreeableMemory"]["ComparisonOperator"] == "LessThanThreshold"
     assert metric_names(found["DatabaseCpu"]) == {"CPUUtilization"}
     for name in ("DatabaseCapacity", "DatabaseFreeableMemory", "DatabaseCpu"):

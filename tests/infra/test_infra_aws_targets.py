@@ -20,15 +20,15 @@ def assume_role_resources(synth, handler: str) -> list:
 
 
 def test_executor_may_assume_any_role_by_default_and_nothing_else_of_the_target_services(aws):
-    assert assume_role_resources(aws, C.EXECUTOR_HANDLER) == [
-        {"Fn::Join": ["", ["arn:", PARTITION, ":iam::*:role/*"]]}]
+    assert assume_role_resources(aws, C.EXECUTOR_HANDLER) == [{"Fn::Join": ["", ["arn:", PARTITION, ":iam::*:role/*"]]}]
     for handler in (C.API_HANDLER, C.FANOUT_HANDLER, C.MIGRATE_HANDLER):
         assert assume_role_resources(aws, handler) == [], handler
     for statement in statements(aws, C.EXECUTOR_HANDLER):
         if "Fn::GetAtt" in statement["Resource"]:  # the stack's own resources (its dead-letter queue)
             continue
-        assert not any(a.split(":")[0] in ("sqs", "sns", "events") or a == "lambda:InvokeFunction"
-                       for a in actions(statement)), statement
+        assert not any(
+            a.split(":")[0] in ("sqs", "sns", "events") or a == "lambda:InvokeFunction" for a in actions(statement)
+        ), statement
 
 
 def test_target_role_arns_restrict_the_roles(lean):

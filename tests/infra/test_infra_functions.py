@@ -105,8 +105,20 @@ def test_tick_runs_the_fanout_every_minute_after_the_migrations(aws):
 
 
 def fanout_own_arn(name: str) -> dict:
-    return {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":lambda:", {"Ref": "AWS::Region"}, ":",
-                              {"Ref": "AWS::AccountId"}, f":function:{name}"]]}
+    return {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":lambda:",
+                {"Ref": "AWS::Region"},
+                ":",
+                {"Ref": "AWS::AccountId"},
+                f":function:{name}",
+            ],
+        ]
+    }
 
 
 def test_fanout_may_invoke_the_executor_and_itself_and_nothing_else(aws, lean):
@@ -116,8 +128,9 @@ def test_fanout_may_invoke_the_executor_and_itself_and_nothing_else(aws, lean):
     assert {a for s in invokes for a in actions(s)} == {"lambda:InvokeFunction"}
     assert all(s["Effect"] == "Allow" for s in invokes)
     # Its own ARN by its fixed name (a reference to its own Arn would be a circular one).
-    assert sorted(map(str, resources)) == sorted(map(str, [{"Fn::GetAtt": [executor_id, "Arn"]},
-                                                             fanout_own_arn("Scheduler-fanout")]))
+    assert sorted(map(str, resources)) == sorted(
+        map(str, [{"Fn::GetAtt": [executor_id, "Arn"]}, fanout_own_arn("Scheduler-fanout")])
+    )
     lean_executor, _ = lean.function(C.EXECUTOR_HANDLER)
     lean_invokes = [s for s in statements(lean, C.FANOUT_HANDLER) if any(a.startswith("lambda:") for a in actions(s))]
     assert lean_invokes == [  # fanout_max 1: no helpers, no permission to start them
@@ -159,8 +172,9 @@ def test_the_api_has_a_stable_cursor_key_it_fetches_itself(aws):
     (secret_id,) = [k for k in aws.resources("AWS::SecretsManager::Secret") if k.startswith("ApiCursorKey")]
     assert env[C.ENV_CURSOR_SECRET_ARN] == {"Ref": secret_id}
     reads = [s for s in statements(aws, C.API_HANDLER) if "secretsmanager:GetSecretValue" in actions(s)]
-    assert any({"Ref": secret_id} in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
-               for s in reads)
+    assert any(
+        {"Ref": secret_id} in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]) for s in reads
+    )
 
 
 def test_target_allow_list_by_context(aws, lean):

@@ -17,8 +17,16 @@ import pytest
 
 pytest.importorskip("aws_cdk")
 
-from infra.lint import (Finding, checkov, cfn_lint, load_baseline, new_findings, parse_checkov,  # noqa: E402
-                        parse_cfn_lint, tools_python)
+from infra.lint import (  # noqa: E402
+    Finding,
+    cfn_lint,
+    checkov,
+    load_baseline,
+    new_findings,
+    parse_cfn_lint,
+    parse_checkov,
+    tools_python,
+)
 
 
 @pytest.fixture(scope="module")
@@ -51,23 +59,39 @@ def test_the_baseline_accepts_only_what_it_names():
     other_resource = Finding("checkov", "CKV_AWS_115", "AWS::Lambda::Function.RunnerExecutorFEF8F791")
     new_rule = Finding("checkov", "CKV_AWS_999", "AWS::Lambda::Function.ApiHandler1")
     error = Finding("cfn-lint", "E3002", "ApiHandler1")
-    assert new_findings([known, other_resource, new_rule, error], baseline) == sorted(
-        [other_resource, new_rule, error])
+    assert new_findings([known, other_resource, new_rule, error], baseline) == sorted([other_resource, new_rule, error])
 
 
 def test_the_linters_output_is_read_into_findings():
-    cfn = json.dumps([
-        {"Rule": {"Id": "W3005"}, "Message": "Obsolete DependsOn",
-         "Location": {"Path": ["Resources", "RunnerExecutor1", "DependsOn"]}},
-        {"Rule": {"Id": "E0000"}, "Message": "bad", "Location": {"Path": ["Outputs", "Url", "Value"]}},
-    ])
-    assert parse_cfn_lint(cfn) == [Finding("cfn-lint", "W3005", "RunnerExecutor1", "Obsolete DependsOn"),
-                                   Finding("cfn-lint", "E0000", "Outputs/Url", "bad")]
-    report = {"check_type": "cloudformation", "results": {"failed_checks": [
-        {"check_id": "CKV_AWS_115", "resource": "AWS::Lambda::Function.RunnerExecutor1",
-         "check_name": "Ensure that AWS Lambda function is configured for function-level concurrent execution limit"}]}}
+    cfn = json.dumps(
+        [
+            {
+                "Rule": {"Id": "W3005"},
+                "Message": "Obsolete DependsOn",
+                "Location": {"Path": ["Resources", "RunnerExecutor1", "DependsOn"]},
+            },
+            {"Rule": {"Id": "E0000"}, "Message": "bad", "Location": {"Path": ["Outputs", "Url", "Value"]}},
+        ]
+    )
+    assert parse_cfn_lint(cfn) == [
+        Finding("cfn-lint", "W3005", "RunnerExecutor1", "Obsolete DependsOn"),
+        Finding("cfn-lint", "E0000", "Outputs/Url", "bad"),
+    ]
+    report = {
+        "check_type": "cloudformation",
+        "results": {
+            "failed_checks": [
+                {
+                    "check_id": "CKV_AWS_115",
+                    "resource": "AWS::Lambda::Function.RunnerExecutor1",
+                    "check_name": "Ensure that AWS Lambda function is configured for function-level concurrent execution limit",
+                }
+            ]
+        },
+    }
     assert [(f.rule, f.resource) for f in parse_checkov(json.dumps(report))] == [
-        ("CKV_AWS_115", "AWS::Lambda::Function.RunnerExecutor1")]
+        ("CKV_AWS_115", "AWS::Lambda::Function.RunnerExecutor1")
+    ]
     assert parse_checkov(json.dumps([report, report]))[1].rule == "CKV_AWS_115"
     # A canned regression: the finding the executor without its reserved concurrency brings is new.
     assert new_findings(parse_checkov(json.dumps(report)), load_baseline()) == parse_checkov(json.dumps(report))
@@ -84,8 +108,11 @@ def test_the_templates_have_no_cfn_lint_error_and_no_new_finding(aws, lean, auro
 def test_a_regression_is_a_new_finding(aws, tmp_path, linters):
     """The executor without its reserved concurrency (the old template) fails the lint."""
     template = json.loads(template_path(aws).read_text())
-    (executor_id,) = [k for k, v in template["Resources"].items()
-                      if v["Type"] == "AWS::Lambda::Function" and k.startswith("RunnerExecutor")]
+    (executor_id,) = [
+        k
+        for k, v in template["Resources"].items()
+        if v["Type"] == "AWS::Lambda::Function" and k.startswith("RunnerExecutor")
+    ]
     del template["Resources"][executor_id]["Properties"]["ReservedConcurrentExecutions"]
     broken = tmp_path / "broken.template.json"
     broken.write_text(json.dumps(template))

@@ -21,9 +21,9 @@ import pytest
 
 pytest.importorskip("aws_cdk")
 
-from scheduler.executor import Executor  # noqa: E402
 from scheduler import service  # noqa: E402
 from scheduler.dispatch import InProcessDispatch  # noqa: E402
+from scheduler.executor import Executor  # noqa: E402
 from scheduler.fanout import run_fanout  # noqa: E402
 from scheduler.targets.delivery import TargetPolicy  # noqa: E402
 from scheduler.telemetry import PowertoolsMetrics  # noqa: E402
@@ -123,8 +123,9 @@ class _SilentServer:
 
 
 def _drain(store, metrics) -> None:
-    invoker = InProcessDispatch(Executor(store, lambda target: target, TargetPolicy(allow_private=True), metrics),
-                           max_workers=8)
+    invoker = InProcessDispatch(
+        Executor(store, lambda target: target, TargetPolicy(allow_private=True), metrics), max_workers=8
+    )
     try:
         run_fanout(store, invoker, budget_seconds=0, metrics=metrics)
     finally:
@@ -148,10 +149,16 @@ def _run_every_emitting_path(store, pool, metrics) -> None:
             return service.create_job(store, OWNER, spec)
 
         one_off("ok", ok.url + "/ok")  # succeeded
-        one_off("fail", failing.url + "/fail", retry={"max_attempts": 1, "min_backoff_seconds": 1,
-                                                      "max_backoff_seconds": 1, "max_age_seconds": None})
-        one_off("slow", silent.url, retry={"max_attempts": 1, "min_backoff_seconds": 1, "max_backoff_seconds": 1,
-                                           "max_age_seconds": None})  # timed out
+        one_off(
+            "fail",
+            failing.url + "/fail",
+            retry={"max_attempts": 1, "min_backoff_seconds": 1, "max_backoff_seconds": 1, "max_age_seconds": None},
+        )
+        one_off(
+            "slow",
+            silent.url,
+            retry={"max_attempts": 1, "min_backoff_seconds": 1, "max_backoff_seconds": 1, "max_age_seconds": None},
+        )  # timed out
         retried = one_off("retry", failing.url + "/fail")  # fails, then a retry
         manual = service.create_job(store, OWNER, http_spec("manual", "0 0 1 1 *", url=ok.url + "/manual"))
         store.request_run(OWNER, str(manual["id"]))
@@ -186,8 +193,15 @@ def test_every_metric_the_dashboard_and_alarms_read_is_emitted(aws_config, emitt
     read = read_metrics(aws_config.json, config.metrics_namespace)
     # The contract covers the executions by status, lateness by trigger and the fan-out's figures.
     names = {name for _, name, _ in read}
-    assert {"Executions", "LatenessMs", "Claimed", "Dispatched", "DueBacklog", "OldestDueAgeSeconds",
-            "FanoutDurationMs"} <= names
+    assert {
+        "Executions",
+        "LatenessMs",
+        "Claimed",
+        "Dispatched",
+        "DueBacklog",
+        "OldestDueAgeSeconds",
+        "FanoutDurationMs",
+    } <= names
     assert ("Executions" in names) and any(("status", "lost") in dims for _, _, dims in read)
     assert unmatched(read, emitted) == []
 
@@ -204,8 +218,10 @@ def test_a_wrong_dimension_name_or_service_is_caught(aws_config, emitted):
     # A status the code never reports.
     assert unmatched(read | {(ns, "Executions", frozenset({service, ("status", "lost_lease")}))}, emitted)
     # Every metric pointed at another service (or the code emitting under another one).
-    elsewhere = {(n, name, frozenset(("service", "other") if k == "service" else (k, v) for k, v in dims))
-                 for n, name, dims in emitted}
+    elsewhere = {
+        (n, name, frozenset(("service", "other") if k == "service" else (k, v) for k, v in dims))
+        for n, name, dims in emitted
+    }
     assert len(unmatched(read, elsewhere)) == len(read)
     # The other namespace (a second stack's): nothing matches.
     assert len(unmatched(read, {("Scheduler/Other", name, dims) for _, name, dims in emitted})) == len(read)

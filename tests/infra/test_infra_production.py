@@ -84,12 +84,11 @@ def test_the_rotation_rule_check_fails_on_the_broken_form(aws):
 
 def test_each_rotation_has_a_failure_alarm(aws):
     found = alarms(aws)
-    names = {app["Properties"]["Parameters"]["functionName"] for app in aws.resources("AWS::Serverless::Application").values()}
-    watched = {
-        alarm["Dimensions"][0]["Value"]
-        for name, alarm in found.items()
-        if name.startswith("RotationFailures")
+    names = {
+        app["Properties"]["Parameters"]["functionName"]
+        for app in aws.resources("AWS::Serverless::Application").values()
     }
+    watched = {alarm["Dimensions"][0]["Value"] for name, alarm in found.items() if name.startswith("RotationFailures")}
     assert watched == names
     for name, alarm in found.items():
         if name.startswith("RotationFailures"):
@@ -111,7 +110,9 @@ def secret_reads(synth, handler: str) -> list[Any]:
 
 
 def test_functions_log_in_as_the_application_user_and_only_migrate_holds_the_master(aws):
-    (master_id,) = [k for k in aws.resources("AWS::SecretsManager::SecretTargetAttachment") if "AppCredentials" not in k]
+    (master_id,) = [
+        k for k in aws.resources("AWS::SecretsManager::SecretTargetAttachment") if "AppCredentials" not in k
+    ]
     (app_id,) = [k for k in aws.resources("AWS::SecretsManager::SecretTargetAttachment") if "AppCredentials" in k]
     for handler in (C.API_HANDLER, C.FANOUT_HANDLER, C.EXECUTOR_HANDLER):
         env = aws.function(handler)[1]["Environment"]["Variables"]
@@ -123,8 +124,9 @@ def test_functions_log_in_as_the_application_user_and_only_migrate_holds_the_mas
     assert migrate[C.ENV_DATABASE_APP_SECRET_ARN] == {"Ref": app_id}
     assert {"Ref": master_id} in secret_reads(aws, C.MIGRATE_HANDLER)
     (app_secret,) = [v for k, v in aws.resources("AWS::SecretsManager::Secret").items() if "AppCredentials" in k]
-    assert f'"username":"{C.APP_DATABASE_USER}"' in json.dumps(app_secret["Properties"]["GenerateSecretString"]).replace(
-        "\\", "").replace(" ", "")
+    assert f'"username":"{C.APP_DATABASE_USER}"' in json.dumps(
+        app_secret["Properties"]["GenerateSecretString"]
+    ).replace("\\", "").replace(" ", "")
 
 
 def test_only_the_executor_reads_the_broker_secret(aws):
@@ -141,8 +143,16 @@ def test_only_the_executor_reads_the_broker_secret(aws):
 def test_the_alarms_an_operator_expects_exist_with_missing_data_handled(aws, lean):
     found = alarms(aws)
     assert set(found) >= {
-        "Api5xx", "ApiLatency", "ExecutorErrors", "ExecutorThrottles", "LatenessP99", "DatabaseFreeStorage",
-        "DatabaseCpuCredits", "ProxyConnections", "RotationFailures", "RotationFailures2",
+        "Api5xx",
+        "ApiLatency",
+        "ExecutorErrors",
+        "ExecutorThrottles",
+        "LatenessP99",
+        "DatabaseFreeStorage",
+        "DatabaseCpuCredits",
+        "ProxyConnections",
+        "RotationFailures",
+        "RotationFailures2",
     }
     assert metric_names(found["Api5xx"]) == {"5XXError"}
     assert metric_names(found["ApiLatency"]) == {"Latency"}
@@ -206,7 +216,9 @@ def test_the_environment_check_catches_a_resolved_secret(aws):
     mutated = json.loads(json.dumps(aws.json))
     api_id, _ = aws.function(C.API_HANDLER)
     variables = mutated["Resources"][api_id]["Properties"]["Environment"]["Variables"]
-    variables[C.ENV_CURSOR_SECRET] = {"Fn::Join": ["", ["{{resolve:secretsmanager:", {"Ref": "X"}, ":SecretString:::}}"]]}
+    variables[C.ENV_CURSOR_SECRET] = {
+        "Fn::Join": ["", ["{{resolve:secretsmanager:", {"Ref": "X"}, ":SecretString:::}}"]]
+    }
     assert resolved_secrets_in_environments(mutated) == [(api_id, C.ENV_CURSOR_SECRET)]
 
 

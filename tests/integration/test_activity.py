@@ -23,14 +23,16 @@ def add_started(pool, job_id: str, rows: list[tuple[str, int]]) -> None:
                    VALUES (gen_random_uuid(), %s, now() - make_interval(mins => %s),
                            date_trunc('second', now()) - make_interval(mins => %s), now(), 1, 'schedule', %s,
                            200, 7)""",
-                (job_id, minutes_ago, minutes_ago, status))
+                (job_id, minutes_ago, minutes_ago, status),
+            )
 
 
 def page_all(api, query: dict[str, Any], principal: str = ALICE) -> list[dict[str, Any]]:
     seen, cursor = [], None
     while True:
-        answer = api("GET", "/v1/executions", query={**query, **({"cursor": cursor} if cursor else {})},
-                     principal=principal)
+        answer = api(
+            "GET", "/v1/executions", query={**query, **({"cursor": cursor} if cursor else {})}, principal=principal
+        )
         assert answer.status == 200, answer.body
         seen += answer.body["executions"]
         cursor = answer.body["next_cursor"]
@@ -45,8 +47,11 @@ def two_owners(api, pool):
     bobs = create(api, job_body(SECOND_OWNER_JOB), principal=BOB)
     add_started(pool, nightly["id"], [("succeeded", 50), ("failed", 40), ("succeeded", 30)])
     # Three started in the same second: the id orders them, and pages split them exactly.
-    add_started(pool, hourly["id"], [("succeeded", 45), ("timed_out", 35), ("succeeded", 20), ("succeeded", 20),
-                                     ("succeeded", 20)])
+    add_started(
+        pool,
+        hourly["id"],
+        [("succeeded", 45), ("timed_out", 35), ("succeeded", 20), ("succeeded", 20), ("succeeded", 20)],
+    )
     add_started(pool, bobs["id"], [("failed", 10), ("succeeded", 5)])
     return nightly, hourly, bobs
 
@@ -61,8 +66,21 @@ def test_executions_across_jobs_newest_first_with_job_names(api, two_owners):
     assert keys == sorted(keys, reverse=True)
     assert [e["job_name"] for e in got[:3]] == ["hourly"] * 3 and got[-1]["job_name"] == "nightly"
     assert {e["job_id"] for e in got} == {nightly["id"], hourly["id"]}
-    assert set(got[0]) == {"id", "job_id", "job_name", "scheduled_at", "started_at", "finished_at", "attempt",
-                           "trigger", "status", "http_status", "response_excerpt", "error", "duration_ms"}
+    assert set(got[0]) == {
+        "id",
+        "job_id",
+        "job_name",
+        "scheduled_at",
+        "started_at",
+        "finished_at",
+        "attempt",
+        "trigger",
+        "status",
+        "http_status",
+        "response_excerpt",
+        "error",
+        "duration_ms",
+    }
     # Pages of 3 give the same rows in the same order, ties on started_at included.
     assert page_all(api, {"limit": 3}) == got
     # Another principal sees only their own.
@@ -77,8 +95,7 @@ def test_executions_across_jobs_filters(api, two_owners):
     everything = api("GET", "/v1/executions").body["executions"]
     failures = page_all(api, {"status": "failed", "limit": 1})
     assert [e["status"] for e in failures] == ["failed"] and failures[0]["job_id"] == nightly["id"]
-    assert page_all(api, {"job_id": hourly["id"], "limit": 2}) == [e for e in everything
-                                                                   if e["job_id"] == hourly["id"]]
+    assert page_all(api, {"job_id": hourly["id"], "limit": 2}) == [e for e in everything if e["job_id"] == hourly["id"]]
     since = everything[3]["started_at"]  # the 30-minutes-ago one
     recent = page_all(api, {"since": since, "limit": 2})
     assert recent == [e for e in everything if e["started_at"] >= since] and len(recent) == 4
@@ -91,10 +108,17 @@ def test_executions_across_jobs_filters(api, two_owners):
 def test_executions_across_jobs_bad_input_names_the_parameter(api, two_owners):
     first = api("GET", "/v1/executions", query={"limit": 2})
     cursor = first.body["next_cursor"]
-    cases = [({"status": "exploded"}, "status"), ({"since": "yesterday"}, "since"),
-             ({"since": "2026-12-01T00:00:00"}, "since"), ({"since": "0001-01-01T00:00:00+01:00"}, "since"),
-             ({"job_id": "not-a-uuid"}, "job_id"), ({"limit": 0}, "limit"), ({"limit": 201}, "limit"),
-             ({"cursor": cursor + "x"}, "cursor"), ({"cursor": cursor, "status": "failed"}, "cursor")]
+    cases = [
+        ({"status": "exploded"}, "status"),
+        ({"since": "yesterday"}, "since"),
+        ({"since": "2026-12-01T00:00:00"}, "since"),
+        ({"since": "0001-01-01T00:00:00+01:00"}, "since"),
+        ({"job_id": "not-a-uuid"}, "job_id"),
+        ({"limit": 0}, "limit"),
+        ({"limit": 201}, "limit"),
+        ({"cursor": cursor + "x"}, "cursor"),
+        ({"cursor": cursor, "status": "failed"}, "cursor"),
+    ]
     for query, field in cases:
         answer = api("GET", "/v1/executions", query=query)
         assert answer.status == 400 and answer.fields == [field], (query, answer.body)
@@ -122,26 +146,56 @@ def preview(api, body: dict[str, Any]):
     return api("POST", "/v1/schedules/preview", body)
 
 
-@pytest.mark.parametrize("body,expected", [
-    # 02:30 does not exist in Berlin on 2027-03-28: it fires when the clocks jump (03:00 CEST).
-    ({"schedule": "30 2 * * *", "timezone": "Europe/Berlin", "after": "2027-03-27T12:00:00Z", "count": 3},
-     ["2027-03-28T01:00:00Z", "2027-03-29T00:30:00Z", "2027-03-30T00:30:00Z"]),
-    # Strictly after: an occurrence at `after` itself is not listed.
-    ({"schedule": "0 * * * *", "after": "2027-01-01T00:00:00Z", "count": 2},
-     ["2027-01-01T01:00:00Z", "2027-01-01T02:00:00Z"]),
-    # The window ends the schedule: fewer than count.
-    ({"schedule": "@daily", "end_at": "2027-01-03T00:00:00Z", "after": "2027-01-01T00:00:00Z"},
-     ["2027-01-02T00:00:00Z", "2027-01-03T00:00:00Z"]),
-    ({"schedule": "@daily", "start_at": "2027-02-01T00:00:00+01:00", "after": "2027-01-01T00:00:00Z", "count": 1},
-     ["2027-02-01T00:00:00Z"]),
-    # rate() counts from start_at.
-    ({"schedule": "rate(90 minutes)", "start_at": "2027-01-01T00:10:00Z", "after": "2027-01-01T01:00:00Z",
-      "count": 2}, ["2027-01-01T01:40:00Z", "2027-01-01T03:10:00Z"]),
-    ({"schedule": "cron(0 3 ? * 1 *)", "timezone": "America/New_York", "after": "2027-01-01T00:00:00Z", "count": 1},
-     ["2027-01-03T08:00:00Z"]),
-    ({"run_at": "2027-05-01T10:00:00+02:00", "after": "2027-01-01T00:00:00Z"}, ["2027-05-01T08:00:00Z"]),
-    ({"run_at": "2027-05-01T10:00:00+02:00", "after": "2027-06-01T00:00:00Z"}, []),
-])
+@pytest.mark.parametrize(
+    "body,expected",
+    [
+        # 02:30 does not exist in Berlin on 2027-03-28: it fires when the clocks jump (03:00 CEST).
+        (
+            {"schedule": "30 2 * * *", "timezone": "Europe/Berlin", "after": "2027-03-27T12:00:00Z", "count": 3},
+            ["2027-03-28T01:00:00Z", "2027-03-29T00:30:00Z", "2027-03-30T00:30:00Z"],
+        ),
+        # Strictly after: an occurrence at `after` itself is not listed.
+        (
+            {"schedule": "0 * * * *", "after": "2027-01-01T00:00:00Z", "count": 2},
+            ["2027-01-01T01:00:00Z", "2027-01-01T02:00:00Z"],
+        ),
+        # The window ends the schedule: fewer than count.
+        (
+            {"schedule": "@daily", "end_at": "2027-01-03T00:00:00Z", "after": "2027-01-01T00:00:00Z"},
+            ["2027-01-02T00:00:00Z", "2027-01-03T00:00:00Z"],
+        ),
+        (
+            {
+                "schedule": "@daily",
+                "start_at": "2027-02-01T00:00:00+01:00",
+                "after": "2027-01-01T00:00:00Z",
+                "count": 1,
+            },
+            ["2027-02-01T00:00:00Z"],
+        ),
+        # rate() counts from start_at.
+        (
+            {
+                "schedule": "rate(90 minutes)",
+                "start_at": "2027-01-01T00:10:00Z",
+                "after": "2027-01-01T01:00:00Z",
+                "count": 2,
+            },
+            ["2027-01-01T01:40:00Z", "2027-01-01T03:10:00Z"],
+        ),
+        (
+            {
+                "schedule": "cron(0 3 ? * 1 *)",
+                "timezone": "America/New_York",
+                "after": "2027-01-01T00:00:00Z",
+                "count": 1,
+            },
+            ["2027-01-03T08:00:00Z"],
+        ),
+        ({"run_at": "2027-05-01T10:00:00+02:00", "after": "2027-01-01T00:00:00Z"}, ["2027-05-01T08:00:00Z"]),
+        ({"run_at": "2027-05-01T10:00:00+02:00", "after": "2027-06-01T00:00:00Z"}, []),
+    ],
+)
 def test_preview(api, body, expected):
     answer = preview(api, body)
     assert answer.status == 200, answer.body
@@ -159,29 +213,39 @@ def test_preview_defaults_to_ten_after_the_database_clock(api, store):
 
 def test_preview_matches_the_job_plan(api):
     job = create(api, job_body("planned", schedule="*/7 * * * *", timezone="Asia/Kolkata"))
-    answer = preview(api, {"schedule": "*/7 * * * *", "timezone": "Asia/Kolkata", "after": job["created_at"],
-                           "count": 1})
+    answer = preview(
+        api, {"schedule": "*/7 * * * *", "timezone": "Asia/Kolkata", "after": job["created_at"], "count": 1}
+    )
     assert answer.body["occurrences"] == [job["next_run_at"]]
 
 
 def test_preview_bad_input_is_a_400_like_a_job(api):
-    shared = [{"schedule": "every day at noon"}, {"schedule": "0 3 * * *", "run_at": "2099-01-01T00:00:00Z"}, {},
-              {"run_at": "2099-01-01T00:00:00"}, {"schedule": "0 3 * * *", "timezone": "Mars/Olympus"},
-              {"schedule": "0 3 * * *", "start_at": "2030-01-02T00:00:00Z", "end_at": "2030-01-01T00:00:00Z"},
-              {"schedule": "cron(0 3 * * * *)"}, {"schedule": "0 0 30 2 *"}, {"schedule": "s" * 257},
-              {"schedule": 5}]
+    shared = [
+        {"schedule": "every day at noon"},
+        {"schedule": "0 3 * * *", "run_at": "2099-01-01T00:00:00Z"},
+        {},
+        {"run_at": "2099-01-01T00:00:00"},
+        {"schedule": "0 3 * * *", "timezone": "Mars/Olympus"},
+        {"schedule": "0 3 * * *", "start_at": "2030-01-02T00:00:00Z", "end_at": "2030-01-01T00:00:00Z"},
+        {"schedule": "cron(0 3 * * * *)"},
+        {"schedule": "0 0 30 2 *"},
+        {"schedule": "s" * 257},
+        {"schedule": 5},
+    ]
     for fields in shared:
         as_job = api("POST", "/v1/jobs", {**job_body("x"), "schedule": None, **fields})
         as_preview = preview(api, fields)
         assert as_preview.status == 400 and as_job.status == 400, (fields, as_preview.body)
         assert as_preview.error["details"] == as_job.error["details"], fields
         assert as_preview.fields, fields
-    for fields, field in (({"schedule": "@hourly", "count": 0}, "count"),
-                          ({"schedule": "@hourly", "count": 101}, "count"),
-                          ({"schedule": "@hourly", "count": True}, "count"),
-                          ({"schedule": "@hourly", "after": "2027-01-01T00:00:00"}, "after"),
-                          ({"schedule": "@hourly", "after": "0001-01-01T00:00:00+01:00"}, "after"),
-                          ({"schedule": "@hourly", "name": "x"}, "name")):
+    for fields, field in (
+        ({"schedule": "@hourly", "count": 0}, "count"),
+        ({"schedule": "@hourly", "count": 101}, "count"),
+        ({"schedule": "@hourly", "count": True}, "count"),
+        ({"schedule": "@hourly", "after": "2027-01-01T00:00:00"}, "after"),
+        ({"schedule": "@hourly", "after": "0001-01-01T00:00:00+01:00"}, "after"),
+        ({"schedule": "@hourly", "name": "x"}, "name"),
+    ):
         answer = preview(api, fields)
         assert answer.status == 400 and field in answer.fields, (fields, answer.body)
     assert api("GET", "/v1/schedules/preview").status == 405

@@ -31,8 +31,9 @@ def run_once(store, outcome: Outcome, *, planned: bool) -> bool:
     runner's batch path) or through the locking path."""
     [claim] = store.claim_and_start(10)
     extra = {"started": claim.started, "elapsed_seconds": 0.01} if planned else {}
-    return service.complete_executions(store, [Completion(claim.job_id, claim.lock_token,
-                                                          claim.started.execution_id, outcome, **extra)])[0]
+    return service.complete_executions(
+        store, [Completion(claim.job_id, claim.lock_token, claim.started.execution_id, outcome, **extra)]
+    )[0]
 
 
 @pytest.mark.parametrize("planned", [True, False], ids=["planned", "locking"])
@@ -82,8 +83,18 @@ def test_a_stale_runner_deletes_nothing_and_the_runner_that_took_over_does(store
     assert service.complete_execution(store, job_id, first.lock_token, slow.execution_id, Outcome("succeeded")) is False
     assert store.get_job(OWNER, job_id)["state"] == "active" and executions_of(pool, job_id) == 1
     fresh = store.start_execution(job_id, second.lock_token, 60)
-    assert service.complete_execution(store, job_id, second.lock_token, fresh.execution_id, Outcome("succeeded"),
-                                      started=fresh, elapsed_seconds=0.01) is True
+    assert (
+        service.complete_execution(
+            store,
+            job_id,
+            second.lock_token,
+            fresh.execution_id,
+            Outcome("succeeded"),
+            started=fresh,
+            elapsed_seconds=0.01,
+        )
+        is True
+    )
     with pytest.raises(NotFound):
         store.get_job(OWNER, job_id)
 

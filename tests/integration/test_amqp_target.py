@@ -14,14 +14,14 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from scheduler.targets import amqp as amqp_target
 from scheduler.targets.delivery import Delivery, TargetPolicy
 from scheduler.targets.dispatcher import deliver
-from scheduler.targets import amqp as amqp_target
 
 pytestmark = pytest.mark.amqp
 
 LOCAL = TargetPolicy(allow_private=True)
-SCHEDULED = dt.datetime(2026, 12, 1, 2, 0, tzinfo=dt.timezone.utc)
+SCHEDULED = dt.datetime(2026, 12, 1, 2, 0, tzinfo=dt.UTC)
 
 
 def make_delivery(attempt: int = 1) -> Delivery:
@@ -62,8 +62,12 @@ def test_publish_is_confirmed_persistent_and_carries_the_delivery_identity(amqp_
     exchange, queue, routing_key = amqp_queue
     delivery = make_delivery(attempt=2)
     target = {
-        "type": "amqp", "url": amqp_url, "exchange": exchange, "routing_key": routing_key,
-        "body": '{"job": "{{job_id}}", "try": {{ attempt }}}', "body_encoding": "utf-8",
+        "type": "amqp",
+        "url": amqp_url,
+        "exchange": exchange,
+        "routing_key": routing_key,
+        "body": '{"job": "{{job_id}}", "try": {{ attempt }}}',
+        "body_encoding": "utf-8",
         "headers": {"X-Custom": "1", "x-scheduler-job-id": "forged", "count": 3},
         "content_type": "application/json",
     }
@@ -87,8 +91,14 @@ def test_publish_is_confirmed_persistent_and_carries_the_delivery_identity(amqp_
 def test_base64_body_is_decoded_and_not_rendered(amqp_url, amqp_queue, amqp_admin):
     exchange, queue, routing_key = amqp_queue
     raw = b"\x00\x01\xff{{job_id}}"
-    target = {"type": "amqp", "url": amqp_url, "exchange": exchange, "routing_key": routing_key,
-              "body": base64.b64encode(raw).decode(), "body_encoding": "base64"}
+    target = {
+        "type": "amqp",
+        "url": amqp_url,
+        "exchange": exchange,
+        "routing_key": routing_key,
+        "body": base64.b64encode(raw).decode(),
+        "body_encoding": "base64",
+    }
     assert deliver(target, make_delivery(), LOCAL).succeeded
     properties, body = get_one(amqp_admin, queue)
     assert body == raw
@@ -115,14 +125,18 @@ def test_unroutable_message_is_a_retryable_failure(amqp_url, amqp_queue, amqp_ad
 def test_unknown_exchange_is_a_permanent_failure_and_the_connection_survives(amqp_url, amqp_queue, amqp_admin):
     exchange, queue, routing_key = amqp_queue
     missing = f"missing-{uuid.uuid4().hex[:8]}"
-    result = deliver({"type": "amqp", "url": amqp_url, "exchange": missing, "routing_key": "k", "body": "x"},
-                     make_delivery(), LOCAL)
+    result = deliver(
+        {"type": "amqp", "url": amqp_url, "exchange": missing, "routing_key": "k", "body": "x"}, make_delivery(), LOCAL
+    )
     assert (result.status, result.retryable) == ("failed", False)
     assert result.error == f"exchange '{missing}' does not exist"
     (pooled,) = amqp_target.idle_connections(amqp_url)
     # The broker closed the channel only: the next delivery reuses the connection.
-    ok = deliver({"type": "amqp", "url": amqp_url, "exchange": exchange, "routing_key": routing_key, "body": "y"},
-                 make_delivery(), LOCAL)
+    ok = deliver(
+        {"type": "amqp", "url": amqp_url, "exchange": exchange, "routing_key": routing_key, "body": "y"},
+        make_delivery(),
+        LOCAL,
+    )
     assert ok.succeeded, ok.error
     assert amqp_target.idle_connections(amqp_url) == [pooled]
     assert get_one(amqp_admin, queue)[1] == b"y"
@@ -132,7 +146,9 @@ def test_wrong_credentials_give_a_clear_error_without_the_password(amqp_url):
     parts = urlsplit(amqp_url)
     password = "Wr0ng-Passw0rd-" + uuid.uuid4().hex[:6]
     url = parts._replace(netloc=f"{parts.username}:{password}@{parts.hostname}:{parts.port or 5672}").geturl()
-    result = deliver({"type": "amqp", "url": url, "exchange": "", "routing_key": "q", "body": "x"}, make_delivery(), LOCAL)
+    result = deliver(
+        {"type": "amqp", "url": url, "exchange": "", "routing_key": "q", "body": "x"}, make_delivery(), LOCAL
+    )
     assert (result.status, result.retryable) == ("failed", True)
     assert "refused the credentials" in result.error and parts.username in result.error
     assert password not in result.error
@@ -141,7 +157,9 @@ def test_wrong_credentials_give_a_clear_error_without_the_password(amqp_url):
 def test_broker_unreachable_is_retryable(amqp_url):
     url = with_port(amqp_url, closed_port())
     started = time.monotonic()
-    result = deliver({"type": "amqp", "url": url, "exchange": "", "routing_key": "q", "body": "x"}, make_delivery(), LOCAL)
+    result = deliver(
+        {"type": "amqp", "url": url, "exchange": "", "routing_key": "q", "body": "x"}, make_delivery(), LOCAL
+    )
     assert (result.status, result.retryable) == ("failed", True)
     assert "connection refused" in result.error
     assert "guest@" not in result.error
@@ -154,8 +172,11 @@ def test_silent_broker_times_out_within_the_budget():
     try:
         url = f"amqp://guest:guest@127.0.0.1:{listener.getsockname()[1]}/"
         started = time.monotonic()
-        result = deliver({"type": "amqp", "url": url, "exchange": "", "routing_key": "q", "body": "x",
-                          "timeout_seconds": 0.6}, make_delivery(), LOCAL)
+        result = deliver(
+            {"type": "amqp", "url": url, "exchange": "", "routing_key": "q", "body": "x", "timeout_seconds": 0.6},
+            make_delivery(),
+            LOCAL,
+        )
         elapsed = time.monotonic() - started
     finally:
         listener.close()
@@ -185,8 +206,11 @@ def test_invalid_targets_fail_permanently(target, message):
 
 
 def publish(url, exchange, routing_key, body="x", **extra):
-    return deliver({"type": "amqp", "url": url, "exchange": exchange, "routing_key": routing_key, "body": body, **extra},
-                   make_delivery(), LOCAL)
+    return deliver(
+        {"type": "amqp", "url": url, "exchange": exchange, "routing_key": routing_key, "body": body, **extra},
+        make_delivery(),
+        LOCAL,
+    )
 
 
 def test_connection_is_reused_across_deliveries(amqp_url, amqp_queue, amqp_admin):
@@ -321,19 +345,25 @@ def test_amqps_verifies_the_broker_certificate(tmp_path):
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(hours=1))
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1))
         .not_valid_after(now + dt.timedelta(days=1))
         .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
         .sign(key, hashes.SHA256())
     )
     pem = tmp_path / "self-signed.pem"
-    pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM) + key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    pem.write_bytes(
+        cert.public_bytes(serialization.Encoding.PEM)
+        + key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(pem)
     listener = socket.create_server(("127.0.0.1", 0))
@@ -354,8 +384,11 @@ def test_amqps_verifies_the_broker_certificate(tmp_path):
     thread.start()
     try:
         url = f"amqps://guest:guest@localhost:{listener.getsockname()[1]}/"
-        result = deliver({"type": "amqp", "url": url, "exchange": "", "routing_key": "q", "body": "x",
-                          "timeout_seconds": 5}, make_delivery(), LOCAL)
+        result = deliver(
+            {"type": "amqp", "url": url, "exchange": "", "routing_key": "q", "body": "x", "timeout_seconds": 5},
+            make_delivery(),
+            LOCAL,
+        )
     finally:
         listener.close()
         thread.join(timeout=5)

@@ -38,12 +38,21 @@ SECRETS = (BASIC_PW, BEARER, HEADER_KEY, AMQP_PW, "canned-secret")
 
 def job_body(name: str = "nightly-report", **extra: Any) -> dict[str, Any]:
     body = {
-        "name": name, "description": "optional text", "tags": ["billing"], "schedule": "0 3 * * *",
+        "name": name,
+        "description": "optional text",
+        "tags": ["billing"],
+        "schedule": "0 3 * * *",
         "timezone": "Europe/Berlin",
-        "target": {"type": "http", "url": "https://example.com/hook", "method": "POST",
-                   "headers": {"Content-Type": "application/json"}, "body": '{"at": "{{scheduled_at}}"}',
-                   "auth": {"type": "basic", "username": "u", "password": BASIC_PW},
-                   "timeout_seconds": 30, "success_codes": [200, 201, 202, 204]},
+        "target": {
+            "type": "http",
+            "url": "https://example.com/hook",
+            "method": "POST",
+            "headers": {"Content-Type": "application/json"},
+            "body": '{"at": "{{scheduled_at}}"}',
+            "auth": {"type": "basic", "username": "u", "password": BASIC_PW},
+            "timeout_seconds": 30,
+            "success_codes": [200, 201, 202, 204],
+        },
         "retry": {"max_attempts": 4, "min_backoff_seconds": 1, "max_backoff_seconds": 300, "max_age_seconds": 3600},
         "missed_runs": "run_once",
     }
@@ -52,8 +61,16 @@ def job_body(name: str = "nightly-report", **extra: Any) -> dict[str, Any]:
 
 
 def amqp_body(name: str = "amqp-job") -> dict[str, Any]:
-    return job_body(name, target={"type": "amqp", "url": f"amqps://user:{AMQP_PW}@broker.example.com:5671/vhost",
-                                  "exchange": "events", "routing_key": "k", "body": "hi"})
+    return job_body(
+        name,
+        target={
+            "type": "amqp",
+            "url": f"amqps://user:{AMQP_PW}@broker.example.com:5671/vhost",
+            "exchange": "events",
+            "routing_key": "k",
+            "body": "hi",
+        },
+    )
 
 
 @dataclass
@@ -74,9 +91,17 @@ class Answer:
         return [d["field"] for d in self.error["details"]]
 
 
-def make_api_event(method: str, path: str, body: Any = None, *, principal: str | None = ALICE,
-                   query: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
-                   raw_body: str | None = None, base64_body: bytes | None = None) -> dict[str, Any]:
+def make_api_event(
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    principal: str | None = ALICE,
+    query: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+    raw_body: str | None = None,
+    base64_body: bytes | None = None,
+) -> dict[str, Any]:
     """The canned event, made into this request."""
     event = copy.deepcopy(EVENT)
     event["httpMethod"] = method
@@ -89,8 +114,12 @@ def make_api_event(method: str, path: str, body: Any = None, *, principal: str |
         for key in ("userArn", "caller", "user", "accountId", "accessKey"):
             identity[key] = None
     elif principal.startswith("arn:"):
-        identity.update(userArn=principal, caller=principal.rsplit("/", 1)[-1], user=principal.rsplit("/", 1)[-1],
-                        accountId=principal.split(":")[4])
+        identity.update(
+            userArn=principal,
+            caller=principal.rsplit("/", 1)[-1],
+            user=principal.rsplit("/", 1)[-1],
+            accountId=principal.split(":")[4],
+        )
     elif principal.isdigit():  # only the account
         identity.update(userArn=None, caller=None, user=None, accountId=principal)
     else:  # only the caller id
@@ -155,7 +184,9 @@ def add_executions(pool, job_id: str, statuses: list[str]) -> None:
                 """INSERT INTO executions (id, job_id, scheduled_at, started_at, finished_at, attempt, trigger,
                                            status, http_status, response_excerpt, error, duration_ms)
                    VALUES (gen_random_uuid(), %s, now() - make_interval(mins => %s), now(), now(), 1, 'schedule',
-                           %s, 200, 'ok', NULL, 42)""", (job_id, 100 - i, status))
+                           %s, 200, 'ok', NULL, 42)""",
+                (job_id, 100 - i, status),
+            )
 
 
 def stored_target(pool, job_id: str) -> dict[str, Any]:
@@ -176,9 +207,29 @@ def test_create_and_get(api, pool, box):
     assert answer.status == 201
     job = answer.body
     assert answer.headers["ETag"] == '"1"' and answer.headers["Location"] == f"/v1/jobs/{job['id']}"
-    assert set(job) == {"id", "name", "description", "tags", "schedule", "run_at", "timezone", "start_at", "end_at",
-                        "target", "retry", "missed_runs", "owner", "state", "version", "next_run_at", "last_run_at",
-                        "created_at", "updated_at", "stats", "after_completion"}
+    assert set(job) == {
+        "id",
+        "name",
+        "description",
+        "tags",
+        "schedule",
+        "run_at",
+        "timezone",
+        "start_at",
+        "end_at",
+        "target",
+        "retry",
+        "missed_runs",
+        "owner",
+        "state",
+        "version",
+        "next_run_at",
+        "last_run_at",
+        "created_at",
+        "updated_at",
+        "stats",
+        "after_completion",
+    }
     assert job["after_completion"] == "keep"
     assert job["owner"] == ALICE and job["state"] == "active" and job["version"] == 1
     assert job["stats"] == {"run_count": 0, "failure_count": 0, "last_status": None, "last_error": None}
@@ -239,10 +290,12 @@ def test_list_filters_and_cursors(api):
 
     # A cursor is tamper-safe and bound to its query and its caller.
     cursor = first.body["next_cursor"]
-    for query, principal in (({"tag": "all", "cursor": cursor[:-2] + "AA"}, ALICE),
-                             ({"tag": "odd", "cursor": cursor}, ALICE),
-                             ({"tag": "all", "cursor": cursor}, BOB),
-                             ({"cursor": "not-a-cursor"}, ALICE)):
+    for query, principal in (
+        ({"tag": "all", "cursor": cursor[:-2] + "AA"}, ALICE),
+        ({"tag": "odd", "cursor": cursor}, ALICE),
+        ({"tag": "all", "cursor": cursor}, BOB),
+        ({"cursor": "not-a-cursor"}, ALICE),
+    ):
         answer = api("GET", "/v1/jobs", query=query, principal=principal)
         assert answer.status == 400 and answer.fields == ["cursor"], answer.body
 
@@ -250,10 +303,16 @@ def test_list_filters_and_cursors(api):
 def test_replace_with_if_match(api, pool, box):
     job = create(api)
     path = f"/v1/jobs/{job['id']}"
-    replaced = api("PUT", path, job_body(description="v2", schedule="30 4 * * *",
-                                          target={**job_body()["target"], "auth": {"type": "basic", "username": "u",
-                                                                                    "password": "***"}}),
-                   headers={"If-Match": "1"})
+    replaced = api(
+        "PUT",
+        path,
+        job_body(
+            description="v2",
+            schedule="30 4 * * *",
+            target={**job_body()["target"], "auth": {"type": "basic", "username": "u", "password": "***"}},
+        ),
+        headers={"If-Match": "1"},
+    )
     assert replaced.status == 200 and replaced.body["version"] == 2 and replaced.headers["ETag"] == '"2"'
     assert replaced.body["description"] == "v2" and replaced.body["next_run_at"] != job["next_run_at"]
     assert decrypt_target_secrets(stored_target(pool, job["id"]), box)["auth"]["password"] == BASIC_PW  # kept
@@ -268,9 +327,15 @@ def test_replace_with_if_match(api, pool, box):
         answer = api("PUT", path, job_body(), headers={"If-Match": bad})
         assert answer.status == 400 and answer.fields == ["If-Match"], (bad, answer.body)
 
-    changed = api("PUT", path, {"name": "nightly-report", "schedule": "@hourly",
-                                "target": {"type": "http", "url": "https://example.com/h2",
-                                           "auth": {"type": "bearer", "token": BEARER}}})
+    changed = api(
+        "PUT",
+        path,
+        {
+            "name": "nightly-report",
+            "schedule": "@hourly",
+            "target": {"type": "http", "url": "https://example.com/h2", "auth": {"type": "bearer", "token": BEARER}},
+        },
+    )
     assert changed.status == 200 and changed.body["target"]["auth"] == {"type": "bearer", "token": "***"}
     assert decrypt_target_secrets(stored_target(pool, job["id"]), box)["auth"] == {"type": "bearer", "token": BEARER}
     # Replace drops what the body leaves out (the full spec is replaced).
@@ -280,8 +345,12 @@ def test_replace_with_if_match(api, pool, box):
 def test_merge_patch(api, pool, box):
     job = create(api)
     path = f"/v1/jobs/{job['id']}"
-    answer = api("PATCH", path, {"description": "patched", "tags": None, "retry": {"max_attempts": 9}},
-                 headers={"If-Match": '"1"'})
+    answer = api(
+        "PATCH",
+        path,
+        {"description": "patched", "tags": None, "retry": {"max_attempts": 9}},
+        headers={"If-Match": '"1"'},
+    )
     assert answer.status == 200, answer.body
     patched = answer.body
     assert patched["description"] == "patched" and patched["tags"] == [] and patched["version"] == 2
@@ -290,9 +359,12 @@ def test_merge_patch(api, pool, box):
     assert decrypt_target_secrets(stored_target(pool, job["id"]), box)["auth"]["password"] == BASIC_PW
 
     # The merge-patch media type, a new secret, and a schedule switch to a one-off.
-    answer = api("PATCH", path, {"schedule": None, "run_at": "2099-01-01T00:00:00Z",
-                                 "target": {"auth": {"password": "rotated-pw-1"}}},
-                 headers={"Content-Type": "application/merge-patch+json"})
+    answer = api(
+        "PATCH",
+        path,
+        {"schedule": None, "run_at": "2099-01-01T00:00:00Z", "target": {"auth": {"password": "rotated-pw-1"}}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
     assert answer.status == 200, answer.body
     assert answer.body["run_at"] == "2099-01-01T00:00:00Z" and answer.body["next_run_at"] == "2099-01-01T00:00:00Z"
     assert answer.body["target"]["auth"]["password"] == "***"
@@ -350,8 +422,20 @@ def test_executions_newest_first_with_status_and_cursor(api, pool):
     assert everything.status == 200 and everything.body["next_cursor"] is None
     got = everything.body["executions"]
     assert [e["status"] for e in got] == statuses[::-1]
-    assert set(got[0]) == {"id", "job_id", "scheduled_at", "started_at", "finished_at", "attempt", "trigger", "status",
-                           "http_status", "response_excerpt", "error", "duration_ms"}
+    assert set(got[0]) == {
+        "id",
+        "job_id",
+        "scheduled_at",
+        "started_at",
+        "finished_at",
+        "attempt",
+        "trigger",
+        "status",
+        "http_status",
+        "response_excerpt",
+        "error",
+        "duration_ms",
+    }
     assert got[0]["job_id"] == job["id"] and got[0]["scheduled_at"].endswith("Z") and got[0]["duration_ms"] == 42
 
     seen, cursor = [], None
@@ -365,8 +449,10 @@ def test_executions_newest_first_with_status_and_cursor(api, pool):
     assert [e["id"] for e in seen] == [e["id"] for e in got if e["status"] == "succeeded"]
 
     first = api("GET", path, query={"limit": 2})
-    for query in ({"limit": 2, "cursor": first.body["next_cursor"], "status": "failed"},
-                  {"cursor": first.body["next_cursor"] + "x"}):
+    for query in (
+        {"limit": 2, "cursor": first.body["next_cursor"], "status": "failed"},
+        {"cursor": first.body["next_cursor"] + "x"},
+    ):
         answer = api("GET", path, query=query)
         assert answer.status == 400 and answer.fields == ["cursor"]
     assert api("GET", path, query={"status": "exploded"}).fields == ["status"]
@@ -381,9 +467,16 @@ def test_another_principal_sees_404_on_every_job_route(api, store, pool):
     job = create(api)
     add_executions(pool, job["id"], ["succeeded"])
     path = f"/v1/jobs/{job['id']}"
-    attempts = [("GET", path, None), ("PUT", path, job_body()), ("PATCH", path, {"description": "mine"}),
-                ("DELETE", path, None), ("POST", f"{path}/pause", None), ("POST", f"{path}/resume", None),
-                ("POST", f"{path}/run", None), ("GET", f"{path}/executions", None)]
+    attempts = [
+        ("GET", path, None),
+        ("PUT", path, job_body()),
+        ("PATCH", path, {"description": "mine"}),
+        ("DELETE", path, None),
+        ("POST", f"{path}/pause", None),
+        ("POST", f"{path}/resume", None),
+        ("POST", f"{path}/run", None),
+        ("GET", f"{path}/executions", None),
+    ]
     for method, route, body in attempts:
         answer = api(method, route, body, principal=BOB)
         assert answer.status == 404 and answer.error["code"] == "not_found", (method, route, answer.body)
@@ -454,8 +547,11 @@ BAD_CREATE = [
     ("masked secret on create", job_body(target=_target(auth={"type": "bearer", "token": "***"})), "target.auth.token"),
     ("NUL in description", job_body(description="a\x00b"), "description"),
     ("NUL in a header", job_body(target=_target(headers={"X-A": "a\x00"})), "target.headers.X-A"),
-    ("bad base64 amqp body", job_body(target={"type": "amqp", "body": "***", "body_encoding": "base64"}),
-     "target.body"),
+    (
+        "bad base64 amqp body",
+        job_body(target={"type": "amqp", "body": "***", "body_encoding": "base64"}),
+        "target.body",
+    ),
     ("bad amqp url", job_body(target={"type": "amqp", "url": "amqp://h:99999/"}), "target.url"),
 ]
 
@@ -470,12 +566,12 @@ def test_bad_job_body_answers_400_with_the_field(api, case, body, field):
 
 
 RAW_BAD = [
-    ("malformed json", "{\"name\": ", "malformed_json"),
+    ("malformed json", '{"name": ', "malformed_json"),
     ("trailing garbage", json.dumps(job_body()) + "x", "malformed_json"),
     ("not json at all", "name=x", "malformed_json"),
     ("empty body", "", "invalid_request"),
     ("json array", "[]", "invalid_request"),
-    ("json string", "\"job\"", "invalid_request"),
+    ("json string", '"job"', "invalid_request"),
     ("json null", "null", "invalid_request"),
     ("deep nesting", "[" * 100_000 + "]" * 100_000, "malformed_json"),
     ("huge integer", '{"name": "x", "retry": {"max_attempts": ' + "9" * 5000 + "}}", "malformed_json"),
@@ -522,11 +618,20 @@ def test_other_bad_requests(api):
     assert rename.status == 409 and rename.error["code"] == "name_taken"
     assert api("PUT", f"/v1/jobs/{other['id']}", job_body()).status == 409
 
-    for query, field in (({"limit": "0"}, "limit"), ({"limit": "201"}, "limit"), ({"limit": "abc"}, "limit"),
-                         ({"limit": "1e3"}, "limit"), ({"limit": str(10**40)}, "limit"),
-                         ({"state": "sleeping"}, "state"), ({"tag": ""}, "tag"), ({"tag": "t" * 65}, "tag"),
-                         ({"tag": "a\x00"}, "tag"), ({"name_prefix": "p" * 129}, "name_prefix"),
-                         ({"name_prefix": "\x00"}, "name_prefix"), ({"cursor": "c" * 2000}, "cursor")):
+    for query, field in (
+        ({"limit": "0"}, "limit"),
+        ({"limit": "201"}, "limit"),
+        ({"limit": "abc"}, "limit"),
+        ({"limit": "1e3"}, "limit"),
+        ({"limit": str(10**40)}, "limit"),
+        ({"state": "sleeping"}, "state"),
+        ({"tag": ""}, "tag"),
+        ({"tag": "t" * 65}, "tag"),
+        ({"tag": "a\x00"}, "tag"),
+        ({"name_prefix": "p" * 129}, "name_prefix"),
+        ({"name_prefix": "\x00"}, "name_prefix"),
+        ({"cursor": "c" * 2000}, "cursor"),
+    ):
         answer = api("GET", "/v1/jobs", query=query)
         assert answer.status == 400 and answer.fields == [field], (query, answer.body)
 
@@ -537,8 +642,10 @@ def test_other_bad_requests(api):
     wrong_method = api("DELETE", "/v1/jobs")
     assert wrong_method.status == 405 and wrong_method.headers["Allow"] == "GET, POST"
     assert wrong_method.error["code"] == "method_not_allowed"
-    assert api("POST", "/v1/jobs", raw_body=json.dumps(job_body("x2")),
-               headers={"Content-Type": "text/plain"}).status == 415
+    assert (
+        api("POST", "/v1/jobs", raw_body=json.dumps(job_body("x2")), headers={"Content-Type": "text/plain"}).status
+        == 415
+    )
 
 
 def test_unexpected_error_is_a_generic_500_and_logged_without_the_body(box, caplog):
@@ -564,8 +671,9 @@ def test_secrets_are_never_readable_back(api, pool, box, caplog, capsys):
     jobs = [
         create(api, job_body("basic")),
         create(api, job_body("bearer", target=_target(auth={"type": "bearer", "token": BEARER}))),
-        create(api, job_body("header", target=_target(auth={"type": "header", "name": "X-Api-Key",
-                                                               "value": HEADER_KEY}))),
+        create(
+            api, job_body("header", target=_target(auth={"type": "header", "name": "X-Api-Key", "value": HEADER_KEY}))
+        ),
         create(api, amqp_body()),
     ]
     for job in jobs:
@@ -573,9 +681,27 @@ def test_secrets_are_never_readable_back(api, pool, box, caplog, capsys):
         add_executions(pool, job["id"], ["succeeded", "failed"])
         api("GET", path)
         api("PATCH", path, {"description": "touched"})
-        api("PUT", path, {**api("GET", path).body, **{k: None for k in ("id", "owner", "state", "version",
-                                                                          "next_run_at", "last_run_at", "created_at",
-                                                                          "updated_at", "stats")}})
+        api(
+            "PUT",
+            path,
+            {
+                **api("GET", path).body,
+                **{
+                    k: None
+                    for k in (
+                        "id",
+                        "owner",
+                        "state",
+                        "version",
+                        "next_run_at",
+                        "last_run_at",
+                        "created_at",
+                        "updated_at",
+                        "stats",
+                    )
+                },
+            },
+        )
         api("POST", f"{path}/pause")
         api("POST", f"{path}/run")
         api("POST", f"{path}/resume")
@@ -634,11 +760,25 @@ def test_lambda_handler_module(api_handler, tmp_path, caplog):
     assert "canned-secret" not in caplog.text + api.all_text()  # ...without the event or the secret
 
 
-def _wsgi(app, method: str, path: str, body: bytes = b"", query: str = "", headers: dict[str, str] | None = None,
-          stream: Any = None):
-    environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query, "SERVER_PROTOCOL": "HTTP/1.1",
-               "REMOTE_ADDR": "127.0.0.1", "HTTP_HOST": "localhost:8080", "wsgi.input": stream or io.BytesIO(body),
-               "CONTENT_LENGTH": str(len(body)) if body else ""}
+def _wsgi(
+    app,
+    method: str,
+    path: str,
+    body: bytes = b"",
+    query: str = "",
+    headers: dict[str, str] | None = None,
+    stream: Any = None,
+):
+    environ = {
+        "REQUEST_METHOD": method,
+        "PATH_INFO": path,
+        "QUERY_STRING": query,
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "REMOTE_ADDR": "127.0.0.1",
+        "HTTP_HOST": "localhost:8080",
+        "wsgi.input": stream or io.BytesIO(body),
+        "CONTENT_LENGTH": str(len(body)) if body else "",
+    }
     for name, value in (headers or {}).items():
         key = name.upper().replace("-", "_")
         environ[key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{key}"] = value
@@ -646,6 +786,7 @@ def _wsgi(app, method: str, path: str, body: bytes = b"", query: str = "", heade
 
     def start_response(status, response_headers):
         result["status"], result["headers"] = status, dict(response_headers)
+
     result["body"] = b"".join(app(environ, start_response))
     return result
 
@@ -655,13 +796,23 @@ def test_http_adapter_event_shape():
 
     def handler(event, context):
         seen.append(event)
-        return {"statusCode": 200, "multiValueHeaders": {"Content-Type": ["application/json"], "X-A": ["1", "2"]},
-                "body": "{}", "isBase64Encoded": False}
+        return {
+            "statusCode": 200,
+            "multiValueHeaders": {"Content-Type": ["application/json"], "X-A": ["1", "2"]},
+            "body": "{}",
+            "isBase64Encoded": False,
+        }
 
     bodies = []
     app = make_wsgi_app(handler, lambda environ: bodies.append(environ["scheduler.body"]) or ALICE)
-    result = _wsgi(app, "POST", "/v1/jobs/café".encode().decode("latin-1"), b'{"a": 1}',
-                   query="tag=a&tag=b&limit=2", headers={"Content-Type": "application/json", "If-Match": '"3"'})
+    result = _wsgi(
+        app,
+        "POST",
+        "/v1/jobs/café".encode().decode("latin-1"),
+        b'{"a": 1}',
+        query="tag=a&tag=b&limit=2",
+        headers={"Content-Type": "application/json", "If-Match": '"3"'},
+    )
     assert result["status"] == "200 OK" and result["body"] == b"{}" and bodies == [b'{"a": 1}']
     event = seen[0]
     assert event["httpMethod"] == "POST" and event["path"] == "/v1/jobs/café"
@@ -681,8 +832,9 @@ def test_http_adapter_serves_the_api(store, box):
     handler = make_app(lambda: store, lambda: box, Settings()).resolve
     app = make_wsgi_app(handler, lambda environ: environ.get("HTTP_X_TEST_PRINCIPAL"))
     body = json.dumps(job_body()).encode()
-    created = _wsgi(app, "POST", "/v1/jobs", body, headers={"Content-Type": "application/json",
-                                                            "X-Test-Principal": ALICE})
+    created = _wsgi(
+        app, "POST", "/v1/jobs", body, headers={"Content-Type": "application/json", "X-Test-Principal": ALICE}
+    )
     assert created["status"] == "201 Created" and created["headers"]["ETag"] == '"1"'
     job = json.loads(created["body"])
     assert int(created["headers"]["Content-Length"]) == len(created["body"])
@@ -711,8 +863,12 @@ def test_http_adapter_refuses_big_bodies_without_reading_them():
     assert json.loads(result["body"])["error"]["code"] == "payload_too_large"
 
     # Chunked (no Content-Length): read up to the limit, then refused.
-    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/v1/jobs", "wsgi.input_terminated": True,
-               "wsgi.input": io.BytesIO(b"y" * (3 * 1024 * 1024))}
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": "/v1/jobs",
+        "wsgi.input_terminated": True,
+        "wsgi.input": io.BytesIO(b"y" * (3 * 1024 * 1024)),
+    }
     statuses = []
     app(environ, lambda status, headers: statuses.append(status))
     assert statuses == ["413 Request Entity Too Large"] and environ["wsgi.input"].tell() <= 1024 * 1024 + 64 * 1024

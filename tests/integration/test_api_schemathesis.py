@@ -12,8 +12,12 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import (content_type_conformance, response_headers_conformance,
-                                               response_schema_conformance, status_code_conformance)
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from scheduler import service
 from scheduler.api.app import make_app
@@ -40,8 +44,9 @@ def wsgi_app(store, tmp_path):
     # Real jobs to aim at: generated ids miss, so half the cases use one of these instead.
     ids = []
     for name, extra in (("fuzz-a", {}), ("fuzz-b", {"schedule": None, "run_at": "2099-01-01T00:00:00Z"})):
-        spec = JobSpec.model_validate({**job_body(name, **extra), "target": {"type": "http",
-                                                                             "url": "https://example.com/h"}})
+        spec = JobSpec.model_validate(
+            {**job_body(name, **extra), "target": {"type": "http", "url": "https://example.com/h"}}
+        )
         row = service.create_job(store, OWNER, spec.model_dump(mode="python"))
         ids.append(str(row["id"]))
     return wsgi, ids
@@ -71,8 +76,7 @@ def _make_schedulable(body: dict) -> None:
 
 @pytest.mark.slow
 @schema.parametrize()
-@settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_no_server_errors(case, wsgi_app):
     app, ids = wsgi_app
     if "job_id" in (case.path_parameters or {}):
@@ -84,7 +88,14 @@ def test_no_server_errors(case, wsgi_app):
     # No server error, and every answer is one the document describes. (Not checked: that each
     # schema-valid body is accepted, since cron syntax or a URL scheme is beyond JSON Schema, and
     # authentication, which the adapter stands in for.)
-    response = case.call_and_validate(app=app, checks=[not_a_server_error, status_code_conformance,
-                                                       content_type_conformance, response_headers_conformance,
-                                                       response_schema_conformance])
+    response = case.call_and_validate(
+        app=app,
+        checks=[
+            not_a_server_error,
+            status_code_conformance,
+            content_type_conformance,
+            response_headers_conformance,
+            response_schema_conformance,
+        ],
+    )
     assert response.status_code < 500, response.text

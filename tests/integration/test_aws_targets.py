@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC
 from urllib.parse import quote
 
 import boto3
@@ -20,9 +21,9 @@ from botocore.stub import Stubber
 from scheduler import service, sigv4
 from scheduler.executor import Executor
 from scheduler.models import JobSpec
-from scheduler.targets.delivery import TargetPolicy
 from scheduler.targets import aws_credentials
 from scheduler.targets.aws_credentials import CredentialCache, create_client
+from scheduler.targets.delivery import TargetPolicy
 from tests.support import RecordingServer, moto_server
 
 ACCOUNT = "123456789012"  # moto's default account: assumed roles of it see the same resources
@@ -55,8 +56,9 @@ class StsCalls:
 
     def __call__(self, region: str):
         client = create_client("sts", region)
-        client.meta.events.register("provide-client-params.sts.AssumeRole",
-                                    lambda params, **kw: self.calls.append(dict(params)))
+        client.meta.events.register(
+            "provide-client-params.sts.AssumeRole", lambda params, **kw: self.calls.append(dict(params))
+        )
         self.clients.append(client)
         return client
 
@@ -85,8 +87,13 @@ def admin(service: str):
 
 def spec(name: str, target: dict, **extra) -> dict:
     """A job spec validated by the API's model, as the API hands it to the store."""
-    body = {"name": name, "run_at": "2026-01-01T00:00:00Z", "target": target,
-            "retry": {"max_attempts": 3, "min_backoff_seconds": 1, "max_backoff_seconds": 5}, **extra}
+    body = {
+        "name": name,
+        "run_at": "2026-01-01T00:00:00Z",
+        "target": target,
+        "retry": {"max_attempts": 3, "min_backoff_seconds": 1, "max_backoff_seconds": 5},
+        **extra,
+    }
     return JobSpec.model_validate(body).model_dump(mode="python")
 
 
@@ -117,8 +124,13 @@ def receive(queue_name: str, count: int = 1, timeout: float = 10.0) -> list[dict
     found: list[dict] = []
     deadline = time.monotonic() + timeout
     while len(found) < count and time.monotonic() < deadline:
-        answer = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1,
-                                     MessageAttributeNames=["All"], AttributeNames=["All"])
+        answer = sqs.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=1,
+            MessageAttributeNames=["All"],
+            AttributeNames=["All"],
+        )
         found.extend(answer.get("Messages", []))
     return found
 
@@ -132,9 +144,19 @@ def attributes(message: dict) -> dict[str, str]:
 
 def test_sqs_message_carries_rendered_body_and_identity(store, aws):
     make_queue("work")
-    job = service.create_job(store, ALICE, spec("sqs-job", {
-        "type": "sqs", "role_arn": ROLE, "queue_url": canonical_queue_url("work"),
-        "body": '{"job": "{{job_id}}", "try": {{attempt}}}'}))
+    job = service.create_job(
+        store,
+        ALICE,
+        spec(
+            "sqs-job",
+            {
+                "type": "sqs",
+                "role_arn": ROLE,
+                "queue_url": canonical_queue_url("work"),
+                "body": '{"job": "{{job_id}}", "try": {{attempt}}}',
+            },
+        ),
+    )
     [report] = run_due(store)
     execution = only_execution(store, ALICE, job)
     assert report.status == "succeeded", execution.error
@@ -148,15 +170,32 @@ def test_sqs_message_carries_rendered_body_and_identity(store, aws):
     assert attrs["Idempotency-Key"] == f"{job_id}:{attrs['X-Scheduler-Scheduled-At']}"
     assert json.loads(execution.response_excerpt)["MessageId"] == message["MessageId"]
     # The call was made as the role assumed for the job's owner, nothing else.
-    assert aws.calls == [{"RoleArn": ROLE, "ExternalId": ALICE, "RoleSessionName": aws_credentials.session_name(ALICE),
-                          "DurationSeconds": aws_credentials.SESSION_SECONDS}]
+    assert aws.calls == [
+        {
+            "RoleArn": ROLE,
+            "ExternalId": ALICE,
+            "RoleSessionName": aws_credentials.session_name(ALICE),
+            "DurationSeconds": aws_credentials.SESSION_SECONDS,
+        }
+    ]
 
 
 def test_fifo_queue_gets_group_and_idempotency_key_as_deduplication_id(store, aws):
     make_queue("orders.fifo", FifoQueue="true")
-    job = service.create_job(store, ALICE, spec("fifo-job", {
-        "type": "sqs", "role_arn": ROLE, "queue_url": canonical_queue_url("orders.fifo"),
-        "body": "tick", "message_group_id": "group-{{attempt}}"}))
+    job = service.create_job(
+        store,
+        ALICE,
+        spec(
+            "fifo-job",
+            {
+                "type": "sqs",
+                "role_arn": ROLE,
+                "queue_url": canonical_queue_url("orders.fifo"),
+                "body": "tick",
+                "message_group_id": "group-{{attempt}}",
+            },
+        ),
+    )
     [report] = run_due(store)
     assert report.status == "succeeded", only_execution(store, ALICE, job).error
     [message] = receive("orders.fifo")
@@ -165,8 +204,11 @@ def test_fifo_queue_gets_group_and_idempotency_key_as_deduplication_id(store, aw
 
 
 def test_missing_queue_is_a_permanent_failure_naming_the_aws_error_code(store, aws):
-    job = service.create_job(store, ALICE, spec("no-queue", {
-        "type": "sqs", "role_arn": ROLE, "queue_url": canonical_queue_url("absent"), "body": "x"}))
+    job = service.create_job(
+        store,
+        ALICE,
+        spec("no-queue", {"type": "sqs", "role_arn": ROLE, "queue_url": canonical_queue_url("absent"), "body": "x"}),
+    )
     [report] = run_due(store)
     execution = only_execution(store, ALICE, job)
     assert report.status == "failed"
@@ -184,9 +226,20 @@ def test_sns_publish_reaches_a_subscribed_queue_with_identity_attributes(store, 
     topic = admin("sns").create_topic(Name="news")["TopicArn"]
     queue_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:fan"
     admin("sns").subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
-    job = service.create_job(store, ALICE, spec("sns-job", {
-        "type": "sns", "role_arn": ROLE, "topic_arn": topic, "message": "run {{job_id}}",
-        "subject": "attempt {{attempt}}"}))
+    job = service.create_job(
+        store,
+        ALICE,
+        spec(
+            "sns-job",
+            {
+                "type": "sns",
+                "role_arn": ROLE,
+                "topic_arn": topic,
+                "message": "run {{job_id}}",
+                "subject": "attempt {{attempt}}",
+            },
+        ),
+    )
     [report] = run_due(store)
     assert report.status == "succeeded", only_execution(store, ALICE, job).error
     [message] = receive("fan")
@@ -205,11 +258,26 @@ def test_eventbridge_event_reaches_a_queue_through_a_rule(store, aws):
     events = admin("events")
     bus_arn = events.create_event_bus(Name="jobs")["EventBusArn"]
     events.put_rule(Name="from-scheduler", EventBusName="jobs", EventPattern=json.dumps({"source": ["my.scheduler"]}))
-    events.put_targets(Rule="from-scheduler", EventBusName="jobs",
-                       Targets=[{"Id": "q", "Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:events-in"}])
-    job = service.create_job(store, ALICE, spec("eb-job", {
-        "type": "eventbridge", "role_arn": ROLE, "event_bus_arn": bus_arn, "source": "my.scheduler",
-        "detail_type": "tick", "detail": '{"job": "{{job_id}}", "at": "{{scheduled_at}}"}'}))
+    events.put_targets(
+        Rule="from-scheduler",
+        EventBusName="jobs",
+        Targets=[{"Id": "q", "Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:events-in"}],
+    )
+    job = service.create_job(
+        store,
+        ALICE,
+        spec(
+            "eb-job",
+            {
+                "type": "eventbridge",
+                "role_arn": ROLE,
+                "event_bus_arn": bus_arn,
+                "source": "my.scheduler",
+                "detail_type": "tick",
+                "detail": '{"job": "{{job_id}}", "at": "{{scheduled_at}}"}',
+            },
+        ),
+    )
     [report] = run_due(store)
     execution = only_execution(store, ALICE, job)
     assert report.status == "succeeded", execution.error
@@ -230,8 +298,14 @@ def invoke_path(function_arn: str) -> str:
 def test_lambda_event_invoke_is_signed_with_the_assumed_role(store, aws, lambda_endpoint):
     arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:worker"
     lambda_endpoint.responses[invoke_path(arn)] = [(202, {}, b"")]
-    job = service.create_job(store, ALICE, spec("lambda-event", {
-        "type": "lambda", "role_arn": ROLE, "function_arn": arn, "payload": '{"job": "{{job_id}}"}'}))
+    job = service.create_job(
+        store,
+        ALICE,
+        spec(
+            "lambda-event",
+            {"type": "lambda", "role_arn": ROLE, "function_arn": arn, "payload": '{"job": "{{job_id}}"}'},
+        ),
+    )
     [report] = run_due(store)
     assert report.status == "succeeded", only_execution(store, ALICE, job).error
     [request] = lambda_endpoint.wait_for(1)
@@ -245,8 +319,9 @@ def test_lambda_event_invoke_is_signed_with_the_assumed_role(store, aws, lambda_
 
 def test_lambda_request_response_function_error_fails_with_redacted_excerpt(store, aws, lambda_endpoint):
     arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:broken"
-    job_spec = spec("lambda-sync", {"type": "lambda", "role_arn": ROLE, "function_arn": arn,
-                                    "invocation_type": "RequestResponse"})
+    job_spec = spec(
+        "lambda-sync", {"type": "lambda", "role_arn": ROLE, "function_arn": arn, "invocation_type": "RequestResponse"}
+    )
     job = service.create_job(store, ALICE, job_spec)
     creds = aws_credentials.default_cache().credentials(ROLE, ALICE)  # what the delivery will use
     answer = json.dumps({"errorMessage": f"leaked {creds.session_token}", "errorType": "Boom"}).encode()
@@ -264,12 +339,18 @@ def test_lambda_request_response_function_error_fails_with_redacted_excerpt(stor
 def test_lambda_throttling_is_retried_and_access_denied_is_permanent(store, aws, lambda_endpoint):
     throttled = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:busy"
     denied = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:private"
-    lambda_endpoint.responses[invoke_path(throttled)] = [(429, {"x-amzn-ErrorType": "TooManyRequestsException"},
-                                                          b'{"message": "Rate exceeded"}')]
-    lambda_endpoint.responses[invoke_path(denied)] = [(403, {"x-amzn-ErrorType": "AccessDeniedException"},
-                                                       b'{"Message": "not authorized"}')]
-    busy = service.create_job(store, ALICE, spec("busy", {"type": "lambda", "role_arn": ROLE, "function_arn": throttled}))
-    private = service.create_job(store, ALICE, spec("private", {"type": "lambda", "role_arn": ROLE, "function_arn": denied}))
+    lambda_endpoint.responses[invoke_path(throttled)] = [
+        (429, {"x-amzn-ErrorType": "TooManyRequestsException"}, b'{"message": "Rate exceeded"}')
+    ]
+    lambda_endpoint.responses[invoke_path(denied)] = [
+        (403, {"x-amzn-ErrorType": "AccessDeniedException"}, b'{"Message": "not authorized"}')
+    ]
+    busy = service.create_job(
+        store, ALICE, spec("busy", {"type": "lambda", "role_arn": ROLE, "function_arn": throttled})
+    )
+    private = service.create_job(
+        store, ALICE, spec("private", {"type": "lambda", "role_arn": ROLE, "function_arn": denied})
+    )
     run_due(store)
     busy_row, private_row = (store.get_job(ALICE, str(j["id"])) for j in (busy, private))
     assert "TooManyRequestsException" in only_execution(store, ALICE, busy).error
@@ -283,16 +364,25 @@ def test_lambda_throttling_is_retried_and_access_denied_is_permanent(store, aws,
 
 def denying(role: str, owner: str):
     """An STS client factory whose AssumeRole of ``role`` for ``owner`` is refused."""
+
     def factory(region: str):
         client = create_client("sts", region)
         stub = Stubber(client)
-        stub.add_client_error("assume_role", service_error_code="AccessDenied", http_status_code=403,
-                              service_message="not authorized to perform sts:AssumeRole",
-                              expected_params={"RoleArn": role, "ExternalId": owner,
-                                               "RoleSessionName": aws_credentials.session_name(owner),
-                                               "DurationSeconds": aws_credentials.SESSION_SECONDS})
+        stub.add_client_error(
+            "assume_role",
+            service_error_code="AccessDenied",
+            http_status_code=403,
+            service_message="not authorized to perform sts:AssumeRole",
+            expected_params={
+                "RoleArn": role,
+                "ExternalId": owner,
+                "RoleSessionName": aws_credentials.session_name(owner),
+                "DurationSeconds": aws_credentials.SESSION_SECONDS,
+            },
+        )
         stub.activate()
         return client
+
     return factory
 
 
@@ -320,8 +410,11 @@ def test_credentials_of_one_owner_are_never_used_for_another(store, aws, lambda_
 
 def test_sts_denial_fails_the_execution_permanently(store, aws):
     aws_credentials.set_default_cache(CredentialCache(denying(ROLE, BOB)))
-    job = service.create_job(store, BOB, spec("denied", {
-        "type": "sqs", "role_arn": ROLE, "queue_url": canonical_queue_url("anything"), "body": "x"}))
+    job = service.create_job(
+        store,
+        BOB,
+        spec("denied", {"type": "sqs", "role_arn": ROLE, "queue_url": canonical_queue_url("anything"), "body": "x"}),
+    )
     [report] = run_due(store)
     execution = only_execution(store, BOB, job)
     assert report.status == "failed"
@@ -344,9 +437,19 @@ def test_credentials_are_refreshed_shortly_before_they_expire(aws):
 def test_http_target_with_sigv4_auth_is_signed_as_the_assumed_role(store, aws):
     server = RecordingServer()
     try:
-        job = service.create_job(store, ALICE, spec("signed", {
-            "type": "http", "url": server.url + "/prod/hook?b=2&a=1", "body": '{"try": {{attempt}}}',
-            "auth": {"type": "sigv4", "service": "execute-api", "region": "eu-west-1", "role_arn": ROLE}}))
+        job = service.create_job(
+            store,
+            ALICE,
+            spec(
+                "signed",
+                {
+                    "type": "http",
+                    "url": server.url + "/prod/hook?b=2&a=1",
+                    "body": '{"try": {{attempt}}}',
+                    "auth": {"type": "sigv4", "service": "execute-api", "region": "eu-west-1", "role_arn": ROLE},
+                },
+            ),
+        )
         [report] = run_due(store)
         assert report.status == "succeeded", only_execution(store, ALICE, job).error
         [request] = server.wait_for(1)
@@ -354,9 +457,16 @@ def test_http_target_with_sigv4_auth_is_signed_as_the_assumed_role(store, aws):
         server.close()
     creds = aws_credentials.default_cache().credentials(ROLE, ALICE)
     path, _, query = request["path"].partition("?")
-    principal = sigv4.verify_request(request["method"], path, query, request["headers"], request["body"],
-                                     {creds.access_key_id: (creds.secret_access_key, "the role")},
-                                     region="eu-west-1", service="execute-api")
+    principal = sigv4.verify_request(
+        request["method"],
+        path,
+        query,
+        request["headers"],
+        request["body"],
+        {creds.access_key_id: (creds.secret_access_key, "the role")},
+        region="eu-west-1",
+        service="execute-api",
+    )
     assert principal == "the role"
     assert request["headers"]["X-Amz-Security-Token"] == creds.session_token
     assert aws.calls[0]["ExternalId"] == ALICE
@@ -366,9 +476,18 @@ def test_sigv4_http_target_whose_role_is_refused_sends_nothing(store, aws):
     aws_credentials.set_default_cache(CredentialCache(denying(ROLE, BOB)))
     server = RecordingServer()
     try:
-        job = service.create_job(store, BOB, spec("signed-denied", {
-            "type": "http", "url": server.url + "/hook",
-            "auth": {"type": "sigv4", "service": "lambda", "region": REGION, "role_arn": ROLE}}))
+        job = service.create_job(
+            store,
+            BOB,
+            spec(
+                "signed-denied",
+                {
+                    "type": "http",
+                    "url": server.url + "/hook",
+                    "auth": {"type": "sigv4", "service": "lambda", "region": REGION, "role_arn": ROLE},
+                },
+            ),
+        )
         [report] = run_due(store)
         assert server.requests == []
     finally:
@@ -379,14 +498,19 @@ def test_sigv4_http_target_whose_role_is_refused_sends_nothing(store, aws):
 
 
 def test_a_delivery_without_an_owner_or_with_an_unusable_one_is_refused(aws):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from scheduler.targets.delivery import Delivery
     from scheduler.targets.dispatcher import deliver
 
-    target = {"type": "sns", "role_arn": ROLE, "topic_arn": f"arn:aws:sns:{REGION}:{ACCOUNT}:t", "message": "m",
-              "timeout_seconds": 5}
-    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    target = {
+        "type": "sns",
+        "role_arn": ROLE,
+        "topic_arn": f"arn:aws:sns:{REGION}:{ACCOUNT}:t",
+        "message": "m",
+        "timeout_seconds": 5,
+    }
+    at = datetime(2026, 1, 1, tzinfo=UTC)
     anonymous = deliver(target, Delivery("j", "e", at, 1), LOCAL)
     odd = deliver(target, Delivery("j", "e", at, 1, owner="user with spaces"), LOCAL)
     for result in (anonymous, odd):

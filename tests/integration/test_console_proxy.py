@@ -20,8 +20,9 @@ ALICE = "arn:aws:iam::000000000000:user/alice"
 def signed_api(db_url, tmp_path):
     creds = tmp_path / "credentials.json"
     creds.write_text(json.dumps({"AKIDALICE": {"secret_access_key": "alice-secret", "principal": ALICE}}))
-    api = LocalScheduler(db_url, str(tmp_path / "data"), "--auth", "sigv4", "--credentials", str(creds),
-                         "--region", "eu-west-1")  # the region the console signs for
+    api = LocalScheduler(
+        db_url, str(tmp_path / "data"), "--auth", "sigv4", "--credentials", str(creds), "--region", "eu-west-1"
+    )  # the region the console signs for
     yield api
     assert api.stop() == 0, "".join(api.lines)
 
@@ -30,8 +31,14 @@ def _aws_env(monkeypatch, tmp_path, key: str | None, secret: str | None) -> None
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_WEB_IDENTITY_TOKEN_FILE"):
+    for name in (
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_SESSION_TOKEN",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+    ):
         monkeypatch.delenv(name, raising=False)
     for name, value in (("AWS_ACCESS_KEY_ID", key), ("AWS_SECRET_ACCESS_KEY", secret)):
         if value is None:
@@ -48,9 +55,18 @@ def console(signed_api, monkeypatch, tmp_path):
         _aws_env(monkeypatch, tmp_path, key, secret)
         urls: list[str] = []
         ready, stop, code = threading.Event(), threading.Event(), []
-        thread = threading.Thread(target=lambda: code.append(run_console(
-            endpoint=signed_api.url, port=0, region="eu-west-1", ready=lambda u: (urls.append(u), ready.set()),
-            stop=stop)), daemon=True)
+        thread = threading.Thread(
+            target=lambda: code.append(
+                run_console(
+                    endpoint=signed_api.url,
+                    port=0,
+                    region="eu-west-1",
+                    ready=lambda u: (urls.append(u), ready.set()),
+                    stop=stop,
+                )
+            ),
+            daemon=True,
+        )
         thread.start()
         assert ready.wait(10), "the console did not start"
         started.append((stop, thread, code))
@@ -70,8 +86,12 @@ def test_console_calls_pass_through_signed(console, signed_api):
     # The deployed API refuses what is not signed...
     assert requests.get(signed_api.url + "/v1/jobs", timeout=10).status_code == 403
     # ...and the console's calls reach it signed, as the principal of the credentials.
-    body = {"name": "via-console", "tags": ["a b"], "schedule": "0 3 * * *",
-            "target": {"type": "http", "url": "https://example.com/hook", "auth": {"type": "bearer", "token": "t0k"}}}
+    body = {
+        "name": "via-console",
+        "tags": ["a b"],
+        "schedule": "0 3 * * *",
+        "target": {"type": "http", "url": "https://example.com/hook", "auth": {"type": "bearer", "token": "t0k"}},
+    }
     created = requests.post(base + "/v1/jobs", json=body, timeout=10)
     assert created.status_code == 201, created.text
     job = created.json()
@@ -79,8 +99,9 @@ def test_console_calls_pass_through_signed(console, signed_api):
     listed = requests.get(base + "/v1/jobs", params={"tag": "a b", "name_prefix": "via-c", "limit": 5}, timeout=10)
     assert listed.status_code == 200 and [j["id"] for j in listed.json()["jobs"]] == [job["id"]]
     # headers the API cares about go through (a stale If-Match: 412), and errors come back as they are
-    stale = requests.patch(f"{base}/v1/jobs/{job['id']}", json={"description": "x"}, timeout=10,
-                           headers={"If-Match": '"99"'})
+    stale = requests.patch(
+        f"{base}/v1/jobs/{job['id']}", json={"description": "x"}, timeout=10, headers={"If-Match": '"99"'}
+    )
     assert stale.status_code == 412
     bad = requests.post(base + "/v1/jobs", json={**body, "name": "other", "schedule": "61 * * * *"}, timeout=10)
     assert bad.status_code == 400 and bad.json()["error"]["details"][0]["field"] == "schedule"
@@ -93,11 +114,11 @@ def test_console_calls_pass_through_signed(console, signed_api):
 def test_the_proxy_is_guarded_like_a_local_server(console, signed_api):
     base = console()
     port = base.rsplit(":", 1)[1]
-    forged = requests.post(base + "/v1/jobs", data="name=x", timeout=10,
-                           headers={"Content-Type": "application/x-www-form-urlencoded"})
+    forged = requests.post(
+        base + "/v1/jobs", data="name=x", timeout=10, headers={"Content-Type": "application/x-www-form-urlencoded"}
+    )
     assert forged.status_code == 415
-    cross = requests.post(base + "/v1/jobs", json={"name": "x"}, headers={"Origin": "https://evil.example"},
-                          timeout=10)
+    cross = requests.post(base + "/v1/jobs", json={"name": "x"}, headers={"Origin": "https://evil.example"}, timeout=10)
     assert cross.status_code == 403 and cross.json()["error"]["details"][0]["field"] == "Origin"
     rebound = requests.get(base + "/v1/jobs", headers={"Host": f"evil.example:{port}"}, timeout=10)
     assert rebound.status_code == 403
@@ -129,9 +150,17 @@ def test_an_unreachable_api_is_a_502_and_a_large_body_a_413(monkeypatch, tmp_pat
     _aws_env(monkeypatch, tmp_path, "AKID", "secret")
     urls: list[str] = []
     ready, stop = threading.Event(), threading.Event()
-    thread = threading.Thread(target=run_console, kwargs={
-        "endpoint": f"http://127.0.0.1:{closed}/prod", "port": 0, "region": "eu-west-1", "stop": stop,
-        "ready": lambda u: (urls.append(u), ready.set())}, daemon=True)
+    thread = threading.Thread(
+        target=run_console,
+        kwargs={
+            "endpoint": f"http://127.0.0.1:{closed}/prod",
+            "port": 0,
+            "region": "eu-west-1",
+            "stop": stop,
+            "ready": lambda u: (urls.append(u), ready.set()),
+        },
+        daemon=True,
+    )
     thread.start()
     assert ready.wait(10)
     base = urls[0].removesuffix("/console/")
@@ -139,8 +168,9 @@ def test_an_unreachable_api_is_a_502_and_a_large_body_a_413(monkeypatch, tmp_pat
         answer = requests.get(base + "/v1/jobs", timeout=10)
         assert answer.status_code == 502 and answer.json()["error"]["code"] == "bad_gateway"
         assert "secret" not in answer.text
-        big = requests.post(base + "/v1/jobs", data=b"x" * (1024 * 1024 + 1), timeout=10,
-                            headers={"Content-Type": "application/json"})
+        big = requests.post(
+            base + "/v1/jobs", data=b"x" * (1024 * 1024 + 1), timeout=10, headers={"Content-Type": "application/json"}
+        )
         assert big.status_code == 413
     finally:
         stop.set()

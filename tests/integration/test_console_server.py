@@ -59,15 +59,17 @@ def test_root_and_console_redirect_to_the_console(served):
 
 def test_assets_are_served_with_their_types_and_nothing_outside(served):
     base, _, api = served
-    for path, kind in (("app.js", "text/javascript"), ("style.css", "text/css"),
-                       ("vendor/htm-preact-standalone.mjs", "text/javascript"),
-                       ("vendor/uPlot.iife.min.js", "text/javascript")):
+    for path, kind in (
+        ("app.js", "text/javascript"),
+        ("style.css", "text/css"),
+        ("vendor/htm-preact-standalone.mjs", "text/javascript"),
+        ("vendor/uPlot.iife.min.js", "text/javascript"),
+    ):
         answer = requests.get(f"{base}/console/{path}", timeout=5)
         assert answer.status_code == 200 and answer.headers["Content-Type"].startswith(kind), path
         assert answer.headers["X-Content-Type-Options"] == "nosniff"
     assert requests.head(f"{base}/console/app.js", timeout=5).text == ""
-    for path in ("/console/missing.js", "/console/%2e%2e/__init__.py", "/console/..%2f__init__.py",
-                 "/console/vendor/"):
+    for path in ("/console/missing.js", "/console/%2e%2e/__init__.py", "/console/..%2f__init__.py", "/console/vendor/"):
         assert requests.get(base + path, timeout=5).status_code == 404, path
     assert requests.post(f"{base}/console/app.js", json={}, timeout=5).status_code == 405
     assert api.calls == []
@@ -84,14 +86,28 @@ def test_api_calls_pass_through(served):
     base, port, api = served
     assert requests.get(base + "/v1/health", timeout=5).status_code == 200
     assert requests.post(base + "/v1/jobs", json={"name": "x"}, timeout=5).status_code == 200
-    assert requests.post(base + "/v1/jobs", data=b'{"name": "y"}', timeout=5,
-                         headers={"Content-Type": "application/merge-patch+json"}).status_code == 200
+    assert (
+        requests.post(
+            base + "/v1/jobs",
+            data=b'{"name": "y"}',
+            timeout=5,
+            headers={"Content-Type": "application/merge-patch+json"},
+        ).status_code
+        == 200
+    )
     # A write without a body or content type (pause, run): JSON is not at stake.
     assert requests.post(base + "/v1/jobs/1/run", timeout=5).status_code == 200
-    assert requests.post(base + "/v1/jobs", json={}, timeout=5,
-                         headers={"Origin": f"http://127.0.0.1:{port}"}).status_code == 200
-    assert [c[:2] for c in api.calls] == [("GET", "/v1/health"), ("POST", "/v1/jobs"), ("POST", "/v1/jobs"),
-                                          ("POST", "/v1/jobs/1/run"), ("POST", "/v1/jobs")]
+    assert (
+        requests.post(base + "/v1/jobs", json={}, timeout=5, headers={"Origin": f"http://127.0.0.1:{port}"}).status_code
+        == 200
+    )
+    assert [c[:2] for c in api.calls] == [
+        ("GET", "/v1/health"),
+        ("POST", "/v1/jobs"),
+        ("POST", "/v1/jobs"),
+        ("POST", "/v1/jobs/1/run"),
+        ("POST", "/v1/jobs"),
+    ]
 
 
 @pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "LOCALHOST.", "app.localhost", "[::1]", "127.0.0.2"])
@@ -101,34 +117,53 @@ def test_loopback_host_names_are_served(served, host):
     assert answer.status_code == 200 and len(api.calls) == 1
 
 
-@pytest.mark.parametrize("host", ["evil.example", "127.0.0.1.evil.example", "localhost.evil.example",
-                                  "10.0.0.5", ""])
+@pytest.mark.parametrize("host", ["evil.example", "127.0.0.1.evil.example", "localhost.evil.example", "10.0.0.5", ""])
 def test_other_host_names_are_refused_dns_rebinding(served, host):
     base, port, api = served
     for method in ("GET", "POST"):
-        answer = requests.request(method, base + "/v1/jobs", json={} if method == "POST" else None,
-                                  headers={"Host": f"{host}:{port}" if host else ""}, timeout=5)
+        answer = requests.request(
+            method,
+            base + "/v1/jobs",
+            json={} if method == "POST" else None,
+            headers={"Host": f"{host}:{port}" if host else ""},
+            timeout=5,
+        )
         assert answer.status_code == 403 and _field(answer) == "Host"
     page = requests.get(base + "/console/", headers={"Host": f"{host}:{port}"}, timeout=5)
     assert page.status_code == 403
     assert api.calls == []
 
 
-@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
-                                          "text/plain", "text/plain;charset=UTF-8", "application/xml"])
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "text/plain",
+        "text/plain;charset=UTF-8",
+        "application/xml",
+    ],
+)
 def test_writes_that_are_not_json_are_refused(served, content_type):
     base, _, api = served
     for method in ("POST", "PUT", "PATCH", "DELETE"):
-        answer = requests.request(method, base + "/v1/jobs/1", data=b'{"name": "x"}', timeout=5,
-                                  headers={"Content-Type": content_type})
+        answer = requests.request(
+            method, base + "/v1/jobs/1", data=b'{"name": "x"}', timeout=5, headers={"Content-Type": content_type}
+        )
         assert answer.status_code == 415 and _field(answer) == "Content-Type"
         assert answer.json()["error"]["code"] == "unsupported_media_type"
     assert api.calls == []
 
 
-@pytest.mark.parametrize("headers", [{"Origin": "http://evil.example"}, {"Origin": "null"},
-                                     {"Origin": "http://localhost:1"},
-                                     {"Sec-Fetch-Site": "cross-site"}])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "http://evil.example"},
+        {"Origin": "null"},
+        {"Origin": "http://localhost:1"},
+        {"Sec-Fetch-Site": "cross-site"},
+    ],
+)
 def test_cross_site_writes_are_refused(served, headers):
     base, _, api = served
     for path in ("/v1/jobs", "/v1/jobs/1/run"):
@@ -162,8 +197,9 @@ def test_scheduler_local_serves_the_console_behind_the_guard(db_url, tmp_path):
         assert rebound.status_code == 403 and _field(rebound) == "Host"
         form = requests.post(local.url + "/v1/jobs", data={"name": "x"}, timeout=10)
         assert form.status_code == 415 and _field(form) == "Content-Type"
-        cross = requests.post(local.url + "/v1/jobs", json={"name": "x"}, timeout=10,
-                              headers={"Origin": "http://evil.example"})
+        cross = requests.post(
+            local.url + "/v1/jobs", json={"name": "x"}, timeout=10, headers={"Origin": "http://evil.example"}
+        )
         assert cross.status_code == 403 and _field(cross) == "Origin"
         assert requests.get(local.url + "/v1/jobs", timeout=10).json()["jobs"] == []
     finally:

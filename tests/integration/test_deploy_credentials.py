@@ -20,8 +20,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from scheduler import constants as c
 from scheduler import service
-from scheduler.db import (Credentials, conninfo_from_settings, is_login_failure, make_pool, reauthenticating,
-                          tls_options)
+from scheduler.db import Credentials, conninfo_from_settings, is_login_failure, make_pool, reauthenticating, tls_options
 from scheduler.migrations import ensure_login, migrate
 from scheduler.settings import Settings, with_fetched_secrets
 from scheduler.store import Store
@@ -50,8 +49,11 @@ def password_server():
 
 def _set_password(admin: str, password: str) -> None:
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(psycopg.sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(
-            psycopg.sql.Identifier(ROTATED), psycopg.sql.Literal(password)))
+        conn.execute(
+            psycopg.sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(
+                psycopg.sql.Identifier(ROTATED), psycopg.sql.Literal(password)
+            )
+        )
 
 
 def test_a_rotated_password_is_read_again_and_the_next_call_succeeds(password_server):
@@ -125,8 +127,13 @@ def test_the_application_login_reads_and_writes_rows_but_changes_no_schema(db_ur
         finally:
             pool.close()
         with psycopg.connect(app_url, autocommit=True) as conn:
-            for ddl in ("CREATE TABLE intruder (id int)", "DROP TABLE jobs", "ALTER TABLE jobs ADD COLUMN x int",
-                        "TRUNCATE executions", "SELECT * FROM schema_migrations"):
+            for ddl in (
+                "CREATE TABLE intruder (id int)",
+                "DROP TABLE jobs",
+                "ALTER TABLE jobs ADD COLUMN x int",
+                "TRUNCATE executions",
+                "SELECT * FROM schema_migrations",
+            ):
                 with pytest.raises(psycopg.errors.InsufficientPrivilege):
                     conn.execute(ddl)
     finally:
@@ -196,9 +203,17 @@ def test_the_cursor_key_is_fetched_through_powertools_once(monkeypatch):
 
 
 def test_stack_scoped_names_come_from_the_environment():
-    settings = Settings.from_env({c.ENV_SERVICE_NAME: "scheduler-Other", c.ENV_METRICS_NAMESPACE: "Scheduler/Other",
-                                  c.ENV_EXECUTOR_CONCURRENCY: "7"})
+    settings = Settings.from_env(
+        {
+            c.ENV_SERVICE_NAME: "scheduler-Other",
+            c.ENV_METRICS_NAMESPACE: "Scheduler/Other",
+            c.ENV_EXECUTOR_CONCURRENCY: "7",
+        }
+    )
     assert (settings.service_name, settings.metrics_namespace, settings.executor_concurrency) == (
-        "scheduler-Other", "Scheduler/Other", 7)
+        "scheduler-Other",
+        "Scheduler/Other",
+        7,
+    )
     assert Settings.from_env({}).service_name == c.SERVICE_NAME
     assert os.environ.get(c.ENV_CURSOR_SECRET) is None

@@ -11,9 +11,9 @@ import uuid
 import psycopg
 import pytest
 
-from scheduler.migrations import applied_versions, files_hash
 from scheduler.dispatch import LambdaDispatch
 from scheduler.fanout import run_fanout
+from scheduler.migrations import applied_versions, files_hash
 from scheduler.settings import Settings
 from scheduler.telemetry import MemoryMetrics
 from tests.support import expire_lease, insert_due_jobs
@@ -84,8 +84,9 @@ def test_capacity_frees_as_leases_end(store, pool):
 
 def test_what_cannot_be_dispatched_is_released_not_sent_to_the_dead_letter_queue(store, pool):
     insert_due_jobs(pool, 3)
-    invoker = LambdaDispatch(RecordingLambda(refuse=True), "executor", max_in_flight=10, in_flight=store.live_leases,
-                            sleep=lambda s: None)
+    invoker = LambdaDispatch(
+        RecordingLambda(refuse=True), "executor", max_in_flight=10, in_flight=store.live_leases, sleep=lambda s: None
+    )
     try:
         report = run_fanout(store, invoker, budget_seconds=0, metrics=MemoryMetrics())
     finally:

@@ -9,8 +9,8 @@ import json
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 import boto3
 import pytest
@@ -79,8 +79,11 @@ def test_fanouts_at_once_dispatch_every_due_job_once_with_one_live_claim_each(db
         own = make_pool(db_url, min_size=1, max_size=2)
         try:
             start.wait()
-            reports.append(run_fanout(Store(own), RecordingDispatch(ledger, name), budget_seconds=0,
-                                      batch_size=50, until_empty=True))
+            reports.append(
+                run_fanout(
+                    Store(own), RecordingDispatch(ledger, name), budget_seconds=0, batch_size=50, until_empty=True
+                )
+            )
         except Exception as exc:  # noqa: BLE001
             errors.append(exc)
         finally:
@@ -133,8 +136,11 @@ class LoopbackLambda:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 parts = self.path.split("/")  # /2015-03-31/functions/{name}/invocations
-                ok = len(parts) == 5 and parts[4] == "invocations" and \
-                    self.headers.get("X-Amz-Invocation-Type") == "Event"
+                ok = (
+                    len(parts) == 5
+                    and parts[4] == "invocations"
+                    and self.headers.get("X-Amz-Invocation-Type") == "Event"
+                )
                 if ok:
                     event = json.loads(body or b"{}")
                     with outer._cond:
@@ -189,7 +195,8 @@ def insert_jobs(pool, count: int, url: str, *, prefix: str, schedule: str | None
                    date_trunc('second', now()), date_trunc('second', now())
             FROM generate_series(1, %(count)s) AS g
             """,
-            {"prefix": prefix, "schedule": schedule, "target": target, "count": count})
+            {"prefix": prefix, "schedule": schedule, "target": target, "count": count},
+        )
 
 
 def test_a_primary_starts_helpers_through_lambda_and_every_job_runs_once(db_url, pool, store, target_server):
@@ -205,20 +212,43 @@ def test_a_primary_starts_helpers_through_lambda_and_every_job_runs_once(db_url,
         if function == "executor":
             execute_claim(event, store=shared, decrypt_target=lambda t: t, policy=LOCAL)
         else:  # the fan-out invoking itself: a helper runs the same invocation code
-            helpers.append(run_lambda_invocation(event, shared, client_box[0], remaining_seconds=90,
-                                                 executor_function="executor", fanout_function="fanout",
-                                                 max_fanouts=3, batch_size=25))
+            helpers.append(
+                run_lambda_invocation(
+                    event,
+                    shared,
+                    client_box[0],
+                    remaining_seconds=90,
+                    executor_function="executor",
+                    fanout_function="fanout",
+                    max_fanouts=3,
+                    batch_size=25,
+                )
+            )
 
     fake = LoopbackLambda(on_invoke)
-    client = boto3.client("lambda", endpoint_url=fake.url, region_name="us-east-1", aws_access_key_id="x",
-                          aws_secret_access_key="x", config=lambda_client_config())
+    client = boto3.client(
+        "lambda",
+        endpoint_url=fake.url,
+        region_name="us-east-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="x",
+        config=lambda_client_config(),
+    )
     client_box.append(client)
     try:
         # The primary: a 3 s minute (budget), growth as the handler wires it, a low rate so the
         # backlog of 1,540 calls for the maximum (3 fan-outs: 2 helpers).
         report, was_helper = run_lambda_invocation(
-            {"source": "aws.events"}, shared, client, remaining_seconds=3 + 10 + 1, executor_function="executor",
-            fanout_function="fanout", max_fanouts=3, batch_size=25, dispatch_rate=50.0)
+            {"source": "aws.events"},
+            shared,
+            client,
+            remaining_seconds=3 + 10 + 1,
+            executor_function="executor",
+            fanout_function="fanout",
+            max_fanouts=3,
+            batch_size=25,
+            dispatch_rate=50.0,
+        )
         fake.wait_idle(60)
     finally:
         fake.close()
@@ -232,7 +262,8 @@ def test_a_primary_starts_helpers_through_lambda_and_every_job_runs_once(db_url,
     with pool.connection() as conn:
         rows = conn.execute(
             """SELECT e.job_id::text, j.name, e.scheduled_at, e.started_at, e.finished_at, e.status
-               FROM executions e JOIN jobs j ON j.id = e.job_id ORDER BY e.job_id, e.started_at""").fetchall()
+               FROM executions e JOIN jobs j ON j.id = e.job_id ORDER BY e.job_id, e.started_at"""
+        ).fetchall()
     # Every one-off delivered once; every recurring occurrence once (no (job, time) twice).
     assert Counter(r["status"] for r in rows) == {"succeeded": len(rows)}
     once = [r for r in rows if r["name"].startswith("once-")]
@@ -261,8 +292,14 @@ def test_the_primary_reads_the_backlog_at_its_start_and_while_it_runs(pool, stor
         seen.append(backlog)
         return 1 if len(seen) == 1 else 0
 
-    report = run_fanout(store, RecordingDispatch(Ledger(), "p"), budget_seconds=2.5, batch_size=200,
-                        on_backlog=on_backlog, backlog_check_seconds=0.5)
+    report = run_fanout(
+        store,
+        RecordingDispatch(Ledger(), "p"),
+        budget_seconds=2.5,
+        batch_size=200,
+        on_backlog=on_backlog,
+        backlog_check_seconds=0.5,
+    )
     assert seen[0] == 120 and len(seen) >= 3  # at the start, then every half second
     assert max(seen[1:]) <= 30  # what fell due later, before it was claimed
     assert report.helpers == 1 and report.claimed == 150
@@ -275,9 +312,16 @@ def test_while_claims_come_back_full_the_primary_reads_the_backlog_every_second(
     insert_due_jobs(pool, 300)
     seen: list[int] = []
     ticks = itertools.count(0.0, 0.25)  # a clock that moves a quarter second per reading
-    report = run_fanout(store, RecordingDispatch(Ledger(), "p"), budget_seconds=0, drain_limit_seconds=1000,
-                        batch_size=10, on_backlog=lambda backlog: seen.append(backlog) or 0,
-                        backlog_check_seconds=1000, clock=lambda: next(ticks))
+    report = run_fanout(
+        store,
+        RecordingDispatch(Ledger(), "p"),
+        budget_seconds=0,
+        drain_limit_seconds=1000,
+        batch_size=10,
+        on_backlog=lambda backlog: seen.append(backlog) or 0,
+        backlog_check_seconds=1000,
+        clock=lambda: next(ticks),
+    )
     assert report.claimed == 300
     assert len(seen) >= 5 and seen == sorted(seen, reverse=True)  # a shrinking backlog, read again and again
 
@@ -299,7 +343,14 @@ def test_a_helper_stops_when_its_time_is_up_though_claims_still_come_back_full(p
     insert_due_jobs(pool, 1000)
     ticks = itertools.count(0.0, 0.25)  # a quarter second per reading
     client = AcceptingClient()
-    report, helper = run_lambda_invocation({"helper": True, "seconds": 2.0}, store, client, remaining_seconds=90,
-                                           executor_function="executor", batch_size=10, clock=lambda: next(ticks))
+    report, helper = run_lambda_invocation(
+        {"helper": True, "seconds": 2.0},
+        store,
+        client,
+        remaining_seconds=90,
+        executor_function="executor",
+        batch_size=10,
+        clock=lambda: next(ticks),
+    )
     assert helper and 0 < report.claimed < 1000 and report.helpers == 0
     assert client.calls == report.dispatched  # executor invokes only: a helper starts no helpers

@@ -13,8 +13,8 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from scheduler import service
 from scheduler import constants as c
+from scheduler import service
 from scheduler.secrets import LocalSecretBox, encrypt_target_secrets
 from scheduler.settings import get_settings
 from tests.support import RecordingServer, http_spec
@@ -39,10 +39,16 @@ class FakeContext:
 @pytest.fixture
 def lambda_env(monkeypatch, db_url, tmp_path):
     key_file = tmp_path / "secret.key"
-    for key, value in {c.ENV_DATABASE_URL: db_url, c.ENV_ALLOW_PRIVATE_TARGETS: "true",
-                       c.ENV_LOCAL_KEY_FILE: str(key_file), c.ENV_EXECUTOR_FUNCTION: "executor",
-                       c.ENV_PRECISION: "minute", "POWERTOOLS_TRACE_DISABLED": "1",
-                       "POWERTOOLS_METRICS_NAMESPACE": "Test", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    for key, value in {
+        c.ENV_DATABASE_URL: db_url,
+        c.ENV_ALLOW_PRIVATE_TARGETS: "true",
+        c.ENV_LOCAL_KEY_FILE: str(key_file),
+        c.ENV_EXECUTOR_FUNCTION: "executor",
+        c.ENV_PRECISION: "minute",
+        "POWERTOOLS_TRACE_DISABLED": "1",
+        "POWERTOOLS_METRICS_NAMESPACE": "Test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(key, value)
     get_settings.cache_clear()
     yield LocalSecretBox(str(key_file))
@@ -63,15 +69,24 @@ def target_server():
 
 def test_fanout_invokes_the_executor_which_delivers(lambda_env, store, target_server, capsys):
     box = lambda_env
-    target = {**http_spec("x")["target"], "url": target_server.url + "/h",
-              "auth": {"type": "bearer", "token": "s3cret-token"}}
-    job = service.create_job(store, OWNER, http_spec("h", None, run_at=store.now() - timedelta(seconds=1),
-                                                     target=encrypt_target_secrets(target, box)))
+    target = {
+        **http_spec("x")["target"],
+        "url": target_server.url + "/h",
+        "auth": {"type": "bearer", "token": "s3cret-token"},
+    }
+    job = service.create_job(
+        store,
+        OWNER,
+        http_spec("h", None, run_at=store.now() - timedelta(seconds=1), target=encrypt_target_secrets(target, box)),
+    )
     fanout = load("fanout_handler")
     client = boto3.client("lambda", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     stubber = Stubber(client)
-    stubber.add_response("invoke", {"StatusCode": 202, "Payload": io.BytesIO(b"")},
-                         {"FunctionName": "executor", "InvocationType": "Event", "Payload": ANY})
+    stubber.add_response(
+        "invoke",
+        {"StatusCode": 202, "Payload": io.BytesIO(b"")},
+        {"FunctionName": "executor", "InvocationType": "Event", "Payload": ANY},
+    )
     fanout.deps.lambda_client = client
     try:
         with stubber:
@@ -109,11 +124,17 @@ def test_fanout_handler_primary_starts_helpers_and_a_helper_drains_without_growi
     fanout = load("fanout_handler")
     client = boto3.client("lambda", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     stubber = Stubber(client)
-    stubber.add_response("invoke", {"StatusCode": 202, "Payload": io.BytesIO(b"")},
-                         {"FunctionName": "Stack-fanout", "InvocationType": "Event", "Payload": b'{"helper": true, "seconds": 10.0}'})
+    stubber.add_response(
+        "invoke",
+        {"StatusCode": 202, "Payload": io.BytesIO(b"")},
+        {"FunctionName": "Stack-fanout", "InvocationType": "Event", "Payload": b'{"helper": true, "seconds": 10.0}'},
+    )
     for _ in range(backlog):
-        stubber.add_response("invoke", {"StatusCode": 202, "Payload": io.BytesIO(b"")},
-                             {"FunctionName": "executor", "InvocationType": "Event", "Payload": ANY})
+        stubber.add_response(
+            "invoke",
+            {"StatusCode": 202, "Payload": io.BytesIO(b"")},
+            {"FunctionName": "executor", "InvocationType": "Event", "Payload": ANY},
+        )
     fanout.deps.lambda_client = client
     try:
         with stubber:

@@ -15,13 +15,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from scheduler.targets import http as http_target
 from scheduler.targets.delivery import Delivery, TargetPolicy
 from scheduler.targets.dispatcher import deliver
-from scheduler.targets import http as http_target
 from scheduler.targets.http import parse_retry_after
 
 LOCAL = TargetPolicy(allow_private=True)
-SCHEDULED = dt.datetime(2026, 12, 1, 2, 0, tzinfo=dt.timezone.utc)
+SCHEDULED = dt.datetime(2026, 12, 1, 2, 0, tzinfo=dt.UTC)
 
 
 def make_delivery(attempt: int = 1) -> Delivery:
@@ -33,7 +33,7 @@ def make_delivery(attempt: int = 1) -> Delivery:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: "Server"
+    server: Server
 
     def log_message(self, *args):  # quiet
         pass
@@ -111,7 +111,7 @@ class Server(ThreadingHTTPServer):
         elif route == "retry-seconds":
             h.reply(429, b"slow down", {"Retry-After": "7"})
         elif route == "retry-date":
-            when = email.utils.format_datetime(dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=120), usegmt=True)
+            when = email.utils.format_datetime(dt.datetime.now(dt.UTC) + dt.timedelta(seconds=120), usegmt=True)
             h.reply(503, b"maintenance", {"Retry-After": when})
         elif route == "slow":  # answers only when the test is over
             self.stop.wait(15)
@@ -183,9 +183,13 @@ def test_success_carries_the_delivery_headers_and_body(server):
     delivery = make_delivery(attempt=2)
     target = http(
         server.url("/ok"),
-        headers={"Content-Type": "application/json", "X-Custom": "1",
-                 # a job cannot override the delivery headers, whatever the case
-                 "X-Scheduler-Job-Id": "forged", "idempotency-key": "forged"},
+        headers={
+            "Content-Type": "application/json",
+            "X-Custom": "1",
+            # a job cannot override the delivery headers, whatever the case
+            "X-Scheduler-Job-Id": "forged",
+            "idempotency-key": "forged",
+        },
         body='{"hello": "world"}',
     )
     result = deliver(target, delivery, LOCAL)
@@ -216,8 +220,13 @@ def test_placeholders_are_rendered_in_the_body(server):
     body = '{"job": "{{job_id}}", "run": "{{ execution_id }}", "at": "{{scheduled_at}}", "try": {{attempt}}, "x": "{{other}}"}'
     assert deliver(http(server.url("/ok"), body=body), delivery, LOCAL).succeeded
     sent = json.loads(server.hits("/ok")[0]["body"])
-    assert sent == {"job": delivery.job_id, "run": delivery.execution_id, "at": "2026-12-01T02:00:00Z",
-                    "try": 3, "x": "{{other}}"}
+    assert sent == {
+        "job": delivery.job_id,
+        "run": delivery.execution_id,
+        "at": "2026-12-01T02:00:00Z",
+        "try": 3,
+        "x": "{{other}}",
+    }
 
 
 def test_500_then_200_across_two_attempts(server):
@@ -231,8 +240,19 @@ def test_500_then_200_across_two_attempts(server):
 
 @pytest.mark.parametrize(
     "code,retryable",
-    [(404, False), (400, False), (401, False), (403, False), (410, False), (408, True), (429, True),
-     (500, True), (502, True), (503, True), (504, True)],
+    [
+        (404, False),
+        (400, False),
+        (401, False),
+        (403, False),
+        (410, False),
+        (408, True),
+        (429, True),
+        (500, True),
+        (502, True),
+        (503, True),
+        (504, True),
+    ],
 )
 def test_status_classification(server, code, retryable):
     result = deliver(http(server.url(f"/status/{code}")), make_delivery(), LOCAL)
@@ -262,7 +282,7 @@ def test_retry_after_as_http_date(server):
 
 
 def test_parse_retry_after_forms():
-    now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     assert parse_retry_after("120", now=now) == 120.0
     assert parse_retry_after(" 0 ", now=now) == 0.0
     assert parse_retry_after("Thu, 01 Jan 2026 00:01:30 GMT", now=now) == 90.0
@@ -324,7 +344,9 @@ def test_redirect_followed_when_asked(server):
 
 
 def test_303_becomes_a_get_without_body(server):
-    result = deliver(http(server.url("/redirect/303?/ok"), body="payload", follow_redirects=True), make_delivery(), LOCAL)
+    result = deliver(
+        http(server.url("/redirect/303?/ok"), body="payload", follow_redirects=True), make_delivery(), LOCAL
+    )
     assert result.succeeded
     (final,) = server.hits("/ok")
     assert final["method"] == "GET" and final["body"] == b""
@@ -332,8 +354,11 @@ def test_303_becomes_a_get_without_body(server):
 
 def test_redirect_to_another_host_drops_the_credentials(server):
     other = server.url("/echo", host="localhost")
-    target = http(server.url(f"/redirect/307?{other}"), follow_redirects=True,
-                  auth={"type": "header", "name": "X-Api-Key", "value": "k-123"})
+    target = http(
+        server.url(f"/redirect/307?{other}"),
+        follow_redirects=True,
+        auth={"type": "header", "name": "X-Api-Key", "value": "k-123"},
+    )
     result = deliver(target, make_delivery(), LOCAL)
     assert result.succeeded
     assert server.hits("/redirect/307")[0]["headers"]["X-Api-Key"] == "k-123"
@@ -349,8 +374,11 @@ def test_redirect_loop_is_a_permanent_failure(server):
 @pytest.mark.parametrize(
     "auth,header,expected",
     [
-        ({"type": "basic", "username": "user", "password": "p@ss:wörd"}, "Authorization",
-         "Basic " + base64.b64encode("user:p@ss:wörd".encode()).decode()),
+        (
+            {"type": "basic", "username": "user", "password": "p@ss:wörd"},
+            "Authorization",
+            "Basic " + base64.b64encode("user:p@ss:wörd".encode()).decode(),
+        ),
         ({"type": "bearer", "token": "tok-123"}, "Authorization", "Bearer tok-123"),
         ({"type": "header", "name": "X-Api-Key", "value": "key-456"}, "X-Api-Key", "key-456"),
     ],
@@ -364,8 +392,9 @@ def test_auth_headers(server, auth, header, expected):
 
 def test_secrets_are_scrubbed_from_the_excerpt(server):
     # An echo server copies the credentials into its answer: they must not reach the execution.
-    result = deliver(http(server.url("/echo"), auth={"type": "bearer", "token": "very-secret-token"}),
-                     make_delivery(), LOCAL)
+    result = deliver(
+        http(server.url("/echo"), auth={"type": "bearer", "token": "very-secret-token"}), make_delivery(), LOCAL
+    )
     assert result.succeeded
     assert "very-secret-token" not in result.response_excerpt
     assert '"Authorization": "***"' in result.response_excerpt
@@ -442,12 +471,16 @@ def certificates(tmp_path_factory):
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "scheduler test CA")])
     ca = (
-        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(hours=1))
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1))
         .not_valid_after(now + dt.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
@@ -456,9 +489,13 @@ def certificates(tmp_path_factory):
     )
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (
-        x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
-        .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(days=1))
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(days=1))
         .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 import threading
 import uuid
-
-from typing import Callable
+from collections.abc import Callable
 
 import psycopg
 import pytest
@@ -80,7 +79,7 @@ def test_every_named_query_fits_the_schema(db_url):
         for name, sql in QUERIES.items():
             names: list[str] = []
 
-            def placeholder(match: re.Match) -> str:
+            def placeholder(match: re.Match, names: list[str] = names) -> str:
                 if match.group(1) not in names:
                     names.append(match.group(1))
                 return f"${names.index(match.group(1)) + 1}"
@@ -117,20 +116,35 @@ def test_claims_and_starts_are_heap_only_updates(db_url):
     own snapshots, makes the room without depending on the rest of the server."""
     with psycopg.connect(db_url, row_factory=dict_row, autocommit=True) as conn:
         assert conn.execute("SELECT reloptions FROM pg_class WHERE relname = 'jobs'").fetchone()["reloptions"] == [
-            "fillfactor=50"]
+            "fillfactor=50"
+        ]
         conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")  # no ANALYZE snapshot in between
         conn.execute("""
             INSERT INTO jobs (id, owner, name, schedule, target, retry, scheduled_at, next_run_at)
             SELECT gen_random_uuid(), 'hot', 'job-' || g, '0 0 1 1 *', '{"type": "http", "url": "https://x.example"}',
                    '{}', now() - interval '1 second', now() - interval '1 second'
             FROM generate_series(1, 50) AS g""")
-    claims, claimed = _in_one_transaction(db_url, lambda conn: conn.execute(
-        QUERIES["claim_due"], {"limit": 50, "lease_seconds": 60}).fetchall())
+    claims, claimed = _in_one_transaction(
+        db_url, lambda conn: conn.execute(QUERIES["claim_due"], {"limit": 50, "lease_seconds": 60}).fetchall()
+    )
     with psycopg.connect(db_url, autocommit=True) as conn:
         conn.execute("VACUUM jobs")
-    started, starts = _in_one_transaction(db_url, lambda conn: [row for claim in claims for row in conn.execute(
-        QUERIES["start_execution"], {"job_id": claim["job_id"], "lock_token": claim["lock_token"],
-                                     "execution_id": uuid.uuid4(), "lease_margin_seconds": 30}).fetchall()])
+    started, starts = _in_one_transaction(
+        db_url,
+        lambda conn: [
+            row
+            for claim in claims
+            for row in conn.execute(
+                QUERIES["start_execution"],
+                {
+                    "job_id": claim["job_id"],
+                    "lock_token": claim["lock_token"],
+                    "execution_id": uuid.uuid4(),
+                    "lease_margin_seconds": 30,
+                },
+            ).fetchall()
+        ],
+    )
     assert len(claims) == len(started) == 50
     assert claimed["updated"] == starts["updated"] == 50, (claimed, starts)
     assert claimed["hot"] + starts["hot"] >= 80, (claimed, starts)  # nearly all in place (a page may be full)

@@ -5,7 +5,7 @@ writes that look an execution up probing one partition."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
@@ -18,18 +18,23 @@ from scheduler.sql import QUERIES
 from tests.support import http_spec
 
 OWNER = "arn:aws:iam::111111111111:user/partitions"
-COLUMNS = ("id, seq, job_id, owner, scheduled_at, started_at, finished_at, attempt, trigger, status, "
-           "http_status, response_excerpt, error, duration_ms")
+COLUMNS = (
+    "id, seq, job_id, owner, scheduled_at, started_at, finished_at, attempt, trigger, status, "
+    "http_status, response_excerpt, error, duration_ms"
+)
 
 
 def partitions(conn: psycopg.Connection) -> list[str]:
-    return [r[0] for r in conn.execute("""
+    return [
+        r[0]
+        for r in conn.execute("""
         SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-        WHERE i.inhparent = 'executions'::regclass ORDER BY c.relname""").fetchall()]
+        WHERE i.inhparent = 'executions'::regclass ORDER BY c.relname""").fetchall()
+    ]
 
 
 def day_name(day: datetime) -> str:
-    return "executions_p" + day.astimezone(timezone.utc).strftime("%Y%m%d")
+    return "executions_p" + day.astimezone(UTC).strftime("%Y%m%d")
 
 
 def partition_of(conn: psycopg.Connection, execution_id) -> str:
@@ -38,16 +43,22 @@ def partition_of(conn: psycopg.Connection, execution_id) -> str:
 
 def insert_execution(conn: psycopg.Connection, job_id, started_at: str) -> uuid.UUID:
     execution_id = uuid.uuid4()
-    conn.execute(f"""
+    conn.execute(
+        f"""
         INSERT INTO executions (id, job_id, scheduled_at, started_at, attempt, trigger, status)
-        VALUES (%s, %s, now(), {started_at}, 1, 'schedule', 'succeeded')""", (execution_id, job_id))
+        VALUES (%s, %s, now(), {started_at}, 1, 'schedule', 'succeeded')""",
+        (execution_id, job_id),
+    )
     return execution_id
 
 
 def test_the_migrated_schema_is_partitioned_by_day(store, db_url):
     with psycopg.connect(db_url, autocommit=True) as conn:
-        assert conn.execute("""
-            SELECT pg_get_partkeydef('executions'::regclass)""").fetchone()[0] == "RANGE (started_at)"
+        assert (
+            conn.execute("""
+            SELECT pg_get_partkeydef('executions'::regclass)""").fetchone()[0]
+            == "RANGE (started_at)"
+        )
         key = conn.execute("""
             SELECT pg_get_constraintdef(oid) FROM pg_constraint
             WHERE conrelid = 'executions'::regclass AND contype = 'p'""").fetchone()[0]
@@ -55,8 +66,10 @@ def test_the_migrated_schema_is_partitioned_by_day(store, db_url):
         parts = partitions(conn)
         assert "executions_default" in parts and day_name(conn.execute("SELECT now()").fetchone()[0]) in parts
         # Each index of the history pages is a partitioned index, so every day has its own.
-        indexes = dict(conn.execute("""
-            SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'executions'""").fetchall())
+        indexes = dict(
+            conn.execute("""
+            SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'executions'""").fetchall()
+        )
         assert set(indexes) == {"executions_pkey", "executions_job_seq_idx", "executions_owner_started_idx"}
         for part in parts:
             assert conn.execute("SELECT count(*) FROM pg_indexes WHERE tablename = %s", (part,)).fetchone()[0] == 3
@@ -82,12 +95,12 @@ def test_existing_rows_are_carried_across(empty_db_url):
                    'schedule', CASE WHEN g % 5 = 0 THEN 'failed' ELSE 'succeeded' END, 200, 'ok ' || g, NULL, 1000
             FROM generate_series(0, 400) AS g""")
         before = conn.execute(f"SELECT {COLUMNS} FROM executions ORDER BY id").fetchall()
-        days = {row[5].astimezone(timezone.utc).date() for row in before}
+        days = {row[5].astimezone(UTC).date() for row in before}
     assert migrate(empty_db_url) == [5]
     with psycopg.connect(empty_db_url, autocommit=True) as conn:
         assert conn.execute(f"SELECT {COLUMNS} FROM executions ORDER BY id").fetchall() == before
         parts = partitions(conn)
-        assert {day_name(datetime.combine(d, datetime.min.time(), timezone.utc)) for d in days} <= set(parts)
+        assert {day_name(datetime.combine(d, datetime.min.time(), UTC)) for d in days} <= set(parts)
         assert conn.execute("SELECT count(*) FROM executions_default").fetchone()[0] == 0
         # The sequence went with the column: new rows continue after the old ones.
         new = insert_execution(conn, conn.execute("SELECT id FROM jobs").fetchone()[0], "now()")
@@ -112,17 +125,22 @@ def test_retention_drops_whole_old_days_and_nothing_newer(store, db_url):
     with psycopg.connect(db_url, autocommit=True) as conn:
         job_id = service.create_job(store, OWNER, http_spec("old"))["id"]
         now = conn.execute("SELECT now()").fetchone()[0]
-        today = now.astimezone(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+        today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
         for back in range(0, 35):
             day = today - timedelta(days=back)
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {day_name(day)} PARTITION OF executions "
-                         f"FOR VALUES FROM ('{day}') TO ('{day + timedelta(days=1)}')")
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {day_name(day)} PARTITION OF executions "
+                f"FOR VALUES FROM ('{day}') TO ('{day + timedelta(days=1)}')"
+            )
             for hour in (0, 12, 23):
                 insert_execution(conn, job_id, f"timestamptz '{day + timedelta(hours=hour, minutes=59)}'")
         cutoff = now - timedelta(days=30)
         # The day that holds the cutoff keeps its rows, older ones too: a day goes only whole.
-        expected = {day_name(today - timedelta(days=back)) for back in range(0, 35)
-                    if today - timedelta(days=back) + timedelta(days=1) > cutoff}
+        expected = {
+            day_name(today - timedelta(days=back))
+            for back in range(0, 35)
+            if today - timedelta(days=back) + timedelta(days=1) > cutoff
+        }
         dropped = conn.execute("SELECT dropped FROM scheduler_maintain_partitions(30)").fetchone()[0]
         assert dropped == 35 - len(expected)
         left = set(partitions(conn)) - {"executions_default"}
@@ -140,10 +158,14 @@ def test_the_app_role_runs_the_maintenance_but_no_ddl_of_its_own(db_url):
         with psycopg.connect(app_url, autocommit=True) as conn:
             assert conn.execute("SELECT created FROM scheduler_maintain_partitions(30)").fetchone()[0] == 3
             today = partitions(conn)[0]
-            for ddl in ("CREATE TABLE executions_p29990101 PARTITION OF executions "
-                        "FOR VALUES FROM ('2999-01-01') TO ('2999-01-02')",
-                        f"DROP TABLE {today}", "DROP TABLE executions_default",
-                        f"ALTER TABLE executions DETACH PARTITION {today}", "CREATE TABLE intruder (id int)"):
+            for ddl in (
+                "CREATE TABLE executions_p29990101 PARTITION OF executions "
+                "FOR VALUES FROM ('2999-01-01') TO ('2999-01-02')",
+                f"DROP TABLE {today}",
+                "DROP TABLE executions_default",
+                f"ALTER TABLE executions DETACH PARTITION {today}",
+                "CREATE TABLE intruder (id int)",
+            ):
                 with pytest.raises(psycopg.errors.InsufficientPrivilege):
                     conn.execute(ddl)
         # Not granted to PUBLIC: a login outside the role cannot call it.
@@ -177,21 +199,41 @@ def test_the_writes_by_execution_id_probe_one_partition(store, db_url):
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
         for back in range(1, 6):
             day = conn.execute("SELECT now() - make_interval(days => %s) AS d", (back,)).fetchone()["d"]
-            conn.execute(f"CREATE TABLE {day_name(day)} PARTITION OF executions FOR VALUES FROM "
-                         f"('{day.date()} 00:00+00') TO ('{(day + timedelta(days=1)).date()} 00:00+00')")
+            conn.execute(
+                f"CREATE TABLE {day_name(day)} PARTITION OF executions FOR VALUES FROM "
+                f"('{day.date()} 00:00+00') TO ('{(day + timedelta(days=1)).date()} 00:00+00')"
+            )
         store.request_run(OWNER, job_id)
         [claim] = store.claim_due(1, 60)
         started = store.start_execution(claim.job_id, claim.lock_token)
-        params = {"job_id": job_id, "lock_token": claim.lock_token, "execution_id": started.execution_id,
-                  "version": started.job.version, "state": "active", "scheduled_at": None, "attempt": 0,
-                  "next_run_at": None, "ran_scheduled_at": started.scheduled_at, "status": "succeeded",
-                  "error": None, "http_status": 200, "response_excerpt": None, "started_at": started.started_at}
-        for name, values in (("complete_job", params),
-                             ("complete_jobs", {k: [v] for k, v in params.items()}),
-                             ("lock_leased_job", {k: params[k] for k in ("job_id", "lock_token", "execution_id")})):
+        params = {
+            "job_id": job_id,
+            "lock_token": claim.lock_token,
+            "execution_id": started.execution_id,
+            "version": started.job.version,
+            "state": "active",
+            "scheduled_at": None,
+            "attempt": 0,
+            "next_run_at": None,
+            "ran_scheduled_at": started.scheduled_at,
+            "status": "succeeded",
+            "error": None,
+            "http_status": 200,
+            "response_excerpt": None,
+            "started_at": started.started_at,
+        }
+        for name, values in (
+            ("complete_job", params),
+            ("complete_jobs", {k: [v] for k, v in params.items()}),
+            ("lock_leased_job", {k: params[k] for k in ("job_id", "lock_token", "execution_id")}),
+        ):
             conn.execute("BEGIN")
-            plan = [r["QUERY PLAN"] for r in conn.execute(
-                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + QUERIES[name], values).fetchall()]
+            plan = [
+                r["QUERY PLAN"]
+                for r in conn.execute(
+                    "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + QUERIES[name], values
+                ).fetchall()
+            ]
             conn.execute("ROLLBACK")
             scans = [line for line in plan if " on executions_" in line and "Update on" not in line]
             ran = [line for line in scans if "never executed" not in line]
@@ -207,8 +249,10 @@ def test_pages_across_jobs_cross_from_the_recent_days_to_older_ones_in_order(sto
         conn.execute("SELECT scheduler_maintain_partitions(30)")
         for back in range(1, 6):
             day = conn.execute("SELECT now() - make_interval(days => %s) AS d", (back,)).fetchone()[0]
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {day_name(day)} PARTITION OF executions FOR VALUES FROM "
-                         f"('{day.date()} 00:00+00') TO ('{(day + timedelta(days=1)).date()} 00:00+00')")
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {day_name(day)} PARTITION OF executions FOR VALUES FROM "
+                f"('{day.date()} 00:00+00') TO ('{(day + timedelta(days=1)).date()} 00:00+00')"
+            )
         for i in range(60):  # one every 2 hours over 5 days, the jobs in turn; a few in DEFAULT
             insert_execution(conn, job_ids[i % 3], f"now() - interval '{2 * i} hours'")
         insert_execution(conn, job_ids[0], "now() - interval '20 days'")
@@ -219,7 +263,7 @@ def test_pages_across_jobs_cross_from_the_recent_days_to_older_ones_in_order(sto
             seen += [str(e.id) for e in page]
             before = (page[-1].started_at, page[-1].id)
         assert seen == expected, limit
-    since = datetime.now(timezone.utc) - timedelta(days=3)
+    since = datetime.now(UTC) - timedelta(days=3)
     assert [str(e.id) for e in store.list_owner_executions(OWNER, limit=100, since=since)] == expected[:36]
 
 
@@ -230,8 +274,10 @@ def test_a_jobs_pages_cross_from_the_recent_days_to_older_ones_in_order(store, d
     with psycopg.connect(db_url, autocommit=True) as conn:
         for back in range(1, 6):
             day = conn.execute("SELECT now() - make_interval(days => %s) AS d", (back,)).fetchone()[0]
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {day_name(day)} PARTITION OF executions FOR VALUES FROM "
-                         f"('{day.date()} 00:00+00') TO ('{(day + timedelta(days=1)).date()} 00:00+00')")
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {day_name(day)} PARTITION OF executions FOR VALUES FROM "
+                f"('{day.date()} 00:00+00') TO ('{(day + timedelta(days=1)).date()} 00:00+00')"
+            )
         insert_execution(conn, job_id, "now() - interval '20 days'")  # in DEFAULT
         for i in reversed(range(40)):
             insert_execution(conn, job_id, f"now() - interval '{3 * i} hours'")

@@ -12,8 +12,8 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from scheduler import service
-from scheduler.executor import Executor, execute_claim
 from scheduler.dispatch import CLAIM_DUE, InProcessDispatch, LambdaDispatch
+from scheduler.executor import Executor, execute_claim
 from scheduler.fanout import fanout_deadline, run_fanout
 from scheduler.targets.delivery import TargetPolicy
 from scheduler.telemetry import MemoryMetrics
@@ -43,10 +43,18 @@ def drain(store, metrics=None):
 
 
 def test_one_off_http_job_is_delivered_with_its_identity(store, target_server):
-    spec = http_spec("once", None, url=target_server.url + "/hook", run_at=store.now() - timedelta(seconds=1),
-                     target={**http_spec("x")["target"], "url": target_server.url + "/hook",
-                             "headers": {"Content-Type": "application/json"},
-                             "body": '{"job": "{{job_id}}", "at": "{{scheduled_at}}", "try": {{attempt}}}'})
+    spec = http_spec(
+        "once",
+        None,
+        url=target_server.url + "/hook",
+        run_at=store.now() - timedelta(seconds=1),
+        target={
+            **http_spec("x")["target"],
+            "url": target_server.url + "/hook",
+            "headers": {"Content-Type": "application/json"},
+            "body": '{"job": "{{job_id}}", "at": "{{scheduled_at}}", "try": {{attempt}}}',
+        },
+    )
     job = service.create_job(store, OWNER, spec)
     metrics = MemoryMetrics()
     report = drain(store, metrics)
@@ -128,8 +136,11 @@ def test_lambda_invoker_retries_throttles_and_releases_what_it_cannot_dispatch(s
     stubber = Stubber(client)
     # Job 1: throttled once, then accepted. Job 2: refused for good (the function is gone).
     stubber.add_client_error("invoke", "TooManyRequestsException", http_status_code=429)
-    stubber.add_response("invoke", {"StatusCode": 202, "Payload": io.BytesIO(b"")},
-                         {"FunctionName": "executor", "InvocationType": "Event", "Payload": ANY})
+    stubber.add_response(
+        "invoke",
+        {"StatusCode": 202, "Payload": io.BytesIO(b"")},
+        {"FunctionName": "executor", "InvocationType": "Event", "Payload": ANY},
+    )
     stubber.add_client_error("invoke", "ResourceNotFoundException", http_status_code=404)
     with stubber:
         invoker = LambdaDispatch(client, "executor", max_workers=1, sleep=lambda s: None)
@@ -149,8 +160,16 @@ def test_overlapping_fanouts_deliver_each_job_once(db_url, store, target_server)
     count = 200
     base = store.now()
     for i in range(count):  # due over the next ~2 seconds, and a few already due
-        service.create_job(store, OWNER, http_spec(f"o{i:03d}", None, run_at=base + timedelta(milliseconds=10 * i - 200),
-                                                   target={**http_spec("x")["target"], "url": target_server.url + "/o"}))
+        service.create_job(
+            store,
+            OWNER,
+            http_spec(
+                f"o{i:03d}",
+                None,
+                run_at=base + timedelta(milliseconds=10 * i - 200),
+                target={**http_spec("x")["target"], "url": target_server.url + "/o"},
+            ),
+        )
     reports, errors = [], []
 
     def fanout(budget: float) -> None:
@@ -189,11 +208,22 @@ def test_fanout_deadline():
 
 def test_amqp_job_is_published_with_confirms(store, amqp_url, amqp_admin, amqp_queue):
     exchange, queue, routing_key = amqp_queue
-    spec = http_spec("amqp", None, run_at=store.now() - timedelta(seconds=1),
-                     target={"type": "amqp", "url": amqp_url, "exchange": exchange, "routing_key": routing_key,
-                             "body": '{"job": "{{job_id}}"}', "body_encoding": "utf-8",
-                             "headers": {"tenant": "acme"}, "content_type": "application/json",
-                             "timeout_seconds": 10})
+    spec = http_spec(
+        "amqp",
+        None,
+        run_at=store.now() - timedelta(seconds=1),
+        target={
+            "type": "amqp",
+            "url": amqp_url,
+            "exchange": exchange,
+            "routing_key": routing_key,
+            "body": '{"job": "{{job_id}}"}',
+            "body_encoding": "utf-8",
+            "headers": {"tenant": "acme"},
+            "content_type": "application/json",
+            "timeout_seconds": 10,
+        },
+    )
     job_id = str(service.create_job(store, OWNER, spec)["id"])
     drain(store)
     [execution] = store.list_executions(OWNER, job_id)
@@ -208,8 +238,11 @@ def test_amqp_job_is_published_with_confirms(store, amqp_url, amqp_admin, amqp_q
 
 def test_unroutable_amqp_message_is_a_retryable_failure(store, amqp_url, amqp_queue):
     exchange, _, _ = amqp_queue
-    spec = http_spec("lost", "0 0 1 1 *", target={"type": "amqp", "url": amqp_url, "exchange": exchange,
-                                                  "routing_key": "nobody-listens", "body": "x"})
+    spec = http_spec(
+        "lost",
+        "0 0 1 1 *",
+        target={"type": "amqp", "url": amqp_url, "exchange": exchange, "routing_key": "nobody-listens", "body": "x"},
+    )
     job_id = str(service.create_job(store, OWNER, spec)["id"])
     store.request_run(OWNER, job_id)
     drain(store)
@@ -222,15 +255,19 @@ def test_fanout_keeps_the_day_partitions_once_per_run(store, pool):
     DEFAULT partition's expired rows, once per run however many rounds it makes."""
     job_id = str(service.create_job(store, OWNER, http_spec("old", "0 0 1 1 *"))["id"])
     with pool.connection() as conn:
-        conn.execute("CREATE TABLE executions_p20000101 PARTITION OF executions "
-                     "FOR VALUES FROM ('2000-01-01 00:00+00') TO ('2000-01-02 00:00+00')")
-        conn.execute("""
+        conn.execute(
+            "CREATE TABLE executions_p20000101 PARTITION OF executions "
+            "FOR VALUES FROM ('2000-01-01 00:00+00') TO ('2000-01-02 00:00+00')"
+        )
+        conn.execute(
+            """
             INSERT INTO executions (id, job_id, scheduled_at, started_at, attempt, trigger, status)
             SELECT gen_random_uuid(), %s::uuid, now(), timestamptz '2000-01-01 12:00+00', 1, 'schedule', 'succeeded'
             FROM generate_series(1, 1700)
             UNION ALL
             SELECT gen_random_uuid(), %s::uuid, now(), now() - interval '40 days', 1, 'schedule', 'succeeded'""",
-                     (job_id, job_id))
+            (job_id, job_id),
+        )
     calls = []
     original = store.maintain_partitions
     store.maintain_partitions = lambda *args, **kwargs: calls.append(args) or original(*args, **kwargs)
@@ -261,14 +298,19 @@ def test_fanout_stops_draining_at_its_limit_while_claims_come_back_full(store, p
             pass
 
     # A clock that moves one second per reading: the drain limit of 3 s lasts a few rounds only.
-    report = run_fanout(store, Accepting(), budget_seconds=0, drain_limit_seconds=3, batch_size=10,
-                        clock=lambda: float(next(ticks)))
+    report = run_fanout(
+        store, Accepting(), budget_seconds=0, drain_limit_seconds=3, batch_size=10, clock=lambda: float(next(ticks))
+    )
     assert 0 < report.claimed < 300
 
 
 def test_attempts_lost_with_their_runners_count_toward_max_attempts(store, pool, target_server):
-    spec = http_spec("poison", "0 0 1 1 *", target={**http_spec("x")["target"], "url": target_server.url},
-                     retry={"max_attempts": 1, "min_backoff_seconds": 1, "max_backoff_seconds": 1})
+    spec = http_spec(
+        "poison",
+        "0 0 1 1 *",
+        target={**http_spec("x")["target"], "url": target_server.url},
+        retry={"max_attempts": 1, "min_backoff_seconds": 1, "max_backoff_seconds": 1},
+    )
     job_id = str(service.create_job(store, OWNER, spec)["id"])
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
@@ -307,8 +349,20 @@ class CallCountingStore:
 
 
 def test_local_invoker_claims_starts_and_records_in_batches_within_its_idle_workers(store, pool, target_server):
-    ids = [str(service.create_job(store, OWNER, http_spec(f"batch{i:02d}", "0 0 1 1 *", target={
-        **http_spec("x")["target"], "url": target_server.url + "/batch"}))["id"]) for i in range(30)]
+    ids = [
+        str(
+            service.create_job(
+                store,
+                OWNER,
+                http_spec(
+                    f"batch{i:02d}",
+                    "0 0 1 1 *",
+                    target={**http_spec("x")["target"], "url": target_server.url + "/batch"},
+                ),
+            )["id"]
+        )
+        for i in range(30)
+    ]
     for job_id in ids:
         make_due(pool, job_id)
     counting = CallCountingStore(store)

@@ -12,17 +12,17 @@ from urllib.parse import unquote
 
 import pytest
 
-from scheduler.targets.delivery import Delivery, TargetPolicy
-from scheduler.targets.dispatcher import deliver
 from scheduler.targets import amqp as amqp_target
 from scheduler.targets import ssrf
+from scheduler.targets.delivery import Delivery, TargetPolicy
+from scheduler.targets.dispatcher import deliver
 
 STRICT = TargetPolicy()
 LOCAL = TargetPolicy(allow_private=True)
 
 
 def make_delivery() -> Delivery:
-    return Delivery(str(uuid.uuid4()), str(uuid.uuid4()), dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), 1)
+    return Delivery(str(uuid.uuid4()), str(uuid.uuid4()), dt.datetime(2026, 1, 1, tzinfo=dt.UTC), 1)
 
 
 class Recorder(BaseHTTPRequestHandler):
@@ -227,8 +227,10 @@ def test_a_name_with_one_private_address_is_refused(v4, monkeypatch):
 
     def mixed(host, port, *args, **kwargs):
         if host == "mixed.example":
-            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", port)),
-                    (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.1", port))]
+            return [
+                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", port)),
+                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.1", port)),
+            ]
         return real_getaddrinfo(host, port, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", mixed)
@@ -240,12 +242,20 @@ def test_a_name_with_one_private_address_is_refused(v4, monkeypatch):
 
 
 def test_amqp_broker_named_by_a_job_is_guarded():
-    target = {"type": "amqp", "url": "amqp://guest:guest@127.0.0.1:5672/", "exchange": "", "routing_key": "q", "body": "x"}
+    target = {
+        "type": "amqp",
+        "url": "amqp://guest:guest@127.0.0.1:5672/",
+        "exchange": "",
+        "routing_key": "q",
+        "body": "x",
+    }
     result = deliver(target, make_delivery(), STRICT)
     assert (result.status, result.retryable) == ("failed", False)
     assert result.error == "target address 127.0.0.1 is not allowed (loopback)"
     target["url"] = "amqps://u:p@169.254.169.254/"
-    assert deliver(target, make_delivery(), STRICT).error == "target address 169.254.169.254 is not allowed (link-local)"
+    assert (
+        deliver(target, make_delivery(), STRICT).error == "target address 169.254.169.254 is not allowed (link-local)"
+    )
 
 
 @pytest.mark.amqp
@@ -313,13 +323,23 @@ def test_check_broker_url_syntax():
 @pytest.mark.parametrize(
     "address,reason",
     [
-        ("8.8.8.8", None), ("2606:4700:4700::1111", None), ("::ffff:8.8.8.8", None),
+        ("8.8.8.8", None),
+        ("2606:4700:4700::1111", None),
+        ("::ffff:8.8.8.8", None),
         ("64:ff9b::808:808", None),  # NAT64 of a public address
         ("64:ff9b::a9fe:a9fe", "link-local"),  # NAT64 of the metadata service
-        ("127.8.9.10", "loopback"), ("::1", "loopback"), ("169.254.0.1", "link-local"),
-        ("fe80::abcd", "link-local"), ("10.255.255.255", "private"), ("fc00::1", "private"),
-        ("fec0::1", "private"), ("0.0.0.0", "unspecified"), ("::", "unspecified"),
-        ("239.255.255.250", "multicast"), ("255.255.255.255", "reserved"), ("198.18.0.1", "private"),
+        ("127.8.9.10", "loopback"),
+        ("::1", "loopback"),
+        ("169.254.0.1", "link-local"),
+        ("fe80::abcd", "link-local"),
+        ("10.255.255.255", "private"),
+        ("fc00::1", "private"),
+        ("fec0::1", "private"),
+        ("0.0.0.0", "unspecified"),
+        ("::", "unspecified"),
+        ("239.255.255.250", "multicast"),
+        ("255.255.255.255", "reserved"),
+        ("198.18.0.1", "private"),
     ],
 )
 def test_classify(address, reason):

@@ -79,8 +79,15 @@ def test_claim_start_complete_advances_the_schedule(store, pool):
     started = store.start_execution(claim.job_id, claim.lock_token, 60)
     assert started.attempt == 1 and started.trigger == "schedule"
     assert store.start_execution(claim.job_id, claim.lock_token, 60) is None  # duplicate invoke
-    done = complete(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
-                    http_status=200, response_excerpt="ok")
+    done = complete(
+        store,
+        job_id,
+        claim.lock_token,
+        started.execution_id,
+        Outcome("succeeded"),
+        http_status=200,
+        response_excerpt="ok",
+    )
     assert done["lock_token"] is None and done["attempt"] == 0 and done["run_count"] == 1
     assert done["next_run_at"] > claim.scheduled_at and done["last_status"] == "succeeded"
     [execution] = store.list_executions(OWNER, job_id)
@@ -118,8 +125,11 @@ def test_expired_claim_before_start_is_ignored(store, pool):
 
 
 def test_retry_timing_and_exhaustion(store, pool):
-    spec = http_spec("r", "0 0 1 1 *", retry={"max_attempts": 3, "min_backoff_seconds": 10,
-                                              "max_backoff_seconds": 25, "max_age_seconds": None})
+    spec = http_spec(
+        "r",
+        "0 0 1 1 *",
+        retry={"max_attempts": 3, "min_backoff_seconds": 10, "max_backoff_seconds": 25, "max_age_seconds": None},
+    )
     job_id = str(service.create_job(store, OWNER, spec)["id"])
     make_due(pool, job_id)
     occurrence = None
@@ -130,8 +140,14 @@ def test_retry_timing_and_exhaustion(store, pool):
         started = store.start_execution(job_id, claim.lock_token, 60)
         assert started.attempt == attempt
         now = store.now()
-        row = complete(store, job_id, claim.lock_token, started.execution_id,
-                       Outcome("failed", retryable=True, error="HTTP 503"), http_status=503)
+        row = complete(
+            store,
+            job_id,
+            claim.lock_token,
+            started.execution_id,
+            Outcome("failed", retryable=True, error="HTTP 503"),
+            http_status=503,
+        )
         delay = (row["next_run_at"] - now).total_seconds()
         assert 10 - 1 <= delay <= ceiling + 1, delay
         assert row["attempt"] == attempt and row["scheduled_at"] == occurrence and row["state"] == "active"
@@ -139,8 +155,9 @@ def test_retry_timing_and_exhaustion(store, pool):
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token, 60)
     assert started.attempt == 3 and started.trigger == "retry"
-    row = complete(store, job_id, claim.lock_token, started.execution_id,
-                   Outcome("failed", retryable=True, error="HTTP 503"))
+    row = complete(
+        store, job_id, claim.lock_token, started.execution_id, Outcome("failed", retryable=True, error="HTTP 503")
+    )
     # max_attempts reached: the occurrence is given up and the next one (next 1 January) is planned.
     assert row["attempt"] == 0 and row["next_run_at"].month == 1 and row["next_run_at"] > occurrence
     assert row["failure_count"] == 3 and row["run_count"] == 3
@@ -154,26 +171,34 @@ def test_retry_after_is_a_floor_and_permanent_failure_does_not_retry(store, pool
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token, 60)
     now = store.now()
-    row = complete(store, job_id, claim.lock_token, started.execution_id,
-                   Outcome("failed", retryable=True, retry_after_seconds=120))
+    row = complete(
+        store,
+        job_id,
+        claim.lock_token,
+        started.execution_id,
+        Outcome("failed", retryable=True, retry_after_seconds=120),
+    )
     assert (row["next_run_at"] - now).total_seconds() >= 120
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token, 60)
-    row = complete(store, job_id, claim.lock_token, started.execution_id,
-                   Outcome("failed", retryable=False, error="HTTP 404"))
+    row = complete(
+        store, job_id, claim.lock_token, started.execution_id, Outcome("failed", retryable=False, error="HTTP 404")
+    )
     assert row["attempt"] == 0 and row["next_run_at"] > now + timedelta(days=1)
 
 
 def test_max_age_stops_retries(store, pool):
-    spec = http_spec("age", "0 0 1 1 *", retry={"max_attempts": 10, "min_backoff_seconds": 30,
-                                                "max_backoff_seconds": 30, "max_age_seconds": 10})
+    spec = http_spec(
+        "age",
+        "0 0 1 1 *",
+        retry={"max_attempts": 10, "min_backoff_seconds": 30, "max_backoff_seconds": 30, "max_age_seconds": 10},
+    )
     job_id = str(service.create_job(store, OWNER, spec)["id"])
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token, 60)
-    row = complete(store, job_id, claim.lock_token, started.execution_id,
-                   Outcome("timed_out", retryable=True))
+    row = complete(store, job_id, claim.lock_token, started.execution_id, Outcome("timed_out", retryable=True))
     assert row["attempt"] == 0 and row["scheduled_at"] > claim.scheduled_at
 
 
@@ -283,10 +308,13 @@ def test_expired_executions_without_their_day_partition_are_purged_from_default(
     """Rows older than any day partition land in DEFAULT; the maintenance deletes them there."""
     job_id = str(service.create_job(store, OWNER, http_spec("purge"))["id"])
     with pool.connection() as conn:
-        conn.execute("""
+        conn.execute(
+            """
             INSERT INTO executions (id, job_id, scheduled_at, started_at, attempt, trigger, status)
             SELECT gen_random_uuid(), %s, now(), now() - interval '40 days', 1, 'schedule', 'succeeded'
-            FROM generate_series(1, 1200)""", (job_id,))
+            FROM generate_series(1, 1200)""",
+            (job_id,),
+        )
     service.create_job(store, OWNER, http_spec("keep"))
     assert store.maintain_partitions(30).default_purged == 1200
     assert store.list_executions(OWNER, job_id) == []
@@ -307,14 +335,32 @@ def test_fast_completion_from_the_started_row(store, pool):
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token)
     store.request_run(OWNER, job_id)  # asked for while the execution runs: must survive
-    row = complete(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
-                   http_status=200, started=started, elapsed_seconds=0.5)
+    row = complete(
+        store,
+        job_id,
+        claim.lock_token,
+        started.execution_id,
+        Outcome("succeeded"),
+        http_status=200,
+        started=started,
+        elapsed_seconds=0.5,
+    )
     assert row["lock_token"] is None and row["attempt"] == 0 and row["next_run_at"] > claim.scheduled_at
     assert row["manual_run_at"] is not None and row["version"] == started.job.version
     assert store.get_execution(started.execution_id).status == "succeeded"
     # A stale token is fenced on the fast path as on the locking one.
-    assert service.complete_execution(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
-                                      started=started, elapsed_seconds=1) is False
+    assert (
+        service.complete_execution(
+            store,
+            job_id,
+            claim.lock_token,
+            started.execution_id,
+            Outcome("succeeded"),
+            started=started,
+            elapsed_seconds=1,
+        )
+        is False
+    )
 
 
 def test_edit_during_execution_takes_the_locking_path(store, pool):
@@ -323,8 +369,15 @@ def test_edit_during_execution_takes_the_locking_path(store, pool):
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token)
     edited = service.update_job(store, OWNER, job_id, lambda row: {**row, "schedule": "0 4 * * *"})
-    row = complete(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
-                   started=started, elapsed_seconds=0.1)
+    row = complete(
+        store,
+        job_id,
+        claim.lock_token,
+        started.execution_id,
+        Outcome("succeeded"),
+        started=started,
+        elapsed_seconds=0.1,
+    )
     assert row is not None and row["lock_token"] is None
     # The new schedule's first occurrence is kept, not skipped, and a failure does not retry it early.
     assert row["next_run_at"] == row["scheduled_at"] == edited["next_run_at"]
@@ -352,8 +405,9 @@ def test_an_edit_whose_new_occurrence_is_due_by_completion_is_not_lost(store, po
     started = store.start_execution(job_id, claim.lock_token)
     # Moved to a time that has come by the time the first run ends.
     service.update_job(store, OWNER, job_id, lambda row: {**row, "run_at": store.now()})
-    row = complete(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
-                   started=started, elapsed_seconds=2)
+    row = complete(
+        store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"), started=started, elapsed_seconds=2
+    )
     assert row["state"] == "active" and row["next_run_at"] is not None and row["due_at"] is not None
     [again] = store.claim_due(1, 60)
     assert again.job_id == job_id and again.scheduled_at == row["scheduled_at"]
@@ -366,8 +420,15 @@ def test_a_run_requested_during_a_manual_run_is_not_dropped(store):
     started = store.start_execution(job_id, claim.lock_token)
     second = store.request_run(OWNER, job_id)
     assert second["manual_run_at"] > started.scheduled_at
-    row = complete(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"),
-                   started=started, elapsed_seconds=0.1)
+    row = complete(
+        store,
+        job_id,
+        claim.lock_token,
+        started.execution_id,
+        Outcome("succeeded"),
+        started=started,
+        elapsed_seconds=0.1,
+    )
     assert row["manual_run_at"] == second["manual_run_at"]
     [again] = store.claim_due(1, 60)
     assert again.lease_kind == "manual" and again.scheduled_at == second["manual_run_at"]
@@ -386,7 +447,9 @@ def test_an_expired_lease_on_a_paused_job_does_not_count_as_due(store, pool):
     row = service.resume_job(store, OWNER, job_id)
     assert row["lock_token"] is None and row["running_execution_id"] is None and row["last_status"] == "lost"
     assert store.get_execution(started.execution_id).status == "lost"
-    assert service.complete_execution(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded")) is False
+    assert (
+        service.complete_execution(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded")) is False
+    )
 
 
 def test_a_batch_of_outcomes_is_recorded_fenced_and_planned_per_job(store, pool):
@@ -399,12 +462,24 @@ def test_a_batch_of_outcomes_is_recorded_fenced_and_planned_per_job(store, pool)
     expire_lease(pool, ids[2])
     [again] = store.claim_due(10, 60)  # the lease of the third was taken over: fenced
     assert again.job_id == ids[2]
-    outcomes = [Outcome("succeeded"), Outcome("succeeded"), Outcome("succeeded"),
-                Outcome("failed", retryable=True, error="HTTP 503")]
-    completions = [Completion(job_id, claims[job_id].lock_token, started[job_id].execution_id, outcome,
-                              http_status=200 if outcome.status == "succeeded" else 503,
-                              started=started[job_id], elapsed_seconds=0.01)
-                   for job_id, outcome in zip(ids, outcomes)]
+    outcomes = [
+        Outcome("succeeded"),
+        Outcome("succeeded"),
+        Outcome("succeeded"),
+        Outcome("failed", retryable=True, error="HTTP 503"),
+    ]
+    completions = [
+        Completion(
+            job_id,
+            claims[job_id].lock_token,
+            started[job_id].execution_id,
+            outcome,
+            http_status=200 if outcome.status == "succeeded" else 503,
+            started=started[job_id],
+            elapsed_seconds=0.01,
+        )
+        for job_id, outcome in zip(ids, outcomes)
+    ]
     assert service.complete_executions(store, completions) == [True, True, False, True]  # the third fenced
     ok, edited, _, retried = (store.get_job(OWNER, job_id) for job_id in ids)
     assert ok["last_status"] == "succeeded" and ok["next_run_at"].year == ok["scheduled_at"].year
@@ -447,17 +522,34 @@ def test_claim_and_start_leases_and_starts_in_one_statement(store, pool):
     assert store.get_execution(first.started.execution_id).status == "lost"
     # The started row is enough to record the outcome on the fast path.
     done = claims[scheduled]
-    assert service.complete_executions(store, [Completion(scheduled, done.lock_token, done.started.execution_id,
-                                                          Outcome("succeeded"), started=done.started,
-                                                          elapsed_seconds=0.1)]) == [True]
+    assert service.complete_executions(
+        store,
+        [
+            Completion(
+                scheduled,
+                done.lock_token,
+                done.started.execution_id,
+                Outcome("succeeded"),
+                started=done.started,
+                elapsed_seconds=0.1,
+            )
+        ],
+    ) == [True]
     assert store.get_job(OWNER, scheduled)["lock_token"] is None
 
 
 def test_a_started_rows_target_reads_as_json_loads_would(store, pool):
     """The runner reads a started row's target with a faster JSON loader where it gives the same
     values: integers beyond 64 bits stay integers, long digit strings stay strings."""
-    body = {"big": 123456789012345678901234567890, "neg": -9223372036854775809, "id": "12345678901234567890123",
-            "small": 7, "ratio": 0.1, "text": "h\u00e9llo \u2603", "nested": [{"a": None, "b": True}]}
+    body = {
+        "big": 123456789012345678901234567890,
+        "neg": -9223372036854775809,
+        "id": "12345678901234567890123",
+        "small": 7,
+        "ratio": 0.1,
+        "text": "h\u00e9llo \u2603",
+        "nested": [{"a": None, "b": True}],
+    }
     spec = http_spec("json-exact", "0 0 1 1 *")
     spec["target"] = {**spec["target"], "body": body}
     job_id = str(service.create_job(store, OWNER, spec)["id"])

@@ -12,8 +12,9 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -64,8 +65,14 @@ class Api:
         self.port = port
         self.base = f"http://127.0.0.1:{port}"
 
-    def raw(self, method: str, path: str, headers: list[tuple[str, str]], body: bytes | None = None,
-            chunks: Iterator[bytes] | None = None) -> Answer:
+    def raw(
+        self,
+        method: str,
+        path: str,
+        headers: list[tuple[str, str]],
+        body: bytes | None = None,
+        chunks: Iterator[bytes] | None = None,
+    ) -> Answer:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         try:
             conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
@@ -88,8 +95,11 @@ class Api:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the server answered before reading it all
             response = conn.getresponse()
-            return Answer(response.status, {k.lower(): v for k, v in response.getheaders()},
-                          response.read().decode("utf-8", "replace"))
+            return Answer(
+                response.status,
+                {k.lower(): v for k, v in response.getheaders()},
+                response.read().decode("utf-8", "replace"),
+            )
         finally:
             conn.close()
 
@@ -101,10 +111,18 @@ class Tenant:
         self.api, self.name, self.key, self.secret = api, name, key, secret
         self.principal = f"arn:aws:iam::000000000000:user/{name}"
 
-    def signed_headers(self, method: str, path: str, body: bytes | None = None, *, region: str = REGION,
-                       secret: str | None = None, token: str | None = None,
-                       at: dt.datetime | None = None, content_type: str | None = "application/json"
-                       ) -> list[tuple[str, str]]:
+    def signed_headers(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        region: str = REGION,
+        secret: str | None = None,
+        token: str | None = None,
+        at: dt.datetime | None = None,
+        content_type: str | None = "application/json",
+    ) -> list[tuple[str, str]]:
         headers = {"Host": f"127.0.0.1:{self.api.port}"}
         if content_type and body is not None:
             headers["Content-Type"] = content_type
@@ -159,18 +177,32 @@ class Servers:
 
         credentials = os.path.join(tmp, f"credentials-{guard}.json")
         with open(credentials, "w") as f:
-            json.dump({key: {"secret_access_key": secret, "principal": f"arn:aws:iam::000000000000:user/{name}"}
-                       for name, (key, secret) in KEYS.items()}, f)
+            json.dump(
+                {
+                    key: {"secret_access_key": secret, "principal": f"arn:aws:iam::000000000000:user/{name}"}
+                    for name, (key, secret) in KEYS.items()
+                },
+                f,
+            )
         self.port = _free_port()
-        args = local.LocalOptions(host="127.0.0.1", port=self.port, database_url=database_url,
-                                  data_dir=os.path.join(tmp, f"data-{guard}"), auth="sigv4",
-                                  credentials_file=credentials, precision="second", runners=1,
-                                  guard_targets=guard, region=REGION)
+        args = local.LocalOptions(
+            host="127.0.0.1",
+            port=self.port,
+            database_url=database_url,
+            data_dir=os.path.join(tmp, f"data-{guard}"),
+            auth="sigv4",
+            credentials_file=credentials,
+            precision="second",
+            runners=1,
+            guard_targets=guard,
+            region=REGION,
+        )
         self.ready, self.stop = threading.Event(), threading.Event()
         env = {"SCHEDULER_TARGET_ALLOW_LIST": allow_list} if allow_list else {}
         with mock.patch.dict(os.environ, env):  # read once, by the settings at start
-            self.thread = threading.Thread(target=local.serve, args=(args,),
-                                           kwargs={"ready": self.ready, "stop": self.stop}, daemon=True)
+            self.thread = threading.Thread(
+                target=local.serve, args=(args,), kwargs={"ready": self.ready, "stop": self.stop}, daemon=True
+            )
             self.thread.start()
             assert self.ready.wait(60), "scheduler local did not start"
         self.api = Api(self.port)
@@ -229,5 +261,9 @@ def unique(prefix: str) -> str:
 
 def spec(name: str, target: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
     """A valid job spec: a one-off far in the future (run with POST .../run)."""
-    return {"name": name, "run_at": "2099-01-01T00:00:00Z",
-            "target": target or {"type": "http", "url": "https://example.com/hook"}, **extra}
+    return {
+        "name": name,
+        "run_at": "2099-01-01T00:00:00Z",
+        "target": target or {"type": "http", "url": "https://example.com/hook"},
+        **extra,
+    }

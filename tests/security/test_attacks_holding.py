@@ -9,14 +9,13 @@ import datetime as dt
 import json
 import socket
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Iterator
 from urllib.parse import quote, unquote
 
 import pytest
 
 from tests.security.conftest import spec, unique
-
 
 # -- signatures ---------------------------------------------------------------------------------
 
@@ -27,7 +26,7 @@ def test_unsigned_request_is_refused(alice):
 
 
 def test_expired_signature_is_refused(alice):
-    old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=6)
+    old = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=6)
     answer = alice.call("GET", "/v1/jobs", at=old)
     assert answer.status == 403 and "away from the server's clock" in answer.error()["message"]
 
@@ -35,7 +34,7 @@ def test_expired_signature_is_refused(alice):
 def test_request_replayed_after_five_minutes_is_refused(alice):
     name = unique("replay")
     body = json.dumps(spec(name)).encode()
-    signed = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5, seconds=5)
+    signed = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5, seconds=5)
     headers = alice.signed_headers("POST", "/v1/jobs", body, at=signed)  # captured 5 min ago
     answer = alice.api.raw("POST", "/v1/jobs", headers, body)
     assert answer.status == 403
@@ -67,9 +66,16 @@ def test_tampered_request_is_refused(alice, part):
 def test_another_tenants_job_is_404_on_every_route(alice, bob):
     job = alice.create(spec(unique("mine")))
     path = f"/v1/jobs/{job['id']}"
-    for method, suffix, body in [("GET", "", None), ("PUT", "", spec(job["name"])), ("PATCH", "", {"name": "stolen"}),
-                                 ("DELETE", "", None), ("POST", "/pause", None), ("POST", "/resume", None),
-                                 ("POST", "/run", None), ("GET", "/executions", None)]:
+    for method, suffix, body in [
+        ("GET", "", None),
+        ("PUT", "", spec(job["name"])),
+        ("PATCH", "", {"name": "stolen"}),
+        ("DELETE", "", None),
+        ("POST", "/pause", None),
+        ("POST", "/resume", None),
+        ("POST", "/run", None),
+        ("GET", "/executions", None),
+    ]:
         answer = bob.call(method, path + suffix, body)
         assert answer.status == 404, (method, suffix, answer.text)
         assert answer.error()["code"] == "not_found"
@@ -130,21 +136,28 @@ def target() -> Iterator[ThreadingHTTPServer]:
     server.server_close()
 
 
-@pytest.mark.parametrize("host, address, reason", [
-    ("169.254.169.254", "169.254.169.254", "link-local"),   # the instance metadata service
-    ("[::ffff:127.0.0.1]", "::ffff:127.0.0.1", "loopback"),  # IPv4-mapped IPv6
-    ("[::ffff:169.254.169.254]", "::ffff:169.254.169.254", "link-local"),
-    ("2130706433", "127.0.0.1", "loopback"),                 # decimal
-    ("0x7f000001", "127.0.0.1", "loopback"),                 # hexadecimal
-    ("0177.0.0.1", "127.0.0.1", "loopback"),                 # octal
-    ("[64:ff9b::7f00:1]", "64:ff9b::7f00:1", "loopback"),    # NAT64 around 127.0.0.1
-    ("10.0.0.1", "10.0.0.1", "private"),
-    ("127.0.0.1", "127.0.0.1", "loopback"),
-])
+@pytest.mark.parametrize(
+    "host, address, reason",
+    [
+        ("169.254.169.254", "169.254.169.254", "link-local"),  # the instance metadata service
+        ("[::ffff:127.0.0.1]", "::ffff:127.0.0.1", "loopback"),  # IPv4-mapped IPv6
+        ("[::ffff:169.254.169.254]", "::ffff:169.254.169.254", "link-local"),
+        ("2130706433", "127.0.0.1", "loopback"),  # decimal
+        ("0x7f000001", "127.0.0.1", "loopback"),  # hexadecimal
+        ("0177.0.0.1", "127.0.0.1", "loopback"),  # octal
+        ("[64:ff9b::7f00:1]", "64:ff9b::7f00:1", "loopback"),  # NAT64 around 127.0.0.1
+        ("10.0.0.1", "10.0.0.1", "private"),
+        ("127.0.0.1", "127.0.0.1", "loopback"),
+    ],
+)
 def test_private_address_forms_are_refused(guarded, target, host, address, reason):
-    execution = guarded.run_once(spec(unique("ssrf"), {"type": "http", "url": f"http://{host}:{target.port}/hook",
-                                                        "timeout_seconds": 5}))
-    assert (execution["status"], execution["error"]) == ("failed", f"target address {address} is not allowed ({reason})")
+    execution = guarded.run_once(
+        spec(unique("ssrf"), {"type": "http", "url": f"http://{host}:{target.port}/hook", "timeout_seconds": 5})
+    )
+    assert (execution["status"], execution["error"]) == (
+        "failed",
+        f"target address {address} is not allowed ({reason})",
+    )
     assert target.hits == []
 
 
@@ -180,8 +193,7 @@ def test_dns_answers_that_change_between_check_and_connect(guarded, target, monk
     monkeypatch.setattr(socket, "getaddrinfo", rebinding)
     monkeypatch.setattr(socket.socket, "connect", connect)
     url = f"http://rebind.test:{target.port}/hook"
-    first = guarded.run_once(spec(unique("rebind"), {"type": "http", "url": url},
-                                  retry={"max_attempts": 1}))
+    first = guarded.run_once(spec(unique("rebind"), {"type": "http", "url": url}, retry={"max_attempts": 1}))
     assert first["status"] == "failed" and "refused" in first["error"]
     assert connects == [(public, target.port)]
     second = guarded.run_once(spec(unique("rebind"), {"type": "http", "url": url}, retry={"max_attempts": 1}))

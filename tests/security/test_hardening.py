@@ -6,8 +6,8 @@ from __future__ import annotations
 import base64
 import json
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Iterator
 
 import pytest
 
@@ -34,7 +34,7 @@ class _Echo(BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization") or ""
         with server.lock:
             server.hits.append(dict(self.headers.items()))
-        body = (b"x" * server.offset + f"Authorization: {auth}".encode() + b"y" * 8192)
+        body = b"x" * server.offset + f"Authorization: {auth}".encode() + b"y" * 8192
         self.send_response(server.status, server.reason.replace("{auth}", auth) if server.reason else None)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -57,7 +57,7 @@ def echo() -> Iterator[ThreadingHTTPServer]:
 def no_part_of(secret: str, text: str | None, size: int = 6) -> bool:
     """No run of ``size`` characters of ``secret`` is in ``text``."""
     text = text or ""
-    return all(secret[i:i + size] not in text for i in range(len(secret) - size + 1))
+    return all(secret[i : i + size] not in text for i in range(len(secret) - size + 1))
 
 
 # -- 1. a body over 1 MiB ---------------------------------------------------------------------
@@ -81,8 +81,11 @@ def test_1_a_huge_declared_body_is_refused_before_it_is_read(alice):
     headers = [(k, v) for k, v in alice.signed_headers("POST", "/v1/jobs", b"{}") if k.lower() != "content-length"]
     answer = alice.api.raw("POST", "/v1/jobs", headers + [("Content-Length", str(100 * MiB))])
     assert answer.status == 413, answer.text
-    assert answer.error() == {"code": "payload_too_large", "details": [],
-                              "message": f"the request body is larger than {MiB} bytes"}
+    assert answer.error() == {
+        "code": "payload_too_large",
+        "details": [],
+        "message": f"the request body is larger than {MiB} bytes",
+    }
 
 
 def test_1_headers_too_large_get_the_envelope_too(alice):
@@ -112,8 +115,16 @@ def test_2_non_canonical_ids_are_404_on_every_job_route(alice, form):
         odd = raw.replace("-", "").upper()
     else:
         odd = form.format(raw)
-    routes = [("GET", ""), ("PUT", ""), ("PATCH", ""), ("DELETE", ""), ("POST", "/pause"), ("POST", "/resume"),
-              ("POST", "/run"), ("GET", "/executions")]
+    routes = [
+        ("GET", ""),
+        ("PUT", ""),
+        ("PATCH", ""),
+        ("DELETE", ""),
+        ("POST", "/pause"),
+        ("POST", "/resume"),
+        ("POST", "/run"),
+        ("GET", "/executions"),
+    ]
     for method, suffix in routes:
         body = spec(job["name"]) if method == "PUT" else ({"description": "x"} if method == "PATCH" else None)
         answer = alice.call(method, f"/v1/jobs/{odd}{suffix}", body)
@@ -129,8 +140,9 @@ def test_2_non_canonical_ids_are_404_on_every_job_route(alice, form):
 def test_3_no_part_of_a_secret_survives_the_excerpt_cut(alice, echo, offset):
     token = "tok-" + "S3cr3tT0k3n" * 4
     echo.status, echo.offset = 500, offset
-    execution = alice.run_once(spec(unique("cut"), {"type": "http", "url": echo.url,
-                                                    "auth": {"type": "bearer", "token": token}}))
+    execution = alice.run_once(
+        spec(unique("cut"), {"type": "http", "url": echo.url, "auth": {"type": "bearer", "token": token}})
+    )
     assert echo.hits and echo.hits[0]["Authorization"] == f"Bearer {token}"
     excerpt = execution["response_excerpt"]
     assert excerpt.startswith("x" * 100) and len(excerpt.encode()) <= 4096
@@ -140,8 +152,9 @@ def test_3_no_part_of_a_secret_survives_the_excerpt_cut(alice, echo, offset):
 def test_3_no_part_of_a_secret_survives_the_error_text_cut(alice, echo):
     token = "tok-" + "R34s0nT0k3n" * 4
     echo.status, echo.reason = 401, "r" * 470 + " {auth}"  # the token crosses the 500-byte cut
-    execution = alice.run_once(spec(unique("reason"), {"type": "http", "url": echo.url,
-                                                       "auth": {"type": "bearer", "token": token}}))
+    execution = alice.run_once(
+        spec(unique("reason"), {"type": "http", "url": echo.url, "auth": {"type": "bearer", "token": token}})
+    )
     assert execution["error"].startswith("HTTP 401 rrr")
     assert no_part_of(token, execution["error"]), execution["error"][-80:]
 
@@ -151,8 +164,12 @@ def test_3_no_part_of_a_secret_survives_the_error_text_cut(alice, echo):
 
 def test_4_a_short_secret_is_masked_as_a_whole_value_only(alice, echo):
     echo.status, echo.reason = 401, "Bad password"
-    execution = alice.run_once(spec(unique("short"), {"type": "http", "url": echo.url,
-                                                      "auth": {"type": "basic", "username": "u", "password": "p"}}))
+    execution = alice.run_once(
+        spec(
+            unique("short"),
+            {"type": "http", "url": echo.url, "auth": {"type": "basic", "username": "u", "password": "p"}},
+        )
+    )
     assert execution["error"] == "HTTP 401 Bad password"  # not "Bad ***assword"
     assert "***assword" not in (execution["response_excerpt"] or "")
 
@@ -160,13 +177,16 @@ def test_4_a_short_secret_is_masked_as_a_whole_value_only(alice, echo):
 # -- 5. AMQP userinfo that does not parse to one user and one host ------------------------------
 
 
-@pytest.mark.parametrize("url", [
-    "amqp://guest:1234/SECRET@broker.example.com/",
-    "amqp://guest:pass#SECRET@broker.example.com/",
-    "amqp://guest:pa?SECRET@broker.example.com/",
-    "amqp://guest:pa@SECRET@broker.example.com/",
-    "amqp://guest:pa:SECRET@broker.example.com/",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "amqp://guest:1234/SECRET@broker.example.com/",
+        "amqp://guest:pass#SECRET@broker.example.com/",
+        "amqp://guest:pa?SECRET@broker.example.com/",
+        "amqp://guest:pa@SECRET@broker.example.com/",
+        "amqp://guest:pa:SECRET@broker.example.com/",
+    ],
+)
 def test_5_amqp_urls_whose_password_is_not_one_password_are_refused(alice, url):
     name = unique("amqpurl")
     answer = alice.call("POST", "/v1/jobs", spec(name, {"type": "amqp", "url": url}))
@@ -177,18 +197,29 @@ def test_5_amqp_urls_whose_password_is_not_one_password_are_refused(alice, url):
 
 
 def test_5_a_percent_encoded_password_is_encrypted_and_masked(alice):
-    job = alice.create(spec(unique("amqpok"), {"type": "amqp", "url": "amqp://guest:1234%2FSECRET@broker.example.com/"}))
+    job = alice.create(
+        spec(unique("amqpok"), {"type": "amqp", "url": "amqp://guest:1234%2FSECRET@broker.example.com/"})
+    )
     assert job["target"]["url"] == "amqp://guest:***@broker.example.com/"
 
 
 # -- 6. a secret never follows its target to another origin ----------------------------------
 
 
-@pytest.mark.parametrize("new_url", ["https://evil.example.net/hook", "http://example.com/hook",
-                                     "https://example.com:8443/hook"])
+@pytest.mark.parametrize(
+    "new_url", ["https://evil.example.net/hook", "http://example.com/hook", "https://example.com:8443/hook"]
+)
 def test_6_moving_the_url_to_another_origin_requires_the_secret_again(alice, new_url):
-    job = alice.create(spec(unique("move"), {"type": "http", "url": "https://example.com/hook",
-                                             "auth": {"type": "bearer", "token": "origin-bound-token"}}))
+    job = alice.create(
+        spec(
+            unique("move"),
+            {
+                "type": "http",
+                "url": "https://example.com/hook",
+                "auth": {"type": "bearer", "token": "origin-bound-token"},
+            },
+        )
+    )
     path = f"/v1/jobs/{job['id']}"
     answer = alice.call("PATCH", path, {"target": {"url": new_url}})
     assert answer.status == 400, answer.text
@@ -205,16 +236,19 @@ def test_6_moving_the_url_to_another_origin_requires_the_secret_again(alice, new
 
 def test_6_an_amqp_password_does_not_follow_the_url_to_another_host(alice):
     job = alice.create(spec(unique("amqpmove"), {"type": "amqp", "url": "amqp://u:pw@broker.example.com/v"}))
-    answer = alice.call("PATCH", f"/v1/jobs/{job['id']}",
-                        {"target": {"url": "amqp://u:***@evil.example.net/v"}})
+    answer = alice.call("PATCH", f"/v1/jobs/{job['id']}", {"target": {"url": "amqp://u:***@evil.example.net/v"}})
     assert answer.status == 400 and answer.fields() == ["target.url"], answer.text
     same = alice.call("PATCH", f"/v1/jobs/{job['id']}", {"target": {"url": "amqp://u:***@broker.example.com/v2"}})
     assert same.status == 200, same.text
 
 
 def test_6_the_stored_token_is_not_sent_to_the_new_host(alice, echo):
-    job = alice.create(spec(unique("nosend"), {"type": "http", "url": "https://example.com/hook",
-                                               "auth": {"type": "bearer", "token": "never-to-echo"}}))
+    job = alice.create(
+        spec(
+            unique("nosend"),
+            {"type": "http", "url": "https://example.com/hook", "auth": {"type": "bearer", "token": "never-to-echo"}},
+        )
+    )
     assert alice.call("PATCH", f"/v1/jobs/{job['id']}", {"target": {"url": echo.url}}).status == 400
     assert alice.call("POST", f"/v1/jobs/{job['id']}/run").status == 202
     assert alice.executions(job["id"])  # delivered to example.com (unreachable), never to the echo
@@ -224,18 +258,21 @@ def test_6_the_stored_token_is_not_sent_to_the_new_host(alice, echo):
 # -- 7. line breaks and control characters -------------------------------------------------
 
 
-@pytest.mark.parametrize("target, field", [
-    ({"auth": {"type": "bearer", "token": "abc\r\nX-Injected: 1"}}, "target.auth.token"),
-    ({"auth": {"type": "bearer", "token": "abc\u2028def"}}, "target.auth.token"),
-    ({"auth": {"type": "header", "name": "X-Key", "value": "v\nX-Injected: 1"}}, "target.auth.value"),
-    ({"auth": {"type": "header", "name": "X-Key", "value": "v\x01"}}, "target.auth.value"),
-    ({"auth": {"type": "basic", "username": "us:er", "password": "p"}}, "target.auth.username"),
-    ({"auth": {"type": "basic", "username": "us\ter", "password": "p"}}, "target.auth.username"),
-    ({"auth": {"type": "basic", "username": "user", "password": "p\u2029"}}, "target.auth.password"),
-    ({"headers": {"X-A": "v\u2028X-Injected: 1"}}, "target.headers.X-A"),
-    ({"headers": {"X-A": "v\x7f"}}, "target.headers.X-A"),
-    ({"headers": {"X-A": "v\u0085"}}, "target.headers.X-A"),
-])
+@pytest.mark.parametrize(
+    "target, field",
+    [
+        ({"auth": {"type": "bearer", "token": "abc\r\nX-Injected: 1"}}, "target.auth.token"),
+        ({"auth": {"type": "bearer", "token": "abc\u2028def"}}, "target.auth.token"),
+        ({"auth": {"type": "header", "name": "X-Key", "value": "v\nX-Injected: 1"}}, "target.auth.value"),
+        ({"auth": {"type": "header", "name": "X-Key", "value": "v\x01"}}, "target.auth.value"),
+        ({"auth": {"type": "basic", "username": "us:er", "password": "p"}}, "target.auth.username"),
+        ({"auth": {"type": "basic", "username": "us\ter", "password": "p"}}, "target.auth.username"),
+        ({"auth": {"type": "basic", "username": "user", "password": "p\u2029"}}, "target.auth.password"),
+        ({"headers": {"X-A": "v\u2028X-Injected: 1"}}, "target.headers.X-A"),
+        ({"headers": {"X-A": "v\x7f"}}, "target.headers.X-A"),
+        ({"headers": {"X-A": "v\u0085"}}, "target.headers.X-A"),
+    ],
+)
 def test_7_line_breaks_and_control_characters_are_refused(alice, target, field):
     name = unique("ctl")
     answer = alice.call("POST", "/v1/jobs", spec(name, {"type": "http", "url": "https://example.com/h", **target}))
@@ -247,16 +284,19 @@ def test_7_line_breaks_and_control_characters_are_refused(alice, target, field):
 # -- 8. strict JSON types ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"target": {"type": "http", "url": "https://e.com/h", "timeout_seconds": True}}, "target.timeout_seconds"),
-    ({"target": {"type": "http", "url": "https://e.com/h", "timeout_seconds": "30"}}, "target.timeout_seconds"),
-    ({"retry": {"max_attempts": "3"}}, "retry.max_attempts"),
-    ({"retry": {"max_attempts": True}}, "retry.max_attempts"),
-    ({"retry": {"min_backoff_seconds": False}}, "retry.min_backoff_seconds"),
-    ({"target": {"type": "http", "url": "https://e.com/h", "follow_redirects": 1}}, "target.follow_redirects"),
-    ({"target": {"type": "http", "url": "https://e.com/h", "success_codes": ["200"]}}, "target.success_codes.0"),
-    ({"tags": [1]}, "tags.0"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"target": {"type": "http", "url": "https://e.com/h", "timeout_seconds": True}}, "target.timeout_seconds"),
+        ({"target": {"type": "http", "url": "https://e.com/h", "timeout_seconds": "30"}}, "target.timeout_seconds"),
+        ({"retry": {"max_attempts": "3"}}, "retry.max_attempts"),
+        ({"retry": {"max_attempts": True}}, "retry.max_attempts"),
+        ({"retry": {"min_backoff_seconds": False}}, "retry.min_backoff_seconds"),
+        ({"target": {"type": "http", "url": "https://e.com/h", "follow_redirects": 1}}, "target.follow_redirects"),
+        ({"target": {"type": "http", "url": "https://e.com/h", "success_codes": ["200"]}}, "target.success_codes.0"),
+        ({"tags": [1]}, "tags.0"),
+    ],
+)
 def test_8_json_types_are_not_coerced(alice, change, field):
     name = unique("types")
     answer = alice.call("POST", "/v1/jobs", {**spec(name), **change})
@@ -331,8 +371,18 @@ def test_amqp_job_without_url_is_refused_without_a_default_broker(alice):
 
 
 def test_the_refusals_carry_no_secret(alice):
-    answer = alice.call("POST", "/v1/jobs", spec(unique("echo"), {
-        "type": "http", "url": "https://example.com/h", "timeout_seconds": True,
-        "auth": {"type": "bearer", "token": "do-not-echo-this-token"}}))
+    answer = alice.call(
+        "POST",
+        "/v1/jobs",
+        spec(
+            unique("echo"),
+            {
+                "type": "http",
+                "url": "https://example.com/h",
+                "timeout_seconds": True,
+                "auth": {"type": "bearer", "token": "do-not-echo-this-token"},
+            },
+        ),
+    )
     assert answer.status == 400 and "do-not-echo-this-token" not in answer.text
     assert base64.b64encode(b"do-not-echo").decode() not in answer.text

@@ -30,7 +30,8 @@ HANDLERS = {path.stem: path for path in sorted(FUNCTIONS.glob("*_handler.py"))}
 def _type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _resolve(name: str) -> str | None:

@@ -28,18 +28,36 @@ def errors(target: dict) -> list[dict[str, str]]:
 
 VALID = [
     {"type": "lambda", "role_arn": ROLE, "function_arn": FUNCTION},
-    {"type": "lambda", "role_arn": ROLE, "function_arn": FUNCTION + ":live", "invocation_type": "RequestResponse",
-     "payload": '{"try": {{attempt}}, "job": "{{job_id}}"}'},
+    {
+        "type": "lambda",
+        "role_arn": ROLE,
+        "function_arn": FUNCTION + ":live",
+        "invocation_type": "RequestResponse",
+        "payload": '{"try": {{attempt}}, "job": "{{job_id}}"}',
+    },
     {"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE, "body": "hello {{job_id}}"},
     {"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE + ".fifo", "body": "x", "message_group_id": "g-{{job_id}}"},
     {"type": "sns", "role_arn": ROLE, "topic_arn": TOPIC, "message": "m", "subject": "Nightly run"},
     {"type": "sns", "role_arn": ROLE, "topic_arn": TOPIC + ".fifo", "message": "m", "message_group_id": "g"},
-    {"type": "eventbridge", "role_arn": ROLE, "event_bus_arn": BUS, "source": "my.app", "detail_type": "Tick",
-     "detail": '{"at": "{{scheduled_at}}"}'},
-    {"type": "http", "url": "https://abc.execute-api.eu-west-1.amazonaws.com/prod/run",
-     "auth": {"type": "sigv4", "service": "execute-api", "region": "eu-west-1", "role_arn": ROLE}},
-    {"type": "sqs", "role_arn": "arn:aws-cn:iam::123456789012:role/r",
-     "queue_url": "https://sqs.cn-north-1.amazonaws.com.cn/123456789012/q", "body": "x"},
+    {
+        "type": "eventbridge",
+        "role_arn": ROLE,
+        "event_bus_arn": BUS,
+        "source": "my.app",
+        "detail_type": "Tick",
+        "detail": '{"at": "{{scheduled_at}}"}',
+    },
+    {
+        "type": "http",
+        "url": "https://abc.execute-api.eu-west-1.amazonaws.com/prod/run",
+        "auth": {"type": "sigv4", "service": "execute-api", "region": "eu-west-1", "role_arn": ROLE},
+    },
+    {
+        "type": "sqs",
+        "role_arn": "arn:aws-cn:iam::123456789012:role/r",
+        "queue_url": "https://sqs.cn-north-1.amazonaws.com.cn/123456789012/q",
+        "body": "x",
+    },
 ]
 
 
@@ -48,46 +66,119 @@ def test_valid_aws_targets(target):
     assert errors(target) == []
 
 
-@pytest.mark.parametrize("target, field, fragment", [
-    ({"type": "lambda", "role_arn": ROLE, "function_arn": "arn:aws:lambda:eu-west-1:1234:function:f"},
-     "target.function_arn", "Lambda function ARN"),
-    ({"type": "lambda", "role_arn": ROLE, "function_arn": "arn:aws:sqs:eu-west-1:123456789012:function:f"},
-     "target.function_arn", "Lambda function ARN"),
-    ({"type": "lambda", "role_arn": "arn:aws:iam::123456789012:user/bob", "function_arn": FUNCTION},
-     "target.role_arn", "IAM role ARN"),
-    ({"type": "lambda", "role_arn": ROLE, "function_arn": FUNCTION, "payload": "not json"},
-     "target.payload", "JSON"),
-    ({"type": "lambda", "role_arn": ROLE, "function_arn": FUNCTION, "invocation_type": "DryRun"},
-     "target.invocation_type", ""),
-    ({"type": "lambda", "role_arn": "arn:aws-cn:iam::123456789012:role/r", "function_arn": FUNCTION},
-     "target.function_arn", "partition"),
-    ({"type": "sqs", "role_arn": ROLE, "queue_url": "https://evil.example.com/123456789012/q", "body": "x"},
-     "target.queue_url", "SQS queue URL"),
-    ({"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE + ".fifo", "body": "x"},
-     "target.message_group_id", "required for a FIFO queue"),
-    ({"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE, "body": "x", "message_group_id": "g"},
-     "target.message_group_id", "only for a FIFO queue"),
-    ({"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE, "body": "x" * SQS_LIMIT},
-     "target.body", "at most"),
-    ({"type": "sns", "role_arn": ROLE, "topic_arn": "arn:aws:sns:eu-west-1:123456789012:", "message": "m"},
-     "target.topic_arn", "SNS topic ARN"),
-    ({"type": "sns", "role_arn": ROLE, "topic_arn": TOPIC, "message": "m", "subject": "two\nlines"},
-     "target.subject", "one line"),
-    ({"type": "sns", "role_arn": ROLE, "topic_arn": TOPIC + ".fifo", "message": "m"},
-     "target.message_group_id", "FIFO topic"),
-    ({"type": "eventbridge", "role_arn": ROLE, "event_bus_arn": "arn:aws:events:eu-west-1:123456789012:rule/x",
-      "source": "a", "detail_type": "b"}, "target.event_bus_arn", "event bus ARN"),
-    ({"type": "eventbridge", "role_arn": ROLE, "event_bus_arn": BUS, "source": "aws.ec2", "detail_type": "b"},
-     "target.source", "aws."),
-    ({"type": "eventbridge", "role_arn": ROLE, "event_bus_arn": BUS, "source": "a", "detail_type": "b",
-      "detail": "[1, 2]"}, "target.detail", "JSON object"),
-    ({"type": "http", "url": "https://example.com/",
-      "auth": {"type": "sigv4", "service": "s3", "region": "eu-west-1", "role_arn": ROLE}}, "target.auth.service", ""),
-    ({"type": "http", "url": "https://example.com/",
-      "auth": {"type": "sigv4", "service": "lambda", "region": "Europe", "role_arn": ROLE}}, "target.auth.region",
-     "region"),
-    ({"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE}, "target.body", "required"),
-])
+@pytest.mark.parametrize(
+    "target, field, fragment",
+    [
+        (
+            {"type": "lambda", "role_arn": ROLE, "function_arn": "arn:aws:lambda:eu-west-1:1234:function:f"},
+            "target.function_arn",
+            "Lambda function ARN",
+        ),
+        (
+            {"type": "lambda", "role_arn": ROLE, "function_arn": "arn:aws:sqs:eu-west-1:123456789012:function:f"},
+            "target.function_arn",
+            "Lambda function ARN",
+        ),
+        (
+            {"type": "lambda", "role_arn": "arn:aws:iam::123456789012:user/bob", "function_arn": FUNCTION},
+            "target.role_arn",
+            "IAM role ARN",
+        ),
+        (
+            {"type": "lambda", "role_arn": ROLE, "function_arn": FUNCTION, "payload": "not json"},
+            "target.payload",
+            "JSON",
+        ),
+        (
+            {"type": "lambda", "role_arn": ROLE, "function_arn": FUNCTION, "invocation_type": "DryRun"},
+            "target.invocation_type",
+            "",
+        ),
+        (
+            {"type": "lambda", "role_arn": "arn:aws-cn:iam::123456789012:role/r", "function_arn": FUNCTION},
+            "target.function_arn",
+            "partition",
+        ),
+        (
+            {"type": "sqs", "role_arn": ROLE, "queue_url": "https://evil.example.com/123456789012/q", "body": "x"},
+            "target.queue_url",
+            "SQS queue URL",
+        ),
+        (
+            {"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE + ".fifo", "body": "x"},
+            "target.message_group_id",
+            "required for a FIFO queue",
+        ),
+        (
+            {"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE, "body": "x", "message_group_id": "g"},
+            "target.message_group_id",
+            "only for a FIFO queue",
+        ),
+        ({"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE, "body": "x" * SQS_LIMIT}, "target.body", "at most"),
+        (
+            {"type": "sns", "role_arn": ROLE, "topic_arn": "arn:aws:sns:eu-west-1:123456789012:", "message": "m"},
+            "target.topic_arn",
+            "SNS topic ARN",
+        ),
+        (
+            {"type": "sns", "role_arn": ROLE, "topic_arn": TOPIC, "message": "m", "subject": "two\nlines"},
+            "target.subject",
+            "one line",
+        ),
+        (
+            {"type": "sns", "role_arn": ROLE, "topic_arn": TOPIC + ".fifo", "message": "m"},
+            "target.message_group_id",
+            "FIFO topic",
+        ),
+        (
+            {
+                "type": "eventbridge",
+                "role_arn": ROLE,
+                "event_bus_arn": "arn:aws:events:eu-west-1:123456789012:rule/x",
+                "source": "a",
+                "detail_type": "b",
+            },
+            "target.event_bus_arn",
+            "event bus ARN",
+        ),
+        (
+            {"type": "eventbridge", "role_arn": ROLE, "event_bus_arn": BUS, "source": "aws.ec2", "detail_type": "b"},
+            "target.source",
+            "aws.",
+        ),
+        (
+            {
+                "type": "eventbridge",
+                "role_arn": ROLE,
+                "event_bus_arn": BUS,
+                "source": "a",
+                "detail_type": "b",
+                "detail": "[1, 2]",
+            },
+            "target.detail",
+            "JSON object",
+        ),
+        (
+            {
+                "type": "http",
+                "url": "https://example.com/",
+                "auth": {"type": "sigv4", "service": "s3", "region": "eu-west-1", "role_arn": ROLE},
+            },
+            "target.auth.service",
+            "",
+        ),
+        (
+            {
+                "type": "http",
+                "url": "https://example.com/",
+                "auth": {"type": "sigv4", "service": "lambda", "region": "Europe", "role_arn": ROLE},
+            },
+            "target.auth.region",
+            "region",
+        ),
+        ({"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE}, "target.body", "required"),
+    ],
+)
 def test_invalid_aws_targets_name_the_field(target, field, fragment):
     found = errors(target)
     assert [d["field"] for d in found] == [field], found
@@ -112,17 +203,27 @@ def test_region_of_resources():
 
 
 def _client_error(code: str, status: int) -> ClientError:
-    return ClientError({"Error": {"Code": code, "Message": "text"}, "ResponseMetadata": {"HTTPStatusCode": status}},
-                       "SendMessage")
+    return ClientError(
+        {"Error": {"Code": code, "Message": "text"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "SendMessage"
+    )
 
 
-@pytest.mark.parametrize("code, status, retryable", [
-    ("ThrottlingException", 400, True), ("TooManyRequestsException", 429, True),
-    ("AWS.SimpleQueueService.RequestThrottled", 403, True), ("InternalError", 500, True),
-    ("SomethingNew", 503, True), ("AccessDenied", 403, False), ("AccessDeniedException", 403, False),
-    ("ResourceNotFoundException", 404, False), ("AWS.SimpleQueueService.NonExistentQueue", 400, False),
-    ("RequestEntityTooLargeException", 413, False), ("InvalidParameterValue", 400, False),
-])
+@pytest.mark.parametrize(
+    "code, status, retryable",
+    [
+        ("ThrottlingException", 400, True),
+        ("TooManyRequestsException", 429, True),
+        ("AWS.SimpleQueueService.RequestThrottled", 403, True),
+        ("InternalError", 500, True),
+        ("SomethingNew", 503, True),
+        ("AccessDenied", 403, False),
+        ("AccessDeniedException", 403, False),
+        ("ResourceNotFoundException", 404, False),
+        ("AWS.SimpleQueueService.NonExistentQueue", 400, False),
+        ("RequestEntityTooLargeException", 413, False),
+        ("InvalidParameterValue", 400, False),
+    ],
+)
 def test_classification_of_aws_errors(code, status, retryable):
     result = classify(_client_error(code, status), "sqs SendMessage", 5)
     assert result.status == "failed" and result.retryable is retryable

@@ -12,8 +12,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -26,15 +27,34 @@ JOB_ID2 = "0b6f6c5e-3c1a-4e8e-9d55-0f0f0f0f0f02"
 
 def job(id_: str = JOB_ID, name: str = "nightly-report", **extra: Any) -> dict[str, Any]:
     data = {
-        "id": id_, "owner": "arn:aws:iam::000000000000:user/local", "name": name, "description": None,
-        "tags": ["billing"], "schedule": "0 3 * * *", "run_at": None, "timezone": "Europe/Berlin",
-        "start_at": None, "end_at": None,
-        "target": {"type": "http", "url": "https://example.com/hook", "method": "POST", "headers": {},
-                   "body": None, "auth": None, "timeout_seconds": 30, "success_codes": None},
+        "id": id_,
+        "owner": "arn:aws:iam::000000000000:user/local",
+        "name": name,
+        "description": None,
+        "tags": ["billing"],
+        "schedule": "0 3 * * *",
+        "run_at": None,
+        "timezone": "Europe/Berlin",
+        "start_at": None,
+        "end_at": None,
+        "target": {
+            "type": "http",
+            "url": "https://example.com/hook",
+            "method": "POST",
+            "headers": {},
+            "body": None,
+            "auth": None,
+            "timeout_seconds": 30,
+            "success_codes": None,
+        },
         "retry": {"max_attempts": 4, "min_backoff_seconds": 1, "max_backoff_seconds": 300, "max_age_seconds": None},
-        "missed_runs": "run_once", "state": "active", "version": 3,
-        "next_run_at": "2026-12-01T02:00:00Z", "last_run_at": None,
-        "created_at": "2026-11-01T00:00:00Z", "updated_at": "2026-11-01T00:00:00Z",
+        "missed_runs": "run_once",
+        "state": "active",
+        "version": 3,
+        "next_run_at": "2026-12-01T02:00:00Z",
+        "last_run_at": None,
+        "created_at": "2026-11-01T00:00:00Z",
+        "updated_at": "2026-11-01T00:00:00Z",
         "stats": {"run_count": 2, "failure_count": 1, "last_status": "failed", "last_error": "boom"},
     }
     data.update(extra)
@@ -42,9 +62,20 @@ def job(id_: str = JOB_ID, name: str = "nightly-report", **extra: Any) -> dict[s
 
 
 def execution(n: int, **extra: Any) -> dict[str, Any]:
-    data = {"id": f"e{n}", "job_id": JOB_ID, "scheduled_at": f"2026-11-0{n}T02:00:00Z",
-            "started_at": None, "finished_at": None, "attempt": 1, "trigger": "schedule",
-            "status": "succeeded", "http_status": 200, "response_excerpt": "ok", "error": None, "duration_ms": 42}
+    data = {
+        "id": f"e{n}",
+        "job_id": JOB_ID,
+        "scheduled_at": f"2026-11-0{n}T02:00:00Z",
+        "started_at": None,
+        "finished_at": None,
+        "attempt": 1,
+        "trigger": "schedule",
+        "status": "succeeded",
+        "http_status": 200,
+        "response_excerpt": "ok",
+        "error": None,
+        "duration_ms": 42,
+    }
     data.update(extra)
     return data
 
@@ -119,11 +150,26 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch, tmp_path):
     """No proxies, no endpoint, and an AWS credential chain that finds nothing unless a test says so."""
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy",
-                 "SCHEDULER_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                 "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION",
-                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-                 "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"):
+    for name in (
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "SCHEDULER_ENDPOINT",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_ROLE_ARN",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
@@ -152,20 +198,54 @@ def run(api: FakeApi, *argv: str) -> int:
 
 def test_create_from_flags(api, capsys):
     api.on("POST", "/v1/jobs", job(), 201)
-    code = run(api, "jobs", "create", "--name", "nightly-report", "--schedule", "0 3 * * *",
-               "--timezone", "Europe/Berlin", "--url", "https://example.com/hook", "--method", "put",
-               "--header", "Content-Type=application/json", "--header", "X-A=b=c", "--body", '{"at": "{{scheduled_at}}"}',
-               "--tag", "billing", "--tag", "nightly", "--max-attempts", "4", "--description", "d")
+    code = run(
+        api,
+        "jobs",
+        "create",
+        "--name",
+        "nightly-report",
+        "--schedule",
+        "0 3 * * *",
+        "--timezone",
+        "Europe/Berlin",
+        "--url",
+        "https://example.com/hook",
+        "--method",
+        "put",
+        "--header",
+        "Content-Type=application/json",
+        "--header",
+        "X-A=b=c",
+        "--body",
+        '{"at": "{{scheduled_at}}"}',
+        "--tag",
+        "billing",
+        "--tag",
+        "nightly",
+        "--max-attempts",
+        "4",
+        "--description",
+        "d",
+    )
     assert code == 0
     [req] = api.requests
     assert (req.method, req.path) == ("POST", "/v1/jobs")
     assert req.headers["Content-Type"] == "application/json"
     assert "Authorization" not in req.headers  # local endpoint: unsigned
     assert req.json == {
-        "name": "nightly-report", "description": "d", "schedule": "0 3 * * *", "timezone": "Europe/Berlin",
-        "tags": ["billing", "nightly"], "retry": {"max_attempts": 4},
-        "target": {"type": "http", "url": "https://example.com/hook", "method": "PUT",
-                   "headers": {"Content-Type": "application/json", "X-A": "b=c"}, "body": '{"at": "{{scheduled_at}}"}'},
+        "name": "nightly-report",
+        "description": "d",
+        "schedule": "0 3 * * *",
+        "timezone": "Europe/Berlin",
+        "tags": ["billing", "nightly"],
+        "retry": {"max_attempts": 4},
+        "target": {
+            "type": "http",
+            "url": "https://example.com/hook",
+            "method": "PUT",
+            "headers": {"Content-Type": "application/json", "X-A": "b=c"},
+            "body": '{"at": "{{scheduled_at}}"}',
+        },
     }
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["ID", "NAME", "STATE", "SCHEDULE", "TARGET", "NEXT", "RUN", "LAST", "STATUS"]
@@ -176,10 +256,29 @@ def test_create_from_flags(api, capsys):
 
 def test_create_amqp_from_flags(api):
     api.on("POST", "/v1/jobs", job(), 201)
-    assert run(api, "jobs", "create", "--name", "m", "--run-at", "2026-12-01T10:00:00+01:00",
-               "--amqp-exchange", "events", "--routing-key", "a.b", "--body", "hi") == 0
-    assert api.requests[0].json == {"name": "m", "run_at": "2026-12-01T10:00:00+01:00", "target": {
-        "type": "amqp", "exchange": "events", "routing_key": "a.b", "body": "hi"}}
+    assert (
+        run(
+            api,
+            "jobs",
+            "create",
+            "--name",
+            "m",
+            "--run-at",
+            "2026-12-01T10:00:00+01:00",
+            "--amqp-exchange",
+            "events",
+            "--routing-key",
+            "a.b",
+            "--body",
+            "hi",
+        )
+        == 0
+    )
+    assert api.requests[0].json == {
+        "name": "m",
+        "run_at": "2026-12-01T10:00:00+01:00",
+        "target": {"type": "amqp", "exchange": "events", "routing_key": "a.b", "body": "hi"},
+    }
 
 
 def test_create_from_yaml_file_with_flags_over_it(api, tmp_path):
@@ -187,7 +286,7 @@ def test_create_from_yaml_file_with_flags_over_it(api, tmp_path):
     path = tmp_path / "job.yaml"
     path.write_text(
         "name: from-file\n"
-        "run_at: 2026-12-01T10:00:00Z\n"       # stays a string (no YAML timestamp)
+        "run_at: 2026-12-01T10:00:00Z\n"  # stays a string (no YAML timestamp)
         "start_at: 2026-11-01\n"
         "tags: [a, b]\n"
         "target:\n  url: https://example.com/a\n  headers: {X-One: '1'}\n"
@@ -195,10 +294,29 @@ def test_create_from_yaml_file_with_flags_over_it(api, tmp_path):
         "# read-only fields, as `jobs get --json` prints them, are left out\n"
         "id: whatever\nversion: 7\nstats: {run_count: 1}\n"
     )
-    assert run(api, "jobs", "create", "-f", str(path), "--schedule", "@hourly", "--header", "X-Two=2",
-               "--max-attempts", "5", "--tag", "c") == 0
+    assert (
+        run(
+            api,
+            "jobs",
+            "create",
+            "-f",
+            str(path),
+            "--schedule",
+            "@hourly",
+            "--header",
+            "X-Two=2",
+            "--max-attempts",
+            "5",
+            "--tag",
+            "c",
+        )
+        == 0
+    )
     assert api.requests[0].json == {
-        "name": "from-file", "start_at": "2026-11-01", "tags": ["c"], "schedule": "@hourly",
+        "name": "from-file",
+        "start_at": "2026-11-01",
+        "tags": ["c"],
+        "schedule": "@hourly",
         "target": {"type": "http", "url": "https://example.com/a", "headers": {"X-One": "1", "X-Two": "2"}},
         "retry": {"max_attempts": 5, "max_backoff_seconds": 60},
     }
@@ -213,21 +331,25 @@ def test_create_from_json_on_stdin(api, monkeypatch, capsys):
     assert json.loads(capsys.readouterr().out) == job()
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["jobs", "create"], "give a job definition"),
-    (["jobs", "create", "-f", "/nonexistent/job.yaml"], "cannot read /nonexistent/job.yaml"),
-    (["jobs", "create", "--name", "x", "--header", "novalue"], "--header takes NAME=VALUE"),
-    (["jobs", "update", JOB_ID], "nothing to change"),
-    (["jobs", "list", "--endpoint", "ftp://x"], "--endpoint: not an http(s) URL"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["jobs", "create"], "give a job definition"),
+        (["jobs", "create", "-f", "/nonexistent/job.yaml"], "cannot read /nonexistent/job.yaml"),
+        (["jobs", "create", "--name", "x", "--header", "novalue"], "--header takes NAME=VALUE"),
+        (["jobs", "update", JOB_ID], "nothing to change"),
+        (["jobs", "list", "--endpoint", "ftp://x"], "--endpoint: not an http(s) URL"),
+    ],
+)
 def test_usage_errors_exit_2(api, capsys, argv, message):
     assert run(api, *argv) == 2
     assert message in capsys.readouterr().err
     assert api.requests == []
 
 
-@pytest.mark.parametrize("text, message", [("- a\n- b\n", "must be a mapping"), ("a: [1\n", "not valid YAML"),
-                                           ("", "empty job definition")])
+@pytest.mark.parametrize(
+    "text, message", [("- a\n- b\n", "must be a mapping"), ("a: [1\n", "not valid YAML"), ("", "empty job definition")]
+)
 def test_bad_job_files_exit_2(api, capsys, tmp_path, text, message):
     path = tmp_path / "job.yaml"
     path.write_text(text)
@@ -236,8 +358,12 @@ def test_bad_job_files_exit_2(api, capsys, tmp_path, text, message):
 
 
 def test_argparse_usage_errors_exit_2(api, capsys):
-    for argv in (["jobs"], ["jobs", "create", "--schedule", "x", "--run-at", "y"], ["jobs", "list", "--limit", "0"],
-                 ["jobs", "list", "--state", "sleeping"]):
+    for argv in (
+        ["jobs"],
+        ["jobs", "create", "--schedule", "x", "--run-at", "y"],
+        ["jobs", "list", "--limit", "0"],
+        ["jobs", "list", "--state", "sleeping"],
+    ):
         with pytest.raises(SystemExit) as info:
             run(api, *argv)
         assert info.value.code == 2
@@ -248,9 +374,21 @@ def test_argparse_usage_errors_exit_2(api, capsys):
 
 
 def test_list_one_page_with_filters(api, capsys):
-    api.on("GET", "/v1/jobs", {"jobs": [job(), job(JOB_ID2, "other", schedule=None, run_at="2026-12-24T18:00:00Z",
-                                                   stats={"last_status": None})], "next_cursor": "c1"})
-    assert run(api, "jobs", "list", "--state", "active", "--tag", "billing", "--name-prefix", "night ly", "--limit", "2") == 0
+    api.on(
+        "GET",
+        "/v1/jobs",
+        {
+            "jobs": [
+                job(),
+                job(JOB_ID2, "other", schedule=None, run_at="2026-12-24T18:00:00Z", stats={"last_status": None}),
+            ],
+            "next_cursor": "c1",
+        },
+    )
+    assert (
+        run(api, "jobs", "list", "--state", "active", "--tag", "billing", "--name-prefix", "night ly", "--limit", "2")
+        == 0
+    )
     [req] = api.requests
     assert req.query == {"state": "active", "tag": "billing", "name_prefix": "night ly", "limit": "2"}
     assert "name_prefix=night%20ly" in req.query_string
@@ -319,8 +457,7 @@ def test_unknown_name_exits_3(api, capsys):
 
 def test_update_patches_the_given_fields(api, capsys):
     api.on("PATCH", f"/v1/jobs/{JOB_ID}", job(version=4))
-    assert run(api, "jobs", "update", JOB_ID, "--schedule", "*/5 * * * *", "--header", "X-A=1",
-               "--if-match", "3") == 0
+    assert run(api, "jobs", "update", JOB_ID, "--schedule", "*/5 * * * *", "--header", "X-A=1", "--if-match", "3") == 0
     [req] = api.requests
     assert req.method == "PATCH"
     assert req.headers["If-Match"] == '"3"'
@@ -333,11 +470,28 @@ def test_update_by_name_with_a_patch_file(api, tmp_path):
     api.on("PATCH", f"/v1/jobs/{JOB_ID}", job())
     path = tmp_path / "patch.json"
     path.write_text(json.dumps({"description": None, "retry": {"max_attempts": 9}}))
-    assert run(api, "jobs", "update", "nightly-report", "-f", str(path), "--run-at", "2027-01-01T00:00:00Z",
-               "--amqp-exchange", "x") == 0
-    assert api.requests[-1].json == {"description": None, "retry": {"max_attempts": 9},
-                                     "run_at": "2027-01-01T00:00:00Z", "schedule": None,
-                                     "target": {"exchange": "x", "type": "amqp"}}
+    assert (
+        run(
+            api,
+            "jobs",
+            "update",
+            "nightly-report",
+            "-f",
+            str(path),
+            "--run-at",
+            "2027-01-01T00:00:00Z",
+            "--amqp-exchange",
+            "x",
+        )
+        == 0
+    )
+    assert api.requests[-1].json == {
+        "description": None,
+        "retry": {"max_attempts": 9},
+        "run_at": "2027-01-01T00:00:00Z",
+        "schedule": None,
+        "target": {"exchange": "x", "type": "amqp"},
+    }
     assert "If-Match" not in api.requests[-1].headers
 
 
@@ -379,8 +533,12 @@ def test_delete_pause_resume_run(api, capsys):
     api.on("DELETE", f"/v1/jobs/{JOB_ID}", None, 204)
     api.on("POST", f"/v1/jobs/{JOB_ID}/pause", job(state="paused"))
     api.on("POST", f"/v1/jobs/{JOB_ID}/resume", job())
-    api.on("POST", f"/v1/jobs/{JOB_ID}/run", {"job_id": JOB_ID, "status": "queued",
-                                               "requested_at": "2026-11-02T10:00:00Z", "job": job()}, 202)
+    api.on(
+        "POST",
+        f"/v1/jobs/{JOB_ID}/run",
+        {"job_id": JOB_ID, "status": "queued", "requested_at": "2026-11-02T10:00:00Z", "job": job()},
+        202,
+    )
     assert run(api, "jobs", "delete", JOB_ID) == 0
     assert capsys.readouterr().out.strip() == f"deleted job {JOB_ID}"
     assert run(api, "jobs", "pause", JOB_ID) == 0
@@ -392,9 +550,12 @@ def test_delete_pause_resume_run(api, capsys):
     assert run(api, "--json", "jobs", "run", JOB_ID) == 0
     assert json.loads(capsys.readouterr().out)["status"] == "queued"
     assert [(r.method, r.path) for r in api.requests] == [
-        ("DELETE", f"/v1/jobs/{JOB_ID}"), ("POST", f"/v1/jobs/{JOB_ID}/pause"),
-        ("POST", f"/v1/jobs/{JOB_ID}/resume"), ("POST", f"/v1/jobs/{JOB_ID}/run"),
-        ("POST", f"/v1/jobs/{JOB_ID}/run")]
+        ("DELETE", f"/v1/jobs/{JOB_ID}"),
+        ("POST", f"/v1/jobs/{JOB_ID}/pause"),
+        ("POST", f"/v1/jobs/{JOB_ID}/resume"),
+        ("POST", f"/v1/jobs/{JOB_ID}/run"),
+        ("POST", f"/v1/jobs/{JOB_ID}/run"),
+    ]
 
 
 def test_delete_by_name(api, capsys):
@@ -409,19 +570,48 @@ def test_delete_by_name(api, capsys):
 
 def test_executions_table(api, capsys):
     long_error = "connect timeout\nto https://example.com/hook after 30 s; " + "x" * 100
-    api.on("GET", f"/v1/jobs/{JOB_ID}/executions", {"executions": [
-        execution(1, started_at="2026-11-01T02:00:00.012Z"),
-        execution(2, status="failed", http_status=None, error=long_error, trigger="retry", attempt=2)],
-        "next_cursor": None})
+    api.on(
+        "GET",
+        f"/v1/jobs/{JOB_ID}/executions",
+        {
+            "executions": [
+                execution(1, started_at="2026-11-01T02:00:00.012Z"),
+                execution(2, status="failed", http_status=None, error=long_error, trigger="retry", attempt=2),
+            ],
+            "next_cursor": None,
+        },
+    )
     assert run(api, "executions", JOB_ID, "--status", "failed", "--limit", "2") == 0
     assert api.requests[0].query == {"status": "failed", "limit": "2"}
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["ID", "SCHEDULED", "AT", "STARTED", "LATE", "ATTEMPT", "TRIGGER", "STATUS", "HTTP",
-                                "DURATION", "MS", "ERROR"]
-    assert lines[1].split() == ["e1", "2026-11-01T02:00:00Z", "2026-11-01T02:00:00.012Z", "12ms", "1", "schedule",
-                                "succeeded", "200", "42", "-"]
+    assert lines[0].split() == [
+        "ID",
+        "SCHEDULED",
+        "AT",
+        "STARTED",
+        "LATE",
+        "ATTEMPT",
+        "TRIGGER",
+        "STATUS",
+        "HTTP",
+        "DURATION",
+        "MS",
+        "ERROR",
+    ]
+    assert lines[1].split() == [
+        "e1",
+        "2026-11-01T02:00:00Z",
+        "2026-11-01T02:00:00.012Z",
+        "12ms",
+        "1",
+        "schedule",
+        "succeeded",
+        "200",
+        "42",
+        "-",
+    ]
     assert "retry" in lines[2] and "failed" in lines[2]
-    error_cell = lines[2][lines[0].index("ERROR"):]
+    error_cell = lines[2][lines[0].index("ERROR") :]
     assert error_cell.startswith("connect timeout to https://") and error_cell.endswith("...")
     assert len(error_cell) == cli.ERROR_WIDTH
 
@@ -443,9 +633,19 @@ def test_executions_all_by_name_json(api, capsys):
 
 
 def test_error_envelope_on_stderr_exit_1(api, capsys):
-    api.on("POST", "/v1/jobs", envelope("bad_request", "the job is not valid", [
-        {"field": "schedule", "message": "minute field: 61 is out of range 0-59"},
-        {"field": "target.url", "message": "must be an http(s) URL"}]), 400)
+    api.on(
+        "POST",
+        "/v1/jobs",
+        envelope(
+            "bad_request",
+            "the job is not valid",
+            [
+                {"field": "schedule", "message": "minute field: 61 is out of range 0-59"},
+                {"field": "target.url", "message": "must be an http(s) URL"},
+            ],
+        ),
+        400,
+    )
     assert run(api, "jobs", "create", "--name", "x", "--schedule", "61 * * * *", "--url", "ftp://x") == 1
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -503,8 +703,15 @@ def test_sigv4_flag_signs_with_the_credential_chain(api, monkeypatch):
     assert req.headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDTEST/")
     assert "/eu-central-1/execute-api/aws4_request" in req.headers["Authorization"]
     assert req.headers["X-Amz-Security-Token"] == "token-test"
-    principal = verify_request(req.method, req.path, req.query_string, req.headers, req.body,
-                               {"AKIDTEST": ("secret-test", "arn:aws:iam::1:user/t")}, region="eu-central-1")
+    principal = verify_request(
+        req.method,
+        req.path,
+        req.query_string,
+        req.headers,
+        req.body,
+        {"AKIDTEST": ("secret-test", "arn:aws:iam::1:user/t")},
+        region="eu-central-1",
+    )
     assert principal == "arn:aws:iam::1:user/t"
 
 
@@ -513,11 +720,37 @@ def test_sigv4_with_profile_and_region_flags(api, tmp_path, monkeypatch):
 
     (tmp_path / "aws-credentials").write_text("[dev]\naws_access_key_id = AKIDDEV\naws_secret_access_key = s3cr3t\n")
     api.on("GET", "/v1/jobs", {"jobs": [], "next_cursor": None})
-    assert cli.main(["jobs", "list", "--endpoint", api.url, "--sigv4", "--profile", "dev", "--region", "ap-south-1",
-                     "--tag", "a b"]) == 0
+    assert (
+        cli.main(
+            [
+                "jobs",
+                "list",
+                "--endpoint",
+                api.url,
+                "--sigv4",
+                "--profile",
+                "dev",
+                "--region",
+                "ap-south-1",
+                "--tag",
+                "a b",
+            ]
+        )
+        == 0
+    )
     [req] = api.requests
-    assert verify_request(req.method, req.path, req.query_string, req.headers, req.body,
-                          {"AKIDDEV": ("s3cr3t", "dev")}, region="ap-south-1") == "dev"
+    assert (
+        verify_request(
+            req.method,
+            req.path,
+            req.query_string,
+            req.headers,
+            req.body,
+            {"AKIDDEV": ("s3cr3t", "dev")},
+            region="ap-south-1",
+        )
+        == "dev"
+    )
 
 
 def test_sigv4_without_credentials_exits_1(api, capsys):
@@ -549,15 +782,48 @@ def test_helpers():
 
 
 def test_local_parses_its_options():
-    args = cli.build_parser().parse_args(["local", "--host", "0.0.0.0", "--port", "9000", "--database-url", "postgresql://x",
-                                          "--data-dir", "/tmp/d", "--auth", "sigv4", "--credentials", "c.json",
-                                          "--precision", "minute", "--runners", "3"])
-    assert (args.host, args.port, args.database_url, args.data_dir, args.auth, args.credentials, args.precision,
-            args.runners) == ("0.0.0.0", 9000, "postgresql://x", "/tmp/d", "sigv4", "c.json", "minute", 3)
+    args = cli.build_parser().parse_args(
+        [
+            "local",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "9000",
+            "--database-url",
+            "postgresql://x",
+            "--data-dir",
+            "/tmp/d",
+            "--auth",
+            "sigv4",
+            "--credentials",
+            "c.json",
+            "--precision",
+            "minute",
+            "--runners",
+            "3",
+        ]
+    )
+    assert (
+        args.host,
+        args.port,
+        args.database_url,
+        args.data_dir,
+        args.auth,
+        args.credentials,
+        args.precision,
+        args.runners,
+    ) == ("0.0.0.0", 9000, "postgresql://x", "/tmp/d", "sigv4", "c.json", "minute", 3)
     assert args.func is cli.server.run_local
     defaults = cli.build_parser().parse_args(["local"])
-    assert (defaults.host, defaults.port, defaults.database_url, defaults.data_dir, defaults.auth,
-            defaults.credentials, defaults.runners) == ("127.0.0.1", 8080, None, ".scheduler", "none", None, 1)
+    assert (
+        defaults.host,
+        defaults.port,
+        defaults.database_url,
+        defaults.data_dir,
+        defaults.auth,
+        defaults.credentials,
+        defaults.runners,
+    ) == ("127.0.0.1", 8080, None, ".scheduler", "none", None, 1)
     for bad in (["--auth", "basic"], ["--runners", "0"], ["--runners", "two"]):
         with pytest.raises(SystemExit):
             cli.build_parser().parse_args(["local", *bad])
@@ -577,11 +843,32 @@ def test_migrate_still_works(monkeypatch, capsys):
 def test_executions_across_jobs_with_filters(api, capsys):
     api.on("GET", "/v1/jobs", {"jobs": [job()], "next_cursor": None})
     long_error = "refused " + "y" * 200
-    api.on("GET", "/v1/executions", {"executions": [
-        execution(1, job_name="nightly-report", started_at="2026-11-01T02:00:01Z", status="failed", error=long_error)],
-        "next_cursor": None})
-    assert run(api, "executions", "--status", "failed", "--since", "2026-11-01T00:00:00+01:00",
-               "--job", "nightly-report", "--wide") == 0
+    api.on(
+        "GET",
+        "/v1/executions",
+        {
+            "executions": [
+                execution(
+                    1, job_name="nightly-report", started_at="2026-11-01T02:00:01Z", status="failed", error=long_error
+                )
+            ],
+            "next_cursor": None,
+        },
+    )
+    assert (
+        run(
+            api,
+            "executions",
+            "--status",
+            "failed",
+            "--since",
+            "2026-11-01T00:00:00+01:00",
+            "--job",
+            "nightly-report",
+            "--wide",
+        )
+        == 0
+    )
     listing = api.requests[-1]
     assert listing.path == "/v1/executions"
     assert listing.query == {"status": "failed", "since": "2026-11-01T00:00:00+01:00", "job_id": JOB_ID}
@@ -592,19 +879,27 @@ def test_executions_across_jobs_with_filters(api, capsys):
 
 
 def test_executions_across_jobs_bad_status_is_the_apis_400(api, capsys):
-    api.on("GET", "/v1/executions", envelope("bad_request", "invalid query",
-                                             [{"field": "since", "message": "not an RFC 3339 instant"}]), 400)
+    api.on(
+        "GET",
+        "/v1/executions",
+        envelope("bad_request", "invalid query", [{"field": "since", "message": "not an RFC 3339 instant"}]),
+        400,
+    )
     assert run(api, "executions", "--since", "yesterday") == 1
-    assert capsys.readouterr().err.splitlines() == ["error: 400 bad_request: invalid query",
-                                                    "  since: not an RFC 3339 instant"]
+    assert capsys.readouterr().err.splitlines() == [
+        "error: 400 bad_request: invalid query",
+        "  since: not an RFC 3339 instant",
+    ]
 
 
 def test_follow_prints_executions_as_they_finish(api):
     from scheduler.cli.executions import follow
 
-    pages = [[execution(1, status="succeeded", job_name="a")],
-             [execution(2, status="running", job_name="b"), execution(1, status="succeeded", job_name="a")],
-             [execution(2, status="failed", job_name="b", error="boom"), execution(1, job_name="a")]]
+    pages = [
+        [execution(1, status="succeeded", job_name="a")],
+        [execution(2, status="running", job_name="b"), execution(1, status="succeeded", job_name="a")],
+        [execution(2, status="failed", job_name="b", error="boom"), execution(1, job_name="a")],
+    ]
     calls: list[dict[str, str]] = []
 
     def answer(req: Recorded) -> tuple[int, Any]:
@@ -614,8 +909,11 @@ def test_follow_prints_executions_as_they_finish(api):
     api.on("GET", "/v1/executions", answer)
     client = SchedulerClient(api.url)  # type: ignore[attr-defined]
     out, stop = io.StringIO(), threading.Event()
-    thread = threading.Thread(target=follow, args=(client.list_all_executions, {"status": None}),
-                              kwargs={"interval": 0.01, "stop": stop, "out": out})
+    thread = threading.Thread(
+        target=follow,
+        args=(client.list_all_executions, {"status": None}),
+        kwargs={"interval": 0.01, "stop": stop, "out": out},
+    )
     thread.start()
     deadline = time.monotonic() + 10
     while "boom" not in out.getvalue() and time.monotonic() < deadline:
@@ -630,15 +928,35 @@ def test_follow_prints_executions_as_they_finish(api):
 
 def test_preview_sends_the_schedule_and_prints_local_times(api, capsys):
     api.on("POST", "/v1/schedules/preview", {"occurrences": ["2027-03-28T01:00:00Z", "2027-03-29T01:00:00Z"]})
-    assert run(api, "preview", "30 2 * * *", "--timezone", "Europe/Berlin", "--count", "2",
-               "--start-at", "2027-03-01T00:00:00Z") == 0
-    assert api.requests[0].json == {"schedule": "30 2 * * *", "timezone": "Europe/Berlin", "count": 2,
-                                    "start_at": "2027-03-01T00:00:00Z"}
+    assert (
+        run(
+            api,
+            "preview",
+            "30 2 * * *",
+            "--timezone",
+            "Europe/Berlin",
+            "--count",
+            "2",
+            "--start-at",
+            "2027-03-01T00:00:00Z",
+        )
+        == 0
+    )
+    assert api.requests[0].json == {
+        "schedule": "30 2 * * *",
+        "timezone": "Europe/Berlin",
+        "count": 2,
+        "start_at": "2027-03-01T00:00:00Z",
+    }
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["UTC", "LOCAL", "TIME"]
     assert out[1].split() == ["2027-03-28T01:00:00Z", "2027-03-28", "03:00:00", "CEST"]
-    api.on("POST", "/v1/schedules/preview", envelope("bad_request", "invalid job",
-                                                     [{"field": "schedule", "message": "bad cron"}]), 400)
+    api.on(
+        "POST",
+        "/v1/schedules/preview",
+        envelope("bad_request", "invalid job", [{"field": "schedule", "message": "bad cron"}]),
+        400,
+    )
     assert run(api, "preview", "61 * * * *") == 1
     assert "  schedule: bad cron" in capsys.readouterr().err
     api.on("POST", "/v1/schedules/preview", {"occurrences": ["2027-01-01T00:00:00Z"]})
@@ -647,10 +965,23 @@ def test_preview_sends_the_schedule_and_prints_local_times(api, capsys):
 
 
 def test_console_parses_its_options_and_explains_a_missing_console(capsys, monkeypatch):
-    args = cli.build_parser().parse_args(["console", "--endpoint", "https://x.execute-api.eu-west-1.amazonaws.com/prod",
-                                          "--port", "9999", "--region", "eu-west-1"])
+    args = cli.build_parser().parse_args(
+        [
+            "console",
+            "--endpoint",
+            "https://x.execute-api.eu-west-1.amazonaws.com/prod",
+            "--port",
+            "9999",
+            "--region",
+            "eu-west-1",
+        ]
+    )
     assert (args.endpoint, args.port, args.console_region, args.host) == (
-        "https://x.execute-api.eu-west-1.amazonaws.com/prod", 9999, "eu-west-1", "127.0.0.1")
+        "https://x.execute-api.eu-west-1.amazonaws.com/prod",
+        9999,
+        "eu-west-1",
+        "127.0.0.1",
+    )
     assert cli.build_parser().parse_args(["console", "--endpoint", "http://h"]).port == 8081
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["console"])  # --endpoint is required
@@ -678,7 +1009,7 @@ def test_unquoted_star_in_yaml_gets_a_hint(tmp_path, api, capsys):
     path.write_text("name: x\nschedule: */5 * * * *\ntarget:\n  url: http://h\n")
     assert run(api, "jobs", "create", "-f", str(path)) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and 'quote a schedule that starts with \'*\'' in err and "Traceback" not in err
+    assert err.count("\n") == 1 and "quote a schedule that starts with '*'" in err and "Traceback" not in err
 
 
 def test_local_busy_port_is_one_line_before_any_migration(capsys):
@@ -689,7 +1020,9 @@ def test_local_busy_port_is_one_line_before_any_migration(capsys):
         # an unreachable database too: the port is checked first
         assert cli.main(["local", "--port", str(port), "--database-url", "postgresql://u:pw@127.0.0.1:1/x"]) == 1
     err = capsys.readouterr().err
-    assert err == f"scheduler local: error: port {port} on 127.0.0.1 is in use (another scheduler local?); give --port\n"
+    assert (
+        err == f"scheduler local: error: port {port} on 127.0.0.1 is in use (another scheduler local?); give --port\n"
+    )
 
 
 def test_unreachable_database_is_one_line_without_the_password(capsys):
@@ -703,8 +1036,9 @@ def test_unreachable_database_is_one_line_without_the_password(capsys):
 def test_local_without_the_local_extra_says_how_to_install_it(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "waitress", None)
     assert cli.main(["local", "--port", "0"]) == 1
-    assert capsys.readouterr().err == ("scheduler local: error: scheduler local needs the 'local' extra: "
-                                       "pip install -e '.[local]' (or make dev)\n")
+    assert capsys.readouterr().err == (
+        "scheduler local: error: scheduler local needs the 'local' extra: pip install -e '.[local]' (or make dev)\n"
+    )
 
 
 def test_bad_precision_in_the_environment_is_one_line(monkeypatch, capsys):
@@ -719,17 +1053,40 @@ def test_bad_precision_in_the_environment_is_one_line(monkeypatch, capsys):
 def test_local_settings_read_the_environment_and_the_options_win(tmp_path):
     from scheduler.local import LocalOptions, local_settings
 
-    env = {"SCHEDULER_PRECISION": "minute", "SCHEDULER_LOCAL_KEY_FILE": str(tmp_path / "k.key"),
-           "SCHEDULER_TARGET_ALLOW_LIST": "a.example, b.example", "SCHEDULER_EXECUTION_RETENTION_DAYS": "7",
-           "SCHEDULER_DEFAULT_BROKER_URL": "amqp://guest:guest@127.0.0.1:5672/", "SCHEDULER_CURSOR_SECRET": "c"}
+    env = {
+        "SCHEDULER_PRECISION": "minute",
+        "SCHEDULER_LOCAL_KEY_FILE": str(tmp_path / "k.key"),
+        "SCHEDULER_TARGET_ALLOW_LIST": "a.example, b.example",
+        "SCHEDULER_EXECUTION_RETENTION_DAYS": "7",
+        "SCHEDULER_DEFAULT_BROKER_URL": "amqp://guest:guest@127.0.0.1:5672/",
+        "SCHEDULER_CURSOR_SECRET": "c",
+    }
     settings = local_settings(LocalOptions(), tmp_path, "postgresql://db", env)
-    assert (settings.precision, settings.local_key_file, settings.target_allow_list, settings.execution_retention_days,
-            settings.default_broker_url, settings.cursor_secret, settings.allow_private_targets, settings.database_url) == (
-        "minute", str(tmp_path / "k.key"), ("a.example", "b.example"), 7, "amqp://guest:guest@127.0.0.1:5672/", "c",
-        True, "postgresql://db")
+    assert (
+        settings.precision,
+        settings.local_key_file,
+        settings.target_allow_list,
+        settings.execution_retention_days,
+        settings.default_broker_url,
+        settings.cursor_secret,
+        settings.allow_private_targets,
+        settings.database_url,
+    ) == (
+        "minute",
+        str(tmp_path / "k.key"),
+        ("a.example", "b.example"),
+        7,
+        "amqp://guest:guest@127.0.0.1:5672/",
+        "c",
+        True,
+        "postgresql://db",
+    )
     over = local_settings(LocalOptions(precision="second", guard_targets=True), tmp_path, "postgresql://db", {})
     assert (over.precision, over.allow_private_targets, over.local_key_file) == (
-        "second", False, str(tmp_path / "secret.key"))
+        "second",
+        False,
+        str(tmp_path / "secret.key"),
+    )
 
 
 def test_migrate_reads_scheduler_database_url(empty_db_url, monkeypatch, capsys):
@@ -759,21 +1116,74 @@ def test_create_with_every_target_flag(api, tmp_path, monkeypatch):
     body = tmp_path / "body.json"
     body.write_text('{"at": "{{scheduled_at}}"}')
     monkeypatch.setenv("SCHEDULER_AUTH_SECRET", "s3cret")
-    argv = ["jobs", "create", "--name", "n", "--schedule", "@hourly", "--url", "https://example.com/h",
-            "--timeout", "12", "--content-type", "application/json", "--success-codes", "200,202",
-            "--auth", "basic", "--auth-username", "me", "--min-backoff", "2", "--max-backoff", "60.5",
-            "--max-age", "3600", "--max-attempts", "5", "--body", f"@{body}", "--after-completion", "delete"]
+    argv = [
+        "jobs",
+        "create",
+        "--name",
+        "n",
+        "--schedule",
+        "@hourly",
+        "--url",
+        "https://example.com/h",
+        "--timeout",
+        "12",
+        "--content-type",
+        "application/json",
+        "--success-codes",
+        "200,202",
+        "--auth",
+        "basic",
+        "--auth-username",
+        "me",
+        "--min-backoff",
+        "2",
+        "--max-backoff",
+        "60.5",
+        "--max-age",
+        "3600",
+        "--max-attempts",
+        "5",
+        "--body",
+        f"@{body}",
+        "--after-completion",
+        "delete",
+    ]
     assert run(api, *argv) == 0
     sent = api.requests[-1].json
-    assert sent["target"] == {"type": "http", "url": "https://example.com/h", "timeout_seconds": 12,
-                              "success_codes": [200, 202], "body": '{"at": "{{scheduled_at}}"}',
-                              "headers": {"Content-Type": "application/json"},
-                              "auth": {"type": "basic", "username": "me", "password": "s3cret"}}
-    assert sent["retry"] == {"max_attempts": 5, "min_backoff_seconds": 2, "max_backoff_seconds": 60.5,
-                             "max_age_seconds": 3600}
+    assert sent["target"] == {
+        "type": "http",
+        "url": "https://example.com/h",
+        "timeout_seconds": 12,
+        "success_codes": [200, 202],
+        "body": '{"at": "{{scheduled_at}}"}',
+        "headers": {"Content-Type": "application/json"},
+        "auth": {"type": "basic", "username": "me", "password": "s3cret"},
+    }
+    assert sent["retry"] == {
+        "max_attempts": 5,
+        "min_backoff_seconds": 2,
+        "max_backoff_seconds": 60.5,
+        "max_age_seconds": 3600,
+    }
     assert sent["after_completion"] == "delete"
-    assert run(api, "jobs", "create", "--name", "m", "--run-at", "2026-12-01T10:00:00Z", "--routing-key", "q",
-               "--content-type", "text/plain", "--auth", "bearer") == 0
+    assert (
+        run(
+            api,
+            "jobs",
+            "create",
+            "--name",
+            "m",
+            "--run-at",
+            "2026-12-01T10:00:00Z",
+            "--routing-key",
+            "q",
+            "--content-type",
+            "text/plain",
+            "--auth",
+            "bearer",
+        )
+        == 0
+    )
     assert api.requests[-1].json["target"]["content_type"] == "text/plain"
     assert api.requests[-1].json["target"]["auth"] == {"type": "bearer", "token": "s3cret"}
 
@@ -784,33 +1194,64 @@ def test_auth_secret_from_stdin_never_from_argv(api, monkeypatch):
     assert run(api, "jobs", "update", JOB_ID, "--auth", "header", "--auth-header", "X-Key") == 0
     assert api.requests[-1].json["target"]["auth"] == {"type": "header", "name": "X-Key", "value": "tok-from-stdin"}
     # no flag takes a secret on the command line
-    options = {o for a in cli.build_parser()._subparsers._group_actions[0].choices["jobs"]._subparsers
-               ._group_actions[0].choices["create"]._actions for o in a.option_strings}
+    options = {
+        o
+        for a in cli.build_parser()
+        ._subparsers._group_actions[0]
+        .choices["jobs"]
+        ._subparsers._group_actions[0]
+        .choices["create"]
+        ._actions
+        for o in a.option_strings
+    }
     assert not {"--password", "--token", "--auth-value", "--auth-secret"} & options
 
 
 def test_auth_needs_its_name_and_a_secret(api, monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
-    assert run(api, "jobs", "create", "--name", "n", "--schedule", "@daily", "--url", "http://h",
-               "--auth", "basic") == 2
-    assert run(api, "jobs", "create", "--name", "n", "--schedule", "@daily", "--url", "http://h",
-               "--auth", "bearer") == 2
+    assert (
+        run(api, "jobs", "create", "--name", "n", "--schedule", "@daily", "--url", "http://h", "--auth", "basic") == 2
+    )
+    assert (
+        run(api, "jobs", "create", "--name", "n", "--schedule", "@daily", "--url", "http://h", "--auth", "bearer") == 2
+    )
     err = capsys.readouterr().err.splitlines()
-    assert err == ["scheduler jobs create: error: --auth basic needs --auth-username",
-                   "scheduler jobs create: error: --auth bearer: empty secret (set $SCHEDULER_AUTH_SECRET "
-                   "or give it on stdin)"]
+    assert err == [
+        "scheduler jobs create: error: --auth basic needs --auth-username",
+        "scheduler jobs create: error: --auth bearer: empty secret (set $SCHEDULER_AUTH_SECRET or give it on stdin)",
+    ]
     assert not api.requests
 
 
 def test_jobs_get_shows_the_whole_job_and_yaml(api, capsys):
-    whole = job(after_completion="keep", target={
-        "type": "http", "url": "https://example.com/hook", "method": "POST", "headers": {"X-A": "1"},
-        "body": "hi", "auth": {"type": "bearer", "token": "***"}, "timeout_seconds": 10, "success_codes": [200]})
+    whole = job(
+        after_completion="keep",
+        target={
+            "type": "http",
+            "url": "https://example.com/hook",
+            "method": "POST",
+            "headers": {"X-A": "1"},
+            "body": "hi",
+            "auth": {"type": "bearer", "token": "***"},
+            "timeout_seconds": 10,
+            "success_codes": [200],
+        },
+    )
     api.on("GET", f"/v1/jobs/{JOB_ID}", whole)
     assert run(api, "jobs", "get", JOB_ID) == 0
     out = capsys.readouterr().out
-    for text in ("owner:", "after completion:", "keep", '{"X-A": "1"}', '"token": "***"', "timeout_seconds:",
-                 "min_backoff_seconds=1", "max_backoff_seconds=300", "Europe/Berlin", "run_once"):
+    for text in (
+        "owner:",
+        "after completion:",
+        "keep",
+        '{"X-A": "1"}',
+        '"token": "***"',
+        "timeout_seconds:",
+        "min_backoff_seconds=1",
+        "max_backoff_seconds=300",
+        "Europe/Berlin",
+        "run_once",
+    ):
         assert text in out, text
     assert run(api, "jobs", "get", JOB_ID, "-o", "yaml") == 0
     import yaml
@@ -829,8 +1270,7 @@ def test_every_flag_has_help():
             elif action.option_strings and action.dest != "help":
                 yield path, action
 
-    missing = [f"{path} {action.option_strings[0]}" for path, action in walk(parser, "scheduler")
-               if not action.help]
+    missing = [f"{path} {action.option_strings[0]}" for path, action in walk(parser, "scheduler") if not action.help]
     assert missing == []
 
 
@@ -843,9 +1283,17 @@ def test_completion_scripts_complete_commands_and_options(tmp_path, capsys):
     def complete(*words: str) -> list[str]:
         cword = len(words) - 1
         quoted = " ".join(f"'{w}'" for w in words)
-        result = subprocess.run(["bash", "-c", f"source {path}; COMP_WORDS=({quoted}); COMP_CWORD={cword}; "
-                                 "_scheduler_complete; echo \"${COMPREPLY[@]}\""],
-                                capture_output=True, text=True, check=True)
+        result = subprocess.run(
+            [
+                "bash",
+                "-c",
+                f"source {path}; COMP_WORDS=({quoted}); COMP_CWORD={cword}; "
+                '_scheduler_complete; echo "${COMPREPLY[@]}"',
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return result.stdout.split()
 
     assert complete("scheduler", "jo") == ["jobs"]
@@ -869,8 +1317,12 @@ def test_echo_prints_each_request():
     try:
         import requests
 
-        answer = requests.post(f"http://127.0.0.1:{server.server_address[1]}/hook?a=1", data=b'{"x": 1}',
-                               headers={"X-Scheduler-Attempt": "1"}, timeout=5)
+        answer = requests.post(
+            f"http://127.0.0.1:{server.server_address[1]}/hook?a=1",
+            data=b'{"x": 1}',
+            headers={"X-Scheduler-Attempt": "1"},
+            timeout=5,
+        )
         assert answer.status_code == 200
     finally:
         server.shutdown()
@@ -934,10 +1386,13 @@ def test_local_region_is_the_region_sigv4_signatures_must_name(tmp_path):
 def test_local_does_not_import_the_cli_and_options_are_frozen():
     import dataclasses
 
-    code = ("import sys, scheduler.local, scheduler.logs; "
-            "assert not [m for m in sys.modules if m.startswith('scheduler.cli')], sorted(sys.modules)")
-    subprocess.run([sys.executable, "-c", code], check=True, env={**__import__("os").environ,
-                                                                  "PYTHONPATH": "functions"})
+    code = (
+        "import sys, scheduler.local, scheduler.logs; "
+        "assert not [m for m in sys.modules if m.startswith('scheduler.cli')], sorted(sys.modules)"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code], check=True, env={**__import__("os").environ, "PYTHONPATH": "functions"}
+    )
     from scheduler.local import LocalOptions
 
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -945,8 +1400,12 @@ def test_local_does_not_import_the_cli_and_options_are_frozen():
 
 
 def test_python_m_scheduler_cli_runs():
-    result = subprocess.run([sys.executable, "-m", "scheduler.cli", "--help"], capture_output=True, text=True,
-                            env={**__import__("os").environ, "PYTHONPATH": "functions"})
+    result = subprocess.run(
+        [sys.executable, "-m", "scheduler.cli", "--help"],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "PYTHONPATH": "functions"},
+    )
     assert result.returncode == 0 and "preview" in result.stdout and "echo" in result.stdout
 
 
@@ -975,8 +1434,12 @@ def test_echo_prints_amqp_messages():
     assert ready.wait(10) and not errors, errors
     connection = pika.BlockingConnection(pika.URLParameters(url))
     try:
-        connection.channel().basic_publish("", queue, b"hello", pika.BasicProperties(
-            message_id="job:1", content_type="text/plain", headers={"X-Scheduler-Attempt": 1}))
+        connection.channel().basic_publish(
+            "",
+            queue,
+            b"hello",
+            pika.BasicProperties(message_id="job:1", content_type="text/plain", headers={"X-Scheduler-Attempt": 1}),
+        )
         deadline = time.monotonic() + 10
         while "hello" not in out.getvalue() and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -993,8 +1456,14 @@ def test_echo_prints_amqp_messages():
 
 def test_an_error_the_message_already_says_is_printed_once(api, capsys):
     message = "schedule: minute field: 61 is out of range 0-59"
-    api.on("POST", "/v1/jobs", envelope("invalid_request", message,
-                                        [{"field": "schedule", "message": "minute field: 61 is out of range 0-59"}]), 400)
+    api.on(
+        "POST",
+        "/v1/jobs",
+        envelope(
+            "invalid_request", message, [{"field": "schedule", "message": "minute field: 61 is out of range 0-59"}]
+        ),
+        400,
+    )
     assert run(api, "jobs", "create", "--name", "x", "--schedule", "61 * * * *", "--url", "http://h") == 1
     assert capsys.readouterr().err == f"error: 400 invalid_request: {message}\n"
 
@@ -1009,11 +1478,28 @@ def test_the_log_line_of_a_finished_execution():
         record.__dict__.update(extra)
         return LocalFormatter().format(record)
 
-    assert line(job_name="nightly", job_id="3f2a", status="succeeded", http_status=200, duration_ms=85,
-                lateness_ms=12, attempt=1) == "INFO scheduler.executor: nightly 3f2a succeeded http=200 took=85ms late=12ms"
-    assert line(job_name="amqp-job", job_id="9", status="failed", http_status=None, duration_ms=3, lateness_ms=-1,
-                attempt=2, error="broker said:\n  no route") == (
-        "INFO scheduler.executor: amqp-job 9 failed took=3ms late=-1ms attempt=2 error=broker said: no route")
+    assert (
+        line(
+            job_name="nightly",
+            job_id="3f2a",
+            status="succeeded",
+            http_status=200,
+            duration_ms=85,
+            lateness_ms=12,
+            attempt=1,
+        )
+        == "INFO scheduler.executor: nightly 3f2a succeeded http=200 took=85ms late=12ms"
+    )
+    assert line(
+        job_name="amqp-job",
+        job_id="9",
+        status="failed",
+        http_status=None,
+        duration_ms=3,
+        lateness_ms=-1,
+        attempt=2,
+        error="broker said:\n  no route",
+    ) == ("INFO scheduler.executor: amqp-job 9 failed took=3ms late=-1ms attempt=2 error=broker said: no route")
     other = logging.LogRecord("x", logging.WARNING, __file__, 1, "something %s", ("else",), None)
     assert LocalFormatter("runner-2").format(other) == "WARNING [runner-2] x: something else"
 
@@ -1022,10 +1508,11 @@ def test_a_server_without_the_new_routes_is_named_as_such(api, capsys):
     assert run(api, "executions") == 3
     assert run(api, "preview", "@daily") == 3
     err = capsys.readouterr().err.splitlines()
-    assert err == [f"error: 404 not_found: the API at {api.url} has no GET /v1/executions (a server older than "
-                   "this client?)",
-                   f"error: 404 not_found: the API at {api.url} has no POST /v1/schedules/preview (a server older "
-                   "than this client?)"]
+    assert err == [
+        f"error: 404 not_found: the API at {api.url} has no GET /v1/executions (a server older than this client?)",
+        f"error: 404 not_found: the API at {api.url} has no POST /v1/schedules/preview (a server older "
+        "than this client?)",
+    ]
 
 
 def test_follow_as_json_lines_and_body_from_stdin(api, monkeypatch):
@@ -1061,43 +1548,106 @@ def test_create_each_aws_target_type_from_flags(api, tmp_path):
     payload = tmp_path / "payload.json"
     payload.write_text('{"job": "{{job_id}}"}')
     fn = "arn:aws:lambda:eu-west-1:123456789012:function:report:live"
-    assert create_target(api, "--function-arn", fn, "--payload", f"@{payload}", "--invocation-type",
-                         "RequestResponse", "--role-arn", ROLE, "--timeout", "60") == {
-        "type": "lambda", "function_arn": fn, "payload": '{"job": "{{job_id}}"}',
-        "invocation_type": "RequestResponse", "role_arn": ROLE, "timeout_seconds": 60}
+    assert create_target(
+        api,
+        "--function-arn",
+        fn,
+        "--payload",
+        f"@{payload}",
+        "--invocation-type",
+        "RequestResponse",
+        "--role-arn",
+        ROLE,
+        "--timeout",
+        "60",
+    ) == {
+        "type": "lambda",
+        "function_arn": fn,
+        "payload": '{"job": "{{job_id}}"}',
+        "invocation_type": "RequestResponse",
+        "role_arn": ROLE,
+        "timeout_seconds": 60,
+    }
     queue = "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs.fifo"
-    assert create_target(api, "--queue-url", queue, "--body", "{{scheduled_at}}", "--message-group-id", "g1",
-                         "--role-arn", ROLE) == {
-        "type": "sqs", "queue_url": queue, "body": "{{scheduled_at}}", "message_group_id": "g1", "role_arn": ROLE}
+    assert create_target(
+        api, "--queue-url", queue, "--body", "{{scheduled_at}}", "--message-group-id", "g1", "--role-arn", ROLE
+    ) == {"type": "sqs", "queue_url": queue, "body": "{{scheduled_at}}", "message_group_id": "g1", "role_arn": ROLE}
     topic = "arn:aws:sns:eu-west-1:123456789012:alerts"
-    assert create_target(api, "--topic-arn", topic, "--body", "due", "--subject", "Report due",
-                         "--role-arn", ROLE) == {
-        "type": "sns", "topic_arn": topic, "message": "due", "subject": "Report due", "role_arn": ROLE}
+    assert create_target(api, "--topic-arn", topic, "--body", "due", "--subject", "Report due", "--role-arn", ROLE) == {
+        "type": "sns",
+        "topic_arn": topic,
+        "message": "due",
+        "subject": "Report due",
+        "role_arn": ROLE,
+    }
     detail = tmp_path / "detail.json"
     detail.write_text('{"at": "{{scheduled_at}}"}')
     bus = "arn:aws:events:eu-west-1:123456789012:event-bus/default"
-    assert create_target(api, "--type", "eventbridge", "--event-bus-arn", bus, "--source", "com.example.reports",
-                         "--detail-type", "ReportDue", "--detail", f"@{detail}", "--role-arn", ROLE) == {
-        "type": "eventbridge", "event_bus_arn": bus, "source": "com.example.reports", "detail_type": "ReportDue",
-        "detail": '{"at": "{{scheduled_at}}"}', "role_arn": ROLE}
+    assert create_target(
+        api,
+        "--type",
+        "eventbridge",
+        "--event-bus-arn",
+        bus,
+        "--source",
+        "com.example.reports",
+        "--detail-type",
+        "ReportDue",
+        "--detail",
+        f"@{detail}",
+        "--role-arn",
+        ROLE,
+    ) == {
+        "type": "eventbridge",
+        "event_bus_arn": bus,
+        "source": "com.example.reports",
+        "detail_type": "ReportDue",
+        "detail": '{"at": "{{scheduled_at}}"}',
+        "role_arn": ROLE,
+    }
 
 
 def test_aws_flags_over_a_file_of_another_type_replace_its_target(api, tmp_path):
     path = tmp_path / "job.yaml"
     path.write_text("name: f\nschedule: '@daily'\ntarget: {url: 'https://example.com/a', method: GET}\n")
     api.on("POST", "/v1/jobs", job(), 201)
-    assert run(api, "jobs", "create", "-f", str(path), "--topic-arn", "arn:aws:sns:us-east-1:123456789012:t.fifo",
-               "--message-group-id", "{{job_id}}", "--body", "hi", "--role-arn", ROLE) == 0
+    assert (
+        run(
+            api,
+            "jobs",
+            "create",
+            "-f",
+            str(path),
+            "--topic-arn",
+            "arn:aws:sns:us-east-1:123456789012:t.fifo",
+            "--message-group-id",
+            "{{job_id}}",
+            "--body",
+            "hi",
+            "--role-arn",
+            ROLE,
+        )
+        == 0
+    )
     assert api.requests[-1].json["target"] == {
-        "type": "sns", "topic_arn": "arn:aws:sns:us-east-1:123456789012:t.fifo", "message_group_id": "{{job_id}}",
-        "message": "hi", "role_arn": ROLE}
+        "type": "sns",
+        "topic_arn": "arn:aws:sns:us-east-1:123456789012:t.fifo",
+        "message_group_id": "{{job_id}}",
+        "message": "hi",
+        "role_arn": ROLE,
+    }
     # a file's sqs target takes the flags over it
-    path.write_text(f"name: f\nschedule: '@daily'\ntarget: {{type: sqs, queue_url: 'https://sqs.us-east-1."
-                    f"amazonaws.com/123456789012/q', body: old, role_arn: '{ROLE}'}}\n")
+    path.write_text(
+        f"name: f\nschedule: '@daily'\ntarget: {{type: sqs, queue_url: 'https://sqs.us-east-1."
+        f"amazonaws.com/123456789012/q', body: old, role_arn: '{ROLE}'}}\n"
+    )
     assert run(api, "jobs", "create", "-f", str(path), "--body", "new") == 0
     assert api.requests[-1].json["target"] == {
-        "type": "sqs", "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/q", "body": "new",
-        "role_arn": ROLE}
+        "type": "sqs",
+        "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/q",
+        "body": "new",
+        "role_arn": ROLE,
+    }
 
 
 def test_http_target_with_sigv4_auth(api, monkeypatch):
@@ -1105,32 +1655,68 @@ def test_http_target_with_sigv4_auth(api, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # sigv4 reads no secret
     url = "https://abc123.execute-api.eu-central-1.amazonaws.com/prod/reports"
     assert create_target(api, "--url", url, "--auth", "sigv4", "--role-arn", ROLE) == {
-        "type": "http", "url": url, "auth": {"type": "sigv4", "service": "execute-api", "region": "eu-central-1",
-                                             "role_arn": ROLE}}
+        "type": "http",
+        "url": url,
+        "auth": {"type": "sigv4", "service": "execute-api", "region": "eu-central-1", "role_arn": ROLE},
+    }
     fn_url = "https://xyz.lambda-url.us-west-2.on.aws/"
     assert create_target(api, "--url", fn_url, "--auth", "sigv4", "--role-arn", ROLE)["auth"] == {
-        "type": "sigv4", "service": "lambda", "region": "us-west-2", "role_arn": ROLE}
-    assert create_target(api, "--url", "https://internal.example.com/x", "--auth", "sigv4", "--sigv4-service",
-                         "execute-api", "--sigv4-region", "eu-west-1", "--role-arn", ROLE)["auth"] == {
-        "type": "sigv4", "service": "execute-api", "region": "eu-west-1", "role_arn": ROLE}
+        "type": "sigv4",
+        "service": "lambda",
+        "region": "us-west-2",
+        "role_arn": ROLE,
+    }
+    assert create_target(
+        api,
+        "--url",
+        "https://internal.example.com/x",
+        "--auth",
+        "sigv4",
+        "--sigv4-service",
+        "execute-api",
+        "--sigv4-region",
+        "eu-west-1",
+        "--role-arn",
+        ROLE,
+    )["auth"] == {"type": "sigv4", "service": "execute-api", "region": "eu-west-1", "role_arn": ROLE}
 
 
-@pytest.mark.parametrize("flags,message", [
-    (["--queue-url", "https://sqs.us-east-1.amazonaws.com/1/q", "--function-arn", "arn:x"],
-     "--function-arn and --queue-url are flags of different target types (lambda, sqs)"),
-    (["--type", "sqs", "--queue-url", "u", "--url", "https://example.com"], "--url is a flag of http or amqp targets, not of sqs"),
-    (["--type", "lambda", "--function-arn", "a", "--body", "x"], "--body is a flag of http or amqp or sqs or sns targets, not of lambda"),
-    (["--url", "https://example.com", "--payload", "{}"], "--url is a flag of http or amqp targets, not of lambda"),
-    (["--url", "https://example.com", "--role-arn", ROLE], "--role-arn on an http target needs --auth sigv4"),
-    (["--url", "https://example.com", "--sigv4-region", "eu-west-1"], "--sigv4-region needs --auth sigv4"),
-    (["--url", "https://example.com", "--auth", "sigv4", "--role-arn", ROLE],
-     "--auth sigv4 needs --sigv4-service execute-api|lambda (or an execute-api or lambda-url --url)"),
-    (["--url", "https://x.execute-api.eu-west-1.amazonaws.com/p", "--auth", "sigv4"],
-     "--auth sigv4 needs --role-arn ARN (the role the scheduler signs as)"),
-    (["-f", "-", "--event-bus-arn", "a", "--detail", "@-"], "-f - and --detail @-: standard input can be read once"),
-    (["--function-arn", "a", "--payload", "@/nonexistent/p.json"], "--payload: cannot read /nonexistent/p.json: "
-                                                                    "No such file or directory"),
-])
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (
+            ["--queue-url", "https://sqs.us-east-1.amazonaws.com/1/q", "--function-arn", "arn:x"],
+            "--function-arn and --queue-url are flags of different target types (lambda, sqs)",
+        ),
+        (
+            ["--type", "sqs", "--queue-url", "u", "--url", "https://example.com"],
+            "--url is a flag of http or amqp targets, not of sqs",
+        ),
+        (
+            ["--type", "lambda", "--function-arn", "a", "--body", "x"],
+            "--body is a flag of http or amqp or sqs or sns targets, not of lambda",
+        ),
+        (["--url", "https://example.com", "--payload", "{}"], "--url is a flag of http or amqp targets, not of lambda"),
+        (["--url", "https://example.com", "--role-arn", ROLE], "--role-arn on an http target needs --auth sigv4"),
+        (["--url", "https://example.com", "--sigv4-region", "eu-west-1"], "--sigv4-region needs --auth sigv4"),
+        (
+            ["--url", "https://example.com", "--auth", "sigv4", "--role-arn", ROLE],
+            "--auth sigv4 needs --sigv4-service execute-api|lambda (or an execute-api or lambda-url --url)",
+        ),
+        (
+            ["--url", "https://x.execute-api.eu-west-1.amazonaws.com/p", "--auth", "sigv4"],
+            "--auth sigv4 needs --role-arn ARN (the role the scheduler signs as)",
+        ),
+        (
+            ["-f", "-", "--event-bus-arn", "a", "--detail", "@-"],
+            "-f - and --detail @-: standard input can be read once",
+        ),
+        (
+            ["--function-arn", "a", "--payload", "@/nonexistent/p.json"],
+            "--payload: cannot read /nonexistent/p.json: No such file or directory",
+        ),
+    ],
+)
 def test_aws_flag_mistakes_are_one_line_usage_errors(api, capsys, flags, message):
     assert run(api, "jobs", "create", "--name", "n", "--schedule", "@daily", *flags) == 2
     assert capsys.readouterr().err.splitlines() == [f"scheduler jobs create: error: {message}"]
@@ -1143,18 +1729,32 @@ def test_update_to_another_type_clears_the_stored_fields(api):
     queue = "https://sqs.us-east-1.amazonaws.com/123456789012/q"
     assert run(api, "jobs", "update", JOB_ID, "--queue-url", queue, "--body", "b", "--role-arn", ROLE) == 0
     assert api.requests[-1].method == "PATCH"
-    assert api.requests[-1].json == {"target": {
-        "type": "sqs", "queue_url": queue, "body": "b", "role_arn": ROLE, "url": None, "method": None,
-        "headers": None, "auth": None, "success_codes": None}}  # timeout_seconds and body: sqs has them too
+    assert api.requests[-1].json == {
+        "target": {
+            "type": "sqs",
+            "queue_url": queue,
+            "body": "b",
+            "role_arn": ROLE,
+            "url": None,
+            "method": None,
+            "headers": None,
+            "auth": None,
+            "success_codes": None,
+        }
+    }  # timeout_seconds and body: sqs has them too
     # --body of a stored sns job is its message; --role-arn alone stays in the stored type
-    api.on("GET", f"/v1/jobs/{JOB_ID}", job(target={"type": "sns", "topic_arn": "arn:aws:sns:us-east-1:1:t",
-                                                   "message": "m", "role_arn": ROLE}))
+    api.on(
+        "GET",
+        f"/v1/jobs/{JOB_ID}",
+        job(target={"type": "sns", "topic_arn": "arn:aws:sns:us-east-1:1:t", "message": "m", "role_arn": ROLE}),
+    )
     assert run(api, "jobs", "update", JOB_ID, "--body", "new message") == 0
     assert api.requests[-1].json == {"target": {"message": "new message"}}
     topic = "arn:aws:sns:us-east-1:123456789012:t2"
     assert run(api, "jobs", "update", JOB_ID, "--type", "sqs", "--queue-url", queue) == 0  # sns -> sqs
-    assert api.requests[-1].json == {"target": {"type": "sqs", "queue_url": queue, "topic_arn": None,
-                                                "message": None}}  # role_arn kept
+    assert api.requests[-1].json == {
+        "target": {"type": "sqs", "queue_url": queue, "topic_arn": None, "message": None}
+    }  # role_arn kept
     assert run(api, "jobs", "update", JOB_ID, "--topic-arn", topic) == 0  # same type: nothing cleared
     assert api.requests[-1].json == {"target": {"type": "sns", "topic_arn": topic}}
     before = len(api.requests)
@@ -1164,31 +1764,80 @@ def test_update_to_another_type_clears_the_stored_fields(api):
 
 
 def test_tables_and_get_show_aws_targets_by_name(api, capsys):
-    jobs = [job(JOB_ID, "to-sqs", target={"type": "sqs", "role_arn": ROLE, "body": "b",
-                                          "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/work-queue"}),
-            job(JOB_ID2, "to-lambda", target={"type": "lambda", "role_arn": ROLE, "payload": "{}",
-                                              "function_arn": "arn:aws:lambda:us-east-1:123456789012:function:fn",
-                                              "invocation_type": "RequestResponse"}),
-            job(JOB_ID2, "to-sns", target={"type": "sns", "role_arn": ROLE, "message": "m",
-                                           "topic_arn": "arn:aws:sns:us-east-1:123456789012:alerts"}),
-            job(JOB_ID2, "to-bus", target={"type": "eventbridge", "role_arn": ROLE, "source": "s", "detail": "{}",
-                                           "event_bus_arn": "arn:aws:events:us-east-1:123456789012:event-bus/ops",
-                                           "detail_type": "Tick"}),
-            job(JOB_ID2, "signed", target={"type": "http", "url": "https://a.execute-api.us-east-1.amazonaws.com/p",
-                                           "auth": {"type": "sigv4", "service": "execute-api",
-                                                    "region": "us-east-1", "role_arn": ROLE}})]
+    jobs = [
+        job(
+            JOB_ID,
+            "to-sqs",
+            target={
+                "type": "sqs",
+                "role_arn": ROLE,
+                "body": "b",
+                "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/work-queue",
+            },
+        ),
+        job(
+            JOB_ID2,
+            "to-lambda",
+            target={
+                "type": "lambda",
+                "role_arn": ROLE,
+                "payload": "{}",
+                "function_arn": "arn:aws:lambda:us-east-1:123456789012:function:fn",
+                "invocation_type": "RequestResponse",
+            },
+        ),
+        job(
+            JOB_ID2,
+            "to-sns",
+            target={
+                "type": "sns",
+                "role_arn": ROLE,
+                "message": "m",
+                "topic_arn": "arn:aws:sns:us-east-1:123456789012:alerts",
+            },
+        ),
+        job(
+            JOB_ID2,
+            "to-bus",
+            target={
+                "type": "eventbridge",
+                "role_arn": ROLE,
+                "source": "s",
+                "detail": "{}",
+                "event_bus_arn": "arn:aws:events:us-east-1:123456789012:event-bus/ops",
+                "detail_type": "Tick",
+            },
+        ),
+        job(
+            JOB_ID2,
+            "signed",
+            target={
+                "type": "http",
+                "url": "https://a.execute-api.us-east-1.amazonaws.com/p",
+                "auth": {"type": "sigv4", "service": "execute-api", "region": "us-east-1", "role_arn": ROLE},
+            },
+        ),
+    ]
     api.on("GET", "/v1/jobs", {"jobs": jobs, "next_cursor": None})
     assert run(api, "jobs", "list") == 0
     out = capsys.readouterr().out.splitlines()
-    for line, summary in zip(out[1:], ("sqs work-queue", "lambda fn (sync)", "sns alerts", "eventbridge ops Tick",
-                                       "POST https://a.execute-ap... (sigv4 execute-api)")):
+    for line, summary in zip(
+        out[1:],
+        (
+            "sqs work-queue",
+            "lambda fn (sync)",
+            "sns alerts",
+            "eventbridge ops Tick",
+            "POST https://a.execute-ap... (sigv4 execute-api)",
+        ),
+    ):
         assert summary in line, (summary, line)
     api.on("GET", f"/v1/jobs/{JOB_ID}", jobs[0])
     assert run(api, "jobs", "get", JOB_ID) == 0
     lines = capsys.readouterr().out.splitlines()
     target_at = next(i for i, line in enumerate(lines) if line.startswith("target:"))
     assert lines[target_at].split()[1:] == ["sqs", "work-queue"]
-    below = " ".join(lines[target_at + 1:target_at + 5])
+    below = " ".join(lines[target_at + 1 : target_at + 5])
     for text in ("queue_url:", "https://sqs.us-east-1.amazonaws.com/123456789012/work-queue", "role_arn:", ROLE):
         assert text in below, text
 
@@ -1200,9 +1849,17 @@ def test_completion_completes_the_values_of_aws_flags(tmp_path, capsys):
 
     def complete(*words: str) -> list[str]:
         quoted = " ".join(f"'{w}'" for w in words)
-        result = subprocess.run(["bash", "-c", f"source {path}; COMP_WORDS=({quoted}); COMP_CWORD={len(words) - 1}; "
-                                 "_scheduler_complete; echo \"${COMPREPLY[@]}\""],
-                                capture_output=True, text=True, check=True)
+        result = subprocess.run(
+            [
+                "bash",
+                "-c",
+                f"source {path}; COMP_WORDS=({quoted}); COMP_CWORD={len(words) - 1}; "
+                '_scheduler_complete; echo "${COMPREPLY[@]}"',
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return result.stdout.split()
 
     assert complete("scheduler", "jobs", "create", "--type", "s") == ["sqs", "sns"]

@@ -6,7 +6,8 @@ import base64
 import json
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.api.cursors import CursorCodec, InvalidCursor, cursor_key, scope_of
 from scheduler.secrets import LocalSecretBox
@@ -26,17 +27,28 @@ def test_tampered_cursor_refused():
     cursor = CODEC.encode(SCOPE, {"after_name": "b"})
     body, mac = cursor.split(".")
     forged_body = base64.urlsafe_b64encode(json.dumps({"after_name": "z"}).encode()).rstrip(b"=").decode()
-    for bad in (f"{forged_body}.{mac}", cursor[:-1], cursor + "A", body, "", ".", "a.b.c", "%%%.%%%",
-                cursor.replace(".", "..")):
+    for bad in (
+        f"{forged_body}.{mac}",
+        cursor[:-1],
+        cursor + "A",
+        body,
+        "",
+        ".",
+        "a.b.c",
+        "%%%.%%%",
+        cursor.replace(".", ".."),
+    ):
         with pytest.raises(InvalidCursor):
             CODEC.decode(bad, SCOPE)
 
 
 def test_cursor_bound_to_its_query_and_key():
     cursor = CODEC.encode(SCOPE, {"after_name": "b"})
-    for other_scope in (scope_of("jobs", "arn:aws:iam::1:user/bob", state=None, tag="billing", name_prefix=None),
-                        scope_of("jobs", "arn:aws:iam::1:user/alice", state="active", tag="billing", name_prefix=None),
-                        scope_of("executions", "arn:aws:iam::1:user/alice", job_id="x", status=None)):
+    for other_scope in (
+        scope_of("jobs", "arn:aws:iam::1:user/bob", state=None, tag="billing", name_prefix=None),
+        scope_of("jobs", "arn:aws:iam::1:user/alice", state="active", tag="billing", name_prefix=None),
+        scope_of("executions", "arn:aws:iam::1:user/alice", job_id="x", status=None),
+    ):
         with pytest.raises(InvalidCursor):
             CODEC.decode(cursor, other_scope)
     with pytest.raises(InvalidCursor):

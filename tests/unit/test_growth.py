@@ -10,26 +10,39 @@ import pytest
 from botocore.stub import Stubber
 
 from scheduler import constants as c
-from scheduler.growth import (FANOUT_DISPATCH_RATE, GROWTH_WINDOW_SECONDS, HELPER_START_MARGIN_SECONDS,
-                              MIN_HELPER_SECONDS, Growth, LambdaHelperStarter, helper_drain_seconds, helper_seconds,
-                              helpers_to_start, is_helper, lambda_growth)
+from scheduler.growth import (
+    FANOUT_DISPATCH_RATE,
+    GROWTH_WINDOW_SECONDS,
+    HELPER_START_MARGIN_SECONDS,
+    MIN_HELPER_SECONDS,
+    Growth,
+    LambdaHelperStarter,
+    helper_drain_seconds,
+    helper_seconds,
+    helpers_to_start,
+    is_helper,
+    lambda_growth,
+)
 from scheduler.settings import Settings
 
 ONE = int(FANOUT_DISPATCH_RATE * GROWTH_WINDOW_SECONDS)  # what one fan-out dispatches in the window
 
 
-@pytest.mark.parametrize(("backlog", "running", "max_fanouts", "expected"), [
-    (0, 1, 4, 0),  # nothing due
-    (ONE, 1, 4, 0),  # one fan-out's worth: the primary alone
-    (ONE + 1, 1, 4, 1),  # a little more: one helper
-    (3 * ONE, 1, 4, 2),
-    (10 * ONE, 1, 4, 3),  # never more than the maximum at once, the primary included
-    (10 * ONE, 3, 4, 1),  # two helpers still running: one more
-    (10 * ONE, 4, 4, 0),
-    (10 * ONE, 6, 4, 0),  # over the maximum (counted high): none, never negative
-    (10 * ONE, 1, 1, 0),  # growth off
-    (10 * ONE, 0, 4, 3),  # the primary always counts itself
-])
+@pytest.mark.parametrize(
+    ("backlog", "running", "max_fanouts", "expected"),
+    [
+        (0, 1, 4, 0),  # nothing due
+        (ONE, 1, 4, 0),  # one fan-out's worth: the primary alone
+        (ONE + 1, 1, 4, 1),  # a little more: one helper
+        (3 * ONE, 1, 4, 2),
+        (10 * ONE, 1, 4, 3),  # never more than the maximum at once, the primary included
+        (10 * ONE, 3, 4, 1),  # two helpers still running: one more
+        (10 * ONE, 4, 4, 0),
+        (10 * ONE, 6, 4, 0),  # over the maximum (counted high): none, never negative
+        (10 * ONE, 1, 1, 0),  # growth off
+        (10 * ONE, 0, 4, 3),  # the primary always counts itself
+    ],
+)
 def test_helpers_to_start(backlog, running, max_fanouts, expected):
     assert helpers_to_start(backlog, running, max_fanouts=max_fanouts) == expected
 
@@ -53,8 +66,13 @@ def test_only_an_explicit_helper_event_is_a_helper():
 
 def test_a_helper_reads_how_long_it_may_run():
     assert helper_seconds({"helper": True, "seconds": 12.5}) == 12.5
-    for event in ({"helper": True}, {"helper": True, "seconds": 0}, {"helper": True, "seconds": "9"},
-                  {"helper": True, "seconds": True}, None):
+    for event in (
+        {"helper": True},
+        {"helper": True, "seconds": 0},
+        {"helper": True, "seconds": "9"},
+        {"helper": True, "seconds": True},
+        None,
+    ):
         assert helper_seconds(event) is None
 
 
@@ -68,8 +86,9 @@ class Clock:
 
 def test_growth_counts_its_helpers_for_the_time_it_gives_them_and_never_exceeds_the_maximum():
     clock, starts = Clock(), []
-    growth = Growth(lambda seconds: starts.append(seconds) or True, max_fanouts=4, clock=clock, rate=100,
-                    window_seconds=5)
+    growth = Growth(
+        lambda seconds: starts.append(seconds) or True, max_fanouts=4, clock=clock, rate=100, window_seconds=5
+    )
     assert growth.observe(300) == 0  # 3 s of one fan-out's work
     assert growth.observe(8000) == 3 and growth.running() == 4
     assert starts == [20.0] * 3  # each may run for its share: 2000 at 100/s
@@ -91,8 +110,11 @@ def test_growth_stops_at_a_failed_start():
 def test_lambda_helper_starter_invokes_its_own_function_asynchronously_with_the_helper_event():
     client = boto3.client("lambda", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     stubber = Stubber(client)
-    expected = {"FunctionName": "Stack-fanout", "InvocationType": "Event",
-                "Payload": json.dumps({"helper": True, "seconds": 12.3}).encode()}
+    expected = {
+        "FunctionName": "Stack-fanout",
+        "InvocationType": "Event",
+        "Payload": json.dumps({"helper": True, "seconds": 12.3}).encode(),
+    }
     stubber.add_response("invoke", {"StatusCode": 202, "Payload": io.BytesIO(b"")}, expected)
     stubber.add_client_error("invoke", "TooManyRequestsException", http_status_code=429)
     with stubber:

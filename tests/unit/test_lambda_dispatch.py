@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import io
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from scheduler.dispatch import INVOKE_THREADS, LambdaDispatch
 from scheduler.domain import Claim
 from scheduler.wiring import lambda_client_config
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def claim(n: int) -> Claim:
-    return Claim(job_id=f"job-{n}", lock_token=f"token-{n}", lease_kind="schedule", scheduled_at=NOW, due_at=NOW,
-                 claimed_at=NOW, locked_until=NOW)
+    return Claim(
+        job_id=f"job-{n}",
+        lock_token=f"token-{n}",
+        lease_kind="schedule",
+        scheduled_at=NOW,
+        due_at=NOW,
+        claimed_at=NOW,
+        locked_until=NOW,
+    )
 
 
 class Body(io.BytesIO):

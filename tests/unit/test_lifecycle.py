@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -11,16 +11,27 @@ from scheduler.domain import Job
 from scheduler.lifecycle import Outcome, backoff_seconds, plan_completion
 from scheduler.sql import QUERIES, parse_named_queries
 
-UTC = timezone.utc
+UTC = UTC
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 
 
 def job(**overrides):
-    row = {"state": "active", "schedule": "*/5 * * * *", "run_at": None, "timezone": "UTC",
-           "start_at": None, "end_at": None, "created_at": NOW - timedelta(days=1),
-           "scheduled_at": NOW, "attempt": 1, "next_run_at": NOW, "manual_run_at": None,
-           "lease_kind": "schedule", "missed_runs": "run_once",
-           "retry": {"max_attempts": 3, "min_backoff_seconds": 2, "max_backoff_seconds": 10}}
+    row = {
+        "state": "active",
+        "schedule": "*/5 * * * *",
+        "run_at": None,
+        "timezone": "UTC",
+        "start_at": None,
+        "end_at": None,
+        "created_at": NOW - timedelta(days=1),
+        "scheduled_at": NOW,
+        "attempt": 1,
+        "next_run_at": NOW,
+        "manual_run_at": None,
+        "lease_kind": "schedule",
+        "missed_runs": "run_once",
+        "retry": {"max_attempts": 3, "min_backoff_seconds": 2, "max_backoff_seconds": 10},
+    }
     row.update(overrides)
     return Job.from_row(row)
 
@@ -42,14 +53,22 @@ def test_success_moves_to_the_next_occurrence():
 
 def test_retryable_failure_keeps_the_occurrence():
     plan = plan_completion(job(), Outcome("failed", retryable=True), NOW, random.Random(1))
-    assert plan["scheduled_at"] == NOW and plan["attempt"] == 1 and NOW < plan["next_run_at"] <= NOW + timedelta(seconds=2)
+    assert (
+        plan["scheduled_at"] == NOW and plan["attempt"] == 1 and NOW < plan["next_run_at"] <= NOW + timedelta(seconds=2)
+    )
 
 
 def test_missed_occurrences_follow_the_policy():
     late = NOW + timedelta(minutes=22)
-    assert plan_completion(job(missed_runs="skip"), Outcome("succeeded"), late)["scheduled_at"] == NOW + timedelta(minutes=25)
-    assert plan_completion(job(missed_runs="run_once"), Outcome("succeeded"), late)["scheduled_at"] == NOW + timedelta(minutes=20)
-    assert plan_completion(job(missed_runs="run_all"), Outcome("succeeded"), late)["scheduled_at"] == NOW + timedelta(minutes=5)
+    assert plan_completion(job(missed_runs="skip"), Outcome("succeeded"), late)["scheduled_at"] == NOW + timedelta(
+        minutes=25
+    )
+    assert plan_completion(job(missed_runs="run_once"), Outcome("succeeded"), late)["scheduled_at"] == NOW + timedelta(
+        minutes=20
+    )
+    assert plan_completion(job(missed_runs="run_all"), Outcome("succeeded"), late)["scheduled_at"] == NOW + timedelta(
+        minutes=5
+    )
 
 
 def test_named_queries_loader():
@@ -74,4 +93,5 @@ def test_fragments_may_include_fragments_and_the_lost_cte_is_written_once():
     for name in ("claim_due", "claim_and_start", "update_job"):
         assert QUERIES[name].count("SET status = 'lost'") == 1, name
     from importlib import resources
+
     assert resources.files("scheduler.sql").joinpath("queries.sql").read_text().count("SET status = 'lost'") == 1

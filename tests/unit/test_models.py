@@ -9,8 +9,12 @@ from scheduler.models import JobSpec, validation_details
 
 
 def spec(**overrides):
-    base = {"name": "nightly-report", "schedule": "0 3 * * *", "timezone": "Europe/Berlin",
-            "target": {"type": "http", "url": "https://example.com/hook"}}
+    base = {
+        "name": "nightly-report",
+        "schedule": "0 3 * * *",
+        "timezone": "Europe/Berlin",
+        "target": {"type": "http", "url": "https://example.com/hook"},
+    }
     base.update(overrides)
     return base
 
@@ -28,11 +32,24 @@ def test_valid_job_gets_defaults():
 
 
 def test_errors_are_collected_with_their_paths():
-    found = details(spec(name="", timezone="Mars/Olympus", missed_runs="never",
-                         target={"type": "http", "url": "ftp://x", "timeout_seconds": 0, "extra": 1},
-                         retry={"max_attempts": 0}))
-    assert {"name", "timezone", "missed_runs", "target.url", "target.timeout_seconds", "target.extra",
-            "retry.max_attempts"} <= set(found)
+    found = details(
+        spec(
+            name="",
+            timezone="Mars/Olympus",
+            missed_runs="never",
+            target={"type": "http", "url": "ftp://x", "timeout_seconds": 0, "extra": 1},
+            retry={"max_attempts": 0},
+        )
+    )
+    assert {
+        "name",
+        "timezone",
+        "missed_runs",
+        "target.url",
+        "target.timeout_seconds",
+        "target.extra",
+        "retry.max_attempts",
+    } <= set(found)
     assert "http" in found["target.url"]
 
 
@@ -53,17 +70,25 @@ def test_end_before_start():
 
 
 def test_headers_and_auth_checked():
-    found = details(spec(target={"type": "http", "url": "https://e.com", "headers": {"X-Scheduler-Job-Id": "x",
-                                                                                     "Bad Name": "v"},
-                                 "auth": {"type": "basic", "username": ""}}))
+    found = details(
+        spec(
+            target={
+                "type": "http",
+                "url": "https://e.com",
+                "headers": {"X-Scheduler-Job-Id": "x", "Bad Name": "v"},
+                "auth": {"type": "basic", "username": ""},
+            }
+        )
+    )
     assert "target.headers" in found
     assert {"target.auth.username", "target.auth.password"} <= set(found)
     assert "target.url" in details(spec(target={"type": "http", "url": "https://u:p@e.com"}))
 
 
 def test_amqp_target():
-    JobSpec.model_validate(spec(target={"type": "amqp", "exchange": "x", "routing_key": "k", "body": "aGk=",
-                                        "body_encoding": "base64"}))
+    JobSpec.model_validate(
+        spec(target={"type": "amqp", "exchange": "x", "routing_key": "k", "body": "aGk=", "body_encoding": "base64"})
+    )
     assert "target.url" in details(spec(target={"type": "amqp", "url": "http://broker"}))
     assert "target.body" in details(spec(target={"type": "amqp", "body": "not base64!", "body_encoding": "base64"}))
     assert "target.type" in details(spec(target={"type": "smtp"}))

@@ -29,7 +29,7 @@ def test_redaction_comes_before_the_cut(offset):
     text = "x" * (100 - offset) + "Bearer " + TOKEN + "y" * 50
     out = redact_and_cut(text, [TOKEN], 100)
     assert len(out.encode()) <= 100
-    assert all(TOKEN[i:i + 4] not in out for i in range(len(TOKEN) - 3))
+    assert all(TOKEN[i : i + 4] not in out for i in range(len(TOKEN) - 3))
 
 
 def test_a_text_ending_inside_a_secret_has_that_start_masked():
@@ -41,11 +41,22 @@ def test_cut_keeps_utf8_whole():
     assert redact_and_cut("é" * 10, [], 5) == "éé"
 
 
-@pytest.mark.parametrize("url, ok", [
-    ("amqp://u:p@h/v", True), ("amqp://h", True), ("amqp://u@h/", True), ("amqp://u:p%2F%23%40%3A@h/", True),
-    ("amqps://u:***@h:5671/", True), ("amqp://u:p@[::1]:5672/", True),
-    ("amqp://guest:1234/SECRET@host/", False), ("amqp://u:a:b@h/", False), ("amqp://u:a@b@h/", False),
-    ("amqp://u:p@h/v@x", False), ("amqp://u:p@h/?q=@", False), ("amqp://u:p\\x@h/", False),
-])
+@pytest.mark.parametrize(
+    "url, ok",
+    [
+        ("amqp://u:p@h/v", True),
+        ("amqp://h", True),
+        ("amqp://u@h/", True),
+        ("amqp://u:p%2F%23%40%3A@h/", True),
+        ("amqps://u:***@h:5671/", True),
+        ("amqp://u:p@[::1]:5672/", True),
+        ("amqp://guest:1234/SECRET@host/", False),
+        ("amqp://u:a:b@h/", False),
+        ("amqp://u:a@b@h/", False),
+        ("amqp://u:p@h/v@x", False),
+        ("amqp://u:p@h/?q=@", False),
+        ("amqp://u:p\\x@h/", False),
+    ],
+)
 def test_broker_url_credentials_parse_to_one_user_and_host(url, ok):
     assert (check_broker_url_syntax(url) is None) == ok

@@ -13,7 +13,7 @@ Expected instants are worked out by hand from the zone rules (2026):
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -30,7 +30,7 @@ from scheduler.schedules import (
     validate_timezone,
 )
 
-UTC = timezone.utc
+UTC = UTC
 
 
 def Z(text: str) -> datetime:
@@ -58,62 +58,103 @@ def zs(*texts: str) -> list[datetime]:
 
 DST_CASES = [
     # --- Europe/Berlin, spring forward: 02:00-02:59 do not exist on 2026-03-29 ---
-    ("30 2 * * *", "Europe/Berlin", "2026-03-28T00:00",
-     ["2026-03-28T01:30", "2026-03-29T01:00", "2026-03-30T00:30"]),
+    ("30 2 * * *", "Europe/Berlin", "2026-03-28T00:00", ["2026-03-28T01:30", "2026-03-29T01:00", "2026-03-30T00:30"]),
     # several matches in one gap: one run, at the jump
-    ("*/15 2 * * *", "Europe/Berlin", "2026-03-29T00:00",
-     ["2026-03-29T01:00", "2026-03-30T00:00", "2026-03-30T00:15"]),
+    ("*/15 2 * * *", "Europe/Berlin", "2026-03-29T00:00", ["2026-03-29T01:00", "2026-03-30T00:00", "2026-03-30T00:15"]),
     ("* 2 * * *", "Europe/Berlin", "2026-03-29T00:00", ["2026-03-29T01:00", "2026-03-30T00:00"]),
     # 02:00 (gap) and 03:00 (first wall time after the jump) are the same instant: once
-    ("0 2,3 * * *", "Europe/Berlin", "2026-03-29T00:00",
-     ["2026-03-29T01:00", "2026-03-30T00:00", "2026-03-30T01:00"]),
+    ("0 2,3 * * *", "Europe/Berlin", "2026-03-29T00:00", ["2026-03-29T01:00", "2026-03-30T00:00", "2026-03-30T01:00"]),
     # hourly across the gap: each UTC hour once, none skipped, none doubled
-    ("0 * * * *", "Europe/Berlin", "2026-03-28T23:30",
-     ["2026-03-29T00:00", "2026-03-29T01:00", "2026-03-29T02:00"]),
+    ("0 * * * *", "Europe/Berlin", "2026-03-28T23:30", ["2026-03-29T00:00", "2026-03-29T01:00", "2026-03-29T02:00"]),
     # --- Europe/Berlin, fall back: 02:00-02:59 happen twice on 2026-10-25 ---
-    ("30 2 * * *", "Europe/Berlin", "2026-10-24T00:00",
-     ["2026-10-24T00:30", "2026-10-25T00:30", "2026-10-26T01:30"]),
-    ("*/15 2 * * *", "Europe/Berlin", "2026-10-24T23:50",
-     ["2026-10-25T00:00", "2026-10-25T00:15", "2026-10-25T00:30", "2026-10-25T00:45",
-      "2026-10-26T01:00"]),
+    ("30 2 * * *", "Europe/Berlin", "2026-10-24T00:00", ["2026-10-24T00:30", "2026-10-25T00:30", "2026-10-26T01:30"]),
+    (
+        "*/15 2 * * *",
+        "Europe/Berlin",
+        "2026-10-24T23:50",
+        ["2026-10-25T00:00", "2026-10-25T00:15", "2026-10-25T00:30", "2026-10-25T00:45", "2026-10-26T01:00"],
+    ),
     # hourly: 02:00 CEST fires (00:00Z), 02:00 CET (01:00Z) is the repeat and does not
-    ("0 * * * *", "Europe/Berlin", "2026-10-24T22:30",
-     ["2026-10-24T23:00", "2026-10-25T00:00", "2026-10-25T02:00", "2026-10-25T03:00"]),
+    (
+        "0 * * * *",
+        "Europe/Berlin",
+        "2026-10-24T22:30",
+        ["2026-10-24T23:00", "2026-10-25T00:00", "2026-10-25T02:00", "2026-10-25T03:00"],
+    ),
     # --- America/New_York ---
-    ("30 2 * * *", "America/New_York", "2026-03-07T00:00",
-     ["2026-03-07T07:30", "2026-03-08T07:00", "2026-03-09T06:30"]),
+    (
+        "30 2 * * *",
+        "America/New_York",
+        "2026-03-07T00:00",
+        ["2026-03-07T07:30", "2026-03-08T07:00", "2026-03-09T06:30"],
+    ),
     ("0 2 * * *", "America/New_York", "2026-03-08T00:00", ["2026-03-08T07:00", "2026-03-09T06:00"]),
-    ("30 1 * * *", "America/New_York", "2026-10-31T00:00",
-     ["2026-10-31T05:30", "2026-11-01T05:30", "2026-11-02T06:30"]),
+    (
+        "30 1 * * *",
+        "America/New_York",
+        "2026-10-31T00:00",
+        ["2026-10-31T05:30", "2026-11-01T05:30", "2026-11-02T06:30"],
+    ),
     # hourly across fall back: 01:00 EDT (05Z) fires, 01:00 EST (06Z) is the repeat, then 02:00
     # EST (07Z): the rule leaves the UTC hour 06:00 without a run.
-    ("0 * * * *", "America/New_York", "2026-11-01T03:30",
-     ["2026-11-01T04:00", "2026-11-01T05:00", "2026-11-01T07:00", "2026-11-01T08:00"]),
-    ("*/30 * * * *", "America/New_York", "2026-11-01T04:45",
-     ["2026-11-01T05:00", "2026-11-01T05:30", "2026-11-01T07:00"]),
+    (
+        "0 * * * *",
+        "America/New_York",
+        "2026-11-01T03:30",
+        ["2026-11-01T04:00", "2026-11-01T05:00", "2026-11-01T07:00", "2026-11-01T08:00"],
+    ),
+    (
+        "*/30 * * * *",
+        "America/New_York",
+        "2026-11-01T04:45",
+        ["2026-11-01T05:00", "2026-11-01T05:30", "2026-11-01T07:00"],
+    ),
     # after = inside the repeated hour (06:10Z = 01:10 EST): the repeats never fire
     ("*/15 * * * *", "America/New_York", "2026-11-01T06:10", ["2026-11-01T07:00"]),
     # --- Australia/Lord_Howe: 30-minute shifts ---
     # fall back 2026-04-05 02:00 -> 01:30: 01:30-01:59 repeat; first occurrence is at +11
-    ("45 1 * * *", "Australia/Lord_Howe", "2026-04-03T12:00",
-     ["2026-04-03T14:45", "2026-04-04T14:45", "2026-04-05T15:15"]),
-    ("*/15 * * * *", "Australia/Lord_Howe", "2026-04-04T14:10",
-     ["2026-04-04T14:15", "2026-04-04T14:30", "2026-04-04T14:45", "2026-04-04T15:30",
-      "2026-04-04T15:45"]),
+    (
+        "45 1 * * *",
+        "Australia/Lord_Howe",
+        "2026-04-03T12:00",
+        ["2026-04-03T14:45", "2026-04-04T14:45", "2026-04-05T15:15"],
+    ),
+    (
+        "*/15 * * * *",
+        "Australia/Lord_Howe",
+        "2026-04-04T14:10",
+        ["2026-04-04T14:15", "2026-04-04T14:30", "2026-04-04T14:45", "2026-04-04T15:30", "2026-04-04T15:45"],
+    ),
     ("0 2 * * *", "Australia/Lord_Howe", "2026-04-04T12:00", ["2026-04-04T15:30"]),
     # spring forward 2026-10-04 02:00 -> 02:30: 02:00-02:29 do not exist
-    ("15 2 * * *", "Australia/Lord_Howe", "2026-10-02T12:00",
-     ["2026-10-02T15:45", "2026-10-03T15:30", "2026-10-04T15:15"]),
-    ("*/15 2 * * *", "Australia/Lord_Howe", "2026-10-03T15:00",
-     ["2026-10-03T15:30", "2026-10-03T15:45", "2026-10-04T15:00"]),
+    (
+        "15 2 * * *",
+        "Australia/Lord_Howe",
+        "2026-10-02T12:00",
+        ["2026-10-02T15:45", "2026-10-03T15:30", "2026-10-04T15:15"],
+    ),
+    (
+        "*/15 2 * * *",
+        "Australia/Lord_Howe",
+        "2026-10-03T15:00",
+        ["2026-10-03T15:30", "2026-10-03T15:45", "2026-10-04T15:00"],
+    ),
     # --- Asia/Kolkata: +05:30 all year ---
     ("30 2 * * *", "Asia/Kolkata", "2026-03-28T00:00", ["2026-03-28T21:00", "2026-03-29T21:00"]),
     ("0 0 * * *", "Asia/Kolkata", "2026-10-24T00:00", ["2026-10-24T18:30", "2026-10-25T18:30"]),
     # --- the same rule for cron() ---
-    ("cron(30 2 * * ? *)", "Europe/Berlin", "2026-03-28T00:00",
-     ["2026-03-28T01:30", "2026-03-29T01:00", "2026-03-30T00:30"]),
-    ("cron(30 2 * * ? *)", "Europe/Berlin", "2026-10-24T00:00",
-     ["2026-10-24T00:30", "2026-10-25T00:30", "2026-10-26T01:30"]),
+    (
+        "cron(30 2 * * ? *)",
+        "Europe/Berlin",
+        "2026-03-28T00:00",
+        ["2026-03-28T01:30", "2026-03-29T01:00", "2026-03-30T00:30"],
+    ),
+    (
+        "cron(30 2 * * ? *)",
+        "Europe/Berlin",
+        "2026-10-24T00:00",
+        ["2026-10-24T00:30", "2026-10-25T00:30", "2026-10-26T01:30"],
+    ),
 ]
 
 
@@ -124,16 +165,19 @@ def test_dst_table(expr, tz, after, expected):
     assert all(t.tzinfo is UTC for t in got)
 
 
-@pytest.mark.parametrize("expr, tz, expected", [
-    ("at(2026-03-29T02:30:00)", "Europe/Berlin", "2026-03-29T01:00"),  # gap: at the jump
-    ("at(2026-10-25T02:30:00)", "Europe/Berlin", "2026-10-25T00:30"),  # repeat: first
-    ("at(2026-11-01T01:30:00)", "America/New_York", "2026-11-01T05:30"),
-    ("at(2026-03-08T02:59:59)", "America/New_York", "2026-03-08T07:00"),
-    ("at(2026-10-04T02:10:00)", "Australia/Lord_Howe", "2026-10-03T15:30"),
-    ("at(2026-04-05T01:40:00)", "Australia/Lord_Howe", "2026-04-04T14:40"),
-    ("at(2026-12-01T10:00:00)", "Asia/Kolkata", "2026-12-01T04:30"),
-    ("at(2026-12-01T10:00:00)", "UTC", "2026-12-01T10:00"),
-])
+@pytest.mark.parametrize(
+    "expr, tz, expected",
+    [
+        ("at(2026-03-29T02:30:00)", "Europe/Berlin", "2026-03-29T01:00"),  # gap: at the jump
+        ("at(2026-10-25T02:30:00)", "Europe/Berlin", "2026-10-25T00:30"),  # repeat: first
+        ("at(2026-11-01T01:30:00)", "America/New_York", "2026-11-01T05:30"),
+        ("at(2026-03-08T02:59:59)", "America/New_York", "2026-03-08T07:00"),
+        ("at(2026-10-04T02:10:00)", "Australia/Lord_Howe", "2026-10-03T15:30"),
+        ("at(2026-04-05T01:40:00)", "Australia/Lord_Howe", "2026-04-04T14:40"),
+        ("at(2026-12-01T10:00:00)", "Asia/Kolkata", "2026-12-01T04:30"),
+        ("at(2026-12-01T10:00:00)", "UTC", "2026-12-01T10:00"),
+    ],
+)
 def test_at_dst(expr, tz, expected):
     s = parse_schedule(expr, tz)
     assert s.one_off and isinstance(s, OneOffSchedule)
@@ -148,17 +192,21 @@ def test_every_and_rate_ignore_dst():
     assert upcoming(s, anchor, 3) == zs("2026-03-29T12:00", "2026-03-30T12:00", "2026-03-31T12:00")
     s = parse_schedule("rate(1 hour)", "America/New_York", anchor=Z("2026-11-01T04:00"))
     assert upcoming(s, Z("2026-11-01T04:00"), 4) == zs(
-        "2026-11-01T05:00", "2026-11-01T06:00", "2026-11-01T07:00", "2026-11-01T08:00")
+        "2026-11-01T05:00", "2026-11-01T06:00", "2026-11-01T07:00", "2026-11-01T08:00"
+    )
 
 
-@pytest.mark.parametrize("expr, tz, at, expected", [
-    ("* * * * *", "Europe/Berlin", "2026-10-25T01:10", "2026-10-25T00:59"),  # in the repeat
-    ("30 2 * * *", "Europe/Berlin", "2026-03-29T01:00", "2026-03-29T01:00"),
-    ("30 2 * * *", "Europe/Berlin", "2026-03-29T00:59", "2026-03-28T01:30"),
-    ("0 * * * *", "America/New_York", "2026-11-01T06:30", "2026-11-01T05:00"),
-    ("0 0 29 2 *", "UTC", "2026-01-01T00:00", "2024-02-29T00:00"),
-    ("cron(0 0 1 1 ? 2020-2022)", "UTC", "2030-01-01T00:00", "2022-01-01T00:00"),
-])
+@pytest.mark.parametrize(
+    "expr, tz, at, expected",
+    [
+        ("* * * * *", "Europe/Berlin", "2026-10-25T01:10", "2026-10-25T00:59"),  # in the repeat
+        ("30 2 * * *", "Europe/Berlin", "2026-03-29T01:00", "2026-03-29T01:00"),
+        ("30 2 * * *", "Europe/Berlin", "2026-03-29T00:59", "2026-03-28T01:30"),
+        ("0 * * * *", "America/New_York", "2026-11-01T06:30", "2026-11-01T05:00"),
+        ("0 0 29 2 *", "UTC", "2026-01-01T00:00", "2024-02-29T00:00"),
+        ("cron(0 0 1 1 ? 2020-2022)", "UTC", "2030-01-01T00:00", "2022-01-01T00:00"),
+    ],
+)
 def test_last_at_or_before(expr, tz, at, expected):
     assert parse_schedule(expr, tz).last_at_or_before(Z(at)) == Z(expected)
 
@@ -177,10 +225,12 @@ FORM_CASES = [
     ("0 3 * * *", "2026-01-01T00:00", ["2026-01-01T03:00", "2026-01-02T03:00"]),
     ("  0 3 * * *\n", "2026-01-01T00:00", ["2026-01-01T03:00"]),
     ("*/15 * * * *", "2026-01-01T00:07", ["2026-01-01T00:15", "2026-01-01T00:30"]),
-    ("1-10/4 0 * * *", "2026-01-01T00:00", ["2026-01-01T00:01", "2026-01-01T00:05",
-                                           "2026-01-01T00:09", "2026-01-02T00:01"]),
-    ("5/20 0 * * *", "2026-01-01T00:00", ["2026-01-01T00:05", "2026-01-01T00:25",
-                                         "2026-01-01T00:45"]),
+    (
+        "1-10/4 0 * * *",
+        "2026-01-01T00:00",
+        ["2026-01-01T00:01", "2026-01-01T00:05", "2026-01-01T00:09", "2026-01-02T00:01"],
+    ),
+    ("5/20 0 * * *", "2026-01-01T00:00", ["2026-01-01T00:05", "2026-01-01T00:25", "2026-01-01T00:45"]),
     ("0 0 1 jan,Jul *", "2026-01-01T00:00", ["2026-07-01T00:00", "2027-01-01T00:00"]),
     ("0 12 * * mon-FRI", "2026-01-02T13:00", ["2026-01-05T12:00", "2026-01-06T12:00"]),
     ("@yearly", "2026-01-01T00:00", ["2027-01-01T00:00", "2028-01-01T00:00"]),
@@ -191,12 +241,14 @@ FORM_CASES = [
     ("@MIDNIGHT", "2026-01-01T00:00", ["2026-01-02T00:00"]),
     ("@hourly", "2026-01-01T00:30", ["2026-01-01T01:00", "2026-01-01T02:00"]),
     ("cron(0 12 * * ? *)", "2026-01-01T12:00", ["2026-01-02T12:00"]),
-    ("cron(0/30 9-10 ? * MON-FRI *)", "2026-01-02T10:00",
-     ["2026-01-02T10:30", "2026-01-05T09:00", "2026-01-05T09:30"]),
+    ("cron(0/30 9-10 ? * MON-FRI *)", "2026-01-02T10:00", ["2026-01-02T10:30", "2026-01-05T09:00", "2026-01-05T09:30"]),
     ("CRON( 0 0 ? * 1 * )", "2026-01-01T00:00", ["2026-01-04T00:00"]),  # 1 = Sunday
     ("cron(0 0 ? * 7 *)", "2026-01-01T00:00", ["2026-01-03T00:00"]),  # 7 = Saturday
-    ("cron(0 9 ? JAN-MAR TUE#2 *)", "2026-01-01T00:00",
-     ["2026-01-13T09:00", "2026-02-10T09:00", "2026-03-10T09:00", "2027-01-12T09:00"]),
+    (
+        "cron(0 9 ? JAN-MAR TUE#2 *)",
+        "2026-01-01T00:00",
+        ["2026-01-13T09:00", "2026-02-10T09:00", "2026-03-10T09:00", "2027-01-12T09:00"],
+    ),
 ]
 
 
@@ -207,22 +259,42 @@ def test_forms(expr, after, expected):
 
 def test_macros_equal_their_expansion():
     after = Z("2026-02-17T05:43")
-    for macro, expansion in [("@yearly", "0 0 1 1 *"), ("@monthly", "0 0 1 * *"),
-                             ("@weekly", "0 0 * * 0"), ("@daily", "0 0 * * *"),
-                             ("@hourly", "0 * * * *")]:
+    for macro, expansion in [
+        ("@yearly", "0 0 1 1 *"),
+        ("@monthly", "0 0 1 * *"),
+        ("@weekly", "0 0 * * 0"),
+        ("@daily", "0 0 * * *"),
+        ("@hourly", "0 * * * *"),
+    ]:
         a, b = parse_schedule(macro, "Europe/Berlin"), parse_schedule(expansion, "Europe/Berlin")
         assert upcoming(a, after, 5) == upcoming(b, after, 5)
 
 
-@pytest.mark.parametrize("expr, seconds", [
-    ("@every 90s", 90), ("@every 5m", 300), ("@every 1h30m", 5400), ("@every 2h", 7200),
-    ("@every 1d", 86400), ("@every 1.5h", 5400), ("@every 1d2h3m4s", 93784), ("@every 1s", 1),
-    ("@every\t10M", 600),
-    ("rate(1 minute)", 60), ("rate(5 minutes)", 300), ("rate(1 hour)", 3600),
-    ("rate(2 hours)", 7200), ("rate(1 day)", 86400), ("rate(3 days)", 259200),
-    ("rate(30 seconds)", 30), ("rate(1 second)", 1),
-    ("rate(1 minutes)", 60), ("rate(5 minute)", 300), ("RATE( 5  Minutes )", 300),
-])
+@pytest.mark.parametrize(
+    "expr, seconds",
+    [
+        ("@every 90s", 90),
+        ("@every 5m", 300),
+        ("@every 1h30m", 5400),
+        ("@every 2h", 7200),
+        ("@every 1d", 86400),
+        ("@every 1.5h", 5400),
+        ("@every 1d2h3m4s", 93784),
+        ("@every 1s", 1),
+        ("@every\t10M", 600),
+        ("rate(1 minute)", 60),
+        ("rate(5 minutes)", 300),
+        ("rate(1 hour)", 3600),
+        ("rate(2 hours)", 7200),
+        ("rate(1 day)", 86400),
+        ("rate(3 days)", 259200),
+        ("rate(30 seconds)", 30),
+        ("rate(1 second)", 1),
+        ("rate(1 minutes)", 60),
+        ("rate(5 minute)", 300),
+        ("RATE( 5  Minutes )", 300),
+    ],
+)
 def test_intervals(expr, seconds):
     anchor = Z("2026-05-05T10:00:07")
     s = parse_schedule(expr, "Asia/Kolkata", anchor=anchor)
@@ -278,6 +350,7 @@ def test_aware_non_utc_after_is_accepted():
 # Day rules: Vixie OR, Sunday = 0/7, EventBridge L / W / # / nL, years, Feb 29
 # ---------------------------------------------------------------------------------------------
 
+
 def days_of(expr: str, after: str, n: int, tz: str = "UTC") -> list[str]:
     return [t.strftime("%Y-%m-%d") for t in upcoming(parse_schedule(expr, tz), Z(after), n)]
 
@@ -285,15 +358,19 @@ def days_of(expr: str, after: str, n: int, tz: str = "UTC") -> list[str]:
 def test_vixie_or_rule():
     # January 2026 starts on a Thursday: Fridays are 2, 9, 16, 23, 30
     assert days_of("0 0 13 * 5", "2026-01-01T00:00", 6) == [
-        "2026-01-02", "2026-01-09", "2026-01-13", "2026-01-16", "2026-01-23", "2026-01-30"]
+        "2026-01-02",
+        "2026-01-09",
+        "2026-01-13",
+        "2026-01-16",
+        "2026-01-23",
+        "2026-01-30",
+    ]
     assert days_of("0 0 13 * *", "2026-01-01T00:00", 2) == ["2026-01-13", "2026-02-13"]
     assert days_of("0 0 * * 5", "2026-01-01T00:00", 2) == ["2026-01-02", "2026-01-09"]
     # a field beginning with '*' counts as unrestricted (Vixie): AND of odd days and Fridays
-    assert days_of("0 0 */2 * 5", "2026-01-01T00:00", 3) == ["2026-01-09", "2026-01-23",
-                                                              "2026-02-13"]
+    assert days_of("0 0 */2 * 5", "2026-01-01T00:00", 3) == ["2026-01-09", "2026-01-23", "2026-02-13"]
     # both restricted, with ranges and names
-    assert days_of("0 0 1-2 * sat", "2025-12-31T12:00", 4) == [
-        "2026-01-01", "2026-01-02", "2026-01-03", "2026-01-10"]
+    assert days_of("0 0 1-2 * sat", "2025-12-31T12:00", 4) == ["2026-01-01", "2026-01-02", "2026-01-03", "2026-01-10"]
 
 
 def test_sunday_is_0_and_7():
@@ -301,14 +378,12 @@ def test_sunday_is_0_and_7():
     assert expected == ["2026-01-04", "2026-01-11", "2026-01-18"]
     for expr in ("0 0 * * 7", "0 0 * * SUN", "0 0 * * sun", "0 0 * * 0,7"):
         assert days_of(expr, "2026-01-01T00:00", 3) == expected
-    assert days_of("0 0 * * 5-7", "2026-01-01T00:00", 4) == [
-        "2026-01-02", "2026-01-03", "2026-01-04", "2026-01-09"]
+    assert days_of("0 0 * * 5-7", "2026-01-01T00:00", 4) == ["2026-01-02", "2026-01-03", "2026-01-04", "2026-01-09"]
 
 
 def test_feb_29():
     t0 = time.perf_counter()
-    assert days_of("0 0 29 2 *", "2026-01-01T00:00", 3) == ["2028-02-29", "2032-02-29",
-                                                             "2036-02-29"]
+    assert days_of("0 0 29 2 *", "2026-01-01T00:00", 3) == ["2028-02-29", "2032-02-29", "2036-02-29"]
     assert days_of("0 0 29 2 *", "2096-03-01T00:00", 1) == ["2104-02-29"]  # 2100 is no leap year
     assert days_of("cron(0 0 29 2 ? *)", "2026-01-01T00:00", 1) == ["2028-02-29"]
     assert days_of("cron(0 0 L 2 ? *)", "2027-03-01T00:00", 2) == ["2028-02-29", "2029-02-28"]
@@ -317,11 +392,9 @@ def test_feb_29():
 
 def test_eventbridge_last_day_and_weekdays():
     # L: last day of the month
-    assert days_of("cron(0 0 L * ? *)", "2026-01-01T00:00", 3) == [
-        "2026-01-31", "2026-02-28", "2026-03-31"]
+    assert days_of("cron(0 0 L * ? *)", "2026-01-01T00:00", 3) == ["2026-01-31", "2026-02-28", "2026-03-31"]
     # LW: last weekday (Jan 31 2026 is a Saturday, Feb 28 a Saturday, May 31 a Sunday)
-    assert days_of("cron(0 0 LW 1,2,5 ? *)", "2026-01-01T00:00", 3) == [
-        "2026-01-30", "2026-02-27", "2026-05-29"]
+    assert days_of("cron(0 0 LW 1,2,5 ? *)", "2026-01-01T00:00", 3) == ["2026-01-30", "2026-02-27", "2026-05-29"]
     # 1W: Feb 1 2026 is a Sunday -> Monday 2nd; Aug 1 2026 a Saturday -> Monday 3rd (the
     # Friday before would leave the month)
     assert days_of("cron(0 0 1W 2,8 ? *)", "2026-01-01T00:00", 2) == ["2026-02-02", "2026-08-03"]
@@ -329,33 +402,30 @@ def test_eventbridge_last_day_and_weekdays():
     assert days_of("cron(0 0 31W 5 ? 2026)", "2026-01-01T00:00", 2) == ["2026-05-29"]
     # 15W: Aug 15 2026 is a Saturday -> Friday 14th; Nov 15 2026 a Sunday -> Monday 16th;
     # Apr 15 2026 a Wednesday
-    assert days_of("cron(0 0 15W 4,8,11 ? 2026)", "2026-01-01T00:00", 3) == [
-        "2026-04-15", "2026-08-14", "2026-11-16"]
+    assert days_of("cron(0 0 15W 4,8,11 ? 2026)", "2026-01-01T00:00", 3) == ["2026-04-15", "2026-08-14", "2026-11-16"]
     # 30W in February never fires; only months with a 30th
     assert days_of("cron(0 0 30W 2,3 ? 2026)", "2026-01-01T00:00", 2) == ["2026-03-30"]
 
 
 def test_eventbridge_day_of_week_specials():
     # 6L: last Friday of the month
-    assert days_of("cron(15 10 ? * 6L 2026)", "2026-01-01T00:00", 3) == [
-        "2026-01-30", "2026-02-27", "2026-03-27"]
+    assert days_of("cron(15 10 ? * 6L 2026)", "2026-01-01T00:00", 3) == ["2026-01-30", "2026-02-27", "2026-03-27"]
     assert days_of("cron(0 0 ? * FRIL *)", "2026-01-01T00:00", 1) == ["2026-01-30"]
     # L alone: the last day of the week, Saturday
     assert days_of("cron(0 0 ? * L *)", "2026-01-01T00:00", 2) == ["2026-01-03", "2026-01-10"]
     # 2#1: first Monday; 1#5: fifth Sunday (only months that have one)
-    assert days_of("cron(0 0 ? * 2#1 *)", "2026-01-01T00:00", 3) == [
-        "2026-01-05", "2026-02-02", "2026-03-02"]
-    assert days_of("cron(0 0 ? * 1#5 *)", "2026-01-01T00:00", 3) == [
-        "2026-03-29", "2026-05-31", "2026-08-30"]
+    assert days_of("cron(0 0 ? * 2#1 *)", "2026-01-01T00:00", 3) == ["2026-01-05", "2026-02-02", "2026-03-02"]
+    assert days_of("cron(0 0 ? * 1#5 *)", "2026-01-01T00:00", 3) == ["2026-03-29", "2026-05-31", "2026-08-30"]
     assert days_of("cron(0 0 ? * MON#1,FRI#3 2026)", "2026-01-01T00:00", 3) == [
-        "2026-01-05", "2026-01-16", "2026-02-02"]
+        "2026-01-05",
+        "2026-01-16",
+        "2026-02-02",
+    ]
 
 
 def test_eventbridge_year_field():
-    assert days_of("cron(0 0 1 1 ? 2027,2030)", "2026-01-01T00:00", 3) == ["2027-01-01",
-                                                                           "2030-01-01"]
-    assert days_of("cron(0 0 1 1 ? 2030-2034/2)", "2026-01-01T00:00", 4) == [
-        "2030-01-01", "2032-01-01", "2034-01-01"]
+    assert days_of("cron(0 0 1 1 ? 2027,2030)", "2026-01-01T00:00", 3) == ["2027-01-01", "2030-01-01"]
+    assert days_of("cron(0 0 1 1 ? 2030-2034/2)", "2026-01-01T00:00", 4) == ["2030-01-01", "2032-01-01", "2034-01-01"]
     assert days_of("cron(0 0 1 1 ? 2020)", "2026-01-01T00:00", 1) == []
 
 
@@ -466,10 +536,27 @@ def test_errors(expr, message):
     assert e.value.field == "schedule"
 
 
-@pytest.mark.parametrize("name", ["Mars/Olympus", "", " Europe/Berlin", "../etc/passwd",
-                                  "/etc/localtime", "Europe/Berlin\x00", "x" * 300, 5, None,
-                                  "localtime", "posixrules", "Factory", "posix/Europe/Berlin",
-                                  "right/UTC", "zone.tab", "europe/berlin"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Mars/Olympus",
+        "",
+        " Europe/Berlin",
+        "../etc/passwd",
+        "/etc/localtime",
+        "Europe/Berlin\x00",
+        "x" * 300,
+        5,
+        None,
+        "localtime",
+        "posixrules",
+        "Factory",
+        "posix/Europe/Berlin",
+        "right/UTC",
+        "zone.tab",
+        "europe/berlin",
+    ],
+)
 def test_bad_timezones(name):
     with pytest.raises(ScheduleError) as e:
         validate_timezone(name)
@@ -480,8 +567,7 @@ def test_bad_timezones(name):
 
 
 def test_good_timezones():
-    for name in ["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe",
-                 "Asia/Kolkata", "Etc/GMT+5"]:
+    for name in ["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata", "Etc/GMT+5"]:
         assert validate_timezone(name).key == name
 
 
@@ -509,16 +595,12 @@ HOURLY = parse_schedule("0 * * * *")
 def test_next_occurrence_window():
     assert next_occurrence(HOURLY, Z("2026-01-01T10:30")) == Z("2026-01-01T11:00")
     # start_at inclusive: the first occurrence >= start_at
-    assert next_occurrence(HOURLY, Z("2026-01-01T10:30"), start_at=Z("2026-01-01T15:00")) == \
-        Z("2026-01-01T15:00")
-    assert next_occurrence(HOURLY, Z("2026-01-01T10:30"), start_at=Z("2026-01-01T15:00:01")) == \
-        Z("2026-01-01T16:00")
+    assert next_occurrence(HOURLY, Z("2026-01-01T10:30"), start_at=Z("2026-01-01T15:00")) == Z("2026-01-01T15:00")
+    assert next_occurrence(HOURLY, Z("2026-01-01T10:30"), start_at=Z("2026-01-01T15:00:01")) == Z("2026-01-01T16:00")
     # start_at in the past does not matter
-    assert next_occurrence(HOURLY, Z("2026-01-01T10:30"), start_at=Z("2020-01-01T00:00")) == \
-        Z("2026-01-01T11:00")
+    assert next_occurrence(HOURLY, Z("2026-01-01T10:30"), start_at=Z("2020-01-01T00:00")) == Z("2026-01-01T11:00")
     # end_at inclusive
-    assert next_occurrence(HOURLY, Z("2026-01-01T10:30"), end_at=Z("2026-01-01T11:00")) == \
-        Z("2026-01-01T11:00")
+    assert next_occurrence(HOURLY, Z("2026-01-01T10:30"), end_at=Z("2026-01-01T11:00")) == Z("2026-01-01T11:00")
     assert next_occurrence(HOURLY, Z("2026-01-01T10:30"), end_at=Z("2026-01-01T10:59:59")) is None
 
 
@@ -532,8 +614,7 @@ def test_first_run():
     assert first_run(past, now) == Z("2025-12-31T00:00")
     assert first_run(one_off(now), now) == now
     assert first_run(one_off(Z("2026-06-01T00:00")), now) == Z("2026-06-01T00:00")
-    assert first_run(parse_schedule("at(2020-01-01T00:00:00)", "Asia/Kolkata"), now) == \
-        Z("2019-12-31T18:30")
+    assert first_run(parse_schedule("at(2020-01-01T00:00:00)", "Asia/Kolkata"), now) == Z("2019-12-31T18:30")
     # ...unless outside the window
     assert first_run(past, now, end_at=Z("2025-01-01T00:00")) is None
     assert first_run(past, now, start_at=Z("2026-01-01T00:00")) is None
@@ -561,8 +642,7 @@ def test_plan_next_without_miss(policy):
     assert plan_next(HOURLY, PREV, Z("2026-01-01T10:30"), policy) == Z("2026-01-01T11:00")
     assert plan_next(HOURLY, PREV, Z("2026-01-01T11:00"), policy) == Z("2026-01-01T11:00")
     assert plan_next(one_off(PREV), PREV, Z("2026-01-01T12:00"), policy) is None
-    assert plan_next(HOURLY, PREV, Z("2026-01-01T10:30"), policy,
-                     end_at=Z("2026-01-01T10:59")) is None
+    assert plan_next(HOURLY, PREV, Z("2026-01-01T10:30"), policy, end_at=Z("2026-01-01T10:59")) is None
 
 
 def test_plan_next_policies():

@@ -28,7 +28,7 @@ ours answers nothing, and it reads a one-value range with a step (``5-5/10``) as
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -40,7 +40,7 @@ from tests.unit.test_schedules_properties import DAYS, HI, LO, MONTHS, cron_expr
 
 cronsim = pytest.importorskip("cronsim")
 
-UTC = timezone.utc
+UTC = UTC
 FIXED_ZONES = ["UTC", "Asia/Kolkata", "Asia/Tokyo"]
 DST_ZONES = ["Europe/Berlin", "America/New_York", "Australia/Lord_Howe"]
 COUNT = 8
@@ -57,10 +57,11 @@ def cronsim_walks_wall_time(expression: str) -> bool:
 def one_value_range_with_step(expression: str) -> bool:
     """``a-a/step`` somewhere in the expression (see the module docstring); names count as their
     numbers (``6-SAT/1``)."""
+
     def number(token: str) -> str:
         return str(NAMES.get(token, token))
-    return any(number(m.group(1)) == number(m.group(2))
-               for m in re.finditer(r"(\w+)-(\w+)/", expression.upper()))
+
+    return any(number(m.group(1)) == number(m.group(2)) for m in re.finditer(r"(\w+)-(\w+)/", expression.upper()))
 
 
 @st.composite
@@ -119,12 +120,15 @@ def test_next_occurrences_match_cronsim(expr, data):
     assert ours(text, zone, start, until) == theirs(text, zone, start, until), (text, zone, start)
 
 
-@pytest.mark.parametrize(("expression", "zone", "start", "expected"), [
-    # spring forward in Berlin: 02:30 does not exist, both fire at the jump (03:00 CEST = 01:00Z)
-    ("30 2 * * *", "Europe/Berlin", "2026-03-28T12:00", ["2026-03-29T01:00", "2026-03-30T00:30"]),
-    # fall back in New York: 01:30 happens twice, both fire at the first (EDT, 05:30Z) only
-    ("30 1 * * *", "America/New_York", "2026-10-31T12:00", ["2026-11-01T05:30", "2026-11-02T06:30"]),
-])
+@pytest.mark.parametrize(
+    ("expression", "zone", "start", "expected"),
+    [
+        # spring forward in Berlin: 02:30 does not exist, both fire at the jump (03:00 CEST = 01:00Z)
+        ("30 2 * * *", "Europe/Berlin", "2026-03-28T12:00", ["2026-03-29T01:00", "2026-03-30T00:30"]),
+        # fall back in New York: 01:30 happens twice, both fire at the first (EDT, 05:30Z) only
+        ("30 1 * * *", "America/New_York", "2026-10-31T12:00", ["2026-11-01T05:30", "2026-11-02T06:30"]),
+    ],
+)
 def test_the_two_agree_on_a_dst_night(expression, zone, start, expected):
     begin = datetime.fromisoformat(start).replace(tzinfo=UTC)
     want = [datetime.fromisoformat(e).replace(tzinfo=UTC) for e in expected]

@@ -13,8 +13,8 @@ Start instants are drawn from 2020-2035, half of them within hours of a DST tran
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from functools import lru_cache
+from datetime import UTC, datetime, timedelta
+from functools import cache
 from zoneinfo import ZoneInfo
 
 from hypothesis import HealthCheck, assume, given, settings
@@ -22,11 +22,10 @@ from hypothesis import strategies as st
 
 from scheduler.schedules import ScheduleError, parse_schedule, plan_next, validate_timezone
 
-UTC = timezone.utc
+UTC = UTC
 ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata"]
 MINUTE = timedelta(minutes=1)
-SETTINGS = settings(max_examples=200, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 LO = datetime(2020, 1, 1, tzinfo=UTC)
 HI = datetime(2035, 12, 31, tzinfo=UTC)
@@ -38,6 +37,7 @@ DAYS = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]
 # ---------------------------------------------------------------------------------------------
 # Expression generation
 # ---------------------------------------------------------------------------------------------
+
 
 @st.composite
 def token(draw, value: int, names: list[str] | None, lo: int) -> str:
@@ -105,11 +105,12 @@ class Oracle:
 def cron_expressions(draw) -> tuple[str, Oracle]:
     m_text, m = draw(field(0, 59))
     # bias the hour towards the local hours DST transitions touch (00:00-03:00)
-    h_text, h = draw(st.one_of(
-        field(0, 23),
-        st.sampled_from([("1", {1}), ("2", {2}), ("1-2", {1, 2}), ("0-3", {0, 1, 2, 3}),
-                         ("*", set(range(24)))]),
-    ))
+    h_text, h = draw(
+        st.one_of(
+            field(0, 23),
+            st.sampled_from([("1", {1}), ("2", {2}), ("1-2", {1, 2}), ("0-3", {0, 1, 2, 3}), ("*", set(range(24)))]),
+        )
+    )
     # bias the day fields towards '*' so that most expressions fire often
     dom_text, dom = draw(st.one_of(st.just(("*", set(range(1, 32)))), field(1, 31)))
     mon_text, mon = draw(st.one_of(st.just(("*", set(range(1, 13)))), field(1, 12, MONTHS)))
@@ -118,9 +119,15 @@ def cron_expressions(draw) -> tuple[str, Oracle]:
     # which test_schedules checks; here every expression must fire.
     longest = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
     assume(not dow_text.startswith("*") or any(d <= longest[mo] for d in dom for mo in mon))
-    oracle = Oracle(frozenset(m), frozenset(h), frozenset(dom), frozenset(mon),
-                    frozenset(d % 7 for d in dow), dom_text.startswith("*"),
-                    dow_text.startswith("*"))
+    oracle = Oracle(
+        frozenset(m),
+        frozenset(h),
+        frozenset(dom),
+        frozenset(mon),
+        frozenset(d % 7 for d in dow),
+        dom_text.startswith("*"),
+        dow_text.startswith("*"),
+    )
     sep = draw(st.sampled_from([" ", "  ", "\t"]))
     return sep.join([m_text, h_text, dom_text, mon_text, dow_text]), oracle
 
@@ -129,7 +136,8 @@ def cron_expressions(draw) -> tuple[str, Oracle]:
 # Instants, with a bias towards DST transitions
 # ---------------------------------------------------------------------------------------------
 
-@lru_cache(maxsize=None)
+
+@cache
 def transitions(zone: str) -> tuple[datetime, ...]:
     """UTC instants in 2020-2035 at which ``zone`` changes its offset (to the second)."""
     tz = ZoneInfo(zone)
@@ -175,8 +183,7 @@ def must_fire(instant: datetime, tz: ZoneInfo, oracle: Oracle) -> bool:
     if after > before:  # a gap ends here: wall times [instant+before, instant+after) skipped
         wall = (instant + before).replace(tzinfo=None)
         end = (instant + after).replace(tzinfo=None)
-        wall = wall.replace(second=0, microsecond=0) + (MINUTE if wall.second or
-                                                         wall.microsecond else timedelta())
+        wall = wall.replace(second=0, microsecond=0) + (MINUTE if wall.second or wall.microsecond else timedelta())
         while wall < end:
             if oracle.matches(wall):
                 return True
@@ -187,6 +194,7 @@ def must_fire(instant: datetime, tz: ZoneInfo, oracle: Oracle) -> bool:
 # ---------------------------------------------------------------------------------------------
 # Properties
 # ---------------------------------------------------------------------------------------------
+
 
 @SETTINGS
 @given(expr=cron_expressions(), start=zone_and_instant())
@@ -281,8 +289,7 @@ def junk(draw) -> str:
 
 
 @SETTINGS
-@given(text=st.one_of(st.text(), junk()),
-       zone=st.one_of(st.sampled_from(ZONES), st.text(max_size=30)))
+@given(text=st.one_of(st.text(), junk()), zone=st.one_of(st.sampled_from(ZONES), st.text(max_size=30)))
 def test_parse_schedule_only_raises_schedule_error(text, zone):
     try:
         schedule = parse_schedule(text, zone)

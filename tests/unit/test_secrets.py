@@ -10,9 +10,20 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from scheduler.secrets import (SECRET_MASK, KmsSecretBox, LocalSecretBox, MaskedSecretError, SecretBox, SecretError,
-                               decrypt_target_secrets, encrypt_target_secrets, is_token, keep_masked_secrets,
-                               make_secret_box, mask_target_secrets)
+from scheduler.secrets import (
+    SECRET_MASK,
+    KmsSecretBox,
+    LocalSecretBox,
+    MaskedSecretError,
+    SecretBox,
+    SecretError,
+    decrypt_target_secrets,
+    encrypt_target_secrets,
+    is_token,
+    keep_masked_secrets,
+    make_secret_box,
+    mask_target_secrets,
+)
 from scheduler.settings import Settings
 
 
@@ -117,15 +128,23 @@ def test_make_secret_box(tmp_path, kms):
     assert isinstance(local, LocalSecretBox) and (tmp_path / "k").exists()
 
 
-HTTP_TARGET = {"type": "http", "url": "https://example.com/hook", "method": "POST", "headers": {},
-               "auth": {"type": "basic", "username": "u", "password": "pw-basic"}}
+HTTP_TARGET = {
+    "type": "http",
+    "url": "https://example.com/hook",
+    "method": "POST",
+    "headers": {},
+    "auth": {"type": "basic", "username": "u", "password": "pw-basic"},
+}
 
 
-@pytest.mark.parametrize("auth,field", [
-    ({"type": "basic", "username": "u", "password": "pw-basic"}, "password"),
-    ({"type": "bearer", "token": "tok-bearer"}, "token"),
-    ({"type": "header", "name": "X-Api-Key", "value": "key-header"}, "value"),
-])
+@pytest.mark.parametrize(
+    "auth,field",
+    [
+        ({"type": "basic", "username": "u", "password": "pw-basic"}, "password"),
+        ({"type": "bearer", "token": "tok-bearer"}, "token"),
+        ({"type": "header", "name": "X-Api-Key", "value": "key-header"}, "value"),
+    ],
+)
 def test_http_auth_secrets(local_box, auth, field):
     target = {**HTTP_TARGET, "auth": auth}
     sealed = encrypt_target_secrets(target, local_box)
@@ -135,8 +154,7 @@ def test_http_auth_secrets(local_box, auth, field):
     # "***" keeps the stored one; a new value replaces it.
     kept = keep_masked_secrets(encrypt_target_secrets(mask_target_secrets(sealed), local_box), sealed)
     assert kept["auth"][field] == sealed["auth"][field]
-    changed = keep_masked_secrets(encrypt_target_secrets({**target, "auth": {**auth, field: "new"}}, local_box),
-                                  sealed)
+    changed = keep_masked_secrets(encrypt_target_secrets({**target, "auth": {**auth, field: "new"}}, local_box), sealed)
     assert decrypt_target_secrets(changed, local_box)["auth"][field] == "new"
 
 
@@ -152,8 +170,11 @@ def test_amqp_url_password(local_box):
     kept = keep_masked_secrets(encrypt_target_secrets(new, local_box), sealed)
     assert decrypt_target_secrets(kept, local_box)["url"] == "amqps://user:p%40ss:w0rd@BROKER.example.com/vh2"
     # ... but never follows the URL to another host, port or scheme.
-    for moved in ("amqps://user:***@other.example.com/vhost", "amqps://user:***@broker.example.com:5672/vhost",
-                  "amqp://user:***@broker.example.com:5671/vhost"):
+    for moved in (
+        "amqps://user:***@other.example.com/vhost",
+        "amqps://user:***@broker.example.com:5672/vhost",
+        "amqp://user:***@broker.example.com:5671/vhost",
+    ):
         with pytest.raises(MaskedSecretError, match="another scheme, host or port") as err:
             keep_masked_secrets(encrypt_target_secrets({**target, "url": moved}, local_box), sealed)
         assert err.value.field == "target.url"
@@ -165,8 +186,9 @@ def test_amqp_url_password(local_box):
 
 def test_masked_secret_without_stored_one(local_box):
     with pytest.raises(MaskedSecretError) as err:
-        keep_masked_secrets(encrypt_target_secrets({**HTTP_TARGET, "auth": {"type": "bearer", "token": "***"}},
-                                                   local_box), None)
+        keep_masked_secrets(
+            encrypt_target_secrets({**HTTP_TARGET, "auth": {"type": "bearer", "token": "***"}}, local_box), None
+        )
     assert err.value.field == "target.auth.token"
     stored = encrypt_target_secrets(HTTP_TARGET, local_box)  # basic: a password, no token
     with pytest.raises(MaskedSecretError):

@@ -16,9 +16,16 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from scheduler.client import SchedulerClient
-from scheduler.sigv4 import (CredentialsFileError, SignatureError, canonical_query_botocore,
-                             canonical_query_normalized, load_credentials, parse_credentials, verify_request,
-                             verify_wsgi)
+from scheduler.sigv4 import (
+    CredentialsFileError,
+    SignatureError,
+    canonical_query_botocore,
+    canonical_query_normalized,
+    load_credentials,
+    parse_credentials,
+    verify_request,
+    verify_wsgi,
+)
 
 ALICE = "arn:aws:iam::000000000000:user/alice"
 BOB = "arn:aws:iam::111111111111:role/bob"
@@ -29,9 +36,18 @@ CREDS = {
 REGION = "eu-west-1"
 
 
-def sign(method: str, url: str, body: bytes = b"", headers: dict[str, str] | None = None, *,
-         key: str = "AKIDALICE", secret: str | None = None, token: str | None = None, region: str = REGION,
-         service: str = "execute-api") -> dict:
+def sign(
+    method: str,
+    url: str,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    *,
+    key: str = "AKIDALICE",
+    secret: str | None = None,
+    token: str | None = None,
+    region: str = REGION,
+    service: str = "execute-api",
+) -> dict:
     """Sign with botocore and return what the server would see: method, raw path, query, headers, body."""
     secret = secret if secret is not None else CREDS.get(key, ("x", ""))[0]
     request = AWSRequest(method=method, url=url, data=body, headers=dict(headers or {}))
@@ -43,8 +59,9 @@ def sign(method: str, url: str, body: bytes = b"", headers: dict[str, str] | Non
 
 
 def verify(req: dict, credentials=CREDS, **kwargs) -> str:
-    return verify_request(req["method"], req["path"], req["query_string"], req["headers"], req["body"],
-                          credentials, **kwargs)
+    return verify_request(
+        req["method"], req["path"], req["query_string"], req["headers"], req["body"], credentials, **kwargs
+    )
 
 
 URL = "http://127.0.0.1:8080/v1/jobs"
@@ -98,8 +115,10 @@ def test_two_authorization_headers_are_refused():
     pairs = list(req["headers"].items()) + [("Authorization", req["headers"]["Authorization"])]
     with pytest.raises(SignatureError, match="more than one Authorization"):
         verify_request("GET", req["path"], req["query_string"], pairs, b"", CREDS)
-    joined = {**req["headers"], "Authorization": req["headers"]["Authorization"] + ", "
-              + req["headers"]["Authorization"]}  # as a server joins repeated headers
+    joined = {
+        **req["headers"],
+        "Authorization": req["headers"]["Authorization"] + ", " + req["headers"]["Authorization"],
+    }  # as a server joins repeated headers
     refused({**req, "headers": joined}, "more than one Authorization")
 
 
@@ -230,15 +249,19 @@ def test_tampered_security_token_is_refused():
 
 
 def test_unsigned_request_is_refused():
-    refused({"method": "GET", "path": "/v1/jobs", "query_string": "", "headers": {"Host": "h"}, "body": b""},
-            "not signed")
+    refused(
+        {"method": "GET", "path": "/v1/jobs", "query_string": "", "headers": {"Host": "h"}, "body": b""}, "not signed"
+    )
 
 
-@pytest.mark.parametrize("auth, match", [
-    ("Basic dXNlcjpwYXNz", "unsupported authorization scheme"),
-    ("AWS4-HMAC-SHA256 Credential=AKIDALICE/20240101/eu-west-1/execute-api/aws4_request", "missing"),
-    ("AWS4-HMAC-SHA256 Credential=AKIDALICE/x, SignedHeaders=host, Signature=" + "0" * 64, "malformed credential"),
-])
+@pytest.mark.parametrize(
+    "auth, match",
+    [
+        ("Basic dXNlcjpwYXNz", "unsupported authorization scheme"),
+        ("AWS4-HMAC-SHA256 Credential=AKIDALICE/20240101/eu-west-1/execute-api/aws4_request", "missing"),
+        ("AWS4-HMAC-SHA256 Credential=AKIDALICE/x, SignedHeaders=host, Signature=" + "0" * 64, "malformed credential"),
+    ],
+)
 def test_malformed_authorization_is_refused(auth, match):
     req = sign("GET", URL)
     req["headers"]["Authorization"] = auth
@@ -265,10 +288,14 @@ def test_content_sha256_header_must_match_the_body():
 
 def test_load_json_credentials(tmp_path):
     path = tmp_path / "credentials.json"
-    path.write_text(json.dumps({
-        "AKIDEXAMPLE": {"secret_access_key": "s1", "principal": "arn:aws:iam::000000000000:user/alice"},
-        "AKIDOTHER": {"secret_access_key": "s2"},
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "AKIDEXAMPLE": {"secret_access_key": "s1", "principal": "arn:aws:iam::000000000000:user/alice"},
+                "AKIDOTHER": {"secret_access_key": "s2"},
+            }
+        )
+    )
     assert load_credentials(path) == {
         "AKIDEXAMPLE": ("s1", "arn:aws:iam::000000000000:user/alice"),
         "AKIDOTHER": ("s2", "arn:aws:iam::000000000000:user/AKIDOTHER"),
@@ -287,15 +314,21 @@ def test_load_ini_credentials_both_layouts(tmp_path):
     }
 
 
-@pytest.mark.parametrize("text, match", [
-    ('{"AKID": {"principal": "p"}}', "secret_access_key is missing"),
-    ('{"AKID": "secret"}', "must be an object"),
-    ("{not json", "not valid JSON"),
-    ("[profile]\nregion = eu-west-1\n", "needs aws_access_key_id"),
-    ("just some text", "neither JSON nor INI"),
-    ("[a]\naws_access_key_id = K\naws_secret_access_key = s\n[b]\naws_access_key_id = K\n"
-     "aws_secret_access_key = t\n", "appears twice"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ('{"AKID": {"principal": "p"}}', "secret_access_key is missing"),
+        ('{"AKID": "secret"}', "must be an object"),
+        ("{not json", "not valid JSON"),
+        ("[profile]\nregion = eu-west-1\n", "needs aws_access_key_id"),
+        ("just some text", "neither JSON nor INI"),
+        (
+            "[a]\naws_access_key_id = K\naws_secret_access_key = s\n[b]\naws_access_key_id = K\n"
+            "aws_secret_access_key = t\n",
+            "appears twice",
+        ),
+    ],
+)
 def test_bad_credentials_files(text, match):
     with pytest.raises(CredentialsFileError, match=match):
         parse_credentials(text)
@@ -320,8 +353,7 @@ class _VerifyingHandler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         path, _, query = self.path.partition("?")
-        environ = {"REQUEST_METHOD": self.command, "REQUEST_URI": self.path, "PATH_INFO": path,
-                   "QUERY_STRING": query}
+        environ = {"REQUEST_METHOD": self.command, "REQUEST_URI": self.path, "PATH_INFO": path, "QUERY_STRING": query}
         for name, value in self.headers.items():
             key = name.upper().replace("-", "_")
             environ[key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key] = value
@@ -355,21 +387,25 @@ def verifying_server():
 
 
 def test_client_requests_verify_over_http(verifying_server):
-    alice = SchedulerClient(verifying_server + "/stage", sigv4=True, region=REGION,
-                            credentials=Credentials("AKIDALICE", CREDS["AKIDALICE"][0], "tok"))
+    alice = SchedulerClient(
+        verifying_server + "/stage",
+        sigv4=True,
+        region=REGION,
+        credentials=Credentials("AKIDALICE", CREDS["AKIDALICE"][0], "tok"),
+    )
     page = alice.list_jobs(name_prefix="a b~c/d+é", state="active", limit=5)
     assert page["jobs"][0]["name"] == ALICE
     assert alice.patch_job("11111111-1111-1111-1111-111111111111", {"description": "é"}, if_match=3)
-    bob = SchedulerClient(verifying_server, sigv4=True, region=REGION,
-                          credentials=Credentials("AKIDBOB", CREDS["AKIDBOB"][0]))
+    bob = SchedulerClient(
+        verifying_server, sigv4=True, region=REGION, credentials=Credentials("AKIDBOB", CREDS["AKIDBOB"][0])
+    )
     assert bob.create_job({"name": "x"})["jobs"][0]["name"] == BOB
 
 
 def test_client_with_wrong_secret_is_refused_over_http(verifying_server):
     from scheduler.client import ApiCallFailed
 
-    client = SchedulerClient(verifying_server, sigv4=True, region=REGION,
-                             credentials=Credentials("AKIDALICE", "wrong"))
+    client = SchedulerClient(verifying_server, sigv4=True, region=REGION, credentials=Credentials("AKIDALICE", "wrong"))
     with pytest.raises(ApiCallFailed) as info:
         client.list_jobs()
     assert info.value.status == 403 and "does not match" in info.value.message

@@ -64,7 +64,7 @@ def test_rendering_is_a_single_pass():
 
 
 def test_scheduled_at_keeps_microseconds_when_present():
-    precise = Delivery("j", "e", dt.datetime(2026, 1, 1, 0, 0, 0, 250000, tzinfo=dt.timezone.utc), 1)
+    precise = Delivery("j", "e", dt.datetime(2026, 1, 1, 0, 0, 0, 250000, tzinfo=dt.UTC), 1)
     assert templates.render("{{scheduled_at}}", precise) == "2026-01-01T00:00:00.250000Z"
 
 

@@ -4,7 +4,7 @@ of a schedule's next occurrences (computed by the code that plans jobs)."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -52,15 +52,16 @@ class SchedulePreview(BaseModel):
     timezone: str = _FIELD["timezone"]
     start_at: AwareDatetime | None = _FIELD["start_at"]
     end_at: AwareDatetime | None = _FIELD["end_at"]
-    after: AwareDatetime | None = Field(default=None, description="Occurrences strictly after this instant "
-                                                                  "(default: now).")
+    after: AwareDatetime | None = Field(
+        default=None, description="Occurrences strictly after this instant (default: now)."
+    )
     count: int = Field(default=10, ge=1, le=MAX_PREVIEW_COUNT, strict=True, description="How many occurrences.")
 
     @field_validator("after")
     @classmethod
     def _after_in_range(cls, value: datetime | None) -> datetime | None:
         try:
-            return None if value is None else value.astimezone(timezone.utc)
+            return None if value is None else value.astimezone(UTC)
         except OverflowError:
             raise ValueError("is outside the range of representable instants") from None
 
@@ -69,17 +70,20 @@ class Occurrences(BaseModel):
     occurrences: list[AwareDatetime] = Field(description="UTC, ascending; fewer than `count` when the schedule ends")
 
 
-Status = Annotated[Literal["running", "succeeded", "failed", "timed_out", "lost"],
-                   Query(description="Only executions with this status.")]
+Status = Annotated[
+    Literal["running", "succeeded", "failed", "timed_out", "lost"],
+    Query(description="Only executions with this status."),
+]
 JobFilter = Annotated[str, Query(max_length=64, description="Only this job's executions (its id).")]
-Since = Annotated[str, Query(max_length=64, description="Only executions started at or after this "
-                                                        "RFC 3339 instant (with an offset).")]
+Since = Annotated[
+    str, Query(max_length=64, description="Only executions started at or after this RFC 3339 instant (with an offset).")
+]
 
 
 def _instant(value: str, field: str) -> datetime:
     """An RFC 3339 instant with an offset, representable in UTC; a 400 on ``field`` else."""
     try:
-        return parse_time(value).astimezone(timezone.utc)
+        return parse_time(value).astimezone(UTC)
     except (ValueError, OverflowError):
         raise BadRequest(field, "must be an RFC 3339 instant with an offset, like 2026-12-01T00:00:00Z") from None
 
@@ -95,45 +99,76 @@ def _position(value: Any) -> bool:
     return True
 
 
-@router.route(*rule("list_owner_executions"), summary="List executions across jobs", tags=["executions"],
-              description="The caller's executions across all their jobs, newest first by `started_at`, "
-                          "each with its job's name.",
-              responses=documented(200, OwnerExecutionList, "A page of executions, newest first.", 400, 403))
-def list_owner_executions(store: StoreDep, cursors: CursorsDep, owner: Owner, status: Status = None,
-                          job_id: JobFilter = None, since: Since = None, limit: Limit = DEFAULT_PAGE_SIZE,
-                          cursor: Cursor = None):
+@router.route(
+    *rule("list_owner_executions"),
+    summary="List executions across jobs",
+    tags=["executions"],
+    description="The caller's executions across all their jobs, newest first by `started_at`, "
+    "each with its job's name.",
+    responses=documented(200, OwnerExecutionList, "A page of executions, newest first.", 400, 403),
+)
+def list_owner_executions(
+    store: StoreDep,
+    cursors: CursorsDep,
+    owner: Owner,
+    status: Status = None,
+    job_id: JobFilter = None,
+    since: Since = None,
+    limit: Limit = DEFAULT_PAGE_SIZE,
+    cursor: Cursor = None,
+):
     if job_id is not None:
         try:
             job_id = str(uuid.UUID(job_id))
         except ValueError:
             raise BadRequest("job_id", "must be a job id (a UUID)") from None
     since_at = None if since is None else _instant(since, "since")
-    scope = scope_of("owner_executions", owner, status=status, job_id=job_id,
-                     since=None if since_at is None else since_at.isoformat())
+    scope = scope_of(
+        "owner_executions",
+        owner,
+        status=status,
+        job_id=job_id,
+        since=None if since_at is None else since_at.isoformat(),
+    )
     position = cursor_position(cursors, cursor, scope, "before", _position)
     before = None if position is None else (_instant(position[0], "cursor"), position[1])
-    found = store.list_owner_executions(owner, status=status, job_id=job_id, since=since_at, limit=limit + 1,
-                                        before=before)
+    found = store.list_owner_executions(
+        owner, status=status, job_id=job_id, since=since_at, limit=limit + 1, before=before
+    )
     page = found[:limit]
     next_cursor = None
     if len(found) > limit:
         last = page[-1]
         next_cursor = cursors.encode(scope, {"before": [last.started_at.isoformat(), last.id]})
-    return Response(status_code=200, content_type=content_types.APPLICATION_JSON,
-                    body={"executions": [{**execution_json(e), "job_name": e.job_name} for e in page],
-                          "next_cursor": next_cursor})
+    return Response(
+        status_code=200,
+        content_type=content_types.APPLICATION_JSON,
+        body={"executions": [{**execution_json(e), "job_name": e.job_name} for e in page], "next_cursor": next_cursor},
+    )
 
 
-@router.route(*rule("preview_schedule"), summary="Preview a schedule's occurrences", tags=["schedules"],
-              description="The next `count` occurrences strictly after `after` (default now), in UTC, "
-                          "computed as for a job with these fields; bad fields answer 400 as for a job.",
-              responses=documented(200, Occurrences, "The occurrences.", 400, 403, 413, 415))
+@router.route(
+    *rule("preview_schedule"),
+    summary="Preview a schedule's occurrences",
+    tags=["schedules"],
+    description="The next `count` occurrences strictly after `after` (default now), in UTC, "
+    "computed as for a job with these fields; bad fields answer 400 as for a job.",
+    responses=documented(200, Occurrences, "The occurrences.", 400, 403, 413, 415),
+)
 def preview_schedule(preview: Annotated[SchedulePreview, Body()], store: StoreDep, owner: Owner):
     fields = preview.model_dump(include=set(_SCHEDULE_FIELDS), exclude_none=True)
     spec = JobSpec.model_validate({"name": "preview", "target": _ANY_TARGET, **fields})
     after = preview.after or store.now()
-    found = occurrences(spec.schedule if spec.schedule is not None else spec.run_at, timezone=spec.timezone,
-                        start_at=spec.start_at, end_at=spec.end_at, after=after,
-                        count=preview.count)
-    return Response(status_code=200, content_type=content_types.APPLICATION_JSON,
-                    body={"occurrences": [format_time(at) for at in found]})
+    found = occurrences(
+        spec.schedule if spec.schedule is not None else spec.run_at,
+        timezone=spec.timezone,
+        start_at=spec.start_at,
+        end_at=spec.end_at,
+        after=after,
+        count=preview.count,
+    )
+    return Response(
+        status_code=200,
+        content_type=content_types.APPLICATION_JSON,
+        body={"occurrences": [format_time(at) for at in found]},
+    )

@@ -14,7 +14,8 @@ import binascii
 import json
 import logging
 import threading
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
@@ -22,14 +23,23 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from scheduler.api import activity, deps, executions, jobs
 from scheduler.api.cursors import CursorCodec, cursor_key
-from scheduler.api.errors import (ApiError, MalformedBody, NoSuchResource, PayloadTooLarge, UnsupportedMediaType,
-                                  documented, envelope, error_response, register_error_handlers)
+from scheduler.api.errors import (
+    ApiError,
+    MalformedBody,
+    NoSuchResource,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    documented,
+    envelope,
+    error_response,
+    register_error_handlers,
+)
 from scheduler.api.identity import require_owner
 from scheduler.api.routes import allowed_methods, rule
 from scheduler.api.serialize import Health
 from scheduler.constants import MAX_REQUEST_BODY_BYTES
-from scheduler.secrets import SecretBox
 from scheduler.ports import JobStore
+from scheduler.secrets import SecretBox
 
 HEALTH_PATH = rule("health")[0]
 
@@ -93,8 +103,9 @@ def precheck(event: Mapping[str, Any]) -> dict[str, Any]:
                 raise MalformedBody("the request body is not UTF-8 text") from None
             out["isBase64Encoded"] = False
         elif len(body) > MAX_REQUEST_BODY_BYTES or (
-                len(body) * 4 > MAX_REQUEST_BODY_BYTES
-                and len(body.encode("utf-8", "surrogatepass")) > MAX_REQUEST_BODY_BYTES):
+            len(body) * 4 > MAX_REQUEST_BODY_BYTES
+            and len(body.encode("utf-8", "surrogatepass")) > MAX_REQUEST_BODY_BYTES
+        ):
             raise PayloadTooLarge()
     content_type = _header(out, "content-type")
     if content_type is not None:
@@ -124,8 +135,12 @@ class SchedulerResolver(APIGatewayRestResolver):
 def _error_result(event: Mapping[str, Any], exc: ApiError) -> dict[str, Any]:
     headers = {"Content-Type": content_types.APPLICATION_JSON, **exc.headers}
     serialized = APIGatewayProxyEvent(dict(event)).header_serializer().serialize(headers=headers, cookies=[])
-    return {"statusCode": exc.status, "body": json.dumps(envelope(exc.code, exc.message, exc.details)),
-            "isBase64Encoded": False, **serialized}
+    return {
+        "statusCode": exc.status,
+        "body": json.dumps(envelope(exc.code, exc.message, exc.details)),
+        "isBase64Encoded": False,
+        **serialized,
+    }
 
 
 def _once(factory: Callable[[], Any]) -> Callable[[], Any]:
@@ -138,11 +153,13 @@ def _once(factory: Callable[[], Any]) -> Callable[[], Any]:
                 if not made:
                     made.append(factory())
         return made[0]
+
     return get
 
 
-def make_app(store_provider: Callable[[], JobStore], secret_box_provider: Callable[[], SecretBox],
-             settings: Any = None) -> SchedulerResolver:
+def make_app(
+    store_provider: Callable[[], JobStore], secret_box_provider: Callable[[], SecretBox], settings: Any = None
+) -> SchedulerResolver:
     """The API, given how to get its store and secret box (called lazily, on the first request
     that needs them) and the settings (``cursor_secret``)."""
     app = SchedulerResolver(enable_validation=True, json_body_deserializer=_loads_json)
@@ -160,13 +177,16 @@ def make_app(store_provider: Callable[[], JobStore], secret_box_provider: Callab
     def no_route(exc: NotFoundError) -> Response:
         allowed = allowed_methods(app.current_event.path)
         if allowed and app.current_event.http_method.upper() not in allowed:
-            return error_response(405, "method_not_allowed", "the resource does not answer this method",
-                                  headers={"Allow": ", ".join(allowed)})
+            return error_response(
+                405,
+                "method_not_allowed",
+                "the resource does not answer this method",
+                headers={"Allow": ", ".join(allowed)},
+            )
         return error_response(404, "not_found", "no such resource")
 
     app.dependency_overrides[deps.get_store] = store_provider
     app.dependency_overrides[deps.get_secret_box] = secret_box_provider
     app.dependency_overrides[deps.get_settings] = lambda: settings
-    app.dependency_overrides[deps.get_cursors] = _once(
-        lambda: CursorCodec(cursor_key(settings, secret_box_provider())))
+    app.dependency_overrides[deps.get_cursors] = _once(lambda: CursorCodec(cursor_key(settings, secret_box_provider())))
     return app

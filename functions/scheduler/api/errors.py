@@ -8,21 +8,20 @@ logged with its traceback but without the request body (which may hold secrets).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from http import HTTPStatus
-from typing import Any, Iterable
+from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response, content_types
-from aws_lambda_powertools.event_handler.openapi.exceptions import (RequestUnsupportedContentType,
-                                                                    RequestValidationError)
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from scheduler.constants import MAX_REQUEST_BODY_BYTES, SERVICE_NAME
-from scheduler.models import validation_details
 from scheduler.errors import MaskedSecretError, NameTaken, NotFound, ScheduleError, SchedulerError, VersionMismatch
+from scheduler.models import validation_details
 
 logger = Logger(service=SERVICE_NAME, child=True)
-
 
 
 class ErrorDetail(BaseModel):
@@ -51,8 +50,15 @@ class ApiError(Exception):
     code: str = "invalid_request"
     message: str = "the request is not valid"
 
-    def __init__(self, message: str | None = None, details: Iterable[dict[str, str]] | None = None,
-                 headers: dict[str, str] | None = None, *, status: int | None = None, code: str | None = None):
+    def __init__(
+        self,
+        message: str | None = None,
+        details: Iterable[dict[str, str]] | None = None,
+        headers: dict[str, str] | None = None,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+    ):
         super().__init__(message or self.message)
         if status is not None:
             self.status = status
@@ -103,23 +109,40 @@ def domain_error(exc: SchedulerError) -> ApiError | None:
     if isinstance(exc, NotFound):
         return ApiError("no such job", status=404, code="not_found")
     if isinstance(exc, NameTaken):
-        return ApiError("a job of that name already exists", [
-            {"field": "name", "message": "is already taken by another of your jobs"}], status=409, code="name_taken")
+        return ApiError(
+            "a job of that name already exists",
+            [{"field": "name", "message": "is already taken by another of your jobs"}],
+            status=409,
+            code="name_taken",
+        )
     if isinstance(exc, VersionMismatch):
-        return ApiError(f"the job changed: it is at version {exc.current} (If-Match)",
-                        [{"field": "If-Match", "message": f"the current version is {exc.current}"}],
-                        headers={"ETag": f'"{exc.current}"'}, status=412, code="version_mismatch")
+        return ApiError(
+            f"the job changed: it is at version {exc.current} (If-Match)",
+            [{"field": "If-Match", "message": f"the current version is {exc.current}"}],
+            headers={"ETag": f'"{exc.current}"'},
+            status=412,
+            code="version_mismatch",
+        )
     if isinstance(exc, (MaskedSecretError, ScheduleError)):
         details = [{"field": exc.field, "message": exc.message}]
         return ApiError(_summary(details), details)
     return None
 
 
-def error_response(status: int, code: str, message: str, details: list[dict[str, str]] | None = None,
-                   headers: dict[str, str] | None = None) -> Response:
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    details: list[dict[str, str]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
     """A Powertools ``Response`` carrying the envelope."""
-    return Response(status_code=status, content_type=content_types.APPLICATION_JSON,
-                    body=envelope(code, message, details), headers=headers or {})
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=envelope(code, message, details),
+        headers=headers or {},
+    )
 
 
 def envelope(code: str, message: str, details: list[dict[str, str]] | None = None) -> dict[str, Any]:
@@ -163,7 +186,7 @@ def request_validation_details(errors: list[dict[str, Any]]) -> tuple[str, list[
         field = ".".join(str(p) for p in loc) or where
         message = str(err.get("msg") or "is not valid")
         if message.startswith("Value error, "):
-            message = message[len("Value error, "):]
+            message = message[len("Value error, ") :]
         details.append({"field": _PARAM_NAMES.get(field.lower(), field), "message": message})
     return code, details
 
@@ -224,12 +247,12 @@ _ERROR_DESCRIPTIONS = {
 }
 
 
-_ETAG = {"description": 'The job\'s version, quoted (`"3"`): send it back in `If-Match`.',
-         "schema": {"type": "string"}}
+_ETAG = {"description": 'The job\'s version, quoted (`"3"`): send it back in `If-Match`.', "schema": {"type": "string"}}
 
 
-def documented(status: int, model: type[BaseModel] | None, description: str, *errors: int,
-               headers: dict[str, Any] | None = None) -> dict[int, Any]:
+def documented(
+    status: int, model: type[BaseModel] | None, description: str, *errors: int, headers: dict[str, Any] | None = None
+) -> dict[int, Any]:
     """The OpenAPI ``responses`` of a route: its answer and the error answers it can give. A job
     answer documents its ``ETag`` header."""
     ok: dict[str, Any] = {"description": description}
@@ -243,6 +266,8 @@ def documented(status: int, model: type[BaseModel] | None, description: str, *er
         ok["headers"] = headers
     out: dict[int, Any] = {status: ok}
     for code in errors:
-        out[code] = {"description": _ERROR_DESCRIPTIONS[code],
-                     "content": {content_types.APPLICATION_JSON: {"model": ErrorEnvelope}}}
+        out[code] = {
+            "description": _ERROR_DESCRIPTIONS[code],
+            "content": {content_types.APPLICATION_JSON: {"model": ErrorEnvelope}},
+        }
     return out

@@ -4,7 +4,8 @@ run now. Every store call is scoped to the caller; another principal's job answe
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Callable, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -39,16 +40,21 @@ SettingsDep = Annotated[Any, Depends(get_settings)]
 JobId = Annotated[str, Path(description="The job's id (a UUID).")]
 # Optional parameters are typed without None (their default is None), so the OpenAPI document
 # says "a string, optional" rather than "a string or null".
-IfMatch = Annotated[str, Header(alias="If-Match", max_length=64,
-                                description='The version the change is based on: `3` or `"3"`. '
-                                            'A stale one answers 412.')]
+IfMatch = Annotated[
+    str,
+    Header(
+        alias="If-Match",
+        max_length=64,
+        description='The version the change is based on: `3` or `"3"`. A stale one answers 412.',
+    ),
+]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="Page size.")]
-Cursor = Annotated[str, Query(max_length=MAX_CURSOR_LENGTH,
-                              description="`next_cursor` of the previous page (opaque).")]
+Cursor = Annotated[str, Query(max_length=MAX_CURSOR_LENGTH, description="`next_cursor` of the previous page (opaque).")]
 State = Annotated[Literal["active", "paused", "completed"], Query(description="Only jobs in this state.")]
 Tag = Annotated[str, Query(min_length=1, max_length=MAX_TAG_LENGTH, description="Only jobs with this tag.")]
-NamePrefix = Annotated[str, Query(min_length=1, max_length=MAX_NAME_LENGTH,
-                                  description="Only jobs whose name starts with this.")]
+NamePrefix = Annotated[
+    str, Query(min_length=1, max_length=MAX_NAME_LENGTH, description="Only jobs whose name starts with this.")
+]
 _LOCATION = {"Location": {"description": "The job's path.", "schema": {"type": "string"}}}
 
 _IF_MATCH = re.compile(r'^(?:W/)?"(\d{1,9})"$|^(\d{1,9})$')
@@ -120,8 +126,12 @@ def require_broker(data: dict[str, Any], settings: Any) -> None:
 
 def job_response(row: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> Response:
     """A job answer with its ``ETag``."""
-    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=job_json(row),
-                    headers={"ETag": f'"{row["version"]}"', **(headers or {})})
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=job_json(row),
+        headers={"ETag": f'"{row["version"]}"', **(headers or {})},
+    )
 
 
 def _text_param(value: str | None, field: str) -> str | None:
@@ -132,10 +142,14 @@ def _text_param(value: str | None, field: str) -> str | None:
 # -- routes ------------------------------------------------------------------------------------
 
 
-@router.route(*rule("create_job"), status_code=201, summary="Create a job", tags=["jobs"],
-              responses=documented(201, Job, "The job.", 400, 403, 409, 413, 415, headers=_LOCATION))
-def create_job(spec: Annotated[JobSpec, Body()], store: StoreDep, box: BoxDep, owner: Owner,
-               settings: SettingsDep):
+@router.route(
+    *rule("create_job"),
+    status_code=201,
+    summary="Create a job",
+    tags=["jobs"],
+    responses=documented(201, Job, "The job.", 400, 403, 409, 413, 415, headers=_LOCATION),
+)
+def create_job(spec: Annotated[JobSpec, Body()], store: StoreDep, box: BoxDep, owner: Owner, settings: SettingsDep):
     data = spec_data(spec)
     require_broker(data, settings)
     data["target"] = keep_masked_secrets(encrypt_target_secrets(data["target"], box), None)
@@ -144,8 +158,9 @@ def create_job(spec: Annotated[JobSpec, Body()], store: StoreDep, box: BoxDep, o
     return job_response(row, 201, {"Location": f"/v1/jobs/{row['id']}"})
 
 
-def cursor_position(cursors: CursorCodec, cursor: str | None, scope: str, key: str,
-                    valid: Callable[[Any], bool]) -> Any:
+def cursor_position(
+    cursors: CursorCodec, cursor: str | None, scope: str, key: str, valid: Callable[[Any], bool]
+) -> Any:
     """The position ``key`` a page cursor of ``scope`` holds (None without a cursor); a 400 on
     ``cursor`` when it was not issued for this listing or its position is malformed."""
     if cursor is None:
@@ -159,33 +174,58 @@ def cursor_position(cursors: CursorCodec, cursor: str | None, scope: str, key: s
     return position
 
 
-@router.route(*rule("list_jobs"), summary="List jobs", tags=["jobs"],
-              responses=documented(200, JobList, "A page of jobs in name order.", 400, 403))
-def list_jobs(store: StoreDep, cursors: CursorsDep, owner: Owner,
-              state: State = None, tag: Tag = None, name_prefix: NamePrefix = None,
-              limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None):
+@router.route(
+    *rule("list_jobs"),
+    summary="List jobs",
+    tags=["jobs"],
+    responses=documented(200, JobList, "A page of jobs in name order.", 400, 403),
+)
+def list_jobs(
+    store: StoreDep,
+    cursors: CursorsDep,
+    owner: Owner,
+    state: State = None,
+    tag: Tag = None,
+    name_prefix: NamePrefix = None,
+    limit: Limit = DEFAULT_PAGE_SIZE,
+    cursor: Cursor = None,
+):
     tag, name_prefix = _text_param(tag, "tag"), _text_param(name_prefix, "name_prefix")
     scope = scope_of("jobs", owner, state=state, tag=tag, name_prefix=name_prefix)
     after_name = cursor_position(cursors, cursor, scope, "after_name", lambda value: isinstance(value, str))
-    rows = store.list_jobs(owner, state=state, tag=tag, name_prefix=name_prefix, limit=limit + 1,
-                           after_name=after_name)
+    rows = store.list_jobs(owner, state=state, tag=tag, name_prefix=name_prefix, limit=limit + 1, after_name=after_name)
     page = rows[:limit]
     next_cursor = cursors.encode(scope, {"after_name": page[-1]["name"]}) if len(rows) > limit else None
-    return Response(status_code=200, content_type=content_types.APPLICATION_JSON,
-                    body={"jobs": [job_json(r) for r in page], "next_cursor": next_cursor})
+    return Response(
+        status_code=200,
+        content_type=content_types.APPLICATION_JSON,
+        body={"jobs": [job_json(r) for r in page], "next_cursor": next_cursor},
+    )
 
 
-@router.route(*rule("get_job"), summary="Get a job", tags=["jobs"],
-              responses=documented(200, Job, "The job.", 403, 404))
+@router.route(
+    *rule("get_job"), summary="Get a job", tags=["jobs"], responses=documented(200, Job, "The job.", 403, 404)
+)
 def get_job(job_id: JobId, store: StoreDep, owner: Owner):
     return job_response(store.get_job(owner, job_id))
 
 
-@router.route(*rule("replace_job"), summary="Replace a job", tags=["jobs"],
-              description='A full job spec. A secret sent as `"***"` keeps the stored one.',
-              responses=documented(200, Job, "The job.", 400, 403, 404, 409, 412, 413, 415))
-def replace_job(job_id: JobId, spec: Annotated[JobSpec, Body()], store: StoreDep, box: BoxDep, owner: Owner,
-                settings: SettingsDep, if_match: IfMatch = None):
+@router.route(
+    *rule("replace_job"),
+    summary="Replace a job",
+    tags=["jobs"],
+    description='A full job spec. A secret sent as `"***"` keeps the stored one.',
+    responses=documented(200, Job, "The job.", 400, 403, 404, 409, 412, 413, 415),
+)
+def replace_job(
+    job_id: JobId,
+    spec: Annotated[JobSpec, Body()],
+    store: StoreDep,
+    box: BoxDep,
+    owner: Owner,
+    settings: SettingsDep,
+    if_match: IfMatch = None,
+):
     expected = parse_if_match(if_match)
     data = spec_data(spec)
     require_broker(data, settings)
@@ -199,12 +239,23 @@ def replace_job(job_id: JobId, spec: Annotated[JobSpec, Body()], store: StoreDep
     return job_response(row)
 
 
-@router.route(*rule("patch_job"), summary="Change a job (JSON merge patch)", tags=["jobs"],
-              description="An RFC 7396 merge patch over the job's spec (secrets stay as they are unless "
-                          "given); the result must be a valid job spec.",
-              responses=documented(200, Job, "The job.", 400, 403, 404, 409, 412, 413, 415))
-def patch_job(job_id: JobId, patch: Annotated[dict[str, Any], Body(description="A JSON merge patch of a job spec.")],
-              store: StoreDep, box: BoxDep, owner: Owner, settings: SettingsDep, if_match: IfMatch = None):
+@router.route(
+    *rule("patch_job"),
+    summary="Change a job (JSON merge patch)",
+    tags=["jobs"],
+    description="An RFC 7396 merge patch over the job's spec (secrets stay as they are unless "
+    "given); the result must be a valid job spec.",
+    responses=documented(200, Job, "The job.", 400, 403, 404, 409, 412, 413, 415),
+)
+def patch_job(
+    job_id: JobId,
+    patch: Annotated[dict[str, Any], Body(description="A JSON merge patch of a job spec.")],
+    store: StoreDep,
+    box: BoxDep,
+    owner: Owner,
+    settings: SettingsDep,
+    if_match: IfMatch = None,
+):
     expected = parse_if_match(if_match)
     check_text(patch, "body")
     merge_patch({}, patch)  # depth check before the row is held
@@ -219,33 +270,57 @@ def patch_job(job_id: JobId, patch: Annotated[dict[str, Any], Body(description="
     return job_response(row)
 
 
-@router.route(*rule("delete_job"), status_code=204, summary="Delete a job and its executions", tags=["jobs"],
-              responses=documented(204, None, "Deleted, with its executions.", 403, 404))
+@router.route(
+    *rule("delete_job"),
+    status_code=204,
+    summary="Delete a job and its executions",
+    tags=["jobs"],
+    responses=documented(204, None, "Deleted, with its executions.", 403, 404),
+)
 def delete_job(job_id: JobId, store: StoreDep, owner: Owner):
     store.delete_job(owner, job_id)
     logger.info("job deleted", extra={"job_id": job_id})
     return Response(status_code=204, content_type=None, body=None)
 
 
-@router.route(*rule("pause_job"), summary="Pause a job's schedule", tags=["jobs"],
-              responses=documented(200, Job, "The job.", 403, 404))
+@router.route(
+    *rule("pause_job"),
+    summary="Pause a job's schedule",
+    tags=["jobs"],
+    responses=documented(200, Job, "The job.", 403, 404),
+)
 def pause_job(job_id: JobId, store: StoreDep, owner: Owner):
     return job_response(service.pause_job(store, owner, job_id))
 
 
-@router.route(*rule("resume_job"), summary="Resume a job's schedule", tags=["jobs"],
-              responses=documented(200, Job, "The job.", 403, 404))
+@router.route(
+    *rule("resume_job"),
+    summary="Resume a job's schedule",
+    tags=["jobs"],
+    responses=documented(200, Job, "The job.", 403, 404),
+)
 def resume_job(job_id: JobId, store: StoreDep, owner: Owner):
     return job_response(service.resume_job(store, owner, job_id))
 
 
-@router.route(*rule("run_job"), status_code=202, summary="Run a job now", tags=["jobs"],
-              description="One attempt outside the schedule, taken by the runner's next claim, "
-                          "even when the job is paused.",
-              responses=documented(202, RunAccepted, "Queued.", 403, 404))
+@router.route(
+    *rule("run_job"),
+    status_code=202,
+    summary="Run a job now",
+    tags=["jobs"],
+    description="One attempt outside the schedule, taken by the runner's next claim, even when the job is paused.",
+    responses=documented(202, RunAccepted, "Queued.", 403, 404),
+)
 def run_job(job_id: JobId, store: StoreDep, owner: Owner):
     row = store.request_run(owner, job_id)
     logger.info("manual run requested", extra={"job_id": job_id})
-    return Response(status_code=202, content_type=content_types.APPLICATION_JSON,
-                    body={"job_id": str(row["id"]), "status": "queued",
-                          "requested_at": format_time(row["manual_run_at"]), "job": job_json(row)})
+    return Response(
+        status_code=202,
+        content_type=content_types.APPLICATION_JSON,
+        body={
+            "job_id": str(row["id"]),
+            "status": "queued",
+            "requested_at": format_time(row["manual_run_at"]),
+            "job": job_json(row),
+        },
+    )

@@ -27,10 +27,16 @@ EXAMPLE_JOB = {
     "tags": ["billing"],
     "schedule": "0 3 * * *",
     "timezone": "Europe/Berlin",
-    "target": {"type": "http", "url": "https://example.com/hook", "method": "POST",
-               "headers": {"Content-Type": "application/json"}, "body": "{\"at\": \"{{scheduled_at}}\"}",
-               "auth": {"type": "basic", "username": "u", "password": "secret"},
-               "timeout_seconds": 30, "success_codes": [200, 201, 202, 204]},
+    "target": {
+        "type": "http",
+        "url": "https://example.com/hook",
+        "method": "POST",
+        "headers": {"Content-Type": "application/json"},
+        "body": '{"at": "{{scheduled_at}}"}',
+        "auth": {"type": "basic", "username": "u", "password": "secret"},
+        "timeout_seconds": 30,
+        "success_codes": [200, 201, 202, 204],
+    },
     "retry": {"max_attempts": 4, "min_backoff_seconds": 1, "max_backoff_seconds": 300, "max_age_seconds": 3600},
     "missed_runs": "run_once",
 }
@@ -47,11 +53,23 @@ def _unavailable() -> Any:
 def openapi_schema(app: SchedulerResolver | None = None) -> dict[str, Any]:
     """The OpenAPI document as a dict."""
     app = app or make_app(_unavailable, _unavailable, None)
-    schema = json.loads(app.get_openapi_json_schema(
-        title=TITLE, version=VERSION, description=DESCRIPTION, servers=[Server(url="/")],
-        security_schemes={"sigv4": {"type": "apiKey", "name": "Authorization", "in": "header",
-                                    "description": "AWS Signature Version 4 (API Gateway IAM auth)"}},
-        security=[{"sigv4": []}]))
+    schema = json.loads(
+        app.get_openapi_json_schema(
+            title=TITLE,
+            version=VERSION,
+            description=DESCRIPTION,
+            servers=[Server(url="/")],
+            security_schemes={
+                "sigv4": {
+                    "type": "apiKey",
+                    "name": "Authorization",
+                    "in": "header",
+                    "description": "AWS Signature Version 4 (API Gateway IAM auth)",
+                }
+            },
+            security=[{"sigv4": []}],
+        )
+    )
     for route, path in schema.get("paths", {}).items():
         for method, operation in path.items():
             responses = operation.get("responses", {})

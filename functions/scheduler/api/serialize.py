@@ -5,8 +5,9 @@ Targets are always answered with their secrets masked (``"***"``); times are RFC
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field
 

@@ -19,31 +19,64 @@ import sys
 from typing import Any
 
 from scheduler.cli import completion, console, echo, executions, jobs, preview, server
-from scheduler.cli.common import (EXIT_API_ERROR, EXIT_CODES_HELP, EXIT_CONFLICT, EXIT_INTERRUPTED, EXIT_NOT_FOUND,
-                                  EXIT_OK, EXIT_SERVER, EXIT_USAGE, CommandFailed, UsageError, add_client_options)
+from scheduler.cli.common import (
+    EXIT_API_ERROR,
+    EXIT_CODES_HELP,
+    EXIT_CONFLICT,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_SERVER,
+    EXIT_USAGE,
+    CommandFailed,
+    UsageError,
+    add_client_options,
+)
 from scheduler.cli.definitions import READ_ONLY_FIELDS, parse_definition
 from scheduler.cli.output import ERROR_WIDTH, format_table, truncate
 from scheduler.logs import configure_logging
 
 __all__ = [
-    "ERROR_WIDTH", "EXIT_API_ERROR", "EXIT_CONFLICT", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_SERVER", "EXIT_USAGE",
-    "READ_ONLY_FIELDS", "UsageError", "build_parser", "configure_logging", "format_table", "main",
-    "parse_definition", "truncate",
+    "ERROR_WIDTH",
+    "EXIT_API_ERROR",
+    "EXIT_CONFLICT",
+    "EXIT_NOT_FOUND",
+    "EXIT_OK",
+    "EXIT_SERVER",
+    "EXIT_USAGE",
+    "READ_ONLY_FIELDS",
+    "UsageError",
+    "build_parser",
+    "configure_logging",
+    "format_table",
+    "main",
+    "parse_definition",
+    "truncate",
 ]
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="scheduler", description="A distributed job scheduler.",
-                                     epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="scheduler",
+        description="A distributed job scheduler.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_client_options(parser, suppress=False)
     client_options = argparse.ArgumentParser(add_help=False)
     add_client_options(client_options, suppress=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def subparser(container: Any, name: str, help_text: str) -> argparse.ArgumentParser:
-        return container.add_parser(name, help=help_text, description=help_text, parents=[client_options],
-                                    epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+        return container.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            parents=[client_options],
+            epilog=EXIT_CODES_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
 
     server.add_parsers(sub)
     jobs.add_parsers(sub, subparser)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from scheduler.cli.common import EXIT_API_ERROR, EXIT_NOT_FOUND, EXIT_SERVER, UsageError
 from scheduler.cli.output import exit_code_for_status, print_api_error
@@ -17,8 +18,9 @@ def make_client(args: argparse.Namespace) -> Any:
     from scheduler.client import SchedulerClient
 
     try:
-        return SchedulerClient(args.endpoint, region=args.region, profile=args.profile, sigv4=args.sigv4,
-                               timeout=args.http_timeout)
+        return SchedulerClient(
+            args.endpoint, region=args.region, profile=args.profile, sigv4=args.sigv4, timeout=args.http_timeout
+        )
     except ValueError as exc:
         raise UsageError(f"--endpoint: {exc}") from None
 

@@ -37,8 +37,14 @@ _AWS_FIELDS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 # flags of the older target types (dest -> the types that take them)
 _OTHER_FLAGS: dict[str, tuple[str, ...]] = {
-    "url": ("http", "amqp"), "method": ("http",), "headers": ("http",), "success_codes": ("http",),
-    "content_type": ("http", "amqp"), "auth": ("http",), "amqp_exchange": ("amqp",), "routing_key": ("amqp",),
+    "url": ("http", "amqp"),
+    "method": ("http",),
+    "headers": ("http",),
+    "success_codes": ("http",),
+    "content_type": ("http", "amqp"),
+    "auth": ("http",),
+    "amqp_exchange": ("amqp",),
+    "routing_key": ("amqp",),
     "body": ("http", "amqp", "sqs", "sns"),
 }
 _FILE_FLAGS = ("payload", "detail")
@@ -56,10 +62,22 @@ def _aws_fields(kind: str) -> frozenset[str]:
 
 # the fields of each target type (those a change of type keeps from the stored target)
 FIELDS_OF: dict[str, frozenset[str]] = {
-    "http": frozenset({"type", "url", "method", "headers", "body", "auth", "timeout_seconds", "success_codes",
-                       "follow_redirects"}),
-    "amqp": frozenset({"type", "url", "exchange", "routing_key", "body", "body_encoding", "headers", "content_type",
-                       "timeout_seconds"}),
+    "http": frozenset(
+        {"type", "url", "method", "headers", "body", "auth", "timeout_seconds", "success_codes", "follow_redirects"}
+    ),
+    "amqp": frozenset(
+        {
+            "type",
+            "url",
+            "exchange",
+            "routing_key",
+            "body",
+            "body_encoding",
+            "headers",
+            "content_type",
+            "timeout_seconds",
+        }
+    ),
     **{kind: _aws_fields(kind) for kind in AWS_TYPES},
 }
 
@@ -85,8 +103,10 @@ def type_from_flags(args: argparse.Namespace) -> str | None:
     for dest, (_field, types) in _AWS_FIELDS.items():
         if given(args, dest):
             if candidates is not None and not candidates & set(types):
-                raise UsageError(f"{flag_name(first)} and {flag_name(dest)} are flags of different target types "
-                                 f"({'/'.join(sorted(candidates))}, {'/'.join(types)})")
+                raise UsageError(
+                    f"{flag_name(first)} and {flag_name(dest)} are flags of different target types "
+                    f"({'/'.join(sorted(candidates))}, {'/'.join(types)})"
+                )
             candidates, first = (set(types), dest) if candidates is None else (candidates & set(types), first)
     if candidates is not None and len(candidates) == 1:
         return next(iter(candidates))
@@ -134,9 +154,16 @@ def read_text_flag(flag: str, value: str) -> str:
 
 def check_stdin_once(args: argparse.Namespace) -> None:
     """A usage error when two flags would read standard input (before either reads it)."""
-    readers = [name for name, dest, stdin in (("-f -", "file", "-"), ("--body @-", "body", "@-"),
-                                              ("--payload @-", "payload", "@-"), ("--detail @-", "detail", "@-"))
-               if getattr(args, dest, None) == stdin]
+    readers = [
+        name
+        for name, dest, stdin in (
+            ("-f -", "file", "-"),
+            ("--body @-", "body", "@-"),
+            ("--payload @-", "payload", "@-"),
+            ("--detail @-", "detail", "@-"),
+        )
+        if getattr(args, dest, None) == stdin
+    ]
     if len(readers) > 1:
         raise UsageError(f"{' and '.join(readers)}: standard input can be read once")
 
@@ -164,8 +191,9 @@ def sigv4_auth(args: argparse.Namespace) -> dict[str, Any]:
         if match:
             service, region = service or known, region or match.group(1)
     if not service:
-        raise UsageError("--auth sigv4 needs --sigv4-service execute-api|lambda (or an execute-api or "
-                         "lambda-url --url)")
+        raise UsageError(
+            "--auth sigv4 needs --sigv4-service execute-api|lambda (or an execute-api or lambda-url --url)"
+        )
     if not region:
         raise UsageError("--auth sigv4 needs --sigv4-region REGION (or an execute-api or lambda-url --url)")
     if not given(args, "role_arn"):
@@ -201,30 +229,56 @@ def target_summary(target: dict[str, Any], width: int | None = None) -> str:
 
 def add_aws_options(target: Any) -> None:
     """The AWS flags, in the ``target`` argument group."""
-    target.add_argument("--type", dest="target_type", choices=TARGET_TYPES,
-                        help="the target type (default: the one the other flags name, else the file's, else http)")
-    target.add_argument("--role-arn", metavar="ARN",
-                        help="lambda/sqs/sns/eventbridge target, or --auth sigv4: the IAM role the scheduler "
-                             "assumes (with your principal as ExternalId) to call AWS")
-    target.add_argument("--function-arn", metavar="ARN",
-                        help="lambda target: the function (ARN, with a qualifier if any)")
-    target.add_argument("--payload", metavar="JSON",
-                        help="lambda target: the JSON payload, or @FILE (@- for stdin); placeholders are replaced")
-    target.add_argument("--invocation-type", choices=("Event", "RequestResponse"),
-                        help="lambda target: Event (asynchronous, default) or RequestResponse (wait for the answer)")
-    target.add_argument("--queue-url", metavar="URL",
-                        help="sqs target: the queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE); "
-                             "--body is the message")
-    target.add_argument("--message-group-id", metavar="ID",
-                        help="sqs or sns target: the message group of a FIFO queue or topic")
+    target.add_argument(
+        "--type",
+        dest="target_type",
+        choices=TARGET_TYPES,
+        help="the target type (default: the one the other flags name, else the file's, else http)",
+    )
+    target.add_argument(
+        "--role-arn",
+        metavar="ARN",
+        help="lambda/sqs/sns/eventbridge target, or --auth sigv4: the IAM role the scheduler "
+        "assumes (with your principal as ExternalId) to call AWS",
+    )
+    target.add_argument(
+        "--function-arn", metavar="ARN", help="lambda target: the function (ARN, with a qualifier if any)"
+    )
+    target.add_argument(
+        "--payload",
+        metavar="JSON",
+        help="lambda target: the JSON payload, or @FILE (@- for stdin); placeholders are replaced",
+    )
+    target.add_argument(
+        "--invocation-type",
+        choices=("Event", "RequestResponse"),
+        help="lambda target: Event (asynchronous, default) or RequestResponse (wait for the answer)",
+    )
+    target.add_argument(
+        "--queue-url",
+        metavar="URL",
+        help="sqs target: the queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE); --body is the message",
+    )
+    target.add_argument(
+        "--message-group-id", metavar="ID", help="sqs or sns target: the message group of a FIFO queue or topic"
+    )
     target.add_argument("--topic-arn", metavar="ARN", help="sns target: the topic; --body is the message")
     target.add_argument("--subject", help="sns target: the subject (for e-mail subscriptions)")
     target.add_argument("--event-bus-arn", metavar="ARN", help="eventbridge target: the event bus")
     target.add_argument("--source", help="eventbridge target: the event's source (not aws.*)")
     target.add_argument("--detail-type", metavar="TEXT", help="eventbridge target: the event's detail-type")
-    target.add_argument("--detail", metavar="JSON",
-                        help="eventbridge target: the event's detail, a JSON object, or @FILE (@- for stdin)")
-    target.add_argument("--sigv4-service", choices=SIGV4_SERVICES,
-                        help="--auth sigv4: the service to sign for (default: from an execute-api or lambda-url --url)")
-    target.add_argument("--sigv4-region", metavar="REGION",
-                        help="--auth sigv4: the region to sign for (default: from the --url host name)")
+    target.add_argument(
+        "--detail",
+        metavar="JSON",
+        help="eventbridge target: the event's detail, a JSON object, or @FILE (@- for stdin)",
+    )
+    target.add_argument(
+        "--sigv4-service",
+        choices=SIGV4_SERVICES,
+        help="--auth sigv4: the service to sign for (default: from an execute-api or lambda-url --url)",
+    )
+    target.add_argument(
+        "--sigv4-region",
+        metavar="REGION",
+        help="--auth sigv4: the region to sign for (default: from the --url host name)",
+    )

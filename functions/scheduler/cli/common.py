@@ -100,18 +100,44 @@ def add_client_options(parser: argparse.ArgumentParser, *, suppress: bool) -> No
         return argparse.SUPPRESS if suppress else value
 
     group = parser.add_argument_group("API client options")
-    group.add_argument("--endpoint", metavar="URL", default=default(None),
-                       help="the API's base URL, with its stage if any (default: $SCHEDULER_ENDPOINT, "
-                            "else http://127.0.0.1:8080)")
-    group.add_argument("--region", default=default(None),
-                       help="the SigV4 signing region (default: from an execute-api host name, else "
-                            "$AWS_REGION, else the AWS config)")
+    group.add_argument(
+        "--endpoint",
+        metavar="URL",
+        default=default(None),
+        help="the API's base URL, with its stage if any (default: $SCHEDULER_ENDPOINT, else http://127.0.0.1:8080)",
+    )
+    group.add_argument(
+        "--region",
+        default=default(None),
+        help="the SigV4 signing region (default: from an execute-api host name, else $AWS_REGION, else the AWS config)",
+    )
     group.add_argument("--profile", default=default(None), help="the AWS profile to sign with (default: $AWS_PROFILE)")
-    group.add_argument("--sigv4", action=argparse.BooleanOptionalAction, default=default(None),
-                       help="sign requests with SigV4 (default: only when the endpoint is *.amazonaws.com)")
-    group.add_argument("-o", "--output", choices=OUTPUT_FORMATS, default=default("table"),
-                       help="table (default), or the API's JSON as is (json), or the same as YAML (yaml)")
-    group.add_argument("--json", dest="output", action="store_const", const="json", default=default("table"),
-                       help="the same as -o json")
-    group.add_argument("--http-timeout", dest="http_timeout", type=positive_float, metavar="SECONDS",
-                       default=default(30.0), help="HTTP timeout of each API call (default: 30)")
+    group.add_argument(
+        "--sigv4",
+        action=argparse.BooleanOptionalAction,
+        default=default(None),
+        help="sign requests with SigV4 (default: only when the endpoint is *.amazonaws.com)",
+    )
+    group.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUT_FORMATS,
+        default=default("table"),
+        help="table (default), or the API's JSON as is (json), or the same as YAML (yaml)",
+    )
+    group.add_argument(
+        "--json",
+        dest="output",
+        action="store_const",
+        const="json",
+        default=default("table"),
+        help="the same as -o json",
+    )
+    group.add_argument(
+        "--http-timeout",
+        dest="http_timeout",
+        type=positive_float,
+        metavar="SECONDS",
+        default=default(30.0),
+        help="HTTP timeout of each API call (default: 30)",
+    )

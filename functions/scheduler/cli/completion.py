@@ -9,7 +9,7 @@ from typing import Any
 
 from scheduler.cli.common import EXIT_OK
 
-_BASH = r'''# scheduler completion (bash; zsh loads it through bashcompinit)
+_BASH = r"""# scheduler completion (bash; zsh loads it through bashcompinit)
 _scheduler_complete() {
     local cur prev path word i values
     cur="${COMP_WORDS[COMP_CWORD]}"
@@ -39,7 +39,7 @@ _scheduler_words() {
     esac
 }
 complete -F _scheduler_complete scheduler
-'''
+"""
 
 _ZSH_HEADER = "autoload -U +X bashcompinit && bashcompinit\n"
 
@@ -94,8 +94,11 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: Any) -> None:
     """``scheduler completion``."""
-    parser = sub.add_parser("completion", help="print a shell completion script",
-                            description='Print a shell completion script: eval "$(scheduler completion bash)" '
-                                        "in ~/.bashrc, or the zsh form in ~/.zshrc.")
+    parser = sub.add_parser(
+        "completion",
+        help="print a shell completion script",
+        description='Print a shell completion script: eval "$(scheduler completion bash)" '
+        "in ~/.bashrc, or the zsh form in ~/.zshrc.",
+    )
     parser.add_argument("shell", choices=("bash", "zsh"), help="the shell")
     parser.set_defaults(func=run)

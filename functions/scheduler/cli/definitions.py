@@ -15,15 +15,31 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from scheduler.cli.aws_flags import (AWS_TYPES, FIELDS_OF, add_aws_options, aws_target_fields, check_flags, sigv4_auth,
-                                     type_from_flags)
+from scheduler.cli.aws_flags import (
+    AWS_TYPES,
+    FIELDS_OF,
+    add_aws_options,
+    aws_target_fields,
+    check_flags,
+    sigv4_auth,
+    type_from_flags,
+)
 from scheduler.cli.common import UsageError, int_list, positive_float, positive_int
 
 AUTH_SECRET_ENV = "SCHEDULER_AUTH_SECRET"
 # Fields of a job answer that are not part of its definition: dropped from job files, so that
 # the output of `jobs get -o json` can be edited and sent back.
-READ_ONLY_FIELDS = ("id", "owner", "state", "version", "next_run_at", "last_run_at", "created_at",
-                    "updated_at", "stats")
+READ_ONLY_FIELDS = (
+    "id",
+    "owner",
+    "state",
+    "version",
+    "next_run_at",
+    "last_run_at",
+    "created_at",
+    "updated_at",
+    "stats",
+)
 _UNQUOTED_STAR = re.compile(r"^\s*schedule\s*:\s*\*", re.MULTILINE)
 
 
@@ -147,17 +163,31 @@ def definition_flags(args: argparse.Namespace, kind: str | None = None) -> dict[
     """The part of a job definition given by flags, nested as in the job JSON; ``kind`` is the
     target's type when known (``--body`` is the ``message`` of an SNS target)."""
     out: dict[str, Any] = {}
-    for key in ("name", "description", "schedule", "run_at", "timezone", "start_at", "end_at", "missed_runs",
-                "after_completion"):
+    for key in (
+        "name",
+        "description",
+        "schedule",
+        "run_at",
+        "timezone",
+        "start_at",
+        "end_at",
+        "missed_runs",
+        "after_completion",
+    ):
         value = getattr(args, key, None)
         if value is not None:
             out[key] = value
     if getattr(args, "tags", None):
         out["tags"] = list(args.tags)
     target: dict[str, Any] = {}
-    for flag, key in (("url", "url"), ("method", "method"), ("amqp_exchange", "exchange"),
-                      ("routing_key", "routing_key"), ("target_timeout", "timeout_seconds"),
-                      ("success_codes", "success_codes")):
+    for flag, key in (
+        ("url", "url"),
+        ("method", "method"),
+        ("amqp_exchange", "exchange"),
+        ("routing_key", "routing_key"),
+        ("target_timeout", "timeout_seconds"),
+        ("success_codes", "success_codes"),
+    ):
         value = getattr(args, flag, None)
         if value is not None:
             target[key] = value.upper() if key == "method" else value
@@ -177,8 +207,12 @@ def definition_flags(args: argparse.Namespace, kind: str | None = None) -> dict[
     if target:
         out["target"] = target
     retry: dict[str, Any] = {}
-    for flag, key in (("max_attempts", "max_attempts"), ("min_backoff", "min_backoff_seconds"),
-                      ("max_backoff", "max_backoff_seconds"), ("max_age", "max_age_seconds")):
+    for flag, key in (
+        ("max_attempts", "max_attempts"),
+        ("min_backoff", "min_backoff_seconds"),
+        ("max_backoff", "max_backoff_seconds"),
+        ("max_age", "max_age_seconds"),
+    ):
         value = getattr(args, flag, None)
         if value is not None:
             retry[key] = int(value) if isinstance(value, float) and value.is_integer() else value
@@ -208,8 +242,9 @@ def full_definition(base: dict[str, Any], args: argparse.Namespace) -> dict[str,
     """
     named = type_from_flags(args)
     base_target = base.get("target") if isinstance(base.get("target"), dict) else {}
-    base_kind = base_target.get("type") or ("amqp" if ("exchange" in base_target or "routing_key" in base_target)
-                                            else "http" if base_target else None)
+    base_kind = base_target.get("type") or (
+        "amqp" if ("exchange" in base_target or "routing_key" in base_target) else "http" if base_target else None
+    )
     kind = named or base_kind or "http"
     check_flags(args, kind)
     if named and base_kind and named != base_kind and {named, base_kind} & set(AWS_TYPES):
@@ -226,8 +261,9 @@ def full_definition(base: dict[str, Any], args: argparse.Namespace) -> dict[str,
     return spec
 
 
-def patch_definition(base: dict[str, Any], args: argparse.Namespace, stored: dict[str, Any] | None = None
-                     ) -> dict[str, Any]:
+def patch_definition(
+    base: dict[str, Any], args: argparse.Namespace, stored: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """A JSON merge patch (``update`` without ``--replace``): the flags over the file's patch.
 
     ``--schedule`` sends ``"run_at": null`` (and ``--run-at`` ``"schedule": null``) so that a job
@@ -267,8 +303,9 @@ def needs_stored_target(base: dict[str, Any], args: argparse.Namespace) -> bool:
     named = type_from_flags(args)
     if getattr(args, "target_type", None) or named in AWS_TYPES:
         return True
-    return getattr(args, "body", None) is not None and not (named or base_target.get("type")
-                                                           or getattr(args, "method", None))
+    return getattr(args, "body", None) is not None and not (
+        named or base_target.get("type") or getattr(args, "method", None)
+    )
 
 
 def add_definition_options(parser: argparse.ArgumentParser) -> None:
@@ -283,30 +320,58 @@ def add_definition_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--timezone", metavar="IANA_NAME", help="time zone of the schedule (default UTC)")
     group.add_argument("--start-at", metavar="TIMESTAMP", help="no occurrence before this time")
     group.add_argument("--end-at", metavar="TIMESTAMP", help="no occurrence after this time")
-    group.add_argument("--missed-runs", choices=("skip", "run_once", "run_all"),
-                       help="what to do with occurrences missed while paused or down (default run_once)")
-    group.add_argument("--after-completion", choices=("keep", "delete"),
-                       help="a completed job is kept (default) or deleted with its history")
+    group.add_argument(
+        "--missed-runs",
+        choices=("skip", "run_once", "run_all"),
+        help="what to do with occurrences missed while paused or down (default run_once)",
+    )
+    group.add_argument(
+        "--after-completion",
+        choices=("keep", "delete"),
+        help="a completed job is kept (default) or deleted with its history",
+    )
     group.add_argument("--tag", dest="tags", action="append", metavar="TAG", help="a tag (repeatable)")
     target = parser.add_argument_group("target")
     target.add_argument("--url", help="HTTP target URL (or the AMQP broker URL of an AMQP target)")
-    target.add_argument("--method", type=str.upper,
-                        choices=("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"),
-                        help="HTTP method (default POST)")
-    target.add_argument("--header", dest="headers", action="append", metavar="NAME=VALUE",
-                        help="a target header (repeatable)")
-    target.add_argument("--body", help="the target body (HTTP, AMQP, SQS; the message of SNS), or @FILE for a "
-                                       "file's contents (@- for stdin); {{scheduled_at}}-style placeholders "
-                                       "are replaced")
-    target.add_argument("--content-type", metavar="TYPE",
-                        help="the body's media type (HTTP: the Content-Type header; AMQP: content_type)")
-    target.add_argument("--timeout", dest="target_timeout", type=positive_int, metavar="SECONDS",
-                        help="how long a delivery may take (default 30)")
-    target.add_argument("--success-codes", type=int_list, metavar="CODES",
-                        help="HTTP statuses that count as success, comma-separated (default: any 2xx)")
-    target.add_argument("--auth", choices=("basic", "bearer", "header", "sigv4"),
-                        help=f"HTTP auth; the password, token or header value is read from ${AUTH_SECRET_ENV} "
-                             "or standard input, never from the command line; sigv4 signs as --role-arn")
+    target.add_argument(
+        "--method",
+        type=str.upper,
+        choices=("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"),
+        help="HTTP method (default POST)",
+    )
+    target.add_argument(
+        "--header", dest="headers", action="append", metavar="NAME=VALUE", help="a target header (repeatable)"
+    )
+    target.add_argument(
+        "--body",
+        help="the target body (HTTP, AMQP, SQS; the message of SNS), or @FILE for a "
+        "file's contents (@- for stdin); {{scheduled_at}}-style placeholders "
+        "are replaced",
+    )
+    target.add_argument(
+        "--content-type",
+        metavar="TYPE",
+        help="the body's media type (HTTP: the Content-Type header; AMQP: content_type)",
+    )
+    target.add_argument(
+        "--timeout",
+        dest="target_timeout",
+        type=positive_int,
+        metavar="SECONDS",
+        help="how long a delivery may take (default 30)",
+    )
+    target.add_argument(
+        "--success-codes",
+        type=int_list,
+        metavar="CODES",
+        help="HTTP statuses that count as success, comma-separated (default: any 2xx)",
+    )
+    target.add_argument(
+        "--auth",
+        choices=("basic", "bearer", "header", "sigv4"),
+        help=f"HTTP auth; the password, token or header value is read from ${AUTH_SECRET_ENV} "
+        "or standard input, never from the command line; sigv4 signs as --role-arn",
+    )
     target.add_argument("--auth-username", metavar="USER", help="--auth basic: the user name")
     target.add_argument("--auth-header", metavar="NAME", help="--auth header: the header's name")
     target.add_argument("--amqp-exchange", metavar="EXCHANGE", help="AMQP target: the exchange")
@@ -314,9 +379,12 @@ def add_definition_options(parser: argparse.ArgumentParser) -> None:
     add_aws_options(target)
     retry = parser.add_argument_group("retries")
     retry.add_argument("--max-attempts", type=positive_int, metavar="N", help="attempts per occurrence (default 3)")
-    retry.add_argument("--min-backoff", type=positive_float, metavar="SECONDS",
-                       help="wait before the first retry (default 1)")
-    retry.add_argument("--max-backoff", type=positive_float, metavar="SECONDS",
-                       help="longest wait between retries (default 300)")
-    retry.add_argument("--max-age", type=positive_int, metavar="SECONDS",
-                       help="no retry this long after the scheduled time")
+    retry.add_argument(
+        "--min-backoff", type=positive_float, metavar="SECONDS", help="wait before the first retry (default 1)"
+    )
+    retry.add_argument(
+        "--max-backoff", type=positive_float, metavar="SECONDS", help="longest wait between retries (default 300)"
+    )
+    retry.add_argument(
+        "--max-age", type=positive_int, metavar="SECONDS", help="no retry this long after the scheduled time"
+    )

@@ -34,7 +34,9 @@ def _body_text(body: bytes) -> str:
         return f"({len(body)} bytes, not UTF-8: {body[:64]!r}...)"
 
 
-def make_http_server(host: str, port_number: int, *, status: int = 200, out: TextIO | None = None) -> ThreadingHTTPServer:
+def make_http_server(
+    host: str, port_number: int, *, status: int = 200, out: TextIO | None = None
+) -> ThreadingHTTPServer:
     """The HTTP echo server (not started: call ``serve_forever``)."""
     stream = out or sys.stdout
 
@@ -64,12 +66,21 @@ def make_http_server(host: str, port_number: int, *, status: int = 200, out: Tex
     try:
         return ThreadingHTTPServer((host, port_number), Handler)
     except OSError as exc:
-        raise CommandFailed(f"cannot listen on {host}:{port_number}: {exc.strerror or exc}"
-                            + ("; give --port" if exc.errno in (98, 48, 10048) else "")) from None
+        raise CommandFailed(
+            f"cannot listen on {host}:{port_number}: {exc.strerror or exc}"
+            + ("; give --port" if exc.errno in (98, 48, 10048) else "")
+        ) from None
 
 
-def consume_amqp(url: str, queue: str, exchange: str | None, routing_key: str | None, stop: threading.Event,
-                 out: TextIO | None = None, ready: threading.Event | None = None) -> None:
+def consume_amqp(
+    url: str,
+    queue: str,
+    exchange: str | None,
+    routing_key: str | None,
+    stop: threading.Event,
+    out: TextIO | None = None,
+    ready: threading.Event | None = None,
+) -> None:
     """Print every message of ``queue`` until ``stop`` (pika, one blocking connection)."""
     import pika
 
@@ -108,8 +119,11 @@ def run(args: argparse.Namespace) -> int:
     server = make_http_server(args.host, args.port, status=args.status)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
     thread.start()
-    print(f"scheduler echo: listening on http://{args.host}:{server.server_address[1]} "
-          f"(answers {args.status}). Ctrl-C to stop.", flush=True)
+    print(
+        f"scheduler echo: listening on http://{args.host}:{server.server_address[1]} "
+        f"(answers {args.status}). Ctrl-C to stop.",
+        flush=True,
+    )
     try:
         if args.amqp_url:
             print(f"scheduler echo: consuming AMQP queue {args.queue!r}", flush=True)
@@ -127,16 +141,25 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: Any) -> None:
     """``scheduler echo``."""
-    parser = sub.add_parser("echo", help="a target that prints each request or message it receives",
-                            description="A target that prints each HTTP request (method, path, headers, body) "
-                                        "or AMQP message it receives. Ctrl-C stops it.")
+    parser = sub.add_parser(
+        "echo",
+        help="a target that prints each request or message it receives",
+        description="A target that prints each HTTP request (method, path, headers, body) "
+        "or AMQP message it receives. Ctrl-C stops it.",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=port, default=9000, help="HTTP port (default: 9000; 0: any free port)")
-    parser.add_argument("--status", type=int, default=200, metavar="CODE",
-                        help="the HTTP status to answer (default: 200; a 5xx shows the retries)")
+    parser.add_argument(
+        "--status",
+        type=int,
+        default=200,
+        metavar="CODE",
+        help="the HTTP status to answer (default: 200; a 5xx shows the retries)",
+    )
     parser.add_argument("--amqp-url", metavar="URL", help="also consume AMQP messages from this broker")
     parser.add_argument("--queue", default="scheduler-echo", help="--amqp-url: the queue (default: scheduler-echo)")
     parser.add_argument("--exchange", help="--amqp-url: bind the queue to this exchange")
-    parser.add_argument("--routing-key", metavar="KEY",
-                        help="--amqp-url: the binding's routing key (default: the queue's name)")
+    parser.add_argument(
+        "--routing-key", metavar="KEY", help="--amqp-url: the binding's routing key (default: the queue's name)"
+    )
     parser.set_defaults(func=run)

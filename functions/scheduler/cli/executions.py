@@ -7,7 +7,8 @@ import argparse
 import json
 import sys
 import threading
-from typing import Any, Callable, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 from scheduler.cli.api import client_command
 from scheduler.cli.common import EXECUTION_STATUSES, EXIT_OK, positive_float, positive_int
@@ -28,9 +29,17 @@ def _fetch(args: argparse.Namespace, client: Any) -> tuple[Callable[..., dict[st
     return client.list_all_executions, filters, True
 
 
-def follow(fetch: Callable[..., dict[str, Any]], filters: dict[str, Any], *, output: str = "table",
-           wide: bool = False, job_column: bool = True, interval: float = 2.0,
-           stop: threading.Event | None = None, out: TextIO | None = None) -> int:
+def follow(
+    fetch: Callable[..., dict[str, Any]],
+    filters: dict[str, Any],
+    *,
+    output: str = "table",
+    wide: bool = False,
+    job_column: bool = True,
+    interval: float = 2.0,
+    stop: threading.Event | None = None,
+    out: TextIO | None = None,
+) -> int:
     """Print the executions that finish from now on, oldest first, polling every ``interval``
     seconds until ``stop`` is set (or Ctrl-C). Those finished before the start are printed first.
 
@@ -46,21 +55,30 @@ def follow(fetch: Callable[..., dict[str, Any]], filters: dict[str, Any], *, out
     try:
         while True:
             page = fetch(**query, cursor=None)
-            fresh = [e for e in reversed(page.get("executions") or [])
-                     if e.get("status") != "running" and str(e.get("id")) not in seen]
+            fresh = [
+                e
+                for e in reversed(page.get("executions") or [])
+                if e.get("status") != "running" and str(e.get("id")) not in seen
+            ]
             for execution in fresh:
                 seen.add(str(execution.get("id")))
                 if output == "table":
                     row = execution_row(execution, wide=wide)
                     if job_column:
                         row = [execution.get("job_name") or execution.get("job_id")] + row
-                    print("  ".join("-" if v in (None, "") else " ".join(str(v).split()) for v in row),
-                          file=out, flush=True)
+                    print(
+                        "  ".join("-" if v in (None, "") else " ".join(str(v).split()) for v in row),
+                        file=out,
+                        flush=True,
+                    )
                 elif output == "yaml":  # one YAML document each
                     import yaml
 
-                    print("---\n" + yaml.safe_dump(execution, sort_keys=False, allow_unicode=True).rstrip(),
-                          file=out, flush=True)
+                    print(
+                        "---\n" + yaml.safe_dump(execution, sort_keys=False, allow_unicode=True).rstrip(),
+                        file=out,
+                        flush=True,
+                    )
                 else:  # one JSON document per line
                     print(json.dumps(execution, ensure_ascii=False), file=out, flush=True)
             if stop.wait(interval):
@@ -74,29 +92,47 @@ def executions(args: argparse.Namespace, client: Any) -> int:
     """``scheduler executions``."""
     fetch, filters, across = _fetch(args, client)
     if args.follow:
-        return follow(fetch, {k: v for k, v in filters.items() if k != "limit"}, output=args.output,
-                      wide=args.wide, job_column=across, interval=args.interval)
-    return print_listing(args, "executions",
-                         lambda rows: format_executions(rows, wide=args.wide, job_column=across),
-                         lambda: fetch(cursor=args.cursor, **filters),
-                         lambda: client.pages(fetch, {**filters, "cursor": args.cursor}))
+        return follow(
+            fetch,
+            {k: v for k, v in filters.items() if k != "limit"},
+            output=args.output,
+            wide=args.wide,
+            job_column=across,
+            interval=args.interval,
+        )
+    return print_listing(
+        args,
+        "executions",
+        lambda rows: format_executions(rows, wide=args.wide, job_column=across),
+        lambda: fetch(cursor=args.cursor, **filters),
+        lambda: client.pages(fetch, {**filters, "cursor": args.cursor}),
+    )
 
 
 def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> None:
     """``scheduler executions``."""
     parser = subparser(sub, "executions", "list executions: a job's, or across all your jobs (newest first)")
     parser.add_argument("job", metavar="JOB", nargs="?", help="job id or name (default: across all jobs)")
-    parser.add_argument("--job", dest="job_filter", metavar="JOB",
-                        help="across jobs, only this job's (id or name)")
+    parser.add_argument("--job", dest="job_filter", metavar="JOB", help="across jobs, only this job's (id or name)")
     parser.add_argument("--status", choices=EXECUTION_STATUSES, help="only executions with this status")
-    parser.add_argument("--since", metavar="TIMESTAMP",
-                        help="across jobs: only executions started at or after this RFC 3339 instant")
+    parser.add_argument(
+        "--since", metavar="TIMESTAMP", help="across jobs: only executions started at or after this RFC 3339 instant"
+    )
     parser.add_argument("--limit", type=positive_int, metavar="N", help="page size")
     parser.add_argument("--cursor", help="the next_cursor of the previous page")
     parser.add_argument("--all", action="store_true", help="follow next_cursor to the last page")
     parser.add_argument("--wide", action="store_true", help="print whole errors, not their first 60 characters")
-    parser.add_argument("--follow", "-F", action="store_true",
-                        help="keep printing executions as they finish (polls the API) until Ctrl-C")
-    parser.add_argument("--interval", type=positive_float, default=2.0, metavar="SECONDS",
-                        help="--follow: seconds between polls (default: 2)")
+    parser.add_argument(
+        "--follow",
+        "-F",
+        action="store_true",
+        help="keep printing executions as they finish (polls the API) until Ctrl-C",
+    )
+    parser.add_argument(
+        "--interval",
+        type=positive_float,
+        default=2.0,
+        metavar="SECONDS",
+        help="--follow: seconds between polls (default: 2)",
+    )
     parser.set_defaults(func=executions)

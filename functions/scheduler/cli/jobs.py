@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from scheduler.cli.api import client_command
 from scheduler.cli.aws_flags import check_stdin_once
 from scheduler.cli.common import EXIT_OK, JOB_STATES, UsageError, positive_int
-from scheduler.cli.definitions import (READ_ONLY_FIELDS, add_definition_options, full_definition,
-                                       needs_stored_target, patch_definition, read_definition)
+from scheduler.cli.definitions import (
+    READ_ONLY_FIELDS,
+    add_definition_options,
+    full_definition,
+    needs_stored_target,
+    patch_definition,
+    read_definition,
+)
 from scheduler.cli.output import format_job_details, format_jobs, print_data
 
 
@@ -20,8 +27,13 @@ def show_job(args: argparse.Namespace, job: dict[str, Any], details: bool = Fals
         print(format_job_details(job) if details else format_jobs([job]))
 
 
-def print_listing(args: argparse.Namespace, key: str, format_rows: Callable[[list[dict[str, Any]]], str],
-                  one_page: Callable[[], dict[str, Any]], every_page: Callable[[], Iterable[dict[str, Any]]]) -> int:
+def print_listing(
+    args: argparse.Namespace,
+    key: str,
+    format_rows: Callable[[list[dict[str, Any]]], str],
+    one_page: Callable[[], dict[str, Any]],
+    every_page: Callable[[], Iterable[dict[str, Any]]],
+) -> int:
     """Print a listing: one page, or with ``--all`` every page as one; the API's JSON (or YAML)
     with ``-o``, else a table (and, on stderr, how to get the next page)."""
     if args.all:
@@ -52,8 +64,13 @@ def jobs_create(args: argparse.Namespace, client: Any) -> int:
 def jobs_list(args: argparse.Namespace, client: Any) -> int:
     """``jobs list``."""
     filters = {"state": args.state, "tag": args.tag, "name_prefix": args.name_prefix, "limit": args.limit}
-    return print_listing(args, "jobs", format_jobs, lambda: client.list_jobs(cursor=args.cursor, **filters),
-                         lambda: client.iter_job_pages(cursor=args.cursor, **filters))
+    return print_listing(
+        args,
+        "jobs",
+        format_jobs,
+        lambda: client.list_jobs(cursor=args.cursor, **filters),
+        lambda: client.iter_job_pages(cursor=args.cursor, **filters),
+    )
 
 
 @client_command
@@ -122,14 +139,18 @@ def jobs_run(args: argparse.Namespace, client: Any) -> int:
     answer = client.run_job(job_id)
     if not print_data(args.output, answer):
         answer = answer or {}
-        print(f"queued a run of job {answer.get('job_id') or job_id}"
-              + (f" (requested at {answer['requested_at']})" if answer.get("requested_at") else ""))
+        print(
+            f"queued a run of job {answer.get('job_id') or job_id}"
+            + (f" (requested at {answer['requested_at']})" if answer.get("requested_at") else "")
+        )
     return EXIT_OK
 
 
 def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> None:
     """``scheduler jobs ...``."""
-    jobs = sub.add_parser("jobs", help="create, list, change and run jobs", description="create, list, change and run jobs")
+    jobs = sub.add_parser(
+        "jobs", help="create, list, change and run jobs", description="create, list, change and run jobs"
+    )
     actions = jobs.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     create = subparser(actions, "create", "create a job")
@@ -151,16 +172,21 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
 
     update = subparser(actions, "update", "change a job: merge the given fields (PATCH), or --replace (PUT)")
     update.add_argument("job", metavar="JOB", help="job id or name")
-    update.add_argument("--replace", action="store_true",
-                        help="send a full definition (PUT): the file, else the stored job, with the flags over it")
+    update.add_argument(
+        "--replace",
+        action="store_true",
+        help="send a full definition (PUT): the file, else the stored job, with the flags over it",
+    )
     update.add_argument("--if-match", metavar="VERSION", help="only if the job is still at this version (else exit 4)")
     add_definition_options(update)
     update.set_defaults(func=jobs_update)
 
-    for name, help_text, func in (("delete", "delete a job and its executions", jobs_delete),
-                                  ("pause", "pause a job's schedule", jobs_pause),
-                                  ("resume", "resume a job's schedule", jobs_resume),
-                                  ("run", "run a job now, outside its schedule", jobs_run)):
+    for name, help_text, func in (
+        ("delete", "delete a job and its executions", jobs_delete),
+        ("pause", "pause a job's schedule", jobs_pause),
+        ("resume", "resume a job's schedule", jobs_resume),
+        ("run", "run a job now, outside its schedule", jobs_run),
+    ):
         action = subparser(actions, name, help_text)
         action.add_argument("job", metavar="JOB", help="job id or name")
         action.set_defaults(func=func)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from scheduler.cli.aws_flags import target_summary
 from scheduler.cli.common import EXIT_API_ERROR, EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_SERVER, UsageError
@@ -12,8 +13,18 @@ from scheduler.cli.common import EXIT_API_ERROR, EXIT_CONFLICT, EXIT_NOT_FOUND, 
 ERROR_WIDTH = 60
 TARGET_WIDTH = 48
 JOB_COLUMNS = ("ID", "NAME", "STATE", "SCHEDULE", "TARGET", "NEXT RUN", "LAST STATUS")
-EXECUTION_COLUMNS = ("ID", "SCHEDULED AT", "STARTED", "LATE", "ATTEMPT", "TRIGGER", "STATUS", "HTTP",
-                     "DURATION MS", "ERROR")
+EXECUTION_COLUMNS = (
+    "ID",
+    "SCHEDULED AT",
+    "STARTED",
+    "LATE",
+    "ATTEMPT",
+    "TRIGGER",
+    "STATUS",
+    "HTTP",
+    "DURATION MS",
+    "ERROR",
+)
 
 
 def print_json(value: Any) -> None:
@@ -70,8 +81,15 @@ def job_row(job: dict[str, Any]) -> list[Any]:
     stats = job.get("stats") or {}
     target = job.get("target")
     summary = truncate(target_summary(target, TARGET_WIDTH), TARGET_WIDTH) if isinstance(target, dict) else None
-    return [job.get("id"), job.get("name"), job.get("state"), job.get("schedule") or job.get("run_at"),
-            summary, job.get("next_run_at"), stats.get("last_status")]
+    return [
+        job.get("id"),
+        job.get("name"),
+        job.get("state"),
+        job.get("schedule") or job.get("run_at"),
+        summary,
+        job.get("next_run_at"),
+        stats.get("last_status"),
+    ]
 
 
 def lateness_ms(execution: dict[str, Any]) -> int | None:
@@ -90,9 +108,18 @@ def execution_row(execution: dict[str, Any], *, wide: bool = False) -> list[Any]
     """An execution's cells, its error cut to one short line (whole with ``wide``)."""
     late = lateness_ms(execution)
     error = cell(execution.get("error")) if wide else truncate(execution.get("error"))
-    return [execution.get("id"), execution.get("scheduled_at"), execution.get("started_at"),
-            None if late is None else f"{late}ms", execution.get("attempt"), execution.get("trigger"),
-            execution.get("status"), execution.get("http_status"), execution.get("duration_ms"), error]
+    return [
+        execution.get("id"),
+        execution.get("scheduled_at"),
+        execution.get("started_at"),
+        None if late is None else f"{late}ms",
+        execution.get("attempt"),
+        execution.get("trigger"),
+        execution.get("status"),
+        execution.get("http_status"),
+        execution.get("duration_ms"),
+        error,
+    ]
 
 
 def format_jobs(jobs: list[dict[str, Any]]) -> str:
@@ -115,8 +142,7 @@ def format_executions(executions: list[dict[str, Any]], *, wide: bool = False, j
 def _target_lines(target: dict[str, Any]) -> list[tuple[str, Any]]:
     kind = target.get("type") or "http"
     if kind == "amqp":
-        where = (f"amqp exchange={target.get('exchange') or '(default)'} "
-                 f"routing_key={target.get('routing_key') or ''}")
+        where = f"amqp exchange={target.get('exchange') or '(default)'} routing_key={target.get('routing_key') or ''}"
     elif kind == "http":
         where = f"{target.get('method') or 'POST'} {target.get('url') or '-'}"
     else:  # an AWS target: the resource's name here, its whole ARN or URL below
@@ -135,8 +161,9 @@ def format_job_details(job: dict[str, Any]) -> str:
     masks them."""
     stats = job.get("stats") or {}
     retry = job.get("retry") or {}
-    when = (f"{job['schedule']} ({job.get('timezone') or 'UTC'})" if job.get("schedule")
-            else f"once at {job.get('run_at')}")
+    when = (
+        f"{job['schedule']} ({job.get('timezone') or 'UTC'})" if job.get("schedule") else f"once at {job.get('run_at')}"
+    )
     rows: list[tuple[str, Any]] = [
         ("id", job.get("id")),
         ("name", job.get("name")),
@@ -159,9 +186,29 @@ def format_job_details(job: dict[str, Any]) -> str:
         ("created", job.get("created_at")),
         ("updated", job.get("updated_at")),
     ]
-    known = {"id", "name", "description", "owner", "state", "version", "schedule", "run_at", "timezone",
-             "start_at", "end_at", "missed_runs", "after_completion", "next_run_at", "last_run_at", "stats",
-             "target", "retry", "tags", "created_at", "updated_at"}
+    known = {
+        "id",
+        "name",
+        "description",
+        "owner",
+        "state",
+        "version",
+        "schedule",
+        "run_at",
+        "timezone",
+        "start_at",
+        "end_at",
+        "missed_runs",
+        "after_completion",
+        "next_run_at",
+        "last_run_at",
+        "stats",
+        "target",
+        "retry",
+        "tags",
+        "created_at",
+        "updated_at",
+    }
     rows += [(key.replace("_", " "), value) for key, value in job.items() if key not in known]
     width = max(len(k) for k, _ in rows) + 1
     return "\n".join(f"{(k + ':').ljust(width)}  {cell(v)}" for k, v in rows)

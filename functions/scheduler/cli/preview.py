@@ -4,8 +4,9 @@ plans the jobs), before a job is saved."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from scheduler.cli.api import client_command
 from scheduler.cli.common import EXIT_OK, UsageError, positive_int
@@ -47,8 +48,7 @@ def preview(args: argparse.Namespace, client: Any) -> int:
         print("no occurrences (the schedule has ended)")
         return EXIT_OK
     if args.timezone and args.timezone != "UTC":
-        print(format_table(("UTC", "LOCAL TIME"),
-                           ([o, _wall_time(o, args.timezone)] for o in occurrences)))
+        print(format_table(("UTC", "LOCAL TIME"), ([o, _wall_time(o, args.timezone)] for o in occurrences)))
     else:
         print("\n".join(occurrences))
     return EXIT_OK
@@ -57,8 +57,11 @@ def preview(args: argparse.Namespace, client: Any) -> int:
 def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> None:
     """``scheduler preview``."""
     parser = subparser(sub, "preview", "the next occurrences of a schedule (computed by the API)")
-    parser.add_argument("schedule", metavar="SCHEDULE",
-                        help="cron, @hourly-style macro, '@every 90s', cron(...), rate(...) or at(...); quote it")
+    parser.add_argument(
+        "schedule",
+        metavar="SCHEDULE",
+        help="cron, @hourly-style macro, '@every 90s', cron(...), rate(...) or at(...); quote it",
+    )
     parser.add_argument("--timezone", metavar="IANA_NAME", help="time zone of the schedule (default UTC)")
     parser.add_argument("--count", type=positive_int, metavar="N", help="how many occurrences (1 to 100; default 10)")
     parser.add_argument("--start-at", metavar="TIMESTAMP", help="no occurrence before this RFC 3339 instant")

@@ -15,9 +15,18 @@ def local_options(args: argparse.Namespace) -> Any:
     """The typed options of ``scheduler local`` from its flags."""
     from scheduler.local import LocalOptions
 
-    return LocalOptions(host=args.host, port=args.port, database_url=args.database_url, data_dir=args.data_dir,
-                        auth=args.auth, credentials_file=args.credentials, precision=args.precision,
-                        runners=args.runners, guard_targets=args.guard_targets, region=args.local_region)
+    return LocalOptions(
+        host=args.host,
+        port=args.port,
+        database_url=args.database_url,
+        data_dir=args.data_dir,
+        auth=args.auth,
+        credentials_file=args.credentials,
+        precision=args.precision,
+        runners=args.runners,
+        guard_targets=args.guard_targets,
+        region=args.local_region,
+    )
 
 
 def run_local(args: argparse.Namespace) -> int:
@@ -36,8 +45,10 @@ def run_migrate(args: argparse.Namespace) -> int:
 
     url = args.database_url or os.environ.get(c.ENV_DATABASE_URL) or os.environ.get("DATABASE_URL")
     if not url:
-        print(f"scheduler migrate: error: give --database-url or set {c.ENV_DATABASE_URL} (or DATABASE_URL)",
-              file=sys.stderr)
+        print(
+            f"scheduler migrate: error: give --database-url or set {c.ENV_DATABASE_URL} (or DATABASE_URL)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     from scheduler.local import LocalError, migrate_or_explain
     from scheduler.migrations import migrate
@@ -52,34 +63,71 @@ def run_migrate(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: Any) -> None:
     """``scheduler local`` and ``scheduler migrate``."""
-    local = sub.add_parser("local", help="run the API and the runner in one process",
-                           description="Run the API and the runner in one process (Ctrl-C stops it).")
+    local = sub.add_parser(
+        "local",
+        help="run the API and the runner in one process",
+        description="Run the API and the runner in one process (Ctrl-C stops it).",
+    )
     local.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     local.add_argument("--port", type=port, default=8080, help="port to listen on (default: 8080; 0: any free port)")
-    local.add_argument("--database-url", metavar="URL",
-                       help="Postgres URL (default: $SCHEDULER_DATABASE_URL, else $DATABASE_URL, else an "
-                            "embedded Postgres)")
-    local.add_argument("--data-dir", default=".scheduler", metavar="DIR",
-                       help="embedded Postgres data and the local secret key (default: .scheduler)")
-    local.add_argument("--auth", choices=("none", "sigv4"), default="none",
-                       help="none: every caller is the local principal; sigv4: verify SigV4 signatures "
-                            "against --credentials (default: none)")
-    local.add_argument("--credentials", metavar="FILE",
-                       help="access keys and their principals, for --auth sigv4 (JSON or INI; docs/cli.md)")
-    local.add_argument("--region", dest="local_region", default="us-east-1", metavar="REGION",
-                       help="--auth sigv4: the region signatures must be made for (default: us-east-1)")
-    local.add_argument("--precision", choices=("second", "minute"), default=None,
-                       help="fan-out precision (default: $SCHEDULER_PRECISION, else second)")
-    local.add_argument("--runners", type=positive_int, default=1, metavar="N",
-                       help="runner processes claiming and delivering jobs (default: 1; one delivers about a "
-                            "thousand jobs a second on one core: use more for bursts on a multi-core machine)")
-    local.add_argument("--guard-targets", action="store_true",
-                       help="switch the SSRF guard on: refuse private and loopback targets, as a deployment "
-                            "does (default: allowed in local mode)")
+    local.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="Postgres URL (default: $SCHEDULER_DATABASE_URL, else $DATABASE_URL, else an embedded Postgres)",
+    )
+    local.add_argument(
+        "--data-dir",
+        default=".scheduler",
+        metavar="DIR",
+        help="embedded Postgres data and the local secret key (default: .scheduler)",
+    )
+    local.add_argument(
+        "--auth",
+        choices=("none", "sigv4"),
+        default="none",
+        help="none: every caller is the local principal; sigv4: verify SigV4 signatures "
+        "against --credentials (default: none)",
+    )
+    local.add_argument(
+        "--credentials",
+        metavar="FILE",
+        help="access keys and their principals, for --auth sigv4 (JSON or INI; docs/cli.md)",
+    )
+    local.add_argument(
+        "--region",
+        dest="local_region",
+        default="us-east-1",
+        metavar="REGION",
+        help="--auth sigv4: the region signatures must be made for (default: us-east-1)",
+    )
+    local.add_argument(
+        "--precision",
+        choices=("second", "minute"),
+        default=None,
+        help="fan-out precision (default: $SCHEDULER_PRECISION, else second)",
+    )
+    local.add_argument(
+        "--runners",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="runner processes claiming and delivering jobs (default: 1; one delivers about a "
+        "thousand jobs a second on one core: use more for bursts on a multi-core machine)",
+    )
+    local.add_argument(
+        "--guard-targets",
+        action="store_true",
+        help="switch the SSRF guard on: refuse private and loopback targets, as a deployment "
+        "does (default: allowed in local mode)",
+    )
     local.set_defaults(func=run_local)
 
-    migrate = sub.add_parser("migrate", help="apply the database migrations",
-                             description="Apply the database migrations.")
-    migrate.add_argument("--database-url", metavar="URL",
-                         help="Postgres connection URL (default: $SCHEDULER_DATABASE_URL, else $DATABASE_URL)")
+    migrate = sub.add_parser(
+        "migrate", help="apply the database migrations", description="Apply the database migrations."
+    )
+    migrate.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="Postgres connection URL (default: $SCHEDULER_DATABASE_URL, else $DATABASE_URL)",
+    )
     migrate.set_defaults(func=run_migrate)

@@ -14,20 +14,34 @@ same pages in front of a deployed API (``scheduler.console.proxy``).
 from __future__ import annotations
 
 import mimetypes
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from scheduler.console.guard import guard
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 PREFIX = "/console/"
-_TYPES = {".mjs": "text/javascript", ".js": "text/javascript", ".css": "text/css", ".html": "text/html",
-          ".svg": "image/svg+xml", ".png": "image/png", ".md": "text/plain", ".txt": "text/plain"}
+_TYPES = {
+    ".mjs": "text/javascript",
+    ".js": "text/javascript",
+    ".css": "text/css",
+    ".html": "text/html",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+    ".md": "text/plain",
+    ".txt": "text/plain",
+}
 # Only files from this folder, and nothing but what the pages load: no script from elsewhere,
 # no framing (clickjacking), no inline script.
 SECURITY_HEADERS = [
-    ("Content-Security-Policy", ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-                                 "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")),
+    (
+        "Content-Security-Policy",
+        (
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+        ),
+    ),
     ("X-Content-Type-Options", "nosniff"),
     ("X-Frame-Options", "DENY"),
     ("Referrer-Policy", "no-referrer"),
@@ -48,8 +62,9 @@ def asset_path(relative: str) -> Path | None:
     return candidate
 
 
-def _send(start_response: Callable, status: str, headers: list[tuple[str, str]], body: bytes,
-          method: str) -> list[bytes]:
+def _send(
+    start_response: Callable, status: str, headers: list[tuple[str, str]], body: bytes, method: str
+) -> list[bytes]:
     start_response(status, headers + [("Content-Length", str(len(body)))])
     return [] if method == "HEAD" else [body]
 
@@ -62,23 +77,36 @@ def console_app(app: Callable) -> Callable:
         path = environ.get("PATH_INFO") or "/"
         method = str(environ.get("REQUEST_METHOD", "GET")).upper()
         if path in ("/", "/console") and method in ("GET", "HEAD"):
-            return _send(start_response, "302 Found", [("Location", PREFIX), ("Content-Type", "text/plain")],
-                         b"see /console/\n", method)
+            return _send(
+                start_response,
+                "302 Found",
+                [("Location", PREFIX), ("Content-Type", "text/plain")],
+                b"see /console/\n",
+                method,
+            )
         if not path.startswith(PREFIX):
             return app(environ, start_response)
         if method not in ("GET", "HEAD"):
-            return _send(start_response, "405 Method Not Allowed", [("Allow", "GET, HEAD"),
-                                                                   ("Content-Type", "text/plain")],
-                         b"the console's files are read-only\n", method)
-        file = asset_path(path[len(PREFIX):])
+            return _send(
+                start_response,
+                "405 Method Not Allowed",
+                [("Allow", "GET, HEAD"), ("Content-Type", "text/plain")],
+                b"the console's files are read-only\n",
+                method,
+            )
+        file = asset_path(path[len(PREFIX) :])
         if file is None:
-            return _send(start_response, "404 Not Found", [("Content-Type", "text/plain")] + SECURITY_HEADERS,
-                         b"no such file in the console\n", method)
+            return _send(
+                start_response,
+                "404 Not Found",
+                [("Content-Type", "text/plain")] + SECURITY_HEADERS,
+                b"no such file in the console\n",
+                method,
+            )
         kind = _TYPES.get(file.suffix) or mimetypes.guess_type(file.name)[0] or "application/octet-stream"
         if kind.startswith("text/"):
             kind += "; charset=utf-8"
-        return _send(start_response, "200 OK", [("Content-Type", kind)] + SECURITY_HEADERS, file.read_bytes(),
-                     method)
+        return _send(start_response, "200 OK", [("Content-Type", kind)] + SECURITY_HEADERS, file.read_bytes(), method)
 
     return serve
 

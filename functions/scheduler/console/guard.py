@@ -25,7 +25,8 @@ from __future__ import annotations
 import ipaddress
 import json
 import socket
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -78,15 +79,19 @@ class HostPolicy:
 
 def _same_origin(origin: str, host_header: str) -> bool:
     parts = urlsplit(origin)
-    return parts.scheme in ("http", "https") and bool(parts.netloc) \
-        and parts.netloc.lower() == host_header.strip().lower()
+    return (
+        parts.scheme in ("http", "https") and bool(parts.netloc) and parts.netloc.lower() == host_header.strip().lower()
+    )
 
 
 def _refuse(start_response: Callable, status: str, code: str, field: str, message: str) -> list[bytes]:
-    body = json.dumps({"error": {"code": code, "message": message,
-                                 "details": [{"field": field, "message": message}]}}).encode()
-    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
-                            ("Cache-Control", "no-store")])
+    body = json.dumps(
+        {"error": {"code": code, "message": message, "details": [{"field": field, "message": message}]}}
+    ).encode()
+    start_response(
+        status,
+        [("Content-Type", "application/json"), ("Content-Length", str(len(body))), ("Cache-Control", "no-store")],
+    )
     return [body]
 
 
@@ -94,8 +99,7 @@ def refusal(environ: dict[str, Any], policy: HostPolicy) -> tuple[str, str, str,
     """Why this request must be refused (status, code, header, message), or None to serve it."""
     host = environ.get("HTTP_HOST") or ""
     if not policy.allows(host):
-        return ("403 Forbidden", "forbidden", "Host",
-                "this server answers only to its own address or a loopback name")
+        return ("403 Forbidden", "forbidden", "Host", "this server answers only to its own address or a loopback name")
     if str(environ.get("REQUEST_METHOD", "GET")).upper() not in WRITE_METHODS:
         return None
     origin = environ.get("HTTP_ORIGIN")

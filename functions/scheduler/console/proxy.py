@@ -14,8 +14,9 @@ import json
 import logging
 import signal
 import threading
+from collections.abc import Callable, Iterable
 from http import HTTPStatus
-from typing import Any, Callable, Iterable
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import requests
@@ -43,8 +44,9 @@ class Signer:
         import botocore.session
 
         self.session = session or botocore.session.Session()
-        self.region = region or region_of_endpoint(endpoint) or self.session.get_config_variable("region") \
-            or "us-east-1"
+        self.region = (
+            region or region_of_endpoint(endpoint) or self.session.get_config_variable("region") or "us-east-1"
+        )
 
     def credentials(self) -> Any:
         """The current frozen credentials (refreshed by botocore when they expire), or None."""
@@ -58,8 +60,9 @@ class Signer:
 
         creds = self.credentials()
         if creds is None:
-            raise LookupError("no AWS credentials found (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and "
-                              "AWS_SECRET_ACCESS_KEY)")
+            raise LookupError(
+                "no AWS credentials found (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
+            )
         request = AWSRequest(method=method, url=url, data=body, headers=headers)
         SigV4Auth(creds, SERVICE, self.region).add_auth(request)
         return dict(request.headers.items())
@@ -101,8 +104,12 @@ def forwarding_app(endpoint: str, signer: Signer, *, http: requests.Session | No
             return _error(start_response, "404 Not Found", "not_found", "only /console/ and /v1/ are served here")
         body = _read_body(environ)
         if body is None:
-            return _error(start_response, "413 Payload Too Large", "payload_too_large",
-                          f"the request body is larger than {MAX_REQUEST_BODY_BYTES} bytes")
+            return _error(
+                start_response,
+                "413 Payload Too Large",
+                "payload_too_large",
+                f"the request body is larger than {MAX_REQUEST_BODY_BYTES} bytes",
+            )
         pairs: dict[str, list[str]] = {}
         for key, value in parse_qsl(str(environ.get("QUERY_STRING") or ""), keep_blank_values=True):
             pairs.setdefault(key, []).append(value)
@@ -119,8 +126,9 @@ def forwarding_app(endpoint: str, signer: Signer, *, http: requests.Session | No
         except LookupError as exc:
             return _error(start_response, "401 Unauthorized", "no_credentials", str(exc))
         try:
-            answer = http.request(method, url, data=body or None, headers=signed, timeout=TIMEOUT_SECONDS,
-                                  allow_redirects=False)
+            answer = http.request(
+                method, url, data=body or None, headers=signed, timeout=TIMEOUT_SECONDS, allow_redirects=False
+            )
         except requests.RequestException as exc:
             logger.warning("cannot reach %s: %s", base, type(exc).__name__)
             return _error(start_response, "502 Bad Gateway", "bad_gateway", f"cannot reach the API at {base}")
@@ -133,8 +141,9 @@ def forwarding_app(endpoint: str, signer: Signer, *, http: requests.Session | No
     return forward
 
 
-def make_server(*, endpoint: str, port: int, region: str | None, host: str = "127.0.0.1",
-                signer: Signer | None = None) -> Any:
+def make_server(
+    *, endpoint: str, port: int, region: str | None, host: str = "127.0.0.1", signer: Signer | None = None
+) -> Any:
     """The waitress server of ``scheduler console`` (not yet running)."""
     from waitress import create_server
 
@@ -159,16 +168,26 @@ def stop_server(server: Any, thread: threading.Thread, timeout: float = 5.0) -> 
     server.task_dispatcher.shutdown(timeout=timeout)
 
 
-def run_console(*, endpoint: str, port: int, region: str | None, host: str = "127.0.0.1",
-                ready: Callable[[str], None] | None = None, stop: threading.Event | None = None) -> int:
+def run_console(
+    *,
+    endpoint: str,
+    port: int,
+    region: str | None,
+    host: str = "127.0.0.1",
+    ready: Callable[[str], None] | None = None,
+    stop: threading.Event | None = None,
+) -> int:
     """Serve the console for the API at ``endpoint`` on ``host:port`` until Ctrl-C (or ``stop``);
     ``ready`` is called with the console's URL once it answers. The exit code: 0, or 1 when the
     endpoint is not a URL or no AWS credentials are found."""
     try:
         signer = Signer(region, endpoint)
         if signer.credentials() is None:
-            print("scheduler console: no AWS credentials found (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and "
-                  "AWS_SECRET_ACCESS_KEY)", flush=True)
+            print(
+                "scheduler console: no AWS credentials found (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY)",
+                flush=True,
+            )
             return 1
         server = make_server(endpoint=endpoint, port=port, region=region, host=host, signer=signer)
     except (ValueError, OSError) as exc:
@@ -185,8 +204,9 @@ def run_console(*, endpoint: str, port: int, region: str | None, host: str = "12
             signal.signal(sig, lambda *_: stop.set())
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{server.effective_port}/console/"
-    print(f"scheduler console: {url} for {endpoint.rstrip('/')} (signed for {signer.region}). Ctrl-C to stop.",
-          flush=True)
+    print(
+        f"scheduler console: {url} for {endpoint.rstrip('/')} (signed for {signer.region}). Ctrl-C to stop.", flush=True
+    )
     if ready is not None:
         ready(url)
     try:

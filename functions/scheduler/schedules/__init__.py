@@ -77,8 +77,14 @@ from scheduler.schedules.cron import CronSchedule
 from scheduler.schedules.intervals import IntervalSchedule
 from scheduler.schedules.oneoff import OneOffSchedule, one_off
 from scheduler.schedules.parse import parse_schedule
-from scheduler.schedules.planning import (MISSED_RUN_POLICIES, first_run, interval_anchor, next_occurrence,
-                                          occurrences, plan_next)
+from scheduler.schedules.planning import (
+    MISSED_RUN_POLICIES,
+    first_run,
+    interval_anchor,
+    next_occurrence,
+    occurrences,
+    plan_next,
+)
 from scheduler.schedules.zones import validate_timezone
 
 __all__ = [

@@ -5,12 +5,12 @@ limits and the check that an instant is aware. Every other module of the package
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from scheduler.errors import ScheduleError  # noqa: F401 (re-exported)
 
-UTC = timezone.utc
+UTC = UTC
 
 #: Search horizon, in years, for wall-time expressions without a year field. 50 years covers
 #: every expression that fires at all in practice (``0 0 29 2 *`` may wait 8 years across 2100,

@@ -9,14 +9,22 @@ from __future__ import annotations
 
 import calendar
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Iterator
 from zoneinfo import ZoneInfo
 
 from scheduler.schedules.base import HORIZON_YEARS, Schedule, ScheduleError, _require_aware
-from scheduler.schedules.fields import (_CLASSIC_PREFIX, _DOM, _DOW_CLASSIC, _HOUR, _MINUTE, _MONTH,
-                                        _plain_field, _reject_chars)
+from scheduler.schedules.fields import (
+    _CLASSIC_PREFIX,
+    _DOM,
+    _DOW_CLASSIC,
+    _HOUR,
+    _MINUTE,
+    _MONTH,
+    _plain_field,
+    _reject_chars,
+)
 from scheduler.schedules.zones import _resolve_wall, _wall
 
 # Wall-time searches never touch the last year datetime can hold (conversions would overflow).
@@ -30,6 +38,7 @@ _MAX_OFFSET_SPREAD = timedelta(hours=26)
 
 # Day rules: given (year, month) answer the sorted matching days. Weekdays are Python's
 # (Monday = 0 ... Sunday = 6) internally.
+
 
 @dataclass(frozen=True)
 class _VixieDays:
@@ -57,8 +66,7 @@ class CronSchedule(Schedule):
     (any year). Fires at second 0 of each matching minute, under the DST rule.
     """
 
-    def __init__(self, expression: str, tz: ZoneInfo, *, kind: str, minutes, hours, months,
-                 years, day_rule):
+    def __init__(self, expression: str, tz: ZoneInfo, *, kind: str, minutes, hours, months, years, day_rule):
         super().__init__(expression, tz)
         object.__setattr__(self, "kind", kind)
         object.__setattr__(self, "minutes", tuple(sorted(minutes)))
@@ -214,8 +222,7 @@ class CronSchedule(Schedule):
         if self.years is not None:
             return date(self.years[-1], 12, 31)
         try:
-            return min(start.replace(year=start.year + HORIZON_YEARS, day=min(start.day, 28)),
-                       _LAST_DATE)
+            return min(start.replace(year=start.year + HORIZON_YEARS, day=min(start.day, 28)), _LAST_DATE)
         except ValueError:
             return _LAST_DATE
 
@@ -224,8 +231,7 @@ class CronSchedule(Schedule):
             return date(self.years[0], 1, 1)
         if start.year - HORIZON_YEARS < 1:
             return _FIRST_DATE
-        return max(start.replace(year=start.year - HORIZON_YEARS, day=min(start.day, 28)),
-                   _FIRST_DATE)
+        return max(start.replace(year=start.year - HORIZON_YEARS, day=min(start.day, 28)), _FIRST_DATE)
 
 
 _MACROS = {
@@ -246,8 +252,8 @@ def _parse_classic(text: str, tz: ZoneInfo, expression: str, kind: str = "cron")
         if len(fields) == 6:
             hint = "; for a 6-field expression with a year use cron(min hr dom mon dow year)"
         raise ScheduleError(
-            f"expected 5 cron fields (minute hour day-of-month month day-of-week), got "
-            f"{len(fields)}{hint}")
+            f"expected 5 cron fields (minute hour day-of-month month day-of-week), got {len(fields)}{hint}"
+        )
     p = _CLASSIC_PREFIX
     where = "the cron(...) form"
     for text_, spec in zip(fields, (_MINUTE, _HOUR, _DOM, _MONTH, _DOW_CLASSIC)):
@@ -261,5 +267,6 @@ def _parse_classic(text: str, tz: ZoneInfo, expression: str, kind: str = "cron")
     dow_cron = _plain_field(fields[4], _DOW_CLASSIC, p)
     dow = frozenset((c - 1) % 7 for c in dow_cron)  # cron 0/7 = Sunday -> Python 6
     rule = _VixieDays(frozenset(dom), dow, fields[2].startswith("*"), fields[4].startswith("*"))
-    return CronSchedule(expression, tz, kind=kind, minutes=minutes, hours=hours, months=months,
-                        years=None, day_rule=rule)
+    return CronSchedule(
+        expression, tz, kind=kind, minutes=minutes, hours=hours, months=months, years=None, day_rule=rule
+    )

@@ -12,8 +12,20 @@ from zoneinfo import ZoneInfo
 
 from scheduler.schedules.base import ScheduleError
 from scheduler.schedules.cron import CronSchedule
-from scheduler.schedules.fields import (_DOM, _DOW_EB, _EB_PREFIX, _HOUR, _MINUTE, _MONTH, _YEAR,
-                                        _item, _plain_field, _reject_chars, _show, _value)
+from scheduler.schedules.fields import (
+    _DOM,
+    _DOW_EB,
+    _EB_PREFIX,
+    _HOUR,
+    _MINUTE,
+    _MONTH,
+    _YEAR,
+    _item,
+    _plain_field,
+    _reject_chars,
+    _show,
+    _value,
+)
 
 
 @dataclass(frozen=True)
@@ -67,12 +79,11 @@ def _parse_eventbridge(body: str, tz: ZoneInfo, expression: str) -> CronSchedule
     fields = body.split()
     if len(fields) != 6:
         raise ScheduleError(
-            f"cron() needs exactly 6 fields (minutes hours day-of-month month day-of-week "
-            f"year), got {len(fields)}")
+            f"cron() needs exactly 6 fields (minutes hours day-of-month month day-of-week year), got {len(fields)}"
+        )
     p = _EB_PREFIX
     minute_t, hour_t, dom_t, month_t, dow_t, year_t = fields
-    for text_, spec in ((minute_t, _MINUTE), (hour_t, _HOUR), (month_t, _MONTH),
-                        (year_t, _YEAR)):
+    for text_, spec in ((minute_t, _MINUTE), (hour_t, _HOUR), (month_t, _MONTH), (year_t, _YEAR)):
         _reject_chars(text_.upper(), spec, p, "#", "the day-of-week field")
         if spec is not _MONTH:  # (the month names JUL, NOV... contain these letters)
             _reject_chars(text_.upper(), spec, p, "LW", "the day fields")
@@ -83,17 +94,19 @@ def _parse_eventbridge(body: str, tz: ZoneInfo, expression: str) -> CronSchedule
 
     dom_q, dow_q = dom_t == "?", dow_t == "?"
     if dom_q and dow_q:
-        raise ScheduleError("cron(): day-of-month and day-of-week are both '?'; exactly one of "
-                            "them must be '?'")
+        raise ScheduleError("cron(): day-of-month and day-of-week are both '?'; exactly one of them must be '?'")
     if not dom_q and not dow_q:
-        raise ScheduleError("cron(): exactly one of day-of-month and day-of-week must be '?' "
-                            "(e.g. cron(0 12 * * ? *) or cron(0 12 ? * MON-FRI *))")
+        raise ScheduleError(
+            "cron(): exactly one of day-of-month and day-of-week must be '?' "
+            "(e.g. cron(0 12 * * ? *) or cron(0 12 ? * MON-FRI *))"
+        )
     if dow_q:
         rule = _parse_eb_dom(dom_t, p)
     else:
         rule = _parse_eb_dow(dow_t, p)
-    return CronSchedule(expression, tz, kind="eventbridge_cron", minutes=minutes, hours=hours,
-                        months=months, years=years, day_rule=rule)
+    return CronSchedule(
+        expression, tz, kind="eventbridge_cron", minutes=minutes, hours=hours, months=months, years=years, day_rule=rule
+    )
 
 
 def _parse_eb_dom(text: str, p: str) -> _EventBridgeDomDays:
@@ -112,8 +125,7 @@ def _parse_eb_dom(text: str, p: str) -> _EventBridgeDomDays:
         elif up.endswith("W"):
             n_text = item[:-1]
             if not (n_text.isascii() and n_text.isdigit()):
-                raise _DOM.error(f"{_show(item)}: 'W' needs a single day before it (e.g. 15W) "
-                                 "or 'LW'", p)
+                raise _DOM.error(f"{_show(item)}: 'W' needs a single day before it (e.g. 15W) or 'LW'", p)
             nearest.add(_value(n_text, _DOM, p))
         elif "L" in up or "W" in up:
             raise _DOM.error(f"{_show(item)} is not valid: use L, LW or nW (e.g. 15W)", p)
@@ -139,8 +151,7 @@ def _parse_eb_dow(text: str, p: str) -> _EventBridgeDowDays:
         elif "#" in item:
             day_text, _, k_text = item.partition("#")
             if not day_text or "/" in day_text or "-" in day_text:
-                raise _DOW_EB.error(f"{_show(item)}: '#' needs a single day before it "
-                                    "(e.g. 2#1 = first Monday)", p)
+                raise _DOW_EB.error(f"{_show(item)}: '#' needs a single day before it (e.g. 2#1 = first Monday)", p)
             day = _value(day_text, _DOW_EB, p)
             if not (k_text.isascii() and k_text.isdigit()) or not 1 <= int(k_text) <= 5:
                 raise _DOW_EB.error(f"{_show(item)}: the number after '#' must be 1-5", p)
@@ -148,8 +159,9 @@ def _parse_eb_dow(text: str, p: str) -> _EventBridgeDowDays:
         elif re.fullmatch(r"(?:\d+|[A-Z]{3})L", up):
             last_of.add(py(_value(item[:-1], _DOW_EB, p)))
         elif up.endswith("L"):
-            raise _DOW_EB.error(f"{_show(item)}: 'L' needs a single day before it "
-                                "(e.g. 6L = last Friday) or stands alone", p)
+            raise _DOW_EB.error(
+                f"{_show(item)}: 'L' needs a single day before it (e.g. 6L = last Friday) or stands alone", p
+            )
         else:
             weekdays |= {py(v) for v in _item(item, _DOW_EB, p)}
     return _EventBridgeDowDays(frozenset(weekdays), frozenset(last_of), frozenset(nth))

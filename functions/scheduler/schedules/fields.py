@@ -51,8 +51,7 @@ def _value(token: str, spec: _Field, prefix: str) -> int:
         v = spec.names.get(token.upper())
         if v is None:
             names = "JAN-DEC" if spec is _MONTH else "SUN-SAT"
-            raise spec.error(f"unknown name {_show(token)} (use {names} or {spec.lo}-{spec.hi})",
-                             prefix)
+            raise spec.error(f"unknown name {_show(token)} (use {names} or {spec.lo}-{spec.hi})", prefix)
     elif token == "":
         raise spec.error("missing value", prefix)
     else:
@@ -73,14 +72,12 @@ def _item(item: str, spec: _Field, prefix: str) -> set[int]:
         if "/" in step_text:
             raise spec.error(f"{_show(item)} has more than one '/'", prefix)
         if not (step_text.isascii() and step_text.isdigit()):
-            raise spec.error(f"step {_show(step_text)} in {_show(item)} is not a whole number",
-                             prefix)
+            raise spec.error(f"step {_show(step_text)} in {_show(item)} is not a whole number", prefix)
         step = int(step_text)
         if step < 1:
             raise spec.error(f"step must be at least 1 in {_show(item)}", prefix)
         if step > spec.hi - spec.lo + 1:
-            raise spec.error(f"step {step} in {_show(item)} is larger than the range "
-                             f"{spec.lo}-{spec.hi}", prefix)
+            raise spec.error(f"step {step} in {_show(item)} is larger than the range {spec.lo}-{spec.hi}", prefix)
     if base == "*":
         lo, hi = spec.lo, spec.hi
     elif "-" in base:
@@ -88,12 +85,10 @@ def _item(item: str, spec: _Field, prefix: str) -> set[int]:
         if "-" in b:
             raise spec.error(f"{_show(item)} is not a valid range", prefix)
         if a == "":
-            raise spec.error(f"{_show(item)} is not a valid value (negative numbers are not "
-                             "allowed)", prefix)
+            raise spec.error(f"{_show(item)} is not a valid value (negative numbers are not allowed)", prefix)
         lo, hi = _value(a, spec, prefix), _value(b, spec, prefix)
         if lo > hi:
-            raise spec.error(f"range {_show(base)} is backwards ({lo} > {hi}); write the "
-                             "smaller value first", prefix)
+            raise spec.error(f"range {_show(base)} is backwards ({lo} > {hi}); write the smaller value first", prefix)
     else:
         lo = _value(base, spec, prefix)
         hi = spec.hi if sep else lo
@@ -110,8 +105,7 @@ def _plain_field(text: str, spec: _Field, prefix: str) -> set[int]:
     """A field made of lists/ranges/steps/names only."""
     if "?" in text:
         if prefix == _EB_PREFIX:
-            raise spec.error("'?' is only allowed (alone) in the day-of-month or day-of-week "
-                             "field", prefix)
+            raise spec.error("'?' is only allowed (alone) in the day-of-month or day-of-week field", prefix)
         raise spec.error("'?' is not supported in 5-field cron (use '*')", prefix)
     values: set[int] = set()
     for item in text.split(","):

@@ -15,10 +15,14 @@ from scheduler.schedules.fields import _show
 _DURATION_PART_RE = re.compile(r"(\d+(?:\.\d+)?|\.\d+)([A-Za-zµ]+)")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _RATE_UNITS = {
-    "second": 1, "seconds": 1,
-    "minute": 60, "minutes": 60,
-    "hour": 3600, "hours": 3600,
-    "day": 86400, "days": 86400,
+    "second": 1,
+    "seconds": 1,
+    "minute": 60,
+    "minutes": 60,
+    "hour": 3600,
+    "hours": 3600,
+    "day": 86400,
+    "days": 86400,
 }
 
 
@@ -58,14 +62,11 @@ def _parse_duration(text: str) -> timedelta:
         m = _DURATION_PART_RE.match(text, pos)
         if m is None:
             if re.fullmatch(r"\d+(?:\.\d+)?", text):
-                raise ScheduleError(f"@every: {_show(text)} has no unit (use d, h, m or s, "
-                                    "e.g. 90s)")
-            raise ScheduleError(f"@every: {_show(text)} is not a duration (expected e.g. 90s, "
-                                "5m, 1h30m, 1d)")
+                raise ScheduleError(f"@every: {_show(text)} has no unit (use d, h, m or s, e.g. 90s)")
+            raise ScheduleError(f"@every: {_show(text)} is not a duration (expected e.g. 90s, 5m, 1h30m, 1d)")
         unit = _DURATION_UNITS.get(m.group(2).lower())
         if unit is None:
-            raise ScheduleError(f"@every: unknown unit {_show(m.group(2))} in {_show(text)} "
-                                "(use d, h, m or s)")
+            raise ScheduleError(f"@every: unknown unit {_show(m.group(2))} in {_show(text)} (use d, h, m or s)")
         total += Decimal(m.group(1)) * unit
         pos = m.end()
     if total != total.to_integral_value():
@@ -89,8 +90,7 @@ def _parse_rate(body: str) -> timedelta:
         raise ScheduleError("rate(): the value must be at least 1")
     unit = _RATE_UNITS.get(unit_text.lower())
     if unit is None:
-        raise ScheduleError(f"rate(): unknown unit {_show(unit_text)} (use minute(s), "
-                            "hour(s), day(s) or second(s))")
+        raise ScheduleError(f"rate(): unknown unit {_show(unit_text)} (use minute(s), hour(s), day(s) or second(s))")
     if value * unit > MAX_INTERVAL.total_seconds():
         raise ScheduleError("rate(): the interval must be at most 36500 days")
     return timedelta(seconds=value * unit)

@@ -38,8 +38,9 @@ def _parse_at(body: str, tz: ZoneInfo, expression: str) -> OneOffSchedule:
     body = body.strip()
     m = _AT_RE.fullmatch(body)
     if not m:
-        raise ScheduleError(f"at(): {_show(body)} is not a date-time in the form "
-                            "yyyy-mm-ddThh:mm:ss (e.g. at(2026-12-01T10:00:00))")
+        raise ScheduleError(
+            f"at(): {_show(body)} is not a date-time in the form yyyy-mm-ddThh:mm:ss (e.g. at(2026-12-01T10:00:00))"
+        )
     try:
         wall = datetime(*(int(g) for g in m.groups()))
     except ValueError as exc:
@@ -55,8 +56,7 @@ def one_off(run_at: datetime) -> Schedule:
     Raises :class:`ScheduleError` (``field="run_at"``) when ``run_at`` has no offset.
     """
     if not isinstance(run_at, datetime) or run_at.tzinfo is None or run_at.utcoffset() is None:
-        raise ScheduleError("run_at must be an RFC 3339 timestamp with an offset",
-                            field="run_at")
+        raise ScheduleError("run_at must be an RFC 3339 timestamp with an offset", field="run_at")
     try:
         instant = run_at.astimezone(UTC)
     except OverflowError:

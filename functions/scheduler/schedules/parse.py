@@ -18,8 +18,7 @@ from scheduler.schedules.zones import validate_timezone
 _FORM_RE = re.compile(r"(?is)(cron|rate|at)\s*\((.*)\)")
 
 
-def parse_schedule(expression: str, timezone: str = "UTC",
-                   anchor: datetime | None = None) -> Schedule:
+def parse_schedule(expression: str, timezone: str = "UTC", anchor: datetime | None = None) -> Schedule:
     """Parse a schedule expression (any form listed in the docstring of ``scheduler.schedules``).
 
     ``timezone`` is the job's IANA zone (wall-time forms are matched in it). ``anchor`` (aware)
@@ -54,8 +53,10 @@ def parse_schedule(expression: str, timezone: str = "UTC",
             if rest:
                 raise ScheduleError(f"{word} takes no arguments")
             return _parse_classic(_MACROS[word_l], tz, text, kind="cron")
-        raise ScheduleError(f"unknown macro {_show(word)} (supported: @yearly, @annually, "
-                            "@monthly, @weekly, @daily, @midnight, @hourly, @every <duration>)")
+        raise ScheduleError(
+            f"unknown macro {_show(word)} (supported: @yearly, @annually, "
+            "@monthly, @weekly, @daily, @midnight, @hourly, @every <duration>)"
+        )
 
     form = _FORM_RE.fullmatch(text)
     if form:
@@ -69,6 +70,8 @@ def parse_schedule(expression: str, timezone: str = "UTC",
     if head:
         raise ScheduleError(f"{head.group(1).lower()}(...): missing closing ')'")
     if "(" in text or ")" in text:
-        raise ScheduleError("unknown schedule form (expected 5-field cron, a macro such as "
-                            "@daily, @every <duration>, cron(...), rate(...) or at(...))")
+        raise ScheduleError(
+            "unknown schedule form (expected 5-field cron, a macro such as "
+            "@daily, @every <duration>, cron(...), rate(...) or at(...))"
+        )
     return _parse_classic(text, tz, text)

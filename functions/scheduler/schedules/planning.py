@@ -16,8 +16,9 @@ from scheduler.schedules.parse import parse_schedule
 MISSED_RUN_POLICIES = ("skip", "run_once", "run_all")
 
 
-def next_occurrence(schedule: Schedule, after: datetime, *, start_at: datetime | None = None,
-                    end_at: datetime | None = None) -> datetime | None:
+def next_occurrence(
+    schedule: Schedule, after: datetime, *, start_at: datetime | None = None, end_at: datetime | None = None
+) -> datetime | None:
     """``schedule.next_after(after)`` bounded by the job's window.
 
     Never before ``start_at`` (when ``start_at`` is later than ``after`` the answer is the
@@ -43,8 +44,9 @@ def _next_after(schedule: Schedule, after: datetime) -> datetime | None:
     return schedule.next_after(after)
 
 
-def first_run(schedule: Schedule, now: datetime, *, start_at: datetime | None = None,
-              end_at: datetime | None = None) -> datetime | None:
+def first_run(
+    schedule: Schedule, now: datetime, *, start_at: datetime | None = None, end_at: datetime | None = None
+) -> datetime | None:
     """The first occurrence of a new, resumed or edited job.
 
     The first occurrence strictly after ``now`` (and ``>= start_at``, ``<= end_at``). Exception:
@@ -63,9 +65,16 @@ def first_run(schedule: Schedule, now: datetime, *, start_at: datetime | None = 
     return next_occurrence(schedule, now, start_at=start_at, end_at=end_at)
 
 
-def plan_next(schedule: Schedule, previous: datetime, now: datetime, policy: str, *,
-              start_at: datetime | None = None, end_at: datetime | None = None,
-              cap: int = 10) -> datetime | None:
+def plan_next(
+    schedule: Schedule,
+    previous: datetime,
+    now: datetime,
+    policy: str,
+    *,
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+    cap: int = 10,
+) -> datetime | None:
     """The occurrence to run after occurrence ``previous`` finished.
 
     ``now`` is the database's clock; ``policy`` is the job's ``missed_runs``:
@@ -82,8 +91,7 @@ def plan_next(schedule: Schedule, previous: datetime, now: datetime, policy: str
     bounded whatever the gap: it walks back from ``now`` at most ``cap`` occurrences.
     """
     if policy not in MISSED_RUN_POLICIES:
-        raise ValueError(f"unknown missed_runs policy {policy!r} (expected one of "
-                         f"{', '.join(MISSED_RUN_POLICIES)})")
+        raise ValueError(f"unknown missed_runs policy {policy!r} (expected one of {', '.join(MISSED_RUN_POLICIES)})")
     if cap < 1:
         raise ValueError("cap must be at least 1")
     now = _require_aware(now, "now")
@@ -128,9 +136,15 @@ def interval_anchor(start_at: datetime | None, created_at: datetime) -> datetime
     return anchor
 
 
-def occurrences(schedule_or_run_at: str | datetime, *, timezone: str = "UTC",
-                start_at: datetime | None = None, end_at: datetime | None = None,
-                after: datetime, count: int = 10) -> list[datetime]:
+def occurrences(
+    schedule_or_run_at: str | datetime,
+    *,
+    timezone: str = "UTC",
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+    after: datetime,
+    count: int = 10,
+) -> list[datetime]:
     """The next ``count`` occurrences strictly after ``after`` of a job with these fields.
 
     ``schedule_or_run_at`` is a schedule expression (any form of :func:`parse_schedule`) or a
@@ -161,8 +175,7 @@ def occurrences(schedule_or_run_at: str | datetime, *, timezone: str = "UTC",
             if len(found) == count:
                 break
         # "now" at the occurrence just run: nothing is missed, plan_next answers the next one.
-        occurrence = plan_next(schedule, occurrence, occurrence, "skip", start_at=start_at,
-                               end_at=end_at)
+        occurrence = plan_next(schedule, occurrence, occurrence, "skip", start_at=start_at, end_at=end_at)
     return found
 
 

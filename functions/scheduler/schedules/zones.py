@@ -23,22 +23,29 @@ def validate_timezone(name: str) -> ZoneInfo:
     Names are case-sensitive and must not carry surrounding whitespace.
     """
     if not isinstance(name, str):
-        raise ScheduleError("timezone must be a string (an IANA name such as Europe/Berlin)",
-                            field="timezone")
+        raise ScheduleError("timezone must be a string (an IANA name such as Europe/Berlin)", field="timezone")
     if not name.strip():
-        raise ScheduleError("timezone must not be empty (an IANA name such as Europe/Berlin)",
-                            field="timezone")
+        raise ScheduleError("timezone must not be empty (an IANA name such as Europe/Berlin)", field="timezone")
     shown = name if len(name) <= 64 else name[:61] + "..."
-    if (name != name.strip() or len(name) > 255 or "\x00" in name or "\\" in name
-            or name.startswith("/") or ".." in name.split("/")
-            or name in _HOST_SPECIFIC_ZONES or name.startswith(("posix/", "right/"))):
-        raise ScheduleError(f"unknown time zone {shown!r} (expected an IANA name such as "
-                            "Europe/Berlin)", field="timezone")
+    if (
+        name != name.strip()
+        or len(name) > 255
+        or "\x00" in name
+        or "\\" in name
+        or name.startswith("/")
+        or ".." in name.split("/")
+        or name in _HOST_SPECIFIC_ZONES
+        or name.startswith(("posix/", "right/"))
+    ):
+        raise ScheduleError(
+            f"unknown time zone {shown!r} (expected an IANA name such as Europe/Berlin)", field="timezone"
+        )
     try:
         return ZoneInfo(name)
     except Exception:  # ZoneInfoNotFoundError, ValueError, OSError, UnicodeError, ...
-        raise ScheduleError(f"unknown time zone {shown!r} (expected an IANA name such as "
-                            "Europe/Berlin)", field="timezone") from None
+        raise ScheduleError(
+            f"unknown time zone {shown!r} (expected an IANA name such as Europe/Berlin)", field="timezone"
+        ) from None
 
 
 def _wall(instant: datetime, tz: ZoneInfo) -> datetime:

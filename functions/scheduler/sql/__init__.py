@@ -34,6 +34,7 @@ def parse_named_queries(text: str) -> dict[str, str]:
             if name in seen:
                 raise ValueError(f"fragment {name!r} includes itself")
             return expand(fragment, (*seen, name))
+
         return _INCLUDE.sub(include, body)
 
     return {name: expand(body) for name, body in blocks["name"].items()}

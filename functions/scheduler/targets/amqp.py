@@ -76,8 +76,13 @@ MAX_IDLE_PER_BROKER = 4
 MAX_IDLE_SECONDS = 300.0
 CONNECTION_NAME = "scheduler"
 
-_CONTRACT_HEADERS = ("Idempotency-Key", "X-Scheduler-Job-Id", "X-Scheduler-Execution-Id",
-                     "X-Scheduler-Scheduled-At", "X-Scheduler-Attempt")
+_CONTRACT_HEADERS = (
+    "Idempotency-Key",
+    "X-Scheduler-Job-Id",
+    "X-Scheduler-Execution-Id",
+    "X-Scheduler-Scheduled-At",
+    "X-Scheduler-Attempt",
+)
 
 
 @dataclass(frozen=True)
@@ -366,8 +371,7 @@ def _channel_failure(exc: Exception, spec: AmqpView) -> DeliveryResult:
     shown = f"'{exchange}'" if exchange else "'' (the default exchange)"
     if isinstance(exc, pex.UnroutableError):
         return transient(
-            f"message unroutable: no queue is bound to exchange {shown} "
-            f"for routing key '{spec.routing_key}'"
+            f"message unroutable: no queue is bound to exchange {shown} for routing key '{spec.routing_key}'"
         )
     if isinstance(exc, pex.NackError):
         return transient("the broker refused the message (nack)")

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
+from scheduler.targets.aws_credentials import CredentialCache, OwnerNotUsable, RoleCredentials, default_cache
 from scheduler.targets.aws_views import AwsView, EventBridgeView, LambdaView, SigV4View, SnsView, SqsView, region
 from scheduler.targets.delivery import (
     EXCERPT_LIMIT,
@@ -35,21 +37,45 @@ from scheduler.targets.delivery import (
     timed_out,
     transient,
 )
-from scheduler.targets.aws_credentials import CredentialCache, OwnerNotUsable, RoleCredentials, default_cache
 
 # Error codes AWS services use for throttling and for their own faults: another attempt may do.
-TRANSIENT_CODES = frozenset({
-    "Throttling", "ThrottlingException", "ThrottledException", "Throttled", "TooManyRequestsException",
-    "RequestLimitExceeded", "RequestThrottled", "RequestThrottledException", "SlowDown",
-    "ProvisionedThroughputExceededException", "LimitExceededException",
-    "KMSThrottlingException", "KMSThrottling", "KmsThrottled",
-    "InternalError", "InternalFailure", "InternalServerError", "InternalErrorException", "ServiceException",
-    "ServiceUnavailable", "ServiceUnavailableException", "Unavailable",
-    "ResourceConflictException", "ResourceNotReadyException",  # a Lambda function being updated
-    "EC2ThrottledException", "EC2UnexpectedException", "ENILimitReachedException",
-    "IDPCommunicationError", "RequestTimeout", "RequestTimeoutException",
-    "AWS.SimpleQueueService.RequestThrottled", "ExpiredToken", "ExpiredTokenException",
-})
+TRANSIENT_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "Throttled",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "SlowDown",
+        "ProvisionedThroughputExceededException",
+        "LimitExceededException",
+        "KMSThrottlingException",
+        "KMSThrottling",
+        "KmsThrottled",
+        "InternalError",
+        "InternalFailure",
+        "InternalServerError",
+        "InternalErrorException",
+        "ServiceException",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "Unavailable",
+        "ResourceConflictException",
+        "ResourceNotReadyException",  # a Lambda function being updated
+        "EC2ThrottledException",
+        "EC2UnexpectedException",
+        "ENILimitReachedException",
+        "IDPCommunicationError",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "AWS.SimpleQueueService.RequestThrottled",
+        "ExpiredToken",
+        "ExpiredTokenException",
+    }
+)
 _ERROR_TEXT_LIMIT = 500
 # Bytes of a function's answer read: the excerpt and more, so that a secret (a session token)
 # straddling the excerpt's end is whole when redacted, before the cut.
@@ -61,8 +87,9 @@ def identity_attributes(delivery: Delivery) -> dict[str, dict[str, str]]:
     return {name: {"DataType": "String", "StringValue": value} for name, value in delivery.headers().items()}
 
 
-def deliver_aws(target: AwsView, delivery: Delivery, policy: TargetPolicy, *, budget: float,
-                cache: CredentialCache | None = None) -> DeliveryResult:
+def deliver_aws(
+    target: AwsView, delivery: Delivery, policy: TargetPolicy, *, budget: float, cache: CredentialCache | None = None
+) -> DeliveryResult:
     """Deliver ``delivery`` to an AWS ``target`` (its text fields already rendered) within
     ``budget`` seconds. Never raises."""
     kind = target.type
@@ -80,21 +107,27 @@ def deliver_aws(target: AwsView, delivery: Delivery, policy: TargetPolicy, *, bu
     except Exception as exc:  # noqa: BLE001 - the contract: never raise
         result = classify(exc, operation, budget)
     if result.error or result.response_excerpt:
-        result = DeliveryResult(result.status, result.retryable, http_status=result.http_status,
-                                response_excerpt=redact_and_cut(result.response_excerpt, secrets, EXCERPT_LIMIT),
-                                error=redact_and_cut(result.error, secrets, _ERROR_TEXT_LIMIT),
-                                retry_after_seconds=result.retry_after_seconds)
+        result = DeliveryResult(
+            result.status,
+            result.retryable,
+            http_status=result.http_status,
+            response_excerpt=redact_and_cut(result.response_excerpt, secrets, EXCERPT_LIMIT),
+            error=redact_and_cut(result.error, secrets, _ERROR_TEXT_LIMIT),
+            retry_after_seconds=result.retry_after_seconds,
+        )
     return result
 
 
-def _client(cache: CredentialCache, service: str, region: str, role_arn: str, delivery: Delivery,
-            budget: float) -> tuple[Any, RoleCredentials] | DeliveryResult:
+def _client(
+    cache: CredentialCache, service: str, region: str, role_arn: str, delivery: Delivery, budget: float
+) -> tuple[Any, RoleCredentials] | DeliveryResult:
     """The client signing as the role for the delivery's owner and its credentials, or a failed
     result when the role cannot be assumed."""
     owner = delivery.owner
     if not owner:
-        return permanent("no owner known for this delivery: AWS targets are called only as a role "
-                         "assumed for the job's owner")
+        return permanent(
+            "no owner known for this delivery: AWS targets are called only as a role assumed for the job's owner"
+        )
     try:
         return cache.client(service, region, role_arn, owner, timeout=budget)
     except OwnerNotUsable as exc:
@@ -114,8 +147,7 @@ def classify(exc: BaseException, operation: str, budget: float) -> DeliveryResul
         retryable = code in TRANSIENT_CODES or (isinstance(status, int) and (status >= 500 or status == 429))
         message = str(error.get("Message") or "").strip()
         text = f"{operation}: {code}" + (f": {message}" if message else "")
-        return DeliveryResult("failed", retryable, http_status=status if isinstance(status, int) else None,
-                              error=text)
+        return DeliveryResult("failed", retryable, http_status=status if isinstance(status, int) else None, error=text)
     if isinstance(exc, (be.ReadTimeoutError, be.ConnectTimeoutError)):
         return timed_out(f"{operation}: no answer within {budget:g}s")
     if isinstance(exc, (be.EndpointConnectionError, be.ConnectionClosedError, be.HTTPClientError)):
@@ -134,8 +166,11 @@ def _ok(response: dict, excerpt: dict | str | None) -> DeliveryResult:
 
 
 def _invoke_lambda(client: Any, target: LambdaView, delivery: Delivery) -> DeliveryResult:
-    response = client.invoke(FunctionName=target.function_arn, InvocationType=target.invocation_type,
-                             Payload=(target.payload or "{}").encode("utf-8"))
+    response = client.invoke(
+        FunctionName=target.function_arn,
+        InvocationType=target.invocation_type,
+        Payload=(target.payload or "{}").encode("utf-8"),
+    )
     body = response.get("Payload")
     excerpt = None
     if body is not None:
@@ -146,8 +181,13 @@ def _invoke_lambda(client: Any, target: LambdaView, delivery: Delivery) -> Deliv
     status = response.get("StatusCode")
     function_error = response.get("FunctionError")
     if function_error:
-        return DeliveryResult("failed", True, http_status=status, response_excerpt=excerpt,
-                              error=f"lambda Invoke: the function failed ({function_error})")
+        return DeliveryResult(
+            "failed",
+            True,
+            http_status=status,
+            response_excerpt=excerpt,
+            error=f"lambda Invoke: the function failed ({function_error})",
+        )
     return DeliveryResult(SUCCEEDED, False, http_status=status, response_excerpt=excerpt)
 
 
@@ -159,9 +199,12 @@ def _fifo_fields(target: SqsView | SnsView, delivery: Delivery, fifo: bool) -> d
 
 def _send_sqs(client: Any, target: SqsView, delivery: Delivery) -> DeliveryResult:
     url = target.queue_url
-    response = client.send_message(QueueUrl=url, MessageBody=target.body or "",
-                                   MessageAttributes=identity_attributes(delivery),
-                                   **_fifo_fields(target, delivery, url.endswith(".fifo")))
+    response = client.send_message(
+        QueueUrl=url,
+        MessageBody=target.body or "",
+        MessageAttributes=identity_attributes(delivery),
+        **_fifo_fields(target, delivery, url.endswith(".fifo")),
+    )
     return _ok(response, {k: response[k] for k in ("MessageId", "SequenceNumber") if k in response})
 
 
@@ -170,15 +213,23 @@ def _publish_sns(client: Any, target: SnsView, delivery: Delivery) -> DeliveryRe
     extra: dict[str, Any] = _fifo_fields(target, delivery, arn.endswith(".fifo"))
     if target.subject:
         extra["Subject"] = target.subject
-    response = client.publish(TopicArn=arn, Message=target.message or "",
-                              MessageAttributes=identity_attributes(delivery), **extra)
+    response = client.publish(
+        TopicArn=arn, Message=target.message or "", MessageAttributes=identity_attributes(delivery), **extra
+    )
     return _ok(response, {k: response[k] for k in ("MessageId", "SequenceNumber") if k in response})
 
 
 def _put_event(client: Any, target: EventBridgeView, delivery: Delivery) -> DeliveryResult:
-    response = client.put_events(Entries=[{
-        "EventBusName": target.event_bus_arn, "Source": target.source,
-        "DetailType": target.detail_type, "Detail": target.detail or "{}"}])
+    response = client.put_events(
+        Entries=[
+            {
+                "EventBusName": target.event_bus_arn,
+                "Source": target.source,
+                "DetailType": target.detail_type,
+                "Detail": target.detail or "{}",
+            }
+        ]
+    )
     entry = (response.get("Entries") or [{}])[0]
     if response.get("FailedEntryCount") or entry.get("ErrorCode"):
         code = str(entry.get("ErrorCode") or "Unknown")
@@ -190,7 +241,11 @@ def _put_event(client: Any, target: EventBridgeView, delivery: Delivery) -> Deli
 
 
 _HANDLERS: dict[str, Callable[[Any, Any, Delivery], DeliveryResult]] = {
-    "lambda": _invoke_lambda, "sqs": _send_sqs, "sns": _publish_sns, "eventbridge": _put_event}
+    "lambda": _invoke_lambda,
+    "sqs": _send_sqs,
+    "sns": _publish_sns,
+    "eventbridge": _put_event,
+}
 _SERVICE = {"lambda": "lambda", "sqs": "sqs", "sns": "sns", "eventbridge": "events"}
 _OPERATION = {"lambda": "Invoke", "sqs": "SendMessage", "sns": "Publish", "eventbridge": "PutEvents"}
 
@@ -244,14 +299,18 @@ class HttpSigner:
         prepared.headers["X-Amz-Content-SHA256"] = hashlib.sha256(body).hexdigest()
         request = AWSRequest(method=prepared.method, url=prepared.url, data=body, headers=dict(prepared.headers))
         request.context["payload_signing_enabled"] = True
-        SigV4Auth(ReadOnlyCredentials(creds.access_key_id, creds.secret_access_key, creds.session_token),
-                  self.service, self.region).add_auth(request)
+        SigV4Auth(
+            ReadOnlyCredentials(creds.access_key_id, creds.secret_access_key, creds.session_token),
+            self.service,
+            self.region,
+        ).add_auth(request)
         for name in ("Authorization", "X-Amz-Date", "X-Amz-Security-Token"):
             prepared.headers[name] = request.headers[name]
 
 
-def sigv4_signer(auth: SigV4View | None, delivery: Delivery,
-                 secrets: list[str]) -> tuple[HttpSigner | None, DeliveryResult | None]:
+def sigv4_signer(
+    auth: SigV4View | None, delivery: Delivery, secrets: list[str]
+) -> tuple[HttpSigner | None, DeliveryResult | None]:
     """For an HTTP target's ``sigv4`` auth (``HttpView.sigv4``): its signer (the role assumed,
     its secrets added to ``secrets``); None without one; or a failed result when the role cannot
     be assumed."""

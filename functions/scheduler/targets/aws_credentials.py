@@ -22,9 +22,10 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 #: Credentials are refreshed this long before they expire.
 REFRESH_MARGIN_SECONDS = 300.0
@@ -83,21 +84,33 @@ _botocore_session = None
 _botocore_lock = threading.Lock()
 
 
-def create_client(service: str, region: str, credentials: RoleCredentials | None = None, *,
-                  connect_timeout: float = 3.0, read_timeout: float = 30.0) -> Any:
+def create_client(
+    service: str,
+    region: str,
+    credentials: RoleCredentials | None = None,
+    *,
+    connect_timeout: float = 3.0,
+    read_timeout: float = 30.0,
+) -> Any:
     """A botocore client of ``service`` in ``region`` (one attempt per call: retries are the
     job's, through its backoff), signed with ``credentials`` (else the process's own)."""
     global _botocore_session
     import botocore.session
     from botocore.config import Config
 
-    config = Config(connect_timeout=connect_timeout, read_timeout=read_timeout,
-                    retries={"total_max_attempts": 1, "mode": "standard"}, max_pool_connections=16)
+    config = Config(
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        retries={"total_max_attempts": 1, "mode": "standard"},
+        max_pool_connections=16,
+    )
     keys: dict[str, str] = {}
     if credentials is not None:
-        keys = {"aws_access_key_id": credentials.access_key_id,
-                "aws_secret_access_key": credentials.secret_access_key,
-                "aws_session_token": credentials.session_token}
+        keys = {
+            "aws_access_key_id": credentials.access_key_id,
+            "aws_secret_access_key": credentials.secret_access_key,
+            "aws_session_token": credentials.session_token,
+        }
     # Creating clients from one session is not thread-safe; using them is.
     with _botocore_lock:
         if _botocore_session is None:
@@ -112,9 +125,14 @@ class CredentialCache:
     process's own credentials); ``clock`` is epoch seconds (tests move it).
     """
 
-    def __init__(self, sts_client_for: Callable[[str], Any] | None = None, *,
-                 clock: Callable[[], float] = time.time, refresh_margin: float = REFRESH_MARGIN_SECONDS,
-                 max_entries: int = 512):
+    def __init__(
+        self,
+        sts_client_for: Callable[[str], Any] | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        refresh_margin: float = REFRESH_MARGIN_SECONDS,
+        max_entries: int = 512,
+    ):
         self._sts_client_for = sts_client_for or self._default_sts
         self._sts_clients: dict[str, Any] = {}
         self.clock = clock
@@ -129,7 +147,8 @@ class CredentialCache:
         client = self._sts_clients.get(region)
         if client is None:
             client = self._sts_clients[region] = create_client(
-                "sts", region, connect_timeout=STS_CONNECT_TIMEOUT, read_timeout=STS_READ_TIMEOUT)
+                "sts", region, connect_timeout=STS_CONNECT_TIMEOUT, read_timeout=STS_READ_TIMEOUT
+            )
         return client
 
     def credentials(self, role_arn: str, owner: str) -> RoleCredentials:
@@ -157,14 +176,17 @@ class CredentialCache:
 
     def _assume(self, role_arn: str, owner: str) -> RoleCredentials:
         sts = self._sts_client_for(_region_for(role_arn))
-        answer = sts.assume_role(RoleArn=role_arn, ExternalId=owner, RoleSessionName=session_name(owner),
-                                 DurationSeconds=SESSION_SECONDS)
+        answer = sts.assume_role(
+            RoleArn=role_arn, ExternalId=owner, RoleSessionName=session_name(owner), DurationSeconds=SESSION_SECONDS
+        )
         creds = answer["Credentials"]
         expiration = creds["Expiration"]
         expires_at = expiration.timestamp() if isinstance(expiration, datetime) else float(expiration)
         return RoleCredentials(creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"], expires_at)
 
-    def client(self, service: str, region: str, role_arn: str, owner: str, *, timeout: float) -> tuple[Any, RoleCredentials]:
+    def client(
+        self, service: str, region: str, role_arn: str, owner: str, *, timeout: float
+    ) -> tuple[Any, RoleCredentials]:
         """A ``service`` client in ``region`` signing as ``role_arn`` for ``owner``, and its
         credentials; rebuilt when the credentials were refreshed."""
         creds = self.credentials(role_arn, owner)
@@ -175,8 +197,9 @@ class CredentialCache:
             if cached is not None and cached[0] == creds.access_key_id:
                 self._clients.move_to_end(key)
                 return cached[1], creds
-        client = create_client(service, region, creds, connect_timeout=min(3.0, float(read_timeout)),
-                               read_timeout=read_timeout)
+        client = create_client(
+            service, region, creds, connect_timeout=min(3.0, float(read_timeout)), read_timeout=read_timeout
+        )
         with self._lock:
             self._clients[key] = (creds.access_key_id, client)
             self._clients.move_to_end(key)

@@ -9,8 +9,9 @@ built without pydantic; what no model would have stored raises ``InvalidAwsTarge
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from scheduler.aws_arns import EVENT_BUS_ARN, FUNCTION_ARN, QUEUE_URL, REGION, ROLE_ARN, TOPIC_ARN, region_of
 
@@ -107,8 +108,11 @@ AwsView = LambdaView | SqsView | SnsView | EventBridgeView
 
 #: The text fields of each AWS view in which placeholders render.
 TEXT_FIELDS: dict[str, tuple[str, ...]] = {
-    "lambda": ("payload",), "sqs": ("body", "message_group_id"), "sns": ("message", "subject", "message_group_id"),
-    "eventbridge": ("source", "detail_type", "detail")}
+    "lambda": ("payload",),
+    "sqs": ("body", "message_group_id"),
+    "sns": ("message", "subject", "message_group_id"),
+    "eventbridge": ("source", "detail_type", "detail"),
+}
 
 
 def region(view: AwsView) -> str:
@@ -124,20 +128,39 @@ def aws_view_of(target: Mapping[str, Any], timeout: float) -> AwsView:
         invocation = target.get("invocation_type") or "Event"
         if invocation not in ("Event", "RequestResponse"):
             raise InvalidAwsTarget("invocation_type must be Event or RequestResponse")
-        return LambdaView(function_arn=_shaped(target, "function_arn", FUNCTION_ARN), role_arn=role_arn,
-                          payload=_text(target, "payload", "{}"), invocation_type=invocation, timeout_seconds=timeout)
+        return LambdaView(
+            function_arn=_shaped(target, "function_arn", FUNCTION_ARN),
+            role_arn=role_arn,
+            payload=_text(target, "payload", "{}"),
+            invocation_type=invocation,
+            timeout_seconds=timeout,
+        )
     if kind == "sqs":
-        return SqsView(queue_url=_shaped(target, "queue_url", QUEUE_URL), role_arn=role_arn,
-                       body=_text(target, "body", None), message_group_id=_optional(target, "message_group_id"),
-                       timeout_seconds=timeout)
+        return SqsView(
+            queue_url=_shaped(target, "queue_url", QUEUE_URL),
+            role_arn=role_arn,
+            body=_text(target, "body", None),
+            message_group_id=_optional(target, "message_group_id"),
+            timeout_seconds=timeout,
+        )
     if kind == "sns":
-        return SnsView(topic_arn=_shaped(target, "topic_arn", TOPIC_ARN), role_arn=role_arn,
-                       message=_text(target, "message", None), subject=_optional(target, "subject"),
-                       message_group_id=_optional(target, "message_group_id"), timeout_seconds=timeout)
+        return SnsView(
+            topic_arn=_shaped(target, "topic_arn", TOPIC_ARN),
+            role_arn=role_arn,
+            message=_text(target, "message", None),
+            subject=_optional(target, "subject"),
+            message_group_id=_optional(target, "message_group_id"),
+            timeout_seconds=timeout,
+        )
     if kind == "eventbridge":
-        return EventBridgeView(event_bus_arn=_shaped(target, "event_bus_arn", EVENT_BUS_ARN), role_arn=role_arn,
-                               source=_text(target, "source", None), detail_type=_text(target, "detail_type", None),
-                               detail=_text(target, "detail", "{}"), timeout_seconds=timeout)
+        return EventBridgeView(
+            event_bus_arn=_shaped(target, "event_bus_arn", EVENT_BUS_ARN),
+            role_arn=role_arn,
+            source=_text(target, "source", None),
+            detail_type=_text(target, "detail_type", None),
+            detail=_text(target, "detail", "{}"),
+            timeout_seconds=timeout,
+        )
     raise InvalidAwsTarget(f"unknown type {kind!r}")
 
 
@@ -146,8 +169,9 @@ def sigv4_of(auth: Mapping[str, Any]) -> SigV4View:
     service = auth.get("service")
     if service not in ("execute-api", "lambda"):
         raise InvalidAwsTarget("sigv4 auth needs service (execute-api or lambda), region and role_arn")
-    return SigV4View(service=service, region=_shaped(auth, "region", REGION),
-                     role_arn=_shaped(auth, "role_arn", ROLE_ARN))
+    return SigV4View(
+        service=service, region=_shaped(auth, "region", REGION), role_arn=_shaped(auth, "role_arn", ROLE_ARN)
+    )
 
 
 def _shaped(target: Mapping[str, Any], name: str, pattern: Any) -> str:

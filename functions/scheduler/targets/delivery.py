@@ -10,8 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.constants import SECRET_MASK
-from scheduler.domain import (HEADER_ATTEMPT, HEADER_EXECUTION_ID, HEADER_IDEMPOTENCY_KEY,  # noqa: F401 (re-exported)
-                              HEADER_JOB_ID, HEADER_SCHEDULED_AT, Delivery)
+from scheduler.domain import (  # noqa: F401 (re-exported)
+    HEADER_ATTEMPT,
+    HEADER_EXECUTION_ID,
+    HEADER_IDEMPOTENCY_KEY,
+    HEADER_JOB_ID,
+    HEADER_SCHEDULED_AT,
+    Delivery,
+)
 
 #: Bytes of a response body kept in ``DeliveryResult.response_excerpt`` (and the most ever read).
 EXCERPT_LIMIT = 4096

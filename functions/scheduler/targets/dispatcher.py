@@ -10,12 +10,14 @@ another attempt is worth it; ``deliver`` never raises for a failure of the targe
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from scheduler import templates
-from scheduler.targets.delivery import FAILED, TIMED_OUT, Delivery, DeliveryResult, TargetPolicy, permanent
 from scheduler.targets.aws_views import AWS_TYPES, TEXT_FIELDS
+from scheduler.targets.delivery import FAILED, TIMED_OUT, Delivery, DeliveryResult, TargetPolicy, permanent
 from scheduler.targets.views import AmqpView, InvalidTarget, TargetView, view_of
+
 
 def deliver(
     target: Any,
@@ -66,8 +68,11 @@ def _rendered(view: TargetView, delivery: Delivery) -> TargetView:
     """The view with its text body's placeholders rendered (a binary body is kept); an AWS
     target's every text field."""
     if view.type in TEXT_FIELDS:
-        changes = {name: templates.render(value, delivery) for name in TEXT_FIELDS[view.type]
-                   if isinstance(value := getattr(view, name), str)}
+        changes = {
+            name: templates.render(value, delivery)
+            for name in TEXT_FIELDS[view.type]
+            if isinstance(value := getattr(view, name), str)
+        }
         return dataclasses.replace(view, **changes) if changes else view
     if view.body is None or (isinstance(view, AmqpView) and view.body_encoding == "base64"):
         return view

@@ -40,7 +40,7 @@ import os
 import re
 import socket
 import ssl
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -50,6 +50,7 @@ from requests.structures import CaseInsensitiveDict
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
 from scheduler.targets import ssrf
+from scheduler.targets.aws import HttpSigner, sigv4_signer
 from scheduler.targets.delivery import (
     EXCERPT_LIMIT,
     SUCCEEDED,
@@ -62,9 +63,7 @@ from scheduler.targets.delivery import (
     timed_out,
     transient,
 )
-from scheduler.targets.aws import HttpSigner, sigv4_signer
-from scheduler.targets.http_sessions import (KEEP_ALIVE_PER_HOST, USER_AGENT, GuardedAdapter,  # noqa: F401 (re-exported)
-                                             close_sessions, session_for)
+from scheduler.targets.http_sessions import KEEP_ALIVE_PER_HOST, USER_AGENT, GuardedAdapter, close_sessions, session_for  # noqa: F401 (re-exported)
 from scheduler.targets.views import HTTP_METHODS, HttpView
 from scheduler.targets.watchdog import Watchdog, running
 
@@ -103,8 +102,14 @@ def deliver_http(target: HttpView, delivery: Delivery, policy: TargetPolicy, *, 
     return result
 
 
-def _deliver(spec: HttpView, delivery: Delivery, policy: TargetPolicy, budget: float,
-             read_limit: int = EXCERPT_LIMIT, signer: HttpSigner | None = None) -> DeliveryResult:
+def _deliver(
+    spec: HttpView,
+    delivery: Delivery,
+    policy: TargetPolicy,
+    budget: float,
+    read_limit: int = EXCERPT_LIMIT,
+    signer: HttpSigner | None = None,
+) -> DeliveryResult:
     headers = CaseInsensitiveDict(spec.headers)
     auth = spec.auth_header
     if auth is not None:
@@ -173,9 +178,19 @@ def _urlopen(session: requests.Session, prepared: requests.PreparedRequest, time
     except urllib3.exceptions.LocationValueError as exc:
         raise requests.exceptions.InvalidURL(exc) from exc
     adapter.cert_verify(pool, prepared.url, verify, None)
-    return pool.urlopen(method=prepared.method, url=prepared.path_url, body=prepared.body, headers=prepared.headers,
-                        redirect=False, assert_same_host=False, preload_content=False, decode_content=False,
-                        retries=False, chunked=False, timeout=urllib3.Timeout(connect=timeout, read=timeout))
+    return pool.urlopen(
+        method=prepared.method,
+        url=prepared.path_url,
+        body=prepared.body,
+        headers=prepared.headers,
+        redirect=False,
+        assert_same_host=False,
+        preload_content=False,
+        decode_content=False,
+        retries=False,
+        chunked=False,
+        timeout=urllib3.Timeout(connect=timeout, read=timeout),
+    )
 
 
 def _send(
@@ -309,8 +324,8 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     if when is None:
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    now = now or datetime.now(timezone.utc)
+        when = when.replace(tzinfo=UTC)
+    now = now or datetime.now(UTC)
     return max(0.0, (when - now).total_seconds())
 
 
@@ -328,9 +343,16 @@ def _classify_exception(exc: Exception, host: str, budget: float) -> DeliveryRes
         return timed_out(f"no response from {host} within {budget:g}s")
     if isinstance(exc, requests.exceptions.InvalidHeader):
         return permanent("invalid header: a name or value holds a forbidden character (such as a line break)")
-    if isinstance(exc, (requests.exceptions.InvalidURL,
-                        requests.exceptions.InvalidSchema, requests.exceptions.MissingSchema,
-                        requests.exceptions.InvalidJSONError, UnicodeError)):
+    if isinstance(
+        exc,
+        (
+            requests.exceptions.InvalidURL,
+            requests.exceptions.InvalidSchema,
+            requests.exceptions.MissingSchema,
+            requests.exceptions.InvalidJSONError,
+            UnicodeError,
+        ),
+    ):
         return permanent(f"invalid request: {type(exc).__name__}")
     if isinstance(exc, ValueError) and not isinstance(exc, requests.exceptions.RequestException):
         return permanent(f"invalid request: {type(exc).__name__}")
@@ -349,8 +371,10 @@ def _classify_exception(exc: Exception, host: str, budget: float) -> DeliveryRes
     os_error = next((e for e in exception_chain(exc) if isinstance(e, OSError) and e.errno), None)
     if os_error is not None:
         return transient(f"network error with {host}: {os_error.strerror or os_error}")
-    if isinstance(exc, (requests.exceptions.ConnectionError, urllib3.exceptions.ProtocolError,
-                        urllib3.exceptions.NewConnectionError)):
+    if isinstance(
+        exc,
+        (requests.exceptions.ConnectionError, urllib3.exceptions.ProtocolError, urllib3.exceptions.NewConnectionError),
+    ):
         return transient(f"connection to {host} failed ({_short(exc)})")
     return transient(f"HTTP delivery to {host} failed: {type(exc).__name__}")
 

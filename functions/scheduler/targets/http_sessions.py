@@ -28,7 +28,6 @@ from scheduler.targets.watchdog import current_watchdog
 USER_AGENT = "scheduler/0.1 (job scheduler delivery)"
 
 
-
 class _GuardMixin:
     """Connect through the SSRF guard and put the socket under the current watchdog."""
 

@@ -28,9 +28,10 @@ import functools
 import ipaddress
 import socket
 import time
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from scheduler.targets.delivery import TargetPolicy
 from scheduler.urls import MAX_URL_LENGTH, check_broker_url_syntax, check_url_syntax  # noqa: F401 (re-exported)
@@ -190,7 +191,9 @@ def resolve(host: str, port: int, timeout: float) -> list[AddrInfo]:
     return unique
 
 
-def resolve_checked(host: str, port: int, policy: TargetPolicy, timeout: float, *, guard: bool = True) -> list[AddrInfo]:
+def resolve_checked(
+    host: str, port: int, policy: TargetPolicy, timeout: float, *, guard: bool = True
+) -> list[AddrInfo]:
     """Resolve ``host`` once and, when ``guard``, refuse it unless all its addresses are allowed.
 
     Returns the ``getaddrinfo`` entries; connect to one of their ``sockaddr`` exactly.

@@ -15,8 +15,9 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from scheduler.targets.aws_views import AWS_TYPES, AwsView, InvalidAwsTarget, SigV4View, aws_view_of, sigv4_of
@@ -155,8 +156,16 @@ def _http(target: dict, timeout: float) -> HttpView:
         codes = frozenset(codes)
     auth = target.get("auth")
     _auth_header(auth)  # refuses a malformed one now
-    return HttpView(url=url, method=method.upper(), headers=clean, body=body, auth=auth, timeout_seconds=timeout,
-                    success_codes=codes, follow_redirects=bool(target.get("follow_redirects", False)))
+    return HttpView(
+        url=url,
+        method=method.upper(),
+        headers=clean,
+        body=body,
+        auth=auth,
+        timeout_seconds=timeout,
+        success_codes=codes,
+        follow_redirects=bool(target.get("follow_redirects", False)),
+    )
 
 
 def _auth_header(auth: Any) -> tuple[str, str] | None:
@@ -169,7 +178,7 @@ def _auth_header(auth: Any) -> tuple[str, str] | None:
         username, password = auth.get("username"), auth.get("password")
         if not isinstance(username, str) or not isinstance(password, str) or ":" in username:
             raise InvalidTarget("basic auth needs a username (without ':') and a password")
-        token = base64.b64encode(f"{username}:{password}".encode("utf-8")).decode("ascii")
+        token = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
         return "Authorization", f"Basic {token}"
     if kind == "bearer":
         token = auth.get("token")
@@ -226,8 +235,16 @@ def _amqp(target: dict, timeout: float) -> AmqpView:
     content_type = target.get("content_type")
     if content_type is not None and not isinstance(content_type, str):
         raise InvalidTarget("content_type must be text")
-    return AmqpView(url=url, exchange=exchange, routing_key=routing_key, body=body, body_encoding=encoding,
-                    headers=headers, content_type=content_type or None, timeout_seconds=timeout)
+    return AmqpView(
+        url=url,
+        exchange=exchange,
+        routing_key=routing_key,
+        body=body,
+        body_encoding=encoding,
+        headers=headers,
+        content_type=content_type or None,
+        timeout_seconds=timeout,
+    )
 
 
 def _encodable(value: Any) -> bool:

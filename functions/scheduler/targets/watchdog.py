@@ -9,7 +9,9 @@ import itertools
 import socket
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
+
 
 class _Deadlines:
     """One thread that fires every watchdog at its deadline (a timer thread per delivery would
@@ -17,11 +19,11 @@ class _Deadlines:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._heap: list[tuple[float, int, "Watchdog"]] = []
+        self._heap: list[tuple[float, int, Watchdog]] = []
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
 
-    def add(self, watchdog: "Watchdog") -> None:
+    def add(self, watchdog: Watchdog) -> None:
         with self._cond:
             earliest = not self._heap or watchdog.deadline < self._heap[0][0]
             heapq.heappush(self._heap, (watchdog.deadline, next(self._seq), watchdog))
@@ -31,7 +33,7 @@ class _Deadlines:
             if earliest:  # the thread sleeps until the earliest deadline: wake it only for a new one
                 self._cond.notify()
 
-    def _next_due(self) -> "Watchdog":
+    def _next_due(self) -> Watchdog:
         with self._cond:
             while True:
                 while self._heap and self._heap[0][2].finished:
@@ -73,7 +75,7 @@ class Watchdog:
         self._lock = threading.Lock()
         self._getters: list[Callable[[], Any]] = []
 
-    def __enter__(self) -> "Watchdog":
+    def __enter__(self) -> Watchdog:
         _DEADLINES.add(self)
         return self
 

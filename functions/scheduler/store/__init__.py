@@ -1,0 +1,373 @@
+"""The data access of the scheduler: every read and write of jobs and executions, on Postgres.
+
+Each method is one transaction; the SQL lives in ``sql/queries.sql``. Times come from the
+database (``now()``), never from the caller's clock. Methods taking an ``owner`` only ever see
+that owner's jobs: another principal's job is indistinguishable from an absent one.
+
+The store does not plan: a write that needs a plan (the next occurrence, a retry) takes it
+computed (``write_completions``) or takes the planning function, called while the row is held
+(``insert_job``, ``modify_job``, ``complete_locked``). ``scheduler.service`` pairs each operation
+with its plan from ``scheduler.lifecycle``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from scheduler.domain import SPEC_FIELDS, Claim, Completion, Job, StartedExecution
+from scheduler.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
+from scheduler.ports import Change, CompletionPlanner, Planner
+from scheduler.sql import QUERIES
+from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
+from scheduler.store.rows import is_uuid, retry_on_dead_connection, uuids_as_text
+
+# The parameters of ``complete_job`` (values), and of ``complete_jobs`` (arrays of them).
+_COMPLETION_COLUMNS = (
+    "job_id",
+    "lock_token",
+    "execution_id",
+    "version",
+    "state",
+    "scheduled_at",
+    "attempt",
+    "next_run_at",
+    "ran_scheduled_at",
+    "status",
+    "error",
+    "http_status",
+    "response_excerpt",
+    "started_at",
+)
+
+
+def _complete(conn: psycopg.Connection | psycopg.Cursor, rows: list[dict[str, Any]]) -> psycopg.Cursor:
+    """Execute the completion of planned outcomes: plain values for one (the cheaper statement
+    to plan, for executors through RDS Proxy that cannot keep prepared statements), arrays for
+    a batch."""
+    if len(rows) == 1:
+        return conn.execute(QUERIES["complete_job"], rows[0])
+    return conn.execute(QUERIES["complete_jobs"], {key: [row[key] for row in rows] for key in _COMPLETION_COLUMNS})
+
+
+def _completion_row(
+    done: Completion, plan: Mapping[str, Any], version: int, ran_scheduled_at: datetime | None, started_at: datetime
+) -> dict[str, Any]:
+    """One outcome's parameters; ``started_at`` is the execution's (its partition's key)."""
+    return {
+        "job_id": done.job_id,
+        "lock_token": done.lock_token,
+        "execution_id": done.execution_id,
+        "version": version,
+        "state": plan["state"],
+        "scheduled_at": plan["scheduled_at"],
+        "attempt": plan["attempt"],
+        "next_run_at": plan["next_run_at"],
+        "ran_scheduled_at": ran_scheduled_at,
+        "status": done.outcome.status,
+        "error": done.outcome.error,
+        "http_status": done.http_status,
+        "response_excerpt": done.response_excerpt,
+        "started_at": started_at,
+    }
+
+
+def _started(row: dict[str, Any]) -> StartedExecution:
+    """A row of start_execution or claim_and_start: the job's columns and its execution's
+    (``Job.from_row`` ignores the others)."""
+    return StartedExecution(
+        job=Job.from_row(row),
+        execution_id=str(row["execution_id"]),
+        scheduled_at=row["execution_scheduled_at"],
+        attempt=row["execution_attempt"],
+        trigger=row["execution_trigger"],
+        started_at=row["execution_started_at"],
+    )
+
+
+def _delete_completed(conn: psycopg.Connection, job_ids: Sequence[str]) -> None:
+    """In the transaction of their completion: delete the jobs it completed whose
+    ``after_completion`` is ``delete``, with their executions (the query fences it)."""
+    if job_ids:
+        conn.execute(QUERIES["delete_completed_jobs"], {"job_ids": [str(job_id) for job_id in job_ids]})
+
+
+def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
+    params = {k: spec.get(k) for k in SPEC_FIELDS}
+    params["tags"] = list(spec.get("tags") or [])
+    params["timezone"] = spec.get("timezone") or "UTC"
+    params["missed_runs"] = spec.get("missed_runs") or "run_once"
+    params["target"] = Jsonb(spec["target"])
+    params["retry"] = Jsonb(spec.get("retry") or {})
+    params["after_completion"] = spec.get("after_completion") or "keep"
+    return params
+
+
+class Store(ExecutionHistory):
+    """Postgres-backed store of jobs and executions (every port of ``scheduler.ports``)."""
+
+    def __init__(self, pool: ConnectionPool):
+        self.pool = pool
+
+    # -- jobs ----------------------------------------------------------------------------------
+
+    @retry_on_dead_connection
+    def now(self) -> datetime:
+        """The database clock."""
+        with self.pool.connection() as conn:
+            return conn.execute(QUERIES["now"]).fetchone()["now"]
+
+    @retry_on_dead_connection
+    def insert_job(
+        self, owner: str, spec: Mapping[str, Any], plan_first: Planner, *, job_id: str | None = None
+    ) -> dict[str, Any]:
+        """Insert a job with the schedule columns ``plan_first(draft, now)`` gives (the draft:
+        the spec and its creation time). Raises ``NameTaken``."""
+        with self.pool.connection() as conn:
+            now = conn.execute(QUERIES["now"]).fetchone()["now"]
+            draft = Job.from_row({**spec, "created_at": now})
+            plan = dict(plan_first(draft, now))
+            params = {
+                **_spec_params(spec),
+                **plan,
+                "id": job_id or str(uuid.uuid4()),
+                "owner": owner,
+                "created_at": now,
+            }
+            params.pop("attempt")
+            row = conn.execute(QUERIES["insert_job"], params).fetchone()
+            if row is None:
+                raise NameTaken(spec["name"])
+            return row
+
+    @retry_on_dead_connection
+    def get_job(self, owner: str, job_id: str) -> dict[str, Any]:
+        """One job of this owner. Raises ``NotFound``."""
+        if not is_uuid(job_id):
+            raise NotFound(job_id)
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["get_job"], {"id": job_id, "owner": owner}).fetchone()
+        if row is None:
+            raise NotFound(job_id)
+        return row
+
+    @retry_on_dead_connection
+    def list_jobs(
+        self,
+        owner: str,
+        *,
+        state: str | None = None,
+        tag: str | None = None,
+        name_prefix: str | None = None,
+        limit: int = 50,
+        after_name: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """A page of this owner's jobs in name order, after ``after_name`` (the keyset cursor)."""
+        with self.pool.connection() as conn:
+            return conn.execute(
+                QUERIES["list_jobs"],
+                {
+                    "owner": owner,
+                    "state": state,
+                    "tag": tag,
+                    "name_prefix": name_prefix,
+                    "after_name": after_name,
+                    "limit": limit,
+                },
+            ).fetchall()
+
+    @retry_on_dead_connection
+    def modify_job(
+        self, owner: str, job_id: str, change: Change, expected_version: int | None = None
+    ) -> dict[str, Any]:
+        """Hold the row, let ``change(row, now)`` compute the new columns, write them (version + 1).
+        Raises ``NotFound``, ``VersionMismatch`` (``expected_version`` given and stale) or
+        ``NameTaken``."""
+        if not is_uuid(job_id):
+            raise NotFound(job_id)
+        try:
+            with self.pool.connection() as conn, conn.transaction():
+                row = conn.execute(QUERIES["get_job_for_update"], {"id": job_id, "owner": owner}).fetchone()
+                if row is None:
+                    raise NotFound(job_id)
+                if expected_version is not None and row["version"] != expected_version:
+                    raise VersionMismatch(row["version"])
+                now = row.pop("db_now")
+                new = {**row, **change(row, now)}
+                params = {
+                    **_spec_params(new),
+                    "id": job_id,
+                    "owner": owner,
+                    **{k: new[k] for k in ("state", "scheduled_at", "attempt", "next_run_at", "manual_run_at")},
+                }
+                return conn.execute(QUERIES["update_job"], params).fetchone()
+        except psycopg.errors.UniqueViolation:
+            raise NameTaken("name") from None
+
+    @retry_on_dead_connection
+    def delete_job(self, owner: str, job_id: str) -> None:
+        """Delete the job and its executions. Raises ``NotFound``."""
+        if not is_uuid(job_id):
+            raise NotFound(job_id)
+        with self.pool.connection() as conn:
+            if conn.execute(QUERIES["delete_job"], {"id": job_id, "owner": owner}).fetchone() is None:
+                raise NotFound(job_id)
+
+    @retry_on_dead_connection
+    def request_run(self, owner: str, job_id: str) -> dict[str, Any]:
+        """Ask for a run now, outside the schedule; the next claim takes it."""
+        if not is_uuid(job_id):
+            raise NotFound(job_id)
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["request_manual_run"], {"id": job_id, "owner": owner}).fetchone()
+        if row is None:
+            raise NotFound(job_id)
+        return row
+
+    # -- the runner ----------------------------------------------------------------------------
+
+    @retry_on_dead_connection
+    def claim_due(self, limit: int, lease_seconds: float) -> list[Claim]:
+        """Lease up to ``limit`` due jobs (one statement; see ``claim_due`` in queries.sql)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(QUERIES["claim_due"], {"limit": limit, "lease_seconds": lease_seconds}).fetchall()
+        return [
+            Claim(
+                job_id=str(r["job_id"]),
+                lock_token=str(r["lock_token"]),
+                lease_kind=r["lease_kind"],
+                scheduled_at=r["scheduled_at"],
+                due_at=r["due_at"],
+                claimed_at=r["claimed_at"],
+                locked_until=r["locked_until"],
+                reclaimed=r["reclaimed"],
+            )
+            for r in rows
+        ]
+
+    @retry_on_dead_connection
+    def release(self, job_id: str, lock_token: str) -> bool:
+        """Give back a claim that could not be dispatched, so the job is due again at once."""
+        with self.pool.connection() as conn:
+            return (
+                conn.execute(QUERIES["release_lease"], {"job_id": job_id, "lock_token": lock_token}).fetchone()
+                is not None
+            )
+
+    @retry_on_dead_connection
+    def start_execution(
+        self, job_id: str, lock_token: str, lease_margin_seconds: float = 30
+    ) -> StartedExecution | None:
+        """Confirm the claim, extend its lease over the target's timeout plus the margin, and
+        record a running execution; None when the lease was lost (expired and taken over, or
+        already started by a duplicate invoke)."""
+        with self.pool.connection() as conn:
+            row = (
+                uuids_as_text(conn)
+                .execute(
+                    QUERIES["start_execution"],
+                    {
+                        "job_id": job_id,
+                        "lock_token": lock_token,
+                        "lease_margin_seconds": lease_margin_seconds,
+                        "execution_id": str(uuid.uuid4()),
+                    },
+                )
+                .fetchone()
+            )
+        return None if row is None else _started(row)
+
+    @retry_on_dead_connection
+    def claim_and_start(self, limit: int, lease_margin_seconds: float = 30) -> list[Claim]:
+        """Lease up to ``limit`` due jobs and start them, in one statement: for a runner that
+        delivers each claim at once (each lease covers the target's timeout plus the margin).
+        Every claim carries its ``started`` execution."""
+        with self.pool.connection() as conn:
+            rows = (
+                uuids_as_text(conn)
+                .execute(QUERIES["claim_and_start"], {"limit": limit, "lease_margin_seconds": lease_margin_seconds})
+                .fetchall()
+            )
+        claims = []
+        for row in rows:
+            started = _started(row)
+            claims.append(
+                Claim(
+                    job_id=str(row["id"]),
+                    lock_token=str(row["lock_token"]),
+                    lease_kind=row["lease_kind"],
+                    scheduled_at=started.scheduled_at,
+                    due_at=row["due_at"],
+                    claimed_at=row["claimed_at"],
+                    locked_until=row["locked_until"],
+                    reclaimed=row["reclaimed"],
+                    started=started,
+                )
+            )
+        return claims
+
+    @retry_on_dead_connection
+    def write_completions(self, planned: Sequence[tuple[Completion, Mapping[str, Any]]]) -> set[str]:
+        """Write outcomes planned from their started rows (``Completion.started``) in one
+        statement (``complete_jobs``, or ``complete_job`` for one); the ids of the jobs written.
+        A job whose lease was lost, or whose row changed since it was started, is not written.
+        A plan marked ``"delete": True`` (the service's decision: ``after_completion = 'delete'``
+        and the job completed) deletes its job with its executions in the same transaction, once
+        written; without any, the statement runs alone (no transaction to open)."""
+        rows = [
+            _completion_row(done, plan, done.started.job.version, done.started.scheduled_at, done.started.started_at)
+            for done, plan in planned
+        ]
+        doomed = [str(done.job_id) for done, plan in planned if plan.get("delete")]
+        with self.pool.connection() as conn, conn.transaction() if doomed else contextlib.nullcontext():
+            written = {str(r["job_id"]) for r in _complete(uuids_as_text(conn), rows).fetchall()}
+            _delete_completed(conn, [job_id for job_id in doomed if job_id in written])
+            return written
+
+    @retry_on_dead_connection
+    def complete_locked(self, done: Completion, plan: CompletionPlanner) -> bool:
+        """The locking path: hold the row while our lease stands, plan from it with
+        ``plan(job, now, ran_scheduled_at)``, write (and delete the job when the plan says
+        ``"delete"``, as ``write_completions``). False when the lease is lost (fenced)."""
+        with self.pool.connection() as conn, conn.transaction():
+            row = conn.execute(
+                QUERIES["lock_leased_job"],
+                {"job_id": done.job_id, "lock_token": done.lock_token, "execution_id": done.execution_id},
+            ).fetchone()
+            if row is None:
+                return False
+            job, ran = Job.from_row(row), row["ran_scheduled_at"]
+            planned = plan(job, row["db_now"], ran)
+            written = (
+                _complete(conn, [_completion_row(done, planned, job.version, ran, row["ran_started_at"])]).fetchone()
+                is not None
+            )
+            if written and planned.get("delete"):
+                _delete_completed(conn, [done.job_id])
+            return written
+
+    @retry_on_dead_connection
+    def due_backlog(self) -> tuple[int, float]:
+        """(unleased due jobs, age in seconds of the oldest) for the metrics."""
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["due_backlog"]).fetchone()
+        return int(row["due"]), float(row["oldest_due_age_seconds"])
+
+    @retry_on_dead_connection
+    def live_leases(self) -> int:
+        """Jobs under an unexpired lease: executors at work or on their way (the fan-out's bound)."""
+        with self.pool.connection() as conn:
+            return int(conn.execute(QUERIES["count_live_leases"]).fetchone()["leases"])
+
+    @retry_on_dead_connection
+    def next_due_in(self) -> float | None:
+        """Seconds until a job may next be claimed (negative when one is due), None when none."""
+        with self.pool.connection() as conn:
+            return conn.execute(QUERIES["next_due_in"]).fetchone()["seconds"]

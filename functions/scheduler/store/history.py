@@ -1,0 +1,144 @@
+"""The store's reads of execution history (a job's, an owner's across jobs) and the upkeep of
+the executions' day partitions. ``Store`` has them as a base class; they use its pool and
+``get_job``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from scheduler.domain import Execution, PartitionMaintenance
+from scheduler.sql import QUERIES
+from scheduler.store.rows import is_uuid, retry_on_dead_connection
+
+
+class ExecutionHistory:
+    """Execution reads and partition upkeep, on ``self.pool`` (a psycopg pool)."""
+
+    pool: Any
+
+    def get_job(self, owner: str, job_id: str) -> dict[str, Any]:  # pragma: no cover - Store's
+        raise NotImplementedError
+
+    @retry_on_dead_connection
+    def list_executions(
+        self, owner: str, job_id: str, *, status: str | None = None, limit: int = 50, before_seq: int | None = None
+    ) -> list[Execution]:
+        """A page of the job's executions, newest first. Raises ``NotFound``."""
+        job = self.get_job(owner, job_id)
+        params = {
+            "job_id": job_id,
+            "status": status,
+            "before_seq": before_seq,
+            "limit": limit,
+            "since": None,
+            "until": None,
+        }
+        # As list_owner_executions, for a first page: the recent days first (seq and started_at
+        # order a job's executions alike, see queries.sql), as many as the job's rate so far
+        # says hold a page, the older ones only for a page left short. A job too rare for a week
+        # to hold a page, and a page after a cursor (its instant unknown), read every day at once.
+        now = datetime.now(UTC)
+        days = None if before_seq is not None or status is not None else _days_for_a_page(job, now, limit)
+        with self.pool.connection() as conn:
+            if days is None:
+                rows = conn.execute(QUERIES["list_executions"], params).fetchall()
+            else:
+                recent = _days_before(now, days)
+                rows = conn.execute(QUERIES["list_executions"], {**params, "since": recent}).fetchall()
+                if len(rows) < limit:
+                    rows += conn.execute(
+                        QUERIES["list_executions"], {**params, "until": recent, "limit": limit - len(rows)}
+                    ).fetchall()
+        return [Execution.from_row(row) for row in rows]
+
+    @retry_on_dead_connection
+    def get_execution(self, execution_id: str, started_at: datetime | None = None) -> Execution | None:
+        """One execution by id (internal: no owner check); its ``started_at``, when known, makes
+        the lookup read one day's partition."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                QUERIES["get_execution"], {"execution_id": execution_id, "started_at": started_at}
+            ).fetchone()
+        return None if row is None else Execution.from_row(row)
+
+    @retry_on_dead_connection
+    def maintain_partitions(self, retention_days: int, days_ahead: int = 3) -> PartitionMaintenance:
+        """Retention by whole days: create the executions' partitions of today and the next
+        ``days_ahead`` days, drop those wholly older than ``retention_days``, purge expired rows
+        of the DEFAULT partition (``scheduler_maintain_partitions``, migration 0005: it holds the
+        DDL rights the application's role lacks). A step that would wait on a lock is left to
+        the next call (counted in ``skipped``)."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                QUERIES["maintain_partitions"], {"retention_days": retention_days, "days_ahead": days_ahead}
+            ).fetchone()
+        return PartitionMaintenance(**row)
+
+    @retry_on_dead_connection
+    def list_owner_executions(
+        self,
+        owner: str,
+        *,
+        status: str | None = None,
+        job_id: str | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
+        before: tuple[datetime, str] | None = None,
+    ) -> list[Execution]:
+        """A page of the owner's executions across all their jobs, newest first by ``started_at``
+        (then id), each with its ``job_name``; ``before`` is the keyset cursor, the (started_at,
+        id) of the previous page's last row. A ``job_id`` that is not a UUID matches nothing."""
+        if job_id is not None and not is_uuid(job_id):
+            return []
+        before_started_at, before_id = before if before is not None else (None, None)
+        params = {
+            "owner": owner,
+            "status": status,
+            "job_id": job_id,
+            "since": since,
+            "until": None,
+            "limit": limit,
+            "before_started_at": before_started_at,
+            "before_id": before_id,
+        }
+        # A page usually lies in the last days (before the cursor, or today): a first try bounded
+        # below by midnight OWNER_RECENT_DAYS back, a constant the planner prunes every older day's
+        # partition with (planning a query over a month of partitions costs more than reading the
+        # page). Only a page it leaves short reads on below that instant. The local clock only
+        # places the bound: the two tries cover every instant, so a skewed clock costs a second try.
+        recent = _days_before(before_started_at or datetime.now(UTC), OWNER_RECENT_DAYS)
+        with self.pool.connection() as conn:
+            if since is not None and since >= recent:
+                rows = conn.execute(QUERIES["list_owner_executions"], params).fetchall()
+            else:
+                rows = conn.execute(QUERIES["list_owner_executions"], {**params, "since": recent}).fetchall()
+                if len(rows) < limit:
+                    rows += conn.execute(
+                        QUERIES["list_owner_executions"], {**params, "until": recent, "limit": limit - len(rows)}
+                    ).fetchall()
+        return [Execution.from_row(row) for row in rows]
+
+
+# Days of executions a history page's first try reads (see list_owner_executions): an owner's
+# executions across jobs, the day before and today's; one job's, up to a week, from its rate.
+OWNER_RECENT_DAYS = 1
+JOB_RECENT_DAYS = 7
+
+
+def _days_before(instant: datetime, days: int) -> datetime:
+    """Midnight UTC ``days`` before ``instant``'s day (the executions' partitions are UTC days)."""
+    day = instant.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return day - timedelta(days=days)
+
+
+def _days_for_a_page(job: Mapping[str, Any], now: datetime, limit: int) -> int | None:
+    """Days back likely to hold ``limit`` of the job's executions, at its rate so far (runs over
+    its age, with a margin), at most JOB_RECENT_DAYS; None when that would not hold a page."""
+    age_days = max((now - job["created_at"]).total_seconds() / 86400, 1 / 24)
+    per_day = job["run_count"] / age_days
+    if per_day * JOB_RECENT_DAYS < 1.5 * limit:
+        return None
+    return max(1, min(JOB_RECENT_DAYS, math.ceil(1.5 * limit / per_day)))

@@ -1,0 +1,79 @@
+"""What every store module shares: the retry on a dead pooled connection, the canonical id
+check, and the cursor that reads the runner's started rows cheaply."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from psycopg.types.json import JsonbLoader
+from psycopg.types.string import TextLoader
+
+try:  # the `local` extra: an order of magnitude faster than json.loads on a started row's target
+    import orjson
+except ImportError:  # pragma: no cover - without it, psycopg's default (json.loads)
+    orjson = None  # type: ignore[assignment]
+
+
+def retry_on_dead_connection(method: Callable) -> Callable:
+    """Run a method once more when its pooled connection turned out dead (the server restarted,
+    or RDS Proxy closed an idle client): the pool drops the broken connection and the retry gets
+    a fresh one. A dead connection fails at the method's first statement, before anything was
+    written; in the rare case of a reply lost after a commit, the runner's writes are fenced by
+    their lease tokens (a start answers "lease lost" on the retry and its lease is reclaimed
+    later; a claim's first batch waits out its lease)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except psycopg.OperationalError:
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+# 19 digits in a row may be an integer beyond 64 bits, which orjson turns into a float (lossy).
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+
+
+def _json_loads(data: bytes) -> Any:
+    """json.loads' answer, by orjson where that is the same: json.loads for integers beyond 64
+    bits (orjson reads them as floats), and for what orjson refuses (lone surrogates, 1e400)."""
+    if _LONG_DIGITS.search(data):
+        return json.loads(data)
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
+
+
+class _JsonbLoader(JsonbLoader):
+    _loads = staticmethod(_json_loads)
+
+
+_UUID_OID, _JSONB_OID = 2950, 3802  # registered by oid: a lookup by type name costs more than the rest
+
+
+def uuids_as_text(conn: psycopg.Connection) -> psycopg.Cursor:
+    """A cursor reading uuid columns as text: the runner's started rows carry four ids each,
+    used only as text, and a uuid.UUID object per id is a measurable share of a batch's cost.
+    Its jsonb columns (a started row's target and retry) are read with orjson when installed."""
+    cursor = conn.cursor()
+    cursor.adapters.register_loader(_UUID_OID, TextLoader)
+    if orjson is not None:
+        cursor.adapters.register_loader(_JSONB_OID, _JsonbLoader)
+    return cursor
+
+
+_CANONICAL_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def is_uuid(value: str) -> bool:
+    # The canonical text form only: uuid.UUID also takes "urn:uuid:...", braces and missing or
+    # extra dashes, which Postgres refuses (a 500 had the check let them through).
+    return isinstance(value, str) and _CANONICAL_UUID.fullmatch(value) is not None
