@@ -631,7 +631,9 @@ def per_job_script(batch: int) -> str:
             "execution_id": f"(:xids::uuid[])[{i}]",
         }
         lines.append(f"\\if :n >= {i}")
-        lines.append(_substitute(start, {**item, "lease_margin_seconds": "30"}).rstrip(";") + ";")
+        # The start's row (one: the job was claimed by this client) gives the execution's
+        # started_at, which the completion names (the executions' partition key).
+        lines.append(_substitute(start, {**item, "lease_margin_seconds": "30"}).rstrip().rstrip(";") + " \\gset s_")
         lines.append(
             _substitute(
                 complete,
@@ -647,6 +649,7 @@ def per_job_script(batch: int) -> str:
                     "error": "NULL",
                     "http_status": "200",
                     "response_excerpt": "NULL",
+                    "started_at": ":s_execution_started_at",
                 },
             ).rstrip(";")
             + ";"

@@ -312,7 +312,8 @@ def pgbench_script(batch: int) -> str:
         f"WITH {ctes + ', ' if ctes else ''}__claimed AS ({main})\n"
         "SELECT count(*) AS n, COALESCE(array_agg(id), '{}') AS ids,\n"
         "       COALESCE(array_agg(lock_token), '{}') AS tokens,\n"
-        "       COALESCE(array_agg(execution_id), '{}') AS xids\n"
+        "       COALESCE(array_agg(execution_id), '{}') AS xids,\n"
+        "       COALESCE(array_agg(execution_started_at), '{}') AS starts\n"
         "FROM __claimed"
     )
     claim = substitute(claim, {"limit": str(batch), "lease_margin_seconds": "30"})
@@ -338,6 +339,7 @@ def pgbench_script(batch: int) -> str:
             "error": each("NULL", "text"),
             "http_status": each("200", "integer"),
             "response_excerpt": each("NULL", "text"),
+            "started_at": ":starts",
         },
     )
     return (
