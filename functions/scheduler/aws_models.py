@@ -92,13 +92,14 @@ def _check_json(field: str, text: str, *, object_only: bool = False) -> None:
 
 
 def _shape(pattern: re.Pattern[str], value: str, what: str) -> str:
-    if not pattern.match(value):
+    if not pattern.fullmatch(value):  # not .match: "$" would let a final line break through
         raise ValueError(f"is not {what}")
     return value
 
 
 class _AwsStrict(BaseModel):
-    model_config = ConfigDict(extra="forbid", str_max_length=LAMBDA_SYNC_LIMIT)
+    # Strict as the other target models: no "30" or true for a number.
+    model_config = ConfigDict(extra="forbid", strict=True, str_max_length=LAMBDA_SYNC_LIMIT)
 
 
 class _RoleTarget(_AwsStrict):
@@ -248,7 +249,7 @@ def _check_group(fifo: bool, group: str | None, what: str) -> None:
         raise AwsFieldError("message_group_id", f"is required for a FIFO {what}")
     if not fifo and group is not None:
         raise AwsFieldError("message_group_id", f"is only for a FIFO {what} (a name ending in .fifo)")
-    if group is not None and not _GROUP_ID.match(_sample_rendered(group)):
+    if group is not None and not _GROUP_ID.fullmatch(_sample_rendered(group)):
         raise AwsFieldError("message_group_id", "must be 1 to 128 printable ASCII characters without blanks")
 
 

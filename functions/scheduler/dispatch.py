@@ -145,7 +145,11 @@ class LambdaDispatch:
         return room
 
     def _invoke(self, claim: Claim) -> bool:
-        payload = json.dumps(claim.to_event()).encode()
+        try:
+            payload = json.dumps(claim.to_event()).encode()
+        except Exception:  # never raise out of the pool: the caller releases what was not sent
+            logger.exception("executor payload not built", extra={"job_id": claim.job_id})
+            return False
         for attempt in range(1, self.max_tries + 1):
             try:
                 answer = self.client.invoke(**self._invoke_args, Payload=payload)

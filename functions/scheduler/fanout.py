@@ -10,6 +10,7 @@ deadline. With minute precision it drains what is due and returns.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +37,10 @@ DEADLINE_RESERVE_SECONDS = 10.0
 # The longest sleep between two claims: bounds the delay for a job created while we sleep.
 MAX_IDLE_SECONDS = 1.0
 MIN_IDLE_SECONDS = 0.02
+# Seconds into a run by which the partitions' upkeep runs even if every claim came back full.
+MAINTENANCE_DUE_SECONDS = 20.0
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -84,6 +89,18 @@ def drain_limit(remaining_seconds: float) -> float:
     return max(remaining_seconds - DEADLINE_RESERVE_SECONDS, 0.0)
 
 
+def _maintain_partitions(store: FanoutStore, retention_days: int, report: FanoutReport) -> None:
+    """The day partitions' upkeep (``FanoutStore.maintain_partitions``). A failure is logged, never
+    raised: retention must not stop the dispatch of due jobs (the next run tries again)."""
+    try:
+        done = store.maintain_partitions(retention_days)
+    except Exception:
+        logger.exception("partition maintenance failed; the next fan-out run tries again")
+        return
+    report.partitions_created, report.partitions_dropped = done.created, done.dropped
+    report.purged = done.default_purged
+
+
 def run_fanout(
     store: FanoutStore,
     dispatch: Dispatch,
@@ -128,9 +145,15 @@ def run_fanout(
         report.helpers += on_backlog(backlog)
     checked, next_check = began, began + backlog_check_seconds
     # Retention: the day partitions are kept (created ahead, dropped past the retention) once per
-    # run, at its first round without a full claim, so it never delays due jobs.
+    # run, at its first round without a full claim, so it never delays due jobs; under a backlog
+    # that keeps every claim full, once MAINTENANCE_DUE_SECONDS into the run all the same (else
+    # tomorrow's partition would never be created).
     maintain = bool(retention_days)
+    maintain_by = began + MAINTENANCE_DUE_SECONDS
     while not stop.is_set():
+        if maintain and clock() >= maintain_by:
+            maintain = False
+            _maintain_partitions(store, retention_days, report)
         if on_backlog is not None and clock() >= next_check:
             report.helpers += on_backlog(store.due_backlog()[0])
             checked, next_check = clock(), clock() + backlog_check_seconds
@@ -150,8 +173,11 @@ def run_fanout(
             report.job_ids.extend(claim.job_id for claim in claims)
             refused = dispatch.dispatch(claims)
             for claim in refused:
-                if store.release(claim.job_id, claim.lock_token):
-                    report.released += 1
+                try:
+                    if store.release(claim.job_id, claim.lock_token):
+                        report.released += 1
+                except Exception:  # its lease runs out instead, and the job is claimed again
+                    logger.exception("release failed", extra={"job_id": claim.job_id})
             report.dispatched += len(claims) - len(refused)
             metrics.count(c.METRIC_CLAIMED, len(claims))
             metrics.count(c.METRIC_DISPATCHED, len(claims) - len(refused))
@@ -163,9 +189,7 @@ def run_fanout(
                 stop.wait(0.05)  # executors saturated: let them drain a little
         if maintain:
             maintain = False
-            done = store.maintain_partitions(retention_days)
-            report.partitions_created, report.partitions_dropped = done.created, done.dropped
-            report.purged = done.default_purged
+            _maintain_partitions(store, retention_days, report)
         now = clock()
         if now >= deadline:
             break
@@ -206,15 +230,25 @@ def run_lambda_invocation(
     (``scheduler.growth``). Returns the report and whether this was a helper."""
     helper = is_helper(event)
     limit = drain_limit(remaining_seconds)
+    budget = 0.0 if helper else fanout_deadline(precision, remaining_seconds)
     if helper:
-        limit = min(limit, helper_seconds(event) or limit)
-    growth = None if helper else lambda_growth(client, fanout_function, max_fanouts, clock, rate=dispatch_rate)
+        allowed = helper_seconds(event)
+        if allowed is not None and allowed <= 0:  # started after its primary counted it done
+            return FanoutReport(), helper
+        limit = min(limit, allowed if allowed is not None else limit)
+    # No helper outlives its primary (which drains at most until ``limit``): the fan-outs of two
+    # overlapping ticks stay within 2 x max_fanouts, under the fan-out's reserved concurrency.
+    growth = (
+        None
+        if helper
+        else lambda_growth(client, fanout_function, max_fanouts, clock, rate=dispatch_rate, deadline=clock() + limit)
+    )
     dispatch = LambdaDispatch(client, executor_function, **(dispatch_options or {}))
     try:
         report = run_fanout(
             store,
             dispatch,
-            budget_seconds=0 if helper else fanout_deadline(precision, remaining_seconds),
+            budget_seconds=budget,
             drain_limit_seconds=limit,
             batch_size=batch_size,
             lease_seconds=lease_seconds,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -68,17 +69,36 @@ def is_helper(event: Any) -> bool:
     return isinstance(event, dict) and event.get("helper") is True
 
 
-def helper_seconds(event: Any) -> float | None:
-    """How long a helper may run (its payload's ``seconds``), None when not given."""
-    seconds = event.get("seconds") if isinstance(event, dict) else None
-    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds > 0:
-        return float(seconds)
-    return None
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def helper_event(seconds: float) -> dict[str, Any]:
-    """The payload of a helper's invoke: it may run ``seconds``."""
-    return {"helper": True, "seconds": round(seconds, 1)}
+def helper_seconds(event: Any, now: Callable[[], float] = time.time) -> float | None:
+    """How long a helper may still run: its payload's ``seconds``, and no later than its ``until``
+    (an epoch instant: a helper whose invoke waited in Lambda's queue, throttled or retried, still
+    stops when its primary counted it as done, so the fan-outs at once stay within the maximum).
+    0 when that instant has passed; None when the payload gives neither."""
+    if not isinstance(event, dict):
+        return None
+    seconds, until = _number(event.get("seconds")), _number(event.get("until"))
+    left = [
+        value
+        for value in (
+            seconds if seconds is not None and seconds > 0 else None,
+            None if until is None else until - now(),
+        )
+        if value is not None
+    ]
+    return max(min(left), 0.0) if left else None
+
+
+def helper_event(seconds: float, until: float | None = None) -> dict[str, Any]:
+    """The payload of a helper's invoke: it may run ``seconds``, and stops at ``until`` (epoch) at
+    the latest."""
+    event: dict[str, Any] = {"helper": True, "seconds": round(seconds, 1)}
+    if until is not None:
+        event["until"] = round(until, 3)
+    return event
 
 
 class Growth:
@@ -94,8 +114,12 @@ class Growth:
         clock: Callable[[], float],
         rate: float = FANOUT_DISPATCH_RATE,
         window_seconds: float = GROWTH_WINDOW_SECONDS,
+        deadline: float | None = None,
     ):
         self.start_helper = start_helper
+        # The primary's own end (``clock`` time): no helper is given time past it, so helpers of
+        # one tick's primary never overlap the next tick's beyond the primaries' own overlap.
+        self.deadline = deadline
         self.max_fanouts = max_fanouts
         self.clock = clock
         self.rate = rate
@@ -118,6 +142,10 @@ class Growth:
         if not wanted:
             return 0
         seconds = max(helper_drain_seconds(backlog, running + wanted, rate=self.rate), MIN_HELPER_SECONDS)
+        if self.deadline is not None:
+            seconds = min(seconds, self.deadline - self.clock())
+            if seconds <= 0:  # the primary's time is up: its successor starts what is needed
+                return 0
         until = self.clock() + seconds + HELPER_START_MARGIN_SECONDS
         started = 0
         for _ in range(wanted):
@@ -133,13 +161,16 @@ class Growth:
 class LambdaHelperStarter:
     """Starts a helper, for ``seconds`` at most, by an asynchronous invoke of the fan-out function itself."""
 
-    def __init__(self, client: Any, function_name: str):
+    def __init__(self, client: Any, function_name: str, *, wall_clock: Callable[[], float] = time.time):
         self.client = client
+        self.wall_clock = wall_clock
         self._invoke_args = {"FunctionName": function_name, "InvocationType": "Event"}
 
     def __call__(self, seconds: float) -> bool:
+        # It stops when the primary counts it as done, however late its invoke starts.
+        until = self.wall_clock() + seconds + HELPER_START_MARGIN_SECONDS
         try:
-            answer = self.client.invoke(**self._invoke_args, Payload=json.dumps(helper_event(seconds)).encode())
+            answer = self.client.invoke(**self._invoke_args, Payload=json.dumps(helper_event(seconds, until)).encode())
         except Exception as exc:  # botocore ClientError, connection errors: the primary carries on
             code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
             logger.warning("helper fan-out not started", extra={"error": code})
@@ -158,9 +189,12 @@ def lambda_growth(
     clock: Callable[[], float],
     *,
     rate: float = FANOUT_DISPATCH_RATE,
+    deadline: float | None = None,
 ) -> Growth | None:
     """The primary's ``Growth`` through Lambda, or None when it may not grow (one fan-out at most,
     or its own function name unknown)."""
     if max_fanouts <= 1 or not fanout_function:
         return None
-    return Growth(LambdaHelperStarter(client, fanout_function), max_fanouts=max_fanouts, clock=clock, rate=rate)
+    return Growth(
+        LambdaHelperStarter(client, fanout_function), max_fanouts=max_fanouts, clock=clock, rate=rate, deadline=deadline
+    )

@@ -234,3 +234,22 @@ def test_network_errors_are_transient_and_timeouts_timed_out():
     assert classify(EndpointConnectionError(endpoint_url="https://x"), "sns Publish", 5).retryable
     timeout = classify(ReadTimeoutError(endpoint_url="https://x"), "sns Publish", 5)
     assert timeout.status == "timed_out" and timeout.retryable
+
+
+@pytest.mark.parametrize(
+    "target, field",
+    [
+        ({"type": "sqs", "role_arn": ROLE + "\n", "queue_url": QUEUE}, "target.role_arn"),
+        ({"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE + "\n"}, "target.queue_url"),
+        ({"type": "sns", "role_arn": ROLE, "topic_arn": TOPIC + "\n", "message": "m"}, "target.topic_arn"),
+        ({"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE, "timeout_seconds": "30"}, "target.timeout_seconds"),
+        (
+            {"type": "lambda", "role_arn": ROLE, "function_arn": FUNCTION, "timeout_seconds": True},
+            "target.timeout_seconds",
+        ),
+    ],
+)
+def test_a_final_line_break_or_a_coerced_type_is_refused_at_its_field(target, field):
+    """ARNs and URLs match whole (a regex "$" also matches before a final newline), and the AWS
+    target models are strict like the others: no "30" or true for a number."""
+    assert field in {error["field"] for error in errors(target)}

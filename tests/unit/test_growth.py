@@ -113,12 +113,12 @@ def test_lambda_helper_starter_invokes_its_own_function_asynchronously_with_the_
     expected = {
         "FunctionName": "Stack-fanout",
         "InvocationType": "Event",
-        "Payload": json.dumps({"helper": True, "seconds": 12.3}).encode(),
+        "Payload": json.dumps({"helper": True, "seconds": 12.3, "until": 1_000_017.34}).encode(),
     }
     stubber.add_response("invoke", {"StatusCode": 202, "Payload": io.BytesIO(b"")}, expected)
     stubber.add_client_error("invoke", "TooManyRequestsException", http_status_code=429)
     with stubber:
-        start = LambdaHelperStarter(client, "Stack-fanout")
+        start = LambdaHelperStarter(client, "Stack-fanout", wall_clock=lambda: 1_000_000.0)
         assert start(12.34) is True
         assert start(12.34) is False
     stubber.assert_no_pending_responses()
@@ -137,3 +137,29 @@ def test_settings_read_the_maximum_and_the_function_name():
     for bad in ("0", "-2", "four"):
         with pytest.raises(ValueError, match=c.ENV_MAX_FANOUTS):
             Settings.from_env({c.ENV_MAX_FANOUTS: bad})
+
+
+def test_a_helper_stops_when_its_primary_counted_it_done_however_late_it_starts():
+    """Its ``until`` (epoch) bounds it: an invoke that waited in Lambda's queue past it does nothing."""
+    assert helper_seconds({"helper": True, "seconds": 30, "until": 1_000_010.0}, now=lambda: 1_000_000.0) == 10.0
+    assert helper_seconds({"helper": True, "seconds": 5, "until": 1_000_010.0}, now=lambda: 1_000_000.0) == 5.0
+    assert helper_seconds({"helper": True, "seconds": 30, "until": 999_990.0}, now=lambda: 1_000_000.0) == 0.0
+
+
+def test_no_helper_is_given_time_past_its_primarys_end():
+    """A primary's helpers end with it, so two ticks' fan-outs overlap no more than the primaries'
+    own overlap, and the fan-outs at once stay within 2 x max (the reserved concurrency's bound)."""
+    clock = Clock()
+    given = []
+    growth = Growth(
+        lambda seconds: given.append(seconds) or True,
+        max_fanouts=4,
+        clock=clock,
+        rate=100,
+        window_seconds=5,
+        deadline=clock() + 30,
+    )
+    assert growth.observe(100_000) == 3 and given and max(given) <= 30
+    clock.now += 30  # the primary's time is up
+    growth._running_until.clear()
+    assert growth.observe(100_000) == 0

@@ -100,8 +100,9 @@ CREATE FUNCTION scheduler_maintain_partitions(retention_days integer, days_ahead
                                               default_batch integer DEFAULT 10000)
 RETURNS TABLE (created integer, dropped integer, default_moved bigint, default_purged bigint, skipped integer)
 LANGUAGE plpgsql SECURITY DEFINER
--- Pinned: the definer's rights never resolve a name through a schema the caller controls.
-SET search_path = pg_catalog, public, pg_temp
+-- Pinned: the definer's rights never resolve a name through a schema the caller may write to
+-- (before Postgres 15 everyone may create in public): every table below is named public.x.
+SET search_path = pg_catalog, pg_temp
 SET timezone = 'UTC'
 SET lock_timeout = '100ms'
 AS $$
@@ -131,6 +132,9 @@ BEGIN
         lo := day::timestamp AT TIME ZONE 'UTC';
         hi := (day + 1)::timestamp AT TIME ZONE 'UTC';
         BEGIN
+            -- Held from the move to the attach (which takes this lock anyway): no insert can land
+            -- in DEFAULT for this day in between, which would make the attach fail its check.
+            LOCK TABLE public.executions_default IN ACCESS EXCLUSIVE MODE;
             EXECUTE format('CREATE TABLE public.%I (LIKE public.executions INCLUDING DEFAULTS INCLUDING CONSTRAINTS) '
                            'WITH (fillfactor = 80)', part);
             -- Lets ATTACH skip its validation scan.
@@ -144,7 +148,7 @@ BEGIN
                            part, lo, hi);
             EXECUTE format('ALTER TABLE public.%I DROP CONSTRAINT %I', part, part || '_bound');
             created := created + 1;
-        EXCEPTION WHEN lock_not_available THEN
+        EXCEPTION WHEN lock_not_available OR check_violation THEN
             skipped := skipped + 1;  -- rolled back to the block's start; the next call retries
         END;
     END LOOP;
