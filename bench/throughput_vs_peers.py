@@ -595,7 +595,7 @@ def profile_store(url: str, jobs: int, batch: int, traced_jobs: int = 200) -> di
                 )
                 for claim in claims
             ]
-            done += sum(call("complete_executions", store.complete_executions, completions))
+            done += sum(call("complete_executions", lambda done: service.complete_executions(store, done), completions))
         return done
 
     # Round trips: trace each call on its own (libpq flushes its trace on untrace).
@@ -652,16 +652,23 @@ def profile_store(url: str, jobs: int, batch: int, traced_jobs: int = 200) -> di
         # WAL is cluster-wide: anything else writing meanwhile is counted too.
         wal = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (lsn0,)).fetchone()[0]
         conn.execute("VACUUM ANALYZE executions")
-        size, rows = conn.execute("SELECT pg_total_relation_size('executions'), count(*) FROM executions").fetchone()
+        # A partitioned table has no storage of its own: its partitions' sizes add up.
+        size = conn.execute(
+            "SELECT COALESCE(sum(pg_total_relation_size(inhrelid)), 0)::bigint FROM pg_inherits "
+            "WHERE inhparent = 'executions'::regclass"
+        ).fetchone()[0]
+        rows = conn.execute("SELECT count(*) FROM executions").fetchone()[0]
     # The Python part of a completion: scheduler.lifecycle planning the next occurrence.
     from scheduler import lifecycle
+    from scheduler.domain import Job
 
     with pool.connection() as conn:
         row = conn.execute("SELECT *, now() AS db_now FROM jobs LIMIT 1").fetchone()
     now = row.pop("db_now")
+    job = Job.from_row(row)
     t0 = time.perf_counter()
     for _ in range(500):
-        lifecycle.plan_completion(row, Outcome("succeeded"), now)
+        lifecycle.plan_completion(job, Outcome("succeeded"), now)
     plan_ms = (time.perf_counter() - t0) * 1000 / 500
     pool.close()
 
@@ -680,7 +687,7 @@ def profile_store(url: str, jobs: int, batch: int, traced_jobs: int = 200) -> di
     calls = {name: len(v) for name, v in timings.items()}
     rt_per_call = {k: statistics.mean(v) for k, v in trips.items() if v} if traced else {}
     rt_per_job = None
-    if traced and trips["claim_and_start"]:
+    if traced and trips["claim_and_start"] and sum(sum(v) for v in trips.values()):  # an empty trace: not counted
         rt_per_job = sum(sum(v) for v in trips.values()) / traced_jobs
     return {
         "jobs": done,
