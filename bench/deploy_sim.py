@@ -41,7 +41,6 @@ import logging
 import math
 import multiprocessing as mp
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -60,6 +59,9 @@ from common import (  # noqa: I001
     percentile,
     postgres_server,
     server_version,
+    split_with,
+    strip_sql_comments,
+    substitute,
     write_json,
 )
 from scheduler.sql import QUERIES  # noqa: E402
@@ -568,61 +570,20 @@ def run_burst(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
 # -- pgbench: the per-job path's own statements --------------------------------------------------
 
 
-def _strip_comments(sql: str) -> str:
-    out, i, quoted = [], 0, False
-    while i < len(sql):
-        ch = sql[i]
-        if ch == "'":
-            quoted = not quoted
-        if not quoted and sql.startswith("--", i):
-            end = sql.find("\n", i)
-            i = len(sql) if end < 0 else end
-            continue
-        out.append(ch)
-        i += 1
-    return " ".join(line.strip() for line in "".join(out).splitlines() if line.strip())
-
-
-def _substitute(sql: str, values: dict[str, str]) -> str:
-    def repl(match: re.Match) -> str:
-        return values[match.group(1)]
-
-    return re.sub(r"%\((\w+)\)[sb]", repl, sql)
-
-
-def _split_with(sql: str) -> tuple[str, str]:
-    """``WITH ctes MAIN`` -> (ctes, MAIN)."""
-    text = sql.strip()
-    assert text[:4].upper() == "WITH"
-    depth, i, quoted = 0, 4, False
-    while i < len(text):
-        ch = text[i]
-        if ch == "'":
-            quoted = not quoted
-        elif not quoted and ch == "(":
-            depth += 1
-        elif not quoted and ch == ")":
-            depth -= 1
-            if depth == 0 and not text[i + 1 :].lstrip().startswith(","):
-                return text[4 : i + 1].strip(), text[i + 1 :].strip()
-        i += 1
-    raise ValueError("no main statement")
-
-
 def per_job_script(batch: int) -> str:
     """One pgbench transaction script: ``claim_due`` of up to ``batch`` jobs (its rows gathered
     into arrays for ``\\gset``, with an execution id for each), then for each claimed job
     ``start_execution`` and ``complete_job``, each statement its own commit, as the executors do."""
-    ctes, main = _split_with(_strip_comments(QUERIES["claim_due"]))
+    ctes, main = split_with(strip_sql_comments(QUERIES["claim_due"]))
     claim = (
         f"WITH {ctes}, __claimed AS ({main}) "
         "SELECT count(*) AS n, COALESCE(array_agg(job_id), '{}') AS ids, "
         "COALESCE(array_agg(lock_token), '{}') AS tokens, "
         "COALESCE(array_agg(gen_random_uuid()), '{}') AS xids FROM __claimed"
     )
-    lines = [_substitute(claim, {"limit": str(batch), "lease_seconds": "120"}) + " \\gset"]
-    start = _strip_comments(QUERIES["start_execution"])
-    complete = _strip_comments(QUERIES["complete_job"])
+    lines = [substitute(claim, {"limit": str(batch), "lease_seconds": "120"}) + " \\gset"]
+    start = strip_sql_comments(QUERIES["start_execution"])
+    complete = strip_sql_comments(QUERIES["complete_job"])
     next_year = "(date_trunc('year', now()) + interval '1 year')"
     for i in range(1, batch + 1):
         item = {
@@ -633,9 +594,9 @@ def per_job_script(batch: int) -> str:
         lines.append(f"\\if :n >= {i}")
         # The start's row (one: the job was claimed by this client) gives the execution's
         # started_at, which the completion names (the executions' partition key).
-        lines.append(_substitute(start, {**item, "lease_margin_seconds": "30"}).rstrip().rstrip(";") + " \\gset s_")
+        lines.append(substitute(start, {**item, "lease_margin_seconds": "30"}).rstrip().rstrip(";") + " \\gset s_")
         lines.append(
-            _substitute(
+            substitute(
                 complete,
                 {
                     **item,

@@ -58,6 +58,9 @@ from common import (  # noqa: I001
     postgres_server,
     progress,
     server_version,
+    split_with,
+    strip_sql_comments,
+    substitute,
     write_json,
 )
 from scheduler import service  # noqa: E402
@@ -251,56 +254,6 @@ def run_store(url: str, jobs: int, workers: int, batch: int, per_job: bool = Fal
 
 
 # -- pgbench: the same SQL -----------------------------------------------------------------------
-
-
-def strip_sql_comments(sql: str) -> str:
-    """Drop ``--`` comments (outside string literals) and blank lines."""
-    out, i, quoted = [], 0, False
-    while i < len(sql):
-        ch = sql[i]
-        if ch == "'":
-            quoted = not quoted
-        if not quoted and sql.startswith("--", i):
-            end = sql.find("\n", i)
-            i = len(sql) if end < 0 else end
-            continue
-        out.append(ch)
-        i += 1
-    return "\n".join(line.rstrip() for line in "".join(out).splitlines() if line.strip())
-
-
-def split_with(sql: str) -> tuple[str | None, str]:
-    """``WITH a AS (...), b AS (...) MAIN`` -> ("a AS (...), b AS (...)", "MAIN"); no WITH -> (None, sql)."""
-    text = sql.strip()
-    if not re.match(r"(?is)^with\s", text):
-        return None, text
-    depth, i, quoted = 0, 4, False
-    while i < len(text):
-        ch = text[i]
-        if ch == "'":
-            quoted = not quoted
-        elif not quoted and ch == "(":
-            depth += 1
-        elif not quoted and ch == ")":
-            depth -= 1
-            if depth == 0:
-                rest = text[i + 1 :].lstrip()
-                if not rest.startswith(","):
-                    return text[4 : i + 1].strip(), rest
-        i += 1
-    raise ValueError("cannot find the main statement of the WITH query")
-
-
-def substitute(sql: str, values: dict[str, str]) -> str:
-    """Replace psycopg's ``%(name)s`` parameters by pgbench expressions; every one must be given."""
-
-    def repl(match: re.Match) -> str:
-        name = match.group(1)
-        if name not in values:
-            raise KeyError(f"no pgbench value for the parameter {name!r}")
-        return values[name]
-
-    return re.sub(r"%\((\w+)\)[sb]", repl, sql)
 
 
 def pgbench_script(batch: int) -> str:
