@@ -175,3 +175,22 @@ def test_an_unreachable_api_is_a_502_and_a_large_body_a_413(monkeypatch, tmp_pat
     finally:
         stop.set()
         thread.join(10)
+
+
+def test_dot_segments_and_clear_text_endpoints_are_refused(console):
+    """The HTTP client would resolve ``..`` and sign the request for another stage of the API; and
+    signed requests carry the session token, so an http endpoint is only allowed on loopback."""
+    import http.client
+
+    from scheduler.console.proxy import make_server
+
+    host, port = console().removeprefix("http://").rsplit(":", 1)
+    for path in ("/v1/../../dev/v1/jobs", "/v1/%2e%2e/dev/v1/jobs", "/v1/./jobs"):
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        connection.request("GET", path)
+        answer = connection.getresponse()
+        assert answer.status == 400, path
+        assert json.loads(answer.read())["error"]["code"] == "invalid_request"
+        connection.close()
+    with pytest.raises(ValueError, match="https"):
+        make_server(endpoint="http://abc123.execute-api.eu-west-1.amazonaws.com/prod", port=0, region="eu-west-1")

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import requests
 from botocore.exceptions import BotoCoreError
@@ -102,6 +102,9 @@ def forwarding_app(endpoint: str, signer: Signer, *, http: requests.Session | No
         path = wsgi_raw_path(environ)
         if not path.startswith("/v1/"):
             return _error(start_response, "404 Not Found", "not_found", "only /console/ and /v1/ are served here")
+        if any(segment in (".", "..") for segment in unquote(path).split("/")):
+            # The HTTP client would resolve them: /v1/../../dev/v1/... would be signed for another stage.
+            return _error(start_response, "400 Bad Request", "invalid_request", "the path has . or .. segments")
         body = _read_body(environ)
         if body is None:
             return _error(
@@ -150,6 +153,9 @@ def make_server(
     parts = urlsplit(endpoint)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
         raise ValueError(f"--endpoint must be the API's http(s) base URL, not {endpoint!r}")
+    if parts.scheme == "http" and parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+        # Signed requests carry the session token: in clear text only to this machine.
+        raise ValueError(f"--endpoint must be https (http only on this machine), not {endpoint!r}")
     signer = signer or Signer(region, endpoint)
     app = guard(console_app(forwarding_app(endpoint, signer)), bound_host=host)
     return create_server(app, host=host, port=port, threads=4, ident="scheduler-console")

@@ -144,11 +144,12 @@ class CredentialCache:
         self._clients: OrderedDict[tuple, tuple[str, Any]] = OrderedDict()
 
     def _default_sts(self, region: str) -> Any:
-        client = self._sts_clients.get(region)
+        with self._lock:
+            client = self._sts_clients.get(region)
         if client is None:
-            client = self._sts_clients[region] = create_client(
-                "sts", region, connect_timeout=STS_CONNECT_TIMEOUT, read_timeout=STS_READ_TIMEOUT
-            )
+            client = create_client("sts", region, connect_timeout=STS_CONNECT_TIMEOUT, read_timeout=STS_READ_TIMEOUT)
+            with self._lock:
+                client = self._sts_clients.setdefault(region, client)
         return client
 
     def credentials(self, role_arn: str, owner: str) -> RoleCredentials:
@@ -165,7 +166,13 @@ class CredentialCache:
                 found = self._credentials.get(key)
             if found is not None and found.expires_at - self.clock() > self.refresh_margin:
                 return found
-            fresh = self._assume(role_arn, owner)
+            try:
+                fresh = self._assume(role_arn, owner)
+            except BaseException:
+                with self._lock:  # a refused role leaves no per-key lock behind (the keys are the tenants')
+                    if key not in self._credentials:
+                        self._key_locks.pop(key, None)
+                raise
             with self._lock:
                 self._credentials[key] = fresh
                 self._credentials.move_to_end(key)
