@@ -236,13 +236,15 @@ def test_a_primary_starts_helpers_through_lambda_and_every_job_runs_once(db_url,
     )
     client_box.append(client)
     try:
-        # The primary: a 3 s minute (budget), growth as the handler wires it, a low rate so the
-        # backlog of 1,540 calls for the maximum (3 fan-outs: 2 helpers).
+        # The primary: minute precision (it drains what is due, then returns) with 30 s left, so
+        # 20 s to drain; growth as the handler wires it, a low rate so the backlog of 1,540 calls
+        # for the maximum (3 fan-outs: 2 helpers). Helpers are given time up to that drain limit.
         report, was_helper = run_lambda_invocation(
             {"source": "aws.events"},
             shared,
             client,
-            remaining_seconds=3 + 10 + 1,
+            remaining_seconds=30,
+            precision="minute",
             executor_function="executor",
             fanout_function="fanout",
             max_fanouts=3,
@@ -257,7 +259,7 @@ def test_a_primary_starts_helpers_through_lambda_and_every_job_runs_once(db_url,
     assert not was_helper and report.helpers == 2
     assert fake.received["fanout"] == 2
     # Each helper is given time up to its primary's end at most, and an epoch instant to stop at.
-    assert all(e["helper"] is True and 0 < e["seconds"] <= 14 and "until" in e for e in fake.events["fanout"])
+    assert all(e["helper"] is True and 0 < e["seconds"] <= 20 and "until" in e for e in fake.events["fanout"])
     assert all(was for _, was in helpers) and all(r.helpers == 0 for r, _ in helpers)  # helpers never grow
     assert sum(r.claimed for r, _ in helpers) > 0  # the helpers did claim beside the primary
     with pool.connection() as conn:
