@@ -60,3 +60,13 @@ def test_cut_keeps_utf8_whole():
 )
 def test_broker_url_credentials_parse_to_one_user_and_host(url, ok):
     assert (check_broker_url_syntax(url) is None) == ok
+
+
+def test_a_secret_echoed_json_escaped_or_percent_encoded_is_masked_too():
+    """An answer may carry the token as a JSON string (``/`` as ``\\/``) or in a URL's query."""
+    token = "abc/def+ghi=123/xyz"
+    for echoed in ('{"auth": "Bearer abc\\/def+ghi=123\\/xyz"}', "next=abc%2Fdef%2Bghi%3D123%2Fxyz&x=1"):
+        redacted = redact_secrets(echoed, [token])
+        assert "abc" not in redacted and "xyz" not in redacted and "***" in redacted, redacted
+    cut = redact_and_cut("x" * 10 + "abc%2Fdef%2Bghi%3D1", [token], 1000)  # a tail starting the encoded form
+    assert cut.endswith("***") and "%2F" not in cut

@@ -5,9 +5,11 @@ helpers every target module uses to build results and keep secrets out of them.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from scheduler.constants import SECRET_MASK
 from scheduler.domain import (  # noqa: F401 (re-exported)
@@ -90,6 +92,18 @@ _WORD_CHARS = r"[A-Za-z0-9._~+/=-]"
 _MIN_TAIL = 4
 
 
+def _forms(secrets: Any) -> set[str]:
+    """Each secret as it may come back in an answer: as given, JSON-escaped (``/`` as ``\\/``,
+    quotes, non-ASCII) and percent-encoded."""
+    forms: set[str] = set()
+    for secret in secrets or ():
+        if isinstance(secret, str) and secret:
+            forms.update(
+                (secret, json.dumps(secret)[1:-1], json.dumps(secret)[1:-1].replace("/", "\\/"), quote(secret, safe=""))
+            )
+    return forms
+
+
 def redact(text: str | None, secrets: Any) -> str | None:
     """``text`` with each secret masked as a whole value (``***``), longest first.
 
@@ -99,7 +113,7 @@ def redact(text: str | None, secrets: Any) -> str | None:
     """
     if not text:
         return text
-    for secret in sorted({s for s in secrets or () if isinstance(s, str) and s}, key=len, reverse=True):
+    for secret in sorted(_forms(secrets), key=len, reverse=True):
         escaped = re.escape(secret)
         if len(secret) >= MIN_EMBEDDED_SECRET:
             pattern = f"{_WORD_CHARS}*{escaped}{_WORD_CHARS}*"
@@ -122,7 +136,7 @@ def redact_and_cut(text: str | None, secrets: Any, limit_bytes: int) -> str | No
     raw = text.encode("utf-8")
     if len(raw) > limit_bytes:
         text = raw[:limit_bytes].decode("utf-8", "ignore")
-    for secret in {s for s in secrets or () if isinstance(s, str) and len(s) >= MIN_EMBEDDED_SECRET}:
+    for secret in {s for s in _forms(secrets) if len(s) >= MIN_EMBEDDED_SECRET}:
         for size in range(min(len(secret) - 1, len(text)), _MIN_TAIL - 1, -1):
             if text.endswith(secret[:size]):
                 text = text[:-size] + SECRET_MASK
