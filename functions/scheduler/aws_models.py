@@ -18,10 +18,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from scheduler.aws_arns import (  # noqa: F401 (re-exported)
-    _REGION,
     EVENT_BUS_ARN,
     FUNCTION_ARN,
     QUEUE_URL,
+    REGION,
     ROLE_ARN,
     TOPIC_ARN,
     partition_of,
@@ -236,7 +236,7 @@ class SigV4Auth(_AwsStrict):
     @field_validator("region")
     @classmethod
     def _region(cls, v: str) -> str:
-        return _shape(re.compile(rf"^{_REGION}$"), v, "an AWS region name (such as eu-west-1)")
+        return _shape(REGION, v, "an AWS region name (such as eu-west-1)")
 
     @field_validator("role_arn")
     @classmethod

@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from scheduler.dispatch import release_connection
+
 logger = logging.getLogger(__name__)
 
 #: Invokes per second one fan-out sustains, counted low: the 512 MB fan-out Lambda's share of a
@@ -175,10 +177,7 @@ class LambdaHelperStarter:
             code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
             logger.warning("helper fan-out not started", extra={"error": code})
             return False
-        try:
-            answer["Payload"].read()  # gives the connection back to the pool
-        except Exception:  # noqa: BLE001 - accepted all the same
-            pass
+        release_connection(answer)
         return True
 
 

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from scheduler.aws_arns import partition_of_region
+
 #: Credentials are refreshed this long before they expire.
 REFRESH_MARGIN_SECONDS = 300.0
 #: Lifetime asked of STS (every role allows at least one hour).
@@ -69,15 +71,9 @@ def _region_for(role_arn: str) -> str:
     """The region of STS calls: the process's own when it is in the role's partition."""
     partition = role_arn.split(":", 2)[1] if role_arn.count(":") >= 2 else "aws"
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    if region and _partition_of_region(region) == partition:
+    if region and partition_of_region(region) == partition:
         return region
     return _DEFAULT_REGION.get(partition, "us-east-1")
-
-
-def _partition_of_region(region: str) -> str:
-    if region.startswith("cn-"):
-        return "aws-cn"
-    return "aws-us-gov" if region.startswith("us-gov-") else "aws"
 
 
 _botocore_session = None
