@@ -21,6 +21,7 @@ from scheduler.cli.aws_flags import (
     add_aws_options,
     aws_target_fields,
     check_flags,
+    read_text_flag,
     sigv4_auth,
     type_from_flags,
 )
@@ -106,21 +107,6 @@ def read_definition(path: str) -> dict[str, Any]:
     return parse_definition(text, path)
 
 
-def read_body(value: str) -> str:
-    """``--body``: the text itself, or ``@FILE`` for a file's contents (``@-``: standard input)."""
-    if not value.startswith("@"):
-        return value
-    path = value[1:]
-    if path == "-":
-        return sys.stdin.read()
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"--body: cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"--body: {path} is not UTF-8 text") from None
-
-
 def read_secret(args: argparse.Namespace) -> str:
     """The secret of ``--auth``: ``$SCHEDULER_AUTH_SECRET``, else one line of standard input."""
     secret = os.environ.get(AUTH_SECRET_ENV)
@@ -192,7 +178,7 @@ def definition_flags(args: argparse.Namespace, kind: str | None = None) -> dict[
         if value is not None:
             target[key] = value.upper() if key == "method" else value
     if getattr(args, "body", None) is not None:
-        target["message" if kind == "sns" else "body"] = read_body(args.body)
+        target["message" if kind == "sns" else "body"] = read_text_flag("--body", args.body)
     if getattr(args, "headers", None):
         target["headers"] = dict(_parse_header(h) for h in args.headers)
     content_type = getattr(args, "content_type", None)
