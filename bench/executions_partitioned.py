@@ -9,9 +9,11 @@ copies it (CREATE DATABASE ... TEMPLATE), and migrates the copy through 0005: th
 one partition per day (the migration's duration is printed). Then times, alternately on both,
 the store methods behind the two history routes, newest first, a page of --limit plus one:
 GET /v1/executions (``list_owner_executions``: first page, the page after a cursor, the status
-filter) and GET /v1/jobs/{id}/executions (``list_executions``: first page, after a cursor),
-and prints the median and p95 in ms side by side with their ratio, the shared buffers each
-first page read, and the plan of the partitioned first pages. The storage per execution row
+filter) and GET /v1/jobs/{id}/executions (``list_executions``: first page, after the API's
+cursor of seq and started_at, and after a cursor of a seq alone, as issued before cursors carried
+the instant), and prints the median and p95 in ms side by side with their ratio, the partitions
+each page's statements plan (partitioned side), the shared buffers each first page read, and the
+plan of the partitioned first pages. The storage per execution row
 (heap and indexes) is printed for both, and for --real-rows executions written by the runner's
 own statements (claim_and_start, then complete_executions with a typical answer). ``--quick``: 100,000 executions,
 50 repeats.
@@ -20,9 +22,13 @@ own statements (claim_and_start, then complete_executions with a typical answer)
 from __future__ import annotations
 
 import argparse
+import contextlib
+import re
 import statistics
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import psycopg
 from executions_index import OWNER, fill
@@ -42,6 +48,8 @@ from tests.support import insert_due_jobs, temporary_database  # noqa: E402
 TYPICAL_EXCERPT = '{"status": "ok", "received": true, "id": "6f1c2a9e-8d4b-4f61-9a0e-3c5d7b2e1f08"}'
 
 SIDES = ("unpartitioned", "partitioned")
+# A scan of one day's partition (or the DEFAULT one) in a plan; not one of their indexes.
+PARTITION_SCAN = re.compile(r" on (executions_(?:p\d{8}|default))\b(?!_)")
 
 
 def plan_and_buffers(url: str, query: str, params: dict) -> tuple[str, int]:
@@ -52,6 +60,32 @@ def plan_and_buffers(url: str, query: str, params: dict) -> tuple[str, int]:
         ]
     top = next(r for r in rows if "Buffers:" in r)
     return "\n".join(rows), sum(int(p.split("=")[1]) for p in top.split("Buffers:")[1].split() if "=" in p)
+
+
+def planned_partitions(url: str, query: str, params: dict) -> list[str]:
+    """The partitions of executions the planner keeps for a statement (plan-time pruning)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        plan = [r[0] for r in conn.execute("EXPLAIN (COSTS OFF) " + query, params).fetchall()]
+    return sorted({name for line in plan for name in PARTITION_SCAN.findall(line)})
+
+
+class RecordingPool:
+    """A pool whose connections record each statement run with its parameters."""
+
+    def __init__(self, pool: Any):
+        self.pool, self.statements = pool, []
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Any]:
+        with self.pool.connection() as conn:
+            statements = self.statements
+
+            class Recording:
+                def execute(self, query: str, params: Any = None) -> Any:
+                    statements.append((query, params))
+                    return conn.execute(query, params)
+
+            yield Recording()
 
 
 def bytes_per_row(url: str) -> dict:
@@ -195,20 +229,38 @@ def run(args: argparse.Namespace, urls: dict[str, str], results: dict) -> None:
     for side, store in stores.items():
         last = store.list_owner_executions(OWNER, limit=args.limit)[-1]
         owner_cursor[side] = (last.started_at, last.id)
-        job_cursor[side] = store.list_executions(OWNER, job_id, limit=args.limit)[-1].seq
-    cases = {
-        "owner_first_page": lambda side: stores[side].list_owner_executions(OWNER, limit=args.limit + 1),
-        "owner_after_cursor": lambda side: stores[side].list_owner_executions(
+        last = store.list_executions(OWNER, job_id, limit=args.limit)[-1]
+        job_cursor[side] = (last.seq, last.started_at)
+    pages = {
+        "owner_first_page": lambda store, side: store.list_owner_executions(OWNER, limit=args.limit + 1),
+        "owner_after_cursor": lambda store, side: store.list_owner_executions(
             OWNER, limit=args.limit + 1, before=owner_cursor[side]
         ),
-        "owner_status_failed": lambda side: stores[side].list_owner_executions(
+        "owner_status_failed": lambda store, side: store.list_owner_executions(
             OWNER, limit=args.limit + 1, status="failed"
         ),
-        "job_first_page": lambda side: stores[side].list_executions(OWNER, job_id, limit=args.limit + 1),
-        "job_after_cursor": lambda side: stores[side].list_executions(
-            OWNER, job_id, limit=args.limit + 1, before_seq=job_cursor[side]
+        "job_first_page": lambda store, side: store.list_executions(OWNER, job_id, limit=args.limit + 1),
+        # The API's cursor: the last row's seq and started_at.
+        "job_after_cursor": lambda store, side: store.list_executions(
+            OWNER, job_id, limit=args.limit + 1, before_seq=job_cursor[side][0], before_started_at=job_cursor[side][1]
+        ),
+        # A cursor issued before cursors carried the instant: its seq alone.
+        "job_after_seq_cursor": lambda store, side: store.list_executions(
+            OWNER, job_id, limit=args.limit + 1, before_seq=job_cursor[side][0]
         ),
     }
+    cases = {case: (lambda side, page=page: page(stores[side], side)) for case, page in pages.items()}
+    # The partitions each page's statements plan (of the partitioned side), with its statements recorded once.
+    recording = RecordingPool(pools["partitioned"])
+    planned = {}
+    for case, page in pages.items():
+        recording.statements.clear()
+        page(Store(recording), "partitioned")
+        planned[case] = [
+            len(planned_partitions(urls["partitioned"], query, params))
+            for query, params in recording.statements
+            if query in (QUERIES["list_executions"], QUERIES["list_owner_executions"])
+        ]
     samples = {case: {side: [] for side in SIDES} for case in cases}
     for _ in range(10):  # warm up both
         for page in cases.values():
@@ -230,12 +282,13 @@ def run(args: argparse.Namespace, urls: dict[str, str], results: dict) -> None:
             data = sorted(samples[case][side])
             entry[side + "_ms"] = {"median": statistics.median(data), "p95": data[int(len(data) * 0.95)]}
         entry["ratio"] = entry["partitioned_ms"]["median"] / entry["unpartitioned_ms"]["median"]
+        entry["partitions_planned"] = planned[case]
         results[case] = entry
         print(
             f"  {case:>20}: one table: median {entry['unpartitioned_ms']['median']:6.2f} ms, "
             f"p95 {entry['unpartitioned_ms']['p95']:6.2f} ms | by day: median "
             f"{entry['partitioned_ms']['median']:6.2f} ms, p95 {entry['partitioned_ms']['p95']:6.2f} ms | "
-            f"ratio {entry['ratio']:.2f}"
+            f"ratio {entry['ratio']:.2f} | partitions planned {'+'.join(map(str, planned[case]))}"
         )
     # The store's first tries (since midnight UTC so many days back): the page, when they hold it.
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)

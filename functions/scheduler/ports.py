@@ -50,7 +50,14 @@ class JobStore(Protocol):
     def request_run(self, owner: str, job_id: str) -> dict[str, Any]: ...
 
     def list_executions(
-        self, owner: str, job_id: str, *, status: str | None = None, limit: int = 50, before_seq: int | None = None
+        self,
+        owner: str,
+        job_id: str,
+        *,
+        status: str | None = None,
+        limit: int = 50,
+        before_seq: int | None = None,
+        before_started_at: datetime | None = None,
     ) -> list[Execution]: ...
 
     def now(self) -> datetime: ...

@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 
 from scheduler.api.app import make_app
+from scheduler.api.cursors import CursorCodec, cursor_key, scope_of
 from scheduler.http_adapter import LocalLambdaContext, make_event, make_wsgi_app
+from scheduler.models import parse_time
 from scheduler.secrets import LocalSecretBox, decrypt_target_secrets, is_token
 from scheduler.settings import Settings, get_settings
 
@@ -458,6 +460,56 @@ def test_executions_newest_first_with_status_and_cursor(api, pool):
     assert api("GET", path, query={"status": "exploded"}).fields == ["status"]
     assert api("GET", path, query={"limit": 0}).fields == ["limit"]
     assert api("GET", "/v1/jobs/00000000-0000-0000-0000-000000000000/executions").status == 404
+
+
+def test_a_jobs_execution_cursor_holds_its_rows_instant_and_an_older_cursor_still_pages(store, box, pool):
+    """The cursor carries the last row's started_at (for the store to read only the days up to
+    it), opaque to clients; a cursor issued before it did (a seq alone) pages the same rows."""
+    settings = Settings(cursor_secret="a job's executions")
+    api = Client(make_app(lambda: store, lambda: box, settings).resolve)
+    codec = CursorCodec(cursor_key(settings))
+    job = create(api)
+    path = f"/v1/jobs/{job['id']}/executions"
+    with pool.connection() as conn:
+        for hours in range(80, -1, -7):  # 12 over 3 days and more, oldest first
+            conn.execute(
+                """INSERT INTO executions (id, job_id, scheduled_at, started_at, attempt, trigger, status)
+                   VALUES (gen_random_uuid(), %s, now(), now() - make_interval(hours => %s), 1, 'schedule',
+                           'succeeded')""",
+                (job["id"], hours),
+            )
+        # Its rate (3 a day) has a page's first try read the last few days only.
+        conn.execute("UPDATE jobs SET run_count = 12, created_at = now() - interval '4 days'")
+        seq_of = {r["id"]: r["seq"] for r in conn.execute("SELECT id::text AS id, seq FROM executions")}
+    everything = api("GET", path).body["executions"]
+    assert len(everything) == 12
+    scope = scope_of("executions", ALICE, job_id=job["id"], status=None)
+
+    seen, cursor = [], None
+    while True:
+        answer = api("GET", path, query={"limit": 5, **({"cursor": cursor} if cursor else {})})
+        assert answer.status == 200, answer.body
+        seen += answer.body["executions"]
+        cursor = answer.body["next_cursor"]
+        if not cursor:
+            break
+        last = answer.body["executions"][-1]
+        position = codec.decode(cursor, scope)
+        assert position["before_seq"] == seq_of[last["id"]]
+        assert parse_time(position["started_at"]) == parse_time(last["started_at"])
+    assert [e["id"] for e in seen] == [e["id"] for e in everything]
+
+    for first in (2, 5, 11):
+        older = codec.encode(scope, {"before_seq": seq_of[everything[first - 1]["id"]]})
+        answer = api("GET", path, query={"limit": 20, "cursor": older})
+        assert answer.status == 200 and answer.body["next_cursor"] is None
+        assert [e["id"] for e in answer.body["executions"]] == [e["id"] for e in everything[first:]]
+
+    # A signed position with a started_at that is not an instant is refused like any malformed one.
+    for instant in ("yesterday", "2026-01-01T00:00:00", 1767225600, ["2026-01-01T00:00:00Z"]):
+        bad = codec.encode(scope, {"before_seq": 1, "started_at": instant})
+        answer = api("GET", path, query={"cursor": bad})
+        assert answer.status == 400 and answer.fields == ["cursor"], instant
 
 
 # -- owners ----------------------------------------------------------------------------------------

@@ -4,7 +4,11 @@ writes that look an execution up probing one partition."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import re
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -15,6 +19,7 @@ from psycopg.rows import dict_row
 from scheduler import service
 from scheduler.migrations import ensure_login, migrate
 from scheduler.sql import QUERIES
+from scheduler.store import Store
 from tests.support import http_spec
 
 OWNER = "arn:aws:iam::111111111111:user/partitions"
@@ -284,12 +289,83 @@ def test_a_jobs_pages_cross_from_the_recent_days_to_older_ones_in_order(store, d
         expected = [r[0] for r in conn.execute("SELECT seq FROM executions ORDER BY seq DESC")]
         # Its rate (8 a day) has small pages read the recent days first, large ones every day.
         conn.execute("UPDATE jobs SET run_count = 40, created_at = now() - interval '5 days'")
-    for limit in (1, 6, 41, 50):
+    # A cursor with its row's instant (as the API issues them), and one without (issued before
+    # cursors carried it), page alike.
+    for limit, with_instant in itertools.product((1, 6, 41, 50), (True, False)):
         seen, before = [], None
-        while page := store.list_executions(OWNER, job_id, limit=limit, before_seq=before):
+        while page := store.list_executions(
+            OWNER, job_id, limit=limit, before_seq=before and before.seq, before_started_at=before and before.started_at
+        ):
             seen += [e.seq for e in page]
-            before = page[-1].seq
-        assert seen == expected, limit
+            before = page[-1] if with_instant else replace(page[-1], started_at=None)
+        assert seen == expected, (limit, with_instant)
+
+
+class RecordingPool:
+    """A pool whose connections record each statement run with its parameters."""
+
+    def __init__(self, pool):
+        self.pool, self.statements = pool, []
+
+    @contextlib.contextmanager
+    def connection(self):
+        with self.pool.connection() as conn:
+            yield self._recording(conn)
+
+    def _recording(self, conn):
+        pool = self
+
+        class Recording:
+            def execute(self, query, params=None):
+                pool.statements.append((query, params))
+                return conn.execute(query, params)
+
+        return Recording()
+
+
+def planned_partitions(conn: psycopg.Connection, query: str, params: dict) -> list[str]:
+    """The partitions of executions the planner keeps for a statement (plan-time pruning)."""
+    plan = [r[0] for r in conn.execute("EXPLAIN (COSTS OFF) " + query, params).fetchall()]
+    return sorted({name for line in plan for name in re.findall(r" on (executions_(?:p\d{8}|default))\b(?!_)", line)})
+
+
+def test_a_jobs_page_after_a_cursor_plans_only_the_days_up_to_its_rows(pool, db_url):
+    """A cursor with its row's started_at has the page read the days the job's rate says hold a
+    page, up to the cursor's day: the planner prunes the rest. One without an instant (issued
+    before cursors carried it) still pages, planning every day."""
+    recording = RecordingPool(pool)
+    store = Store(recording)
+    job_id = str(service.create_job(store, OWNER, http_spec("pruned"))["id"])
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for back in range(1, 10):
+            day = conn.execute("SELECT now() - make_interval(days => %s) AS d", (back,)).fetchone()[0]
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {day_name(day)} PARTITION OF executions FOR VALUES FROM "
+                f"('{day.date()} 00:00+00') TO ('{(day + timedelta(days=1)).date()} 00:00+00')"
+            )
+        for i in reversed(range(72)):  # 8 a day for 9 days, oldest first
+            insert_execution(conn, job_id, f"now() - interval '{3 * i} hours'")
+        conn.execute("UPDATE jobs SET run_count = 72, created_at = now() - interval '9 days'")
+        every_day = len(partitions(conn))
+    # A page of 6 at 8 a day: its first try reads 2 days before the cursor's day, and that day.
+    first = store.list_executions(OWNER, job_id, limit=6)
+    before = first[-1]
+    for _ in range(6):
+        del recording.statements[:]
+        page = store.list_executions(OWNER, job_id, limit=6, before_seq=before.seq, before_started_at=before.started_at)
+        [(query, params), *_] = [(q, p) for q, p in recording.statements if q == QUERIES["list_executions"]]
+        with psycopg.connect(db_url) as conn:
+            planned = planned_partitions(conn, query, params)
+        cursor_day = before.started_at.astimezone(UTC)
+        assert planned == sorted(day_name(cursor_day - timedelta(days=d)) for d in range(3)), planned
+        assert [e.seq for e in page] == list(range(before.seq - 1, before.seq - 7, -1))
+        before = page[-1]
+    del recording.statements[:]
+    legacy = store.list_executions(OWNER, job_id, limit=6, before_seq=first[-1].seq)
+    [(query, params)] = [(q, p) for q, p in recording.statements if q == QUERIES["list_executions"]]
+    with psycopg.connect(db_url) as conn:
+        assert len(planned_partitions(conn, query, params)) == every_day
+    assert [e.seq for e in legacy] == list(range(first[-1].seq - 1, first[-1].seq - 7, -1))
 
 
 def test_every_partition_keeps_room_for_the_completions_update(db_url):

@@ -3,8 +3,9 @@
 A cursor is ``<base64url(JSON position)>.<base64url(HMAC-SHA256)>``. The signature covers the
 position and the query it belongs to (the list, its filters and the caller), so a cursor that
 was edited, or replayed against another list, filter or principal, is refused (400, field
-``cursor``). The position itself is not secret: it is the last name (jobs) or sequence number
-(executions) of the page.
+``cursor``). The position itself is not secret: it is the page's last name (jobs), last
+sequence number and start instant (a job's executions: the instant lets the store read only the
+days up to it), or last start instant and id (executions across jobs).
 """
 
 from __future__ import annotations

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from scheduler.api.cursors import scope_of
-from scheduler.api.errors import documented
+from scheduler.api.cursors import CursorCodec, InvalidCursor, scope_of
+from scheduler.api.errors import BadRequest, documented
 from scheduler.api.jobs import (
     DEFAULT_PAGE_SIZE,
     Cursor,
@@ -18,7 +19,6 @@ from scheduler.api.jobs import (
     Limit,
     Owner,
     StoreDep,
-    cursor_position,
 )
 from scheduler.api.routes import rule
 from scheduler.api.serialize import ExecutionList, execution_json
@@ -26,6 +26,34 @@ from scheduler.api.serialize import ExecutionList, execution_json
 router = APIGatewayRouter()
 
 _MAX_SEQ = 2**63 - 1
+
+
+def _before(cursors: CursorCodec, cursor: str | None, scope: str) -> tuple[int | None, datetime | None]:
+    """The seq and ``started_at`` of the previous page's last row, as its cursor holds them (None
+    without a cursor; the instant None in a cursor issued before cursors carried it, which still
+    pages, reading every day); a 400 on ``cursor`` when it was not issued for this listing or is
+    malformed."""
+    if cursor is None:
+        return None, None
+    try:
+        position = cursors.decode(cursor, scope)
+    except InvalidCursor as exc:
+        raise BadRequest("cursor", str(exc)) from None
+    seq, started_at = position.get("before_seq"), position.get("started_at")
+    if not (isinstance(seq, int) and not isinstance(seq, bool) and 0 < seq <= _MAX_SEQ):
+        raise BadRequest("cursor", "malformed cursor")
+    return seq, None if started_at is None else _instant(started_at)
+
+
+def _instant(value: Any) -> datetime:
+    """A cursor's ``started_at`` (ISO 8601 with an offset) in UTC; a 400 on ``cursor`` else."""
+    try:
+        instant = datetime.fromisoformat(value) if isinstance(value, str) else None
+        if instant is not None and instant.tzinfo is not None:
+            return instant.astimezone(UTC)
+    except (ValueError, OverflowError):
+        pass
+    raise BadRequest("cursor", "malformed cursor")
 
 
 @router.route(
@@ -47,16 +75,16 @@ def list_executions(
     cursor: Cursor = None,
 ):
     scope = scope_of("executions", owner, job_id=job_id, status=status)
-    before_seq = cursor_position(
-        cursors,
-        cursor,
-        scope,
-        "before_seq",
-        lambda value: isinstance(value, int) and not isinstance(value, bool) and 0 < value <= _MAX_SEQ,
+    before_seq, before_started_at = _before(cursors, cursor, scope)
+    rows = store.list_executions(
+        owner, job_id, status=status, limit=limit + 1, before_seq=before_seq, before_started_at=before_started_at
     )
-    rows = store.list_executions(owner, job_id, status=status, limit=limit + 1, before_seq=before_seq)
     page = rows[:limit]
-    next_cursor = cursors.encode(scope, {"before_seq": page[-1].seq}) if len(rows) > limit else None
+    next_cursor = None
+    if len(rows) > limit:
+        # The row's instant lets the next page read only its own and earlier days' partitions.
+        last = page[-1]
+        next_cursor = cursors.encode(scope, {"before_seq": last.seq, "started_at": last.started_at.isoformat()})
     return Response(
         status_code=200,
         content_type=content_types.APPLICATION_JSON,

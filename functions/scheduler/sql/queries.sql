@@ -274,7 +274,8 @@ WHERE id = %(execution_id)s
 -- Newest first by seq (a total order); the cursor is the last seq seen. A job's executions start
 -- one at a time (under its lease, each in a transaction that follows the previous one's start),
 -- so seq and started_at order them alike: since and until (the store's, see
--- Store.list_executions), constants when planned, leave out the partitions of other days.
+-- Store.list_executions: the recent days before now or before the cursor's row's started_at, and
+-- the days up to the cursor's), constants when planned, leave out the partitions of other days.
 SELECT e.* FROM executions e
 WHERE e.job_id = %(job_id)s
   AND (%(status)s::text IS NULL OR e.status = %(status)s::text)

@@ -24,9 +24,18 @@ class ExecutionHistory:
 
     @retry_on_dead_connection
     def list_executions(
-        self, owner: str, job_id: str, *, status: str | None = None, limit: int = 50, before_seq: int | None = None
+        self,
+        owner: str,
+        job_id: str,
+        *,
+        status: str | None = None,
+        limit: int = 50,
+        before_seq: int | None = None,
+        before_started_at: datetime | None = None,
     ) -> list[Execution]:
-        """A page of the job's executions, newest first. Raises ``NotFound``."""
+        """A page of the job's executions, newest first. ``before_seq`` is the keyset cursor, the
+        seq of the previous page's last row; ``before_started_at``, that row's ``started_at``
+        when the cursor carries it, only narrows the days read. Raises ``NotFound``."""
         job = self.get_job(owner, job_id)
         params = {
             "job_id": job_id,
@@ -36,17 +45,26 @@ class ExecutionHistory:
             "since": None,
             "until": None,
         }
-        # As list_owner_executions, for a first page: the recent days first (seq and started_at
-        # order a job's executions alike, see queries.sql), as many as the job's rate so far
-        # says hold a page, the older ones only for a page left short. A job too rare for a week
-        # to hold a page, and a page after a cursor (its instant unknown), read every day at once.
+        # As list_owner_executions: the recent days first (seq and started_at order a job's
+        # executions alike, see queries.sql), before now or the cursor's instant, as many as the
+        # job's rate so far says hold a page; the older ones only for a page left short. A
+        # cursor's day also bounds the page above (its later days pruned). A job too rare for a
+        # week to hold a page, a status filter, and a cursor without an instant (issued before
+        # cursors carried one) read every day at once (up to the cursor's, when known).
         now = datetime.now(UTC)
-        days = None if before_seq is not None or status is not None else _days_for_a_page(job, now, limit)
+        if before_seq is None:
+            newest = now
+        elif before_started_at is not None:
+            newest = before_started_at
+            params["until"] = _days_before(newest, -1)  # the midnight after the cursor's day
+        else:
+            newest = None
+        days = None if newest is None or status is not None else _days_for_a_page(job, now, limit)
         with self.pool.connection() as conn:
             if days is None:
                 rows = conn.execute(QUERIES["list_executions"], params).fetchall()
             else:
-                recent = _days_before(now, days)
+                recent = _days_before(newest, days)
                 rows = conn.execute(QUERIES["list_executions"], {**params, "since": recent}).fetchall()
                 if len(rows) < limit:
                     rows += conn.execute(
