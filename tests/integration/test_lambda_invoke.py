@@ -161,3 +161,13 @@ def test_other_invocation_types_go_through_boto3():
     client = EventInvokeClient(Boto(), Credentials("AKIDTEST", "x"), pool_size=1)
     assert client.invoke(FunctionName="f", InvocationType="RequestResponse", Payload=b"{}") == {"StatusCode": 200}
     assert calls == [{"FunctionName": "f", "InvocationType": "RequestResponse", "Payload": b"{}"}]
+
+
+def test_a_proxy_from_the_environment_keeps_botocore(monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    client = boto_client("https://lambda.us-east-1.amazonaws.com")
+    assert event_invoke_client(client) is client
+    monkeypatch.delenv("HTTPS_PROXY")
+    assert isinstance(event_invoke_client(client), EventInvokeClient)
