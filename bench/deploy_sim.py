@@ -32,7 +32,10 @@ Measured:
   database clock) minus its scheduled time, p50 and p99, and the time to drain them;
 - **the per-job SQL limit**, side by side in the same run: pgbench running the per-job path's
   own statements from ``queries.sql`` over the same kind of rows: ``claim_due`` for a batch, then
-  ``start_execution`` and ``complete_job`` for each claimed job, each statement its own commit.
+  ``start_execution`` and ``complete_job`` for each claimed job, each statement its own commit,
+  sent as the executors send them through RDS Proxy (``-M extended``: planned at each call; a
+  server-side prepared statement would pin the proxy's connection). The same with the statements
+  prepared once per connection (``-M prepared``) is printed beside it: what planning costs.
 
 The last line reads:
 ``deployment: S jobs/s sustained = R x the per-job SQL limit (L jobs/s); burst of N due in one second: p99 P s``
@@ -661,7 +664,13 @@ def per_job_script(batch: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_pgbench(url: str, jobs: int, clients: int, batch: int, target_url: str) -> dict[str, Any]:
+def run_pgbench(
+    url: str, jobs: int, clients: int, batch: int, target_url: str, mode: str = "extended"
+) -> dict[str, Any]:
+    """pgbench draining ``jobs`` due jobs with the per-job statements. ``mode`` is pgbench's
+    query protocol: ``extended`` sends each statement to be planned, as the executors do through
+    RDS Proxy (no server-side prepared statements: they would pin every connection);
+    ``prepared`` plans each statement once per connection, a bound the deployment cannot use."""
     reset(url)
     insert_jobs(
         url,
@@ -679,7 +688,7 @@ def run_pgbench(url: str, jobs: int, clients: int, batch: int, target_url: str) 
         find_pgbench(),
         "-n",
         "-M",
-        "prepared",
+        mode,
         "-f",
         script,
         "-c",
@@ -702,8 +711,11 @@ def run_pgbench(url: str, jobs: int, clients: int, batch: int, target_url: str) 
     if completed != jobs:
         raise RuntimeError(f"pgbench: {completed} of {jobs} jobs completed")
     rate = jobs / elapsed
-    print(f"  per-job SQL limit (pgbench, {clients} clients, claim batch {batch}): {rate:7.0f} jobs/s", flush=True)
-    return {"jobs_per_s": rate, "jobs": jobs, "clients": clients, "seconds": elapsed}
+    label = (
+        "per-job SQL limit" if mode == "extended" else "same, statements prepared once (not possible through RDS Proxy)"
+    )
+    print(f"  {label} (pgbench -M {mode}, {clients} clients, claim batch {batch}): {rate:7.0f} jobs/s", flush=True)
+    return {"jobs_per_s": rate, "jobs": jobs, "clients": clients, "seconds": elapsed, "mode": mode}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -778,6 +790,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             results["burst"] = run_burst(dep, args)
             results["per_job_sql"] = run_pgbench(
                 url, args.pgbench_jobs, args.pgbench_clients, args.batch, dep.target_url
+            )
+            results["per_job_sql_prepared"] = run_pgbench(
+                url, args.pgbench_jobs, args.pgbench_clients, args.batch, dep.target_url, mode="prepared"
             )
         finally:
             dep.close()
