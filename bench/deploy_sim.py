@@ -5,8 +5,10 @@
 What runs, each part the real code where the deployment runs real code:
 - **fan-outs**: processes running the fan-out function's own code path
   (``fanout.run_lambda_invocation``, as ``fanout_handler`` calls it: ``run_fanout`` with
-  ``LambdaDispatch``, second precision, claims of the deployment's batch size), their boto3
-  Lambda client pointed at a loopback endpoint and configured as ``scheduler.wiring`` builds it.
+  ``LambdaDispatch``, second precision, claims of the deployment's batch size), their
+  Lambda client pointed at a loopback endpoint and built as ``scheduler.wiring`` builds it,
+  their live leases bounded by the executor's reserved concurrency (``--executor-concurrency``,
+  default 800 as in the capacity plan's configuration) as ``fanout_handler`` bounds them.
   ``--fanouts K``: K fan-outs at once for each phase, none starting helpers. ``--max-fanouts N``
   (N > 1): the deployment's growth instead: one primary started per simulated minute of a phase,
   which starts helper fan-outs (asynchronous invokes of the fan-out function, payload
@@ -20,6 +22,9 @@ What runs, each part the real code where the deployment runs real code:
   the claim, deliver it, record the outcome (``start_execution``, HTTP, ``complete_job``);
 - real Postgres (``DATABASE_URL`` or an embedded one) and a loopback HTTP target answering 200.
 
+The Invoke API and the target are minimal asyncio HTTP/1.1 servers: stand-ins for AWS and for
+the user's endpoint, kept cheap because they share this machine's cores with what is measured.
+
 Measured:
 - **sustained**: N recurring jobs (``@every 1s``, so more is due than the pipeline can take)
   run for a window; completed executions per second over it, after a warm-up;
@@ -27,7 +32,10 @@ Measured:
   database clock) minus its scheduled time, p50 and p99, and the time to drain them;
 - **the per-job SQL limit**, side by side in the same run: pgbench running the per-job path's
   own statements from ``queries.sql`` over the same kind of rows: ``claim_due`` for a batch, then
-  ``start_execution`` and ``complete_job`` for each claimed job, each statement its own commit.
+  ``start_execution`` and ``complete_job`` for each claimed job, each statement its own commit,
+  sent as the executors send them through RDS Proxy (``-M extended``: planned at each call; a
+  server-side prepared statement would pin the proxy's connection). The same with the statements
+  prepared once per connection (``-M prepared``) is printed beside it: what planning costs.
 
 The last line reads:
 ``deployment: S jobs/s sustained = R x the per-job SQL limit (L jobs/s); burst of N due in one second: p99 P s``
@@ -36,6 +44,7 @@ The last line reads:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import math
@@ -78,73 +87,81 @@ RUN_TIMEOUT = 300.0
 # -- the parts, each in its own process ---------------------------------------------------------
 
 
+_REASONS = {200: b"OK", 202: b"Accepted", 400: b"Bad Request"}
+
+
+class _HttpProtocol(asyncio.Protocol):
+    """A minimal HTTP/1.1 server connection (keep-alive, Content-Length bodies only): the stand-ins
+    for AWS and for the user's endpoint answer from a few lines of parsing, so that what they cost
+    this machine's two cores is small beside the code under test (``http.server`` parses headers
+    with the e-mail package, about 0.2 ms of CPU per request)."""
+
+    def __init__(self, handle) -> None:
+        self.handle = handle
+        self.buffer = b""
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while True:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            lines = self.buffer[:end].decode("latin-1").split("\r\n")
+            headers = {}
+            for line in lines[1:]:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+            length = int(headers.get("content-length") or 0)
+            if len(self.buffer) < end + 4 + length:
+                return
+            body = self.buffer[end + 4 : end + 4 + length]
+            self.buffer = self.buffer[end + 4 + length :]
+            method, path = lines[0].split(" ", 2)[:2]
+            status = self.handle(method, path, headers, body)
+            self.transport.write(
+                b"HTTP/1.1 %d %s\r\nContent-Length: 0\r\n"
+                b"x-amzn-RequestId: 00000000-0000-0000-0000-000000000000\r\n\r\n" % (status, _REASONS[status])
+            )
+
+
+def _serve_http(port_out, stop, handle) -> None:
+    """Serve ``handle(method, path, headers, body) -> status`` on a loopback port until ``stop``."""
+    loop = asyncio.new_event_loop()
+    server = loop.run_until_complete(loop.create_server(lambda: _HttpProtocol(handle), "127.0.0.1", 0, backlog=1024))
+    port_out.put(server.sockets[0].getsockname()[1])
+    threading.Thread(target=lambda: (stop.wait(), loop.call_soon_threadsafe(loop.stop)), daemon=True).start()
+    loop.run_forever()
+
+
 def _target_server(port_out, stop) -> None:
     """A loopback HTTP target: 200 and an empty body, HTTP/1.1 keep-alive."""
-    import http.server
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                self.rfile.read(length)
-            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-
-        do_GET = do_PUT = do_POST
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    class Server(http.server.ThreadingHTTPServer):
-        daemon_threads = True
-        request_queue_size = 1024
-
-    httpd = Server(("127.0.0.1", 0), Handler)
-    port_out.put(httpd.server_address[1])
-    threading.Thread(target=lambda: (stop.wait(), httpd.shutdown()), daemon=True).start()
-    httpd.serve_forever(poll_interval=0.1)
+    _serve_http(port_out, stop, lambda method, path, headers, body: 200)
 
 
 def _lambda_service(port_out, invocations, received, stop, fanout_invocations=None) -> None:
     """The Invoke API of Lambda for asynchronous invokes: 202 at once, the payload queued for
     the executors (Lambda's async queue); an invoke of the fan-out function itself (a helper) is
     queued on ``fanout_invocations`` for the deployment to start a fan-out process."""
-    import http.server
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def handle(method: str, path: str, headers: dict[str, str], payload: bytes) -> int:
+        ok = (
+            method == "POST"
+            and path.startswith("/2015-03-31/functions/")
+            and path.endswith("/invocations")
+            and headers.get("x-amz-invocation-type") == "Event"
+        )
+        if ok and fanout_invocations is not None and path.split("/")[3] == FANOUT_FUNCTION:
+            fanout_invocations.put(payload)
+        elif ok:
+            invocations.put(payload)
+            with received.get_lock():
+                received.value += 1
+        return 202 if ok else 400
 
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            payload = self.rfile.read(length) if length else b""
-            ok = (
-                self.path.startswith("/2015-03-31/functions/")
-                and self.path.endswith("/invocations")
-                and self.headers.get("X-Amz-Invocation-Type") == "Event"
-            )
-            if ok and fanout_invocations is not None and self.path.split("/")[3] == FANOUT_FUNCTION:
-                fanout_invocations.put(payload)
-            elif ok:
-                invocations.put(payload)
-                with received.get_lock():
-                    received.value += 1
-            self.send_response(202 if ok else 400)
-            self.send_header("Content-Length", "0")
-            self.send_header("x-amzn-RequestId", "00000000-0000-0000-0000-000000000000")
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    class Server(http.server.ThreadingHTTPServer):
-        daemon_threads = True
-        request_queue_size = 1024
-
-    httpd = Server(("127.0.0.1", 0), Handler)
-    port_out.put(httpd.server_address[1])
-    threading.Thread(target=lambda: (stop.wait(), httpd.shutdown()), daemon=True).start()
-    httpd.serve_forever(poll_interval=0.1)
+    _serve_http(port_out, stop, handle)
 
 
 def _executor_worker(env: dict[str, str], invocations, handled, failed, cpu) -> None:
@@ -185,6 +202,7 @@ def _fanout_process(
     event: dict | None = None,
     max_fanouts: int = 1,
     fanout_rate: float | None = None,
+    executor_concurrency: int | None = None,
 ) -> None:
     """One fan-out Lambda invocation, the handler's code path (``run_lambda_invocation``): the
     tick's (``event`` None), claiming for ``budget`` seconds, or a helper's (``{"helper": true}``),
@@ -197,7 +215,7 @@ def _fanout_process(
     from scheduler.fanout import run_lambda_invocation
     from scheduler.growth import FANOUT_DISPATCH_RATE
     from scheduler.store import Store
-    from scheduler.wiring import lambda_client_config
+    from scheduler.wiring import event_invoke_client, lambda_client_config
 
     pool = make_pool(url, min_size=1, max_size=2, through_proxy=True)
     client = boto3.client(
@@ -208,11 +226,13 @@ def _fanout_process(
         aws_secret_access_key="testing",
         config=lambda_client_config(),
     )
+    client = event_invoke_client(client)  # as the fan-out Lambda wires it
     cpu0, began = time.process_time(), time.time()
     try:
+        store = Store(pool)
         report, helper = run_lambda_invocation(
             event if event is not None else {"source": "aws.events"},
-            Store(pool),
+            store,
             client,
             remaining_seconds=budget + DEADLINE_RESERVE_S,
             executor_function=FUNCTION,
@@ -221,6 +241,10 @@ def _fanout_process(
             batch_size=batch,
             lease_seconds=lease,
             dispatch_rate=fanout_rate or FANOUT_DISPATCH_RATE,
+            # As fanout_handler wires it: no more live leases than the executor's reserved concurrency.
+            dispatch_options={"max_in_flight": executor_concurrency, "in_flight": store.live_leases}
+            if executor_concurrency
+            else None,
         )
     finally:
         pool.close()
@@ -243,12 +267,19 @@ class Deployment:
     """The target, the Lambda service, W executors; fan-outs are started per phase."""
 
     def __init__(
-        self, url: str, executors: int, key_file: str, max_fanouts: int = 1, fanout_rate: float | None = None
+        self,
+        url: str,
+        executors: int,
+        key_file: str,
+        max_fanouts: int = 1,
+        fanout_rate: float | None = None,
+        executor_concurrency: int | None = None,
     ) -> None:
         self.ctx = mp.get_context("spawn")
         self.url = url
         self.max_fanouts = max_fanouts
         self.fanout_rate = fanout_rate
+        self.executor_concurrency = executor_concurrency
         self.stop = self.ctx.Event()
         ports = self.ctx.Queue()
         self.invocations = self.ctx.Queue()
@@ -294,7 +325,20 @@ class Deployment:
         reports = self.ctx.Queue()
         procs = [
             self.ctx.Process(
-                target=_fanout_process, args=(self.url, self.lambda_url, budget, batch, lease, reports), daemon=True
+                target=_fanout_process,
+                args=(
+                    self.url,
+                    self.lambda_url,
+                    budget,
+                    batch,
+                    lease,
+                    reports,
+                    None,
+                    1,
+                    None,
+                    self.executor_concurrency,
+                ),
+                daemon=True,
             )
             for _ in range(count)
         ]
@@ -328,6 +372,7 @@ class Deployment:
                     event,
                     self.max_fanouts,
                     self.fanout_rate,
+                    self.executor_concurrency,
                 ),
                 daemon=True,
             )
@@ -619,7 +664,13 @@ def per_job_script(batch: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_pgbench(url: str, jobs: int, clients: int, batch: int, target_url: str) -> dict[str, Any]:
+def run_pgbench(
+    url: str, jobs: int, clients: int, batch: int, target_url: str, mode: str = "extended"
+) -> dict[str, Any]:
+    """pgbench draining ``jobs`` due jobs with the per-job statements. ``mode`` is pgbench's
+    query protocol: ``extended`` sends each statement to be planned, as the executors do through
+    RDS Proxy (no server-side prepared statements: they would pin every connection);
+    ``prepared`` plans each statement once per connection, a bound the deployment cannot use."""
     reset(url)
     insert_jobs(
         url,
@@ -637,7 +688,7 @@ def run_pgbench(url: str, jobs: int, clients: int, batch: int, target_url: str) 
         find_pgbench(),
         "-n",
         "-M",
-        "prepared",
+        mode,
         "-f",
         script,
         "-c",
@@ -660,8 +711,11 @@ def run_pgbench(url: str, jobs: int, clients: int, batch: int, target_url: str) 
     if completed != jobs:
         raise RuntimeError(f"pgbench: {completed} of {jobs} jobs completed")
     rate = jobs / elapsed
-    print(f"  per-job SQL limit (pgbench, {clients} clients, claim batch {batch}): {rate:7.0f} jobs/s", flush=True)
-    return {"jobs_per_s": rate, "jobs": jobs, "clients": clients, "seconds": elapsed}
+    label = (
+        "per-job SQL limit" if mode == "extended" else "same, statements prepared once (not possible through RDS Proxy)"
+    )
+    print(f"  {label} (pgbench -M {mode}, {clients} clients, claim batch {batch}): {rate:7.0f} jobs/s", flush=True)
+    return {"jobs_per_s": rate, "jobs": jobs, "clients": clients, "seconds": elapsed, "mode": mode}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -682,6 +736,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "(default: the deployment's, scheduler.growth.FANOUT_DISPATCH_RATE)",
     )
     parser.add_argument("--executors", type=int, default=6, help="executor processes (the function's concurrency)")
+    parser.add_argument(
+        "--executor-concurrency",
+        type=int,
+        default=800,
+        help="the executor function's reserved concurrency, which bounds the fan-outs' live leases as "
+        "fanout_handler does (default %(default)s, the capacity plan's configuration; 0: unbounded)",
+    )
     parser.add_argument("--jobs", type=int, default=10_000, help="recurring jobs of the sustained phase")
     parser.add_argument("--seconds", type=float, default=40.0, help="length of the sustained phase")
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds of it not counted")
@@ -722,12 +783,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             os.path.join(tmp, "secret.key"),
             max_fanouts=args.max_fanouts,
             fanout_rate=args.fanout_rate,
+            executor_concurrency=args.executor_concurrency or None,
         )
         try:
             results["sustained"] = run_sustained(dep, args)
             results["burst"] = run_burst(dep, args)
             results["per_job_sql"] = run_pgbench(
                 url, args.pgbench_jobs, args.pgbench_clients, args.batch, dep.target_url
+            )
+            results["per_job_sql_prepared"] = run_pgbench(
+                url, args.pgbench_jobs, args.pgbench_clients, args.batch, dep.target_url, mode="prepared"
             )
         finally:
             dep.close()

@@ -6,14 +6,15 @@ A loopback HTTP server (its own process, threaded) answers the Lambda Invoke API
 (``POST /2015-03-31/functions/{name}/invocations``) with 202 and an empty body, as Lambda does
 for ``InvocationType=Event``. The fan-out runs as the fanout Lambda runs it:
 ``run_fanout(store, LambdaDispatch(client, name), budget_seconds=0, batch_size=100)`` over N due
-jobs, with a boto3 Lambda client pointed at the loopback server (dummy credentials,
-us-east-1, configured as ``scheduler.wiring`` builds it: ``lambda_client_config()``, a pooled
-connection per invoking thread, no client-side parameter validation).
+jobs, with the fan-out's Lambda client pointed at the loopback server (dummy credentials,
+us-east-1, built as ``scheduler.wiring`` builds it: asynchronous invokes signed and sent by
+``scheduler.lambda_invoke``, a pooled connection per invoking thread).
 
 Side by side in the same run:
 - **fan-out**: claims + invokes through ``run_fanout`` (what is measured against the target),
-- **fan-out, botocore's defaults**: the same with a client of botocore's default configuration
-  (a pool of 10 connections for the invoker's 16 threads, parameters validated per call),
+- **fan-out, botocore's defaults**: the same with a plain boto3 client of botocore's default
+  configuration (every invoke through botocore; a pool of 10 connections for the invoker's 16
+  threads, parameters validated per call),
 - **invokes only**: the same ``LambdaDispatch`` and client fed the same number of claims in the
   same batches, without the database: fan-out / invokes-only is what the claims cost.
 Target: at least 500 invokes/s through the fan-out.
@@ -107,10 +108,10 @@ class FakeLambda:
 def lambda_client(endpoint: str, botocore_defaults: bool = False):
     import boto3
 
-    from scheduler.wiring import lambda_client_config
+    from scheduler.wiring import event_invoke_client, lambda_client_config
 
     config = None if botocore_defaults else lambda_client_config()
-    return boto3.client(
+    client = boto3.client(
         "lambda",
         endpoint_url=endpoint,
         region_name="us-east-1",
@@ -118,6 +119,7 @@ def lambda_client(endpoint: str, botocore_defaults: bool = False):
         aws_secret_access_key="testing",
         config=config,
     )
+    return client if botocore_defaults else event_invoke_client(client)
 
 
 def watch(fake: FakeLambda, total: int, desc: str, stop) -> None:

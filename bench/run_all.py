@@ -732,18 +732,33 @@ def deploy_section(dep: dict[str, Any]) -> list[str]:
         f"![deployment simulation](img/{PLOTS['deploy'][0]})",
         "",
         "Fan-out processes run `fanout.run_lambda_invocation` (the fan-out handler's code) with `LambdaDispatch`, "
-        "whose boto3 client calls a loopback Invoke API; it queues each asynchronous invoke (Lambda's async "
+        "whose Lambda client (built as the fan-out Lambda builds it: invokes signed by `scheduler.lambda_invoke`) "
+        "calls a loopback Invoke API; it queues each asynchronous invoke (Lambda's async "
         f"queue) for {cfg['executors']} executor processes, each running the real `executor_handler` (start, "
-        "HTTP delivery to a loopback target, completion) on real Postgres. A primary fan-out starts helpers "
-        f"through the same endpoint as the backlog calls for them, up to {cfg.get('max_fanouts', 1)}. Side by "
+        "HTTP delivery to a loopback target, completion) on real Postgres. The fan-outs keep their live leases "
+        f"under the executor's reserved concurrency ({cfg.get('executor_concurrency') or 'unbounded'}), as the "
+        "fan-out handler does. A primary fan-out starts helpers "
+        f"through the same endpoint as the backlog calls for them, up to {cfg.get('max_fanouts', 1)}. The Invoke "
+        "API and the target are minimal asyncio servers, so that the stand-ins cost the two cores little. Side by "
         f"side, pgbench runs the per-job path's own statements from `queries.sql` ({sql['clients']} clients: "
-        "`claim_due` for a batch, then `start_execution` and `complete_job` per job, each its own commit).",
+        "`claim_due` for a batch, then `start_execution` and `complete_job` per job, each its own commit), "
+        f"sent as the executors send them through RDS Proxy (`-M {sql.get('mode', 'prepared')}`: planned at each "
+        "call, since a server-side prepared statement would pin the proxy's connection).",
         "",
         "| figure | value |",
         "|---|---|",
         f"| sustained ({cfg['jobs']:,} jobs `@every 1s`, {sus['window_s']:.0f} s counted) | **{sus['jobs_per_s']:.0f} "
         "jobs/s** |",
         f"| per-job SQL limit (pgbench) | {sql['jobs_per_s']:.0f} jobs/s |",
+        *(
+            [
+                f"| same, statements prepared once per connection (`-M prepared`, not possible through RDS Proxy) | "
+                f"{dep['per_job_sql_prepared']['jobs_per_s']:.0f} jobs/s (the deployment: "
+                f"{dep['sustained']['jobs_per_s'] / dep['per_job_sql_prepared']['jobs_per_s']:.2f}x of it) |"
+            ]
+            if dep.get("per_job_sql_prepared")
+            else []
+        ),
         f"| ratio | **{dep['ratio']:.2f}x** (target >= 0.7x) |",
         f"| fan-out CPU per invoke | {sus['fanout_cpu_ms_per_invoke']:.2f} ms |",
         *(

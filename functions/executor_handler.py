@@ -8,7 +8,7 @@ from aws_lambda_powertools import Logger, Tracer
 
 from scheduler.executor import execute_claim
 from scheduler.settings import get_settings
-from scheduler.telemetry import PowertoolsMetrics
+from scheduler.telemetry import EmfMetrics
 from scheduler.wiring import Dependencies, route_domain_logs_to
 
 logger = Logger(service=get_settings().service_name)
@@ -19,7 +19,7 @@ deps = Dependencies(
     settings,
     through_proxy=True,
     pool_max_size=1,
-    metrics=PowertoolsMetrics(settings.metrics_namespace, settings.service_name),
+    metrics=EmfMetrics(settings.metrics_namespace, settings.service_name),
 )
 
 

@@ -9,16 +9,14 @@ from aws_lambda_powertools import Logger, Tracer
 
 from scheduler.fanout import run_lambda_invocation
 from scheduler.settings import get_settings
-from scheduler.telemetry import PowertoolsMetrics
+from scheduler.telemetry import EmfMetrics
 from scheduler.wiring import Dependencies, route_domain_logs_to
 
 logger = Logger(service=get_settings().service_name)
 tracer = Tracer(service=get_settings().service_name)
 route_domain_logs_to(logger)
 settings = get_settings()
-deps = Dependencies(
-    settings, through_proxy=True, metrics=PowertoolsMetrics(settings.metrics_namespace, settings.service_name)
-)
+deps = Dependencies(settings, through_proxy=True, metrics=EmfMetrics(settings.metrics_namespace, settings.service_name))
 
 
 @logger.inject_lambda_context

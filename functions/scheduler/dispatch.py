@@ -33,8 +33,10 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# How long a dispatch whose executors are all busy waits before counting the live leases again.
-FULL_RECHECK_SECONDS = 0.5
+# How long a dispatch whose executors are all busy waits before counting the live leases again: a
+# reserved concurrency of C turns over at most C / FULL_RECHECK_SECONDS invokes a second while full
+# (at 0.5 s, 50 executors capped a burst near 100 jobs/s), and each count reads the due rows.
+FULL_RECHECK_SECONDS = 0.1
 #: Threads of a ``LambdaDispatch`` invoking at once (and connections of its client's pool).
 INVOKE_THREADS = 16
 

@@ -141,8 +141,11 @@ def run_fanout(
     backlog, oldest = store.due_backlog()
     metrics.gauge(c.METRIC_DUE_BACKLOG, backlog)
     metrics.gauge(c.METRIC_OLDEST_DUE_AGE_S, oldest, unit="Seconds")
+    # Helpers add dispatch, not executors: while the executors' reserved concurrency is what holds
+    # the backlog back (no room for a claim within the last check), none is started for it.
+    saturated_at = began if dispatch.capacity() <= 0 else float("-inf")
     if on_backlog is not None:
-        report.helpers += on_backlog(backlog)
+        report.helpers += on_backlog(0 if saturated_at == began else backlog)
     checked, next_check = began, began + backlog_check_seconds
     # Retention: the day partitions are kept (created ahead, dropped past the retention) once per
     # run, at its first round without a full claim, so it never delays due jobs; under a backlog
@@ -155,10 +158,12 @@ def run_fanout(
             maintain = False
             _maintain_partitions(store, retention_days, report)
         if on_backlog is not None and clock() >= next_check:
-            report.helpers += on_backlog(store.due_backlog()[0])
+            saturated = clock() - saturated_at < backlog_check_seconds
+            report.helpers += on_backlog(0 if saturated else store.due_backlog()[0])
             checked, next_check = clock(), clock() + backlog_check_seconds
         room = min(batch_size, dispatch.capacity())
         if room <= 0:  # executors saturated: claim nothing we would have to give back
+            saturated_at = clock()
             stop.wait(MIN_IDLE_SECONDS)
             if clock() >= min(deadline, drain_deadline):
                 break

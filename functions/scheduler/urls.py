@@ -7,6 +7,7 @@ connect time.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from typing import Any
@@ -22,6 +23,17 @@ def check_url_syntax(url: object) -> str | None:
     ``http`` or ``https``, a host, a valid port, no credentials (``user:pass@``: use
     ``target.auth``). Names are not resolved here.
     """
+    if isinstance(url, str) and len(url) <= MAX_URL_LENGTH:
+        return _checked_url(url)  # a warm executor sees the same few URLs again and again
+    return _check_url_syntax(url)
+
+
+@functools.lru_cache(maxsize=1024)
+def _checked_url(url: str) -> str | None:
+    return _check_url_syntax(url)
+
+
+def _check_url_syntax(url: object) -> str | None:
     parts, problem = _split_url(url, ("http", "https"))
     if problem:
         return problem

@@ -58,7 +58,28 @@ class Dependencies:
     def lambda_client(self) -> Any:
         import boto3
 
-        return boto3.client("lambda", config=lambda_client_config())
+        return event_invoke_client(boto3.client("lambda", config=lambda_client_config()))
+
+
+def event_invoke_client(client: Any) -> Any:
+    """The fan-out's Lambda client: ``client`` (boto3) with its asynchronous invokes signed and
+    sent by ``scheduler.lambda_invoke`` (a fraction of botocore's CPU per invoke), through a pool
+    of a connection per invoking thread. ``client`` itself when it has no credentials (its invoke
+    then fails as boto3's does) or when a proxy from the environment applies to its endpoint
+    (botocore's proxy support is kept rather than redone)."""
+    import os
+    from urllib.request import getproxies, proxy_bypass
+
+    from scheduler.dispatch import INVOKE_THREADS
+    from scheduler.lambda_invoke import EventInvokeClient
+
+    # botocore keeps the client's credentials (refreshable ones renew themselves) on its signer.
+    credentials = getattr(getattr(client, "_request_signer", None), "_credentials", None)
+    endpoint = urlsplit(client.meta.endpoint_url)
+    if credentials is None or (endpoint.scheme in getproxies() and not proxy_bypass(endpoint.hostname or "")):
+        return client
+    ca_bundle = os.environ.get("AWS_CA_BUNDLE") or None  # as botocore reads it
+    return EventInvokeClient(client, credentials, pool_size=INVOKE_THREADS, ca_certs=ca_bundle)
 
 
 def lambda_client_config(threads: int | None = None) -> Any:

@@ -26,7 +26,7 @@ from scheduler.dispatch import InProcessDispatch  # noqa: E402
 from scheduler.executor import Executor  # noqa: E402
 from scheduler.fanout import run_fanout  # noqa: E402
 from scheduler.targets.delivery import TargetPolicy  # noqa: E402
-from scheduler.telemetry import PowertoolsMetrics  # noqa: E402
+from scheduler.telemetry import EmfMetrics  # noqa: E402
 from tests.support import RecordingServer, expire_lease, http_spec, make_due  # noqa: E402
 
 Metric = tuple[str, str, frozenset]  # namespace, name, {(dimension, value), ...}
@@ -182,7 +182,7 @@ def _run_every_emitting_path(store, pool, metrics) -> None:
 def emitted(aws_config, store, pool, capsys) -> set[Metric]:
     """What the code emits, under the namespace and service name the stack gives the functions."""
     config = aws_config.stack.config
-    metrics = PowertoolsMetrics(config.metrics_namespace, config.service_name)
+    metrics = EmfMetrics(config.metrics_namespace, config.service_name)
     capsys.readouterr()
     _run_every_emitting_path(store, pool, metrics)
     return emitted_metrics(capsys.readouterr().out.splitlines())

@@ -11,7 +11,7 @@ import uuid
 import psycopg
 import pytest
 
-from scheduler.dispatch import LambdaDispatch
+from scheduler.dispatch import FULL_RECHECK_SECONDS, LambdaDispatch
 from scheduler.fanout import run_fanout
 from scheduler.migrations import applied_versions, files_hash
 from scheduler.settings import Settings
@@ -61,8 +61,9 @@ def test_the_fanout_dispatches_no_more_than_the_executor_concurrency(store, pool
         second.close()
     assert report.dispatched == len(client.payloads) == 4
     assert again.claimed == 0
-    # Saturated, the fan-out counts the leases about twice a second, not on every idle round.
-    assert 2 <= len(counts) <= 5, counts
+    # Saturated, the fan-out counts the leases once per FULL_RECHECK_SECONDS, not on every idle
+    # round (one every MIN_IDLE_SECONDS).
+    assert 3 <= len(counts) <= 1.2 / FULL_RECHECK_SECONDS + 4, counts
     assert store.live_leases() == 4
     # The rest were never claimed: due and unleased, for when executors are free.
     assert store.due_backlog()[0] == 6

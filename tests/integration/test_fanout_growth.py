@@ -329,6 +329,36 @@ def test_while_claims_come_back_full_the_primary_reads_the_backlog_every_second(
     assert len(seen) >= 5 and seen == sorted(seen, reverse=True)  # a shrinking backlog, read again and again
 
 
+class SaturatedDispatch(RecordingDispatch):
+    """Executors full (no room) for the first ``full_readings`` capacity readings, then room."""
+
+    def __init__(self, ledger: Ledger, name: str, full_readings: int) -> None:
+        super().__init__(ledger, name)
+        self.readings = 0
+        self.full_readings = full_readings
+
+    def capacity(self) -> int:
+        self.readings += 1
+        return 0 if self.readings <= self.full_readings else 1_000_000
+
+
+def test_no_helper_is_asked_for_while_the_executors_are_what_holds_the_backlog(pool, store):
+    insert_due_jobs(pool, 300)
+    seen: list[int] = []
+    dispatch = SaturatedDispatch(Ledger(), "p", full_readings=25)  # about half a second full
+    report = run_fanout(
+        store,
+        dispatch,
+        budget_seconds=1.5,
+        batch_size=10,  # then 30 rounds of about 10 ms: the backlog is read while it drains
+        on_backlog=lambda backlog: seen.append(backlog) or 0,
+        backlog_check_seconds=0.1,
+    )
+    assert report.claimed == 300
+    assert seen[:3] == [0, 0, 0]  # saturated: a helper would only wait for room
+    assert max(seen) > 0  # room again: the backlog is read as it is
+
+
 class AcceptingClient:
     """A Lambda client that accepts every asynchronous invoke."""
 
