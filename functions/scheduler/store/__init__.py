@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
@@ -79,17 +80,87 @@ def _completion_row(
     }
 
 
-def _started(row: dict[str, Any]) -> StartedExecution:
-    """A row of start_execution or claim_and_start: the job's columns and its execution's
-    (``Job.from_row`` ignores the others)."""
-    return StartedExecution(
-        job=Job.from_row(row),
-        execution_id=str(row["execution_id"]),
-        scheduled_at=row["execution_scheduled_at"],
-        attempt=row["execution_attempt"],
-        trigger=row["execution_trigger"],
-        started_at=row["execution_started_at"],
+# The columns of a started row (``started_columns`` in queries.sql), in their order: read by
+# position, as the runner reads thousands a second (claim_and_start adds lock_token, reclaimed).
+STARTED_COLUMNS = (
+    "id",
+    "owner",
+    "name",
+    "schedule",
+    "run_at",
+    "timezone",
+    "start_at",
+    "end_at",
+    "created_at",
+    "target",
+    "retry",
+    "missed_runs",
+    "state",
+    "version",
+    "scheduled_at",
+    "attempt",
+    "next_run_at",
+    "lease_kind",
+    "after_completion",
+    "execution_id",
+    "execution_scheduled_at",
+    "execution_attempt",
+    "execution_trigger",
+    "execution_started_at",
+)
+
+
+def _started(row: Sequence[Any]) -> StartedExecution:
+    """A started row (``STARTED_COLUMNS``, uuids read as text): its job and its execution.
+    Every column the job takes is NOT NULL in the table or has None for its default."""
+    (
+        job_id,
+        owner,
+        name,
+        schedule,
+        run_at,
+        timezone,
+        start_at,
+        end_at,
+        created_at,
+        target,
+        retry,
+        missed_runs,
+        state,
+        version,
+        scheduled_at,
+        attempt,
+        next_run_at,
+        lease_kind,
+        after_completion,
+        execution_id,
+        execution_scheduled_at,
+        execution_attempt,
+        trigger,
+        started_at,
+    ) = row[:24]
+    job = Job(
+        id=job_id,
+        owner=owner,
+        name=name,
+        schedule=schedule,
+        run_at=run_at,
+        timezone=timezone,
+        start_at=start_at,
+        end_at=end_at,
+        created_at=created_at,
+        target=target,
+        retry=retry,
+        missed_runs=missed_runs,
+        state=state,
+        version=version,
+        scheduled_at=scheduled_at,
+        attempt=attempt,
+        next_run_at=next_run_at,
+        lease_kind=lease_kind,
+        after_completion=after_completion,
     )
+    return StartedExecution(job, execution_id, execution_scheduled_at, execution_attempt, trigger, started_at)
 
 
 def _delete_completed(conn: psycopg.Connection, job_ids: Sequence[str]) -> None:
@@ -270,7 +341,7 @@ class Store(ExecutionHistory):
         already started by a duplicate invoke)."""
         with self.pool.connection() as conn:
             row = (
-                uuids_as_text(conn)
+                uuids_as_text(conn, tuple_row)
                 .execute(
                     QUERIES["start_execution"],
                     {
@@ -291,24 +362,25 @@ class Store(ExecutionHistory):
         Every claim carries its ``started`` execution."""
         with self.pool.connection() as conn:
             rows = (
-                uuids_as_text(conn)
+                uuids_as_text(conn, tuple_row)
                 .execute(QUERIES["claim_and_start"], {"limit": limit, "lease_margin_seconds": lease_margin_seconds})
                 .fetchall()
             )
         claims = []
         for row in rows:
             started = _started(row)
+            # Claimed and started by one now(); due_at and locked_until are claim_due's only.
             claims.append(
                 Claim(
-                    job_id=str(row["id"]),
-                    lock_token=str(row["lock_token"]),
-                    lease_kind=row["lease_kind"],
-                    scheduled_at=started.scheduled_at,
-                    due_at=row["due_at"],
-                    claimed_at=row["claimed_at"],
-                    locked_until=row["locked_until"],
-                    reclaimed=row["reclaimed"],
-                    started=started,
+                    started.job.id,  # type: ignore[arg-type]
+                    row[24],
+                    started.job.lease_kind,  # type: ignore[arg-type]
+                    started.scheduled_at,
+                    None,
+                    started.started_at,
+                    None,
+                    row[25],
+                    started,
                 )
             )
         return claims
