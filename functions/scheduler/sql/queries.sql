@@ -227,7 +227,7 @@ FOR UPDATE OF jobs;
 -- outcome recorded. Fenced by the token, and valid only for the version the plan was computed
 -- from: from the row start_execution or claim_and_start returned (the usual case; after an
 -- edit, pause or resume nothing is written for that job and the service takes the locking path),
--- or from the row lock_leased_job holds. Returns the ids of the jobs written.
+-- or from the row lock_leased_job holds. Returns the ids of the jobs written, as text.
 job AS (
     UPDATE jobs j
     SET state = o.state, scheduled_at = o.scheduled_at, attempt = o.attempt, next_run_at = o.next_run_at,
@@ -250,7 +250,7 @@ job AS (
     WHERE e.id = o.execution_id AND e.started_at = o.started_at AND e.status = 'running'
     RETURNING e.id
 )
-SELECT id AS job_id FROM job
+SELECT id::text AS job_id FROM job
 
 -- name: complete_job
 -- One execution's outcome (an executor Lambda's), parameters as plain values.

@@ -31,7 +31,9 @@ from scheduler.sql import QUERIES
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
 from scheduler.store.rows import is_uuid, retry_on_dead_connection, uuids_as_text
 
-# The parameters of ``complete_job`` (values), and of ``complete_jobs`` (arrays of them).
+# The parameters of ``complete_job`` (values, for one outcome: the cheaper statement to plan,
+# for executors through RDS Proxy that cannot keep prepared statements), and of
+# ``complete_jobs`` (arrays of them, for a batch).
 _COMPLETION_COLUMNS = (
     "job_id",
     "lock_token",
@@ -50,13 +52,43 @@ _COMPLETION_COLUMNS = (
 )
 
 
-def _complete(conn: psycopg.Connection | psycopg.Cursor, rows: list[dict[str, Any]]) -> psycopg.Cursor:
-    """Execute the completion of planned outcomes: plain values for one (the cheaper statement
-    to plan, for executors through RDS Proxy that cannot keep prepared statements), arrays for
-    a batch."""
-    if len(rows) == 1:
-        return conn.execute(QUERIES["complete_job"], rows[0])
-    return conn.execute(QUERIES["complete_jobs"], {key: [row[key] for row in rows] for key in _COMPLETION_COLUMNS})
+def _completion_arrays(planned: Sequence[tuple[Completion, Mapping[str, Any]]]) -> dict[str, list[Any]]:
+    """The parameters of ``complete_jobs`` for outcomes planned from their started rows: what
+    ``_completion_row`` gives each, gathered column by column in one pass (no dict per row)."""
+    arrays: dict[str, list[Any]] = {key: [] for key in _COMPLETION_COLUMNS}
+    (
+        job_id,
+        lock_token,
+        execution_id,
+        version,
+        state,
+        scheduled_at,
+        attempt,
+        next_run_at,
+        ran_scheduled_at,
+        status,
+        error,
+        http_status,
+        response_excerpt,
+        started_at,
+    ) = (arrays[key].append for key in _COMPLETION_COLUMNS)
+    for done, plan in planned:
+        started, outcome = done.started, done.outcome
+        job_id(done.job_id)
+        lock_token(done.lock_token)
+        execution_id(done.execution_id)
+        version(started.job.version)  # type: ignore[union-attr]
+        state(plan["state"])
+        scheduled_at(plan["scheduled_at"])
+        attempt(plan["attempt"])
+        next_run_at(plan["next_run_at"])
+        ran_scheduled_at(started.scheduled_at)  # type: ignore[union-attr]
+        status(outcome.status)
+        error(outcome.error)
+        http_status(done.http_status)
+        response_excerpt(done.response_excerpt)
+        started_at(started.started_at)  # type: ignore[union-attr]
+    return arrays
 
 
 def _completion_row(
@@ -403,13 +435,18 @@ class Store(ExecutionHistory):
         A plan marked ``"delete": True`` (the service's decision: ``after_completion = 'delete'``
         and the job completed) deletes its job with its executions in the same transaction, once
         written; without any, the statement runs alone (no transaction to open)."""
-        rows = [
-            _completion_row(done, plan, done.started.job.version, done.started.scheduled_at, done.started.started_at)
-            for done, plan in planned
-        ]
+        if len(planned) == 1:
+            [(done, plan)] = planned
+            query = QUERIES["complete_job"]
+            params = _completion_row(
+                done, plan, done.started.job.version, done.started.scheduled_at, done.started.started_at
+            )
+        else:
+            query, params = QUERIES["complete_jobs"], _completion_arrays(planned)
         doomed = [str(done.job_id) for done, plan in planned if plan.get("delete")]
         with self.pool.connection() as conn, conn.transaction() if doomed else contextlib.nullcontext():
-            written = {str(r["job_id"]) for r in _complete(uuids_as_text(conn), rows).fetchall()}
+            # The ids come back as text (complete_outcomes), as the callers hold them.
+            written = {job_id for (job_id,) in conn.cursor(row_factory=tuple_row).execute(query, params)}
             _delete_completed(conn, [job_id for job_id in doomed if job_id in written])
             return written
 
@@ -428,7 +465,9 @@ class Store(ExecutionHistory):
             job, ran = Job.from_row(row), row["ran_scheduled_at"]
             planned = plan(job, row["db_now"], ran)
             written = (
-                _complete(conn, [_completion_row(done, planned, job.version, ran, row["ran_started_at"])]).fetchone()
+                conn.execute(
+                    QUERIES["complete_job"], _completion_row(done, planned, job.version, ran, row["ran_started_at"])
+                ).fetchone()
                 is not None
             )
             if written and planned.get("delete"):
