@@ -273,10 +273,11 @@ def render(results: dict[str, dict[str, Any] | None], meta: dict[str, Any]) -> s
         )
         w("")
         w(
-            "- **store**: N worker *processes*, each with its own connection, doing what local mode's runner does "
-            "with the store, less the delivery: `Store.claim_and_start(batch)` (the claim and the start of the batch "
-            "in one statement), then `complete_executions` of all its outcomes (one statement, each job's next "
-            "occurrence planned in Python)."
+            "- **store**: N worker *processes*, each doing what local mode's runner does with the store, less the "
+            "delivery: the fan-out loop's `Store.claim_and_start(batch)` (the claim and the start of the batch in one "
+            "statement) while a recorder thread records the batch before with `complete_executions` (one statement, "
+            "each job's next occurrence planned in Python), each on a connection of its own, at most one batch "
+            "waiting for the recorder."
         )
         w(
             "- **store per job**: as the deployment does it: the fan-out's `claim_due(batch)`, then for each claim what "
@@ -548,10 +549,9 @@ def throughput_reading(tp: dict[str, Any]) -> str:
     text.append(
         f"Against pgqueuer the store reaches {min(vs_pgq):.2f}x to {max(vs_pgq):.2f}x, and against pgbench "
         f"running its own statements {min(vs_bench):.2f}x to {max(vs_bench):.2f}x: what separates the store "
-        "from pgbench is the Python client (psycopg turning about 25 columns per started job into Python "
-        "values, planning each job's next occurrence, building the outcome arrays), which on two cores "
-        "shared with the server costs about as much CPU per job as the server's own work; with one process "
-        "the two take turns, with two or more they overlap."
+        "from pgbench is the Python client (psycopg turning the 26 columns of each started job into Python "
+        "values, planning each job's next occurrence, building the outcome arrays), which shares the two "
+        "cores with the server; a worker's claims and records overlap, as local mode's do."
     )
     if per_job:
         text.append(

@@ -5,10 +5,11 @@
 For each worker count, in one run and in rotating order (the machine is noisy, so only the
 ratios mean much):
 
-- **store**: N due jobs drained by W worker *processes* (multiprocessing, one connection each),
-  each doing what local mode's runner does with the store, less the delivery:
-  ``Store.claim_and_start(batch)`` (claim and start in one statement), then
-  ``complete_executions`` of all their outcomes (one statement).
+- **store**: N due jobs drained by W worker *processes* (multiprocessing), each doing what local
+  mode's runner does with the store, less the delivery: ``Store.claim_and_start(batch)`` (claim
+  and start in one statement) in the fan-out loop, while a recorder thread records the batch
+  before with ``complete_executions`` (one statement), each on its own connection, at most one
+  batch waiting for the recorder.
 - **store per job**: as the deployment does it: ``claim_due(batch)`` in the fan-out, then per
   claim, as each executor Lambda does, ``start_execution`` and ``complete_execution`` (two
   statements per job). Shown for scale.
@@ -21,8 +22,10 @@ ratios mean much):
   drained by W processes each running a ``QueueManager`` in drain mode with one no-op
   entrypoint (asyncpg driver when installed, else psycopg), with the same batch size.
 
-Targets: store >= 1.0x pgqueuer, store >= 0.5x pgbench. A profile of one store worker (round
-trips and client-side latency per call, a bare round trip and a bare commit) explains the gap.
+Targets: store >= 1.0x pgqueuer, store >= 0.5x pgbench. Each worker's CPU time per job (the
+client's, robust to a noisy machine) is reported beside the rates. A profile of one store worker
+(claim and record in turn: round trips and client-side latency per call, a bare round trip and a
+bare commit) explains the gap.
 """
 
 from __future__ import annotations
@@ -127,28 +130,59 @@ def completed_jobs(url: str) -> int:
 # -- store: worker processes ---------------------------------------------------------------------
 
 
+def record_batch(store: Store, claims: list, began: float) -> int:
+    """Record a claimed batch's outcomes as local mode's recorder does (``Executor.record``: a
+    ``Completion`` per outcome, then ``complete_executions``, one statement). Returns the jobs
+    recorded."""
+    completions = [
+        Completion(
+            claim.job_id,
+            claim.lock_token,
+            claim.started.execution_id,
+            Outcome("succeeded"),
+            http_status=200,
+            started=claim.started,
+            elapsed_seconds=time.monotonic() - began,
+        )
+        for claim in claims
+    ]
+    return sum(service.complete_executions(store, completions))
+
+
 def drain_batched(store: Store, batch: int, deadline: float = float("inf"), on_batch=None) -> int:
-    """What local mode's runner does with the store, less the delivery: claim and start a batch
-    in one statement (``claim_and_start``), record all their outcomes in one statement
-    (``complete_executions``). Returns the jobs completed."""
+    """What local mode's runner does with the store, less the delivery: the fan-out loop claims
+    and starts a batch in one statement (``claim_and_start``) while the recorder thread records
+    the outcomes of the batch before in one statement (``complete_executions``), each on a
+    connection of its own (``InProcessDispatch`` and its ``TimedBatchBuffer``). At most one
+    batch waits for the recorder: the claims never run further ahead. ``store``'s pool needs
+    two connections. Returns the jobs completed."""
+    handoff: queue.Queue = queue.Queue(maxsize=1)
     done = 0
-    while time.monotonic() < deadline and (claims := store.claim_and_start(batch, 30)):
-        began = time.monotonic()
-        completions = [
-            Completion(
-                claim.job_id,
-                claim.lock_token,
-                claim.started.execution_id,
-                Outcome("succeeded"),
-                http_status=200,
-                started=claim.started,
-                elapsed_seconds=time.monotonic() - began,
-            )
-            for claim in claims
-        ]
-        done += sum(service.complete_executions(store, completions))
-        if on_batch:
-            on_batch(len(claims))
+    failed: list[BaseException] = []
+
+    def recorder() -> None:
+        nonlocal done
+        while (item := handoff.get()) is not None:
+            if failed:
+                continue  # drain the handoff so that the claimer never blocks
+            try:
+                claims, began = item
+                done += record_batch(store, claims, began)
+                if on_batch:
+                    on_batch(len(claims))
+            except BaseException as exc:  # reported by the claimer, after the join
+                failed.append(exc)
+
+    thread = threading.Thread(target=recorder, name="recorder", daemon=True)
+    thread.start()
+    try:
+        while not failed and time.monotonic() < deadline and (claims := store.claim_and_start(batch, 30)):
+            handoff.put((claims, time.monotonic()))
+    finally:
+        handoff.put(None)
+        thread.join()
+    if failed:
+        raise failed[0]
     return done
 
 
@@ -177,11 +211,15 @@ def drain_per_job(store: Store, batch: int, deadline: float = float("inf"), on_b
 
 
 def _store_worker(url: str, batch: int, per_job: bool, barrier, counter, results) -> None:
-    pool = make_pool(url, min_size=1, max_size=1)
+    connections = 1 if per_job else 2  # the batched runner's claimer and recorder
+    pool = make_pool(url, min_size=connections, max_size=connections)
     store = Store(pool)
     store.now()  # connected and warm before the clock starts
+    if connections == 2:
+        with pool.connection(), pool.connection():
+            pass
     barrier.wait(timeout=60)
-    began = time.monotonic()
+    began, cpu = time.monotonic(), time.process_time()
 
     def count(n: int) -> None:
         with counter.get_lock():
@@ -189,14 +227,14 @@ def _store_worker(url: str, batch: int, per_job: bool, barrier, counter, results
 
     drain = drain_per_job if per_job else drain_batched
     done = drain(store, batch, began + RUN_TIMEOUT, count)
-    ended = time.monotonic()
+    ended, cpu = time.monotonic(), time.process_time() - cpu
     pool.close()
-    results.put((began, ended, done))
+    results.put((began, ended, done, cpu))
 
 
-def spawn_workers(target, args_for, workers: int, total: int, desc: str) -> tuple[float, int]:
+def spawn_workers(target, args_for, workers: int, total: int, desc: str) -> tuple[float, int, float]:
     """Start ``workers`` processes of ``target``; all start together (a barrier); returns
-    (elapsed from the first start to the last end, jobs done)."""
+    (elapsed from the first start to the last end, jobs done, the workers' CPU seconds)."""
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(workers)
     counter = ctx.Value("l", 0)
@@ -229,7 +267,7 @@ def spawn_workers(target, args_for, workers: int, total: int, desc: str) -> tupl
         raise RuntimeError(f"{desc}: {len(got)} of {workers} workers reported within the time limit")
     began = min(r[0] for r in got)
     ended = max(r[1] for r in got)
-    return ended - began, sum(r[2] for r in got)
+    return ended - began, sum(r[2] for r in got), sum(r[3] for r in got)
 
 
 def run_store(url: str, jobs: int, workers: int, batch: int, per_job: bool = False) -> dict[str, Any]:
@@ -238,7 +276,9 @@ def run_store(url: str, jobs: int, workers: int, batch: int, per_job: bool = Fal
     cpu = ServerCpu(url)
     cpu0 = cpu.seconds()
     name = "store per job" if per_job else "store"
-    elapsed, done = spawn_workers(_store_worker, lambda i: (url, batch, per_job), workers, jobs, f"{name} x{workers}")
+    elapsed, done, client_cpu = spawn_workers(
+        _store_worker, lambda i: (url, batch, per_job), workers, jobs, f"{name} x{workers}"
+    )
     cpu_ms = server_cpu_ms_per_job(cpu, cpu0, jobs)
     xacts = transactions_per_job(url, before, jobs)
     completed = completed_jobs(url)
@@ -250,6 +290,7 @@ def run_store(url: str, jobs: int, workers: int, batch: int, per_job: bool = Fal
         "jobs_per_s": jobs / elapsed,
         "transactions_per_job": xacts,
         "server_cpu_ms_per_job": cpu_ms,
+        "client_cpu_us_per_job": client_cpu * 1e6 / jobs,
     }
 
 
@@ -465,7 +506,7 @@ def _pgq_worker(url: str, driver: str, batch: int, barrier, counter, results) ->
 
     done = 0
 
-    async def main() -> tuple[float, float]:
+    async def main() -> tuple[float, float, float]:
         nonlocal done
         drv, close = await _pgq_connect(url, driver)
         qm = QueueManager(Queries(drv))
@@ -479,7 +520,7 @@ def _pgq_worker(url: str, driver: str, batch: int, barrier, counter, results) ->
                     counter.value += 50
 
         await asyncio.get_running_loop().run_in_executor(None, lambda: barrier.wait(timeout=60))
-        began = time.monotonic()
+        began, cpu = time.monotonic(), time.process_time()
         try:
             await asyncio.wait_for(
                 qm.run(
@@ -490,12 +531,12 @@ def _pgq_worker(url: str, driver: str, batch: int, barrier, counter, results) ->
                 timeout=RUN_TIMEOUT,
             )
         finally:
-            ended = time.monotonic()
+            ended, cpu = time.monotonic(), time.process_time() - cpu
             await close()
-        return began, ended
+        return began, ended, cpu
 
-    began, ended = asyncio.run(main())
-    results.put((began, ended, done))
+    began, ended, cpu = asyncio.run(main())
+    results.put((began, ended, done, cpu))
 
 
 def run_pgqueuer(url: str, jobs: int, workers: int, batch: int, driver: str) -> dict[str, Any]:
@@ -506,7 +547,9 @@ def run_pgqueuer(url: str, jobs: int, workers: int, batch: int, driver: str) -> 
     before = db_transactions(url)
     cpu = ServerCpu(url)
     cpu0 = cpu.seconds()
-    elapsed, done = spawn_workers(_pgq_worker, lambda i: (url, driver, batch), workers, jobs, f"pgqueuer x{workers}")
+    elapsed, done, client_cpu = spawn_workers(
+        _pgq_worker, lambda i: (url, driver, batch), workers, jobs, f"pgqueuer x{workers}"
+    )
     cpu_ms = server_cpu_ms_per_job(cpu, cpu0, jobs)
     xacts = transactions_per_job(url, before, jobs)
     remaining = asyncio.run(_pgq_call(url, driver, "remaining"))
@@ -519,6 +562,7 @@ def run_pgqueuer(url: str, jobs: int, workers: int, batch: int, driver: str) -> 
         "driver": driver,
         "transactions_per_job": xacts,
         "server_cpu_ms_per_job": cpu_ms,
+        "client_cpu_us_per_job": client_cpu * 1e6 / jobs,
     }
 
 
@@ -535,20 +579,7 @@ def profile_store(url: str, jobs: int, batch: int, traced_jobs: int = 200) -> di
     def drain(store: Store, call) -> int:
         done = 0
         while claims := call("claim_and_start", store.claim_and_start, batch, 30):
-            began = time.monotonic()
-            completions = [
-                Completion(
-                    claim.job_id,
-                    claim.lock_token,
-                    claim.started.execution_id,
-                    Outcome("succeeded"),
-                    http_status=200,
-                    started=claim.started,
-                    elapsed_seconds=time.monotonic() - began,
-                )
-                for claim in claims
-            ]
-            done += sum(call("complete_executions", lambda done: service.complete_executions(store, done), completions))
+            done += call("complete_executions", record_batch, store, claims, time.monotonic())
         return done
 
     # Round trips: trace each call on its own (libpq flushes its trace on untrace).
@@ -737,6 +768,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 for s in SYSTEMS
             }
             cpus = {s: statistics.median(v) for s, v in cpus.items() if v}
+            client = {
+                s: statistics.median(
+                    r["client_cpu_us_per_job"] for r in results["runs"] if r["system"] == s and r["workers"] == workers
+                )
+                for s in ("store", "store_per_job", "pgqueuer")
+            }
             row = table[workers]
             print(
                 f"  {workers} worker(s): store {row['store']:7.0f} jobs/s | pgbench {row['pgbench']:7.0f} | "
@@ -756,6 +793,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     flush=True,
                 )
                 results.setdefault("server_cpu_ms_per_job", {})[str(workers)] = cpus
+            print(
+                f"               client CPU us per job: store {client['store']:.1f} | "
+                f"store per job {client['store_per_job']:.1f} | pgqueuer {client['pgqueuer']:.1f}",
+                flush=True,
+            )
+            results.setdefault("client_cpu_us_per_job", {})[str(workers)] = client
             results.setdefault("transactions_per_job", {})[str(workers)] = xacts
         results["table"] = {
             str(w): {

@@ -39,7 +39,7 @@ SCHEDULE_FIELDS = ("schedule", "run_at", "timezone", "start_at", "end_at")
 @dataclass(frozen=True, slots=True)
 class Job:
     """The columns of a job that the domain reads. A row may carry fewer (a started row has
-    ``started_job_columns`` only, a draft has its spec and ``created_at``): the others keep
+    ``started_columns`` only, a draft has its spec and ``created_at``): the others keep
     their defaults."""
 
     id: str | None = None
@@ -97,7 +97,7 @@ class Outcome:
 @dataclass(frozen=True)
 class StartedExecution:
     """An execution recorded as running, with the job it runs (the columns its delivery and its
-    completion need: ``started_job_columns`` in queries.sql; the target still encrypted)."""
+    completion need: ``started_columns`` in queries.sql; the target still encrypted)."""
 
     job: Job
     execution_id: str
@@ -160,9 +160,9 @@ class Claim:
     lock_token: str
     lease_kind: str
     scheduled_at: datetime
-    due_at: datetime
+    due_at: datetime | None  # claim_due's (the invoke payload); None from claim_and_start
     claimed_at: datetime
-    locked_until: datetime
+    locked_until: datetime | None  # claim_due's; None from claim_and_start (its lease is the target's)
     reclaimed: bool = False
     # Set by claim_and_start: the execution already recorded as running on this claim.
     started: StartedExecution | None = None

@@ -6,6 +6,7 @@ import threading
 import uuid
 from datetime import timedelta
 
+import psycopg
 import pytest
 
 from scheduler import service
@@ -557,3 +558,50 @@ def test_a_started_rows_target_reads_as_json_loads_would(store, pool):
     [claim] = store.claim_and_start(10, 30)
     read = claim.started.job.target["body"]
     assert read == body and type(read["big"]) is int and type(read["neg"]) is int
+
+
+def test_started_rows_are_read_by_position_as_the_store_names_their_columns(store, pool):
+    """claim_and_start and start_execution answer the columns STARTED_COLUMNS names, in its
+    order (the store reads them by position), and each lands in the field of that name."""
+    from scheduler.sql import QUERIES
+    from scheduler.store import STARTED_COLUMNS
+
+    job_id = str(service.create_job(store, OWNER, http_spec("positional", "0 0 1 1 *"))["id"])
+    make_due(pool, job_id)
+    with pool.connection() as conn, conn.transaction():
+        cursor = conn.execute(QUERIES["claim_and_start"], {"limit": 1, "lease_margin_seconds": 30})
+        assert tuple(c.name for c in cursor.description) == (*STARTED_COLUMNS, "lock_token", "reclaimed")
+        raise psycopg.Rollback()
+    [claim] = store.claim_and_start(10, 30)
+    row = store.get_job(OWNER, job_id)
+    started = claim.started
+    for field in STARTED_COLUMNS[:19]:
+        expected = str(row[field]) if field == "id" else row[field]
+        assert getattr(started.job, field) == expected, field
+    execution = store.get_execution(started.execution_id)
+    assert (started.scheduled_at, started.attempt, started.trigger, started.started_at) == (
+        execution.scheduled_at,
+        execution.attempt,
+        execution.trigger,
+        execution.started_at,
+    )
+    assert claim.job_id == job_id and claim.lock_token == str(row["lock_token"]) and claim.reclaimed is False
+    assert claim.lease_kind == "schedule" and claim.claimed_at == started.started_at == row["last_run_at"]
+
+    other = str(service.create_job(store, OWNER, http_spec("positional-2", "0 0 1 1 *"))["id"])
+    make_due(pool, other)
+    [leased] = store.claim_due(10, 60)
+    with pool.connection() as conn, conn.transaction():
+        cursor = conn.execute(
+            QUERIES["start_execution"],
+            {
+                "job_id": other,
+                "lock_token": leased.lock_token,
+                "lease_margin_seconds": 30,
+                "execution_id": str(uuid.uuid4()),
+            },
+        )
+        assert tuple(c.name for c in cursor.description) == STARTED_COLUMNS
+        raise psycopg.Rollback()
+    started = store.start_execution(other, leased.lock_token, 30)
+    assert started.job.id == other and started.job.target == row["target"] and started.attempt == 1

@@ -134,14 +134,14 @@ WHERE id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id I
 RETURNING id;
 
 -- fragment: started_job_columns
--- The columns of a started job that its delivery and its completion's plan need, no more.
-j.id, j.version, j.state, j.schedule, j.run_at, j.timezone, j.start_at, j.end_at, j.created_at,
-j.missed_runs, j.target, j.retry, j.scheduled_at, j.attempt, j.next_run_at, j.manual_run_at, j.lease_kind,
-j.running_execution_id, j.owner, j.after_completion, j.name
+-- The columns of a started job that recording its execution (record_started) reads.
+j.id, j.owner, j.name, j.schedule, j.run_at, j.timezone, j.start_at, j.end_at, j.created_at, j.target,
+j.retry, j.missed_runs, j.state, j.version, j.scheduled_at, j.attempt, j.next_run_at, j.lease_kind,
+j.after_completion, j.manual_run_at, j.running_execution_id
 
 -- fragment: record_started
 -- After a "job" CTE that started jobs (their running_execution_id set, the attempt counted):
--- their executions recorded as running, and each job with its execution.
+-- their executions recorded as running. The query then selects started_columns.
 execution AS (
     INSERT INTO executions (id, job_id, owner, scheduled_at, attempt, trigger, status, started_at)
     SELECT job.running_execution_id, job.id, job.owner,
@@ -153,10 +153,17 @@ execution AS (
     FROM job
     RETURNING id, scheduled_at, attempt, trigger, started_at
 )
-SELECT job.*, execution.id AS execution_id, execution.scheduled_at AS execution_scheduled_at,
-       execution.attempt AS execution_attempt, execution.trigger AS execution_trigger,
-       execution.started_at AS execution_started_at
-FROM job JOIN execution ON execution.id = job.running_execution_id
+
+-- fragment: started_columns
+-- A started row, read by position (scheduler.store.STARTED_COLUMNS names them in this order):
+-- the columns of its job that its delivery and its completion's plan need, no more, then its
+-- execution's. No other: the runner turns every column of every row into a Python value.
+job.id, job.owner, job.name, job.schedule, job.run_at, job.timezone, job.start_at, job.end_at,
+job.created_at, job.target, job.retry, job.missed_runs, job.state, job.version, job.scheduled_at,
+job.attempt, job.next_run_at, job.lease_kind, job.after_completion,
+execution.id AS execution_id, execution.scheduled_at AS execution_scheduled_at,
+execution.attempt AS execution_attempt, execution.trigger AS execution_trigger,
+execution.started_at AS execution_started_at
 
 -- name: start_execution
 -- Phase two of the lease: the executor confirms its claim (token matches, lease unexpired, no
@@ -175,7 +182,9 @@ WITH job AS (
       -- Still due: an edit or a pause between the claim and this start leaves nothing to run.
       AND (j.lease_kind = 'manual' OR (j.state = 'active' AND j.next_run_at <= now()))
     RETURNING {{ started_job_columns }}
-), {{ record_started }};
+), {{ record_started }}
+SELECT {{ started_columns }}
+FROM job JOIN execution ON execution.id = job.running_execution_id;
 
 -- name: claim_and_start
 -- Both phases of the lease in one statement, for a runner that delivers at once what it claims
@@ -193,9 +202,12 @@ WITH {{ due_leases }}, job AS (
         last_status = CASE WHEN due.orphan_execution_id IS NULL THEN j.last_status ELSE 'lost' END
     FROM due
     WHERE j.id = due.id
-    RETURNING {{ started_job_columns }}, j.lock_token, j.locked_until, j.due_at, now() AS claimed_at,
-              (due.orphan_execution_id IS NOT NULL) AS reclaimed
-), {{ record_started }};
+    RETURNING {{ started_job_columns }}, j.lock_token, (due.orphan_execution_id IS NOT NULL) AS reclaimed
+), {{ record_started }}
+-- The claim's lease time is its execution's started_at (one now()); its due_at and locked_until
+-- are not read back (nothing of local mode reads them).
+SELECT {{ started_columns }}, job.lock_token, job.reclaimed
+FROM job JOIN execution ON execution.id = job.running_execution_id;
 
 -- name: lock_leased_job
 -- Completion's locking path: hold the row only if our lease still stands (the fence). The
@@ -215,7 +227,7 @@ FOR UPDATE OF jobs;
 -- outcome recorded. Fenced by the token, and valid only for the version the plan was computed
 -- from: from the row start_execution or claim_and_start returned (the usual case; after an
 -- edit, pause or resume nothing is written for that job and the service takes the locking path),
--- or from the row lock_leased_job holds. Returns the ids of the jobs written.
+-- or from the row lock_leased_job holds. Returns the ids of the jobs written, as text.
 job AS (
     UPDATE jobs j
     SET state = o.state, scheduled_at = o.scheduled_at, attempt = o.attempt, next_run_at = o.next_run_at,
@@ -238,7 +250,7 @@ job AS (
     WHERE e.id = o.execution_id AND e.started_at = o.started_at AND e.status = 'running'
     RETURNING e.id
 )
-SELECT id AS job_id FROM job
+SELECT id::text AS job_id FROM job
 
 -- name: complete_job
 -- One execution's outcome (an executor Lambda's), parameters as plain values.

@@ -13,12 +13,14 @@ with its plan from ``scheduler.lifecycle``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
@@ -29,7 +31,9 @@ from scheduler.sql import QUERIES
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
 from scheduler.store.rows import is_uuid, retry_on_dead_connection, uuids_as_text
 
-# The parameters of ``complete_job`` (values), and of ``complete_jobs`` (arrays of them).
+# The parameters of ``complete_job`` (values, for one outcome: the cheaper statement to plan,
+# for executors through RDS Proxy that cannot keep prepared statements), and of
+# ``complete_jobs`` (arrays of them, for a batch).
 _COMPLETION_COLUMNS = (
     "job_id",
     "lock_token",
@@ -48,13 +52,43 @@ _COMPLETION_COLUMNS = (
 )
 
 
-def _complete(conn: psycopg.Connection | psycopg.Cursor, rows: list[dict[str, Any]]) -> psycopg.Cursor:
-    """Execute the completion of planned outcomes: plain values for one (the cheaper statement
-    to plan, for executors through RDS Proxy that cannot keep prepared statements), arrays for
-    a batch."""
-    if len(rows) == 1:
-        return conn.execute(QUERIES["complete_job"], rows[0])
-    return conn.execute(QUERIES["complete_jobs"], {key: [row[key] for row in rows] for key in _COMPLETION_COLUMNS})
+def _completion_arrays(planned: Sequence[tuple[Completion, Mapping[str, Any]]]) -> dict[str, list[Any]]:
+    """The parameters of ``complete_jobs`` for outcomes planned from their started rows: what
+    ``_completion_row`` gives each, gathered column by column in one pass (no dict per row)."""
+    arrays: dict[str, list[Any]] = {key: [] for key in _COMPLETION_COLUMNS}
+    (
+        job_id,
+        lock_token,
+        execution_id,
+        version,
+        state,
+        scheduled_at,
+        attempt,
+        next_run_at,
+        ran_scheduled_at,
+        status,
+        error,
+        http_status,
+        response_excerpt,
+        started_at,
+    ) = (arrays[key].append for key in _COMPLETION_COLUMNS)
+    for done, plan in planned:
+        started, outcome = done.started, done.outcome
+        job_id(done.job_id)
+        lock_token(done.lock_token)
+        execution_id(done.execution_id)
+        version(started.job.version)  # type: ignore[union-attr]
+        state(plan["state"])
+        scheduled_at(plan["scheduled_at"])
+        attempt(plan["attempt"])
+        next_run_at(plan["next_run_at"])
+        ran_scheduled_at(started.scheduled_at)  # type: ignore[union-attr]
+        status(outcome.status)
+        error(outcome.error)
+        http_status(done.http_status)
+        response_excerpt(done.response_excerpt)
+        started_at(started.started_at)  # type: ignore[union-attr]
+    return arrays
 
 
 def _completion_row(
@@ -79,17 +113,96 @@ def _completion_row(
     }
 
 
-def _started(row: dict[str, Any]) -> StartedExecution:
-    """A row of start_execution or claim_and_start: the job's columns and its execution's
-    (``Job.from_row`` ignores the others)."""
-    return StartedExecution(
-        job=Job.from_row(row),
-        execution_id=str(row["execution_id"]),
-        scheduled_at=row["execution_scheduled_at"],
-        attempt=row["execution_attempt"],
-        trigger=row["execution_trigger"],
-        started_at=row["execution_started_at"],
+# The columns of a started row (``started_columns`` in queries.sql), in their order: read by
+# position, as the runner reads thousands a second (claim_and_start adds lock_token, reclaimed).
+STARTED_COLUMNS = (
+    "id",
+    "owner",
+    "name",
+    "schedule",
+    "run_at",
+    "timezone",
+    "start_at",
+    "end_at",
+    "created_at",
+    "target",
+    "retry",
+    "missed_runs",
+    "state",
+    "version",
+    "scheduled_at",
+    "attempt",
+    "next_run_at",
+    "lease_kind",
+    "after_completion",
+    "execution_id",
+    "execution_scheduled_at",
+    "execution_attempt",
+    "execution_trigger",
+    "execution_started_at",
+)
+
+
+def _started(row: Sequence[Any]) -> StartedExecution:
+    """A started row (``STARTED_COLUMNS``, uuids read as text): its job and its execution.
+    Every column the job takes is NOT NULL in the table or has None for its default."""
+    (
+        job_id,
+        owner,
+        name,
+        schedule,
+        run_at,
+        timezone,
+        start_at,
+        end_at,
+        created_at,
+        target,
+        retry,
+        missed_runs,
+        state,
+        version,
+        scheduled_at,
+        attempt,
+        next_run_at,
+        lease_kind,
+        after_completion,
+        execution_id,
+        execution_scheduled_at,
+        execution_attempt,
+        trigger,
+        started_at,
+    ) = row[:24]
+    job = Job(
+        id=job_id,
+        owner=owner,
+        name=name,
+        schedule=schedule,
+        run_at=run_at,
+        timezone=timezone,
+        start_at=start_at,
+        end_at=end_at,
+        created_at=created_at,
+        target=target,
+        retry=retry,
+        missed_runs=missed_runs,
+        state=state,
+        version=version,
+        scheduled_at=scheduled_at,
+        attempt=attempt,
+        next_run_at=next_run_at,
+        lease_kind=lease_kind,
+        after_completion=after_completion,
     )
+    return StartedExecution(job, execution_id, execution_scheduled_at, execution_attempt, trigger, started_at)
+
+
+@functools.lru_cache(maxsize=256)
+def _claim_and_start_sql(limit: int) -> str:
+    """``claim_and_start`` with its limit written in: a parameter there would have Postgres plan
+    each execution afresh (its generic plan assumes a tenth of the table is claimed), a third of
+    a millisecond a batch; a constant lets the prepared statement keep its plan. A runner asks
+    for few distinct limits (its batch size, or its idle executors when fewer)."""
+    return QUERIES["claim_and_start"].replace("%(limit)s", str(int(limit)))
 
 
 def _delete_completed(conn: psycopg.Connection, job_ids: Sequence[str]) -> None:
@@ -270,7 +383,7 @@ class Store(ExecutionHistory):
         already started by a duplicate invoke)."""
         with self.pool.connection() as conn:
             row = (
-                uuids_as_text(conn)
+                uuids_as_text(conn, tuple_row)
                 .execute(
                     QUERIES["start_execution"],
                     {
@@ -291,24 +404,25 @@ class Store(ExecutionHistory):
         Every claim carries its ``started`` execution."""
         with self.pool.connection() as conn:
             rows = (
-                uuids_as_text(conn)
-                .execute(QUERIES["claim_and_start"], {"limit": limit, "lease_margin_seconds": lease_margin_seconds})
+                uuids_as_text(conn, tuple_row)
+                .execute(_claim_and_start_sql(limit), {"lease_margin_seconds": lease_margin_seconds})
                 .fetchall()
             )
         claims = []
         for row in rows:
             started = _started(row)
+            # Claimed and started by one now(); due_at and locked_until are claim_due's only.
             claims.append(
                 Claim(
-                    job_id=str(row["id"]),
-                    lock_token=str(row["lock_token"]),
-                    lease_kind=row["lease_kind"],
-                    scheduled_at=started.scheduled_at,
-                    due_at=row["due_at"],
-                    claimed_at=row["claimed_at"],
-                    locked_until=row["locked_until"],
-                    reclaimed=row["reclaimed"],
-                    started=started,
+                    started.job.id,  # type: ignore[arg-type]
+                    row[24],
+                    started.job.lease_kind,  # type: ignore[arg-type]
+                    started.scheduled_at,
+                    None,
+                    started.started_at,
+                    None,
+                    row[25],
+                    started,
                 )
             )
         return claims
@@ -321,13 +435,18 @@ class Store(ExecutionHistory):
         A plan marked ``"delete": True`` (the service's decision: ``after_completion = 'delete'``
         and the job completed) deletes its job with its executions in the same transaction, once
         written; without any, the statement runs alone (no transaction to open)."""
-        rows = [
-            _completion_row(done, plan, done.started.job.version, done.started.scheduled_at, done.started.started_at)
-            for done, plan in planned
-        ]
+        if len(planned) == 1:
+            [(done, plan)] = planned
+            query = QUERIES["complete_job"]
+            params = _completion_row(
+                done, plan, done.started.job.version, done.started.scheduled_at, done.started.started_at
+            )
+        else:
+            query, params = QUERIES["complete_jobs"], _completion_arrays(planned)
         doomed = [str(done.job_id) for done, plan in planned if plan.get("delete")]
         with self.pool.connection() as conn, conn.transaction() if doomed else contextlib.nullcontext():
-            written = {str(r["job_id"]) for r in _complete(uuids_as_text(conn), rows).fetchall()}
+            # The ids come back as text (complete_outcomes), as the callers hold them.
+            written = {job_id for (job_id,) in conn.cursor(row_factory=tuple_row).execute(query, params)}
             _delete_completed(conn, [job_id for job_id in doomed if job_id in written])
             return written
 
@@ -346,7 +465,9 @@ class Store(ExecutionHistory):
             job, ran = Job.from_row(row), row["ran_scheduled_at"]
             planned = plan(job, row["db_now"], ran)
             written = (
-                _complete(conn, [_completion_row(done, planned, job.version, ran, row["ran_started_at"])]).fetchone()
+                conn.execute(
+                    QUERIES["complete_job"], _completion_row(done, planned, job.version, ran, row["ran_started_at"])
+                ).fetchone()
                 is not None
             )
             if written and planned.get("delete"):

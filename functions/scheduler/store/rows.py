@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+from psycopg.rows import RowFactory
 from psycopg.types.json import JsonbLoader
 from psycopg.types.string import TextLoader
 
@@ -59,11 +60,12 @@ class _JsonbLoader(JsonbLoader):
 _UUID_OID, _JSONB_OID = 2950, 3802  # registered by oid: a lookup by type name costs more than the rest
 
 
-def uuids_as_text(conn: psycopg.Connection) -> psycopg.Cursor:
-    """A cursor reading uuid columns as text: the runner's started rows carry four ids each,
-    used only as text, and a uuid.UUID object per id is a measurable share of a batch's cost.
-    Its jsonb columns (a started row's target and retry) are read with orjson when installed."""
-    cursor = conn.cursor()
+def uuids_as_text(conn: psycopg.Connection, row_factory: RowFactory | None = None) -> psycopg.Cursor:
+    """A cursor reading uuid columns as text: the runner's started rows carry ids used only as
+    text, and a uuid.UUID object per id is a measurable share of a batch's cost. Its jsonb
+    columns (a started row's target and retry) are read with orjson when installed. Rows are
+    the connection's (dicts) unless ``row_factory`` says otherwise."""
+    cursor = conn.cursor() if row_factory is None else conn.cursor(row_factory=row_factory)
     cursor.adapters.register_loader(_UUID_OID, TextLoader)
     if orjson is not None:
         cursor.adapters.register_loader(_JSONB_OID, _JsonbLoader)
