@@ -476,6 +476,22 @@ def insert_jobs(
         conn.execute("VACUUM ANALYZE jobs")
 
 
+def add_history_days(url: str, days: int) -> int:
+    """Empty day partitions of ``executions`` for the ``days`` before today, named as
+    ``scheduler_maintain_partitions`` names them: a deployment keeping 30 days of history has
+    that many, and a statement that cannot prune them at plan time pays for each at every call."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        for back in range(1, days + 1):
+            conn.execute(
+                "DO $$ DECLARE day date := (now() AT TIME ZONE 'UTC')::date - "
+                + str(int(back))
+                + "; BEGIN EXECUTE format('CREATE TABLE IF NOT EXISTS %I PARTITION OF executions "
+                "FOR VALUES FROM (%L) TO (%L)', 'executions_p' || to_char(day, 'YYYYMMDD'), "
+                "day::timestamp AT TIME ZONE 'UTC', (day + 1)::timestamp AT TIME ZONE 'UTC'); END $$"
+            )
+        return conn.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = 'executions'::regclass").fetchone()[0]
+
+
 def reset(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("TRUNCATE jobs, executions")
@@ -743,6 +759,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="the executor function's reserved concurrency, which bounds the fan-outs' live leases as "
         "fanout_handler does (default %(default)s, the capacity plan's configuration; 0: unbounded)",
     )
+    parser.add_argument(
+        "--history-days",
+        type=int,
+        default=30,
+        help="empty day partitions of executions before today, as a deployment keeping that many days "
+        "of history has (default %(default)s)",
+    )
     parser.add_argument("--jobs", type=int, default=10_000, help="recurring jobs of the sustained phase")
     parser.add_argument("--seconds", type=float, default=40.0, help="length of the sustained phase")
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds of it not counted")
@@ -769,12 +792,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         fresh_database(server, "deploysim") as url,
     ):
         results["postgres"] = server_version(url)
+        results["partitions"] = add_history_days(url, args.history_days)
         shape = (
             f"fan-outs growing to {args.max_fanouts} at once" if args.max_fanouts > 1 else f"{args.fanouts} fan-out(s)"
         )
         print(
             f"deployment simulation: {shape}, {args.executors} executor processes, "
-            f"claim batch {args.batch}, Postgres {results['postgres']}",
+            f"claim batch {args.batch}, {results['partitions']} day partitions of executions, "
+            f"Postgres {results['postgres']}",
             flush=True,
         )
         dep = Deployment(

@@ -253,8 +253,12 @@ job AS (
 SELECT id::text AS job_id FROM job
 
 -- name: complete_job
--- One execution's outcome (an executor Lambda's), parameters as plain values.
-WITH outcome AS (
+-- One execution's outcome (an executor Lambda's), parameters as plain values. The outcome row is
+-- inlined (NOT MATERIALIZED), so the planner sees the execution's started_at as a constant and
+-- plans its day's partition only: materialized, every completion planned the update over every
+-- day kept (about 1.9 ms with 35 partitions, against 0.1 ms), at each call since the executors'
+-- statements are not prepared (RDS Proxy).
+WITH outcome AS NOT MATERIALIZED (
     SELECT %(job_id)s::uuid AS job_id, %(lock_token)s::uuid AS lock_token, %(execution_id)s::uuid AS execution_id,
            %(version)s::integer AS version, %(state)s::text AS state, %(scheduled_at)s::timestamptz AS scheduled_at,
            %(attempt)s::integer AS attempt, %(next_run_at)s::timestamptz AS next_run_at,
