@@ -735,7 +735,14 @@ def deploy_section(dep: dict[str, Any]) -> list[str]:
         "whose Lambda client (built as the fan-out Lambda builds it: invokes signed by `scheduler.lambda_invoke`) "
         "calls a loopback Invoke API; it queues each asynchronous invoke (Lambda's async "
         f"queue) for {cfg['executors']} executor processes, each running the real `executor_handler` (start, "
-        "HTTP delivery to a loopback target, completion) on real Postgres. The fan-outs keep their live leases "
+        "HTTP delivery to a loopback target, completion) on real Postgres"
+        + (
+            f", whose executions table has {dep['partitions']} day partitions (a deployment keeping "
+            f"{cfg.get('history_days', 30)} days of history)"
+            if dep.get("partitions")
+            else ""
+        )
+        + ". The fan-outs keep their live leases "
         f"under the executor's reserved concurrency ({cfg.get('executor_concurrency') or 'unbounded'}), as the "
         "fan-out handler does. A primary fan-out starts helpers "
         f"through the same endpoint as the backlog calls for them, up to {cfg.get('max_fanouts', 1)}. The Invoke "
