@@ -52,65 +52,46 @@ _COMPLETION_COLUMNS = (
 )
 
 
-def _completion_arrays(planned: Sequence[tuple[Completion, Mapping[str, Any]]]) -> dict[str, list[Any]]:
-    """The parameters of ``complete_jobs`` for outcomes planned from their started rows: what
-    ``_completion_row`` gives each, gathered column by column in one pass (no dict per row)."""
-    arrays: dict[str, list[Any]] = {key: [] for key in _COMPLETION_COLUMNS}
-    (
-        job_id,
-        lock_token,
-        execution_id,
+def _completion_values(
+    done: Completion, plan: Mapping[str, Any], version: int, ran_scheduled_at: datetime | None, started_at: datetime
+) -> tuple[Any, ...]:
+    """One outcome's parameters in ``_COMPLETION_COLUMNS`` order; ``started_at`` is the
+    execution's (its partition's key)."""
+    outcome = done.outcome
+    return (
+        done.job_id,
+        done.lock_token,
+        done.execution_id,
         version,
-        state,
-        scheduled_at,
-        attempt,
-        next_run_at,
+        plan["state"],
+        plan["scheduled_at"],
+        plan["attempt"],
+        plan["next_run_at"],
         ran_scheduled_at,
-        status,
-        error,
-        http_status,
-        response_excerpt,
+        outcome.status,
+        outcome.error,
+        done.http_status,
+        done.response_excerpt,
         started_at,
-    ) = (arrays[key].append for key in _COMPLETION_COLUMNS)
-    for done, plan in planned:
-        started, outcome = done.started, done.outcome
-        job_id(done.job_id)
-        lock_token(done.lock_token)
-        execution_id(done.execution_id)
-        version(started.job.version)  # type: ignore[union-attr]
-        state(plan["state"])
-        scheduled_at(plan["scheduled_at"])
-        attempt(plan["attempt"])
-        next_run_at(plan["next_run_at"])
-        ran_scheduled_at(started.scheduled_at)  # type: ignore[union-attr]
-        status(outcome.status)
-        error(outcome.error)
-        http_status(done.http_status)
-        response_excerpt(done.response_excerpt)
-        started_at(started.started_at)  # type: ignore[union-attr]
-    return arrays
+    )
 
 
 def _completion_row(
     done: Completion, plan: Mapping[str, Any], version: int, ran_scheduled_at: datetime | None, started_at: datetime
 ) -> dict[str, Any]:
-    """One outcome's parameters; ``started_at`` is the execution's (its partition's key)."""
-    return {
-        "job_id": done.job_id,
-        "lock_token": done.lock_token,
-        "execution_id": done.execution_id,
-        "version": version,
-        "state": plan["state"],
-        "scheduled_at": plan["scheduled_at"],
-        "attempt": plan["attempt"],
-        "next_run_at": plan["next_run_at"],
-        "ran_scheduled_at": ran_scheduled_at,
-        "status": done.outcome.status,
-        "error": done.outcome.error,
-        "http_status": done.http_status,
-        "response_excerpt": done.response_excerpt,
-        "started_at": started_at,
-    }
+    """The parameters of ``complete_job`` for one outcome."""
+    return dict(zip(_COMPLETION_COLUMNS, _completion_values(done, plan, version, ran_scheduled_at, started_at)))
+
+
+def _completion_arrays(planned: Sequence[tuple[Completion, Mapping[str, Any]]]) -> dict[str, list[Any]]:
+    """The parameters of ``complete_jobs`` for outcomes planned from their started rows: each
+    outcome's values as a tuple (no dict per row), turned column by column into arrays."""
+    rows = [
+        _completion_values(done, plan, done.started.job.version, done.started.scheduled_at, done.started.started_at)  # type: ignore[union-attr]
+        for done, plan in planned
+    ]
+    columns = list(zip(*rows)) or [()] * len(_COMPLETION_COLUMNS)  # no outcomes: empty arrays
+    return {key: list(column) for key, column in zip(_COMPLETION_COLUMNS, columns, strict=True)}
 
 
 # The columns of a started row (``started_columns`` in queries.sql), in their order: read by
@@ -414,15 +395,15 @@ class Store(ExecutionHistory):
             # Claimed and started by one now(); due_at and locked_until are claim_due's only.
             claims.append(
                 Claim(
-                    started.job.id,  # type: ignore[arg-type]
-                    row[24],
-                    started.job.lease_kind,  # type: ignore[arg-type]
-                    started.scheduled_at,
-                    None,
-                    started.started_at,
-                    None,
-                    row[25],
-                    started,
+                    job_id=started.job.id,  # type: ignore[arg-type]
+                    lock_token=row[24],
+                    lease_kind=started.job.lease_kind,  # type: ignore[arg-type]
+                    scheduled_at=started.scheduled_at,
+                    due_at=None,
+                    claimed_at=started.started_at,
+                    locked_until=None,
+                    reclaimed=row[25],
+                    started=started,
                 )
             )
         return claims
