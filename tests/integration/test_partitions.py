@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 
 from scheduler import service
 from scheduler.migrations import ensure_login, migrate
@@ -40,6 +40,21 @@ def partitions(conn: psycopg.Connection) -> list[str]:
 
 def day_name(day: datetime) -> str:
     return "executions_p" + day.astimezone(UTC).strftime("%Y%m%d")
+
+
+def add_past_days(conn: psycopg.Connection, days: int) -> None:
+    """Day partitions of executions for the ``days`` days before today (the migration creates
+    today's and the days ahead)."""
+    for back in range(1, days + 1):
+        day = (
+            conn.cursor(row_factory=tuple_row)
+            .execute("SELECT now() - make_interval(days => %s)", (back,))
+            .fetchone()[0]
+        )
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {day_name(day)} PARTITION OF executions FOR VALUES FROM "
+            f"('{day.date()} 00:00+00') TO ('{(day + timedelta(days=1)).date()} 00:00+00')"
+        )
 
 
 def partition_of(conn: psycopg.Connection, execution_id) -> str:
@@ -203,12 +218,7 @@ def test_the_writes_by_execution_id_probe_one_partition(store, db_url):
     execution's day alone (its statements are planned at every call)."""
     job_id = str(service.create_job(store, OWNER, http_spec("probe", "0 0 1 1 *"))["id"])
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
-        for back in range(1, 6):
-            day = conn.execute("SELECT now() - make_interval(days => %s) AS d", (back,)).fetchone()["d"]
-            conn.execute(
-                f"CREATE TABLE {day_name(day)} PARTITION OF executions FOR VALUES FROM "
-                f"('{day.date()} 00:00+00') TO ('{(day + timedelta(days=1)).date()} 00:00+00')"
-            )
+        add_past_days(conn, 5)
         store.request_run(OWNER, job_id)
         [claim] = store.claim_due(1, 60)
         started = store.start_execution(claim.job_id, claim.lock_token)
@@ -257,12 +267,7 @@ def test_pages_across_jobs_cross_from_the_recent_days_to_older_ones_in_order(sto
     job_ids = [str(service.create_job(store, OWNER, http_spec(f"walk-{i}"))["id"]) for i in range(3)]
     with psycopg.connect(db_url, autocommit=True) as conn:
         conn.execute("SELECT scheduler_maintain_partitions(30)")
-        for back in range(1, 6):
-            day = conn.execute("SELECT now() - make_interval(days => %s) AS d", (back,)).fetchone()[0]
-            conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {day_name(day)} PARTITION OF executions FOR VALUES FROM "
-                f"('{day.date()} 00:00+00') TO ('{(day + timedelta(days=1)).date()} 00:00+00')"
-            )
+        add_past_days(conn, 5)
         for i in range(60):  # one every 2 hours over 5 days, the jobs in turn; a few in DEFAULT
             insert_execution(conn, job_ids[i % 3], f"now() - interval '{2 * i} hours'")
         insert_execution(conn, job_ids[0], "now() - interval '20 days'")
@@ -282,12 +287,7 @@ def test_a_jobs_pages_cross_from_the_recent_days_to_older_ones_in_order(store, d
     with started_at): inserted oldest first, as the runner writes them."""
     job_id = str(service.create_job(store, OWNER, http_spec("walk"))["id"])
     with psycopg.connect(db_url, autocommit=True) as conn:
-        for back in range(1, 6):
-            day = conn.execute("SELECT now() - make_interval(days => %s) AS d", (back,)).fetchone()[0]
-            conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {day_name(day)} PARTITION OF executions FOR VALUES FROM "
-                f"('{day.date()} 00:00+00') TO ('{(day + timedelta(days=1)).date()} 00:00+00')"
-            )
+        add_past_days(conn, 5)
         insert_execution(conn, job_id, "now() - interval '20 days'")  # in DEFAULT
         for i in reversed(range(40)):
             insert_execution(conn, job_id, f"now() - interval '{3 * i} hours'")
@@ -342,12 +342,7 @@ def test_a_jobs_page_after_a_cursor_plans_only_the_days_up_to_its_rows(pool, db_
     store = Store(recording)
     job_id = str(service.create_job(store, OWNER, http_spec("pruned"))["id"])
     with psycopg.connect(db_url, autocommit=True) as conn:
-        for back in range(1, 10):
-            day = conn.execute("SELECT now() - make_interval(days => %s) AS d", (back,)).fetchone()[0]
-            conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {day_name(day)} PARTITION OF executions FOR VALUES FROM "
-                f"('{day.date()} 00:00+00') TO ('{(day + timedelta(days=1)).date()} 00:00+00')"
-            )
+        add_past_days(conn, 9)
         for i in reversed(range(72)):  # 8 a day for 9 days, oldest first
             insert_execution(conn, job_id, f"now() - interval '{3 * i} hours'")
         conn.execute("UPDATE jobs SET run_count = 72, created_at = now() - interval '9 days'")
