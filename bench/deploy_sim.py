@@ -326,18 +326,8 @@ class Deployment:
         procs = [
             self.ctx.Process(
                 target=_fanout_process,
-                args=(
-                    self.url,
-                    self.lambda_url,
-                    budget,
-                    batch,
-                    lease,
-                    reports,
-                    None,
-                    1,
-                    None,
-                    self.executor_concurrency,
-                ),
+                args=(self.url, self.lambda_url, budget, batch, lease, reports),
+                kwargs={"executor_concurrency": self.executor_concurrency},
                 daemon=True,
             )
             for _ in range(count)

@@ -143,9 +143,10 @@ def run_fanout(
     metrics.gauge(c.METRIC_OLDEST_DUE_AGE_S, oldest, unit="Seconds")
     # Helpers add dispatch, not executors: while the executors' reserved concurrency is what holds
     # the backlog back (no room for a claim within the last check), none is started for it.
-    saturated_at = began if dispatch.capacity() <= 0 else float("-inf")
+    saturated = dispatch.capacity() <= 0
+    saturated_at = began if saturated else float("-inf")
     if on_backlog is not None:
-        report.helpers += on_backlog(0 if saturated_at == began else backlog)
+        report.helpers += on_backlog(0 if saturated else backlog)
     checked, next_check = began, began + backlog_check_seconds
     # Retention: the day partitions are kept (created ahead, dropped past the retention) once per
     # run, at its first round without a full claim, so it never delays due jobs; under a backlog

@@ -51,7 +51,6 @@ class EventInvokeClient:
 
     def __init__(self, client: Any, credentials: Any, *, pool_size: int, ca_certs: str | None = None):
         self.client = client
-        self.meta = client.meta
         self.credentials = credentials
         endpoint = urlsplit(client.meta.endpoint_url)
         self.region = client.meta.region_name
