@@ -73,6 +73,7 @@ from common import (  # noqa: I001
     substitute,
     write_json,
 )
+from scheduler.constants import DEFAULT_CLAIMS_PER_INVOKE  # noqa: E402
 from scheduler.sql import QUERIES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,10 +165,10 @@ def _lambda_service(port_out, invocations, received, stop, fanout_invocations=No
     _serve_http(port_out, stop, handle)
 
 
-def _executor_worker(env: dict[str, str], invocations, handled, failed, cpu) -> None:
+def _executor_worker(env: dict[str, str], invocations, handled, failed, cpu, executions) -> None:
     """One executor container: the real handler module, warm, taking queued invokes one at a
     time (as one concurrent Lambda execution environment does). ``cpu`` adds up the CPU seconds
-    its invocations took."""
+    its invocations took, ``executions`` the claims they carried."""
     os.environ.update(env)
     sys.path.insert(0, str(ROOT / "functions"))
     sys.stdout = open(os.devnull, "w")  # the handler's JSON logs and EMF metrics
@@ -182,9 +183,12 @@ def _executor_worker(env: dict[str, str], invocations, handled, failed, cpu) -> 
             return
         began = time.process_time()
         try:
-            executor_handler.handler(json.loads(payload), context)
+            event = json.loads(payload)
+            executor_handler.handler(event, context)
             with cpu.get_lock():
                 cpu.value += time.process_time() - began
+            with executions.get_lock():
+                executions.value += len(event.get("claims") or [event])
             with handled.get_lock():
                 handled.value += 1
         except Exception:  # an infrastructure fault: Lambda would retry; counted
@@ -203,6 +207,7 @@ def _fanout_process(
     max_fanouts: int = 1,
     fanout_rate: float | None = None,
     executor_concurrency: int | None = None,
+    claims_per_invoke: int = 1,
 ) -> None:
     """One fan-out Lambda invocation, the handler's code path (``run_lambda_invocation``): the
     tick's (``event`` None), claiming for ``budget`` seconds, or a helper's (``{"helper": true}``),
@@ -241,10 +246,10 @@ def _fanout_process(
             batch_size=batch,
             lease_seconds=lease,
             dispatch_rate=fanout_rate or FANOUT_DISPATCH_RATE,
-            # As fanout_handler wires it: no more live leases than the executor's reserved concurrency.
-            dispatch_options={"max_in_flight": executor_concurrency, "in_flight": store.live_leases}
-            if executor_concurrency
-            else None,
+            # As fanout_handler wires it: no more live leases than the executor's reserved
+            # concurrency, and under a backlog up to claims_per_invoke claims an invoke.
+            dispatch_options={"claims_per_invoke": claims_per_invoke}
+            | ({"max_in_flight": executor_concurrency, "in_flight": store.live_leases} if executor_concurrency else {}),
         )
     finally:
         pool.close()
@@ -274,18 +279,21 @@ class Deployment:
         max_fanouts: int = 1,
         fanout_rate: float | None = None,
         executor_concurrency: int | None = None,
+        claims_per_invoke: int = 1,
     ) -> None:
         self.ctx = mp.get_context("spawn")
         self.url = url
         self.max_fanouts = max_fanouts
         self.fanout_rate = fanout_rate
         self.executor_concurrency = executor_concurrency
+        self.claims_per_invoke = claims_per_invoke
         self.stop = self.ctx.Event()
         ports = self.ctx.Queue()
         self.invocations = self.ctx.Queue()
         self.fanout_invocations = self.ctx.Queue() if max_fanouts > 1 else None
         self.received = self.ctx.Value("q", 0)
         self.handled = self.ctx.Value("q", 0)
+        self.executions = self.ctx.Value("q", 0)
         self.failed = self.ctx.Value("q", 0)
         self.cpu = self.ctx.Value("d", 0.0)
         self.procs = [self.ctx.Process(target=_target_server, args=(ports, self.stop), daemon=True)]
@@ -310,7 +318,9 @@ class Deployment:
         }
         self.workers = [
             self.ctx.Process(
-                target=_executor_worker, args=(env, self.invocations, self.handled, self.failed, self.cpu), daemon=True
+                target=_executor_worker,
+                args=(env, self.invocations, self.handled, self.failed, self.cpu, self.executions),
+                daemon=True,
             )
             for _ in range(executors)
         ]
@@ -327,7 +337,7 @@ class Deployment:
             self.ctx.Process(
                 target=_fanout_process,
                 args=(self.url, self.lambda_url, budget, batch, lease, reports),
-                kwargs={"executor_concurrency": self.executor_concurrency},
+                kwargs={"executor_concurrency": self.executor_concurrency, "claims_per_invoke": self.claims_per_invoke},
                 daemon=True,
             )
             for _ in range(count)
@@ -363,6 +373,7 @@ class Deployment:
                     self.max_fanouts,
                     self.fanout_rate,
                     self.executor_concurrency,
+                    self.claims_per_invoke,
                 ),
                 daemon=True,
             )
@@ -536,7 +547,7 @@ def run_sustained(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
         prefix="steady",
     )
     began = db_epoch(dep.url)
-    handled0, cpu0 = dep.handled.value, dep.cpu.value
+    executions0, cpu0, invokes0 = dep.executions.value, dep.cpu.value, dep.handled.value
     fanouts = threading.Thread(
         target=lambda: out.extend(dep.run_fanouts(args.fanouts, args.seconds, args.batch, args.lease)), daemon=True
     )
@@ -551,15 +562,18 @@ def run_sustained(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
     with psycopg.connect(dep.url, autocommit=True) as conn:
         statuses = dict(conn.execute("SELECT status, count(*) FROM executions GROUP BY status").fetchall())
     dispatched = sum(r["dispatched"] for r in out)
+    # Per claim dispatched (an invoke carries one claim, or a group under a backlog).
     cpu_per_invoke = sum(r["cpu_s"] for r in out) * 1000 / max(dispatched, 1)
+    executions = dep.executions.value - executions0
+    claims_per_invoke = executions / max(dep.handled.value - invokes0, 1)
     # What one execution costs an executor (start, delivery, completion, in the handler's process):
     # on this machine the executors share its cores with Postgres, in AWS each has its own.
-    executor_cpu_ms = (dep.cpu.value - cpu0) * 1000 / max(dep.handled.value - handled0, 1)
+    executor_cpu_ms = (dep.cpu.value - cpu0) * 1000 / max(dep.executions.value - executions0, 1)
     print(
         f"  sustained: {rate:7.0f} jobs/s over {window_end - window_start:.0f} s "
         f"({args.jobs} jobs @every 1s, {fanouts_summary(args, out)}, {args.executors} executors); "
-        f"statuses {statuses}; fan-out CPU {cpu_per_invoke:.2f} ms per invoke; executor CPU "
-        f"{executor_cpu_ms:.2f} ms per execution",
+        f"statuses {statuses}; fan-out CPU {cpu_per_invoke:.2f} ms per claim dispatched; "
+        f"{claims_per_invoke:.1f} claims per executor invoke; executor CPU {executor_cpu_ms:.2f} ms per execution",
         flush=True,
     )
     return {
@@ -570,6 +584,7 @@ def run_sustained(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
         "fanouts": out,
         "fanout_cpu_ms_per_invoke": cpu_per_invoke,
         "executor_cpu_ms_per_execution": executor_cpu_ms,
+        "claims_per_invoke": claims_per_invoke,
     }
 
 
@@ -585,7 +600,7 @@ def run_burst(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
         spread_seconds=0.999,
         prefix="burst",
     )
-    handled0 = dep.handled.value
+    handled0, executions0 = dep.handled.value, dep.executions.value
     budget = lead + 1 + args.burst_budget
     out = dep.run_fanouts(args.fanouts, budget, args.batch, args.lease)
     dep.wait_idle(120)
@@ -604,7 +619,8 @@ def run_burst(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
     print(
         f"  burst of {args.burst} due in one second: lateness p50 {p50:.2f} s, p99 {p99:.2f} s, max "
         f"{max(lateness):.2f} s; all finished {drained:.1f} s after the first was due "
-        f"({dep.handled.value - handled0} executor invocations; {fanouts_summary(args, out)})",
+        f"({dep.handled.value - handled0} executor invocations carrying {dep.executions.value - executions0} "
+        f"claims; {fanouts_summary(args, out)})",
         flush=True,
     )
     return {
@@ -621,10 +637,9 @@ def run_burst(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
 # -- pgbench: the per-job path's own statements --------------------------------------------------
 
 
-def per_job_script(batch: int) -> str:
-    """One pgbench transaction script: ``claim_due`` of up to ``batch`` jobs (its rows gathered
-    into arrays for ``\\gset``, with an execution id for each), then for each claimed job
-    ``start_execution`` and ``complete_job``, each statement its own commit, as the executors do."""
+def claim_line(batch: int) -> str:
+    """The script's first statement: ``claim_due`` of up to ``batch`` jobs, its rows gathered into
+    arrays for ``\\gset`` (``n``, ``ids``, ``tokens``, and an execution id for each in ``xids``)."""
     ctes, main = split_with(strip_sql_comments(QUERIES["claim_due"]))
     claim = (
         f"WITH {ctes}, __claimed AS ({main}) "
@@ -632,10 +647,21 @@ def per_job_script(batch: int) -> str:
         "COALESCE(array_agg(lock_token), '{}') AS tokens, "
         "COALESCE(array_agg(gen_random_uuid()), '{}') AS xids FROM __claimed"
     )
-    lines = [substitute(claim, {"limit": str(batch), "lease_seconds": "120"}) + " \\gset"]
+    return substitute(claim, {"limit": str(batch), "lease_seconds": "120"}) + " \\gset"
+
+
+# What every completion of the scripts writes: the job (a yearly schedule) moved on a year.
+NEXT_YEAR = "(date_trunc('year', now()) + interval '1 year')"
+
+
+def per_job_script(batch: int) -> str:
+    """One pgbench transaction script: ``claim_due`` of up to ``batch`` jobs, then for each claimed
+    job ``start_execution`` and ``complete_job``, each statement its own commit, as an executor
+    invoked with one claim does."""
+    lines = [claim_line(batch)]
     start = strip_sql_comments(QUERIES["start_execution"])
     complete = strip_sql_comments(QUERIES["complete_job"])
-    next_year = "(date_trunc('year', now()) + interval '1 year')"
+    next_year = NEXT_YEAR
     for i in range(1, batch + 1):
         item = {
             "job_id": f"(:ids::uuid[])[{i}]",
@@ -670,13 +696,75 @@ def per_job_script(batch: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def grouped_script(batch: int, group: int) -> str:
+    """One pgbench transaction script: ``claim_due`` of up to ``batch`` jobs, then for each group of
+    ``group`` claimed jobs ``start_executions`` and ``complete_jobs``, each statement its own
+    commit, as an executor invoked with a group of claims does under a backlog (whose outcomes
+    ended together: one completion statement)."""
+    lines = [claim_line(batch)]
+    ctes, main = split_with(strip_sql_comments(QUERIES["start_executions"]))
+    # The started rows gathered into arrays for the completion, each job's token beside its id.
+    start = (
+        f"WITH {ctes}, __started AS ({main}) "
+        "SELECT count(*) AS g_n, array_agg(s.id) AS g_ids, array_agg(j.lock_token) AS g_tokens, "
+        "array_agg(s.execution_id) AS g_xids, array_agg(s.execution_started_at) AS g_started "
+        "FROM __started s JOIN jobs j ON j.id = s.id"
+    )
+    complete = strip_sql_comments(QUERIES["complete_jobs"])
+
+    def fill(value: str) -> str:
+        return f"array_fill({value}, ARRAY[:g_n::integer])"
+
+    for first in range(1, batch + 1, group):
+        part = f"[{first}:{first + group - 1}]"
+        lines.append(f"\\if :n >= {first}")
+        lines.append(
+            substitute(
+                start,
+                {
+                    "job_id": f"(:ids::uuid[]){part}",
+                    "lock_token": f"(:tokens::uuid[]){part}",
+                    "execution_id": f"(:xids::uuid[]){part}",
+                    "lease_margin_seconds": "30",
+                },
+            )
+            + " \\gset"
+        )
+        values = {
+            "job_id": ":g_ids",
+            "lock_token": ":g_tokens",
+            "execution_id": ":g_xids",
+            "version": fill("1"),
+            "state": fill("'active'::text"),
+            "scheduled_at": fill(NEXT_YEAR),
+            "attempt": fill("0"),
+            "next_run_at": fill(NEXT_YEAR),
+            "ran_scheduled_at": fill("NULL::timestamptz"),
+            "status": fill("'succeeded'::text"),
+            "error": fill("NULL::text"),
+            "http_status": fill("200"),
+            "response_excerpt": fill("NULL::text"),
+            "started_at": ":g_started",
+        }
+        lines.append(substitute(complete, values).rstrip(";") + ";")
+        lines.append("\\endif")
+    return "\n".join(lines) + "\n"
+
+
 def run_pgbench(
-    url: str, jobs: int, clients: int, batch: int, target_url: str, mode: str = "extended"
+    url: str,
+    jobs: int,
+    clients: int,
+    batch: int,
+    target_url: str,
+    mode: str = "extended",
+    group: int | None = None,
 ) -> dict[str, Any]:
-    """pgbench draining ``jobs`` due jobs with the per-job statements. ``mode`` is pgbench's
-    query protocol: ``extended`` sends each statement to be planned, as the executors do through
-    RDS Proxy (no server-side prepared statements: they would pin every connection);
-    ``prepared`` plans each statement once per connection, a bound the deployment cannot use."""
+    """pgbench draining ``jobs`` due jobs with the per-job statements (with ``group``: the grouped
+    ones, ``grouped_script``). ``mode`` is pgbench's query protocol: ``extended`` sends each
+    statement to be planned, as the executors do through RDS Proxy (no server-side prepared
+    statements: they would pin every connection); ``prepared`` plans each statement once per
+    connection, a bound the deployment cannot use."""
     reset(url)
     insert_jobs(
         url,
@@ -687,7 +775,7 @@ def run_pgbench(
         prefix="pgbench",
     )
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as handle:
-        handle.write(per_job_script(batch))
+        handle.write(grouped_script(batch, group) if group else per_job_script(batch))
         script = handle.name
     per_client = math.ceil(jobs / (batch * clients)) + 1
     cmd = [
@@ -717,11 +805,14 @@ def run_pgbench(
     if completed != jobs:
         raise RuntimeError(f"pgbench: {completed} of {jobs} jobs completed")
     rate = jobs / elapsed
-    label = (
-        "per-job SQL limit" if mode == "extended" else "same, statements prepared once (not possible through RDS Proxy)"
-    )
+    if group:
+        label = f"grouped SQL limit (the same jobs in groups of {group}: a start and a completion per group)"
+    elif mode == "extended":
+        label = "per-job SQL limit"
+    else:
+        label = "same, statements prepared once (not possible through RDS Proxy)"
     print(f"  {label} (pgbench -M {mode}, {clients} clients, claim batch {batch}): {rate:7.0f} jobs/s", flush=True)
-    return {"jobs_per_s": rate, "jobs": jobs, "clients": clients, "seconds": elapsed, "mode": mode}
+    return {"jobs_per_s": rate, "jobs": jobs, "clients": clients, "seconds": elapsed, "mode": mode, "group": group}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -748,6 +839,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=800,
         help="the executor function's reserved concurrency, which bounds the fan-outs' live leases as "
         "fanout_handler does (default %(default)s, the capacity plan's configuration; 0: unbounded)",
+    )
+    parser.add_argument(
+        "--claims-per-invoke",
+        type=int,
+        default=DEFAULT_CLAIMS_PER_INVOKE,
+        help="the most claims one executor invoke carries under a backlog, as the fan-out is configured "
+        "(context claims_per_invoke; default %(default)s; 1: one job per invocation)",
     )
     parser.add_argument(
         "--history-days",
@@ -788,7 +886,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
         print(
             f"deployment simulation: {shape}, {args.executors} executor processes, "
-            f"claim batch {args.batch}, {results['partitions']} day partitions of executions, "
+            f"claim batch {args.batch}, up to {args.claims_per_invoke} claims per executor invoke, "
+            f"{results['partitions']} day partitions of executions, "
             f"Postgres {results['postgres']}",
             flush=True,
         )
@@ -799,6 +898,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             max_fanouts=args.max_fanouts,
             fanout_rate=args.fanout_rate,
             executor_concurrency=args.executor_concurrency or None,
+            claims_per_invoke=args.claims_per_invoke,
         )
         try:
             results["sustained"] = run_sustained(dep, args)
@@ -809,6 +909,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             results["per_job_sql_prepared"] = run_pgbench(
                 url, args.pgbench_jobs, args.pgbench_clients, args.batch, dep.target_url, mode="prepared"
             )
+            if args.claims_per_invoke > 1:
+                results["grouped_sql"] = run_pgbench(
+                    url,
+                    args.pgbench_jobs,
+                    args.pgbench_clients,
+                    args.batch,
+                    dep.target_url,
+                    group=args.claims_per_invoke,
+                )
         finally:
             dep.close()
     sustained, limit = results["sustained"]["jobs_per_s"], results["per_job_sql"]["jobs_per_s"]

@@ -1,12 +1,12 @@
-"""Lambda: the executor, invoked asynchronously with one claim. Delivers it and records the
-outcome (see scheduler.executor). Raises only on an infrastructure fault, so Lambda's retry
+"""Lambda: the executor, invoked asynchronously with one claim or a group of them (under a
+backlog). Delivers them and records the outcomes (see scheduler.executor). Raises only on an infrastructure fault, so Lambda's retry
 and the dead-letter queue take over."""
 
 from __future__ import annotations
 
 from aws_lambda_powertools import Logger, Tracer
 
-from scheduler.executor import execute_claim
+from scheduler.executor import execute_invoke
 from scheduler.settings import get_settings
 from scheduler.telemetry import EmfMetrics
 from scheduler.wiring import Dependencies, route_domain_logs_to
@@ -26,9 +26,9 @@ deps = Dependencies(
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def handler(event: dict, context) -> dict:
-    """Run the claim of ``event`` (``job_id``, ``lock_token``)."""
+    """Run the claim of ``event`` (``job_id``, ``lock_token``), or its ``claims``."""
     logger.append_keys(job_id=event.get("job_id"))
-    report = execute_claim(
+    return execute_invoke(
         event,
         store=deps.store,
         decrypt_target=deps.decrypt_target,
@@ -36,4 +36,3 @@ def handler(event: dict, context) -> dict:
         metrics=deps.metrics,
         remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000,
     )
-    return report.as_dict()

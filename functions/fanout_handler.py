@@ -1,7 +1,8 @@
-"""Lambda: the fan-out, ticked once a minute by EventBridge. Claims due jobs and invokes one
-executor per claim, through its minute at second precision (see scheduler.fanout). The tick's
-invocation (the primary) starts helper fan-outs when the backlog calls for them; a helper
-(``{"helper": true}``) drains until a claim comes back empty (see scheduler.growth)."""
+"""Lambda: the fan-out, ticked once a minute by EventBridge. Claims due jobs and invokes an
+executor per claim (per group of claims under a backlog), through its minute at second
+precision (see scheduler.fanout). The tick's invocation (the primary) starts helper fan-outs
+when the backlog calls for them; a helper (``{"helper": true}``) drains until a claim comes
+back empty (see scheduler.growth)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,12 @@ def handler(event: dict, context) -> dict:
         retention_days=settings.execution_retention_days,
         metrics=deps.metrics,
         # The executor's reserved concurrency bounds the dispatch; the live leases are what is taken.
-        dispatch_options={"max_in_flight": settings.executor_concurrency, "in_flight": deps.store.live_leases},
+        # Under a backlog an invoke carries a group of claims.
+        dispatch_options={
+            "max_in_flight": settings.executor_concurrency,
+            "in_flight": deps.store.live_leases,
+            "claims_per_invoke": settings.claims_per_invoke,
+        },
     )
     logger.info("fan-out finished", extra={**report.as_dict(), "helper": helper})
     return report.as_dict()

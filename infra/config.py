@@ -52,6 +52,9 @@ DEFAULTS: dict[str, Any] = {
     # The most fan-outs claiming at once: the tick's fan-out and the helpers it starts when the
     # due backlog is more than one dispatches in a few seconds (1: no helpers).
     "fanout_max": 4,
+    # The most claims one executor invoke carries under a backlog (1 to 25; 1: one job per
+    # invocation). While few jobs are due at once each still has its own invocation.
+    "claims_per_invoke": C.DEFAULT_CLAIMS_PER_INVOKE,
     # The database (docs/capacity.md compares them): "instance" (RDS, db_instance_type) or
     # "aurora-serverless" (Aurora PostgreSQL Serverless v2, db_min_acu to db_max_acu), behind RDS Proxy.
     "database": "instance",
@@ -89,6 +92,7 @@ class Config:
     executor_concurrency: int = DEFAULTS["executor_concurrency"]
     target_role_arns: tuple[str, ...] = ()
     fanout_max: int = DEFAULTS["fanout_max"]
+    claims_per_invoke: int = DEFAULTS["claims_per_invoke"]
     database: str = DEFAULTS["database"]
     db_min_acu: float = DEFAULTS["db_min_acu"]
     db_max_acu: float = DEFAULTS["db_max_acu"]
@@ -149,6 +153,9 @@ class Config:
             executor_concurrency=_int(get("executor_concurrency"), "executor_concurrency", minimum=1, maximum=1000),
             target_role_arns=_role_arns(get("target_role_arns")),
             fanout_max=_int(get("fanout_max"), "fanout_max", minimum=1, maximum=MAX_FANOUT_MAX),
+            claims_per_invoke=_int(
+                get("claims_per_invoke"), "claims_per_invoke", minimum=1, maximum=C.MAX_CLAIMS_PER_INVOKE
+            ),
             database=_choice(get("database"), DATABASES, "database"),
             db_min_acu=_acu(get("db_min_acu"), "db_min_acu"),
             db_max_acu=_acu(get("db_max_acu"), "db_max_acu"),

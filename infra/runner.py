@@ -144,6 +144,7 @@ class Runner(Construct):
                 C.ENV_EXECUTION_RETENTION_DAYS: str(config.execution_retention_days),
                 C.ENV_FANOUT_FUNCTION: fanout_name,
                 C.ENV_MAX_FANOUTS: str(config.fanout_max),
+                C.ENV_CLAIMS_PER_INVOKE: str(config.claims_per_invoke),
             },
             placement=placement.fanout,
             function_name=fanout_name,

@@ -207,7 +207,8 @@ class RecordingServer:
     """A real HTTP server on loopback that records requests and answers from a script.
 
     ``responses`` maps a path to a list of ``(status, headers, body)`` consumed in order (the last
-    one repeats). ``wait_for(n)`` blocks until n requests arrived (or the deadline passes).
+    one repeats). ``gates`` maps a path to an event its answers wait for (a slow target).
+    ``wait_for(n)`` blocks until n requests arrived (or the deadline passes).
     """
 
     def __init__(self) -> None:
@@ -216,6 +217,7 @@ class RecordingServer:
 
         self.requests: list[dict] = []
         self.responses: dict[str, list[tuple[int, dict, bytes]]] = {}
+        self.gates: dict[str, threading.Event] = {}
         self._cond = threading.Condition()
         server = self
 
@@ -235,6 +237,9 @@ class RecordingServer:
                     script = server.responses.get(self.path.split("?")[0]) or [(200, {}, b"ok")]
                     status, headers, payload = script.pop(0) if len(script) > 1 else script[0]
                     server._cond.notify_all()
+                    gate = server.gates.get(self.path.split("?")[0])
+                if gate is not None:
+                    gate.wait(30)
                 self.send_response(status)
                 for key, value in headers.items():
                     self.send_header(key, value)

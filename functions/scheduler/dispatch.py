@@ -2,9 +2,10 @@
 
 Two pipelines, each named with the statement its claims are taken by (``ClaimMode``):
 
-- ``LambdaDispatch`` (the deployment): leases only (``claim_due``); each claim is handed to an
-  executor Lambda by an asynchronous invoke, and the executor starts it (``start_execution``),
-  delivers it and records the outcome.
+- ``LambdaDispatch`` (the deployment): leases only (``claim_due``); claims are handed to executor
+  Lambdas by asynchronous invokes, one claim each while few are claimed at once, a group of up
+  to ``claims_per_invoke`` each under a backlog (``group_claims``); the executor starts its
+  claims (``start_execution``, ``start_executions``), delivers them and records the outcomes.
 - ``InProcessDispatch`` (local mode): claimed and started in one statement
   (``claim_and_start``), delivered by a pool of threads, and the outcomes recorded in batches
   through a ``TimedBatchBuffer``.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import queue
 import random
 import threading
@@ -94,9 +96,30 @@ def release_connection(answer: dict[str, Any]) -> None:
         logger.debug("invoke answer not read", exc_info=True)
 
 
+def group_claims(claims: Sequence[Claim], most: int, threads: int, *, busy: bool = False) -> list[list[Claim]]:
+    """The claims of one dispatch, grouped for the invokes that carry them. Quiet (no more claims
+    than invoking threads, and not ``busy``): one claim per invoke, each job its own executor.
+    Under a backlog: more claims than threads are spread over the threads, up to ``most`` an
+    invoke; ``busy`` (the executors already hold many leases: the backlog sits in Lambda's queue,
+    out of the claim's sight) groups ``most`` an invoke. A group costs one invoke, one start and
+    one completion statement (or a few), not one each per job."""
+    size = most if busy else math.ceil(len(claims) / max(threads, 1))
+    size = max(1, min(most, size))
+    return [list(claims[i : i + size]) for i in range(0, len(claims), size)]
+
+
+def invoke_payload(group: Sequence[Claim]) -> dict[str, Any]:
+    """The executor's invoke payload for a group: one claim's event (``Claim.to_event``), or
+    ``{"claims": [event, ...]}`` for several."""
+    if len(group) == 1:
+        return group[0].to_event()
+    return {"claims": [claim.to_event() for claim in group]}
+
+
 class LambdaDispatch:
     """Asynchronous Lambda invokes (``InvocationType="Event"``) of the executor, from a bounded
-    thread pool, with backoff on throttling."""
+    thread pool, with backoff on throttling; under a backlog each carries a group of claims
+    (``group_claims``, up to ``claims_per_invoke``)."""
 
     claim_mode = CLAIM_DUE
     RETRYABLE = {
@@ -118,8 +141,11 @@ class LambdaDispatch:
         sleep: Callable[[float], None] = time.sleep,
         max_in_flight: int | None = None,
         in_flight: Callable[[], int] | None = None,
+        claims_per_invoke: int = 1,
     ):
         self.client = client
+        self.claims_per_invoke = claims_per_invoke
+        self.threads = max_workers
         self.function_name = function_name
         # What every invoke sends alike, built once; the client's pool should hold max_workers
         # connections (scheduler.wiring.lambda_client_config), else threads open new ones.
@@ -131,6 +157,9 @@ class LambdaDispatch:
         self.max_in_flight = max_in_flight
         self.in_flight = in_flight
         self._full_until = 0.0
+        # Live leases at the last count: as many as the invoking threads or more, the executors
+        # are busy and claims go out in full groups (``group_claims``).
+        self._leases_seen = 0
         self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="invoke")
 
     def capacity(self) -> int:
@@ -141,16 +170,18 @@ class LambdaDispatch:
         now = time.monotonic()
         if now < self._full_until:  # saturated a moment ago: do not count the leases every round
             return 0
-        room = max(self.max_in_flight - self.in_flight(), 0)
+        self._leases_seen = self.in_flight()
+        room = max(self.max_in_flight - self._leases_seen, 0)
         if room == 0:
             self._full_until = now + FULL_RECHECK_SECONDS
         return room
 
-    def _invoke(self, claim: Claim) -> bool:
+    def _invoke(self, group: list[Claim]) -> bool:
+        job_ids = [claim.job_id for claim in group]
         try:
-            payload = json.dumps(claim.to_event()).encode()
+            payload = json.dumps(invoke_payload(group)).encode()
         except Exception:  # never raise out of the pool: the caller releases what was not sent
-            logger.exception("executor payload not built", extra={"job_id": claim.job_id})
+            logger.exception("executor payload not built", extra={"job_ids": job_ids})
             return False
         for attempt in range(1, self.max_tries + 1):
             try:
@@ -158,7 +189,7 @@ class LambdaDispatch:
             except Exception as exc:  # botocore ClientError, connection errors
                 code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
                 if attempt == self.max_tries or (code not in self.RETRYABLE and hasattr(exc, "response")):
-                    logger.error("executor invoke failed", extra={"job_id": claim.job_id, "error": code})
+                    logger.error("executor invoke failed", extra={"job_ids": job_ids, "error": code})
                     return False
                 self.sleep(random.uniform(0, self.base_delay * 2**attempt))
                 continue
@@ -167,8 +198,10 @@ class LambdaDispatch:
         return False
 
     def dispatch(self, claims: list[Claim]) -> list[Claim]:
-        results = list(self.pool.map(self._invoke, claims))
-        return [claim for claim, ok in zip(claims, results) if not ok]
+        busy = self._leases_seen >= self.threads or time.monotonic() < self._full_until
+        groups = group_claims(claims, self.claims_per_invoke, self.threads, busy=busy)
+        results = list(self.pool.map(self._invoke, groups))
+        return [claim for group, ok in zip(groups, results) if not ok for claim in group]
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)

@@ -1,5 +1,6 @@
-"""The executor: take a claim, deliver it, record the outcome (one claim per executor Lambda; a
-fan-out batch at a time in local mode, through the same three steps).
+"""The executor: take a claim, deliver it, record the outcome (an executor Lambda runs the claim
+or the group of claims its invoke carries; local mode a fan-out batch at a time, through the
+same three steps).
 
 Phase two of the lease: the executor first confirms its claim (the token still holds the job and
 the lease has not expired) and extends the lease over the delivery; an invocation that arrives
@@ -12,8 +13,10 @@ dead-letter queue take over.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +35,32 @@ logger = logging.getLogger(__name__)
 DEADLINE_RESERVE_SECONDS = 5.0
 # Added to the target's timeout for the lease taken over the delivery.
 LEASE_MARGIN_SECONDS = 30.0
+# A group's deliveries that end within this long of one another are recorded in one statement.
+RECORD_GATHER_SECONDS = 0.005
+
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def _delivery_pool() -> ThreadPoolExecutor:
+    """The threads delivering a group's claims, one each (kept across a warm Lambda's invocations)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=c.MAX_CLAIMS_PER_INVOKE, thread_name_prefix="deliver")
+        return _pool
+
+
+def invoke_claims(event: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The claims an executor invoke carries: its ``claims`` (a group, ``dispatch.invoke_payload``)
+    or the event itself (one claim). More than ``MAX_CLAIMS_PER_INVOKE`` is refused (ValueError):
+    their leases run out and the jobs are claimed again."""
+    claims = event.get("claims")
+    if claims is None:
+        return [event]
+    if not isinstance(claims, list) or not claims or len(claims) > c.MAX_CLAIMS_PER_INVOKE:
+        raise ValueError(f"an executor invoke carries 1 to {c.MAX_CLAIMS_PER_INVOKE} claims")
+    return claims
 
 
 @dataclass(frozen=True)
@@ -92,6 +121,28 @@ class Executor:
         if isinstance(started, ExecutionReport):
             return started
         return self.record([self.deliver(started, str(event["lock_token"]))])[0]
+
+    def run_group(self, events: Sequence[Mapping[str, Any]]) -> list[ExecutionReport]:
+        """Run a group of claims (one invoke carrying several): started in one statement
+        (``start_executions``), delivered at once, one thread each, and each outcome recorded as
+        soon as its delivery ends, with those that ended within ``RECORD_GATHER_SECONDS`` of it
+        (a slow target holds back no other job's completion)."""
+        tokens = {str(event["job_id"]): str(event["lock_token"]) for event in events}
+        started = self.store.start_executions(list(tokens.items()), LEASE_MARGIN_SECONDS)
+        begun = {str(execution.job.id) for execution in started}
+        reports = [ExecutionReport(job_id, "lease_lost") for job_id in tokens if job_id not in begun]
+        for report in reports:
+            logger.info("claim no longer holds the job; nothing to do", extra={"job_id": report.job_id})
+        self.count_lateness(started)
+        pool = _delivery_pool()
+        pending = {pool.submit(self.deliver, execution, tokens[str(execution.job.id)]) for execution in started}
+        while pending:
+            ended, pending = wait(pending, return_when=FIRST_COMPLETED)
+            if pending:
+                more, pending = wait(pending, timeout=RECORD_GATHER_SECONDS)
+                ended |= more
+            reports.extend(self.record([future.result() for future in ended]))
+        return reports
 
     def start(self, event: Mapping[str, Any]) -> StartedExecution | ExecutionReport:
         """Start a claim: its execution, or a report when the lease was lost (nothing to do)."""
@@ -185,6 +236,24 @@ def execute_claim(
 ) -> ExecutionReport:
     """Run one claim (the fan-out's invoke payload: ``job_id``, ``lock_token``, ...)."""
     return Executor(store, decrypt_target, policy, metrics, remaining_seconds).run(event)
+
+
+def execute_invoke(
+    event: Mapping[str, Any],
+    *,
+    store: ExecutionStore,
+    decrypt_target: Callable[[dict], dict],
+    policy: TargetPolicy,
+    metrics: Metrics | None = None,
+    remaining_seconds: Callable[[], float] | None = None,
+) -> dict[str, Any]:
+    """Run what an executor invoke carries (``invoke_claims``): one claim's report, or for a group
+    ``{"executions": [report, ...]}``."""
+    claims = invoke_claims(event)
+    executor = Executor(store, decrypt_target, policy, metrics, remaining_seconds)
+    if "claims" not in event:
+        return executor.run(claims[0]).as_dict()
+    return {"executions": [report.as_dict() for report in executor.run_group(claims)]}
 
 
 def _log_fields(started: StartedExecution) -> dict[str, Any]:

@@ -89,6 +89,10 @@ class ExecutionStore(CompletionStore, Protocol):
         self, job_id: str, lock_token: str, lease_margin_seconds: float = 30
     ) -> StartedExecution | None: ...
 
+    def start_executions(
+        self, claims: Sequence[tuple[str, str]], lease_margin_seconds: float = 30
+    ) -> list[StartedExecution]: ...
+
     def claim_and_start(self, limit: int, lease_margin_seconds: float = 30) -> list[Claim]: ...
 
 

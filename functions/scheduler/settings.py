@@ -43,6 +43,8 @@ class Settings:
     metrics_namespace: str = c.METRICS_NAMESPACE
     fanout_function: str | None = None  # the fan-out's own name: it invokes itself for helpers
     max_fanouts: int = 1  # fan-outs claiming at once (a primary and its helpers)
+    # The most claims one executor invoke carries (the fan-out groups claims under a backlog).
+    claims_per_invoke: int = c.DEFAULT_CLAIMS_PER_INVOKE
     # Runner tuning (not read from the environment; set by local mode and tests).
     claim_batch_size: int = 100
     claim_lease_seconds: int = 120
@@ -78,10 +80,16 @@ class Settings:
             metrics_namespace=env.get(c.ENV_METRICS_NAMESPACE) or c.METRICS_NAMESPACE,
             fanout_function=env.get(c.ENV_FANOUT_FUNCTION) or None,
             max_fanouts=_positive(env.get(c.ENV_MAX_FANOUTS), c.ENV_MAX_FANOUTS, default=1),
+            claims_per_invoke=_positive(
+                env.get(c.ENV_CLAIMS_PER_INVOKE),
+                c.ENV_CLAIMS_PER_INVOKE,
+                default=c.DEFAULT_CLAIMS_PER_INVOKE,
+                maximum=c.MAX_CLAIMS_PER_INVOKE,
+            ),
         )
 
 
-def _positive(value: str | None, key: str, *, default: int) -> int:
+def _positive(value: str | None, key: str, *, default: int, maximum: int | None = None) -> int:
     if value is None or not value.strip():
         return default
     try:
@@ -90,6 +98,8 @@ def _positive(value: str | None, key: str, *, default: int) -> int:
         raise ValueError(f"{key} must be a whole number, not {value!r}") from None
     if number < 1:
         raise ValueError(f"{key} must be at least 1, not {number}")
+    if maximum is not None and number > maximum:
+        raise ValueError(f"{key} must be at most {maximum}, not {number}")
     return number
 
 

@@ -69,3 +69,10 @@ def test_fanout_max_defaults_to_four_and_is_bounded():
     for bad in ("0", "17", "many"):
         with pytest.raises(ValueError, match="fanout_max"):
             config(fanout_max=bad)
+
+
+def test_claims_per_invoke_defaults_to_ten_and_is_bounded():
+    assert config().claims_per_invoke == 10 and config(claims_per_invoke="25").claims_per_invoke == 25
+    for bad in ("0", "26", "some"):
+        with pytest.raises(ValueError, match="claims_per_invoke"):
+            config(claims_per_invoke=bad)

@@ -213,6 +213,11 @@ def test_fanout_knows_its_own_fixed_name_and_the_maximum(aws, lean):
     assert lean.function(C.FANOUT_HANDLER)[1]["Environment"]["Variables"][C.ENV_MAX_FANOUTS] == "1"
 
 
+def test_fanout_knows_how_many_claims_an_executor_invoke_may_carry(aws, lean):
+    assert aws.function(C.FANOUT_HANDLER)[1]["Environment"]["Variables"][C.ENV_CLAIMS_PER_INVOKE] == "10"
+    assert lean.function(C.FANOUT_HANDLER)[1]["Environment"]["Variables"][C.ENV_CLAIMS_PER_INVOKE] == "1"
+
+
 def test_fanout_name_fits_lambdas_limit_for_any_stack_name():
     from infra.runner import fanout_function_name
 

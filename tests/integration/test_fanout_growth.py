@@ -17,7 +17,7 @@ import pytest
 
 from scheduler.db import make_pool
 from scheduler.dispatch import CLAIM_DUE
-from scheduler.executor import execute_claim
+from scheduler.executor import execute_invoke, invoke_claims
 from scheduler.fanout import run_fanout, run_lambda_invocation
 from scheduler.store import Store
 from scheduler.targets.delivery import TargetPolicy
@@ -199,8 +199,15 @@ def insert_jobs(pool, count: int, url: str, *, prefix: str, schedule: str | None
         )
 
 
-def test_a_primary_starts_helpers_through_lambda_and_every_job_runs_once(db_url, pool, store, target_server):
+@pytest.mark.parametrize("claims_per_invoke", [1, 10], ids=["a-claim-per-invoke", "groups-of-claims"])
+def test_a_primary_starts_helpers_through_lambda_and_every_job_runs_once(
+    db_url, pool, store, target_server, claims_per_invoke
+):
+    """Several fan-outs at once over real Postgres, each invoke carrying one claim, or (as under a
+    backlog in AWS) a group of them that one executor starts, delivers and records together."""
     one_offs, recurring = 1500, 40
+    # Four invoking threads: a claim of 25 goes out in groups of 7 (at most claims_per_invoke).
+    dispatch_options = {"claims_per_invoke": claims_per_invoke, "max_workers": 4}
     insert_jobs(pool, one_offs, target_server.url + "/once", prefix="once", schedule=None)
     insert_jobs(pool, recurring, target_server.url + "/every", prefix="every", schedule="@every 1s")
     lambda_pool = make_pool(db_url, min_size=1, max_size=16)
@@ -210,7 +217,7 @@ def test_a_primary_starts_helpers_through_lambda_and_every_job_runs_once(db_url,
 
     def on_invoke(function: str, event: dict) -> None:
         if function == "executor":
-            execute_claim(event, store=shared, decrypt_target=lambda t: t, policy=LOCAL)
+            execute_invoke(event, store=shared, decrypt_target=lambda t: t, policy=LOCAL)
         else:  # the fan-out invoking itself: a helper runs the same invocation code
             helpers.append(
                 run_lambda_invocation(
@@ -222,6 +229,7 @@ def test_a_primary_starts_helpers_through_lambda_and_every_job_runs_once(db_url,
                     fanout_function="fanout",
                     max_fanouts=3,
                     batch_size=25,
+                    dispatch_options=dispatch_options,
                 )
             )
 
@@ -250,6 +258,7 @@ def test_a_primary_starts_helpers_through_lambda_and_every_job_runs_once(db_url,
             max_fanouts=3,
             batch_size=25,
             dispatch_rate=50.0,
+            dispatch_options=dispatch_options,
         )
         fake.wait_idle(60)
     finally:
@@ -283,7 +292,9 @@ def test_a_primary_starts_helpers_through_lambda_and_every_job_runs_once(db_url,
             assert earlier["finished_at"] <= later["started_at"]
     keys = [r["headers"]["Idempotency-Key"] for r in target_server.requests]
     assert len(keys) == len(rows) == len(set(keys))
-    assert fake.received["executor"] == len(rows)
+    carried = [len(invoke_claims(event)) for event in fake.events["executor"]]
+    assert sum(carried) == len(rows)
+    assert max(carried) == min(claims_per_invoke, 7)  # groups only when asked for
 
 
 def test_the_primary_reads_the_backlog_at_its_start_and_while_it_runs(pool, store):

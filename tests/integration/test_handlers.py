@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import importlib
 import io
+import json
 import sys
+import threading
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -112,12 +114,45 @@ def test_fanout_invokes_the_executor_which_delivers(lambda_env, store, target_se
     assert "s3cret-token" not in str(store.get_job(OWNER, str(job["id"]))["target"])
 
 
+class RecordingLambda:
+    """A Lambda client accepting every async invoke, keeping the executor's events."""
+
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+        self.lock = threading.Lock()
+
+    def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> dict:  # noqa: N803
+        with self.lock:
+            self.events.append(json.loads(Payload))
+        return {"StatusCode": 202, "Payload": io.BytesIO(b"")}
+
+
+def test_fanout_handler_sends_a_backlog_in_groups_of_claims(lambda_env, pool, monkeypatch):
+    from tests.support import insert_due_jobs
+
+    monkeypatch.setenv(c.ENV_CLAIMS_PER_INVOKE, "5")
+    get_settings.cache_clear()
+    insert_due_jobs(pool, 200)
+    fanout = load("fanout_handler")
+    fanout.deps.lambda_client = client = RecordingLambda()
+    try:
+        report = fanout.handler({"source": "aws.events"}, FakeContext())
+    finally:
+        fanout.deps.pool.close()
+    assert report["dispatched"] == 200
+    carried = [len(event.get("claims") or [event]) for event in client.events]
+    # Claims of 100 over 16 invoking threads: groups of up to 5 (the setting), each job once.
+    assert sum(carried) == 200 and max(carried) == 5
+    assert len({e["job_id"] for event in client.events for e in event.get("claims") or [event]}) == 200
+
+
 def test_fanout_handler_primary_starts_helpers_and_a_helper_drains_without_growing(lambda_env, pool, monkeypatch):
     from scheduler.growth import FANOUT_DISPATCH_RATE, GROWTH_WINDOW_SECONDS
     from tests.support import insert_due_jobs
 
     monkeypatch.setenv(c.ENV_FANOUT_FUNCTION, "Stack-fanout")
     monkeypatch.setenv(c.ENV_MAX_FANOUTS, "2")
+    monkeypatch.setenv(c.ENV_CLAIMS_PER_INVOKE, "1")  # an invoke per job, one stubbed answer each
     get_settings.cache_clear()
     backlog = int(FANOUT_DISPATCH_RATE * GROWTH_WINDOW_SECONDS) + 1  # one helper's worth more than one
     insert_due_jobs(pool, backlog)

@@ -165,22 +165,45 @@ execution.id AS execution_id, execution.scheduled_at AS execution_scheduled_at,
 execution.attempt AS execution_attempt, execution.trigger AS execution_trigger,
 execution.started_at AS execution_started_at
 
+-- fragment: start_lease
+-- The SET of a start (start_execution, start_executions): the lease covers the target's own
+-- timeout plus a margin for the bookkeeping around it; the attempt is counted.
+locked_until = now() + make_interval(secs => COALESCE((j.target->>'timeout_seconds')::float, 30)
+                                             + %(lease_margin_seconds)s),
+attempt = CASE WHEN j.lease_kind = 'schedule' THEN j.attempt + 1 ELSE j.attempt END,
+last_run_at = now()
+
+-- fragment: startable
+-- The WHERE of a start, after the claim's token matched: the lease unexpired, no execution started
+-- on it yet (so a duplicate invoke does nothing), and still due (an edit or a pause between the
+-- claim and this start leaves nothing to run).
+j.locked_until > now() AND j.running_execution_id IS NULL
+AND (j.lease_kind = 'manual' OR (j.state = 'active' AND j.next_run_at <= now()))
+
 -- name: start_execution
 -- Phase two of the lease: the executor confirms its claim (token matches, lease unexpired, no
 -- execution started on it yet, so a duplicate invoke does nothing), extends the lease over the
 -- delivery, counts the attempt and records the execution as running, in one statement.
 WITH job AS (
     UPDATE jobs j
-    -- The lease covers the target's own timeout plus a margin for the bookkeeping around it.
-    SET locked_until = now() + make_interval(secs => COALESCE((j.target->>'timeout_seconds')::float, 30)
-                                                     + %(lease_margin_seconds)s),
-        attempt = CASE WHEN j.lease_kind = 'schedule' THEN j.attempt + 1 ELSE j.attempt END,
-        running_execution_id = %(execution_id)s,
-        last_run_at = now()
-    WHERE j.id = %(job_id)s AND j.lock_token = %(lock_token)s AND j.locked_until > now()
-      AND j.running_execution_id IS NULL
-      -- Still due: an edit or a pause between the claim and this start leaves nothing to run.
-      AND (j.lease_kind = 'manual' OR (j.state = 'active' AND j.next_run_at <= now()))
+    SET {{ start_lease }}, running_execution_id = %(execution_id)s
+    WHERE j.id = %(job_id)s AND j.lock_token = %(lock_token)s AND {{ startable }}
+    RETURNING {{ started_job_columns }}
+), {{ record_started }}
+SELECT {{ started_columns }}
+FROM job JOIN execution ON execution.id = job.running_execution_id;
+
+-- name: start_executions
+-- start_execution for a group of claims (an executor invoked with several), in one statement:
+-- each parameter an array with one element per claim. A claim whose lease was lost is left out.
+WITH claim AS (
+    SELECT * FROM unnest(%(job_id)s::uuid[], %(lock_token)s::uuid[], %(execution_id)s::uuid[])
+        AS c(job_id, lock_token, execution_id)
+), job AS (
+    UPDATE jobs j
+    SET {{ start_lease }}, running_execution_id = claim.execution_id
+    FROM claim
+    WHERE j.id = claim.job_id AND j.lock_token = claim.lock_token AND {{ startable }}
     RETURNING {{ started_job_columns }}
 ), {{ record_started }}
 SELECT {{ started_columns }}

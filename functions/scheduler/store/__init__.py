@@ -379,6 +379,31 @@ class Store(ExecutionHistory):
         return None if row is None else _started(row)
 
     @retry_on_dead_connection
+    def start_executions(
+        self, claims: Sequence[tuple[str, str]], lease_margin_seconds: float = 30
+    ) -> list[StartedExecution]:
+        """``start_execution`` for a group of claims (``(job_id, lock_token)`` pairs), in one
+        statement: the executions started, in no particular order; a claim whose lease was lost
+        has none."""
+        if not claims:
+            return []
+        with self.pool.connection() as conn:
+            rows = (
+                uuids_as_text(conn, tuple_row)
+                .execute(
+                    QUERIES["start_executions"],
+                    {
+                        "job_id": [job_id for job_id, _ in claims],
+                        "lock_token": [lock_token for _, lock_token in claims],
+                        "execution_id": [str(uuid.uuid4()) for _ in claims],
+                        "lease_margin_seconds": lease_margin_seconds,
+                    },
+                )
+                .fetchall()
+            )
+        return [_started(row) for row in rows]
+
+    @retry_on_dead_connection
     def claim_and_start(self, limit: int, lease_margin_seconds: float = 30) -> list[Claim]:
         """Lease up to ``limit`` due jobs and start them, in one statement: for a runner that
         delivers each claim at once (each lease covers the target's timeout plus the margin).
