@@ -8,7 +8,9 @@ What runs, each part the real code where the deployment runs real code:
   ``LambdaDispatch``, second precision, claims of the deployment's batch size), their
   Lambda client pointed at a loopback endpoint and built as ``scheduler.wiring`` builds it,
   their live leases bounded by the executor's reserved concurrency (``--executor-concurrency``,
-  default 800 as in the capacity plan's configuration) as ``fanout_handler`` bounds them.
+  default 800 as in the capacity plan's configuration) as ``fanout_handler`` bounds them, and
+  under a backlog a group of up to ``--claims-per-invoke`` claims an invoke (the deployment's
+  ``claims_per_invoke``);
   ``--fanouts K``: K fan-outs at once for each phase, none starting helpers. ``--max-fanouts N``
   (N > 1): the deployment's growth instead: one primary started per simulated minute of a phase,
   which starts helper fan-outs (asynchronous invokes of the fan-out function, payload
@@ -19,7 +21,8 @@ What runs, each part the real code where the deployment runs real code:
   (``InvocationType=Event``: 202 at once) and queueing each payload of the executor function;
 - **executors**: W worker processes (the executor function's concurrency), each importing the
   real ``executor_handler`` and calling ``handler(event, context)`` for each queued payload: start
-  the claim, deliver it, record the outcome (``start_execution``, HTTP, ``complete_job``);
+  the claim, deliver it, record the outcome (``start_execution``, HTTP, ``complete_job``), or for
+  a group: ``start_executions``, a delivery per thread, ``complete_jobs`` as they end;
 - real Postgres (``DATABASE_URL`` or an embedded one) and a loopback HTTP target answering 200.
 
 The Invoke API and the target are minimal asyncio HTTP/1.1 servers: stand-ins for AWS and for
@@ -35,7 +38,10 @@ Measured:
   ``start_execution`` and ``complete_job`` for each claimed job, each statement its own commit,
   sent as the executors send them through RDS Proxy (``-M extended``: planned at each call; a
   server-side prepared statement would pin the proxy's connection). The same with the statements
-  prepared once per connection (``-M prepared``) is printed beside it: what planning costs.
+  prepared once per connection (``-M prepared``) is printed beside it: what planning costs. And
+  the grouped path's statements (``start_executions`` and ``complete_jobs`` per group of
+  ``--claims-per-invoke``): the database's limit for what the deployment sends under a backlog.
+  Postgres's CPU per job is printed for each (read from /proc when the server runs here).
 
 The last line reads:
 ``deployment: S jobs/s sustained = R x the per-job SQL limit (L jobs/s); burst of N due in one second: p99 P s``
@@ -61,6 +67,7 @@ from typing import Any
 import psycopg
 
 from common import (  # noqa: I001
+    ServerCpu,
     find_pgbench,
     fresh_database,
     libpq_env,
@@ -548,6 +555,8 @@ def run_sustained(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
     )
     began = db_epoch(dep.url)
     executions0, cpu0, invokes0 = dep.executions.value, dep.cpu.value, dep.handled.value
+    server = ServerCpu(dep.url)
+    db_cpu0 = server.seconds()
     fanouts = threading.Thread(
         target=lambda: out.extend(dep.run_fanouts(args.fanouts, args.seconds, args.batch, args.lease)), daemon=True
     )
@@ -556,6 +565,7 @@ def run_sustained(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
     fanouts.join(args.seconds + RUN_TIMEOUT)
     ended = db_epoch(dep.url)
     dep.wait_idle(60)
+    db_cpu1 = server.seconds()
     window_start, window_end = began + args.warmup, ended
     done = finished_between(dep.url, window_start, window_end)
     rate = done / (window_end - window_start)
@@ -566,6 +576,9 @@ def run_sustained(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
     cpu_per_invoke = sum(r["cpu_s"] for r in out) * 1000 / max(dispatched, 1)
     executions = dep.executions.value - executions0
     claims_per_invoke = executions / max(dep.handled.value - invokes0, 1)
+    # Postgres's CPU over the whole phase (the fan-outs' and the executors' statements) per execution.
+    db_cpu_ms = None if db_cpu0 is None or db_cpu1 is None else (db_cpu1 - db_cpu0) * 1000 / max(executions, 1)
+    db_cpu = "" if db_cpu_ms is None else f"; Postgres CPU {db_cpu_ms:.2f} ms per execution"
     # What one execution costs an executor (start, delivery, completion, in the handler's process):
     # on this machine the executors share its cores with Postgres, in AWS each has its own.
     executor_cpu_ms = (dep.cpu.value - cpu0) * 1000 / max(dep.executions.value - executions0, 1)
@@ -573,7 +586,8 @@ def run_sustained(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
         f"  sustained: {rate:7.0f} jobs/s over {window_end - window_start:.0f} s "
         f"({args.jobs} jobs @every 1s, {fanouts_summary(args, out)}, {args.executors} executors); "
         f"statuses {statuses}; fan-out CPU {cpu_per_invoke:.2f} ms per claim dispatched; "
-        f"{claims_per_invoke:.1f} claims per executor invoke; executor CPU {executor_cpu_ms:.2f} ms per execution",
+        f"{claims_per_invoke:.1f} claims per executor invoke; executor CPU {executor_cpu_ms:.2f} ms per execution"
+        f"{db_cpu}",
         flush=True,
     )
     return {
@@ -585,6 +599,7 @@ def run_sustained(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
         "fanout_cpu_ms_per_invoke": cpu_per_invoke,
         "executor_cpu_ms_per_execution": executor_cpu_ms,
         "claims_per_invoke": claims_per_invoke,
+        "db_cpu_ms_per_execution": db_cpu_ms,
     }
 
 
@@ -688,6 +703,8 @@ def per_job_script(batch: int) -> str:
                     "http_status": "200",
                     "response_excerpt": "NULL",
                     "started_at": ":s_execution_started_at",
+                    "earliest_started_at": ":s_execution_started_at",
+                    "latest_started_at": ":s_execution_started_at",
                 },
             ).rstrip(";")
             + ";"
@@ -707,7 +724,8 @@ def grouped_script(batch: int, group: int) -> str:
     start = (
         f"WITH {ctes}, __started AS ({main}) "
         "SELECT count(*) AS g_n, array_agg(s.id) AS g_ids, array_agg(j.lock_token) AS g_tokens, "
-        "array_agg(s.execution_id) AS g_xids, array_agg(s.execution_started_at) AS g_started "
+        "array_agg(s.execution_id) AS g_xids, array_agg(s.execution_started_at) AS g_started, "
+        "min(s.execution_started_at) AS g_first, max(s.execution_started_at) AS g_last "
         "FROM __started s JOIN jobs j ON j.id = s.id"
     )
     complete = strip_sql_comments(QUERIES["complete_jobs"])
@@ -745,6 +763,8 @@ def grouped_script(batch: int, group: int) -> str:
             "http_status": fill("200"),
             "response_excerpt": fill("NULL::text"),
             "started_at": ":g_started",
+            "earliest_started_at": ":g_first",
+            "latest_started_at": ":g_last",
         }
         lines.append(substitute(complete, values).rstrip(";") + ";")
         lines.append("\\endif")
@@ -792,12 +812,15 @@ def run_pgbench(
         "-t",
         str(per_client),
     ]
+    cpu = ServerCpu(url)
+    cpu_before = cpu.seconds()
     began = time.perf_counter()
     try:
         done = subprocess.run(cmd, env=libpq_env(url), capture_output=True, text=True, timeout=RUN_TIMEOUT)
     finally:
         os.unlink(script)
     elapsed = time.perf_counter() - began
+    cpu_after = cpu.seconds()
     if done.returncode != 0:
         raise RuntimeError(f"pgbench failed: {done.stderr[-2000:]}")
     with psycopg.connect(url, autocommit=True) as conn:
@@ -811,8 +834,21 @@ def run_pgbench(
         label = "per-job SQL limit"
     else:
         label = "same, statements prepared once (not possible through RDS Proxy)"
-    print(f"  {label} (pgbench -M {mode}, {clients} clients, claim batch {batch}): {rate:7.0f} jobs/s", flush=True)
-    return {"jobs_per_s": rate, "jobs": jobs, "clients": clients, "seconds": elapsed, "mode": mode, "group": group}
+    db_cpu_ms = None if cpu_before is None or cpu_after is None else (cpu_after - cpu_before) * 1000 / jobs
+    db_cpu = "" if db_cpu_ms is None else f", Postgres CPU {db_cpu_ms:.2f} ms per job"
+    print(
+        f"  {label} (pgbench -M {mode}, {clients} clients, claim batch {batch}): {rate:7.0f} jobs/s{db_cpu}",
+        flush=True,
+    )
+    return {
+        "jobs_per_s": rate,
+        "jobs": jobs,
+        "clients": clients,
+        "seconds": elapsed,
+        "mode": mode,
+        "group": group,
+        "db_cpu_ms_per_job": db_cpu_ms,
+    }
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -698,7 +698,10 @@ def plot_deploy(data: dict[str, Any], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 3.2))
     labels = ["simulated deployment", "per-job SQL limit (pgbench)"]
     values = [data["sustained"]["jobs_per_s"], data["per_job_sql"]["jobs_per_s"]]
-    bars = ax.barh(labels, values, color=["C0", "C7"])
+    if data.get("grouped_sql"):
+        labels.append(f"grouped SQL limit, groups of {data['grouped_sql']['group']} (pgbench)")
+        values.append(data["grouped_sql"]["jobs_per_s"])
+    bars = ax.barh(labels, values, color=["C0", "C7", "C2"][: len(values)])
     for bar, value in zip(bars, values, strict=True):
         ax.annotate(f"{value:.0f}/s", (value, bar.get_y() + bar.get_height() / 2), va="center", fontsize=8)
     ax.set_xlabel("jobs per second")
@@ -720,9 +723,16 @@ def deploy_summary(dep: dict[str, Any]) -> str:
     )
 
 
+def _db_cpu(figures: dict[str, Any], key: str = "db_cpu_ms_per_job") -> str:
+    """ ", Postgres CPU x ms per job" when the run could read the server's CPU."""
+    value = figures.get(key)
+    return "" if value is None else f"; Postgres CPU {value:.2f} ms per job"
+
+
 def deploy_section(dep: dict[str, Any]) -> list[str]:
     """The page's section of the deployment simulation."""
     cfg, sus, burst, sql = dep["config"], dep["sustained"], dep["burst"], dep["per_job_sql"]
+    grouped = dep.get("grouped_sql")
     return [
         "## The deployed path, simulated",
         "",
@@ -744,19 +754,39 @@ def deploy_section(dep: dict[str, Any]) -> list[str]:
         )
         + ". The fan-outs keep their live leases "
         f"under the executor's reserved concurrency ({cfg.get('executor_concurrency') or 'unbounded'}), as the "
-        "fan-out handler does. A primary fan-out starts helpers "
+        "fan-out handler does, and send a group of up to "
+        f"{cfg.get('claims_per_invoke', 1)} claims an invoke under a backlog (`-c claims_per_invoke`), which one "
+        "executor starts, delivers and records together. A primary fan-out starts helpers "
         f"through the same endpoint as the backlog calls for them, up to {cfg.get('max_fanouts', 1)}. The Invoke "
         "API and the target are minimal asyncio servers, so that the stand-ins cost the two cores little. Side by "
         f"side, pgbench runs the per-job path's own statements from `queries.sql` ({sql['clients']} clients: "
         "`claim_due` for a batch, then `start_execution` and `complete_job` per job, each its own commit), "
         f"sent as the executors send them through RDS Proxy (`-M {sql.get('mode', 'prepared')}`: planned at each "
-        "call, since a server-side prepared statement would pin the proxy's connection).",
+        "call, since a server-side prepared statement would pin the proxy's connection)"
+        + (
+            f"; and the grouped path's (`start_executions` and `complete_jobs` per group of {grouped['group']}), "
+            "the database's limit for the work the simulated deployment sends under a backlog."
+            if grouped
+            else "."
+        ),
         "",
         "| figure | value |",
         "|---|---|",
         f"| sustained ({cfg['jobs']:,} jobs `@every 1s`, {sus['window_s']:.0f} s counted) | **{sus['jobs_per_s']:.0f} "
         "jobs/s** |",
-        f"| per-job SQL limit (pgbench) | {sql['jobs_per_s']:.0f} jobs/s |",
+        *(
+            [
+                f"| claims per executor invoke (mean); Postgres CPU per execution | {sus['claims_per_invoke']:.1f}"
+                + (
+                    f"; {sus['db_cpu_ms_per_execution']:.2f} ms |"
+                    if sus.get("db_cpu_ms_per_execution") is not None
+                    else " |"
+                )
+            ]
+            if "claims_per_invoke" in sus
+            else []
+        ),
+        f"| per-job SQL limit (pgbench) | {sql['jobs_per_s']:.0f} jobs/s{_db_cpu(sql)} |",
         *(
             [
                 f"| same, statements prepared once per connection (`-M prepared`, not possible through RDS Proxy) | "
@@ -766,8 +796,16 @@ def deploy_section(dep: dict[str, Any]) -> list[str]:
             if dep.get("per_job_sql_prepared")
             else []
         ),
+        *(
+            [
+                f"| grouped SQL limit (pgbench, groups of {grouped['group']}) | {grouped['jobs_per_s']:.0f} jobs/s"
+                f"{_db_cpu(grouped)} (the deployment: {sus['jobs_per_s'] / grouped['jobs_per_s']:.2f}x of it) |"
+            ]
+            if grouped
+            else []
+        ),
         f"| ratio | **{dep['ratio']:.2f}x** (target >= 0.7x) |",
-        f"| fan-out CPU per invoke | {sus['fanout_cpu_ms_per_invoke']:.2f} ms |",
+        f"| fan-out CPU per claim dispatched | {sus['fanout_cpu_ms_per_invoke']:.2f} ms |",
         *(
             [f"| executor CPU per execution | {sus['executor_cpu_ms_per_execution']:.2f} ms |"]
             if "executor_cpu_ms_per_execution" in sus

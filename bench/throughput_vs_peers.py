@@ -307,7 +307,8 @@ def pgbench_script(batch: int) -> str:
         "SELECT count(*) AS n, COALESCE(array_agg(id), '{}') AS ids,\n"
         "       COALESCE(array_agg(lock_token), '{}') AS tokens,\n"
         "       COALESCE(array_agg(execution_id), '{}') AS xids,\n"
-        "       COALESCE(array_agg(execution_started_at), '{}') AS starts\n"
+        "       COALESCE(array_agg(execution_started_at), '{}') AS starts,\n"
+        "       min(execution_started_at) AS first_start, max(execution_started_at) AS last_start\n"
         "FROM __claimed"
     )
     claim = substitute(claim, {"limit": str(batch), "lease_margin_seconds": "30"})
@@ -334,6 +335,8 @@ def pgbench_script(batch: int) -> str:
             "http_status": each("200", "integer"),
             "response_excerpt": each("NULL", "text"),
             "started_at": ":starts",
+            "earliest_started_at": ":first_start",
+            "latest_started_at": ":last_start",
         },
     )
     return (

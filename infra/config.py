@@ -52,7 +52,7 @@ DEFAULTS: dict[str, Any] = {
     # The most fan-outs claiming at once: the tick's fan-out and the helpers it starts when the
     # due backlog is more than one dispatches in a few seconds (1: no helpers).
     "fanout_max": 4,
-    # The most claims one executor invoke carries under a backlog (1 to 25; 1: one job per
+    # The most claims one executor invoke carries under a backlog (1 to 50; 1: one job per
     # invocation). While few jobs are due at once each still has its own invocation.
     "claims_per_invoke": C.DEFAULT_CLAIMS_PER_INVOKE,
     # The database (docs/capacity.md compares them): "instance" (RDS, db_instance_type) or

@@ -35,8 +35,8 @@ ENV_MAX_FANOUTS = "SCHEDULER_MAX_FANOUTS"
 # The most claims one executor invoke carries under a backlog (1: one job per invocation), and
 # the ceiling a deployment may set it to (the executor delivers a group's claims at once).
 ENV_CLAIMS_PER_INVOKE = "SCHEDULER_CLAIMS_PER_INVOKE"
-DEFAULT_CLAIMS_PER_INVOKE = 10
-MAX_CLAIMS_PER_INVOKE = 25
+DEFAULT_CLAIMS_PER_INVOKE = 25
+MAX_CLAIMS_PER_INVOKE = 50
 
 # Handler entry points, relative to the ``functions/`` code asset.
 API_HANDLER = "api_handler.handler"

@@ -71,8 +71,8 @@ def test_fanout_max_defaults_to_four_and_is_bounded():
             config(fanout_max=bad)
 
 
-def test_claims_per_invoke_defaults_to_ten_and_is_bounded():
-    assert config().claims_per_invoke == 10 and config(claims_per_invoke="25").claims_per_invoke == 25
-    for bad in ("0", "26", "some"):
+def test_claims_per_invoke_defaults_to_25_and_is_bounded():
+    assert config().claims_per_invoke == 25 and config(claims_per_invoke="50").claims_per_invoke == 50
+    for bad in ("0", "51", "some"):
         with pytest.raises(ValueError, match="claims_per_invoke"):
             config(claims_per_invoke=bad)

@@ -214,7 +214,7 @@ def test_fanout_knows_its_own_fixed_name_and_the_maximum(aws, lean):
 
 
 def test_fanout_knows_how_many_claims_an_executor_invoke_may_carry(aws, lean):
-    assert aws.function(C.FANOUT_HANDLER)[1]["Environment"]["Variables"][C.ENV_CLAIMS_PER_INVOKE] == "10"
+    assert aws.function(C.FANOUT_HANDLER)[1]["Environment"]["Variables"][C.ENV_CLAIMS_PER_INVOKE] == "25"
     assert lean.function(C.FANOUT_HANDLER)[1]["Environment"]["Variables"][C.ENV_CLAIMS_PER_INVOKE] == "1"
 
 

@@ -113,7 +113,7 @@ def test_a_group_of_one_claim_or_more_than_allowed_is_refused_before_anything_ru
     [claim] = store.claim_due(1, 60)
     too_many = {"claims": [claim.to_event()] * (c.MAX_CLAIMS_PER_INVOKE + 1)}
     for event in (too_many, {"claims": []}, {"claims": "x"}):
-        with pytest.raises(ValueError, match="carries 1 to 25 claims"):
+        with pytest.raises(ValueError, match="carries 1 to 50 claims"):
             run(store, event)
     assert target_server.requests == []
     assert invoke_claims(claim.to_event()) == [claim.to_event()]

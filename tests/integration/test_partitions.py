@@ -214,8 +214,9 @@ def test_a_step_that_would_wait_on_a_lock_is_left_to_the_next_call(db_url):
 
 def test_the_writes_by_execution_id_probe_one_partition(store, db_url):
     """A completion and a lost-marking name the execution with its started_at: run-time pruning
-    leaves every other day's partition unexecuted, and one executor's completion plans its
-    execution's day alone (its statements are planned at every call)."""
+    leaves every other day's partition unexecuted, and a completion, of one execution or of a
+    group (bounded by the earliest and latest started_at), plans its executions' day alone (the
+    executors' statements are planned at every call)."""
     job_id = str(service.create_job(store, OWNER, http_spec("probe", "0 0 1 1 *"))["id"])
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
         add_past_days(conn, 5)
@@ -238,9 +239,10 @@ def test_the_writes_by_execution_id_probe_one_partition(store, db_url):
             "response_excerpt": None,
             "started_at": started.started_at,
         }
+        bounds = {"earliest_started_at": started.started_at, "latest_started_at": started.started_at}
         for name, values in (
-            ("complete_job", params),
-            ("complete_jobs", {k: [v] for k, v in params.items()}),
+            ("complete_job", params | bounds),
+            ("complete_jobs", {k: [v] for k, v in params.items()} | bounds),
             ("lock_leased_job", {k: params[k] for k in ("job_id", "lock_token", "execution_id")}),
         ):
             conn.execute("BEGIN")
@@ -254,7 +256,7 @@ def test_the_writes_by_execution_id_probe_one_partition(store, db_url):
             scans = [line for line in plan if " on executions_" in line and "Update on" not in line]
             ran = [line for line in scans if "never executed" not in line]
             assert len(ran) == 1 and day_name(started.started_at) in ran[0], (name, plan)
-            if name == "complete_job":  # one execution's: its day is the only one even planned
+            if name.startswith("complete_"):  # its executions' day is the only one even planned
                 assert len(scans) == 1, plan
             else:  # pruned when run: the other days are planned but never executed
                 assert len(scans) >= 7, (name, plan)
@@ -375,3 +377,17 @@ def test_every_partition_keeps_room_for_the_completions_update(db_url):
             SELECT c.relname, c.reloptions FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
             WHERE i.inhparent = 'executions'::regclass""").fetchall()
     assert len(options) >= 5 and all(opts == ["fillfactor=80"] for _, opts in options), options
+
+
+def test_the_fan_outs_claim_plans_no_day_of_executions(store, db_url):
+    """claim_due is planned at every call (RDS Proxy): it reads and writes jobs only; the rare
+    orphans it finds are marked lost by a statement of their own (mark_executions_lost)."""
+    with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
+        add_past_days(conn, 5)
+        plan = [
+            r["QUERY PLAN"]
+            for r in conn.execute(
+                "EXPLAIN (COSTS OFF) " + QUERIES["claim_due"], {"limit": 100, "lease_seconds": 60}
+            ).fetchall()
+        ]
+    assert not [line for line in plan if "executions" in line], plan

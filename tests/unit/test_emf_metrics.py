@@ -52,3 +52,23 @@ def test_emf_goes_to_stdout_one_line_per_point(capsys):
 def test_an_unknown_unit_is_refused():
     with pytest.raises(ValueError, match="Bytes"):
         EmfMetrics("Scheduler", "scheduler", write=print).gauge("X", 1, unit="Bytes")
+
+
+def test_a_groups_durations_share_a_document_of_at_most_a_hundred_values():
+    """EMF takes up to 100 values of a metric in one document: a group's lateness is one line
+    (each value still counts for the percentiles), not one line per execution."""
+    lines: list[str] = []
+    metrics = EmfMetrics("Scheduler", "scheduler", write=lines.append)
+    metrics.milliseconds_each("LatenessMs", [float(v) for v in range(250)], trigger="schedule")
+    documents = [json.loads(line) for line in lines]
+    assert [len(d["LatenessMs"]) for d in documents] == [100, 100, 50]
+    assert [v for d in documents for v in d["LatenessMs"]] == [float(v) for v in range(250)]
+    single: list[str] = []
+    EmfMetrics("Scheduler", "scheduler", write=single.append).milliseconds("LatenessMs", 7.0, trigger="schedule")
+    for document in documents:  # each the single point's document, but for its values
+        expected = json.loads(single[0])
+        assert {**document, "LatenessMs": None, "_aws": {**document["_aws"], "Timestamp": 0}} == {
+            **expected,
+            "LatenessMs": None,
+            "_aws": {**expected["_aws"], "Timestamp": 0},
+        }

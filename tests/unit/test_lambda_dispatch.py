@@ -130,9 +130,9 @@ def test_a_group_not_invoked_is_given_back_whole():
 
 
 def test_settings_read_the_claims_an_invoke_may_carry():
-    assert Settings.from_env({}).claims_per_invoke == c.DEFAULT_CLAIMS_PER_INVOKE == 10
+    assert Settings.from_env({}).claims_per_invoke == c.DEFAULT_CLAIMS_PER_INVOKE == 25
     assert Settings.from_env({c.ENV_CLAIMS_PER_INVOKE: "1"}).claims_per_invoke == 1
-    for bad in ("0", "26", "ten"):
+    for bad in ("0", "51", "ten"):
         with pytest.raises(ValueError, match=c.ENV_CLAIMS_PER_INVOKE):
             Settings.from_env({c.ENV_CLAIMS_PER_INVOKE: bad})
 

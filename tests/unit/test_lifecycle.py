@@ -90,7 +90,7 @@ def test_fragments_may_include_fragments_and_the_lost_cte_is_written_once():
     with pytest.raises(ValueError, match="includes itself"):
         parse_named_queries("-- fragment: a\n{{ a }}\n-- name: q\nSELECT {{ a }};")
     # Both the claim and an edit mark an orphaned execution lost, through the one fragment.
-    for name in ("claim_due", "claim_and_start", "update_job"):
+    for name in ("mark_executions_lost", "claim_and_start", "update_job"):
         assert QUERIES[name].count("SET status = 'lost'") == 1, name
     from importlib import resources
 

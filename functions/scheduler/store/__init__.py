@@ -28,71 +28,9 @@ from scheduler.domain import SPEC_FIELDS, Claim, Completion, Job, StartedExecuti
 from scheduler.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
 from scheduler.ports import Change, CompletionPlanner, Planner
 from scheduler.sql import QUERIES
+from scheduler.store.completions import completion_arrays, completion_row
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
 from scheduler.store.rows import is_uuid, retry_on_dead_connection, uuids_as_text
-
-# The parameters of ``complete_job`` (values, for one outcome: the cheaper statement to plan,
-# for executors through RDS Proxy that cannot keep prepared statements), and of
-# ``complete_jobs`` (arrays of them, for a batch).
-_COMPLETION_COLUMNS = (
-    "job_id",
-    "lock_token",
-    "execution_id",
-    "version",
-    "state",
-    "scheduled_at",
-    "attempt",
-    "next_run_at",
-    "ran_scheduled_at",
-    "status",
-    "error",
-    "http_status",
-    "response_excerpt",
-    "started_at",
-)
-
-
-def _completion_values(
-    done: Completion, plan: Mapping[str, Any], version: int, ran_scheduled_at: datetime | None, started_at: datetime
-) -> tuple[Any, ...]:
-    """One outcome's parameters in ``_COMPLETION_COLUMNS`` order; ``started_at`` is the
-    execution's (its partition's key)."""
-    outcome = done.outcome
-    return (
-        done.job_id,
-        done.lock_token,
-        done.execution_id,
-        version,
-        plan["state"],
-        plan["scheduled_at"],
-        plan["attempt"],
-        plan["next_run_at"],
-        ran_scheduled_at,
-        outcome.status,
-        outcome.error,
-        done.http_status,
-        done.response_excerpt,
-        started_at,
-    )
-
-
-def _completion_row(
-    done: Completion, plan: Mapping[str, Any], version: int, ran_scheduled_at: datetime | None, started_at: datetime
-) -> dict[str, Any]:
-    """The parameters of ``complete_job`` for one outcome."""
-    return dict(zip(_COMPLETION_COLUMNS, _completion_values(done, plan, version, ran_scheduled_at, started_at)))
-
-
-def _completion_arrays(planned: Sequence[tuple[Completion, Mapping[str, Any]]]) -> dict[str, list[Any]]:
-    """The parameters of ``complete_jobs`` for outcomes planned from their started rows: each
-    outcome's values as a tuple (no dict per row), turned column by column into arrays."""
-    rows = [
-        _completion_values(done, plan, done.started.job.version, done.started.scheduled_at, done.started.started_at)  # type: ignore[union-attr]
-        for done, plan in planned
-    ]
-    columns = list(zip(*rows)) or [()] * len(_COMPLETION_COLUMNS)  # no outcomes: empty arrays
-    return {key: list(column) for key, column in zip(_COMPLETION_COLUMNS, columns, strict=True)}
-
 
 # The columns of a started row (``started_columns`` in queries.sql), in their order: read by
 # position, as the runner reads thousands a second (claim_and_start adds lock_token, reclaimed).
@@ -329,9 +267,20 @@ class Store(ExecutionHistory):
 
     @retry_on_dead_connection
     def claim_due(self, limit: int, lease_seconds: float) -> list[Claim]:
-        """Lease up to ``limit`` due jobs (one statement; see ``claim_due`` in queries.sql)."""
-        with self.pool.connection() as conn:
+        """Lease up to ``limit`` due jobs (one statement; see ``claim_due`` in queries.sql), and
+        mark lost, in the same transaction, the executions of those whose lease expired while
+        they ran (``Claim.reclaimed``)."""
+        with self.pool.connection() as conn, conn.transaction():
             rows = conn.execute(QUERIES["claim_due"], {"limit": limit, "lease_seconds": lease_seconds}).fetchall()
+            orphans = [r for r in rows if r["orphan_execution_id"] is not None]
+            if orphans:
+                conn.execute(
+                    QUERIES["mark_executions_lost"],
+                    {
+                        "execution_id": [r["orphan_execution_id"] for r in orphans],
+                        "started_at": [r["orphan_started_at"] for r in orphans],
+                    },
+                )
         return [
             Claim(
                 job_id=str(r["job_id"]),
@@ -444,11 +393,11 @@ class Store(ExecutionHistory):
         if len(planned) == 1:
             [(done, plan)] = planned
             query = QUERIES["complete_job"]
-            params = _completion_row(
+            params = completion_row(
                 done, plan, done.started.job.version, done.started.scheduled_at, done.started.started_at
             )
         else:
-            query, params = QUERIES["complete_jobs"], _completion_arrays(planned)
+            query, params = QUERIES["complete_jobs"], completion_arrays(planned)
         doomed = [str(done.job_id) for done, plan in planned if plan.get("delete")]
         with self.pool.connection() as conn, conn.transaction() if doomed else contextlib.nullcontext():
             # The ids come back as text (complete_outcomes), as the callers hold them.
@@ -472,7 +421,7 @@ class Store(ExecutionHistory):
             planned = plan(job, row["db_now"], ran)
             written = (
                 conn.execute(
-                    QUERIES["complete_job"], _completion_row(done, planned, job.version, ran, row["ran_started_at"])
+                    QUERIES["complete_job"], completion_row(done, planned, job.version, ran, row["ran_started_at"])
                 ).fetchone()
                 is not None
             )
