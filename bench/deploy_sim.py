@@ -725,7 +725,8 @@ def grouped_script(batch: int, group: int) -> str:
         f"WITH {ctes}, __started AS ({main}) "
         "SELECT count(*) AS g_n, array_agg(s.id) AS g_ids, array_agg(j.lock_token) AS g_tokens, "
         "array_agg(s.execution_id) AS g_xids, array_agg(s.execution_started_at) AS g_started, "
-        "min(s.execution_started_at) AS g_first, max(s.execution_started_at) AS g_last "
+        "COALESCE(min(s.execution_started_at), now()) AS g_first, "
+        "COALESCE(max(s.execution_started_at), now()) AS g_last "
         "FROM __started s JOIN jobs j ON j.id = s.id"
     )
     complete = strip_sql_comments(QUERIES["complete_jobs"])

@@ -308,7 +308,8 @@ def pgbench_script(batch: int) -> str:
         "       COALESCE(array_agg(lock_token), '{}') AS tokens,\n"
         "       COALESCE(array_agg(execution_id), '{}') AS xids,\n"
         "       COALESCE(array_agg(execution_started_at), '{}') AS starts,\n"
-        "       min(execution_started_at) AS first_start, max(execution_started_at) AS last_start\n"
+        "       COALESCE(min(execution_started_at), now()) AS first_start,\n"
+        "       COALESCE(max(execution_started_at), now()) AS last_start\n"
         "FROM __claimed"
     )
     claim = substitute(claim, {"limit": str(batch), "lease_margin_seconds": "30"})

@@ -118,3 +118,34 @@ def test_a_group_of_one_claim_or_more_than_allowed_is_refused_before_anything_ru
     assert target_server.requests == []
     assert invoke_claims(claim.to_event()) == [claim.to_event()]
     assert run(store, {"claims": [claim.to_event()]})["executions"][0]["status"] == "succeeded"
+
+
+def test_a_group_delivered_twice_at_once_runs_each_job_once(store, target_server):
+    """Lambda may hand the same async event to two executors at once: their starts lock the
+    group's rows in the same order, so one waits for the other (no deadlock), and every job is
+    started, delivered and recorded by one of them only."""
+    job_ids = due_one_offs(store, target_server.url, 20)
+    event = invoke_payload(store.claim_due(50, 60))
+    answers: list[dict] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(2)
+
+    def run_it() -> None:
+        barrier.wait()
+        try:
+            answers.append(run(store, event))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run_it) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    reports = [r for answer in answers for r in answer["executions"]]
+    completed = sorted(r["job_id"] for r in reports if r["outcome"] == "completed")
+    assert completed == sorted(job_ids)  # each once, by one executor or the other
+    assert sum(r["outcome"] == "lease_lost" for r in reports) == len(job_ids)
+    assert sorted(r["headers"]["X-Scheduler-Job-Id"] for r in target_server.requests) == sorted(job_ids)
+    assert all(len(store.list_executions(OWNER, job_id)) == 1 for job_id in job_ids)

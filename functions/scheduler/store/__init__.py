@@ -336,6 +336,9 @@ class Store(ExecutionHistory):
         has none."""
         if not claims:
             return []
+        # In id order, so two executors given the same group (Lambda may deliver an event twice)
+        # lock its rows in the same order: one waits for the other rather than deadlocking.
+        claims = sorted(claims)
         with self.pool.connection() as conn:
             rows = (
                 uuids_as_text(conn, tuple_row)
