@@ -13,7 +13,7 @@ from psycopg.conninfo import conninfo_to_dict
 from scheduler.db import make_pool
 from scheduler.migrations import migrate
 from scheduler.store import Store
-from tests.support import postgres_server, temporary_database
+from tests.support import RecordingServer, postgres_server, temporary_database
 
 pytest_plugins = ["tests.integration.conftest_amqp"]
 
@@ -59,3 +59,11 @@ def pool(db_url):
 def store(pool):
     """The store on this test's database."""
     return Store(pool)
+
+
+@pytest.fixture
+def target_server():
+    """A real HTTP server on loopback recording what it receives (``tests.support.RecordingServer``)."""
+    server = RecordingServer()
+    yield server
+    server.close()

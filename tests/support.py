@@ -11,7 +11,7 @@ import sys
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -313,3 +313,25 @@ def moto_server() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=5)
+
+
+def run_at_once(call: Callable[[], Any], count: int, timeout: float = 60.0) -> tuple[list[Any], list[BaseException]]:
+    """``call`` from ``count`` threads released together (a barrier); what they returned and what
+    they raised, once all have ended."""
+    results: list[Any] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(count)
+
+    def run() -> None:
+        barrier.wait()
+        try:
+            results.append(call())
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    return results, errors

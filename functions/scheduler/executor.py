@@ -231,19 +231,6 @@ class Executor:
         return reports
 
 
-def execute_claim(
-    event: Mapping[str, Any],
-    *,
-    store: ExecutionStore,
-    decrypt_target: Callable[[dict], dict],
-    policy: TargetPolicy,
-    metrics: Metrics | None = None,
-    remaining_seconds: Callable[[], float] | None = None,
-) -> ExecutionReport:
-    """Run one claim (the fan-out's invoke payload: ``job_id``, ``lock_token``, ...)."""
-    return Executor(store, decrypt_target, policy, metrics, remaining_seconds).run(event)
-
-
 def execute_invoke(
     event: Mapping[str, Any],
     *,

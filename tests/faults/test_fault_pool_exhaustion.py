@@ -4,7 +4,7 @@
   connection during the delivery (the target keeps all twenty requests open at once), and the
   bookkeeping around them waits for a connection instead of failing: all twenty complete.
 - With a tiny pool timeout, a connection that cannot be had is an infrastructure fault:
-  ``execute_claim`` raises (so Lambda's async retry, then the dead-letter queue, take over).
+  ``execute_invoke`` raises (so Lambda's async retry, then the dead-letter queue, take over).
   Before the delivery, the retry of the same event delivers it; after the delivery, the retry
   does nothing (the execution already started on that lease), and the job comes back when the
   lease expires: the killed execution is ``lost`` and the job delivered again. Nothing lost.
@@ -23,7 +23,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from scheduler import service
 from scheduler.db import make_pool
-from scheduler.executor import execute_claim
+from scheduler.executor import execute_invoke
 from scheduler.store import Store
 from scheduler.targets.delivery import TargetPolicy
 from tests.faults.faultkit import TargetServer
@@ -66,7 +66,7 @@ def test_twenty_executors_on_two_connections_all_complete(db_url, target):
 
         def execute(event):
             try:
-                return execute_claim(event, store=store, decrypt_target=lambda t: t, policy=LOCAL)
+                return execute_invoke(event, store=store, decrypt_target=lambda t: t, policy=LOCAL)
             except Exception as exc:
                 errors[type(exc).__name__] += 1
                 raise
@@ -80,7 +80,7 @@ def test_twenty_executors_on_two_connections_all_complete(db_url, target):
             # All twenty deliveries in flight at once, on a pool of two connections.
             target.wait_for(lambda s: sum(s.inflight.values()) == WORKERS, timeout=20, what="20 in flight")
             target.release()  # ... and twenty completions competing for two connections
-        assert [r.result().status for r in reports] == ["succeeded"] * WORKERS
+        assert [r.result()["status"] for r in reports] == ["succeeded"] * WORKERS
         assert not errors, errors
         stats = pool.get_stats()
         assert stats.get("requests_errors", 0) == 0 and stats.get("requests_queued", 0) > 0, stats
@@ -95,14 +95,14 @@ def test_twenty_executors_on_two_connections_all_complete(db_url, target):
         pool.close()
 
 
-def test_pool_timeout_raises_from_execute_claim_and_the_lease_brings_the_job_back(db_url, target):
+def test_pool_timeout_raises_from_execute_invoke_and_the_lease_brings_the_job_back(db_url, target):
     # One connection, given up on after 0.2 s.
     pool = ConnectionPool(
         db_url, min_size=1, max_size=1, timeout=0.2, open=False, kwargs={"row_factory": dict_row, "autocommit": True}
     )
     pool.open(wait=True, timeout=10)
     store = Store(pool)
-    run = partial(execute_claim, store=store, decrypt_target=lambda t: t, policy=LOCAL)
+    run = partial(execute_invoke, store=store, decrypt_target=lambda t: t, policy=LOCAL)
     try:
         job_id = str(
             service.create_job(
@@ -124,7 +124,7 @@ def test_pool_timeout_raises_from_execute_claim_and_the_lease_brings_the_job_bac
                 run(claim.to_event())
         assert target.requests == [] and store.list_executions(OWNER, job_id) == []
         # Lambda's retry of the same event: the claim still holds the job, so it is delivered.
-        assert run(claim.to_event()).status == "succeeded"
+        assert run(claim.to_event())["status"] == "succeeded"
         assert len(target.requests) == 1
 
         # 2. No connection for the completion: raised after the delivery.
@@ -155,7 +155,7 @@ def test_pool_timeout_raises_from_execute_claim_and_the_lease_brings_the_job_bac
         job = store.get_job(OWNER, job_id)
         assert running.status == "running" and str(job["running_execution_id"]) == running.id
         # Lambda's retry of that event does nothing: the lease already started an execution.
-        assert run(claim.to_event()).outcome == "lease_lost"
+        assert run(claim.to_event())["outcome"] == "lease_lost"
         assert len(target.requests) == 2
         # Not claimable while the lease (timeout + margin) holds; reclaimed once it expired.
         assert store.claim_due(1, 60) == []
@@ -163,7 +163,7 @@ def test_pool_timeout_raises_from_execute_claim_and_the_lease_brings_the_job_bac
         [again] = store.claim_due(1, 60)
         assert again.reclaimed and again.scheduled_at == claim.scheduled_at
         report = run(again.to_event())
-        assert report.status == "succeeded"
+        assert report["status"] == "succeeded"
         executions = store.list_executions(OWNER, job_id)
         assert [e.status for e in executions] == ["succeeded", "lost", "succeeded"]
         requests = target.snapshot()

@@ -31,7 +31,7 @@ from psycopg.conninfo import make_conninfo
 from scheduler import executor as executor_module
 from scheduler.db import make_pool
 from scheduler.dispatch import InProcessDispatch
-from scheduler.executor import Executor, execute_claim
+from scheduler.executor import Executor, execute_invoke
 from scheduler.fanout import run_fanout
 from scheduler.migrations import migrate
 from scheduler.store import Store
@@ -280,7 +280,7 @@ def test_restart_during_a_delivery_does_not_lose_its_outcome(private_pg, target)
         def run() -> None:
             try:
                 outcome.append(
-                    execute_claim(
+                    execute_invoke(
                         claim.to_event(),
                         store=store,
                         decrypt_target=lambda t: t,
@@ -303,7 +303,7 @@ def test_restart_during_a_delivery_does_not_lose_its_outcome(private_pg, target)
         thread.join(timeout=15)
         assert not thread.is_alive()
         [result] = outcome
-        assert not isinstance(result, Exception), f"execute_claim raised {type(result).__name__}: {result}"
-        assert result.outcome == "completed" and result.status == "succeeded"
+        assert not isinstance(result, Exception), f"execute_invoke raised {type(result).__name__}: {result}"
+        assert result["outcome"] == "completed" and result["status"] == "succeeded"
     finally:
         pool.close()

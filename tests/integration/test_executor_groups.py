@@ -16,17 +16,10 @@ from scheduler.dispatch import invoke_payload
 from scheduler.executor import execute_invoke, invoke_claims
 from scheduler.targets.delivery import TargetPolicy
 from scheduler.telemetry import MemoryMetrics
-from tests.support import RecordingServer, http_spec
+from tests.support import http_spec, run_at_once
 
 OWNER = "arn:aws:iam::111111111111:user/alice"
 LOCAL = TargetPolicy(allow_private=True)
-
-
-@pytest.fixture
-def target_server():
-    server = RecordingServer()
-    yield server
-    server.close()
 
 
 def due_one_offs(store, url: str, count: int, *, path: str = "/hook", prefix: str = "job") -> list[str]:
@@ -126,22 +119,7 @@ def test_a_group_delivered_twice_at_once_runs_each_job_once(store, target_server
     started, delivered and recorded by one of them only."""
     job_ids = due_one_offs(store, target_server.url, 20)
     event = invoke_payload(store.claim_due(50, 60))
-    answers: list[dict] = []
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(2)
-
-    def run_it() -> None:
-        barrier.wait()
-        try:
-            answers.append(run(store, event))
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run_it) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    answers, errors = run_at_once(lambda: run(store, event), 2)
     assert not errors, errors
     reports = [r for answer in answers for r in answer["executions"]]
     completed = sorted(r["job_id"] for r in reports if r["outcome"] == "completed")

@@ -22,7 +22,7 @@ from scheduler.fanout import run_fanout, run_lambda_invocation
 from scheduler.store import Store
 from scheduler.targets.delivery import TargetPolicy
 from scheduler.wiring import lambda_client_config
-from tests.support import RecordingServer, insert_due_jobs
+from tests.support import insert_due_jobs
 
 LOCAL = TargetPolicy(allow_private=True)
 
@@ -173,13 +173,6 @@ class LoopbackLambda:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.pool.shutdown(wait=True)
-
-
-@pytest.fixture
-def target_server():
-    server = RecordingServer()
-    yield server
-    server.close()
 
 
 def insert_jobs(pool, count: int, url: str, *, prefix: str, schedule: str | None) -> None:

@@ -19,7 +19,7 @@ from scheduler import constants as c
 from scheduler import service
 from scheduler.secrets import LocalSecretBox, encrypt_target_secrets
 from scheduler.settings import get_settings
-from tests.support import RecordingServer, http_spec
+from tests.support import http_spec
 
 OWNER = "arn:aws:iam::111111111111:user/alice"
 
@@ -60,13 +60,6 @@ def lambda_env(monkeypatch, db_url, tmp_path):
 def load(module: str):
     sys.modules.pop(module, None)
     return importlib.import_module(module)
-
-
-@pytest.fixture
-def target_server():
-    server = RecordingServer()
-    yield server
-    server.close()
 
 
 def test_fanout_invokes_the_executor_which_delivers(lambda_env, store, target_server, capsys):

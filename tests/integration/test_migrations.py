@@ -4,7 +4,6 @@ when several processes migrate at once."""
 from __future__ import annotations
 
 import re
-import threading
 import uuid
 from collections.abc import Callable
 
@@ -14,6 +13,7 @@ from psycopg.rows import dict_row
 
 from scheduler.migrations import MigrationError, applied_versions, migrate, migrations_digest
 from scheduler.sql import QUERIES, migration_files
+from tests.support import run_at_once
 
 
 def schema_snapshot(url: str) -> dict:
@@ -47,19 +47,7 @@ def test_migrate_is_idempotent(db_url):
 
 
 def test_concurrent_migrations_apply_each_once(empty_db_url):
-    results, errors = [], []
-
-    def run():
-        try:
-            results.append(migrate(empty_db_url))
-        except Exception as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results, errors = run_at_once(lambda: migrate(empty_db_url), 4)
     assert not errors
     applied = sorted(v for r in results for v in r)
     assert applied == [v for v, _, _ in migration_files()]

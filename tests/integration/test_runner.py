@@ -8,26 +8,18 @@ import threading
 from datetime import timedelta
 
 import boto3
-import pytest
 from botocore.stub import ANY, Stubber
 
 from scheduler import service
 from scheduler.dispatch import CLAIM_DUE, InProcessDispatch, LambdaDispatch
-from scheduler.executor import Executor, execute_claim
+from scheduler.executor import Executor, execute_invoke
 from scheduler.fanout import fanout_deadline, run_fanout
 from scheduler.targets.delivery import TargetPolicy
 from scheduler.telemetry import MemoryMetrics
-from tests.support import RecordingServer, http_spec, make_due
+from tests.support import http_spec, make_due
 
 OWNER = "arn:aws:iam::111111111111:user/alice"
 LOCAL = TargetPolicy(allow_private=True)
-
-
-@pytest.fixture
-def target_server():
-    server = RecordingServer()
-    yield server
-    server.close()
 
 
 def local_invoker(store, metrics=None):
@@ -112,9 +104,11 @@ def test_stale_claim_does_nothing(store, pool, target_server):
     with pool.connection() as conn:
         conn.execute("UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = %s", (job_id,))
     [newer] = store.claim_due(1, 60)
-    report = execute_claim(claim.to_event(), store=store, decrypt_target=lambda t: t, policy=LOCAL)
-    assert report.outcome == "lease_lost" and target_server.requests == []
-    assert execute_claim(newer.to_event(), store=store, decrypt_target=lambda t: t, policy=LOCAL).status == "succeeded"
+    report = execute_invoke(claim.to_event(), store=store, decrypt_target=lambda t: t, policy=LOCAL)
+    assert report["outcome"] == "lease_lost" and target_server.requests == []
+    assert (
+        execute_invoke(newer.to_event(), store=store, decrypt_target=lambda t: t, policy=LOCAL)["status"] == "succeeded"
+    )
 
 
 def test_private_target_refused_outside_local_mode(store, target_server):
@@ -318,8 +312,8 @@ def test_attempts_lost_with_their_runners_count_toward_max_attempts(store, pool,
     with pool.connection() as conn:
         conn.execute("UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = %s", (job_id,))
     [again] = store.claim_due(1, 60)
-    report = execute_claim(again.to_event(), store=store, decrypt_target=lambda t: t, policy=LOCAL)
-    assert report.status == "failed" and target_server.requests == []  # given up, not redelivered
+    report = execute_invoke(again.to_event(), store=store, decrypt_target=lambda t: t, policy=LOCAL)
+    assert report["status"] == "failed" and target_server.requests == []  # given up, not redelivered
     newest, lost = store.list_executions(OWNER, job_id)
     assert lost.status == "lost" and "gave up" in newest.error
     row = store.get_job(OWNER, job_id)
