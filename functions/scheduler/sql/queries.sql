@@ -311,7 +311,8 @@ WITH outcome AS NOT MATERIALIZED (
 ), {{ complete_outcomes }};
 
 -- name: complete_jobs
--- A batch of outcomes (local mode's), each parameter an array with one element per execution.
+-- A batch of outcomes (local mode's, or those of an executor's group that ended together), each
+-- parameter an array with one element per execution.
 WITH outcome AS (
     SELECT * FROM unnest(%(job_id)b::uuid[], %(lock_token)b::uuid[], %(execution_id)b::uuid[],
                          %(version)b::integer[], %(state)b::text[], %(scheduled_at)b::timestamptz[],
