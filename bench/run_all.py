@@ -818,8 +818,9 @@ def deploy_section(dep: dict[str, Any]) -> list[str]:
         f"| burst drained | {burst['drain_s']:.1f} s after the first was due |",
         "",
         "Reading: every part shares two cores. Under the backlog the fan-outs sent the claims in groups (the "
-        "mean above), so per job an executor process spends the CPU above (about 0.55x of one job per "
-        "invocation when one runs alone, side by side), a fan-out a small share, and Postgres a tenth to a fifth "
+        "mean above), so per job an executor process spends the CPU above (less than with one job an "
+        "invocation: one start and a completion or two serve a group), a fan-out a small share, and Postgres a "
+        "tenth to a fifth "
         "of the per-job path's work (the per-job and grouped SQL limits' Postgres CPU above; the simulation's "
         "own figure adds the fan-outs' polling and completions gathered fewer than a group at a time). So the "
         "deployment passes the per-job SQL limit, which counts the per-job statements alone, and the executors' "
