@@ -181,6 +181,7 @@ def _executor_worker(env: dict[str, str], invocations, handled, failed, cpu, exe
     sys.stdout = open(os.devnull, "w")  # the handler's JSON logs and EMF metrics
     import executor_handler
 
+    from scheduler.executor import invoke_claims
     from scheduler.http_adapter import LocalLambdaContext
 
     context = LocalLambdaContext(function_name=FUNCTION)
@@ -195,7 +196,7 @@ def _executor_worker(env: dict[str, str], invocations, handled, failed, cpu, exe
             with cpu.get_lock():
                 cpu.value += time.process_time() - began
             with executions.get_lock():
-                executions.value += len(event.get("claims") or [event])
+                executions.value += len(invoke_claims(event))
             with handled.get_lock():
                 handled.value += 1
         except Exception:  # an infrastructure fault: Lambda would retry; counted

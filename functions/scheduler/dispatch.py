@@ -198,7 +198,7 @@ class LambdaDispatch:
         return False
 
     def dispatch(self, claims: list[Claim]) -> list[Claim]:
-        busy = self._leases_seen >= self.threads or time.monotonic() < self._full_until
+        busy = self._leases_seen >= self.threads
         groups = group_claims(claims, self.claims_per_invoke, self.threads, busy=busy)
         results = list(self.pool.map(self._invoke, groups))
         return [claim for group, ok in zip(groups, results) if not ok for claim in group]

@@ -17,6 +17,7 @@ from botocore.stub import ANY, Stubber
 
 from scheduler import constants as c
 from scheduler import service
+from scheduler.executor import invoke_claims
 from scheduler.secrets import LocalSecretBox, encrypt_target_secrets
 from scheduler.settings import get_settings
 from tests.support import http_spec
@@ -133,10 +134,10 @@ def test_fanout_handler_sends_a_backlog_in_groups_of_claims(lambda_env, pool, mo
     finally:
         fanout.deps.pool.close()
     assert report["dispatched"] == 200
-    carried = [len(event.get("claims") or [event]) for event in client.events]
+    carried = [len(invoke_claims(event)) for event in client.events]
     # Claims of 100 over 16 invoking threads: groups of up to 5 (the setting), each job once.
     assert sum(carried) == 200 and max(carried) == 5
-    assert len({e["job_id"] for event in client.events for e in event.get("claims") or [event]}) == 200
+    assert len({e["job_id"] for event in client.events for e in invoke_claims(event)}) == 200
 
 
 def test_fanout_handler_primary_starts_helpers_and_a_helper_drains_without_growing(lambda_env, pool, monkeypatch):
