@@ -132,7 +132,9 @@ def run_runner(deps: Any, settings: Settings, dispatch: Any, stop: threading.Eve
 def _local_dispatch(deps: Any) -> Any:
     from scheduler.dispatch import InProcessDispatch
     from scheduler.executor import Executor
+    from scheduler.targets import dispatcher
 
+    dispatcher.preload(("http",))
     return InProcessDispatch(Executor(deps.store, deps.decrypt_target, deps.target_policy, deps.metrics))
 
 

@@ -390,6 +390,20 @@ def test_auth_headers(server, auth, header, expected):
     assert server.hits("/ok")[0]["headers"][header] == expected
 
 
+def test_target_urls_are_prepared_once_and_never_one_with_credentials(server, monkeypatch):
+    prepared: list[str] = []
+    prepare = http_target._prepared_url
+    monkeypatch.setattr(http_target, "_prepared_url", lambda url: prepared.append(url) or prepare(url))
+    for _ in range(2):
+        assert deliver(http(server.url("/ok")), make_delivery(), LOCAL).succeeded
+    assert prepared == [server.url("/ok")] * 2 and prepare(server.url("/ok")) == server.url("/ok")
+    # A target URL cannot carry credentials, but a followed redirect's may: prepared apart,
+    # as requests does (they become the Authorization header), never kept in the cache.
+    request = http_target._prepare("GET", "http://user:pw@example.com/x", http_target.CaseInsensitiveDict(), None)
+    assert request.headers["Authorization"] == "Basic " + base64.b64encode(b"user:pw").decode()
+    assert len(prepared) == 2
+
+
 def test_secrets_are_scrubbed_from_the_excerpt(server):
     # An echo server copies the credentials into its answer: they must not reach the execution.
     result = deliver(

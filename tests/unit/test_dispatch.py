@@ -80,3 +80,26 @@ def test_the_store_provides_every_port(port):
         assert ours is not None, f"Store has no {name}"
         wanted = list(inspect.signature(member).parameters)
         assert list(inspect.signature(ours).parameters) == wanted, name
+
+
+def test_local_mode_loads_the_http_delivery_before_its_first_burst():
+    """A runner imports the HTTP delivery when its dispatch is built, not on the first delivery
+    (where every delivery of a burst would wait on the import)."""
+    import subprocess
+    import sys
+
+    check = (
+        "import sys, types\n"
+        "from scheduler import local\n"
+        "from scheduler.targets.delivery import TargetPolicy\n"
+        "assert 'scheduler.targets.http' not in sys.modules\n"
+        "deps = types.SimpleNamespace(store=None, decrypt_target=dict, target_policy=TargetPolicy(), metrics=None)\n"
+        "dispatch = local._local_dispatch(deps)\n"
+        "dispatch.close()\n"
+        "from scheduler.targets import dispatcher\n"
+        "assert 'scheduler.targets.http' in sys.modules\n"
+        "assert 'http' in dispatcher._DELIVERERS\n"
+        "assert 'scheduler.targets.amqp' not in sys.modules  # other types still load on first use\n"
+    )
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
