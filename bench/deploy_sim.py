@@ -67,6 +67,7 @@ from typing import Any
 import psycopg
 
 from common import (  # noqa: I001
+    MinimalHttpProtocol,
     ServerCpu,
     find_pgbench,
     fresh_database,
@@ -95,50 +96,12 @@ RUN_TIMEOUT = 300.0
 # -- the parts, each in its own process ---------------------------------------------------------
 
 
-_REASONS = {200: b"OK", 202: b"Accepted", 400: b"Bad Request"}
-
-
-class _HttpProtocol(asyncio.Protocol):
-    """A minimal HTTP/1.1 server connection (keep-alive, Content-Length bodies only): the stand-ins
-    for AWS and for the user's endpoint answer from a few lines of parsing, so that what they cost
-    this machine's two cores is small beside the code under test (``http.server`` parses headers
-    with the e-mail package, about 0.2 ms of CPU per request)."""
-
-    def __init__(self, handle) -> None:
-        self.handle = handle
-        self.buffer = b""
-
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        while True:
-            end = self.buffer.find(b"\r\n\r\n")
-            if end < 0:
-                return
-            lines = self.buffer[:end].decode("latin-1").split("\r\n")
-            headers = {}
-            for line in lines[1:]:
-                name, _, value = line.partition(":")
-                headers[name.strip().lower()] = value.strip()
-            length = int(headers.get("content-length") or 0)
-            if len(self.buffer) < end + 4 + length:
-                return
-            body = self.buffer[end + 4 : end + 4 + length]
-            self.buffer = self.buffer[end + 4 + length :]
-            method, path = lines[0].split(" ", 2)[:2]
-            status = self.handle(method, path, headers, body)
-            self.transport.write(
-                b"HTTP/1.1 %d %s\r\nContent-Length: 0\r\n"
-                b"x-amzn-RequestId: 00000000-0000-0000-0000-000000000000\r\n\r\n" % (status, _REASONS[status])
-            )
-
-
 def _serve_http(port_out, stop, handle) -> None:
     """Serve ``handle(method, path, headers, body) -> status`` on a loopback port until ``stop``."""
     loop = asyncio.new_event_loop()
-    server = loop.run_until_complete(loop.create_server(lambda: _HttpProtocol(handle), "127.0.0.1", 0, backlog=1024))
+    server = loop.run_until_complete(
+        loop.create_server(lambda: MinimalHttpProtocol(handle), "127.0.0.1", 0, backlog=1024)
+    )
     port_out.put(server.sockets[0].getsockname()[1])
     threading.Thread(target=lambda: (stop.wait(), loop.call_soon_threadsafe(loop.stop)), daemon=True).start()
     loop.run_forever()

@@ -397,8 +397,9 @@ def render(results: dict[str, dict[str, Any] | None], meta: dict[str, Any]) -> s
         w(
             f"`scheduler local --port 0 --database-url <fresh database> --runners N` as a child process, once per N; "
             f"{la['jobs']} one-off jobs created through `POST /v1/jobs` ({first['create_per_s']:.0f}/s with 8 clients), "
-            f"all with the same `run_at` (a few seconds after the last was created), each targeting a threaded HTTP "
-            "server on loopback. Lateness = receipt time at the target - `X-Scheduler-Scheduled-At`. "
+            f"all with the same `run_at` (a few seconds after the last was created), each targeting "
+            + TARGET_KINDS[la.get("target", "threaded")]
+            + " on loopback. Lateness = receipt time at the target - `X-Scheduler-Scheduled-At`. "
             f"{la.get('rounds', 1)} burst(s) per runner count; the table shows the burst with the median p99, and the "
             "last column every burst's p99."
         )
@@ -570,6 +571,14 @@ def _wrap(text: str, width: int = 100) -> list[str]:
     return textwrap.wrap(text, width=width, break_on_hyphens=False, break_long_words=False)
 
 
+TARGET_KINDS = {
+    "asyncio": "a minimal asyncio HTTP server in the benchmark's process (`--target asyncio`, the default: "
+    "a target elsewhere costs this machine nothing, and `http.server`'s 0.2 ms of CPU a request would be "
+    "taken from the cores the runners share)",
+    "threaded": "a threaded HTTP server (`http.server`, `--target threaded`)",
+}
+
+
 def lateness_reading(la: dict[str, Any]) -> str:
     runs = {run["runners"]: run for run in la["runs"]}
     one = runs.get(1) or la["runs"][0]
@@ -597,8 +606,9 @@ def lateness_reading(la: dict[str, Any]) -> str:
             + "Bursts vary from run to run by 10-20% on this shared machine (the last column)."
         )
     text += (
-        " In the deployment the burst is spread over one executor Lambda per job, so the lateness there is "
-        "bounded by the fan-out's dispatch rate (next section) and Lambda's async queue, not by one process."
+        " In the deployment the burst is spread over executor Lambdas (one per job while few are due, groups of "
+        "claims under a backlog), so the lateness there is bounded by the fan-outs' dispatch rate (next section), "
+        "Lambda's async queue and the executors' concurrency, not by one process."
     )
     return "\n".join(_wrap(text))
 
