@@ -103,6 +103,11 @@ class Server(ThreadingHTTPServer):
         route = path.split("/")[1]
         if route == "ok":
             h.reply(200, b"ok", {"Content-Type": "text/plain"})
+        elif route == "empty":
+            h.reply(200, b"")
+        elif route == "no-content":
+            h.send_response(204)
+            h.end_headers()
         elif route == "status":
             code = int(path.split("/")[2])
             h.reply(code, f"status {code}".encode())
@@ -434,11 +439,21 @@ def test_excerpt_decodes_invalid_utf8_with_replacement(server):
     assert result.response_excerpt.startswith("\ufffd\ufffd bad utf-8")
 
 
-def test_session_keeps_the_connection_alive_across_deliveries(server):
-    assert deliver(http(server.url("/ok")), make_delivery(), LOCAL).succeeded
-    assert deliver(http(server.url("/ok")), make_delivery(), LOCAL).succeeded
-    first, second = server.hits("/ok")
-    assert first["client"] == second["client"]  # same source port: one TCP connection
+@pytest.mark.parametrize(
+    "path,method",
+    [("/ok", "POST"), ("/empty", "POST"), ("/ok", "HEAD"), ("/no-content", "POST")],
+    ids=["body", "empty-body", "head", "no-content"],
+)
+def test_session_keeps_the_connection_alive_across_deliveries(server, path, method):
+    # Reading the answer to its end (even an empty one) is what hands the connection back to the
+    # pool: skipping that read for an empty body opened a connection per delivery.
+    for _ in range(3):
+        assert deliver(http(server.url(path), method=method), make_delivery(), LOCAL).succeeded
+    first, second, third = server.hits(path)
+    assert first["client"] == second["client"] == third["client"]  # same source port: one TCP connection
+
+
+def test_one_session_per_policy():
     assert http_target.session_for(LOCAL) is http_target.session_for(TargetPolicy(allow_private=True))
 
 

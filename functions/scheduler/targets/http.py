@@ -279,9 +279,9 @@ def _read_excerpt(response: urllib3.HTTPResponse, limit: int = EXCERPT_LIMIT) ->
     caller cuts it to ``EXCERPT_LIMIT`` bytes once the secrets are redacted.
 
     An error or the deadline while reading keeps what was read: the status already arrived.
+    Reading an answer to its end, an empty one too, is what hands its connection back to the
+    pool for the next delivery to that origin (kept alive); an answer left unread is closed.
     """
-    if response.length_remaining == 0:  # Content-Length: 0, or a HEAD, 204 or 304: no body to read
-        return ""
     data = bytearray()
     # read1: whatever has arrived (one recv), so a body cut off at the deadline keeps its start.
     read = response.read1 if hasattr(response, "read1") else response.read
