@@ -142,7 +142,7 @@ def _close_delivery_clients() -> None:
     from scheduler.targets import amqp as amqp_target
     from scheduler.targets import http as http_target
 
-    http_target.close_sessions()
+    http_target.close_connections()
     amqp_target.close_all()
 
 

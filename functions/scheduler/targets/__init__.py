@@ -7,9 +7,10 @@ Modules:
 - :mod:`scheduler.targets.delivery`: the shared types (``DeliveryResult``, ``TargetPolicy``; the
   ``Delivery`` identity comes from the domain) and the helpers that build results.
 - :mod:`scheduler.targets.watchdog`: the wall-clock deadline of a delivery.
-- :mod:`scheduler.targets.http`: HTTP(S) targets (requests, one session reused across warm
-  invocations, SSRF-guarded connections, a wall-clock deadline, a capped response read);
-  :mod:`scheduler.targets.http_sessions`: its guarded sessions.
+- :mod:`scheduler.targets.http`: HTTP(S) targets (redirects, auth, classification of the
+  answer, a wall-clock deadline, a capped response read); :mod:`scheduler.targets.http_wire`:
+  HTTP/1.1 on the wire (SSRF-guarded connections kept alive across warm invocations), the
+  answers read by :mod:`scheduler.targets.http_answer`.
 - :mod:`scheduler.targets.amqp`: AMQP(S) targets (pika, publisher confirms, mandatory
   routing, a small pool of broker connections reused across warm invocations).
 - :mod:`scheduler.targets.aws`: Lambda, SQS, SNS and EventBridge targets, and SigV4 signing of

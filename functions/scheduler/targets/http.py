@@ -1,4 +1,5 @@
-"""HTTP(S) targets: one request per delivery, prepared with requests and sent with urllib3.
+"""HTTP(S) targets: one request per delivery, its URL prepared as requests prepares it, sent and
+read by :mod:`scheduler.targets.http_wire`.
 
 What a delivery does:
 
@@ -8,16 +9,18 @@ What a delivery does:
   ``X-Scheduler-*``), which the job's headers cannot override. A ``sigv4`` auth signs the
   request last, as a role assumed for the job's owner (:class:`scheduler.targets.aws.HttpSigner`),
   never for another origin than the target's. ``Accept-Encoding`` defaults to
-  ``identity`` so the excerpt is readable text.
+  ``identity`` so the excerpt is readable text. A header that cannot be put on the wire as it
+  is (a line break in it) fails the delivery for good.
 - Connects through :mod:`scheduler.targets.ssrf` (``policy.allow_private`` false): the host is
   resolved once, every address checked, and the socket connected to a validated address;
   TLS is verified (certifi, or ``REQUESTS_CA_BUNDLE``) with SNI and the certificate check on
-  the URL's host name. Proxies from the environment and ``.netrc`` are ignored (a proxy
-  would hide the real destination from the guard).
+  the URL's host name. No proxy is ever used (it would hide the real destination from the
+  guard). Connections are kept alive per origin and policy.
 - Follows redirects only with ``follow_redirects: true`` (at most 10 hops, each hop guarded;
   303, and 301/302 after a POST, become a GET without body; the ``auth`` header is dropped
   when the host changes).
-- Reads at most 4 KiB of the response body, for the excerpt, then closes the connection.
+- Reads at most 4 KiB of the response body, for the excerpt; a longer body is not read on (its
+  connection is closed).
 - Bounds the whole delivery (name resolution, connect, TLS, request, response headers,
   excerpt) by ``timeout_seconds`` (or the executor's cap) with a wall-clock
   :class:`~scheduler.targets.watchdog.Watchdog`, so a server that trickles bytes is still cut off.
@@ -29,28 +32,24 @@ Classification (``docs/delivery.md``): success codes (default any 2xx) succeed; 
 ``retry_after_seconds``. If the status line and headers arrived in time but the body is cut
 off at the deadline, the status decides and the excerpt holds what was read.
 
-The sessions and their guarded connection pools are in :mod:`scheduler.targets.http_sessions`.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import email.utils
 import functools
-import os
 import re
 import socket
 import ssl
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 import requests
-import urllib3
-from requests.structures import CaseInsensitiveDict
-from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
-from scheduler.targets import ssrf
+from scheduler.targets import http_wire, ssrf
 from scheduler.targets.aws import HttpSigner, sigv4_signer
 from scheduler.targets.delivery import (
     EXCERPT_LIMIT,
@@ -64,7 +63,7 @@ from scheduler.targets.delivery import (
     timed_out,
     transient,
 )
-from scheduler.targets.http_sessions import KEEP_ALIVE_PER_HOST, USER_AGENT, GuardedAdapter, close_sessions, session_for  # noqa: F401 (re-exported)
+from scheduler.targets.http_wire import DEFAULT_HEADERS, Headers, Request, Response, close_connections  # noqa: F401 (re-exported)
 from scheduler.targets.views import HTTP_METHODS, HttpView
 from scheduler.targets.watchdog import Watchdog, running
 
@@ -111,26 +110,19 @@ def _deliver(
     read_limit: int = EXCERPT_LIMIT,
     signer: HttpSigner | None = None,
 ) -> DeliveryResult:
-    headers = CaseInsensitiveDict(spec.headers)
+    headers = Headers(DEFAULT_HEADERS)
+    headers.update(spec.headers)  # the target's own headers win over the defaults, whatever their case
     auth = spec.auth_header
     if auth is not None:
         headers[auth[0]] = auth[1]
     headers.update(delivery.headers())  # case-insensitive: the contract's values win
     body = spec.body.encode("utf-8") if spec.body is not None else None
-    session = session_for(policy)
     host = urlsplit(spec.url).hostname or "?"
 
     watchdog = Watchdog(budget)
-    response = None
-    excerpt: str | None = None
     with running(watchdog):
         try:
-            response = _send(session, spec, headers, body, watchdog, signer)
-            if watchdog.fired:
-                # Shut down while the head was still arriving: http.client may take the EOF
-                # for the end of the headers, so this "response" is not one.
-                return timed_out(f"timed out after {budget:g}s")
-            excerpt = _read_excerpt(response, read_limit)
+            response = _send(spec, headers, body, watchdog, policy, read_limit, signer)
         except ssrf.TargetNotAllowed as exc:
             return permanent(str(exc))
         except _TooManyRedirects:
@@ -144,9 +136,7 @@ def _deliver(
             if watchdog.fired:
                 return timed_out(f"timed out after {budget:g}s")
             return _classify_exception(exc, host, budget)
-        finally:
-            if response is not None:
-                response.close()
+    excerpt = response.body.decode("utf-8", errors="replace")
     return _classify_response(response, excerpt, spec)
 
 
@@ -158,72 +148,31 @@ class _BadRedirect(Exception):
     pass
 
 
-def _verify(url: str) -> bool | str:
-    """Certificate verification for ``url``: the CA bundle named by ``REQUESTS_CA_BUNDLE``, else
-    the default. For plain http there is no certificate; passing True there spares requests a
-    stat() of the bundle path on every request."""
-    if not url.startswith("https:"):
-        return True
-    return os.environ.get("REQUESTS_CA_BUNDLE") or True
-
-
-def _urlopen(session: requests.Session, prepared: requests.PreparedRequest, timeout: float) -> urllib3.HTTPResponse:
-    """What ``HTTPAdapter.send`` does with a prepared request (the guarded pool of the session's
-    adapter, TLS settings, one attempt), less the ``requests.Response`` it builds around the
-    answer (headers copied, cookies extracted): that wrapper was a third of a delivery's CPU
-    with a fast target. The answer is urllib3's streamed response."""
-    adapter = session.get_adapter(prepared.url)
-    verify = _verify(prepared.url)
-    try:
-        pool = adapter.get_connection_with_tls_context(prepared, verify, proxies=None, cert=None)
-    except urllib3.exceptions.LocationValueError as exc:
-        raise requests.exceptions.InvalidURL(exc) from exc
-    adapter.cert_verify(pool, prepared.url, verify, None)
-    return pool.urlopen(
-        method=prepared.method,
-        url=prepared.path_url,
-        body=prepared.body,
-        headers=prepared.headers,
-        redirect=False,
-        assert_same_host=False,
-        preload_content=False,
-        decode_content=False,
-        retries=False,
-        chunked=False,
-        timeout=urllib3.Timeout(connect=timeout, read=timeout),
-    )
-
-
 def _send(
-    session: requests.Session,
     spec: HttpView,
-    headers: CaseInsensitiveDict,
+    headers: Headers,
     body: bytes | None,
     watchdog: Watchdog,
+    policy: TargetPolicy,
+    read_limit: int,
     signer: HttpSigner | None = None,
-) -> urllib3.HTTPResponse:
-    """Send the request (and follow redirects when asked), returning the final streamed response."""
+) -> Response:
+    """Send the request (and follow redirects when asked), returning the final answer."""
     method, url = spec.method, spec.url
     auth = spec.auth_header
     auth_name = auth[0] if auth else None
     origin = _origin(url)
     hops = 0
     while True:
-        remaining = watchdog.remaining()
-        if remaining <= 0:
-            raise urllib3.exceptions.ReadTimeoutError(None, url, "deadline reached")
-        # Prepared directly, not through session.prepare_request: the session has no cookies,
-        # auth or hooks to merge, and that merge copies a cookie jar on every request.
-        merged = CaseInsensitiveDict(session.headers)
-        merged.update(headers)  # the target's own headers win, whatever their case
-        prepared = _prepare(method, url, merged, body)
+        if watchdog.remaining() <= 0:
+            raise TimeoutError("deadline reached")
+        request = _prepare(method, url, headers, body)
         if signer is not None and _origin(url) == origin:  # never sign for another host
-            signer.sign(prepared)
-        response = _urlopen(session, prepared, remaining)
-        if not (spec.follow_redirects and response.status in _REDIRECTS and "location" in response.headers):
+            signer.sign(request)
+        response = http_wire.send(request, policy, watchdog, read_limit)
+        location = response.header("location")
+        if not (spec.follow_redirects and response.status in _REDIRECTS and location is not None):
             return response
-        location = response.headers["location"]
-        response.close()
         hops += 1
         if hops > MAX_REDIRECTS:
             raise _TooManyRedirects()
@@ -241,21 +190,21 @@ def _send(
             auth_name = None
 
 
-def _prepare(method: str, url: str, headers: CaseInsensitiveDict, body: bytes | None) -> requests.PreparedRequest:
-    """``PreparedRequest.prepare`` in its order, less the cookie and hook steps: the session
-    keeps no cookies (its policy refuses them) and runs no hooks, and building an empty cookie
-    jar per request was a third of the preparation's CPU. Credentials in the URL still become
-    the Authorization header (``prepare_auth``), as before."""
-    prepared = requests.PreparedRequest()
-    prepared.prepare_method(method)
-    if "@" in url:  # credentials (a followed redirect's): never kept in the cache below
-        prepared.prepare_url(url, None)
-    else:
-        prepared.url = _prepared_url(url)
-    prepared.prepare_headers(headers)
-    prepared.prepare_body(body, None, None)
-    prepared.prepare_auth(None, url)
-    return prepared
+def _prepare(method: str, url: str, headers: Headers, body: bytes | None) -> Request:
+    """The request to send: ``url`` prepared as requests prepares it (IDNA host, percent-quoted
+    path), credentials in it (a followed redirect's) turned into the Authorization header, as
+    requests does, and left out of the URL sent."""
+    if "@" not in urlsplit(url).netloc:
+        return Request(method, _prepared_url(url), Headers(headers), body)
+    prepared = requests.PreparedRequest()  # credentials: never kept in the cache below
+    prepared.prepare_url(url, None)
+    final = Headers(headers)
+    parts = urlsplit(prepared.url)
+    username, password = unquote(parts.username or ""), unquote(parts.password or "")
+    token = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
+    final["Authorization"] = f"Basic {token}"
+    netloc = parts.netloc.rpartition("@")[2]
+    return Request(method, parts._replace(netloc=netloc).geturl(), final, body)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -274,29 +223,7 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme, (parts.hostname or "").lower(), parts.port or default
 
 
-def _read_excerpt(response: urllib3.HTTPResponse, limit: int = EXCERPT_LIMIT) -> str:
-    """At most ``limit`` bytes of the body; stops there (never reads the whole body). The
-    caller cuts it to ``EXCERPT_LIMIT`` bytes once the secrets are redacted.
-
-    An error or the deadline while reading keeps what was read: the status already arrived.
-    Reading an answer to its end, an empty one too, is what hands its connection back to the
-    pool for the next delivery to that origin (kept alive); an answer left unread is closed.
-    """
-    data = bytearray()
-    # read1: whatever has arrived (one recv), so a body cut off at the deadline keeps its start.
-    read = response.read1 if hasattr(response, "read1") else response.read
-    try:
-        while len(data) < limit:
-            chunk = read(limit - len(data), decode_content=True)
-            if not chunk:
-                break
-            data.extend(chunk)
-    except Exception:  # noqa: BLE001 - a cut-off body does not change the answer
-        pass
-    return bytes(data[:limit]).decode("utf-8", errors="replace")
-
-
-def _classify_response(response: urllib3.HTTPResponse, excerpt: str | None, spec: HttpView) -> DeliveryResult:
+def _classify_response(response: Response, excerpt: str | None, spec: HttpView) -> DeliveryResult:
     status = response.status
     codes = spec.success_codes
     ok = status in codes if codes is not None else 200 <= status < 300
@@ -317,7 +244,7 @@ def _classify_response(response: urllib3.HTTPResponse, excerpt: str | None, spec
         http_status=status,
         response_excerpt=excerpt,
         error=error,  # cut to MAX_ERROR_BYTES once redacted (deliver_http)
-        retry_after_seconds=parse_retry_after(response.headers.get("Retry-After")),
+        retry_after_seconds=parse_retry_after(response.header("retry-after")),
     )
 
 
@@ -350,14 +277,20 @@ def _find(exc: BaseException, kind: type) -> Any:
 
 
 def _classify_exception(exc: Exception, host: str, budget: float) -> DeliveryResult:
-    connect_timeout = any(
-        isinstance(e, ConnectTimeoutError) and not isinstance(e, NewConnectionError) for e in exception_chain(exc)
-    )
-    if isinstance(exc, requests.exceptions.ConnectTimeout) or connect_timeout:
+    if _find(exc, http_wire.ConnectTimeout):
         return timed_out(f"connection to {host} timed out after {budget:g}s")
-    if isinstance(exc, requests.exceptions.Timeout) or _find(exc, urllib3.exceptions.ReadTimeoutError):
+    if isinstance(exc, TimeoutError):
         return timed_out(f"no response from {host} within {budget:g}s")
-    if isinstance(exc, requests.exceptions.InvalidHeader):
+    # Before ValueError: a certificate refused is one (ssl.SSLCertVerificationError).
+    verify = _find(exc, ssl.SSLCertVerificationError)
+    if verify is not None:
+        detail = getattr(verify, "verify_message", None) or "certificate verify failed"
+        return transient(f"TLS certificate of {host} not accepted: {detail}")
+    tls = _find(exc, ssl.SSLError)
+    if tls is not None:
+        detail = getattr(tls, "reason", None) or "handshake failed"
+        return transient(f"TLS error with {host}: {detail}")
+    if isinstance(exc, http_wire.InvalidHeader):
         return permanent("invalid header: a name or value holds a forbidden character (such as a line break)")
     if isinstance(
         exc,
@@ -365,37 +298,19 @@ def _classify_exception(exc: Exception, host: str, budget: float) -> DeliveryRes
             requests.exceptions.InvalidURL,
             requests.exceptions.InvalidSchema,
             requests.exceptions.MissingSchema,
-            requests.exceptions.InvalidJSONError,
             UnicodeError,
         ),
     ):
         return permanent(f"invalid request: {type(exc).__name__}")
     if isinstance(exc, ValueError) and not isinstance(exc, requests.exceptions.RequestException):
         return permanent(f"invalid request: {type(exc).__name__}")
-    verify = _find(exc, ssl.SSLCertVerificationError)
-    if verify is not None:
-        detail = getattr(verify, "verify_message", None) or "certificate verify failed"
-        return transient(f"TLS certificate of {host} not accepted: {detail}")
-    tls = _find(exc, ssl.SSLError)
-    if tls is not None or isinstance(exc, requests.exceptions.SSLError):
-        detail = getattr(tls, "reason", None) or "handshake failed"
-        return transient(f"TLS error with {host}: {detail}")
-    if _find(exc, NameResolutionError) or _find(exc, socket.gaierror):
+    if _find(exc, socket.gaierror):
         return transient(f"could not resolve host {host}")
     if _find(exc, ConnectionRefusedError):
         return transient(f"connection refused by {host}")
+    if isinstance(exc, http_wire.InvalidResponse):
+        return transient(f"connection to {host} failed ({exc})")
     os_error = next((e for e in exception_chain(exc) if isinstance(e, OSError) and e.errno), None)
     if os_error is not None:
         return transient(f"network error with {host}: {os_error.strerror or os_error}")
-    if isinstance(
-        exc,
-        (requests.exceptions.ConnectionError, urllib3.exceptions.ProtocolError, urllib3.exceptions.NewConnectionError),
-    ):
-        return transient(f"connection to {host} failed ({_short(exc)})")
     return transient(f"HTTP delivery to {host} failed: {type(exc).__name__}")
-
-
-def _short(exc: BaseException) -> str:
-    """The innermost cause's class name: error texts of urllib3 quote URLs, so they are avoided."""
-    chain = exception_chain(exc)
-    return type(chain[-1]).__name__ if chain else type(exc).__name__

@@ -101,6 +101,15 @@ class Watchdog:
                 return
             self._getters.append(getter)
 
+    def forget(self, getter: Callable[[], Any]) -> None:
+        """Stop watching the socket of ``getter`` (one registration of it): a connection kept
+        alive past this delivery must not be shut down at its deadline."""
+        with self._lock:
+            try:
+                self._getters.remove(getter)
+            except ValueError:
+                pass
+
     def stop(self) -> None:
         """Disarm (the delivery is over); sockets are not touched after this returns."""
         with self._lock:
