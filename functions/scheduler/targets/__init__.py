@@ -16,7 +16,8 @@ Modules:
 - :mod:`scheduler.targets.aws`: Lambda, SQS, SNS and EventBridge targets, and SigV4 signing of
   HTTP targets, as the job's role assumed for its owner (:mod:`scheduler.targets.aws_credentials`;
   their views in :mod:`scheduler.targets.aws_views`).
-- :mod:`scheduler.targets.ssrf`: the address guard both use.
+- :mod:`scheduler.targets.ssrf`: the address guard both use; :mod:`scheduler.targets.idle`: the
+  pool of idle connections both keep.
 
 This package module itself imports nothing, so loading one of them loads no other.
 See ``docs/delivery.md`` for the retry classification and the delivery semantics.

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import socket
 import ssl
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +66,7 @@ from scheduler.targets.delivery import (
     timed_out,
     transient,
 )
+from scheduler.targets.idle import IdlePool
 from scheduler.targets.views import AmqpView
 from scheduler.targets.watchdog import Watchdog, running
 
@@ -178,14 +178,11 @@ class PooledConnection:
             pass
 
 
-_pool_lock = threading.Lock()
-_idle: dict[str, list[PooledConnection]] = {}
+_idle: IdlePool[PooledConnection] = IdlePool(PooledConnection.close, per_key=MAX_IDLE_PER_BROKER)
 
 
 def _checkout(key: str) -> PooledConnection | None:
-    with _pool_lock:
-        idle = _idle.get(key)
-        return idle.pop() if idle else None
+    return _idle.take(key)
 
 
 def _checkin(key: str, pooled: PooledConnection) -> None:
@@ -193,27 +190,17 @@ def _checkin(key: str, pooled: PooledConnection) -> None:
         pooled.close(graceful=False)
         return
     pooled.last_used = time.monotonic()
-    with _pool_lock:
-        idle = _idle.setdefault(key, [])
-        if len(idle) < MAX_IDLE_PER_BROKER:
-            idle.append(pooled)
-            return
-    pooled.close()
+    _idle.give(key, pooled)
 
 
 def idle_connections(url: str) -> list[PooledConnection]:
     """The idle pooled connections of a broker URL (a copy; for tests and diagnostics)."""
-    with _pool_lock:
-        return list(_idle.get(url, ()))
+    return _idle.kept(url)
 
 
 def close_all() -> None:
     """Close every pooled connection (tests; local mode at shutdown)."""
-    with _pool_lock:
-        pooled = [c for idle in _idle.values() for c in idle]
-        _idle.clear()
-    for connection in pooled:
-        connection.close()
+    _idle.close_all()
 
 
 def _reusable(pooled: PooledConnection, policy: TargetPolicy, guarded: bool) -> bool:

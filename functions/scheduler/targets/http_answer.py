@@ -114,7 +114,7 @@ class AnswerReader:
                 whole = self._sized(int(length), read_limit)
                 keep = keep and whole
             else:  # another coding, no length, lengths that disagree: the body ends with the connection
-                self._to_close(read_limit)
+                self._read_into_body(read_limit)
                 keep = False
         except Exception:  # noqa: BLE001 - a body cut off (the deadline, a reset) keeps the status
             keep = False
@@ -134,10 +134,6 @@ class AnswerReader:
     def _sized(self, length: int, limit: int) -> bool:
         """A body of ``length`` bytes; True when it was read whole (it fits the limit)."""
         return self._read_into_body(min(length, limit)) and length <= limit
-
-    def _to_close(self, limit: int) -> None:
-        """A body that ends with the connection: up to ``limit`` bytes of it."""
-        self._read_into_body(limit)
 
     def _line(self) -> bytes:
         while (end := self.buffer.find(b"\n")) < 0:

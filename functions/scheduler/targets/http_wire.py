@@ -27,9 +27,7 @@ import re
 import select
 import socket
 import ssl
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -39,6 +37,7 @@ from urllib.parse import urlsplit
 from scheduler.targets import ssrf
 from scheduler.targets.delivery import TargetPolicy
 from scheduler.targets.http_answer import RECV_BYTES, AnswerReader, ConnectionDropped, InvalidResponse, Response
+from scheduler.targets.idle import IdlePool
 from scheduler.targets.watchdog import Watchdog
 
 USER_AGENT = "scheduler/0.1 (job scheduler delivery)"
@@ -199,49 +198,26 @@ class _Connection:
 
 
 _PoolKey = tuple[bool, tuple[str, ...], str, str, str, int]
-_idle: OrderedDict[_PoolKey, list[_Connection]] = OrderedDict()
-_idle_lock = threading.Lock()
+_idle: IdlePool[_Connection] = IdlePool(_Connection.close, per_key=KEEP_ALIVE_PER_HOST, keys=KEPT_ORIGINS)
 
 
 def _checkout(key: _PoolKey) -> _Connection | None:
     now = time.monotonic()
-    while True:
-        with _idle_lock:
-            kept = _idle.get(key)
-            if not kept:
-                return None
-            conn = kept.pop()  # the most recently used: the least likely to have been dropped
+    while (conn := _idle.take(key)) is not None:  # the most recently used: the least likely dropped
         if not conn.stale(now):
             return conn
         conn.close()
+    return None
 
 
 def _checkin(key: _PoolKey, conn: _Connection) -> None:
     conn.idle_since = time.monotonic()
-    evicted: list[_Connection] = []
-    with _idle_lock:
-        kept = _idle.get(key)
-        if kept is None:
-            kept = _idle[key] = []
-            while len(_idle) > KEPT_ORIGINS:
-                evicted.extend(_idle.popitem(last=False)[1])
-        else:
-            _idle.move_to_end(key)
-        if len(kept) < KEEP_ALIVE_PER_HOST:
-            kept.append(conn)
-        else:
-            evicted.append(conn)
-    for old in evicted:
-        old.close()
+    _idle.give(key, conn)
 
 
 def close_connections() -> None:
     """Close every kept-alive connection (tests; local mode at shutdown)."""
-    with _idle_lock:
-        kept = [conn for conns in _idle.values() for conn in conns]
-        _idle.clear()
-    for conn in kept:
-        conn.close()
+    _idle.close_all()
 
 
 def _connect(origin: _Origin, policy: TargetPolicy, cafile: str, watchdog: Watchdog) -> _Connection:
