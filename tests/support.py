@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -147,6 +148,15 @@ def http_spec(
     }
     spec.update(extra)
     return spec
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01) -> None:
+    """Poll ``condition`` until it is true; AssertionError when ``timeout`` seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {timeout} s: {condition}")
+        time.sleep(interval)
 
 
 def insert_due_jobs(

@@ -28,7 +28,7 @@ def schema_snapshot(url: str) -> dict:
             ORDER BY indexname""").fetchall()
         constraints = conn.execute("""
             SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint
-            WHERE connamespace = 'public'::regnamespace ORDER BY conname""").fetchall()
+            WHERE connamespace = 'public'::regnamespace ORDER BY conname, 1, 3""").fetchall()
         options = conn.execute("""
             SELECT relname, reloptions FROM pg_class
             WHERE relnamespace = 'public'::regnamespace AND relkind = 'r' ORDER BY relname""").fetchall()
@@ -136,3 +136,4 @@ def test_claims_and_starts_are_heap_only_updates(db_url):
     assert len(claims) == len(started) == 50
     assert claimed["updated"] == starts["updated"] == 50, (claimed, starts)
     assert claimed["hot"] + starts["hot"] >= 80, (claimed, starts)  # nearly all in place (a page may be full)
+

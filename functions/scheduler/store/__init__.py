@@ -248,9 +248,11 @@ class Store(ExecutionHistory):
         """Delete the job and its executions. Raises ``NotFound``."""
         if not is_uuid(job_id):
             raise NotFound(job_id)
-        with self.pool.connection() as conn:
-            if conn.execute(QUERIES["delete_job"], {"id": job_id, "owner": owner}).fetchone() is None:
+        params = {"id": job_id, "owner": owner}
+        with self.pool.connection() as conn, conn.transaction():
+            if conn.execute(QUERIES["get_job_for_update"], params).fetchone() is None:
                 raise NotFound(job_id)
+            conn.execute(QUERIES["delete_job"], params)
 
     @retry_on_dead_connection
     def request_run(self, owner: str, job_id: str) -> dict[str, Any]:
