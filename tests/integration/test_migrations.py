@@ -11,16 +11,18 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from scheduler import service
 from scheduler.migrations import MigrationError, applied_versions, migrate, migrations_digest
 from scheduler.sql import QUERIES, migration_files
-from tests.support import run_at_once
+from tests.support import http_spec, run_at_once
 
 
 def schema_snapshot(url: str) -> dict:
     """Columns, indexes and constraints of the public schema, comparable across databases."""
     with psycopg.connect(url) as conn:
         columns = conn.execute("""
-            SELECT table_name, column_name, data_type, is_nullable, column_default, generation_expression
+            SELECT table_name, column_name, data_type, is_nullable, column_default, generation_expression,
+                   collation_name
             FROM information_schema.columns WHERE table_schema = 'public'
             ORDER BY table_name, column_name""").fetchall()
         indexes = conn.execute("""
@@ -137,3 +139,51 @@ def test_claims_and_starts_are_heap_only_updates(db_url):
     assert claimed["updated"] == starts["updated"] == 50, (claimed, starts)
     assert claimed["hot"] + starts["hot"] >= 80, (claimed, starts)  # nearly all in place (a page may be full)
 
+
+def test_owners_and_names_compare_in_code_point_order(db_url, store):
+    """Migration 0007: the indexed text columns compare with memcmp, whatever the database's
+    locale, so the job list is in code point order in local mode and on RDS alike."""
+    with psycopg.connect(db_url) as conn:
+        collations = dict(
+            conn.execute("""
+            SELECT table_name || '.' || column_name, collation_name FROM information_schema.columns
+            WHERE table_schema = 'public' AND (table_name, column_name) IN
+                  (('jobs', 'owner'), ('jobs', 'name'), ('executions', 'owner'))""").fetchall()
+        )
+    assert collations == {"jobs.owner": "C", "jobs.name": "C", "executions.owner": "C"}
+    owner = "arn:aws:iam::111111111111:user/order"
+    for name in ("b", "é", "B", "a", "a-2", "Z"):
+        service.create_job(store, owner, http_spec(name))
+    assert [job["name"] for job in store.list_jobs(owner, limit=10)] == ["B", "Z", "a", "a-2", "b", "é"]
+
+
+@pytest.mark.parametrize(
+    ("params", "index"),
+    [({"state": "paused"}, "jobs_owner_state_idx"), ({"tag": "blue"}, "jobs_tags_idx")],
+)
+def test_the_job_lists_filters_read_their_partial_indexes(db_url, params, index):
+    """Migration 0008: the state filter's index holds the jobs not active, the tag filter's the
+    jobs with tags (so an active job's completion, without tags, inserts into neither); the
+    list's filters can still read them."""
+    query = {"owner": "o", "state": None, "tag": None, "name_prefix": None, "after_name": None, "limit": 50}
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        predicates = dict(
+            conn.execute("""
+            SELECT indexrelid::regclass::text, pg_get_expr(indpred, indrelid) FROM pg_index
+            WHERE indexrelid::regclass::text IN ('jobs_owner_state_idx', 'jobs_tags_idx')""").fetchall()
+        )
+        assert predicates == {
+            "jobs_owner_state_idx": "(state <> 'active'::text)",
+            "jobs_tags_idx": "(tags <> '{}'::text[])",
+        }
+        conn.execute("""
+            INSERT INTO jobs (id, owner, name, schedule, target, retry, state, tags)
+            SELECT gen_random_uuid(), 'o', 'job-' || g, '* * * * *', '{}', '{}',
+                   CASE WHEN g % 100 = 0 THEN 'paused' ELSE 'active' END,
+                   CASE WHEN g % 100 = 1 THEN ARRAY['blue'] ELSE '{}' END
+            FROM generate_series(1, 5000) AS g""")
+        conn.execute("ANALYZE jobs")
+        plan = "\n".join(
+            r[0] for r in conn.execute("EXPLAIN (COSTS OFF) " + QUERIES["list_jobs"], query | params).fetchall()
+        )
+    assert index in plan, plan

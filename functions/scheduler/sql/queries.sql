@@ -28,7 +28,8 @@ SELECT *, now() AS db_now FROM jobs WHERE id = %(id)s AND owner = %(owner)s FOR 
 SELECT * FROM jobs
 WHERE owner = %(owner)s
   AND (%(state)s::text IS NULL OR state = %(state)s::text)
-  AND (%(tag)s::text IS NULL OR tags @> ARRAY[%(tag)s::text])
+  -- tags <> '{}' lets the planner read the tag index, which holds only jobs with tags (0008).
+  AND (%(tag)s::text IS NULL OR (tags @> ARRAY[%(tag)s::text] AND tags <> '{}'))
   AND (%(name_prefix)s::text IS NULL OR left(name, length(%(name_prefix)s::text)) = %(name_prefix)s::text)
   AND (%(after_name)s::text IS NULL OR name > %(after_name)s::text)
 ORDER BY name
