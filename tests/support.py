@@ -150,12 +150,15 @@ def http_spec(
     return spec
 
 
-def wait_until(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01) -> None:
-    """Poll ``condition`` until it is true; AssertionError when ``timeout`` seconds pass first."""
+def poll(condition: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):
+    """The first truthy value of ``condition()``; AssertionError after the deadline."""
     deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true within {timeout} s: {condition}")
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what} not met within {timeout:g}s")
         time.sleep(interval)
 
 

@@ -5,23 +5,11 @@ from __future__ import annotations
 import os
 import re
 import signal
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.support import LocalScheduler, RecordingServer
-
-
-def poll(condition, timeout: float = 20.0, interval: float = 0.1):
-    """The first truthy value of condition(), or fail after the deadline."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met before the deadline")
+from tests.support import LocalScheduler, RecordingServer, poll
 
 
 @pytest.fixture

@@ -12,17 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-
-def poll(condition: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):
-    """The first truthy value of ``condition()``; AssertionError after the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"{what} not met within {timeout:g}s")
-        time.sleep(interval)
+from tests.support import poll  # noqa: F401 - the fault tests import it from here
 
 
 def peer_closed(sock: socket.socket) -> bool:

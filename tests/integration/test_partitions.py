@@ -21,8 +21,8 @@ from scheduler import service
 from scheduler.errors import NotFound
 from scheduler.migrations import ensure_login, migrate
 from scheduler.sql import QUERIES
-from scheduler.store import Store
-from tests.support import http_spec, wait_until
+from scheduler.store import Store, _claim_and_start_sql
+from tests.support import http_spec, poll
 
 OWNER = "arn:aws:iam::111111111111:user/partitions"
 COLUMNS = (
@@ -422,13 +422,11 @@ def test_a_delete_waiting_on_a_claim_deletes_the_execution_the_claim_started(sto
     job_id = str(service.create_job(store, OWNER, http_spec("raced", "0 0 1 1 *"))["id"])
     store.request_run(OWNER, job_id)
     with psycopg.connect(db_url) as claimer:
-        [row] = claimer.execute(
-            QUERIES["claim_and_start"].replace("%(limit)s", "1"), {"lease_margin_seconds": 30}
-        ).fetchall()
+        [row] = claimer.execute(_claim_and_start_sql(1), {"lease_margin_seconds": 30}).fetchall()
         deleting = threading.Thread(target=store.delete_job, args=(OWNER, job_id))
         deleting.start()
         with psycopg.connect(db_url, autocommit=True) as watcher:
-            wait_until(
+            poll(
                 lambda: (
                     watcher.execute(
                         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
@@ -466,8 +464,7 @@ def test_a_claim_without_orphans_reads_no_execution(store, db_url, planner):
         plan = [
             r["QUERY PLAN"]
             for r in conn.execute(
-                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "
-                + QUERIES["claim_and_start"].replace("%(limit)s", "10"),
+                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + _claim_and_start_sql(10),
                 {"lease_margin_seconds": 30},
             ).fetchall()
         ]
