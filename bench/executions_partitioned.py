@@ -37,11 +37,10 @@ from psycopg.conninfo import conninfo_to_dict
 from common import machine_summary, postgres_server, progress, server_version, write_json  # noqa: I001
 from scheduler import service  # noqa: E402
 from scheduler.db import make_pool  # noqa: E402
-from scheduler.domain import Completion, Outcome  # noqa: E402
 from scheduler.migrations import migrate  # noqa: E402
 from scheduler.sql import QUERIES  # noqa: E402
 from scheduler.store import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, Store  # noqa: E402
-from tests.support import insert_due_jobs, temporary_database  # noqa: E402
+from tests.support import insert_due_jobs, succeeded, temporary_database  # noqa: E402
 
 # The answer a real target's delivery records (a small JSON acknowledgement): the rows measured
 # for the storage line are written by the runner's own statements with it.
@@ -198,18 +197,7 @@ def real_rows(url: str, count: int, batch: int = 500) -> dict:
         while claims := store.claim_and_start(batch, 30):
             service.complete_executions(
                 store,
-                [
-                    Completion(
-                        claim.job_id,
-                        claim.lock_token,
-                        claim.started.execution_id,
-                        Outcome("succeeded"),
-                        http_status=200,
-                        response_excerpt=TYPICAL_EXCERPT,
-                        started=claim.started,
-                    )
-                    for claim in claims
-                ],
+                [succeeded(claim, response_excerpt=TYPICAL_EXCERPT) for claim in claims],
             )
             bar.update(len(claims))
     pool.close()

@@ -70,8 +70,8 @@ from scheduler import service  # noqa: E402
 from scheduler.db import make_pool  # noqa: E402
 from scheduler.lifecycle import Outcome  # noqa: E402
 from scheduler.sql import QUERIES  # noqa: E402
-from scheduler.store import Completion, Store  # noqa: E402
-from tests.support import insert_due_jobs  # noqa: E402
+from scheduler.store import Store  # noqa: E402
+from tests.support import insert_due_jobs, succeeded  # noqa: E402
 
 LEASE_SECONDS = 120
 SYSTEMS = ("store", "store_per_job", "pgbench", "pgqueuer")
@@ -134,18 +134,7 @@ def record_batch(store: Store, claims: list, began: float) -> int:
     """Record a claimed batch's outcomes as local mode's recorder does (``Executor.record``: a
     ``Completion`` per outcome, then ``complete_executions``, one statement). Returns the jobs
     recorded."""
-    completions = [
-        Completion(
-            claim.job_id,
-            claim.lock_token,
-            claim.started.execution_id,
-            Outcome("succeeded"),
-            http_status=200,
-            started=claim.started,
-            elapsed_seconds=time.monotonic() - began,
-        )
-        for claim in claims
-    ]
+    completions = [succeeded(claim, elapsed_seconds=time.monotonic() - began) for claim in claims]
     return sum(service.complete_executions(store, completions))
 
 

@@ -20,6 +20,8 @@ import requests
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
+from scheduler.domain import Completion, Outcome
+
 
 @contextlib.contextmanager
 def postgres_server(prefix: str = "sched-pg-") -> Iterator[str]:
@@ -194,6 +196,21 @@ def insert_due_jobs(
                 "schedule": schedule,
             },
         )
+
+
+def succeeded(claim, **extra: Any) -> Completion:
+    """The completion of a claim that ``claim_and_start`` started, as a success with HTTP 200,
+    planned from its started row (as local mode's recorder writes it); ``extra``: the other
+    fields of ``Completion``."""
+    return Completion(
+        claim.job_id,
+        claim.lock_token,
+        claim.started.execution_id,
+        Outcome("succeeded"),
+        http_status=200,
+        started=claim.started,
+        **extra,
+    )
 
 
 def expire_lease(pool: ConnectionPool, job_id: str) -> None:

@@ -36,10 +36,10 @@ ORDER BY name
 LIMIT %(limit)s;
 
 -- fragment: mark_lost
--- After an "orphan" CTE (execution_id: executions whose lease expired while they ran, so their
--- runner died or stalled) and started_at (its job's last_run_at: start_execution and
--- claim_and_start set both to the same now(), and nothing else writes running_execution_id, so
--- the pair names the row and the lookup probes one day's partition): those still running are
+-- After an "orphan" CTE (job_id, execution_id: executions whose lease expired while they ran, so
+-- their runner died or stalled, and started_at: its job's last_run_at, since start_execution and
+-- claim_and_start set both to the same now() and nothing else writes running_execution_id, so
+-- job and instant name the row, one probe of one day's primary key): those still running are
 -- marked lost. The bounds on started_at are the orphans' earliest and latest, computed before the
 -- update runs: with no orphan (nearly every claim) both are NULL and every partition is pruned
 -- at run time, so nothing of executions is read. Without them the plan could scan today's
@@ -52,7 +52,8 @@ lost AS (
         duration_ms = (EXTRACT(EPOCH FROM now() - e.started_at) * 1000)::integer,
         error = 'the lease expired before the execution finished (runner lost)'
     FROM orphan
-    WHERE e.id = orphan.execution_id AND e.started_at = orphan.started_at AND e.status = 'running'
+    WHERE e.job_id = orphan.job_id AND e.started_at = orphan.started_at AND e.id = orphan.execution_id
+      AND e.status = 'running'
       AND e.started_at BETWEEN (SELECT min(started_at) FROM orphan) AND (SELECT max(started_at) FROM orphan)
     RETURNING e.id
 )
@@ -63,7 +64,7 @@ lost AS (
 WITH orphan AS (
     -- An execution whose lease expired is over, as the claim would find (a paused job is not
     -- claimed again, so its orphan would otherwise stay "running").
-    SELECT j.running_execution_id AS execution_id, j.last_run_at AS started_at
+    SELECT j.id AS job_id, j.running_execution_id AS execution_id, j.last_run_at AS started_at
     FROM jobs j
     WHERE j.id = %(id)s AND j.owner = %(owner)s AND j.running_execution_id IS NOT NULL AND j.locked_until < now()
 ), {{ mark_lost }}
@@ -125,7 +126,8 @@ due AS (
     -- A lease that expired while its execution ran: that runner died or stalled. Its execution
     -- is marked lost and the job is delivered again (at-least-once); the stale runner can no
     -- longer complete because the token below changes (fencing).
-    SELECT orphan_execution_id AS execution_id, orphan_started_at AS started_at FROM due WHERE orphan_execution_id IS NOT NULL
+    SELECT id AS job_id, orphan_execution_id AS execution_id, orphan_started_at AS started_at
+    FROM due WHERE orphan_execution_id IS NOT NULL
 ), {{ mark_lost }}
 
 -- name: claim_due
@@ -150,10 +152,11 @@ RETURNING j.id AS job_id, j.lock_token, j.lease_kind, j.locked_until, j.due_at, 
           (due.orphan_execution_id IS NOT NULL) AS reclaimed, due.orphan_execution_id, due.orphan_started_at;
 
 -- name: mark_executions_lost
--- The orphans a claim_due found (each array one element per execution: its id and started_at),
--- marked lost if still running.
+-- The orphans a claim_due found (each array one element per execution: its job, its id and its
+-- started_at), marked lost if still running.
 WITH orphan AS (
-    SELECT * FROM unnest(%(execution_id)s::uuid[], %(started_at)s::timestamptz[]) AS o(execution_id, started_at)
+    SELECT * FROM unnest(%(job_id)s::uuid[], %(execution_id)s::uuid[], %(started_at)s::timestamptz[])
+        AS o(job_id, execution_id, started_at)
 ), {{ mark_lost }}
 SELECT count(*) AS lost FROM lost;
 
@@ -264,10 +267,10 @@ FROM job JOIN execution ON execution.id = job.running_execution_id;
 
 -- name: lock_leased_job
 -- Completion's locking path: hold the row only if our lease still stands (the fence). The
--- execution started with the job's last_run_at (see mark_lost): one partition is probed.
+-- execution started with the job's last_run_at (see mark_lost): one day's primary key is probed.
 SELECT jobs.*, now() AS db_now, jobs.last_run_at AS ran_started_at,
        (SELECT scheduled_at FROM executions
-        WHERE id = %(execution_id)s AND started_at = jobs.last_run_at) AS ran_scheduled_at
+        WHERE job_id = jobs.id AND started_at = jobs.last_run_at AND id = %(execution_id)s) AS ran_scheduled_at
 FROM jobs
 WHERE id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id = %(execution_id)s
 FOR UPDATE OF jobs;
@@ -275,7 +278,8 @@ FOR UPDATE OF jobs;
 -- fragment: complete_outcomes
 -- After an "outcome" CTE (one row per execution: job_id, lock_token, execution_id, version, the
 -- planned state, scheduled_at, attempt and next_run_at, ran_scheduled_at, the execution's
--- started_at (its partition: the update probes that day's primary key only), and how it ended),
+-- started_at (with the job, its primary key in that day's partition: the update probes it
+-- only), and how it ended),
 -- and the earliest and latest of those started_at as plain values: the planner then plans the
 -- update over those days' partitions only, not every day kept (complete_jobs' outcome rows come
 -- from arrays it cannot see into: with 32 days kept, 4.8-8.6 ms of planning a call). Each
@@ -303,7 +307,7 @@ job AS (
         response_excerpt = o.response_excerpt, error = o.error,
         duration_ms = (EXTRACT(EPOCH FROM now() - e.started_at) * 1000)::integer
     FROM outcome o JOIN job ON job.id = o.job_id
-    WHERE e.id = o.execution_id AND e.started_at = o.started_at AND e.status = 'running'
+    WHERE e.job_id = o.job_id AND e.started_at = o.started_at AND e.id = o.execution_id AND e.status = 'running'
       AND e.started_at BETWEEN %(earliest_started_at)s::timestamptz AND %(latest_started_at)s::timestamptz
     RETURNING e.id
 )
@@ -338,25 +342,30 @@ WITH outcome AS (
 ), {{ complete_outcomes }};
 
 -- name: get_execution
--- With its started_at, one partition is probed; without (internal and test use only, no route
--- reads it), every day's primary key is probed once: a few dozen index probes.
+-- Internal and test use only (no route reads it): executions are keyed by their job (0009), so
+-- this reads every row of the days the execution may be in, the day of its started_at when given.
 SELECT * FROM executions
 WHERE id = %(execution_id)s
   AND (%(started_at)s::timestamptz IS NULL OR started_at = %(started_at)s::timestamptz);
 
 -- name: list_executions
--- Newest first by seq (a total order); the cursor is the last seq seen. A job's executions start
--- one at a time (under its lease, each in a transaction that follows the previous one's start),
--- so seq and started_at order them alike: since and until (the store's, see
--- Store.list_executions: the recent days before now or before the cursor's row's started_at, and
--- the days up to the cursor's), constants when planned, leave out the partitions of other days.
+-- Newest first. A job's executions start one at a time (under its lease, each in a transaction
+-- that follows the previous one's start), so started_at and seq order them alike, and (started_at,
+-- seq) is a total order: the primary key's, read backwards. The cursor is the last row seen: its
+-- seq, and its started_at when it carries one (the key's own condition; a cursor without it,
+-- issued before cursors carried one, is served by seq alone, read past the newer rows). since and
+-- until (the store's, see Store.list_executions: the recent days before now or before the
+-- cursor's row's started_at, and the days up to the cursor's), constants when planned, leave out
+-- the partitions of other days.
 SELECT e.* FROM executions e
 WHERE e.job_id = %(job_id)s
   AND (%(status)s::text IS NULL OR e.status = %(status)s::text)
   AND (%(since)s::timestamptz IS NULL OR e.started_at >= %(since)s::timestamptz)
   AND (%(until)s::timestamptz IS NULL OR e.started_at < %(until)s::timestamptz)
   AND (%(before_seq)s::bigint IS NULL OR e.seq < %(before_seq)s::bigint)
-ORDER BY e.seq DESC
+  AND (%(before_started_at)s::timestamptz IS NULL
+       OR (e.started_at, e.seq) < (%(before_started_at)s::timestamptz, %(before_seq)s::bigint))
+ORDER BY e.started_at DESC, e.seq DESC
 LIMIT %(limit)s;
 
 -- name: due_backlog

@@ -279,6 +279,7 @@ class Store(ExecutionHistory):
                 conn.execute(
                     QUERIES["mark_executions_lost"],
                     {
+                        "job_id": [r["job_id"] for r in orphans],
                         "execution_id": [r["orphan_execution_id"] for r in orphans],
                         "started_at": [r["orphan_started_at"] for r in orphans],
                     },

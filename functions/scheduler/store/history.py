@@ -35,12 +35,14 @@ class ExecutionHistory:
     ) -> list[Execution]:
         """A page of the job's executions, newest first. ``before_seq`` is the keyset cursor, the
         seq of the previous page's last row; ``before_started_at``, that row's ``started_at``
-        when the cursor carries it, only narrows the days read. Raises ``NotFound``."""
+        when the cursor carries it, makes the cursor the primary key's own condition and narrows
+        the days read. Raises ``NotFound``."""
         job = self.get_job(owner, job_id)
         params = {
             "job_id": job_id,
             "status": status,
             "before_seq": before_seq,
+            "before_started_at": before_started_at if before_seq is not None else None,
             "limit": limit,
             "since": None,
             "until": None,
