@@ -298,6 +298,7 @@ def run(args: argparse.Namespace, urls: dict[str, str], results: dict) -> None:
         "job_id": job_id,
         "status": None,
         "before_seq": None,
+        "before_started_at": None,
         "limit": args.limit + 1,
         "since": today - timedelta(days=JOB_RECENT_DAYS),
         "until": None,
