@@ -31,7 +31,7 @@ from tests.support import insert_due_jobs  # noqa: E402
 def throughput(url: str, jobs: int, workers: int, batch: int = 50) -> float:
     pool = make_pool(url, min_size=workers, max_size=workers + 1)
     with pool.connection() as conn:
-        conn.execute("TRUNCATE jobs CASCADE")
+        conn.execute("TRUNCATE job_specs CASCADE")
     insert_due_jobs(pool, jobs)
     pool.close()
     done = [0] * workers
@@ -81,7 +81,8 @@ def prepare_latency_table(url: str, rows: int, due: int, chunk: int = 100_000) -
         bar.update(due)
     pool.close()
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE jobs")
+        conn.execute("VACUUM ANALYZE job_specs")
+        conn.execute("VACUUM ANALYZE job_runs")
 
 
 def claim_once(url_pool, store: Store, due: int) -> float:
@@ -91,7 +92,7 @@ def claim_once(url_pool, store: Store, due: int) -> float:
     assert len(claims) == due, len(claims)
     with url_pool.connection() as conn:  # give the leases back, untimed
         conn.execute(
-            "UPDATE jobs SET locked_until = NULL, lock_token = NULL, lease_kind = NULL WHERE locked_until IS NOT NULL"
+            "UPDATE job_runs SET locked_until = NULL, lock_token = NULL, lease_kind = NULL WHERE locked_until IS NOT NULL"
         )
     return elapsed * 1000
 

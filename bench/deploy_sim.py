@@ -83,6 +83,7 @@ from common import (  # noqa: I001
 )
 from scheduler.constants import DEFAULT_CLAIMS_PER_INVOKE  # noqa: E402
 from scheduler.sql import QUERIES  # noqa: E402
+from tests.support import insert_jobs_sql  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FUNCTION = "scheduler-executor"
@@ -429,13 +430,15 @@ def insert_jobs(
     retry = json.dumps({"max_attempts": 1, "min_backoff_seconds": 1, "max_backoff_seconds": 60})
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
-            f"""
-            INSERT INTO jobs (id, owner, name, schedule, run_at, target, retry, scheduled_at, next_run_at)
-            SELECT gen_random_uuid(), 'sim', %(prefix)s || '-' || g, %(schedule)s,
-                   CASE WHEN %(schedule)s::text IS NULL THEN t END, %(target)s, %(retry)s, t, t
-            FROM generate_series(1, %(count)s) AS g,
-                 LATERAL (SELECT {first_due} + make_interval(secs => %(spread)s * (g - 1) / %(count)s) AS t) AS at
-            """,
+            insert_jobs_sql(
+                "id, owner, name, schedule, run_at, target, retry, scheduled_at, next_run_at",
+                f"""
+                SELECT gen_random_uuid(), 'sim', %(prefix)s || '-' || g, %(schedule)s,
+                       CASE WHEN %(schedule)s::text IS NULL THEN t END, %(target)s::jsonb, %(retry)s::jsonb, t, t
+                FROM generate_series(1, %(count)s) AS g,
+                     LATERAL (SELECT {first_due} + make_interval(secs => %(spread)s * (g - 1) / %(count)s) AS t) AS at
+                """,
+            ),
             {
                 "prefix": prefix,
                 "schedule": schedule,
@@ -445,7 +448,8 @@ def insert_jobs(
                 "spread": spread_seconds,
             },
         )
-        conn.execute("VACUUM ANALYZE jobs")
+        conn.execute("VACUUM ANALYZE job_specs")
+        conn.execute("VACUUM ANALYZE job_runs")
 
 
 def add_history_days(url: str, days: int) -> int:
@@ -466,7 +470,7 @@ def add_history_days(url: str, days: int) -> int:
 
 def reset(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE jobs, executions")
+        conn.execute("TRUNCATE job_specs, job_runs, executions")
 
 
 def finished_between(url: str, since: float, until: float) -> int:

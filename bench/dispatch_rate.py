@@ -136,10 +136,11 @@ def run_fanout_once(
     pool = make_pool(url, min_size=1, max_size=2)
     try:
         with pool.connection() as conn:
-            conn.execute("TRUNCATE jobs, executions")
+            conn.execute("TRUNCATE job_specs, job_runs, executions")
         insert_due_jobs(pool, jobs)
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("VACUUM ANALYZE jobs")
+            conn.execute("VACUUM ANALYZE job_specs")
+            conn.execute("VACUUM ANALYZE job_runs")
         store = Store(pool)
         client = lambda_client(fake.url, botocore_defaults)
         client.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b"{}")  # warm: endpoint, signer

@@ -70,7 +70,8 @@ def fill(
                 bar.update((last - first + 1) * jobs)
     pool.close()
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE jobs")
+        conn.execute("VACUUM ANALYZE job_specs")
+        conn.execute("VACUUM ANALYZE job_runs")
         conn.execute("VACUUM ANALYZE executions")
 
 

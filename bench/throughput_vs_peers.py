@@ -86,12 +86,13 @@ def reset_jobs(url: str, jobs: int) -> None:
     pool = make_pool(url, min_size=1, max_size=1)
     try:
         with pool.connection() as conn:
-            conn.execute("TRUNCATE jobs, executions")
+            conn.execute("TRUNCATE job_specs, job_runs, executions")
         insert_due_jobs(pool, jobs)
     finally:
         pool.close()
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE jobs")
+        conn.execute("VACUUM ANALYZE job_specs")
+        conn.execute("VACUUM ANALYZE job_runs")
         conn.execute("VACUUM ANALYZE executions")
     checkpoint(url)
 

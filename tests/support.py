@@ -164,6 +164,46 @@ def poll(condition: Callable[[], Any], timeout: float = 20.0, interval: float = 
         time.sleep(interval)
 
 
+# The columns of the view jobs that live in job_runs (migration 0010); the others are job_specs'.
+# state is in both: job_runs' is the job's, job_specs' the copy its job list index reads.
+RUN_COLUMNS = frozenset(
+    {
+        "state",
+        "version",
+        "scheduled_at",
+        "attempt",
+        "next_run_at",
+        "manual_run_at",
+        "locked_until",
+        "lock_token",
+        "lease_kind",
+        "running_execution_id",
+        "last_run_at",
+        "run_count",
+        "failure_count",
+        "last_status",
+        "last_error",
+    }
+)
+
+
+def insert_jobs_sql(columns: str, rows: str) -> str:
+    """An INSERT of rows into the view jobs, which takes none itself: ``rows``, a query (a SELECT
+    or VALUES) giving ``columns`` (comma-separated names of the view's columns, ``id`` among them),
+    split into a job_specs row and a job_runs row each. The statement returns the ids inserted."""
+    names = [name.strip() for name in columns.split(",")]
+    if "id" not in names:
+        raise ValueError("the rows need an id")
+    spec = [name for name in names if name not in RUN_COLUMNS or name == "state"]
+    run = [name for name in names if name in RUN_COLUMNS]
+    return f"""
+        WITH src ({", ".join(names)}) AS MATERIALIZED ({rows}),
+        spec AS (INSERT INTO job_specs ({", ".join(spec)}) SELECT {", ".join(spec)} FROM src),
+        run AS (INSERT INTO job_runs (job_id{"".join(", " + n for n in run)})
+                SELECT id{"".join(", " + n for n in run)} FROM src)
+        SELECT id FROM src"""
+
+
 def insert_due_jobs(
     pool: ConnectionPool,
     count: int,
@@ -178,15 +218,16 @@ def insert_due_jobs(
     statement. The default schedule (yearly) does not make them due again after a run."""
     with pool.connection() as conn:
         conn.execute(
-            """
-            INSERT INTO jobs (id, owner, name, schedule, target, retry, state, scheduled_at, next_run_at)
-            SELECT gen_random_uuid(), %(owner)s, %(prefix)s || '-' || g, %(schedule)s,
-                   '{"type": "http", "url": "https://example.com/hook"}',
-                   '{"max_attempts": 3, "min_backoff_seconds": 1, "max_backoff_seconds": 60}', %(state)s,
-                   date_trunc('second', now() + make_interval(secs => %(offset)s)),
-                   date_trunc('second', now() + make_interval(secs => %(offset)s))
-            FROM generate_series(1, %(count)s) AS g
-            """,
+            insert_jobs_sql(
+                "id, owner, name, schedule, target, retry, state, scheduled_at, next_run_at",
+                """
+                SELECT gen_random_uuid(), %(owner)s, %(prefix)s || '-' || g, %(schedule)s,
+                       '{"type": "http", "url": "https://example.com/hook"}'::jsonb,
+                       '{"max_attempts": 3, "min_backoff_seconds": 1, "max_backoff_seconds": 60}'::jsonb,
+                       %(state)s, date_trunc('second', now() + make_interval(secs => %(offset)s)),
+                       date_trunc('second', now() + make_interval(secs => %(offset)s))
+                FROM generate_series(1, %(count)s) AS g""",
+            ),
             {
                 "owner": owner,
                 "prefix": prefix,
@@ -216,7 +257,7 @@ def succeeded(claim, **extra: Any) -> Completion:
 def expire_lease(pool: ConnectionPool, job_id: str) -> None:
     """Make a held lease look expired (as if the runner had stalled past it)."""
     with pool.connection() as conn:
-        conn.execute("UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = %s", (job_id,))
+        conn.execute("UPDATE job_runs SET locked_until = now() - interval '1 second' WHERE job_id = %s", (job_id,))
 
 
 def make_due(pool: ConnectionPool, job_id: str) -> None:
@@ -225,10 +266,10 @@ def make_due(pool: ConnectionPool, job_id: str) -> None:
     with pool.connection() as conn:
         conn.execute(
             """
-            UPDATE jobs SET next_run_at = date_trunc('second', now()) - interval '1 second',
-                            scheduled_at = CASE WHEN attempt = 0 THEN date_trunc('second', now()) - interval '1 second'
-                                                ELSE scheduled_at END
-            WHERE id = %s""",
+            UPDATE job_runs SET next_run_at = date_trunc('second', now()) - interval '1 second',
+                                scheduled_at = CASE WHEN attempt = 0 THEN date_trunc('second', now()) - interval '1 second'
+                                                    ELSE scheduled_at END
+            WHERE job_id = %s""",
             (job_id,),
         )
 

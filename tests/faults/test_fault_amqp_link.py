@@ -80,8 +80,8 @@ def test_deliveries_fail_retryably_while_the_link_is_down_and_once_when_it_is_ba
     # (An occurrence an hour ago, so that the next one, made due now, has another key.)
     with pool.connection() as conn:
         conn.execute(
-            "UPDATE jobs SET scheduled_at = date_trunc('second', now()) - interval '1 hour', "
-            "next_run_at = date_trunc('second', now()) - interval '1 hour' WHERE id = %s",
+            "UPDATE job_runs SET scheduled_at = date_trunc('second', now()) - interval '1 hour', "
+            "next_run_at = date_trunc('second', now()) - interval '1 hour' WHERE job_id = %s",
             (job_id,),
         )
     drain(store)

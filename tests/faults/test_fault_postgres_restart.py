@@ -37,6 +37,7 @@ from scheduler.migrations import migrate
 from scheduler.store import Store
 from scheduler.targets.delivery import TargetPolicy
 from tests.faults.faultkit import TargetServer, poll
+from tests.support import insert_jobs_sql
 
 COUNT = 300
 CLAIM_LEASE_SECONDS = 3
@@ -133,12 +134,14 @@ def insert_jobs(store: Store, url: str) -> None:
     """COUNT one-off jobs due over the next three seconds (a tenth of them each 100 ms)."""
     with store.pool.connection() as conn:
         conn.execute(
-            """
-            INSERT INTO jobs (id, owner, name, run_at, target, retry, state, scheduled_at, next_run_at)
-            SELECT gen_random_uuid(), 'restart', 'job-' || g, t, %(target)s, %(retry)s, 'active', t, t
-            FROM generate_series(1, %(count)s) AS g,
-                 LATERAL (SELECT date_trunc('milliseconds', now()) + make_interval(secs => (g %% 30) * 0.1) AS t) AS due
-            """,
+            insert_jobs_sql(
+                "id, owner, name, run_at, target, retry, state, scheduled_at, next_run_at",
+                """
+                SELECT gen_random_uuid(), 'restart', 'job-' || g, t, %(target)s, %(retry)s, 'active', t, t
+                FROM generate_series(1, %(count)s) AS g,
+                     LATERAL (SELECT date_trunc('milliseconds', now()) + make_interval(secs => (g %% 30) * 0.1) AS t) AS due
+                """,
+            ),
             {
                 "count": COUNT,
                 "target": psycopg.types.json.Jsonb(
@@ -263,10 +266,10 @@ def test_restart_during_a_delivery_does_not_lose_its_outcome(private_pg, target)
     try:
         with pool.connection() as conn:
             conn.execute(
-                """
-                INSERT INTO jobs (id, owner, name, run_at, target, retry, state, scheduled_at, next_run_at)
-                VALUES (gen_random_uuid(), 'restart', 'one', now(), %(target)s, '{}', 'active', now(), now())
-                """,
+                insert_jobs_sql(
+                    "id, owner, name, run_at, target, retry, state, scheduled_at, next_run_at",
+                    "VALUES (gen_random_uuid(), 'restart', 'one', now(), %(target)s, '{}'::jsonb, 'active', now(), now())",
+                ),
                 {
                     "target": psycopg.types.json.Jsonb(
                         {"type": "http", "url": target.url + "/slow", "timeout_seconds": 10}

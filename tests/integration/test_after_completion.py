@@ -68,7 +68,10 @@ def test_a_recurring_job_past_its_end_is_deleted(store, pool):
     job_id = str(service.create_job(store, OWNER, http_spec("ending", "* * * * *", after_completion="delete"))["id"])
     make_due(pool, job_id)
     with pool.connection() as conn:  # the occurrence in hand is the window's last
-        conn.execute("UPDATE jobs SET end_at = scheduled_at WHERE id = %s", (job_id,))
+        conn.execute(
+            "UPDATE job_specs s SET end_at = r.scheduled_at FROM job_runs r WHERE r.job_id = s.id AND s.id = %s",
+            (job_id,),
+        )
     assert run_once(store, Outcome("succeeded"), planned=False)
     with pytest.raises(NotFound):
         store.get_job(OWNER, job_id)
@@ -103,7 +106,7 @@ def test_a_manual_run_requested_on_a_completed_job_runs_before_the_delete(store,
     job_id = one_off(store, "again", "keep")
     assert run_once(store, Outcome("succeeded"), planned=True)
     with pool.connection() as conn:
-        conn.execute("UPDATE jobs SET after_completion = 'delete' WHERE id = %s", (job_id,))
+        conn.execute("UPDATE job_specs SET after_completion = 'delete' WHERE id = %s", (job_id,))
     store.request_run(OWNER, job_id)
     assert run_once(store, Outcome("succeeded"), planned=True)
     with pytest.raises(NotFound):

@@ -479,7 +479,8 @@ def test_a_jobs_execution_cursor_holds_its_rows_instant_and_an_older_cursor_stil
                 (job["id"], hours),
             )
         # Its rate (3 a day) has a page's first try read the last few days only.
-        conn.execute("UPDATE jobs SET run_count = 12, created_at = now() - interval '4 days'")
+        conn.execute("UPDATE job_runs SET run_count = 12")
+        conn.execute("UPDATE job_specs SET created_at = now() - interval '4 days'")
         seq_of = {r["id"]: r["seq"] for r in conn.execute("SELECT id::text AS id, seq FROM executions")}
     everything = api("GET", path).body["executions"]
     assert len(everything) == 12

@@ -129,8 +129,9 @@ def test_the_application_login_reads_and_writes_rows_but_changes_no_schema(db_ur
         with psycopg.connect(app_url, autocommit=True) as conn:
             for ddl in (
                 "CREATE TABLE intruder (id int)",
-                "DROP TABLE jobs",
-                "ALTER TABLE jobs ADD COLUMN x int",
+                "DROP TABLE job_specs",
+                "DROP VIEW jobs",
+                "ALTER TABLE job_runs ADD COLUMN x int",
                 "TRUNCATE executions",
                 "SELECT * FROM schema_migrations",
             ):

@@ -61,7 +61,7 @@ def test_claims_whose_lease_was_lost_do_nothing_and_a_duplicate_invoke_runs_none
     claims = store.claim_due(10, 60)
     stale = claims[0].job_id
     with pool.connection() as conn:  # its lease expired and another fan-out took the job
-        conn.execute("UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = %s", (stale,))
+        conn.execute("UPDATE job_runs SET locked_until = now() - interval '1 second' WHERE job_id = %s", (stale,))
     [newer] = store.claim_due(10, 60)
     assert newer.job_id == stale
     event = invoke_payload(claims)

@@ -22,7 +22,7 @@ from scheduler.fanout import run_fanout, run_lambda_invocation
 from scheduler.store import Store
 from scheduler.targets.delivery import TargetPolicy
 from scheduler.wiring import lambda_client_config
-from tests.support import insert_due_jobs
+from tests.support import insert_due_jobs, insert_jobs_sql
 
 LOCAL = TargetPolicy(allow_private=True)
 
@@ -180,14 +180,16 @@ def insert_jobs(pool, count: int, url: str, *, prefix: str, schedule: str | None
     target = json.dumps({"type": "http", "url": url, "method": "POST", "timeout_seconds": 10})
     with pool.connection() as conn:
         conn.execute(
-            """
-            INSERT INTO jobs (id, owner, name, schedule, run_at, target, retry, scheduled_at, next_run_at)
-            SELECT gen_random_uuid(), 'growth', %(prefix)s || '-' || g, %(schedule)s,
-                   CASE WHEN %(schedule)s::text IS NULL THEN date_trunc('second', now()) END, %(target)s,
-                   '{"max_attempts": 1, "min_backoff_seconds": 1, "max_backoff_seconds": 60}',
-                   date_trunc('second', now()), date_trunc('second', now())
-            FROM generate_series(1, %(count)s) AS g
-            """,
+            insert_jobs_sql(
+                "id, owner, name, schedule, run_at, target, retry, scheduled_at, next_run_at",
+                """
+                SELECT gen_random_uuid(), 'growth', %(prefix)s || '-' || g, %(schedule)s,
+                       CASE WHEN %(schedule)s::text IS NULL THEN date_trunc('second', now()) END, %(target)s::jsonb,
+                       '{"max_attempts": 1, "min_backoff_seconds": 1, "max_backoff_seconds": 60}'::jsonb,
+                       date_trunc('second', now()), date_trunc('second', now())
+                FROM generate_series(1, %(count)s) AS g
+                """,
+            ),
             {"prefix": prefix, "schedule": schedule, "target": target, "count": count},
         )
 

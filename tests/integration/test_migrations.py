@@ -14,7 +14,7 @@ from psycopg.rows import dict_row
 from scheduler import service
 from scheduler.migrations import MigrationError, applied_versions, migrate, migrations_digest
 from scheduler.sql import QUERIES, migration_files
-from tests.support import http_spec, run_at_once
+from tests.support import http_spec, insert_jobs_sql, run_at_once
 
 
 def schema_snapshot(url: str) -> dict:
@@ -85,40 +85,47 @@ def test_digest_is_stable():
 
 
 def _in_one_transaction(db_url: str, work: Callable[[psycopg.Connection], list]) -> tuple[list, dict]:
-    """``work`` in one transaction of a new connection: its rows, and the jobs rows it updated and
-    updated in place (HOT), read before the commit (a new backend has no other counts pending)."""
+    """``work`` in one transaction of a new connection: its rows, and the job_runs rows it updated
+    and updated in place (HOT), read before the commit (a new backend has no other counts pending)."""
     with psycopg.connect(db_url, row_factory=dict_row) as conn:
         rows = work(conn)
         counts = conn.execute("""
-            SELECT pg_stat_get_xact_tuples_updated('jobs'::regclass) AS updated,
-                   pg_stat_get_xact_tuples_hot_updated('jobs'::regclass) AS hot""").fetchone()
+            SELECT pg_stat_get_xact_tuples_updated('job_runs'::regclass) AS updated,
+                   pg_stat_get_xact_tuples_hot_updated('job_runs'::regclass) AS hot,
+                   pg_stat_get_xact_tuples_updated('job_specs'::regclass) AS specs_updated""").fetchone()
         conn.commit()
     return rows, counts
 
 
 def test_claims_and_starts_are_heap_only_updates(db_url):
-    """Migration 0002: a claim and a start write no indexed column, and the pages keep room, so
-    both update the job in place without an index insertion (HOT).
+    """Migrations 0002 and 0010: a claim and a start write no indexed column of the job's run
+    state, and its pages keep room, so both update it in place without an index insertion (HOT)
+    and leave the job's specification alone.
 
     The start finds room once the claim's old row versions are gone. A runner's next visit to the
     page prunes them, but only when no snapshot anywhere on the server may still see them, which
     a busy shared server does not promise; a VACUUM between the two, bounded by this database's
     own snapshots, makes the room without depending on the rest of the server."""
     with psycopg.connect(db_url, row_factory=dict_row, autocommit=True) as conn:
-        assert conn.execute("SELECT reloptions FROM pg_class WHERE relname = 'jobs'").fetchone()["reloptions"] == [
-            "fillfactor=50"
+        assert conn.execute("SELECT reloptions FROM pg_class WHERE relname = 'job_runs'").fetchone()["reloptions"] == [
+            "fillfactor=30"
         ]
-        conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")  # no ANALYZE snapshot in between
-        conn.execute("""
-            INSERT INTO jobs (id, owner, name, schedule, target, retry, scheduled_at, next_run_at)
-            SELECT gen_random_uuid(), 'hot', 'job-' || g, '0 0 1 1 *', '{"type": "http", "url": "https://x.example"}',
-                   '{}', now() - interval '1 second', now() - interval '1 second'
-            FROM generate_series(1, 50) AS g""")
+        conn.execute("ALTER TABLE job_runs SET (autovacuum_enabled = false)")  # no ANALYZE snapshot in between
+        conn.execute(
+            insert_jobs_sql(
+                "id, owner, name, schedule, target, retry, scheduled_at, next_run_at",
+                """
+                SELECT gen_random_uuid(), 'hot', 'job-' || g, '0 0 1 1 *',
+                       '{"type": "http", "url": "https://x.example"}'::jsonb, '{}'::jsonb,
+                       now() - interval '1 second', now() - interval '1 second'
+                FROM generate_series(1, 50) AS g""",
+            )
+        )
     claims, claimed = _in_one_transaction(
         db_url, lambda conn: conn.execute(QUERIES["claim_due"], {"limit": 50, "lease_seconds": 60}).fetchall()
     )
     with psycopg.connect(db_url, autocommit=True) as conn:
-        conn.execute("VACUUM jobs")
+        conn.execute("VACUUM job_runs")
     started, starts = _in_one_transaction(
         db_url,
         lambda conn: [
@@ -138,6 +145,7 @@ def test_claims_and_starts_are_heap_only_updates(db_url):
     assert len(claims) == len(started) == 50
     assert claimed["updated"] == starts["updated"] == 50, (claimed, starts)
     assert claimed["hot"] + starts["hot"] >= 80, (claimed, starts)  # nearly all in place (a page may be full)
+    assert claimed["specs_updated"] == starts["specs_updated"] == 0
 
 
 def test_owners_and_names_compare_in_code_point_order(db_url, store):
@@ -148,9 +156,9 @@ def test_owners_and_names_compare_in_code_point_order(db_url, store):
             conn.execute("""
             SELECT table_name || '.' || column_name, collation_name FROM information_schema.columns
             WHERE table_schema = 'public' AND (table_name, column_name) IN
-                  (('jobs', 'owner'), ('jobs', 'name'), ('executions', 'owner'))""").fetchall()
+                  (('job_specs', 'owner'), ('job_specs', 'name'), ('executions', 'owner'))""").fetchall()
         )
-    assert collations == {"jobs.owner": "C", "jobs.name": "C", "executions.owner": "C"}
+    assert collations == {"job_specs.owner": "C", "job_specs.name": "C", "executions.owner": "C"}
     owner = "arn:aws:iam::111111111111:user/order"
     for name in ("b", "é", "B", "a", "a-2", "Z"):
         service.create_job(store, owner, http_spec(name))
@@ -176,13 +184,18 @@ def test_the_job_lists_filters_read_their_partial_indexes(db_url, params, index)
             "jobs_owner_state_idx": "(state <> 'active'::text)",
             "jobs_tags_idx": "(tags <> '{}'::text[])",
         }
-        conn.execute("""
-            INSERT INTO jobs (id, owner, name, schedule, target, retry, state, tags)
-            SELECT gen_random_uuid(), 'o', 'job-' || g, '* * * * *', '{}', '{}',
-                   CASE WHEN g % 100 = 0 THEN 'paused' ELSE 'active' END,
-                   CASE WHEN g % 100 = 1 THEN ARRAY['blue'] ELSE '{}' END
-            FROM generate_series(1, 5000) AS g""")
-        conn.execute("ANALYZE jobs")
+        conn.execute(
+            insert_jobs_sql(
+                "id, owner, name, schedule, target, retry, state, tags",
+                """
+                SELECT gen_random_uuid(), 'o', 'job-' || g, '* * * * *', '{}'::jsonb, '{}'::jsonb,
+                       CASE WHEN g % 100 = 0 THEN 'paused' ELSE 'active' END,
+                       CASE WHEN g % 100 = 1 THEN ARRAY['blue'] ELSE '{}' END
+                FROM generate_series(1, 5000) AS g""",
+            )
+        )
+        conn.execute("ANALYZE job_specs")
+        conn.execute("ANALYZE job_runs")
         plan = "\n".join(
             r[0] for r in conn.execute("EXPLAIN (COSTS OFF) " + QUERIES["list_jobs"], query | params).fetchall()
         )

@@ -332,7 +332,8 @@ def test_a_jobs_pages_cross_from_the_recent_days_to_older_ones_in_order(store, d
             insert_execution(conn, job_id, f"now() - interval '{3 * i} hours'")
         expected = [r[0] for r in conn.execute("SELECT seq FROM executions ORDER BY seq DESC")]
         # Its rate (8 a day) has small pages read the recent days first, large ones every day.
-        conn.execute("UPDATE jobs SET run_count = 40, created_at = now() - interval '5 days'")
+        conn.execute("UPDATE job_runs SET run_count = 40")
+        conn.execute("UPDATE job_specs SET created_at = now() - interval '5 days'")
     # A cursor with its row's instant (as the API issues them), and one without (issued before
     # cursors carried it), page alike.
     for limit, with_instant in itertools.product((1, 6, 41, 50), (True, False)):
@@ -384,7 +385,8 @@ def test_a_jobs_page_after_a_cursor_plans_only_the_days_up_to_its_rows(pool, db_
         add_past_days(conn, 9)
         for i in reversed(range(72)):  # 8 a day for 9 days, oldest first
             insert_execution(conn, job_id, f"now() - interval '{3 * i} hours'")
-        conn.execute("UPDATE jobs SET run_count = 72, created_at = now() - interval '9 days'")
+        conn.execute("UPDATE job_runs SET run_count = 72")
+        conn.execute("UPDATE job_specs SET created_at = now() - interval '9 days'")
         every_day = len(partitions(conn))
     # A page of 6 at 8 a day: its first try reads 2 days before the cursor's day, and that day.
     first = store.list_executions(OWNER, job_id, limit=6)

@@ -102,7 +102,7 @@ def test_stale_claim_does_nothing(store, pool, target_server):
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     with pool.connection() as conn:
-        conn.execute("UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = %s", (job_id,))
+        conn.execute("UPDATE job_runs SET locked_until = now() - interval '1 second' WHERE job_id = %s", (job_id,))
     [newer] = store.claim_due(1, 60)
     report = execute_invoke(claim.to_event(), store=store, decrypt_target=lambda t: t, policy=LOCAL)
     assert report["outcome"] == "lease_lost" and target_server.requests == []
@@ -310,7 +310,7 @@ def test_attempts_lost_with_their_runners_count_toward_max_attempts(store, pool,
     [claim] = store.claim_due(1, 60)
     store.start_execution(job_id, claim.lock_token)  # ...and the runner dies mid-delivery
     with pool.connection() as conn:
-        conn.execute("UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = %s", (job_id,))
+        conn.execute("UPDATE job_runs SET locked_until = now() - interval '1 second' WHERE job_id = %s", (job_id,))
     [again] = store.claim_due(1, 60)
     report = execute_invoke(again.to_event(), store=store, decrypt_target=lambda t: t, policy=LOCAL)
     assert report["status"] == "failed" and target_server.requests == []  # given up, not redelivered

@@ -5,16 +5,35 @@
 -- name: now
 SELECT now() AS now;
 
+-- fragment: job_row
+-- The columns of the view jobs (migration 0010), from a "spec" row of job_specs and a "run" row of
+-- job_runs that a statement wrote: what an insert or an update returns. The state is the run's,
+-- the spec's copy being written after the statement (job_runs_state_to_spec).
+spec.id, spec.owner, spec.name, spec.description, spec.tags, spec.schedule, spec.run_at, spec.timezone,
+spec.start_at, spec.end_at, spec.target, spec.retry, spec.missed_runs, run.state, run.version,
+run.scheduled_at, run.attempt, run.next_run_at, run.manual_run_at, run.due_at, run.locked_until,
+run.lock_token, run.lease_kind, run.running_execution_id, run.last_run_at, run.run_count,
+run.failure_count, run.last_status, run.last_error, spec.created_at, spec.updated_at,
+spec.after_completion
+
 -- name: insert_job
-INSERT INTO jobs (id, owner, name, description, tags, schedule, run_at, timezone, start_at, end_at,
-                  target, retry, missed_runs, state, scheduled_at, next_run_at, created_at, updated_at,
-                  after_completion)
-VALUES (%(id)s, %(owner)s, %(name)s, %(description)s, %(tags)s, %(schedule)s, %(run_at)s,
-        %(timezone)s, %(start_at)s, %(end_at)s, %(target)s, %(retry)s, %(missed_runs)s, %(state)s,
-        %(scheduled_at)s, %(next_run_at)s, %(created_at)s, %(created_at)s,
-        %(after_completion)s)
-ON CONFLICT ON CONSTRAINT jobs_owner_name_key DO NOTHING
-RETURNING *;
+-- The specification, and its run state when the name was free (its insert sees no spec row
+-- otherwise): nothing is returned for a name taken.
+WITH spec AS (
+    INSERT INTO job_specs (id, owner, name, description, tags, schedule, run_at, timezone, start_at,
+                           end_at, target, retry, missed_runs, state, created_at, updated_at,
+                           after_completion)
+    VALUES (%(id)s, %(owner)s, %(name)s, %(description)s, %(tags)s, %(schedule)s, %(run_at)s,
+            %(timezone)s, %(start_at)s, %(end_at)s, %(target)s, %(retry)s, %(missed_runs)s, %(state)s,
+            %(created_at)s, %(created_at)s, %(after_completion)s)
+    ON CONFLICT ON CONSTRAINT jobs_owner_name_key DO NOTHING
+    RETURNING *
+), run AS (
+    INSERT INTO job_runs (job_id, state, scheduled_at, next_run_at)
+    SELECT id, state, %(scheduled_at)s, %(next_run_at)s FROM spec
+    RETURNING *
+)
+SELECT {{ job_row }} FROM spec JOIN run ON run.job_id = spec.id;
 
 -- name: get_job
 SELECT * FROM jobs WHERE id = %(id)s AND owner = %(owner)s;
@@ -67,25 +86,33 @@ WITH orphan AS (
     SELECT j.id AS job_id, j.running_execution_id AS execution_id, j.last_run_at AS started_at
     FROM jobs j
     WHERE j.id = %(id)s AND j.owner = %(owner)s AND j.running_execution_id IS NOT NULL AND j.locked_until < now()
-), {{ mark_lost }}
-UPDATE jobs
-SET name = %(name)s, description = %(description)s, tags = %(tags)s, schedule = %(schedule)s,
-    run_at = %(run_at)s, timezone = %(timezone)s, start_at = %(start_at)s, end_at = %(end_at)s,
-    target = %(target)s, retry = %(retry)s, missed_runs = %(missed_runs)s, state = %(state)s,
-    scheduled_at = %(scheduled_at)s, attempt = %(attempt)s, next_run_at = %(next_run_at)s,
-    manual_run_at = %(manual_run_at)s, after_completion = %(after_completion)s,
-    -- A claim not yet started is void after an edit (its executor will find the token gone), so
-    -- the job is claimable again at its new time rather than when that lease expires; so is an
-    -- expired one (its execution is marked lost above).
-    lock_token = CASE WHEN running_execution_id IS NULL OR locked_until < now() THEN NULL ELSE lock_token END,
-    locked_until = CASE WHEN running_execution_id IS NULL OR locked_until < now() THEN NULL ELSE locked_until END,
-    lease_kind = CASE WHEN running_execution_id IS NULL OR locked_until < now() THEN NULL ELSE lease_kind END,
-    running_execution_id = CASE WHEN locked_until < now() THEN NULL ELSE running_execution_id END,
-    last_status = CASE WHEN running_execution_id IS NOT NULL AND locked_until < now() THEN 'lost'
-                       ELSE last_status END,
-    version = version + 1, updated_at = now()
-WHERE id = %(id)s AND owner = %(owner)s
-RETURNING *;
+), {{ mark_lost }}, spec AS (
+    UPDATE job_specs
+    SET name = %(name)s, description = %(description)s, tags = %(tags)s, schedule = %(schedule)s,
+        run_at = %(run_at)s, timezone = %(timezone)s, start_at = %(start_at)s, end_at = %(end_at)s,
+        target = %(target)s, retry = %(retry)s, missed_runs = %(missed_runs)s, state = %(state)s,
+        after_completion = %(after_completion)s, updated_at = now()
+    WHERE id = %(id)s AND owner = %(owner)s
+    RETURNING *
+), run AS (
+    UPDATE job_runs
+    SET state = %(state)s, scheduled_at = %(scheduled_at)s, attempt = %(attempt)s,
+        next_run_at = %(next_run_at)s, manual_run_at = %(manual_run_at)s,
+        -- A claim not yet started is void after an edit (its executor will find the token gone), so
+        -- the job is claimable again at its new time rather than when that lease expires; so is an
+        -- expired one (its execution is marked lost above).
+        lock_token = CASE WHEN running_execution_id IS NULL OR locked_until < now() THEN NULL ELSE lock_token END,
+        locked_until = CASE WHEN running_execution_id IS NULL OR locked_until < now() THEN NULL ELSE locked_until END,
+        lease_kind = CASE WHEN running_execution_id IS NULL OR locked_until < now() THEN NULL ELSE lease_kind END,
+        running_execution_id = CASE WHEN locked_until < now() THEN NULL ELSE running_execution_id END,
+        last_status = CASE WHEN running_execution_id IS NOT NULL AND locked_until < now() THEN 'lost'
+                           ELSE last_status END,
+        version = version + 1
+    FROM spec
+    WHERE job_id = spec.id
+    RETURNING job_runs.*
+)
+SELECT {{ job_row }} FROM spec JOIN run ON run.job_id = spec.id;
 
 -- name: delete_job
 -- The job and its executions, once the caller holds the row (get_job_for_update, in the same
@@ -95,25 +122,30 @@ RETURNING *;
 WITH execution AS (
     DELETE FROM executions WHERE job_id = %(id)s AND owner = %(owner)s
 )
-DELETE FROM jobs WHERE id = %(id)s AND owner = %(owner)s RETURNING id;
+DELETE FROM job_specs WHERE id = %(id)s AND owner = %(owner)s RETURNING id;  -- its job_runs row by the key's cascade
 
 -- name: request_manual_run
 -- Run now, outside the schedule. If the job is leased, the claim takes it once the lease ends.
 -- Requests coalesce until a run starts; one made while a manual run is under way is a new one.
-UPDATE jobs
-SET manual_run_at = CASE WHEN manual_run_at IS NULL OR (lease_kind = 'manual' AND running_execution_id IS NOT NULL)
-                         THEN now() ELSE manual_run_at END,
-    updated_at = now()
-WHERE id = %(id)s AND owner = %(owner)s
-RETURNING *;
+WITH spec AS (
+    UPDATE job_specs SET updated_at = now() WHERE id = %(id)s AND owner = %(owner)s RETURNING *
+), run AS (
+    UPDATE job_runs
+    SET manual_run_at = CASE WHEN manual_run_at IS NULL OR (lease_kind = 'manual' AND running_execution_id IS NOT NULL)
+                             THEN now() ELSE manual_run_at END
+    FROM spec
+    WHERE job_id = spec.id
+    RETURNING job_runs.*
+)
+SELECT {{ job_row }} FROM spec JOIN run ON run.job_id = spec.id;
 
 -- fragment: due_rows
 due AS (
     -- Rows with something due whose lease is free or expired, oldest first. FOR UPDATE SKIP
     -- LOCKED lets concurrent claimers take disjoint batches without waiting on each other, and
     -- the partial index on due_at keeps the cost proportional to the due rows, not the table.
-    SELECT id, running_execution_id AS orphan_execution_id, last_run_at AS orphan_started_at
-    FROM jobs
+    SELECT job_id AS id, running_execution_id AS orphan_execution_id, last_run_at AS orphan_started_at
+    FROM job_runs
     WHERE due_at <= now()
       AND (locked_until IS NULL OR locked_until < now())
     ORDER BY due_at
@@ -138,7 +170,7 @@ due AS (
 -- over every day partition kept (about 7 ms with 32 days), and the fan-out's statements are
 -- planned at every call (RDS Proxy); orphans are rare.
 WITH {{ due_rows }}
-UPDATE jobs j
+UPDATE job_runs j
 SET lock_token = gen_random_uuid(),
     locked_until = now() + make_interval(secs => %(lease_seconds)s),
     -- A pending manual run goes first; it does not disturb the occurrence in hand.
@@ -146,8 +178,8 @@ SET lock_token = gen_random_uuid(),
     running_execution_id = NULL,
     last_status = CASE WHEN due.orphan_execution_id IS NULL THEN j.last_status ELSE 'lost' END
 FROM due
-WHERE j.id = due.id
-RETURNING j.id AS job_id, j.lock_token, j.lease_kind, j.locked_until, j.due_at, now() AS claimed_at,
+WHERE j.job_id = due.id
+RETURNING j.job_id, j.lock_token, j.lease_kind, j.locked_until, j.due_at, now() AS claimed_at,
           CASE WHEN j.lease_kind = 'manual' THEN j.manual_run_at ELSE j.scheduled_at END AS scheduled_at,
           (due.orphan_execution_id IS NOT NULL) AS reclaimed, due.orphan_execution_id, due.orphan_started_at;
 
@@ -162,15 +194,16 @@ SELECT count(*) AS lost FROM lost;
 
 -- name: release_lease
 -- Give a claim back (it could not be dispatched): the job is due again at once.
-UPDATE jobs SET lock_token = NULL, locked_until = NULL, lease_kind = NULL
-WHERE id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id IS NULL
-RETURNING id;
+UPDATE job_runs SET lock_token = NULL, locked_until = NULL, lease_kind = NULL
+WHERE job_id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id IS NULL
+RETURNING job_id AS id;
 
 -- fragment: started_job_columns
--- The columns of a started job that recording its execution (record_started) reads.
-j.id, j.owner, j.name, j.schedule, j.run_at, j.timezone, j.start_at, j.end_at, j.created_at, j.target,
-j.retry, j.missed_runs, j.state, j.version, j.scheduled_at, j.attempt, j.next_run_at, j.lease_kind,
-j.after_completion, j.manual_run_at, j.running_execution_id
+-- The columns of a started job that recording its execution (record_started) reads: its run
+-- state's (j, job_runs) and its specification's (d, job_specs).
+d.id, d.owner, d.name, d.schedule, d.run_at, d.timezone, d.start_at, d.end_at, d.created_at, d.target,
+d.retry, d.missed_runs, j.state, j.version, j.scheduled_at, j.attempt, j.next_run_at, j.lease_kind,
+d.after_completion, j.manual_run_at, j.running_execution_id
 
 -- fragment: record_started
 -- After a "job" CTE that started jobs (their running_execution_id set, the attempt counted):
@@ -201,7 +234,7 @@ execution.started_at AS execution_started_at
 -- fragment: start_lease
 -- The SET of a start (start_execution, start_executions): the lease covers the target's own
 -- timeout plus a margin for the bookkeeping around it; the attempt is counted.
-locked_until = now() + make_interval(secs => COALESCE((j.target->>'timeout_seconds')::float, 30)
+locked_until = now() + make_interval(secs => COALESCE((d.target->>'timeout_seconds')::float, 30)
                                              + %(lease_margin_seconds)s),
 attempt = CASE WHEN j.lease_kind = 'schedule' THEN j.attempt + 1 ELSE j.attempt END,
 last_run_at = now()
@@ -218,9 +251,10 @@ AND (j.lease_kind = 'manual' OR (j.state = 'active' AND j.next_run_at <= now()))
 -- execution started on it yet, so a duplicate invoke does nothing), extends the lease over the
 -- delivery, counts the attempt and records the execution as running, in one statement.
 WITH job AS (
-    UPDATE jobs j
+    UPDATE job_runs j
     SET {{ start_lease }}, running_execution_id = %(execution_id)s
-    WHERE j.id = %(job_id)s AND j.lock_token = %(lock_token)s AND {{ startable }}
+    FROM job_specs d
+    WHERE j.job_id = %(job_id)s AND d.id = j.job_id AND j.lock_token = %(lock_token)s AND {{ startable }}
     RETURNING {{ started_job_columns }}
 ), {{ record_started }}
 SELECT {{ started_columns }}
@@ -233,10 +267,10 @@ WITH claim AS (
     SELECT * FROM unnest(%(job_id)s::uuid[], %(lock_token)s::uuid[], %(execution_id)s::uuid[])
         AS c(job_id, lock_token, execution_id)
 ), job AS (
-    UPDATE jobs j
+    UPDATE job_runs j
     SET {{ start_lease }}, running_execution_id = claim.execution_id
-    FROM claim
-    WHERE j.id = claim.job_id AND j.lock_token = claim.lock_token AND {{ startable }}
+    FROM claim JOIN job_specs d ON d.id = claim.job_id
+    WHERE j.job_id = claim.job_id AND j.lock_token = claim.lock_token AND {{ startable }}
     RETURNING {{ started_job_columns }}
 ), {{ record_started }}
 SELECT {{ started_columns }}
@@ -247,17 +281,17 @@ FROM job JOIN execution ON execution.id = job.running_execution_id;
 -- (local mode, taking no more than it has idle executors): the claim of claim_due and the
 -- start of start_execution, the lease set over the target's timeout plus the margin.
 WITH {{ due_leases }}, job AS (
-    UPDATE jobs j
+    UPDATE job_runs j
     SET lock_token = gen_random_uuid(),
-        locked_until = now() + make_interval(secs => COALESCE((j.target->>'timeout_seconds')::float, 30)
+        locked_until = now() + make_interval(secs => COALESCE((d.target->>'timeout_seconds')::float, 30)
                                                          + %(lease_margin_seconds)s),
         lease_kind = CASE WHEN j.manual_run_at <= now() THEN 'manual' ELSE 'schedule' END,
         attempt = CASE WHEN j.manual_run_at <= now() THEN j.attempt ELSE j.attempt + 1 END,
         running_execution_id = gen_random_uuid(),
         last_run_at = now(),
         last_status = CASE WHEN due.orphan_execution_id IS NULL THEN j.last_status ELSE 'lost' END
-    FROM due
-    WHERE j.id = due.id
+    FROM due JOIN job_specs d ON d.id = due.id
+    WHERE j.job_id = due.id
     RETURNING {{ started_job_columns }}, j.lock_token, (due.orphan_execution_id IS NOT NULL) AS reclaimed
 ), {{ record_started }}
 -- The claim's lease time is its execution's started_at (one now()); its due_at and locked_until
@@ -273,7 +307,7 @@ SELECT jobs.*, now() AS db_now, jobs.last_run_at AS ran_started_at,
         WHERE job_id = jobs.id AND started_at = jobs.last_run_at AND id = %(execution_id)s) AS ran_scheduled_at
 FROM jobs
 WHERE id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id = %(execution_id)s
-FOR UPDATE OF jobs;
+FOR UPDATE;
 
 -- fragment: complete_outcomes
 -- After an "outcome" CTE (one row per execution: job_id, lock_token, execution_id, version, the
@@ -289,7 +323,7 @@ FOR UPDATE OF jobs;
 -- edit, pause or resume nothing is written for that job and the service takes the locking path),
 -- or from the row lock_leased_job holds. Returns the ids of the jobs written, as text.
 job AS (
-    UPDATE jobs j
+    UPDATE job_runs j
     SET state = o.state, scheduled_at = o.scheduled_at, attempt = o.attempt, next_run_at = o.next_run_at,
         manual_run_at = CASE WHEN j.lease_kind = 'manual' AND j.manual_run_at = o.ran_scheduled_at THEN NULL
                              ELSE j.manual_run_at END,
@@ -298,9 +332,9 @@ job AS (
         failure_count = j.failure_count + CASE WHEN o.status = 'succeeded' THEN 0 ELSE 1 END,
         last_status = o.status, last_error = o.error
     FROM outcome o
-    WHERE j.id = o.job_id AND j.lock_token = o.lock_token AND j.running_execution_id = o.execution_id
+    WHERE j.job_id = o.job_id AND j.lock_token = o.lock_token AND j.running_execution_id = o.execution_id
       AND j.version = o.version
-    RETURNING j.id
+    RETURNING j.job_id AS id
 ), execution AS (
     UPDATE executions e
     SET status = o.status, finished_at = now(), http_status = o.http_status,
@@ -372,7 +406,7 @@ LIMIT %(limit)s;
 -- For the metrics: how many unleased jobs are due now, and how late the oldest is.
 SELECT count(*) AS due,
        COALESCE(EXTRACT(EPOCH FROM now() - min(due_at)), 0)::float AS oldest_due_age_seconds
-FROM jobs
+FROM job_runs
 WHERE due_at <= now() AND (locked_until IS NULL OR locked_until < now());
 
 -- name: next_due_in
@@ -380,7 +414,7 @@ WHERE due_at <= now() AND (locked_until IS NULL OR locked_until < now());
 -- the claim's index in due order. A lease still held is not looked at: the fan-out sleeps at
 -- most a second, so a lease that expires is reclaimed within a second of its end.
 SELECT EXTRACT(EPOCH FROM (
-           SELECT due_at FROM jobs
+           SELECT due_at FROM job_runs
            WHERE due_at IS NOT NULL AND (locked_until IS NULL OR locked_until < now())
            ORDER BY due_at
            LIMIT 1
@@ -402,7 +436,7 @@ FROM scheduler_maintain_partitions(%(retention_days)s::integer, %(days_ahead)s::
 -- constants when the statement is planned, leave out the partitions of the days outside them.
 SELECT e.*, j.name AS job_name
 FROM executions e
-JOIN jobs j ON j.id = e.job_id
+JOIN job_specs j ON j.id = e.job_id
 WHERE e.owner = %(owner)s
   AND (%(status)s::text IS NULL OR e.status = %(status)s::text)
   AND (%(job_id)s::uuid IS NULL OR e.job_id = %(job_id)s::uuid)
@@ -421,10 +455,11 @@ LIMIT %(limit)s;
 -- holds, or with a manual run pending, is kept (its next completion deletes it once that run is
 -- done).
 WITH job AS (
-    DELETE FROM jobs
-    WHERE id = ANY(%(job_ids)s::uuid[]) AND after_completion = 'delete' AND state = 'completed'
-      AND lock_token IS NULL AND manual_run_at IS NULL
-    RETURNING id
+    DELETE FROM job_specs s
+    USING job_runs r
+    WHERE s.id = ANY(%(job_ids)s::uuid[]) AND r.job_id = s.id AND s.after_completion = 'delete'
+      AND r.state = 'completed' AND r.lock_token IS NULL AND r.manual_run_at IS NULL
+    RETURNING s.id
 ), execution AS (
     DELETE FROM executions e USING job WHERE e.job_id = job.id
 )
@@ -436,4 +471,4 @@ SELECT id FROM job;
 -- waits throttled until it expires into the dead-letter queue. A leased job stays due (due_at is
 -- in the past until its completion moves next_run_at), so the due index bounds the cost by the due
 -- jobs, like the claim's, not by the table (a job paused under its lease is not counted).
-SELECT count(*) AS leases FROM jobs WHERE due_at <= now() AND locked_until > now();
+SELECT count(*) AS leases FROM job_runs WHERE due_at <= now() AND locked_until > now();

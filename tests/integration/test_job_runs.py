@@ -1,0 +1,124 @@
+"""Migration 0010: a job's run state in job_runs, its specification in job_specs, the view jobs
+joining them column for column as the table they replace."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from scheduler import service
+from scheduler.domain import Completion, Outcome
+from scheduler.migrations import migrate
+from tests.support import http_spec, make_due
+
+OWNER = "arn:aws:iam::111111111111:user/runs"
+
+
+def run_due(store, outcome: Outcome) -> None:
+    """Claim and start the due job, and record its outcome planned from the started row (the
+    runner's batch path)."""
+    [claim] = store.claim_and_start(10)
+    done = Completion(claim.job_id, claim.lock_token, claim.started.execution_id, outcome, started=claim.started)
+    assert service.complete_executions(store, [done]) == [True]
+
+
+def versions(conn: psycopg.Connection, job_id: str) -> tuple:
+    """The transaction that wrote each of the job's rows last: (job_specs', job_runs')."""
+    return conn.execute(
+        "SELECT s.xmin::text, r.xmin::text FROM job_specs s JOIN job_runs r ON r.job_id = s.id WHERE s.id = %s",
+        (job_id,),
+    ).fetchone()
+
+
+def specs_state(conn: psycopg.Connection, job_id: str) -> str:
+    return conn.execute("SELECT state FROM job_specs WHERE id = %s", (job_id,)).fetchone()[0]
+
+
+def test_every_job_and_its_run_state_are_carried_into_the_view(empty_db_url):
+    migrate(empty_db_url, target=9)
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        conn.execute("""
+            INSERT INTO jobs (id, owner, name, tags, schedule, run_at, target, retry, state, version,
+                              scheduled_at, attempt, next_run_at, manual_run_at, locked_until, lock_token,
+                              lease_kind, running_execution_id, last_run_at, run_count, failure_count,
+                              last_status, last_error, after_completion)
+            SELECT gen_random_uuid(), 'o', 'job-' || g, CASE WHEN g % 2 = 0 THEN ARRAY['t'] ELSE '{}' END,
+                   CASE WHEN g % 3 = 0 THEN NULL ELSE '* * * * *' END,
+                   CASE WHEN g % 3 = 0 THEN now() END, jsonb_build_object('type', 'http', 'n', g), '{}',
+                   (ARRAY['active', 'paused', 'completed'])[g % 3 + 1], g, now() - g * interval '1 minute', g % 4,
+                   now() + g * interval '1 minute', CASE WHEN g % 5 = 0 THEN now() END,
+                   CASE WHEN g % 7 = 0 THEN now() + interval '1 minute' END,
+                   CASE WHEN g % 7 = 0 THEN gen_random_uuid() END, CASE WHEN g % 7 = 0 THEN 'schedule' END,
+                   CASE WHEN g % 7 = 0 THEN gen_random_uuid() END, now() - interval '1 hour', g * 10, g,
+                   'failed', 'error ' || g, CASE WHEN g % 2 = 0 THEN 'delete' ELSE 'keep' END
+            FROM generate_series(1, 60) AS g""")
+        before = conn.execute("SELECT * FROM jobs ORDER BY id").fetchall()
+        columns = [c.name for c in conn.execute("SELECT * FROM jobs LIMIT 0").description]
+    assert migrate(empty_db_url, target=10) == [10]
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        assert conn.execute("SELECT * FROM jobs ORDER BY id").fetchall() == before
+        assert [c.name for c in conn.execute("SELECT * FROM jobs LIMIT 0").description] == columns
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM job_specs s JOIN job_runs r ON r.job_id = s.id WHERE s.state <> r.state"
+            ).fetchone()[0]
+            == 0
+        )
+        # The claim's index moved with due_at; the specifications keep the list's.
+        indexes = {
+            r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename IN ('job_specs', 'job_runs')")
+        }
+        assert indexes == {
+            "jobs_pkey",
+            "jobs_owner_name_key",
+            "jobs_owner_state_idx",
+            "jobs_tags_idx",
+            "job_runs_pkey",
+            "job_runs_due_idx",
+        }
+
+
+def test_a_recurring_jobs_runs_leave_its_specification_alone(store, db_url):
+    job_id = str(service.create_job(store, OWNER, http_spec("every-minute"))["id"])
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        spec_before, run_before = versions(conn, job_id)
+        for _ in range(3):
+            make_due(store.pool, job_id)
+            run_due(store, Outcome("succeeded"))
+        make_due(store.pool, job_id)
+        run_due(store, Outcome("failed", error="boom"))
+        spec_after, run_after = versions(conn, job_id)
+    assert spec_after == spec_before and run_after != run_before
+    job = store.get_job(OWNER, job_id)
+    assert (job["run_count"], job["failure_count"], job["last_status"], job["state"]) == (4, 1, "failed", "active")
+
+
+@pytest.mark.parametrize("planned", [True, False], ids=["planned", "locking"])
+def test_the_job_lists_copy_of_the_state_follows_a_completion_that_ends_the_job(store, db_url, planned):
+    job_id = str(service.create_job(store, OWNER, http_spec("once", None, run_at=store.now()))["id"])
+    [claim] = store.claim_and_start(10)
+    extra = {"started": claim.started, "elapsed_seconds": 0.01} if planned else {}
+    done = Completion(claim.job_id, claim.lock_token, claim.started.execution_id, Outcome("succeeded"), **extra)
+    assert service.complete_executions(store, [done]) == [True]
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        assert specs_state(conn, job_id) == "completed"
+    assert [job["name"] for job in store.list_jobs(OWNER, state="completed")] == ["once"]
+    assert store.list_jobs(OWNER, state="active") == []
+
+
+def test_the_job_lists_copy_of_the_state_follows_a_pause_and_a_resume(store, db_url):
+    job_id = str(service.create_job(store, OWNER, http_spec("paused-later"))["id"])
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        assert service.pause_job(store, OWNER, job_id)["state"] == "paused"
+        assert specs_state(conn, job_id) == "paused"
+        assert [str(job["id"]) for job in store.list_jobs(OWNER, state="paused")] == [job_id]
+        assert service.resume_job(store, OWNER, job_id)["state"] == "active"
+        assert specs_state(conn, job_id) == "active"
+        assert store.list_jobs(OWNER, state="paused") == []
+
+
+def test_deleting_a_job_deletes_its_run_state(store, db_url):
+    job_id = str(service.create_job(store, OWNER, http_spec("gone"))["id"])
+    store.delete_job(OWNER, job_id)
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM job_runs WHERE job_id = %s", (job_id,)).fetchone()[0] == 0
