@@ -268,8 +268,9 @@ def render(results: dict[str, dict[str, Any] | None], meta: dict[str, Any]) -> s
         w(f"![throughput](img/{PLOTS['throughput'][0]})")
         w("")
         w(
-            f"{tp['jobs']} due jobs drained per run, claim batch {tp['batch']}, the median of {tp['rounds']} run(s) per "
-            "system and worker count, the systems' order rotated between runs:"
+            f"{tp['jobs']} due jobs drained per run ({tp.get('per_job_jobs', tp['jobs'])} for store per job), claim batch "
+            f"{tp['batch']}, the median of {tp['rounds']} run(s) per system and worker count, the systems' order "
+            "rotated between runs:"
         )
         w("")
         w(

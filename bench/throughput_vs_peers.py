@@ -1,6 +1,6 @@
 """Claim + start + complete throughput of the store, side by side with two peers on the same Postgres.
 
-    .venv/bin/python bench/throughput_vs_peers.py [--jobs 4000] [--workers 1 2 4] [--rounds 2] [--quick]
+    .venv/bin/python bench/throughput_vs_peers.py [--jobs 20000] [--per-job-jobs 4000] [--workers 1 2 4] [--rounds 5] [--quick]
 
 For each worker count, in one run and in rotating order (the machine is noisy, so only the
 ratios mean much):
@@ -692,11 +692,17 @@ def profile_store(url: str, jobs: int, batch: int, traced_jobs: int = 200) -> di
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=4000, help="jobs drained per run (default 4000)")
+    # 20,000: a run of 4,000 jobs lasted about 0.3 s with two processes, and its start (the first
+    # five executions of each statement planned afresh before psycopg prepares it, processes
+    # released by the barrier a few ms apart) weighed on its rate as much as the machine's noise.
+    parser.add_argument("--jobs", type=int, default=20000, help="jobs drained per run (default 20000)")
+    parser.add_argument(
+        "--per-job-jobs", type=int, default=4000, help="jobs drained per run of store per job (default 4000)"
+    )
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--batch", type=int, default=50, help="claim / dequeue batch size (default 50)")
     parser.add_argument(
-        "--rounds", type=int, default=3, help="runs of each system per worker count; the median is kept"
+        "--rounds", type=int, default=5, help="runs of each system per worker count; the median is kept"
     )
     parser.add_argument("--pgqueuer-driver", choices=("auto", "asyncpg", "psycopg"), default="auto")
     parser.add_argument("--no-profile", action="store_true", help="skip the profile of one store worker")
@@ -704,12 +710,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
     if args.quick:
-        args.jobs, args.rounds = min(args.jobs, 800), 1
+        args.jobs, args.per_job_jobs, args.rounds = min(args.jobs, 800), min(args.per_job_jobs, 800), 1
     driver = pgq_driver_name(args.pgqueuer_driver)
 
     results: dict[str, Any] = {
         "benchmark": "throughput_vs_peers",
         "jobs": args.jobs,
+        "per_job_jobs": args.per_job_jobs,
         "batch": args.batch,
         "rounds": args.rounds,
         "pgqueuer_driver": driver,
@@ -727,12 +734,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         script.write_text(pgbench_script(args.batch), encoding="utf-8")
         runners = {
             "store": lambda w: run_store(url, args.jobs, w, args.batch),
-            "store_per_job": lambda w: run_store(url, args.jobs, w, args.batch, per_job=True),
+            "store_per_job": lambda w: run_store(url, args.per_job_jobs, w, args.batch, per_job=True),
             "pgbench": lambda w: run_pgbench(url, args.jobs, w, args.batch, script),
             "pgqueuer": lambda w: run_pgqueuer(pgq_url, args.jobs, w, args.batch, driver),
         }
         print(
-            f"claim + start + complete of {args.jobs} jobs, batch {args.batch}, {args.rounds} round(s); "
+            f"claim + start + complete of {args.jobs} jobs ({args.per_job_jobs} per job), batch {args.batch}, "
+            f"{args.rounds} round(s); "
             f"pgqueuer on {driver}",
             flush=True,
         )

@@ -3,13 +3,17 @@ joining them column for column as the table they replace."""
 
 from __future__ import annotations
 
+import functools
+import threading
+
 import psycopg
 import pytest
 
 from scheduler import service
 from scheduler.domain import Completion, Outcome
 from scheduler.migrations import migrate
-from tests.support import http_spec, make_due
+from scheduler.store import Store
+from tests.support import http_spec, make_due, poll
 
 OWNER = "arn:aws:iam::111111111111:user/runs"
 
@@ -122,3 +126,35 @@ def test_deleting_a_job_deletes_its_run_state(store, db_url):
     store.delete_job(OWNER, job_id)
     with psycopg.connect(db_url, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM job_runs WHERE job_id = %s", (job_id,)).fetchone()[0] == 0
+
+
+def test_an_edit_waiting_on_a_run_holds_nothing_the_run_needs_next(store, db_url, monkeypatch):
+    """The lock order (get_job_for_update in queries.sql): a completion that ends a job holds its
+    run state's row when its trigger writes the specification's. An edit waiting for the run holds
+    no lock yet, so that write goes through: locked the other way round, the two would deadlock
+    (the store's retry on a failed connection would hide it: the edit runs here without it)."""
+    job_id = str(service.create_job(store, OWNER, http_spec("contended"))["id"])
+    monkeypatch.setattr(store, "modify_job", functools.partial(Store.modify_job.__wrapped__, store))
+    outcome: list = []
+
+    def edit() -> None:
+        try:
+            outcome.append(service.pause_job(store, OWNER, job_id)["state"])
+        except psycopg.Error as exc:
+            outcome.append(exc)
+
+    with psycopg.connect(db_url) as run, psycopg.connect(db_url, autocommit=True) as observer:
+        run.execute("UPDATE job_runs SET run_count = run_count + 1 WHERE job_id = %s", (job_id,))
+        editor = threading.Thread(target=edit)
+        editor.start()
+        poll(
+            lambda: observer.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()[0],
+            what="the edit waiting for the run's row",
+        )
+        run.execute("UPDATE job_specs SET updated_at = now() WHERE id = %s", (job_id,))  # as the trigger does
+        run.commit()
+        editor.join(timeout=30)
+    assert outcome == ["paused"]
+    assert store.get_job(OWNER, job_id)["run_count"] == 1

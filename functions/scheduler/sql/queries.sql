@@ -7,8 +7,8 @@ SELECT now() AS now;
 
 -- fragment: job_row
 -- The columns of the view jobs (migration 0010), from a "spec" row of job_specs and a "run" row of
--- job_runs that a statement wrote: what an insert or an update returns. The state is the run's,
--- the spec's copy being written after the statement (job_runs_state_to_spec).
+-- job_runs: what an insert, an update or a locking read returns. The state is the run's, the
+-- spec's copy being written after the statement that changes it (job_runs_state_to_spec).
 spec.id, spec.owner, spec.name, spec.description, spec.tags, spec.schedule, spec.run_at, spec.timezone,
 spec.start_at, spec.end_at, spec.target, spec.retry, spec.missed_runs, run.state, run.version,
 run.scheduled_at, run.attempt, run.next_run_at, run.manual_run_at, run.due_at, run.locked_until,
@@ -39,7 +39,15 @@ SELECT {{ job_row }} FROM spec JOIN run ON run.job_id = spec.id;
 SELECT * FROM jobs WHERE id = %(id)s AND owner = %(owner)s;
 
 -- name: get_job_for_update
-SELECT *, now() AS db_now FROM jobs WHERE id = %(id)s AND owner = %(owner)s FOR UPDATE;
+-- The job, held for an edit or a delete: its run state's row. The lock order of a job's rows:
+-- a statement that locks both locks its job_runs row first, then its job_specs row, since a
+-- completion that ends a job holds the first when its trigger writes the second (the other order
+-- could deadlock with it). The run state's row lock is the job's lock: claims and starts take it
+-- (FOR UPDATE SKIP LOCKED, their UPDATE), and nothing writes a job without it.
+SELECT {{ job_row }}, now() AS db_now
+FROM job_runs run JOIN job_specs spec ON spec.id = run.job_id
+WHERE run.job_id = %(id)s AND spec.owner = %(owner)s
+FOR UPDATE OF run;
 
 -- name: list_jobs
 -- Keyset pagination on (owner, name): name is unique per owner, so a page boundary is exact
@@ -127,15 +135,17 @@ DELETE FROM job_specs WHERE id = %(id)s AND owner = %(owner)s RETURNING id;  -- 
 -- name: request_manual_run
 -- Run now, outside the schedule. If the job is leased, the claim takes it once the lease ends.
 -- Requests coalesce until a run starts; one made while a manual run is under way is a new one.
-WITH spec AS (
-    UPDATE job_specs SET updated_at = now() WHERE id = %(id)s AND owner = %(owner)s RETURNING *
-), run AS (
-    UPDATE job_runs
-    SET manual_run_at = CASE WHEN manual_run_at IS NULL OR (lease_kind = 'manual' AND running_execution_id IS NOT NULL)
-                             THEN now() ELSE manual_run_at END
-    FROM spec
-    WHERE job_id = spec.id
-    RETURNING job_runs.*
+-- The run state's update runs first, its specification's reads its rows (the lock order: see
+-- get_job_for_update).
+WITH run AS (
+    UPDATE job_runs r
+    SET manual_run_at = CASE WHEN r.manual_run_at IS NULL OR (r.lease_kind = 'manual' AND r.running_execution_id IS NOT NULL)
+                             THEN now() ELSE r.manual_run_at END
+    FROM job_specs s
+    WHERE r.job_id = %(id)s AND s.id = r.job_id AND s.owner = %(owner)s
+    RETURNING r.*
+), spec AS (
+    UPDATE job_specs SET updated_at = now() FROM run WHERE id = run.job_id RETURNING job_specs.*
 )
 SELECT {{ job_row }} FROM spec JOIN run ON run.job_id = spec.id;
 
@@ -302,12 +312,13 @@ FROM job JOIN execution ON execution.id = job.running_execution_id;
 -- name: lock_leased_job
 -- Completion's locking path: hold the row only if our lease still stands (the fence). The
 -- execution started with the job's last_run_at (see mark_lost): one day's primary key is probed.
-SELECT jobs.*, now() AS db_now, jobs.last_run_at AS ran_started_at,
+-- The run state's row is held (the lock order: see get_job_for_update).
+SELECT {{ job_row }}, now() AS db_now, run.last_run_at AS ran_started_at,
        (SELECT scheduled_at FROM executions
-        WHERE job_id = jobs.id AND started_at = jobs.last_run_at AND id = %(execution_id)s) AS ran_scheduled_at
-FROM jobs
-WHERE id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id = %(execution_id)s
-FOR UPDATE;
+        WHERE job_id = run.job_id AND started_at = run.last_run_at AND id = %(execution_id)s) AS ran_scheduled_at
+FROM job_runs run JOIN job_specs spec ON spec.id = run.job_id
+WHERE run.job_id = %(job_id)s AND run.lock_token = %(lock_token)s AND run.running_execution_id = %(execution_id)s
+FOR UPDATE OF run;
 
 -- fragment: complete_outcomes
 -- After an "outcome" CTE (one row per execution: job_id, lock_token, execution_id, version, the
