@@ -313,7 +313,7 @@ def render(results: dict[str, dict[str, Any] | None], meta: dict[str, Any]) -> s
             x = tp.get("transactions_per_job", {}).get(workers, {})
             xs = " / ".join(f"{x[s]:.2f}" for s in order) if x else ""
             c = tp.get("server_cpu_ms_per_job", {}).get(workers, {})
-            cpu_s = " / ".join(f"{c[s]:.2f}" for s in order) if c else "n/a"
+            cpu_s = " / ".join(f"{c[s]:.3f}" for s in order) if c else "n/a"
             w(
                 f"| {workers} | "
                 + " | ".join(f"{row[s]:.0f}" for s in order)
@@ -533,6 +533,12 @@ def _pgq_version() -> str:
         return ""
 
 
+def _span(values: list[float], fmt: str = ".2f", suffix: str = "") -> str:
+    """``a to b`` over ``values``, or ``a`` alone when every value prints the same."""
+    low, high = f"{min(values, default=0):{fmt}}{suffix}", f"{max(values, default=0):{fmt}}{suffix}"
+    return low if low == high else f"{low} to {high}"
+
+
 def throughput_reading(tp: dict[str, Any]) -> str:
     table = tp["table"]
     vs_bench = [row["store_vs_pgbench"] for row in table.values()]
@@ -544,23 +550,35 @@ def throughput_reading(tp: dict[str, Any]) -> str:
     bench_vs_pgq = [row["pgbench"] / row["pgqueuer"] for row in table.values()]
     text = [
         f"**Reading.** The store takes a batch in two statements (claim and start together, then every outcome "
-        f"at once), so it commits {min(store_x, default=0):.2f} to {max(store_x, default=0):.2f} times per job "
-        f"against pgqueuer's {min(pgq_x, default=0):.2f} to {max(pgq_x, default=0):.2f}, and the database runs "
-        f"that work {min(bench_vs_pgq):.1f}x to {max(bench_vs_pgq):.1f}x as fast as pgqueuer drains its queue "
+        f"at once), so it commits {_span(store_x)} times per job against pgqueuer's {_span(pgq_x)}, and the "
+        f"database runs that work {_span(bench_vs_pgq, '.1f', 'x')} as fast as pgqueuer drains its queue "
         "(pgbench against pgqueuer), although each job also leaves a row of history (an execution inserted as "
         "`running`, then updated with its outcome) and plans its next occurrence."
     ]
     text.append(
-        f"Against pgqueuer the store reaches {min(vs_pgq):.2f}x to {max(vs_pgq):.2f}x, and against pgbench "
-        f"running its own statements {min(vs_bench):.2f}x to {max(vs_bench):.2f}x: what separates the store "
+        f"Against pgqueuer the store reaches {_span(vs_pgq, '.2f', 'x')}, and against pgbench "
+        f"running its own statements {_span(vs_bench, '.2f', 'x')}: what separates the store "
         "from pgbench is the Python client (psycopg turning the 26 columns of each started job into Python "
         "values, planning each job's next occurrence, building the outcome arrays), which shares the two "
         "cores with the server; a worker's claims and records overlap, as local mode's do."
     )
+    server, client = tp.get("server_cpu_ms_per_job", {}), tp.get("client_cpu_us_per_job", {})
+    busy = [w for w in sorted(table, key=int) if int(w) >= 2 and w in server and w in client]
+    if busy:
+        costs = "; ".join(
+            f"{w} processes: the store {server[w]['store'] * 1000:.0f} us of Postgres and "
+            f"{client[w]['store']:.0f} us of client, pgqueuer {server[w]['pgqueuer'] * 1000:.0f} and "
+            f"{client[w]['pgqueuer']:.0f} us"
+            for w in busy
+        )
+        text.append(
+            "From two processes on, both keep the two cores busy, and the rate follows the CPU a job costs "
+            f"Postgres and the client together ({costs})."
+        )
     if per_job:
         text.append(
             f"The per-job path (an executor Lambda per job: two commits per job) runs at "
-            f"{min(per_job):.2f}x to {max(per_job):.2f}x of the batched one here; in the deployment its "
+            f"{_span(per_job, '.2f', 'x')} of the batched one here; in the deployment its "
             "throughput comes from many executors at once, not from one process."
         )
     return "\n".join(_wrap(" ".join(text)))
