@@ -448,8 +448,7 @@ def insert_jobs(
                 "spread": spread_seconds,
             },
         )
-        conn.execute("VACUUM ANALYZE job_specs")
-        conn.execute("VACUUM ANALYZE job_runs")
+        conn.execute("VACUUM ANALYZE job_specs, job_runs")
 
 
 def add_history_days(url: str, days: int) -> int:

@@ -139,8 +139,7 @@ def run_fanout_once(
             conn.execute("TRUNCATE job_specs, job_runs, executions")
         insert_due_jobs(pool, jobs)
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("VACUUM ANALYZE job_specs")
-            conn.execute("VACUUM ANALYZE job_runs")
+            conn.execute("VACUUM ANALYZE job_specs, job_runs")
         store = Store(pool)
         client = lambda_client(fake.url, botocore_defaults)
         client.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b"{}")  # warm: endpoint, signer

@@ -70,8 +70,7 @@ def fill(
                 bar.update((last - first + 1) * jobs)
     pool.close()
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE job_specs")
-        conn.execute("VACUUM ANALYZE job_runs")
+        conn.execute("VACUUM ANALYZE job_specs, job_runs")
         conn.execute("VACUUM ANALYZE executions")
 
 

@@ -91,8 +91,7 @@ def reset_jobs(url: str, jobs: int) -> None:
     finally:
         pool.close()
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE job_specs")
-        conn.execute("VACUUM ANALYZE job_runs")
+        conn.execute("VACUUM ANALYZE job_specs, job_runs")
         conn.execute("VACUUM ANALYZE executions")
     checkpoint(url)
 

@@ -20,6 +20,7 @@ import requests
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
+from scheduler import service
 from scheduler.domain import Completion, Outcome
 
 
@@ -252,6 +253,16 @@ def succeeded(claim, **extra: Any) -> Completion:
         started=claim.started,
         **extra,
     )
+
+
+def run_once(store, outcome: Outcome, *, planned: bool) -> bool:
+    """Claim and start the due job, and record its outcome: planned from the started row (the
+    runner's batch path) or through the locking path. Whether the outcome was written."""
+    [claim] = store.claim_and_start(10)
+    extra = {"started": claim.started, "elapsed_seconds": 0.01} if planned else {}
+    return service.complete_executions(
+        store, [Completion(claim.job_id, claim.lock_token, claim.started.execution_id, outcome, **extra)]
+    )[0]
 
 
 def expire_lease(pool: ConnectionPool, job_id: str) -> None:

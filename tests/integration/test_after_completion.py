@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from scheduler import service
-from scheduler.domain import Completion, Outcome
+from scheduler.domain import Outcome
 from scheduler.errors import NotFound
 from tests.integration.test_api import api, box, create, job_body  # noqa: F401 - fixtures
-from tests.support import expire_lease, http_spec, make_due
+from tests.support import expire_lease, http_spec, make_due, run_once
 
 OWNER = "arn:aws:iam::111111111111:user/alice"
 
@@ -24,16 +24,6 @@ def one_off(store, name: str, after_completion: str | None = "delete") -> str:
 def executions_of(pool, job_id: str) -> int:
     with pool.connection() as conn:
         return conn.execute("SELECT count(*) AS n FROM executions WHERE job_id = %s", (job_id,)).fetchone()["n"]
-
-
-def run_once(store, outcome: Outcome, *, planned: bool) -> bool:
-    """Claim and start the due job, and record its outcome: planned from the started row (the
-    runner's batch path) or through the locking path."""
-    [claim] = store.claim_and_start(10)
-    extra = {"started": claim.started, "elapsed_seconds": 0.01} if planned else {}
-    return service.complete_executions(
-        store, [Completion(claim.job_id, claim.lock_token, claim.started.execution_id, outcome, **extra)]
-    )[0]
 
 
 @pytest.mark.parametrize("planned", [True, False], ids=["planned", "locking"])

@@ -10,20 +10,13 @@ import psycopg
 import pytest
 
 from scheduler import service
-from scheduler.domain import Completion, Outcome
+from scheduler.domain import Outcome
 from scheduler.migrations import migrate
+from scheduler.sql import QUERIES
 from scheduler.store import Store
-from tests.support import http_spec, make_due, poll
+from tests.support import http_spec, make_due, poll, run_once
 
 OWNER = "arn:aws:iam::111111111111:user/runs"
-
-
-def run_due(store, outcome: Outcome) -> None:
-    """Claim and start the due job, and record its outcome planned from the started row (the
-    runner's batch path)."""
-    [claim] = store.claim_and_start(10)
-    done = Completion(claim.job_id, claim.lock_token, claim.started.execution_id, outcome, started=claim.started)
-    assert service.complete_executions(store, [done]) == [True]
 
 
 def versions(conn: psycopg.Connection, job_id: str) -> tuple:
@@ -82,15 +75,28 @@ def test_every_job_and_its_run_state_are_carried_into_the_view(empty_db_url):
         }
 
 
+def test_what_a_write_returns_is_the_views_row(store, db_url):
+    """The job_row fragment (what an insert, an update or a locking read returns) lists the view's
+    columns in its order, as a read of the view answers."""
+    job_id = str(service.create_job(store, OWNER, http_spec("same-row"))["id"])
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        held = conn.execute(QUERIES["get_job_for_update"], {"id": job_id, "owner": OWNER})
+        columns = [c.name for c in held.description]
+        row = dict(zip(columns, held.fetchone()))
+        read = conn.execute("SELECT * FROM jobs WHERE id = %s", (job_id,))
+        assert columns[:-1] == [c.name for c in read.description] and columns[-1] == "db_now"
+        assert {k: v for k, v in row.items() if k != "db_now"} == dict(zip(columns, read.fetchone()))
+
+
 def test_a_recurring_jobs_runs_leave_its_specification_alone(store, db_url):
     job_id = str(service.create_job(store, OWNER, http_spec("every-minute"))["id"])
     with psycopg.connect(db_url, autocommit=True) as conn:
         spec_before, run_before = versions(conn, job_id)
         for _ in range(3):
             make_due(store.pool, job_id)
-            run_due(store, Outcome("succeeded"))
+            assert run_once(store, Outcome("succeeded"), planned=True)
         make_due(store.pool, job_id)
-        run_due(store, Outcome("failed", error="boom"))
+        assert run_once(store, Outcome("failed", error="boom"), planned=True)
         spec_after, run_after = versions(conn, job_id)
     assert spec_after == spec_before and run_after != run_before
     job = store.get_job(OWNER, job_id)
@@ -100,10 +106,7 @@ def test_a_recurring_jobs_runs_leave_its_specification_alone(store, db_url):
 @pytest.mark.parametrize("planned", [True, False], ids=["planned", "locking"])
 def test_the_job_lists_copy_of_the_state_follows_a_completion_that_ends_the_job(store, db_url, planned):
     job_id = str(service.create_job(store, OWNER, http_spec("once", None, run_at=store.now()))["id"])
-    [claim] = store.claim_and_start(10)
-    extra = {"started": claim.started, "elapsed_seconds": 0.01} if planned else {}
-    done = Completion(claim.job_id, claim.lock_token, claim.started.execution_id, Outcome("succeeded"), **extra)
-    assert service.complete_executions(store, [done]) == [True]
+    assert run_once(store, Outcome("succeeded"), planned=planned) is True
     with psycopg.connect(db_url, autocommit=True) as conn:
         assert specs_state(conn, job_id) == "completed"
     assert [job["name"] for job in store.list_jobs(OWNER, state="completed")] == ["once"]
