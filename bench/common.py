@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
 
 from scheduler.migrations import migrate  # noqa: E402
+from scheduler.sql import strip_sql_comments  # noqa: E402,F401 - re-exported for the benchmarks
 from tests.support import postgres_server, temporary_database  # noqa: E402,F401 - postgres_server re-exported
 
 
@@ -379,22 +380,6 @@ class ServerCpu:
 
 
 # -- pgbench scripts from the store's named queries ----------------------------------------------
-
-
-def strip_sql_comments(sql: str) -> str:
-    """Drop ``--`` comments (outside string literals) and blank lines."""
-    out, i, quoted = [], 0, False
-    while i < len(sql):
-        ch = sql[i]
-        if ch == "'":
-            quoted = not quoted
-        if not quoted and sql.startswith("--", i):
-            end = sql.find("\n", i)
-            i = len(sql) if end < 0 else end
-            continue
-        out.append(ch)
-        i += 1
-    return "\n".join(line.rstrip() for line in "".join(out).splitlines() if line.strip())
 
 
 def split_with(sql: str) -> tuple[str | None, str]:

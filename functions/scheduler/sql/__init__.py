@@ -40,8 +40,27 @@ def parse_named_queries(text: str) -> dict[str, str]:
     return {name: expand(body) for name, body in blocks["name"].items()}
 
 
+def strip_sql_comments(sql: str) -> str:
+    """Drop ``--`` comments (outside string literals) and blank lines."""
+    out, i, quoted = [], 0, False
+    while i < len(sql):
+        ch = sql[i]
+        if ch == "'":
+            quoted = not quoted
+        if not quoted and sql.startswith("--", i):
+            end = sql.find("\n", i)
+            i = len(sql) if end < 0 else end
+            continue
+        out.append(ch)
+        i += 1
+    return "\n".join(line.rstrip() for line in "".join(out).splitlines() if line.strip())
+
+
 def _load() -> dict[str, str]:
-    return parse_named_queries(resources.files(__package__).joinpath("queries.sql").read_text("utf-8"))
+    # Comments are stripped: psycopg caches its conversion of a query only under 4 KiB, and the
+    # commented claim is longer than that, so it was converted again on every call.
+    text = resources.files(__package__).joinpath("queries.sql").read_text("utf-8")
+    return {name: strip_sql_comments(sql) for name, sql in parse_named_queries(text).items()}
 
 
 QUERIES: dict[str, str] = _load()
