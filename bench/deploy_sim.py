@@ -690,16 +690,15 @@ def grouped_script(batch: int, group: int) -> str:
     # The started rows gathered into arrays for the completion, each job's token beside its id.
     start = (
         f"WITH {ctes}, __started AS ({main}) "
-        "SELECT count(*) AS g_n, array_agg(s.id) AS g_ids, array_agg(j.lock_token) AS g_tokens, "
-        "array_agg(s.execution_id) AS g_xids, array_agg(s.execution_started_at) AS g_started, "
+        # complete_jobs' outcomes (a yearly job's plan after a success), built by the server here.
+        "SELECT count(*) AS g_n, COALESCE(json_agg(json_build_array(s.id, j.lock_token, s.execution_id, 1, 'active', "
+        f"{NEXT_YEAR}, 0, {NEXT_YEAR}, NULL, 'succeeded', NULL, 200, NULL, s.execution_started_at)), '[]')::text "
+        "AS g_outcomes, "
         "COALESCE(min(s.execution_started_at), now()) AS g_first, "
         "COALESCE(max(s.execution_started_at), now()) AS g_last "
         "FROM __started s JOIN jobs j ON j.id = s.id"
     )
     complete = strip_sql_comments(QUERIES["complete_jobs"])
-
-    def fill(value: str) -> str:
-        return f"array_fill({value}, ARRAY[:g_n::integer])"
 
     for first in range(1, batch + 1, group):
         part = f"[{first}:{first + group - 1}]"
@@ -716,24 +715,7 @@ def grouped_script(batch: int, group: int) -> str:
             )
             + " \\gset"
         )
-        values = {
-            "job_id": ":g_ids",
-            "lock_token": ":g_tokens",
-            "execution_id": ":g_xids",
-            "version": fill("1"),
-            "state": fill("'active'::text"),
-            "scheduled_at": fill(NEXT_YEAR),
-            "attempt": fill("0"),
-            "next_run_at": fill(NEXT_YEAR),
-            "ran_scheduled_at": fill("NULL::timestamptz"),
-            "status": fill("'succeeded'::text"),
-            "error": fill("NULL::text"),
-            "http_status": fill("200"),
-            "response_excerpt": fill("NULL::text"),
-            "started_at": ":g_started",
-            "earliest_started_at": ":g_first",
-            "latest_started_at": ":g_last",
-        }
+        values = {"outcomes": ":g_outcomes", "earliest_started_at": ":g_first", "latest_started_at": ":g_last"}
         lines.append(substitute(complete, values).rstrip(";") + ";")
         lines.append("\\endif")
     return "\n".join(lines) + "\n"

@@ -288,9 +288,10 @@ def render(results: dict[str, dict[str, Any] | None], meta: dict[str, Any]) -> s
             "targets are read on the row above."
         )
         w(
-            "- **pgbench**: the store's statements from `queries.sql` (`claim_and_start`, its rows aggregated into "
-            "arrays with `\\gset`, then `complete_jobs` of the whole batch), `-M prepared -c N -j N`. No Python and no "
-            "client-side planning: the database's own limit for this work on this machine."
+            "- **pgbench**: the store's statements from `queries.sql` (`claim_and_start`, its rows aggregated by the "
+            "server into `complete_jobs`' JSON outcomes with `\\gset`, then `complete_jobs` of the whole batch), "
+            "`-M prepared -c N -j N`. No Python and no client-side planning: the database's own limit for this work "
+            "on this machine."
         )
         w(
             f"- **pgqueuer** {_pgq_version()}: its schema installed with `Queries.install()` in a separate database, "
@@ -559,7 +560,7 @@ def throughput_reading(tp: dict[str, Any]) -> str:
         f"Against pgqueuer the store reaches {_span(vs_pgq, '.2f', 'x')}, and against pgbench "
         f"running its own statements {_span(vs_bench, '.2f', 'x')}: what separates the store "
         "from pgbench is the Python client (psycopg turning the 26 columns of each started job into Python "
-        "values, planning each job's next occurrence, building the outcome arrays), which shares the two "
+        "values, planning each job's next occurrence, encoding the outcomes), which shares the two "
         "cores with the server; a worker's claims and records overlap, as local mode's do."
     )
     server, client = tp.get("server_cpu_ms_per_job", {}), tp.get("client_cpu_us_per_job", {})

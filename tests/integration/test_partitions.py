@@ -22,6 +22,7 @@ from scheduler.errors import NotFound
 from scheduler.migrations import ensure_login, migrate
 from scheduler.sql import QUERIES
 from scheduler.store import Store, _claim_and_start_sql
+from scheduler.store.completions import COMPLETION_COLUMNS, encode_outcomes
 from tests.support import http_spec, poll, succeeded
 
 OWNER = "arn:aws:iam::111111111111:user/partitions"
@@ -278,7 +279,7 @@ def test_the_writes_by_execution_id_probe_one_partition(store, db_url):
         bounds = {"earliest_started_at": started.started_at, "latest_started_at": started.started_at}
         for name, values in (
             ("complete_job", params | bounds),
-            ("complete_jobs", {k: [v] for k, v in params.items()} | bounds),
+            ("complete_jobs", {"outcomes": encode_outcomes([[params[k] for k in COMPLETION_COLUMNS]])} | bounds),
             ("lock_leased_job", {k: params[k] for k in ("job_id", "lock_token", "execution_id")}),
         ):
             conn.execute("BEGIN")

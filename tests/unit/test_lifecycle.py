@@ -108,3 +108,42 @@ def test_named_queries_are_loaded_without_comments_and_fit_psycopgs_conversion_c
         assert "--" not in sql.replace("'--", ""), name
         # Longer, psycopg converts the query at every call instead of once (the claim was 5.6 KiB).
         assert len(sql.encode()) <= MAX_CACHED_STATEMENT_LENGTH, name
+
+
+def test_outcomes_encode_alike_with_orjson_and_without():
+    """complete_jobs' outcomes: instants with their offset and microseconds, the standard
+    library's encoding (the Lambda layer has no orjson) reading the same as orjson's."""
+    import json
+    from zoneinfo import ZoneInfo
+
+    from scheduler.store import completions
+
+    instant = datetime(2026, 12, 2, 17, 54, 52, 123456, tzinfo=ZoneInfo("Europe/Paris"))
+    rows = [
+        [
+            "id",
+            "token",
+            "x",
+            3,
+            "active",
+            instant,
+            0,
+            None,
+            datetime(2026, 1, 1, tzinfo=UTC),
+            "ok",
+            'a "q" \u2603',
+            200,
+            None,
+            instant,
+        ]
+    ]
+    fast = completions.encode_outcomes(rows)
+    orjson, completions.orjson = completions.orjson, None
+    try:
+        slow = completions.encode_outcomes(rows)
+    finally:
+        completions.orjson = orjson
+    assert json.loads(fast) == json.loads(slow)
+    decoded = json.loads(slow)[0]
+    assert datetime.fromisoformat(decoded[5]) == instant and decoded[5].endswith(".123456+01:00")
+    assert decoded[8] == "2026-01-01T00:00:00+00:00" and decoded[10] == 'a "q" \u2603'

@@ -28,7 +28,7 @@ from scheduler.domain import SPEC_FIELDS, Claim, Completion, Job, StartedExecuti
 from scheduler.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
 from scheduler.ports import Change, CompletionPlanner, Planner
 from scheduler.sql import QUERIES
-from scheduler.store.completions import completion_arrays, completion_row
+from scheduler.store.completions import completion_batch, completion_row
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
 from scheduler.store.rows import is_uuid, retry_on_dead_connection, uuids_as_text
 
@@ -403,7 +403,7 @@ class Store(ExecutionHistory):
                 done, plan, done.started.job.version, done.started.scheduled_at, done.started.started_at
             )
         else:
-            query, params = QUERIES["complete_jobs"], completion_arrays(planned)
+            query, params = QUERIES["complete_jobs"], completion_batch(planned)
         doomed = [str(done.job_id) for done, plan in planned if plan.get("delete")]
         with self.pool.connection() as conn, conn.transaction() if doomed else contextlib.nullcontext():
             # The ids come back as text (complete_outcomes), as the callers hold them.

@@ -1,17 +1,24 @@
 """The parameters of the completion statements: ``complete_job`` (values, for one outcome: the
 cheaper statement to plan, for executors through RDS Proxy that cannot keep prepared statements)
-and ``complete_jobs`` (arrays of them, for a batch or a group), each with the earliest and latest
-``started_at`` the planner prunes the executions' day partitions by."""
+and ``complete_jobs`` (a JSON array of them, for a batch or a group), each with the earliest and
+latest ``started_at`` the planner prunes the executions' day partitions by."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from scheduler.domain import Completion
 
-_COMPLETION_COLUMNS = (
+try:  # the `local` extra; the Lambda layer has none: the standard library's encoder there
+    import orjson
+except ImportError:  # pragma: no cover - exercised where orjson is not installed
+    orjson = None  # type: ignore[assignment]
+
+# complete_job's parameters, and the order of each outcome's values in complete_jobs' JSON.
+COMPLETION_COLUMNS = (
     "job_id",
     "lock_token",
     "execution_id",
@@ -32,8 +39,9 @@ _COMPLETION_COLUMNS = (
 def completion_values(
     done: Completion, plan: Mapping[str, Any], version: int, ran_scheduled_at: datetime | None, started_at: datetime
 ) -> tuple[Any, ...]:
-    """One outcome's parameters in ``_COMPLETION_COLUMNS`` order; ``started_at`` is the
-    execution's (its partition's key)."""
+    """One outcome's parameters in ``COMPLETION_COLUMNS`` order; ``started_at`` is the
+    execution's (its partition's key). The texts an execution keeps lose their NUL characters,
+    which Postgres cannot store: a response body holding one would fail its completion."""
     outcome = done.outcome
     return (
         done.job_id,
@@ -46,33 +54,52 @@ def completion_values(
         plan["next_run_at"],
         ran_scheduled_at,
         outcome.status,
-        outcome.error,
+        _storable(outcome.error),
         done.http_status,
-        done.response_excerpt,
+        _storable(done.response_excerpt),
         started_at,
     )
+
+
+def _storable(text: str | None) -> str | None:
+    return text.replace("\x00", "\ufffd") if text and "\x00" in text else text
 
 
 def completion_row(
     done: Completion, plan: Mapping[str, Any], version: int, ran_scheduled_at: datetime | None, started_at: datetime
 ) -> dict[str, Any]:
     """The parameters of ``complete_job`` for one outcome."""
-    row = dict(zip(_COMPLETION_COLUMNS, completion_values(done, plan, version, ran_scheduled_at, started_at)))
+    row = dict(zip(COMPLETION_COLUMNS, completion_values(done, plan, version, ran_scheduled_at, started_at)))
     row["earliest_started_at"] = row["latest_started_at"] = started_at
     return row
 
 
-def completion_arrays(planned: Sequence[tuple[Completion, Mapping[str, Any]]]) -> dict[str, list[Any]]:
-    """The parameters of ``complete_jobs`` for outcomes planned from their started rows: each
-    outcome's values as a tuple (no dict per row), turned column by column into arrays."""
+def completion_batch(planned: Sequence[tuple[Completion, Mapping[str, Any]]]) -> dict[str, Any]:
+    """The parameters of ``complete_jobs`` for outcomes planned from their started rows: their
+    values (``COMPLETION_COLUMNS`` order) as one JSON array of arrays, and the bounds of their
+    ``started_at``."""
     rows = [
         completion_values(done, plan, done.started.job.version, done.started.scheduled_at, done.started.started_at)  # type: ignore[union-attr]
         for done, plan in planned
     ]
-    columns = list(zip(*rows)) or [()] * len(_COMPLETION_COLUMNS)  # no outcomes: empty arrays
-    arrays = {key: list(column) for key, column in zip(_COMPLETION_COLUMNS, columns, strict=True)}
-    started = arrays["started_at"]
-    # The days the planner is to plan the executions' update over (queries.sql, complete_outcomes).
-    arrays["earliest_started_at"] = min(started, default=None)
-    arrays["latest_started_at"] = max(started, default=None)
-    return arrays
+    started = [row[-1] for row in rows]
+    return {
+        "outcomes": encode_outcomes(rows),
+        # The days the planner is to plan the executions' update over (queries.sql, complete_outcomes).
+        "earliest_started_at": min(started, default=None),
+        "latest_started_at": max(started, default=None),
+    }
+
+
+def encode_outcomes(rows: Sequence[Sequence[Any]]) -> str:
+    """Outcome rows as the JSON ``complete_jobs`` reads: instants in RFC 3339 with their offset
+    and microseconds (naive ones, which the scheduler never makes, taken as UTC)."""
+    if orjson is not None:
+        return orjson.dumps(rows, option=orjson.OPT_NAIVE_UTC).decode()
+    return json.dumps(rows, default=_instant, separators=(",", ":"))
+
+
+def _instant(value: Any) -> str:
+    if isinstance(value, datetime):
+        return (value if value.tzinfo is not None else value.replace(tzinfo=UTC)).isoformat()
+    raise TypeError(f"cannot encode {type(value).__name__} in an outcome")
