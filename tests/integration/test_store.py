@@ -610,8 +610,8 @@ def test_started_rows_are_read_by_position_as_the_store_names_their_columns(stor
 @pytest.mark.parametrize("batch", [True, False], ids=["complete_jobs", "complete_job"])
 def test_an_outcomes_texts_are_recorded_as_they_were_and_a_nul_does_not_fail_it(store, pool, batch):
     """What a batch's outcomes carry (encoded as JSON for complete_jobs) comes back unchanged:
-    quotes, backslashes, non-ASCII, a JSON-looking body; a NUL, which Postgres cannot store,
-    becomes U+FFFD instead of failing the completion (and the execution with it)."""
+    quotes, backslashes, non-ASCII, a JSON-looking body; a NUL or a lone surrogate, which
+    Postgres cannot store, becomes U+FFFD instead of failing the completion (and its batch)."""
     ids = [str(service.create_job(store, OWNER, http_spec(f"texts-{batch}-{i}", "0 0 1 1 *"))["id"]) for i in range(2)]
     for job_id in ids:
         make_due(pool, job_id)
@@ -622,7 +622,7 @@ def test_an_outcomes_texts_are_recorded_as_they_were_and_a_nul_does_not_fail_it(
             claim.job_id,
             claim.lock_token,
             claim.started.execution_id,
-            Outcome("failed", retryable=False, error="HTTP 418 I'm a \u0000teapot"),
+            Outcome("failed", retryable=False, error="HTTP 418 I'm a \u0000teapot \ud800"),
             http_status=418,
             response_excerpt=excerpt,
             started=claim.started,
@@ -638,7 +638,7 @@ def test_an_outcomes_texts_are_recorded_as_they_were_and_a_nul_does_not_fail_it(
         [execution] = store.list_executions(OWNER, claim.job_id)
         assert execution.status == "failed" and execution.http_status == 418
         assert execution.response_excerpt == excerpt.replace("\u0000", "\ufffd")
-        assert execution.error == "HTTP 418 I'm a \ufffdteapot"
+        assert execution.error == "HTTP 418 I'm a \ufffdteapot \ufffd"
         assert execution.started_at == claim.started.started_at and execution.scheduled_at == claim.started.scheduled_at
         job = store.get_job(OWNER, claim.job_id)
         assert job["last_status"] == "failed" and job["lock_token"] is None

@@ -40,8 +40,8 @@ def completion_values(
     done: Completion, plan: Mapping[str, Any], version: int, ran_scheduled_at: datetime | None, started_at: datetime
 ) -> tuple[Any, ...]:
     """One outcome's parameters in ``COMPLETION_COLUMNS`` order; ``started_at`` is the
-    execution's (its partition's key). The texts an execution keeps lose their NUL characters,
-    which Postgres cannot store: a response body holding one would fail its completion."""
+    execution's (its partition's key). The texts an execution keeps lose what Postgres cannot
+    store (a NUL, a lone surrogate: each becomes U+FFFD), which would fail the completion."""
     outcome = done.outcome
     return (
         done.job_id,
@@ -62,7 +62,14 @@ def completion_values(
 
 
 def _storable(text: str | None) -> str | None:
-    return text.replace("\x00", "\ufffd") if text and "\x00" in text else text
+    if not text or (text.isascii() and "\x00" not in text):
+        return text
+    text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, which neither UTF-8 nor Postgres can hold
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def completion_row(
