@@ -687,7 +687,7 @@ def grouped_script(batch: int, group: int) -> str:
     ended together: one completion statement)."""
     lines = [claim_line(batch)]
     ctes, main = split_with(strip_sql_comments(QUERIES["start_executions"]))
-    # The started rows gathered into arrays for the completion, each job's token beside its id.
+    # The started rows gathered into the completion's outcomes, each job's token beside its id.
     start = (
         f"WITH {ctes}, __started AS ({main}) "
         # complete_jobs' outcomes (a yearly job's plan after a success), built by the server here.
