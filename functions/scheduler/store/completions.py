@@ -11,11 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from scheduler.domain import Completion
-
-try:  # the `local` extra; the Lambda layer has none: the standard library's encoder there
-    import orjson
-except ImportError:  # pragma: no cover - exercised where orjson is not installed
-    orjson = None  # type: ignore[assignment]
+from scheduler.store.rows import orjson  # None without the `local` extra (the Lambda layer's case)
 
 # complete_job's parameters, and the order of each outcome's values in complete_jobs' JSON.
 COMPLETION_COLUMNS = (
