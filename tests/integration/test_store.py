@@ -13,6 +13,7 @@ from scheduler import service
 from scheduler.db import make_pool
 from scheduler.lifecycle import Outcome
 from scheduler.store import Completion, NameTaken, NotFound, Store, VersionMismatch
+from scheduler.store.rows import started_rows_cursor
 from tests.support import expire_lease, http_spec, insert_due_jobs, make_due
 
 OWNER = "arn:aws:iam::111111111111:user/alice"
@@ -558,6 +559,25 @@ def test_a_started_rows_target_reads_as_json_loads_would(store, pool):
     [claim] = store.claim_and_start(10, 30)
     read = claim.started.job.target["body"]
     assert read == body and type(read["big"]) is int and type(read["neg"]) is int
+
+
+def test_the_started_rows_cursor_is_made_once_a_connection_and_outlives_a_failed_statement(pool):
+    """The runner's cursor for started rows is kept on its connection (its column loaders are
+    built once), reads uuids as text, keeps working after a statement fails on it, and is
+    made again once closed."""
+    with pool.connection() as conn:
+        cursor = started_rows_cursor(conn)
+        assert started_rows_cursor(conn) is cursor
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            cursor.execute("SELECT 1 / 0")
+        [(text_id, n)] = started_rows_cursor(conn).execute("SELECT gen_random_uuid(), 2").fetchall()
+        assert isinstance(text_id, str) and uuid.UUID(text_id) and n == 2
+        cursor.close()
+        again = started_rows_cursor(conn)
+        assert again is not cursor and again.execute("SELECT 3").fetchone() == (3,)
+    with pool.connection() as other:
+        if other is not conn:
+            assert started_rows_cursor(other) is not again
 
 
 def test_started_rows_are_read_by_position_as_the_store_names_their_columns(store, pool):

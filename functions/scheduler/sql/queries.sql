@@ -154,7 +154,10 @@ due AS (
     -- Rows with something due whose lease is free or expired, oldest first. FOR UPDATE SKIP
     -- LOCKED lets concurrent claimers take disjoint batches without waiting on each other, and
     -- the partial index on due_at keeps the cost proportional to the due rows, not the table.
-    SELECT job_id AS id, running_execution_id AS orphan_execution_id, last_run_at AS orphan_started_at
+    -- The claim then updates each row it locked by its ctid (a TID scan), not by a second probe
+    -- of the primary key: the row is locked, so that version is the one to update; in the rare
+    -- race where it changed before the lock, the update finds nothing and the job stays due.
+    SELECT job_id AS id, ctid AS row_ctid, running_execution_id AS orphan_execution_id, last_run_at AS orphan_started_at
     FROM job_runs
     WHERE due_at <= now()
       AND (locked_until IS NULL OR locked_until < now())
@@ -188,7 +191,7 @@ SET lock_token = gen_random_uuid(),
     running_execution_id = NULL,
     last_status = CASE WHEN due.orphan_execution_id IS NULL THEN j.last_status ELSE 'lost' END
 FROM due
-WHERE j.job_id = due.id
+WHERE j.ctid = due.row_ctid AND j.job_id = due.id
 RETURNING j.job_id, j.lock_token, j.lease_kind, j.locked_until, j.due_at, now() AS claimed_at,
           CASE WHEN j.lease_kind = 'manual' THEN j.manual_run_at ELSE j.scheduled_at END AS scheduled_at,
           (due.orphan_execution_id IS NOT NULL) AS reclaimed, due.orphan_execution_id, due.orphan_started_at;
@@ -301,7 +304,7 @@ WITH {{ due_leases }}, job AS (
         last_run_at = now(),
         last_status = CASE WHEN due.orphan_execution_id IS NULL THEN j.last_status ELSE 'lost' END
     FROM due JOIN job_specs d ON d.id = due.id
-    WHERE j.job_id = due.id
+    WHERE j.ctid = due.row_ctid AND j.job_id = due.id
     RETURNING {{ started_job_columns }}, j.lock_token, (due.orphan_execution_id IS NOT NULL) AS reclaimed
 ), {{ record_started }}
 -- The claim's lease time is its execution's started_at (one now()); its due_at and locked_until

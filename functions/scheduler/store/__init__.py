@@ -30,7 +30,7 @@ from scheduler.ports import Change, CompletionPlanner, Planner
 from scheduler.sql import QUERIES
 from scheduler.store.completions import completion_batch, completion_row
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
-from scheduler.store.rows import is_uuid, retry_on_dead_connection, uuids_as_text
+from scheduler.store.rows import is_uuid, retry_on_dead_connection, started_rows_cursor
 
 # The columns of a started row (``started_columns`` in queries.sql), in their order: read by
 # position, as the runner reads thousands a second (claim_and_start adds lock_token, reclaimed).
@@ -316,7 +316,7 @@ class Store(ExecutionHistory):
         already started by a duplicate invoke)."""
         with self.pool.connection() as conn:
             row = (
-                uuids_as_text(conn, tuple_row)
+                started_rows_cursor(conn)
                 .execute(
                     QUERIES["start_execution"],
                     {
@@ -344,7 +344,7 @@ class Store(ExecutionHistory):
         claims = sorted(claims)
         with self.pool.connection() as conn:
             rows = (
-                uuids_as_text(conn, tuple_row)
+                started_rows_cursor(conn)
                 .execute(
                     QUERIES["start_executions"],
                     {
@@ -365,7 +365,7 @@ class Store(ExecutionHistory):
         Every claim carries its ``started`` execution."""
         with self.pool.connection() as conn:
             rows = (
-                uuids_as_text(conn, tuple_row)
+                started_rows_cursor(conn)
                 .execute(_claim_and_start_sql(limit), {"lease_margin_seconds": lease_margin_seconds})
                 .fetchall()
             )
