@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-from psycopg.rows import RowFactory, tuple_row
+from psycopg.rows import tuple_row
 from psycopg.types.json import JsonbLoader
 from psycopg.types.string import TextLoader
 
@@ -64,27 +64,21 @@ class _JsonbLoader(JsonbLoader):
 _UUID_OID, _JSONB_OID = 2950, 3802  # registered by oid: a lookup by type name costs more than the rest
 
 
-def uuids_as_text(conn: psycopg.Connection, row_factory: RowFactory | None = None) -> psycopg.Cursor:
-    """A cursor reading uuid columns as text: the runner's started rows carry ids used only as
-    text, and a uuid.UUID object per id is a measurable share of a batch's cost. Its jsonb
-    columns (a started row's target and retry) are read with orjson when installed. Rows are
-    the connection's (dicts) unless ``row_factory`` says otherwise."""
-    cursor = conn.cursor() if row_factory is None else conn.cursor(row_factory=row_factory)
-    cursor.adapters.register_loader(_UUID_OID, TextLoader)
-    if orjson is not None:
-        cursor.adapters.register_loader(_JSONB_OID, _JsonbLoader)
-    return cursor
-
-
 def started_rows_cursor(conn: psycopg.Connection) -> psycopg.Cursor:
-    """The connection's cursor for started rows (``uuids_as_text``, rows as tuples), made once
-    per connection and kept on it: a cursor builds a loader for each column of its first result
-    and keeps them for the next, so a new cursor per batch built the 26 loaders of a started row
-    at every claim (8% of the runner's CPU in a profile of the batched path). The connection is
-    used by one thread at a time (the pool lends it), and so is its cursor."""
+    """The connection's cursor for started rows, made once per connection and kept on it. It
+    reads rows as tuples and uuid columns as text: the runner's started rows carry ids used only
+    as text, and a uuid.UUID object per id is a measurable share of a batch's cost; its jsonb
+    columns (a started row's target and retry) are read with orjson when installed. Kept, since a
+    cursor builds a loader for each column of its first result and keeps them for the next: a
+    new cursor per batch built the 26 loaders of a started row at every claim (8% of the runner's
+    CPU in a profile of the batched path). The connection is used by one thread at a time (the
+    pool lends it), and so is its cursor."""
     cursor = getattr(conn, "_scheduler_started_rows", None)
     if cursor is None or cursor.closed:
-        cursor = uuids_as_text(conn, tuple_row)
+        cursor = conn.cursor(row_factory=tuple_row)
+        cursor.adapters.register_loader(_UUID_OID, TextLoader)
+        if orjson is not None:
+            cursor.adapters.register_loader(_JSONB_OID, _JsonbLoader)
         conn._scheduler_started_rows = cursor  # type: ignore[attr-defined]
     return cursor
 
