@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 LINT_VENV := .venv-lint
 
-.PHONY: install lint test unit integration e2e infra layer synth dev bench bench-quick fuzz clean lint-templates
+.PHONY: install lint test unit integration e2e infra layer synth dev bench bench-quick fuzz clean lint-templates localstack localstack-down
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,16 @@ layer: install
 synth: install
 	npx cdk synth --quiet
 
+# The stack deployed on LocalStack, without Docker (README.md, "LocalStack"): LocalStack in a
+# virtualenv of a Python >= 3.12 under .localstack/, functions as host processes, this machine's
+# PostgreSQL and RabbitMQ. The last line printed is `api: <URL>`.
+localstack: install
+	@$(PY) -m tests.localstack up
+
+# Destroys the stack, stops LocalStack and every process it started.
+localstack-down:
+	@$(PY) -m tests.localstack down
+
 # From a fresh clone to a running local scheduler (API on http://127.0.0.1:8080/v1): the light
 # install (the `local` extra only; no CDK, no test tools, no npm), as the README's quickstart.
 $(VENV)/.installed-local: pyproject.toml
@@ -91,4 +101,4 @@ fuzz: install
 	$(PY) bench/fuzz_api.py --examples 1200
 
 clean:
-	rm -rf $(VENV) $(LINT_VENV) .scheduler layers/build cdk.out node_modules
+	rm -rf $(VENV) $(LINT_VENV) .scheduler .localstack layers/build cdk.out node_modules

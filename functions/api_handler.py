@@ -6,6 +6,7 @@ from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.logging import correlation_paths
 
 from scheduler.api.app import make_app
+from scheduler.api.gateway_auth import identifier_for
 from scheduler.settings import get_settings, with_fetched_secrets
 from scheduler.wiring import Dependencies, route_domain_logs_to
 
@@ -16,7 +17,8 @@ route_domain_logs_to(logger)
 # box caches its KMS data key).
 # The cursor key is fetched here, at cold start (Powertools parameters, cached), never from the environment.
 deps = Dependencies(with_fetched_secrets(get_settings()), through_proxy=True)
-app = make_app(lambda: deps.store, lambda: deps.secret_box, deps.settings)
+# Where the gateway authenticates nobody (the LocalStack variant), the function checks signatures itself.
+app = make_app(lambda: deps.store, lambda: deps.secret_box, deps.settings, identify=identifier_for(deps.settings))
 
 
 # Never log the event (its body may hold secrets), whatever POWERTOOLS_LOGGER_LOG_EVENT says; answers

@@ -15,6 +15,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from scheduler.custom_resources import respond
 from scheduler.db import conninfo_from_settings, read_secret
 from scheduler.migrations import ensure_login, files_hash, migrate, migrations_digest
 from scheduler.settings import Settings, get_settings
@@ -56,5 +57,6 @@ def on_event(
 @logger.inject_lambda_context(log_event=False)
 def handler(event: dict, context: object) -> dict:
     """Create/Update: migrate (when the hash is this code's). Delete: nothing (the data outlives
-    the stack's custom resource)."""
-    return on_event(event, get_settings())
+    the stack's custom resource). Answered to the provider framework, or to CloudFormation itself
+    when the function is the resource's service token (the LocalStack variant)."""
+    return respond(event, lambda request: on_event(dict(request), get_settings()))

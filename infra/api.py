@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, Fn, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -196,6 +196,12 @@ class Api(Construct):
             request_validator=self._body if body else self._parameters,
             request_models={"application/json": self._json_object} if body else None,
         )
+
+    def local_url(self, endpoint: str) -> str:
+        """The API's base URL on LocalStack's gateway at ``endpoint``, in its path-style form
+        (``<endpoint>/_aws/execute-api/<api id>/<stage>/``), which needs no DNS: the host-style
+        ``<api id>.execute-api.localhost.localstack.cloud`` resolves through public DNS only."""
+        return Fn.join("", [endpoint.rstrip("/"), "/_aws/execute-api/", self.rest_api.rest_api_id, f"/{STAGE}/"])
 
     @property
     def functions(self) -> list[lambda_.Function]:

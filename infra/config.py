@@ -17,6 +17,8 @@ BROKERS = ("amazonmq", "none")
 PRECISIONS = ("second", "minute")
 REMOVAL_POLICIES = ("snapshot", "retain", "destroy")
 ARCHITECTURES = tuple(sorted(layer_build.MACHINES))
+# The Python runtimes of Lambda the functions and the layer may be built for.
+PYTHON_VERSIONS = ("3.12", "3.13", "3.14")
 # Beyond this many fan-outs the database, not the fan-outs, is the limit (docs/capacity.md).
 MAX_FANOUT_MAX = 16
 # The database's shape: one RDS instance (db_instance_type), or an Aurora Serverless v2 cluster.
@@ -33,8 +35,11 @@ DEFAULTS: dict[str, Any] = {
     "endpoint_azs": 2,
     "alarm_email": "",
     "localstack": False,
-    "localstack_endpoint": "http://localhost.localstack.cloud:4566",
+    # LocalStack's gateway as the functions reach it: they run beside it (as host processes, or
+    # in containers of its network with the endpoint it gives them).
+    "localstack_endpoint": "http://127.0.0.1:4566",
     "architecture": "",  # arm64 on AWS; the host's architecture with localstack=true
+    "python_version": layer_build.DEFAULT_PYTHON_VERSION,  # the Lambda runtime's Python
     "db_instance_type": "t4g.micro",
     "db_multi_az": False,
     "db_backup_days": 7,
@@ -139,7 +144,7 @@ class Config:
             localstack=localstack,
             localstack_endpoint=str(get("localstack_endpoint")),
             architecture=_choice(architecture, ARCHITECTURES, "architecture"),
-            python_version=layer_build.DEFAULT_PYTHON_VERSION,
+            python_version=_choice(get("python_version"), PYTHON_VERSIONS, "python_version"),
             db_instance_type=str(get("db_instance_type")),
             db_multi_az=_bool(get("db_multi_az"), "db_multi_az"),
             db_backup_days=_int(get("db_backup_days"), "db_backup_days", minimum=1, maximum=35),

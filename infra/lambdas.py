@@ -15,7 +15,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.config import Config
-from infra.nag import acknowledge_lambda_role
+from infra.nag import acknowledge, acknowledge_lambda_role
 from infra.shared import FUNCTIONS_DIR, C, layer_build
 
 # Not part of the code asset: build and editor leftovers.
@@ -142,6 +142,15 @@ class LambdaKit(Construct):
             security_groups=[placement.security_group] if placement else None,
         )
         acknowledge_lambda_role(function, in_vpc=placement is not None)
+        if self._config.python_version != layer_build.DEFAULT_PYTHON_VERSION:
+            acknowledge(
+                function,
+                {
+                    "AwsSolutions-L1": f"Python {self._config.python_version} chosen by -c python_version (the "
+                    "LocalStack variant runs the functions with the host's interpreter, which must load the "
+                    "layer's compiled wheels)."
+                },
+            )
         return function
 
 

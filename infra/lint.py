@@ -35,7 +35,8 @@ BASELINE = Path(__file__).resolve().parent / "lint_baseline.json"
 ENV_TOOLS_PYTHON = "SCHEDULER_LINT_PYTHON"
 DEFAULT_TOOLS_PYTHON = ROOT / ".venv-lint" / "bin" / "python"
 
-# The shapes of the stack the tests also synthesize ("aws", "lean" and "aurora" in tests/infra/conftest.py).
+# The shapes of the stack the tests also synthesize ("aws", "lean", "aurora" and "localstack" in
+# tests/infra/conftest.py; the last is what `make localstack` deploys, for arm64 here as there).
 VARIANTS: dict[str, dict[str, Any]] = {
     "aws": {},
     "lean": {
@@ -50,6 +51,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     # The database as an Aurora Serverless v2 cluster, with every Aurora option on.
     "aurora": {"database": "aurora-serverless", "db_reader": "true", "db_io_optimized": "true", "db_max_acu": "32"},
+    "localstack": {
+        "localstack": "true",
+        "architecture": "arm64",
+        "deletion_protection": "false",
+        "removal_policy": "destroy",
+    },
 }
 
 
@@ -154,33 +161,46 @@ def parse_checkov(output: str) -> list[Finding]:
     return findings
 
 
-def load_baseline(path: Path = BASELINE) -> dict[str, dict[str, dict[str, Any]]]:
-    """``{tool: {rule: {"resources": [patterns], "reason": text}}}``."""
+def load_baseline(path: Path = BASELINE) -> dict[str, dict[str, Any]]:
+    """``{tool: {rule: entry or [entry, ...]}}``, an entry ``{"resources": [patterns], "reason": text}``
+    and optionally ``"variants": [names]``, the only variants it accepts the finding in."""
     return json.loads(path.read_text())
 
 
-def accepted(finding: Finding, baseline: dict[str, dict[str, dict[str, Any]]]) -> bool:
-    """Whether the baseline accepts ``finding`` (cfn-lint errors never are)."""
-    if finding.tool == "cfn-lint" and finding.rule.startswith("E"):
-        return False
+def _entries(baseline: dict[str, dict[str, Any]], finding: Finding) -> list[dict[str, Any]]:
     entry = baseline.get(finding.tool, {}).get(finding.rule)
     if not entry:
+        return []
+    return entry if isinstance(entry, list) else [entry]
+
+
+def accepted(finding: Finding, baseline: dict[str, dict[str, Any]], variant: str | None = None) -> bool:
+    """Whether the baseline accepts ``finding`` in ``variant`` (cfn-lint errors never are)."""
+    if finding.tool == "cfn-lint" and finding.rule.startswith("E"):
         return False
-    return any(fnmatch.fnmatchcase(finding.resource, pattern) for pattern in entry["resources"])
+    return any(
+        (variant is None or "variants" not in entry or variant in entry["variants"])
+        and any(fnmatch.fnmatchcase(finding.resource, pattern) for pattern in entry["resources"])
+        for entry in _entries(baseline, finding)
+    )
 
 
-def new_findings(findings: list[Finding], baseline: dict[str, dict[str, dict[str, Any]]]) -> list[Finding]:
-    """The findings the baseline does not accept."""
-    return sorted(f for f in findings if not accepted(f, baseline))
+def new_findings(
+    findings: list[Finding], baseline: dict[str, dict[str, Any]], variant: str | None = None
+) -> list[Finding]:
+    """The findings the baseline does not accept (in ``variant``)."""
+    return sorted(f for f in findings if not accepted(f, baseline, variant))
 
 
-def lint(outdir: Path, python: Path | None = None) -> tuple[dict[str, list[Finding]], list[Finding]]:
-    """Every finding by variant, and the new ones (the linters run by ``python``)."""
+def lint(outdir: Path, python: Path | None = None) -> tuple[dict[str, list[Finding]], list[tuple[str, Finding]]]:
+    """Every finding by variant, and the new ones with their variant (the linters run by ``python``)."""
     baseline = load_baseline()
     found: dict[str, list[Finding]] = {}
     for variant, template in synthesize(outdir).items():
         found[variant] = cfn_lint(template, python) + checkov(template, python)
-    new = sorted({f for findings in found.values() for f in new_findings(findings, baseline)})
+    new = sorted(
+        {(variant, f) for variant, findings in found.items() for f in new_findings(findings, baseline, variant)}
+    )
     return found, new
 
 
@@ -206,8 +226,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{variant}: cfn-lint {errors} errors, {warnings} warnings; checkov {failed} failed checks "
             "(all accepted by the baseline unless listed below)"
         )
-    for finding in new:
-        print(f"NEW {finding}")
+    for variant, finding in new:
+        print(f"NEW ({variant}) {finding}")
     return 1 if new else 0
 
 

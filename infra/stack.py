@@ -7,10 +7,13 @@ the database and broker URLs are stack parameters.
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, CfnParameter, RemovalPolicy, Stack, Tags
+import json
+
+from aws_cdk import CfnOutput, CfnParameter, RemovalPolicy, SecretValue, Stack, Tags
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra.api import Api
@@ -19,10 +22,16 @@ from infra.config import Config
 from infra.database import Database
 from infra.lambdas import LambdaKit, Placement
 from infra.migrations import Migrations
+from infra.nag import acknowledge
 from infra.network import Network
 from infra.observability import Observability
 from infra.runner import Runner, RunnerPlacement
 from infra.shared import C
+
+# The LocalStack variant's default callers: LocalStack's usual key, and a second tenant's.
+DEFAULT_LOCALSTACK_CREDENTIALS = {
+    key: {"secret_access_key": key, "principal": f"arn:aws:iam::000000000000:user/{key}"} for key in ("test", "test2")
+}
 
 
 class SchedulerStack(Stack):
@@ -67,14 +76,44 @@ class SchedulerStack(Stack):
                 default="",
                 description="Default AMQP broker URL (with credentials) for jobs that name none; empty for none",
             )
+            # LocalStack's API Gateway verifies no signature and passes no identity: the api
+            # function checks SigV4 itself against these access keys (two keys, two tenants).
+            api_credentials = CfnParameter(
+                self,
+                "ApiCredentials",
+                type="String",
+                no_echo=True,
+                default=json.dumps(DEFAULT_LOCALSTACK_CREDENTIALS, separators=(",", ":")),
+                description="Access keys of the API's callers (JSON: {access key id: {secret_access_key, "
+                "principal}}); by default LocalStack's test/test and a second tenant's test2/test2",
+            )
+            self.api_credentials: secretsmanager.Secret | None = secretsmanager.Secret(
+                self,
+                "ApiCredentialsSecret",
+                description="Scheduler (LocalStack variant): the access keys the API verifies signatures against",
+                secret_string_value=SecretValue.cfn_parameter(api_credentials),
+            )
+            acknowledge(
+                self.api_credentials,
+                {
+                    "AwsSolutions-SMG4": "LocalStack variant only: the keys are the stack parameter's, replaced by "
+                    "deploying with another ApiCredentials value."
+                },
+            )
             database_env = {C.ENV_DATABASE_URL: database_url.value_as_string}
             migrate_env = dict(database_env)
             local_env = {C.ENV_ALLOW_PRIVATE_TARGETS: "true"}  # targets run beside LocalStack
-            api_env = {**database_env, **local_env, C.ENV_DEFAULT_BROKER_URL: broker_url.value_as_string}
+            api_env = {
+                **database_env,
+                **local_env,
+                C.ENV_DEFAULT_BROKER_URL: broker_url.value_as_string,
+                C.ENV_API_CREDENTIALS_SECRET_ARN: self.api_credentials.secret_arn,
+            }
             executor_env = {**local_env, C.ENV_DEFAULT_BROKER_URL: broker_url.value_as_string}
             api_placement = migrate_placement = None
             runner_placement = RunnerPlacement(fanout=None, executor=None)
         else:
+            self.api_credentials = None
             network = self.network = Network(self, "Network", config=config)
             database = self.database = Database(self, "Database", config=config, network=network)
             # The functions log in as the application user (no DDL), through the proxy.
@@ -128,6 +167,8 @@ class SchedulerStack(Stack):
         self.migrations = Migrations(
             self, "Migrations", config=config, kit=kit, placement=migrate_placement, environment=migrate_env
         )
+        if self.api_credentials is not None:
+            self.api_credentials.grant_read(self.api.function)
         # No tick before the schema exists.
         self.runner.tick.node.add_dependency(self.migrations.resource)
 
@@ -175,7 +216,10 @@ class SchedulerStack(Stack):
 
     def _outputs(self) -> None:
         outputs = {
-            "ApiUrl": (self.api.url, "Base URL of the HTTP API (routes under v1/); requests must be SigV4-signed"),
+            "ApiUrl": (
+                self.api.local_url(self.config.localstack_endpoint) if self.config.localstack else self.api.url,
+                "Base URL of the HTTP API (routes under v1/); requests must be SigV4-signed",
+            ),
             "AlarmTopicArn": (self.observability.topic.topic_arn, "SNS topic of the alarms"),
             "DashboardName": (self.observability.dashboard.dashboard_name, "CloudWatch dashboard"),
             "DeadLetterQueueUrl": (self.runner.dead_letter_queue.queue_url, "Failed executor invocations"),

@@ -20,13 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from scheduler.aws_arns import (  # noqa: F401 (re-exported)
     EVENT_BUS_ARN,
     FUNCTION_ARN,
-    QUEUE_URL,
     REGION,
     ROLE_ARN,
     TOPIC_ARN,
     partition_of,
     partition_of_region,
+    queue_url_region,
     region_of,
+    sqs_endpoint,
 )
 
 KIB = 1024
@@ -156,7 +157,11 @@ class SqsTarget(_RoleTarget):
     @field_validator("queue_url")
     @classmethod
     def _url(cls, v: str) -> str:
-        return _shape(QUEUE_URL, v, "an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<queue>)")
+        if queue_url_region(v) is None:
+            endpoint = sqs_endpoint()
+            also = f", or {endpoint.rstrip('/')}/<account>/<queue> of the configured endpoint" if endpoint else ""
+            raise ValueError(f"is not an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<queue>{also})")
+        return v
 
     @model_validator(mode="after")
     def _fifo(self) -> SqsTarget:

@@ -37,6 +37,10 @@ class Settings:
     # Where secrets are fetched at cold start (never held in the environment).
     cursor_secret_arn: str | None = None
     database_app_secret_arn: str | None = None  # the migrate function sets up this login
+    # Access keys the api function verifies signatures against itself (the LocalStack variant):
+    # a credentials document (``scheduler.sigv4.parse_credentials``), fetched from its ARN.
+    api_credentials: str | None = None
+    api_credentials_secret_arn: str | None = None
     database_ca_bundle: str | None = None
     executor_concurrency: int | None = None  # the executor's reserved concurrency (fan-out bound)
     service_name: str = c.SERVICE_NAME
@@ -74,6 +78,7 @@ class Settings:
             cursor_secret=env.get(c.ENV_CURSOR_SECRET),
             cursor_secret_arn=env.get(c.ENV_CURSOR_SECRET_ARN),
             database_app_secret_arn=env.get(c.ENV_DATABASE_APP_SECRET_ARN),
+            api_credentials_secret_arn=env.get(c.ENV_API_CREDENTIALS_SECRET_ARN) or None,
             database_ca_bundle=env.get(c.ENV_DATABASE_CA_BUNDLE),
             executor_concurrency=int(env[c.ENV_EXECUTOR_CONCURRENCY]) if env.get(c.ENV_EXECUTOR_CONCURRENCY) else None,
             service_name=env.get(c.ENV_SERVICE_NAME) or c.SERVICE_NAME,
@@ -104,10 +109,16 @@ def _positive(value: str | None, key: str, *, default: int, maximum: int | None 
 
 
 def with_fetched_secrets(settings: Settings, get_secret: Callable[[str], str] | None = None) -> Settings:
-    """The settings with the secrets named by ARN fetched (the cursor key): once per process, at
-    cold start, through Powertools' parameters utility (cached), so no secret sits in a function's
-    environment, where ``GetFunctionConfiguration`` would show it."""
-    if not settings.cursor_secret_arn or settings.cursor_secret:
+    """The settings with the secrets named by ARN fetched (the cursor key, the API's access keys
+    where the function verifies signatures itself): once per process, at cold start, through
+    Powertools' parameters utility (cached), so no secret sits in a function's environment,
+    where ``GetFunctionConfiguration`` would show it."""
+    wanted = {
+        "cursor_secret": settings.cursor_secret_arn if not settings.cursor_secret else None,
+        "api_credentials": settings.api_credentials_secret_arn if not settings.api_credentials else None,
+    }
+    wanted = {field_name: arn for field_name, arn in wanted.items() if arn}
+    if not wanted:
         return settings
     if get_secret is None:
         from aws_lambda_powertools.utilities import parameters
@@ -115,7 +126,7 @@ def with_fetched_secrets(settings: Settings, get_secret: Callable[[str], str] | 
         def get_secret(arn: str) -> str:
             return str(parameters.get_secret(arn, max_age=SECRET_CACHE_SECONDS))
 
-    return replace(settings, cursor_secret=get_secret(settings.cursor_secret_arn))
+    return replace(settings, **{field_name: get_secret(arn) for field_name, arn in wanted.items()})
 
 
 # Powertools' cache of a fetched secret (a warm container does not ask Secrets Manager again).

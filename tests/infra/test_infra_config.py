@@ -38,6 +38,17 @@ def test_command_line_strings_are_parsed():
     assert parsed.alarm_email == "ops@example.com"
 
 
+def test_the_runtime_s_python_is_an_option():
+    assert config().python_version == "3.14"
+    assert config(python_version="3.13").python_version == "3.13"
+    with pytest.raises(ValueError, match="python_version"):
+        config(python_version="3.9")
+
+
+def test_localstack_s_default_endpoint_needs_no_dns():
+    assert config(localstack="true").localstack_endpoint == "http://127.0.0.1:4566"
+
+
 def test_localstack_defaults_to_the_host_architecture_and_has_no_broker():
     local = config(localstack="true")
     expected = "arm64" if platform.machine().lower() in {"arm64", "aarch64"} else "x86_64"

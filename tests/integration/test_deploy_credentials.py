@@ -203,6 +203,16 @@ def test_the_cursor_key_is_fetched_through_powertools_once(monkeypatch):
         assert with_fetched_secrets(settings).cursor_secret == "k" * 48
 
 
+def test_the_api_s_access_keys_are_fetched_with_the_cursor_key():
+    fetched = {"arn:cursor": "k" * 48, "arn:keys": '{"test": {"secret_access_key": "test"}}'}
+    settings = Settings.from_env({c.ENV_CURSOR_SECRET_ARN: "arn:cursor", c.ENV_API_CREDENTIALS_SECRET_ARN: "arn:keys"})
+    assert settings.api_credentials is None  # nothing secret in the environment
+    done = with_fetched_secrets(settings, get_secret=fetched.__getitem__)
+    assert (done.cursor_secret, done.api_credentials) == (fetched["arn:cursor"], fetched["arn:keys"])
+    # Neither ARN set: nothing fetched, nothing asked.
+    assert with_fetched_secrets(Settings(), get_secret=None) == Settings()
+
+
 def test_stack_scoped_names_come_from_the_environment():
     settings = Settings.from_env(
         {

@@ -253,3 +253,47 @@ def test_a_final_line_break_or_a_coerced_type_is_refused_at_its_field(target, fi
     """ARNs and URLs match whole (a regex "$" also matches before a final newline), and the AWS
     target models are strict like the others: no "30" or true for a number."""
     assert field in {error["field"] for error in errors(target)}
+
+
+def test_queue_urls_of_a_configured_endpoint_are_queue_urls(monkeypatch):
+    from scheduler.aws_arns import queue_url_region
+
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SQS", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    localstack_forms = [
+        "http://127.0.0.1:4566/000000000000/q",
+        "http://sqs.eu-west-1.localhost.localstack.cloud:4566/000000000000/q.fifo",
+        "http://localhost.localstack.cloud:4566/000000000000/q",
+    ]
+    # In AWS (no endpoint configured) only SQS's own URLs are queue URLs.
+    assert [queue_url_region(url) for url in localstack_forms] == [None, None, None]
+    assert queue_url_region("https://sqs.eu-west-1.amazonaws.com/123456789012/q") == "eu-west-1"
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:4566")
+    monkeypatch.setenv("AWS_REGION", "us-east-2")
+    assert [queue_url_region(url) for url in localstack_forms] == ["us-east-2", "eu-west-1", "us-east-2"]
+    assert region_of(localstack_forms[1]) == "eu-west-1"
+    for other in (
+        "http://127.0.0.1:4567/000000000000/q",  # another port: another service
+        "http://10.0.0.1:4566/000000000000/q",  # another host
+        "http://127.0.0.1:4566/000000000000/q?x=1",
+        "http://127.0.0.1:4566/0000/q",
+        "http://u:p@127.0.0.1:4566/000000000000/q",
+        "http://127.0.0.1:4566/000000000000/q\n",
+        "http://sqs.eu-west-1.localhost.localstack.cloud.evil.com:4566/000000000000/q",
+    ):
+        assert queue_url_region(other) is None, other
+    # moto answers its own address; AWS_ENDPOINT_URL_SQS wins over AWS_ENDPOINT_URL.
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:5000")
+    assert queue_url_region("http://127.0.0.1:5000/123456789012/q") == "us-east-2"
+    assert queue_url_region(localstack_forms[0]) is None
+
+
+def test_an_sqs_target_takes_the_endpoint_s_queue_urls_and_names_them_when_refused(monkeypatch):
+    from scheduler.aws_models import SqsTarget
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:4566")
+    target = {"type": "sqs", "body": "x", "role_arn": "arn:aws:iam::000000000000:role/r"}
+    SqsTarget.model_validate({**target, "queue_url": "http://127.0.0.1:4566/000000000000/q"})
+    with pytest.raises(ValueError, match=r"http://127.0.0.1:4566/<account>/<queue> of the configured endpoint"):
+        SqsTarget.model_validate({**target, "queue_url": "http://127.0.0.1:9/000000000000/q"})

@@ -34,6 +34,7 @@ from scheduler.api.errors import (
     error_response,
     register_error_handlers,
 )
+from scheduler.api.gateway_auth import with_principal
 from scheduler.api.identity import require_owner
 from scheduler.api.routes import allowed_methods, rule
 from scheduler.api.serialize import Health
@@ -42,6 +43,9 @@ from scheduler.ports import JobStore
 from scheduler.secrets import SecretBox
 
 HEALTH_PATH = rule("health")[0]
+
+# The caller of a checked event, or ``Forbidden``.
+Identify = Callable[[Mapping[str, Any]], str]
 
 # Powertools' resolver logs the validated route arguments at DEBUG, and those hold the request's
 # secrets in plaintext: its DEBUG lines are never emitted, whatever the root logger's level.
@@ -75,10 +79,12 @@ def _with_header(event: dict[str, Any], name: str, value: str) -> None:
     event["multiValueHeaders"] = multi
 
 
-def precheck(event: Mapping[str, Any]) -> dict[str, Any]:
+def precheck(event: Mapping[str, Any], identify: Identify | None = None) -> dict[str, Any]:
     """The event to route, normalized (a base64 body decoded to text; ``application/*+json``
     read as JSON), or an ``ApiError``: 413 past 1 MiB, 400 for a body that is not UTF-8, 415
-    for a body that is not JSON, 403 without a caller identity."""
+    for a body that is not JSON, 403 without a caller identity. ``identify``, where the gateway
+    authenticates nobody (the LocalStack variant), names the caller of the decoded event or
+    raises ``Forbidden``; its answer replaces any identity the event carries."""
     out = dict(event)
     if any(ch < " " or ch == "\x7f" for ch in str(out.get("path") or "")):
         # No route has a control character; a final newline would even pass a "$" in the
@@ -116,17 +122,22 @@ def precheck(event: Mapping[str, Any]) -> dict[str, Any]:
             raise UnsupportedMediaType()
         else:  # nothing to parse: the content type does not matter
             _with_header(out, "content-type", "application/json")
-    if out.get("path") != HEALTH_PATH:
-        require_owner(out)
+    if out.get("path") == HEALTH_PATH:
+        return out
+    if identify is not None:
+        out = with_principal(out, identify(out))
+    require_owner(out)
     return out
 
 
 class SchedulerResolver(APIGatewayRestResolver):
     """The REST resolver with the request checks that must come before validation and routing."""
 
+    identify: Identify | None = None
+
     def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         try:
-            checked = precheck(event)
+            checked = precheck(event, self.identify)
         except ApiError as exc:
             return _error_result(event, exc)
         return super().resolve(checked, context)
@@ -158,11 +169,17 @@ def _once(factory: Callable[[], Any]) -> Callable[[], Any]:
 
 
 def make_app(
-    store_provider: Callable[[], JobStore], secret_box_provider: Callable[[], SecretBox], settings: Any = None
+    store_provider: Callable[[], JobStore],
+    secret_box_provider: Callable[[], SecretBox],
+    settings: Any = None,
+    *,
+    identify: Identify | None = None,
 ) -> SchedulerResolver:
     """The API, given how to get its store and secret box (called lazily, on the first request
-    that needs them) and the settings (``cursor_secret``)."""
+    that needs them), the settings (``cursor_secret``) and, where the gateway authenticates
+    nobody, how to learn the caller of a request (``identify``, see ``precheck``)."""
     app = SchedulerResolver(enable_validation=True, json_body_deserializer=_loads_json)
+    app.identify = identify
     register_error_handlers(app)
 
     @app.route(*rule("health"), summary="Health", tags=["health"], responses=documented(200, Health, "Up."))

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.aws_arns import EVENT_BUS_ARN, FUNCTION_ARN, QUEUE_URL, REGION, ROLE_ARN, TOPIC_ARN, region_of
+from scheduler.aws_arns import EVENT_BUS_ARN, FUNCTION_ARN, REGION, ROLE_ARN, TOPIC_ARN, queue_url_region, region_of
 
 #: The ``type`` of each AWS target.
 AWS_TYPES = ("lambda", "sqs", "sns", "eventbridge")
@@ -137,7 +137,7 @@ def aws_view_of(target: Mapping[str, Any], timeout: float) -> AwsView:
         )
     if kind == "sqs":
         return SqsView(
-            queue_url=_shaped(target, "queue_url", QUEUE_URL),
+            queue_url=_queue_url(target),
             role_arn=role_arn,
             body=_text(target, "body", None),
             message_group_id=_optional(target, "message_group_id"),
@@ -178,6 +178,13 @@ def _shaped(target: Mapping[str, Any], name: str, pattern: Any) -> str:
     value = target.get(name)
     if not isinstance(value, str) or not pattern.match(value):
         raise InvalidAwsTarget(f"{name} is missing or malformed")
+    return value
+
+
+def _queue_url(target: Mapping[str, Any]) -> str:
+    value = target.get("queue_url")
+    if not isinstance(value, str) or queue_url_region(value) is None:
+        raise InvalidAwsTarget("queue_url is missing or malformed")
     return value
 
 

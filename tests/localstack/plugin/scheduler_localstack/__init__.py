@@ -1,0 +1,1 @@
+"""LocalStack plugins for the scheduler's deployed-stack tests (see pyproject.toml)."""
