@@ -203,6 +203,15 @@ def test_a_kept_connection_the_peer_closed_while_idle_is_not_used(scripted):
     assert first != second
 
 
+@pytest.mark.parametrize("method", ["GET", "HEAD", "get"])
+def test_a_stored_get_or_head_body_fails_for_good_before_connecting(scripted, method):
+    smuggled = f"GET /ok HTTP/1.1\r\nHost: 127.0.0.1:{scripted.port}\r\n\r\n"
+    result = send(scripted, "/ok", method=method, body=smuggled)
+    assert (result.status, result.retryable) == ("failed", False)
+    assert result.error == f"invalid target: body: a {method.upper()} request carries no body"
+    assert scripted.requests == []
+
+
 def test_a_kept_connection_dropped_as_it_is_used_is_replaced_once(scripted):
     assert send(scripted, "/ok").succeeded
     scripted.drop_next.add("/ok")  # the next request is read, then its connection closed unanswered

@@ -16,6 +16,8 @@ What a delivery does:
   TLS is verified (certifi, or ``REQUESTS_CA_BUNDLE``) with SNI and the certificate check on
   the URL's host name. No proxy is ever used (it would hide the real destination from the
   guard). Connections are kept alive per origin and policy.
+- Refuses a body on a GET or HEAD (``targets.views``): a server that ignores it reads it as the
+  next request on the connection.
 - Follows redirects only with ``follow_redirects: true`` (at most 10 hops, each hop guarded;
   303, and 301/302 after a POST, become a GET without body; the ``auth`` header is dropped
   when the host changes).

@@ -1,0 +1,204 @@
+"""Issue 31, item 1, through `scheduler local --auth sigv4` with two tenants: one tenant's
+target cannot make another tenant's execution record an answer that is not its own (a
+kept-alive connection desynchronised by a request smuggled in a GET body). Each of these
+failed before the fix."""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from tests.security.conftest import spec, unique
+
+HOLD_SECONDS = 5.0  # the longest the target holds an answer back, waiting for the next request
+LATE_SECONDS = 0.02  # how late the second answer of a /late/ path comes
+
+
+class DesyncTarget:
+    """A raw-socket HTTP/1.1 target on loopback. It answers each request with what the request
+    was, ``answer to <method> <path> for <execution id>`` (the execution from the
+    ``X-Scheduler-Execution-Id`` header; ``nobody`` without one), and misbehaves as real servers do:
+
+    - it never reads the body of a GET or HEAD (as Python's ``http.server`` does): what such a
+      body holds is read as the next request on the connection;
+    - ``/slow/...`` is answered once the next request has come on the connection (at most
+      ``HOLD_SECONDS`` later): a slow answer still on its way when the connection carries another
+      request (the timing that mixed the answers, made certain);
+    - ``/held/...`` is answered, then answered a second time as soon as the next request comes;
+    - ``/late/...`` is answered, then answered a second time ``LATE_SECONDS`` later.
+    """
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.lock = threading.Lock()
+        self.requests: list[tuple[str, str, str]] = []  # (method, path, execution id)
+        self.second_answers_sent: list[str] = []  # the paths whose second answer went out
+        self.connections: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self, path: str, host: str = "127.0.0.1") -> str:
+        return f"http://{host}:{self.port}{path}"
+
+    def paths(self) -> list[str]:
+        with self.lock:
+            return [path for _, path, _ in self.requests]
+
+    def close(self) -> None:
+        self.listener.close()
+        with self.lock:
+            for conn in self.connections:
+                conn.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.connections.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        sending = threading.Lock()  # the late second answer is sent from a timer thread
+        buffer = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in buffer:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buffer += data
+                head, _, buffer = buffer.partition(b"\r\n\r\n")
+                method, path, headers = _parse(head)
+                if method not in ("GET", "HEAD"):  # a GET's or HEAD's body is left where it is
+                    length = int(headers.get("content-length", "0"))
+                    while len(buffer) < length:
+                        buffer += conn.recv(65536)
+                    buffer = buffer[length:]
+                execution = headers.get("x-scheduler-execution-id", "nobody")
+                with self.lock:
+                    self.requests.append((method, path, execution))
+                answer = _answer(f"answer to {method} {path} for {execution}")
+                second = _answer(f"second answer to {method} {path} for {execution}")
+                if path.startswith("/slow/"):
+                    _wait_for_next_request(conn, buffer)
+                with sending:
+                    conn.sendall(answer)
+                if path.startswith("/held/"):
+                    _wait_for_next_request(conn, buffer)
+                    self._send_second(conn, sending, second, path)
+                elif path.startswith("/late/"):
+                    threading.Timer(LATE_SECONDS, self._send_second, (conn, sending, second, path)).start()
+        except OSError:
+            return
+
+    def _send_second(self, conn: socket.socket, sending: threading.Lock, answer: bytes, path: str) -> None:
+        try:
+            with sending:
+                conn.sendall(answer)
+        except OSError:
+            return
+        with self.lock:
+            self.second_answers_sent.append(path)
+
+
+def _parse(head: bytes) -> tuple[str, str, dict[str, str]]:
+    lines = head.decode("latin-1").split("\r\n")
+    method, path, _ = lines[0].split(" ", 2)
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return method, path, headers
+
+
+def _answer(text: str) -> bytes:
+    body = text.encode()
+    return b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def _wait_for_next_request(conn: socket.socket, buffer: bytes) -> None:
+    if not buffer:
+        select.select([conn], [], [], HOLD_SECONDS)
+
+
+@pytest.fixture
+def target() -> Iterator[DesyncTarget]:
+    server = DesyncTarget()
+    yield server
+    server.close()
+
+
+def http_job(url: str, **fields: Any) -> dict[str, Any]:
+    return spec(unique("iso"), {"type": "http", "url": url, "method": "GET", **fields}, retry={"max_attempts": 1})
+
+
+def run(tenant, job_id: str, count: int) -> dict[str, Any]:
+    """Run the job now; its ``count``-th execution once finished (the newest)."""
+    answer = tenant.call("POST", f"/v1/jobs/{job_id}/run")
+    assert answer.status == 202, answer.text
+    return max(tenant.executions(job_id, count), key=lambda e: e["started_at"])
+
+
+def assert_own_answer(execution: dict[str, Any], method: str, path: str) -> None:
+    assert execution["status"] == "succeeded", execution
+    assert execution["response_excerpt"] == f"answer to {method} {path} for {execution['id']}", execution
+
+
+def store_target_field(local_server, job_id: str, name: str, value: Any) -> None:
+    """Set a field of a stored job's target behind the API's back: a job stored before the API
+    refused what it holds."""
+    with psycopg.connect(local_server.database_url, autocommit=True) as conn:
+        changed = conn.execute(
+            "UPDATE job_specs SET target = target || %s WHERE id = %s", (Jsonb({name: value}), job_id)
+        ).rowcount
+    assert changed == 1
+
+
+# -- item 1 (a): no body on a GET or HEAD -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_a_get_or_head_with_a_body_is_refused_at_write_time(alice, method):
+    name = unique("bodiless")
+    target = {"type": "http", "url": "https://example.com/x", "method": method, "body": "GET /slow/x HTTP/1.1\r\n\r\n"}
+    answer = alice.call("POST", "/v1/jobs", spec(name, target))
+    assert answer.status == 400, answer.text
+    assert answer.fields() == ["target.body"]
+    assert name not in alice.names()
+
+
+def test_a_patch_to_get_that_keeps_the_body_is_refused(alice):
+    job = alice.create(spec(unique("to-get"), {"type": "http", "url": "https://example.com/x", "body": "{}"}))
+    path = f"/v1/jobs/{job['id']}"
+    patch = {"target": {"method": "GET"}}
+    answer = alice.call("PATCH", path, patch, content_type="application/merge-patch+json")
+    assert answer.status == 400 and answer.fields() == ["target.body"], answer.text
+    patch["target"]["body"] = None  # without its body, the GET is fine
+    answer = alice.call("PATCH", path, patch, content_type="application/merge-patch+json")
+    assert answer.status == 200 and answer.json["target"]["method"] == "GET", answer.text
+
+
+def test_a_request_smuggled_in_a_stored_get_body_is_never_sent(alice, bob, local_server, target):
+    # The attack of the issue: alice's GET carries a second request in its body; the target
+    # ignores GET bodies, so it answers that request too, later, on the kept-alive connection.
+    smuggled = f"GET /slow/x HTTP/1.1\r\nHost: 127.0.0.1:{target.port}\r\n\r\n"
+    attack = alice.create(http_job(target.url("/alice")))
+    store_target_field(local_server, attack["id"], "body", smuggled)
+    refused = run(alice, attack["id"], 1)
+    assert (refused["status"], refused["http_status"]) == ("failed", None), refused
+    assert "body" in refused["error"] and "GET" in refused["error"], refused
+    # Bob's delivery to the same origin records the answer to his own request (before: the
+    # smuggled request's, "answer to GET /slow/x for nobody").
+    victim = bob.create(http_job(target.url("/private/bob")))
+    assert_own_answer(run(bob, victim["id"], 1), "GET", "/private/bob")
+    assert target.paths() == ["/private/bob"]  # nothing of alice's went out
