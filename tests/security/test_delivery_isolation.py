@@ -1,7 +1,7 @@
 """Issue 31, item 1, through `scheduler local --auth sigv4` with two tenants: one tenant's
-target cannot make another tenant's execution record an answer that is not its own (a
-kept-alive connection desynchronised by a request smuggled in a GET body). Each of these
-failed before the fix."""
+target cannot make another tenant's execution record an answer that is not its own (kept-alive
+connections desynchronised by a request smuggled in a GET body, or by a second answer). Each
+of these failed before the fix, except where a test says it guards what already held."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from tests.security.conftest import spec, unique
+from tests.support import poll
 
 HOLD_SECONDS = 5.0  # the longest the target holds an answer back, waiting for the next request
 LATE_SECONDS = 0.02  # how late the second answer of a /late/ path comes
@@ -202,3 +203,29 @@ def test_a_request_smuggled_in_a_stored_get_body_is_never_sent(alice, bob, local
     victim = bob.create(http_job(target.url("/private/bob")))
     assert_own_answer(run(bob, victim["id"], 1), "GET", "/private/bob")
     assert target.paths() == ["/private/bob"]  # nothing of alice's went out
+
+
+# -- item 1 (b), (c): idle connections per owner, none reused once something came after its answer --
+
+
+def test_a_second_answer_never_reaches_another_owner(alice, bob, target):
+    # Alice's target answers each of her requests twice, the second answer as soon as the next
+    # request comes on the connection: no check can tell it from an answer, so that connection
+    # must never carry bob's request (before: bob recorded "second answer to GET /held/alice").
+    mischief = alice.create(http_job(target.url("/held/alice")))
+    victim = bob.create(http_job(target.url("/private/bob")))
+    assert_own_answer(run(alice, mischief["id"], 1), "GET", "/held/alice")
+    for count in (1, 2):
+        assert_own_answer(run(bob, victim["id"], count), "GET", "/private/bob")
+
+
+def test_an_answer_that_came_while_the_connection_was_idle_is_never_taken(alice, bob, target):
+    # A second answer that arrives a few milliseconds after the first: once it is there, the
+    # connection is not reused, by its own owner either. (This guards what the check at checkout
+    # already did; the check at checkin and the per-owner pools come on top of it.)
+    late = alice.create(http_job(target.url("/late/alice")))
+    victim = bob.create(http_job(target.url("/private/bob")))
+    for count in (1, 2, 3):
+        assert_own_answer(run(alice, late["id"], count), "GET", "/late/alice")
+        poll(lambda c=count: len(target.second_answers_sent) >= c, what="the second answer sent")
+        assert_own_answer(run(bob, victim["id"], count), "GET", "/private/bob")
