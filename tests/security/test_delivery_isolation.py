@@ -1,7 +1,8 @@
-"""Issue 31, item 1, through `scheduler local --auth sigv4` with two tenants: one tenant's
-target cannot make another tenant's execution record an answer that is not its own (kept-alive
-connections desynchronised by a request smuggled in a GET body, or by a second answer). Each
-of these failed before the fix, except where a test says it guards what already held."""
+"""Issue 31, items 1 and 7, through `scheduler local --auth sigv4` with two tenants: one
+tenant's target cannot make another tenant's execution record an answer that is not its own
+(kept-alive connections desynchronised by a request smuggled in a GET body, or by a second
+answer), and one tenant's hung name lookups do not hold up another tenant's delivery. Each of
+these failed before the fix, except where a test says it guards what already held."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
+from scheduler.targets import ssrf
 from tests.security.conftest import spec, unique
 from tests.support import poll
 
@@ -229,3 +231,53 @@ def test_an_answer_that_came_while_the_connection_was_idle_is_never_taken(alice,
         assert_own_answer(run(alice, late["id"], count), "GET", "/late/alice")
         poll(lambda c=count: len(target.second_answers_sent) >= c, what="the second answer sent")
         assert_own_answer(run(bob, victim["id"], count), "GET", "/private/bob")
+
+
+# -- item 7: one owner's hung name lookups -----------------------------------------------------------
+
+
+class HungResolver:
+    """``socket.getaddrinfo`` for the names of this test: a name under ``.hung.test`` hangs
+    until ``release`` (as behind a resolver that does not answer), then does not resolve;
+    ``bob.test`` is 127.0.0.1 at once. Other names go to the real resolver."""
+
+    def __init__(self, real) -> None:
+        self.real = real
+        self.released = threading.Event()
+
+    def __call__(self, host, port, *args, **kwargs):
+        if isinstance(host, str) and host.endswith(".hung.test"):
+            self.released.wait(60)
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        if host == "bob.test":
+            return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", ("127.0.0.1", int(port)))]
+        return self.real(host, port, *args, **kwargs)
+
+
+def test_hung_lookups_of_one_owner_do_not_hold_up_another_owners_delivery(alice, bob, target, monkeypatch):
+    resolver = HungResolver(socket.getaddrinfo)
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)  # nothing else of the lookup is replaced
+    entered: list[str] = []
+    real_resolve = ssrf.resolve
+
+    def counted(host, *args, **kwargs):  # only observes which deliveries reached the lookup
+        entered.append(host)
+        return real_resolve(host, *args, **kwargs)
+
+    monkeypatch.setattr(ssrf, "resolve", counted)
+    hosts = [f"a{i}.hung.test" for i in range(12)]
+    hung = [alice.create(http_job(f"http://{host}/x", timeout_seconds=20)) for host in hosts]
+    try:
+        for job in hung:
+            assert alice.call("POST", f"/v1/jobs/{job['id']}/run").status == 202
+        poll(lambda: sum(h.endswith(".hung.test") for h in entered) == len(hung), what="alice's lookups")
+        # All twelve of alice's deliveries are at their lookups (more than the resolver's
+        # threads were before), which hang; bob's delivery, whose name resolves at once,
+        # succeeds (before: it timed out behind them).
+        victim = bob.create(http_job(target.url("/private/bob", host="bob.test"), timeout_seconds=5))
+        assert_own_answer(run(bob, victim["id"], 1), "GET", "/private/bob")
+    finally:
+        resolver.released.set()
+    for job, host in zip(hung, hosts, strict=True):  # and alice's deliveries end, each within its time
+        (execution,) = alice.executions(job["id"], 1)
+        assert execution["status"] in ("failed", "timed_out") and host in execution["error"], execution

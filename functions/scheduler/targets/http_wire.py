@@ -232,7 +232,7 @@ def close_connections() -> None:
     _idle.close_all()
 
 
-def _connect(origin: _Origin, policy: TargetPolicy, cafile: str, watchdog: Watchdog) -> _Connection:
+def _connect(origin: _Origin, policy: TargetPolicy, cafile: str, watchdog: Watchdog, owner: str | None) -> _Connection:
     timeout = watchdog.remaining()
     try:
         sock = ssrf.connect(
@@ -241,6 +241,7 @@ def _connect(origin: _Origin, policy: TargetPolicy, cafile: str, watchdog: Watch
             policy,
             timeout=timeout,
             socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+            owner=owner,
         )
     except ssrf.TargetNotAllowed:
         raise
@@ -299,7 +300,7 @@ def send(
     reused = conn is not None
     while True:
         if conn is None:
-            conn = _connect(origin, policy, cafile, watchdog)
+            conn = _connect(origin, policy, cafile, watchdog, owner)
         else:
             watchdog.watch(conn.current_socket)
         reader = AnswerReader(conn.sock)
