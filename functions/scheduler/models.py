@@ -139,6 +139,9 @@ class HeaderAuth(_Strict):
 
 Auth = Annotated[BasicAuth | BearerAuth | HeaderAuth | SigV4Auth, Field(discriminator="type")]
 
+# Methods whose requests carry no body (the delivery's views refuse one too: targets/views.py).
+BODILESS_METHODS = ("GET", "HEAD")
+
 
 class HttpTarget(_Strict):
     """An HTTP request to make."""
@@ -166,6 +169,14 @@ class HttpTarget(_Strict):
     @classmethod
     def _headers(cls, v: dict[str, str]) -> dict[str, str]:
         return _check_headers(v)
+
+    @model_validator(mode="after")
+    def _no_body_without_semantics(self) -> HttpTarget:
+        # Many servers ignore a GET's or HEAD's body, and read it as the next request on the
+        # connection: a second answer nobody asked for, taken by the delivery that comes next.
+        if self.method in BODILESS_METHODS and self.body is not None:
+            raise _FieldError("body", f"a {self.method} request carries no body: leave body out (or null)")
+        return self
 
 
 class AmqpTarget(_Strict):

@@ -571,3 +571,14 @@ def test_tls_checks_the_url_host_name_while_connecting_to_the_validated_ip(tls_s
     result = deliver(http(tls_server.url("/ok", host="127.0.0.1")), make_delivery(), LOCAL)
     assert (result.status, result.retryable) == ("failed", True)
     assert "127.0.0.1" in result.error and "certificate" in result.error.lower()
+
+
+def test_tls_connections_are_kept_alive_too(tls_server, certificates, monkeypatch):
+    # What TLS itself sends after the handshake (TLS 1.3 session tickets) is no byte after an
+    # answer: the connection is kept and reused.
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(certificates / "ca.pem"))
+    for _ in range(3):
+        result = deliver(http(tls_server.url("/ok", host="localhost")), make_delivery(), LOCAL)
+        assert result.succeeded, result.error
+    first, second, third = tls_server.hits("/ok")
+    assert first["client"] == second["client"] == third["client"]

@@ -39,6 +39,7 @@ ANSWERS: dict[str, bytes | Callable[[socket.socket], None]] = {
     "/lengths": b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabc",
     "/bare-lf": b"HTTP/1.1 201 Created\nContent-Length: 2\nX-Folded: a\n b\n\nhi",
     "/not-found": b"HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\n\r\nnope",
+    "/extra": ok(b"mine") + b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nnot me",  # two answers to one request
 }
 
 
@@ -129,9 +130,13 @@ def scripted():
     http_wire.close_connections()
 
 
-def send(server: ScriptedServer, path: str, **fields):
+def send(server: ScriptedServer, path: str, owner: str | None = None, **fields):
     delivery = Delivery(
-        job_id=str(uuid.uuid4()), execution_id=str(uuid.uuid4()), scheduled_at=dt.datetime.now(dt.UTC), attempt=1
+        job_id=str(uuid.uuid4()),
+        execution_id=str(uuid.uuid4()),
+        scheduled_at=dt.datetime.now(dt.UTC),
+        attempt=1,
+        owner=owner,
     )
     return deliver({"type": "http", "url": server.url(path), **fields}, delivery, LOCAL)
 
@@ -201,6 +206,54 @@ def test_a_kept_connection_the_peer_closed_while_idle_is_not_used(scripted):
     assert result.succeeded, result.error
     first, second = scripted.ports("/ok")
     assert first != second
+
+
+def test_kept_connections_are_kept_per_owner(scripted):
+    for owner in ("alice", "bob", "alice", "bob"):
+        assert send(scripted, "/ok", owner=owner).succeeded
+    alice, bob, alice_again, bob_again = scripted.ports("/ok")
+    assert alice == alice_again and bob == bob_again and alice != bob  # one connection each, never shared
+
+
+def test_a_second_answer_to_one_request_is_never_read_as_the_next_ones(scripted):
+    assert send(scripted, "/extra").response_excerpt == "mine"
+    assert send(scripted, "/ok").response_excerpt == "ok"  # not "not me"
+    assert scripted.ports("/extra") != scripted.ports("/ok")  # a new connection
+
+
+def test_a_kept_connection_that_received_bytes_while_idle_is_not_used(scripted):
+    assert send(scripted, "/ok").succeeded
+    with scripted.lock:
+        (conn,) = scripted.connections
+    conn.sendall(ok(b"late"))  # an answer nobody asked for, arriving while the connection is idle
+    assert send(scripted, "/ok").response_excerpt == "ok"
+    first, second = scripted.ports("/ok")
+    assert first != second
+
+
+def test_a_connection_that_received_bytes_after_its_answer_is_not_kept():
+    # Checked at checkin too: bytes that came after the answer was read (not in its buffer).
+    (noisy, noisy_peer), (quiet, quiet_peer) = socket.socketpair(), socket.socketpair()
+    key = ("owner", True, (), "", "http", "checkin.test", 80)
+    try:
+        noisy_peer.sendall(b"HTTP/1.1 200 OK\r\n")
+        http_wire._checkin(key, http_wire._Connection(noisy))
+        assert http_wire._idle.kept(key) == [] and noisy.fileno() == -1  # closed, not kept
+        http_wire._checkin(key, http_wire._Connection(quiet))
+        assert [conn.sock for conn in http_wire._idle.kept(key)] == [quiet]
+    finally:
+        http_wire.close_connections()
+        for sock in (noisy, noisy_peer, quiet, quiet_peer):
+            sock.close()
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD", "get"])
+def test_a_stored_get_or_head_body_fails_for_good_before_connecting(scripted, method):
+    smuggled = f"GET /ok HTTP/1.1\r\nHost: 127.0.0.1:{scripted.port}\r\n\r\n"
+    result = send(scripted, "/ok", method=method, body=smuggled)
+    assert (result.status, result.retryable) == ("failed", False)
+    assert result.error == f"invalid target: body: a {method.upper()} request carries no body"
+    assert scripted.requests == []
 
 
 def test_a_kept_connection_dropped_as_it_is_used_is_replaced_once(scripted):

@@ -184,6 +184,7 @@ class Servers:
                 },
                 f,
             )
+        self.database_url = database_url  # for a test that stores what the API would refuse
         self.port = _free_port()
         args = local.LocalOptions(
             host="127.0.0.1",

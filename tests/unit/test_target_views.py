@@ -187,6 +187,8 @@ def test_what_no_model_would_store_is_refused():
         ({"type": "smtp"}, "unknown type"),
         ({}, "missing type"),
         ({"type": "http", "url": "https://h/", "timeout_seconds": True}, "timeout_seconds"),
+        ({"type": "http", "url": "https://h/", "method": "GET", "body": "x"}, "body: a GET request carries no body"),
+        ({"type": "http", "url": "https://h/", "method": "head", "body": ""}, "body: a HEAD request carries no body"),
         ({"type": "amqp", "body_encoding": "latin-1"}, "body_encoding"),
         (
             {
@@ -205,3 +207,19 @@ def test_what_no_model_would_store_is_refused():
     ]:
         with pytest.raises(InvalidTarget, match=message):
             view_of(target)
+
+
+@pytest.mark.parametrize("method", ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
+def test_the_models_and_the_views_refuse_a_body_on_the_same_methods(method):
+    target = {"type": "http", "url": "https://h/", "method": method, "body": "{}"}
+    try:
+        TARGET.validate_python(target)
+        model_refuses = False
+    except ValidationError:
+        model_refuses = True
+    try:
+        view_of(target)
+        view_refuses = False
+    except InvalidTarget:
+        view_refuses = True
+    assert model_refuses == view_refuses == (method in ("GET", "HEAD"))

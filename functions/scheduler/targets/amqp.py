@@ -223,9 +223,12 @@ def _ssl_options(broker: Broker) -> pika.SSLOptions | None:
     return pika.SSLOptions(context, server_hostname=broker.host)
 
 
-def _open(broker: Broker, guarded: bool, policy: TargetPolicy, watchdog: Watchdog) -> PooledConnection:
-    """A new connection to a validated address of ``broker`` within the watchdog's time."""
-    infos = ssrf.resolve_checked(broker.host, broker.port, policy, watchdog.remaining(), guard=guarded)
+def _open(
+    broker: Broker, guarded: bool, policy: TargetPolicy, watchdog: Watchdog, owner: str | None
+) -> PooledConnection:
+    """A new connection to a validated address of ``broker`` within the watchdog's time (its
+    name looked up as a lookup of ``owner``, the job's owner)."""
+    infos = ssrf.resolve_checked(broker.host, broker.port, policy, watchdog.remaining(), guard=guarded, owner=owner)
     error: Exception | None = None
     for info in infos:
         address = info[4][0]
@@ -316,7 +319,7 @@ def _deliver(spec: AmqpView, delivery: Delivery, policy: TargetPolicy, budget: f
                 pooled = _checkout(url)
             reused = pooled is not None
             if pooled is None:
-                pooled = _open(broker, guarded, policy, watchdog)
+                pooled = _open(broker, guarded, policy, watchdog, delivery.owner)
             try:
                 publish(pooled)
             except (pex.AMQPConnectionError, pex.ChannelWrongStateError, OSError):
@@ -324,7 +327,7 @@ def _deliver(spec: AmqpView, delivery: Delivery, policy: TargetPolicy, budget: f
                     raise
                 pooled.close(graceful=False)  # died while pooled: once more, on a fresh one
                 pooled = None
-                pooled = _open(broker, guarded, policy, watchdog)
+                pooled = _open(broker, guarded, policy, watchdog, delivery.owner)
                 publish(pooled)
             _release(url, pooled, watchdog)
             return DeliveryResult(SUCCEEDED, False)

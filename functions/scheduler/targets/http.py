@@ -15,7 +15,10 @@ What a delivery does:
   resolved once, every address checked, and the socket connected to a validated address;
   TLS is verified (certifi, or ``REQUESTS_CA_BUNDLE``) with SNI and the certificate check on
   the URL's host name. No proxy is ever used (it would hide the real destination from the
-  guard). Connections are kept alive per origin and policy.
+  guard). Connections are kept alive per owner, origin and policy: a connection never carries
+  the request of another owner than the one it was opened for.
+- Refuses a body on a GET or HEAD (``targets.views``): a server that ignores it reads it as the
+  next request on the connection.
 - Follows redirects only with ``follow_redirects: true`` (at most 10 hops, each hop guarded;
   303, and 301/302 after a POST, become a GET without body; the ``auth`` header is dropped
   when the host changes).
@@ -122,7 +125,7 @@ def _deliver(
     watchdog = Watchdog(budget)
     with running(watchdog):
         try:
-            response = _send(spec, headers, body, watchdog, policy, read_limit, signer)
+            response = _send(spec, headers, body, watchdog, policy, read_limit, signer, owner=delivery.owner)
         except ssrf.TargetNotAllowed as exc:
             return permanent(str(exc))
         except _TooManyRedirects:
@@ -156,8 +159,11 @@ def _send(
     policy: TargetPolicy,
     read_limit: int,
     signer: HttpSigner | None = None,
+    *,
+    owner: str | None = None,
 ) -> Response:
-    """Send the request (and follow redirects when asked), returning the final answer."""
+    """Send the request (and follow redirects when asked) on connections of ``owner``, returning
+    the final answer."""
     method, url = spec.method, spec.url
     auth = spec.auth_header
     auth_name = auth[0] if auth else None
@@ -169,7 +175,7 @@ def _send(
         request = _prepare(method, url, headers, body)
         if signer is not None and _origin(url) == origin:  # never sign for another host
             signer.sign(request)
-        response = http_wire.send(request, policy, watchdog, read_limit)
+        response = http_wire.send(request, policy, watchdog, read_limit, owner=owner)
         location = response.header("location")
         if not (spec.follow_redirects and response.status in _REDIRECTS and location is not None):
             return response

@@ -5,14 +5,19 @@ guard and watched by the delivery's watchdog.
 - A connection is opened by :func:`scheduler.targets.ssrf.connect` (one resolution, every
   address checked, the socket connected to a validated one); TLS verifies the certificate
   against certifi's bundle or ``REQUESTS_CA_BUNDLE``, with SNI and the host check on the URL's
-  host name. Kept-alive connections are keyed by what the guard looks at (the policy), the trust
-  store and the origin, so one opened under a lax policy is never reused under a strict one.
+  host name. Kept-alive connections are keyed by the job's owner, what the guard looks at (the
+  policy), the trust store and the origin: one opened under a lax policy is never reused under
+  a strict one, and one owner's connection never carries another owner's request (a peer that
+  answers twice, or a request smuggled in a body the server ignored, shifts the answers of the
+  later requests on its connection: only that owner's, to that origin, can be shifted).
 - The answer is read by :mod:`scheduler.targets.http_answer` (at most ``read_limit`` bytes of
-  its body): a connection goes back to the pool only when its answer was read to its end and
-  the peer keeps it alive, else it is closed.
-- A kept-alive connection the peer closed while it was idle is found before it is used (it
-  reads as ready); one that fails before any byte of the answer came is replaced by a new
-  connection once (every delivery carries its idempotency key; at-least-once is the contract).
+  its body): a connection goes back to the pool only when its answer was read to its end, the
+  peer keeps it alive and nothing came after the answer (no byte buffered past its framing,
+  none readable at once), else it is closed.
+- A kept-alive connection that reads as ready while idle (the peer closed it, or sent bytes
+  nobody asked for) is closed, not used; one that fails before any byte of the answer came is
+  replaced by a new connection once (every delivery carries its idempotency key; at-least-once
+  is the contract).
 
 Why not requests and urllib3: with a target answering at once, a delivery spent about 0.3 ms of
 CPU in them (cookie jars, header dicts copied four times, an e-mail parser for the answer's
@@ -42,10 +47,11 @@ from scheduler.targets.watchdog import Watchdog
 
 USER_AGENT = "scheduler/0.1 (job scheduler delivery)"
 DEFAULT_HEADERS = (("User-Agent", USER_AGENT), ("Accept", "*/*"), ("Accept-Encoding", "identity"))
-# Connections kept alive per origin: as many as local mode's executors deliver at once, so a burst
-# to one host reuses its connections instead of opening (and checking) new ones.
+# Connections kept alive per pool (an owner's to one origin): as many as local mode's executors
+# deliver at once, so a burst to one host reuses its connections instead of opening new ones.
 KEEP_ALIVE_PER_HOST = 64
-# Origins whose idle connections are kept (the least recently used beyond are closed).
+# Pools (an owner's connections to one origin) whose idle connections are kept (the least
+# recently used beyond are closed).
 KEPT_ORIGINS = 32
 # An idle connection older than this is closed rather than reused: servers drop idle ones (60 s
 # behind an AWS load balancer, 5 s in many servers), and one dropped as it is used fails.
@@ -182,10 +188,13 @@ class _Connection:
             pass
 
     def stale(self, now: float) -> bool:
-        """Idle too long, or closed by the peer (an idle connection that reads as ready holds an
-        EOF or bytes nobody asked for)."""
-        if now - self.idle_since > MAX_IDLE_SECONDS:
-            return True
+        """Idle too long, or something came while it was idle (see :meth:`received_more`)."""
+        return now - self.idle_since > MAX_IDLE_SECONDS or self.received_more()
+
+    def received_more(self) -> bool:
+        """Whether the peer sent anything that was not read: bytes nobody asked for (a second
+        answer, the answer to a request smuggled in a body), or the end of the stream. Such a
+        connection cannot carry another request: what it holds would be read as that answer."""
         pending = getattr(self.sock, "pending", None)  # TLS: bytes already decrypted, not yet read
         if pending is not None and pending():
             return True
@@ -197,7 +206,7 @@ class _Connection:
             return True
 
 
-_PoolKey = tuple[bool, tuple[str, ...], str, str, str, int]
+_PoolKey = tuple[str | None, bool, tuple[str, ...], str, str, str, int]
 _idle: IdlePool[_Connection] = IdlePool(_Connection.close, per_key=KEEP_ALIVE_PER_HOST, keys=KEPT_ORIGINS)
 
 
@@ -211,6 +220,9 @@ def _checkout(key: _PoolKey) -> _Connection | None:
 
 
 def _checkin(key: _PoolKey, conn: _Connection) -> None:
+    if conn.received_more():  # bytes past the answer's framing, arrived since it was read
+        conn.close()
+        return
     conn.idle_since = time.monotonic()
     _idle.give(key, conn)
 
@@ -220,7 +232,7 @@ def close_connections() -> None:
     _idle.close_all()
 
 
-def _connect(origin: _Origin, policy: TargetPolicy, cafile: str, watchdog: Watchdog) -> _Connection:
+def _connect(origin: _Origin, policy: TargetPolicy, cafile: str, watchdog: Watchdog, owner: str | None) -> _Connection:
     timeout = watchdog.remaining()
     try:
         sock = ssrf.connect(
@@ -229,6 +241,7 @@ def _connect(origin: _Origin, policy: TargetPolicy, cafile: str, watchdog: Watch
             policy,
             timeout=timeout,
             socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+            owner=owner,
         )
     except ssrf.TargetNotAllowed:
         raise
@@ -268,22 +281,26 @@ def _head_bytes(request: Request, origin: _Origin) -> bytes:
     return "\r\n".join(lines).encode("latin-1")  # a header that is not Latin-1 raises UnicodeEncodeError
 
 
-def send(request: Request, policy: TargetPolicy, watchdog: Watchdog, read_limit: int) -> Response:
+def send(
+    request: Request, policy: TargetPolicy, watchdog: Watchdog, read_limit: int, *, owner: str | None = None
+) -> Response:
     """Send ``request`` and read its answer, at most ``read_limit`` bytes of the body, within the
-    watchdog's time. Raises ``InvalidHeader``, ``UnicodeEncodeError`` (a header that is not
-    Latin-1), ``ssrf.TargetNotAllowed``, ``ConnectTimeout``, ``InvalidResponse`` and the
-    ``OSError`` (``ssl.SSLError``, ``socket.gaierror``, ``TimeoutError``...) of the network; an
-    error while the body is read keeps the part read (the status stands)."""
+    watchdog's time, on a connection kept for ``owner`` (the job's owner) or a new one. Raises
+    ``InvalidHeader``, ``UnicodeEncodeError`` (a header that is not Latin-1),
+    ``ssrf.TargetNotAllowed``, ``ConnectTimeout``, ``InvalidResponse`` and the ``OSError``
+    (``ssl.SSLError``, ``socket.gaierror``, ``TimeoutError``...) of the network; an error while
+    the body is read keeps the part read (the status stands)."""
     origin = _origin_of(request.url)
     head = _head_bytes(request, origin)
     payload = head + request.body if request.body and len(request.body) <= RECV_BYTES else head
     cafile = _trust_store() if origin.scheme == "https" else ""
-    key = (bool(policy.allow_private), tuple(policy.allow_list or ()), cafile, origin.scheme, origin.host, origin.port)
+    policy_key = (bool(policy.allow_private), tuple(policy.allow_list or ()))
+    key = (owner, *policy_key, cafile, origin.scheme, origin.host, origin.port)
     conn = _checkout(key)
     reused = conn is not None
     while True:
         if conn is None:
-            conn = _connect(origin, policy, cafile, watchdog)
+            conn = _connect(origin, policy, cafile, watchdog, owner)
         else:
             watchdog.watch(conn.current_socket)
         reader = AnswerReader(conn.sock)
@@ -301,6 +318,8 @@ def send(request: Request, policy: TargetPolicy, watchdog: Watchdog, read_limit:
             raise
         # From here the watchdog leaves the socket alone: once kept, another delivery may use it.
         watchdog.forget(conn.current_socket)
+        # Kept only when nothing came past the answer's framing (buffered here, or readable at
+        # once: _checkin), so that no byte of it can be read as the answer to a later request.
         if keep and not reader.buffer and not watchdog.fired:
             _checkin(key, conn)
         else:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import socket
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -157,15 +158,73 @@ def check_addresses(host: str, addresses: Iterable[str], policy: TargetPolicy) -
 
 # ----------------------------------------------------------------------- resolve and connect
 
-_resolver = ThreadPoolExecutor(max_workers=8, thread_name_prefix="target-resolve")
+# Name lookups in flight: at most LOOKUPS_PER_OWNER for one owner, LOOKUPS_IN_ALL in the process.
+# A lookup cannot be interrupted: one that hangs (a slow or dead resolver of a name a job chose)
+# keeps its slot and its thread until it ends, so an owner whose lookups hang waits for its own
+# slots (within each delivery's time) while the other owners' lookups find theirs.
+LOOKUPS_PER_OWNER = 8
+LOOKUPS_IN_ALL = 64
+
+_resolver = ThreadPoolExecutor(max_workers=LOOKUPS_IN_ALL, thread_name_prefix="target-resolve")
 
 
-def resolve(host: str, port: int, timeout: float) -> list[AddrInfo]:
-    """``getaddrinfo(host, port)`` for TCP, bounded by ``timeout`` seconds.
+class _LookupSlots:
+    """Admission of name lookups, per owner and in all; thread-safe. An owner's count is dropped
+    when it reaches zero, so owners that come and go leave nothing behind."""
+
+    def __init__(self, per_owner: int, in_all: int) -> None:
+        self.per_owner = per_owner
+        self.in_all = in_all
+        self._by_owner: dict[str | None, int] = {}
+        self._total = 0
+        self._changed = threading.Condition()
+
+    def take(self, owner: str | None, deadline: float) -> bool:
+        """Take a slot for ``owner``, waiting until ``deadline`` (``time.monotonic``) at most;
+        False when none came free in time."""
+        with self._changed:
+            while self._by_owner.get(owner, 0) >= self.per_owner or self._total >= self.in_all:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+            self._by_owner[owner] = self._by_owner.get(owner, 0) + 1
+            self._total += 1
+            return True
+
+    def give_back(self, owner: str | None) -> None:
+        """Free a slot of ``owner`` (its lookup ended)."""
+        with self._changed:
+            left = self._by_owner[owner] - 1
+            if left:
+                self._by_owner[owner] = left
+            else:
+                del self._by_owner[owner]
+            self._total -= 1
+            self._changed.notify_all()
+
+    def in_flight(self, owner: str | None) -> int:
+        """The lookups of ``owner`` in flight (for tests and diagnostics)."""
+        with self._changed:
+            return self._by_owner.get(owner, 0)
+
+    @property
+    def total(self) -> int:
+        """The lookups in flight, of every owner (for tests and diagnostics)."""
+        with self._changed:
+            return self._total
+
+
+_slots = _LookupSlots(LOOKUPS_PER_OWNER, LOOKUPS_IN_ALL)
+
+
+def resolve(host: str, port: int, timeout: float, *, owner: str | None = None) -> list[AddrInfo]:
+    """``getaddrinfo(host, port)`` for TCP, bounded by ``timeout`` seconds, as a lookup of
+    ``owner`` (the job's owner: see ``LOOKUPS_PER_OWNER``).
 
     Raises ``socket.gaierror`` when the name does not resolve, :class:`ResolveTimeout` when
-    the resolver does not answer in time (the lookup itself cannot be interrupted; it finishes
-    in a worker thread and its answer is dropped).
+    the resolver does not answer in time, or no lookup slot of the owner came free in time (the
+    lookup itself cannot be interrupted; it finishes in a worker thread and its answer is dropped).
     """
     host = host.strip("[]")
     try:
@@ -176,12 +235,7 @@ def resolve(host: str, port: int, timeout: float) -> list[AddrInfo]:
     if literal:
         infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
     else:
-        future = _resolver.submit(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
-        try:
-            infos = future.result(timeout=max(timeout, 0.0))
-        except FutureTimeout:
-            future.cancel()
-            raise ResolveTimeout(f"name resolution of {host!r} timed out") from None
+        infos = _lookup(host, port, owner, time.monotonic() + max(timeout, 0.0))
     unique: list[AddrInfo] = []
     for info in infos:
         if info[0] in (socket.AF_INET, socket.AF_INET6) and info not in unique:
@@ -191,14 +245,33 @@ def resolve(host: str, port: int, timeout: float) -> list[AddrInfo]:
     return unique
 
 
+def _lookup(host: str, port: int, owner: str | None, deadline: float) -> list[AddrInfo]:
+    """``getaddrinfo`` in a worker thread, in a slot of ``owner`` held until it ends."""
+    slots = _slots
+    if not slots.take(owner, deadline):
+        raise ResolveTimeout(f"name resolution of {host!r} timed out (waiting for earlier lookups)")
+    try:
+        future = _resolver.submit(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
+    except BaseException:
+        slots.give_back(owner)
+        raise
+    future.add_done_callback(lambda _: slots.give_back(owner))  # when it ends, however late
+    try:
+        return future.result(timeout=max(deadline - time.monotonic(), 0.0))
+    except FutureTimeout:
+        future.cancel()
+        raise ResolveTimeout(f"name resolution of {host!r} timed out") from None
+
+
 def resolve_checked(
-    host: str, port: int, policy: TargetPolicy, timeout: float, *, guard: bool = True
+    host: str, port: int, policy: TargetPolicy, timeout: float, *, guard: bool = True, owner: str | None = None
 ) -> list[AddrInfo]:
-    """Resolve ``host`` once and, when ``guard``, refuse it unless all its addresses are allowed.
+    """Resolve ``host`` once (a lookup of ``owner``, see :func:`resolve`) and, when ``guard``,
+    refuse it unless all its addresses are allowed.
 
     Returns the ``getaddrinfo`` entries; connect to one of their ``sockaddr`` exactly.
     """
-    infos = resolve(host, port, timeout)
+    infos = resolve(host, port, timeout, owner=owner)
     if guard:
         check_addresses(host, [info[4][0] for info in infos], policy)
     return infos
@@ -213,15 +286,16 @@ def connect(
     guard: bool = True,
     socket_options: Sequence[tuple[int, int, Any]] | None = None,
     source_address: tuple[str, int] | None = None,
+    owner: str | None = None,
 ) -> socket.socket:
     """Open a TCP connection to ``host:port`` on a validated address, within ``timeout`` seconds.
 
-    The name is resolved once (:func:`resolve_checked`); the addresses are tried in the
-    resolver's order. Raises :class:`TargetNotAllowed`, ``socket.gaierror``, ``TimeoutError``
-    or the ``OSError`` of the last attempt.
+    The name is resolved once (:func:`resolve_checked`, a lookup of ``owner``); the addresses
+    are tried in the resolver's order. Raises :class:`TargetNotAllowed`, ``socket.gaierror``,
+    ``TimeoutError`` or the ``OSError`` of the last attempt.
     """
     deadline = time.monotonic() + timeout
-    infos = resolve_checked(host, port, policy, timeout, guard=guard)
+    infos = resolve_checked(host, port, policy, timeout, guard=guard, owner=owner)
     error: OSError | None = None
     for family, socktype, proto, _name, sockaddr in infos:
         remaining = deadline - time.monotonic()

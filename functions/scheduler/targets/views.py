@@ -26,6 +26,9 @@ from scheduler.urls import check_url_syntax
 #: Default of ``target.timeout_seconds`` (http and amqp).
 DEFAULT_TIMEOUT_SECONDS = 30.0
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+#: Methods whose requests carry no body (``models.BODILESS_METHODS``): a server that ignores one
+#: reads it as the next request on the connection, and its answer lands on another delivery.
+BODILESS_METHODS = ("GET", "HEAD")
 
 
 class InvalidTarget(ValueError):
@@ -147,6 +150,8 @@ def _http(target: dict, timeout: float) -> HttpView:
     body = target.get("body")
     if body is not None and not isinstance(body, str):
         raise InvalidTarget("body must be text")
+    if body is not None and method.upper() in BODILESS_METHODS:  # a row stored before the API refused it
+        raise InvalidTarget(f"body: a {method.upper()} request carries no body")
     codes = target.get("success_codes")
     if codes is not None:
         if not isinstance(codes, (list, tuple)) or not all(
