@@ -174,6 +174,9 @@ class HttpTarget(_Strict):
     def _no_body_without_semantics(self) -> HttpTarget:
         # Many servers ignore a GET's or HEAD's body, and read it as the next request on the
         # connection: a second answer nobody asked for, taken by the delivery that comes next.
+        # An empty body sends nothing: it is kept as none.
+        if self.method in BODILESS_METHODS and self.body == "":
+            self.body = None
         if self.method in BODILESS_METHODS and self.body is not None:
             raise _FieldError("body", f"a {self.method} request carries no body: leave body out (or null)")
         return self

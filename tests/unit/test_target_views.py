@@ -188,7 +188,7 @@ def test_what_no_model_would_store_is_refused():
         ({}, "missing type"),
         ({"type": "http", "url": "https://h/", "timeout_seconds": True}, "timeout_seconds"),
         ({"type": "http", "url": "https://h/", "method": "GET", "body": "x"}, "body: a GET request carries no body"),
-        ({"type": "http", "url": "https://h/", "method": "head", "body": ""}, "body: a HEAD request carries no body"),
+        ({"type": "http", "url": "https://h/", "method": "head", "body": "x"}, "body: a HEAD request carries no body"),
         ({"type": "amqp", "body_encoding": "latin-1"}, "body_encoding"),
         (
             {
@@ -207,6 +207,12 @@ def test_what_no_model_would_store_is_refused():
     ]:
         with pytest.raises(InvalidTarget, match=message):
             view_of(target)
+
+
+def test_an_empty_body_on_a_get_is_no_body_for_the_models_and_the_views():
+    target = {"type": "http", "url": "https://h/", "method": "GET", "body": ""}
+    assert TARGET.validate_python(target).body is None
+    assert view_of(target).body is None
 
 
 @pytest.mark.parametrize("method", ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])

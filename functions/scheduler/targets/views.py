@@ -151,7 +151,9 @@ def _http(target: dict, timeout: float) -> HttpView:
     if body is not None and not isinstance(body, str):
         raise InvalidTarget("body must be text")
     if body is not None and method.upper() in BODILESS_METHODS:  # a row stored before the API refused it
-        raise InvalidTarget(f"body: a {method.upper()} request carries no body")
+        if body:
+            raise InvalidTarget(f"body: a {method.upper()} request carries no body")
+        body = None  # an empty one sends nothing
     codes = target.get("success_codes")
     if codes is not None:
         if not isinstance(codes, (list, tuple)) or not all(
