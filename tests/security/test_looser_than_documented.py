@@ -1,0 +1,103 @@
+"""Issue 31, item 9: input the API took although the contract refuses it, each reproduced through
+`scheduler local --auth sigv4` over real sockets (the address table also in process). Each of
+these failed before the fix.
+
+1. Instants (``run_at``, ``start_at``, ``end_at``, the preview's ``after``) are RFC 3339
+   date-times with an offset, nothing else: no Unix time as a number or a numeric string, no
+   date without a time, no naive time, no ISO 8601 variants outside RFC 3339.
+2. ``GET /v1/executions?job_id=`` takes a job id in the canonical form the job routes take.
+3. A URL host is accepted only when the delivery can send it, to the host it reads as: no
+   ideographic or fullwidth dots, no label that is only valid once mapped (enclosed or
+   fullwidth letters, soft hyphens, zero-width characters), for HTTP and AMQP targets alike.
+4. The SSRF guard's special-purpose address table is its own (the IANA registries), not the
+   running Python's: 192.0.0.8 and 3fff::/20 are refused on every Python.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.security.conftest import spec, unique
+
+# -- 1. instants are RFC 3339 with an offset ----------------------------------------------------
+
+NOT_RFC3339 = [
+    1798761600,  # Unix time, a JSON number
+    1798761600.5,
+    "1798761600",  # Unix time, a numeric string
+    "2026-12-01",  # a date without a time
+    "2026-12-01T10:00:00",  # naive
+    "2026-12-01 10:00:00Z",  # ISO 8601's space, not RFC 3339's T
+    "2026-12-01T10:00Z",  # no seconds
+    "2026-12-01T10:00:00+0100",  # an offset without its colon
+    "2026-12-01T10:00:00,5Z",  # a decimal comma
+    "20261201T100000Z",  # ISO 8601 basic format
+    "2026-W49-2T10:00:00Z",  # a week date
+    "2026-12-01T10:00:00+01",  # an offset without minutes
+    "2026-12-01T25:00:00Z",
+    " 2026-12-01T10:00:00Z",
+    "\uff12\uff10\uff12\uff16-12-01T10:00:00Z",  # fullwidth digits
+    True,
+]
+RFC3339 = [
+    "2099-12-01T10:00:00Z",
+    "2099-12-01T10:00:00+01:00",
+    "2099-12-01T10:00:00.250-05:30",
+    "2099-12-01t10:00:00z",  # RFC 3339 section 5.6: T and Z may be lower case
+    "2099-12-01T10:00:00-00:00",  # RFC 3339 section 4.3: UTC, local offset unknown
+]
+
+
+@pytest.mark.parametrize("value", NOT_RFC3339, ids=repr)
+@pytest.mark.parametrize("field", ["run_at", "start_at", "end_at"])
+def test_1_job_instants_other_than_rfc3339_with_an_offset_are_400(alice, field, value):
+    name = unique("when")
+    body = spec(name)
+    if field != "run_at":
+        del body["run_at"]
+        body["schedule"] = "@daily"
+    body[field] = value
+    answer = alice.call("POST", "/v1/jobs", body)
+    assert answer.status == 400, answer.text
+    assert answer.fields() == [field]
+    assert "RFC 3339" in answer.error()["details"][0]["message"]
+    assert name not in alice.names()
+
+
+@pytest.mark.parametrize("value", [1798761600, "1798761600", "2026-12-01 10:00:00Z"], ids=repr)
+def test_1_put_and_patch_refuse_them_too(alice, value):
+    job = alice.create(spec(unique("whenput")))
+    path = f"/v1/jobs/{job['id']}"
+    put = alice.call("PUT", path, {**spec(job["name"]), "run_at": value})
+    assert put.status == 400 and put.fields() == ["run_at"], put.text
+    patch = alice.call("PATCH", path, {"run_at": value})
+    assert patch.status == 400 and patch.fields() == ["run_at"], patch.text
+    assert alice.call("GET", path).json["run_at"] == "2099-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize("value", RFC3339)
+def test_1_rfc3339_instants_are_taken(alice, value):
+    job = alice.create(spec(unique("whenok"), run_at=value))
+    assert job["run_at"].startswith("2099-12-01T")
+    assert job["run_at"].endswith("Z")
+
+
+@pytest.mark.parametrize("value", NOT_RFC3339, ids=repr)
+@pytest.mark.parametrize("field", ["after", "run_at", "start_at", "end_at"])
+def test_1_the_preview_refuses_them_too(alice, field, value):
+    body = {"run_at": value} if field == "run_at" else {"schedule": "@daily", field: value}
+    answer = alice.call("POST", "/v1/schedules/preview", body)
+    assert answer.status == 400, answer.text
+    assert answer.fields() == [field]
+
+
+def test_1_the_preview_takes_rfc3339(alice):
+    answer = alice.call("POST", "/v1/schedules/preview", {"schedule": "@daily", "after": "2099-01-01t10:00:00+01:00"})
+    assert answer.status == 200, answer.text
+    assert answer.json["occurrences"][0] == "2099-01-02T00:00:00Z"
+
+
+@pytest.mark.parametrize("value", ["1798761600", "2026-12-01 10:00:00Z", "2026-12-01T10:00Z", "2026-12-01"])
+def test_1_since_is_rfc3339_too(alice, value):
+    answer = alice.call("GET", f"/v1/executions?since={value.replace(' ', '%20')}")
+    assert answer.status == 400 and answer.fields() == ["since"], answer.text
