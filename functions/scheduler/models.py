@@ -60,6 +60,15 @@ _RFC3339 = re.compile(
     re.ASCII,
 )
 _RFC3339_EXAMPLE = "2026-12-01T10:00:00Z or 2026-12-01T11:00:00+01:00"
+# A job id as the job routes take it (scheduler.store.rows.is_uuid): the canonical 8-4-4-4-12
+# form, hex digits in either case; not "urn:uuid:", braces, or missing or extra dashes.
+_CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def is_job_id(value: object) -> bool:
+    """Whether ``value`` is a job id in the form every route takes: a UUID in its canonical
+    8-4-4-4-12 text form (either case)."""
+    return isinstance(value, str) and _CANONICAL_UUID.fullmatch(value) is not None
 
 
 def parse_time(value: Any) -> datetime:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.security.conftest import spec, unique
+from tests.security.conftest import KEYS, Tenant, spec, unique
 
 # -- 1. instants are RFC 3339 with an offset ----------------------------------------------------
 
@@ -101,3 +101,42 @@ def test_1_the_preview_takes_rfc3339(alice):
 def test_1_since_is_rfc3339_too(alice, value):
     answer = alice.call("GET", f"/v1/executions?since={value.replace(' ', '%20')}")
     assert answer.status == 400 and answer.fields() == ["since"], answer.text
+
+
+# -- 2. the job_id filter takes canonical ids -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ran(local_server):
+    """A job of alice's with one finished execution (its target refuses the connection)."""
+    alice = Tenant(local_server.api, "alice", *KEYS["alice"])
+    execution = alice.run_once(
+        spec(unique("filter"), {"type": "http", "url": "http://127.0.0.1:9/x"}, retry={"max_attempts": 1})
+    )
+    return execution
+
+
+@pytest.mark.parametrize("form", ["urn:uuid:{}", "{{{}}}", "undashed", "upper-undashed", "dashes", "uuid:{}", "x{}"])
+def test_2_executions_job_id_filter_refuses_what_the_job_routes_refuse(alice, ran, form):
+    raw = ran["job_id"]
+    if form == "undashed":
+        odd = raw.replace("-", "")
+    elif form == "upper-undashed":
+        odd = raw.replace("-", "").upper()
+    elif form == "dashes":
+        odd = raw.replace("-", "--", 1)
+    else:
+        odd = form.format(raw)
+    assert alice.call("GET", f"/v1/jobs/{odd}").status == 404  # the job routes' rule
+    answer = alice.call("GET", f"/v1/executions?job_id={odd.replace('{', '%7B').replace('}', '%7D')}")
+    assert answer.status == 400, answer.text
+    assert answer.fields() == ["job_id"]
+
+
+@pytest.mark.parametrize("case", [str.lower, str.upper])
+def test_2_canonical_ids_in_either_case_match_as_on_the_job_routes(alice, ran, case):
+    job_id = case(ran["job_id"])
+    assert alice.call("GET", f"/v1/jobs/{job_id}").status == 200
+    answer = alice.call("GET", f"/v1/executions?job_id={job_id}")
+    assert answer.status == 200, answer.text
+    assert [e["id"] for e in answer.json["executions"]] == [ran["id"]]

@@ -17,7 +17,7 @@ from scheduler.api.errors import BadRequest, documented
 from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Owner, StoreDep, cursor_position
 from scheduler.api.routes import rule
 from scheduler.api.serialize import Execution, execution_json
-from scheduler.models import MAX_BODY_LENGTH, Instant, JobSpec, parse_time
+from scheduler.models import MAX_BODY_LENGTH, Instant, JobSpec, is_job_id, parse_time
 from scheduler.schedules import occurrences
 from scheduler.timeutil import format_time
 
@@ -113,10 +113,11 @@ def list_owner_executions(
     cursor: Cursor = None,
 ):
     if job_id is not None:
-        try:
-            job_id = str(uuid.UUID(job_id))
-        except ValueError:
-            raise BadRequest("job_id", "must be a job id (a UUID)") from None
+        # The job routes' rule: the canonical 8-4-4-4-12 form (hex digits in either case), not
+        # the other spellings uuid.UUID takes (urn:uuid:, braces, no dashes).
+        if not is_job_id(job_id):
+            raise BadRequest("job_id", "must be a job id: a UUID in its 8-4-4-4-12 form")
+        job_id = job_id.lower()
     since_at = None if since is None else _instant(since, "since")
     scope = scope_of(
         "owner_executions",
