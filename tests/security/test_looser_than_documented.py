@@ -15,8 +15,15 @@ these failed before the fix.
 
 from __future__ import annotations
 
-import pytest
+from urllib.parse import urlsplit
 
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from scheduler.targets.http import _prepared_url
+from scheduler.targets.http_wire import _origin_of
+from scheduler.urls import check_broker_url_syntax, check_url_syntax
 from tests.security.conftest import KEYS, Tenant, spec, unique
 
 # -- 1. instants are RFC 3339 with an offset ----------------------------------------------------
@@ -140,3 +147,98 @@ def test_2_canonical_ids_in_either_case_match_as_on_the_job_routes(alice, ran, c
     answer = alice.call("GET", f"/v1/executions?job_id={job_id}")
     assert answer.status == 200, answer.text
     assert [e["id"] for e in answer.json["executions"]] == [ran["id"]]
+
+
+# -- 3. URL hosts the delivery cannot send ------------------------------------------------------
+
+UNSENDABLE_HOSTS = [
+    "\u24d4\u24e7\u24d0\u24dc\u24df\u24db\u24d4.com",  # enclosed letters (UTS 46 maps them to example)
+    "example\u3002com",  # ideographic full stop
+    "example\uff0ecom",  # fullwidth full stop
+    "example\uff61com",  # halfwidth ideographic full stop
+    "\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45.com",  # fullwidth letters
+    "ex\u00adample.com",  # a soft hyphen (mapped away)
+    "ex\u200bample.com",  # a zero-width space
+    "\u2460.com",  # a circled digit
+    "\u210c.com",  # a black-letter capital
+    "\ufb00.com",  # a ligature
+    "\u2603.net",  # a snowman: IDNA 2003 encodes it, IDNA 2008 does not
+    "stra\u00dfe.de",  # IDNA 2003 reads it as strasse.de, IDNA 2008 as xn--strae-oqa.de
+    "\u0301x.com",  # a label starting with a combining mark
+    "127\u30020\u30020\u30021",
+]
+SENDABLE_HOSTS = [
+    "example.com",
+    "EXAMPLE.com",
+    "b\u00fccher.example",
+    "B\u00dcCHER.example",
+    "xn--bcher-kva.example",
+    "\u4f8b\u3048.\u30c6\u30b9\u30c8",  # Japanese labels, dots ASCII
+    "exa_mple.com",
+    "example.com.",
+]
+
+
+@pytest.mark.parametrize("host", UNSENDABLE_HOSTS, ids=ascii)
+@pytest.mark.parametrize("kind", ["http", "amqp"])
+def test_3_url_hosts_the_delivery_cannot_send_are_400(alice, kind, host):
+    name = unique("host")
+    if kind == "http":
+        target = {"type": "http", "url": f"https://{host}/hook"}
+    else:
+        target = {"type": "amqp", "url": f"amqps://user:pw-SECRET@{host}:5671/vhost"}
+    answer = alice.call("POST", "/v1/jobs", spec(name, target))
+    assert answer.status == 400, answer.text
+    assert answer.fields() == ["target.url"]
+    assert "SECRET" not in answer.text
+    assert name not in alice.names()
+
+
+def test_3_a_patch_to_such_a_host_is_400(alice):
+    job = alice.create(spec(unique("hostpatch")))
+    answer = alice.call("PATCH", f"/v1/jobs/{job['id']}", {"target": {"url": f"https://{UNSENDABLE_HOSTS[0]}/"}})
+    assert answer.status == 400 and answer.fields() == ["target.url"], answer.text
+
+
+@pytest.mark.parametrize("host", SENDABLE_HOSTS, ids=ascii)
+def test_3_hosts_the_delivery_sends_are_taken(alice, host):
+    assert alice.create(spec(unique("hostok"), {"type": "http", "url": f"https://{host}/hook"}))
+    assert alice.create(spec(unique("hostok"), {"type": "amqp", "url": f"amqps://{host}/vhost"}))
+
+
+def _sent_host_http(url: str) -> str:
+    """The host the HTTP delivery connects to (and names in TLS), as it prepares the URL."""
+    return _origin_of(_prepared_url(url)).host
+
+
+def _sent_host_amqp(url: str) -> str:
+    """The host the AMQP delivery resolves and names in TLS: the URL's host, which socket and
+    ssl encode with Python's IDNA codec."""
+    return urlsplit(url).hostname.encode("idna").decode("ascii").lower()
+
+
+_LABEL_CHARS = st.sampled_from(
+    list("abcxyzAZ09-_")
+    + list("\u00fc\u00e9\u00df\u03c2\u0131\u0130\u00c9")  # Latin and Greek, with IDNA 2003/2008 deviations
+    + list("\u24d0\u24b6\uff41\uff21\u2460\u210c\ufb00\u00aa\u2070")  # compatibility forms
+    + list("\u3002\uff0e\uff61\u00ad\u200b\u200c\u200d\u0301\u0308")  # other dots, invisible, combining
+    + list("\u4f8b\u30c6\u0627\u05d0\u0661\u2603\U0001f600")  # CJK, Arabic, Hebrew, symbols
+)
+_HOSTS = st.lists(st.text(_LABEL_CHARS, min_size=1, max_size=8), min_size=1, max_size=3).map(".".join)
+
+
+@settings(max_examples=400, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(host=_HOSTS)
+@example(host=UNSENDABLE_HOSTS[0])
+@example(host="b\u00fccher.example")
+def test_3_a_host_taken_at_write_time_is_the_host_each_delivery_sends_to(host):
+    """Whatever the write-time check accepts, the HTTP delivery prepares without error and both
+    deliveries send to one and the same ASCII host (so a certificate names what the user wrote)."""
+    http_url, amqp_url = f"https://{host}/hook", f"amqps://{host}/vhost"
+    http_ok, amqp_ok = check_url_syntax(http_url) is None, check_broker_url_syntax(amqp_url) is None
+    assert http_ok == amqp_ok
+    if http_ok:
+        sent = _sent_host_http(http_url)
+        assert sent.isascii()
+        assert sent == _sent_host_amqp(amqp_url)
+        assert sent.rstrip(".") == host.rstrip(".").lower() or "xn--" in sent
