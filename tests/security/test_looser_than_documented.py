@@ -15,12 +15,15 @@ these failed before the fix.
 
 from __future__ import annotations
 
+import ipaddress
 from urllib.parse import urlsplit
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from scheduler.targets import ssrf
+from scheduler.targets.delivery import TargetPolicy
 from scheduler.targets.http import _prepared_url
 from scheduler.targets.http_wire import _origin_of
 from scheduler.urls import check_broker_url_syntax, check_url_syntax
@@ -242,3 +245,167 @@ def test_3_a_host_taken_at_write_time_is_the_host_each_delivery_sends_to(host):
         assert sent.isascii()
         assert sent == _sent_host_amqp(amqp_url)
         assert sent.rstrip(".") == host.rstrip(".").lower() or "xn--" in sent
+
+
+# -- 4. the SSRF table is the registries', not the running Python's -----------------------------
+
+# One address at each end of each special-purpose block, and the reason given for it.
+SPECIAL = [
+    ("0.0.0.0", "unspecified"),
+    ("0.255.255.255", "unspecified"),
+    ("10.0.0.0", "private"),
+    ("10.255.255.255", "private"),
+    ("100.64.0.0", "reserved"),
+    ("100.127.255.255", "reserved"),
+    ("127.0.0.0", "loopback"),
+    ("127.255.255.255", "loopback"),
+    ("169.254.0.0", "link-local"),
+    ("169.254.255.255", "link-local"),
+    ("172.16.0.0", "private"),
+    ("172.31.255.255", "private"),
+    ("192.0.0.0", "reserved"),
+    ("192.0.0.8", "reserved"),  # IPv4 dummy address (RFC 7600): public for Python 3.11
+    ("192.0.0.9", "reserved"),
+    ("192.0.0.171", "reserved"),
+    ("192.0.0.255", "reserved"),
+    ("192.0.2.0", "reserved"),
+    ("192.0.2.255", "reserved"),
+    ("192.88.99.0", "reserved"),
+    ("192.88.99.255", "reserved"),
+    ("192.168.0.0", "private"),
+    ("192.168.255.255", "private"),
+    ("198.18.0.0", "private"),
+    ("198.19.255.255", "private"),
+    ("198.51.100.0", "reserved"),
+    ("198.51.100.255", "reserved"),
+    ("203.0.113.0", "reserved"),
+    ("203.0.113.255", "reserved"),
+    ("224.0.0.0", "multicast"),
+    ("239.255.255.255", "multicast"),
+    ("240.0.0.0", "reserved"),
+    ("255.255.255.254", "reserved"),
+    ("255.255.255.255", "reserved"),
+    ("::", "unspecified"),
+    ("::1", "loopback"),
+    ("::2", "reserved"),  # IPv4-compatible (deprecated), outside the global unicast space
+    ("::ffff:192.0.0.8", "reserved"),  # IPv4-mapped: judged by the embedded address
+    ("::ffff:10.1.2.3", "private"),
+    ("64:ff9b::c000:8", "reserved"),  # NAT64 of 192.0.0.8
+    ("64:ff9b::a9fe:a9fe", "link-local"),
+    ("64:ff9b:1::", "private"),  # local-use NAT64 (RFC 8215)
+    ("64:ff9b:1:ffff:ffff:ffff:ffff:ffff", "private"),
+    ("100::", "reserved"),
+    ("100::ffff:ffff:ffff:ffff", "reserved"),
+    ("100:0:0:1::1", "reserved"),
+    ("2001::", "reserved"),
+    ("2001:1ff:ffff:ffff:ffff:ffff:ffff:ffff", "reserved"),
+    ("2001:db8::", "reserved"),
+    ("2001:db8:ffff:ffff:ffff:ffff:ffff:ffff", "reserved"),
+    ("2002:c000:8::1", "reserved"),  # 6to4 around 192.0.0.8
+    ("2002:a00:1::1", "private"),  # 6to4 around 10.0.0.1
+    ("3fff::", "reserved"),  # documentation (RFC 9637): public for Python 3.11
+    ("3fff:fff:ffff:ffff:ffff:ffff:ffff:ffff", "reserved"),
+    ("5f00::1", "reserved"),
+    ("fc00::", "private"),
+    ("fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "private"),
+    ("fe80::", "link-local"),
+    ("febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "link-local"),
+    ("fec0::1", "private"),
+    ("ff00::", "multicast"),
+    ("ff0e::1", "multicast"),
+    ("4000::1", "reserved"),
+    ("1fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "reserved"),
+]
+PUBLIC = [
+    "1.1.1.1",
+    "8.8.8.8",
+    "1.0.0.0",  # just past 0.0.0.0/8
+    "11.0.0.0",
+    "100.63.255.255",
+    "100.128.0.0",
+    "126.255.255.255",
+    "128.0.0.0",
+    "169.253.255.255",
+    "169.255.0.0",
+    "172.15.255.255",
+    "172.32.0.0",
+    "192.0.1.0",
+    "192.0.3.0",
+    "192.31.196.1",  # AS112 (RFC 7535): globally reachable
+    "192.88.98.255",
+    "192.88.100.0",
+    "192.167.255.255",
+    "192.169.0.0",
+    "198.17.255.255",
+    "198.20.0.0",
+    "198.51.99.255",
+    "198.51.101.0",
+    "203.0.112.255",
+    "203.0.114.0",
+    "223.255.255.255",
+    "2000::1",
+    "2001:200::1",
+    "2001:db7:ffff:ffff:ffff:ffff:ffff:ffff",
+    "2001:db9::",
+    "2606:4700:4700::1111",
+    "2620:4f:8000::1",  # AS112 (RFC 7534): globally reachable
+    "3ffe:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+    "3fff:1000::",
+    "3fff:ffff::1",
+    "::ffff:8.8.8.8",
+    "64:ff9b::808:808",
+    "2002:808:808::1",
+]
+
+
+@pytest.mark.parametrize("address, reason", SPECIAL)
+def test_4_every_special_purpose_block_is_refused_with_its_reason(address, reason):
+    assert ssrf.classify(address) == reason
+    assert ssrf.classify(ipaddress.ip_address(address)) == reason
+
+
+@pytest.mark.parametrize("address", PUBLIC)
+def test_4_addresses_just_outside_the_blocks_are_public(address):
+    assert ssrf.classify(address) is None
+
+
+def test_4_the_verdicts_do_not_ask_pythons_tables(monkeypatch):
+    """With every ``is_*`` property of ``ipaddress`` broken, the verdicts are the same: they come
+    from the table in ssrf.py, whatever Python runs it."""
+
+    def broken(self):
+        raise AssertionError("classify asked ipaddress for its tables")
+
+    for cls in (ipaddress.IPv4Address, ipaddress.IPv6Address):
+        for name in ("is_private", "is_global", "is_reserved", "is_loopback", "is_link_local", "is_multicast"):
+            monkeypatch.setattr(cls, name, property(broken))
+        monkeypatch.setattr(cls, "is_unspecified", property(broken))
+    monkeypatch.setattr(ipaddress.IPv6Address, "is_site_local", property(broken))
+    for address, reason in SPECIAL:
+        assert ssrf.classify(address) == reason, address
+    for address in PUBLIC:
+        assert ssrf.classify(address) is None, address
+    assert ssrf.address_problem("192.0.0.8", TargetPolicy()) == "reserved"
+
+
+@pytest.mark.parametrize(
+    "host, address",
+    [
+        ("192.0.0.8", "192.0.0.8"),
+        ("[3fff::1]", "3fff::1"),
+        ("[64:ff9b::c000:8]", "64:ff9b::c000:8"),
+        ("198.51.100.7", "198.51.100.7"),
+    ],
+)
+def test_4_the_guard_refuses_them_through_the_server(guarded, host, address):
+    execution = guarded.run_once(
+        spec(
+            unique("special"),
+            {"type": "http", "url": f"http://{host}:8080/hook", "timeout_seconds": 2},
+            retry={"max_attempts": 1},
+        )
+    )
+    assert (execution["status"], execution["error"]) == (
+        "failed",
+        f"target address {address} is not allowed (reserved)",
+    )
