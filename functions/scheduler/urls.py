@@ -2,7 +2,8 @@
 
 They judge the text only (scheme, host, port, no blanks); names are not resolved and addresses
 are not judged here: the SSRF guard of the delivery (``scheduler.targets.ssrf``) does that at
-connect time.
+connect time. A host name is judged as the deliveries will encode it (:func:`host_as_sent`),
+so a URL accepted here is sent to the host it reads as.
 """
 
 from __future__ import annotations
@@ -88,6 +89,11 @@ def _split_url(url: object, schemes: tuple[str, str]) -> tuple[Any, str | None]:
     return parts, None
 
 
+# Characters that IDNA 2003 and UTS 46 read as a dot between labels, and the URL parser of the
+# HTTP delivery (urllib3) does not: a host written with them is refused, not guessed at.
+_OTHER_DOTS = frozenset("\u3002\uff0e\uff61")  # ideographic, fullwidth, halfwidth ideographic full stop
+
+
 def _check_host(host: str | None) -> str | None:
     if not host:
         return "url has no host"
@@ -96,13 +102,59 @@ def _check_host(host: str | None) -> str | None:
         return None
     except ValueError:
         pass
+    return host_as_sent(host)[1]
+
+
+def host_as_sent(host: str) -> tuple[str, str | None]:
+    """The ASCII name a delivery connects to for ``host`` (a URL's host name), and the problem
+    that makes it unsendable, if any (then the name is "").
+
+    Both deliveries must send to the host as written: the HTTP delivery prepares URLs with
+    urllib3, which encodes each non-ASCII label by IDNA 2008 without any mapping (lower-cased
+    first); the AMQP delivery hands the name to ``socket`` and ``ssl``, which encode it by
+    Python's IDNA 2003 codec (nameprep). So a name is accepted when its labels are separated by
+    ``.``, each label is ASCII (letters, digits, ``-``, ``_``) or a valid IDNA 2008 label as
+    written, and IDNA 2003 encodes that label to the same A-label. Refused therefore: U+3002
+    and the fullwidth dots; labels that are only valid once mapped (enclosed or fullwidth
+    letters, ligatures, soft hyphens, zero-width characters: UTS 46 would turn them into another
+    name); symbols IDNA 2008 disallows; and ``ß``, ``ς`` and the joiners, which IDNA 2003 and
+    2008 encode differently (write the ``xn--`` form). An IP address is not a name: check it
+    with ``ipaddress`` first.
+    """
+    invalid = "url host is not a valid host name"
+    for ch in host:
+        if ch in _OTHER_DOTS:
+            return "", f"{invalid}: U+{ord(ch):04X} is not '.' (separate the labels with '.')"
+    name, dot = (host[:-1], ".") if host.endswith(".") else (host, "")
+    labels = []
+    for label in name.split("."):
+        if label.isascii():
+            if not label or not all(ch.isalnum() or ch in "-_" for ch in label):
+                return "", invalid
+            labels.append(label.lower())
+            continue
+        a_label, problem = _a_label(label)
+        if problem:
+            return "", f"{invalid}: {problem}"
+        labels.append(a_label)
+    if any(len(label) > 63 for label in labels) or len(".".join(labels)) > 253:
+        return "", invalid
+    return ".".join(labels) + dot, None
+
+
+def _a_label(label: str) -> tuple[str, str | None]:
+    """The A-label (``xn--...``) of a non-ASCII label, or why the deliveries cannot send it."""
+    import idna  # only names that are not ASCII need it (requests' own dependency, pinned as ours)
+
+    lowered = label.lower()
     try:
-        encoded = host.rstrip(".").encode("idna").decode("ascii")
+        idna2008 = idna.encode(lowered, strict=True, std3_rules=True).decode("ascii")
+    except idna.IDNAError as exc:
+        return "", f"a label is not valid IDNA 2008 as written ({exc}); write the name as registered"
+    try:
+        idna2003 = lowered.encode("idna").decode("ascii").lower()
     except UnicodeError:
-        return "url host is not a valid host name"
-    labels = encoded.split(".")
-    if any(not label or len(label) > 63 for label in labels) or len(encoded) > 253:
-        return "url host is not a valid host name"
-    if not all(ch.isalnum() or ch in "-_" for label in labels for ch in label):
-        return "url host is not a valid host name"
-    return None
+        idna2003 = ""
+    if idna2003 != idna2008:
+        return "", f"a label reads differently in IDNA 2003 and 2008; write it in its A-label form ({idna2008})"
+    return idna2008, None

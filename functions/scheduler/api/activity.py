@@ -17,7 +17,7 @@ from scheduler.api.errors import BadRequest, documented
 from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Owner, StoreDep, cursor_position
 from scheduler.api.routes import rule
 from scheduler.api.serialize import Execution, execution_json
-from scheduler.models import MAX_BODY_LENGTH, JobSpec, parse_time
+from scheduler.models import MAX_BODY_LENGTH, Instant, JobSpec, is_job_id, parse_time
 from scheduler.schedules import occurrences
 from scheduler.timeutil import format_time
 
@@ -48,22 +48,17 @@ class SchedulePreview(BaseModel):
     model_config = ConfigDict(extra="forbid", str_max_length=MAX_BODY_LENGTH)
 
     schedule: str | None = _FIELD["schedule"]
-    run_at: AwareDatetime | None = _FIELD["run_at"]
+    run_at: Instant | None = None
     timezone: str = _FIELD["timezone"]
-    start_at: AwareDatetime | None = _FIELD["start_at"]
-    end_at: AwareDatetime | None = _FIELD["end_at"]
-    after: AwareDatetime | None = Field(
-        default=None, description="Occurrences strictly after this instant (default: now)."
-    )
+    start_at: Instant | None = None
+    end_at: Instant | None = None
+    after: Instant | None = Field(default=None, description="Occurrences strictly after this instant (default: now).")
     count: int = Field(default=10, ge=1, le=MAX_PREVIEW_COUNT, strict=True, description="How many occurrences.")
 
     @field_validator("after")
     @classmethod
-    def _after_in_range(cls, value: datetime | None) -> datetime | None:
-        try:
-            return None if value is None else value.astimezone(UTC)
-        except OverflowError:
-            raise ValueError("is outside the range of representable instants") from None
+    def _after_in_utc(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else value.astimezone(UTC)  # Instant: it converts
 
 
 class Occurrences(BaseModel):
@@ -84,7 +79,7 @@ def _instant(value: str, field: str) -> datetime:
     """An RFC 3339 instant with an offset, representable in UTC; a 400 on ``field`` else."""
     try:
         return parse_time(value).astimezone(UTC)
-    except (ValueError, OverflowError):
+    except ValueError:
         raise BadRequest(field, "must be an RFC 3339 instant with an offset, like 2026-12-01T00:00:00Z") from None
 
 
@@ -118,10 +113,11 @@ def list_owner_executions(
     cursor: Cursor = None,
 ):
     if job_id is not None:
-        try:
-            job_id = str(uuid.UUID(job_id))
-        except ValueError:
-            raise BadRequest("job_id", "must be a job id (a UUID)") from None
+        # The job routes' rule: the canonical 8-4-4-4-12 form (hex digits in either case), not
+        # the other spellings uuid.UUID takes (urn:uuid:, braces, no dashes).
+        if not is_job_id(job_id):
+            raise BadRequest("job_id", "must be a job id: a UUID in its 8-4-4-4-12 form")
+        job_id = job_id.lower()
     since_at = None if since is None else _instant(since, "since")
     scope = scope_of(
         "owner_executions",

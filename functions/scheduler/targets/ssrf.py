@@ -5,7 +5,10 @@ scheduler's own network: loopback, private (RFC 1918, IPv6 ULA and site-local), 
 (``169.254.169.254``, the instance metadata service, included), multicast, unspecified
 (``0.0.0.0``, ``::``) and reserved or otherwise non-public addresses are refused, for IPv4 and
 IPv6. IPv6 forms that embed an IPv4 address (IPv4-mapped ``::ffff:127.0.0.1``, 6to4
-``2002::/16``, NAT64 ``64:ff9b::/96``) are judged by the embedded address.
+``2002::/16``, NAT64 ``64:ff9b::/96``) are judged by the embedded address. Which addresses are
+special is this module's own table (``_SPECIAL_BLOCKS``, from the IANA special-purpose address
+registries), not the running Python's ``ipaddress`` properties, so the verdict is the same on
+every Python.
 
 The check is made on the address actually connected, not on a name: :func:`connect` resolves
 the host once, refuses the whole target if ANY of its addresses is not allowed, and connects to
@@ -59,42 +62,93 @@ class ResolveTimeout(TimeoutError):
 # --------------------------------------------------------------------------- address checks
 
 
+def _block(cidr: str, reason: str, source: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, str, str]:
+    """One special-purpose block: its network, what :func:`classify` answers for an address in
+    it, and the RFC that sets it apart."""
+    return ipaddress.ip_network(cidr), reason, source
+
+
+# The special-purpose addresses, from the IANA IPv4 and IPv6 Special-Purpose Address Registries
+# (RFC 6890, RFC 8190) and the address architectures, with the RFC of each block. Kept here, not
+# taken from ipaddress's is_private / is_global, whose tables change between Python releases
+# (Python 3.11 lets 192.0.0.8 and 3fff::/20 through). The registries' blocks that are globally
+# reachable are left out (AS112 192.31.196.0/24 and 192.175.48.0/24, AMT 192.52.193.0/24,
+# 2620:4f:8000::/48), except inside 192.0.0.0/24 and 2001::/23, refused whole: their few
+# anycast service addresses (PCP, TURN, DNS-SD) are no webhook's destination.
+_SPECIAL_BLOCKS = (
+    # IPv4 (IANA IPv4 Special-Purpose Address Registry; multicast: IANA IPv4 Multicast Registry)
+    _block("0.0.0.0/8", "unspecified", "RFC 791 section 3.2: this network"),
+    _block("0.0.0.0/32", "unspecified", "RFC 1122 section 3.2.1.3: this host on this network"),
+    _block("10.0.0.0/8", "private", "RFC 1918: private use"),
+    _block("100.64.0.0/10", "reserved", "RFC 6598: shared address space (carrier-grade NAT)"),
+    _block("127.0.0.0/8", "loopback", "RFC 1122 section 3.2.1.3: loopback"),
+    _block("169.254.0.0/16", "link-local", "RFC 3927: link local (the instance metadata service)"),
+    _block("172.16.0.0/12", "private", "RFC 1918: private use"),
+    _block("192.0.0.0/24", "reserved", "RFC 6890 section 2.1: IETF protocol assignments (RFC 7335, RFC 7600 ...)"),
+    _block("192.0.2.0/24", "reserved", "RFC 5737: documentation (TEST-NET-1)"),
+    _block("192.88.99.0/24", "reserved", "RFC 7526: deprecated 6to4 relay anycast (RFC 3068)"),
+    _block("192.168.0.0/16", "private", "RFC 1918: private use"),
+    _block("198.18.0.0/15", "private", "RFC 2544: benchmarking"),
+    _block("198.51.100.0/24", "reserved", "RFC 5737: documentation (TEST-NET-2)"),
+    _block("203.0.113.0/24", "reserved", "RFC 5737: documentation (TEST-NET-3)"),
+    _block("224.0.0.0/4", "multicast", "RFC 5771: multicast"),
+    _block("240.0.0.0/4", "reserved", "RFC 1112 section 4: reserved"),
+    _block("255.255.255.255/32", "reserved", "RFC 8190, RFC 919 section 7: limited broadcast"),
+    # IPv6 (IANA IPv6 Special-Purpose Address Registry; RFC 4291 for the architecture's blocks).
+    # ::ffff:0:0/96 (RFC 4291 section 2.5.5.2), 64:ff9b::/96 (RFC 6052) and 2002::/16 (RFC 3056)
+    # embed an IPv4 address and are judged by it, before this table (_embedded_ipv4).
+    _block("::/128", "unspecified", "RFC 4291 section 2.5.2: unspecified"),
+    _block("::1/128", "loopback", "RFC 4291 section 2.5.3: loopback"),
+    _block("64:ff9b:1::/48", "private", "RFC 8215: local-use IPv4/IPv6 translation"),
+    _block("100::/64", "reserved", "RFC 6666: discard-only"),
+    _block("2001::/23", "reserved", "RFC 2928: IETF protocol assignments (Teredo RFC 4380, ORCHIDv2 RFC 7343 ...)"),
+    _block("2001:db8::/32", "reserved", "RFC 3849: documentation"),
+    _block("3fff::/20", "reserved", "RFC 9637: documentation"),
+    _block("5f00::/16", "reserved", "RFC 9602: SRv6 segment identifiers"),
+    _block("fc00::/7", "private", "RFC 4193: unique local"),
+    _block("fe80::/10", "link-local", "RFC 4291 section 2.5.6: link-local unicast"),
+    _block("fec0::/10", "private", "RFC 3879: site-local (deprecated)"),
+    _block("ff00::/8", "multicast", "RFC 4291 section 2.7: multicast"),
+)
+# The most specific block first: an address takes the reason of the smallest block holding it.
+_SPECIAL_BY_PREFIX = tuple(sorted(_SPECIAL_BLOCKS, key=lambda block: -block[0].prefixlen))
+# RFC 4291 section 2.4 and the IANA IPv6 Address Space registry: global unicast is 2000::/3; the
+# rest of the space, outside the blocks above, is reserved by the IETF (::/96 IPv4-compatible,
+# 100::/8 beyond the discard-only block, 4000::/3 ...), so it is never a public address.
+_IPV6_GLOBAL_UNICAST = ipaddress.ip_network("2000::/3")
+
+
 def classify(address: IPAddress | str) -> str | None:
     """Why ``address`` is not a public unicast address (``"loopback"``, ``"private"``,
-    ``"link-local"``, ``"multicast"``, ``"unspecified"``, ``"reserved"``), or None if it is."""
+    ``"link-local"``, ``"multicast"``, ``"unspecified"``, ``"reserved"``), or None if it is.
+
+    The verdict comes from ``_SPECIAL_BLOCKS`` (the IANA special-purpose registries), the same
+    on every Python; an IPv6 address that embeds an IPv4 one (IPv4-mapped, NAT64, 6to4) is
+    judged by the embedded address."""
     ip = ipaddress.ip_address(address) if isinstance(address, str) else address
     if isinstance(ip, ipaddress.IPv6Address):
         embedded = _embedded_ipv4(ip)
         if embedded is not None:
-            reason = classify(embedded)
-            if reason is not None:
-                return reason
-            if ip.ipv4_mapped is not None or ip in _NAT64:
-                return None  # a public IPv4 address in an IPv6 form (NAT64 in IPv6-only subnets)
-    if ip.is_unspecified:
-        return "unspecified"
-    if ip.is_loopback:
-        return "loopback"
-    if ip.is_link_local:
-        return "link-local"
-    if ip.is_multicast:
-        return "multicast"
-    if ip.is_reserved:
-        return "reserved"
-    if ip.is_private or (isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local):
-        return "private"
-    if not ip.is_global:
+            return classify(embedded)  # NAT64 of a public address is public (IPv6-only subnets)
+    for network, reason, _source in _SPECIAL_BY_PREFIX:
+        if ip.version == network.version and ip in network:
+            return reason
+    if isinstance(ip, ipaddress.IPv6Address) and ip not in _IPV6_GLOBAL_UNICAST:
         return "reserved"
     return None
 
 
+# The IPv6 forms that embed an IPv4 address: IPv4-mapped (RFC 4291 section 2.5.5.2) and NAT64's
+# well-known prefix (_NAT64, RFC 6052) in the last 32 bits, 6to4 (RFC 3056) in bits 16 to 47.
+_IPV4_MAPPED = ipaddress.ip_network("::ffff:0:0/96")
+_SIX_TO_FOUR = ipaddress.ip_network("2002::/16")
+
+
 def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    if ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    if ip.sixtofour is not None:
-        return ip.sixtofour
-    if ip in _NAT64:
+    if ip in _IPV4_MAPPED or ip in _NAT64:
         return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip in _SIX_TO_FOUR:
+        return ipaddress.IPv4Address((int(ip) >> 80) & 0xFFFFFFFF)
     return None
 
 
