@@ -176,7 +176,7 @@ def test_6_each_database_has_a_role_of_its_own_that_holds_nothing_elsewhere(two_
         assert held_by(deployment.url, "scheduler_data") == []
 
 
-def test_6_a_login_that_serves_another_database_is_refused(two_deployments):
+def test_6_a_login_that_serves_another_database_is_refused(two_deployments, pg_server_url):
     """One login for two databases would be a member of both roles: ``ensure_login`` refuses it
     rather than join them (the stack's login has one name, scheduler_app: one server, one
     database)."""
@@ -184,6 +184,10 @@ def test_6_a_login_that_serves_another_database_is_refused(two_deployments):
     with pytest.raises(MigrationError, match="serves another database"):
         ensure_login(b.url, a.login, "pw")
     assert held_by(b.url, a.login) == []
+    # Named to the migration of a third database, it is not given that one's role either.
+    with temporary_database(pg_server_url, label="rc") as c:
+        migrate(c, app_logins=[a.login])
+        assert held_by(c, a.login) == []
 
 
 @pytest.mark.parametrize("named", ["login", "clone"])

@@ -283,6 +283,22 @@ BEGIN
                         AND m.member = to_regrole(quote_ident(n.name)))
     LOOP
         CONTINUE WHEN NOT EXISTS (SELECT FROM pg_roles WHERE rolname = login);
+        -- A login that serves another database through that one's role is not given this one
+        -- (ensure_login refuses it too): one login for two databases would join them again.
+        IF EXISTS (
+            SELECT FROM pg_roles o
+            JOIN pg_shdescription d ON d.objoid = o.oid AND d.classoid = 'pg_authid'::regclass
+            WHERE d.description LIKE 'scheduler: the application role of database %'
+              AND o.rolname IS DISTINCT FROM app
+              AND NOT (SELECT rolsuper FROM pg_roles WHERE rolname = login)
+              AND pg_has_role(login, o.oid, 'MEMBER')
+              AND EXISTS (SELECT FROM pg_shdepend s
+                          WHERE s.refclassid = 'pg_authid'::regclass AND s.refobjid = o.oid
+                            AND s.dbid <> (SELECT oid FROM pg_database WHERE datname = db)))
+        THEN
+            RAISE WARNING 'login % serves another database: not given %', login, app;
+            CONTINUE;
+        END IF;
         BEGIN
             IF app IS NOT NULL AND NOT pg_has_role(login, app, 'MEMBER') THEN
                 EXECUTE format('GRANT %I TO %I', app, login);
