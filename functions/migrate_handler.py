@@ -1,6 +1,7 @@
 """Lambda: apply the SQL migrations (a CloudFormation custom resource, on every deploy in which
 the migrations changed). Connects to the database instance directly, not through RDS Proxy, as
-the master user; then gives the functions' application user its login (from its own secret).
+the master user; then gives the functions' application user its login (from its own secret), a
+member of the database's own application role (migration 0011).
 
 Rollback safety: the event carries the hash of the migrations the template was synthesized with
 (``ResourceProperties.MigrationsHash``). When it is not the hash of the migrations this code
@@ -26,7 +27,7 @@ PHYSICAL_ID = "migrations"
 
 
 def on_event(
-    event: dict, settings: Settings, *, secrets_client: Any = None, apply: Callable[[str], list[int]] = migrate
+    event: dict, settings: Settings, *, secrets_client: Any = None, apply: Callable[..., list[int]] = migrate
 ) -> dict:
     """The custom resource's answer to ``event``; migrates only for this code's own hash."""
     physical_id = event.get("PhysicalResourceId", PHYSICAL_ID)
@@ -41,11 +42,13 @@ def on_event(
         )
         return {"PhysicalResourceId": physical_id, "Data": {"Applied": 0, "Skipped": "hash mismatch"}}
     conninfo = conninfo_from_settings(settings, direct=True, secrets_client=secrets_client)
-    applied = apply(conninfo)
+    app = read_secret(settings.database_app_secret_arn, secrets_client) if settings.database_app_secret_arn else None
+    # The login is named to the migrations: one that moves its privileges (0011) moves them in
+    # the same transaction, and the running functions are never refused.
+    applied = apply(conninfo, app_logins=[app["username"]] if app else [])
     logger.info("migrations applied", extra={"applied": applied})
     login = "none"
-    if settings.database_app_secret_arn:
-        app = read_secret(settings.database_app_secret_arn, secrets_client)
+    if app:
         login = ensure_login(conninfo, app["username"], app["password"])
         logger.info("application login", extra={"username": app["username"], "login": login})
     return {

@@ -2,7 +2,9 @@
 
 The server is ``DATABASE_URL`` when set, else an embedded Postgres (pgserver) started for the
 session. Migrations are applied once to a template database; each test gets its own database
-cloned from it (``CREATE DATABASE ... TEMPLATE``), dropped afterwards.
+cloned from it (``CREATE DATABASE ... TEMPLATE``), dropped afterwards. A clone has its
+template's grants, so it shares the template's application role (migration 0011): a test of the
+isolation between databases migrates databases of its own (tests/security/test_database_roles.py).
 """
 
 from __future__ import annotations

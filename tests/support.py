@@ -22,6 +22,7 @@ from psycopg_pool import ConnectionPool
 
 from scheduler import service
 from scheduler.domain import Completion, Outcome
+from scheduler.migrations import database_roles
 
 
 @contextlib.contextmanager
@@ -55,6 +56,40 @@ def temporary_database(server_url: str, *, label: str = "t", template: str | Non
     finally:
         with psycopg.connect(server_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            # Roles outlive databases: the application role migration 0011 made for this one
+            # goes too (a copy made with TEMPLATE shares its template's role, dropped with it).
+            for role in database_roles(conn, name):
+                conn.execute(psycopg.sql.SQL("DROP ROLE {}").format(psycopg.sql.Identifier(role)))
+
+
+def privileges_snapshot(url: str) -> list[tuple]:
+    """Every privilege granted on the database, on its public schema and on the objects in it, and
+    the default privileges, as (kind, object, grantee, privilege, grantable, grantor); the
+    database's application role (``scheduler_data_role()``, migration 0011) reads ``<app>``, so
+    that two databases compare."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute("""
+            WITH grants AS (
+                SELECT 'database' AS kind, '' AS object, a.*
+                FROM pg_database d, aclexplode(d.datacl) a WHERE d.datname = current_database()
+                UNION ALL
+                SELECT 'schema', n.nspname, a.* FROM pg_namespace n, aclexplode(n.nspacl) a WHERE n.nspname = 'public'
+                UNION ALL
+                SELECT 'relation', c.relname, a.*
+                FROM pg_class c, aclexplode(c.relacl) a WHERE c.relnamespace = 'public'::regnamespace
+                UNION ALL
+                SELECT 'function', p.oid::regprocedure::text, a.*
+                FROM pg_proc p, aclexplode(p.proacl) a WHERE p.pronamespace = 'public'::regnamespace
+                UNION ALL
+                SELECT 'default ' || d.defaclobjtype::text,
+                       d.defaclrole::regrole::text || ' in ' || coalesce(d.defaclnamespace::regnamespace::text, '*'), a.*
+                FROM pg_default_acl d, aclexplode(d.defaclacl) a
+            ), app AS (SELECT oid FROM pg_roles WHERE rolname = scheduler_data_role())
+            SELECT kind, object,
+                   CASE WHEN grantee = 0 THEN 'PUBLIC' WHEN grantee = (SELECT oid FROM app) THEN '<app>'
+                        ELSE grantee::regrole::text END AS grantee,
+                   privilege_type, is_grantable, grantor::regrole::text
+            FROM grants ORDER BY 1, 2, 3, 4""").fetchall()
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

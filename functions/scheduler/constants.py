@@ -29,7 +29,9 @@ ENV_EXECUTOR_CONCURRENCY = "SCHEDULER_EXECUTOR_CONCURRENCY"
 # Powertools' own keys: the infrastructure scopes both to the stack.
 ENV_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
 ENV_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
-# The login role of the functions (migration 0004 creates its privileges as APP_DATA_ROLE).
+# The login role of the functions: a member of its database's own application role (migration
+# 0011, named by the database's scheduler_data_role()). APP_DATA_ROLE is the server-wide role that
+# migration 0004 made and 0011 takes every privilege from.
 APP_DATABASE_USER = "scheduler_app"
 APP_DATA_ROLE = "scheduler_data"
 # The fan-out's own function name (it invokes itself to start helpers) and the most fan-outs at once.

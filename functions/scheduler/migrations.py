@@ -9,7 +9,9 @@ migration behind.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
@@ -35,6 +37,27 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 )"""
 
 
+# Migration 0011 comments each database's application role with this (a format() pattern of the
+# database's name): pg_shdescription is a shared catalog, read from any database on the server,
+# and after the database itself is gone.
+ROLE_MARKER = "scheduler: the application role of database %I"
+
+
+def database_roles(conn: psycopg.Connection, dbname: str) -> list[str]:
+    """The application roles migration 0011 made for a database named ``dbname`` (one, or none
+    when it could not create one; more if that name was taken and given again), by their marker,
+    on any database of the server."""
+    return [
+        row[0]
+        for row in conn.execute(
+            "SELECT r.rolname FROM pg_roles r JOIN pg_shdescription d"
+            " ON d.objoid = r.oid AND d.classoid = 'pg_authid'::regclass"
+            " WHERE d.description = format(%s, %s::text) ORDER BY r.rolname",
+            (ROLE_MARKER, dbname),
+        )
+    ]
+
+
 def checksum(sql: str) -> str:
     """The SHA-256 of a migration's text."""
     return hashlib.sha256(sql.encode("utf-8")).hexdigest()
@@ -48,10 +71,17 @@ def migrations_digest() -> str:
     return digest.hexdigest()
 
 
-def migrate(conninfo: str, *, target: int | None = None) -> list[int]:
-    """Apply every migration not yet applied (up to ``target``); returns the versions applied."""
+def migrate(conninfo: str, *, target: int | None = None, app_logins: Sequence[str] = ()) -> list[int]:
+    """Apply every migration not yet applied (up to ``target``); returns the versions applied.
+
+    ``app_logins``: the logins that serve this database (the migrate function's own). Migration
+    0011 gives them the database's role in the transaction that takes the server-wide role's
+    privileges away, so that they are never refused meanwhile (the session's
+    ``scheduler.app_logins``, a JSON array)."""
     applied_now: list[int] = []
     with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.add_notice_handler(_log_notice)
+        conn.execute("SELECT set_config('scheduler.app_logins', %s, false)", (json.dumps(list(app_logins)),))
         conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
         try:
             conn.execute(_CREATE_RECORD)
@@ -79,6 +109,13 @@ def migrate(conninfo: str, *, target: int | None = None) -> list[int]:
     return applied_now
 
 
+def _log_notice(diagnostic: psycopg.errors.Diagnostic) -> None:
+    """A migration's WARNING (what an operator must do) in the log; its NOTICEs (what it
+    skipped) at debug level."""
+    level = logging.WARNING if diagnostic.severity_nonlocalized == "WARNING" else logging.DEBUG
+    logger.log(level, "migration %s: %s", diagnostic.severity_nonlocalized, diagnostic.message_primary)
+
+
 def applied_versions(conninfo: str) -> list[int]:
     """The versions recorded in ``schema_migrations`` (empty when none)."""
     with psycopg.connect(conninfo, autocommit=True) as conn:
@@ -97,15 +134,36 @@ def files_hash() -> str:
     return digest.hexdigest()
 
 
-def ensure_login(conninfo: str, username: str, password: str, *, role: str = APP_DATA_ROLE) -> str:
-    """Give ``username`` a login with ``password``, as a member of ``role`` (the privileges of
-    migration 0004), unless it can log in already: then its password is the rotation's business
-    and is left alone. Returns "created", "enabled" or "exists" ("absent" when ``role`` was not
-    created, for lack of CREATEROLE). The password goes through the client-side quoting of
-    ``psycopg.sql.Literal`` (ALTER ROLE takes no bind parameters) and is never logged."""
+def ensure_login(conninfo: str, username: str, password: str, *, role: str | None = None) -> str:
+    """Give ``username`` a login with ``password``, as a member of ``role``: by default the
+    database's own application role (``scheduler_data_role()``, migration 0011), unless it can
+    log in already: then its password is the rotation's business and is left alone. Returns
+    "created", "enabled" or "exists" ("absent" when the database has no such role: it was
+    migrated by a user without CREATEROLE, or not yet to 0011). The password goes through the
+    client-side quoting of ``psycopg.sql.Literal`` (ALTER ROLE takes no bind parameters) and is
+    never logged.
+
+    A login that serves another database, through that database's role, is refused
+    (``MigrationError``): one login for two databases would join what the roles keep apart.
+    Secrets Manager's multi-user rotation alternates between ``username`` and a clone that is a
+    member of it (``<name>_clone``, made by ``GRANT <name> TO <name>_clone``): when the secret
+    names the clone, the login it is a member of gets the role too. Both leave the server-wide
+    ``scheduler_data`` of before 0011, which holds this database's privileges no longer and
+    would only still reach the databases not yet migrated."""
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is None:
+        if role is None:
+            has_role = conn.execute("SELECT to_regprocedure('scheduler_data_role()') IS NOT NULL").fetchone()[0]
+            role = conn.execute("SELECT scheduler_data_role()").fetchone()[0] if has_role else None
+        if role is None or conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is None:
             return "absent"
+        logins = [username, *_rotation_base(conn, username)]
+        for login in logins:
+            serves = _serves_elsewhere(conn, login, role)
+            if serves:
+                raise MigrationError(
+                    f"login {login} serves another database (through {', '.join(serves)}): "
+                    "give each scheduler database a login of its own"
+                )
         row = conn.execute("SELECT rolcanlogin FROM pg_roles WHERE rolname = %s", (username,)).fetchone()
         if row is not None and row[0]:
             outcome = "exists"
@@ -117,7 +175,51 @@ def ensure_login(conninfo: str, username: str, password: str, *, role: str = APP
                 )
             )
             outcome = "enabled" if row is not None else "created"
-        member = conn.execute("SELECT pg_has_role(%s, %s, 'MEMBER')", (username, role)).fetchone()[0]
-        if not member:
-            conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(role), sql.Identifier(username)))
+        for login in logins:
+            member = conn.execute("SELECT pg_has_role(%s, %s, 'MEMBER')", (login, role)).fetchone()[0]
+            if not member:
+                conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(role), sql.Identifier(login)))
+            if role != APP_DATA_ROLE and conn.execute(_DIRECT_MEMBER, (APP_DATA_ROLE, login)).fetchone()[0]:
+                conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(APP_DATA_ROLE), sql.Identifier(login)))
     return outcome
+
+
+# Whether the second role was granted the first itself (not through another role).
+_DIRECT_MEMBER = """
+SELECT EXISTS (SELECT FROM pg_auth_members
+               WHERE roleid = to_regrole(quote_ident(%s)) AND member = to_regrole(quote_ident(%s)))"""
+
+
+def _rotation_base(conn: psycopg.Connection, username: str) -> list[str]:
+    """``[name]`` when ``username`` is ``<name>_clone`` and a member of ``name`` (the clone of
+    Secrets Manager's multi-user rotation), else ``[]``."""
+    base = username.removesuffix("_clone")
+    if base == username:
+        return []
+    found = conn.execute(_DIRECT_MEMBER, (base, username)).fetchone()[0]
+    return [base] if found else []
+
+
+def _serves_elsewhere(conn: psycopg.Connection, login: str, role: str) -> list[str]:
+    """The application roles of other databases (their marker, migration 0011) that ``login`` is
+    a member of and that hold privileges in a database other than this one. A superuser is a
+    member of every role and is not asked."""
+    found = conn.execute("SELECT oid, rolsuper FROM pg_roles WHERE rolname = %s", (login,)).fetchone()
+    if found is None or found[1]:
+        return []
+    return [
+        row[0]
+        for row in conn.execute(
+            """
+            SELECT r.rolname FROM pg_roles r
+            JOIN pg_shdescription d ON d.objoid = r.oid AND d.classoid = 'pg_authid'::regclass
+            WHERE d.description LIKE %(marked)s
+              AND r.rolname <> %(role)s
+              AND pg_has_role(%(login)s, r.oid, 'MEMBER')
+              AND EXISTS (SELECT FROM pg_shdepend s
+                          WHERE s.refclassid = 'pg_authid'::regclass AND s.refobjid = r.oid
+                            AND s.dbid <> (SELECT oid FROM pg_database WHERE datname = current_database()))
+            ORDER BY r.rolname""",
+            {"marked": ROLE_MARKER.removesuffix("%I") + "%", "role": role, "login": found[0]},
+        )
+    ]

@@ -10,10 +10,11 @@ import uuid
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from scheduler.dispatch import FULL_RECHECK_SECONDS, LambdaDispatch
 from scheduler.fanout import run_fanout
-from scheduler.migrations import applied_versions, files_hash
+from scheduler.migrations import applied_versions, ensure_login, files_hash, migrate
 from scheduler.settings import Settings
 from scheduler.telemetry import MemoryMetrics
 from tests.support import expire_lease, insert_due_jobs
@@ -133,7 +134,9 @@ def test_the_hash_the_stack_gives_is_the_one_the_code_carries():
 def test_an_event_of_another_version_migrates_nothing(migrate_handler, empty_db_url):
     settings = Settings(database_url=empty_db_url)
     called = []
-    answer = migrate_handler.on_event(_event("Update", "0" * 64), settings, apply=lambda url: called.append(url) or [])
+    answer = migrate_handler.on_event(
+        _event("Update", "0" * 64), settings, apply=lambda url, **_: called.append(url) or []
+    )
     assert called == [] and answer["Data"]["Applied"] == 0
     assert applied_versions(empty_db_url) == []
 
@@ -151,10 +154,42 @@ def test_its_own_hash_migrates_and_sets_up_the_application_login(migrate_handler
         answer = migrate_handler.on_event(_event("Create", files_hash()), settings, secrets_client=Secrets())
         assert answer["Data"]["Applied"] >= 4 and answer["Data"]["AppLogin"] == "created"
         with psycopg.connect(empty_db_url) as conn:
-            assert conn.execute("SELECT pg_has_role(%s, 'scheduler_data', 'MEMBER')", (username,)).fetchone()[0]
+            # The database's own role (0011), not the server-wide one of before.
+            assert conn.execute("SELECT pg_has_role(%s, scheduler_data_role(), 'MEMBER')", (username,)).fetchone()[0]
+            assert not conn.execute("SELECT pg_has_role(%s, 'scheduler_data', 'MEMBER')", (username,)).fetchone()[0]
         again = migrate_handler.on_event(_event("Update", files_hash()), settings, secrets_client=Secrets())
         assert again["Data"] == {**again["Data"], "Applied": 0, "AppLogin": "exists"}
         assert migrate_handler.on_event(_event("Delete", None), settings) == {"PhysicalResourceId": "migrations"}
     finally:
+        with psycopg.connect(empty_db_url, autocommit=True) as conn:
+            conn.execute(psycopg.sql.SQL("DROP ROLE IF EXISTS {}").format(psycopg.sql.Identifier(username)))
+
+
+def test_an_upgrade_through_the_migrate_function_never_refuses_its_login(migrate_handler, empty_db_url):
+    """A deployment of 0010 migrated to 0011: the migrate function names the secret's login to
+    the migrations, which move it to the database's own role in the transaction that takes the
+    server-wide role's privileges away; a session of the login open across the upgrade (a warm
+    function's) goes on reading and writing."""
+    username = f"app_{uuid.uuid4().hex[:8]}"
+
+    class Secrets:
+        def get_secret_value(self, SecretId):  # noqa: N803
+            return {"SecretString": json.dumps({"username": username, "password": "from-the-secret"})}
+
+    migrate(empty_db_url, target=10)
+    settings = Settings(database_url=empty_db_url, database_app_secret_arn="arn:app")
+    held = None
+    try:
+        assert ensure_login(empty_db_url, username, "pw", role="scheduler_data") == "created"  # 0010's code
+        held = psycopg.connect(make_conninfo(empty_db_url, user=username, password=""), autocommit=True)
+        held.execute("UPDATE job_runs SET attempt = attempt")
+        answer = migrate_handler.on_event(_event("Update", files_hash()), settings, secrets_client=Secrets())
+        assert 11 in applied_versions(empty_db_url) and answer["Data"]["AppLogin"] == "exists"
+        held.execute("UPDATE job_runs SET attempt = attempt")
+        assert held.execute("SELECT count(*) FROM jobs").fetchone()[0] == 0
+        assert held.execute("SELECT pg_has_role(current_user, scheduler_data_role(), 'MEMBER')").fetchone()[0]
+    finally:
+        if held is not None:
+            held.close()
         with psycopg.connect(empty_db_url, autocommit=True) as conn:
             conn.execute(psycopg.sql.SQL("DROP ROLE IF EXISTS {}").format(psycopg.sql.Identifier(username)))

@@ -14,11 +14,12 @@ from psycopg.rows import dict_row
 from scheduler import service
 from scheduler.migrations import MigrationError, applied_versions, migrate, migrations_digest
 from scheduler.sql import QUERIES, migration_files
-from tests.support import http_spec, insert_jobs_sql, run_at_once
+from tests.support import http_spec, insert_jobs_sql, privileges_snapshot, run_at_once, temporary_database
 
 
 def schema_snapshot(url: str) -> dict:
-    """Columns, indexes and constraints of the public schema, comparable across databases."""
+    """Columns, indexes, constraints, functions and privileges of the public schema, comparable
+    across databases."""
     with psycopg.connect(url) as conn:
         columns = conn.execute("""
             SELECT table_name, column_name, data_type, is_nullable, column_default, generation_expression,
@@ -34,7 +35,20 @@ def schema_snapshot(url: str) -> dict:
         options = conn.execute("""
             SELECT relname, reloptions FROM pg_class
             WHERE relnamespace = 'public'::regnamespace AND relkind = 'r' ORDER BY relname""").fetchall()
-    return {"columns": columns, "indexes": indexes, "constraints": constraints, "options": options}
+        # Each database's application role has its own name (0011): written <app>.
+        functions = conn.execute("""
+            SELECT p.oid::regprocedure::text, replace(pg_get_functiondef(p.oid), scheduler_data_role(), '<app>')
+            FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace ORDER BY 1""").fetchall()
+    return {
+        "columns": columns,
+        "indexes": indexes,
+        "constraints": constraints,
+        "options": options,
+        "functions": functions,
+        # A copy made with TEMPLATE (db_url) has the template's grants on every object, not
+        # those on the database itself (pg_database's row is not copied): these are left out.
+        "privileges": [grant for grant in privileges_snapshot(url) if grant[0] != "database"],
+    }
 
 
 def test_one_by_one_equals_all_at_once(empty_db_url, db_url):
@@ -42,6 +56,24 @@ def test_one_by_one_equals_all_at_once(empty_db_url, db_url):
         assert migrate(empty_db_url, target=version) == [version]
     assert schema_snapshot(empty_db_url) == schema_snapshot(db_url)
     assert applied_versions(empty_db_url) == [v for v, _, _ in migration_files()]
+
+
+def test_a_database_upgraded_with_its_rows_equals_a_fresh_one(pg_server_url, db_url):
+    """Migrated up to 0010 and used, then to the end: the same schema and privileges as a
+    database migrated at once (0011 replaced the server-wide role's grants with the database's
+    own role's)."""
+    with temporary_database(pg_server_url, label="up") as url:
+        migrate(url, target=10)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(
+                insert_jobs_sql(
+                    "id, owner, name, schedule, target, retry",
+                    "SELECT gen_random_uuid(), 'o', 'job-' || g, '* * * * *', '{}'::jsonb, '{}'::jsonb "
+                    "FROM generate_series(1, 10) AS g",
+                )
+            )
+        migrate(url)
+        assert schema_snapshot(url) == schema_snapshot(db_url)
 
 
 def test_migrate_is_idempotent(db_url):

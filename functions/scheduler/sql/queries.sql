@@ -439,8 +439,9 @@ SELECT EXTRACT(EPOCH FROM (
        ) - now())::float AS seconds;
 
 -- name: maintain_partitions
--- Retention by whole days (migration 0005): the executions' partitions created ahead and dropped
--- past the retention, by a function that holds the DDL rights the application's role lacks.
+-- Retention by whole days (migration 0005): the executions' partitions created ahead (at most 7
+-- days, 0011) and dropped past the retention, by a function that holds the DDL rights the
+-- application's role lacks.
 SELECT created, dropped, default_moved, default_purged, skipped
 FROM scheduler_maintain_partitions(%(retention_days)s::integer, %(days_ahead)s::integer);
 

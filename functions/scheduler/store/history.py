@@ -87,10 +87,11 @@ class ExecutionHistory:
     @retry_on_dead_connection
     def maintain_partitions(self, retention_days: int, days_ahead: int = 3) -> PartitionMaintenance:
         """Retention by whole days: create the executions' partitions of today and the next
-        ``days_ahead`` days, drop those wholly older than ``retention_days``, purge expired rows
-        of the DEFAULT partition (``scheduler_maintain_partitions``, migration 0005: it holds the
-        DDL rights the application's role lacks). A step that would wait on a lock is left to
-        the next call (counted in ``skipped``)."""
+        ``days_ahead`` days (0 to 7: the function refuses more, migration 0011), drop those
+        wholly older than ``retention_days`` (at least 1), purge expired rows of the DEFAULT
+        partition (``scheduler_maintain_partitions``, migration 0005: it holds the DDL rights the
+        application's role lacks). A step that would wait on a lock is left to the next call
+        (counted in ``skipped``)."""
         with self.pool.connection() as conn:
             row = conn.execute(
                 QUERIES["maintain_partitions"], {"retention_days": retention_days, "days_ahead": days_ahead}
