@@ -131,6 +131,11 @@ class SchedulerStack(Stack):
                 C.ENV_DATABASE_NAME: database.database_name,
             }
             api_env = dict(database_env)
+            if not config.aws_targets:
+                # No route to AWS's public endpoints (nor interface endpoints for STS and the target
+                # services): the API refuses AWS and SigV4 targets with a 400 rather than accept jobs
+                # whose deliveries would time out.
+                api_env[C.ENV_AWS_TARGETS] = "false"
             executor_env = {}
             if config.with_broker:
                 broker = self.broker = Broker(self, "Broker", network=network)
