@@ -3,14 +3,16 @@ rotation, and the RDS Proxy the functions use."""
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import ArnFormat, CfnResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_rds as rds
 from constructs import Construct, IConstruct
 
 from infra.config import Config
-from infra.nag import acknowledge
+from infra.lambdas import retention
+from infra.nag import LAMBDA_BASIC, acknowledge
 from infra.network import Network, allow
 from infra.shared import C
 
@@ -20,6 +22,10 @@ PORT = 5432
 
 # Both shapes: TLS only, and statements slower than a second in the PostgreSQL log.
 PARAMETERS = {"rds.force_ssl": "1", "log_min_duration_statement": "1000"}
+# Both shapes export the PostgreSQL log (errors, slow statements) to CloudWatch Logs.
+LOG_EXPORTS = ["postgresql"]
+# CDK's singleton function that sets the exported log's retention (at the stack's root).
+LOG_RETENTION_FUNCTION_ID = "LogRetentionaae0aa3c5b4d4f87b02d85b201efdd8a"
 CA_CERTIFICATE = rds.CaCertificate.RDS_CA_RSA2048_G1
 # A pinned minor (Aurora takes no major-only version); instances upgrade minors automatically.
 # 17 as on the instance shape: RDS Proxy supports a new major some time after Aurora does.
@@ -38,6 +44,9 @@ class Database(Construct):
     ``app_secret`` (TLS required); the migrate function connects to ``direct_endpoint`` (the
     instance, or the cluster's writer endpoint) directly as the master user of ``secret``, since
     advisory locks would pin proxy connections. Both passwords rotate every 30 days (``rotations``).
+    The PostgreSQL log goes to
+    CloudWatch Logs (``log_retention_days``); Performance Insights runs at its free retention,
+    encrypted with the database's key.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, config: Config, network: Network) -> None:
@@ -58,6 +67,7 @@ class Database(Construct):
         )
         allow(self.proxy_security_group, self.security_group, ec2.Port.tcp(PORT), "proxy to PostgreSQL")
 
+        self.log_retention_role = self._log_retention_role()
         self.instance: rds.DatabaseInstance | None = None
         self.cluster: rds.DatabaseCluster | None = None
         target: rds.DatabaseInstance | rds.DatabaseCluster
@@ -74,6 +84,7 @@ class Database(Construct):
             self.secret = self.instance.secret
             self.ready = [self.instance.node.default_child]  # the DB instance alone, not its proxy
             self.direct_endpoint = self.instance.db_instance_endpoint_address
+        self._allow_log_retention(target)
 
         rotation_security_group = ec2.SecurityGroup(
             self,
@@ -139,6 +150,76 @@ class Database(Construct):
         self.database_name = DATABASE_NAME
         self.proxy_endpoint = self.proxy.endpoint
 
+    def _log_retention_role(self) -> iam.Role:
+        """The role of CDK's log-retention function, which sets the retention of the PostgreSQL log
+        group: RDS creates that group itself, named after the database (known only once it
+        exists), so it cannot be a log group of this stack. CDK would grant the function
+        ``logs:PutRetentionPolicy`` on every log group (``*``); it gets this role instead,
+        immutable to CDK, whose policy names two log groups (:meth:`_allow_log_retention`)."""
+        role = iam.Role(
+            self,
+            "LogRetentionRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="CDK's log-retention function: the retention of the database's exported log",
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AWSLambdaBasicExecutionRole")
+            ],
+        )
+        acknowledge(
+            role,
+            {
+                LAMBDA_BASIC: "AWS-managed policy that only lets CDK's log-retention function write its own "
+                "CloudWatch logs (and create the exported log group if RDS has not yet).",
+            },
+        )
+        return role
+
+    def _allow_log_retention(self, target: rds.DatabaseInstance | rds.DatabaseCluster) -> None:
+        """Let the log-retention function set the retention of ``target``'s PostgreSQL log and of
+        its own log (it gives itself one day when first run), nothing else; and have the
+        retention's custom resource wait for that policy (CDK makes its function wait for a
+        role's policies only when it created the role itself)."""
+        stack = Stack.of(self)
+        if isinstance(target, rds.DatabaseCluster):
+            kind, identifier = "cluster", target.cluster_identifier
+        else:
+            kind, identifier = "instance", target.instance_identifier
+        function = stack.node.find_child(LOG_RETENTION_FUNCTION_ID).node.default_child
+        assert isinstance(function, CfnResource)
+        # (log group name, its form in a cdk-nag finding: tokens written as <LogicalId>)
+        database_id = stack.resolve(target.node.default_child.logical_id)
+        function_id = stack.resolve(function.logical_id)
+        groups = [
+            (f"/aws/rds/{kind}/{identifier}/{log}", f"/aws/rds/{kind}/<{database_id}>/{log}") for log in LOG_EXPORTS
+        ]
+        groups.append((f"/aws/lambda/{function.ref}", f"/aws/lambda/<{function_id}>"))
+        self.log_retention_role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:PutRetentionPolicy", "logs:DeleteRetentionPolicy"],
+                resources=[
+                    stack.format_arn(
+                        service="logs",
+                        resource="log-group",
+                        resource_name=name + streams,
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                    for name, _ in groups
+                    for streams in ("", ":*")
+                ],
+            )
+        )
+        acknowledge(
+            self.log_retention_role,
+            {
+                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:"
+                f"{nag_name}:*]": "One named log group (the database's exported log, or the log-retention "
+                "function's own): CloudWatch Logs names a log group's resources with a trailing ':*'."
+                for _, nag_name in groups
+            },
+        )
+        for log in LOG_EXPORTS:
+            target.node.find_child(f"LogRetention{log}").node.add_dependency(self.log_retention_role)
+
     def _instance(self, config: Config, network: Network, removal: RemovalPolicy) -> rds.DatabaseInstance:
         """One RDS PostgreSQL instance of ``db_instance_type`` (``db_multi_az``: a standby)."""
         # The major only: RDS picks the current minor and upgrades it. 17 rather than 18 because
@@ -165,6 +246,13 @@ class Database(Construct):
             parameter_group=parameters,
             storage_encrypted=True,
             storage_encryption_key=self.key,
+            # Free at the default retention (7 days); encrypted with the database's key, as on Aurora.
+            enable_performance_insights=True,
+            performance_insight_encryption_key=self.key,
+            performance_insight_retention=rds.PerformanceInsightRetention.DEFAULT,
+            cloudwatch_logs_exports=LOG_EXPORTS,
+            cloudwatch_logs_retention=retention(config.log_retention_days),
+            cloudwatch_logs_retention_role=self.log_retention_role.without_policy_updates(),
             storage_type=rds.StorageType.GP3,
             allocated_storage=20,
             max_allocated_storage=100,
@@ -254,6 +342,9 @@ class Database(Construct):
             if config.db_io_optimized
             else rds.DBClusterStorageType.AURORA,
             backup=rds.BackupProps(retention=Duration.days(config.db_backup_days)),
+            cloudwatch_logs_exports=LOG_EXPORTS,
+            cloudwatch_logs_retention=retention(config.log_retention_days),
+            cloudwatch_logs_retention_role=self.log_retention_role.without_policy_updates(),
             copy_tags_to_snapshot=True,
             iam_authentication=False,
             deletion_protection=config.deletion_protection,
