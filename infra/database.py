@@ -8,6 +8,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_rds as rds
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IConstruct
 
 from infra.config import Config
@@ -43,8 +44,9 @@ class Database(Construct):
     Either way the functions connect to ``proxy_endpoint`` as the application user of
     ``app_secret`` (TLS required); the migrate function connects to ``direct_endpoint`` (the
     instance, or the cluster's writer endpoint) directly as the master user of ``secret``, since
-    advisory locks would pin proxy connections. Both passwords rotate every 30 days (``rotations``).
-    The PostgreSQL log goes to
+    advisory locks would pin proxy connections. Both passwords rotate every 30 days (``rotations``),
+    and once right after the deployment that creates (or changes) their schedules, as soon as the
+    resources given to :meth:`rotate_after` (the migrations) are done. The PostgreSQL log goes to
     CloudWatch Logs (``log_retention_days``); Performance Insights runs at its free retention,
     encrypted with the database's key.
     """
@@ -101,8 +103,12 @@ class Database(Construct):
         self.rotations = [
             target.add_rotation_single_user(
                 automatically_after=Duration.days(30),
-                # Not at creation: the first deployment's migrations must not race a password change.
-                rotate_immediately_on_update=False,
+                # Once when the schedule is created (or changed), so the first deployment exercises
+                # the rotation path at once rather than 30 days later; rotate_after() holds the
+                # schedules back until the migrations are done (the first deployment's migrations
+                # must not race a password change: the migrate function creates the app login
+                # from its secret).
+                rotate_immediately_on_update=True,
                 vpc_subnets=network.isolated,
                 endpoint=network.endpoints["SecretsManager"],
                 security_group=rotation_security_group,
@@ -125,7 +131,7 @@ class Database(Construct):
                 "AppRotation",
                 secret=self.app_secret,
                 automatically_after=Duration.days(30),
-                rotate_immediately_on_update=False,
+                rotate_immediately_on_update=True,
                 vpc_subnets=network.isolated,
                 endpoint=network.endpoints["SecretsManager"],
                 security_group=rotation_security_group,
@@ -149,6 +155,27 @@ class Database(Construct):
 
         self.database_name = DATABASE_NAME
         self.proxy_endpoint = self.proxy.endpoint
+
+    @property
+    def rotation_schedules(self) -> list[secretsmanager.RotationSchedule]:
+        """The rotation schedules of both secrets (CDK puts each under the secret it rotates)."""
+        return [c for c in self.node.find_all() if isinstance(c, secretsmanager.RotationSchedule)]
+
+    @property
+    def secret_resources(self) -> list[IConstruct]:
+        """The master secret and its attachment to the database (which adds the host), without
+        their rotation schedule: what the migrations need before they run."""
+        attachment = self.secret.node.default_child
+        secret = self.secret.node.scope.node.default_child  # the DatabaseSecret the attachment belongs to
+        assert attachment is not None and secret is not None
+        return [secret, attachment]
+
+    def rotate_after(self, *dependencies: IConstruct) -> None:
+        """Create (or change) the rotation schedules only once ``dependencies`` are done: each
+        schedule rotates its secret right away (``RotateImmediatelyOnUpdate``), so on the first
+        deployment the migrations must have created the application login first."""
+        for schedule in self.rotation_schedules:
+            schedule.node.add_dependency(*dependencies)
 
     def _log_retention_role(self) -> iam.Role:
         """The role of CDK's log-retention function, which sets the retention of the PostgreSQL log

@@ -195,8 +195,11 @@ class SchedulerStack(Stack):
             # CloudFormation would otherwise run the migrations as soon as the function exists,
             # possibly before the security-group rules and the endpoints it needs.
             self.migrations.resource.node.add_dependency(
-                self.network, self.database.security_group, self.database.secret, *self.database.ready
+                self.network, self.database.security_group, *self.database.secret_resources, *self.database.ready
             )
+            # Both passwords rotate once right after the first deployment, once the migrations
+            # have created the application login (and on a later deployment, after its migrations).
+            self.database.rotate_after(self.migrations.resource)
         if self.broker is not None and self.network is not None:
             self.broker.secret.grant_read(self.runner.executor)
             self.broker.allow_from(self.network.executor_security_group)

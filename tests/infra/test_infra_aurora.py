@@ -181,7 +181,7 @@ def test_both_passwords_rotate_through_the_endpoint(aurora):
     assert len(schedules) == 2
     for schedule in schedules:
         assert schedule["Properties"]["RotationRules"]["ScheduleExpression"] == "rate(30 days)"
-        assert schedule["Properties"].get("RotateImmediatelyOnUpdate") is False
+        assert schedule["Properties"]["RotateImmediatelyOnUpdate"] is True  # after the migrations
     (rotation_group,) = [k for k in aurora.resources("AWS::EC2::SecurityGroup") if k.startswith("DatabaseRotation")]
     for app in aurora.resources("AWS::Serverless::Application").values():
         assert app["Properties"]["Parameters"]["vpcSecurityGroupIds"] == {"Fn::GetAtt": [rotation_group, "GroupId"]}

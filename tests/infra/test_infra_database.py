@@ -51,7 +51,8 @@ def test_credentials_live_in_secrets_manager_and_rotate(aws):
     assert len(schedules) == 2  # the master user's and the application user's
     for schedule in schedules:
         assert schedule["Properties"]["RotationRules"]["ScheduleExpression"] == "rate(30 days)"
-        assert schedule["Properties"].get("RotateImmediatelyOnUpdate") is False
+        # Once at once, after the migrations (tests/infra/test_infra_rotation.py), then every 30 days.
+        assert schedule["Properties"]["RotateImmediatelyOnUpdate"] is True
 
 
 def test_postgres_log_goes_to_cloudwatch_logs_with_a_retention(aws):
