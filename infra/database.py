@@ -3,7 +3,7 @@ rotation, and the RDS Proxy the functions use."""
 
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, CfnResource, Duration, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Aws, CfnResource, CfnRule, CfnRuleAssertion, Duration, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -15,6 +15,7 @@ from infra.config import Config
 from infra.lambdas import retention
 from infra.nag import LAMBDA_BASIC, acknowledge
 from infra.network import Network, allow
+from infra.rds_ca import regions as rds_ca_regions
 from infra.shared import C
 
 DATABASE_NAME = "scheduler"
@@ -155,6 +156,7 @@ class Database(Construct):
 
         self.database_name = DATABASE_NAME
         self.proxy_endpoint = self.proxy.endpoint
+        self._require_a_ca_bundle_for_the_region()
 
     @property
     def rotation_schedules(self) -> list[secretsmanager.RotationSchedule]:
@@ -176,6 +178,24 @@ class Database(Construct):
         deployment the migrations must have created the application login first."""
         for schedule in self.rotation_schedules:
             schedule.node.add_dependency(*dependencies)
+
+    def _require_a_ca_bundle_for_the_region(self) -> None:
+        """The migrate function verifies the database's certificate against the RDS roots the
+        code ships (``infra.rds_ca``): a region whose root is not among them fails the deployment
+        at once, with the reason, instead of its migrations twenty minutes in."""
+        covered = rds_ca_regions(CA_CERTIFICATE.to_string())
+        CfnRule(
+            self,
+            "CaBundleCoversRegion",
+            assertions=[
+                CfnRuleAssertion(
+                    assert_=Fn.condition_contains(covered, Aws.REGION),
+                    assert_description=f"functions/scheduler/certs/rds-global-bundle.pem has no "
+                    f"{CA_CERTIFICATE.to_string()} root for this region: rebuild it from AWS's global bundle "
+                    "(python -m infra.rds_ca global-bundle.pem; README, 'Database users, credentials and TLS').",
+                )
+            ],
+        )
 
     def _log_retention_role(self) -> iam.Role:
         """The role of CDK's log-retention function, which sets the retention of the PostgreSQL log

@@ -25,6 +25,7 @@ from infra.migrations import Migrations
 from infra.nag import acknowledge
 from infra.network import Network
 from infra.observability import Observability
+from infra.rds_ca import LAMBDA_BUNDLE_PATH
 from infra.runner import Runner, RunnerPlacement
 from infra.shared import C
 
@@ -124,11 +125,13 @@ class SchedulerStack(Stack):
             }
             # Straight to the instance (or the cluster's writer), as the master user: migrations take
             # advisory locks, which pin proxy connections. The application secret gives the login the migrations create.
+            # TLS verify-full against the RDS CAs the code asset ships (infra.rds_ca).
             migrate_env = {
                 C.ENV_DATABASE_SECRET_ARN: database.secret.secret_arn,
                 C.ENV_DATABASE_APP_SECRET_ARN: database.app_secret.secret_arn,
                 C.ENV_DATABASE_HOST: database.direct_endpoint,
                 C.ENV_DATABASE_NAME: database.database_name,
+                C.ENV_DATABASE_CA_BUNDLE: LAMBDA_BUNDLE_PATH,
             }
             api_env = dict(database_env)
             if not config.aws_targets:
