@@ -120,6 +120,13 @@ class Config:
         return f"{C.METRICS_NAMESPACE}/{self.stack_name}"
 
     @property
+    def aws_targets(self) -> bool:
+        """Whether the executor can reach AWS's APIs for AWS targets (STS, then Lambda, SQS, SNS or
+        EventBridge): through a NAT gateway, or LocalStack's endpoint. With ``nat_gateways=0`` it
+        cannot (the VPC has interface endpoints for none of them), and the API refuses those targets."""
+        return self.localstack or self.nat_gateways > 0
+
+    @property
     def with_broker(self) -> bool:
         """Whether this deployment runs its own Amazon MQ broker."""
         return self.broker == "amazonmq" and not self.localstack

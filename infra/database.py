@@ -3,15 +3,19 @@ rotation, and the RDS Proxy the functions use."""
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import ArnFormat, Aws, CfnResource, CfnRule, CfnRuleAssertion, Duration, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_rds as rds
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IConstruct
 
 from infra.config import Config
-from infra.nag import acknowledge
+from infra.lambdas import retention
+from infra.nag import LAMBDA_BASIC, acknowledge
 from infra.network import Network, allow
+from infra.rds_ca import regions as rds_ca_regions
 from infra.shared import C
 
 DATABASE_NAME = "scheduler"
@@ -20,6 +24,10 @@ PORT = 5432
 
 # Both shapes: TLS only, and statements slower than a second in the PostgreSQL log.
 PARAMETERS = {"rds.force_ssl": "1", "log_min_duration_statement": "1000"}
+# Both shapes export the PostgreSQL log (errors, slow statements) to CloudWatch Logs.
+LOG_EXPORTS = ["postgresql"]
+# CDK's singleton function that sets the exported log's retention (at the stack's root).
+LOG_RETENTION_FUNCTION_ID = "LogRetentionaae0aa3c5b4d4f87b02d85b201efdd8a"
 CA_CERTIFICATE = rds.CaCertificate.RDS_CA_RSA2048_G1
 # A pinned minor (Aurora takes no major-only version); instances upgrade minors automatically.
 # 17 as on the instance shape: RDS Proxy supports a new major some time after Aurora does.
@@ -37,7 +45,11 @@ class Database(Construct):
     Either way the functions connect to ``proxy_endpoint`` as the application user of
     ``app_secret`` (TLS required); the migrate function connects to ``direct_endpoint`` (the
     instance, or the cluster's writer endpoint) directly as the master user of ``secret``, since
-    advisory locks would pin proxy connections. Both passwords rotate every 30 days (``rotations``).
+    advisory locks would pin proxy connections. Both passwords rotate every 30 days (``rotations``),
+    and once right after the deployment that creates (or changes) their schedules, as soon as the
+    resources given to :meth:`rotate_after` (the migrations) are done. The PostgreSQL log goes to
+    CloudWatch Logs (``log_retention_days``); Performance Insights runs at its free retention,
+    encrypted with the database's key.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, config: Config, network: Network) -> None:
@@ -58,6 +70,7 @@ class Database(Construct):
         )
         allow(self.proxy_security_group, self.security_group, ec2.Port.tcp(PORT), "proxy to PostgreSQL")
 
+        self.log_retention_role = self._log_retention_role()
         self.instance: rds.DatabaseInstance | None = None
         self.cluster: rds.DatabaseCluster | None = None
         target: rds.DatabaseInstance | rds.DatabaseCluster
@@ -74,6 +87,7 @@ class Database(Construct):
             self.secret = self.instance.secret
             self.ready = [self.instance.node.default_child]  # the DB instance alone, not its proxy
             self.direct_endpoint = self.instance.db_instance_endpoint_address
+        self._allow_log_retention(target)
 
         rotation_security_group = ec2.SecurityGroup(
             self,
@@ -90,8 +104,12 @@ class Database(Construct):
         self.rotations = [
             target.add_rotation_single_user(
                 automatically_after=Duration.days(30),
-                # Not at creation: the first deployment's migrations must not race a password change.
-                rotate_immediately_on_update=False,
+                # Once when the schedule is created (or changed), so the first deployment exercises
+                # the rotation path at once rather than 30 days later; rotate_after() holds the
+                # schedules back until the migrations are done (the first deployment's migrations
+                # must not race a password change: the migrate function creates the app login
+                # from its secret).
+                rotate_immediately_on_update=True,
                 vpc_subnets=network.isolated,
                 endpoint=network.endpoints["SecretsManager"],
                 security_group=rotation_security_group,
@@ -114,7 +132,7 @@ class Database(Construct):
                 "AppRotation",
                 secret=self.app_secret,
                 automatically_after=Duration.days(30),
-                rotate_immediately_on_update=False,
+                rotate_immediately_on_update=True,
                 vpc_subnets=network.isolated,
                 endpoint=network.endpoints["SecretsManager"],
                 security_group=rotation_security_group,
@@ -138,6 +156,116 @@ class Database(Construct):
 
         self.database_name = DATABASE_NAME
         self.proxy_endpoint = self.proxy.endpoint
+        self._require_a_ca_bundle_for_the_region()
+
+    @property
+    def rotation_schedules(self) -> list[secretsmanager.RotationSchedule]:
+        """The rotation schedules of both secrets (CDK puts each under the secret it rotates)."""
+        return [c for c in self.node.find_all() if isinstance(c, secretsmanager.RotationSchedule)]
+
+    @property
+    def secret_resources(self) -> list[IConstruct]:
+        """The master secret and its attachment to the database (which adds the host), without
+        their rotation schedule: what the migrations need before they run."""
+        attachment = self.secret.node.default_child
+        secret = self.secret.node.scope.node.default_child  # the DatabaseSecret the attachment belongs to
+        assert attachment is not None and secret is not None
+        return [secret, attachment]
+
+    def rotate_after(self, *dependencies: IConstruct) -> None:
+        """Create (or change) the rotation schedules only once ``dependencies`` are done: each
+        schedule rotates its secret right away (``RotateImmediatelyOnUpdate``), so on the first
+        deployment the migrations must have created the application login first."""
+        for schedule in self.rotation_schedules:
+            schedule.node.add_dependency(*dependencies)
+
+    def _require_a_ca_bundle_for_the_region(self) -> None:
+        """The migrate function verifies the database's certificate against the RDS roots the
+        code ships (``infra.rds_ca``): a region whose root is not among them fails the deployment
+        at once, with the reason, instead of its migrations twenty minutes in."""
+        covered = rds_ca_regions(CA_CERTIFICATE.to_string())
+        CfnRule(
+            self,
+            "CaBundleCoversRegion",
+            assertions=[
+                CfnRuleAssertion(
+                    assert_=Fn.condition_contains(covered, Aws.REGION),
+                    assert_description=f"functions/scheduler/certs/rds-global-bundle.pem has no "
+                    f"{CA_CERTIFICATE.to_string()} root for this region: rebuild it from AWS's global bundle "
+                    "(python -m infra.rds_ca global-bundle.pem; README, 'Database users, credentials and TLS').",
+                )
+            ],
+        )
+
+    def _log_retention_role(self) -> iam.Role:
+        """The role of CDK's log-retention function, which sets the retention of the PostgreSQL log
+        group: RDS creates that group itself, named after the database (known only once it
+        exists), so it cannot be a log group of this stack. CDK would grant the function
+        ``logs:PutRetentionPolicy`` on every log group (``*``); it gets this role instead,
+        immutable to CDK, whose policy names two log groups (:meth:`_allow_log_retention`)."""
+        role = iam.Role(
+            self,
+            "LogRetentionRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="CDK's log-retention function: the retention of the database's exported log",
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AWSLambdaBasicExecutionRole")
+            ],
+        )
+        acknowledge(
+            role,
+            {
+                LAMBDA_BASIC: "AWS-managed policy that only lets CDK's log-retention function write its own "
+                "CloudWatch logs (and create the exported log group if RDS has not yet).",
+            },
+        )
+        return role
+
+    def _allow_log_retention(self, target: rds.DatabaseInstance | rds.DatabaseCluster) -> None:
+        """Let the log-retention function set the retention of ``target``'s PostgreSQL log and of
+        its own log (it gives itself one day when first run), nothing else; and have the
+        retention's custom resource wait for that policy (CDK makes its function wait for a
+        role's policies only when it created the role itself)."""
+        stack = Stack.of(self)
+        if isinstance(target, rds.DatabaseCluster):
+            kind, identifier = "cluster", target.cluster_identifier
+        else:
+            kind, identifier = "instance", target.instance_identifier
+        function = stack.node.find_child(LOG_RETENTION_FUNCTION_ID).node.default_child
+        assert isinstance(function, CfnResource)
+        # (log group name, its form in a cdk-nag finding: tokens written as <LogicalId>)
+        database_id = stack.resolve(target.node.default_child.logical_id)
+        function_id = stack.resolve(function.logical_id)
+        groups = [
+            (f"/aws/rds/{kind}/{identifier}/{log}", f"/aws/rds/{kind}/<{database_id}>/{log}") for log in LOG_EXPORTS
+        ]
+        groups.append((f"/aws/lambda/{function.ref}", f"/aws/lambda/<{function_id}>"))
+        self.log_retention_role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:PutRetentionPolicy", "logs:DeleteRetentionPolicy"],
+                resources=[
+                    stack.format_arn(
+                        service="logs",
+                        resource="log-group",
+                        resource_name=name + streams,
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                    for name, _ in groups
+                    for streams in ("", ":*")
+                ],
+            )
+        )
+        acknowledge(
+            self.log_retention_role,
+            {
+                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:"
+                f"{nag_name}:*]": "One named log group (the database's exported log, or the log-retention "
+                "function's own): CloudWatch Logs names a log group's resources with a trailing ':*'."
+                for _, nag_name in groups
+            },
+        )
+        for log in LOG_EXPORTS:
+            target.node.find_child(f"LogRetention{log}").node.add_dependency(self.log_retention_role)
 
     def _instance(self, config: Config, network: Network, removal: RemovalPolicy) -> rds.DatabaseInstance:
         """One RDS PostgreSQL instance of ``db_instance_type`` (``db_multi_az``: a standby)."""
@@ -165,6 +293,13 @@ class Database(Construct):
             parameter_group=parameters,
             storage_encrypted=True,
             storage_encryption_key=self.key,
+            # Free at the default retention (7 days); encrypted with the database's key, as on Aurora.
+            enable_performance_insights=True,
+            performance_insight_encryption_key=self.key,
+            performance_insight_retention=rds.PerformanceInsightRetention.DEFAULT,
+            cloudwatch_logs_exports=LOG_EXPORTS,
+            cloudwatch_logs_retention=retention(config.log_retention_days),
+            cloudwatch_logs_retention_role=self.log_retention_role.without_policy_updates(),
             storage_type=rds.StorageType.GP3,
             allocated_storage=20,
             max_allocated_storage=100,
@@ -254,6 +389,9 @@ class Database(Construct):
             if config.db_io_optimized
             else rds.DBClusterStorageType.AURORA,
             backup=rds.BackupProps(retention=Duration.days(config.db_backup_days)),
+            cloudwatch_logs_exports=LOG_EXPORTS,
+            cloudwatch_logs_retention=retention(config.log_retention_days),
+            cloudwatch_logs_retention_role=self.log_retention_role.without_policy_updates(),
             copy_tags_to_snapshot=True,
             iam_authentication=False,
             deletion_protection=config.deletion_protection,

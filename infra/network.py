@@ -12,13 +12,15 @@ from infra.config import Config
 
 HTTPS = ec2.Port.tcp(443)
 
-# The AWS APIs the functions call: the database and broker secrets, envelope encryption of job
-# secrets, the fan-out's asynchronous invoke of the executor, and CloudWatch metrics.
+# The AWS APIs the functions in isolated subnets call: the database and broker secrets (and the
+# rotation functions, Secrets Manager itself), envelope encryption of job secrets, and the
+# fan-out's asynchronous invoke of the executor. No CloudWatch endpoint: the functions publish
+# their metrics as EMF lines in their logs, and Lambda ships a function's logs itself, outside the
+# function's network (no `logs` endpoint either); nothing calls PutMetricData (`monitoring`).
 ENDPOINT_SERVICES = {
     "SecretsManager": ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER,
     "Kms": ec2.InterfaceVpcEndpointAwsService.KMS,
     "Lambda": ec2.InterfaceVpcEndpointAwsService.LAMBDA_,
-    "CloudWatch": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING,
 }
 
 

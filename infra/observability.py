@@ -51,6 +51,9 @@ ACU_MEMORY_BYTES = 2 * 1024**3  # each ACU brings about 2 GiB of memory
 AURORA_FREEABLE_MEMORY_FRACTION = 0.1
 # Triggers of an execution (the ``trigger`` dimension of LatenessMs).
 TRIGGERS = ("schedule", "retry", "manual")
+# The alarm-status row at the top of the dashboard: every alarm, a few per line.
+ALARM_STATUS_TITLE = "Alarms"
+ALARM_STATUS_COLUMNS = 4
 
 
 class SchedulerMetrics:
@@ -244,13 +247,7 @@ class Observability(Construct):
                 treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
             )
         if proxy is not None:
-            borrow = cw.Metric(
-                namespace="AWS/RDS",
-                metric_name="DatabaseConnectionsBorrowLatency",
-                dimensions_map={"ProxyName": proxy.db_proxy_name},
-                statistic="Average",
-                period=FIVE_MINUTES,
-            )
+            borrow = proxy_metric(proxy, "DatabaseConnectionsBorrowLatency", "Average", period=FIVE_MINUTES)
             self.alarms["ProxyConnections"] = borrow.create_alarm(
                 self,
                 "ProxyConnections",
@@ -311,6 +308,18 @@ class Observability(Construct):
                 "Alarms go to the stack's alarm topic.",
                 width=24,
                 height=2,
+            )
+        )
+        # First thing on the page: the state of every alarm (red, grey or green), sorted so that
+        # the alarms in ALARM come first.
+        alarm_rows = -(-len(self.alarms) // ALARM_STATUS_COLUMNS)
+        self.dashboard.add_widgets(
+            cw.AlarmStatusWidget(
+                title=ALARM_STATUS_TITLE,
+                alarms=list(self.alarms.values()),
+                sort_by=cw.AlarmStatusWidgetSortBy.STATE_UPDATED_TIMESTAMP,
+                width=24,
+                height=1 + alarm_rows,
             )
         )
         self.dashboard.add_widgets(
@@ -406,16 +415,7 @@ class Observability(Construct):
         if database is not None:
             connections: list[cw.IMetric] = [database.metric_database_connections(period=MINUTE, label="database")]
             if proxy is not None:
-                connections.append(
-                    cw.Metric(
-                        namespace="AWS/RDS",
-                        metric_name="ClientConnections",
-                        dimensions_map={"ProxyName": proxy.db_proxy_name},
-                        statistic="Maximum",
-                        period=MINUTE,
-                        label="proxy clients",
-                    )
-                )
+                connections.append(proxy_metric(proxy, "ClientConnections", "Maximum", label="proxy clients"))
             self.dashboard.add_widgets(
                 cw.GraphWidget(
                     title="Database CPU (%)",
@@ -424,6 +424,30 @@ class Observability(Construct):
                     width=12,
                 ),
                 cw.GraphWidget(title="Database connections", left=connections, width=12),
+            )
+        if proxy is not None:
+            self.dashboard.add_widgets(
+                cw.GraphWidget(
+                    title="RDS Proxy borrow latency (us)",
+                    left=[
+                        proxy_metric(proxy, "DatabaseConnectionsBorrowLatency", "Average", label="average"),
+                        proxy_metric(proxy, "DatabaseConnectionsBorrowLatency", "Maximum", label="max"),
+                    ],
+                    left_annotations=[cw.HorizontalAnnotation(value=PROXY_BORROW_LATENCY_US, label="alarm")],
+                    width=12,
+                ),
+                # A pinned session keeps its database connection to itself until it ends (the
+                # functions turn server-side prepared statements off through the proxy for that):
+                # a lasting count here is connections the proxy cannot share.
+                cw.GraphWidget(
+                    title="RDS Proxy pinned sessions",
+                    left=[
+                        proxy_metric(
+                            proxy, "DatabaseConnectionsCurrentlySessionPinned", "Maximum", label="pinned sessions"
+                        )
+                    ],
+                    width=12,
+                ),
             )
         if isinstance(database, rds.DatabaseCluster):
             self.dashboard.add_widgets(
@@ -485,6 +509,20 @@ class Observability(Construct):
 def aurora_freeable_memory_limit(max_acu: float) -> int:
     """The FreeableMemory alarm threshold: 10% of the memory of ``max_acu`` ACUs."""
     return int(max_acu * ACU_MEMORY_BYTES * AURORA_FREEABLE_MEMORY_FRACTION)
+
+
+def proxy_metric(
+    proxy: rds.DatabaseProxy, name: str, statistic: str, *, period: Duration = MINUTE, label: str | None = None
+) -> cw.Metric:
+    """An RDS Proxy metric of the whole proxy (dimension ``ProxyName`` alone)."""
+    return cw.Metric(
+        namespace="AWS/RDS",
+        metric_name=name,
+        dimensions_map={"ProxyName": proxy.db_proxy_name},
+        statistic=statistic,
+        period=period,
+        label=label,
+    )
 
 
 def rotation_errors(rotation: secretsmanager.SecretRotation) -> cw.Metric:

@@ -109,23 +109,8 @@ class Runner(Construct):
             on_failure=destinations.SqsDestination(self.dead_letter_queue),
         )
 
-        # AWS targets: the executor calls them only as a job's role, assumed with the job's owner
-        # as ExternalId (the role's trust policy names the tenants it serves), and has no other
-        # right on those services. Which roles it may assume: context target_role_arns, else any.
-        partition = Stack.of(self).partition
-        roles = [
-            f"arn:{partition}:iam::*:role{item}*" if item.startswith("/") else item for item in config.target_role_arns
-        ] or [f"arn:{partition}:iam::*:role/*"]
-        self.executor.add_to_role_policy(iam.PolicyStatement(actions=["sts:AssumeRole"], resources=roles))
-        acknowledge(
-            self.executor,
-            {
-                f"AwsSolutions-IAM5[Resource::{role.replace(partition, '<AWS::Partition>')}]": "The roles of AWS targets are the users' own; each trusts the executor only with the ExternalId of "
-                "the tenants it names, so a wider pattern here cannot be used across tenants."
-                for role in roles
-                if "*" in role
-            },
-        )
+        if config.aws_targets:
+            self._allow_target_roles(config)
 
         fanout_name = fanout_function_name(config.stack_name)
         self.fanout = kit.function(
@@ -171,6 +156,26 @@ class Runner(Construct):
             description="Runs the scheduler's fan-out every minute",
             schedule=events.Schedule.rate(Duration.minutes(1)),
             targets=[targets.LambdaFunction(self.fanout, retry_attempts=2, max_event_age=Duration.seconds(60))],
+        )
+
+    def _allow_target_roles(self, config: Config) -> None:
+        """AWS targets: the executor calls them only as a job's role, assumed with the job's owner
+        as ExternalId (the role's trust policy names the tenants it serves), and has no other
+        right on those services. Which roles it may assume: context target_role_arns, else any.
+        Not granted where the executor cannot reach AWS (``nat_gateways=0``)."""
+        partition = Stack.of(self).partition
+        roles = [
+            f"arn:{partition}:iam::*:role{item}*" if item.startswith("/") else item for item in config.target_role_arns
+        ] or [f"arn:{partition}:iam::*:role/*"]
+        self.executor.add_to_role_policy(iam.PolicyStatement(actions=["sts:AssumeRole"], resources=roles))
+        acknowledge(
+            self.executor,
+            {
+                f"AwsSolutions-IAM5[Resource::{role.replace(partition, '<AWS::Partition>')}]": "The roles of AWS targets are the users' own; each trusts the executor only with the ExternalId of "
+                "the tenants it names, so a wider pattern here cannot be used across tenants."
+                for role in roles
+                if "*" in role
+            },
         )
 
     @property

@@ -25,6 +25,7 @@ from infra.migrations import Migrations
 from infra.nag import acknowledge
 from infra.network import Network
 from infra.observability import Observability
+from infra.rds_ca import LAMBDA_BUNDLE_PATH
 from infra.runner import Runner, RunnerPlacement
 from infra.shared import C
 
@@ -124,13 +125,20 @@ class SchedulerStack(Stack):
             }
             # Straight to the instance (or the cluster's writer), as the master user: migrations take
             # advisory locks, which pin proxy connections. The application secret gives the login the migrations create.
+            # TLS verify-full against the RDS CAs the code asset ships (infra.rds_ca).
             migrate_env = {
                 C.ENV_DATABASE_SECRET_ARN: database.secret.secret_arn,
                 C.ENV_DATABASE_APP_SECRET_ARN: database.app_secret.secret_arn,
                 C.ENV_DATABASE_HOST: database.direct_endpoint,
                 C.ENV_DATABASE_NAME: database.database_name,
+                C.ENV_DATABASE_CA_BUNDLE: LAMBDA_BUNDLE_PATH,
             }
             api_env = dict(database_env)
+            if not config.aws_targets:
+                # No route to AWS's public endpoints (nor interface endpoints for STS and the target
+                # services): the API refuses AWS and SigV4 targets with a 400 rather than accept jobs
+                # whose deliveries would time out.
+                api_env[C.ENV_AWS_TARGETS] = "false"
             executor_env = {}
             if config.with_broker:
                 broker = self.broker = Broker(self, "Broker", network=network)
@@ -190,8 +198,11 @@ class SchedulerStack(Stack):
             # CloudFormation would otherwise run the migrations as soon as the function exists,
             # possibly before the security-group rules and the endpoints it needs.
             self.migrations.resource.node.add_dependency(
-                self.network, self.database.security_group, self.database.secret, *self.database.ready
+                self.network, self.database.security_group, *self.database.secret_resources, *self.database.ready
             )
+            # Both passwords rotate once right after the first deployment, once the migrations
+            # have created the application login (and on a later deployment, after its migrations).
+            self.database.rotate_after(self.migrations.resource)
         if self.broker is not None and self.network is not None:
             self.broker.secret.grant_read(self.runner.executor)
             self.broker.allow_from(self.network.executor_security_group)

@@ -26,6 +26,12 @@ ENV_API_CREDENTIALS_SECRET_ARN = "SCHEDULER_API_CREDENTIALS_SECRET_ARN"
 ENV_DATABASE_APP_SECRET_ARN = "SCHEDULER_DATABASE_APP_SECRET_ARN"
 ENV_DATABASE_CA_BUNDLE = "SCHEDULER_DATABASE_CA_BUNDLE"
 ENV_EXECUTOR_CONCURRENCY = "SCHEDULER_EXECUTOR_CONCURRENCY"
+# Whether the executor can reach AWS's APIs (STS and the target services): "false" where it has no
+# route out (a deployment with nat_gateways=0), and the API refuses AWS targets and SigV4-signed
+# HTTP targets (each assumes its role through STS) at write time.
+ENV_AWS_TARGETS = "SCHEDULER_AWS_TARGETS"
+# The target types that call AWS as a job's role (refused where ENV_AWS_TARGETS is false).
+AWS_TARGET_TYPES = ("lambda", "sqs", "sns", "eventbridge")
 # Powertools' own keys: the infrastructure scopes both to the stack.
 ENV_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
 ENV_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"

@@ -43,6 +43,8 @@ class Settings:
     api_credentials_secret_arn: str | None = None
     database_ca_bundle: str | None = None
     executor_concurrency: int | None = None  # the executor's reserved concurrency (fan-out bound)
+    # Whether the executor reaches AWS's APIs: False refuses AWS and SigV4 targets at write time.
+    aws_targets: bool = True
     service_name: str = c.SERVICE_NAME
     metrics_namespace: str = c.METRICS_NAMESPACE
     fanout_function: str | None = None  # the fan-out's own name: it invokes itself for helpers
@@ -81,6 +83,7 @@ class Settings:
             api_credentials_secret_arn=env.get(c.ENV_API_CREDENTIALS_SECRET_ARN) or None,
             database_ca_bundle=env.get(c.ENV_DATABASE_CA_BUNDLE),
             executor_concurrency=int(env[c.ENV_EXECUTOR_CONCURRENCY]) if env.get(c.ENV_EXECUTOR_CONCURRENCY) else None,
+            aws_targets=_bool(env.get(c.ENV_AWS_TARGETS), default=True),
             service_name=env.get(c.ENV_SERVICE_NAME) or c.SERVICE_NAME,
             metrics_namespace=env.get(c.ENV_METRICS_NAMESPACE) or c.METRICS_NAMESPACE,
             fanout_function=env.get(c.ENV_FANOUT_FUNCTION) or None,

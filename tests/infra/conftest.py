@@ -2,7 +2,7 @@
 
 Variants: ``aws`` (cdk.json as it is), ``lean`` (the other side of every option: no broker, no NAT
 gateway, minute precision, throw-away database, alarm e-mail), ``localstack``, ``other`` (a
-second stack with its own name and executor concurrency) and ``aurora`` (the database as an
+second stack with its own name, executor concurrency and target roles) and ``aurora`` (the database as an
 Aurora Serverless v2 cluster with a reader).
 """
 
@@ -34,14 +34,18 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "removal_policy": "destroy",
         "alarm_email": "ops@example.com",
         "target_allow_list": "hooks.example.com",
-        "target_role_arns": "/scheduler-targets/,arn:aws:iam::123456789012:role/exact",
         "fanout_max": "1",
         "claims_per_invoke": "1",
     },
     # Same architecture as the AWS variant, so the session builds one layer only.
     "localstack": {"localstack": "true", "architecture": "arm64"},
-    # A second stack beside the default one in the same account.
-    "other": {"stack_name": "Other", "executor_concurrency": "7"},
+    # A second stack beside the default one in the same account, its target roles restricted (the
+    # lean variant has no NAT gateway, so no AWS targets and no role to assume at all).
+    "other": {
+        "stack_name": "Other",
+        "executor_concurrency": "7",
+        "target_role_arns": "/scheduler-targets/,arn:aws:iam::123456789012:role/exact",
+    },
     # The database as an Aurora Serverless v2 cluster, with every Aurora option on (as infra/lint.py).
     "aurora": {"database": "aurora-serverless", "db_reader": "true", "db_io_optimized": "true", "db_max_acu": "32"},
 }

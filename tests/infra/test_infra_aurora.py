@@ -134,6 +134,16 @@ def test_the_defaults_of_the_shape_in_a_throwaway_stack(tmp_path, cdk_context):
     assert unacknowledged_findings(stack) == []
 
 
+def test_the_cluster_exports_its_postgres_log_with_a_retention(aurora):
+    cluster_id, cluster = cluster_of(aurora)
+    assert cluster["Properties"]["EnableCloudwatchLogsExports"] == ["postgresql"]
+    (retention,) = aurora.resources("Custom::LogRetention").values()
+    assert retention["Properties"]["LogGroupName"] == {
+        "Fn::Join": ["", ["/aws/rds/cluster/", {"Ref": cluster_id}, "/postgresql"]]
+    }
+    assert retention["Properties"]["RetentionInDays"] == 30
+
+
 def test_the_cluster_admits_only_the_proxy_the_migrate_and_the_rotation_functions(aurora):
     _, cluster = cluster_of(aurora)
     (db_group,) = [ref["Fn::GetAtt"][0] for ref in cluster["Properties"]["VpcSecurityGroupIds"]]
@@ -171,7 +181,7 @@ def test_both_passwords_rotate_through_the_endpoint(aurora):
     assert len(schedules) == 2
     for schedule in schedules:
         assert schedule["Properties"]["RotationRules"]["ScheduleExpression"] == "rate(30 days)"
-        assert schedule["Properties"].get("RotateImmediatelyOnUpdate") is False
+        assert schedule["Properties"]["RotateImmediatelyOnUpdate"] is True  # after the migrations
     (rotation_group,) = [k for k in aurora.resources("AWS::EC2::SecurityGroup") if k.startswith("DatabaseRotation")]
     for app in aurora.resources("AWS::Serverless::Application").values():
         assert app["Properties"]["Parameters"]["vpcSecurityGroupIds"] == {"Fn::GetAtt": [rotation_group, "GroupId"]}

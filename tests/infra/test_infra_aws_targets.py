@@ -1,4 +1,5 @@
-"""The executor's right for AWS targets: sts:AssumeRole only, on the roles the context allows."""
+"""The executor's right for AWS targets: sts:AssumeRole only, on the roles the context allows;
+none, and AWS targets refused by the API, where the executor cannot reach AWS (no NAT gateway)."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ def test_executor_may_assume_any_role_by_default_and_nothing_else_of_the_target_
         ), statement
 
 
-def test_target_role_arns_restrict_the_roles(lean):
-    resources = assume_role_resources(lean, C.EXECUTOR_HANDLER)
+def test_target_role_arns_restrict_the_roles(synthesize):
+    resources = assume_role_resources(synthesize("other"), C.EXECUTOR_HANDLER)
     assert len(resources) == 2 and "arn:aws:iam::123456789012:role/exact" in resources
     assert {"Fn::Join": ["", ["arn:", PARTITION, ":iam::*:role/scheduler-targets/*"]]} in resources
 
@@ -46,3 +47,38 @@ def test_bad_target_role_arns_are_refused():
         Config.from_context(App(context={"target_role_arns": "scheduler-targets"}).node)
     config = Config.from_context(App(context={"target_role_arns": ["/a/", "arn:aws:iam::1:role/b"]}).node)
     assert config.target_role_arns == ("/a/", "arn:aws:iam::1:role/b")
+
+
+# The interface endpoints AWS targets would need without a NAT gateway (STS for the role, then
+# the target's service); the lean deployment has none of them, on purpose (README, "Context options").
+AWS_TARGET_ENDPOINT_SERVICES = (".sts", ".sqs", ".sns", ".events")
+
+
+def test_without_a_nat_gateway_the_api_refuses_aws_targets_and_the_executor_assumes_no_role(lean):
+    """nat_gateways=0: no route to STS or the target services, and no interface endpoints for them
+    (four more would add about $29 a month per AZ to a deployment chosen for its low cost, and
+    reach targets in the stack's own region only): the API is told (SCHEDULER_AWS_TARGETS=false) and refuses AWS and
+    SigV4 targets with a 400 at write time; the executor is granted no role to assume."""
+    services = [str(e["Properties"]["ServiceName"]) for e in lean.resources("AWS::EC2::VPCEndpoint").values()]
+    assert not [s for s in services for suffix in AWS_TARGET_ENDPOINT_SERVICES if suffix in s]
+    assert lean.function(C.API_HANDLER)[1]["Environment"]["Variables"][C.ENV_AWS_TARGETS] == "false"
+    assert assume_role_resources(lean, C.EXECUTOR_HANDLER) == []
+
+
+def test_with_a_route_out_aws_targets_are_accepted(aws, aurora, localstack):
+    for synth in (aws, aurora, localstack):
+        assert C.ENV_AWS_TARGETS not in synth.function(C.API_HANDLER)[1]["Environment"]["Variables"]
+        assert assume_role_resources(synth, C.EXECUTOR_HANDLER) != []
+
+
+def test_the_refusal_follows_the_nat_gateways():
+    from aws_cdk import App
+
+    from infra.config import Config
+
+    def config(**context: object) -> Config:
+        return Config.from_context(App(context=context).node)
+
+    assert config().aws_targets
+    assert not config(nat_gateways="0").aws_targets
+    assert config(nat_gateways="0", localstack="true").aws_targets  # LocalStack's endpoint is reachable

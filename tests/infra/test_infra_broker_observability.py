@@ -24,6 +24,8 @@ DASHBOARD_TITLES = (
     "Database CPU (%)",
     "Database connections",
     "Dead-letter queue depth",
+    "RDS Proxy borrow latency (us)",
+    "RDS Proxy pinned sessions",
 )
 
 
@@ -110,3 +112,57 @@ def test_alarm_topic_requires_tls(aws):
     (policy,) = aws.resources("AWS::SNS::TopicPolicy").values()
     statement = json.dumps(policy["Properties"]["PolicyDocument"])
     assert "aws:SecureTransport" in statement
+
+
+def dashboard_body(synth) -> dict:
+    """The dashboard's JSON body, each reference to a resource written as ``${LogicalId}`` (a Ref)
+    or ``${LogicalId.Attribute}`` (a GetAtt)."""
+    (dashboard,) = synth.resources("AWS::CloudWatch::Dashboard").values()
+    body = dashboard["Properties"]["DashboardBody"]
+    parts = body["Fn::Join"][1] if isinstance(body, dict) else [body]
+
+    def render(part: object) -> str:
+        if isinstance(part, str):
+            return part
+        assert isinstance(part, dict), part
+        if "Ref" in part:
+            return "${" + part["Ref"] + "}"
+        logical_id, attribute = part["Fn::GetAtt"]
+        return "${" + f"{logical_id}.{attribute}" + "}"
+
+    return json.loads("".join(render(part) for part in parts))
+
+
+@pytest.mark.parametrize("variant", ["aws", "lean", "aurora"])
+def test_the_dashboard_opens_with_the_state_of_every_alarm(variant, synthesize):
+    synth = synthesize(variant)
+    header, status, *graphs = dashboard_body(synth)["widgets"]
+    assert header["type"] == "text"
+    assert status["type"] == "alarm" and status["width"] == 24 and status["y"] == header["height"]
+    assert status["properties"]["sortBy"] == "stateUpdatedTimestamp"  # ALARM first, then the rest
+    every_alarm = {f"${{{logical_id}.Arn}}" for logical_id in synth.resources("AWS::CloudWatch::Alarm")}
+    assert len(status["properties"]["alarms"]) == len(every_alarm)
+    assert set(status["properties"]["alarms"]) == every_alarm
+    assert all(widget["type"] == "metric" for widget in graphs)
+
+
+def graph(body: dict, title: str) -> dict:
+    (found,) = [w["properties"] for w in body["widgets"] if w["properties"].get("title") == title]
+    return found
+
+
+@pytest.mark.parametrize("variant", ["aws", "aurora"])
+def test_the_dashboard_shows_the_proxys_borrow_latency_and_pinned_sessions(variant, synthesize):
+    synth = synthesize(variant)
+    ((proxy_id, _),) = synth.resources("AWS::RDS::DBProxy").items()
+    body = dashboard_body(synth)
+    borrow = graph(body, "RDS Proxy borrow latency (us)")
+    assert [m[:4] for m in borrow["metrics"]] == [
+        ["AWS/RDS", "DatabaseConnectionsBorrowLatency", "ProxyName", f"${{{proxy_id}}}"]
+    ] * 2
+    assert [m[4].get("stat", "Average") for m in borrow["metrics"]] == ["Average", "Maximum"]
+    assert borrow["annotations"]["horizontal"][0]["value"] == alarms(synth)["ProxyConnections"]["Threshold"]
+    pinned = graph(body, "RDS Proxy pinned sessions")
+    assert [m[:4] for m in pinned["metrics"]] == [
+        ["AWS/RDS", "DatabaseConnectionsCurrentlySessionPinned", "ProxyName", f"${{{proxy_id}}}"]
+    ]

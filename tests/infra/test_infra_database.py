@@ -51,7 +51,60 @@ def test_credentials_live_in_secrets_manager_and_rotate(aws):
     assert len(schedules) == 2  # the master user's and the application user's
     for schedule in schedules:
         assert schedule["Properties"]["RotationRules"]["ScheduleExpression"] == "rate(30 days)"
-        assert schedule["Properties"].get("RotateImmediatelyOnUpdate") is False
+        # Once at once, after the migrations (tests/infra/test_infra_rotation.py), then every 30 days.
+        assert schedule["Properties"]["RotateImmediatelyOnUpdate"] is True
+
+
+def test_postgres_log_goes_to_cloudwatch_logs_with_a_retention(aws):
+    """The PostgreSQL log (errors, statements slower than a second) is exported, and CDK's
+    log-retention resource keeps it for log_retention_days (30), like the functions' logs."""
+    instance_id, instance = next(iter(aws.resources("AWS::RDS::DBInstance").items()))
+    assert instance["Properties"]["EnableCloudwatchLogsExports"] == ["postgresql"]
+    (retention,) = aws.resources("Custom::LogRetention").values()
+    assert retention["Properties"]["LogGroupName"] == {
+        "Fn::Join": ["", ["/aws/rds/instance/", {"Ref": instance_id}, "/postgresql"]]
+    }
+    assert retention["Properties"]["RetentionInDays"] == 30
+    parameters = only(aws.resources("AWS::RDS::DBParameterGroup"))["Properties"]["Parameters"]
+    assert parameters["log_min_duration_statement"] == "1000"
+
+
+def test_the_log_retention_function_may_touch_two_log_groups_only(aws):
+    """CDK's log-retention function would get logs:PutRetentionPolicy on every log group; its role
+    here names the database's exported log and the function's own (it sets that to one day), and
+    the retention waits for that policy."""
+    instance_id = next(iter(aws.resources("AWS::RDS::DBInstance")))
+    (function_id,) = [k for k in aws.resources("AWS::Lambda::Function") if k.startswith("LogRetention")]
+    role_id = aws.json["Resources"][function_id]["Properties"]["Role"]["Fn::GetAtt"][0]
+    assert role_id.startswith("DatabaseLogRetentionRole")
+    ((policy_id, policy),) = [
+        (k, v) for k, v in aws.resources("AWS::IAM::Policy").items() if {"Ref": role_id} in v["Properties"]["Roles"]
+    ]
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert sorted(statement["Action"]) == ["logs:DeleteRetentionPolicy", "logs:PutRetentionPolicy"]
+    names = sorted(
+        "".join(p if isinstance(p, str) else f"<{p['Ref']}>" for p in r["Fn::Join"][1]) for r in statement["Resource"]
+    )
+    prefix = "arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:"
+    assert names == sorted(
+        prefix + name
+        for name in (
+            f"/aws/lambda/<{function_id}>",
+            f"/aws/lambda/<{function_id}>:*",
+            f"/aws/rds/instance/<{instance_id}>/postgresql",
+            f"/aws/rds/instance/<{instance_id}>/postgresql:*",
+        )
+    )
+    (retention,) = aws.resources("Custom::LogRetention").values()
+    assert policy_id in retention["DependsOn"]
+
+
+def test_performance_insights_free_tier_encrypted_with_the_database_key(aws, lean):
+    for synth in (aws, lean):
+        props = only(synth.resources("AWS::RDS::DBInstance"))["Properties"]
+        assert props["EnablePerformanceInsights"] is True
+        assert props["PerformanceInsightsRetentionPeriod"] == 7  # the free retention
+        assert props["PerformanceInsightsKMSKeyId"] == {"Fn::GetAtt": [props["KmsKeyId"]["Fn::GetAtt"][0], "Arn"]}
 
 
 def test_proxy_requires_tls_and_uses_the_secret(aws):

@@ -6,9 +6,11 @@ import pytest
 
 pytest.importorskip("aws_cdk")
 
-from infra.shared import C  # noqa: E402
+from infra.shared import FUNCTIONS_DIR, C  # noqa: E402
 
-ENDPOINT_SERVICES = {"secretsmanager", "kms", "lambda", "monitoring"}
+# Secrets Manager (the functions' secrets, the rotation functions), KMS (job secrets), Lambda (the
+# fan-out's invokes). No CloudWatch endpoint: see test_no_function_needs_a_cloudwatch_endpoint.
+ENDPOINT_SERVICES = {"secretsmanager", "kms", "lambda"}
 
 
 def subnet_type(synth, ref: dict) -> str:
@@ -85,6 +87,22 @@ def test_interface_endpoints_let_isolated_functions_reach_aws_apis(aws):
         service = props["ServiceName"]
         services.add(service["Fn::Join"][1][-1].lstrip(".") if isinstance(service, dict) else service.split(".")[-1])
     assert services == ENDPOINT_SERVICES
+
+
+def test_no_function_needs_a_cloudwatch_endpoint(aws, lean):
+    """The functions publish metrics as EMF lines in their logs, and Lambda ships a function's logs
+    itself (not through the function's network): no `monitoring` or `logs` endpoint, about $7.30
+    a month per AZ saved. Were a function to call CloudWatch's API, it would need the endpoint back."""
+    for synth in (aws, lean):
+        services = {str(e["Properties"]["ServiceName"]) for e in synth.resources("AWS::EC2::VPCEndpoint").values()}
+        assert not [s for s in services if ".monitoring" in s or ".logs" in s], services
+        for policy in synth.resources("AWS::IAM::Policy").values():
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                action = statement["Action"]
+                assert not any(a.startswith("cloudwatch:") for a in ([action] if isinstance(action, str) else action))
+    code = "\n".join(p.read_text() for p in FUNCTIONS_DIR.rglob("*.py"))
+    for call in ('"cloudwatch"', "'cloudwatch'", "put_metric_data", '"logs"', "put_log_events"):
+        assert call not in code, f"a function calls CloudWatch ({call}): it needs an interface endpoint"
 
 
 def test_endpoints_span_two_azs_unless_told_otherwise(aws, lean):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from scheduler.api.app import make_app
@@ -81,3 +83,60 @@ def test_sigv4_http_job_round_trips(api):
 def test_bad_aws_target_is_a_400_naming_the_field(api, target, field):
     answer = api("POST", "/v1/jobs", job_body("bad", target=target), principal=ALICE)
     assert answer.status == 400 and field in answer.fields, answer.body
+
+
+# -- a deployment whose executor cannot reach AWS (nat_gateways=0) ---------------------------------
+
+QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/q"
+AWS_TARGETS = [
+    {"type": "lambda", "role_arn": ROLE, "function_arn": "arn:aws:lambda:eu-west-1:123456789012:function:f"},
+    {"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE, "body": "b"},
+    {"type": "sns", "role_arn": ROLE, "topic_arn": "arn:aws:sns:eu-west-1:123456789012:t", "message": "m"},
+    {
+        "type": "eventbridge",
+        "role_arn": ROLE,
+        "event_bus_arn": "arn:aws:events:eu-west-1:123456789012:event-bus/b",
+        "source": "s",
+        "detail_type": "d",
+        "detail": "{}",
+    },
+]
+SIGV4_HTTP = {
+    "type": "http",
+    "url": "https://abc.lambda-url.eu-west-1.on.aws/",
+    "auth": {"type": "sigv4", "service": "lambda", "region": "eu-west-1", "role_arn": ROLE},
+}
+
+
+@pytest.fixture
+def api_without_aws(store, tmp_path):
+    """The API of a deployment without a route to AWS (SCHEDULER_AWS_TARGETS=false)."""
+    box = LocalSecretBox(tmp_path / "secret.key")
+    settings = Settings.from_env({"SCHEDULER_AWS_TARGETS": "false"})
+    assert settings.aws_targets is False and Settings.from_env({}).aws_targets is True
+    return Client(make_app(lambda: store, lambda: box, settings).resolve)
+
+
+@pytest.mark.parametrize("target", AWS_TARGETS, ids=lambda t: t["type"])
+def test_without_a_route_to_aws_an_aws_target_is_a_400_at_write_time(api_without_aws, api, target):
+    answer = api_without_aws("POST", "/v1/jobs", job_body("aws", target=target), principal=ALICE)
+    assert answer.status == 400 and answer.fields == ["target.type"], answer.body
+    assert "no route to AWS" in answer.error["message"] + json.dumps(answer.error["details"])
+    assert api_without_aws("GET", "/v1/jobs", principal=ALICE).body["jobs"] == []
+    # ... which a deployment with a route out accepts.
+    assert api("POST", "/v1/jobs", job_body("aws", target=target), principal=ALICE).status == 201
+
+
+def test_without_a_route_to_aws_a_sigv4_target_is_a_400_and_plain_targets_pass(api_without_aws):
+    answer = api_without_aws("POST", "/v1/jobs", job_body("signed", target=SIGV4_HTTP), principal=ALICE)
+    assert answer.status == 400 and answer.fields == ["target.auth.type"], answer.body
+    plain = api_without_aws("POST", "/v1/jobs", job_body("plain"), principal=ALICE)
+    assert plain.status == 201, plain.body
+    job = f"/v1/jobs/{plain.body['id']}"
+    # Neither a replacement nor a merge patch turns a job into one the executor cannot deliver.
+    replaced = api_without_aws("PUT", job, job_body("plain", target=AWS_TARGETS[1]), principal=ALICE)
+    assert replaced.status == 400 and replaced.fields == ["target.type"], replaced.body
+    to_sigv4 = {"auth": {**SIGV4_HTTP["auth"], "username": None, "password": None}}  # a merge patch
+    patched = api_without_aws("PATCH", job, {"target": to_sigv4}, principal=ALICE)
+    assert patched.status == 400 and patched.fields == ["target.auth.type"], patched.body
+    assert api_without_aws("GET", job, principal=ALICE).body["target"]["type"] == "http"

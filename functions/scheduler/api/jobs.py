@@ -19,7 +19,7 @@ from scheduler.api.deps import get_cursors, get_owner, get_secret_box, get_setti
 from scheduler.api.errors import BadRequest, documented
 from scheduler.api.routes import rule
 from scheduler.api.serialize import Job, JobList, RunAccepted, job_json, spec_of
-from scheduler.constants import SERVICE_NAME
+from scheduler.constants import AWS_TARGET_TYPES, SERVICE_NAME
 from scheduler.models import MAX_NAME_LENGTH, MAX_TAG_LENGTH, JobSpec
 from scheduler.ports import JobStore
 from scheduler.secrets import SecretBox, encrypt_target_secrets, keep_masked_secrets
@@ -124,6 +124,20 @@ def require_broker(data: dict[str, Any], settings: Any) -> None:
         raise BadRequest("target.url", "is required: this deployment has no default broker")
 
 
+def require_reachable_target(data: dict[str, Any], settings: Any) -> None:
+    """Where the executor cannot reach AWS (``SCHEDULER_AWS_TARGETS=false``: no NAT gateway), an
+    AWS target, or an HTTP target signed as a role (its role is assumed through STS), is a 400
+    naming the field, rather than deliveries that time out."""
+    if getattr(settings, "aws_targets", True):
+        return
+    target = data.get("target") or {}
+    reason = "this deployment's executor has no route to AWS (deployed with nat_gateways=0)"
+    if target.get("type") in AWS_TARGET_TYPES:
+        raise BadRequest("target.type", f"{target['type']} targets are not available: {reason}")
+    if (target.get("auth") or {}).get("type") == "sigv4":
+        raise BadRequest("target.auth.type", f"sigv4 (a role assumed through STS) is not available: {reason}")
+
+
 def job_response(row: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> Response:
     """A job answer with its ``ETag``."""
     return Response(
@@ -152,6 +166,7 @@ def _text_param(value: str | None, field: str) -> str | None:
 def create_job(spec: Annotated[JobSpec, Body()], store: StoreDep, box: BoxDep, owner: Owner, settings: SettingsDep):
     data = spec_data(spec)
     require_broker(data, settings)
+    require_reachable_target(data, settings)
     data["target"] = keep_masked_secrets(encrypt_target_secrets(data["target"], box), None)
     row = service.create_job(store, owner, data)
     logger.info("job created", extra={"job_id": str(row["id"])})
@@ -229,6 +244,7 @@ def replace_job(
     expected = parse_if_match(if_match)
     data = spec_data(spec)
     require_broker(data, settings)
+    require_reachable_target(data, settings)
     target = encrypt_target_secrets(data["target"], box)
 
     def build(row: dict[str, Any]) -> dict[str, Any]:
@@ -263,6 +279,7 @@ def patch_job(
     def build(row: dict[str, Any]) -> dict[str, Any]:
         data = spec_data(JobSpec.model_validate(merge_patch(spec_of(row), patch)))
         require_broker(data, settings)
+        require_reachable_target(data, settings)
         return {**data, "target": keep_masked_secrets(encrypt_target_secrets(data["target"], box), row["target"])}
 
     row = service.update_job(store, owner, job_id, build, expected)
