@@ -22,8 +22,11 @@ DATABASE_NAME = "scheduler"
 ADMIN_USER = "scheduler"
 PORT = 5432
 
-# Both shapes: TLS only, and statements slower than a second in the PostgreSQL log.
-PARAMETERS = {"rds.force_ssl": "1", "log_min_duration_statement": "1000"}
+# Both shapes: TLS only, and statements slower than a second in the PostgreSQL log. A failed
+# statement's text stays out of it (log_min_error_statement: the error is logged, not the
+# statement): the log is exported, and a failed ALTER ROLE ... PASSWORD of a rotation would
+# otherwise put a password in CloudWatch Logs.
+PARAMETERS = {"rds.force_ssl": "1", "log_min_duration_statement": "1000", "log_min_error_statement": "panic"}
 # Both shapes export the PostgreSQL log (errors, slow statements) to CloudWatch Logs.
 LOG_EXPORTS = ["postgresql"]
 # CDK's singleton function that sets the exported log's retention (at the stack's root).

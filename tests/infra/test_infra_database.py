@@ -67,6 +67,8 @@ def test_postgres_log_goes_to_cloudwatch_logs_with_a_retention(aws):
     assert retention["Properties"]["RetentionInDays"] == 30
     parameters = only(aws.resources("AWS::RDS::DBParameterGroup"))["Properties"]["Parameters"]
     assert parameters["log_min_duration_statement"] == "1000"
+    # The log is exported: a failed statement (an ALTER ROLE ... PASSWORD) must not put its text there.
+    assert parameters["log_min_error_statement"] == "panic"
 
 
 def test_the_log_retention_function_may_touch_two_log_groups_only(aws):
