@@ -38,6 +38,11 @@ class LocalError(SchedulerError):
     for the user, no traceback."""
 
 
+class OptionError(LocalError):
+    """An option, or the environment variable standing for it, is wrong (a malformed database
+    URL, ``--credentials`` with ``--auth none``...): a usage error, exit code 2."""
+
+
 @dataclass(frozen=True)
 class LocalOptions:
     """What ``scheduler local`` runs with (the command line's flags, typed).
@@ -215,17 +220,82 @@ def local_settings(
     )
 
 
-def database_error(url: str, exc: Exception) -> str:
-    """One line on a database that cannot be reached: its host and port, never its password."""
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+URL_SHAPE = "postgresql://[user[:password]@]host[:port]/dbname or 'host=H port=P dbname=D'"
+
+
+def database_url_problem(url: str) -> str | None:
+    """What is wrong with a database URL, in words that never repeat it (it may hold a
+    password); None when libpq can read it (whether the database answers is another matter)."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    if not url.strip():
+        return "is empty"
+    if "://" in url:
+        scheme = url.split("://", 1)[0]
+        if scheme.lower() not in POSTGRES_SCHEMES:
+            return f"has the scheme {scheme[:20]!r}, not postgresql:// (expected {URL_SHAPE})"
+        problem = _url_port_problem(url)
+        if problem:
+            return problem
+    elif "=" not in url:
+        return f"is neither a postgresql:// URL nor key=value settings (expected {URL_SHAPE})"
+    try:
+        conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        return f"cannot be read: {_without(url, exc)}"
+    return None
+
+
+def _url_port_problem(url: str) -> str | None:
+    """What ``urlsplit`` finds wrong with the URL's host and port (libpq would only say it at connect)."""
     from urllib.parse import urlsplit
 
     try:
-        parts = urlsplit(url)
-        where = f"{parts.hostname or 'localhost'}:{parts.port or 5432}"
-    except ValueError:
+        urlsplit(url).port  # noqa: B018 - raises on a malformed port or IPv6 host
+    except ValueError as exc:
+        if "Invalid IPv6 URL" in str(exc):
+            return "cannot be read: an IPv6 host's '[' is not closed by ']'"
+        return "has a port that is not a number from 0 to 65535"
+    return None
+
+
+def _without(url: str, exc: Exception) -> str:
+    """The error's text on one line, the URL in it replaced by ``<url>``."""
+    return " ".join(str(exc).split()).replace(url, "<url>")[:300]
+
+
+def resolve_database_url(given: str | None, environ: dict[str, str] | None = None) -> tuple[str | None, str]:
+    """The database URL and where it comes from (``--database-url``, ``$SCHEDULER_DATABASE_URL``,
+    ``$DATABASE_URL``), or ``(None, "")`` for none at all. ``OptionError`` naming that source
+    when the URL is malformed; an empty ``--database-url`` is one (it does not fall back to the
+    environment, which may name another database)."""
+    env = os.environ if environ is None else environ
+    if given is not None:
+        source, url = "--database-url", given
+    else:
+        named = [(f"${name}", env.get(name)) for name in (c.ENV_DATABASE_URL, "DATABASE_URL")]
+        source, url = next(((name, value) for name, value in named if value), ("", None))
+    if url is None:
+        return None, ""
+    problem = database_url_problem(url)
+    if problem:
+        raise OptionError(f"{source} {problem}")
+    return url, source
+
+
+def database_error(url: str, exc: Exception) -> str:
+    """One line on a database that cannot be reached: its host and port, never its password."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        settings = conninfo_to_dict(url)
+        where = f"{settings.get('host') or 'localhost'}:{settings.get('port') or 5432}"
+    except psycopg.Error:
         where = "the given URL"
-    reason = " ".join(str(exc).split()).replace(url, "<url>")
-    return f"cannot reach the database at {where}: {reason[:300]}"
+    return f"cannot reach the database at {where}: {_without(url, exc)}"
 
 
 def migrate_or_explain(migrate: Callable[[str], Any], url: str) -> Any:
@@ -239,10 +309,6 @@ def migrate_or_explain(migrate: Callable[[str], Any], url: str) -> Any:
         raise LocalError(database_error(url, exc)) from None
     except MigrationError as exc:
         raise LocalError(f"cannot migrate the database: {exc}") from None
-
-
-def _database_url(options: LocalOptions) -> str | None:
-    return options.database_url or os.environ.get(c.ENV_DATABASE_URL) or os.environ.get("DATABASE_URL") or None
 
 
 def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: threading.Event | None = None) -> int:
@@ -261,12 +327,12 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     from scheduler.wiring import Dependencies
 
     stop = stop or threading.Event()
+    database_url, source = resolve_database_url(options.database_url)
     check_port(options.host, options.port)
     resolver = principal_resolver(options.auth, options.credentials_file, region=options.region)
     data_dir = Path(options.data_dir or ".scheduler").resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     embedded = None
-    database_url = _database_url(options)
     settings = local_settings(options, data_dir, database_url or "")
     if not database_url:
         try:
@@ -325,7 +391,7 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
         signal.signal(signal.SIGINT, shutdown)
         signal.signal(signal.SIGTERM, shutdown)
     url = f"http://{options.host}:{server.effective_port}"
-    where = "embedded Postgres under " + str(data_dir / "pgdata") if embedded else "the given database"
+    where = f"embedded Postgres under {data_dir / 'pgdata'}" if embedded else f"the given database ({source})"
     print(
         f"scheduler local: API {url}/v1 ({where}; precision {settings.precision}; "
         f"{runners} runner process{'es' if runners > 1 else ''}"
