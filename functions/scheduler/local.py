@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler import constants as c
+from scheduler import database_urls
 from scheduler.errors import MigrationError, SchedulerError
 from scheduler.settings import Settings
 
@@ -220,82 +221,12 @@ def local_settings(
     )
 
 
-POSTGRES_SCHEMES = ("postgresql", "postgres")
-URL_SHAPE = "postgresql://[user[:password]@]host[:port]/dbname or 'host=H port=P dbname=D'"
-
-
-def database_url_problem(url: str) -> str | None:
-    """What is wrong with a database URL, in words that never repeat it (it may hold a
-    password); None when libpq can read it (whether the database answers is another matter)."""
-    import psycopg
-    from psycopg.conninfo import conninfo_to_dict
-
-    if not url.strip():
-        return "is empty"
-    if "://" in url:
-        scheme = url.split("://", 1)[0]
-        if scheme.lower() not in POSTGRES_SCHEMES:
-            return f"has the scheme {scheme[:20]!r}, not postgresql:// (expected {URL_SHAPE})"
-        problem = _url_port_problem(url)
-        if problem:
-            return problem
-    elif "=" not in url:
-        return f"is neither a postgresql:// URL nor key=value settings (expected {URL_SHAPE})"
-    try:
-        conninfo_to_dict(url)
-    except psycopg.Error as exc:
-        return f"cannot be read: {_without(url, exc)}"
-    return None
-
-
-def _url_port_problem(url: str) -> str | None:
-    """What ``urlsplit`` finds wrong with the URL's host and port (libpq would only say it at connect)."""
-    from urllib.parse import urlsplit
-
-    try:
-        urlsplit(url).port  # noqa: B018 - raises on a malformed port or IPv6 host
-    except ValueError as exc:
-        if "Invalid IPv6 URL" in str(exc):
-            return "cannot be read: an IPv6 host's '[' is not closed by ']'"
-        return "has a port that is not a number from 0 to 65535"
-    return None
-
-
-def _without(url: str, exc: Exception) -> str:
-    """The error's text on one line, the URL in it replaced by ``<url>``."""
-    return " ".join(str(exc).split()).replace(url, "<url>")[:300]
-
-
 def resolve_database_url(given: str | None, environ: dict[str, str] | None = None) -> tuple[str | None, str]:
-    """The database URL and where it comes from (``--database-url``, ``$SCHEDULER_DATABASE_URL``,
-    ``$DATABASE_URL``), or ``(None, "")`` for none at all. ``OptionError`` naming that source
-    when the URL is malformed; an empty ``--database-url`` is one (it does not fall back to the
-    environment, which may name another database)."""
-    env = os.environ if environ is None else environ
-    if given is not None:
-        source, url = "--database-url", given
-    else:
-        named = [(f"${name}", env.get(name)) for name in (c.ENV_DATABASE_URL, "DATABASE_URL")]
-        source, url = next(((name, value) for name, value in named if value), ("", None))
-    if url is None:
-        return None, ""
-    problem = database_url_problem(url)
-    if problem:
-        raise OptionError(f"{source} {problem}")
-    return url, source
-
-
-def database_error(url: str, exc: Exception) -> str:
-    """One line on a database that cannot be reached: its host and port, never its password."""
-    import psycopg
-    from psycopg.conninfo import conninfo_to_dict
-
+    """``scheduler.database_urls.resolve``, a malformed URL an ``OptionError`` (exit code 2)."""
     try:
-        settings = conninfo_to_dict(url)
-        where = f"{settings.get('host') or 'localhost'}:{settings.get('port') or 5432}"
-    except psycopg.Error:
-        where = "the given URL"
-    return f"cannot reach the database at {where}: {_without(url, exc)}"
+        return database_urls.resolve(given, os.environ if environ is None else environ)
+    except database_urls.DatabaseUrlError as exc:
+        raise OptionError(str(exc)) from None
 
 
 def migrate_or_explain(migrate: Callable[[str], Any], url: str) -> Any:
@@ -306,7 +237,7 @@ def migrate_or_explain(migrate: Callable[[str], Any], url: str) -> Any:
     try:
         return migrate(url)
     except psycopg.OperationalError as exc:
-        raise LocalError(database_error(url, exc)) from None
+        raise LocalError(database_urls.unreachable(url, exc)) from None
     except MigrationError as exc:
         raise LocalError(f"cannot migrate the database: {exc}") from None
 
