@@ -52,14 +52,16 @@ class LocalOptions:
     ``$SCHEDULER_DATABASE_URL`` and ``$DATABASE_URL``). ``precision``: None for
     ``$SCHEDULER_PRECISION``, else ``second``. ``guard_targets``: keep the SSRF guard on
     (private and loopback targets refused, as deployed); off by default in local mode.
-    ``region``: the region SigV4 signatures must name (``auth="sigv4"``).
+    ``region``: the region SigV4 signatures must name (``auth="sigv4"``). ``auth``: ``none``,
+    ``sigv4``, or None for ``sigv4`` when ``credentials_file`` is given, else ``none``
+    (``auth_mode``).
     """
 
     host: str = "127.0.0.1"
     port: int = 8080
     database_url: str | None = None
     data_dir: str = ".scheduler"
-    auth: str = "none"
+    auth: str | None = None
     credentials_file: str | None = None
     precision: str | None = None
     runners: int = 1
@@ -83,20 +85,68 @@ class EmbeddedPostgres:
         self.server.cleanup()
 
 
+PrincipalForRequest = Callable[[dict[str, Any]], "str | None"]
+AUTH_MODES = ("none", "sigv4")
+
+
+def auth_mode(options: LocalOptions) -> str:
+    """``none`` or ``sigv4``: ``options.auth``, else ``sigv4`` when a credentials file is given
+    (it is only ever read to verify signatures), else ``none``. ``OptionError`` for a mode
+    that contradicts the credentials: never an open API with a credentials file at hand."""
+    mode = options.auth or ("sigv4" if options.credentials_file else "none")
+    if mode not in AUTH_MODES:
+        raise OptionError(f"--auth must be none or sigv4, not {mode!r}")
+    if mode == "none" and options.credentials_file:
+        raise OptionError(
+            "--credentials is for --auth sigv4 (the access keys whose signatures are verified), "
+            "not --auth none: drop --auth none to verify signatures, or drop --credentials to serve unsigned"
+        )
+    if mode == "sigv4" and not options.credentials_file:
+        raise OptionError("--auth sigv4 needs --credentials FILE (the access keys it accepts)")
+    return mode
+
+
+def read_credentials(credentials_file: str) -> dict[str, tuple[str, str]]:
+    """The access keys of ``--credentials``; ``OptionError`` naming what is wrong with the file."""
+    from scheduler.sigv4 import CredentialsFileError, load_credentials
+
+    try:
+        return load_credentials(credentials_file)
+    except CredentialsFileError as exc:
+        raise OptionError(f"--credentials: {exc}") from None
+
+
+def local_auth(options: LocalOptions) -> tuple[PrincipalForRequest, str]:
+    """Who each request is, and the start-up line's words for it."""
+    mode = auth_mode(options)
+    if mode == "none":
+        resolve, words = principal_resolver("none", None), "auth none: unsigned, every caller is the local principal"
+    else:
+        credentials = read_credentials(str(options.credentials_file))
+        resolve = signature_resolver(credentials, region=options.region)
+        count = f"{len(credentials)} access key{'s' if len(credentials) > 1 else ''}"
+        words = f"auth sigv4: signed for {options.region} by one of the {count} of {options.credentials_file}"
+    return resolve, words
+
+
 def principal_resolver(
     auth: str, credentials_file: str | None, *, region: str | None = DEFAULT_REGION
-) -> Callable[[dict[str, Any]], str | None]:
+) -> PrincipalForRequest:
     """Who is calling: one fixed local principal, or the owner of a verified SigV4 signature
     (whose credential scope must name ``region``; None accepts any region). A request
     whose signature does not verify is refused with the reason (``RequestRefused``: 403)."""
     if auth == "none":
         return lambda environ: LOCAL_PRINCIPAL
-    from scheduler.http_adapter import RequestRefused
-    from scheduler.sigv4 import SignatureError, load_credentials, verify_wsgi
-
     if not credentials_file:
-        raise LocalError("--auth sigv4 needs --credentials FILE")
-    credentials = load_credentials(credentials_file)
+        raise OptionError("--auth sigv4 needs --credentials FILE (the access keys it accepts)")
+    return signature_resolver(read_credentials(credentials_file), region=region)
+
+
+def signature_resolver(credentials: dict[str, tuple[str, str]], *, region: str | None) -> PrincipalForRequest:
+    """The owner of a request's verified SigV4 signature, by one of ``credentials``; a request
+    whose signature does not verify is refused with the reason (``RequestRefused``: 403)."""
+    from scheduler.http_adapter import RequestRefused
+    from scheduler.sigv4 import SignatureError, verify_wsgi
 
     def resolve(environ: dict[str, Any]) -> str | None:
         try:
@@ -242,6 +292,26 @@ def migrate_or_explain(migrate: Callable[[str], Any], url: str) -> Any:
         raise LocalError(f"cannot migrate the database: {exc}") from None
 
 
+def base_url(host: str, port: int) -> str:
+    """``http://host:port``, an IPv6 address in brackets."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def print_start_up(options: LocalOptions, port: int, auth_words: str, storage_words: str) -> None:
+    """The start-up lines: the API's URL with its auth mode and the rest of the setup, then the
+    console's URL (under ``--auth sigv4``, with how a browser reaches it: its pages cannot sign)."""
+    url = base_url(options.host, port)
+    runners = f"{options.runners} runner process{'es' if options.runners > 1 else ''}"
+    guard = "; SSRF guard on" if options.guard_targets else ""
+    print(f"scheduler local: API {url}/v1 ({auth_words}; {storage_words}; {runners}{guard})", flush=True)
+    how = (
+        f" (its pages cannot sign: open it through scheduler console --endpoint {url} --region {options.region})"
+        if auth_mode(options) == "sigv4"
+        else ""
+    )
+    print(f"scheduler local: console {url}/console/{how}. Ctrl-C to stop.", flush=True)
+
+
 def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: threading.Event | None = None) -> int:
     """Run until interrupted; ``ready`` is set once the API answers (tests), ``stop`` ends it.
     ``LocalError`` when it cannot start."""
@@ -258,9 +328,9 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     from scheduler.wiring import Dependencies
 
     stop = stop or threading.Event()
+    resolver, auth_words = local_auth(options)
     database_url, source = resolve_database_url(options.database_url)
     check_port(options.host, options.port)
-    resolver = principal_resolver(options.auth, options.credentials_file, region=options.region)
     data_dir = Path(options.data_dir or ".scheduler").resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     embedded = None
@@ -321,14 +391,8 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, shutdown)
         signal.signal(signal.SIGTERM, shutdown)
-    url = f"http://{options.host}:{server.effective_port}"
     where = f"embedded Postgres under {data_dir / 'pgdata'}" if embedded else f"the given database ({source})"
-    print(
-        f"scheduler local: API {url}/v1 ({where}; precision {settings.precision}; "
-        f"{runners} runner process{'es' if runners > 1 else ''}"
-        f"{'; SSRF guard on' if options.guard_targets else ''}). Ctrl-C to stop.",
-        flush=True,
-    )
+    print_start_up(options, server.effective_port, auth_words, f"{where}; precision {settings.precision}")
     if ready is not None:
         ready.set()
     try:

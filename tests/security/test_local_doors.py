@@ -14,13 +14,19 @@ suite's `scheduler local --auth sigv4` on loopback. Each failed before the fix.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
+import requests
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
 
-from tests.support import ROOT
+from tests.security.conftest import KEYS, REGION
+from tests.support import ROOT, LocalScheduler, poll
 
 EXIT_USAGE = 2
 
@@ -48,6 +54,90 @@ def one_error_line(result: subprocess.CompletedProcess, command: str) -> str:
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"scheduler {command}: error: "), result.stderr
     return lines[0]
+
+
+# -- 2. --credentials and the auth mode ---------------------------------------------------------
+
+
+@pytest.fixture
+def credentials_file(tmp_path) -> str:
+    path = tmp_path / "credentials.json"
+    path.write_text(
+        json.dumps(
+            {
+                key: {"secret_access_key": secret, "principal": f"arn:aws:iam::000000000000:user/{name}"}
+                for name, (key, secret) in KEYS.items()
+            }
+        )
+    )
+    return str(path)
+
+
+def signed_get(url: str, key: str, secret: str) -> requests.Response:
+    """GET ``url`` signed with the key, as ``scheduler --sigv4`` signs."""
+    request = AWSRequest(method="GET", url=url, data=b"")
+    SigV4Auth(Credentials(key, secret), "execute-api", REGION).add_auth(request)
+    return requests.get(url, headers=dict(request.headers.items()), timeout=10)
+
+
+def banner(local: LocalScheduler) -> str:
+    """The start-up lines, once the console's (the last) is in."""
+    poll(lambda: any(line.startswith("scheduler local: console ") for line in local.lines), 10, what="start-up lines")
+    return "".join(line for line in local.lines if line.startswith("scheduler local: "))
+
+
+def test_2_credentials_alone_turn_sigv4_on_and_the_start_up_line_says_so(db_url, tmp_path, credentials_file):
+    local = LocalScheduler(db_url, str(tmp_path / "data"), "--credentials", credentials_file)
+    try:
+        assert requests.get(local.url + "/v1/jobs", timeout=10).status_code == 403  # not an open API
+        assert signed_get(local.url + "/v1/jobs", *KEYS["alice"]).status_code == 200
+        text = banner(local)
+        assert "auth sigv4" in text and "2 access keys" in text and REGION in text, text
+        assert f"console {local.url}/console/" in text, text
+        assert "scheduler console --endpoint" in text, text  # how a browser reaches a signed API
+        assert KEYS["alice"][1] not in "".join(local.lines)  # no secret in the output
+    finally:
+        assert local.stop() == 0, "".join(local.lines)
+
+
+def test_2_the_start_up_line_of_an_open_server_says_auth_none(db_url, tmp_path):
+    local = LocalScheduler(db_url, str(tmp_path / "data"))
+    try:
+        text = banner(local)
+        assert "auth none" in text and f"console {local.url}/console/" in text, text
+    finally:
+        assert local.stop() == 0, "".join(local.lines)
+
+
+def test_2_auth_none_with_credentials_is_a_usage_error(db_url, tmp_path, credentials_file):
+    result = scheduler(
+        "local",
+        "--port",
+        "0",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--database-url",
+        db_url,
+        "--auth",
+        "none",
+        "--credentials",
+        credentials_file,
+    )
+    line = one_error_line(result, "local")
+    assert "--credentials" in line and "--auth none" in line, line
+    assert "scheduler local: API" not in result.stdout  # nothing was served
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--auth", "sigv4"], "--auth sigv4 needs --credentials FILE"),
+        (["--credentials", "/nonexistent/credentials.json"], "cannot read /nonexistent/credentials.json"),
+    ],
+)
+def test_2_a_missing_credentials_file_is_a_usage_error(db_url, tmp_path, argv, words):
+    result = scheduler("local", "--port", "0", "--data-dir", str(tmp_path / "d"), "--database-url", db_url, *argv)
+    assert words in one_error_line(result, "local")
 
 
 # -- 4. malformed database URLs -----------------------------------------------------------------

@@ -82,14 +82,14 @@ def add_parsers(sub: Any) -> None:
     local.add_argument(
         "--auth",
         choices=("none", "sigv4"),
-        default="none",
-        help="none: every caller is the local principal; sigv4: verify SigV4 signatures "
-        "against --credentials (default: none)",
+        default=None,
+        help="none: unsigned, every caller is the local principal; sigv4: verify SigV4 signatures "
+        "against --credentials (default: sigv4 when --credentials is given, else none)",
     )
     local.add_argument(
         "--credentials",
         metavar="FILE",
-        help="access keys and their principals, for --auth sigv4 (JSON or INI; docs/cli.md)",
+        help="access keys and their principals, for --auth sigv4, which it implies (JSON or INI; docs/cli.md)",
     )
     local.add_argument(
         "--region",
