@@ -24,6 +24,7 @@ from typing import Any
 
 from scheduler import constants as c
 from scheduler import database_urls
+from scheduler.api.routes import rule
 from scheduler.errors import MigrationError, SchedulerError
 from scheduler.settings import Settings
 
@@ -87,6 +88,8 @@ class EmbeddedPostgres:
 
 PrincipalForRequest = Callable[[dict[str, Any]], "str | None"]
 AUTH_MODES = ("none", "sigv4")
+# The one route that asks no identity, as the event's path names it.
+HEALTH_PATH = rule("health")[0]
 
 
 def auth_mode(options: LocalOptions) -> str:
@@ -116,8 +119,20 @@ def read_credentials(credentials_file: str) -> dict[str, tuple[str, str]]:
         raise OptionError(f"--credentials: {exc}") from None
 
 
+def health_needs_no_identity(resolve: PrincipalForRequest) -> PrincipalForRequest:
+    """``resolve``, except for ``GET /v1/health``, which is answered without asking who calls
+    (probes do not sign; the API's handler asks no identity of that route alone)."""
+
+    def resolve_unless_health(environ: dict[str, Any]) -> str | None:
+        if str(environ.get("REQUEST_METHOD", "")).upper() == "GET" and environ.get("PATH_INFO") == HEALTH_PATH:
+            return None
+        return resolve(environ)
+
+    return resolve_unless_health
+
+
 def local_auth(options: LocalOptions) -> tuple[PrincipalForRequest, str]:
-    """Who each request is, and the start-up line's words for it."""
+    """Who each request is (health asks no one), and the start-up line's words for it."""
     mode = auth_mode(options)
     if mode == "none":
         resolve, words = principal_resolver("none", None), "auth none: unsigned, every caller is the local principal"
@@ -126,7 +141,7 @@ def local_auth(options: LocalOptions) -> tuple[PrincipalForRequest, str]:
         resolve = signature_resolver(credentials, region=options.region)
         count = f"{len(credentials)} access key{'s' if len(credentials) > 1 else ''}"
         words = f"auth sigv4: signed for {options.region} by one of the {count} of {options.credentials_file}"
-    return resolve, words
+    return health_needs_no_identity(resolve), words
 
 
 def principal_resolver(

@@ -105,6 +105,7 @@ def test_2_the_start_up_line_of_an_open_server_says_auth_none(db_url, tmp_path):
     try:
         text = banner(local)
         assert "auth none" in text and f"console {local.url}/console/" in text, text
+        assert requests.get(local.url + "/v1/health", timeout=10).json() == {"status": "ok"}  # 3. in this mode too
     finally:
         assert local.stop() == 0, "".join(local.lines)
 
@@ -138,6 +139,39 @@ def test_2_auth_none_with_credentials_is_a_usage_error(db_url, tmp_path, credent
 def test_2_a_missing_credentials_file_is_a_usage_error(db_url, tmp_path, argv, words):
     result = scheduler("local", "--port", "0", "--data-dir", str(tmp_path / "d"), "--database-url", db_url, *argv)
     assert words in one_error_line(result, "local")
+
+
+# -- 3. health, unsigned ------------------------------------------------------------------------
+
+
+def test_3_health_answers_unsigned_under_sigv4(local_server):
+    api = local_server.api
+    answer = api.raw("GET", "/v1/health", [("Host", f"127.0.0.1:{api.port}")])
+    assert answer.status == 200 and answer.json == {"status": "ok"}, answer.text
+    probe = requests.get(api.base + "/v1/health", timeout=10)  # as a load balancer's probe sends it
+    assert probe.status_code == 200 and probe.json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/v1/jobs"),
+        ("GET", "/v1/executions"),
+        ("POST", "/v1/health"),
+        ("HEAD", "/v1/health"),
+        ("GET", "/v1/health/"),
+        ("GET", "/v1//health"),
+        ("GET", "/v1/health/../jobs"),
+        ("GET", "/v1/health%2f..%2fjobs"),
+        ("GET", "/v1/Health"),
+        ("POST", "/v1/schedules/preview"),
+    ],
+)
+def test_3_nothing_else_answers_unsigned(local_server, method, path):
+    api = local_server.api
+    body = b"{}" if method == "POST" else None
+    answer = api.raw(method, path, [("Host", f"127.0.0.1:{api.port}"), ("Content-Type", "application/json")], body)
+    assert answer.status == 403, (method, path, answer.status, answer.text)
 
 
 # -- 4. malformed database URLs -----------------------------------------------------------------
