@@ -3,9 +3,13 @@
 A small server on loopback serves the console's pages and forwards their ``/v1/...`` calls to
 the deployed API, each signed with SigV4 (service ``execute-api``) with the user's AWS
 credentials from the usual chain (environment, profile, SSO, instance role...). The API keeps
-IAM as its only door; nothing is opened in AWS. The server sits behind the same Host,
-content-type and Origin checks as ``scheduler local``, so no other web page can borrow the
-user's credentials through it.
+IAM as its only door; nothing is opened in AWS. No one else may spend that identity here:
+
+- the Host, content-type and Origin checks of ``scheduler local``, the Origin (and
+  ``Sec-Fetch-Site``) on every method, reads included (``guard(..., every_method=True)``);
+- only the API's methods on the API's routes are forwarded (``scheduler.api.routes``), any
+  other request is answered here (404, or 405 with ``Allow``);
+- a body over the API's 1 MiB is refused (413) before it is read: waitress is told the limit.
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import requests
 from botocore.exceptions import BotoCoreError
 
+from scheduler.api.routes import allowed_methods
 from scheduler.client import encode_query, region_of_endpoint
 from scheduler.console import console_app
 from scheduler.console.guard import guard
-from scheduler.http_adapter import MAX_REQUEST_BODY_BYTES
+from scheduler.http_adapter import MAX_REQUEST_BODY_BYTES, envelope_server_errors
 from scheduler.sigv4 import wsgi_raw_path
 
 logger = logging.getLogger("scheduler.console")
@@ -75,10 +80,29 @@ def _phrase(code: int) -> str:
         return "Unknown"
 
 
-def _error(start_response: Callable, status: str, code: str, message: str) -> list[bytes]:
+def _error(
+    start_response: Callable, status: str, code: str, message: str, headers: list[tuple[str, str]] | None = None
+) -> list[bytes]:
     body = json.dumps({"error": {"code": code, "message": message, "details": []}}).encode()
-    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))] + (headers or []))
     return [body]
+
+
+def _not_an_api_call(method: str, path: str, start_response: Callable) -> list[bytes] | None:
+    """The answer to a request the API does not serve (404 for a path, 405 for a method of
+    ``routes.py``'s table), given here without forwarding it; None for an API call."""
+    allowed = allowed_methods(path)
+    if not allowed:
+        return _error(start_response, "404 Not Found", "not_found", "no such route in the API")
+    if method not in allowed:
+        return _error(
+            start_response,
+            "405 Method Not Allowed",
+            "method_not_allowed",
+            "the resource does not answer this method",
+            [("Allow", ", ".join(allowed))],
+        )
+    return None
 
 
 def _read_body(environ: dict[str, Any]) -> bytes | None:
@@ -105,6 +129,10 @@ def forwarding_app(endpoint: str, signer: Signer, *, http: requests.Session | No
         if any(segment in (".", "..") for segment in unquote(path).split("/")):
             # The HTTP client would resolve them: /v1/../../dev/v1/... would be signed for another stage.
             return _error(start_response, "400 Bad Request", "invalid_request", "the path has . or .. segments")
+        method = str(environ.get("REQUEST_METHOD", "GET")).upper()
+        refused = _not_an_api_call(method, path, start_response)
+        if refused is not None:
+            return refused
         body = _read_body(environ)
         if body is None:
             return _error(
@@ -118,7 +146,6 @@ def forwarding_app(endpoint: str, signer: Signer, *, http: requests.Session | No
             pairs.setdefault(key, []).append(value)
         query = encode_query(pairs)  # canonical (RFC 3986) form, so the signature matches the wire
         url = base + path + (f"?{query}" if query else "")
-        method = str(environ.get("REQUEST_METHOD", "GET")).upper()
         headers = {}
         for name in FORWARDED_REQUEST:
             key = "CONTENT_TYPE" if name == "Content-Type" else "HTTP_" + name.upper().replace("-", "_")
@@ -157,8 +184,19 @@ def make_server(
         # Signed requests carry the session token: in clear text only to this machine.
         raise ValueError(f"--endpoint must be https (http only on this machine), not {endpoint!r}")
     signer = signer or Signer(region, endpoint)
-    app = guard(console_app(forwarding_app(endpoint, signer)), bound_host=host)
-    return create_server(app, host=host, port=port, threads=4, ident="scheduler-console")
+    app = console_app(forwarding_app(endpoint, signer))
+    # Waitress buffers a body before the app sees it: past this limit it answers 413 itself,
+    # before reading it (a chunked body's framing counts, hence the slack; the app checks the
+    # exact limit).
+    server = create_server(
+        guard(app, bound_host=host, every_method=True),
+        host=host,
+        port=port,
+        threads=4,
+        ident="scheduler-console",
+        max_request_body_size=MAX_REQUEST_BODY_BYTES + 64 * 1024,
+    )
+    return envelope_server_errors(server)
 
 
 def stop_server(server: Any, thread: threading.Thread, timeout: float = 5.0) -> None:
