@@ -16,6 +16,11 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,12 +28,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import requests
 
 from tests.browser.test_console import TIMEOUT_MS, browser  # noqa: F401 - the Chromium fixture
-from tests.security.conftest import KEYS, REGION
-from tests.support import RecordingServer, poll
+from tests.security.conftest import KEYS, REGION, spec, unique
+from tests.support import ROOT, RecordingServer, poll
 
 MiB = 1024 * 1024
+EXIT_USAGE = 2
+TOKEN = "a-console-token-of-the-test-0123456789"
 
 
 # -- what reaches the API -----------------------------------------------------------------------
@@ -246,6 +254,116 @@ def test_8_the_cap_is_the_apis_1_mib(console, recorder):
     assert recorder.calls == [("POST", "/v1/jobs", MiB)]
 
 
+# -- beyond loopback only with a token --------------------------------------------------------------
+
+
+def scheduler_console(*argv: str, env: dict[str, str]) -> subprocess.Popen:
+    """`scheduler console ...` as a process, with Alice's key as its AWS credentials."""
+    full_env = {k: v for k, v in os.environ.items() if k != "SCHEDULER_CONSOLE_TOKEN"}
+    full_env.update({"PYTHONPATH": os.path.join(ROOT, "functions"), **env})
+    full_env.update({"AWS_ACCESS_KEY_ID": KEYS["alice"][0], "AWS_SECRET_ACCESS_KEY": KEYS["alice"][1]})
+    return subprocess.Popen(
+        [sys.executable, "-m", "scheduler.cli", "console", "--port", "0", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=full_env,
+    )
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10", "my-laptop.example"])
+def test_8_a_bind_beyond_loopback_without_a_token_is_a_usage_error(recorder, host):
+    process = scheduler_console("--endpoint", recorder.url, "--host", host, env={})
+    try:
+        out, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == EXIT_USAGE, (out, err)
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("scheduler console: error: --host "), err
+    assert "--token" in lines[0] and "Traceback" not in err
+    assert recorder.calls == []
+
+
+def _started(process: subprocess.Popen, timeout: float = 30) -> str:
+    """The URL of the start-up line of a `scheduler console` process (within ``timeout``)."""
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.append(process.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    match = re.match(r"scheduler console: (http://\S+) for ", lines[0] if lines else "")
+    assert match, (lines, process.poll())
+    return match.group(1)
+
+
+def _interrupt(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGINT)
+    try:
+        assert process.wait(timeout=30) == 0
+    finally:
+        process.kill()
+
+
+@pytest.mark.parametrize("how", ["generated", "environment"])
+def test_8_the_token_is_printed_at_start_and_required_on_every_request(recorder, how):
+    env = {"SCHEDULER_CONSOLE_TOKEN": TOKEN} if how == "environment" else {}
+    process = scheduler_console("--endpoint", recorder.url, "--token", env=env)
+    try:
+        url = _started(process)
+        token = re.search(r"[?&]token=([^&\s]+)", url).group(1)
+        assert len(token) >= 32 and (token == TOKEN if how == "environment" else token != TOKEN)
+        base = url.split("/console/")[0]
+        for path in ("/console/", "/console/app.js", "/v1/jobs", "/v1/health", "/"):
+            answer = requests.get(base + path, timeout=10, allow_redirects=False)
+            assert answer.status_code == 401, path
+            assert token not in answer.text and token not in str(answer.headers)
+        wrong = requests.get(base + "/v1/jobs", headers={"Authorization": "Bearer " + "x" * len(token)}, timeout=10)
+        assert wrong.status_code == 401
+        assert requests.get(base + "/v1/jobs", headers={"Authorization": f"Bearer {token}"}, timeout=10).ok
+        assert recorder.calls == [("GET", "/v1/jobs", 0)]
+    finally:
+        _interrupt(process)
+
+
+def test_8_a_short_token_in_the_environment_is_a_usage_error(recorder):
+    process = scheduler_console("--endpoint", recorder.url, "--token", env={"SCHEDULER_CONSOLE_TOKEN": "tk-9f3a"})
+    try:
+        _, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == EXIT_USAGE and "SCHEDULER_CONSOLE_TOKEN" in err and "tk-9f3a" not in err, err
+
+
+def test_8_a_browser_user_with_the_token_uses_the_console(console, local_server):
+    """The printed URL, opened once, leaves a cookie (HttpOnly, SameSite=Strict, not the token
+    itself) with which the pages and their API calls work; nothing works without it."""
+    proxy = console(local_server.api.base, token=TOKEN)
+    assert proxy.url == f"{proxy.base}/console/?token={TOKEN}"
+    browser = requests.Session()
+    login = browser.get(proxy.url, timeout=10, allow_redirects=False)
+    assert login.status_code == 303 and login.headers["Location"] == "/console/"
+    cookie = login.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+    assert TOKEN not in cookie and TOKEN not in login.text
+    page = browser.get(proxy.base + "/console/", timeout=10)
+    assert page.status_code == 200 and 'src="app.js"' in page.text
+    assert browser.get(proxy.base + "/console/app.js", timeout=10).status_code == 200
+    name = unique("via-token")
+    same = {"Origin": proxy.base, "Sec-Fetch-Site": "same-origin"}
+    created = browser.post(proxy.base + "/v1/jobs", json=spec(name), headers=same, timeout=10)
+    assert created.status_code == 201 and created.json()["owner"].endswith("user/alice"), created.text
+    listed = browser.get(proxy.base + "/v1/jobs", params={"name_prefix": name}, headers=same, timeout=10)
+    assert [job["name"] for job in listed.json()["jobs"]] == [name]
+    # without the cookie, or with another token's, nothing
+    assert requests.get(proxy.base + "/v1/jobs", timeout=10).status_code == 401
+    assert requests.get(proxy.base + "/console/", timeout=10).status_code == 401
+    forged_cookies = {c.name: "0" * len(c.value) for c in browser.cookies}
+    forged = requests.get(proxy.base + "/v1/jobs", cookies=forged_cookies, timeout=10)
+    assert forged.status_code == 401
+    wrong = requests.get(proxy.base + "/console/?token=" + "x" * len(TOKEN), timeout=10, allow_redirects=False)
+    assert wrong.status_code == 401 and "set-cookie" not in {k.lower() for k in wrong.headers}
+
+
 # -- in a real browser ---------------------------------------------------------------------------
 
 ATTACK_PAGE = """<!doctype html><title>attack</title><script>
@@ -278,3 +396,23 @@ def test_8_in_a_browser_another_pages_requests_are_not_forwarded(browser, consol
         poll(lambda: any(call[:2] == ("GET", "/v1/jobs") for call in _paths(recorder)), what="the console's call")
     finally:
         attacker.close()
+
+
+@pytest.mark.browser
+def test_8_in_a_browser_the_printed_url_signs_in_and_the_console_works(browser, console, local_server, alice):
+    """Chromium opens the URL the start-up line printed: the token leaves the address bar for a
+    cookie, the console lists the user's jobs; a browser without the cookie gets 401."""
+    from playwright.sync_api import expect
+
+    name = unique("browser-token")
+    alice.create(spec(name))
+    proxy = console(local_server.api.base, token=TOKEN)
+    page = browser.new_page()
+    page.goto(proxy.url)
+    expect(page.get_by_role("heading", name="Jobs")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.get_by_text(name)).to_be_visible(timeout=TIMEOUT_MS)
+    assert "token" not in page.url
+    [cookie] = page.context.cookies()
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and TOKEN not in cookie["value"]
+    stranger = browser.new_context().new_page()
+    assert stranger.goto(proxy.base + "/console/").status == 401

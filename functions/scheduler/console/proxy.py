@@ -9,11 +9,14 @@ IAM as its only door; nothing is opened in AWS. No one else may spend that ident
   ``Sec-Fetch-Site``) on every method, reads included (``guard(..., every_method=True)``);
 - only the API's methods on the API's routes are forwarded (``scheduler.api.routes``), any
   other request is answered here (404, or 405 with ``Allow``);
-- a body over the API's 1 MiB is refused (413) before it is read: waitress is told the limit.
+- a body over the API's 1 MiB is refused (413) before it is read: waitress is told the limit;
+- beyond loopback, a token on every request (``scheduler.console.access``): without one the
+  server refuses to start.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import signal
@@ -29,7 +32,8 @@ from botocore.exceptions import BotoCoreError
 from scheduler.api.routes import allowed_methods
 from scheduler.client import encode_query, region_of_endpoint
 from scheduler.console import console_app
-from scheduler.console.guard import guard
+from scheduler.console.access import ENV_TOKEN, TokenGate
+from scheduler.console.guard import LOOPBACK_NAMES, guard
 from scheduler.http_adapter import MAX_REQUEST_BODY_BYTES, envelope_server_errors
 from scheduler.sigv4 import wsgi_raw_path
 
@@ -171,12 +175,44 @@ def forwarding_app(endpoint: str, signer: Signer, *, http: requests.Session | No
     return forward
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or a name to bind) is this machine's loopback alone."""
+    name = host.strip("[]").lower().rstrip(".")
+    if name in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def bind_refusal(host: str, token: str | None) -> str | None:
+    """Why the console may not listen on ``host`` (beyond loopback without a token), or None."""
+    if token or is_loopback(host):
+        return None
+    return (
+        f"--host {host} is not a loopback address: whoever reaches it could use your AWS identity; "
+        f"give --token (a token is generated, or ${ENV_TOKEN} is used) and open the URL printed at start"
+    )
+
+
 def make_server(
-    *, endpoint: str, port: int, region: str | None, host: str = "127.0.0.1", signer: Signer | None = None
+    *,
+    endpoint: str,
+    port: int,
+    region: str | None,
+    host: str = "127.0.0.1",
+    signer: Signer | None = None,
+    token: str | None = None,
 ) -> Any:
-    """The waitress server of ``scheduler console`` (not yet running)."""
+    """The waitress server of ``scheduler console`` (not yet running); with ``token``, every
+    request must carry it (``scheduler.console.access``). ``ValueError`` for an endpoint that is
+    not the API's URL, or a bind beyond loopback without a token."""
     from waitress import create_server
 
+    refused = bind_refusal(host, token)
+    if refused:
+        raise ValueError(refused)
     parts = urlsplit(endpoint)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
         raise ValueError(f"--endpoint must be the API's http(s) base URL, not {endpoint!r}")
@@ -185,6 +221,8 @@ def make_server(
         raise ValueError(f"--endpoint must be https (http only on this machine), not {endpoint!r}")
     signer = signer or Signer(region, endpoint)
     app = console_app(forwarding_app(endpoint, signer))
+    if token:
+        app = TokenGate(token)(app)
     # Waitress buffers a body before the app sees it: past this limit it answers 413 itself,
     # before reading it (a chunked body's framing counts, hence the slack; the app checks the
     # exact limit).
@@ -220,10 +258,12 @@ def run_console(
     host: str = "127.0.0.1",
     ready: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
+    token: str | None = None,
 ) -> int:
     """Serve the console for the API at ``endpoint`` on ``host:port`` until Ctrl-C (or ``stop``);
-    ``ready`` is called with the console's URL once it answers. The exit code: 0, or 1 when the
-    endpoint is not a URL or no AWS credentials are found."""
+    ``ready`` is called with the console's URL once it answers (with ``token``, the URL that
+    signs a browser in). The exit code: 0, or 1 when the endpoint is not a URL, no AWS
+    credentials are found, or ``host`` is beyond loopback without a token."""
     try:
         signer = Signer(region, endpoint)
         if signer.credentials() is None:
@@ -233,7 +273,7 @@ def run_console(
                 flush=True,
             )
             return 1
-        server = make_server(endpoint=endpoint, port=port, region=region, host=host, signer=signer)
+        server = make_server(endpoint=endpoint, port=port, region=region, host=host, signer=signer, token=token)
     except (ValueError, OSError) as exc:
         print(f"scheduler console: {exc}", flush=True)
         return 1
@@ -248,8 +288,13 @@ def run_console(
             signal.signal(sig, lambda *_: stop.set())
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{server.effective_port}/console/"
+    needs = ""
+    if token:
+        url = TokenGate(token).login_url(url)
+        needs = "; every request needs the token: open this URL once, or send Authorization: Bearer <token>"
     print(
-        f"scheduler console: {url} for {endpoint.rstrip('/')} (signed for {signer.region}). Ctrl-C to stop.", flush=True
+        f"scheduler console: {url} for {endpoint.rstrip('/')} (signed for {signer.region}{needs}). Ctrl-C to stop.",
+        flush=True,
     )
     if ready is not None:
         ready(url)
@@ -260,4 +305,4 @@ def run_console(
     return 0
 
 
-__all__ = ["Signer", "forwarding_app", "make_server", "run_console", "stop_server"]
+__all__ = ["Signer", "bind_refusal", "forwarding_app", "is_loopback", "make_server", "run_console", "stop_server"]
