@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from scheduler import constants as c
+from scheduler import database_urls
+from scheduler.api.routes import rule
 from scheduler.errors import MigrationError, SchedulerError
 from scheduler.settings import Settings
 
@@ -38,6 +40,11 @@ class LocalError(SchedulerError):
     for the user, no traceback."""
 
 
+class OptionError(LocalError):
+    """An option, or the environment variable standing for it, is wrong (a malformed database
+    URL, ``--credentials`` with ``--auth none``...): a usage error, exit code 2."""
+
+
 @dataclass(frozen=True)
 class LocalOptions:
     """What ``scheduler local`` runs with (the command line's flags, typed).
@@ -46,14 +53,16 @@ class LocalOptions:
     ``$SCHEDULER_DATABASE_URL`` and ``$DATABASE_URL``). ``precision``: None for
     ``$SCHEDULER_PRECISION``, else ``second``. ``guard_targets``: keep the SSRF guard on
     (private and loopback targets refused, as deployed); off by default in local mode.
-    ``region``: the region SigV4 signatures must name (``auth="sigv4"``).
+    ``region``: the region SigV4 signatures must name (``auth="sigv4"``). ``auth``: ``none``,
+    ``sigv4``, or None for ``sigv4`` when ``credentials_file`` is given, else ``none``
+    (``auth_mode``).
     """
 
     host: str = "127.0.0.1"
     port: int = 8080
     database_url: str | None = None
     data_dir: str = ".scheduler"
-    auth: str = "none"
+    auth: str | None = None
     credentials_file: str | None = None
     precision: str | None = None
     runners: int = 1
@@ -77,20 +86,82 @@ class EmbeddedPostgres:
         self.server.cleanup()
 
 
+PrincipalForRequest = Callable[[dict[str, Any]], "str | None"]
+AUTH_MODES = ("none", "sigv4")
+# The one route that asks no identity, as the event's path names it.
+HEALTH_PATH = rule("health")[0]
+
+
+def auth_mode(options: LocalOptions) -> str:
+    """``none`` or ``sigv4``: ``options.auth``, else ``sigv4`` when a credentials file is given
+    (it is only ever read to verify signatures), else ``none``. ``OptionError`` for a mode
+    that contradicts the credentials: never an open API with a credentials file at hand."""
+    mode = options.auth or ("sigv4" if options.credentials_file else "none")
+    if mode not in AUTH_MODES:
+        raise OptionError(f"--auth must be none or sigv4, not {mode!r}")
+    if mode == "none" and options.credentials_file:
+        raise OptionError(
+            "--credentials is for --auth sigv4 (the access keys whose signatures are verified), "
+            "not --auth none: drop --auth none to verify signatures, or drop --credentials to serve unsigned"
+        )
+    if mode == "sigv4" and not options.credentials_file:
+        raise OptionError("--auth sigv4 needs --credentials FILE (the access keys it accepts)")
+    return mode
+
+
+def read_credentials(credentials_file: str) -> dict[str, tuple[str, str]]:
+    """The access keys of ``--credentials``; ``OptionError`` naming what is wrong with the file."""
+    from scheduler.sigv4 import CredentialsFileError, load_credentials
+
+    try:
+        return load_credentials(credentials_file)
+    except CredentialsFileError as exc:
+        raise OptionError(f"--credentials: {exc}") from None
+
+
+def health_needs_no_identity(resolve: PrincipalForRequest) -> PrincipalForRequest:
+    """``resolve``, except for ``GET /v1/health``, which is answered without asking who calls
+    (probes do not sign; the API's handler asks no identity of that route alone)."""
+
+    def resolve_unless_health(environ: dict[str, Any]) -> str | None:
+        if str(environ.get("REQUEST_METHOD", "")).upper() == "GET" and environ.get("PATH_INFO") == HEALTH_PATH:
+            return None
+        return resolve(environ)
+
+    return resolve_unless_health
+
+
+def local_auth(options: LocalOptions) -> tuple[PrincipalForRequest, str]:
+    """Who each request is (health asks no one), and the start-up line's words for it."""
+    mode = auth_mode(options)
+    if mode == "none":
+        resolve, words = principal_resolver("none", None), "auth none: unsigned, every caller is the local principal"
+    else:
+        credentials = read_credentials(str(options.credentials_file))
+        resolve = signature_resolver(credentials, region=options.region)
+        count = f"{len(credentials)} access key{'s' if len(credentials) > 1 else ''}"
+        words = f"auth sigv4: signed for {options.region} by one of the {count} of {options.credentials_file}"
+    return health_needs_no_identity(resolve), words
+
+
 def principal_resolver(
     auth: str, credentials_file: str | None, *, region: str | None = DEFAULT_REGION
-) -> Callable[[dict[str, Any]], str | None]:
+) -> PrincipalForRequest:
     """Who is calling: one fixed local principal, or the owner of a verified SigV4 signature
     (whose credential scope must name ``region``; None accepts any region). A request
     whose signature does not verify is refused with the reason (``RequestRefused``: 403)."""
     if auth == "none":
         return lambda environ: LOCAL_PRINCIPAL
-    from scheduler.http_adapter import RequestRefused
-    from scheduler.sigv4 import SignatureError, load_credentials, verify_wsgi
-
     if not credentials_file:
-        raise LocalError("--auth sigv4 needs --credentials FILE")
-    credentials = load_credentials(credentials_file)
+        raise OptionError("--auth sigv4 needs --credentials FILE (the access keys it accepts)")
+    return signature_resolver(read_credentials(credentials_file), region=region)
+
+
+def signature_resolver(credentials: dict[str, tuple[str, str]], *, region: str | None) -> PrincipalForRequest:
+    """The owner of a request's verified SigV4 signature, by one of ``credentials``; a request
+    whose signature does not verify is refused with the reason (``RequestRefused``: 403)."""
+    from scheduler.http_adapter import RequestRefused
+    from scheduler.sigv4 import SignatureError, verify_wsgi
 
     def resolve(environ: dict[str, Any]) -> str | None:
         try:
@@ -215,17 +286,12 @@ def local_settings(
     )
 
 
-def database_error(url: str, exc: Exception) -> str:
-    """One line on a database that cannot be reached: its host and port, never its password."""
-    from urllib.parse import urlsplit
-
+def resolve_database_url(given: str | None, environ: dict[str, str] | None = None) -> tuple[str | None, str]:
+    """``scheduler.database_urls.resolve``, a malformed URL an ``OptionError`` (exit code 2)."""
     try:
-        parts = urlsplit(url)
-        where = f"{parts.hostname or 'localhost'}:{parts.port or 5432}"
-    except ValueError:
-        where = "the given URL"
-    reason = " ".join(str(exc).split()).replace(url, "<url>")
-    return f"cannot reach the database at {where}: {reason[:300]}"
+        return database_urls.resolve(given, os.environ if environ is None else environ)
+    except database_urls.DatabaseUrlError as exc:
+        raise OptionError(str(exc)) from None
 
 
 def migrate_or_explain(migrate: Callable[[str], Any], url: str) -> Any:
@@ -236,13 +302,29 @@ def migrate_or_explain(migrate: Callable[[str], Any], url: str) -> Any:
     try:
         return migrate(url)
     except psycopg.OperationalError as exc:
-        raise LocalError(database_error(url, exc)) from None
+        raise LocalError(database_urls.unreachable(url, exc)) from None
     except MigrationError as exc:
         raise LocalError(f"cannot migrate the database: {exc}") from None
 
 
-def _database_url(options: LocalOptions) -> str | None:
-    return options.database_url or os.environ.get(c.ENV_DATABASE_URL) or os.environ.get("DATABASE_URL") or None
+def base_url(host: str, port: int) -> str:
+    """``http://host:port``, an IPv6 address in brackets."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def print_start_up(options: LocalOptions, port: int, auth_words: str, storage_words: str) -> None:
+    """The start-up lines: the API's URL with its auth mode and the rest of the setup, then the
+    console's URL (under ``--auth sigv4``, with how a browser reaches it: its pages cannot sign)."""
+    url = base_url(options.host, port)
+    runners = f"{options.runners} runner process{'es' if options.runners > 1 else ''}"
+    guard = "; SSRF guard on" if options.guard_targets else ""
+    print(f"scheduler local: API {url}/v1 ({auth_words}; {storage_words}; {runners}{guard})", flush=True)
+    how = (
+        f" (its pages cannot sign: open it through scheduler console --endpoint {url} --region {options.region})"
+        if auth_mode(options) == "sigv4"
+        else ""
+    )
+    print(f"scheduler local: console {url}/console/{how}. Ctrl-C to stop.", flush=True)
 
 
 def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: threading.Event | None = None) -> int:
@@ -261,12 +343,12 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     from scheduler.wiring import Dependencies
 
     stop = stop or threading.Event()
+    resolver, auth_words = local_auth(options)
+    database_url, source = resolve_database_url(options.database_url)
     check_port(options.host, options.port)
-    resolver = principal_resolver(options.auth, options.credentials_file, region=options.region)
     data_dir = Path(options.data_dir or ".scheduler").resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     embedded = None
-    database_url = _database_url(options)
     settings = local_settings(options, data_dir, database_url or "")
     if not database_url:
         try:
@@ -324,14 +406,8 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, shutdown)
         signal.signal(signal.SIGTERM, shutdown)
-    url = f"http://{options.host}:{server.effective_port}"
-    where = "embedded Postgres under " + str(data_dir / "pgdata") if embedded else "the given database"
-    print(
-        f"scheduler local: API {url}/v1 ({where}; precision {settings.precision}; "
-        f"{runners} runner process{'es' if runners > 1 else ''}"
-        f"{'; SSRF guard on' if options.guard_targets else ''}). Ctrl-C to stop.",
-        flush=True,
-    )
+    where = f"embedded Postgres under {data_dir / 'pgdata'}" if embedded else f"the given database ({source})"
+    print_start_up(options, server.effective_port, auth_words, f"{where}; precision {settings.precision}")
     if ready is not None:
         ready.set()
     try:

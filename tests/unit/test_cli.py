@@ -823,7 +823,7 @@ def test_local_parses_its_options():
         defaults.auth,
         defaults.credentials,
         defaults.runners,
-    ) == ("127.0.0.1", 8080, None, ".scheduler", "none", None, 1)
+    ) == ("127.0.0.1", 8080, None, ".scheduler", None, None, 1)  # --auth: sigv4 with --credentials, else none
     for bad in (["--auth", "basic"], ["--runners", "0"], ["--runners", "two"]):
         with pytest.raises(SystemExit):
             cli.build_parser().parse_args(["local", *bad])

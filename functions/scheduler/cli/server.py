@@ -4,11 +4,9 @@ rather than call its API."""
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from typing import Any
 
-from scheduler.cli.common import EXIT_API_ERROR, EXIT_USAGE, CommandFailed, port, positive_int
+from scheduler.cli.common import EXIT_API_ERROR, CommandFailed, UsageError, port, positive_int
 
 
 def local_options(args: argparse.Namespace) -> Any:
@@ -31,10 +29,12 @@ def local_options(args: argparse.Namespace) -> Any:
 
 def run_local(args: argparse.Namespace) -> int:
     """``scheduler local``: ``scheduler.local.serve`` with the options of the flags."""
-    from scheduler.local import LocalError, serve
+    from scheduler.local import LocalError, OptionError, serve
 
     try:
         return serve(local_options(args))
+    except OptionError as exc:
+        raise UsageError(str(exc)) from None
     except LocalError as exc:
         raise CommandFailed(str(exc)) from None
 
@@ -42,17 +42,15 @@ def run_local(args: argparse.Namespace) -> int:
 def run_migrate(args: argparse.Namespace) -> int:
     """``scheduler migrate``: apply the migrations to ``--database-url`` (else the environment's)."""
     from scheduler import constants as c
-
-    url = args.database_url or os.environ.get(c.ENV_DATABASE_URL) or os.environ.get("DATABASE_URL")
-    if not url:
-        print(
-            f"scheduler migrate: error: give --database-url or set {c.ENV_DATABASE_URL} (or DATABASE_URL)",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
-    from scheduler.local import LocalError, migrate_or_explain
+    from scheduler.local import LocalError, OptionError, migrate_or_explain, resolve_database_url
     from scheduler.migrations import migrate
 
+    try:
+        url, _ = resolve_database_url(args.database_url)
+    except OptionError as exc:
+        raise UsageError(str(exc)) from None
+    if not url:
+        raise UsageError(f"give --database-url or set {c.ENV_DATABASE_URL} (or DATABASE_URL)")
     try:
         applied = migrate_or_explain(migrate, url)
     except LocalError as exc:
@@ -84,14 +82,14 @@ def add_parsers(sub: Any) -> None:
     local.add_argument(
         "--auth",
         choices=("none", "sigv4"),
-        default="none",
-        help="none: every caller is the local principal; sigv4: verify SigV4 signatures "
-        "against --credentials (default: none)",
+        default=None,
+        help="none: unsigned, every caller is the local principal; sigv4: verify SigV4 signatures "
+        "against --credentials (default: sigv4 when --credentials is given, else none)",
     )
     local.add_argument(
         "--credentials",
         metavar="FILE",
-        help="access keys and their principals, for --auth sigv4 (JSON or INI; docs/cli.md)",
+        help="access keys and their principals, for --auth sigv4, which it implies (JSON or INI; docs/cli.md)",
     )
     local.add_argument(
         "--region",

@@ -14,7 +14,11 @@ checks keep such a page from using the scheduler:
   content, and a JSON content type from another site needs a CORS preflight, which this server
   never grants.
 - **Origin**: a state-changing call whose ``Origin`` (or ``Sec-Fetch-Site``) says it comes from
-  another site is refused, which also covers body-less writes such as ``/run``.
+  another site is refused, which also covers body-less writes such as ``/run``. With
+  ``every_method`` (``scheduler console``, whose every call spends the user's identity and the
+  stage's throttle) reads are checked too, and ``Sec-Fetch-Site: same-site`` (a page on another
+  port of this host) is refused as well: only ``same-origin``, ``none`` (typed in the address
+  bar, a bookmark) or no such header (not a browser) pass.
 
 Refusals carry the API's error envelope naming the header at fault (403, or 415 for the content
 type).
@@ -95,18 +99,35 @@ def _refuse(start_response: Callable, status: str, code: str, field: str, messag
     return [body]
 
 
-def refusal(environ: dict[str, Any], policy: HostPolicy) -> tuple[str, str, str, str] | None:
-    """Why this request must be refused (status, code, header, message), or None to serve it."""
+def _cross_site(environ: dict[str, Any], host: str, *, every_method: bool) -> tuple[str, str] | None:
+    """The header that says the request comes from another site, and why it is refused; None if none does."""
+    message = (
+        "requests from another site are refused" if every_method else "cross-site requests may not change anything"
+    )
+    origin = environ.get("HTTP_ORIGIN")
+    if origin is not None and not _same_origin(origin, host):
+        return "Origin", message
+    site = str(environ.get("HTTP_SEC_FETCH_SITE", "")).lower()
+    if site == "cross-site" or (every_method and site == "same-site"):
+        return "Sec-Fetch-Site", message
+    return None
+
+
+def refusal(
+    environ: dict[str, Any], policy: HostPolicy, *, every_method: bool = False
+) -> tuple[str, str, str, str] | None:
+    """Why this request must be refused (status, code, header, message), or None to serve it.
+    The origin is checked on writes only, or on every method with ``every_method``."""
     host = environ.get("HTTP_HOST") or ""
     if not policy.allows(host):
         return ("403 Forbidden", "forbidden", "Host", "this server answers only to its own address or a loopback name")
-    if str(environ.get("REQUEST_METHOD", "GET")).upper() not in WRITE_METHODS:
+    write = str(environ.get("REQUEST_METHOD", "GET")).upper() in WRITE_METHODS
+    if write or every_method:
+        foreign = _cross_site(environ, host, every_method=every_method)
+        if foreign is not None:
+            return ("403 Forbidden", "forbidden", *foreign)
+    if not write:
         return None
-    origin = environ.get("HTTP_ORIGIN")
-    if origin is not None and not _same_origin(origin, host):
-        return "403 Forbidden", "forbidden", "Origin", "cross-site requests may not change anything"
-    if str(environ.get("HTTP_SEC_FETCH_SITE", "")).lower() == "cross-site":
-        return "403 Forbidden", "forbidden", "Sec-Fetch-Site", "cross-site requests may not change anything"
     content_type = environ.get("CONTENT_TYPE")
     if content_type:
         media = content_type.split(";", 1)[0].strip().lower()
@@ -115,12 +136,13 @@ def refusal(environ: dict[str, Any], policy: HostPolicy) -> tuple[str, str, str,
     return None
 
 
-def guard(app: Callable, *, bound_host: str, extra_names: Iterable[str] = ()) -> Callable:
-    """``app`` behind the Host, content-type and Origin checks of a server bound to ``bound_host``."""
+def guard(app: Callable, *, bound_host: str, extra_names: Iterable[str] = (), every_method: bool = False) -> Callable:
+    """``app`` behind the Host, content-type and Origin checks of a server bound to ``bound_host``
+    (the Origin on every method with ``every_method``, else on writes)."""
     policy = HostPolicy(bound_host, extra_names)
 
     def guarded(environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
-        why = refusal(environ, policy)
+        why = refusal(environ, policy, every_method=every_method)
         if why is not None:
             return _refuse(start_response, *why)
         return app(environ, start_response)

@@ -3,13 +3,20 @@
 A small server on loopback serves the console's pages and forwards their ``/v1/...`` calls to
 the deployed API, each signed with SigV4 (service ``execute-api``) with the user's AWS
 credentials from the usual chain (environment, profile, SSO, instance role...). The API keeps
-IAM as its only door; nothing is opened in AWS. The server sits behind the same Host,
-content-type and Origin checks as ``scheduler local``, so no other web page can borrow the
-user's credentials through it.
+IAM as its only door; nothing is opened in AWS. No one else may spend that identity here:
+
+- the Host, content-type and Origin checks of ``scheduler local``, the Origin (and
+  ``Sec-Fetch-Site``) on every method, reads included (``guard(..., every_method=True)``);
+- only the API's methods on the API's routes are forwarded (``scheduler.api.routes``), any
+  other request is answered here (404, or 405 with ``Allow``);
+- a body over the API's 1 MiB is refused (413) before it is read: waitress is told the limit;
+- beyond loopback, a token on every request (``scheduler.console.access``): without one the
+  server refuses to start.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import signal
@@ -22,10 +29,12 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import requests
 from botocore.exceptions import BotoCoreError
 
+from scheduler.api.routes import allowed_methods
 from scheduler.client import encode_query, region_of_endpoint
 from scheduler.console import console_app
-from scheduler.console.guard import guard
-from scheduler.http_adapter import MAX_REQUEST_BODY_BYTES
+from scheduler.console.access import ENV_TOKEN, TokenGate
+from scheduler.console.guard import LOOPBACK_NAMES, guard
+from scheduler.http_adapter import MAX_REQUEST_BODY_BYTES, envelope_server_errors
 from scheduler.sigv4 import wsgi_raw_path
 
 logger = logging.getLogger("scheduler.console")
@@ -75,10 +84,29 @@ def _phrase(code: int) -> str:
         return "Unknown"
 
 
-def _error(start_response: Callable, status: str, code: str, message: str) -> list[bytes]:
+def _error(
+    start_response: Callable, status: str, code: str, message: str, headers: list[tuple[str, str]] | None = None
+) -> list[bytes]:
     body = json.dumps({"error": {"code": code, "message": message, "details": []}}).encode()
-    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))] + (headers or []))
     return [body]
+
+
+def _not_an_api_call(method: str, path: str, start_response: Callable) -> list[bytes] | None:
+    """The answer to a request the API does not serve (404 for a path, 405 for a method of
+    ``routes.py``'s table), given here without forwarding it; None for an API call."""
+    allowed = allowed_methods(path)
+    if not allowed:
+        return _error(start_response, "404 Not Found", "not_found", "no such route in the API")
+    if method not in allowed:
+        return _error(
+            start_response,
+            "405 Method Not Allowed",
+            "method_not_allowed",
+            "the resource does not answer this method",
+            [("Allow", ", ".join(allowed))],
+        )
+    return None
 
 
 def _read_body(environ: dict[str, Any]) -> bytes | None:
@@ -105,6 +133,10 @@ def forwarding_app(endpoint: str, signer: Signer, *, http: requests.Session | No
         if any(segment in (".", "..") for segment in unquote(path).split("/")):
             # The HTTP client would resolve them: /v1/../../dev/v1/... would be signed for another stage.
             return _error(start_response, "400 Bad Request", "invalid_request", "the path has . or .. segments")
+        method = str(environ.get("REQUEST_METHOD", "GET")).upper()
+        refused = _not_an_api_call(method, path, start_response)
+        if refused is not None:
+            return refused
         body = _read_body(environ)
         if body is None:
             return _error(
@@ -118,7 +150,6 @@ def forwarding_app(endpoint: str, signer: Signer, *, http: requests.Session | No
             pairs.setdefault(key, []).append(value)
         query = encode_query(pairs)  # canonical (RFC 3986) form, so the signature matches the wire
         url = base + path + (f"?{query}" if query else "")
-        method = str(environ.get("REQUEST_METHOD", "GET")).upper()
         headers = {}
         for name in FORWARDED_REQUEST:
             key = "CONTENT_TYPE" if name == "Content-Type" else "HTTP_" + name.upper().replace("-", "_")
@@ -144,12 +175,44 @@ def forwarding_app(endpoint: str, signer: Signer, *, http: requests.Session | No
     return forward
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or a name to bind) is this machine's loopback alone."""
+    name = host.strip("[]").lower().rstrip(".")
+    if name in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def bind_refusal(host: str, token: str | None) -> str | None:
+    """Why the console may not listen on ``host`` (beyond loopback without a token), or None."""
+    if token or is_loopback(host):
+        return None
+    return (
+        f"--host {host} is not a loopback address: whoever reaches it could use your AWS identity; "
+        f"give --token (a token is generated, or ${ENV_TOKEN} is used) and open the URL printed at start"
+    )
+
+
 def make_server(
-    *, endpoint: str, port: int, region: str | None, host: str = "127.0.0.1", signer: Signer | None = None
+    *,
+    endpoint: str,
+    port: int,
+    region: str | None,
+    host: str = "127.0.0.1",
+    signer: Signer | None = None,
+    token: str | None = None,
 ) -> Any:
-    """The waitress server of ``scheduler console`` (not yet running)."""
+    """The waitress server of ``scheduler console`` (not yet running); with ``token``, every
+    request must carry it (``scheduler.console.access``). ``ValueError`` for an endpoint that is
+    not the API's URL, or a bind beyond loopback without a token."""
     from waitress import create_server
 
+    refused = bind_refusal(host, token)
+    if refused:
+        raise ValueError(refused)
     parts = urlsplit(endpoint)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
         raise ValueError(f"--endpoint must be the API's http(s) base URL, not {endpoint!r}")
@@ -157,8 +220,21 @@ def make_server(
         # Signed requests carry the session token: in clear text only to this machine.
         raise ValueError(f"--endpoint must be https (http only on this machine), not {endpoint!r}")
     signer = signer or Signer(region, endpoint)
-    app = guard(console_app(forwarding_app(endpoint, signer)), bound_host=host)
-    return create_server(app, host=host, port=port, threads=4, ident="scheduler-console")
+    app = console_app(forwarding_app(endpoint, signer))
+    if token:
+        app = TokenGate(token)(app)
+    # Waitress buffers a body before the app sees it: past this limit it answers 413 itself,
+    # before reading it (a chunked body's framing counts, hence the slack; the app checks the
+    # exact limit).
+    server = create_server(
+        guard(app, bound_host=host, every_method=True),
+        host=host,
+        port=port,
+        threads=4,
+        ident="scheduler-console",
+        max_request_body_size=MAX_REQUEST_BODY_BYTES + 64 * 1024,
+    )
+    return envelope_server_errors(server)
 
 
 def stop_server(server: Any, thread: threading.Thread, timeout: float = 5.0) -> None:
@@ -182,10 +258,12 @@ def run_console(
     host: str = "127.0.0.1",
     ready: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
+    token: str | None = None,
 ) -> int:
     """Serve the console for the API at ``endpoint`` on ``host:port`` until Ctrl-C (or ``stop``);
-    ``ready`` is called with the console's URL once it answers. The exit code: 0, or 1 when the
-    endpoint is not a URL or no AWS credentials are found."""
+    ``ready`` is called with the console's URL once it answers (with ``token``, the URL that
+    signs a browser in). The exit code: 0, or 1 when the endpoint is not a URL, no AWS
+    credentials are found, or ``host`` is beyond loopback without a token."""
     try:
         signer = Signer(region, endpoint)
         if signer.credentials() is None:
@@ -195,7 +273,7 @@ def run_console(
                 flush=True,
             )
             return 1
-        server = make_server(endpoint=endpoint, port=port, region=region, host=host, signer=signer)
+        server = make_server(endpoint=endpoint, port=port, region=region, host=host, signer=signer, token=token)
     except (ValueError, OSError) as exc:
         print(f"scheduler console: {exc}", flush=True)
         return 1
@@ -210,8 +288,13 @@ def run_console(
             signal.signal(sig, lambda *_: stop.set())
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{server.effective_port}/console/"
+    needs = ""
+    if token:
+        url = TokenGate(token).login_url(url)
+        needs = "; every request needs the token: open this URL once, or send Authorization: Bearer <token>"
     print(
-        f"scheduler console: {url} for {endpoint.rstrip('/')} (signed for {signer.region}). Ctrl-C to stop.", flush=True
+        f"scheduler console: {url} for {endpoint.rstrip('/')} (signed for {signer.region}{needs}). Ctrl-C to stop.",
+        flush=True,
     )
     if ready is not None:
         ready(url)
@@ -222,4 +305,4 @@ def run_console(
     return 0
 
 
-__all__ = ["Signer", "forwarding_app", "make_server", "run_console", "stop_server"]
+__all__ = ["Signer", "bind_refusal", "forwarding_app", "is_loopback", "make_server", "run_console", "stop_server"]
