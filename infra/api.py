@@ -142,6 +142,9 @@ class Api(Construct):
         self._integration = apigw.LambdaIntegration(self.function, allow_test_invoke=False)
 
         for route in routes.ROUTES:
+            if route.anonymous:
+                self._health(self._resource(route.path), route.method)
+                continue
             self._method(
                 self._resource(route.path),
                 route.method,
@@ -173,6 +176,33 @@ class Api(Construct):
             part = "{id}" if part.startswith("{") else part
             resource = resource.get_resource(part) or resource.add_resource(part)
         return resource
+
+    def _health(self, resource: apigw.IResource, http_method: str) -> apigw.Method:
+        """The health check: unsigned (probes call it without credentials), answered by API
+        Gateway itself (a mock integration), so an anonymous caller invokes no function and
+        reaches no data; the stage's throttle bounds it like every method."""
+        method = resource.add_method(
+            http_method,
+            apigw.MockIntegration(
+                request_templates={"application/json": '{"statusCode": 200}'},
+                integration_responses=[
+                    apigw.IntegrationResponse(
+                        status_code="200", response_templates={"application/json": '{"status": "ok"}'}
+                    )
+                ],
+            ),
+            authorization_type=apigw.AuthorizationType.NONE,
+            method_responses=[apigw.MethodResponse(status_code="200")],
+        )
+        acknowledge(
+            method,
+            {
+                "AwsSolutions-APIG4": "The health check needs no identity (probes call it unsigned); API Gateway "
+                "answers it itself with a fixed body, so it reaches no function and no data.",
+                "AwsSolutions-COG4": "The health check needs no identity; every other method uses AWS_IAM.",
+            },
+        )
+        return method
 
     def _method(
         self,

@@ -47,15 +47,29 @@ def test_routes_are_those_of_the_design(aws):
 
 
 @pytest.mark.parametrize("variant", ["aws", "localstack"])
-def test_every_method_requires_sigv4(variant, synthesize):
+def test_every_method_requires_sigv4_but_the_health_check(variant, synthesize):
     for route, method in methods(synthesize(variant)).items():
+        if route == ("GET", "/v1/health"):
+            continue
         assert method["AuthorizationType"] == "AWS_IAM", route
+
+
+def test_the_health_check_is_answered_unsigned_by_the_gateway_itself(aws):
+    health = methods(aws)[("GET", "/v1/health")]
+    assert health["AuthorizationType"] == "NONE"
+    integration = health["Integration"]
+    assert integration["Type"] == "MOCK"  # no function invoked, no data reached
+    assert json.loads(integration["IntegrationResponses"][0]["ResponseTemplates"]["application/json"]) == {
+        "status": "ok"
+    }
 
 
 def test_every_method_is_validated_and_proxied_to_the_api_function(aws):
     api_id, _ = aws.function(C.API_HANDLER)
     validators = aws.resources("AWS::ApiGateway::RequestValidator")
     for route, method in methods(aws).items():
+        if route == ("GET", "/v1/health"):
+            continue  # answered by the gateway itself
         validator = validators[method["RequestValidatorId"]["Ref"]]["Properties"]
         assert validator["ValidateRequestParameters"] is True, route
         if route[0] in {"POST", "PUT", "PATCH"} and route[1] in {"/v1/jobs", "/v1/jobs/{id}"}:

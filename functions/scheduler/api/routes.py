@@ -23,6 +23,8 @@ class Route:
     body: bool = False  # takes a JSON object as its body
     query: tuple[str, ...] = ()
     headers: tuple[str, ...] = ()
+    # Needs no caller identity (probes call it unsigned): API Gateway answers it itself.
+    anonymous: bool = False
 
     @property
     def path_parameters(self) -> tuple[str, ...]:
@@ -33,7 +35,7 @@ class Route:
 _JOB = "/v1/jobs/{job_id}"
 
 ROUTES: tuple[Route, ...] = (
-    Route("GET", "/v1/health", "health"),
+    Route("GET", "/v1/health", "health", anonymous=True),
     Route("GET", "/v1/jobs", "list_jobs", query=("state", "tag", "name_prefix", "limit", "cursor")),
     Route("POST", "/v1/jobs", "create_job", body=True),
     Route("GET", _JOB, "get_job"),
