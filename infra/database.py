@@ -119,8 +119,9 @@ class Database(Construct):
             )
         ]
 
-        # The functions' own login (least privilege: data access, no DDL; migration 0004 creates its
-        # privileges, the migrate function its login from this secret). The master user serves the
+        # The functions' own login (least privilege: data access, no DDL; the migrations give its
+        # privileges to a role of this database alone, scheduler_data_<database> since 0011, and
+        # the migrate function creates the login from this secret and makes it a member). The master user serves the
         # migrations only. Multi-user rotation alternates between the user and a clone that gets
         # the same role memberships, so the privileges sit on a role the login is a member of.
         self.app_secret = rds.DatabaseSecret(
