@@ -110,10 +110,10 @@ def migrate(conninfo: str, *, target: int | None = None, app_logins: Sequence[st
 
 
 def _log_notice(diagnostic: psycopg.errors.Diagnostic) -> None:
-    """A migration's WARNING (what an operator must do) in the log; its NOTICEs (what it
-    skipped) at debug level."""
-    level = logging.WARNING if diagnostic.severity_nonlocalized == "WARNING" else logging.DEBUG
-    logger.log(level, "migration %s: %s", diagnostic.severity_nonlocalized, diagnostic.message_primary)
+    """A migration's WARNING (what an operator must do) in the log. Its NOTICEs (what it
+    skipped, ``IF NOT EXISTS`` and the like) are not: the command line prints what is logged."""
+    if diagnostic.severity_nonlocalized == "WARNING":
+        logger.warning("migration %s: %s", diagnostic.severity_nonlocalized, diagnostic.message_primary)
 
 
 def applied_versions(conninfo: str) -> list[int]:
