@@ -22,9 +22,9 @@ import psycopg
 
 from common import fresh_database, machine_summary, postgres_server, progress, server_version, write_json  # noqa: I001
 from scheduler import service  # noqa: E402
-from scheduler.db import make_pool  # noqa: E402
-from scheduler.lifecycle import Outcome  # noqa: E402
+from scheduler.planning.lifecycle import Outcome  # noqa: E402
 from scheduler.store import Store  # noqa: E402
+from scheduler.store.db import make_pool  # noqa: E402
 from tests.support import insert_due_jobs  # noqa: E402
 
 

@@ -15,8 +15,8 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT)]
 
-from scheduler.migrations import migrate  # noqa: E402
 from scheduler.sql import strip_sql_comments  # noqa: E402,F401 - re-exported for the benchmarks
+from scheduler.store.migrations import migrate  # noqa: E402
 from tests.support import postgres_server, temporary_database  # noqa: E402,F401 - postgres_server re-exported
 
 

@@ -81,14 +81,14 @@ from common import (  # noqa: I001
     substitute,
     write_json,
 )
-from scheduler.constants import DEFAULT_CLAIMS_PER_INVOKE  # noqa: E402
+from scheduler.core.constants import DEFAULT_CLAIMS_PER_INVOKE  # noqa: E402
 from scheduler.sql import QUERIES  # noqa: E402
 from tests.support import insert_jobs_sql  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FUNCTION = "scheduler-executor"
 FANOUT_FUNCTION = "scheduler-fanout"
-# The fan-out function's timeout (infra/runner.py) and the reserve kept from it (scheduler.fanout).
+# The fan-out function's timeout (infra/runner.py) and the reserve kept from it (scheduler.runner.fanout).
 FANOUT_TIMEOUT_S = 90.0
 DEADLINE_RESERVE_S = 10.0
 RUN_TIMEOUT = 300.0
@@ -145,8 +145,8 @@ def _executor_worker(env: dict[str, str], invocations, handled, failed, cpu, exe
     sys.stdout = open(os.devnull, "w")  # the handler's JSON logs and EMF metrics
     import executor_handler
 
-    from scheduler.executor import invoke_claims
-    from scheduler.http_adapter import LocalLambdaContext
+    from scheduler.runner.executor import invoke_claims
+    from scheduler.transport.http_adapter import LocalLambdaContext
 
     context = LocalLambdaContext(function_name=FUNCTION)
     while True:
@@ -188,10 +188,10 @@ def _fanout_process(
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     import boto3
 
-    from scheduler.db import make_pool
-    from scheduler.fanout import run_lambda_invocation
-    from scheduler.growth import FANOUT_DISPATCH_RATE
+    from scheduler.runner.fanout import run_lambda_invocation
+    from scheduler.runner.growth import FANOUT_DISPATCH_RATE
     from scheduler.store import Store
+    from scheduler.store.db import make_pool
     from scheduler.wiring import event_invoke_client, lambda_client_config
 
     pool = make_pool(url, min_size=1, max_size=2, through_proxy=True)
@@ -816,7 +816,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         type=float,
         default=None,
         help="invokes/s one fan-out is counted to dispatch when deciding on helpers "
-        "(default: the deployment's, scheduler.growth.FANOUT_DISPATCH_RATE)",
+        "(default: the deployment's, scheduler.runner.growth.FANOUT_DISPATCH_RATE)",
     )
     parser.add_argument("--executors", type=int, default=6, help="executor processes (the function's concurrency)")
     parser.add_argument(

@@ -8,7 +8,7 @@ for ``InvocationType=Event``. The fan-out runs as the fanout Lambda runs it:
 ``run_fanout(store, LambdaDispatch(client, name), budget_seconds=0, batch_size=100)`` over N due
 jobs, with the fan-out's Lambda client pointed at the loopback server (dummy credentials,
 us-east-1, built as ``scheduler.wiring`` builds it: asynchronous invokes signed and sent by
-``scheduler.lambda_invoke``, a pooled connection per invoking thread).
+``scheduler.transport.lambda_invoke``, a pooled connection per invoking thread).
 
 Side by side in the same run:
 - **fan-out**: claims + invokes through ``run_fanout`` (what is measured against the target),
@@ -35,11 +35,11 @@ from typing import Any
 import psycopg
 
 from common import fresh_database, machine_summary, postgres_server, progress, server_version, write_json  # noqa: I001
-from scheduler.db import make_pool  # noqa: E402
-from scheduler.dispatch import LambdaDispatch  # noqa: E402
-from scheduler.fanout import run_fanout  # noqa: E402
+from scheduler.runner.dispatch import LambdaDispatch  # noqa: E402
+from scheduler.runner.fanout import run_fanout  # noqa: E402
 from scheduler.settings import Settings  # noqa: E402
 from scheduler.store import Store  # noqa: E402
+from scheduler.store.db import make_pool  # noqa: E402
 from tests.support import insert_due_jobs  # noqa: E402
 
 FUNCTION = "scheduler-executor"

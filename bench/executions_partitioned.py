@@ -36,10 +36,10 @@ from psycopg.conninfo import conninfo_to_dict
 
 from common import machine_summary, postgres_server, progress, server_version, write_json  # noqa: I001
 from scheduler import service  # noqa: E402
-from scheduler.db import make_pool  # noqa: E402
-from scheduler.migrations import migrate  # noqa: E402
 from scheduler.sql import QUERIES  # noqa: E402
 from scheduler.store import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, Store  # noqa: E402
+from scheduler.store.db import make_pool  # noqa: E402
+from scheduler.store.migrations import migrate  # noqa: E402
 from tests.support import insert_due_jobs, succeeded, temporary_database  # noqa: E402
 
 # The answer a real target's delivery records (a small JSON acknowledgement): the rows measured

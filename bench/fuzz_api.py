@@ -39,12 +39,12 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
 from common import ROOT, fresh_database, postgres_server  # noqa: I001 (puts functions/ on sys.path)
 from scheduler import service  # noqa: E402
 from scheduler.api.app import make_app  # noqa: E402
-from scheduler.db import make_pool  # noqa: E402
-from scheduler.http_adapter import make_wsgi_app  # noqa: E402
-from scheduler.models import JobSpec  # noqa: E402
+from scheduler.schema.models import JobSpec  # noqa: E402
 from scheduler.secrets import LocalSecretBox  # noqa: E402
 from scheduler.settings import Settings  # noqa: E402
 from scheduler.store import Store  # noqa: E402
+from scheduler.store.db import make_pool  # noqa: E402
+from scheduler.transport.http_adapter import make_wsgi_app  # noqa: E402
 
 OWNER = "arn:aws:iam::111111111111:user/fuzz-api"
 SEED_JOBS = (

@@ -774,7 +774,7 @@ def deploy_section(dep: dict[str, Any]) -> list[str]:
         f"![deployment simulation](img/{PLOTS['deploy'][0]})",
         "",
         "Fan-out processes run `fanout.run_lambda_invocation` (the fan-out handler's code) with `LambdaDispatch`, "
-        "whose Lambda client (built as the fan-out Lambda builds it: invokes signed by `scheduler.lambda_invoke`) "
+        "whose Lambda client (built as the fan-out Lambda builds it: invokes signed by `scheduler.transport.lambda_invoke`) "
         "calls a loopback Invoke API; it queues each asynchronous invoke (Lambda's async "
         f"queue) for {cfg['executors']} executor processes, each running the real `executor_handler` (start, "
         "HTTP delivery to a loopback target, completion) on real Postgres"

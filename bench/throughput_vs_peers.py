@@ -67,10 +67,10 @@ from common import (  # noqa: I001
     write_json,
 )
 from scheduler import service  # noqa: E402
-from scheduler.db import make_pool  # noqa: E402
-from scheduler.lifecycle import Outcome  # noqa: E402
+from scheduler.planning.lifecycle import Outcome  # noqa: E402
 from scheduler.sql import QUERIES  # noqa: E402
 from scheduler.store import Store  # noqa: E402
+from scheduler.store.db import make_pool  # noqa: E402
 from tests.support import insert_due_jobs, succeeded  # noqa: E402
 
 LEASE_SECONDS = 120
@@ -292,7 +292,7 @@ def pgbench_script(batch: int) -> str:
     into the completion's outcomes for ``\\gset``), then record them all (``complete_jobs``)."""
     ctes, main = split_with(strip_sql_comments(QUERIES["claim_and_start"]))
     # The claimed rows gathered into complete_jobs' outcomes: each job's completion plan after a
-    # success, a yearly job's as scheduler.lifecycle computes it, built here by the server (in
+    # success, a yearly job's as scheduler.planning.lifecycle computes it, built here by the server (in
     # the store, the client encodes it).
     next_year = "(date_trunc('year', now()) + interval '1 year')"
     claim = (
@@ -616,9 +616,9 @@ def profile_store(url: str, jobs: int, batch: int, traced_jobs: int = 200) -> di
             "WHERE inhparent = 'executions'::regclass"
         ).fetchone()[0]
         rows = conn.execute("SELECT count(*) FROM executions").fetchone()[0]
-    # The Python part of a completion: scheduler.lifecycle planning the next occurrence.
-    from scheduler import lifecycle
-    from scheduler.domain import Job
+    # The Python part of a completion: scheduler.planning.lifecycle planning the next occurrence.
+    from scheduler.core.domain import Job
+    from scheduler.planning import lifecycle
 
     with pool.connection() as conn:
         row = conn.execute("SELECT *, now() AS db_now FROM jobs LIMIT 1").fetchone()

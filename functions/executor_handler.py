@@ -1,14 +1,16 @@
 """Lambda: the executor, invoked asynchronously with one claim or a group of them (under a
-backlog). Delivers them and records the outcomes (see scheduler.executor). Raises only on an infrastructure fault, so Lambda's retry
+backlog). Delivers them and records the outcomes (see scheduler.runner.executor). Raises only on an infrastructure fault, so Lambda's retry
 and the dead-letter queue take over."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_lambda_powertools import Logger, Tracer
 
-from scheduler.executor import execute_invoke
+from scheduler.runner.executor import run_invoke
+from scheduler.runner.telemetry import EmfMetrics
 from scheduler.settings import get_settings
-from scheduler.telemetry import EmfMetrics
 from scheduler.wiring import Dependencies, route_domain_logs_to
 
 logger = Logger(service=get_settings().service_name)
@@ -25,14 +27,7 @@ deps = Dependencies(
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
-def handler(event: dict, context) -> dict:
+def handler(event: dict, context: Any) -> dict:
     """Run the claim of ``event`` (``job_id``, ``lock_token``), or its ``claims``."""
     logger.append_keys(job_id=event.get("job_id"))
-    return execute_invoke(
-        event,
-        store=deps.store,
-        decrypt_target=deps.decrypt_target,
-        policy=deps.target_policy,
-        metrics=deps.metrics,
-        remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000,
-    )
+    return run_invoke(deps.executor(lambda: context.get_remaining_time_in_millis() / 1000), event)

@@ -16,10 +16,10 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from scheduler.custom_resources import respond
-from scheduler.db import conninfo_from_settings, read_secret
-from scheduler.migrations import ensure_login, files_hash, migrate, migrations_digest
 from scheduler.settings import Settings, get_settings
+from scheduler.store.db import conninfo_from_settings, read_secret
+from scheduler.store.migrations import ensure_login, files_hash, migrate, migrations_digest
+from scheduler.transport.custom_resources import respond
 
 logger = Logger()
 

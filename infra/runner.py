@@ -42,7 +42,7 @@ def fanout_function_name(stack_name: str) -> str:
     return f"{stack_name[: 64 - len(C.FANOUT_FUNCTION_SUFFIX) - 10]}-{digest}-{C.FANOUT_FUNCTION_SUFFIX}"
 
 
-# A target may take up to 900 s (scheduler.models.MAX_TIMEOUT_SECONDS); the executor caps each
+# A target may take up to 900 s (scheduler.schema.models.MAX_TIMEOUT_SECONDS); the executor caps each
 # delivery by its remaining time, so its timeout is Lambda's maximum. It is billed per use.
 EXECUTOR_TIMEOUT = Duration.minutes(15)
 # A little more than the claim lease (Settings.claim_lease_seconds, 120 s): an older invocation

@@ -1,7 +1,7 @@
 """Paths and names shared by the constructs.
 
 The names the functions read (environment keys, handler entry points, metric names) live in
-``functions/scheduler/constants.py``. It is loaded here by path, on its own: synthesis must not
+``functions/scheduler/core/constants.py``. It is loaded here by path, on its own: synthesis must not
 import the ``scheduler`` package or the handler modules (their dependencies live in the layer).
 """
 
@@ -30,8 +30,8 @@ def _load(name: str, path: Path) -> ModuleType:
     return module
 
 
-#: ``functions/scheduler/constants.py``: ``C.ENV_DATABASE_HOST``, ``C.API_HANDLER``, ...
-C = _load("_scheduler_constants", FUNCTIONS_DIR / "scheduler" / "constants.py")
+#: ``functions/scheduler/core/constants.py``: ``C.ENV_DATABASE_HOST``, ``C.API_HANDLER``, ...
+C = _load("_scheduler_constants", FUNCTIONS_DIR / "scheduler" / "core" / "constants.py")
 
 #: ``layers/build.py``: ``layer_build.build_layer(...)``.
 layer_build = _load("_scheduler_layer_build", LAYERS_DIR / "build.py")

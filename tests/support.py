@@ -21,8 +21,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
 from scheduler import service
-from scheduler.domain import Completion, Outcome
-from scheduler.migrations import database_roles
+from scheduler.core.domain import Completion, Outcome
+from scheduler.store.migrations import database_roles
 
 
 @contextlib.contextmanager

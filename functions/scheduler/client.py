@@ -27,7 +27,7 @@ from urllib.parse import quote, urlsplit
 
 import requests
 
-from scheduler.errors import SchedulerError
+from scheduler.core.errors import SchedulerError
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
 ENDPOINT_ENV = "SCHEDULER_ENDPOINT"

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from scheduler.domain import Claim, Completion, Execution, Job, PartitionMaintenance, StartedExecution
+from scheduler.core.domain import Claim, Completion, Execution, Job, PartitionMaintenance, StartedExecution
 
 Planner = Callable[[Job, datetime], Mapping[str, Any]]
 Change = Callable[[dict[str, Any], datetime], Mapping[str, Any]]

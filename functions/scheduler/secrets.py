@@ -29,8 +29,8 @@ from urllib.parse import quote, unquote, urlsplit
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from scheduler.constants import SECRET_MASK
-from scheduler.errors import MaskedSecretError, SecretError  # noqa: F401 (re-exported)
+from scheduler.core.constants import SECRET_MASK
+from scheduler.core.errors import MaskedSecretError, SecretError  # noqa: F401 (re-exported)
 
 TOKEN_PREFIX = "enc:v1:"
 DEFAULT_LOCAL_KEY_FILE = ".scheduler/secret.key"

@@ -1,5 +1,5 @@
 """The service layer: the operations on jobs that need a plan, each a call of the store with
-its plan from ``scheduler.lifecycle``.
+its plan from ``scheduler.planning.lifecycle``.
 
 The API and the executor call these; they depend on the store's ports
 (``scheduler.ports``), never on the concrete store, and the store never imports the planning.
@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler import lifecycle
-from scheduler.domain import SCHEDULE_FIELDS, SPEC_FIELDS, Completion, Job, Outcome, StartedExecution
+from scheduler.core.domain import SCHEDULE_FIELDS, SPEC_FIELDS, Completion, Job, Outcome, StartedExecution
+from scheduler.planning import lifecycle
 from scheduler.ports import CompletionStore, JobStore
 
 

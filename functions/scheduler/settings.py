@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-from scheduler import constants as c
+from scheduler.core import constants as c
 
 
 def _bool(value: str | None, default: bool = False) -> bool:
@@ -38,7 +38,7 @@ class Settings:
     cursor_secret_arn: str | None = None
     database_app_secret_arn: str | None = None  # the migrate function sets up this login
     # Access keys the api function verifies signatures against itself (the LocalStack variant):
-    # a credentials document (``scheduler.sigv4.parse_credentials``), fetched from its ARN.
+    # a credentials document (``scheduler.transport.sigv4.parse_credentials``), fetched from its ARN.
     api_credentials: str | None = None
     api_credentials_secret_arn: str | None = None
     database_ca_bundle: str | None = None
@@ -57,7 +57,7 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
-        """Read the settings from environment variables (keys in ``scheduler.constants``)."""
+        """Read the settings from environment variables (keys in ``scheduler.core.constants``)."""
         env = os.environ if environ is None else environ
         allow = tuple(x.strip() for x in env.get(c.ENV_TARGET_ALLOW_LIST, "").split(",") if x.strip())
         precision = env.get(c.ENV_PRECISION, "second").strip().lower() or "second"

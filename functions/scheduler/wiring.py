@@ -3,17 +3,23 @@ from its settings, once, and hands them to the domain code."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from scheduler.db import conninfo_source, make_pool
+from scheduler.runner.telemetry import Metrics, NullMetrics
 from scheduler.secrets import decrypt_target_secrets, make_secret_box
 from scheduler.settings import Settings
 from scheduler.store import Store
-from scheduler.targets.delivery import TargetPolicy
-from scheduler.telemetry import Metrics, NullMetrics
+from scheduler.store.db import conninfo_source, make_pool
+from scheduler.targets.results import TargetPolicy
+
+if TYPE_CHECKING:  # the runner's modules load with the function that needs them
+    from scheduler.runner.dispatch import InProcessDispatch
+    from scheduler.runner.executor import Executor
+    from scheduler.runner.fanout import FanoutReport
 
 
 @dataclass
@@ -60,18 +66,61 @@ class Dependencies:
 
         return event_invoke_client(boto3.client("lambda", config=lambda_client_config()))
 
+    def executor(self, remaining_seconds: Callable[[], float] | None = None) -> Executor:
+        """The executor of this process's claims (an executor invocation's, or local mode's)."""
+        from scheduler.runner.executor import Executor
+
+        return Executor(self.store, self.decrypt_target, self.target_policy, self.metrics, remaining_seconds)
+
+    def in_process_dispatch(self) -> InProcessDispatch:
+        """Local mode's dispatch: claims delivered by this process's threads, outcomes recorded
+        in batches. The HTTP delivery is loaded now, not by the first burst's deliveries."""
+        from scheduler.runner.dispatch import InProcessDispatch
+        from scheduler.targets import router
+
+        router.preload(("http",))
+        return InProcessDispatch(self.executor())
+
+    def run_fanout_invocation(self, event: Any, remaining_seconds: float) -> tuple[FanoutReport, bool]:
+        """One invocation of the fan-out function with this deployment's settings: the report,
+        and whether it was a helper (``runner.fanout.run_lambda_invocation``)."""
+        from scheduler.runner.fanout import run_lambda_invocation
+
+        settings = self.settings
+        return run_lambda_invocation(
+            event,
+            self.store,
+            self.lambda_client,
+            remaining_seconds=remaining_seconds,
+            executor_function=settings.executor_function,
+            fanout_function=settings.fanout_function,
+            max_fanouts=settings.max_fanouts,
+            precision=settings.precision,
+            batch_size=settings.claim_batch_size,
+            lease_seconds=settings.claim_lease_seconds,
+            retention_days=settings.execution_retention_days,
+            metrics=self.metrics,
+            # The executor's reserved concurrency bounds the dispatch; the live leases are what
+            # is taken. Under a backlog an invoke carries a group of claims.
+            dispatch_options={
+                "max_in_flight": settings.executor_concurrency,
+                "in_flight": self.store.live_leases,
+                "claims_per_invoke": settings.claims_per_invoke,
+            },
+        )
+
 
 def event_invoke_client(client: Any) -> Any:
     """The fan-out's Lambda client: ``client`` (boto3) with its asynchronous invokes signed and
-    sent by ``scheduler.lambda_invoke`` (a fraction of botocore's CPU per invoke), through a pool
+    sent by ``scheduler.transport.lambda_invoke`` (a fraction of botocore's CPU per invoke), through a pool
     of a connection per invoking thread. ``client`` itself when it has no credentials (its invoke
     then fails as boto3's does) or when a proxy from the environment applies to its endpoint
     (botocore's proxy support is kept rather than redone)."""
     import os
     from urllib.request import getproxies, proxy_bypass
 
-    from scheduler.dispatch import INVOKE_THREADS
-    from scheduler.lambda_invoke import EventInvokeClient
+    from scheduler.runner.dispatch import INVOKE_THREADS
+    from scheduler.transport.lambda_invoke import EventInvokeClient
 
     # botocore keeps the client's credentials (refreshable ones renew themselves) on its signer.
     credentials = getattr(getattr(client, "_request_signer", None), "_credentials", None)
@@ -88,7 +137,7 @@ def lambda_client_config(threads: int | None = None) -> Any:
     of the parameters the dispatch builds itself (a per-invoke cost of its own)."""
     from botocore.config import Config
 
-    from scheduler.dispatch import INVOKE_THREADS
+    from scheduler.runner.dispatch import INVOKE_THREADS
 
     return Config(max_pool_connections=threads or INVOKE_THREADS, parameter_validation=False)
 

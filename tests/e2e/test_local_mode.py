@@ -154,7 +154,9 @@ def test_two_runners_deliver_each_job_exactly_once(local, target):
     assert len(keys) == count and len(set(keys)) == count
     # Both processes did some of the work.
     # (one line per finished execution: name, id, status, HTTP status, duration, lateness)
-    finished = re.compile(r"scheduler\.executor: bulk-\d{3} [0-9a-f-]{36} succeeded http=200 took=\d+ms late=-?\d+ms$")
+    finished = re.compile(
+        r"scheduler\.runner\.executor: bulk-\d{3} [0-9a-f-]{36} succeeded http=200 took=\d+ms late=-?\d+ms$"
+    )
     assert all(any(finished.search(line.rstrip()) for line in p.lines) for p in (first, second))
 
 
@@ -202,7 +204,7 @@ def test_more_runner_processes_share_a_burst_and_stop_with_it(local, target):
     # The extra runner delivered part of the burst (its log lines carry its name).
     poll(
         lambda: any(
-            "[scheduler-runner-2]" in line and "scheduler.executor: " in line and " succeeded " in line
+            "[scheduler-runner-2]" in line and "scheduler.runner.executor: " in line and " succeeded " in line
             for line in scheduler.lines
         )
     )

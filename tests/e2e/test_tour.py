@@ -111,7 +111,9 @@ def test_the_readme_tour_runs_against_a_live_local_server_and_echo(db_url, tmp_p
                 # the run reaches the echo target, which prints the request
                 echo.wait_for(r"^--> POST /hello$", timeout=30)
                 echo.wait_for(r"^X-Scheduler-Job-Id: [0-9a-f-]{36}$", timeout=5)
-                local.wait_for(r"scheduler\.executor: hello [0-9a-f-]{36} succeeded http=200 took=\d+ms late=-?\d+ms")
+                local.wait_for(
+                    r"scheduler\.runner\.executor: hello [0-9a-f-]{36} succeeded http=200 took=\d+ms late=-?\d+ms"
+                )
         assert ["jobs", "create"] in ran and ["jobs", "run"] in ran and ["jobs", "delete"] in ran
         assert ["preview", "30 2 * * *"] in ran and ["executions", "--status"] in ran
         # the DST rule, as the server's preview answers it: 02:30 is skipped on 2027-03-28, 03:00 runs

@@ -13,11 +13,11 @@ from __future__ import annotations
 import pytest
 
 from scheduler import service
-from scheduler.dispatch import InProcessDispatch
-from scheduler.executor import Executor
-from scheduler.fanout import run_fanout
+from scheduler.runner.dispatch import InProcessDispatch
+from scheduler.runner.executor import Executor
+from scheduler.runner.fanout import run_fanout
 from scheduler.targets import amqp as amqp_target
-from scheduler.targets.delivery import TargetPolicy
+from scheduler.targets.results import TargetPolicy
 from tests.faults.faultkit import TcpProxy
 from tests.support import http_spec, make_due
 

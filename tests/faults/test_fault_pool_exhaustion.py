@@ -22,10 +22,10 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from scheduler import service
-from scheduler.db import make_pool
-from scheduler.executor import execute_invoke
+from scheduler.runner.executor import execute_invoke
 from scheduler.store import Store
-from scheduler.targets.delivery import TargetPolicy
+from scheduler.store.db import make_pool
+from scheduler.targets.results import TargetPolicy
 from tests.faults.faultkit import TargetServer
 from tests.support import expire_lease, http_spec, make_due
 

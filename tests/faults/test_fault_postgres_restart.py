@@ -28,14 +28,14 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from scheduler import executor as executor_module
-from scheduler.db import make_pool
-from scheduler.dispatch import InProcessDispatch
-from scheduler.executor import Executor, execute_invoke
-from scheduler.fanout import run_fanout
-from scheduler.migrations import migrate
+from scheduler.runner import executor as executor_module
+from scheduler.runner.dispatch import InProcessDispatch
+from scheduler.runner.executor import Executor, execute_invoke
+from scheduler.runner.fanout import run_fanout
 from scheduler.store import Store
-from scheduler.targets.delivery import TargetPolicy
+from scheduler.store.db import make_pool
+from scheduler.store.migrations import migrate
+from scheduler.targets.results import TargetPolicy
 from tests.faults.faultkit import TargetServer, poll
 from tests.support import insert_jobs_sql
 

@@ -16,10 +16,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import requests
 
-from scheduler.dispatch import InProcessDispatch
-from scheduler.executor import Executor
-from scheduler.fanout import run_fanout
-from scheduler.targets.delivery import TargetPolicy
+from scheduler.runner.dispatch import InProcessDispatch
+from scheduler.runner.executor import Executor
+from scheduler.runner.fanout import run_fanout
+from scheduler.targets.results import TargetPolicy
 from tests.faults.faultkit import TargetServer, poll
 from tests.support import LocalScheduler, expire_lease
 

@@ -15,12 +15,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler import service
-from scheduler.dispatch import InProcessDispatch
-from scheduler.executor import Executor
-from scheduler.fanout import run_fanout
-from scheduler.lifecycle import MAX_RETRY_AFTER_SECONDS
+from scheduler.planning.lifecycle import MAX_RETRY_AFTER_SECONDS
+from scheduler.runner.dispatch import InProcessDispatch
+from scheduler.runner.executor import Executor
+from scheduler.runner.fanout import run_fanout
 from scheduler.schedules import parse_schedule
-from scheduler.targets.delivery import TargetPolicy
+from scheduler.targets.results import TargetPolicy
 from tests.faults.faultkit import TargetServer
 from tests.support import http_spec, make_due
 

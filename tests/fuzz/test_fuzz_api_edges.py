@@ -16,9 +16,9 @@ from wsgiref.util import setup_testing_defaults
 import pytest
 
 from scheduler.api.app import make_app
-from scheduler.http_adapter import make_wsgi_app
 from scheduler.secrets import LocalSecretBox
 from scheduler.settings import Settings
+from scheduler.transport.http_adapter import make_wsgi_app
 
 OWNER = "arn:aws:iam::111111111111:user/edges"
 VALID = {"name": "edge", "schedule": "0 3 * * *", "target": {"type": "http", "url": "https://example.com/hook"}}

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from pydantic import ValidationError
 
-from scheduler.models import JobSpec, validation_details
 from scheduler.schedules import parse_schedule
+from scheduler.schema.models import JobSpec, validation_details
 from tests.fuzz.strategies import json_values, near_valid_jobs
 
 # FUZZ_EXAMPLES=5000 for a longer hunt.

@@ -46,8 +46,8 @@ def test_the_migrate_function_verifies_the_database_against_the_shipped_rds_cas(
 
 def test_the_connection_the_migrate_function_makes_is_verify_full_against_the_bundle():
     pytest.importorskip("psycopg")
-    from scheduler.db import tls_options
     from scheduler.settings import Settings
+    from scheduler.store.db import tls_options
 
     settings = Settings.from_env({C.ENV_DATABASE_CA_BUNDLE: str(rds_ca.BUNDLE)})
     assert tls_options(settings, direct=True) == {"sslmode": "verify-full", "sslrootcert": str(rds_ca.BUNDLE)}

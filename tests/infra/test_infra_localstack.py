@@ -64,7 +64,7 @@ def test_code_asset_carries_the_dependencies(localstack):
     asset_hash = props["Code"]["S3Key"].split(".")[0]
     outdir = Path(Stage.of(localstack.stack).outdir)
     (asset,) = [p for p in outdir.glob(f"asset.{asset_hash}*") if p.is_dir()]
-    assert (asset / "scheduler" / "constants.py").is_file()
+    assert (asset / "scheduler" / "core" / "constants.py").is_file()
     assert (asset / "psycopg").is_dir() and (asset / "pydantic_core").is_dir()
     assert not (asset / "botocore").exists()
 

@@ -22,11 +22,11 @@ import pytest
 pytest.importorskip("aws_cdk")
 
 from scheduler import service  # noqa: E402
-from scheduler.dispatch import InProcessDispatch  # noqa: E402
-from scheduler.executor import Executor  # noqa: E402
-from scheduler.fanout import run_fanout  # noqa: E402
-from scheduler.targets.delivery import TargetPolicy  # noqa: E402
-from scheduler.telemetry import EmfMetrics  # noqa: E402
+from scheduler.runner.dispatch import InProcessDispatch  # noqa: E402
+from scheduler.runner.executor import Executor  # noqa: E402
+from scheduler.runner.fanout import run_fanout  # noqa: E402
+from scheduler.runner.telemetry import EmfMetrics  # noqa: E402
+from scheduler.targets.results import TargetPolicy  # noqa: E402
 from tests.support import RecordingServer, expire_lease, http_spec, make_due  # noqa: E402
 
 Metric = tuple[str, str, frozenset]  # namespace, name, {(dimension, value), ...}

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from scheduler import service
-from scheduler.domain import Outcome
-from scheduler.errors import NotFound
+from scheduler.core.domain import Outcome
+from scheduler.core.errors import NotFound
 from tests.integration.test_api import api, box, create, job_body  # noqa: F401 - fixtures
 from tests.support import expire_lease, http_spec, make_due, run_once
 

@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from scheduler.targets import amqp as amqp_target
-from scheduler.targets.delivery import Delivery, TargetPolicy
-from scheduler.targets.dispatcher import deliver
+from scheduler.targets.results import Delivery, TargetPolicy
+from scheduler.targets.router import deliver
 
 pytestmark = pytest.mark.amqp
 

@@ -22,10 +22,10 @@ import pytest
 
 from scheduler.api.app import make_app
 from scheduler.api.cursors import CursorCodec, cursor_key, scope_of
-from scheduler.http_adapter import LocalLambdaContext, make_event, make_wsgi_app
-from scheduler.models import parse_time
+from scheduler.schema.models import parse_time
 from scheduler.secrets import LocalSecretBox, decrypt_target_secrets, is_token
 from scheduler.settings import Settings, get_settings
+from scheduler.transport.http_adapter import LocalLambdaContext, make_event, make_wsgi_app
 
 ALICE = "arn:aws:iam::111111111111:user/alice"
 BOB = "arn:aws:iam::222222222222:user/bob"

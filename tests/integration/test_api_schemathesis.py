@@ -22,10 +22,10 @@ from schemathesis.specs.openapi.checks import (
 from scheduler import service
 from scheduler.api.app import make_app
 from scheduler.api.openapi import openapi_schema
-from scheduler.http_adapter import make_wsgi_app
-from scheduler.models import JobSpec
+from scheduler.schema.models import JobSpec
 from scheduler.secrets import LocalSecretBox
 from scheduler.settings import Settings
+from scheduler.transport.http_adapter import make_wsgi_app
 from tests.integration.test_api import job_body
 
 OWNER = "arn:aws:iam::111111111111:user/fuzz"

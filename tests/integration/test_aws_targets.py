@@ -18,12 +18,13 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from scheduler import service, sigv4
-from scheduler.executor import Executor
-from scheduler.models import JobSpec
+from scheduler import service
+from scheduler.runner.executor import Executor
+from scheduler.schema.models import JobSpec
 from scheduler.targets import aws_credentials
 from scheduler.targets.aws_credentials import CredentialCache, create_client
-from scheduler.targets.delivery import TargetPolicy
+from scheduler.targets.results import TargetPolicy
+from scheduler.transport import sigv4
 from tests.support import RecordingServer, moto_server
 
 ACCOUNT = "123456789012"  # moto's default account: assumed roles of it see the same resources
@@ -500,8 +501,8 @@ def test_sigv4_http_target_whose_role_is_refused_sends_nothing(store, aws):
 def test_a_delivery_without_an_owner_or_with_an_unusable_one_is_refused(aws):
     from datetime import datetime
 
-    from scheduler.targets.delivery import Delivery
-    from scheduler.targets.dispatcher import deliver
+    from scheduler.targets.results import Delivery
+    from scheduler.targets.router import deliver
 
     target = {
         "type": "sns",

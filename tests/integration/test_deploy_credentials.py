@@ -18,12 +18,19 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from scheduler import constants as c
 from scheduler import service
-from scheduler.db import Credentials, conninfo_from_settings, is_login_failure, make_pool, reauthenticating, tls_options
-from scheduler.migrations import ensure_login, migrate
+from scheduler.core import constants as c
 from scheduler.settings import Settings, with_fetched_secrets
 from scheduler.store import Store
+from scheduler.store.db import (
+    Credentials,
+    conninfo_from_settings,
+    is_login_failure,
+    make_pool,
+    reauthenticating,
+    tls_options,
+)
+from scheduler.store.migrations import ensure_login, migrate
 from tests.support import http_spec, temporary_database
 
 ROTATED = "rotated"

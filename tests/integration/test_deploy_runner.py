@@ -12,11 +12,11 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from scheduler.dispatch import FULL_RECHECK_SECONDS, LambdaDispatch
-from scheduler.fanout import run_fanout
-from scheduler.migrations import applied_versions, ensure_login, files_hash, migrate
+from scheduler.runner.dispatch import FULL_RECHECK_SECONDS, LambdaDispatch
+from scheduler.runner.fanout import run_fanout
+from scheduler.runner.telemetry import MemoryMetrics
 from scheduler.settings import Settings
-from scheduler.telemetry import MemoryMetrics
+from scheduler.store.migrations import applied_versions, ensure_login, files_hash, migrate
 from tests.support import expire_lease, insert_due_jobs
 
 

@@ -10,12 +10,12 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler import constants as c
 from scheduler import service
-from scheduler.dispatch import invoke_payload
-from scheduler.executor import execute_invoke, invoke_claims
-from scheduler.targets.delivery import TargetPolicy
-from scheduler.telemetry import MemoryMetrics
+from scheduler.core import constants as c
+from scheduler.runner.dispatch import invoke_payload
+from scheduler.runner.executor import execute_invoke, invoke_claims
+from scheduler.runner.telemetry import MemoryMetrics
+from scheduler.targets.results import TargetPolicy
 from tests.support import http_spec, run_at_once
 
 OWNER = "arn:aws:iam::111111111111:user/alice"

@@ -15,9 +15,9 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from scheduler import constants as c
 from scheduler import service
-from scheduler.executor import invoke_claims
+from scheduler.core import constants as c
+from scheduler.runner.executor import invoke_claims
 from scheduler.secrets import LocalSecretBox, encrypt_target_secrets
 from scheduler.settings import get_settings
 from tests.support import http_spec
@@ -141,7 +141,7 @@ def test_fanout_handler_sends_a_backlog_in_groups_of_claims(lambda_env, pool, mo
 
 
 def test_fanout_handler_primary_starts_helpers_and_a_helper_drains_without_growing(lambda_env, pool, monkeypatch):
-    from scheduler.growth import FANOUT_DISPATCH_RATE, GROWTH_WINDOW_SECONDS
+    from scheduler.runner.growth import FANOUT_DISPATCH_RATE, GROWTH_WINDOW_SECONDS
     from tests.support import insert_due_jobs
 
     monkeypatch.setenv(c.ENV_FANOUT_FUNCTION, "Stack-fanout")

@@ -16,9 +16,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from scheduler.targets import http as http_target
-from scheduler.targets.delivery import Delivery, TargetPolicy
-from scheduler.targets.dispatcher import deliver
 from scheduler.targets.http import parse_retry_after
+from scheduler.targets.results import Delivery, TargetPolicy
+from scheduler.targets.router import deliver
 
 LOCAL = TargetPolicy(allow_private=True)
 SCHEDULED = dt.datetime(2026, 12, 1, 2, 0, tzinfo=dt.UTC)

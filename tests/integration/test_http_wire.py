@@ -12,8 +12,8 @@ from collections.abc import Callable
 import pytest
 
 from scheduler.targets import http_wire
-from scheduler.targets.delivery import Delivery, TargetPolicy
-from scheduler.targets.dispatcher import deliver
+from scheduler.targets.results import Delivery, TargetPolicy
+from scheduler.targets.router import deliver
 from scheduler.targets.watchdog import Watchdog
 
 LOCAL = TargetPolicy(allow_private=True)

@@ -1,5 +1,5 @@
-"""The fan-out's asynchronous invokes, signed by ``scheduler.lambda_invoke``: a loopback Invoke
-API checks every signature as AWS would (``scheduler.sigv4.verify_request``, service ``lambda``),
+"""The fan-out's asynchronous invokes, signed by ``scheduler.transport.lambda_invoke``: a loopback Invoke
+API checks every signature as AWS would (``scheduler.transport.sigv4.verify_request``, service ``lambda``),
 takes the payloads, and refuses some the way Lambda does."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import pytest
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
-from scheduler import sigv4
-from scheduler.dispatch import LambdaDispatch
-from scheduler.domain import Claim
-from scheduler.lambda_invoke import EventInvokeClient
+from scheduler.core.domain import Claim
+from scheduler.runner.dispatch import LambdaDispatch
+from scheduler.transport import sigv4
+from scheduler.transport.lambda_invoke import EventInvokeClient
 from scheduler.wiring import event_invoke_client, lambda_client_config
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -12,8 +12,8 @@ import pytest
 from psycopg.rows import dict_row
 
 from scheduler import service
-from scheduler.migrations import MigrationError, applied_versions, migrate, migrations_digest
 from scheduler.sql import QUERIES, migration_files
+from scheduler.store.migrations import MigrationError, applied_versions, migrate, migrations_digest
 from tests.support import http_spec, insert_jobs_sql, privileges_snapshot, run_at_once, temporary_database
 
 

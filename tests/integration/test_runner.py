@@ -11,11 +11,11 @@ import boto3
 from botocore.stub import ANY, Stubber
 
 from scheduler import service
-from scheduler.dispatch import CLAIM_DUE, InProcessDispatch, LambdaDispatch
-from scheduler.executor import Executor, execute_invoke
-from scheduler.fanout import fanout_deadline, run_fanout
-from scheduler.targets.delivery import TargetPolicy
-from scheduler.telemetry import MemoryMetrics
+from scheduler.runner.dispatch import CLAIM_DUE, InProcessDispatch, LambdaDispatch
+from scheduler.runner.executor import Executor, execute_invoke
+from scheduler.runner.fanout import fanout_deadline, run_fanout
+from scheduler.runner.telemetry import MemoryMetrics
+from scheduler.targets.results import TargetPolicy
 from tests.support import http_spec, make_due
 
 OWNER = "arn:aws:iam::111111111111:user/alice"
@@ -148,8 +148,8 @@ def test_lambda_invoker_retries_throttles_and_releases_what_it_cannot_dispatch(s
 
 
 def test_overlapping_fanouts_deliver_each_job_once(db_url, store, target_server):
-    from scheduler.db import make_pool
     from scheduler.store import Store
+    from scheduler.store.db import make_pool
 
     count = 200
     base = store.now()

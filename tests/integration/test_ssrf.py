@@ -14,8 +14,8 @@ import pytest
 
 from scheduler.targets import amqp as amqp_target
 from scheduler.targets import ssrf
-from scheduler.targets.delivery import Delivery, TargetPolicy
-from scheduler.targets.dispatcher import deliver
+from scheduler.targets.results import Delivery, TargetPolicy
+from scheduler.targets.router import deliver
 
 STRICT = TargetPolicy()
 LOCAL = TargetPolicy(allow_private=True)

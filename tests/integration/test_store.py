@@ -10,9 +10,9 @@ import psycopg
 import pytest
 
 from scheduler import service
-from scheduler.db import make_pool
-from scheduler.lifecycle import Outcome
+from scheduler.planning.lifecycle import Outcome
 from scheduler.store import Completion, NameTaken, NotFound, Store, VersionMismatch
+from scheduler.store.db import make_pool
 from scheduler.store.rows import started_rows_cursor
 from tests.support import expire_lease, http_spec, insert_due_jobs, make_due
 

@@ -173,7 +173,7 @@ class Tenant:
 
 class Servers:
     def __init__(self, database_url: str, tmp: str, *, guard: bool, allow_list: str = ""):
-        from scheduler import local
+        from scheduler.local import runtime as local
 
         credentials = os.path.join(tmp, f"credentials-{guard}.json")
         with open(credentials, "w") as f:

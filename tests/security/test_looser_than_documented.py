@@ -22,11 +22,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from scheduler.core.urls import check_broker_url_syntax, check_url_syntax
 from scheduler.targets import ssrf
-from scheduler.targets.delivery import TargetPolicy
 from scheduler.targets.http import _prepared_url
 from scheduler.targets.http_wire import _origin_of
-from scheduler.urls import check_broker_url_syntax, check_url_syntax
+from scheduler.targets.results import TargetPolicy
 from tests.security.conftest import KEYS, Tenant, spec, unique
 
 # -- 1. instants are RFC 3339 with an offset ----------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from scheduler.migrations import ensure_login, migrate
+from scheduler.store.migrations import ensure_login, migrate
 from tests.support import temporary_database
 
 MAX_DAYS_AHEAD = 7  # migration 0011; the runner asks for 3

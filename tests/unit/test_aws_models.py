@@ -7,8 +7,8 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from pydantic import ValidationError
 
-from scheduler.aws_models import LAMBDA_EVENT_LIMIT, SQS_LIMIT, region_of, rendered_size
-from scheduler.models import JobSpec, validation_details
+from scheduler.schema.aws_models import LAMBDA_EVENT_LIMIT, SQS_LIMIT, region_of, rendered_size
+from scheduler.schema.models import JobSpec, validation_details
 from scheduler.targets.aws import classify
 
 ROLE = "arn:aws:iam::123456789012:role/path/scheduler-target"
@@ -256,7 +256,7 @@ def test_a_final_line_break_or_a_coerced_type_is_refused_at_its_field(target, fi
 
 
 def test_queue_urls_of_a_configured_endpoint_are_queue_urls(monkeypatch):
-    from scheduler.aws_arns import queue_url_region
+    from scheduler.core.aws_arns import queue_url_region
 
     for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SQS", "AWS_REGION", "AWS_DEFAULT_REGION"):
         monkeypatch.delenv(name, raising=False)
@@ -290,7 +290,7 @@ def test_queue_urls_of_a_configured_endpoint_are_queue_urls(monkeypatch):
 
 
 def test_an_sqs_target_takes_the_endpoint_s_queue_urls_and_names_them_when_refused(monkeypatch):
-    from scheduler.aws_models import SqsTarget
+    from scheduler.schema.aws_models import SqsTarget
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:4566")
     target = {"type": "sqs", "body": "x", "role_arn": "arn:aws:iam::000000000000:role/r"}

@@ -691,7 +691,7 @@ def test_endpoint_from_environment_and_stage_path(api, monkeypatch):
 
 
 def test_sigv4_flag_signs_with_the_credential_chain(api, monkeypatch):
-    from scheduler.sigv4 import verify_request
+    from scheduler.transport.sigv4 import verify_request
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-test")
@@ -716,7 +716,7 @@ def test_sigv4_flag_signs_with_the_credential_chain(api, monkeypatch):
 
 
 def test_sigv4_with_profile_and_region_flags(api, tmp_path, monkeypatch):
-    from scheduler.sigv4 import verify_request
+    from scheduler.transport.sigv4 import verify_request
 
     (tmp_path / "aws-credentials").write_text("[dev]\naws_access_key_id = AKIDDEV\naws_secret_access_key = s3cr3t\n")
     api.on("GET", "/v1/jobs", {"jobs": [], "next_cursor": None})
@@ -1051,7 +1051,7 @@ def test_bad_precision_in_the_environment_is_one_line(monkeypatch, capsys):
 
 
 def test_local_settings_read_the_environment_and_the_options_win(tmp_path):
-    from scheduler.local import LocalOptions, local_settings
+    from scheduler.local.runtime import LocalOptions, local_settings
 
     env = {
         "SCHEDULER_PRECISION": "minute",
@@ -1346,8 +1346,8 @@ def test_local_region_is_the_region_sigv4_signatures_must_name(tmp_path):
 
     from botocore.credentials import Credentials
 
-    from scheduler.http_adapter import RequestRefused
-    from scheduler.local import principal_resolver
+    from scheduler.local.runtime import principal_resolver
+    from scheduler.transport.http_adapter import RequestRefused
 
     creds = tmp_path / "creds.json"
     creds.write_text(json.dumps({"AKIDLOCAL": {"secret_access_key": "s", "principal": "arn:aws:iam::1:user/a"}}))
@@ -1387,13 +1387,13 @@ def test_local_does_not_import_the_cli_and_options_are_frozen():
     import dataclasses
 
     code = (
-        "import sys, scheduler.local, scheduler.logs; "
+        "import sys, scheduler.local.runtime, scheduler.local.logs; "
         "assert not [m for m in sys.modules if m.startswith('scheduler.cli')], sorted(sys.modules)"
     )
     subprocess.run(
         [sys.executable, "-c", code], check=True, env={**__import__("os").environ, "PYTHONPATH": "functions"}
     )
-    from scheduler.local import LocalOptions
+    from scheduler.local.runtime import LocalOptions
 
     with pytest.raises(dataclasses.FrozenInstanceError):
         LocalOptions().port = 1  # type: ignore[misc]
@@ -1471,10 +1471,12 @@ def test_an_error_the_message_already_says_is_printed_once(api, capsys):
 def test_the_log_line_of_a_finished_execution():
     import logging
 
-    from scheduler.logs import LocalFormatter
+    from scheduler.local.logs import LocalFormatter
 
     def line(**extra: Any) -> str:
-        record = logging.LogRecord("scheduler.executor", logging.INFO, __file__, 1, "execution finished", None, None)
+        record = logging.LogRecord(
+            "scheduler.runner.executor", logging.INFO, __file__, 1, "execution finished", None, None
+        )
         record.__dict__.update(extra)
         return LocalFormatter().format(record)
 
@@ -1488,7 +1490,7 @@ def test_the_log_line_of_a_finished_execution():
             lateness_ms=12,
             attempt=1,
         )
-        == "INFO scheduler.executor: nightly 3f2a succeeded http=200 took=85ms late=12ms"
+        == "INFO scheduler.runner.executor: nightly 3f2a succeeded http=200 took=85ms late=12ms"
     )
     assert line(
         job_name="amqp-job",
@@ -1499,7 +1501,7 @@ def test_the_log_line_of_a_finished_execution():
         lateness_ms=-1,
         attempt=2,
         error="broker said:\n  no route",
-    ) == ("INFO scheduler.executor: amqp-job 9 failed took=3ms late=-1ms attempt=2 error=broker said: no route")
+    ) == ("INFO scheduler.runner.executor: amqp-job 9 failed took=3ms late=-1ms attempt=2 error=broker said: no route")
     other = logging.LogRecord("x", logging.WARNING, __file__, 1, "something %s", ("else",), None)
     assert LocalFormatter("runner-2").format(other) == "WARNING [runner-2] x: something else"
 

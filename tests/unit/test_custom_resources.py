@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from scheduler.custom_resources import is_direct, respond
+from scheduler.transport.custom_resources import is_direct, respond
 from tests.support import RecordingServer
 
 EVENT = {

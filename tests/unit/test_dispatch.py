@@ -9,7 +9,7 @@ import time
 import pytest
 
 from scheduler import ports
-from scheduler.dispatch import CLAIM_AND_START, CLAIM_DUE, ClaimMode, TimedBatchBuffer
+from scheduler.runner.dispatch import CLAIM_AND_START, CLAIM_DUE, ClaimMode, TimedBatchBuffer
 from scheduler.store import Store
 
 
@@ -89,16 +89,18 @@ def test_local_mode_loads_the_http_delivery_before_its_first_burst():
     import sys
 
     check = (
-        "import sys, types\n"
-        "from scheduler import local\n"
-        "from scheduler.targets.delivery import TargetPolicy\n"
+        "import sys\n"
+        "from scheduler.settings import Settings\n"
+        "from scheduler.targets.results import TargetPolicy\n"
+        "from scheduler.wiring import Dependencies\n"
         "assert 'scheduler.targets.http' not in sys.modules\n"
-        "deps = types.SimpleNamespace(store=None, decrypt_target=dict, target_policy=TargetPolicy(), metrics=None)\n"
-        "dispatch = local._local_dispatch(deps)\n"
+        "deps = Dependencies(Settings())\n"
+        "deps.__dict__.update(store=None, target_policy=TargetPolicy())  # no database here\n"
+        "dispatch = deps.in_process_dispatch()\n"
         "dispatch.close()\n"
-        "from scheduler.targets import dispatcher\n"
+        "from scheduler.targets import router\n"
         "assert 'scheduler.targets.http' in sys.modules\n"
-        "assert 'http' in dispatcher._DELIVERERS\n"
+        "assert 'http' in router._DELIVERERS\n"
         "assert 'scheduler.targets.amqp' not in sys.modules  # other types still load on first use\n"
     )
     result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60)

@@ -8,7 +8,7 @@ import json
 import pytest
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-from scheduler.telemetry import EmfMetrics
+from scheduler.runner.telemetry import EmfMetrics
 
 
 def _powertools(capsys, name: str, unit: str, value: float, dimensions: dict[str, str]) -> dict:

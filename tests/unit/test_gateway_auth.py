@@ -14,7 +14,7 @@ from botocore.credentials import Credentials
 from scheduler.api.app import make_app
 from scheduler.api.gateway_auth import canonical_query, identifier_for, signed_paths, verify_event, with_principal
 from scheduler.settings import Settings
-from scheduler.sigv4 import SignatureError
+from scheduler.transport.sigv4 import SignatureError
 
 API_ID, STAGE = "abc123", "prod"
 CREDENTIALS = {

@@ -9,8 +9,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from scheduler import constants as c
-from scheduler.growth import (
+from scheduler.core import constants as c
+from scheduler.runner.growth import (
     FANOUT_DISPATCH_RATE,
     GROWTH_WINDOW_SECONDS,
     HELPER_START_MARGIN_SECONDS,

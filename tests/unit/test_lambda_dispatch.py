@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 import pytest
 from botocore.exceptions import ClientError
 
-from scheduler import constants as c
-from scheduler.dispatch import INVOKE_THREADS, LambdaDispatch, group_claims, invoke_payload
-from scheduler.domain import Claim
+from scheduler.core import constants as c
+from scheduler.core.domain import Claim
+from scheduler.runner.dispatch import INVOKE_THREADS, LambdaDispatch, group_claims, invoke_payload
 from scheduler.settings import Settings
 from scheduler.wiring import lambda_client_config
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler.domain import Job
-from scheduler.lifecycle import Outcome, backoff_seconds, plan_completion
+from scheduler.core.domain import Job
+from scheduler.planning.lifecycle import Outcome, backoff_seconds, plan_completion
 from scheduler.sql import QUERIES, parse_named_queries
 
 UTC = UTC

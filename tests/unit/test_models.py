@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from scheduler.models import JobSpec, validation_details
+from scheduler.schema.models import JobSpec, validation_details
 
 
 def spec(**overrides):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.targets.delivery import redact as redact_secrets
-from scheduler.targets.delivery import redact_and_cut
-from scheduler.urls import check_broker_url_syntax
+from scheduler.core.urls import check_broker_url_syntax
+from scheduler.targets.results import redact as redact_secrets
+from scheduler.targets.results import redact_and_cut
 
 TOKEN = "tok-0123456789abcdef"
 

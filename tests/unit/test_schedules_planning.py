@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler import lifecycle
-from scheduler.domain import Job
-from scheduler.lifecycle import Outcome
+from scheduler.core.domain import Job
+from scheduler.planning import lifecycle
+from scheduler.planning.lifecycle import Outcome
 from scheduler.schedules import ScheduleError, interval_anchor, occurrences
 
 UTC = UTC

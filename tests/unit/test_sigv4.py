@@ -16,7 +16,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from scheduler.client import SchedulerClient
-from scheduler.sigv4 import (
+from scheduler.transport.sigv4 import (
     CredentialsFileError,
     SignatureError,
     canonical_query_botocore,

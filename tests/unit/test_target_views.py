@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from scheduler.aws_models import EventBridgeTarget, LambdaTarget, SigV4Auth, SnsTarget, SqsTarget
-from scheduler.models import AmqpTarget, HttpTarget, Target
+from scheduler.schema.aws_models import EventBridgeTarget, LambdaTarget, SigV4Auth, SnsTarget, SqsTarget
+from scheduler.schema.models import AmqpTarget, HttpTarget, Target
 from scheduler.targets.aws_views import EventBridgeView, LambdaView, SigV4View, SnsView, SqsView
 from scheduler.targets.views import AmqpView, HttpView, InvalidTarget, view_of
 from tests.fuzz.strategies import _amqp_target, _http_target

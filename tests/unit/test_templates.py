@@ -7,9 +7,9 @@ import datetime as dt
 
 import pytest
 
-from scheduler import templates
-from scheduler.targets.delivery import Delivery, DeliveryResult, TargetPolicy
-from scheduler.targets.dispatcher import deliver
+from scheduler.targets import templates
+from scheduler.targets.results import Delivery, DeliveryResult, TargetPolicy
+from scheduler.targets.router import deliver
 
 BERLIN = dt.timezone(dt.timedelta(hours=1))
 DELIVERY = Delivery(

@@ -17,9 +17,9 @@ from scheduler.api.errors import BadRequest, documented
 from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Owner, StoreDep, cursor_position
 from scheduler.api.routes import rule
 from scheduler.api.serialize import Execution, execution_json
-from scheduler.models import MAX_BODY_LENGTH, Instant, JobSpec, is_job_id, parse_time
+from scheduler.core.timeutil import format_time
 from scheduler.schedules import occurrences
-from scheduler.timeutil import format_time
+from scheduler.schema.models import MAX_BODY_LENGTH, Instant, JobSpec, is_job_id, parse_time
 
 router = APIGatewayRouter()
 

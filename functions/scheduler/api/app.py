@@ -21,7 +21,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
-from scheduler.api import activity, deps, executions, jobs
+from scheduler.api import activity, executions, jobs, providers
 from scheduler.api.cursors import CursorCodec, cursor_key
 from scheduler.api.errors import (
     ApiError,
@@ -38,7 +38,7 @@ from scheduler.api.gateway_auth import with_principal
 from scheduler.api.identity import require_owner
 from scheduler.api.routes import allowed_methods, rule
 from scheduler.api.serialize import Health
-from scheduler.constants import MAX_REQUEST_BODY_BYTES
+from scheduler.core.constants import MAX_REQUEST_BODY_BYTES
 from scheduler.ports import JobStore
 from scheduler.secrets import SecretBox
 
@@ -202,8 +202,10 @@ def make_app(
             )
         return error_response(404, "not_found", "no such resource")
 
-    app.dependency_overrides[deps.get_store] = store_provider
-    app.dependency_overrides[deps.get_secret_box] = secret_box_provider
-    app.dependency_overrides[deps.get_settings] = lambda: settings
-    app.dependency_overrides[deps.get_cursors] = _once(lambda: CursorCodec(cursor_key(settings, secret_box_provider())))
+    app.dependency_overrides[providers.get_store] = store_provider
+    app.dependency_overrides[providers.get_secret_box] = secret_box_provider
+    app.dependency_overrides[providers.get_settings] = lambda: settings
+    app.dependency_overrides[providers.get_cursors] = _once(
+        lambda: CursorCodec(cursor_key(settings, secret_box_provider()))
+    )
     return app

@@ -17,9 +17,9 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
 from pydantic import BaseModel, ValidationError
 
-from scheduler.constants import MAX_REQUEST_BODY_BYTES, SERVICE_NAME
-from scheduler.errors import MaskedSecretError, NameTaken, NotFound, ScheduleError, SchedulerError, VersionMismatch
-from scheduler.models import validation_details
+from scheduler.core.constants import MAX_REQUEST_BODY_BYTES, SERVICE_NAME
+from scheduler.core.errors import MaskedSecretError, NameTaken, NotFound, ScheduleError, SchedulerError, VersionMismatch
+from scheduler.schema.models import validation_details
 
 logger = Logger(service=SERVICE_NAME, child=True)
 

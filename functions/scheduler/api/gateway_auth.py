@@ -4,7 +4,7 @@ On AWS, API Gateway verifies every request's SigV4 signature (IAM authorization)
 function the caller's principal (``requestContext.identity``). LocalStack's free edition
 checks nothing and passes no identity, so its variant of the stack gives the api function a
 set of access keys (a credentials document as ``scheduler local --credentials`` takes,
-``scheduler.sigv4.parse_credentials``) and the function verifies each request itself:
+``scheduler.transport.sigv4.parse_credentials``) and the function verifies each request itself:
 two access keys are two tenants, as two IAM principals are in AWS.
 
 The client signed the URL it called, which the event gives only in parts: the stage path
@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 from scheduler.api.errors import Forbidden
 from scheduler.settings import Settings
-from scheduler.sigv4 import Credentials, SignatureError, parse_credentials, verify_request
+from scheduler.transport.sigv4 import Credentials, SignatureError, parse_credentials, verify_request
 
 
 def signed_paths(event: Mapping[str, Any]) -> list[str]:

@@ -15,15 +15,15 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from scheduler import service
 from scheduler.api.cursors import MAX_CURSOR_LENGTH, CursorCodec, InvalidCursor, scope_of
-from scheduler.api.deps import get_cursors, get_owner, get_secret_box, get_settings, get_store
 from scheduler.api.errors import BadRequest, documented
+from scheduler.api.providers import get_cursors, get_owner, get_secret_box, get_settings, get_store
 from scheduler.api.routes import rule
 from scheduler.api.serialize import Job, JobList, RunAccepted, job_json, spec_of
-from scheduler.constants import AWS_TARGET_TYPES, SERVICE_NAME
-from scheduler.models import MAX_NAME_LENGTH, MAX_TAG_LENGTH, JobSpec
+from scheduler.core.constants import AWS_TARGET_TYPES, SERVICE_NAME
+from scheduler.core.timeutil import format_time
 from scheduler.ports import JobStore
+from scheduler.schema.models import MAX_NAME_LENGTH, MAX_TAG_LENGTH, JobSpec
 from scheduler.secrets import SecretBox, encrypt_target_secrets, keep_masked_secrets
-from scheduler.timeutil import format_time
 
 logger = Logger(service=SERVICE_NAME, child=True)
 router = APIGatewayRouter()

@@ -11,11 +11,11 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field
 
-from scheduler.domain import SPEC_FIELDS
-from scheduler.domain import Execution as DomainExecution
-from scheduler.models import JobSpec
+from scheduler.core.domain import SPEC_FIELDS
+from scheduler.core.domain import Execution as DomainExecution
+from scheduler.core.timeutil import format_time
+from scheduler.schema.models import JobSpec
 from scheduler.secrets import mask_target_secrets
-from scheduler.timeutil import format_time
 
 _TIME_FIELDS = ("run_at", "start_at", "end_at")
 

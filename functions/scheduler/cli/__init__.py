@@ -34,7 +34,7 @@ from scheduler.cli.common import (
 )
 from scheduler.cli.definitions import READ_ONLY_FIELDS, parse_definition
 from scheduler.cli.output import ERROR_WIDTH, format_table, truncate
-from scheduler.logs import configure_logging
+from scheduler.local.logs import configure_logging
 
 __all__ = [
     "ERROR_WIDTH",

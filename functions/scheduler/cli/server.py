@@ -11,7 +11,7 @@ from scheduler.cli.common import EXIT_API_ERROR, CommandFailed, UsageError, port
 
 def local_options(args: argparse.Namespace) -> Any:
     """The typed options of ``scheduler local`` from its flags."""
-    from scheduler.local import LocalOptions
+    from scheduler.local.runtime import LocalOptions
 
     return LocalOptions(
         host=args.host,
@@ -28,8 +28,8 @@ def local_options(args: argparse.Namespace) -> Any:
 
 
 def run_local(args: argparse.Namespace) -> int:
-    """``scheduler local``: ``scheduler.local.serve`` with the options of the flags."""
-    from scheduler.local import LocalError, OptionError, serve
+    """``scheduler local``: ``scheduler.local.runtime.serve`` with the options of the flags."""
+    from scheduler.local.runtime import LocalError, OptionError, serve
 
     try:
         return serve(local_options(args))
@@ -41,9 +41,9 @@ def run_local(args: argparse.Namespace) -> int:
 
 def run_migrate(args: argparse.Namespace) -> int:
     """``scheduler migrate``: apply the migrations to ``--database-url`` (else the environment's)."""
-    from scheduler import constants as c
-    from scheduler.local import LocalError, OptionError, migrate_or_explain, resolve_database_url
-    from scheduler.migrations import migrate
+    from scheduler.core import constants as c
+    from scheduler.local.runtime import LocalError, OptionError, migrate_or_explain, resolve_database_url
+    from scheduler.store.migrations import migrate
 
     try:
         url, _ = resolve_database_url(args.database_url)

@@ -34,8 +34,8 @@ from scheduler.client import encode_query, region_of_endpoint
 from scheduler.console import console_app
 from scheduler.console.access import ENV_TOKEN, TokenGate
 from scheduler.console.guard import LOOPBACK_NAMES, guard
-from scheduler.http_adapter import MAX_REQUEST_BODY_BYTES, envelope_server_errors
-from scheduler.sigv4 import wsgi_raw_path
+from scheduler.transport.http_adapter import MAX_REQUEST_BODY_BYTES, envelope_server_errors
+from scheduler.transport.sigv4 import wsgi_raw_path
 
 logger = logging.getLogger("scheduler.console")
 

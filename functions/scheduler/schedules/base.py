@@ -8,7 +8,7 @@ from abc import ABC, abstractmethod
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from scheduler.errors import ScheduleError  # noqa: F401 (re-exported)
+from scheduler.core.errors import ScheduleError  # noqa: F401 (re-exported)
 
 UTC = UTC
 

@@ -7,7 +7,7 @@ that owner's jobs: another principal's job is indistinguishable from an absent o
 The store does not plan: a write that needs a plan (the next occurrence, a retry) takes it
 computed (``write_completions``) or takes the planning function, called while the row is held
 (``insert_job``, ``modify_job``, ``complete_locked``). ``scheduler.service`` pairs each operation
-with its plan from ``scheduler.lifecycle``.
+with its plan from ``scheduler.planning.lifecycle``.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from scheduler.domain import SPEC_FIELDS, Claim, Completion, Job, StartedExecution
-from scheduler.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
+from scheduler.core.domain import SPEC_FIELDS, Claim, Completion, Job, StartedExecution
+from scheduler.core.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
 from scheduler.ports import Change, CompletionPlanner, Planner
 from scheduler.sql import QUERIES
 from scheduler.store.completions import completion_batch, completion_row

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from scheduler.domain import Completion
+from scheduler.core.domain import Completion
 from scheduler.store.rows import orjson  # None without the `local` extra (the Lambda layer's case)
 
 # complete_job's parameters, and the order of each outcome's values in complete_jobs' JSON.

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler.domain import Execution, PartitionMaintenance
+from scheduler.core.domain import Execution, PartitionMaintenance
 from scheduler.sql import QUERIES
 from scheduler.store.rows import is_uuid, retry_on_dead_connection
 

@@ -2,9 +2,9 @@
 
 Modules:
 
-- :mod:`scheduler.targets.dispatcher`: ``deliver()``, which renders the body's placeholders and
+- :mod:`scheduler.targets.router`: ``deliver()``, which renders the body's placeholders and
   hands the delivery to the module of the target's type.
-- :mod:`scheduler.targets.delivery`: the shared types (``DeliveryResult``, ``TargetPolicy``; the
+- :mod:`scheduler.targets.results`: the shared types (``DeliveryResult``, ``TargetPolicy``; the
   ``Delivery`` identity comes from the domain) and the helpers that build results.
 - :mod:`scheduler.targets.watchdog`: the wall-clock deadline of a delivery.
 - :mod:`scheduler.targets.http`: HTTP(S) targets (redirects, auth, classification of the

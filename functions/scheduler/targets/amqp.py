@@ -55,7 +55,8 @@ import pika
 import pika.exceptions as pex
 
 from scheduler.targets import ssrf
-from scheduler.targets.delivery import (
+from scheduler.targets.idle import IdlePool
+from scheduler.targets.results import (
     SUCCEEDED,
     Delivery,
     DeliveryResult,
@@ -66,7 +67,6 @@ from scheduler.targets.delivery import (
     timed_out,
     transient,
 )
-from scheduler.targets.idle import IdlePool
 from scheduler.targets.views import AmqpView
 from scheduler.targets.watchdog import Watchdog, running
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from scheduler.targets.aws_credentials import CredentialCache, OwnerNotUsable, RoleCredentials, default_cache
 from scheduler.targets.aws_views import AwsView, EventBridgeView, LambdaView, SigV4View, SnsView, SqsView, region
-from scheduler.targets.delivery import (
+from scheduler.targets.results import (
     EXCERPT_LIMIT,
     SUCCEEDED,
     Delivery,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from scheduler.aws_arns import partition_of_region
+from scheduler.core.aws_arns import partition_of_region
 
 #: Credentials are refreshed this long before they expire.
 REFRESH_MARGIN_SECONDS = 300.0

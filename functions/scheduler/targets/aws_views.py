@@ -3,7 +3,7 @@
 
 Like :mod:`scheduler.targets.views` (which routes to :func:`aws_view_of` and reads an HTTP
 target's ``sigv4`` auth with :func:`sigv4_of`): the fields and defaults of the pydantic models
-of ``scheduler.aws_models`` (``tests/unit/test_target_views.py`` holds them to each other),
+of ``scheduler.schema.aws_models`` (``tests/unit/test_target_views.py`` holds them to each other),
 built without pydantic; what no model would have stored raises ``InvalidAwsTarget``.
 """
 
@@ -13,7 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.aws_arns import EVENT_BUS_ARN, FUNCTION_ARN, REGION, ROLE_ARN, TOPIC_ARN, queue_url_region, region_of
+from scheduler.core.aws_arns import (
+    EVENT_BUS_ARN,
+    FUNCTION_ARN,
+    REGION,
+    ROLE_ARN,
+    TOPIC_ARN,
+    queue_url_region,
+    region_of,
+)
 
 #: The ``type`` of each AWS target.
 AWS_TYPES = ("lambda", "sqs", "sns", "eventbridge")

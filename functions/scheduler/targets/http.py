@@ -54,7 +54,8 @@ import requests
 
 from scheduler.targets import http_wire, ssrf
 from scheduler.targets.aws import HttpSigner, sigv4_signer
-from scheduler.targets.delivery import (
+from scheduler.targets.http_wire import DEFAULT_HEADERS, Headers, Request, Response, close_connections  # noqa: F401 (re-exported)
+from scheduler.targets.results import (
     EXCERPT_LIMIT,
     SUCCEEDED,
     Delivery,
@@ -66,7 +67,6 @@ from scheduler.targets.delivery import (
     timed_out,
     transient,
 )
-from scheduler.targets.http_wire import DEFAULT_HEADERS, Headers, Request, Response, close_connections  # noqa: F401 (re-exported)
 from scheduler.targets.views import HTTP_METHODS, HttpView
 from scheduler.targets.watchdog import Watchdog, running
 

@@ -40,9 +40,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from scheduler.targets import ssrf
-from scheduler.targets.delivery import TargetPolicy
 from scheduler.targets.http_answer import RECV_BYTES, AnswerReader, ConnectionDropped, InvalidResponse, Response
 from scheduler.targets.idle import IdlePool
+from scheduler.targets.results import TargetPolicy
 from scheduler.targets.watchdog import Watchdog
 
 USER_AGENT = "scheduler/0.1 (job scheduler delivery)"

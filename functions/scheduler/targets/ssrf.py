@@ -22,7 +22,7 @@ entirely; CIDRs or single addresses (``10.20.0.0/16``, ``fd00::/8``, ``10.1.2.3`
 addresses they contain.
 
 :func:`check_url_syntax` and :func:`check_broker_url_syntax` (the syntax rules, defined in
-:mod:`scheduler.urls` for the API) are re-exported here for the delivery.
+:mod:`scheduler.core.urls` for the API) are re-exported here for the delivery.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from scheduler.targets.delivery import TargetPolicy
-from scheduler.urls import MAX_URL_LENGTH, check_broker_url_syntax, check_url_syntax  # noqa: F401 (re-exported)
+from scheduler.core.urls import MAX_URL_LENGTH, check_broker_url_syntax, check_url_syntax  # noqa: F401 (re-exported)
+from scheduler.targets.results import TargetPolicy
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 AddrInfo = tuple[Any, Any, int, str, tuple]

@@ -1,7 +1,7 @@
 """The typed views of a target that the delivery reads: ``HttpView`` and ``AmqpView`` (and the
 AWS targets' views of :mod:`scheduler.targets.aws_views`).
 
-A target has one schema: the pydantic models of ``scheduler.models`` (``HttpTarget``,
+A target has one schema: the pydantic models of ``scheduler.schema.models`` (``HttpTarget``,
 ``AmqpTarget``), with which the API validates every target before it is stored. The delivery
 reads a stored target (a dict, its secrets decrypted) through these frozen views: the same
 fields and defaults (``tests/unit/test_target_views.py`` holds them to the models), built by
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from scheduler.core.urls import check_url_syntax
 from scheduler.targets.aws_views import AWS_TYPES, AwsView, InvalidAwsTarget, SigV4View, aws_view_of, sigv4_of
-from scheduler.urls import check_url_syntax
 
 #: Default of ``target.timeout_seconds`` (http and amqp).
 DEFAULT_TIMEOUT_SECONDS = 30.0

@@ -21,14 +21,14 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler import constants as c
 from scheduler import service
-from scheduler.domain import Completion, Outcome, StartedExecution
-from scheduler.errors import SecretError
+from scheduler.core import constants as c
+from scheduler.core.domain import Completion, Outcome, StartedExecution
+from scheduler.core.errors import SecretError
 from scheduler.ports import ExecutionStore
-from scheduler.targets.delivery import Delivery, DeliveryResult, TargetPolicy
-from scheduler.targets.dispatcher import deliver
-from scheduler.telemetry import Metrics, NullMetrics
+from scheduler.runner.telemetry import Metrics, NullMetrics
+from scheduler.targets.results import Delivery, DeliveryResult, TargetPolicy
+from scheduler.targets.router import deliver
 
 logger = logging.getLogger(__name__)
 
@@ -242,8 +242,13 @@ def execute_invoke(
 ) -> dict[str, Any]:
     """Run what an executor invoke carries (``invoke_claims``): one claim's report, or for a group
     ``{"executions": [report, ...]}``."""
+    return run_invoke(Executor(store, decrypt_target, policy, metrics, remaining_seconds), event)
+
+
+def run_invoke(executor: Executor, event: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``executor`` does with an executor invoke's ``event`` (``invoke_claims``): one claim's
+    report, or for a group ``{"executions": [report, ...]}``."""
     claims = invoke_claims(event)
-    executor = Executor(store, decrypt_target, policy, metrics, remaining_seconds)
     if "claims" not in event:
         return executor.run(claims[0]).as_dict()
     return {"executions": [report.as_dict() for report in executor.run_group(claims)]}

@@ -1,5 +1,5 @@
 """The fan-out loop: claim due jobs and hand each claim to an executor, through a ``Dispatch``
-(``scheduler.dispatch``: its claim mode says which statement takes the claims).
+(``scheduler.runner.dispatch``: its claim mode says which statement takes the claims).
 
 With second precision (the default), one invocation keeps claiming through its minute, sleeping
 until the next due time, so a job fires within about a second of its time although EventBridge
@@ -17,9 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler import constants as c
-from scheduler.dispatch import Dispatch, LambdaDispatch
-from scheduler.growth import (
+from scheduler.core import constants as c
+from scheduler.ports import FanoutStore
+from scheduler.runner.dispatch import Dispatch, LambdaDispatch
+from scheduler.runner.growth import (
     BACKLOG_CHECK_SECONDS,
     BACKLOG_RECHECK_FULL_SECONDS,
     FANOUT_DISPATCH_RATE,
@@ -27,8 +28,7 @@ from scheduler.growth import (
     is_helper,
     lambda_growth,
 )
-from scheduler.ports import FanoutStore
-from scheduler.telemetry import Metrics, NullMetrics
+from scheduler.runner.telemetry import Metrics, NullMetrics
 
 # How far past its minute a second-precision fan-out keeps claiming (the overlap).
 OVERLAP_SECONDS = 5.0
@@ -125,89 +125,155 @@ def run_fanout(
     ``lease_seconds`` must cover the wait in the invoke queue: an executor arriving later finds
     its lease taken over and does nothing.
 
-    ``until_empty`` (a helper fan-out, ``scheduler.growth``): any claim that took jobs is followed
+    ``until_empty`` (a helper fan-out, ``scheduler.runner.growth``): any claim that took jobs is followed
     by another at once, so it stops at the first empty claim (or its drain limit), not at a claim
     short of a batch (rows another fan-out holds are skipped). ``on_backlog`` (the primary) is
     called with the due backlog at the start and every ``backlog_check_seconds`` (every
     ``BACKLOG_RECHECK_FULL_SECONDS`` while claims come back full: a backlog is building); it
     returns the number of helpers it started.
     """
-    metrics = metrics or NullMetrics()
-    stop = stop or threading.Event()
-    began = clock()
-    deadline = began + budget_seconds
-    drain_deadline = began + drain_limit_seconds if drain_limit_seconds is not None else float("inf")
-    report = FanoutReport()
-    backlog, oldest = store.due_backlog()
-    metrics.gauge(c.METRIC_DUE_BACKLOG, backlog)
-    metrics.gauge(c.METRIC_OLDEST_DUE_AGE_S, oldest, unit="Seconds")
-    # Helpers add dispatch, not executors: while the executors' reserved concurrency is what holds
-    # the backlog back (no room for a claim within the last check), none is started for it.
-    saturated = dispatch.capacity() <= 0
-    saturated_at = began if saturated else float("-inf")
-    if on_backlog is not None:
-        report.helpers += on_backlog(0 if saturated else backlog)
-    checked, next_check = began, began + backlog_check_seconds
-    # Retention: the day partitions are kept (created ahead, dropped past the retention) once per
-    # run, at its first round without a full claim, so it never delays due jobs; under a backlog
-    # that keeps every claim full, once MAINTENANCE_DUE_SECONDS into the run all the same (else
-    # tomorrow's partition would never be created).
-    maintain = bool(retention_days)
-    maintain_by = began + MAINTENANCE_DUE_SECONDS
-    while not stop.is_set():
-        if maintain and clock() >= maintain_by:
-            maintain = False
-            _maintain_partitions(store, retention_days, report)
-        if on_backlog is not None and clock() >= next_check:
-            saturated = clock() - saturated_at < backlog_check_seconds
-            report.helpers += on_backlog(0 if saturated else store.due_backlog()[0])
-            checked, next_check = clock(), clock() + backlog_check_seconds
+    run = _FanoutRun(
+        store,
+        dispatch,
+        metrics=metrics or NullMetrics(),
+        stop=stop or threading.Event(),
+        clock=clock,
+        budget_seconds=budget_seconds,
+        drain_limit_seconds=drain_limit_seconds,
+        retention_days=retention_days,
+        on_backlog=on_backlog,
+        backlog_check_seconds=backlog_check_seconds,
+    )
+    while not run.stop.is_set():
+        run.keep_up()
         room = min(batch_size, dispatch.capacity())
         if room <= 0:  # executors saturated: claim nothing we would have to give back
-            saturated_at = clock()
-            stop.wait(MIN_IDLE_SECONDS)
-            if clock() >= min(deadline, drain_deadline):
+            if run.wait_for_room():
                 break
             continue
-        claims = dispatch.claim_mode.claim(store, room, lease_seconds)
-        report.rounds += 1
-        if claims:
-            report.claimed += len(claims)
-            lost = sum(1 for claim in claims if claim.reclaimed)
-            if lost:  # their runners died: the claim marked the executions lost (queries.sql)
-                metrics.count(c.METRIC_EXECUTIONS, lost, status="lost")
-            report.job_ids.extend(claim.job_id for claim in claims)
-            refused = dispatch.dispatch(claims)
-            for claim in refused:
-                try:
-                    if store.release(claim.job_id, claim.lock_token):
-                        report.released += 1
-                except Exception:  # its lease runs out instead, and the job is claimed again
-                    logger.exception("release failed", extra={"job_id": claim.job_id})
-            report.dispatched += len(claims) - len(refused)
-            metrics.count(c.METRIC_CLAIMED, len(claims))
-            metrics.count(c.METRIC_DISPATCHED, len(claims) - len(refused))
-            if len(claims) == room and on_backlog is not None:
-                next_check = min(next_check, checked + BACKLOG_RECHECK_FULL_SECONDS)
-            if len(refused) < len(claims) and (len(claims) == room or until_empty) and clock() < drain_deadline:
-                continue  # more may be due right now
-            if refused:
-                stop.wait(0.05)  # executors saturated: let them drain a little
-        if maintain:
-            maintain = False
-            _maintain_partitions(store, retention_days, report)
-        now = clock()
-        if now >= deadline:
+        if run.claim_round(room, lease_seconds, until_empty=until_empty):
+            continue  # more may be due right now
+        if run.idle():
             break
-        wait = store.next_due_in()
+    return run.finish()
+
+
+class _FanoutRun:
+    """The state of one ``run_fanout``: its clock, deadlines, report, the backlog's checks and
+    the partitions' upkeep, with a method per step of its loop."""
+
+    def __init__(
+        self,
+        store: FanoutStore,
+        dispatch: Dispatch,
+        *,
+        metrics: Metrics,
+        stop: threading.Event,
+        clock: Callable[[], float],
+        budget_seconds: float,
+        drain_limit_seconds: float | None,
+        retention_days: int | None,
+        on_backlog: Callable[[int], int] | None,
+        backlog_check_seconds: float,
+    ) -> None:
+        self.store, self.dispatch, self.metrics, self.stop, self.clock = store, dispatch, metrics, stop, clock
+        self.began = clock()
+        self.deadline = self.began + budget_seconds
+        self.drain_deadline = self.began + drain_limit_seconds if drain_limit_seconds is not None else float("inf")
+        self.report = FanoutReport()
+        self.retention_days = retention_days
+        self.on_backlog = on_backlog
+        self.backlog_check_seconds = backlog_check_seconds
+        backlog, oldest = store.due_backlog()
+        metrics.gauge(c.METRIC_DUE_BACKLOG, backlog)
+        metrics.gauge(c.METRIC_OLDEST_DUE_AGE_S, oldest, unit="Seconds")
+        # Helpers add dispatch, not executors: while the executors' reserved concurrency is what
+        # holds the backlog back (no room for a claim within the last check), none is started for it.
+        saturated = dispatch.capacity() <= 0
+        self.saturated_at = self.began if saturated else float("-inf")
+        if on_backlog is not None:
+            self.report.helpers += on_backlog(0 if saturated else backlog)
+        self.checked, self.next_check = self.began, self.began + backlog_check_seconds
+        # Retention: the day partitions are kept (created ahead, dropped past the retention) once
+        # per run, at its first round without a full claim, so it never delays due jobs; under a
+        # backlog that keeps every claim full, once MAINTENANCE_DUE_SECONDS into the run all the
+        # same (else tomorrow's partition would never be created).
+        self.maintain = bool(retention_days)
+        self.maintain_by = self.began + MAINTENANCE_DUE_SECONDS
+
+    def keep_up(self) -> None:
+        """The partitions' upkeep when it is overdue, and the backlog's check when it is due."""
+        if self.maintain and self.clock() >= self.maintain_by:
+            self._maintain()
+        if self.on_backlog is not None and self.clock() >= self.next_check:
+            saturated = self.clock() - self.saturated_at < self.backlog_check_seconds
+            self.report.helpers += self.on_backlog(0 if saturated else self.store.due_backlog()[0])
+            self.checked, self.next_check = self.clock(), self.clock() + self.backlog_check_seconds
+
+    def _maintain(self) -> None:
+        self.maintain = False
+        assert self.retention_days is not None
+        _maintain_partitions(self.store, self.retention_days, self.report)
+
+    def wait_for_room(self) -> bool:
+        """A short pause while the executors are saturated; True when the run is over."""
+        self.saturated_at = self.clock()
+        self.stop.wait(MIN_IDLE_SECONDS)
+        return self.clock() >= min(self.deadline, self.drain_deadline)
+
+    def claim_round(self, room: int, lease_seconds: float, *, until_empty: bool) -> bool:
+        """Claim up to ``room`` jobs and dispatch them (giving back the refused); True when
+        another claim should follow at once (a full claim, or a helper's claim that took jobs)."""
+        claims = self.dispatch.claim_mode.claim(self.store, room, lease_seconds)
+        report = self.report
+        report.rounds += 1
+        if not claims:
+            return False
+        report.claimed += len(claims)
+        lost = sum(1 for claim in claims if claim.reclaimed)
+        if lost:  # their runners died: the claim marked the executions lost (queries.sql)
+            self.metrics.count(c.METRIC_EXECUTIONS, lost, status="lost")
+        report.job_ids.extend(claim.job_id for claim in claims)
+        refused = self.dispatch.dispatch(claims)
+        for claim in refused:
+            try:
+                if self.store.release(claim.job_id, claim.lock_token):
+                    report.released += 1
+            except Exception:  # its lease runs out instead, and the job is claimed again
+                logger.exception("release failed", extra={"job_id": claim.job_id})
+        report.dispatched += len(claims) - len(refused)
+        self.metrics.count(c.METRIC_CLAIMED, len(claims))
+        self.metrics.count(c.METRIC_DISPATCHED, len(claims) - len(refused))
+        if len(claims) == room and self.on_backlog is not None:
+            self.next_check = min(self.next_check, self.checked + BACKLOG_RECHECK_FULL_SECONDS)
+        if len(refused) < len(claims) and (len(claims) == room or until_empty) and self.clock() < self.drain_deadline:
+            return True
+        if refused:
+            self.stop.wait(0.05)  # executors saturated: let them drain a little
+        return False
+
+    def idle(self) -> bool:
+        """The upkeep if still pending, then sleep until the next due time (at most a second);
+        True when the run is over."""
+        if self.maintain:
+            self._maintain()
+        now = self.clock()
+        if now >= self.deadline:
+            return True
+        wait = self.store.next_due_in()
         # Due but not claimable (rows held by a concurrent claim): a short pause, not a spin.
         wait = MAX_IDLE_SECONDS if wait is None else min(max(wait, MIN_IDLE_SECONDS), MAX_IDLE_SECONDS)
-        stop.wait(min(wait, deadline - now))
-    report.duration_ms = (clock() - began) * 1000
-    metrics.milliseconds(c.METRIC_FANOUT_DURATION_MS, report.duration_ms)
-    if report.helpers:
-        metrics.count(c.METRIC_FANOUT_HELPERS, report.helpers)
-    return report
+        self.stop.wait(min(wait, self.deadline - now))
+        return False
+
+    def finish(self) -> FanoutReport:
+        """The report, with the run's duration counted."""
+        report = self.report
+        report.duration_ms = (self.clock() - self.began) * 1000
+        self.metrics.milliseconds(c.METRIC_FANOUT_DURATION_MS, report.duration_ms)
+        if report.helpers:
+            self.metrics.count(c.METRIC_FANOUT_HELPERS, report.helpers)
+        return report
 
 
 def run_lambda_invocation(
@@ -233,7 +299,7 @@ def run_lambda_invocation(
     executions) or a helper's (``{"helper": true, "seconds": s}``: until a claim comes back empty,
     its ``s`` seconds or its drain limit, no helpers of its own). ``dispatch_options`` go to
     ``LambdaDispatch``; ``dispatch_rate`` is what one fan-out is counted to dispatch a second
-    (``scheduler.growth``). Returns the report and whether this was a helper."""
+    (``scheduler.runner.growth``). Returns the report and whether this was a helper."""
     helper = is_helper(event)
     limit = drain_limit(remaining_seconds)
     budget = 0.0 if helper else fanout_deadline(precision, remaining_seconds)

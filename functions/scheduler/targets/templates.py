@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import re
 
-from scheduler.domain import Delivery
-from scheduler.timeutil import format_time
+from scheduler.core.domain import Delivery
+from scheduler.core.timeutil import format_time
 
 PLACEHOLDERS = ("job_id", "execution_id", "scheduled_at", "attempt")
 

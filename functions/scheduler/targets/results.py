@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from scheduler.constants import SECRET_MASK
-from scheduler.domain import (  # noqa: F401 (re-exported)
+from scheduler.core.constants import SECRET_MASK
+from scheduler.core.domain import (  # noqa: F401 (re-exported)
     HEADER_ATTEMPT,
     HEADER_EXECUTION_ID,
     HEADER_IDEMPOTENCY_KEY,

@@ -1,5 +1,5 @@
 """Metrics as a small port: CloudWatch EMF documents in Lambda, nothing (or a log line)
-in local mode and tests. Metric names live in ``scheduler.constants``."""
+in local mode and tests. Metric names live in ``scheduler.core.constants``."""
 
 from __future__ import annotations
 

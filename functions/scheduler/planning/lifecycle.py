@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler.domain import Job, Outcome  # noqa: F401 (Outcome re-exported)
+from scheduler.core.domain import Job, Outcome  # noqa: F401 (Outcome re-exported)
 from scheduler.schedules import Schedule, first_run, interval_anchor, one_off, parse_schedule, plan_next
 
 # How many missed occurrences `run_all` catches up at most.

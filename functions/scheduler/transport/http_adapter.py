@@ -25,7 +25,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl
 
-from scheduler.constants import MAX_REQUEST_BODY_BYTES
+from scheduler.core.constants import MAX_REQUEST_BODY_BYTES
 
 # The request body, once read, is left in the WSGI environ under this key.
 BODY_KEY = "scheduler.body"

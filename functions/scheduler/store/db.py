@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 # The RDS certificate authorities (https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem),
 # for connections straight to the instance (the migrate function), when the file is shipped.
-RDS_CA_BUNDLE = Path(__file__).resolve().parent / "certs" / "rds-global-bundle.pem"
+RDS_CA_BUNDLE = Path(__file__).resolve().parent.parent / "certs" / "rds-global-bundle.pem"
 # SQLSTATEs of a refused login: invalid_password, invalid_authorization_specification.
 _LOGIN_FAILED = {"28P01", "28000"}
 

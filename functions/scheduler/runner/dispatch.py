@@ -25,11 +25,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from scheduler.domain import Claim, StartedExecution
+from scheduler.core.domain import Claim, StartedExecution
 
 if TYPE_CHECKING:  # the fan-out Lambda does not load the delivery code
-    from scheduler.executor import Executor, Finished
     from scheduler.ports import FanoutStore
+    from scheduler.runner.executor import Executor, Finished
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from scheduler import constants as c
+from scheduler.core import constants as c
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 URL_SHAPE = "postgresql://[user[:password]@]host[:port]/dbname or 'host=H port=P dbname=D'"

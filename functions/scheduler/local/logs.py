@@ -3,7 +3,7 @@
 A finished execution is one line that carries what a reader looks for, taken from the fields
 the executor attaches to its record (``extra``)::
 
-    INFO scheduler.executor: nightly 3f2a... succeeded http=200 took=85ms late=12ms
+    INFO scheduler.runner.executor: nightly 3f2a... succeeded http=200 took=85ms late=12ms
 
 Errors are printed whole (the executor's error text is redacted before it is recorded, so no
 secret reaches it).

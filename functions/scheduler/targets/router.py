@@ -13,9 +13,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from scheduler import templates
+from scheduler.targets import templates
 from scheduler.targets.aws_views import AWS_TYPES, TEXT_FIELDS
-from scheduler.targets.delivery import FAILED, TIMED_OUT, Delivery, DeliveryResult, TargetPolicy, permanent
+from scheduler.targets.results import FAILED, TIMED_OUT, Delivery, DeliveryResult, TargetPolicy, permanent
 from scheduler.targets.views import AmqpView, InvalidTarget, TargetView, view_of
 
 

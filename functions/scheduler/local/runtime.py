@@ -22,13 +22,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from scheduler import constants as c
-from scheduler import database_urls
 from scheduler.api.routes import rule
-from scheduler.errors import MigrationError, SchedulerError
+from scheduler.core import constants as c
+from scheduler.core.errors import MigrationError, SchedulerError
 from scheduler.settings import Settings
+from scheduler.store import database_urls
 
-logger = logging.getLogger("scheduler.local")
+logger = logging.getLogger(__name__)
 
 LOCAL_PRINCIPAL = "arn:aws:iam::000000000000:user/local"
 DEFAULT_REGION = "us-east-1"
@@ -111,7 +111,7 @@ def auth_mode(options: LocalOptions) -> str:
 
 def read_credentials(credentials_file: str) -> dict[str, tuple[str, str]]:
     """The access keys of ``--credentials``; ``OptionError`` naming what is wrong with the file."""
-    from scheduler.sigv4 import CredentialsFileError, load_credentials
+    from scheduler.transport.sigv4 import CredentialsFileError, load_credentials
 
     try:
         return load_credentials(credentials_file)
@@ -160,8 +160,8 @@ def principal_resolver(
 def signature_resolver(credentials: dict[str, tuple[str, str]], *, region: str | None) -> PrincipalForRequest:
     """The owner of a request's verified SigV4 signature, by one of ``credentials``; a request
     whose signature does not verify is refused with the reason (``RequestRefused``: 403)."""
-    from scheduler.http_adapter import RequestRefused
-    from scheduler.sigv4 import SignatureError, verify_wsgi
+    from scheduler.transport.http_adapter import RequestRefused
+    from scheduler.transport.sigv4 import SignatureError, verify_wsgi
 
     def resolve(environ: dict[str, Any]) -> str | None:
         try:
@@ -178,7 +178,7 @@ def signature_resolver(credentials: dict[str, tuple[str, str]], *, region: str |
 def run_runner(deps: Any, settings: Settings, dispatch: Any, stop: threading.Event) -> None:
     """The runner's loop: fan-out after fan-out until ``stop``, surviving database outages (the
     leases protect the jobs meanwhile)."""
-    from scheduler.fanout import run_fanout
+    from scheduler.runner.fanout import run_fanout
 
     while not stop.is_set():
         try:
@@ -200,15 +200,6 @@ def run_runner(deps: Any, settings: Settings, dispatch: Any, stop: threading.Eve
             stop.wait(1.0)
 
 
-def _local_dispatch(deps: Any) -> Any:
-    from scheduler.dispatch import InProcessDispatch
-    from scheduler.executor import Executor
-    from scheduler.targets import dispatcher
-
-    dispatcher.preload(("http",))
-    return InProcessDispatch(Executor(deps.store, deps.decrypt_target, deps.target_policy, deps.metrics))
-
-
 def _close_delivery_clients() -> None:
     from scheduler.targets import amqp as amqp_target
     from scheduler.targets import http as http_target
@@ -223,7 +214,7 @@ def runner_process(settings: Settings) -> None:
     and are recorded."""
     import multiprocessing
 
-    from scheduler.logs import configure_logging
+    from scheduler.local.logs import configure_logging
     from scheduler.wiring import Dependencies
 
     configure_logging(multiprocessing.current_process().name)
@@ -240,7 +231,7 @@ def runner_process(settings: Settings) -> None:
     threading.Thread(target=watch_parent, name="parent-watch", daemon=True).start()
     deps = Dependencies(settings, pool_max_size=8)
     deps.store, deps.secret_box  # built now, before the threads that share them  # noqa: B018
-    dispatch = _local_dispatch(deps)
+    dispatch = deps.in_process_dispatch()
     try:
         run_runner(deps, settings, dispatch, stop)
     finally:
@@ -287,7 +278,7 @@ def local_settings(
 
 
 def resolve_database_url(given: str | None, environ: dict[str, str] | None = None) -> tuple[str | None, str]:
-    """``scheduler.database_urls.resolve``, a malformed URL an ``OptionError`` (exit code 2)."""
+    """``scheduler.store.database_urls.resolve``, a malformed URL an ``OptionError`` (exit code 2)."""
     try:
         return database_urls.resolve(given, os.environ if environ is None else environ)
     except database_urls.DatabaseUrlError as exc:
@@ -330,16 +321,10 @@ def print_start_up(options: LocalOptions, port: int, auth_words: str, storage_wo
 def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: threading.Event | None = None) -> int:
     """Run until interrupted; ``ready`` is set once the API answers (tests), ``stop`` ends it.
     ``LocalError`` when it cannot start."""
-    import multiprocessing
-
     try:
-        from waitress import create_server
+        from waitress import create_server  # noqa: F401 (the local extra: checked before anything starts)
     except ImportError:
         raise LocalError(MISSING_EXTRA) from None
-
-    from scheduler.api.app import make_app
-    from scheduler.http_adapter import MAX_REQUEST_BODY_BYTES, envelope_server_errors, make_wsgi_app
-    from scheduler.migrations import migrate
     from scheduler.wiring import Dependencies
 
     stop = stop or threading.Event()
@@ -348,64 +333,20 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     check_port(options.host, options.port)
     data_dir = Path(options.data_dir or ".scheduler").resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    embedded = None
-    settings = local_settings(options, data_dir, database_url or "")
-    if not database_url:
-        try:
-            embedded = EmbeddedPostgres(data_dir)
-        except ImportError:
-            raise LocalError(MISSING_EXTRA) from None
-        database_url = embedded.url
-        settings = replace(settings, database_url=database_url)
-    try:
-        migrate_or_explain(migrate, database_url)
-    except LocalError:
-        if embedded is not None:
-            embedded.stop()
-        raise
+    settings, embedded = _open_database(options, data_dir, database_url)
     deps = Dependencies(settings, pool_max_size=24)
     deps.store, deps.secret_box  # built now, before the threads that share them  # noqa: B018
-    app = make_app(lambda: deps.store, lambda: deps.secret_box, settings)
-    wsgi = make_wsgi_app(lambda event, context: app.resolve(event, context), resolver)
-    wsgi = __import__("scheduler.console", fromlist=["local_app"]).local_app(wsgi, host=options.host)  # console, guard
-    # Waitress buffers a body before the app sees it: past its limit it answers 413 itself (the
-    # envelope, see envelope_server_errors) without reading on. Its count includes the framing
-    # of a chunked body, hence a little slack; the adapter checks the exact limit.
-    server = envelope_server_errors(
-        create_server(
-            wsgi,
-            host=options.host,
-            port=options.port,
-            threads=8,
-            ident="scheduler-local",
-            max_request_body_size=MAX_REQUEST_BODY_BYTES + 64 * 1024,
-        )
-    )
-    dispatch = _local_dispatch(deps)
-    runners = options.runners
-    # More runners: processes of their own (one Python process delivers about a thousand jobs a
-    # second on one core); they share the database, so their claims never overlap.
-    extra = [
-        multiprocessing.get_context("spawn").Process(
-            target=runner_process, args=(settings,), name=f"scheduler-runner-{i + 2}"
-        )
-        for i in range(runners - 1)
-    ]
-    for process in extra:
-        process.start()
-
-    def shutdown(*_: Any) -> None:
-        stop.set()
-
+    server = _api_server(options, deps, resolver)
+    dispatch = deps.in_process_dispatch()
+    extra = _start_runner_processes(settings, options.runners)
     runner_thread = threading.Thread(
         target=run_runner, args=(deps, settings, dispatch, stop), name="fanout", daemon=True
     )
     runner_thread.start()
-    server_thread = threading.Thread(target=server.run, name="api", daemon=True)
-    server_thread.start()
+    threading.Thread(target=server.run, name="api", daemon=True).start()
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, shutdown)
-        signal.signal(signal.SIGTERM, shutdown)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
     where = f"embedded Postgres under {data_dir / 'pgdata'}" if embedded else f"the given database ({source})"
     print_start_up(options, server.effective_port, auth_words, f"{where}; precision {settings.precision}")
     if ready is not None:
@@ -430,3 +371,69 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
             embedded.stop()
         print("scheduler local: stopped", flush=True)
     return 0
+
+
+def _open_database(
+    options: LocalOptions, data_dir: Path, database_url: str | None
+) -> tuple[Settings, EmbeddedPostgres | None]:
+    """The settings on the given database, else on an embedded one started under ``data_dir``;
+    migrated either way (``LocalError`` when it cannot be)."""
+    from scheduler.store.migrations import migrate
+
+    settings = local_settings(options, data_dir, database_url or "")  # a bad setting: said before anything starts
+    embedded = None
+    if not database_url:
+        try:
+            embedded = EmbeddedPostgres(data_dir)
+        except ImportError:
+            raise LocalError(MISSING_EXTRA) from None
+        database_url = embedded.url
+        settings = replace(settings, database_url=database_url)
+    try:
+        migrate_or_explain(migrate, database_url)
+    except LocalError:
+        if embedded is not None:
+            embedded.stop()
+        raise
+    return settings, embedded
+
+
+def _api_server(options: LocalOptions, deps: Any, resolver: Callable[[dict[str, Any]], str | None]) -> Any:
+    """The API and the console behind waitress (the Host/JSON/Origin guard in front)."""
+    from waitress import create_server
+
+    from scheduler.api.app import make_app
+    from scheduler.console import local_app
+    from scheduler.transport.http_adapter import MAX_REQUEST_BODY_BYTES, envelope_server_errors, make_wsgi_app
+
+    app = make_app(lambda: deps.store, lambda: deps.secret_box, deps.settings)
+    wsgi = local_app(make_wsgi_app(lambda event, context: app.resolve(event, context), resolver), host=options.host)
+    # Waitress buffers a body before the app sees it: past its limit it answers 413 itself (the
+    # envelope, see envelope_server_errors) without reading on. Its count includes the framing
+    # of a chunked body, hence a little slack; the adapter checks the exact limit.
+    return envelope_server_errors(
+        create_server(
+            wsgi,
+            host=options.host,
+            port=options.port,
+            threads=8,
+            ident="scheduler-local",
+            max_request_body_size=MAX_REQUEST_BODY_BYTES + 64 * 1024,
+        )
+    )
+
+
+def _start_runner_processes(settings: Settings, runners: int) -> list[Any]:
+    """The runner processes beyond this one (one Python process delivers about a thousand jobs a
+    second on one core); they share the database, so their claims never overlap."""
+    import multiprocessing
+
+    extra = [
+        multiprocessing.get_context("spawn").Process(
+            target=runner_process, args=(settings,), name=f"scheduler-runner-{i + 2}"
+        )
+        for i in range(runners - 1)
+    ]
+    for process in extra:
+        process.start()
+    return extra

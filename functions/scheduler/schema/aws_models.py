@@ -1,5 +1,5 @@
 """The AWS targets of the contract (``lambda``, ``sqs``, ``sns``, ``eventbridge``) and the
-``sigv4`` auth of HTTP targets, as pydantic models; :mod:`scheduler.models` puts them into its
+``sigv4`` auth of HTTP targets, as pydantic models; :mod:`scheduler.schema.models` puts them into its
 target and auth unions.
 
 Write-time checks (each a 400 naming its field): ARNs and queue URLs have the shape AWS gives
@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from scheduler.aws_arns import (  # noqa: F401 (re-exported)
+from scheduler.core.aws_arns import (  # noqa: F401 (re-exported)
     EVENT_BUS_ARN,
     FUNCTION_ARN,
     REGION,

@@ -17,11 +17,11 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from scheduler.constants import APP_DATA_ROLE
-from scheduler.errors import MigrationError  # noqa: F401 (re-exported)
+from scheduler.core.constants import APP_DATA_ROLE
+from scheduler.core.errors import MigrationError  # noqa: F401 (re-exported)
 from scheduler.sql import migration_files
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent / "sql" / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "sql" / "migrations"
 
 logger = logging.getLogger(__name__)
 

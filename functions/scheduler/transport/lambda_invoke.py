@@ -10,7 +10,7 @@ day) and per call only what differs: the date, the payload's hash and the signat
 It answers ``invoke(FunctionName=..., InvocationType="Event", Payload=...)`` as a boto3 client
 does (``StatusCode`` and a readable ``Payload``), and a refused invoke raises botocore's
 ``ClientError`` with the service's error code (``TooManyRequestsException``, ...), so
-:class:`scheduler.dispatch.LambdaDispatch` and the helper starter take either client. Any other
+:class:`scheduler.runner.dispatch.LambdaDispatch` and the helper starter take either client. Any other
 invocation type goes to the boto3 client it wraps.
 
 The request is the one botocore sends: ``POST /2015-03-31/functions/<name>/invocations`` with
@@ -33,7 +33,7 @@ from urllib.parse import quote, urlsplit
 
 import urllib3
 
-from scheduler import sigv4
+from scheduler.transport import sigv4
 
 SERVICE = "lambda"
 API_VERSION = "2015-03-31"

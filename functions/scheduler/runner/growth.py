@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from scheduler.dispatch import release_connection
+from scheduler.runner.dispatch import release_connection
 
 logger = logging.getLogger(__name__)
 

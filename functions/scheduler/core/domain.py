@@ -3,9 +3,9 @@ execution, a recorded execution, how an attempt ended and how that is recorded, 
 identity of a delivery.
 
 Frozen dataclasses, built once at the edge of the store from its rows (``Job.from_row``) and
-read by attribute everywhere after: planning (``scheduler.lifecycle``), the executor and its
+read by attribute everywhere after: planning (``scheduler.planning.lifecycle``), the executor and its
 delivery. The writable fields of a job are named once here (``SPEC_FIELDS``); their rules are
-the pydantic models of ``scheduler.models``.
+the pydantic models of ``scheduler.schema.models``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from scheduler.timeutil import format_time, idempotency_key
+from scheduler.core.timeutil import format_time, idempotency_key
 
 # Columns a job's owner may write (POST, PUT, PATCH): the fields of ``models.JobSpec``.
 SPEC_FIELDS = (

@@ -25,7 +25,9 @@ from pydantic import (
     model_validator,
 )
 
-from scheduler.aws_models import (
+from scheduler.core.urls import MAX_URL_LENGTH, check_broker_url_syntax, check_url_syntax
+from scheduler.schedules import ScheduleError, parse_schedule, validate_timezone
+from scheduler.schema.aws_models import (
     AWS_TARGET_TYPES,
     AwsFieldError,
     EventBridgeTarget,
@@ -34,8 +36,6 @@ from scheduler.aws_models import (
     SnsTarget,
     SqsTarget,
 )
-from scheduler.schedules import ScheduleError, parse_schedule, validate_timezone
-from scheduler.urls import MAX_URL_LENGTH, check_broker_url_syntax, check_url_syntax
 
 MAX_NAME_LENGTH = 128
 MAX_DESCRIPTION_LENGTH = 2048

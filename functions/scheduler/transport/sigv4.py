@@ -327,6 +327,48 @@ def verify_request(
     which cannot ask STS whether the token is valid, refuses them.
     """
     header_map = _header_lists(headers)
+    parts = _authorization(header_map, security_tokens)
+    scope_parts = parts["Credential"].split("/")
+    akid, scope_date, scope_region, scope_service = _credential_scope(scope_parts, service, region)
+    entry = credentials.get(akid)
+    if entry is None:
+        raise SignatureError(f"unknown access key id {akid!r}")
+    secret, principal = entry
+    timestamp = _checked_time(header_map, scope_date, now, max_skew)
+    signed = _checked_signed_headers(parts["SignedHeaders"], header_map)
+    signature = parts["Signature"].lower()
+    if not _HEX_SIGNATURE.match(signature):
+        raise SignatureError("the signature is not 64 hex digits")
+    raw_body = body.encode("utf-8") if isinstance(body, str) else (body or b"")
+    body_hash = hashlib.sha256(raw_body).hexdigest()
+    if "x-amz-content-sha256" in header_map:
+        declared = header_map["x-amz-content-sha256"][-1].strip()
+        if declared != body_hash:
+            raise SignatureError("x-amz-content-sha256 is not the hash of the body")
+    key = signing_key(secret, scope_date, scope_region, scope_service)
+    scope = "/".join(scope_parts[1:])
+    head = canonical_headers(header_map, signed)
+    queries = [canonical_query_botocore(query_string or "")]
+    normalized = canonical_query_normalized(query_string or "")
+    if normalized != queries[0]:
+        queries.append(normalized)
+    matched = False
+    for query in queries:
+        canonical = "\n".join(
+            [method.upper(), canonical_uri(path or "/"), query, head + "\n", ";".join(signed), body_hash]
+        )
+        expected = hmac.new(
+            key, string_to_sign(timestamp, scope, canonical).encode("utf-8"), hashlib.sha256
+        ).hexdigest()
+        matched |= hmac.compare_digest(expected, signature)
+    if not matched:
+        raise SignatureError("the signature does not match (wrong secret, or the request was changed)")
+    return principal
+
+
+def _authorization(header_map: dict[str, list[str]], security_tokens: bool) -> dict[str, str]:
+    """The one ``Authorization`` header's parts (``SignatureError`` for none, several, or a
+    security token where none may be checked)."""
     auth_values = header_map.get("authorization")
     if not auth_values:
         raise SignatureError("the request is not signed (no Authorization header)")
@@ -338,9 +380,11 @@ def verify_request(
             "temporary credentials (X-Amz-Security-Token) cannot be verified here: "
             "sign with an access key of the credentials file"
         )
-    parts = parse_authorization(auth_values[-1])
+    return parse_authorization(auth_values[-1])
 
-    scope_parts = parts["Credential"].split("/")
+
+def _credential_scope(scope_parts: list[str], service: str, region: str | None) -> tuple[str, str, str, str]:
+    """The access key, date, region and service of the credential scope, checked."""
     if len(scope_parts) != 5 or scope_parts[4] != "aws4_request":
         raise SignatureError("malformed credential scope (expected KEY/DATE/REGION/SERVICE/aws4_request)")
     akid, scope_date, scope_region, scope_service, _ = scope_parts
@@ -348,11 +392,13 @@ def verify_request(
         raise SignatureError(f"credential scope names service {scope_service!r}, expected {service!r}")
     if region is not None and scope_region != region:
         raise SignatureError(f"credential scope names region {scope_region!r}, expected {region!r}")
-    entry = credentials.get(akid)
-    if entry is None:
-        raise SignatureError(f"unknown access key id {akid!r}")
-    secret, principal = entry
+    return akid, scope_date, scope_region, scope_service
 
+
+def _checked_time(
+    header_map: dict[str, list[str]], scope_date: str, now: dt.datetime | float | None, max_skew: float
+) -> str:
+    """The request's signing time, on the scope's date and within ``max_skew`` of now."""
     timestamp, when = _request_time(header_map)
     if timestamp[:8] != scope_date:
         raise SignatureError("the credential scope date is not the date of the request")
@@ -361,8 +407,13 @@ def verify_request(
         raise SignatureError(
             f"the request time is {int(skew)} s away from the server's clock (at most {int(max_skew)} s allowed)"
         )
+    return timestamp
 
-    signed = parts["SignedHeaders"].split(";")
+
+def _checked_signed_headers(value: str, header_map: dict[str, list[str]]) -> list[str]:
+    """``SignedHeaders``: lower case, sorted, unique, naming the host, the date and any security
+    token, and each present in the request."""
+    signed = value.split(";")
     if any(not name or name != name.lower() for name in signed) or signed != sorted(set(signed)):
         raise SignatureError("SignedHeaders must be lower case, sorted and unique")
     if "host" not in signed:
@@ -376,36 +427,7 @@ def verify_request(
     absent = [name for name in signed if name not in header_map]
     if absent:
         raise SignatureError(f"signed header(s) missing from the request: {', '.join(absent)}")
-
-    signature = parts["Signature"].lower()
-    if not _HEX_SIGNATURE.match(signature):
-        raise SignatureError("the signature is not 64 hex digits")
-
-    raw_body = body.encode("utf-8") if isinstance(body, str) else (body or b"")
-    body_hash = hashlib.sha256(raw_body).hexdigest()
-    if "x-amz-content-sha256" in header_map:
-        declared = header_map["x-amz-content-sha256"][-1].strip()
-        if declared != body_hash:
-            raise SignatureError("x-amz-content-sha256 is not the hash of the body")
-
-    canonical_path = canonical_uri(path or "/")
-    head = canonical_headers(header_map, signed)
-    scope = "/".join(scope_parts[1:])
-    key = signing_key(secret, scope_date, scope_region, scope_service)
-    queries = [canonical_query_botocore(query_string or "")]
-    normalized = canonical_query_normalized(query_string or "")
-    if normalized != queries[0]:
-        queries.append(normalized)
-    matched = False
-    for query in queries:
-        canonical = "\n".join([method.upper(), canonical_path, query, head + "\n", ";".join(signed), body_hash])
-        expected = hmac.new(
-            key, string_to_sign(timestamp, scope, canonical).encode("utf-8"), hashlib.sha256
-        ).hexdigest()
-        matched |= hmac.compare_digest(expected, signature)
-    if not matched:
-        raise SignatureError("the signature does not match (wrong secret, or the request was changed)")
-    return principal
+    return signed
 
 
 # -- WSGI --------------------------------------------------------------------------------------

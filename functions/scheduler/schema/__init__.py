@@ -1,0 +1,1 @@
+"""The job JSON as pydantic models: the API's one schema of a job and of every target."""
