@@ -50,8 +50,7 @@ def throughput(url: str, jobs: int, workers: int, batch: int = 50) -> float:
                     claim.job_id,
                     claim.lock_token,
                     started.execution_id,
-                    Outcome("succeeded"),
-                    http_status=200,
+                    Outcome("succeeded", http_status=200),
                     started=started,
                     elapsed_seconds=time.monotonic() - began,
                 )

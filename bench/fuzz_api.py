@@ -83,7 +83,7 @@ class Target:
             **extra,
         }
         spec = JobSpec.model_validate(body)
-        return str(service.create_job(self.store, OWNER, spec.model_dump(mode="python"))["id"])
+        return str(service.create_job(self.store, OWNER, spec.model_dump(mode="python")).id)
 
     def aim(self, case: Any, rng: random.Random) -> None:
         """Half the cases with a job id get a real one (generated ids never exist)."""

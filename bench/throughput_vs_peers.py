@@ -189,8 +189,7 @@ def drain_per_job(store: Store, batch: int, deadline: float = float("inf"), on_b
                     claim.job_id,
                     claim.lock_token,
                     started.execution_id,
-                    Outcome("succeeded"),
-                    http_status=200,
+                    Outcome("succeeded", http_status=200),
                     started=started,
                     elapsed_seconds=time.monotonic() - began_job,
                 )

@@ -88,7 +88,9 @@ class Database(Construct):
             target = self.instance = self._instance(config, network, removal)
             assert self.instance.secret is not None
             self.secret = self.instance.secret
-            self.ready = [self.instance.node.default_child]  # the DB instance alone, not its proxy
+            cfn_instance = self.instance.node.default_child
+            assert cfn_instance is not None
+            self.ready = [cfn_instance]  # the DB instance alone, not its proxy
             self.direct_endpoint = self.instance.db_instance_endpoint_address
         self._allow_log_retention(target)
 
@@ -172,7 +174,8 @@ class Database(Construct):
         """The master secret and its attachment to the database (which adds the host), without
         their rotation schedule: what the migrations need before they run."""
         attachment = self.secret.node.default_child
-        secret = self.secret.node.scope.node.default_child  # the DatabaseSecret the attachment belongs to
+        owner = self.secret.node.scope  # the DatabaseSecret the attachment belongs to
+        secret = owner.node.default_child if owner is not None else None
         assert attachment is not None and secret is not None
         return [secret, attachment]
 
@@ -238,7 +241,9 @@ class Database(Construct):
         function = stack.node.find_child(LOG_RETENTION_FUNCTION_ID).node.default_child
         assert isinstance(function, CfnResource)
         # (log group name, its form in a cdk-nag finding: tokens written as <LogicalId>)
-        database_id = stack.resolve(target.node.default_child.logical_id)
+        cfn_target = target.node.default_child
+        assert isinstance(cfn_target, CfnResource)
+        database_id = stack.resolve(cfn_target.logical_id)
         function_id = stack.resolve(function.logical_id)
         groups = [
             (f"/aws/rds/{kind}/{identifier}/{log}", f"/aws/rds/{kind}/<{database_id}>/{log}") for log in LOG_EXPORTS
@@ -357,7 +362,7 @@ class Database(Construct):
         )
         zones = network.vpc.availability_zones
 
-        def serverless(name: str, zone: str, **options: bool) -> rds.IClusterInstance:
+        def serverless(name: str, zone: str, *, scale_with_writer: bool | None = None) -> rds.IClusterInstance:
             return rds.ClusterInstance.serverless_v2(
                 name,
                 availability_zone=zone,
@@ -368,7 +373,7 @@ class Database(Construct):
                 enable_performance_insights=True,
                 performance_insight_encryption_key=self.key,
                 performance_insight_retention=rds.PerformanceInsightRetention.DEFAULT,
-                **options,
+                scale_with_writer=scale_with_writer,
             )
 
         with_reader = config.db_reader or config.db_multi_az

@@ -3,7 +3,7 @@ deploy and on every deploy in which a file of ``functions/scheduler/sql/migratio
 
 from __future__ import annotations
 
-from aws_cdk import CustomResource, Duration, RemovalPolicy, Stack
+from aws_cdk import CfnElement, CustomResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
@@ -75,7 +75,9 @@ class Migrations(Construct):
         if self.provider is None:
             return
 
-        handler_logical_id = Stack.of(self).resolve(Stack.of(self).get_logical_id(self.function.node.default_child))
+        cfn_function = self.function.node.default_child
+        assert isinstance(cfn_function, CfnElement)
+        handler_logical_id = Stack.of(self).resolve(Stack.of(self).get_logical_id(cfn_function))
         acknowledge(
             self.provider,
             {

@@ -275,16 +275,15 @@ def insert_due_jobs(
         )
 
 
-def succeeded(claim, **extra: Any) -> Completion:
-    """The completion of a claim that ``claim_and_start`` started, as a success with HTTP 200,
-    planned from its started row (as local mode's recorder writes it); ``extra``: the other
-    fields of ``Completion``."""
+def succeeded(claim, *, response_excerpt: str | None = None, **extra: Any) -> Completion:
+    """The completion of a claim that ``claim_and_start`` started, as a success with HTTP 200
+    (and ``response_excerpt``), planned from its started row (as local mode's recorder writes
+    it); ``extra``: the other fields of ``Completion``."""
     return Completion(
         claim.job_id,
         claim.lock_token,
         claim.started.execution_id,
-        Outcome("succeeded"),
-        http_status=200,
+        Outcome("succeeded", http_status=200, response_excerpt=response_excerpt),
         started=claim.started,
         **extra,
     )

@@ -7,17 +7,22 @@ and a test may hand any object that has the methods.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from scheduler.core.domain import Claim, Completion, Execution, Job, PartitionMaintenance, StartedExecution
-
-Planner = Callable[[Job, datetime], Mapping[str, Any]]
-Change = Callable[[dict[str, Any], datetime], Mapping[str, Any]]
-# A completion's plan: the job's columns after the attempt; ``"delete": True`` in it (the
-# service's decision, ``after_completion``) asks the store to delete the completed job.
-CompletionPlanner = Callable[[Job, datetime, "datetime | None"], Mapping[str, Any]]
+from scheduler.core.domain import (
+    Claim,
+    Completion,
+    Execution,
+    ExecutionStatus,
+    Job,
+    JobState,
+    LeasedJob,
+    PartitionMaintenance,
+    Plan,
+    StartedExecution,
+)
 
 
 class JobStore(Protocol):
@@ -25,61 +30,97 @@ class JobStore(Protocol):
     the database clock."""
 
     def insert_job(
-        self, owner: str, spec: Mapping[str, Any], plan_first: Planner, *, job_id: str | None = None
-    ) -> dict[str, Any]: ...
+        self, owner: str, spec: Mapping[str, Any], plan: Plan, *, created_at: datetime, job_id: str | None = None
+    ) -> Job:
+        """Insert a job with its first plan, made at ``created_at`` (``NameTaken`` for a name taken)."""
+        ...
 
-    def get_job(self, owner: str, job_id: str) -> dict[str, Any]: ...
+    def get_job(self, owner: str, job_id: str) -> Job:
+        """One job of the owner (``NotFound``)."""
+        ...
 
     def list_jobs(
         self,
         owner: str,
         *,
-        state: str | None = None,
+        state: JobState | None = None,
         tag: str | None = None,
         name_prefix: str | None = None,
         limit: int = 50,
         after_name: str | None = None,
-    ) -> list[dict[str, Any]]: ...
+    ) -> list[Job]:
+        """A page of the owner's jobs in name order, after ``after_name``."""
+        ...
 
-    def modify_job(
-        self, owner: str, job_id: str, change: Change, expected_version: int | None = None
-    ) -> dict[str, Any]: ...
+    def update_job(
+        self,
+        owner: str,
+        job_id: str,
+        spec: Mapping[str, Any],
+        plan: Plan | None,
+        *,
+        version: int,
+        planned_from: Plan | None = None,
+    ) -> Job | None:
+        """Write the spec (and the plan) if the job is still ``version`` (and the run state
+        ``planned_from``); None when it changed meanwhile."""
+        ...
 
-    def delete_job(self, owner: str, job_id: str) -> None: ...
+    def delete_job(self, owner: str, job_id: str) -> None:
+        """Delete the job and its executions (``NotFound``)."""
+        ...
 
-    def request_run(self, owner: str, job_id: str) -> dict[str, Any]: ...
+    def request_run(self, owner: str, job_id: str) -> Job:
+        """Ask for a run now, outside the schedule (``NotFound``)."""
+        ...
 
     def list_executions(
         self,
         owner: str,
         job_id: str,
         *,
-        status: str | None = None,
+        status: ExecutionStatus | None = None,
         limit: int = 50,
         before_seq: int | None = None,
         before_started_at: datetime | None = None,
-    ) -> list[Execution]: ...
+    ) -> list[Execution]:
+        """A page of a job's executions, newest first (``NotFound`` for another owner's job)."""
+        ...
 
-    def now(self) -> datetime: ...
+    def now(self) -> datetime:
+        """The database clock."""
+        ...
 
     def list_owner_executions(
         self,
         owner: str,
         *,
-        status: str | None = None,
+        status: ExecutionStatus | None = None,
         job_id: str | None = None,
         since: datetime | None = None,
         limit: int = 50,
         before: tuple[datetime, str] | None = None,
-    ) -> list[Execution]: ...
+    ) -> list[Execution]:
+        """A page of the owner's executions across their jobs, newest first."""
+        ...
 
 
 class CompletionStore(Protocol):
     """What recording outcomes needs (``service.complete_executions``)."""
 
-    def write_completions(self, planned: Sequence[tuple[Completion, Mapping[str, Any]]]) -> set[str]: ...
+    def write_completions(self, planned: Sequence[tuple[Completion, Plan]]) -> set[str]:
+        """Record outcomes planned from their started rows; the ids of the jobs written (the
+        others were fenced, or changed since they started)."""
+        ...
 
-    def complete_locked(self, done: Completion, plan: CompletionPlanner) -> bool: ...
+    def leased_job(self, done: Completion) -> LeasedJob | None:
+        """The job of a finished execution as it is now, while its lease stands (else None)."""
+        ...
+
+    def complete_leased(self, done: Completion, plan: Plan, leased: LeasedJob) -> bool:
+        """Record an outcome planned from ``leased``, if the job is still that version and the
+        lease stands."""
+        ...
 
 
 class ExecutionStore(CompletionStore, Protocol):

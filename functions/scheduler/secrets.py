@@ -22,8 +22,9 @@ import hmac
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, overload, runtime_checkable
 from urllib.parse import quote, unquote, urlsplit
 
 from cryptography.exceptions import InvalidTag
@@ -250,7 +251,18 @@ def _url_password(url: str) -> tuple[str, str, str] | None:
     return head, password, "@" + hostport + url[start + 2 + len(netloc) :]
 
 
-def _map_secrets(target: dict[str, Any] | None, fn) -> dict[str, Any] | None:
+SecretMapper = Callable[[str, str, str], str]
+
+
+@overload
+def _map_secrets(target: dict[str, Any], fn: SecretMapper) -> dict[str, Any]: ...
+
+
+@overload
+def _map_secrets(target: None, fn: SecretMapper) -> None: ...
+
+
+def _map_secrets(target: dict[str, Any] | None, fn: SecretMapper) -> dict[str, Any] | None:
     """A deep copy of ``target`` with ``fn(field, value, kind)`` applied to each secret place;
     ``kind`` is ``"value"`` or ``"url_password"`` (the raw, percent-encoded URL segment)."""
     if target is None:
@@ -260,7 +272,7 @@ def _map_secrets(target: dict[str, Any] | None, fn) -> dict[str, Any] | None:
     if kind == "http":
         auth = out.get("auth")
         if isinstance(auth, dict):
-            name = _AUTH_SECRET_FIELDS.get(auth.get("type"))
+            name = _AUTH_SECRET_FIELDS.get(str(auth.get("type")))
             if name and isinstance(auth.get(name), str):
                 auth[name] = fn(f"target.auth.{name}", auth[name], "value")
     elif kind == "amqp":

@@ -3,7 +3,9 @@ its plan from ``scheduler.planning.lifecycle``.
 
 The API and the executor call these; they depend on the store's ports
 (``scheduler.ports``), never on the concrete store, and the store never imports the planning.
-Reads and writes that need no plan (get, list, delete, request a run) are the store's own.
+Each reads what it plans from, plans (``scheduler.planning.lifecycle``) with no row held, and
+writes only if the job is still what was read; reads and writes that need no plan (get, list,
+delete, request a run) are the store's own.
 """
 
 from __future__ import annotations
@@ -13,60 +15,106 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler.core.domain import SCHEDULE_FIELDS, SPEC_FIELDS, Completion, Job, Outcome, StartedExecution
+from scheduler.core.domain import (
+    SCHEDULE_FIELDS,
+    SPEC_FIELDS,
+    Completion,
+    Job,
+    JobState,
+    Outcome,
+    Plan,
+    StartedExecution,
+)
+from scheduler.core.errors import EditConflict, VersionMismatch
 from scheduler.planning import lifecycle
 from scheduler.ports import CompletionStore, JobStore
 
+# Reads and writes of an edit, before it gives up on a job that keeps changing under it (each
+# attempt reads the job, plans, and writes only if the job is still what was read).
+EDIT_ATTEMPTS = 5
+# The same for recording an outcome whose job changed since the execution started.
+COMPLETION_ATTEMPTS = 10
 
-def create_job(store: JobStore, owner: str, spec: Mapping[str, Any], *, job_id: str | None = None) -> dict[str, Any]:
-    """Insert a job at its first occurrence. Raises ``NameTaken``."""
-    return store.insert_job(owner, spec, lifecycle.plan_first, job_id=job_id)
+# An edit of a job as it was read: its new spec, and its new schedule columns (None: unchanged).
+Edit = tuple[Mapping[str, Any], Plan | None]
+
+
+def create_job(store: JobStore, owner: str, spec: Mapping[str, Any], *, job_id: str | None = None) -> Job:
+    """Insert a job at its first occurrence after the database's now. Raises ``NameTaken``."""
+    now = store.now()
+    plan = lifecycle.plan_first(Job.from_row({**spec, "created_at": now}), now)
+    return store.insert_job(owner, spec, plan, created_at=now, job_id=job_id)
 
 
 def update_job(
     store: JobStore,
     owner: str,
     job_id: str,
-    build: Callable[[dict[str, Any]], Mapping[str, Any]],
+    build: Callable[[Job], Mapping[str, Any]],
     expected_version: int | None = None,
-) -> dict[str, Any]:
-    """Replace the job's writable fields by ``build(current_row)``.
+) -> Job:
+    """Replace the job's writable fields by ``build(current)``.
 
-    ``build`` runs while the row is held, so it may merge with the current values (PATCH, a
-    ``"***"`` secret kept). When a schedule field changed, the occurrences start afresh from
-    now; otherwise the occurrence in hand is kept.
+    ``build`` takes the job as read (no row is held), so it may merge with the current values
+    (PATCH, a ``"***"`` secret kept). When a schedule field changed, the occurrences start afresh
+    from now; otherwise the occurrence in hand is kept.
     """
 
-    def change(row: dict[str, Any], now: datetime) -> dict[str, Any]:
-        spec = {k: v for k, v in build(row).items() if k in SPEC_FIELDS}
-        new = {**row, **spec}
-        if any(row.get(k) != new.get(k) for k in SCHEDULE_FIELDS):
-            state = row["state"] if row["state"] == "paused" else "active"
-            return {**spec, **lifecycle.plan_first(Job.from_row(new), now, state)}
-        return spec
+    def edit(current: Job) -> Edit:
+        spec = {k: v for k, v in build(current).items() if k in SPEC_FIELDS}
+        new = current.with_spec(spec)
+        if all(getattr(current, k) == getattr(new, k) for k in SCHEDULE_FIELDS):
+            return spec, None
+        state = JobState.PAUSED if current.state == JobState.PAUSED else JobState.ACTIVE
+        return spec, lifecycle.plan_first(new, store.now(), state)
 
-    return store.modify_job(owner, job_id, change, expected_version)
+    return _write_edit(store, owner, job_id, edit, expected_version)
 
 
-def pause_job(store: JobStore, owner: str, job_id: str) -> dict[str, Any]:
+def pause_job(store: JobStore, owner: str, job_id: str) -> Job:
     """Stop firing the job's schedule (a manual run still runs)."""
-    return store.modify_job(owner, job_id, lambda row, now: lifecycle.plan_pause(Job.from_row(row)))
+    return _write_edit(store, owner, job_id, lambda current: (current.spec(), lifecycle.plan_pause(current)))
 
 
-def resume_job(store: JobStore, owner: str, job_id: str) -> dict[str, Any]:
+def resume_job(store: JobStore, owner: str, job_id: str) -> Job:
     """Fire the schedule again, applying ``missed_runs`` to what was missed."""
-    return store.modify_job(owner, job_id, lambda row, now: lifecycle.plan_resume(Job.from_row(row), now))
+    return _write_edit(
+        store, owner, job_id, lambda current: (current.spec(), lifecycle.plan_resume(current, store.now()))
+    )
+
+
+def _write_edit(
+    store: JobStore,
+    owner: str,
+    job_id: str,
+    edit: Callable[[Job], Edit],
+    expected_version: int | None = None,
+) -> Job:
+    """Read the job, plan the edit, write it if the job is still what was read; again when it
+    changed meanwhile. ``VersionMismatch`` when the caller's version is not the job's,
+    ``EditConflict`` when it kept changing."""
+    for _ in range(EDIT_ATTEMPTS):
+        current = store.get_job(owner, job_id)
+        if expected_version is not None and current.version != expected_version:
+            raise VersionMismatch(current.version)
+        spec, plan = edit(current)
+        written = store.update_job(
+            owner, job_id, spec, plan, version=current.version, planned_from=Plan.of(current) if plan else None
+        )
+        if written is not None:
+            return written
+    raise EditConflict(job_id)
 
 
 def plan_completion(
     job: Job, outcome: Outcome, now: datetime, rng: random.Random | None, ran_scheduled_at: datetime | None
-) -> Mapping[str, Any]:
-    """The job's columns after an attempt (``lifecycle.plan_completion``), marked ``"delete":
-    True`` when the attempt completes a job whose ``after_completion`` is ``delete``: the store
-    then deletes it with its executions in the transaction that records the completion."""
+) -> Plan:
+    """The job's columns after an attempt (``lifecycle.plan_completion``), marked ``delete``
+    when the attempt completes a job whose ``after_completion`` is ``delete``: the store then
+    deletes it with its executions in the transaction that records the completion."""
     plan = lifecycle.plan_completion(job, outcome, now, rng, ran_scheduled_at)
-    if plan["state"] == "completed" and job.after_completion == "delete":
-        return {**plan, "delete": True}
+    if plan.state == JobState.COMPLETED and job.after_completion == "delete":
+        return Plan(plan.state, plan.scheduled_at, plan.attempt, plan.next_run_at, delete=True)
     return plan
 
 
@@ -79,8 +127,8 @@ def complete_executions(
 
     Those carrying their started row and the seconds since (``Completion.started`` and
     ``elapsed_seconds``) are planned from that row and written in one statement, valid only if
-    the row is still that version; the rest, and any whose job changed meanwhile, take the
-    locking path one by one (the row read and held, then planned).
+    the row is still that version; the rest, and any whose job changed meanwhile, are planned
+    from the job as it is now (``complete_leased``), one by one.
     """
     recorded = [False] * len(completions)
     fast = [i for i, done in enumerate(completions) if done.started is not None and done.elapsed_seconds is not None]
@@ -96,10 +144,22 @@ def complete_executions(
             recorded[i] = str(completions[i].job_id) in written
     for i, done in enumerate(completions):
         if not recorded[i]:
-            recorded[i] = store.complete_locked(
-                done, lambda job, now, ran, outcome=done.outcome: plan_completion(job, outcome, now, rng, ran)
-            )
+            recorded[i] = _complete_from_the_job_as_it_is(store, done, rng)
     return recorded
+
+
+def _complete_from_the_job_as_it_is(store: CompletionStore, done: Completion, rng: random.Random | None) -> bool:
+    """Plan from the job as it is now (its lease still ours), write for that version; read again
+    when an edit came between. False when fenced (or, after ``COMPLETION_ATTEMPTS``, when the
+    job keeps changing: the lease then runs out and the execution is marked lost)."""
+    for _ in range(COMPLETION_ATTEMPTS):
+        leased = store.leased_job(done)
+        if leased is None:
+            return False
+        plan = plan_completion(leased.job, done.outcome, leased.now, rng, leased.ran_scheduled_at)
+        if store.complete_leased(done, plan, leased):
+            return True
+    return False
 
 
 def complete_execution(
@@ -109,21 +169,10 @@ def complete_execution(
     execution_id: str,
     outcome: Outcome,
     *,
-    http_status: int | None = None,
-    response_excerpt: str | None = None,
     started: StartedExecution | None = None,
     elapsed_seconds: float | None = None,
     rng: random.Random | None = None,
 ) -> bool:
     """``complete_executions`` for one execution."""
-    completion = Completion(
-        job_id,
-        lock_token,
-        execution_id,
-        outcome,
-        http_status=http_status,
-        response_excerpt=response_excerpt,
-        started=started,
-        elapsed_seconds=elapsed_seconds,
-    )
+    completion = Completion(job_id, lock_token, execution_id, outcome, started=started, elapsed_seconds=elapsed_seconds)
     return complete_executions(store, [completion], rng)[0]

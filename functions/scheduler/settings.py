@@ -116,20 +116,22 @@ def with_fetched_secrets(settings: Settings, get_secret: Callable[[str], str] | 
     where the function verifies signatures itself): once per process, at cold start, through
     Powertools' parameters utility (cached), so no secret sits in a function's environment,
     where ``GetFunctionConfiguration`` would show it."""
-    wanted = {
-        "cursor_secret": settings.cursor_secret_arn if not settings.cursor_secret else None,
-        "api_credentials": settings.api_credentials_secret_arn if not settings.api_credentials else None,
-    }
-    wanted = {field_name: arn for field_name, arn in wanted.items() if arn}
-    if not wanted:
+    cursor_arn = settings.cursor_secret_arn if not settings.cursor_secret else None
+    keys_arn = settings.api_credentials_secret_arn if not settings.api_credentials else None
+    if not cursor_arn and not keys_arn:
         return settings
-    if get_secret is None:
-        from aws_lambda_powertools.utilities import parameters
+    fetch = get_secret or _powertools_secret
+    return replace(
+        settings,
+        cursor_secret=fetch(cursor_arn) if cursor_arn else settings.cursor_secret,
+        api_credentials=fetch(keys_arn) if keys_arn else settings.api_credentials,
+    )
 
-        def get_secret(arn: str) -> str:
-            return str(parameters.get_secret(arn, max_age=SECRET_CACHE_SECONDS))
 
-    return replace(settings, **{field_name: get_secret(arn) for field_name, arn in wanted.items()})
+def _powertools_secret(arn: str) -> str:
+    from aws_lambda_powertools.utilities import parameters
+
+    return str(parameters.get_secret(arn, max_age=SECRET_CACHE_SECONDS))
 
 
 # Powertools' cache of a fetched secret (a warm container does not ask Secrets Manager again).

@@ -10,13 +10,15 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from scheduler.runner.telemetry import Metrics, NullMetrics
-from scheduler.secrets import decrypt_target_secrets, make_secret_box
+from scheduler.secrets import SecretBox, decrypt_target_secrets, make_secret_box
 from scheduler.settings import Settings
 from scheduler.store import Store
 from scheduler.store.db import conninfo_source, make_pool
 from scheduler.targets.results import TargetPolicy
 
 if TYPE_CHECKING:  # the runner's modules load with the function that needs them
+    from psycopg_pool import ConnectionPool
+
     from scheduler.runner.dispatch import InProcessDispatch
     from scheduler.runner.executor import Executor
     from scheduler.runner.fanout import FanoutReport
@@ -34,18 +36,20 @@ class Dependencies:
     pool_max_size: int = 4
 
     @cached_property
-    def pool(self):
+    def pool(self) -> ConnectionPool:
         # A secret's credentials are read again when a login is refused (a rotated password).
         return make_pool(
             conninfo_source(self.settings), min_size=1, max_size=self.pool_max_size, through_proxy=self.through_proxy
         )
 
     @cached_property
-    def store(self):
+    def store(self) -> Store:
+        """The store of this process (every port of ``scheduler.ports``)."""
         return Store(self.pool)
 
     @cached_property
-    def secret_box(self):
+    def secret_box(self) -> SecretBox:
+        """The secret box (KMS, or local mode's key file)."""
         return make_secret_box(self.settings)
 
     def decrypt_target(self, target: dict) -> dict:

@@ -74,7 +74,7 @@ def test_deliveries_fail_retryably_while_the_link_is_down_and_once_when_it_is_ba
         },
         retry={"max_attempts": 5, "min_backoff_seconds": 1, "max_backoff_seconds": 60, "max_age_seconds": None},
     )
-    job_id = str(service.create_job(store, OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec).id)
 
     # 1. The link is up: delivered, and the runner keeps a pooled connection through the proxy.
     # (An occurrence an hour ago, so that the next one, made due now, has another key.)
@@ -102,10 +102,10 @@ def test_deliveries_fail_retryably_while_the_link_is_down_and_once_when_it_is_ba
         assert "connection refused" in execution.error and "guest" not in execution.error
         # Retry planned in the row, lease released; the backoff starts at min_backoff_seconds
         # (the completion plans from the start time plus the time elapsed: a few ms of slack).
-        assert job["attempt"] == attempt and job["lock_token"] is None and job["state"] == "active"
-        delay = (job["next_run_at"] - execution.finished_at).total_seconds()
+        assert job.attempt == attempt and job.lock_token is None and job.state == "active"
+        delay = (job.next_run_at - execution.finished_at).total_seconds()
         assert 1 - SLACK <= delay <= 2 ** (attempt - 1) + SLACK, delay
-        assert job["last_status"] == "failed"
+        assert job.last_status == "failed"
         failed_attempts.append(execution)
     assert store.claim_due(10, 60) == []  # the retry waits for its time
 
@@ -116,7 +116,7 @@ def test_deliveries_fail_retryably_while_the_link_is_down_and_once_when_it_is_ba
     last = store.list_executions(OWNER, job_id)[0]
     assert (last.status, last.attempt, last.trigger) == ("succeeded", 3, "retry"), last.error
     job = store.get_job(OWNER, job_id)
-    assert job["attempt"] == 0 and job["last_status"] == "succeeded" and job["lock_token"] is None
+    assert job.attempt == 0 and job.last_status == "succeeded" and job.lock_token is None
 
     messages = queued(amqp_admin, queue)
     ids = [properties.message_id for properties, _ in messages]

@@ -55,7 +55,7 @@ def test_twenty_executors_on_two_connections_all_complete(db_url, target):
                         "0 0 1 1 *",
                         target={**http_spec("x")["target"], "url": target.url + "/all-at-once"},
                     ),
-                )["id"]
+                ).id
             )
             for i in range(WORKERS)
         ]
@@ -89,7 +89,7 @@ def test_twenty_executors_on_two_connections_all_complete(db_url, target):
             [execution] = store.list_executions(OWNER, job_id)
             assert execution.status == "succeeded"
             job = store.get_job(OWNER, job_id)
-            assert job["lock_token"] is None and job["last_status"] == "succeeded"
+            assert job.lock_token is None and job.last_status == "succeeded"
         assert max(target.max_inflight.values()) == 1 and len(target.requests) == WORKERS
     finally:
         pool.close()
@@ -113,7 +113,7 @@ def test_pool_timeout_raises_from_execute_invoke_and_the_lease_brings_the_job_ba
                     "0 0 1 1 *",
                     target={**http_spec("x")["target"], "url": target.url + "/hook", "timeout_seconds": 5},
                 ),
-            )["id"]
+            ).id
         )
 
         # 1. No connection for the start: the executor raises before delivering anything.
@@ -153,7 +153,7 @@ def test_pool_timeout_raises_from_execute_invoke_and_the_lease_brings_the_job_ba
         assert isinstance(error, PoolTimeout)
         [running, _] = store.list_executions(OWNER, job_id)
         job = store.get_job(OWNER, job_id)
-        assert running.status == "running" and str(job["running_execution_id"]) == running.id
+        assert running.status == "running" and str(job.running_execution_id) == running.id
         # Lambda's retry of that event does nothing: the lease already started an execution.
         assert run(claim.to_event())["outcome"] == "lease_lost"
         assert len(target.requests) == 2
@@ -170,6 +170,6 @@ def test_pool_timeout_raises_from_execute_invoke_and_the_lease_brings_the_job_ba
         assert requests[1]["headers"]["Idempotency-Key"] == requests[2]["headers"]["Idempotency-Key"]
         assert requests[2]["arrived"] > requests[1]["ended"]
         job = store.get_job(OWNER, job_id)
-        assert job["lock_token"] is None and job["attempt"] == 0 and job["last_status"] == "succeeded"
+        assert job.lock_token is None and job.attempt == 0 and job.last_status == "succeeded"
     finally:
         pool.close()

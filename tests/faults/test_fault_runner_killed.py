@@ -72,8 +72,8 @@ def test_sigkill_mid_delivery_is_reclaimed_once_the_lease_expires(db_url, pool, 
     # The dead runner's lease still holds the job: a second runner claims nothing.
     row = store.get_job(LOCAL_OWNER, job_id)
     [running] = store.list_executions(LOCAL_OWNER, job_id)
-    assert running.status == "running" and str(row["running_execution_id"]) == running.id
-    assert row["locked_until"] > store.now() + timedelta(seconds=20)  # timeout 5 s + 30 s margin
+    assert running.status == "running" and str(row.running_execution_id) == running.id
+    assert row.locked_until > store.now() + timedelta(seconds=20)  # timeout 5 s + 30 s margin
     invoker = InProcessDispatch(Executor(store, lambda t: t, TargetPolicy(allow_private=True)), max_workers=2)
     try:
         assert run_fanout(store, invoker, budget_seconds=0).claimed == 0
@@ -99,7 +99,7 @@ def test_sigkill_mid_delivery_is_reclaimed_once_the_lease_expires(db_url, pool, 
     assert newest.status == "succeeded" and newest.response_excerpt == "second time lucky"
     assert (newest.attempt, newest.trigger) == (2, "retry")
     job = store.get_job(LOCAL_OWNER, job_id)
-    assert job["state"] == "completed" and job["lock_token"] is None and job["last_status"] == "succeeded"
+    assert job.state == "completed" and job.lock_token is None and job.last_status == "succeeded"
 
     held, redelivered = target.snapshot()
     # Same occurrence (same idempotency key), two executions, never both in flight.

@@ -60,13 +60,13 @@ def make_job(store, pool, name: str, url: str, *, timeout: int = 5, **retry) -> 
             **retry,
         },
     )
-    job_id = str(service.create_job(store, OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec).id)
     make_due(pool, job_id)
     return job_id
 
 
 def delay_after(job, execution) -> float:
-    return (job["next_run_at"] - execution.finished_at).total_seconds()
+    return (job.next_run_at - execution.finished_at).total_seconds()
 
 
 def test_timeout_is_recorded_as_timed_out_and_a_retry_is_planned(store, pool, target):
@@ -81,7 +81,7 @@ def test_timeout_is_recorded_as_timed_out_and_a_retry_is_planned(store, pool, ta
     # The target saw the client give up: nothing is left hanging.
     target.wait_for(lambda s: s.requests[0]["end"] == "client closed", timeout=5, what="the cut-off")
     job = store.get_job(OWNER, job_id)
-    assert (job["attempt"], job["last_status"], job["lock_token"], job["running_execution_id"]) == (
+    assert (job.attempt, job.last_status, job.lock_token, job.running_execution_id) == (
         1,
         "timed_out",
         None,
@@ -107,7 +107,7 @@ def test_retry_after_as_an_http_date_is_a_floor_for_the_backoff(store, pool, tar
     [execution] = store.list_executions(OWNER, job_id)
     assert (execution.status, execution.http_status, execution.response_excerpt) == ("failed", 429, "later")
     job = store.get_job(OWNER, job_id)
-    assert job["attempt"] == 1 and job["lock_token"] is None
+    assert job.attempt == 1 and job.lock_token is None
     assert 85 <= delay_after(job, execution) <= 91  # the date (whole seconds), not the 1 s backoff
 
 
@@ -117,7 +117,7 @@ def test_absurd_retry_after_is_capped_at_a_day(store, pool, target):
     drain(store)
     [execution] = store.list_executions(OWNER, job_id)
     job = store.get_job(OWNER, job_id)
-    assert execution.status == "failed" and job["attempt"] == 1
+    assert execution.status == "failed" and job.attempt == 1
     assert abs(delay_after(job, execution) - MAX_RETRY_AFTER_SECONDS) <= 1
 
 
@@ -129,8 +129,8 @@ def test_retry_after_past_max_age_ends_the_retries(store, pool, target):
     job = store.get_job(OWNER, job_id)
     assert execution.status == "failed"
     # No retry within the occurrence's max age: the job moves on to its next occurrence.
-    assert job["attempt"] == 0 and job["last_status"] == "failed" and job["failure_count"] == 1
-    assert job["next_run_at"] == job["scheduled_at"] == parse_schedule(YEARLY).next_after(execution.finished_at)
+    assert job.attempt == 0 and job.last_status == "failed" and job.failure_count == 1
+    assert job.next_run_at == job.scheduled_at == parse_schedule(YEARLY).next_after(execution.finished_at)
     assert store.claim_due(10, 60) == []
 
 
@@ -139,15 +139,15 @@ def test_last_attempt_failing_moves_on_to_the_next_occurrence(store, pool, targe
     job_id = make_job(store, pool, "down", target.url + "/down", max_attempts=2)
     drain(store)
     job = store.get_job(OWNER, job_id)
-    assert job["attempt"] == 1 and job["next_run_at"] < job["scheduled_at"] + timedelta(seconds=10)
+    assert job.attempt == 1 and job.next_run_at < job.scheduled_at + timedelta(seconds=10)
     make_due(pool, job_id)
     drain(store)
     newest, oldest = store.list_executions(OWNER, job_id)
     assert [e.status for e in (oldest, newest)] == ["failed", "failed"]
     assert [e.attempt for e in (oldest, newest)] == [1, 2]
     job = store.get_job(OWNER, job_id)
-    assert (job["attempt"], job["failure_count"], job["run_count"], job["state"]) == (0, 2, 2, "active")
-    assert job["next_run_at"] == parse_schedule(YEARLY).next_after(newest.finished_at)
+    assert (job.attempt, job.failure_count, job.run_count, job.state) == (0, 2, 2, "active")
+    assert job.next_run_at == parse_schedule(YEARLY).next_after(newest.finished_at)
 
 
 def test_permanent_client_error_is_not_retried(store, pool, target):
@@ -157,5 +157,5 @@ def test_permanent_client_error_is_not_retried(store, pool, target):
     [execution] = store.list_executions(OWNER, job_id)
     job = store.get_job(OWNER, job_id)
     assert (execution.status, execution.http_status) == ("failed", 404)
-    assert job["attempt"] == 0 and job["next_run_at"] > store.now() + timedelta(days=1)
+    assert job.attempt == 0 and job.next_run_at > store.now() + timedelta(days=1)
     assert len(target.requests) == 1

@@ -161,16 +161,16 @@ def _run_every_emitting_path(store, pool, metrics) -> None:
         )  # timed out
         retried = one_off("retry", failing.url + "/fail")  # fails, then a retry
         manual = service.create_job(store, OWNER, http_spec("manual", "0 0 1 1 *", url=ok.url + "/manual"))
-        store.request_run(OWNER, str(manual["id"]))
+        store.request_run(OWNER, str(manual.id))
         _drain(store, metrics)
-        make_due(pool, str(retried["id"]))
+        make_due(pool, str(retried.id))
         _drain(store, metrics)  # the retry (trigger=retry)
 
         # A runner that died holding its lease: the next claim marks its execution lost.
         dead = one_off("dead", ok.url + "/dead")
         claims = store.claim_and_start(1)
-        assert [claim.job_id for claim in claims] == [str(dead["id"])]
-        expire_lease(pool, str(dead["id"]))
+        assert [claim.job_id for claim in claims] == [str(dead.id)]
+        expire_lease(pool, str(dead.id))
         _drain(store, metrics)
     finally:
         ok.close()

@@ -18,7 +18,7 @@ OWNER = "arn:aws:iam::111111111111:user/alice"
 def one_off(store, name: str, after_completion: str | None = "delete") -> str:
     extra = {} if after_completion is None else {"after_completion": after_completion}
     spec = http_spec(name, None, run_at=store.now(), **extra)
-    return str(service.create_job(store, OWNER, spec)["id"])
+    return str(service.create_job(store, OWNER, spec).id)
 
 
 def executions_of(pool, job_id: str) -> int:
@@ -40,14 +40,14 @@ def test_keep_is_the_default_and_keeps_the_job(store, pool, after_completion):
     kept = one_off(store, "kept", after_completion)
     assert run_once(store, Outcome("succeeded"), planned=True) is True
     job = store.get_job(OWNER, kept)
-    assert job["state"] == "completed" and job["after_completion"] == "keep"
+    assert job.state == "completed" and job.after_completion == "keep"
     assert executions_of(pool, kept) == 1
 
 
 def test_a_pending_retry_is_not_completion_and_a_final_failure_is(store, pool):
     job_id = one_off(store, "flaky")
     assert run_once(store, Outcome("failed", retryable=True, error="HTTP 503"), planned=True)
-    assert store.get_job(OWNER, job_id)["state"] == "active"  # a retry is due later
+    assert store.get_job(OWNER, job_id).state == "active"  # a retry is due later
     make_due(pool, job_id)
     assert run_once(store, Outcome("failed", retryable=False, error="HTTP 404"), planned=True)
     with pytest.raises(NotFound):
@@ -55,7 +55,7 @@ def test_a_pending_retry_is_not_completion_and_a_final_failure_is(store, pool):
 
 
 def test_a_recurring_job_past_its_end_is_deleted(store, pool):
-    job_id = str(service.create_job(store, OWNER, http_spec("ending", "* * * * *", after_completion="delete"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("ending", "* * * * *", after_completion="delete")).id)
     make_due(pool, job_id)
     with pool.connection() as conn:  # the occurrence in hand is the window's last
         conn.execute(
@@ -74,7 +74,7 @@ def test_a_stale_runner_deletes_nothing_and_the_runner_that_took_over_does(store
     expire_lease(pool, job_id)
     [second] = store.claim_due(10, 60)
     assert service.complete_execution(store, job_id, first.lock_token, slow.execution_id, Outcome("succeeded")) is False
-    assert store.get_job(OWNER, job_id)["state"] == "active" and executions_of(pool, job_id) == 1
+    assert store.get_job(OWNER, job_id).state == "active" and executions_of(pool, job_id) == 1
     fresh = store.start_execution(job_id, second.lock_token, 60)
     assert (
         service.complete_execution(

@@ -703,7 +703,7 @@ def test_other_bad_requests(api):
 
 def test_unexpected_error_is_a_generic_500_and_logged_without_the_body(box, caplog):
     class BrokenStore:
-        def insert_job(self, owner, spec, plan_first, job_id=None):
+        def now(self):
             raise RuntimeError("database on fire")
 
     api = Client(make_app(lambda: BrokenStore(), lambda: box, Settings()).resolve)

@@ -48,7 +48,7 @@ def wsgi_app(store, tmp_path):
             {**job_body(name, **extra), "target": {"type": "http", "url": "https://example.com/h"}}
         )
         row = service.create_job(store, OWNER, spec.model_dump(mode="python"))
-        ids.append(str(row["id"]))
+        ids.append(str(row.id))
     return wsgi, ids
 
 

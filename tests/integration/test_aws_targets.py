@@ -19,6 +19,7 @@ import pytest
 from botocore.stub import Stubber
 
 from scheduler import service
+from scheduler.core.domain import Execution, Job
 from scheduler.runner.executor import Executor
 from scheduler.schema.models import JobSpec
 from scheduler.targets import aws_credentials
@@ -105,8 +106,8 @@ def run_due(store) -> list:
     return executor.record([executor.deliver(claim.started, claim.lock_token) for claim in claims])
 
 
-def only_execution(store, owner: str, job: dict) -> dict:
-    [execution] = store.list_executions(owner, str(job["id"]))
+def only_execution(store, owner: str, job: Job) -> Execution:
+    [execution] = store.list_executions(owner, str(job.id))
     return execution
 
 
@@ -162,7 +163,7 @@ def test_sqs_message_carries_rendered_body_and_identity(store, aws):
     execution = only_execution(store, ALICE, job)
     assert report.status == "succeeded", execution.error
     [message] = receive("work")
-    job_id = str(job["id"])
+    job_id = str(job.id)
     assert json.loads(message["Body"]) == {"job": job_id, "try": 1}
     attrs = attributes(message)
     assert attrs["X-Scheduler-Job-Id"] == job_id
@@ -214,8 +215,8 @@ def test_missing_queue_is_a_permanent_failure_naming_the_aws_error_code(store, a
     execution = only_execution(store, ALICE, job)
     assert report.status == "failed"
     assert "sqs SendMessage" in execution.error and "NonExistentQueue" in execution.error
-    row = store.get_job(ALICE, str(job["id"]))
-    assert row["state"] == "completed"  # permanent: no retry planned
+    row = store.get_job(ALICE, str(job.id))
+    assert row.state == "completed"  # permanent: no retry planned
     assert store.claim_due(10, 60) == []
 
 
@@ -245,7 +246,7 @@ def test_sns_publish_reaches_a_subscribed_queue_with_identity_attributes(store, 
     assert report.status == "succeeded", only_execution(store, ALICE, job).error
     [message] = receive("fan")
     envelope = json.loads(message["Body"])
-    job_id = str(job["id"])
+    job_id = str(job.id)
     assert envelope["Message"] == f"run {job_id}" and envelope["Subject"] == "attempt 1"
     attrs = {k: v["Value"] for k, v in envelope["MessageAttributes"].items()}
     assert attrs["X-Scheduler-Job-Id"] == job_id and attrs["Idempotency-Key"].startswith(job_id + ":")
@@ -285,7 +286,7 @@ def test_eventbridge_event_reaches_a_queue_through_a_rule(store, aws):
     [message] = receive("events-in")
     event = json.loads(message["Body"])
     assert event["source"] == "my.scheduler" and event["detail-type"] == "tick"
-    assert event["detail"]["job"] == str(job["id"]) and event["detail"]["at"].endswith("Z")
+    assert event["detail"]["job"] == str(job.id) and event["detail"]["at"].endswith("Z")
     assert json.loads(execution.response_excerpt)["EventId"] == event["id"]
 
 
@@ -311,7 +312,7 @@ def test_lambda_event_invoke_is_signed_with_the_assumed_role(store, aws, lambda_
     assert report.status == "succeeded", only_execution(store, ALICE, job).error
     [request] = lambda_endpoint.wait_for(1)
     assert request["headers"]["X-Amz-Invocation-Type"] == "Event"
-    assert json.loads(request["body"]) == {"job": str(job["id"])}
+    assert json.loads(request["body"]) == {"job": str(job.id)}
     creds = aws_credentials.default_cache().credentials(ROLE, ALICE)
     assert f"Credential={creds.access_key_id}/" in request["headers"]["Authorization"]
     assert request["headers"]["X-Amz-Security-Token"] == creds.session_token
@@ -333,8 +334,8 @@ def test_lambda_request_response_function_error_fails_with_redacted_excerpt(stor
     assert execution.error == "lambda Invoke: the function failed (Unhandled)"
     assert "Boom" in execution.response_excerpt and creds.session_token not in execution.response_excerpt
     assert "***" in execution.response_excerpt
-    row = store.get_job(ALICE, str(job["id"]))
-    assert row["state"] == "active" and row["attempt"] == 1  # a function error is retried
+    row = store.get_job(ALICE, str(job.id))
+    assert row.state == "active" and row.attempt == 1  # a function error is retried
 
 
 def test_lambda_throttling_is_retried_and_access_denied_is_permanent(store, aws, lambda_endpoint):
@@ -353,11 +354,11 @@ def test_lambda_throttling_is_retried_and_access_denied_is_permanent(store, aws,
         store, ALICE, spec("private", {"type": "lambda", "role_arn": ROLE, "function_arn": denied})
     )
     run_due(store)
-    busy_row, private_row = (store.get_job(ALICE, str(j["id"])) for j in (busy, private))
+    busy_row, private_row = (store.get_job(ALICE, str(j.id)) for j in (busy, private))
     assert "TooManyRequestsException" in only_execution(store, ALICE, busy).error
-    assert busy_row["state"] == "active" and busy_row["next_run_at"] is not None  # retry planned
+    assert busy_row.state == "active" and busy_row.next_run_at is not None  # retry planned
     assert "lambda Invoke: AccessDeniedException" in only_execution(store, ALICE, private).error
-    assert private_row["state"] == "completed"
+    assert private_row.state == "completed"
 
 
 # ---------------------------------------------------------------------------- confused deputy
@@ -420,7 +421,7 @@ def test_sts_denial_fails_the_execution_permanently(store, aws):
     execution = only_execution(store, BOB, job)
     assert report.status == "failed"
     assert execution.error.startswith("sts AssumeRole: AccessDenied")
-    assert store.get_job(BOB, str(job["id"]))["state"] == "completed"  # not retried
+    assert store.get_job(BOB, str(job.id)).state == "completed"  # not retried
 
 
 def test_credentials_are_refreshed_shortly_before_they_expire(aws):
@@ -495,7 +496,7 @@ def test_sigv4_http_target_whose_role_is_refused_sends_nothing(store, aws):
         server.close()
     execution = only_execution(store, BOB, job)
     assert report.status == "failed" and execution.error.startswith("sts AssumeRole: AccessDenied")
-    assert store.get_job(BOB, str(job["id"]))["state"] == "completed"
+    assert store.get_job(BOB, str(job.id)).state == "completed"
 
 
 def test_a_delivery_without_an_owner_or_with_an_unusable_one_is_refused(aws):

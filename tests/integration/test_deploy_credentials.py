@@ -128,7 +128,7 @@ def test_the_application_login_reads_and_writes_rows_but_changes_no_schema(db_ur
         try:
             store = Store(pool)
             job = service.create_job(store, "arn:aws:iam::1:user/a", http_spec("as-app"))
-            assert store.get_job("arn:aws:iam::1:user/a", str(job["id"]))["name"] == "as-app"
+            assert store.get_job("arn:aws:iam::1:user/a", str(job.id)).name == "as-app"
             assert store.live_leases() == 0
             store.claim_due(10, 60)
         finally:

@@ -27,7 +27,7 @@ def due_one_offs(store, url: str, count: int, *, path: str = "/hook", prefix: st
     run_at = store.now() - timedelta(seconds=1)
     target = {**http_spec("x")["target"], "url": url + path}
     return [
-        str(service.create_job(store, OWNER, http_spec(f"{prefix}-{n}", None, run_at=run_at, target=target))["id"])
+        str(service.create_job(store, OWNER, http_spec(f"{prefix}-{n}", None, run_at=run_at, target=target)).id)
         for n in range(count)
     ]
 
@@ -51,7 +51,7 @@ def test_a_group_is_started_delivered_and_recorded_together(store, target_server
         [execution] = store.list_executions(OWNER, job_id)
         assert execution.status == "succeeded" and execution.http_status == 200
         job = store.get_job(OWNER, job_id)
-        assert job["state"] == "completed" and job["lock_token"] is None and job["running_execution_id"] is None
+        assert job.state == "completed" and job.lock_token is None and job.running_execution_id is None
     assert metrics.total("Executions", status="succeeded") == 5
     assert len(metrics.values[("LatenessMs", (("trigger", "schedule"),))]) == 5
 
@@ -88,7 +88,7 @@ def test_a_slow_target_holds_back_no_other_jobs_completion(store, target_server)
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            if all(store.get_job(OWNER, job_id)["state"] == "completed" for job_id in fast):
+            if all(store.get_job(OWNER, job_id).state == "completed" for job_id in fast):
                 break
             time.sleep(0.02)
         # The fast jobs are recorded while the slow delivery is still under way.

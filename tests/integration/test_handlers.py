@@ -92,7 +92,7 @@ def test_fanout_invokes_the_executor_which_delivers(lambda_env, store, target_se
     finally:
         fanout.deps.pool.close()
     [claim_row] = store.list_jobs(OWNER)
-    event = {"job_id": str(job["id"]), "lock_token": str(claim_row["lock_token"])}
+    event = {"job_id": str(job.id), "lock_token": str(claim_row.lock_token)}
     executor = load("executor_handler")
     try:
         answer = executor.handler(event, FakeContext())
@@ -101,11 +101,11 @@ def test_fanout_invokes_the_executor_which_delivers(lambda_env, store, target_se
     assert answer["outcome"] == "completed" and answer["status"] == "succeeded"
     [request] = target_server.wait_for(1)
     assert request["headers"]["Authorization"] == "Bearer s3cret-token"
-    [execution] = store.list_executions(OWNER, str(job["id"]))
+    [execution] = store.list_executions(OWNER, str(job.id))
     assert execution.status == "succeeded"
     logs = capsys.readouterr()
     assert "s3cret-token" not in logs.out + logs.err
-    assert "s3cret-token" not in str(store.get_job(OWNER, str(job["id"]))["target"])
+    assert "s3cret-token" not in str(store.get_job(OWNER, str(job.id)).target)
 
 
 class RecordingLambda:

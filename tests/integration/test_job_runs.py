@@ -78,7 +78,7 @@ def test_every_job_and_its_run_state_are_carried_into_the_view(empty_db_url):
 def test_what_a_write_returns_is_the_views_row(store, db_url):
     """The job_row fragment (what an insert, an update or a locking read returns) lists the view's
     columns in its order, as a read of the view answers."""
-    job_id = str(service.create_job(store, OWNER, http_spec("same-row"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("same-row")).id)
     with psycopg.connect(db_url, autocommit=True) as conn:
         held = conn.execute(QUERIES["get_job_for_update"], {"id": job_id, "owner": OWNER})
         columns = [c.name for c in held.description]
@@ -89,7 +89,7 @@ def test_what_a_write_returns_is_the_views_row(store, db_url):
 
 
 def test_a_recurring_jobs_runs_leave_its_specification_alone(store, db_url):
-    job_id = str(service.create_job(store, OWNER, http_spec("every-minute"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("every-minute")).id)
     with psycopg.connect(db_url, autocommit=True) as conn:
         spec_before, run_before = versions(conn, job_id)
         for _ in range(3):
@@ -100,32 +100,32 @@ def test_a_recurring_jobs_runs_leave_its_specification_alone(store, db_url):
         spec_after, run_after = versions(conn, job_id)
     assert spec_after == spec_before and run_after != run_before
     job = store.get_job(OWNER, job_id)
-    assert (job["run_count"], job["failure_count"], job["last_status"], job["state"]) == (4, 1, "failed", "active")
+    assert (job.run_count, job.failure_count, job.last_status, job.state) == (4, 1, "failed", "active")
 
 
 @pytest.mark.parametrize("planned", [True, False], ids=["planned", "locking"])
 def test_the_job_lists_copy_of_the_state_follows_a_completion_that_ends_the_job(store, db_url, planned):
-    job_id = str(service.create_job(store, OWNER, http_spec("once", None, run_at=store.now()))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("once", None, run_at=store.now())).id)
     assert run_once(store, Outcome("succeeded"), planned=planned) is True
     with psycopg.connect(db_url, autocommit=True) as conn:
         assert specs_state(conn, job_id) == "completed"
-    assert [job["name"] for job in store.list_jobs(OWNER, state="completed")] == ["once"]
+    assert [job.name for job in store.list_jobs(OWNER, state="completed")] == ["once"]
     assert store.list_jobs(OWNER, state="active") == []
 
 
 def test_the_job_lists_copy_of_the_state_follows_a_pause_and_a_resume(store, db_url):
-    job_id = str(service.create_job(store, OWNER, http_spec("paused-later"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("paused-later")).id)
     with psycopg.connect(db_url, autocommit=True) as conn:
-        assert service.pause_job(store, OWNER, job_id)["state"] == "paused"
+        assert service.pause_job(store, OWNER, job_id).state == "paused"
         assert specs_state(conn, job_id) == "paused"
-        assert [str(job["id"]) for job in store.list_jobs(OWNER, state="paused")] == [job_id]
-        assert service.resume_job(store, OWNER, job_id)["state"] == "active"
+        assert [str(job.id) for job in store.list_jobs(OWNER, state="paused")] == [job_id]
+        assert service.resume_job(store, OWNER, job_id).state == "active"
         assert specs_state(conn, job_id) == "active"
         assert store.list_jobs(OWNER, state="paused") == []
 
 
 def test_deleting_a_job_deletes_its_run_state(store, db_url):
-    job_id = str(service.create_job(store, OWNER, http_spec("gone"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("gone")).id)
     store.delete_job(OWNER, job_id)
     with psycopg.connect(db_url, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM job_runs WHERE job_id = %s", (job_id,)).fetchone()[0] == 0
@@ -136,13 +136,13 @@ def test_an_edit_waiting_on_a_run_holds_nothing_the_run_needs_next(store, db_url
     run state's row when its trigger writes the specification's. An edit waiting for the run holds
     no lock yet, so that write goes through: locked the other way round, the two would deadlock
     (the store's retry on a failed connection would hide it: the edit runs here without it)."""
-    job_id = str(service.create_job(store, OWNER, http_spec("contended"))["id"])
-    monkeypatch.setattr(store, "modify_job", functools.partial(Store.modify_job.__wrapped__, store))
+    job_id = str(service.create_job(store, OWNER, http_spec("contended")).id)
+    monkeypatch.setattr(store, "update_job", functools.partial(Store.update_job.__wrapped__, store))
     outcome: list = []
 
     def edit() -> None:
         try:
-            outcome.append(service.pause_job(store, OWNER, job_id)["state"])
+            outcome.append(service.pause_job(store, OWNER, job_id).state)
         except psycopg.Error as exc:
             outcome.append(exc)
 
@@ -160,4 +160,4 @@ def test_an_edit_waiting_on_a_run_holds_nothing_the_run_needs_next(store, db_url
         run.commit()
         editor.join(timeout=30)
     assert outcome == ["paused"]
-    assert store.get_job(OWNER, job_id)["run_count"] == 1
+    assert store.get_job(OWNER, job_id).run_count == 1

@@ -194,7 +194,7 @@ def test_owners_and_names_compare_in_code_point_order(db_url, store):
     owner = "arn:aws:iam::111111111111:user/order"
     for name in ("b", "é", "B", "a", "a-2", "Z"):
         service.create_job(store, owner, http_spec(name))
-    assert [job["name"] for job in store.list_jobs(owner, limit=10)] == ["B", "Z", "a", "a-2", "b", "é"]
+    assert [job.name for job in store.list_jobs(owner, limit=10)] == ["B", "Z", "a", "a-2", "b", "é"]
 
 
 @pytest.mark.parametrize(

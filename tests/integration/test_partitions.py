@@ -106,7 +106,7 @@ def test_the_migrated_schema_is_partitioned_by_day(store, db_url):
         for part in parts:
             assert conn.execute("SELECT count(*) FROM pg_indexes WHERE tablename = %s", (part,)).fetchone()[0] == 2
         # The owner trigger of 0003 holds on the partitioned table; no foreign key since 0006.
-        job_id = service.create_job(store, OWNER, http_spec("p"))["id"]
+        job_id = service.create_job(store, OWNER, http_spec("p")).id
         execution_id = insert_execution(conn, job_id, "now()")
         assert conn.execute("SELECT owner FROM executions WHERE id = %s", (execution_id,)).fetchone()[0] == OWNER
         assert (
@@ -167,7 +167,7 @@ def test_the_rows_kept_under_the_old_key_stay_under_the_new_one(empty_db_url):
 
 def test_a_row_far_outside_the_created_days_lands_in_default_and_moves_when_its_day_comes(store, db_url):
     with psycopg.connect(db_url, autocommit=True) as conn:
-        job_id = service.create_job(store, OWNER, http_spec("far"))["id"]
+        job_id = service.create_job(store, OWNER, http_spec("far")).id
         far = insert_execution(conn, job_id, "now() + interval '400 days'")
         soon = insert_execution(conn, job_id, "now() + interval '2 days'")
         assert partition_of(conn, far) == partition_of(conn, soon) == "executions_default"
@@ -180,7 +180,7 @@ def test_a_row_far_outside_the_created_days_lands_in_default_and_moves_when_its_
 
 def test_retention_drops_whole_old_days_and_nothing_newer(store, db_url):
     with psycopg.connect(db_url, autocommit=True) as conn:
-        job_id = service.create_job(store, OWNER, http_spec("old"))["id"]
+        job_id = service.create_job(store, OWNER, http_spec("old")).id
         now = conn.execute("SELECT now()").fetchone()[0]
         today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
         for back in range(0, 35):
@@ -254,7 +254,7 @@ def test_the_writes_by_execution_id_probe_one_partition(store, db_url):
     leaves every other day's partition unexecuted, and a completion, of one execution or of a
     group (bounded by the earliest and latest started_at), plans its executions' day alone (the
     executors' statements are planned at every call)."""
-    job_id = str(service.create_job(store, OWNER, http_spec("probe", "0 0 1 1 *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("probe", "0 0 1 1 *")).id)
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
         add_past_days(conn, 5)
         store.request_run(OWNER, job_id)
@@ -280,7 +280,7 @@ def test_the_writes_by_execution_id_probe_one_partition(store, db_url):
         for name, values in (
             ("complete_job", params | bounds),
             ("complete_jobs", {"outcomes": encode_outcomes([[params[k] for k in COMPLETION_COLUMNS]])} | bounds),
-            ("lock_leased_job", {k: params[k] for k in ("job_id", "lock_token", "execution_id")}),
+            ("leased_job", {k: params[k] for k in ("job_id", "lock_token", "execution_id")}),
         ):
             conn.execute("BEGIN")
             plan = [
@@ -304,7 +304,7 @@ def test_the_writes_by_execution_id_probe_one_partition(store, db_url):
 def test_pages_across_jobs_cross_from_the_recent_days_to_older_ones_in_order(store, db_url):
     """The store's first try reads the recent days only; a page it leaves short goes on below,
     so pages of any size walk every execution newest first, none twice, none skipped."""
-    job_ids = [str(service.create_job(store, OWNER, http_spec(f"walk-{i}"))["id"]) for i in range(3)]
+    job_ids = [str(service.create_job(store, OWNER, http_spec(f"walk-{i}")).id) for i in range(3)]
     with psycopg.connect(db_url, autocommit=True) as conn:
         conn.execute("SELECT scheduler_maintain_partitions(30)")
         add_past_days(conn, 5)
@@ -325,7 +325,7 @@ def test_pages_across_jobs_cross_from_the_recent_days_to_older_ones_in_order(sto
 def test_a_jobs_pages_cross_from_the_recent_days_to_older_ones_in_order(store, db_url):
     """The same for one job's executions, in seq order (which their starts, one at a time, share
     with started_at): inserted oldest first, as the runner writes them."""
-    job_id = str(service.create_job(store, OWNER, http_spec("walk"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("walk")).id)
     with psycopg.connect(db_url, autocommit=True) as conn:
         add_past_days(conn, 5)
         insert_execution(conn, job_id, "now() - interval '20 days'")  # in DEFAULT
@@ -381,7 +381,7 @@ def test_a_jobs_page_after_a_cursor_plans_only_the_days_up_to_its_rows(pool, db_
     before cursors carried it) still pages, planning every day."""
     recording = RecordingPool(pool)
     store = Store(recording)
-    job_id = str(service.create_job(store, OWNER, http_spec("pruned"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("pruned")).id)
     with psycopg.connect(db_url, autocommit=True) as conn:
         add_past_days(conn, 9)
         for i in reversed(range(72)):  # 8 a day for 9 days, oldest first
@@ -434,8 +434,8 @@ def test_the_fan_outs_claim_plans_no_day_of_executions(store, db_url):
 def test_deleting_a_job_deletes_its_executions_of_every_day_and_nothing_else(store, db_url):
     """Executions reference their job by id only (0006): the delete removes them itself, across
     every day kept, and leaves the other jobs' and other owners' alone."""
-    job_id = str(service.create_job(store, OWNER, http_spec("gone"))["id"])
-    kept_id = str(service.create_job(store, OWNER, http_spec("kept"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("gone")).id)
+    kept_id = str(service.create_job(store, OWNER, http_spec("kept")).id)
     with psycopg.connect(db_url, autocommit=True) as conn:
         add_past_days(conn, 3)
         for started_at in ("now()", "now() - interval '1 day'", "now() - interval '3 days'"):
@@ -451,7 +451,7 @@ def test_deleting_a_job_deletes_its_executions_of_every_day_and_nothing_else(sto
 def test_a_delete_waiting_on_a_claim_deletes_the_execution_the_claim_started(store, db_url):
     """The delete takes the job's row first and deletes in a statement begun after it got it: an
     execution a claim started, committed while the delete waited, is deleted with the job."""
-    job_id = str(service.create_job(store, OWNER, http_spec("raced", "0 0 1 1 *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("raced", "0 0 1 1 *")).id)
     store.request_run(OWNER, job_id)
     with psycopg.connect(db_url) as claimer:
         [row] = claimer.execute(_claim_and_start_sql(1), {"lease_margin_seconds": 30}).fetchall()
@@ -484,7 +484,7 @@ def test_a_claim_without_orphans_reads_no_execution(store, db_url, planner):
     it reads nothing of executions, whatever the plan: the orphans' bounds on started_at are NULL
     and run-time pruning leaves every day's partition unexecuted. (A generic plan made while the
     day's partition was small scanned it on every claim for a running row.)"""
-    job_id = str(service.create_job(store, OWNER, http_spec("lean", "0 0 1 1 *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("lean", "0 0 1 1 *")).id)
     with psycopg.connect(db_url, autocommit=True, row_factory=dict_row) as conn:
         add_past_days(conn, 2)
         for _ in range(50):
@@ -511,7 +511,7 @@ def test_a_batchs_completions_rewrite_each_execution_on_its_own_page(store, db_u
     insertion). At fillfactor 80, 32 of a batch of 50 went to another page."""
     with psycopg.connect(db_url, autocommit=True) as conn:
         conn.execute("TRUNCATE executions")  # today's pages hold this batch alone
-    ids = [str(service.create_job(store, OWNER, http_spec(f"page-{i}", "0 0 1 1 *"))["id"]) for i in range(50)]
+    ids = [str(service.create_job(store, OWNER, http_spec(f"page-{i}", "0 0 1 1 *")).id) for i in range(50)]
     for job_id in ids:
         store.request_run(OWNER, job_id)
     claims = store.claim_and_start(50, 30)
@@ -544,7 +544,7 @@ def test_a_jobs_page_after_a_cursor_reads_about_a_page(pool, db_url):
     in a busy day reads the page's entries, not the newer ones before it."""
     recording = RecordingPool(pool)
     store = Store(recording)
-    job_id = str(service.create_job(store, OWNER, http_spec("deep"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("deep")).id)
     with psycopg.connect(db_url, autocommit=True) as conn:
         conn.execute(
             """

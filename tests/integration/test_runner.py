@@ -52,7 +52,7 @@ def test_one_off_http_job_is_delivered_with_its_identity(store, target_server):
     report = drain(store, metrics)
     assert report.claimed == report.dispatched == 1
     [request] = target_server.wait_for(1)
-    job_id = str(job["id"])
+    job_id = str(job.id)
     [execution] = store.list_executions(OWNER, job_id)
     headers = request["headers"]
     assert headers["X-Scheduler-Job-Id"] == job_id
@@ -62,18 +62,18 @@ def test_one_off_http_job_is_delivered_with_its_identity(store, target_server):
     assert json.loads(request["body"]) == {"job": job_id, "at": headers["X-Scheduler-Scheduled-At"], "try": 1}
     assert execution.status == "succeeded" and execution.http_status == 200
     assert execution.response_excerpt == "ok" and execution.trigger == "schedule"
-    assert store.get_job(OWNER, job_id)["state"] == "completed"
+    assert store.get_job(OWNER, job_id).state == "completed"
     assert metrics.total("Executions", status="succeeded") == 1 and metrics.total("Claimed") == 1
 
 
 def test_failure_then_durable_retry_then_success(store, pool, target_server):
     target_server.responses["/flaky"] = [(500, {}, b"boom"), (200, {}, b"fine")]
     spec = http_spec("flaky", "0 0 1 1 *", target={**http_spec("x")["target"], "url": target_server.url + "/flaky"})
-    job_id = str(service.create_job(store, OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec).id)
     make_due(pool, job_id)
     drain(store)
     row = store.get_job(OWNER, job_id)
-    assert row["attempt"] == 1 and row["lock_token"] is None and row["next_run_at"] > store.now()
+    assert row.attempt == 1 and row.lock_token is None and row.next_run_at > store.now()
     assert store.claim_due(10, 60) == []  # the retry waits for its backoff, in the row
     make_due(pool, job_id)
     drain(store)
@@ -83,22 +83,22 @@ def test_failure_then_durable_retry_then_success(store, pool, target_server):
     newest, oldest = store.list_executions(OWNER, job_id)
     assert (oldest.status, oldest.http_status, oldest.response_excerpt) == ("failed", 500, "boom")
     assert (newest.status, newest.trigger) == ("succeeded", "retry")
-    assert store.get_job(OWNER, job_id)["attempt"] == 0
+    assert store.get_job(OWNER, job_id).attempt == 0
 
 
 def test_retry_after_sets_the_next_attempt(store, pool, target_server):
     target_server.responses["/busy"] = [(429, {"Retry-After": "120"}, b"slow down")]
     spec = http_spec("busy", "0 0 1 1 *", target={**http_spec("x")["target"], "url": target_server.url + "/busy"})
-    job_id = str(service.create_job(store, OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec).id)
     make_due(pool, job_id)
     drain(store)
     row = store.get_job(OWNER, job_id)
-    assert row["next_run_at"] >= store.now() + timedelta(seconds=115)
+    assert row.next_run_at >= store.now() + timedelta(seconds=115)
 
 
 def test_stale_claim_does_nothing(store, pool, target_server):
     spec = http_spec("stale", "0 0 1 1 *", target={**http_spec("x")["target"], "url": target_server.url})
-    job_id = str(service.create_job(store, OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec).id)
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     with pool.connection() as conn:
@@ -113,7 +113,7 @@ def test_stale_claim_does_nothing(store, pool, target_server):
 
 def test_private_target_refused_outside_local_mode(store, target_server):
     spec = http_spec("ssrf", None, run_at=store.now(), target={**http_spec("x")["target"], "url": target_server.url})
-    job_id = str(service.create_job(store, OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec).id)
     invoker = InProcessDispatch(Executor(store, lambda t: t, TargetPolicy()))
     run_fanout(store, invoker, budget_seconds=0)
     invoker.close()
@@ -123,7 +123,7 @@ def test_private_target_refused_outside_local_mode(store, target_server):
 
 
 def test_lambda_invoker_retries_throttles_and_releases_what_it_cannot_dispatch(store, pool):
-    jobs = [str(service.create_job(store, OWNER, http_spec(f"l{i}"))["id"]) for i in range(2)]
+    jobs = [str(service.create_job(store, OWNER, http_spec(f"l{i}")).id) for i in range(2)]
     for job_id in jobs:
         make_due(pool, job_id)
     client = boto3.client("lambda", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
@@ -218,7 +218,7 @@ def test_amqp_job_is_published_with_confirms(store, amqp_url, amqp_admin, amqp_q
             "timeout_seconds": 10,
         },
     )
-    job_id = str(service.create_job(store, OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec).id)
     drain(store)
     [execution] = store.list_executions(OWNER, job_id)
     assert execution.status == "succeeded", execution.error
@@ -237,7 +237,7 @@ def test_unroutable_amqp_message_is_a_retryable_failure(store, amqp_url, amqp_qu
         "0 0 1 1 *",
         target={"type": "amqp", "url": amqp_url, "exchange": exchange, "routing_key": "nobody-listens", "body": "x"},
     )
-    job_id = str(service.create_job(store, OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec).id)
     store.request_run(OWNER, job_id)
     drain(store)
     [execution] = store.list_executions(OWNER, job_id)
@@ -247,7 +247,7 @@ def test_unroutable_amqp_message_is_a_retryable_failure(store, amqp_url, amqp_qu
 def test_fanout_keeps_the_day_partitions_once_per_run(store, pool):
     """The fan-out drops the expired day (not row by row), creates the days ahead, purges the
     DEFAULT partition's expired rows, once per run however many rounds it makes."""
-    job_id = str(service.create_job(store, OWNER, http_spec("old", "0 0 1 1 *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("old", "0 0 1 1 *")).id)
     with pool.connection() as conn:
         conn.execute(
             "CREATE TABLE executions_p20000101 PARTITION OF executions "
@@ -305,7 +305,7 @@ def test_attempts_lost_with_their_runners_count_toward_max_attempts(store, pool,
         target={**http_spec("x")["target"], "url": target_server.url},
         retry={"max_attempts": 1, "min_backoff_seconds": 1, "max_backoff_seconds": 1},
     )
-    job_id = str(service.create_job(store, OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec).id)
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     store.start_execution(job_id, claim.lock_token)  # ...and the runner dies mid-delivery
@@ -317,7 +317,7 @@ def test_attempts_lost_with_their_runners_count_toward_max_attempts(store, pool,
     newest, lost = store.list_executions(OWNER, job_id)
     assert lost.status == "lost" and "gave up" in newest.error
     row = store.get_job(OWNER, job_id)
-    assert row["attempt"] == 0 and row["scheduled_at"] > again.scheduled_at  # the next occurrence
+    assert row.attempt == 0 and row.scheduled_at > again.scheduled_at  # the next occurrence
 
 
 class CallCountingStore:
@@ -353,7 +353,7 @@ def test_local_invoker_claims_starts_and_records_in_batches_within_its_idle_work
                     "0 0 1 1 *",
                     target={**http_spec("x")["target"], "url": target_server.url + "/batch"},
                 ),
-            )["id"]
+            ).id
         )
         for i in range(30)
     ]
@@ -379,5 +379,5 @@ def test_local_invoker_claims_starts_and_records_in_batches_within_its_idle_work
     for job_id in ids:
         [execution] = store.list_executions(OWNER, job_id)
         assert execution.status == "succeeded" and execution.http_status == 200
-        assert store.get_job(OWNER, job_id)["lock_token"] is None
+        assert store.get_job(OWNER, job_id).lock_token is None
     assert invoker.capacity() == 8

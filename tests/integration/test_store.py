@@ -28,12 +28,12 @@ def complete(store, job_id, *args, **kwargs):
 
 def test_create_get_and_owner_scoping(store):
     job = service.create_job(store, OWNER, http_spec("nightly", "0 3 * * *"))
-    assert job["state"] == "active" and job["version"] == 1 and job["attempt"] == 0
-    assert job["next_run_at"] == job["scheduled_at"] and job["next_run_at"] > job["created_at"]
-    assert job["next_run_at"].hour == 3 and job["next_run_at"].minute == 0
-    assert store.get_job(OWNER, str(job["id"]))["name"] == "nightly"
+    assert job.state == "active" and job.version == 1 and job.attempt == 0
+    assert job.next_run_at == job.scheduled_at and job.next_run_at > job.created_at
+    assert job.next_run_at.hour == 3 and job.next_run_at.minute == 0
+    assert store.get_job(OWNER, str(job.id)).name == "nightly"
     with pytest.raises(NotFound):
-        store.get_job(OTHER, str(job["id"]))
+        store.get_job(OTHER, str(job.id))
     with pytest.raises(NotFound):
         store.get_job(OWNER, "not-a-uuid")
     with pytest.raises(NameTaken):
@@ -43,27 +43,29 @@ def test_create_get_and_owner_scoping(store):
 
 def test_update_with_version_and_recompute(store):
     job = service.create_job(store, OWNER, http_spec("j", "0 3 * * *"))
-    job_id = str(job["id"])
-    renamed = service.update_job(store, OWNER, job_id, lambda row: {**row, "description": "d"}, expected_version=1)
-    assert renamed["version"] == 2 and renamed["next_run_at"] == job["next_run_at"]
+    job_id = str(job.id)
+    renamed = service.update_job(
+        store, OWNER, job_id, lambda job: {**job.spec(), "description": "d"}, expected_version=1
+    )
+    assert renamed.version == 2 and renamed.next_run_at == job.next_run_at
     with pytest.raises(VersionMismatch) as err:
-        service.update_job(store, OWNER, job_id, lambda row: row, expected_version=1)
+        service.update_job(store, OWNER, job_id, lambda job: job.spec(), expected_version=1)
     assert err.value.current == 2
-    moved = service.update_job(store, OWNER, job_id, lambda row: {**row, "schedule": "30 4 * * *"})
-    assert moved["next_run_at"].hour == 4 and moved["next_run_at"].minute == 30
+    moved = service.update_job(store, OWNER, job_id, lambda job: {**job.spec(), "schedule": "30 4 * * *"})
+    assert moved.next_run_at.hour == 4 and moved.next_run_at.minute == 30
     service.create_job(store, OWNER, http_spec("other"))
     with pytest.raises(NameTaken):
-        service.update_job(store, OWNER, job_id, lambda row: {**row, "name": "other"})
+        service.update_job(store, OWNER, job_id, lambda job: {**job.spec(), "name": "other"})
     with pytest.raises(NotFound):
-        service.update_job(store, OTHER, job_id, lambda row: row)
+        service.update_job(store, OTHER, job_id, lambda job: job.spec())
 
 
 def test_pause_resume_delete(store):
-    job_id = str(service.create_job(store, OWNER, http_spec("p", "@every 1h"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("p", "@every 1h")).id)
     paused = service.pause_job(store, OWNER, job_id)
-    assert paused["state"] == "paused" and paused["due_at"] is None and paused["next_run_at"] is not None
+    assert paused.state == "paused" and paused.due_at is None and paused.next_run_at is not None
     resumed = service.resume_job(store, OWNER, job_id)
-    assert resumed["state"] == "active" and resumed["due_at"] == resumed["next_run_at"]
+    assert resumed.state == "active" and resumed.due_at == resumed.next_run_at
     store.delete_job(OWNER, job_id)
     with pytest.raises(NotFound):
         store.get_job(OWNER, job_id)
@@ -72,7 +74,7 @@ def test_pause_resume_delete(store):
 
 
 def test_claim_start_complete_advances_the_schedule(store, pool):
-    job_id = str(service.create_job(store, OWNER, http_spec("c", "* * * * *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("c", "* * * * *")).id)
     assert store.claim_due(10, 60) == []
     make_due(pool, job_id)
     [claim] = store.claim_due(10, 60)
@@ -86,19 +88,17 @@ def test_claim_start_complete_advances_the_schedule(store, pool):
         job_id,
         claim.lock_token,
         started.execution_id,
-        Outcome("succeeded"),
-        http_status=200,
-        response_excerpt="ok",
+        Outcome("succeeded", http_status=200, response_excerpt="ok"),
     )
-    assert done["lock_token"] is None and done["attempt"] == 0 and done["run_count"] == 1
-    assert done["next_run_at"] > claim.scheduled_at and done["last_status"] == "succeeded"
+    assert done.lock_token is None and done.attempt == 0 and done.run_count == 1
+    assert done.next_run_at > claim.scheduled_at and done.last_status == "succeeded"
     [execution] = store.list_executions(OWNER, job_id)
     assert execution.status == "succeeded" and execution.http_status == 200
     assert execution.duration_ms >= 0
 
 
 def test_stale_token_cannot_complete_and_lost_execution_is_marked(store, pool):
-    job_id = str(service.create_job(store, OWNER, http_spec("f", "* * * * *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("f", "* * * * *")).id)
     make_due(pool, job_id)
     [first] = store.claim_due(10, 60)
     slow = store.start_execution(job_id, first.lock_token, 60)
@@ -114,12 +114,12 @@ def test_stale_token_cannot_complete_and_lost_execution_is_marked(store, pool):
     fresh = store.start_execution(job_id, second.lock_token, 60)
     assert fresh.attempt == 2 and fresh.trigger == "retry"
     done = complete(store, job_id, second.lock_token, fresh.execution_id, Outcome("succeeded"))
-    assert done is not None and done["last_status"] == "succeeded"
+    assert done is not None and done.last_status == "succeeded"
     assert store.get_execution(slow.execution_id).status == "lost"
 
 
 def test_expired_claim_before_start_is_ignored(store, pool):
-    job_id = str(service.create_job(store, OWNER, http_spec("e", "* * * * *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("e", "* * * * *")).id)
     make_due(pool, job_id)
     [claim] = store.claim_due(10, 60)
     expire_lease(pool, job_id)
@@ -132,7 +132,7 @@ def test_retry_timing_and_exhaustion(store, pool):
         "0 0 1 1 *",
         retry={"max_attempts": 3, "min_backoff_seconds": 10, "max_backoff_seconds": 25, "max_age_seconds": None},
     )
-    job_id = str(service.create_job(store, OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec).id)
     make_due(pool, job_id)
     occurrence = None
     for attempt, ceiling in ((1, 10), (2, 20)):
@@ -147,12 +147,11 @@ def test_retry_timing_and_exhaustion(store, pool):
             job_id,
             claim.lock_token,
             started.execution_id,
-            Outcome("failed", retryable=True, error="HTTP 503"),
-            http_status=503,
+            Outcome("failed", retryable=True, error="HTTP 503", http_status=503),
         )
-        delay = (row["next_run_at"] - now).total_seconds()
+        delay = (row.next_run_at - now).total_seconds()
         assert 10 - 1 <= delay <= ceiling + 1, delay
-        assert row["attempt"] == attempt and row["scheduled_at"] == occurrence and row["state"] == "active"
+        assert row.attempt == attempt and row.scheduled_at == occurrence and row.state == "active"
         make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token, 60)
@@ -161,14 +160,14 @@ def test_retry_timing_and_exhaustion(store, pool):
         store, job_id, claim.lock_token, started.execution_id, Outcome("failed", retryable=True, error="HTTP 503")
     )
     # max_attempts reached: the occurrence is given up and the next one (next 1 January) is planned.
-    assert row["attempt"] == 0 and row["next_run_at"].month == 1 and row["next_run_at"] > occurrence
-    assert row["failure_count"] == 3 and row["run_count"] == 3
+    assert row.attempt == 0 and row.next_run_at.month == 1 and row.next_run_at > occurrence
+    assert row.failure_count == 3 and row.run_count == 3
     statuses = [e.trigger for e in store.list_executions(OWNER, job_id)]
     assert statuses == ["retry", "retry", "schedule"]
 
 
 def test_retry_after_is_a_floor_and_permanent_failure_does_not_retry(store, pool):
-    job_id = str(service.create_job(store, OWNER, http_spec("ra", "0 0 1 1 *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("ra", "0 0 1 1 *")).id)
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token, 60)
@@ -180,14 +179,14 @@ def test_retry_after_is_a_floor_and_permanent_failure_does_not_retry(store, pool
         started.execution_id,
         Outcome("failed", retryable=True, retry_after_seconds=120),
     )
-    assert (row["next_run_at"] - now).total_seconds() >= 120
+    assert (row.next_run_at - now).total_seconds() >= 120
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token, 60)
     row = complete(
         store, job_id, claim.lock_token, started.execution_id, Outcome("failed", retryable=False, error="HTTP 404")
     )
-    assert row["attempt"] == 0 and row["next_run_at"] > now + timedelta(days=1)
+    assert row.attempt == 0 and row.next_run_at > now + timedelta(days=1)
 
 
 def test_max_age_stops_retries(store, pool):
@@ -196,27 +195,27 @@ def test_max_age_stops_retries(store, pool):
         "0 0 1 1 *",
         retry={"max_attempts": 10, "min_backoff_seconds": 30, "max_backoff_seconds": 30, "max_age_seconds": 10},
     )
-    job_id = str(service.create_job(store, OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec).id)
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token, 60)
     row = complete(store, job_id, claim.lock_token, started.execution_id, Outcome("timed_out", retryable=True))
-    assert row["attempt"] == 0 and row["scheduled_at"] > claim.scheduled_at
+    assert row.attempt == 0 and row.scheduled_at > claim.scheduled_at
 
 
 def test_one_off_completes(store, pool):
     # A one-off whose time has already passed at creation fires at once.
     job = service.create_job(store, OWNER, http_spec("once", None, run_at=store.now() - timedelta(seconds=5)))
-    assert job["next_run_at"] == job["run_at"]
+    assert job.next_run_at == job.run_at
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(claim.job_id, claim.lock_token, 60)
     row = complete(store, claim.job_id, claim.lock_token, started.execution_id, Outcome("succeeded"))
-    assert row["state"] == "completed" and row["next_run_at"] is None and row["due_at"] is None
+    assert row.state == "completed" and row.next_run_at is None and row.due_at is None
 
 
 def test_manual_run_is_served_first_and_leaves_the_occurrence(store):
     job = service.create_job(store, OWNER, http_spec("m", "0 0 1 1 *"))
-    job_id = str(job["id"])
+    job_id = str(job.id)
     service.pause_job(store, OWNER, job_id)
     store.request_run(OWNER, job_id)
     [claim] = store.claim_due(1, 60)
@@ -224,12 +223,12 @@ def test_manual_run_is_served_first_and_leaves_the_occurrence(store):
     started = store.start_execution(job_id, claim.lock_token, 60)
     assert started.trigger == "manual" and started.attempt == 1
     row = complete(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"))
-    assert row["manual_run_at"] is None and row["state"] == "paused" and row["attempt"] == 0
-    assert row["next_run_at"] == job["next_run_at"] and row["due_at"] is None
+    assert row.manual_run_at is None and row.state == "paused" and row.attempt == 0
+    assert row.next_run_at == job.next_run_at and row.due_at is None
 
 
 def test_release_makes_the_job_due_again(store, pool):
-    job_id = str(service.create_job(store, OWNER, http_spec("rel"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("rel")).id)
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     assert store.release(job_id, claim.lock_token)
@@ -269,7 +268,7 @@ def test_concurrent_claimers_take_each_job_exactly_once(db_url, pool):
 
 def test_pagination_sees_each_row_once_under_concurrent_inserts(store, pool):
     insert_due_jobs(pool, 500, owner=OWNER, prefix="page", due_offset_seconds=3600)
-    original = {r["name"] for r in store.list_jobs(OWNER, limit=1000)}
+    original = {r.name for r in store.list_jobs(OWNER, limit=1000)}
     stop = threading.Event()
 
     def inserter() -> None:
@@ -284,8 +283,8 @@ def test_pagination_sees_each_row_once_under_concurrent_inserts(store, pool):
     after = None
     try:
         while page := store.list_jobs(OWNER, limit=37, after_name=after):
-            seen.extend(r["name"] for r in page)
-            after = page[-1]["name"]
+            seen.extend(job.name for job in page)
+            after = page[-1].name
     finally:
         stop.set()
         thread.join()
@@ -297,8 +296,8 @@ def test_list_filters(store):
     service.create_job(store, OWNER, http_spec("alpha-1", tags=["billing"]))
     service.create_job(store, OWNER, http_spec("alpha-2", tags=["ops"]))
     beta = service.create_job(store, OWNER, http_spec("beta-1", tags=["billing"]))
-    service.pause_job(store, OWNER, str(beta["id"]))
-    names = lambda rows: [r["name"] for r in rows]  # noqa: E731
+    service.pause_job(store, OWNER, str(beta.id))
+    names = lambda jobs: [job.name for job in jobs]  # noqa: E731
     assert names(store.list_jobs(OWNER, tag="billing")) == ["alpha-1", "beta-1"]
     assert names(store.list_jobs(OWNER, name_prefix="alpha")) == ["alpha-1", "alpha-2"]
     assert names(store.list_jobs(OWNER, state="paused")) == ["beta-1"]
@@ -308,7 +307,7 @@ def test_list_filters(store):
 
 def test_expired_executions_without_their_day_partition_are_purged_from_default(store, pool):
     """Rows older than any day partition land in DEFAULT; the maintenance deletes them there."""
-    job_id = str(service.create_job(store, OWNER, http_spec("purge"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("purge")).id)
     with pool.connection() as conn:
         conn.execute(
             """
@@ -332,7 +331,7 @@ def test_backlog_and_next_due(store, pool):
 
 
 def test_fast_completion_from_the_started_row(store, pool):
-    job_id = str(service.create_job(store, OWNER, http_spec("fast", "*/5 * * * *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("fast", "*/5 * * * *")).id)
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token)
@@ -342,13 +341,12 @@ def test_fast_completion_from_the_started_row(store, pool):
         job_id,
         claim.lock_token,
         started.execution_id,
-        Outcome("succeeded"),
-        http_status=200,
+        Outcome("succeeded", http_status=200),
         started=started,
         elapsed_seconds=0.5,
     )
-    assert row["lock_token"] is None and row["attempt"] == 0 and row["next_run_at"] > claim.scheduled_at
-    assert row["manual_run_at"] is not None and row["version"] == started.job.version
+    assert row.lock_token is None and row.attempt == 0 and row.next_run_at > claim.scheduled_at
+    assert row.manual_run_at is not None and row.version == started.job.version
     assert store.get_execution(started.execution_id).status == "succeeded"
     # A stale token is fenced on the fast path as on the locking one.
     assert (
@@ -366,11 +364,11 @@ def test_fast_completion_from_the_started_row(store, pool):
 
 
 def test_edit_during_execution_takes_the_locking_path(store, pool):
-    job_id = str(service.create_job(store, OWNER, http_spec("edited", "*/5 * * * *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("edited", "*/5 * * * *")).id)
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token)
-    edited = service.update_job(store, OWNER, job_id, lambda row: {**row, "schedule": "0 4 * * *"})
+    edited = service.update_job(store, OWNER, job_id, lambda job: {**job.spec(), "schedule": "0 4 * * *"})
     row = complete(
         store,
         job_id,
@@ -380,18 +378,18 @@ def test_edit_during_execution_takes_the_locking_path(store, pool):
         started=started,
         elapsed_seconds=0.1,
     )
-    assert row is not None and row["lock_token"] is None
+    assert row is not None and row.lock_token is None
     # The new schedule's first occurrence is kept, not skipped, and a failure does not retry it early.
-    assert row["next_run_at"] == row["scheduled_at"] == edited["next_run_at"]
-    assert (row["next_run_at"].hour, row["next_run_at"].minute) == (4, 0)
+    assert row.next_run_at == row.scheduled_at == edited.next_run_at
+    assert (row.next_run_at.hour, row.next_run_at.minute) == (4, 0)
     assert store.get_execution(started.execution_id).status == "succeeded"
 
 
 def test_an_edit_or_pause_between_claim_and_start_cancels_the_start(store, pool):
-    job_id = str(service.create_job(store, OWNER, http_spec("moved", "@every 1s"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("moved", "@every 1s")).id)
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
-    service.update_job(store, OWNER, job_id, lambda row: {**row, "schedule": "0 0 1 1 *"})
+    service.update_job(store, OWNER, job_id, lambda job: {**job.spec(), "schedule": "0 0 1 1 *"})
     assert store.start_execution(job_id, claim.lock_token) is None  # not delivered a month early
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)  # claimable at its new time: the edit voided the old claim
@@ -402,26 +400,26 @@ def test_an_edit_or_pause_between_claim_and_start_cancels_the_start(store, pool)
 
 def test_an_edit_whose_new_occurrence_is_due_by_completion_is_not_lost(store, pool):
     job = service.create_job(store, OWNER, http_spec("once-edited", None, run_at=store.now() - timedelta(seconds=1)))
-    job_id = str(job["id"])
+    job_id = str(job.id)
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token)
     # Moved to a time that has come by the time the first run ends.
-    service.update_job(store, OWNER, job_id, lambda row: {**row, "run_at": store.now()})
+    service.update_job(store, OWNER, job_id, lambda job: {**job.spec(), "run_at": store.now()})
     row = complete(
         store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded"), started=started, elapsed_seconds=2
     )
-    assert row["state"] == "active" and row["next_run_at"] is not None and row["due_at"] is not None
+    assert row.state == "active" and row.next_run_at is not None and row.due_at is not None
     [again] = store.claim_due(1, 60)
-    assert again.job_id == job_id and again.scheduled_at == row["scheduled_at"]
+    assert again.job_id == job_id and again.scheduled_at == row.scheduled_at
 
 
 def test_a_run_requested_during_a_manual_run_is_not_dropped(store):
-    job_id = str(service.create_job(store, OWNER, http_spec("twice", "0 0 1 1 *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("twice", "0 0 1 1 *")).id)
     store.request_run(OWNER, job_id)
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token)
     second = store.request_run(OWNER, job_id)
-    assert second["manual_run_at"] > started.scheduled_at
+    assert second.manual_run_at > started.scheduled_at
     row = complete(
         store,
         job_id,
@@ -431,13 +429,13 @@ def test_a_run_requested_during_a_manual_run_is_not_dropped(store):
         started=started,
         elapsed_seconds=0.1,
     )
-    assert row["manual_run_at"] == second["manual_run_at"]
+    assert row.manual_run_at == second.manual_run_at
     [again] = store.claim_due(1, 60)
-    assert again.lease_kind == "manual" and again.scheduled_at == second["manual_run_at"]
+    assert again.lease_kind == "manual" and again.scheduled_at == second.manual_run_at
 
 
 def test_an_expired_lease_on_a_paused_job_does_not_count_as_due(store, pool):
-    job_id = str(service.create_job(store, OWNER, http_spec("stuck", "0 0 1 1 *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("stuck", "0 0 1 1 *")).id)
     make_due(pool, job_id)
     [claim] = store.claim_due(1, 60)
     started = store.start_execution(job_id, claim.lock_token)
@@ -447,7 +445,7 @@ def test_an_expired_lease_on_a_paused_job_does_not_count_as_due(store, pool):
     assert store.next_due_in() is None  # nothing will become claimable: the fan-out may idle
     # The next edit (here: resume) closes the orphan as the claim would have.
     row = service.resume_job(store, OWNER, job_id)
-    assert row["lock_token"] is None and row["running_execution_id"] is None and row["last_status"] == "lost"
+    assert row.lock_token is None and row.running_execution_id is None and row.last_status == "lost"
     assert store.get_execution(started.execution_id).status == "lost"
     assert (
         service.complete_execution(store, job_id, claim.lock_token, started.execution_id, Outcome("succeeded")) is False
@@ -455,20 +453,20 @@ def test_an_expired_lease_on_a_paused_job_does_not_count_as_due(store, pool):
 
 
 def test_a_batch_of_outcomes_is_recorded_fenced_and_planned_per_job(store, pool):
-    ids = [str(service.create_job(store, OWNER, http_spec(f"o{i}", "0 0 1 1 *"))["id"]) for i in range(4)]
+    ids = [str(service.create_job(store, OWNER, http_spec(f"o{i}", "0 0 1 1 *")).id) for i in range(4)]
     for job_id in ids:
         make_due(pool, job_id)
     claims = {c.job_id: c for c in store.claim_and_start(10, 60)}
     started = {job_id: claim.started for job_id, claim in claims.items()}
-    service.update_job(store, OWNER, ids[1], lambda row: {**row, "description": "edited during the delivery"})
+    service.update_job(store, OWNER, ids[1], lambda job: {**job.spec(), "description": "edited during the delivery"})
     expire_lease(pool, ids[2])
     [again] = store.claim_due(10, 60)  # the lease of the third was taken over: fenced
     assert again.job_id == ids[2]
     outcomes = [
-        Outcome("succeeded"),
-        Outcome("succeeded"),
-        Outcome("succeeded"),
-        Outcome("failed", retryable=True, error="HTTP 503"),
+        Outcome("succeeded", http_status=200),
+        Outcome("succeeded", http_status=200),
+        Outcome("succeeded", http_status=200),
+        Outcome("failed", retryable=True, error="HTTP 503", http_status=503),
     ]
     completions = [
         Completion(
@@ -476,7 +474,6 @@ def test_a_batch_of_outcomes_is_recorded_fenced_and_planned_per_job(store, pool)
             claims[job_id].lock_token,
             started[job_id].execution_id,
             outcome,
-            http_status=200 if outcome.status == "succeeded" else 503,
             started=started[job_id],
             elapsed_seconds=0.01,
         )
@@ -484,21 +481,21 @@ def test_a_batch_of_outcomes_is_recorded_fenced_and_planned_per_job(store, pool)
     ]
     assert service.complete_executions(store, completions) == [True, True, False, True]  # the third fenced
     ok, edited, _, retried = (store.get_job(OWNER, job_id) for job_id in ids)
-    assert ok["last_status"] == "succeeded" and ok["next_run_at"].year == ok["scheduled_at"].year
-    assert ok["attempt"] == 0 and ok["lock_token"] is None and ok["run_count"] == 1
+    assert ok.last_status == "succeeded" and ok.next_run_at.year == ok.scheduled_at.year
+    assert ok.attempt == 0 and ok.lock_token is None and ok.run_count == 1
     # The edit moved the version on: recorded through the locking path, the edit kept.
-    assert edited["description"] == "edited during the delivery" and edited["last_status"] == "succeeded"
-    assert retried["last_status"] == "failed" and retried["attempt"] == 1 and retried["failure_count"] == 1
-    assert retried["next_run_at"] < retried["scheduled_at"] + timedelta(minutes=2)  # a retry, not next year
+    assert edited.description == "edited during the delivery" and edited.last_status == "succeeded"
+    assert retried.last_status == "failed" and retried.attempt == 1 and retried.failure_count == 1
+    assert retried.next_run_at < retried.scheduled_at + timedelta(minutes=2)  # a retry, not next year
     statuses = {job_id: store.list_executions(OWNER, job_id)[0].status for job_id in ids}
     assert statuses == {ids[0]: "succeeded", ids[1]: "succeeded", ids[2]: "lost", ids[3]: "failed"}
-    assert store.get_job(OWNER, ids[2])["lock_token"] == uuid.UUID(again.lock_token)
+    assert store.get_job(OWNER, ids[2]).lock_token == uuid.UUID(again.lock_token)
 
 
 def test_claim_and_start_leases_and_starts_in_one_statement(store, pool):
-    scheduled = str(service.create_job(store, OWNER, http_spec("cs-sched", "0 0 1 1 *"))["id"])
-    manual = str(service.create_job(store, OWNER, http_spec("cs-manual", "0 0 1 1 *"))["id"])
-    orphaned = str(service.create_job(store, OWNER, http_spec("cs-orphan", "0 0 1 1 *"))["id"])
+    scheduled = str(service.create_job(store, OWNER, http_spec("cs-sched", "0 0 1 1 *")).id)
+    manual = str(service.create_job(store, OWNER, http_spec("cs-manual", "0 0 1 1 *")).id)
+    orphaned = str(service.create_job(store, OWNER, http_spec("cs-orphan", "0 0 1 1 *")).id)
     make_due(pool, orphaned)
     [first] = store.claim_and_start(10, 30)
     assert first.job_id == orphaned and first.started.attempt == 1
@@ -511,10 +508,10 @@ def test_claim_and_start_leases_and_starts_in_one_statement(store, pool):
     now = store.now()
     for job_id, claim in claims.items():
         job = store.get_job(OWNER, job_id)
-        assert job["lock_token"] == uuid.UUID(claim.lock_token)
-        assert job["running_execution_id"] == uuid.UUID(claim.started.execution_id)
+        assert job.lock_token == uuid.UUID(claim.lock_token)
+        assert job.running_execution_id == uuid.UUID(claim.started.execution_id)
         # The lease covers the target's timeout (5 s) and the margin (30 s), not a claim's lease.
-        assert now + timedelta(seconds=30) < job["locked_until"] <= now + timedelta(seconds=36)
+        assert now + timedelta(seconds=30) < job.locked_until <= now + timedelta(seconds=36)
         [running, *_] = store.list_executions(OWNER, job_id)
         assert running.status == "running" and str(running.id) == claim.started.execution_id
     assert claims[manual].started.trigger == "manual" and claims[manual].lease_kind == "manual"
@@ -537,7 +534,7 @@ def test_claim_and_start_leases_and_starts_in_one_statement(store, pool):
             )
         ],
     ) == [True]
-    assert store.get_job(OWNER, scheduled)["lock_token"] is None
+    assert store.get_job(OWNER, scheduled).lock_token is None
 
 
 def test_a_started_rows_target_reads_as_json_loads_would(store, pool):
@@ -554,7 +551,7 @@ def test_a_started_rows_target_reads_as_json_loads_would(store, pool):
     }
     spec = http_spec("json-exact", "0 0 1 1 *")
     spec["target"] = {**spec["target"], "body": body}
-    job_id = str(service.create_job(store, OWNER, spec)["id"])
+    job_id = str(service.create_job(store, OWNER, spec).id)
     make_due(pool, job_id)
     [claim] = store.claim_and_start(10, 30)
     read = claim.started.job.target["body"]
@@ -585,18 +582,17 @@ def test_started_rows_are_read_by_position_as_the_store_names_their_columns(stor
     from scheduler.sql import QUERIES
     from scheduler.store import STARTED_COLUMNS
 
-    job_id = str(service.create_job(store, OWNER, http_spec("positional", "0 0 1 1 *"))["id"])
+    job_id = str(service.create_job(store, OWNER, http_spec("positional", "0 0 1 1 *")).id)
     make_due(pool, job_id)
     with pool.connection() as conn, conn.transaction():
         cursor = conn.execute(QUERIES["claim_and_start"], {"limit": 1, "lease_margin_seconds": 30})
         assert tuple(c.name for c in cursor.description) == (*STARTED_COLUMNS, "lock_token", "reclaimed")
         raise psycopg.Rollback()
     [claim] = store.claim_and_start(10, 30)
-    row = store.get_job(OWNER, job_id)
+    job = store.get_job(OWNER, job_id)
     started = claim.started
     for field in STARTED_COLUMNS[:19]:
-        expected = str(row[field]) if field == "id" else row[field]
-        assert getattr(started.job, field) == expected, field
+        assert getattr(started.job, field) == getattr(job, field), field
     execution = store.get_execution(started.execution_id)
     assert (started.scheduled_at, started.attempt, started.trigger, started.started_at) == (
         execution.scheduled_at,
@@ -604,10 +600,10 @@ def test_started_rows_are_read_by_position_as_the_store_names_their_columns(stor
         execution.trigger,
         execution.started_at,
     )
-    assert claim.job_id == job_id and claim.lock_token == str(row["lock_token"]) and claim.reclaimed is False
-    assert claim.lease_kind == "schedule" and claim.claimed_at == started.started_at == row["last_run_at"]
+    assert claim.job_id == job_id and claim.lock_token == str(job.lock_token) and claim.reclaimed is False
+    assert claim.lease_kind == "schedule" and claim.claimed_at == started.started_at == job.last_run_at
 
-    other = str(service.create_job(store, OWNER, http_spec("positional-2", "0 0 1 1 *"))["id"])
+    other = str(service.create_job(store, OWNER, http_spec("positional-2", "0 0 1 1 *")).id)
     make_due(pool, other)
     [leased] = store.claim_due(10, 60)
     with pool.connection() as conn, conn.transaction():
@@ -623,7 +619,7 @@ def test_started_rows_are_read_by_position_as_the_store_names_their_columns(stor
         assert tuple(c.name for c in cursor.description) == STARTED_COLUMNS
         raise psycopg.Rollback()
     started = store.start_execution(other, leased.lock_token, 30)
-    assert started.job.id == other and started.job.target == row["target"] and started.attempt == 1
+    assert started.job.id == other and started.job.target == job.target and started.attempt == 1
 
 
 @pytest.mark.parametrize("batch", [True, False], ids=["complete_jobs", "complete_job"])
@@ -631,7 +627,7 @@ def test_an_outcomes_texts_are_recorded_as_they_were_and_a_nul_does_not_fail_it(
     """What a batch's outcomes carry (encoded as JSON for complete_jobs) comes back unchanged:
     quotes, backslashes, non-ASCII, a JSON-looking body; a NUL or a lone surrogate, which
     Postgres cannot store, becomes U+FFFD instead of failing the completion (and its batch)."""
-    ids = [str(service.create_job(store, OWNER, http_spec(f"texts-{batch}-{i}", "0 0 1 1 *"))["id"]) for i in range(2)]
+    ids = [str(service.create_job(store, OWNER, http_spec(f"texts-{batch}-{i}", "0 0 1 1 *")).id) for i in range(2)]
     for job_id in ids:
         make_due(pool, job_id)
     claims = store.claim_and_start(10, 60)
@@ -641,9 +637,13 @@ def test_an_outcomes_texts_are_recorded_as_they_were_and_a_nul_does_not_fail_it(
             claim.job_id,
             claim.lock_token,
             claim.started.execution_id,
-            Outcome("failed", retryable=False, error="HTTP 418 I'm a \u0000teapot \ud800"),
-            http_status=418,
-            response_excerpt=excerpt,
+            Outcome(
+                "failed",
+                retryable=False,
+                error="HTTP 418 I'm a \u0000teapot \ud800",
+                http_status=418,
+                response_excerpt=excerpt,
+            ),
             started=claim.started,
             elapsed_seconds=0.25,
         )
@@ -660,4 +660,4 @@ def test_an_outcomes_texts_are_recorded_as_they_were_and_a_nul_does_not_fail_it(
         assert execution.error == "HTTP 418 I'm a \ufffdteapot \ufffd"
         assert execution.started_at == claim.started.started_at and execution.scheduled_at == claim.started.scheduled_at
         job = store.get_job(OWNER, claim.job_id)
-        assert job["last_status"] == "failed" and job["lock_token"] is None
+        assert job.last_status == "failed" and job.lock_token is None

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler.core.domain import Job
+from scheduler.core.domain import Job, RetryPolicy
 from scheduler.planning.lifecycle import Outcome, backoff_seconds, plan_completion
 from scheduler.sql import QUERIES, parse_named_queries
 
@@ -38,7 +38,7 @@ def job(**overrides):
 
 def test_backoff_grows_with_jitter_within_bounds():
     rng = random.Random(7)
-    retry = {"min_backoff_seconds": 2, "max_backoff_seconds": 10}
+    retry = RetryPolicy(min_backoff_seconds=2, max_backoff_seconds=10)
     for attempt, ceiling in ((1, 2), (2, 4), (3, 8), (4, 10), (9, 10)):
         values = [backoff_seconds(retry, attempt, rng) for _ in range(200)]
         assert all(2 <= v <= ceiling for v in values)
@@ -48,25 +48,23 @@ def test_backoff_grows_with_jitter_within_bounds():
 
 def test_success_moves_to_the_next_occurrence():
     plan = plan_completion(job(), Outcome("succeeded"), NOW + timedelta(seconds=1))
-    assert plan["scheduled_at"] == NOW + timedelta(minutes=5) and plan["attempt"] == 0
+    assert plan.scheduled_at == NOW + timedelta(minutes=5) and plan.attempt == 0
 
 
 def test_retryable_failure_keeps_the_occurrence():
     plan = plan_completion(job(), Outcome("failed", retryable=True), NOW, random.Random(1))
-    assert (
-        plan["scheduled_at"] == NOW and plan["attempt"] == 1 and NOW < plan["next_run_at"] <= NOW + timedelta(seconds=2)
-    )
+    assert plan.scheduled_at == NOW and plan.attempt == 1 and NOW < plan.next_run_at <= NOW + timedelta(seconds=2)
 
 
 def test_missed_occurrences_follow_the_policy():
     late = NOW + timedelta(minutes=22)
-    assert plan_completion(job(missed_runs="skip"), Outcome("succeeded"), late)["scheduled_at"] == NOW + timedelta(
+    assert plan_completion(job(missed_runs="skip"), Outcome("succeeded"), late).scheduled_at == NOW + timedelta(
         minutes=25
     )
-    assert plan_completion(job(missed_runs="run_once"), Outcome("succeeded"), late)["scheduled_at"] == NOW + timedelta(
+    assert plan_completion(job(missed_runs="run_once"), Outcome("succeeded"), late).scheduled_at == NOW + timedelta(
         minutes=20
     )
-    assert plan_completion(job(missed_runs="run_all"), Outcome("succeeded"), late)["scheduled_at"] == NOW + timedelta(
+    assert plan_completion(job(missed_runs="run_all"), Outcome("succeeded"), late).scheduled_at == NOW + timedelta(
         minutes=5
     )
 

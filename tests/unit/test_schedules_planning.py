@@ -6,6 +6,7 @@ Europe/Berlin in 2026: spring forward 03-29 01:00Z (02:00 -> 03:00 CEST), fall b
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -55,11 +56,11 @@ def test_a_fractional_start_at_does_not_delay_the_first_run(schedule):
         "missed_runs": "skip",
         "retry": {},
     }
-    first = lifecycle.plan_first(Job.from_row(job), Z("2026-12-01T09:00:00"))["scheduled_at"]
+    first = lifecycle.plan_first(Job.from_row(job), Z("2026-12-01T09:00:00")).scheduled_at
     assert first == Z("2026-12-01T10:00:01")
     ran = {**job, "scheduled_at": first, "lease_kind": "schedule"}
     interval = timedelta(minutes=1 if schedule.startswith("@") else 5)
-    assert lifecycle.plan_completion(Job.from_row(ran), Outcome("succeeded"), first)["scheduled_at"] == first + interval
+    assert lifecycle.plan_completion(Job.from_row(ran), Outcome("succeeded"), first).scheduled_at == first + interval
 
 
 # -- occurrences ---------------------------------------------------------------------------------
@@ -153,10 +154,10 @@ def test_the_preview_is_the_jobs_plan():
             "retry": {},
         }
         planned, plan = [], lifecycle.plan_first(Job.from_row(job), after)
-        while plan["scheduled_at"] is not None and len(planned) < 12:
-            planned.append(plan["scheduled_at"])
-            job = {**job, **plan, "lease_kind": "schedule"}
-            plan = lifecycle.plan_completion(Job.from_row(job), Outcome("succeeded"), plan["scheduled_at"])
+        while plan.scheduled_at is not None and len(planned) < 12:
+            planned.append(plan.scheduled_at)
+            job = {**job, **dataclasses.asdict(plan), "lease_kind": "schedule"}
+            plan = lifecycle.plan_completion(Job.from_row(job), Outcome("succeeded"), plan.scheduled_at)
         assert planned, schedule
         assert (
             occurrences(schedule, timezone=zone, start_at=start_at, end_at=end_at, after=after, count=12) == planned

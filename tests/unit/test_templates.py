@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 
 from scheduler.targets import templates
-from scheduler.targets.results import Delivery, DeliveryResult, TargetPolicy
+from scheduler.targets.results import Delivery, Outcome, TargetPolicy
 from scheduler.targets.router import deliver
 
 BERLIN = dt.timezone(dt.timedelta(hours=1))
@@ -91,7 +91,7 @@ def test_delivery_identity_and_headers():
 
 
 def test_types_are_frozen_and_have_documented_defaults():
-    result = DeliveryResult(status="succeeded", retryable=False)
+    result = Outcome(status="succeeded", retryable=False)
     assert (result.http_status, result.response_excerpt, result.error, result.retry_after_seconds) == (None,) * 4
     assert result.succeeded
     with pytest.raises(dataclasses.FrozenInstanceError):

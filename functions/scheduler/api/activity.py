@@ -17,6 +17,7 @@ from scheduler.api.errors import BadRequest, documented
 from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Owner, StoreDep, cursor_position
 from scheduler.api.routes import rule
 from scheduler.api.serialize import Execution, execution_json
+from scheduler.core.domain import ExecutionStatus
 from scheduler.core.timeutil import format_time
 from scheduler.schedules import occurrences
 from scheduler.schema.models import MAX_BODY_LENGTH, Instant, JobSpec, is_job_id, parse_time
@@ -26,7 +27,7 @@ router = APIGatewayRouter()
 MAX_PREVIEW_COUNT = 100
 # The fields a preview shares with a job: declared and checked by the job model itself.
 _SCHEDULE_FIELDS = ("schedule", "run_at", "timezone", "start_at", "end_at")
-_FIELD = JobSpec.model_fields
+_FIELD: dict[str, Any] = dict(JobSpec.model_fields)
 # A target the job model accepts, to check the schedule fields of a preview as a job's.
 _ANY_TARGET = {"type": "http", "url": "https://example.com/"}
 
@@ -111,7 +112,7 @@ def list_owner_executions(
     since: Since = None,
     limit: Limit = DEFAULT_PAGE_SIZE,
     cursor: Cursor = None,
-):
+) -> Response[Any]:
     if job_id is not None:
         # The job routes' rule: the canonical 8-4-4-4-12 form (hex digits in either case), not
         # the other spellings uuid.UUID takes (urn:uuid:, braces, no dashes).
@@ -129,7 +130,12 @@ def list_owner_executions(
     position = cursor_position(cursors, cursor, scope, "before", _position)
     before = None if position is None else (_instant(position[0], "cursor"), position[1])
     found = store.list_owner_executions(
-        owner, status=status, job_id=job_id, since=since_at, limit=limit + 1, before=before
+        owner,
+        status=ExecutionStatus(status) if status else None,
+        job_id=job_id,
+        since=since_at,
+        limit=limit + 1,
+        before=before,
     )
     page = found[:limit]
     next_cursor = None
@@ -151,12 +157,14 @@ def list_owner_executions(
     "computed as for a job with these fields; bad fields answer 400 as for a job.",
     responses=documented(200, Occurrences, "The occurrences.", 400, 403, 413, 415),
 )
-def preview_schedule(preview: Annotated[SchedulePreview, Body()], store: StoreDep, owner: Owner):
+def preview_schedule(preview: Annotated[SchedulePreview, Body()], store: StoreDep, owner: Owner) -> Response[Any]:
     fields = preview.model_dump(include=set(_SCHEDULE_FIELDS), exclude_none=True)
     spec = JobSpec.model_validate({"name": "preview", "target": _ANY_TARGET, **fields})
     after = preview.after or store.now()
+    when = spec.schedule if spec.schedule is not None else spec.run_at
+    assert when is not None, "the job schema takes exactly one of schedule and run_at"
     found = occurrences(
-        spec.schedule if spec.schedule is not None else spec.run_at,
+        when,
         timezone=spec.timezone,
         start_at=spec.start_at,
         end_at=spec.end_at,

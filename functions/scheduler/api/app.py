@@ -144,7 +144,7 @@ class SchedulerResolver(APIGatewayRestResolver):
 
 
 def _error_result(event: Mapping[str, Any], exc: ApiError) -> dict[str, Any]:
-    headers = {"Content-Type": content_types.APPLICATION_JSON, **exc.headers}
+    headers: dict[str, str | list[str]] = {"Content-Type": content_types.APPLICATION_JSON, **exc.headers}
     serialized = APIGatewayProxyEvent(dict(event)).header_serializer().serialize(headers=headers, cookies=[])
     return {
         "statusCode": exc.status,
@@ -183,7 +183,7 @@ def make_app(
     register_error_handlers(app)
 
     @app.route(*rule("health"), summary="Health", tags=["health"], responses=documented(200, Health, "Up."))
-    def health():
+    def health() -> dict[str, str]:
         return {"status": "ok"}
 
     app.include_router(jobs.router)

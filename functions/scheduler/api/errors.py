@@ -18,7 +18,15 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupp
 from pydantic import BaseModel, ValidationError
 
 from scheduler.core.constants import MAX_REQUEST_BODY_BYTES, SERVICE_NAME
-from scheduler.core.errors import MaskedSecretError, NameTaken, NotFound, ScheduleError, SchedulerError, VersionMismatch
+from scheduler.core.errors import (
+    EditConflict,
+    MaskedSecretError,
+    NameTaken,
+    NotFound,
+    ScheduleError,
+    SchedulerError,
+    VersionMismatch,
+)
 from scheduler.schema.models import validation_details
 
 logger = Logger(service=SERVICE_NAME, child=True)
@@ -122,6 +130,10 @@ def domain_error(exc: SchedulerError) -> ApiError | None:
             headers={"ETag": f'"{exc.current}"'},
             status=412,
             code="version_mismatch",
+        )
+    if isinstance(exc, EditConflict):
+        return ApiError(
+            "the job kept changing while it was being edited; send the edit again", status=409, code="conflict"
         )
     if isinstance(exc, (MaskedSecretError, ScheduleError)):
         details = [{"field": exc.field, "message": exc.message}]

@@ -22,6 +22,7 @@ from scheduler.api.jobs import (
 )
 from scheduler.api.routes import rule
 from scheduler.api.serialize import ExecutionList, execution_json
+from scheduler.core.domain import ExecutionStatus
 
 router = APIGatewayRouter()
 
@@ -73,11 +74,16 @@ def list_executions(
     ] = None,
     limit: Limit = DEFAULT_PAGE_SIZE,
     cursor: Cursor = None,
-):
+) -> Response[Any]:
     scope = scope_of("executions", owner, job_id=job_id, status=status)
     before_seq, before_started_at = _before(cursors, cursor, scope)
     rows = store.list_executions(
-        owner, job_id, status=status, limit=limit + 1, before_seq=before_seq, before_started_at=before_started_at
+        owner,
+        job_id,
+        status=ExecutionStatus(status) if status else None,
+        limit=limit + 1,
+        before_seq=before_seq,
+        before_started_at=before_started_at,
     )
     page = rows[:limit]
     next_cursor = None

@@ -20,6 +20,8 @@ from scheduler.api.providers import get_cursors, get_owner, get_secret_box, get_
 from scheduler.api.routes import rule
 from scheduler.api.serialize import Job, JobList, RunAccepted, job_json, spec_of
 from scheduler.core.constants import AWS_TARGET_TYPES, SERVICE_NAME
+from scheduler.core.domain import Job as DomainJob
+from scheduler.core.domain import JobState
 from scheduler.core.timeutil import format_time
 from scheduler.ports import JobStore
 from scheduler.schema.models import MAX_NAME_LENGTH, MAX_TAG_LENGTH, JobSpec
@@ -138,13 +140,13 @@ def require_reachable_target(data: dict[str, Any], settings: Any) -> None:
         raise BadRequest("target.auth.type", f"sigv4 (a role assumed through STS) is not available: {reason}")
 
 
-def job_response(row: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None) -> Response:
+def job_response(job: DomainJob, status: int = 200, headers: dict[str, str] | None = None) -> Response[Any]:
     """A job answer with its ``ETag``."""
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
-        body=job_json(row),
-        headers={"ETag": f'"{row["version"]}"', **(headers or {})},
+        body=job_json(job),
+        headers={"ETag": f'"{job.version}"', **(headers or {})},
     )
 
 
@@ -163,14 +165,16 @@ def _text_param(value: str | None, field: str) -> str | None:
     tags=["jobs"],
     responses=documented(201, Job, "The job.", 400, 403, 409, 413, 415, headers=_LOCATION),
 )
-def create_job(spec: Annotated[JobSpec, Body()], store: StoreDep, box: BoxDep, owner: Owner, settings: SettingsDep):
+def create_job(
+    spec: Annotated[JobSpec, Body()], store: StoreDep, box: BoxDep, owner: Owner, settings: SettingsDep
+) -> Response[Any]:
     data = spec_data(spec)
     require_broker(data, settings)
     require_reachable_target(data, settings)
     data["target"] = keep_masked_secrets(encrypt_target_secrets(data["target"], box), None)
-    row = service.create_job(store, owner, data)
-    logger.info("job created", extra={"job_id": str(row["id"])})
-    return job_response(row, 201, {"Location": f"/v1/jobs/{row['id']}"})
+    job = service.create_job(store, owner, data)
+    logger.info("job created", extra={"job_id": job.id})
+    return job_response(job, 201, {"Location": f"/v1/jobs/{job.id}"})
 
 
 def cursor_position(
@@ -204,24 +208,31 @@ def list_jobs(
     name_prefix: NamePrefix = None,
     limit: Limit = DEFAULT_PAGE_SIZE,
     cursor: Cursor = None,
-):
+) -> Response[Any]:
     tag, name_prefix = _text_param(tag, "tag"), _text_param(name_prefix, "name_prefix")
     scope = scope_of("jobs", owner, state=state, tag=tag, name_prefix=name_prefix)
     after_name = cursor_position(cursors, cursor, scope, "after_name", lambda value: isinstance(value, str))
-    rows = store.list_jobs(owner, state=state, tag=tag, name_prefix=name_prefix, limit=limit + 1, after_name=after_name)
-    page = rows[:limit]
-    next_cursor = cursors.encode(scope, {"after_name": page[-1]["name"]}) if len(rows) > limit else None
+    jobs = store.list_jobs(
+        owner,
+        state=JobState(state) if state else None,
+        tag=tag,
+        name_prefix=name_prefix,
+        limit=limit + 1,
+        after_name=after_name,
+    )
+    page = jobs[:limit]
+    next_cursor = cursors.encode(scope, {"after_name": page[-1].name}) if len(jobs) > limit else None
     return Response(
         status_code=200,
         content_type=content_types.APPLICATION_JSON,
-        body={"jobs": [job_json(r) for r in page], "next_cursor": next_cursor},
+        body={"jobs": [job_json(job) for job in page], "next_cursor": next_cursor},
     )
 
 
 @router.route(
     *rule("get_job"), summary="Get a job", tags=["jobs"], responses=documented(200, Job, "The job.", 403, 404)
 )
-def get_job(job_id: JobId, store: StoreDep, owner: Owner):
+def get_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
     return job_response(store.get_job(owner, job_id))
 
 
@@ -240,19 +251,19 @@ def replace_job(
     owner: Owner,
     settings: SettingsDep,
     if_match: IfMatch = None,
-):
+) -> Response[Any]:
     expected = parse_if_match(if_match)
     data = spec_data(spec)
     require_broker(data, settings)
     require_reachable_target(data, settings)
     target = encrypt_target_secrets(data["target"], box)
 
-    def build(row: dict[str, Any]) -> dict[str, Any]:
-        return {**data, "target": keep_masked_secrets(target, row["target"])}
+    def build(current: DomainJob) -> dict[str, Any]:
+        return {**data, "target": keep_masked_secrets(target, dict(current.target or {}))}
 
-    row = service.update_job(store, owner, job_id, build, expected)
-    logger.info("job replaced", extra={"job_id": job_id, "version": row["version"]})
-    return job_response(row)
+    job = service.update_job(store, owner, job_id, build, expected)
+    logger.info("job replaced", extra={"job_id": job_id, "version": job.version})
+    return job_response(job)
 
 
 @router.route(
@@ -271,20 +282,21 @@ def patch_job(
     owner: Owner,
     settings: SettingsDep,
     if_match: IfMatch = None,
-):
+) -> Response[Any]:
     expected = parse_if_match(if_match)
     check_text(patch, "body")
-    merge_patch({}, patch)  # depth check before the row is held
+    merge_patch({}, patch)  # depth check before anything is read
 
-    def build(row: dict[str, Any]) -> dict[str, Any]:
-        data = spec_data(JobSpec.model_validate(merge_patch(spec_of(row), patch)))
+    def build(current: DomainJob) -> dict[str, Any]:
+        data = spec_data(JobSpec.model_validate(merge_patch(spec_of(current), patch)))
         require_broker(data, settings)
         require_reachable_target(data, settings)
-        return {**data, "target": keep_masked_secrets(encrypt_target_secrets(data["target"], box), row["target"])}
+        sealed = encrypt_target_secrets(data["target"], box)
+        return {**data, "target": keep_masked_secrets(sealed, dict(current.target or {}))}
 
-    row = service.update_job(store, owner, job_id, build, expected)
-    logger.info("job patched", extra={"job_id": job_id, "version": row["version"]})
-    return job_response(row)
+    job = service.update_job(store, owner, job_id, build, expected)
+    logger.info("job patched", extra={"job_id": job_id, "version": job.version})
+    return job_response(job)
 
 
 @router.route(
@@ -294,7 +306,7 @@ def patch_job(
     tags=["jobs"],
     responses=documented(204, None, "Deleted, with its executions.", 403, 404),
 )
-def delete_job(job_id: JobId, store: StoreDep, owner: Owner):
+def delete_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
     store.delete_job(owner, job_id)
     logger.info("job deleted", extra={"job_id": job_id})
     return Response(status_code=204, content_type=None, body=None)
@@ -306,7 +318,7 @@ def delete_job(job_id: JobId, store: StoreDep, owner: Owner):
     tags=["jobs"],
     responses=documented(200, Job, "The job.", 403, 404),
 )
-def pause_job(job_id: JobId, store: StoreDep, owner: Owner):
+def pause_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
     return job_response(service.pause_job(store, owner, job_id))
 
 
@@ -316,7 +328,7 @@ def pause_job(job_id: JobId, store: StoreDep, owner: Owner):
     tags=["jobs"],
     responses=documented(200, Job, "The job.", 403, 404),
 )
-def resume_job(job_id: JobId, store: StoreDep, owner: Owner):
+def resume_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
     return job_response(service.resume_job(store, owner, job_id))
 
 
@@ -328,16 +340,16 @@ def resume_job(job_id: JobId, store: StoreDep, owner: Owner):
     description="One attempt outside the schedule, taken by the runner's next claim, even when the job is paused.",
     responses=documented(202, RunAccepted, "Queued.", 403, 404),
 )
-def run_job(job_id: JobId, store: StoreDep, owner: Owner):
-    row = store.request_run(owner, job_id)
+def run_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
+    job = store.request_run(owner, job_id)
     logger.info("manual run requested", extra={"job_id": job_id})
     return Response(
         status_code=202,
         content_type=content_types.APPLICATION_JSON,
         body={
-            "job_id": str(row["id"]),
+            "job_id": str(job.id),
             "status": "queued",
-            "requested_at": format_time(row["manual_run_at"]),
-            "job": job_json(row),
+            "requested_at": format_time(job.manual_run_at),
+            "job": job_json(job),
         },
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_lambda_powertools.event_handler.openapi.models import Server
+from aws_lambda_powertools.event_handler.openapi.models import APIKey, Server
 
 from scheduler.api.app import SchedulerResolver, make_app
 
@@ -60,12 +60,14 @@ def openapi_schema(app: SchedulerResolver | None = None) -> dict[str, Any]:
             description=DESCRIPTION,
             servers=[Server(url="/")],
             security_schemes={
-                "sigv4": {
-                    "type": "apiKey",
-                    "name": "Authorization",
-                    "in": "header",
-                    "description": "AWS Signature Version 4 (API Gateway IAM auth)",
-                }
+                "sigv4": APIKey.model_validate(
+                    {
+                        "type": "apiKey",
+                        "name": "Authorization",
+                        "in": "header",
+                        "description": "AWS Signature Version 4 (API Gateway IAM auth)",
+                    }
+                )
             },
             security=[{"sigv4": []}],
         )

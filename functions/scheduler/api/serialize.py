@@ -1,18 +1,17 @@
-"""Rows of the store -> the contract's JSON (and the answer models that document it).
+"""The store's records -> the contract's JSON (and the answer models that document it).
 
 Targets are always answered with their secrets masked (``"***"``); times are RFC 3339 in UTC.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field
 
-from scheduler.core.domain import SPEC_FIELDS
 from scheduler.core.domain import Execution as DomainExecution
+from scheduler.core.domain import Job as DomainJob
 from scheduler.core.timeutil import format_time
 from scheduler.schema.models import JobSpec
 from scheduler.secrets import mask_target_secrets
@@ -24,34 +23,34 @@ def _time(value: Any) -> Any:
     return format_time(value) if isinstance(value, datetime) else value
 
 
-def spec_of(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The writable fields of a job row as JSON values, secrets masked: what PATCH merges into."""
-    spec = {k: row.get(k) for k in SPEC_FIELDS}
+def spec_of(job: DomainJob) -> dict[str, Any]:
+    """The writable fields of a job as JSON values, secrets masked: what PATCH merges into."""
+    spec = job.spec()
     for k in _TIME_FIELDS:
         spec[k] = _time(spec[k])
-    spec["tags"] = list(spec.get("tags") or [])
-    spec["target"] = mask_target_secrets(dict(row["target"]))
-    spec["retry"] = dict(row.get("retry") or {})
+    spec["tags"] = list(job.tags)
+    spec["target"] = mask_target_secrets(dict(job.target or {}))
+    spec["retry"] = dict(job.retry or {})
     return spec
 
 
-def job_json(row: Mapping[str, Any]) -> dict[str, Any]:
+def job_json(job: DomainJob) -> dict[str, Any]:
     """The job of the contract."""
     return {
-        "id": str(row["id"]),
-        **spec_of(row),
-        "owner": row["owner"],
-        "state": row["state"],
-        "version": row["version"],
-        "next_run_at": _time(row.get("next_run_at")),
-        "last_run_at": _time(row.get("last_run_at")),
-        "created_at": _time(row["created_at"]),
-        "updated_at": _time(row["updated_at"]),
+        "id": str(job.id),
+        **spec_of(job),
+        "owner": job.owner,
+        "state": str(job.state),
+        "version": job.version,
+        "next_run_at": _time(job.next_run_at),
+        "last_run_at": _time(job.last_run_at),
+        "created_at": _time(job.created_at),
+        "updated_at": _time(job.updated_at),
         "stats": {
-            "run_count": int(row.get("run_count") or 0),
-            "failure_count": int(row.get("failure_count") or 0),
-            "last_status": row.get("last_status"),
-            "last_error": row.get("last_error"),
+            "run_count": job.run_count,
+            "failure_count": job.failure_count,
+            "last_status": job.last_status,
+            "last_error": job.last_error,
         },
     }
 
@@ -65,8 +64,8 @@ def execution_json(execution: DomainExecution) -> dict[str, Any]:
         "started_at": _time(execution.started_at),
         "finished_at": _time(execution.finished_at),
         "attempt": execution.attempt,
-        "trigger": execution.trigger,
-        "status": execution.status,
+        "trigger": str(execution.trigger),
+        "status": str(execution.status),
         "http_status": execution.http_status,
         "response_excerpt": execution.response_excerpt,
         "error": execution.error,

@@ -227,7 +227,7 @@ def full_definition(base: dict[str, Any], args: argparse.Namespace) -> dict[str,
     is an AWS one (their fields differ).
     """
     named = type_from_flags(args)
-    base_target = base.get("target") if isinstance(base.get("target"), dict) else {}
+    base_target: dict[str, Any] = base["target"] if isinstance(base.get("target"), dict) else {}
     base_kind = base_target.get("type") or (
         "amqp" if ("exchange" in base_target or "routing_key" in base_target) else "http" if base_target else None
     )
@@ -259,7 +259,7 @@ def patch_definition(
     of type then sends ``null`` for each stored field that the new type has no field for.
     """
     named = type_from_flags(args)
-    base_target = base.get("target") if isinstance(base.get("target"), dict) else {}
+    base_target: dict[str, Any] = base["target"] if isinstance(base.get("target"), dict) else {}
     kind = named or base_target.get("type") or (stored or {}).get("type")
     check_flags(args, kind)
     flags = definition_flags(args, kind)
@@ -285,7 +285,7 @@ def needs_stored_target(base: dict[str, Any], args: argparse.Namespace) -> bool:
     """Whether a patch must know the stored target: ``--type`` or an AWS resource flag may change
     the type (stale fields must go), or ``--body`` is given without a type to say whether it is
     ``body`` or an SNS ``message``."""
-    base_target = base.get("target") if isinstance(base.get("target"), dict) else {}
+    base_target: dict[str, Any] = base["target"] if isinstance(base.get("target"), dict) else {}
     named = type_from_flags(args)
     if getattr(args, "target_type", None) or named in AWS_TYPES:
         return True

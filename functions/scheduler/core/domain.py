@@ -13,9 +13,52 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
-from scheduler.core.timeutil import format_time, idempotency_key
+from scheduler.core.timeutil import format_time, idempotency_key, parse_time
+
+
+class JobState(StrEnum):
+    """A job's state: its schedule fires, is held, or is over."""
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+    COMPLETED = "completed"  # a one-off that ran, or past end_at
+
+
+class ExecutionStatus(StrEnum):
+    """Where an execution stands: running, or how it ended."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    LOST = "lost"  # its runner's lease expired before it ended (the job is delivered again)
+
+
+class Trigger(StrEnum):
+    """What started an execution."""
+
+    SCHEDULE = "schedule"
+    MANUAL = "manual"
+    RETRY = "retry"
+
+
+class LeaseKind(StrEnum):
+    """What a lease is for: the occurrence in hand (or its retry), or a manual run."""
+
+    SCHEDULE = "schedule"
+    MANUAL = "manual"
+
+
+class MissedRuns(StrEnum):
+    """What happens to the occurrences missed while a job was paused or its runners were down."""
+
+    SKIP = "skip"
+    RUN_ONCE = "run_once"
+    RUN_ALL = "run_all"
+
 
 # Columns a job's owner may write (POST, PUT, PATCH): the fields of ``models.JobSpec``.
 SPEC_FIELDS = (
@@ -54,16 +97,28 @@ class Job:
     end_at: datetime | None = None
     target: Mapping[str, Any] | None = None
     retry: Mapping[str, Any] | None = None
-    missed_runs: str = "run_once"
-    state: str = "active"
+    missed_runs: str = MissedRuns.RUN_ONCE
+    state: JobState = JobState.ACTIVE
     version: int = 0
     scheduled_at: datetime | None = None
     attempt: int = 0
     next_run_at: datetime | None = None
     manual_run_at: datetime | None = None
-    lease_kind: str | None = None
+    lease_kind: LeaseKind | None = None
     created_at: datetime | None = None
     after_completion: str = "keep"  # keep | delete (deleted with its history once completed)
+    # The lease (a claim's, a running execution's) and when the job is next claimable.
+    due_at: datetime | None = None
+    locked_until: datetime | None = None
+    lock_token: str | None = None
+    running_execution_id: str | None = None
+    # What the API answers besides (a row of the view jobs carries them).
+    last_run_at: datetime | None = None
+    run_count: int = 0
+    failure_count: int = 0
+    last_status: str | None = None
+    last_error: str | None = None
+    updated_at: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Job:
@@ -73,12 +128,73 @@ class Job:
             values["id"] = str(values["id"])
         if "tags" in values:
             values["tags"] = tuple(values["tags"])
+        if "state" in values:
+            values["state"] = JobState(values["state"])
+        if "lease_kind" in values:
+            values["lease_kind"] = LeaseKind(values["lease_kind"])
         return cls(**values)
+
+    def spec(self) -> dict[str, Any]:
+        """The writable fields (``SPEC_FIELDS``) as they are stored."""
+        return {name: getattr(self, name) for name in SPEC_FIELDS}
+
+    def with_spec(self, spec: Mapping[str, Any]) -> Job:
+        """This job with the writable fields of ``spec`` instead of its own."""
+        return Job.from_row({**{name: getattr(self, name) for name in _JOB_FIELDS}, **spec})
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """The job's retry policy (its ``retry``, defaults where it says nothing)."""
+        return RetryPolicy.of(self.retry)
 
     @property
     def max_attempts(self) -> int:
         """Attempts allowed at one occurrence (``retry.max_attempts``, 3 by default)."""
-        return int((self.retry or {}).get("max_attempts", 3))
+        return self.retry_policy.max_attempts
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """When a failed attempt is tried again: at most ``max_attempts`` attempts at an occurrence,
+    exponential backoff with full jitter between ``min_backoff_seconds`` and
+    ``max_backoff_seconds``, and none starting later than ``max_age_seconds`` after the
+    occurrence (no limit when None)."""
+
+    max_attempts: int = 3
+    min_backoff_seconds: float = 1.0
+    max_backoff_seconds: float = 300.0
+    max_age_seconds: float | None = None
+
+    @classmethod
+    def of(cls, retry: Mapping[str, Any] | None) -> RetryPolicy:
+        """The policy of a job's ``retry`` (a stored dict; absent keys take the defaults)."""
+        retry = retry or {}
+        max_age = retry.get("max_age_seconds")
+        return cls(
+            max_attempts=int(retry.get("max_attempts", 3)),
+            min_backoff_seconds=float(retry.get("min_backoff_seconds", 1)),
+            max_backoff_seconds=float(retry.get("max_backoff_seconds", 300)),
+            max_age_seconds=float(max_age) if max_age else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A job's schedule columns after an event (what ``scheduler.planning.lifecycle`` answers):
+    its state, the occurrence in hand, the attempts made at it and when the next one runs.
+    ``delete`` (a completion's plan only): the attempt completed a job whose
+    ``after_completion`` is ``delete``, which the store deletes with its history."""
+
+    state: JobState
+    scheduled_at: datetime | None
+    attempt: int
+    next_run_at: datetime | None
+    delete: bool = False
+
+    @classmethod
+    def of(cls, job: Job) -> Plan:
+        """The columns as the job has them (a plan that changes nothing)."""
+        return cls(job.state, job.scheduled_at, job.attempt, job.next_run_at)
 
 
 _JOB_FIELDS = tuple(f.name for f in fields(Job))
@@ -86,12 +202,26 @@ _JOB_FIELDS = tuple(f.name for f in fields(Job))
 
 @dataclass(frozen=True)
 class Outcome:
-    """How an attempt ended, as the executor saw it."""
+    """How an attempt ended: the delivery's answer, recorded as the execution's end.
 
-    status: str  # succeeded | failed | timed_out
+    ``status`` is ``succeeded``, ``failed`` or ``timed_out``; ``retryable`` says whether
+    another attempt could succeed (network errors, timeouts, 5xx, 408, 429, broker down ...).
+    ``error`` is human text and never contains a secret. ``retry_after_seconds`` (from an HTTP
+    ``Retry-After``) is a floor for the next backoff. ``http_status`` and ``response_excerpt``:
+    what the target answered, when it answered.
+    """
+
+    status: ExecutionStatus
     retryable: bool = False
     retry_after_seconds: float | None = None
     error: str | None = None
+    http_status: int | None = None
+    response_excerpt: str | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        """True when the target accepted the delivery."""
+        return self.status == ExecutionStatus.SUCCEEDED
 
 
 @dataclass(frozen=True)
@@ -103,7 +233,7 @@ class StartedExecution:
     execution_id: str
     scheduled_at: datetime
     attempt: int
-    trigger: str
+    trigger: Trigger
     started_at: datetime
 
     @property
@@ -120,11 +250,11 @@ class Execution:
     job_id: str
     seq: int
     scheduled_at: datetime
-    started_at: datetime | None
+    started_at: datetime
     finished_at: datetime | None
     attempt: int
-    trigger: str  # schedule | manual | retry
-    status: str  # running | succeeded | failed | timed_out | lost
+    trigger: Trigger
+    status: ExecutionStatus
     http_status: int | None = None
     response_excerpt: str | None = None
     error: str | None = None
@@ -139,11 +269,11 @@ class Execution:
             job_id=str(row["job_id"]),
             seq=row["seq"],
             scheduled_at=row["scheduled_at"],
-            started_at=row.get("started_at"),
+            started_at=row["started_at"],
             finished_at=row.get("finished_at"),
             attempt=row["attempt"],
-            trigger=row["trigger"],
-            status=row["status"],
+            trigger=Trigger(row["trigger"]),
+            status=ExecutionStatus(row["status"]),
             http_status=row.get("http_status"),
             response_excerpt=row.get("response_excerpt"),
             error=row.get("error"),
@@ -158,7 +288,7 @@ class Claim:
 
     job_id: str
     lock_token: str
-    lease_kind: str
+    lease_kind: LeaseKind
     scheduled_at: datetime
     due_at: datetime | None  # claim_due's (the invoke payload); None from claim_and_start
     claimed_at: datetime
@@ -168,14 +298,60 @@ class Claim:
     started: StartedExecution | None = None
 
     def to_event(self) -> dict[str, Any]:
-        """The executor's invoke payload."""
+        """The executor's invoke payload: the lease (``from_event`` reads it back)."""
         return {
             "job_id": self.job_id,
             "lock_token": self.lock_token,
+            "lease_kind": str(self.lease_kind),
             "scheduled_at": self.scheduled_at.isoformat(),
-            "due_at": self.due_at.isoformat(),
+            "due_at": _iso(self.due_at),
             "claimed_at": self.claimed_at.isoformat(),
+            "locked_until": _iso(self.locked_until),
+            "reclaimed": self.reclaimed,
         }
+
+    @classmethod
+    def from_event(cls, event: Mapping[str, Any]) -> Claim:
+        """The claim an invoke payload carries (``to_event``'s inverse). Only ``job_id`` and
+        ``lock_token`` are required: the start confirms the lease from the row, the rest is
+        what the fan-out saw (absent from payloads of older fan-outs)."""
+        try:
+            job_id, lock_token = str(event["job_id"]), str(event["lock_token"])
+        except (KeyError, TypeError):
+            raise ValueError("an executor invoke names job_id and lock_token") from None
+        return cls(
+            job_id=job_id,
+            lock_token=lock_token,
+            lease_kind=LeaseKind(event.get("lease_kind") or LeaseKind.SCHEDULE),
+            scheduled_at=_instant(event.get("scheduled_at")),
+            due_at=_instant(event.get("due_at")) if event.get("due_at") else None,
+            claimed_at=_instant(event.get("claimed_at")),
+            locked_until=_instant(event.get("locked_until")) if event.get("locked_until") else None,
+            reclaimed=bool(event.get("reclaimed", False)),
+        )
+
+
+_EPOCH = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _instant(value: Any) -> datetime:
+    """An instant of an invoke payload (the epoch where an older payload has none)."""
+    return parse_time(value) if value else _EPOCH
+
+
+@dataclass(frozen=True)
+class LeasedJob:
+    """A job read while an execution's lease on it stands (completion's second path): the job as
+    it is now, the database's now, and the occurrence and start time of the execution."""
+
+    job: Job
+    now: datetime
+    ran_scheduled_at: datetime | None
+    ran_started_at: datetime
 
 
 @dataclass(frozen=True)
@@ -197,8 +373,6 @@ class Completion:
     lock_token: str
     execution_id: str
     outcome: Outcome
-    http_status: int | None = None
-    response_excerpt: str | None = None
     # What start_execution returned and the seconds since: the plan is made from that row.
     started: StartedExecution | None = None
     elapsed_seconds: float | None = None

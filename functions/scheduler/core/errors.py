@@ -29,6 +29,14 @@ class VersionMismatch(SchedulerError, ValueError):
         self.current = current
 
 
+class EditConflict(SchedulerError):
+    """The job kept changing while an edit was planned from it (the edit was not written)."""
+
+    def __init__(self, job_id: str):
+        super().__init__(f"job {job_id} changed while it was being edited; try again")
+        self.job_id = job_id
+
+
 class ScheduleError(SchedulerError, ValueError):
     """Bad schedule input.
 

@@ -21,3 +21,11 @@ def format_time(value: datetime | None) -> str | None:
 def idempotency_key(job_id: str, scheduled_at: datetime) -> str:
     """The deduplication key of one occurrence: ``<job id>:<scheduled_at>`` (contract)."""
     return f"{job_id}:{format_time(scheduled_at)}"
+
+
+def parse_time(value: str) -> datetime:
+    """An aware datetime of an ISO 8601 text with an offset (what ``isoformat`` wrote)."""
+    parsed = datetime.fromisoformat(value)
+    if parsed.tzinfo is None:
+        raise ValueError(f"an instant needs an offset: {value!r}")
+    return parsed

@@ -55,7 +55,7 @@ class _StderrHandler(logging.StreamHandler):
     """A stream handler writing to whatever ``sys.stderr`` is when a record comes (not the one of
     the moment it was made: tests and tools swap it)."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> object:
         return sys.stderr
 
@@ -69,9 +69,9 @@ def configure_logging(process: str | None = None) -> None:
     in each line (the extra runners of ``scheduler local``)."""
     root = logging.getLogger()
     if not any(getattr(h, "_scheduler", False) for h in root.handlers):
-        handler = _StderrHandler()
-        handler._scheduler = True  # type: ignore[attr-defined]
-        root.addHandler(handler)
+        ours = _StderrHandler()
+        ours._scheduler = True  # type: ignore[attr-defined]
+        root.addHandler(ours)
     for handler in root.handlers:
         if getattr(handler, "_scheduler", False):
             handler.setFormatter(LocalFormatter(process))

@@ -3,18 +3,18 @@ end of an attempt. Pure functions of the job (``domain.Job``) and the database's
 service layer (``scheduler.service``) hands them to the store, which applies their answers inside
 the transaction that holds the row.
 
-Every answer is a dict of the columns ``state``, ``scheduled_at``, ``attempt`` and ``next_run_at``.
+Every answer is a ``domain.Plan``: the columns ``state``, ``scheduled_at``, ``attempt`` and
+``next_run_at``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
-from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
 
-from scheduler.core.domain import Job, Outcome  # noqa: F401 (Outcome re-exported)
+from scheduler.core.domain import ExecutionStatus, Job, JobState, LeaseKind, Outcome, Plan, RetryPolicy
 from scheduler.schedules import Schedule, first_run, interval_anchor, one_off, parse_schedule, plan_next
 
 # How many missed occurrences `run_all` catches up at most.
@@ -29,6 +29,8 @@ def schedule_of(job: Job) -> Schedule:
     """The job's schedule; rate()/@every count from start_at, else from creation."""
     if job.run_at is not None:
         return one_off(job.run_at)
+    if job.schedule is None or job.created_at is None:
+        raise ValueError("a job with a schedule carries it and its creation time")
     anchor = interval_anchor(job.start_at, job.created_at)
     return _parse_schedule(job.schedule, job.timezone or "UTC", anchor)
 
@@ -37,34 +39,34 @@ def schedule_of(job: Job) -> Schedule:
 _parse_schedule = functools.lru_cache(maxsize=4096)(parse_schedule)
 
 
-def _at(occurrence: datetime | None, state: str) -> dict[str, Any]:
+def _at(occurrence: datetime | None, state: JobState) -> Plan:
     if occurrence is None:
-        return {"state": "completed", "scheduled_at": None, "attempt": 0, "next_run_at": None}
-    return {"state": state, "scheduled_at": occurrence, "attempt": 0, "next_run_at": occurrence}
+        return Plan(JobState.COMPLETED, None, 0, None)
+    return Plan(state, occurrence, 0, occurrence)
 
 
-def plan_first(job: Job, now: datetime, state: str = "active") -> dict[str, Any]:
+def plan_first(job: Job, now: datetime, state: JobState = JobState.ACTIVE) -> Plan:
     """A new job, or one whose schedule was edited: its first occurrence after ``now``."""
     occurrence = first_run(schedule_of(job), now, start_at=job.start_at, end_at=job.end_at)
     return _at(occurrence, state)
 
 
-def plan_pause(job: Job) -> dict[str, Any]:
+def plan_pause(job: Job) -> Plan:
     """Pausing keeps the occurrence in hand (shown as next_run_at) but nothing is due."""
-    if job.state != "active":
-        return _same(job)
-    return {**_same(job), "state": "paused"}
+    if job.state != JobState.ACTIVE:
+        return Plan.of(job)
+    return dataclasses.replace(Plan.of(job), state=JobState.PAUSED)
 
 
-def plan_resume(job: Job, now: datetime) -> dict[str, Any]:
+def plan_resume(job: Job, now: datetime) -> Plan:
     """Resuming applies the ``missed_runs`` policy to the occurrences missed while paused."""
-    if job.state != "paused":
-        return _same(job)
+    if job.state != JobState.PAUSED:
+        return Plan.of(job)
     pending = job.scheduled_at
     if pending is None:
         return plan_first(job, now)
     if job.attempt > 0 or pending >= now:
-        return {**_same(job), "state": "active"}
+        return dataclasses.replace(Plan.of(job), state=JobState.ACTIVE)
     occurrence = plan_next(
         schedule_of(job),
         pending - _TINY,
@@ -74,21 +76,20 @@ def plan_resume(job: Job, now: datetime) -> dict[str, Any]:
         end_at=job.end_at,
         cap=RUN_ALL_CAP,
     )
-    return _at(occurrence, "active")
+    return _at(occurrence, JobState.ACTIVE)
 
 
-def backoff_seconds(retry: Mapping[str, Any], attempt: int, rng: random.Random | None = None) -> float:
+def backoff_seconds(retry: RetryPolicy, attempt: int, rng: random.Random | None = None) -> float:
     """Exponential backoff with full jitter between ``min_backoff`` and the attempt's ceiling."""
-    rng = rng or random
-    low = float(retry.get("min_backoff_seconds", 1))
-    high = float(retry.get("max_backoff_seconds", 300))
+    draw = rng.uniform if rng is not None else random.uniform
+    low, high = retry.min_backoff_seconds, retry.max_backoff_seconds
     ceiling = min(high, low * (2 ** max(attempt - 1, 0))) if low > 0 else min(high, 2 ** max(attempt - 1, 0))
-    return rng.uniform(low, max(low, ceiling))
+    return draw(low, max(low, ceiling))
 
 
 def plan_completion(
     job: Job, outcome: Outcome, now: datetime, rng: random.Random | None = None, ran_occurrence: datetime | None = None
-) -> dict[str, Any]:
+) -> Plan:
     """The job's columns after an attempt: a durable retry, the next occurrence, or completion.
 
     A manual run leaves the occurrence in hand alone (the store clears its request), and so does
@@ -97,24 +98,24 @@ def plan_completion(
     ``max_attempts``, on a permanent failure, or when the next attempt would start later than
     ``max_age_seconds`` after the occurrence's scheduled time.
     """
-    result = _same(job)
-    if job.lease_kind == "manual":
+    result = Plan.of(job)
+    if job.lease_kind == LeaseKind.MANUAL:
         return result  # the store clears the request that ran
     scheduled = job.scheduled_at
     if ran_occurrence is not None and scheduled != ran_occurrence:
         # The job was edited while this attempt ran: the occurrence in hand is the new plan's
         # first one, not the one that ran. Keep it.
         return result
-    retry = job.retry or {}
+    retry = job.retry_policy
     attempt = int(job.attempt or 0)
-    if outcome.status != "succeeded" and outcome.retryable and attempt < job.max_attempts:
+    if outcome.status != ExecutionStatus.SUCCEEDED and outcome.retryable and attempt < retry.max_attempts:
         delay = backoff_seconds(retry, attempt, rng)
         if outcome.retry_after_seconds:
             delay = max(delay, min(outcome.retry_after_seconds, MAX_RETRY_AFTER_SECONDS))
         retry_at = now + timedelta(seconds=delay)
-        max_age = retry.get("max_age_seconds")
+        max_age = retry.max_age_seconds
         if not max_age or retry_at <= (scheduled or now) + timedelta(seconds=max_age):
-            return {**result, "next_run_at": retry_at}
+            return dataclasses.replace(result, next_run_at=retry_at)
     occurrence = plan_next(
         schedule_of(job),
         scheduled or now,
@@ -124,14 +125,5 @@ def plan_completion(
         end_at=job.end_at,
         cap=RUN_ALL_CAP,
     )
-    state = job.state if job.state != "completed" else "active"
-    return {**result, **_at(occurrence, state)}
-
-
-def _same(job: Job) -> dict[str, Any]:
-    return {
-        "state": job.state,
-        "scheduled_at": job.scheduled_at,
-        "attempt": job.attempt,
-        "next_run_at": job.next_run_at,
-    }
+    state = job.state if job.state != JobState.COMPLETED else JobState.ACTIVE
+    return _at(occurrence, state)

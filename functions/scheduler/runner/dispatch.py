@@ -299,6 +299,7 @@ class InProcessDispatch:
         """Deliver claims taken by ``claim_and_start`` (each already started), one thread each."""
         self.executor.count_lateness(claim.started for claim in claims if claim.started is not None)
         for claim in claims:
+            assert claim.started is not None, "claim_and_start starts what it claims"
             with self._lock:
                 self._running += 1
             try:

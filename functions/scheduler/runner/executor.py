@@ -23,11 +23,11 @@ from typing import Any
 
 from scheduler import service
 from scheduler.core import constants as c
-from scheduler.core.domain import Completion, Outcome, StartedExecution
+from scheduler.core.domain import Claim, Completion, Outcome, StartedExecution, Trigger
 from scheduler.core.errors import SecretError
 from scheduler.ports import ExecutionStore
 from scheduler.runner.telemetry import Metrics, NullMetrics
-from scheduler.targets.results import Delivery, DeliveryResult, TargetPolicy
+from scheduler.targets.results import FAILED, Delivery, TargetPolicy
 from scheduler.targets.router import deliver
 
 logger = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class Finished:
     job_id: str
     lock_token: str
     started: StartedExecution
-    result: DeliveryResult
+    result: Outcome
     elapsed_seconds: float
 
 
@@ -116,19 +116,19 @@ class Executor:
         self.metrics = metrics or NullMetrics()
         self.remaining_seconds = remaining_seconds
 
-    def run(self, event: Mapping[str, Any]) -> ExecutionReport:
-        """Run one claim (the fan-out's invoke payload: ``job_id``, ``lock_token``, ...)."""
-        started = self.start(event)
+    def run(self, claim: Claim) -> ExecutionReport:
+        """Run one claim (from the fan-out's invoke payload: ``Claim.from_event``)."""
+        started = self.start(claim)
         if isinstance(started, ExecutionReport):
             return started
-        return self.record([self.deliver(started, str(event["lock_token"]))])[0]
+        return self.record([self.deliver(started, claim.lock_token)])[0]
 
-    def run_group(self, events: Sequence[Mapping[str, Any]]) -> list[ExecutionReport]:
+    def run_group(self, claims: Sequence[Claim]) -> list[ExecutionReport]:
         """Run a group of claims (one invoke carrying several): started in one statement
         (``start_executions``), delivered at once, one thread each, and each outcome recorded as
         soon as its delivery ends, with those that ended within ``RECORD_GATHER_SECONDS`` of it
         (a slow target holds back no other job's completion)."""
-        tokens = {str(event["job_id"]): str(event["lock_token"]) for event in events}
+        tokens = {claim.job_id: claim.lock_token for claim in claims}
         started = self.store.start_executions(list(tokens.items()), LEASE_MARGIN_SECONDS)
         begun = {str(execution.job.id) for execution in started}
         reports = [ExecutionReport(job_id, "lease_lost") for job_id in tokens if job_id not in begun]
@@ -145,10 +145,10 @@ class Executor:
             reports.extend(self.record([future.result() for future in ended]))
         return reports
 
-    def start(self, event: Mapping[str, Any]) -> StartedExecution | ExecutionReport:
+    def start(self, claim: Claim) -> StartedExecution | ExecutionReport:
         """Start a claim: its execution, or a report when the lease was lost (nothing to do)."""
-        job_id = str(event["job_id"])
-        started = self.store.start_execution(job_id, str(event["lock_token"]), LEASE_MARGIN_SECONDS)
+        job_id = claim.job_id
+        started = self.store.start_execution(job_id, claim.lock_token, LEASE_MARGIN_SECONDS)
         if started is None:
             logger.info("claim no longer holds the job; nothing to do", extra={"job_id": job_id})
             return ExecutionReport(job_id, "lease_lost")
@@ -169,11 +169,11 @@ class Executor:
         began = time.monotonic()
         job_id = str(started.job.id)
         max_attempts = started.job.max_attempts
-        if started.trigger != "manual" and started.attempt > max_attempts:
+        if started.trigger != Trigger.MANUAL and started.attempt > max_attempts:
             # Earlier attempts were lost with their runners (a target that kills the executor,
             # say): give the occurrence up rather than redeliver it forever.
-            result = DeliveryResult(
-                "failed",
+            result = Outcome(
+                FAILED,
                 False,
                 error=f"gave up: the {max_attempts} attempt(s) allowed were made and the last was lost with its runner",
             )
@@ -190,14 +190,7 @@ class Executor:
                 done.job_id,
                 done.lock_token,
                 done.started.execution_id,
-                Outcome(
-                    status=done.result.status,
-                    retryable=done.result.retryable,
-                    retry_after_seconds=done.result.retry_after_seconds,
-                    error=done.result.error,
-                ),
-                http_status=done.result.http_status,
-                response_excerpt=done.result.response_excerpt,
+                done.result,
                 started=done.started,
                 elapsed_seconds=done.elapsed_seconds,
             )
@@ -248,7 +241,7 @@ def execute_invoke(
 def run_invoke(executor: Executor, event: Mapping[str, Any]) -> dict[str, Any]:
     """What ``executor`` does with an executor invoke's ``event`` (``invoke_claims``): one claim's
     report, or for a group ``{"executions": [report, ...]}``."""
-    claims = invoke_claims(event)
+    claims = [Claim.from_event(claim) for claim in invoke_claims(event)]
     if "claims" not in event:
         return executor.run(claims[0]).as_dict()
     return {"executions": [report.as_dict() for report in executor.run_group(claims)]}
@@ -265,18 +258,16 @@ def _deliver(
     policy: TargetPolicy,
     remaining_seconds: Callable[[], float] | None,
     log: dict[str, Any],
-) -> DeliveryResult:
+) -> Outcome:
     """Decrypt the target and deliver the started execution (never raises for the target)."""
     try:
-        target = decrypt_target(dict(started.job.target))
+        target = decrypt_target(dict(started.job.target or {}))
     except SecretError as exc:  # a token that cannot be read: the job's fault, for good
         logger.error("cannot decrypt the target's secrets", extra={**log, "error": type(exc).__name__})
-        return DeliveryResult("failed", False, error="the target's secrets cannot be decrypted")
+        return Outcome(FAILED, False, error="the target's secrets cannot be decrypted")
     except Exception as exc:  # KMS throttled or unreachable: another attempt may do
         logger.warning("decrypting the target's secrets failed", extra={**log, "error": type(exc).__name__})
-        return DeliveryResult(
-            "failed", True, error=f"the target's secrets could not be decrypted now ({type(exc).__name__})"
-        )
+        return Outcome(FAILED, True, error=f"the target's secrets could not be decrypted now ({type(exc).__name__})")
     cap = None
     if remaining_seconds is not None:
         cap = max(remaining_seconds() - DEADLINE_RESERVE_SECONDS, 0.0)

@@ -315,6 +315,8 @@ def run_lambda_invocation(
         if helper
         else lambda_growth(client, fanout_function, max_fanouts, clock, rate=dispatch_rate, deadline=clock() + limit)
     )
+    if not executor_function:
+        raise ValueError("the fan-out needs the executor function's name")
     dispatch = LambdaDispatch(client, executor_function, **(dispatch_options or {}))
     try:
         report = run_fanout(

@@ -5,7 +5,9 @@ limits and the check that an instant is aware. Every other module of the package
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import ClassVar
 from zoneinfo import ZoneInfo
 
 from scheduler.core.errors import ScheduleError  # noqa: F401 (re-exported)
@@ -31,27 +33,25 @@ def _require_aware(value: datetime, what: str) -> datetime:
     return value.astimezone(UTC)
 
 
+@dataclass(frozen=True, eq=False)
 class Schedule(ABC):
-    """A parsed schedule. Immutable.
+    """A parsed schedule: a frozen dataclass (equal and hashed by identity: a job's schedule is
+    parsed once per expression and memoized, and its searches are memoized per schedule).
 
-    Attributes: ``expression`` (the source text, stripped), ``timezone`` (IANA name),
-    ``tz`` (its ``ZoneInfo``), ``kind`` (``"cron"``, ``"eventbridge_cron"``, ``"interval"``,
-    ``"at"`` or ``"one_off"``) and ``one_off`` (True for ``at(...)`` and ``run_at``).
+    ``expression`` (the source text, stripped), ``tz`` (the job's ``ZoneInfo``) and ``timezone``
+    (its IANA name), ``kind`` (``"cron"``, ``"eventbridge_cron"``, ``"interval"``, ``"at"`` or
+    ``"one_off"``) and ``one_off`` (True for ``at(...)`` and ``run_at``).
     """
 
-    one_off: bool = False
-    kind: str = ""
+    expression: str
+    tz: ZoneInfo
+    kind: str = field(default="", kw_only=True)
+    one_off: ClassVar[bool] = False
 
-    def __init__(self, expression: str, tz: ZoneInfo):
-        object.__setattr__(self, "expression", expression)
-        object.__setattr__(self, "tz", tz)
-        object.__setattr__(self, "timezone", tz.key)
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"{type(self).__name__} is immutable")
-
-    def __delattr__(self, name):
-        raise AttributeError(f"{type(self).__name__} is immutable")
+    @property
+    def timezone(self) -> str:
+        """The IANA name of the schedule's time zone."""
+        return self.tz.key
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.expression!r} tz={self.timezone}>"

@@ -10,8 +10,9 @@ from __future__ import annotations
 import calendar
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from scheduler.schedules.base import HORIZON_YEARS, Schedule, ScheduleError, _require_aware
@@ -40,6 +41,14 @@ _MAX_OFFSET_SPREAD = timedelta(hours=26)
 # (Monday = 0 ... Sunday = 6) internally.
 
 
+class DayRule(Protocol):
+    """The days of a month the day fields select."""
+
+    def days(self, year: int, month: int) -> tuple[int, ...]:
+        """The matching days of that month, ascending."""
+        ...
+
+
 @dataclass(frozen=True)
 class _VixieDays:
     dom: frozenset[int]
@@ -59,22 +68,29 @@ class _VixieDays:
         return tuple(out)
 
 
+@dataclass(frozen=True, eq=False, repr=False, kw_only=True)
 class CronSchedule(Schedule):
     """A wall-time schedule: 5-field cron, macros or EventBridge ``cron()``.
 
     ``minutes``/``hours``/``months`` are sorted tuples, ``years`` a sorted tuple or ``None``
-    (any year). Fires at second 0 of each matching minute, under the DST rule.
+    (any year), ``day_rule`` the days of a month the day fields select. Fires at second 0 of
+    each matching minute, under the DST rule.
     """
 
-    def __init__(self, expression: str, tz: ZoneInfo, *, kind: str, minutes, hours, months, years, day_rule):
-        super().__init__(expression, tz)
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "minutes", tuple(sorted(minutes)))
-        object.__setattr__(self, "hours", tuple(sorted(hours)))
-        object.__setattr__(self, "months", tuple(sorted(months)))
-        object.__setattr__(self, "years", tuple(sorted(years)) if years is not None else None)
-        object.__setattr__(self, "_day_rule", day_rule)
-        object.__setattr__(self, "_cache", {})
+    minutes: tuple[int, ...]
+    hours: tuple[int, ...]
+    months: tuple[int, ...]
+    years: tuple[int, ...] | None
+    day_rule: DayRule
+    # The matching days of recently searched months: (year, month) -> days.
+    _cache: dict[tuple[int, int], tuple[int, ...]] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "minutes", tuple(sorted(self.minutes)))
+        object.__setattr__(self, "hours", tuple(sorted(self.hours)))
+        object.__setattr__(self, "months", tuple(sorted(self.months)))
+        if self.years is not None:
+            object.__setattr__(self, "years", tuple(sorted(self.years)))
 
     # -- days ----------------------------------------------------------------------------
 
@@ -84,7 +100,7 @@ class CronSchedule(Schedule):
         if days is None:
             if len(self._cache) > 1024:
                 self._cache.clear()
-            days = self._cache[key] = self._day_rule.days(year, month)
+            days = self._cache[key] = self.day_rule.days(year, month)
         return days
 
     def _days_forward(self, start: date, stop: date) -> Iterator[date]:
@@ -268,5 +284,12 @@ def _parse_classic(text: str, tz: ZoneInfo, expression: str, kind: str = "cron")
     dow = frozenset((c - 1) % 7 for c in dow_cron)  # cron 0/7 = Sunday -> Python 6
     rule = _VixieDays(frozenset(dom), dow, fields[2].startswith("*"), fields[4].startswith("*"))
     return CronSchedule(
-        expression, tz, kind=kind, minutes=minutes, hours=hours, months=months, years=None, day_rule=rule
+        expression=expression,
+        tz=tz,
+        kind=kind,
+        minutes=tuple(sorted(minutes)),
+        hours=tuple(sorted(hours)),
+        months=tuple(sorted(months)),
+        years=None,
+        day_rule=rule,
     )

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
 from scheduler.schedules.base import ScheduleError
-from scheduler.schedules.cron import CronSchedule
+from scheduler.schedules.cron import CronSchedule, DayRule
 from scheduler.schedules.fields import (
     _DOM,
     _DOW_EB,
@@ -100,12 +100,16 @@ def _parse_eventbridge(body: str, tz: ZoneInfo, expression: str) -> CronSchedule
             "cron(): exactly one of day-of-month and day-of-week must be '?' "
             "(e.g. cron(0 12 * * ? *) or cron(0 12 ? * MON-FRI *))"
         )
-    if dow_q:
-        rule = _parse_eb_dom(dom_t, p)
-    else:
-        rule = _parse_eb_dow(dow_t, p)
+    rule: DayRule = _parse_eb_dom(dom_t, p) if dow_q else _parse_eb_dow(dow_t, p)
     return CronSchedule(
-        expression, tz, kind="eventbridge_cron", minutes=minutes, hours=hours, months=months, years=years, day_rule=rule
+        expression=expression,
+        tz=tz,
+        kind="eventbridge_cron",
+        minutes=tuple(sorted(minutes)),
+        hours=tuple(sorted(hours)),
+        months=tuple(sorted(months)),
+        years=tuple(sorted(years)) if years is not None else None,
+        day_rule=rule,
     )
 
 

@@ -48,10 +48,11 @@ def _value(token: str, spec: _Field, prefix: str) -> int:
     if token.isascii() and token.isdigit():
         v = int(token)
     elif spec.names is not None and token.isascii() and token.isalpha():
-        v = spec.names.get(token.upper())
-        if v is None:
+        named = spec.names.get(token.upper())
+        if named is None:
             names = "JAN-DEC" if spec is _MONTH else "SUN-SAT"
             raise spec.error(f"unknown name {_show(token)} (use {names} or {spec.lo}-{spec.hi})", prefix)
+        v = named
     elif token == "":
         raise spec.error("missing value", prefix)
     else:

@@ -5,9 +5,9 @@ time (no drift, independent of the time zone and of DST).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from zoneinfo import ZoneInfo
 
 from scheduler.schedules.base import MAX_INTERVAL, UTC, Schedule, ScheduleError, _require_aware
 from scheduler.schedules.fields import _show
@@ -26,15 +26,16 @@ _RATE_UNITS = {
 }
 
 
+@dataclass(frozen=True, eq=False, repr=False)
 class IntervalSchedule(Schedule):
     """Fires at ``anchor + k * interval`` for k >= 0 (``rate()`` and ``@every``)."""
 
-    kind = "interval"
+    interval: timedelta
+    anchor: datetime
+    kind: str = field(default="interval", kw_only=True)
 
-    def __init__(self, expression: str, tz: ZoneInfo, interval: timedelta, anchor: datetime):
-        super().__init__(expression, tz)
-        object.__setattr__(self, "interval", interval)
-        object.__setattr__(self, "anchor", anchor.astimezone(UTC))
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "anchor", self.anchor.astimezone(UTC))
 
     def next_after(self, after: datetime) -> datetime | None:
         after = _require_aware(after, "after")

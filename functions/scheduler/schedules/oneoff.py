@@ -5,7 +5,9 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import datetime
+from typing import ClassVar
 from zoneinfo import ZoneInfo
 
 from scheduler.schedules.base import UTC, Schedule, ScheduleError, _require_aware
@@ -15,15 +17,15 @@ from scheduler.schedules.zones import _resolve_wall
 _AT_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})")
 
 
+@dataclass(frozen=True, eq=False, repr=False)
 class OneOffSchedule(Schedule):
     """Fires once, at ``run_at`` (aware UTC). From ``at(...)`` or the API's ``run_at``."""
 
-    one_off = True
+    run_at: datetime
+    one_off: ClassVar[bool] = True
 
-    def __init__(self, expression: str, tz: ZoneInfo, run_at: datetime, kind: str):
-        super().__init__(expression, tz)
-        object.__setattr__(self, "run_at", run_at.astimezone(UTC))
-        object.__setattr__(self, "kind", kind)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "run_at", self.run_at.astimezone(UTC))
 
     def next_after(self, after: datetime) -> datetime | None:
         after = _require_aware(after, "after")
@@ -42,7 +44,8 @@ def _parse_at(body: str, tz: ZoneInfo, expression: str) -> OneOffSchedule:
             f"at(): {_show(body)} is not a date-time in the form yyyy-mm-ddThh:mm:ss (e.g. at(2026-12-01T10:00:00))"
         )
     try:
-        wall = datetime(*(int(g) for g in m.groups()))
+        year, month, day, hour, minute, second = (int(g) for g in m.groups())
+        wall = datetime(year, month, day, hour, minute, second)
     except ValueError as exc:
         raise ScheduleError(f"at(): {body} is not a valid date-time ({exc})") from None
     if not 1970 <= wall.year <= 9998:

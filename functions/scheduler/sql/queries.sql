@@ -86,26 +86,46 @@ lost AS (
 )
 
 -- name: update_job
--- The caller holds the row (get_job_for_update) and passes every column the API can change,
--- plus the scheduling columns it recomputed; the version moves on by one.
-WITH orphan AS (
+-- An edit, pause or resume, planned before the statement (scheduler.service) from the job as it
+-- was read at version %(version)s: written only if the job is still that version and, when a
+-- plan is given (%(reschedule)s), still has the run state it was planned from (a completion
+-- moves the occurrence in hand without a new version). Nothing is written otherwise, and the
+-- caller reads the job again. The run state's row is locked first (the lock order: see
+-- get_job_for_update), for this statement only: both tables are written from the row it holds,
+-- so they cannot disagree. Every column the API can change is written; the version moves on by one.
+WITH current AS (
+    SELECT r.* FROM job_runs r JOIN job_specs s ON s.id = r.job_id
+    WHERE r.job_id = %(id)s AND s.owner = %(owner)s
+    FOR UPDATE OF r
+), checked AS (
+    SELECT * FROM current
+    WHERE version = %(version)s
+      AND (NOT %(reschedule)s
+           OR (state, scheduled_at, attempt, next_run_at)
+              IS NOT DISTINCT FROM (%(was_state)s::text, %(was_scheduled_at)s::timestamptz,
+                                    %(was_attempt)s::integer, %(was_next_run_at)s::timestamptz))
+), orphan AS (
     -- An execution whose lease expired is over, as the claim would find (a paused job is not
     -- claimed again, so its orphan would otherwise stay "running").
-    SELECT j.id AS job_id, j.running_execution_id AS execution_id, j.last_run_at AS started_at
-    FROM jobs j
-    WHERE j.id = %(id)s AND j.owner = %(owner)s AND j.running_execution_id IS NOT NULL AND j.locked_until < now()
+    SELECT c.job_id, c.running_execution_id AS execution_id, c.last_run_at AS started_at
+    FROM checked c
+    WHERE c.running_execution_id IS NOT NULL AND c.locked_until < now()
 ), {{ mark_lost }}, spec AS (
     UPDATE job_specs
     SET name = %(name)s, description = %(description)s, tags = %(tags)s, schedule = %(schedule)s,
         run_at = %(run_at)s, timezone = %(timezone)s, start_at = %(start_at)s, end_at = %(end_at)s,
-        target = %(target)s, retry = %(retry)s, missed_runs = %(missed_runs)s, state = %(state)s,
+        target = %(target)s, retry = %(retry)s, missed_runs = %(missed_runs)s,
+        state = CASE WHEN %(reschedule)s THEN %(state)s ELSE checked.state END,
         after_completion = %(after_completion)s, updated_at = now()
-    WHERE id = %(id)s AND owner = %(owner)s
-    RETURNING *
+    FROM checked
+    WHERE job_specs.id = checked.job_id
+    RETURNING job_specs.*
 ), run AS (
     UPDATE job_runs
-    SET state = %(state)s, scheduled_at = %(scheduled_at)s, attempt = %(attempt)s,
-        next_run_at = %(next_run_at)s, manual_run_at = %(manual_run_at)s,
+    SET state = CASE WHEN %(reschedule)s THEN %(state)s ELSE job_runs.state END,
+        scheduled_at = CASE WHEN %(reschedule)s THEN %(scheduled_at)s ELSE job_runs.scheduled_at END,
+        attempt = CASE WHEN %(reschedule)s THEN %(attempt)s ELSE job_runs.attempt END,
+        next_run_at = CASE WHEN %(reschedule)s THEN %(next_run_at)s ELSE job_runs.next_run_at END,
         -- A claim not yet started is void after an edit (its executor will find the token gone), so
         -- the job is claimable again at its new time rather than when that lease expires; so is an
         -- expired one (its execution is marked lost above).
@@ -312,16 +332,16 @@ WITH {{ due_leases }}, job AS (
 SELECT {{ started_columns }}, job.lock_token, job.reclaimed
 FROM job JOIN execution ON execution.id = job.running_execution_id;
 
--- name: lock_leased_job
--- Completion's locking path: hold the row only if our lease still stands (the fence). The
--- execution started with the job's last_run_at (see mark_lost): one day's primary key is probed.
--- The run state's row is held (the lock order: see get_job_for_update).
+-- name: leased_job
+-- Completion's second path (its job changed since the execution started): the job as it is now,
+-- if our lease still stands (the fence), to plan from; the completion is then written for that
+-- version (complete_job), or read again. No row is held while the plan is made. The execution
+-- started with the job's last_run_at (see mark_lost): one day's primary key is probed.
 SELECT {{ job_row }}, now() AS db_now, run.last_run_at AS ran_started_at,
        (SELECT scheduled_at FROM executions
         WHERE job_id = run.job_id AND started_at = run.last_run_at AND id = %(execution_id)s) AS ran_scheduled_at
 FROM job_runs run JOIN job_specs spec ON spec.id = run.job_id
-WHERE run.job_id = %(job_id)s AND run.lock_token = %(lock_token)s AND run.running_execution_id = %(execution_id)s
-FOR UPDATE OF run;
+WHERE run.job_id = %(job_id)s AND run.lock_token = %(lock_token)s AND run.running_execution_id = %(execution_id)s;
 
 -- fragment: complete_outcomes
 -- After an "outcome" CTE (one row per execution: job_id, lock_token, execution_id, version, the

@@ -5,9 +5,10 @@ database (``now()``), never from the caller's clock. Methods taking an ``owner``
 that owner's jobs: another principal's job is indistinguishable from an absent one.
 
 The store does not plan: a write that needs a plan (the next occurrence, a retry) takes it
-computed (``write_completions``) or takes the planning function, called while the row is held
-(``insert_job``, ``modify_job``, ``complete_locked``). ``scheduler.service`` pairs each operation
-with its plan from ``scheduler.planning.lifecycle``.
+computed (a ``domain.Plan``), and writes it only if the job is still what it was planned from
+(its version, and the run state the plan read): ``insert_job``, ``update_job``,
+``write_completions``, ``complete_leased``. Nothing is called back while a row is held.
+``scheduler.service`` reads, plans with ``scheduler.planning.lifecycle``, and writes.
 """
 
 from __future__ import annotations
@@ -24,9 +25,19 @@ from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from scheduler.core.domain import SPEC_FIELDS, Claim, Completion, Job, StartedExecution
+from scheduler.core.domain import (
+    SPEC_FIELDS,
+    Claim,
+    Completion,
+    Job,
+    JobState,
+    LeasedJob,
+    LeaseKind,
+    Plan,
+    StartedExecution,
+    Trigger,
+)
 from scheduler.core.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
-from scheduler.ports import Change, CompletionPlanner, Planner
 from scheduler.sql import QUERIES
 from scheduler.store.completions import completion_batch, completion_row
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
@@ -60,6 +71,12 @@ STARTED_COLUMNS = (
     "execution_trigger",
     "execution_started_at",
 )
+
+
+# The enums of a row's texts, read by a dict lookup (the runner reads thousands of rows a second).
+_JOB_STATES = {state.value: state for state in JobState}
+_LEASE_KINDS = {kind.value: kind for kind in LeaseKind}
+_TRIGGERS = {trigger.value: trigger for trigger in Trigger}
 
 
 def _started(row: Sequence[Any]) -> StartedExecution:
@@ -104,15 +121,17 @@ def _started(row: Sequence[Any]) -> StartedExecution:
         target=target,
         retry=retry,
         missed_runs=missed_runs,
-        state=state,
+        state=_JOB_STATES[state],
         version=version,
         scheduled_at=scheduled_at,
         attempt=attempt,
         next_run_at=next_run_at,
-        lease_kind=lease_kind,
+        lease_kind=_LEASE_KINDS[lease_kind] if lease_kind else None,
         after_completion=after_completion,
     )
-    return StartedExecution(job, execution_id, execution_scheduled_at, execution_attempt, trigger, started_at)
+    return StartedExecution(
+        job, execution_id, execution_scheduled_at, execution_attempt, _TRIGGERS[trigger], started_at
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -129,6 +148,15 @@ def _delete_completed(conn: psycopg.Connection, job_ids: Sequence[str]) -> None:
     ``after_completion`` is ``delete``, with their executions (the query fences it)."""
     if job_ids:
         conn.execute(QUERIES["delete_completed_jobs"], {"job_ids": [str(job_id) for job_id in job_ids]})
+
+
+def _plan_params(plan: Plan) -> dict[str, Any]:
+    return {
+        "state": plan.state,
+        "scheduled_at": plan.scheduled_at,
+        "attempt": plan.attempt,
+        "next_run_at": plan.next_run_at,
+    }
 
 
 def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -158,29 +186,25 @@ class Store(ExecutionHistory):
 
     @retry_on_dead_connection
     def insert_job(
-        self, owner: str, spec: Mapping[str, Any], plan_first: Planner, *, job_id: str | None = None
-    ) -> dict[str, Any]:
-        """Insert a job with the schedule columns ``plan_first(draft, now)`` gives (the draft:
-        the spec and its creation time). Raises ``NameTaken``."""
+        self, owner: str, spec: Mapping[str, Any], plan: Plan, *, created_at: datetime, job_id: str | None = None
+    ) -> Job:
+        """Insert a job with its first plan (made for ``created_at``, the database's now it was
+        planned at). Raises ``NameTaken``."""
+        params = {
+            **_spec_params(spec),
+            **_plan_params(plan),
+            "id": job_id or str(uuid.uuid4()),
+            "owner": owner,
+            "created_at": created_at,
+        }
         with self.pool.connection() as conn:
-            now = conn.execute(QUERIES["now"]).fetchone()["now"]
-            draft = Job.from_row({**spec, "created_at": now})
-            plan = dict(plan_first(draft, now))
-            params = {
-                **_spec_params(spec),
-                **plan,
-                "id": job_id or str(uuid.uuid4()),
-                "owner": owner,
-                "created_at": now,
-            }
-            params.pop("attempt")
             row = conn.execute(QUERIES["insert_job"], params).fetchone()
-            if row is None:
-                raise NameTaken(spec["name"])
-            return row
+        if row is None:
+            raise NameTaken(spec["name"])
+        return Job.from_row(row)
 
     @retry_on_dead_connection
-    def get_job(self, owner: str, job_id: str) -> dict[str, Any]:
+    def get_job(self, owner: str, job_id: str) -> Job:
         """One job of this owner. Raises ``NotFound``."""
         if not is_uuid(job_id):
             raise NotFound(job_id)
@@ -188,60 +212,69 @@ class Store(ExecutionHistory):
             row = conn.execute(QUERIES["get_job"], {"id": job_id, "owner": owner}).fetchone()
         if row is None:
             raise NotFound(job_id)
-        return row
+        return Job.from_row(row)
 
     @retry_on_dead_connection
     def list_jobs(
         self,
         owner: str,
         *,
-        state: str | None = None,
+        state: JobState | None = None,
         tag: str | None = None,
         name_prefix: str | None = None,
         limit: int = 50,
         after_name: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Job]:
         """A page of this owner's jobs in name order, after ``after_name`` (the keyset cursor)."""
+        params = {
+            "owner": owner,
+            "state": state,
+            "tag": tag,
+            "name_prefix": name_prefix,
+            "after_name": after_name,
+            "limit": limit,
+        }
         with self.pool.connection() as conn:
-            return conn.execute(
-                QUERIES["list_jobs"],
-                {
-                    "owner": owner,
-                    "state": state,
-                    "tag": tag,
-                    "name_prefix": name_prefix,
-                    "after_name": after_name,
-                    "limit": limit,
-                },
-            ).fetchall()
+            return [Job.from_row(row) for row in conn.execute(QUERIES["list_jobs"], params).fetchall()]
 
     @retry_on_dead_connection
-    def modify_job(
-        self, owner: str, job_id: str, change: Change, expected_version: int | None = None
-    ) -> dict[str, Any]:
-        """Hold the row, let ``change(row, now)`` compute the new columns, write them (version + 1).
-        Raises ``NotFound``, ``VersionMismatch`` (``expected_version`` given and stale) or
-        ``NameTaken``."""
+    def update_job(
+        self,
+        owner: str,
+        job_id: str,
+        spec: Mapping[str, Any],
+        plan: Plan | None,
+        *,
+        version: int,
+        planned_from: Plan | None = None,
+    ) -> Job | None:
+        """Write the job's spec and, when given, its plan (version + 1), if the job is still
+        ``version`` and, with a plan, still has the run state ``planned_from`` it was planned
+        from. None when it changed meanwhile (read it again, plan again); ``NameTaken`` when the
+        spec's name is another job's."""
         if not is_uuid(job_id):
             raise NotFound(job_id)
+        if plan is not None and planned_from is None:
+            raise ValueError("a plan is written only with the run state it was planned from")
+        was = planned_from or Plan(JobState.ACTIVE, None, 0, None)
+        params = {
+            **_spec_params(spec),
+            **_plan_params(plan or was),
+            "id": job_id,
+            "owner": owner,
+            "version": version,
+            "reschedule": plan is not None,
+            "was_state": was.state,
+            "was_scheduled_at": was.scheduled_at,
+            "was_attempt": was.attempt,
+            "was_next_run_at": was.next_run_at,
+        }
         try:
-            with self.pool.connection() as conn, conn.transaction():
-                row = conn.execute(QUERIES["get_job_for_update"], {"id": job_id, "owner": owner}).fetchone()
-                if row is None:
-                    raise NotFound(job_id)
-                if expected_version is not None and row["version"] != expected_version:
-                    raise VersionMismatch(row["version"])
-                now = row.pop("db_now")
-                new = {**row, **change(row, now)}
-                params = {
-                    **_spec_params(new),
-                    "id": job_id,
-                    "owner": owner,
-                    **{k: new[k] for k in ("state", "scheduled_at", "attempt", "next_run_at", "manual_run_at")},
-                }
-                return conn.execute(QUERIES["update_job"], params).fetchone()
+            with self.pool.connection() as conn:
+                row = conn.execute(QUERIES["update_job"], params).fetchone()
         except psycopg.errors.UniqueViolation:
             raise NameTaken("name") from None
+        return None if row is None else Job.from_row(row)
 
     @retry_on_dead_connection
     def delete_job(self, owner: str, job_id: str) -> None:
@@ -255,7 +288,7 @@ class Store(ExecutionHistory):
             conn.execute(QUERIES["delete_job"], params)
 
     @retry_on_dead_connection
-    def request_run(self, owner: str, job_id: str) -> dict[str, Any]:
+    def request_run(self, owner: str, job_id: str) -> Job:
         """Ask for a run now, outside the schedule; the next claim takes it."""
         if not is_uuid(job_id):
             raise NotFound(job_id)
@@ -263,7 +296,7 @@ class Store(ExecutionHistory):
             row = conn.execute(QUERIES["request_manual_run"], {"id": job_id, "owner": owner}).fetchone()
         if row is None:
             raise NotFound(job_id)
-        return row
+        return Job.from_row(row)
 
     # -- the runner ----------------------------------------------------------------------------
 
@@ -288,7 +321,7 @@ class Store(ExecutionHistory):
             Claim(
                 job_id=str(r["job_id"]),
                 lock_token=str(r["lock_token"]),
-                lease_kind=r["lease_kind"],
+                lease_kind=_LEASE_KINDS[r["lease_kind"]],
                 scheduled_at=r["scheduled_at"],
                 due_at=r["due_at"],
                 claimed_at=r["claimed_at"],
@@ -375,9 +408,9 @@ class Store(ExecutionHistory):
             # Claimed and started by one now(); due_at and locked_until are claim_due's only.
             claims.append(
                 Claim(
-                    job_id=started.job.id,  # type: ignore[arg-type]
+                    job_id=str(started.job.id),
                     lock_token=row[24],
-                    lease_kind=started.job.lease_kind,  # type: ignore[arg-type]
+                    lease_kind=started.job.lease_kind or LeaseKind.SCHEDULE,
                     scheduled_at=started.scheduled_at,
                     due_at=None,
                     claimed_at=started.started_at,
@@ -389,7 +422,7 @@ class Store(ExecutionHistory):
         return claims
 
     @retry_on_dead_connection
-    def write_completions(self, planned: Sequence[tuple[Completion, Mapping[str, Any]]]) -> set[str]:
+    def write_completions(self, planned: Sequence[tuple[Completion, Plan]]) -> set[str]:
         """Write outcomes planned from their started rows (``Completion.started``) in one
         statement (``complete_jobs``, or ``complete_job`` for one); the ids of the jobs written.
         A job whose lease was lost, or whose row changed since it was started, is not written.
@@ -398,13 +431,13 @@ class Store(ExecutionHistory):
         written; without any, the statement runs alone (no transaction to open)."""
         if len(planned) == 1:
             [(done, plan)] = planned
+            started = done.started
+            assert started is not None, "planned from their started rows"
             query = QUERIES["complete_job"]
-            params = completion_row(
-                done, plan, done.started.job.version, done.started.scheduled_at, done.started.started_at
-            )
+            params = completion_row(done, plan, started.job.version, started.scheduled_at, started.started_at)
         else:
             query, params = QUERIES["complete_jobs"], completion_batch(planned)
-        doomed = [str(done.job_id) for done, plan in planned if plan.get("delete")]
+        doomed = [str(done.job_id) for done, plan in planned if plan.delete]
         with self.pool.connection() as conn, conn.transaction() if doomed else contextlib.nullcontext():
             # The ids come back as text (complete_outcomes), as the callers hold them.
             written = {job_id for (job_id,) in conn.cursor(row_factory=tuple_row).execute(query, params)}
@@ -412,26 +445,25 @@ class Store(ExecutionHistory):
             return written
 
     @retry_on_dead_connection
-    def complete_locked(self, done: Completion, plan: CompletionPlanner) -> bool:
-        """The locking path: hold the row while our lease stands, plan from it with
-        ``plan(job, now, ran_scheduled_at)``, write (and delete the job when the plan says
-        ``"delete"``, as ``write_completions``). False when the lease is lost (fenced)."""
+    def leased_job(self, done: Completion) -> LeasedJob | None:
+        """The job of a finished execution as it is now, if the execution's lease still stands
+        (None: fenced, another runner holds the job), to plan the completion from."""
+        params = {"job_id": done.job_id, "lock_token": done.lock_token, "execution_id": done.execution_id}
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["leased_job"], params).fetchone()
+        if row is None:
+            return None
+        return LeasedJob(Job.from_row(row), row["db_now"], row["ran_scheduled_at"], row["ran_started_at"])
+
+    @retry_on_dead_connection
+    def complete_leased(self, done: Completion, plan: Plan, leased: LeasedJob) -> bool:
+        """Record the outcome with the plan made from ``leased`` (and delete the job when the
+        plan says ``delete``, as ``write_completions``): written only while the lease stands and
+        the job is still the version read. False otherwise (read again, or fenced)."""
+        params = completion_row(done, plan, leased.job.version, leased.ran_scheduled_at, leased.ran_started_at)
         with self.pool.connection() as conn, conn.transaction():
-            row = conn.execute(
-                QUERIES["lock_leased_job"],
-                {"job_id": done.job_id, "lock_token": done.lock_token, "execution_id": done.execution_id},
-            ).fetchone()
-            if row is None:
-                return False
-            job, ran = Job.from_row(row), row["ran_scheduled_at"]
-            planned = plan(job, row["db_now"], ran)
-            written = (
-                conn.execute(
-                    QUERIES["complete_job"], completion_row(done, planned, job.version, ran, row["ran_started_at"])
-                ).fetchone()
-                is not None
-            )
-            if written and planned.get("delete"):
+            written = conn.execute(QUERIES["complete_job"], params).fetchone() is not None
+            if written and plan.delete:
                 _delete_completed(conn, [done.job_id])
             return written
 

@@ -6,11 +6,11 @@ latest ``started_at`` the planner prunes the executions' day partitions by."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from scheduler.core.domain import Completion
+from scheduler.core.domain import Completion, Plan
 from scheduler.store.rows import orjson  # None without the `local` extra (the Lambda layer's case)
 
 # complete_job's parameters, and the order of each outcome's values in complete_jobs' JSON.
@@ -33,7 +33,7 @@ COMPLETION_COLUMNS = (
 
 
 def completion_values(
-    done: Completion, plan: Mapping[str, Any], version: int, ran_scheduled_at: datetime | None, started_at: datetime
+    done: Completion, plan: Plan, version: int, ran_scheduled_at: datetime | None, started_at: datetime
 ) -> tuple[Any, ...]:
     """One outcome's parameters in ``COMPLETION_COLUMNS`` order; ``started_at`` is the
     execution's (its partition's key). The texts an execution keeps lose what Postgres cannot
@@ -44,15 +44,15 @@ def completion_values(
         done.lock_token,
         done.execution_id,
         version,
-        plan["state"],
-        plan["scheduled_at"],
-        plan["attempt"],
-        plan["next_run_at"],
+        plan.state,
+        plan.scheduled_at,
+        plan.attempt,
+        plan.next_run_at,
         ran_scheduled_at,
         outcome.status,
         _storable(outcome.error),
-        done.http_status,
-        _storable(done.response_excerpt),
+        outcome.http_status,
+        _storable(outcome.response_excerpt),
         started_at,
     )
 
@@ -69,7 +69,7 @@ def _storable(text: str | None) -> str | None:
 
 
 def completion_row(
-    done: Completion, plan: Mapping[str, Any], version: int, ran_scheduled_at: datetime | None, started_at: datetime
+    done: Completion, plan: Plan, version: int, ran_scheduled_at: datetime | None, started_at: datetime
 ) -> dict[str, Any]:
     """The parameters of ``complete_job`` for one outcome."""
     row = dict(zip(COMPLETION_COLUMNS, completion_values(done, plan, version, ran_scheduled_at, started_at)))
@@ -77,20 +77,21 @@ def completion_row(
     return row
 
 
-def completion_batch(planned: Sequence[tuple[Completion, Mapping[str, Any]]]) -> dict[str, Any]:
+def completion_batch(planned: Sequence[tuple[Completion, Plan]]) -> dict[str, Any]:
     """The parameters of ``complete_jobs`` for outcomes planned from their started rows: their
     values (``COMPLETION_COLUMNS`` order) as one JSON array of arrays, and the bounds of their
     ``started_at``."""
-    rows = [
-        completion_values(done, plan, done.started.job.version, done.started.scheduled_at, done.started.started_at)  # type: ignore[union-attr]
-        for done, plan in planned
-    ]
-    started = [row[-1] for row in rows]
+    rows = []
+    for done, plan in planned:
+        started = done.started
+        assert started is not None, "a batch is planned from its started rows"
+        rows.append(completion_values(done, plan, started.job.version, started.scheduled_at, started.started_at))
+    started_at = [row[-1] for row in rows]
     return {
         "outcomes": encode_outcomes(rows),
         # The days the planner is to plan the executions' update over (queries.sql, complete_outcomes).
-        "earliest_started_at": min(started, default=None),
-        "latest_started_at": max(started, default=None),
+        "earliest_started_at": min(started_at, default=None),
+        "latest_started_at": max(started_at, default=None),
     }
 
 

@@ -64,6 +64,7 @@ def resolve(given: str | None, environ: Mapping[str, str]) -> tuple[str | None, 
     ``$DATABASE_URL``), or ``(None, "")`` for none at all. ``DatabaseUrlError`` naming that
     source when the URL is malformed; an empty ``--database-url`` is one (it does not fall back
     to the environment, which may name another database)."""
+    url: str | None
     if given is not None:
         source, url = "--database-url", given
     else:

@@ -65,9 +65,9 @@ def reauthenticating(credentials: Credentials) -> type[psycopg.Connection]:
     """A connection class for a pool on ``credentials``: a refused login is retried once, with the
     credentials read again (a rotated password); any other failure, or a second refusal, raises."""
 
-    class Connection(psycopg.Connection):  # type: ignore[type-arg]
+    class Connection(psycopg.Connection):
         @classmethod
-        def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:  # type: ignore[override]
+        def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:
             # The pool's own conninfo is empty: the credentials are the source of truth.
             current = credentials()
             try:

@@ -5,11 +5,10 @@ the executions' day partitions. ``Store`` has them as a base class; they use its
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler.core.domain import Execution, PartitionMaintenance
+from scheduler.core.domain import Execution, ExecutionStatus, Job, PartitionMaintenance
 from scheduler.sql import QUERIES
 from scheduler.store.rows import is_uuid, retry_on_dead_connection
 
@@ -19,7 +18,7 @@ class ExecutionHistory:
 
     pool: Any
 
-    def get_job(self, owner: str, job_id: str) -> dict[str, Any]:  # pragma: no cover - Store's
+    def get_job(self, owner: str, job_id: str) -> Job:  # pragma: no cover - Store's
         raise NotImplementedError
 
     @retry_on_dead_connection
@@ -28,7 +27,7 @@ class ExecutionHistory:
         owner: str,
         job_id: str,
         *,
-        status: str | None = None,
+        status: ExecutionStatus | None = None,
         limit: int = 50,
         before_seq: int | None = None,
         before_started_at: datetime | None = None,
@@ -63,7 +62,7 @@ class ExecutionHistory:
             newest = None
         days = None if newest is None or status is not None else _days_for_a_page(job, now, limit)
         with self.pool.connection() as conn:
-            if days is None:
+            if days is None or newest is None:
                 rows = conn.execute(QUERIES["list_executions"], params).fetchall()
             else:
                 recent = _days_before(newest, days)
@@ -103,7 +102,7 @@ class ExecutionHistory:
         self,
         owner: str,
         *,
-        status: str | None = None,
+        status: ExecutionStatus | None = None,
         job_id: str | None = None,
         since: datetime | None = None,
         limit: int = 50,
@@ -155,11 +154,12 @@ def _days_before(instant: datetime, days: int) -> datetime:
     return day - timedelta(days=days)
 
 
-def _days_for_a_page(job: Mapping[str, Any], now: datetime, limit: int) -> int | None:
+def _days_for_a_page(job: Job, now: datetime, limit: int) -> int | None:
     """Days back likely to hold ``limit`` of the job's executions, at its rate so far (runs over
     its age, with a margin), at most JOB_RECENT_DAYS; None when that would not hold a page."""
-    age_days = max((now - job["created_at"]).total_seconds() / 86400, 1 / 24)
-    per_day = job["run_count"] / age_days
+    created_at = job.created_at or now
+    age_days = max((now - created_at).total_seconds() / 86400, 1 / 24)
+    per_day = job.run_count / age_days
     if per_day * JOB_RECENT_DAYS < 1.5 * limit:
         return None
     return max(1, min(JOB_RECENT_DAYS, math.ceil(1.5 * limit / per_day)))

@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -116,10 +117,17 @@ def _log_notice(diagnostic: psycopg.errors.Diagnostic) -> None:
         logger.warning("migration %s: %s", diagnostic.severity_nonlocalized, diagnostic.message_primary)
 
 
+def _scalar(conn: psycopg.Connection, query: Any, params: Any = None) -> Any:
+    """The one value of a query that answers one row."""
+    row = conn.execute(query, params).fetchone()
+    assert row is not None, "the query answers one row"
+    return row[0]
+
+
 def applied_versions(conninfo: str) -> list[int]:
     """The versions recorded in ``schema_migrations`` (empty when none)."""
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        exists = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()[0]
+        exists = _scalar(conn, "SELECT to_regclass('schema_migrations') IS NOT NULL")
         if not exists:
             return []
         return [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
@@ -152,8 +160,8 @@ def ensure_login(conninfo: str, username: str, password: str, *, role: str | Non
     would only still reach the databases not yet migrated."""
     with psycopg.connect(conninfo, autocommit=True) as conn:
         if role is None:
-            has_role = conn.execute("SELECT to_regprocedure('scheduler_data_role()') IS NOT NULL").fetchone()[0]
-            role = conn.execute("SELECT scheduler_data_role()").fetchone()[0] if has_role else None
+            has_role = _scalar(conn, "SELECT to_regprocedure('scheduler_data_role()') IS NOT NULL")
+            role = _scalar(conn, "SELECT scheduler_data_role()") if has_role else None
         if role is None or conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is None:
             return "absent"
         logins = [username, *_rotation_base(conn, username)]
@@ -176,10 +184,10 @@ def ensure_login(conninfo: str, username: str, password: str, *, role: str | Non
             )
             outcome = "enabled" if row is not None else "created"
         for login in logins:
-            member = conn.execute("SELECT pg_has_role(%s, %s, 'MEMBER')", (login, role)).fetchone()[0]
+            member = _scalar(conn, "SELECT pg_has_role(%s, %s, 'MEMBER')", (login, role))
             if not member:
                 conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(role), sql.Identifier(login)))
-            if role != APP_DATA_ROLE and conn.execute(_DIRECT_MEMBER, (APP_DATA_ROLE, login)).fetchone()[0]:
+            if role != APP_DATA_ROLE and _scalar(conn, _DIRECT_MEMBER, (APP_DATA_ROLE, login)):
                 conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(APP_DATA_ROLE), sql.Identifier(login)))
     return outcome
 
@@ -196,7 +204,7 @@ def _rotation_base(conn: psycopg.Connection, username: str) -> list[str]:
     base = username.removesuffix("_clone")
     if base == username:
         return []
-    found = conn.execute(_DIRECT_MEMBER, (base, username)).fetchone()[0]
+    found = _scalar(conn, _DIRECT_MEMBER, (base, username))
     return [base] if found else []
 
 

@@ -58,7 +58,7 @@ def _json_loads(data: bytes) -> Any:
 
 
 class _JsonbLoader(JsonbLoader):
-    _loads = staticmethod(_json_loads)
+    _loads = staticmethod(_json_loads)  # type: ignore[assignment]  # takes the bytes psycopg hands it
 
 
 _UUID_OID, _JSONB_OID = 2950, 3802  # registered by oid: a lookup by type name costs more than the rest

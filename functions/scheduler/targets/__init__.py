@@ -4,7 +4,7 @@ Modules:
 
 - :mod:`scheduler.targets.router`: ``deliver()``, which renders the body's placeholders and
   hands the delivery to the module of the target's type.
-- :mod:`scheduler.targets.results`: the shared types (``DeliveryResult``, ``TargetPolicy``; the
+- :mod:`scheduler.targets.results`: the shared types (``Outcome``, ``TargetPolicy``; the
   ``Delivery`` identity comes from the domain) and the helpers that build results.
 - :mod:`scheduler.targets.watchdog`: the wall-clock deadline of a delivery.
 - :mod:`scheduler.targets.http`: HTTP(S) targets (redirects, auth, classification of the

@@ -59,7 +59,7 @@ from scheduler.targets.idle import IdlePool
 from scheduler.targets.results import (
     SUCCEEDED,
     Delivery,
-    DeliveryResult,
+    Outcome,
     TargetPolicy,
     exception_chain,
     permanent,
@@ -269,7 +269,7 @@ def message_headers(job_headers: dict, delivery: Delivery) -> dict[str, Any]:
     return merged
 
 
-def deliver_amqp(target: AmqpView, delivery: Delivery, policy: TargetPolicy, *, budget: float) -> DeliveryResult:
+def deliver_amqp(target: AmqpView, delivery: Delivery, policy: TargetPolicy, *, budget: float) -> Outcome:
     """Publish ``delivery`` to the amqp ``target`` (utf-8 body already rendered) within
     ``budget`` seconds. Never raises. See the module documentation for the semantics."""
     secrets = target.secrets()
@@ -278,11 +278,11 @@ def deliver_amqp(target: AmqpView, delivery: Delivery, policy: TargetPolicy, *, 
     except Exception as exc:  # noqa: BLE001 - the contract: never raise
         result = transient(f"unexpected error during the AMQP delivery: {type(exc).__name__}")
     if result.error and secrets:
-        result = DeliveryResult(result.status, result.retryable, error=redact(result.error, secrets))
+        result = Outcome(result.status, result.retryable, error=redact(result.error, secrets))
     return result
 
 
-def _deliver(spec: AmqpView, delivery: Delivery, policy: TargetPolicy, budget: float) -> DeliveryResult:
+def _deliver(spec: AmqpView, delivery: Delivery, policy: TargetPolicy, budget: float) -> Outcome:
     url = spec.url
     guarded = url is not None and url != policy.default_broker_url
     url = url or policy.default_broker_url
@@ -330,7 +330,7 @@ def _deliver(spec: AmqpView, delivery: Delivery, policy: TargetPolicy, budget: f
                 pooled = _open(broker, guarded, policy, watchdog, delivery.owner)
                 publish(pooled)
             _release(url, pooled, watchdog)
-            return DeliveryResult(SUCCEEDED, False)
+            return Outcome(SUCCEEDED, False)
         except (pex.UnroutableError, pex.NackError, pex.ChannelClosedByBroker) as exc:
             if pooled is not None:
                 _release(url, pooled, watchdog)  # the connection is fine; a closed channel is reopened
@@ -356,7 +356,7 @@ def _release(url: str, pooled: PooledConnection, watchdog: Watchdog) -> None:
         _checkin(url, pooled)
 
 
-def _channel_failure(exc: Exception, spec: AmqpView) -> DeliveryResult:
+def _channel_failure(exc: Exception, spec: AmqpView) -> Outcome:
     exchange = spec.exchange
     shown = f"'{exchange}'" if exchange else "'' (the default exchange)"
     if isinstance(exc, pex.UnroutableError):
@@ -373,7 +373,7 @@ def _channel_failure(exc: Exception, spec: AmqpView) -> DeliveryResult:
     return permanent(f"broker refused the message: ({code}) {text}")
 
 
-def _connection_failure(exc: Exception, broker: Broker, budget: float) -> DeliveryResult:
+def _connection_failure(exc: Exception, broker: Broker, budget: float) -> Outcome:
     chain = exception_chain(exc)
     where = broker.where
     if any(isinstance(e, (pex.ProbableAuthenticationError, pex.AuthenticationError)) for e in chain) or any(

@@ -28,9 +28,10 @@ from scheduler.targets.aws_credentials import CredentialCache, OwnerNotUsable, R
 from scheduler.targets.aws_views import AwsView, EventBridgeView, LambdaView, SigV4View, SnsView, SqsView, region
 from scheduler.targets.results import (
     EXCERPT_LIMIT,
+    FAILED,
     SUCCEEDED,
     Delivery,
-    DeliveryResult,
+    Outcome,
     TargetPolicy,
     permanent,
     redact_and_cut,
@@ -89,7 +90,7 @@ def identity_attributes(delivery: Delivery) -> dict[str, dict[str, str]]:
 
 def deliver_aws(
     target: AwsView, delivery: Delivery, policy: TargetPolicy, *, budget: float, cache: CredentialCache | None = None
-) -> DeliveryResult:
+) -> Outcome:
     """Deliver ``delivery`` to an AWS ``target`` (its text fields already rendered) within
     ``budget`` seconds. Never raises."""
     kind = target.type
@@ -99,7 +100,7 @@ def deliver_aws(
     secrets: list[str] = []
     try:
         got = _client(cache, _SERVICE[kind], region(target), target.role_arn, delivery, budget)
-        if isinstance(got, DeliveryResult):
+        if isinstance(got, Outcome):
             return got
         client, creds = got
         secrets.extend(creds.secrets)
@@ -107,7 +108,7 @@ def deliver_aws(
     except Exception as exc:  # noqa: BLE001 - the contract: never raise
         result = classify(exc, operation, budget)
     if result.error or result.response_excerpt:
-        result = DeliveryResult(
+        result = Outcome(
             result.status,
             result.retryable,
             http_status=result.http_status,
@@ -120,7 +121,7 @@ def deliver_aws(
 
 def _client(
     cache: CredentialCache, service: str, region: str, role_arn: str, delivery: Delivery, budget: float
-) -> tuple[Any, RoleCredentials] | DeliveryResult:
+) -> tuple[Any, RoleCredentials] | Outcome:
     """The client signing as the role for the delivery's owner and its credentials, or a failed
     result when the role cannot be assumed."""
     owner = delivery.owner
@@ -136,7 +137,7 @@ def _client(
         return classify(exc, "sts AssumeRole", budget)
 
 
-def classify(exc: BaseException, operation: str, budget: float) -> DeliveryResult:
+def classify(exc: BaseException, operation: str, budget: float) -> Outcome:
     """The result of an AWS call that raised: see the module documentation."""
     from botocore import exceptions as be
 
@@ -147,7 +148,7 @@ def classify(exc: BaseException, operation: str, budget: float) -> DeliveryResul
         retryable = code in TRANSIENT_CODES or (isinstance(status, int) and (status >= 500 or status == 429))
         message = str(error.get("Message") or "").strip()
         text = f"{operation}: {code}" + (f": {message}" if message else "")
-        return DeliveryResult("failed", retryable, http_status=status if isinstance(status, int) else None, error=text)
+        return Outcome(FAILED, retryable, http_status=status if isinstance(status, int) else None, error=text)
     if isinstance(exc, (be.ReadTimeoutError, be.ConnectTimeoutError)):
         return timed_out(f"{operation}: no answer within {budget:g}s")
     if isinstance(exc, (be.EndpointConnectionError, be.ConnectionClosedError, be.HTTPClientError)):
@@ -159,13 +160,13 @@ def classify(exc: BaseException, operation: str, budget: float) -> DeliveryResul
     return transient(f"{operation}: failed ({type(exc).__name__})")
 
 
-def _ok(response: dict, excerpt: dict | str | None) -> DeliveryResult:
+def _ok(response: dict, excerpt: dict | str | None) -> Outcome:
     status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
     text = excerpt if isinstance(excerpt, str) or excerpt is None else json.dumps(excerpt, separators=(",", ":"))
-    return DeliveryResult(SUCCEEDED, False, http_status=status, response_excerpt=text)
+    return Outcome(SUCCEEDED, False, http_status=status, response_excerpt=text)
 
 
-def _invoke_lambda(client: Any, target: LambdaView, delivery: Delivery) -> DeliveryResult:
+def _invoke_lambda(client: Any, target: LambdaView, delivery: Delivery) -> Outcome:
     response = client.invoke(
         FunctionName=target.function_arn,
         InvocationType=target.invocation_type,
@@ -181,14 +182,14 @@ def _invoke_lambda(client: Any, target: LambdaView, delivery: Delivery) -> Deliv
     status = response.get("StatusCode")
     function_error = response.get("FunctionError")
     if function_error:
-        return DeliveryResult(
-            "failed",
+        return Outcome(
+            FAILED,
             True,
             http_status=status,
             response_excerpt=excerpt,
             error=f"lambda Invoke: the function failed ({function_error})",
         )
-    return DeliveryResult(SUCCEEDED, False, http_status=status, response_excerpt=excerpt)
+    return Outcome(SUCCEEDED, False, http_status=status, response_excerpt=excerpt)
 
 
 def _fifo_fields(target: SqsView | SnsView, delivery: Delivery, fifo: bool) -> dict[str, str]:
@@ -197,7 +198,7 @@ def _fifo_fields(target: SqsView | SnsView, delivery: Delivery, fifo: bool) -> d
     return {"MessageGroupId": target.message_group_id or "", "MessageDeduplicationId": delivery.idempotency_key}
 
 
-def _send_sqs(client: Any, target: SqsView, delivery: Delivery) -> DeliveryResult:
+def _send_sqs(client: Any, target: SqsView, delivery: Delivery) -> Outcome:
     url = target.queue_url
     response = client.send_message(
         QueueUrl=url,
@@ -208,7 +209,7 @@ def _send_sqs(client: Any, target: SqsView, delivery: Delivery) -> DeliveryResul
     return _ok(response, {k: response[k] for k in ("MessageId", "SequenceNumber") if k in response})
 
 
-def _publish_sns(client: Any, target: SnsView, delivery: Delivery) -> DeliveryResult:
+def _publish_sns(client: Any, target: SnsView, delivery: Delivery) -> Outcome:
     arn = target.topic_arn
     extra: dict[str, Any] = _fifo_fields(target, delivery, arn.endswith(".fifo"))
     if target.subject:
@@ -219,7 +220,7 @@ def _publish_sns(client: Any, target: SnsView, delivery: Delivery) -> DeliveryRe
     return _ok(response, {k: response[k] for k in ("MessageId", "SequenceNumber") if k in response})
 
 
-def _put_event(client: Any, target: EventBridgeView, delivery: Delivery) -> DeliveryResult:
+def _put_event(client: Any, target: EventBridgeView, delivery: Delivery) -> Outcome:
     response = client.put_events(
         Entries=[
             {
@@ -236,11 +237,11 @@ def _put_event(client: Any, target: EventBridgeView, delivery: Delivery) -> Deli
         message = str(entry.get("ErrorMessage") or "").strip()
         text = f"events PutEvents: {code}" + (f": {message}" if message else "")
         status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
-        return DeliveryResult("failed", code in TRANSIENT_CODES, http_status=status, error=text)
+        return Outcome(FAILED, code in TRANSIENT_CODES, http_status=status, error=text)
     return _ok(response, {"EventId": entry.get("EventId")})
 
 
-_HANDLERS: dict[str, Callable[[Any, Any, Delivery], DeliveryResult]] = {
+_HANDLERS: dict[str, Callable[[Any, Any, Delivery], Outcome]] = {
     "lambda": _invoke_lambda,
     "sqs": _send_sqs,
     "sns": _publish_sns,
@@ -269,7 +270,7 @@ class HttpSigner:
         self.credentials: Any = None
         self.secrets: list[str] = []
 
-    def prepare(self) -> DeliveryResult | None:
+    def prepare(self) -> Outcome | None:
         """Assume the role (cached); a failed result when that is refused or fails."""
         owner = self.delivery.owner
         if not owner:
@@ -310,7 +311,7 @@ class HttpSigner:
 
 def sigv4_signer(
     auth: SigV4View | None, delivery: Delivery, secrets: list[str]
-) -> tuple[HttpSigner | None, DeliveryResult | None]:
+) -> tuple[HttpSigner | None, Outcome | None]:
     """For an HTTP target's ``sigv4`` auth (``HttpView.sigv4``): its signer (the role assumed,
     its secrets added to ``secrets``); None without one; or a failed result when the role cannot
     be assumed."""

@@ -57,9 +57,10 @@ from scheduler.targets.aws import HttpSigner, sigv4_signer
 from scheduler.targets.http_wire import DEFAULT_HEADERS, Headers, Request, Response, close_connections  # noqa: F401 (re-exported)
 from scheduler.targets.results import (
     EXCERPT_LIMIT,
+    FAILED,
     SUCCEEDED,
     Delivery,
-    DeliveryResult,
+    Outcome,
     TargetPolicy,
     exception_chain,
     permanent,
@@ -81,7 +82,7 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 # ----------------------------------------------------------------------------------- target
 
 
-def deliver_http(target: HttpView, delivery: Delivery, policy: TargetPolicy, *, budget: float) -> DeliveryResult:
+def deliver_http(target: HttpView, delivery: Delivery, policy: TargetPolicy, *, budget: float) -> Outcome:
     """Deliver ``delivery`` to the http ``target`` (body already rendered) within ``budget`` seconds.
 
     Never raises. See the module documentation for the semantics.
@@ -112,7 +113,7 @@ def _deliver(
     budget: float,
     read_limit: int = EXCERPT_LIMIT,
     signer: HttpSigner | None = None,
-) -> DeliveryResult:
+) -> Outcome:
     headers = Headers(DEFAULT_HEADERS)
     headers.update(spec.headers)  # the target's own headers win over the defaults, whatever their case
     auth = spec.auth_header
@@ -205,7 +206,7 @@ def _prepare(method: str, url: str, headers: Headers, body: bytes | None) -> Req
     prepared = requests.PreparedRequest()  # credentials: never kept in the cache below
     prepared.prepare_url(url, None)
     final = Headers(headers)
-    parts = urlsplit(prepared.url)
+    parts = urlsplit(str(prepared.url))
     username, password = unquote(parts.username or ""), unquote(parts.password or "")
     token = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
     final["Authorization"] = f"Basic {token}"
@@ -220,7 +221,7 @@ def _prepared_url(url: str) -> str:
     A URL it refuses raises every time (exceptions are not cached)."""
     prepared = requests.PreparedRequest()
     prepared.prepare_url(url, None)
-    return prepared.url
+    return str(prepared.url)
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
@@ -229,12 +230,12 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme, (parts.hostname or "").lower(), parts.port or default
 
 
-def _classify_response(response: Response, excerpt: str | None, spec: HttpView) -> DeliveryResult:
+def _classify_response(response: Response, excerpt: str | None, spec: HttpView) -> Outcome:
     status = response.status
     codes = spec.success_codes
     ok = status in codes if codes is not None else 200 <= status < 300
     if ok:
-        return DeliveryResult(SUCCEEDED, False, http_status=status, response_excerpt=excerpt)
+        return Outcome(SUCCEEDED, False, http_status=status, response_excerpt=excerpt)
     reason = (response.reason or "").strip()
     label = f"HTTP {status} {reason}".strip()
     retryable = status >= 500 or status in RETRYABLE_STATUSES
@@ -244,8 +245,8 @@ def _classify_response(response: Response, excerpt: str | None, spec: HttpView) 
         error = f"{label} is not one of the success codes {sorted(codes)}"
     else:
         error = label
-    return DeliveryResult(
-        "failed",
+    return Outcome(
+        FAILED,
         retryable,
         http_status=status,
         response_excerpt=excerpt,
@@ -282,7 +283,7 @@ def _find(exc: BaseException, kind: type) -> Any:
     return next((e for e in exception_chain(exc) if isinstance(e, kind)), None)
 
 
-def _classify_exception(exc: Exception, host: str, budget: float) -> DeliveryResult:
+def _classify_exception(exc: Exception, host: str, budget: float) -> Outcome:
     if _find(exc, http_wire.ConnectTimeout):
         return timed_out(f"connection to {host} timed out after {budget:g}s")
     if isinstance(exc, TimeoutError):

@@ -77,11 +77,13 @@ class Headers(MutableMapping):
 
     __slots__ = ("_items",)
 
+    _items: dict[str, tuple[str, str]]
+
     def __init__(self, items: Any = ()) -> None:
         if isinstance(items, Headers):
             self._items = dict(items._items)
             return
-        self._items: dict[str, tuple[str, str]] = {}
+        self._items = {}
         pairs = items.items() if hasattr(items, "items") else items
         for name, value in pairs:
             self[name] = value
@@ -104,7 +106,7 @@ class Headers(MutableMapping):
     def __len__(self) -> int:
         return len(self._items)
 
-    def items(self):  # type: ignore[override] - the pairs with their spelling, in order
+    def items(self) -> list[tuple[str, str]]:  # type: ignore[override]  # the pairs as spelled, in order
         return list(self._items.values())
 
     def __repr__(self) -> str:

@@ -1,5 +1,5 @@
 """The shared types of delivery: what a delivery attempt is (``Delivery``, from the domain),
-how it ended (``DeliveryResult``), what a deployment may reach (``TargetPolicy``), and the
+how it ended (``Outcome``, the domain's), what a deployment may reach (``TargetPolicy``), and the
 helpers every target module uses to build results and keep secrets out of them.
 """
 
@@ -19,37 +19,16 @@ from scheduler.core.domain import (  # noqa: F401 (re-exported)
     HEADER_JOB_ID,
     HEADER_SCHEDULED_AT,
     Delivery,
+    ExecutionStatus,
+    Outcome,
 )
 
-#: Bytes of a response body kept in ``DeliveryResult.response_excerpt`` (and the most ever read).
+#: Bytes of a response body kept in ``Outcome.response_excerpt`` (and the most ever read).
 EXCERPT_LIMIT = 4096
 
-SUCCEEDED = "succeeded"
-FAILED = "failed"
-TIMED_OUT = "timed_out"
-
-
-@dataclass(frozen=True)
-class DeliveryResult:
-    """The outcome of one delivery attempt.
-
-    ``status`` is ``"succeeded"``, ``"failed"`` or ``"timed_out"``; ``retryable`` says whether
-    another attempt could succeed (network errors, timeouts, 5xx, 408, 429, broker down ...).
-    ``error`` is human text and never contains a secret. ``retry_after_seconds`` (from an HTTP
-    ``Retry-After``) is a floor for the next backoff.
-    """
-
-    status: str
-    retryable: bool
-    http_status: int | None = None
-    response_excerpt: str | None = None
-    error: str | None = None
-    retry_after_seconds: float | None = None
-
-    @property
-    def succeeded(self) -> bool:
-        """True when the target accepted the delivery."""
-        return self.status == SUCCEEDED
+SUCCEEDED = ExecutionStatus.SUCCEEDED
+FAILED = ExecutionStatus.FAILED
+TIMED_OUT = ExecutionStatus.TIMED_OUT
 
 
 @dataclass(frozen=True)
@@ -67,19 +46,19 @@ class TargetPolicy:
     default_broker_url: str | None = None
 
 
-def permanent(error: str, **fields: Any) -> DeliveryResult:
+def permanent(error: str, **fields: Any) -> Outcome:
     """A failure that another attempt cannot fix."""
-    return DeliveryResult(FAILED, False, error=error, **fields)
+    return Outcome(FAILED, False, error=error, **fields)
 
 
-def transient(error: str, **fields: Any) -> DeliveryResult:
+def transient(error: str, **fields: Any) -> Outcome:
     """A failure worth another attempt."""
-    return DeliveryResult(FAILED, True, error=error, **fields)
+    return Outcome(FAILED, True, error=error, **fields)
 
 
-def timed_out(error: str, **fields: Any) -> DeliveryResult:
+def timed_out(error: str, **fields: Any) -> Outcome:
     """The delivery ran out of time (always worth another attempt)."""
-    return DeliveryResult(TIMED_OUT, True, error=error, **fields)
+    return Outcome(TIMED_OUT, True, error=error, **fields)
 
 
 # -- redaction of texts (response excerpts, error texts) ----------------------------------------

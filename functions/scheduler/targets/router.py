@@ -3,7 +3,7 @@
 The executor calls :func:`deliver` with the job's ``target`` (a plain dict of the API contract,
 secrets already decrypted), the identity of the delivery and the deployment's
 :class:`TargetPolicy`. The dict is read once, into its typed view (``targets.views``), which the
-target modules receive. It gets back a :class:`DeliveryResult` that says what happened and whether
+target modules receive. It gets back a :class:`Outcome` that says what happened and whether
 another attempt is worth it; ``deliver`` never raises for a failure of the target.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 from scheduler.targets import templates
 from scheduler.targets.aws_views import AWS_TYPES, TEXT_FIELDS
-from scheduler.targets.results import FAILED, TIMED_OUT, Delivery, DeliveryResult, TargetPolicy, permanent
-from scheduler.targets.views import AmqpView, InvalidTarget, TargetView, view_of
+from scheduler.targets.results import FAILED, TIMED_OUT, Delivery, Outcome, TargetPolicy, permanent
+from scheduler.targets.views import AmqpView, HttpView, InvalidTarget, TargetView, view_of
 
 
 def deliver(
@@ -25,11 +25,11 @@ def deliver(
     policy: TargetPolicy,
     *,
     timeout_cap: float | None = None,
-) -> DeliveryResult:
+) -> Outcome:
     """Render placeholders in the body (every text field of an AWS target), then deliver to an
     http, amqp, lambda, sqs, sns or eventbridge target.
 
-    Never raises for a target's failure (returns a failed DeliveryResult); ``timeout_cap`` bounds
+    Never raises for a target's failure (returns a failed Outcome); ``timeout_cap`` bounds
     the time further (the executor passes its remaining Lambda time). The time spent is bounded
     by ``min(target.timeout_seconds, timeout_cap)`` (plus a few milliseconds of bookkeeping).
     """
@@ -40,27 +40,30 @@ def deliver(
             return permanent(f"invalid target: {exc}")
         budget = view.timeout_seconds if timeout_cap is None else min(view.timeout_seconds, float(timeout_cap))
         if budget <= 0:
-            return DeliveryResult(TIMED_OUT, True, error="no time left for the delivery")
+            return Outcome(TIMED_OUT, True, error="no time left for the delivery")
         return _deliverer(view.type)(_rendered(view, delivery), delivery, policy, budget=budget)
     except Exception as exc:  # the contract: never raise for a delivery
-        return DeliveryResult(FAILED, True, error=f"internal error while delivering: {type(exc).__name__}")
+        return Outcome(FAILED, True, error=f"internal error while delivering: {type(exc).__name__}")
 
 
-_DELIVERERS: dict[str, Callable[..., DeliveryResult]] = {}
+Deliverer = Callable[..., Outcome]
+_DELIVERERS: dict[str, Deliverer] = {}
 
 
-def _deliverer(kind: str) -> Callable[..., DeliveryResult]:
+def _deliverer(kind: str) -> Callable[..., Outcome]:
     """The function delivering ``kind`` targets. Each target module is imported on its first
     delivery (an executor of HTTP jobs never loads pika), then kept in a dict."""
-    found = _DELIVERERS.get(kind)
-    if found is None:
-        if kind == "http":
-            from scheduler.targets.http import deliver_http as found
-        elif kind in AWS_TYPES:
-            from scheduler.targets.aws import deliver_aws as found
-        else:
-            from scheduler.targets.amqp import deliver_amqp as found
-        _DELIVERERS[kind] = found
+    known = _DELIVERERS.get(kind)
+    if known is not None:
+        return known
+    found: Deliverer
+    if kind == "http":
+        from scheduler.targets.http import deliver_http as found
+    elif kind in AWS_TYPES:
+        from scheduler.targets.aws import deliver_aws as found
+    else:
+        from scheduler.targets.amqp import deliver_amqp as found
+    _DELIVERERS[kind] = found
     return found
 
 
@@ -75,8 +78,8 @@ def preload(kinds: tuple[str, ...] = ("http",)) -> None:
 def _rendered(view: TargetView, delivery: Delivery) -> TargetView:
     """The view with its text body's placeholders rendered (a binary body is kept); an AWS
     target's every text field."""
-    if view.type in TEXT_FIELDS:
-        changes = {
+    if not isinstance(view, (HttpView, AmqpView)):  # an AWS target: each of its text fields
+        changes: dict[str, Any] = {
             name: templates.render(value, delivery)
             for name in TEXT_FIELDS[view.type]
             if isinstance(value := getattr(view, name), str)

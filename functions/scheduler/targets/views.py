@@ -134,8 +134,8 @@ def _timeout(raw: Any) -> float:
 def _http(target: dict, timeout: float) -> HttpView:
     url = target.get("url")
     problem = check_url_syntax(url)
-    if problem:
-        raise InvalidTarget(problem)
+    if problem or not isinstance(url, str):
+        raise InvalidTarget(problem or "url is missing")
     method = target.get("method") or "POST"
     if not isinstance(method, str) or method.upper() not in HTTP_METHODS:
         raise InvalidTarget(f"method must be one of {', '.join(HTTP_METHODS)}")
@@ -188,10 +188,10 @@ def _auth_header(auth: Any) -> tuple[str, str] | None:
         token = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
         return "Authorization", f"Basic {token}"
     if kind == "bearer":
-        token = auth.get("token")
-        if not isinstance(token, str) or not token:
+        bearer = auth.get("token")
+        if not isinstance(bearer, str) or not bearer:
             raise InvalidTarget("bearer auth needs a token")
-        return "Authorization", f"Bearer {token}"
+        return "Authorization", f"Bearer {bearer}"
     if kind == "header":
         name, value = auth.get("name"), auth.get("value")
         if not isinstance(name, str) or not name or not isinstance(value, str):

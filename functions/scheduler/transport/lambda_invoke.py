@@ -69,7 +69,9 @@ class EventInvokeClient:
         self._keys: dict[tuple[str, str], bytes] = {}
         self._lock = threading.Lock()
 
-    def invoke(self, *, FunctionName: str, InvocationType: str = "RequestResponse", Payload: bytes = b"", **rest: Any):  # noqa: N803 - boto3's names
+    def invoke(  # noqa: N803 - boto3's names
+        self, *, FunctionName: str, InvocationType: str = "RequestResponse", Payload: bytes = b"", **rest: Any
+    ) -> Any:
         """Invoke ``FunctionName``: signed here for ``InvocationType="Event"``, else by boto3."""
         if InvocationType != "Event" or rest:
             return self.client.invoke(FunctionName=FunctionName, InvocationType=InvocationType, Payload=Payload, **rest)
@@ -138,7 +140,7 @@ class EventInvokeClient:
         self._pool.close()
 
 
-def _client_error(answer: urllib3.HTTPResponse) -> Exception:
+def _client_error(answer: urllib3.BaseHTTPResponse) -> Exception:
     """The refusal as botocore raises it: ``ClientError`` with the service's code and message."""
     from botocore.exceptions import ClientError
 
