@@ -57,14 +57,16 @@ def plan_pause(job: Job) -> dict[str, Any]:
 
 
 def plan_resume(job: Job, now: datetime) -> dict[str, Any]:
-    """Resuming applies the ``missed_runs`` policy to the occurrences missed while paused."""
+    """Resuming applies the ``missed_runs`` policy to the occurrences missed while paused. An
+    attempt whose time passed during the pause (a catch-up, a retry) is due at the resume: its
+    execution's lateness (``due_at``) counts from then, not from the pause."""
     if job.state != "paused":
         return _same(job)
     pending = job.scheduled_at
     if pending is None:
         return plan_first(job, now)
     if job.attempt > 0 or pending >= now:
-        return {**_same(job), "state": "active"}
+        return _due_by(now, {**_same(job), "state": "active"})
     occurrence = plan_next(
         schedule_of(job),
         pending - _TINY,
@@ -74,7 +76,14 @@ def plan_resume(job: Job, now: datetime) -> dict[str, Any]:
         end_at=job.end_at,
         cap=RUN_ALL_CAP,
     )
-    return _at(occurrence, "active")
+    return _due_by(now, _at(occurrence, "active"))
+
+
+def _due_by(now: datetime, plan: dict[str, Any]) -> dict[str, Any]:
+    """``plan`` with a next attempt in the past moved to ``now`` (the occurrence stays as it was)."""
+    if plan["next_run_at"] is not None and plan["next_run_at"] < now:
+        return {**plan, "next_run_at": now}
+    return plan
 
 
 def backoff_seconds(retry: Mapping[str, Any], attempt: int, rng: random.Random | None = None) -> float:
