@@ -145,3 +145,17 @@ def test_output_formats_complete_after_o(tmp_path, capsys):
         check=True,
     )
     assert done.stdout.split() == ["table", "json", "yaml"]
+
+
+def test_a_type_alone_patches_the_type_and_clears_the_old_type_s_fields(api, capsys):
+    sqs = {
+        "type": "sqs",
+        "queue_url": "https://sqs.eu-west-1.amazonaws.com/1/q",
+        "body": "b",
+        "role_arn": "arn:aws:iam::1:role/r",
+    }
+    api.on("GET", f"/v1/jobs/{JOB_ID}", job(target=sqs))
+    api.on("PATCH", f"/v1/jobs/{JOB_ID}", job())
+    assert run(api, "jobs", "update", JOB_ID, "--type", "http") == 0  # was a KeyError traceback
+    patch = api.requests[-1].json["target"]
+    assert patch["type"] == "http" and patch["queue_url"] is None and patch["role_arn"] is None

@@ -219,10 +219,23 @@ def exported(job: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             names.append(name)
             return f"${{{name}}}"
 
-        definition["target"] = {k: v for k, v in map_secrets(target, reference).items() if v is not None}
-    ordered = {key: definition[key] for key in FIELD_ORDER if key in definition and definition[key] not in ([], {})}
-    ordered.update({k: v for k, v in definition.items() if k not in ordered and v not in ([], {})})
+        masked = map_secrets(target, reference) or {}
+        definition["target"] = {"type": masked.get("type"), **masked}
+    definition = _clean(definition)
+    ordered = {key: definition[key] for key in FIELD_ORDER if key in definition}
+    ordered.update({k: v for k, v in definition.items() if k not in ordered})
     return ordered, names
+
+
+def _clean(value: Any) -> Any:
+    """JSON without its empty parts: None values, empty objects and (but for a list's items) empty
+    lists left out, at every depth (each is the field's default)."""
+    if isinstance(value, dict):
+        cleaned = {k: _clean(v) for k, v in value.items()}
+        return {k: v for k, v in cleaned.items() if v is not None and v != {} and v != []}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
 
 
 def yaml_stream(documents: Iterator[dict[str, Any]]) -> Iterator[str]:
