@@ -33,7 +33,9 @@ def _user_stack(**job_options):
     app = App()
     stack = Stack(app, "Reports")
     token = secretsmanager.Secret(stack, "Token")
-    acknowledge(token, {"AwsSolutions-SMG4": "The user's own token for the target, rotated by its owner, not this stack."})
+    acknowledge(
+        token, {"AwsSolutions-SMG4": "The user's own token for the target, rotated by its owner, not this stack."}
+    )
     api = SchedulerApi.from_stack_exports(stack, "Scheduler")
     Job(stack, "Nightly", api=api, definition=DEFINITION, secrets={"target.auth.token": token}, **job_options)
     Job(stack, "Hourly", api=api, definition={**DEFINITION, "name": "hourly", "schedule": "@hourly"}, **job_options)
