@@ -37,7 +37,6 @@ from scheduler.transport.api_wire import (
     API_PREFIX,
     SERVICE,
     ApiCallFailed,
-    encode_query,
     error_from_response,
     is_job_id,
     job_path,
@@ -95,21 +94,6 @@ def signed_sender(endpoint: str, credentials: Any, region: str) -> Send:
         return json.loads(text) if text.strip() else None
 
     return send
-
-
-def find_job(send: Send, name: str) -> dict[str, Any] | None:
-    """The caller's job named exactly ``name`` (names are unique per owner), or None."""
-    cursor = None
-    for _ in range(1000):
-        query = encode_query({"name_prefix": name, "limit": 200, "cursor": cursor})
-        page = send("GET", f"{API_PREFIX}/jobs?{query}", None) or {}
-        for job in page.get("jobs") or []:
-            if job.get("name") == name:
-                return job
-        cursor = page.get("next_cursor")
-        if not cursor:
-            return None
-    return None
 
 
 def _set_path(definition: dict[str, Any], path: str, value: str) -> None:

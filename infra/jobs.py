@@ -200,6 +200,7 @@ class JobProvider(Construct):
         role: iam.IRole | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.given_role, self.python_version = role, python_version
         log_group = logs.LogGroup(
             self, "Logs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
         )
@@ -235,6 +236,11 @@ class JobProvider(Construct):
         construct_id = "SchedulerJobProvider" + hashlib.sha256(endpoint.encode()).hexdigest()[:8]
         found = stack.node.try_find_child(construct_id)
         if isinstance(found, JobProvider):
+            if (role, python_version) != (found.given_role, found.python_version):
+                raise ValueError(
+                    "the Jobs of a stack that call one API share one function: give them the same role= and "
+                    "python_version="
+                )
             return found
         return cls(stack, construct_id, api=api, python_version=python_version, role=role)
 

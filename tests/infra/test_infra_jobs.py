@@ -150,3 +150,18 @@ def test_the_function_s_code_is_self_sufficient():
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_jobs_of_one_stack_share_their_function_so_they_agree_on_its_role():
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_iam as iam
+
+    from infra.jobs import Job, SchedulerApi
+
+    stack = Stack(App(), "Mixed")
+    api = SchedulerApi.from_stack_exports(stack, "Scheduler")
+    role = iam.Role(stack, "Owner", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    target = {"type": "http", "url": "https://e.com/h"}
+    Job(stack, "A", api=api, definition={"name": "a", "schedule": "@daily", "target": target}, role=role)
+    with pytest.raises(ValueError, match="same role"):
+        Job(stack, "B", api=api, definition={"name": "b", "schedule": "@daily", "target": target})
