@@ -275,7 +275,7 @@ export function Job({ id }) {
           <pre class="definition">${JSON.stringify(definition, null, 2)}</pre>
         </div>
       </div>
-      <h2>Lateness and duration</h2>
+      <h2>Lateness, backoff and duration</h2>
       <${Chart} executions=${executions} />
       <h2>Executions</h2>
       ${executions.length === 0 ? html`<p class="empty">No executions yet.</p>`
