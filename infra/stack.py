@@ -16,10 +16,11 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from infra.api import Api
+from infra.api import STAGE, Api
 from infra.broker import Broker
 from infra.config import Config
 from infra.database import Database
+from infra.jobs import SchedulerApiExports
 from infra.lambdas import LambdaKit, Placement
 from infra.migrations import Migrations
 from infra.nag import acknowledge
@@ -245,4 +246,7 @@ class SchedulerStack(Stack):
             outputs["BrokerAmqpEndpoint"] = (self.broker.url, "Amazon MQ AMQPS endpoint (default broker)")
             outputs["BrokerSecretArn"] = (self.broker.secret.secret_arn, "Amazon MQ credentials")
         for name, (value, description) in outputs.items():
-            CfnOutput(self, name, value=value, description=description)
+            # The API's URL is exported for the Job constructs of other stacks (infra/jobs.py).
+            export = f"{self.stack_name}-{name}" if name == "ApiUrl" else None
+            CfnOutput(self, name, value=value, description=description, export_name=export)
+        self.api_exports = SchedulerApiExports(self, "JobsAsCode", rest_api=self.api.rest_api, stage=STAGE)

@@ -1,4 +1,5 @@
-"""A client of the scheduler's HTTP API (base path ``/v1``), used by the ``scheduler`` CLI.
+"""A client of the scheduler's HTTP API (base path ``/v1``): the Python SDK (``docs/sdk.md``), and
+what the ``scheduler`` CLI calls.
 
 Requests are signed with SigV4 (botocore's ``SigV4Auth``, service ``execute-api``, the normal
 AWS credential chain: environment, ``--profile``/``AWS_PROFILE``, SSO, instance roles...) when
@@ -9,133 +10,63 @@ Query strings are built already in SigV4 canonical form (every character but ``A
 percent-encoded, ``%20`` for a space), so that the query botocore signs is the query API Gateway
 checks.
 
-Errors: an answer of 4xx/5xx raises ``ApiCallFailed`` (with the API's error envelope parsed); a
-network failure raises ``ConnectionFailed``; a signed request without credentials raises
-``NoCredentials``.
+Errors: an answer of 4xx/5xx raises an ``ApiCallFailed`` (with the API's error envelope parsed:
+``status``, ``code``, ``message``, ``field``/``details``), of the subclass of its kind
+(``InvalidRequest`` 400, ``AccessDenied`` 403, ``ResourceNotFound`` 404, ``Conflict`` 409/412,
+``ServerError`` 5xx); a network failure raises ``ConnectionFailed``; a signed request without
+credentials raises ``NoCredentials``. The wire rules live in ``scheduler.transport.api_wire``,
+the records in ``scheduler.transport.api_models``; both are re-exported here.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from http import HTTPStatus
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import requests
 
-from scheduler.core.errors import SchedulerError
+from scheduler.transport import api_wire
+from scheduler.transport.api_models import Execution, Job, JobStats, Page, Retry, RunRequest, execution_timing
+from scheduler.transport.api_resources import Executions, Jobs, Schedules
+from scheduler.transport.api_wire import (
+    API_PREFIX,
+    SERVICE,
+    AccessDenied,
+    ApiCallFailed,
+    ClientError,
+    Conflict,
+    ConnectionFailed,
+    ExecutionNotFound,
+    InvalidRequest,
+    JobNotFound,
+    NoCredentials,
+    ResourceNotFound,
+    ServerError,
+    encode_query,
+    error_from_response,
+    is_aws_endpoint,
+    is_job_id,
+    job_path,
+    not_scheduler,
+    region_of_endpoint,
+)
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
 ENDPOINT_ENV = "SCHEDULER_ENDPOINT"
-SERVICE = "execute-api"
-API_PREFIX = "/v1"
 DEFAULT_TIMEOUT = 30.0
 MAX_PAGES = 10_000
 
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-# https://{api-id}.execute-api.{region}.amazonaws.com, or a VPC endpoint's
-# {api-id}-{vpce-id}.execute-api.{region}.vpce.amazonaws.com
-_EXECUTE_API_HOST = re.compile(r"\.execute-api\.([a-z0-9-]+)\.(?:vpce\.)?amazonaws\.com(?:\.cn)?$")
-
-
-class ClientError(SchedulerError):
-    """Base of the errors of this module (a ``SchedulerError``, as the CLI catches them)."""
-
-
-class ApiCallFailed(ClientError):
-    """The API answered an error status; ``code``/``message``/``details`` are its envelope's.
-    (The client's own name for it: ``scheduler.api.errors.ApiError`` is the server's.)"""
-
-    def __init__(
-        self, status: int, code: str, message: str, details: list[dict[str, Any]] | None = None, body: Any = None
-    ):
-        super().__init__(f"{status} {code}: {message}")
-        self.status = status
-        self.code = code
-        self.message = message
-        self.details = list(details or [])
-        self.body = body
-
-
-class ConnectionFailed(ClientError):
-    """The API could not be reached (refused, DNS, TLS, timeout...)."""
-
-
-class NoCredentials(ClientError):
-    """A request must be signed and the AWS credential chain found no credentials."""
-
-
-class JobNotFound(ClientError):
-    """No job has this name (name lookups only; an unknown id is an ``ApiCallFailed`` 404)."""
-
-
-def is_job_id(value: str) -> bool:
-    """Whether ``value`` is a job id (a UUID in its canonical 8-4-4-4-12 form)."""
-    return bool(_UUID.match(value))
-
-
-def is_aws_endpoint(endpoint: str) -> bool:
-    """Whether an endpoint is served by AWS (host ending in ``.amazonaws.com``/``.amazonaws.com.cn``)."""
-    host = (urlsplit(endpoint).hostname or "").lower().rstrip(".")
-    return host.endswith(".amazonaws.com") or host.endswith(".amazonaws.com.cn")
-
-
-def region_of_endpoint(endpoint: str) -> str | None:
-    """The region in an ``execute-api`` host name (``abc.execute-api.eu-west-1.amazonaws.com``)."""
-    match = _EXECUTE_API_HOST.search((urlsplit(endpoint).hostname or "").lower().rstrip("."))
-    return match.group(1) if match else None
-
-
-def encode_query(params: Mapping[str, Any] | None) -> str:
-    """A query string in SigV4 canonical form: sorted pairs, RFC 3986 encoding; None values left out."""
-    if not params:
-        return ""
-    pairs = []
-    for key, value in params.items():
-        if value is None:
-            continue
-        values = value if isinstance(value, (list, tuple)) else [value]
-        for v in values:
-            if isinstance(v, bool):
-                v = "true" if v else "false"
-            pairs.append((quote(str(key), safe="-_.~"), quote(str(v), safe="-_.~")))
-    return "&".join(f"{k}={v}" for k, v in sorted(pairs))
-
-
-def _reason(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase.lower().replace(" ", "_").replace("-", "_")
-    except ValueError:
-        return "error"
-
-
-def error_from_response(status: int, text: str) -> ApiCallFailed:
-    """An ``ApiCallFailed`` of an error answer: the API's envelope, API Gateway's ``{"message": ...}``,
-    or the first bytes of whatever else came back."""
-    try:
-        body = json.loads(text) if text else None
-    except ValueError:
-        body = None
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        err = body["error"]
-        details = [d for d in err.get("details") or [] if isinstance(d, dict)]
-        return ApiCallFailed(
-            status, str(err.get("code") or _reason(status)), str(err.get("message") or ""), details, body
-        )
-    if isinstance(body, dict):
-        message = body.get("message") or body.get("Message")
-        if isinstance(message, str):
-            return ApiCallFailed(status, _reason(status), message, [], body)
-    excerpt = " ".join((text or "").split())[:200]
-    return ApiCallFailed(status, _reason(status), excerpt or f"HTTP {status}", [], body)
-
 
 class SchedulerClient:
-    """The HTTP API of the scheduler, one method per route.
+    """The HTTP API of the scheduler (``docs/sdk.md``).
+
+    Two faces: the typed one, ``client.jobs``, ``client.executions`` and ``client.schedules``
+    (``Job`` and ``Execution`` records, iterators over every page), and one method per route
+    answering the API's JSON as dicts (``create_job``, ``list_jobs``...), which the CLI prints.
 
     ``endpoint``: the API's base URL, with the stage if any (``https://abc.execute-api.
     eu-west-1.amazonaws.com/prod``); the ``/v1`` routes are appended to it. ``sigv4``: None signs
@@ -175,6 +106,10 @@ class SchedulerClient:
         self._region = region
         self._credentials = credentials
         self._botocore_session: Any = None
+        #: The typed API (``docs/sdk.md``): records and page iterators.
+        self.jobs = Jobs(self)
+        self.executions = Executions(self)
+        self.schedules = Schedules(self)
 
     # -- signing -------------------------------------------------------------------------------
 
@@ -271,7 +206,7 @@ class SchedulerClient:
 
     @staticmethod
     def _job_path(job_id: str, suffix: str = "") -> str:
-        return f"{API_PREFIX}/jobs/{quote(job_id, safe='')}{suffix}"
+        return job_path(job_id, suffix)
 
     def create_job(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         """``POST /v1/jobs``: the new job."""
@@ -287,7 +222,7 @@ class SchedulerClient:
         cursor: str | None = None,
     ) -> dict[str, Any]:
         """``GET /v1/jobs``: one page, ``{"jobs": [...], "next_cursor": ...}``."""
-        return _expect_list(
+        return api_wire.expect_list(
             self.request(
                 "GET",
                 f"{API_PREFIX}/jobs",
@@ -302,15 +237,15 @@ class SchedulerClient:
 
     def get_job(self, job_id: str) -> dict[str, Any]:
         """``GET /v1/jobs/{id}``."""
-        return _expect_job(self.request("GET", self._job_path(job_id)))
+        return api_wire.expect_job(self.request("GET", self._job_path(job_id)))
 
     def replace_job(self, job_id: str, spec: Mapping[str, Any], *, if_match: str | int | None = None) -> dict[str, Any]:
         """``PUT /v1/jobs/{id}``: a full definition; ``If-Match`` when ``if_match`` is given."""
-        return self.request("PUT", self._job_path(job_id), body=spec, headers=_if_match(if_match))
+        return self.request("PUT", self._job_path(job_id), body=spec, headers=api_wire.if_match(if_match))
 
     def patch_job(self, job_id: str, patch: Mapping[str, Any], *, if_match: str | int | None = None) -> dict[str, Any]:
         """``PATCH /v1/jobs/{id}``: a JSON merge patch (``null`` removes a field)."""
-        return self.request("PATCH", self._job_path(job_id), body=patch, headers=_if_match(if_match))
+        return self.request("PATCH", self._job_path(job_id), body=patch, headers=api_wire.if_match(if_match))
 
     def delete_job(self, job_id: str) -> None:
         """``DELETE /v1/jobs/{id}`` (and its executions)."""
@@ -334,7 +269,7 @@ class SchedulerClient:
         self, job_id: str, *, status: str | None = None, limit: int | None = None, cursor: str | None = None
     ) -> dict[str, Any]:
         """``GET /v1/jobs/{id}/executions``: one page, ``{"executions": [...], "next_cursor": ...}``."""
-        return _expect_list(
+        return api_wire.expect_list(
             self.request(
                 "GET", self._job_path(job_id, "/executions"), query={"status": status, "limit": limit, "cursor": cursor}
             ),
@@ -362,7 +297,7 @@ class SchedulerClient:
                 path,
                 query={"status": status, "job_id": job_id, "since": since, "limit": limit, "cursor": cursor},
             )
-        return _expect_list(answer, "executions")
+        return api_wire.expect_list(answer, "executions")
 
     def iter_all_execution_pages(self, **filters: Any) -> Iterator[dict[str, Any]]:
         """Every page of ``list_all_executions``, following ``next_cursor``."""
@@ -418,7 +353,7 @@ def _route_missing_on_404(method: str, path: str, endpoint: str) -> Iterator[Non
         yield
     except ApiCallFailed as exc:
         if exc.status == 404:
-            raise ApiCallFailed(
+            raise type(exc)(
                 404,
                 exc.code,
                 f"the API at {endpoint} has no {method} {path} (a server older than this client?)",
@@ -426,33 +361,6 @@ def _route_missing_on_404(method: str, path: str, endpoint: str) -> Iterator[Non
                 exc.body,
             ) from None
         raise
-
-
-def not_scheduler(answer: Any) -> ApiCallFailed:
-    """The error of an answer that is not the scheduler API's (another service on the endpoint)."""
-    excerpt = " ".join(json.dumps(answer, ensure_ascii=False).split())[:120]
-    return ApiCallFailed(200, "invalid_response", f"the endpoint does not answer as the scheduler API: {excerpt}")
-
-
-def _expect_list(answer: Any, key: str) -> dict[str, Any]:
-    if not isinstance(answer, dict) or not isinstance(answer.get(key), list):
-        raise not_scheduler(answer)
-    return answer
-
-
-def _expect_job(answer: Any) -> dict[str, Any]:
-    if not isinstance(answer, dict) or not isinstance(answer.get("id"), str):
-        raise not_scheduler(answer)
-    return answer
-
-
-def _if_match(version: str | int | None) -> dict[str, str]:
-    if version is None or version == "":
-        return {}
-    text = str(version).strip()
-    if text != "*" and not text.startswith(('"', "W/")):
-        text = f'"{text}"'
-    return {"If-Match": text}
 
 
 def _short(exc: Exception) -> str:
@@ -472,16 +380,32 @@ def _short(exc: Exception) -> str:
 
 
 __all__ = [
+    "API_PREFIX",
+    "SERVICE",
+    "AccessDenied",
     "ApiCallFailed",
     "ClientError",
+    "Conflict",
     "ConnectionFailed",
     "DEFAULT_ENDPOINT",
+    "Execution",
+    "ExecutionNotFound",
+    "InvalidRequest",
+    "Job",
     "JobNotFound",
+    "JobStats",
     "NoCredentials",
+    "Page",
+    "ResourceNotFound",
+    "Retry",
+    "RunRequest",
     "SchedulerClient",
+    "ServerError",
     "encode_query",
     "error_from_response",
+    "execution_timing",
     "is_aws_endpoint",
     "is_job_id",
+    "not_scheduler",
     "region_of_endpoint",
 ]

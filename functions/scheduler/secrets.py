@@ -285,6 +285,13 @@ def _map_secrets(target: dict[str, Any] | None, fn: SecretMapper) -> dict[str, A
     return out
 
 
+def map_secrets(target: dict[str, Any], fn: SecretMapper) -> dict[str, Any]:
+    """A copy of ``target`` with ``fn(field, value, kind)`` applied to each of its secret places
+    (``field`` as the API names it: ``target.auth.token``, ``target.url``; ``kind`` ``"value"``,
+    or ``"url_password"`` for the raw, percent-encoded password of a URL)."""
+    return _map_secrets(target, fn)
+
+
 def encrypt_target_secrets(target: dict[str, Any], box: SecretBox) -> dict[str, Any]:
     """The target with each secret encrypted. A ``"***"`` is left as it is (see
     ``keep_masked_secrets``); every other value is encrypted, even one that looks like a token."""

@@ -39,6 +39,21 @@ def tour_commands(text: str) -> list[list[str]]:
     return commands
 
 
+def start_up_patterns(text: str) -> list[re.Pattern[str]]:
+    """The start-up lines the README quotes (the block after ``<!-- start-up -->``), as patterns:
+    ``...`` stands for a path, a port for any port, and the embedded database's words for the
+    given database's too (the test gives one)."""
+    match = re.search(r"<!-- start-up -->\s*```\n(.*?)```", text, re.S)
+    assert match, "README.md has no <!-- start-up --> block"
+    embedded = re.escape("embedded Postgres under .../.scheduler/pgdata")
+    storage = r"(?:embedded Postgres under \S+/pgdata|the given database \(--database-url\))"
+    patterns = []
+    for line in match.group(1).strip().splitlines():
+        escaped = re.escape(line).replace(embedded, storage).replace(re.escape("..."), r"\S*").replace("8080", r"\d+")
+        patterns.append(re.compile("^" + escaped + "$"))
+    return patterns
+
+
 class Process:
     """A ``scheduler`` subprocess whose output is collected; ``wait_for`` a line matching a regex."""
 
@@ -93,6 +108,10 @@ def test_the_readme_tour_runs_against_a_live_local_server_and_echo(db_url, tmp_p
     echo = Process(["echo", "--port", "0"], env)
     try:
         api = local.wait_for(r"scheduler local: API (http://\S+)/v1").group(1)
+        local.wait_for(r"scheduler local: console ")
+        # the start-up lines are the README's, word for word
+        for pattern in start_up_patterns(README.read_text(encoding="utf-8")):
+            assert any(pattern.match(line.rstrip("\n")) for line in local.lines), (pattern.pattern, local.lines)
         echo_url = echo.wait_for(r"listening on (http://\S+)").group(1)
         env["SCHEDULER_ENDPOINT"] = api
         ran, outputs = [], {}

@@ -71,6 +71,7 @@ def test_executions_across_jobs_newest_first_with_job_names(api, two_owners):
         "job_id",
         "job_name",
         "scheduled_at",
+        "due_at",
         "started_at",
         "finished_at",
         "attempt",

@@ -428,6 +428,7 @@ def test_executions_newest_first_with_status_and_cursor(api, pool):
         "id",
         "job_id",
         "scheduled_at",
+        "due_at",
         "started_at",
         "finished_at",
         "attempt",

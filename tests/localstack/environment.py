@@ -423,6 +423,30 @@ class LocalStack:
             deploy_seconds=seconds,
         )
 
+    def deploy_app(
+        self, app: str, stack_name: str, context: dict[str, str], parameters: dict[str, str] | None = None
+    ) -> dict[str, str]:
+        """``cdk deploy`` of another CDK app (``app``: its command) on this LocalStack, such as a
+        user's stack of ``Job`` constructs; its outputs."""
+        outputs_file = self.state / f"outputs-{stack_name}.json"
+        options = [item for key, value in context.items() for item in ("-c", f"{key}={value}")]
+        for key, value in (parameters or {}).items():
+            options += ["--parameters", f"{stack_name}:{key}={value}"]
+        self._cdk(
+            "deploy", stack_name, "--app", app, *options, "--require-approval", "never",
+            "--outputs-file", str(outputs_file), "--output", str(self.state / f"cdk.out-{stack_name}"),
+            what=f"cdk deploy {stack_name}",
+        )  # fmt: skip
+        return json.loads(outputs_file.read_text()).get(stack_name, {})
+
+    def destroy_app(self, app: str, stack_name: str, context: dict[str, str]) -> None:
+        """``cdk destroy`` of a stack of another CDK app (see ``deploy_app``)."""
+        options = [item for key, value in context.items() for item in ("-c", f"{key}={value}")]
+        self._cdk(
+            "destroy", stack_name, "--app", app, *options, "--force",
+            "--output", str(self.state / f"cdk.out-{stack_name}"), what=f"cdk destroy {stack_name}",
+        )  # fmt: skip
+
     def destroy(self) -> None:
         """``cdk destroy`` of the stack (nothing to do when LocalStack is not running)."""
         if not self.healthy():

@@ -590,6 +590,7 @@ def test_executions_table(api, capsys):
         "AT",
         "STARTED",
         "LATE",
+        "BACKOFF",
         "ATTEMPT",
         "TRIGGER",
         "STATUS",
@@ -603,6 +604,7 @@ def test_executions_table(api, capsys):
         "2026-11-01T02:00:00Z",
         "2026-11-01T02:00:00.012Z",
         "12ms",
+        "-",
         "1",
         "schedule",
         "succeeded",
@@ -874,7 +876,7 @@ def test_executions_across_jobs_with_filters(api, capsys):
     assert listing.query == {"status": "failed", "since": "2026-11-01T00:00:00+01:00", "job_id": JOB_ID}
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:5] == ["JOB", "ID", "SCHEDULED", "AT", "STARTED"]
-    assert lines[1].startswith("nightly-report") and "1000ms" in lines[1]
+    assert lines[1].startswith("nightly-report") and "1.0s" in lines[1]
     assert lines[1].endswith(long_error)  # --wide: the whole error
 
 
@@ -892,14 +894,10 @@ def test_executions_across_jobs_bad_status_is_the_apis_400(api, capsys):
     ]
 
 
-def test_follow_prints_executions_as_they_finish(api):
+def _follow(api, pages, **options):
+    """Run ``follow`` against pages answered in turn (the last repeats) until ``until`` shows."""
     from scheduler.cli.executions import follow
 
-    pages = [
-        [execution(1, status="succeeded", job_name="a")],
-        [execution(2, status="running", job_name="b"), execution(1, status="succeeded", job_name="a")],
-        [execution(2, status="failed", job_name="b", error="boom"), execution(1, job_name="a")],
-    ]
     calls: list[dict[str, str]] = []
 
     def answer(req: Recorded) -> tuple[int, Any]:
@@ -912,7 +910,7 @@ def test_follow_prints_executions_as_they_finish(api):
     thread = threading.Thread(
         target=follow,
         args=(client.list_all_executions, {"status": None}),
-        kwargs={"interval": 0.01, "stop": stop, "out": out},
+        kwargs={"interval": 0.01, "stop": stop, "out": out, **options},
     )
     thread.start()
     deadline = time.monotonic() + 10
@@ -920,10 +918,30 @@ def test_follow_prints_executions_as_they_finish(api):
         time.sleep(0.01)
     stop.set()
     thread.join(5)
-    lines = out.getvalue().splitlines()
-    assert lines[0].startswith("JOB  ID  SCHEDULED AT  STARTED  LATE")
+    return out.getvalue().splitlines(), calls
+
+
+FOLLOWED = [
+    [execution(1, status="succeeded", job_name="a")],
+    [execution(2, status="running", job_name="b"), execution(1, status="succeeded", job_name="a")],
+    [execution(2, status="failed", job_name="b", error="boom"), execution(1, job_name="a")],
+]
+
+
+def test_follow_starts_now_in_aligned_columns(api):
+    lines, calls = _follow(api, FOLLOWED)
+    assert lines[0].split()[:6] == ["JOB", "ID", "SCHEDULED", "AT", "STARTED", "LATE"]
+    assert [line.split()[:2] for line in lines[1:]] == [["b", "e2"]]  # e1 finished before: not shown
+    assert lines[1].endswith("boom") and calls[0]["limit"] == "100"
+    # every column starts where its header does, whatever the cells' lengths
+    for header in ("ID", "STATUS", "ERROR"):
+        at = lines[0].index(header)
+        assert lines[1][at - 2 : at] == "  " and lines[1][at] != " "
+
+
+def test_follow_from_start_replays_the_newest_page_first(api):
+    lines, _ = _follow(api, FOLLOWED, from_start=True)
     assert [line.split()[:2] for line in lines[1:]] == [["a", "e1"], ["b", "e2"]]  # each once, running skipped
-    assert lines[2].endswith("boom") and calls[0]["limit"] == "100"
 
 
 def test_preview_sends_the_schedule_and_prints_local_times(api, capsys):
@@ -1524,7 +1542,7 @@ def test_follow_as_json_lines_and_body_from_stdin(api, monkeypatch):
     client = SchedulerClient(api.url)  # type: ignore[attr-defined]
     out, stop = io.StringIO(), threading.Event()
     stop.set()  # one poll, then stop
-    assert follow(client.list_all_executions, {}, output="json", stop=stop, out=out) == 0
+    assert follow(client.list_all_executions, {}, output="json", stop=stop, out=out, from_start=True) == 0
     assert [json.loads(line)["id"] for line in out.getvalue().splitlines()] == ["e1"]
     api.on("POST", "/v1/jobs", job(), 201)
     monkeypatch.setattr(sys, "stdin", io.StringIO("line 1\nline 2\n"))

@@ -523,7 +523,7 @@ ERROR_CASES = [
     ("", "schedule is empty"),
     ("   ", "schedule is empty"),
     ("* " * 200, "too long"),
-    ("every day", "expected 5 cron fields"),
+    ("every day", "write rate(1 day) or @every 1d"),  # a hint, not the cron grammar
     ("foo(1)", "unknown schedule form"),
 ]
 
@@ -704,3 +704,40 @@ def test_plan_next_across_dst_repeat():
     assert plan_next(ny, prev, now, "skip") == Z("2026-11-01T07:00")
     assert plan_next(ny, prev, now, "run_once") == Z("2026-11-01T05:30")
     assert plan_next(ny, prev, now, "run_all") == Z("2026-11-01T05:00")
+
+
+@pytest.mark.parametrize(
+    ("text", "hint"),
+    [
+        ("every 5 minutes", "rate(5 minutes) or @every 5m"),
+        ("Every 30 seconds", "rate(30 seconds) or @every 30s"),
+        ("every hour", "rate(1 hour) or @every 1h"),
+        ("every 2 weeks", "rate(14 days) or @every 14d"),
+        ("5m", "rate(5 minutes) or @every 5m"),
+        ("daily", "@daily"),
+    ],
+)
+def test_a_schedule_in_words_is_refused_with_what_to_write(text, hint):
+    with pytest.raises(ScheduleError) as error:
+        parse_schedule(text)
+    assert error.value.field == "schedule" and hint in error.value.message
+
+
+@pytest.mark.parametrize(
+    ("zone", "suggested"),
+    [
+        ("Europe/Berln", "Europe/Berlin"),
+        ("europe/berlin", "Europe/Berlin"),
+        ("Berlin", "Europe/Berlin"),
+        ("America/New York", "America/New_York"),
+    ],
+)
+def test_an_unknown_time_zone_suggests_the_closest_names(zone, suggested):
+    with pytest.raises(ScheduleError) as error:
+        parse_schedule("0 3 * * *", zone)
+    assert error.value.field == "timezone" and f"did you mean {suggested}" in error.value.message
+
+
+def test_a_zone_nothing_resembles_gets_the_usual_message():
+    with pytest.raises(ScheduleError, match="expected an IANA name"):
+        parse_schedule("0 3 * * *", "Mars/Olympus_Mons")

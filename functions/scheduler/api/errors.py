@@ -27,6 +27,7 @@ from scheduler.core.errors import (
     SchedulerError,
     VersionMismatch,
 )
+from scheduler.schema.messages import plain_message
 from scheduler.schema.models import validation_details
 
 logger = Logger(service=SERVICE_NAME, child=True)
@@ -196,9 +197,7 @@ def request_validation_details(errors: list[dict[str, Any]]) -> tuple[str, list[
             details.extend(validation_details(_Errors([{**err, "loc": tuple(loc)}])))  # type: ignore[arg-type]
             continue
         field = ".".join(str(p) for p in loc) or where
-        message = str(err.get("msg") or "is not valid")
-        if message.startswith("Value error, "):
-            message = message[len("Value error, ") :]
+        message = plain_message(err)
         details.append({"field": _PARAM_NAMES.get(field.lower(), field), "message": message})
     return code, details
 

@@ -61,6 +61,7 @@ def execution_json(execution: DomainExecution) -> dict[str, Any]:
         "id": execution.id,
         "job_id": execution.job_id,
         "scheduled_at": _time(execution.scheduled_at),
+        "due_at": _time(execution.due_at),
         "started_at": _time(execution.started_at),
         "finished_at": _time(execution.finished_at),
         "attempt": execution.attempt,
@@ -108,6 +109,11 @@ class Execution(BaseModel):
     id: str
     job_id: str
     scheduled_at: AwareDatetime
+    due_at: AwareDatetime | None = Field(
+        description="when this attempt was due: the occurrence, a retry's time, the resume of a catch-up, or "
+        "the request of a manual run (null for executions recorded before the field); lateness is "
+        "started_at - due_at"
+    )
     started_at: AwareDatetime | None
     finished_at: AwareDatetime | None
     attempt: int

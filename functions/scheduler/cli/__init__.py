@@ -18,7 +18,8 @@ import argparse
 import sys
 from typing import Any
 
-from scheduler.cli import completion, console, echo, executions, jobs, preview, server
+from scheduler.cli import apply, completion, console, echo, executions, jobs, preview, server
+from scheduler.cli.columns import ERROR_WIDTH, truncate
 from scheduler.cli.common import (
     EXIT_API_ERROR,
     EXIT_CODES_HELP,
@@ -33,7 +34,7 @@ from scheduler.cli.common import (
     add_client_options,
 )
 from scheduler.cli.definitions import READ_ONLY_FIELDS, parse_definition
-from scheduler.cli.output import ERROR_WIDTH, format_table, truncate
+from scheduler.cli.output import format_table
 from scheduler.local.logs import configure_logging
 
 __all__ = [
@@ -55,6 +56,17 @@ __all__ = [
 ]
 
 
+def version() -> str:
+    """The installed package's version (``scheduler --version``)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("scheduler")
+    except PackageNotFoundError:  # run from a checkout that was not installed
+        return "0+unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(
@@ -63,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"scheduler {version()}", help="print the version")
     add_client_options(parser, suppress=False)
     client_options = argparse.ArgumentParser(add_help=False)
     add_client_options(client_options, suppress=True)
@@ -82,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_parsers(sub, subparser)
     executions.add_parsers(sub, subparser)
     preview.add_parsers(sub, subparser)
+    apply.add_parsers(sub, subparser)
     console.add_parsers(sub)
     echo.add_parsers(sub)
     completion.add_parsers(sub)

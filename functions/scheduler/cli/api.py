@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler.cli.common import EXIT_API_ERROR, EXIT_NOT_FOUND, EXIT_SERVER, UsageError
+from scheduler.cli.hints import flag_hints
 from scheduler.cli.output import exit_code_for_status, print_api_error
 
 
@@ -30,14 +31,16 @@ def client_command(func: Callable[[argparse.Namespace, Any], int]) -> Callable[[
 
     @functools.wraps(func)
     def run(args: argparse.Namespace) -> int:
-        from scheduler.client import ApiCallFailed, ConnectionFailed, JobNotFound, NoCredentials
+        from scheduler.client import ApiCallFailed, ConnectionFailed, ExecutionNotFound, JobNotFound, NoCredentials
 
         try:
             return func(args, make_client(args))
         except ApiCallFailed as exc:
             print_api_error(exc)
+            for hint in flag_hints(exc):
+                print(f"  hint: {hint}", file=sys.stderr)
             return EXIT_SERVER if exc.code == "invalid_response" else exit_code_for_status(exc.status)
-        except JobNotFound as exc:
+        except (JobNotFound, ExecutionNotFound) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_NOT_FOUND
         except ConnectionFailed as exc:

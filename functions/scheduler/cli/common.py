@@ -4,6 +4,8 @@ options and the wrapper that turns the client's errors into one line and an exit
 from __future__ import annotations
 
 import argparse
+import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 EXIT_OK = 0
@@ -86,6 +88,26 @@ def int_list(text: str) -> list[int]:
         return [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
+
+
+_RELATIVE = re.compile(r"^(?:(\d+)([smhdw]))+$")
+_RELATIVE_PART = re.compile(r"(\d+)([smhdw])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def since(text: str) -> str:
+    """An instant for ``--since``: RFC 3339 as given (the API checks it), or a time ago relative
+    to now, ``10m``, ``2h``, ``1d``, ``1h30m`` (units s, m, h, d, w), as RFC 3339 in UTC."""
+    value = text.strip()
+    if not _RELATIVE.match(value.lower()):
+        if re.match(r"^\d+\s*[a-zA-Z]+$", value):
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: a time ago is a number and a unit s, m, h, d or w (10m, 2h, 1d), or give RFC 3339"
+            )
+        return value
+    seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in _RELATIVE_PART.findall(value.lower()))
+    moment = datetime.now(UTC) - timedelta(seconds=seconds)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 # -- the API client ------------------------------------------------------------------------------

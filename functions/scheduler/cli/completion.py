@@ -20,7 +20,7 @@ _scheduler_complete() {
         case "$word" in -*) continue ;; esac
         case " $(_scheduler_words "$path" commands) " in *" $word "*) path="${path:+$path }$word" ;; esac
     done
-    if [[ "$prev" == --* ]]; then
+    if [[ "$prev" == -* ]]; then
         values="$(_scheduler_words "$path" "values $prev")"
         if [[ -n "$values" ]]; then
             COMPREPLY=($(compgen -W "$values" -- "$cur"))
@@ -68,9 +68,8 @@ def option_values(parser: argparse.ArgumentParser, path: str = "") -> dict[tuple
             for name, child in action.choices.items():
                 values.update(option_values(child, f"{path} {name}".strip()))
         elif action.choices and action.option_strings:
-            for option in action.option_strings:
-                if option.startswith("--"):
-                    values[(path, option)] = [str(c) for c in action.choices]
+            for option in action.option_strings:  # -o as well as --output
+                values[(path, option)] = [str(c) for c in action.choices]
     return values
 
 

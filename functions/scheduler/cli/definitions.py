@@ -270,7 +270,7 @@ def patch_definition(
         patch["schedule"] = None
     target = flags.get("target") or {}
     if named:
-        patch["target"]["type"] = named
+        patch.setdefault("target", {})["type"] = named
     elif "method" in target:
         patch["target"]["type"] = "http"
     new_type = (patch.get("target") or {}).get("type") if isinstance(patch.get("target"), dict) else None

@@ -1,5 +1,5 @@
-"""``scheduler executions [JOB]``: a job's executions, or the caller's across all jobs, and
-``--follow`` to keep printing them as they finish."""
+"""``scheduler executions [JOB]``: a job's executions, or the caller's across all jobs,
+``--follow`` to keep printing them as they finish, and ``executions get ID`` for one, whole."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from scheduler.cli.api import client_command
-from scheduler.cli.common import EXECUTION_STATUSES, EXIT_OK, positive_float, positive_int
+from scheduler.cli.columns import EXECUTION_COLUMN_SET, Column, cell, execution_columns
+from scheduler.cli.common import EXECUTION_STATUSES, EXIT_OK, UsageError, positive_float, positive_int, since
 from scheduler.cli.jobs import print_listing
-from scheduler.cli.output import EXECUTION_COLUMNS, execution_row, format_executions
+from scheduler.cli.output import execution_row, format_execution_details, format_executions, print_data
+from scheduler.transport.api_models import thaw
 
 FOLLOW_PAGE = 100
 
@@ -29,6 +31,25 @@ def _fetch(args: argparse.Namespace, client: Any) -> tuple[Callable[..., dict[st
     return client.list_all_executions, filters, True
 
 
+def _stream_line(cells: list[str], columns: list[Column]) -> str:
+    """One line of a streamed table: each column at its fixed width, so lines align without
+    knowing the rows to come (a longer cell pushes the rest of its line only)."""
+    padded = [text.ljust(max(column.width, len(column.header))) for text, column in zip(cells, columns)]
+    return "  ".join(padded[:-1] + [cells[-1]]).rstrip()
+
+
+def _print_one(execution: dict[str, Any], output: str, wide: bool, columns: list[Column], out: TextIO) -> None:
+    if output == "table":
+        cells = [cell(v) for v in execution_row(execution, wide=wide, columns=columns)]
+        print(_stream_line(cells, columns), file=out, flush=True)
+    elif output == "yaml":  # one YAML document each
+        import yaml
+
+        print("---\n" + yaml.safe_dump(execution, sort_keys=False, allow_unicode=True).rstrip(), file=out, flush=True)
+    else:  # one JSON document per line
+        print(json.dumps(execution, ensure_ascii=False), file=out, flush=True)
+
+
 def follow(
     fetch: Callable[..., dict[str, Any]],
     filters: dict[str, Any],
@@ -39,58 +60,60 @@ def follow(
     interval: float = 2.0,
     stop: threading.Event | None = None,
     out: TextIO | None = None,
+    from_start: bool = False,
+    columns: list[Column] | None = None,
 ) -> int:
     """Print the executions that finish from now on, oldest first, polling every ``interval``
-    seconds until ``stop`` is set (or Ctrl-C). Those finished before the start are printed first.
+    seconds until ``stop`` is set (or Ctrl-C). Those finished before the start are left out,
+    unless ``from_start`` (the newest page's, then). A table's columns keep fixed widths.
 
     A poll reads the newest page (``FOLLOW_PAGE`` rows): more executions than that finishing
     between two polls would be missed, so keep ``interval`` short for busy owners."""
     stop = stop or threading.Event()
     out = out or sys.stdout
+    columns = columns or execution_columns(None, job_column=job_column)
     seen: set[str] = set()
-    headers = (("JOB",) if job_column else ()) + EXECUTION_COLUMNS
     if output == "table":
-        print("  ".join(headers), file=out, flush=True)
+        print(_stream_line([c.header for c in columns], columns), file=out, flush=True)
     query = {**filters, "limit": FOLLOW_PAGE, "status": filters.get("status")}
+    first = True
     try:
         while True:
             page = fetch(**query, cursor=None)
-            fresh = [
-                e
-                for e in reversed(page.get("executions") or [])
-                if e.get("status") != "running" and str(e.get("id")) not in seen
-            ]
-            for execution in fresh:
+            finished = [e for e in reversed(page.get("executions") or []) if e.get("status") != "running"]
+            for execution in finished:
+                if str(execution.get("id")) in seen:
+                    continue
                 seen.add(str(execution.get("id")))
-                if output == "table":
-                    row = execution_row(execution, wide=wide)
-                    if job_column:
-                        row = [execution.get("job_name") or execution.get("job_id")] + row
-                    print(
-                        "  ".join("-" if v in (None, "") else " ".join(str(v).split()) for v in row),
-                        file=out,
-                        flush=True,
-                    )
-                elif output == "yaml":  # one YAML document each
-                    import yaml
-
-                    print(
-                        "---\n" + yaml.safe_dump(execution, sort_keys=False, allow_unicode=True).rstrip(),
-                        file=out,
-                        flush=True,
-                    )
-                else:  # one JSON document per line
-                    print(json.dumps(execution, ensure_ascii=False), file=out, flush=True)
+                if from_start or not first:
+                    _print_one(execution, output, wide, columns, out)
+            first = False
             if stop.wait(interval):
                 return EXIT_OK
     except KeyboardInterrupt:
         return EXIT_OK
 
 
+def execution_get(args: argparse.Namespace, client: Any) -> int:
+    """``executions get ID``: one execution, whole (found by walking the caller's executions)."""
+    if not args.execution_id:
+        raise UsageError("executions get needs an execution ID (the executions of a job named get: --job get)")
+    job = args.job_filter
+    found = thaw(client.executions.get(args.execution_id, job=job, since=args.since).raw)
+    if not print_data(args.output, found):
+        print(format_execution_details(found))
+    return EXIT_OK
+
+
 @client_command
 def executions(args: argparse.Namespace, client: Any) -> int:
-    """``scheduler executions``."""
+    """``scheduler executions``, and ``scheduler executions get ID``."""
+    if args.job == "get":
+        return execution_get(args, client)
+    if args.execution_id:
+        raise UsageError(f"unexpected argument {args.execution_id!r} (one JOB; executions get ID shows one execution)")
     fetch, filters, across = _fetch(args, client)
+    columns = execution_columns(args.columns, job_column=across)
     if args.follow:
         return follow(
             fetch,
@@ -99,11 +122,13 @@ def executions(args: argparse.Namespace, client: Any) -> int:
             wide=args.wide,
             job_column=across,
             interval=args.interval,
+            from_start=args.from_start,
+            columns=columns,
         )
     return print_listing(
         args,
         "executions",
-        lambda rows: format_executions(rows, wide=args.wide, job_column=across),
+        lambda rows: format_executions(rows, wide=args.wide, columns=columns),
         lambda: fetch(cursor=args.cursor, **filters),
         lambda: client.pages(fetch, {**filters, "cursor": args.cursor}),
     )
@@ -111,22 +136,42 @@ def executions(args: argparse.Namespace, client: Any) -> int:
 
 def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> None:
     """``scheduler executions``."""
-    parser = subparser(sub, "executions", "list executions: a job's, or across all your jobs (newest first)")
-    parser.add_argument("job", metavar="JOB", nargs="?", help="job id or name (default: across all jobs)")
+    parser = subparser(
+        sub,
+        "executions",
+        "list executions: a job's, or across all your jobs (newest first); executions get ID: one, whole",
+    )
+    parser.add_argument(
+        "job", metavar="JOB", nargs="?", help="job id or name (default: across all jobs); or get, then an execution ID"
+    )
+    parser.add_argument("execution_id", metavar="ID", nargs="?", help="executions get ID: the execution to show")
     parser.add_argument("--job", dest="job_filter", metavar="JOB", help="across jobs, only this job's (id or name)")
     parser.add_argument("--status", choices=EXECUTION_STATUSES, help="only executions with this status")
     parser.add_argument(
-        "--since", metavar="TIMESTAMP", help="across jobs: only executions started at or after this RFC 3339 instant"
+        "--since",
+        type=since,
+        metavar="WHEN",
+        help="across jobs: only executions started at or after this instant: RFC 3339, or a time ago (10m, 2h, 1d)",
     )
     parser.add_argument("--limit", type=positive_int, metavar="N", help="page size")
     parser.add_argument("--cursor", help="the next_cursor of the previous page")
     parser.add_argument("--all", action="store_true", help="follow next_cursor to the last page")
     parser.add_argument("--wide", action="store_true", help="print whole errors, not their first 60 characters")
     parser.add_argument(
+        "--columns",
+        metavar="COLS",
+        help=f"the columns to show, comma-separated: {', '.join(EXECUTION_COLUMN_SET)}",
+    )
+    parser.add_argument(
         "--follow",
         "-F",
         action="store_true",
-        help="keep printing executions as they finish (polls the API) until Ctrl-C",
+        help="keep printing executions as they finish from now on (polls the API) until Ctrl-C",
+    )
+    parser.add_argument(
+        "--from-start",
+        action="store_true",
+        help="--follow: print the newest page of those finished before too, then follow",
     )
     parser.add_argument(
         "--interval",

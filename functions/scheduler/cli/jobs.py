@@ -9,6 +9,7 @@ from typing import Any
 
 from scheduler.cli.api import client_command
 from scheduler.cli.aws_flags import check_stdin_once
+from scheduler.cli.columns import JOB_COLUMN_SET, JOB_DEFAULT, choose
 from scheduler.cli.common import EXIT_OK, JOB_STATES, UsageError, positive_int
 from scheduler.cli.definitions import (
     READ_ONLY_FIELDS,
@@ -18,6 +19,7 @@ from scheduler.cli.definitions import (
     patch_definition,
     read_definition,
 )
+from scheduler.cli.hints import check_complete
 from scheduler.cli.output import format_job_details, format_jobs, print_data
 
 
@@ -56,6 +58,7 @@ def jobs_create(args: argparse.Namespace, client: Any) -> int:
     spec = full_definition(base, args)
     if not spec:
         raise UsageError("give a job definition: -f FILE, or --name, --schedule/--run-at and --url")
+    check_complete(spec)
     show_job(args, client.create_job(spec))
     return EXIT_OK
 
@@ -64,10 +67,11 @@ def jobs_create(args: argparse.Namespace, client: Any) -> int:
 def jobs_list(args: argparse.Namespace, client: Any) -> int:
     """``jobs list``."""
     filters = {"state": args.state, "tag": args.tag, "name_prefix": args.name_prefix, "limit": args.limit}
+    columns = choose(args.columns, JOB_COLUMN_SET, JOB_DEFAULT)
     return print_listing(
         args,
         "jobs",
-        format_jobs,
+        lambda rows: format_jobs(rows, columns),
         lambda: client.list_jobs(cursor=args.cursor, **filters),
         lambda: client.iter_job_pages(cursor=args.cursor, **filters),
     )
@@ -164,6 +168,9 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     listing.add_argument("--limit", type=positive_int, metavar="N", help="page size (API default 50, max 200)")
     listing.add_argument("--cursor", help="the next_cursor of the previous page")
     listing.add_argument("--all", action="store_true", help="follow next_cursor to the last page")
+    listing.add_argument(
+        "--columns", metavar="COLS", help=f"the columns to show, comma-separated: {', '.join(JOB_COLUMN_SET)}"
+    )
     listing.set_defaults(func=jobs_list)
 
     get = subparser(actions, "get", "show a job, every field")

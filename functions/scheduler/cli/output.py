@@ -8,23 +8,23 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from scheduler.cli.aws_flags import target_summary
-from scheduler.cli.common import EXIT_API_ERROR, EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_SERVER, UsageError
-
-ERROR_WIDTH = 60
-TARGET_WIDTH = 48
-JOB_COLUMNS = ("ID", "NAME", "STATE", "SCHEDULE", "TARGET", "NEXT RUN", "LAST STATUS")
-EXECUTION_COLUMNS = (
-    "ID",
-    "SCHEDULED AT",
-    "STARTED",
-    "LATE",
-    "ATTEMPT",
-    "TRIGGER",
-    "STATUS",
-    "HTTP",
-    "DURATION MS",
-    "ERROR",
+from scheduler.cli.columns import (
+    EXECUTION_COLUMN_SET,
+    EXECUTION_DEFAULT,
+    JOB_COLUMN_SET,
+    JOB_DEFAULT,
+    Column,
+    cell,
+    duration,
+    execution_columns,
+    next_run,
+    truncate,
 )
+from scheduler.cli.common import EXIT_API_ERROR, EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_SERVER, UsageError
+from scheduler.transport.api_models import execution_timing
+
+JOB_COLUMNS = tuple(JOB_COLUMN_SET[key].header for key in JOB_DEFAULT)
+EXECUTION_COLUMNS = tuple(EXECUTION_COLUMN_SET[key].header for key in EXECUTION_DEFAULT)
 
 
 def print_json(value: Any) -> None:
@@ -52,19 +52,6 @@ def print_data(output: str, value: Any) -> bool:
     return False
 
 
-def cell(value: Any) -> str:
-    """A table cell: ``-`` for nothing, whitespace folded to single spaces."""
-    if value is None or value == "":
-        return "-"
-    return " ".join(str(value).split())
-
-
-def truncate(text: Any, width: int = ERROR_WIDTH) -> str:
-    """``text`` on one line, cut to ``width`` characters (``...`` marks a cut)."""
-    value = cell(text)
-    return value if len(value) <= width else value[: width - 3] + "..."
-
-
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """A plain text table: left-aligned columns two spaces apart, ``-`` for empty cells."""
     cells = [[cell(v) for v in row] for row in rows]
@@ -75,68 +62,52 @@ def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def job_row(job: dict[str, Any]) -> list[Any]:
-    """A job's cells: id, name, state, schedule (or run_at), target in a few words (``sqs
-    my-queue``), next_run_at, last_status."""
-    stats = job.get("stats") or {}
-    target = job.get("target")
-    summary = truncate(target_summary(target, TARGET_WIDTH), TARGET_WIDTH) if isinstance(target, dict) else None
-    return [
-        job.get("id"),
-        job.get("name"),
-        job.get("state"),
-        job.get("schedule") or job.get("run_at"),
-        summary,
-        job.get("next_run_at"),
-        stats.get("last_status"),
-    ]
+def job_row(job: dict[str, Any], columns: Sequence[Column] | None = None) -> list[Any]:
+    """A job's cells (the default columns: id, name, state, schedule or run_at, the target in a
+    few words, the next run (``paused`` for a paused job), the last status)."""
+    return [column.value(job) for column in columns or [JOB_COLUMN_SET[key] for key in JOB_DEFAULT]]
 
 
 def lateness_ms(execution: dict[str, Any]) -> int | None:
-    """How long after its scheduled time an execution started, in ms (None before it starts)."""
-    from datetime import datetime
-
-    try:
-        scheduled = datetime.fromisoformat(str(execution["scheduled_at"]).replace("Z", "+00:00"))
-        started = datetime.fromisoformat(str(execution["started_at"]).replace("Z", "+00:00"))
-    except (KeyError, TypeError, ValueError):
-        return None
-    return round((started - scheduled).total_seconds() * 1000)
+    """How long after it was due an execution started, in ms (None before it starts, or when
+    unknown: see ``scheduler.transport.api_models.execution_timing``)."""
+    late = execution_timing(execution)[0]
+    return None if late is None else round(late.total_seconds() * 1000)
 
 
-def execution_row(execution: dict[str, Any], *, wide: bool = False) -> list[Any]:
+def execution_row(
+    execution: dict[str, Any], *, wide: bool = False, columns: Sequence[Column] | None = None
+) -> list[Any]:
     """An execution's cells, its error cut to one short line (whole with ``wide``)."""
-    late = lateness_ms(execution)
-    error = cell(execution.get("error")) if wide else truncate(execution.get("error"))
+    columns = columns or [EXECUTION_COLUMN_SET[key] for key in EXECUTION_DEFAULT]
     return [
-        execution.get("id"),
-        execution.get("scheduled_at"),
-        execution.get("started_at"),
-        None if late is None else f"{late}ms",
-        execution.get("attempt"),
-        execution.get("trigger"),
-        execution.get("status"),
-        execution.get("http_status"),
-        execution.get("duration_ms"),
-        error,
+        (cell(execution.get("error")) if wide else truncate(execution.get("error")))
+        if column.key == "error"
+        else column.value(execution)
+        for column in columns
     ]
 
 
-def format_jobs(jobs: list[dict[str, Any]]) -> str:
+def format_jobs(jobs: list[dict[str, Any]], columns: Sequence[Column] | None = None) -> str:
     """The table of jobs."""
-    return format_table(JOB_COLUMNS, (job_row(j) for j in jobs)) if jobs else "no jobs"
+    if not jobs:
+        return "no jobs"
+    columns = columns or [JOB_COLUMN_SET[key] for key in JOB_DEFAULT]
+    return format_table([c.header for c in columns], (job_row(j, columns) for j in jobs))
 
 
-def format_executions(executions: list[dict[str, Any]], *, wide: bool = False, job_column: bool = False) -> str:
+def format_executions(
+    executions: list[dict[str, Any]],
+    *,
+    wide: bool = False,
+    job_column: bool = False,
+    columns: Sequence[Column] | None = None,
+) -> str:
     """The table of executions (with the JOB column when they come from several jobs)."""
     if not executions:
         return "no executions"
-    headers: tuple[str, ...] = EXECUTION_COLUMNS
-    rows = [execution_row(e, wide=wide) for e in executions]
-    if job_column:
-        headers = ("JOB",) + headers
-        rows = [[e.get("job_name") or e.get("job_id")] + row for e, row in zip(executions, rows)]
-    return format_table(headers, rows)
+    columns = columns or execution_columns(None, job_column=job_column)
+    return format_table([c.header for c in columns], (execution_row(e, wide=wide, columns=columns) for e in executions))
 
 
 def _target_lines(target: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -175,7 +146,12 @@ def format_job_details(job: dict[str, Any]) -> str:
         ("end at", job.get("end_at")),
         ("missed runs", job.get("missed_runs")),
         ("after completion", job.get("after_completion")),
-        ("next run", job.get("next_run_at")),
+        (
+            "next run",
+            next_run(job)
+            if job.get("state") != "paused"
+            else f"paused (the occurrence in hand: {job.get('next_run_at')})",
+        ),
         ("last run", job.get("last_run_at")),
         ("last status", stats.get("last_status")),
         ("last error", stats.get("last_error")),
@@ -212,6 +188,36 @@ def format_job_details(job: dict[str, Any]) -> str:
     rows += [(key.replace("_", " "), value) for key, value in job.items() if key not in known]
     width = max(len(k) for k, _ in rows) + 1
     return "\n".join(f"{(k + ':').ljust(width)}  {cell(v)}" for k, v in rows)
+
+
+def format_execution_details(execution: dict[str, Any]) -> str:
+    """One execution, field by field (``executions get``), its response excerpt and error whole."""
+    late, backoff = execution_timing(execution)
+    job = execution.get("job_name")
+    rows: list[tuple[str, Any]] = [
+        ("id", execution.get("id")),
+        ("job", f"{job} ({execution.get('job_id')})" if job else execution.get("job_id")),
+        ("status", execution.get("status")),
+        ("http status", execution.get("http_status")),
+        ("trigger", f"{execution.get('trigger')} (attempt {execution.get('attempt')})"),
+        ("scheduled at", execution.get("scheduled_at")),
+        ("due at", execution.get("due_at")),
+        ("started at", execution.get("started_at")),
+        ("finished at", execution.get("finished_at")),
+        ("late", duration(None if late is None else late.total_seconds() * 1000)),
+        ("backoff", duration(backoff.total_seconds() * 1000) if backoff else None),
+        ("duration", duration(execution.get("duration_ms"))),
+        ("error", execution.get("error")),
+    ]
+    width = max(len(k) for k, _ in rows + [("response excerpt", None)]) + 1
+    lines = [f"{(k + ':').ljust(width)}  {cell(v)}" for k, v in rows]
+    excerpt = execution.get("response_excerpt")
+    if excerpt:
+        lines.append("response excerpt:")
+        lines.extend(f"  {line}" for line in str(excerpt).splitlines() or [""])
+    else:
+        lines.append(f"{'response excerpt:'.ljust(width)}  -")
+    return "\n".join(lines)
 
 
 def print_api_error(exc: Any, stream: Any = None) -> None:

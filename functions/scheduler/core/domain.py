@@ -260,6 +260,7 @@ class Execution:
     error: str | None = None
     duration_ms: int | None = None
     job_name: str | None = None  # read across jobs (``list_owner_executions``): the job's name
+    due_at: datetime | None = None  # when the attempt was due (0012); None for older rows
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Execution:
@@ -279,6 +280,7 @@ class Execution:
             error=row.get("error"),
             duration_ms=row.get("duration_ms"),
             job_name=row.get("job_name"),
+            due_at=row.get("due_at"),
         )
 
 

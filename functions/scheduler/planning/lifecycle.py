@@ -59,14 +59,16 @@ def plan_pause(job: Job) -> Plan:
 
 
 def plan_resume(job: Job, now: datetime) -> Plan:
-    """Resuming applies the ``missed_runs`` policy to the occurrences missed while paused."""
+    """Resuming applies the ``missed_runs`` policy to the occurrences missed while paused. An
+    attempt whose time passed during the pause (a catch-up, a retry) is due at the resume: its
+    execution's lateness (``due_at``) counts from then, not from the pause."""
     if job.state != JobState.PAUSED:
         return Plan.of(job)
     pending = job.scheduled_at
     if pending is None:
         return plan_first(job, now)
     if job.attempt > 0 or pending >= now:
-        return dataclasses.replace(Plan.of(job), state=JobState.ACTIVE)
+        return _due_by(now, dataclasses.replace(Plan.of(job), state=JobState.ACTIVE))
     occurrence = plan_next(
         schedule_of(job),
         pending - _TINY,
@@ -76,7 +78,14 @@ def plan_resume(job: Job, now: datetime) -> Plan:
         end_at=job.end_at,
         cap=RUN_ALL_CAP,
     )
-    return _at(occurrence, JobState.ACTIVE)
+    return _due_by(now, _at(occurrence, JobState.ACTIVE))
+
+
+def _due_by(now: datetime, plan: Plan) -> Plan:
+    """``plan`` with a next attempt in the past moved to ``now`` (the occurrence stays as it was)."""
+    if plan.next_run_at is not None and plan.next_run_at < now:
+        return dataclasses.replace(plan, next_run_at=now)
+    return plan
 
 
 def backoff_seconds(retry: RetryPolicy, attempt: int, rng: random.Random | None = None) -> float:

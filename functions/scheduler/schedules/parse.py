@@ -11,6 +11,7 @@ from scheduler.schedules.base import _EPOCH, MAX_EXPRESSION_LENGTH, UTC, Schedul
 from scheduler.schedules.cron import _MACROS, _parse_classic
 from scheduler.schedules.eventbridge import _parse_eventbridge
 from scheduler.schedules.fields import _show
+from scheduler.schedules.hints import schedule_hint
 from scheduler.schedules.intervals import IntervalSchedule, _parse_duration, _parse_rate
 from scheduler.schedules.oneoff import _parse_at
 from scheduler.schedules.zones import validate_timezone
@@ -74,4 +75,10 @@ def parse_schedule(expression: str, timezone: str = "UTC", anchor: datetime | No
             "unknown schedule form (expected 5-field cron, a macro such as "
             "@daily, @every <duration>, cron(...), rate(...) or at(...))"
         )
-    return _parse_classic(text, tz, text)
+    try:
+        return _parse_classic(text, tz, text)
+    except ScheduleError:
+        hint = schedule_hint(text)
+        if hint is None:
+            raise
+        raise ScheduleError(f"{_show(text)} is not a schedule: {hint}") from None

@@ -8,6 +8,7 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from scheduler.schedules.base import UTC, ScheduleError
+from scheduler.schedules.hints import closest_zones
 
 # Files of the zone database that are not zones a job should name: the host's own setting,
 # and the "posix/" and "right/" (leap-second) copies.
@@ -43,9 +44,9 @@ def validate_timezone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except Exception:  # ZoneInfoNotFoundError, ValueError, OSError, UnicodeError, ...
-        raise ScheduleError(
-            f"unknown time zone {shown!r} (expected an IANA name such as Europe/Berlin)", field="timezone"
-        ) from None
+        close = closest_zones(name)
+        expected = f"did you mean {', '.join(close)}?" if close else "expected an IANA name such as Europe/Berlin"
+        raise ScheduleError(f"unknown time zone {shown!r} ({expected})", field="timezone") from None
 
 
 def _wall(instant: datetime, tz: ZoneInfo) -> datetime:

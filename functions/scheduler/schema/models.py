@@ -36,6 +36,7 @@ from scheduler.schema.aws_models import (
     SnsTarget,
     SqsTarget,
 )
+from scheduler.schema.messages import plain_message
 
 MAX_NAME_LENGTH = 128
 MAX_DESCRIPTION_LENGTH = 2048
@@ -377,16 +378,17 @@ def validation_details(exc: ValidationError) -> list[dict[str, str]]:
             i = loc.index("auth")
             if len(loc) > i + 1 and loc[i + 1] in ("basic", "bearer", "header", "sigv4"):
                 loc.pop(i + 1)
-        message = err.get("msg", "invalid")
+        message = plain_message(err)
         original = (err.get("ctx") or {}).get("error")
         if err.get("type") in ("union_tag_invalid", "union_tag_not_found"):
             ctx = err.get("ctx") or {}
             loc.append(ctx.get("discriminator", "'type'").strip("'"))
-            message = f"must be one of {ctx.get('expected_tags', 'the known types')}"
+            known = ", ".join(("http", "amqp", *AWS_TARGET_TYPES))
+            message = f"must be one of {ctx.get('expected_tags', known)}"
+            if err.get("type") == "union_tag_not_found":
+                message = f"is required: one of {known}"
         elif isinstance(original, (_FieldError, AwsFieldError)):
             loc = loc + [original.field] if not loc or loc[-1] != original.field else loc
             message = original.message
-        elif message.startswith("Value error, "):
-            message = message[len("Value error, ") :]
         details.append({"field": ".".join(loc) or "body", "message": message})
     return details

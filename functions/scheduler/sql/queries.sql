@@ -242,13 +242,16 @@ d.after_completion, j.manual_run_at, j.running_execution_id
 -- After a "job" CTE that started jobs (their running_execution_id set, the attempt counted):
 -- their executions recorded as running. The query then selects started_columns.
 execution AS (
-    INSERT INTO executions (id, job_id, owner, scheduled_at, attempt, trigger, status, started_at)
+    -- due_at (0012): when this attempt was due, the run state's next_run_at (the occurrence, a
+    -- retry's time, the resume of a catch-up) or the manual run's request.
+    INSERT INTO executions (id, job_id, owner, scheduled_at, attempt, trigger, status, started_at, due_at)
     SELECT job.running_execution_id, job.id, job.owner,
            CASE job.lease_kind WHEN 'manual' THEN job.manual_run_at ELSE job.scheduled_at END,
            CASE job.lease_kind WHEN 'manual' THEN 1 ELSE job.attempt END,
            CASE WHEN job.lease_kind = 'manual' THEN 'manual'
                 WHEN job.attempt > 1 THEN 'retry' ELSE 'schedule' END,
-           'running', now()
+           'running', now(),
+           CASE job.lease_kind WHEN 'manual' THEN job.manual_run_at ELSE job.next_run_at END
     FROM job
     RETURNING id, scheduled_at, attempt, trigger, started_at
 )

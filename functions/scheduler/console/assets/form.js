@@ -1,15 +1,20 @@
 // The create/edit form: each error the API names (details[].field) is shown at its field, and the
 // schedule is previewed (POST /v1/schedules/preview) as it is typed.
 import { useState, useEffect } from './vendor/htm-preact-standalone.mjs';
-import { html, api, ApiError, fmtTime, go, ErrorBox } from './lib.js';
-import { previewBody } from './pages.js';
-import { AWS_TYPES, TARGET_FIELDS, AwsFields, SigV4Fields, awsTarget, httpAuth, initialTarget, numberOr } from './targets.js';
+import { html, api, ApiError, go, ErrorBox, anchorOf } from './lib.js';
+import { previewBody, Occurrence } from './pages.js';
+import { FORM_TYPES, SECRET_AUTH, TARGET_FIELDS, AwsFields, SecretAuthFields, SigV4Fields, awsTarget, httpAuth,
+         initialTarget, numberOr } from './targets.js';
 
 // The fields of the form, by the API's field path; an error on a deeper path (target.headers.X)
 // is shown at the nearest of these.
 const FIELDS = ['name', 'description', 'tags', 'schedule', 'run_at', 'timezone', 'start_at', 'end_at',
                 'missed_runs', 'target.url', 'target.method', 'target.headers', 'target.body',
-                'target.timeout_seconds', 'target', 'retry.max_attempts', 'retry', ...TARGET_FIELDS];
+                'target.timeout_seconds', 'target', 'retry.max_attempts', 'retry.min_backoff_seconds',
+                'retry.max_backoff_seconds', 'retry.max_age_seconds', 'retry', ...TARGET_FIELDS];
+// The retry policy's fields: [form key, field, label, placeholder (the API's default)].
+const RETRY_FIELDS = [['attempts', 'max_attempts', 'Max attempts', '3'], ['min_backoff', 'min_backoff_seconds', 'Min backoff (s)', '1'],
+                      ['max_backoff', 'max_backoff_seconds', 'Max backoff (s)', '300'], ['max_age', 'max_age_seconds', 'Max age (s)', 'none']];
 const METHODS = ['POST', 'GET', 'PUT', 'PATCH', 'DELETE'];
 // IANA zone names the browser knows, offered as the time zone is typed (the API decides).
 const ZONES = typeof Intl.supportedValuesOf === 'function' ? ['UTC', ...Intl.supportedValuesOf('timeZone')] : ['UTC'];
@@ -17,7 +22,8 @@ const ZONES = typeof Intl.supportedValuesOf === 'function' ? ['UTC', ...Intl.sup
 const KEY_FIELDS = { name: 'name', description: 'description', tags: 'tags', schedule: 'schedule', run_at: 'run_at',
                      timezone: 'timezone', start_at: 'start_at', end_at: 'end_at', missed_runs: 'missed_runs',
                      url: 'target.url', method: 'target.method', headers: 'target.headers', body: 'target.body',
-                     timeout: 'target.timeout_seconds', targetJson: 'target', attempts: 'retry.max_attempts' };
+                     timeout: 'target.timeout_seconds', targetJson: 'target',
+                     ...Object.fromEntries(RETRY_FIELDS.map(([key, name]) => [key, `retry.${name}`])) };
 
 function fieldOf(path) {
   const p = String(path || '').replace(/\[(\d+)\]/g, '.$1');
@@ -46,12 +52,12 @@ function initial(job) {
     run_at: (job && job.run_at) || '', timezone: (job && job.timezone) || 'UTC',
     start_at: (job && job.start_at) || '', end_at: (job && job.end_at) || '',
     missed_runs: (job && job.missed_runs) || 'run_once',
-    type: t.type === 'http' || AWS_TYPES[t.type] ? t.type : 'other',
-    url: t.url || '', method: t.method || 'POST', headers: JSON.stringify(t.headers || {}),
-    body: t.body || '', timeout: t.timeout_seconds ?? '',
-    targetJson: t.type === 'http' || AWS_TYPES[t.type] ? '' : JSON.stringify(t, null, 2),
+    type: t.type === 'http' || FORM_TYPES[t.type] ? t.type : 'other',
+    url: t.type === 'http' ? t.url || '' : '', method: t.method || 'POST', headers: JSON.stringify(t.headers || {}),
+    body: t.type === 'http' ? t.body || '' : '', timeout: t.timeout_seconds ?? '',
+    targetJson: t.type === 'http' || FORM_TYPES[t.type] ? '' : JSON.stringify(t, null, 2),
     ...initialTarget(t),
-    attempts: job && job.retry ? String(job.retry.max_attempts) : '',
+    ...Object.fromEntries(RETRY_FIELDS.map(([key, name]) => [key, job && job.retry && job.retry[name] != null ? String(job.retry[name]) : ''])),
   };
 }
 
@@ -68,8 +74,8 @@ function requestBody(v, job) {
     else delete target.timeout_seconds;
     const auth = httpAuth(v, base);
     if (auth) target.auth = auth; else delete target.auth;
-  } else if (AWS_TYPES[v.type]) {
-    target = awsTarget(v.type, v.aws, job && job.target);
+  } else if (FORM_TYPES[v.type]) {
+    target = awsTarget(v.type, v.aws, job && job.target, local);
   } else {
     try { target = JSON.parse(v.targetJson); } catch { local.target = 'not valid JSON'; }
   }
@@ -79,7 +85,9 @@ function requestBody(v, job) {
   if (v.when === 'schedule') body.schedule = v.schedule; else body.run_at = v.run_at;
   if (v.start_at) body.start_at = v.start_at;
   if (v.end_at) body.end_at = v.end_at;
-  if (v.attempts.trim() !== '') body.retry = { ...((job && job.retry) || {}), max_attempts: numberOr(v.attempts) };
+  // The retry policy as the form shows it: a field left empty takes the API's default.
+  const retry = Object.fromEntries(RETRY_FIELDS.filter(([key]) => v[key].trim() !== '').map(([key, name]) => [name, numberOr(v[key])]));
+  if (Object.keys(retry).length) body.retry = retry;
   if (job && job.after_completion) body.after_completion = job.after_completion;
   return { body, local };
 }
@@ -94,14 +102,16 @@ function Field({ label, name, errors, hint, children }) {
     </div>`;
 }
 
-function Preview({ v }) {
+function Preview({ v, job }) {
   const [state, setState] = useState({ occurrences: null, error: null });
   const text = v.when === 'schedule' ? v.schedule : v.run_at;
   useEffect(() => {
     if (!text.trim()) { setState({ occurrences: null, error: null }); return undefined; }
     let live = true;
     const t = setTimeout(() => {
-      const src = { timezone: v.timezone, start_at: v.start_at, end_at: v.end_at,
+      // An edited job's interval counts from its anchor (start_at, else its creation), as saved.
+      const start = v.start_at || (job && v.when === 'schedule' ? anchorOf({ created_at: job.created_at }) : '');
+      const src = { timezone: v.timezone, start_at: start, end_at: v.end_at,
                     [v.when]: text };
       api('POST', '/schedules/preview', previewBody(src, 5))
         .then((p) => live && setState({ occurrences: p.occurrences, error: null }))
@@ -116,8 +126,9 @@ function Preview({ v }) {
   if (!state.occurrences) return html`<div class="preview muted">Type a schedule to see when it fires.</div>`;
   return html`
     <div class="preview" data-preview="ok">
-      <div class="muted">Next ${state.occurrences.length === 0 ? 'occurrences: none' : 'occurrences (UTC)'}</div>
-      <ol class="occurrences">${state.occurrences.map((o) => html`<li>${fmtTime(o)}</li>`)}</ol>
+      <div class="muted">Next ${state.occurrences.length === 0 ? 'occurrences: none'
+        : `occurrences (UTC${v.timezone && v.timezone !== 'UTC' ? `, and in ${v.timezone}` : ''})`}</div>
+      <ol class="occurrences">${state.occurrences.map((o) => html`<${Occurrence} key=${o} at=${o} zone=${v.timezone} />`)}</ol>
     </div>`;
 }
 
@@ -144,6 +155,7 @@ export function JobForm({ id }) {
     setV({ ...v, [part]: { ...v[part], [k]: ev.target.value } });
     if (errors[prefix + k]) setErrors({ ...errors, [prefix + k]: undefined });
   };
+  const onCred = onPart('cred', 'target.auth.');
   const field = (label, name, hint, control) => html`<${Field} label=${label} name=${name} errors=${errors} hint=${hint}>${control}<//>`;
 
   const submit = async (ev) => {
@@ -183,7 +195,7 @@ export function JobForm({ id }) {
                      ${input('schedule', 'schedule', { autocomplete: 'off', spellcheck: false })}<//>`
             : html`<${Field} label="Run at" name="run_at" errors=${errors} hint="RFC 3339 with offset: 2026-12-01T10:00:00Z">
                      ${input('run_at', 'run_at', { autocomplete: 'off' })}<//>`}
-          <${Preview} v=${v} />
+          <${Preview} v=${v} job=${job} />
           <div class="row">
             <${Field} label="Time zone" name="timezone" errors=${errors}>${input('timezone', 'timezone', { list: 'zones' })}<//>
             <datalist id="zones">${ZONES.map((z) => html`<option value=${z} />`)}</datalist>
@@ -199,9 +211,9 @@ export function JobForm({ id }) {
         <fieldset><legend>Target</legend>
           <div class="radios">
             <label class="check"><input type="radio" name="type" value="http" checked=${v.type === 'http'} onChange=${on('type')} /> HTTP</label>
-            ${Object.entries(AWS_TYPES).map(([type, { label }]) => html`
+            ${Object.entries(FORM_TYPES).map(([type, { label }]) => html`
               <label class="check"><input type="radio" name="type" value=${type} checked=${v.type === type} onChange=${on('type')} /> ${label}</label>`)}
-            <label class="check"><input type="radio" name="type" value="other" checked=${v.type === 'other'} onChange=${on('type')} /> other (JSON)</label>
+            ${v.type === 'other' ? html`<label class="check"><input type="radio" name="type" value="other" checked=${true} onChange=${on('type')} /> other (JSON)</label>` : ''}
           </div>
           ${v.type === 'http' ? html`
             <div class="row">
@@ -216,19 +228,23 @@ export function JobForm({ id }) {
             <${Field} label="Auth" name="target.auth" errors=${errors}>
               <select name="auth" value=${v.auth} onChange=${on('auth')}>
                 <option value="none" selected=${v.auth === 'none'}>none</option>
+                ${Object.entries(SECRET_AUTH).map(([kind, { label }]) => html`
+                  <option value=${kind} selected=${v.auth === kind}>${label}</option>`)}
                 <option value="sigv4" selected=${v.auth === 'sigv4'}>SigV4 (AWS IAM: API Gateway, Lambda URLs)</option>
-                ${job && job.target.auth && job.target.auth.type !== 'sigv4' ? html`
-                  <option value="keep" selected=${v.auth === 'keep'}>${job.target.auth.type}, as stored (secrets kept)</option>` : ''}
               </select><//>
-            ${v.auth === 'sigv4' ? html`<${SigV4Fields} sig=${v.sig} onSig=${onPart('sig', 'target.auth.')} field=${field} />` : ''}`
-          : AWS_TYPES[v.type] ? html`<${AwsFields} type=${v.type} aws=${v.aws} onAws=${onPart('aws', 'target.')} field=${field} />`
+            ${v.auth === 'sigv4' ? html`<${SigV4Fields} sig=${v.sig} onSig=${onPart('sig', 'target.auth.')} field=${field} />` : ''}
+            ${SECRET_AUTH[v.auth] ? html`<${SecretAuthFields} kind=${v.auth} cred=${v.cred} onCred=${onCred} field=${field}
+                                        stored=${job && job.target} />` : ''}`
+          : FORM_TYPES[v.type] ? html`<${AwsFields} type=${v.type} aws=${v.aws} onAws=${onPart('aws', 'target.')} field=${field} />`
           : html`
             <${Field} label="Target" name="target" errors=${errors} hint='{"type": "amqp", "exchange": "...", "routing_key": "...", "body": "..."}'>
               <textarea name="target" rows="8" value=${v.targetJson} onInput=${on('targetJson')}></textarea><//>`}
           ${errors.target && v.type !== 'other' ? html`<div class="field-error" data-field="target">${errors.target}</div>` : ''}
         </fieldset>
         <fieldset><legend>Retries</legend>
-          <${Field} label="Max attempts" name="retry.max_attempts" errors=${errors}>${input('attempts', 'attempts', { placeholder: '4' })}<//>
+          <div class="row">${RETRY_FIELDS.map(([key, name, label, placeholder]) => html`
+            <${Field} label=${label} name=${`retry.${name}`} errors=${errors}>${input(key, key, { placeholder, class: 'short' })}<//>`)}
+          </div>
           ${errors.retry ? html`<div class="field-error" data-field="retry">${errors.retry}</div>` : ''}
         </fieldset>
         <div class="actions">

@@ -60,10 +60,44 @@ export function fromNow(iso) {
   return d >= 0 ? `in ${fmtMs(d)}` : `${fmtMs(-d)} ago`;
 }
 
+// Lateness: how long after it was due an attempt started (due_at: the occurrence, a retry's
+// time, the resume of a catch-up, a manual run's request). An execution recorded before due_at
+// existed has one only as a first scheduled attempt (a retry's start would count its backoff).
 export function lateness(e) {
-  if (!e.started_at || !e.scheduled_at) return null;
+  if (!e.started_at) return null;
+  if (e.due_at) return Date.parse(e.started_at) - Date.parse(e.due_at);
+  if (e.trigger !== 'schedule' || e.attempt !== 1 || !e.scheduled_at) return null;
   return Date.parse(e.started_at) - Date.parse(e.scheduled_at);
 }
+
+// Backoff: how long after its occurrence an attempt was due (a retry's backoff, a catch-up's pause).
+export function backoff(e) {
+  if (!e.due_at || !e.scheduled_at) return null;
+  return Date.parse(e.due_at) - Date.parse(e.scheduled_at);
+}
+
+// The wall time of an instant in a time zone: "2027-03-28 03:00:00 CEST" (null for UTC or a bad zone).
+export function fmtZoned(iso, zone) {
+  if (!iso || !zone || zone === 'UTC') return null;
+  try {
+    const parts = Object.fromEntries(new Intl.DateTimeFormat('en-GB', {
+      timeZone: zone, year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit',
+      second: '2-digit', hourCycle: 'h23', timeZoneName: 'short' }).formatToParts(new Date(iso)).map((p) => [p.type, p.value]));
+    return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second} ${parts.timeZoneName}`;
+  } catch { return null; }
+}
+
+// A job's next run as a person reads it: a paused job has none ("paused": its next_run_at is the
+// occurrence it holds, not a run), a completed one neither.
+export function nextRun(job) {
+  if (job.state === 'paused') return 'paused';
+  if (job.state === 'completed' || !job.next_run_at) return '—';
+  return fmtTime(job.next_run_at);
+}
+
+// When a job's interval schedule (rate(), @every) counts from: its start_at, else its creation
+// rounded down to the second (as the planner does; a start_at's fraction rounds up, there too).
+export const anchorOf = (job) => job.start_at || (job.created_at ? job.created_at.replace(/\.\d+/, '') : null);
 
 export const Badge = ({ value }) => value ? html`<span class="badge b-${value}">${value.replace('_', ' ')}</span>` : html`<span class="muted">—</span>`;
 

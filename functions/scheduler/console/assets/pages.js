@@ -1,7 +1,7 @@
 // The console's pages: jobs, one job, recent activity.
 import { useState, useEffect, useRef, useCallback } from './vendor/htm-preact-standalone.mjs';
-import { html, api, query, fmtTime, fmtMs, fromNow, lateness, Badge, ErrorBox, go, useInterval, STATES,
-         EXEC_STATUSES } from './lib.js';
+import { html, api, query, fmtTime, fmtMs, fmtZoned, fromNow, lateness, backoff, nextRun, anchorOf, Badge, ErrorBox,
+         go, useInterval, STATES, EXEC_STATUSES } from './lib.js';
 import { TargetSummary } from './targets.js';
 
 // -- jobs --------------------------------------------------------------------------------------
@@ -12,15 +12,22 @@ export function Jobs({ params }) {
   const [jobs, setJobs] = useState(null);
   const [cursor, setCursor] = useState(null);
   const [error, setError] = useState(null);
+  const [updated, setUpdated] = useState(null);
 
-  const load = useCallback(async (after) => {
+  const load = useCallback(async (after, size = 50) => {
     try {
-      const page = await api('GET', `/jobs${query({ ...filters, limit: 50, cursor: after })}`);
+      const page = await api('GET', `/jobs${query({ ...filters, limit: size, cursor: after })}`);
       setJobs((old) => (after && old ? old.concat(page.jobs) : page.jobs));
       setCursor(page.next_cursor);
+      setUpdated(new Date());
       setError(null);
     } catch (e) { setError(e); }
   }, [filters]);
+  // The list follows the runner (next runs, last statuses, new jobs): the rows shown are read
+  // again every 5 s, pages loaded with "More" included (up to 200).
+  const shown = useRef(0);
+  shown.current = jobs ? jobs.length : 0;
+  useInterval(() => load(null, Math.min(200, Math.max(50, shown.current))), 5000);
 
   useEffect(() => {
     const t = setTimeout(() => {
@@ -33,7 +40,9 @@ export function Jobs({ params }) {
   const set = (k) => (ev) => setFilters({ ...filters, [k]: ev.target.value });
   return html`
     <section>
-      <div class="head"><h1>Jobs</h1><a class="button primary" href="#/jobs/new">New job</a></div>
+      <div class="head"><h1>Jobs</h1>
+        <span class="muted refreshed">refreshes every 5 s${updated ? `; updated ${updated.toISOString().slice(11, 19)} UTC` : ''}</span>
+        <a class="button primary" href="#/jobs/new">New job</a></div>
       <form class="filters" onSubmit=${(ev) => ev.preventDefault()}>
         <label>State <select name="state" value=${filters.state} onChange=${set('state')}>
           <option value="">any</option>${STATES.map((s) => html`<option value=${s} selected=${s === filters.state}>${s}</option>`)}
@@ -50,7 +59,7 @@ export function Jobs({ params }) {
               <td><a href="#/jobs/${j.id}">${j.name}</a>${(j.tags || []).map((t) => html` <span class="tag">${t}</span>`)}</td>
               <td><${Badge} value=${j.state} /></td>
               <td><code>${j.schedule || `once at ${fmtTime(j.run_at)}`}</code>${j.timezone && j.timezone !== 'UTC' ? html` <span class="muted">${j.timezone}</span>` : ''}</td>
-              <td title=${fromNow(j.next_run_at)}>${fmtTime(j.next_run_at)}</td>
+              <td class="next-run" title=${j.state === 'active' ? fromNow(j.next_run_at) : ''}>${nextRun(j)}</td>
               <td><${Badge} value=${j.stats && j.stats.last_status} /></td>
               <td class="num">${j.stats ? j.stats.failure_count : 0}</td>
             </tr>`)}
@@ -70,33 +79,73 @@ export function previewBody(src, count) {
   return body;
 }
 
+// A job's own next times: its next run, then the occurrences after it, previewed from the job's
+// anchor (rate() and @every count from its start_at, else its creation, not from now). A paused
+// or completed job: what follows now.
+export async function upcoming(job, count = 5) {
+  const body = previewBody({ ...job, start_at: job.run_at ? job.start_at : anchorOf(job) }, count);
+  if (job.state === 'active' && job.next_run_at) {
+    const rest = await api('POST', '/schedules/preview', { ...body, count: count - 1, after: job.next_run_at });
+    return [job.next_run_at, ...rest.occurrences];
+  }
+  return (await api('POST', '/schedules/preview', body)).occurrences;
+}
+
+// One occurrence: the UTC instant, and the wall time in the job's zone when it has one.
+export const Occurrence = ({ at, zone }) => {
+  const local = fmtZoned(at, zone);
+  return html`<li><span class="utc">${fmtTime(at)}</span>${local ? html` <span class="local muted">(${local})</span>` : ''}</li>`;
+};
+
 function Chart({ executions }) {
   const box = useRef(null);
   useEffect(() => {
     const points = executions.filter((e) => e.started_at).map((e) => ({
-      x: Date.parse(e.started_at) / 1000, late: lateness(e), took: e.duration_ms })).sort((a, b) => a.x - b.x);
+      x: Date.parse(e.started_at) / 1000, late: lateness(e), wait: backoff(e) || null, took: e.duration_ms }))
+      .sort((a, b) => a.x - b.x);
     if (!box.current || points.length === 0 || typeof uPlot === 'undefined') return undefined;
     const plot = new uPlot({
       width: Math.max(300, box.current.clientWidth), height: 220,
       scales: { x: { time: true } },
       tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
       series: [{}, { label: 'lateness (ms)', stroke: '#c2410c', width: 2, points: { show: true } },
-               { label: 'duration (ms)', stroke: '#2563eb', width: 2, points: { show: true } }],
+               { label: 'duration (ms)', stroke: '#2563eb', width: 2, points: { show: true } },
+               { label: 'backoff (ms)', stroke: '#7c3aed', width: 1, dash: [4, 4], points: { show: true } }],
       axes: [{}, { label: 'ms' }],
-    }, [points.map((p) => p.x), points.map((p) => p.late), points.map((p) => p.took ?? null)], box.current);
+    }, [points.map((p) => p.x), points.map((p) => p.late), points.map((p) => p.took ?? null),
+        points.map((p) => p.wait)], box.current);
     return () => plot.destroy();
   }, [executions]);
   if (!executions.some((e) => e.started_at)) return html`<p class="muted">No execution has started yet.</p>`;
   return html`<div class="chart" ref=${box}></div>`;
 }
 
+// One execution, whole: its times, its error and the first bytes of its target's answer.
+function ExecutionDetails({ e }) {
+  const row = (label, value) => html`<dt>${label}</dt><dd>${value ?? html`<span class="muted">—</span>`}</dd>`;
+  return html`
+    <dl class="execution-details">
+      ${row('Execution', html`<code>${e.id}</code>`)}
+      ${row('Scheduled', fmtTime(e.scheduled_at))}
+      ${row('Due', e.due_at ? fmtTime(e.due_at) : null)}
+      ${row('Started', e.started_at ? fmtTime(e.started_at) : null)}
+      ${row('Finished', e.finished_at ? fmtTime(e.finished_at) : null)}
+      ${row('Error', e.error ? html`<span class="error-text">${e.error}</span>` : null)}
+      ${row('Response', e.response_excerpt ? html`<pre class="excerpt">${e.response_excerpt}</pre>` : null)}
+    </dl>`;
+}
+
 function ExecutionRows({ executions, withJob }) {
+  const [open, setOpen] = useState(null);
+  const wait = (e) => { const b = backoff(e); return b > 0 ? fmtMs(b) : '—'; };
   return html`
     <table class="list executions">
       <thead><tr>${withJob ? html`<th>Job</th>` : ''}<th>Started</th><th>Status</th><th>Trigger</th><th class="num">Attempt</th>
-        <th class="num">HTTP</th><th class="num">Duration</th><th class="num">Late</th><th>Error</th></tr></thead>
-      <tbody>${executions.map((e) => html`
-        <tr key=${e.id} class="exec">
+        <th class="num">HTTP</th><th class="num">Duration</th><th class="num" title="start against the time the attempt was due">Late</th>
+        <th class="num" title="how long after its occurrence the attempt was due: a retry's backoff, a catch-up's pause">Backoff</th>
+        <th>Error</th></tr></thead>
+      <tbody>${executions.map((e) => [html`
+        <tr key=${e.id} class=${`exec${open === e.id ? ' open' : ''}`} onClick=${() => setOpen(open === e.id ? null : e.id)}>
           ${withJob ? html`<td><a href="#/jobs/${e.job_id}">${e.job_name || e.job_id}</a></td>` : ''}
           <td title=${'scheduled ' + fmtTime(e.scheduled_at)}>${fmtTime(e.started_at)}</td>
           <td><${Badge} value=${e.status} /></td>
@@ -104,9 +153,11 @@ function ExecutionRows({ executions, withJob }) {
           <td class="num">${e.attempt}</td>
           <td class="num http">${e.http_status ?? '—'}</td>
           <td class="num">${fmtMs(e.duration_ms)}</td>
-          <td class="num">${fmtMs(lateness(e))}</td>
+          <td class="num late">${fmtMs(lateness(e))}</td>
+          <td class="num backoff">${wait(e)}</td>
           <td class="error-text">${e.error || ''}</td>
-        </tr>`)}
+        </tr>`, open === e.id ? html`
+        <tr key=${e.id + '-details'} class="details"><td colspan=${withJob ? 10 : 9}><${ExecutionDetails} e=${e} /></td></tr>` : null])}
       </tbody>
     </table>`;
 }
@@ -141,13 +192,18 @@ export function Job({ id }) {
       const j = await api('GET', `/jobs/${id}`);
       setJob(j);
       setError(null);
-      api('POST', '/schedules/preview', previewBody(j, 5))
-        .then((p) => setOccurrences(p.occurrences)).catch((e) => setOccurrences(e));
     } catch (e) { setError(e); }
     loadExecutions();
   }, [id]);
 
   useEffect(() => { load(); }, [id]);
+  // The job's own planned times, read again whenever its next run, version or state moves.
+  useEffect(() => {
+    if (!job) return undefined;
+    let live = true;
+    upcoming(job).then((o) => live && setOccurrences(o)).catch((e) => live && setOccurrences(e));
+    return () => { live = false; };
+  }, [job && job.next_run_at, job && job.version, job && job.state]);
   // The job's summary and executions follow what the runner does (a run, a retry, a completion).
   useInterval(() => {
     api('GET', `/jobs/${id}`).then(setJob).catch(() => {});
@@ -196,7 +252,9 @@ export function Job({ id }) {
         <div class="card">
           <h2>Summary</h2>
           <dl>
-            <dt>Next run</dt><dd>${fmtTime(job.next_run_at)} <span class="muted">${fromNow(job.next_run_at)}</span></dd>
+            <dt>Next run</dt><dd class="next-run">${job.state === 'active'
+              ? html`${fmtTime(job.next_run_at)} <span class="muted">${fromNow(job.next_run_at)}</span>`
+              : job.state === 'paused' ? html`paused <span class="muted">(runs again when resumed)</span>` : '—'}</dd>
             <dt>Last run</dt><dd>${fmtTime(job.last_run_at)}</dd>
             <dt>Runs</dt><dd>${job.stats.run_count} (${job.stats.failure_count} failed)</dd>
             <dt>Last status</dt><dd><${Badge} value=${job.stats.last_status} /></dd>
@@ -204,11 +262,11 @@ export function Job({ id }) {
             <dt>Version</dt><dd>${job.version}</dd>
             <dt>Id</dt><dd><code>${job.id}</code></dd>
           </dl>
-          <h2>Next occurrences</h2>
+          <h2>${job.state === 'paused' ? 'Next occurrences (once resumed)' : 'Next occurrences'}</h2>
           ${occurrences === null ? html`<p class="muted">…</p>` : occurrences instanceof Error
             ? html`<p class="muted">${occurrences.message}</p>`
             : occurrences.length === 0 ? html`<p class="muted">None: the schedule has ended.</p>`
-            : html`<ol class="occurrences">${occurrences.map((o) => html`<li>${fmtTime(o)}</li>`)}</ol>`}
+            : html`<ol class="occurrences">${occurrences.map((o) => html`<${Occurrence} key=${o} at=${o} zone=${job.timezone} />`)}</ol>`}
         </div>
         <div class="card grow">
           <h2>Target</h2>
@@ -217,7 +275,7 @@ export function Job({ id }) {
           <pre class="definition">${JSON.stringify(definition, null, 2)}</pre>
         </div>
       </div>
-      <h2>Lateness and duration</h2>
+      <h2>Lateness, backoff and duration</h2>
       <${Chart} executions=${executions} />
       <h2>Executions</h2>
       ${executions.length === 0 ? html`<p class="empty">No executions yet.</p>`

@@ -37,23 +37,52 @@ export const AWS_TYPES = {
 export const SIGV4_SERVICES = ['execute-api', 'lambda'];
 const SIGV4_FIELDS = ['service', 'region', 'role_arn'];
 
+// AMQP (RabbitMQ), field by field. A stored broker URL's password comes as *** and is kept
+// unless the URL is changed; without a URL, the deployment's default broker.
+export const AMQP = { label: 'AMQP', fields: [
+  ['url', 'Broker URL', { wide: true, optional: true, hint: "empty: the deployment's default broker",
+                          placeholder: 'amqps://user:password@broker.example.com:5671/vhost' }],
+  ['exchange', 'Exchange', { optional: true, placeholder: '(the default exchange)' }],
+  ['routing_key', 'Routing key', { optional: true, placeholder: 'reports.nightly' }],
+  ['body', 'Body', { text: true, optional: true, hint: TEXT_HINT }],
+  ['body_encoding', 'Body encoding', { choices: ['utf-8', 'base64'] }],
+  ['content_type', 'Content type', { optional: true, placeholder: 'application/json' }],
+  ['headers', 'Headers (JSON)', { json: true, optional: true, placeholder: '{"tenant": "acme"}' }],
+  TIMEOUT] };
+// Every target type the form makes field by field, besides HTTP.
+export const FORM_TYPES = { amqp: AMQP, ...AWS_TYPES };
+// HTTP auth with a secret: the fields of each (the secret's field last; write-only).
+export const SECRET_AUTH = {
+  basic: { label: 'Basic', fields: [['username', 'User name']], secret: ['password', 'Password'] },
+  bearer: { label: 'Bearer token', fields: [], secret: ['token', 'Token'] },
+  header: { label: 'Header', fields: [['name', 'Header name']], secret: ['value', 'Header value'] },
+};
+
 // The API's field paths the form shows an error at.
 export const TARGET_FIELDS = [
-  ...new Set(Object.values(AWS_TYPES).flatMap((t) => t.fields.map(([name]) => `target.${name}`))),
+  ...new Set(Object.values(FORM_TYPES).flatMap((t) => t.fields.map(([name]) => `target.${name}`))),
   'target.auth', ...SIGV4_FIELDS.map((f) => `target.auth.${f}`),
+  ...Object.values(SECRET_AUTH).flatMap((a) => [...a.fields, a.secret].map(([name]) => `target.auth.${name}`)),
 ];
 
 // The form's values of a job's target: the AWS fields (shared across the AWS types, so a role
 // typed once stays when the type changes) and the HTTP target's auth.
 export function initialTarget(t) {
-  const aws = { invocation_type: 'Event' };
-  if (AWS_TYPES[t.type]) {
-    for (const [name] of AWS_TYPES[t.type].fields) if (t[name] !== null && t[name] !== undefined) aws[name] = String(t[name]);
+  const aws = { invocation_type: 'Event', body_encoding: 'utf-8' };
+  if (FORM_TYPES[t.type]) {
+    for (const [name, , opt] of FORM_TYPES[t.type].fields) {
+      const value = t[name];
+      if (value === null || value === undefined || (opt.json && Object.keys(value).length === 0)) continue;
+      aws[name] = opt.json ? JSON.stringify(value) : String(value);
+    }
   }
   const auth = t.auth || null;
   return {
     aws,
-    auth: !auth ? 'none' : auth.type === 'sigv4' ? 'sigv4' : 'keep',
+    auth: auth ? auth.type : 'none',
+    // Write-only secrets are never shown: an empty secret field keeps the stored one.
+    cred: { username: '', name: '', password: '', token: '', value: '',
+            ...(auth && SECRET_AUTH[auth.type] ? { username: auth.username || '', name: auth.name || '' } : {}) },
     sig: { service: 'execute-api', region: '', role_arn: '',
            ...(auth && auth.type === 'sigv4' ? { service: auth.service, region: auth.region, role_arn: auth.role_arn } : {}) },
   };
@@ -62,28 +91,52 @@ export function initialTarget(t) {
 // A number when the text is one; else the text itself, so that the API names the field at fault.
 export const numberOr = (text) => (text.trim() !== '' && Number.isFinite(Number(text)) ? Number(text) : text);
 
-// The target of an AWS type from the form's values (what the form does not show is kept).
-export function awsTarget(type, aws, stored) {
+// The target of a type made field by field (AMQP, the AWS types) from the form's values (what
+// the form does not show is kept); a JSON field that does not parse is a local error.
+export function awsTarget(type, aws, stored, local = {}) {
   const target = { ...(stored && stored.type === type ? stored : {}), type };
-  for (const [name, , opt] of AWS_TYPES[type].fields) {
+  for (const [name, , opt] of FORM_TYPES[type].fields) {
     const text = aws[name] ?? '';
     if (opt.optional && text.trim() === '') delete target[name];
-    else target[name] = opt.number ? numberOr(text) : text;
+    else if (opt.json) {
+      try { target[name] = JSON.parse(text); } catch { local[`target.${name}`] = 'not valid JSON'; }
+    } else target[name] = opt.number ? numberOr(text) : text;
   }
   return target;
 }
 
-// The auth of an HTTP target: none, SigV4 as typed, or the stored one kept (its secrets are
-// "***" here; the API keeps what it holds).
+// The auth of an HTTP target: none, SigV4 as typed, or basic, bearer or header auth. A secret
+// left empty is sent as "***" when the stored auth is of the same type: the API keeps it.
 export function httpAuth(v, stored) {
   if (v.auth === 'sigv4') return { type: 'sigv4', ...v.sig };
-  if (v.auth === 'keep' && stored && stored.auth) return stored.auth;
-  return undefined;
+  const kind = SECRET_AUTH[v.auth];
+  if (!kind) return undefined;
+  const auth = { type: v.auth };
+  for (const [name] of kind.fields) auth[name] = v.cred[name];
+  const [secret] = kind.secret;
+  const kept = stored && stored.auth && stored.auth.type === v.auth;
+  auth[secret] = v.cred[secret] !== '' ? v.cred[secret] : kept ? '***' : '';
+  return auth;
 }
 
-// The form's fields of an AWS type. `field` renders one labelled field with its error.
+// The fields of basic, bearer or header auth; the secret's input is a password field that shows
+// "***" kept unless something is typed over it.
+export function SecretAuthFields({ kind, cred, onCred, field, stored }) {
+  const auth = SECRET_AUTH[kind];
+  const kept = stored && stored.auth && stored.auth.type === kind;
+  const [secret, secretLabel] = auth.secret;
+  return html`<div class="row">
+    ${auth.fields.map(([name, label]) => field(label, `target.auth.${name}`, null, html`
+      <input name=${`auth_${name}`} value=${cred[name]} autocomplete="off" onInput=${onCred(name)} />`))}
+    ${field(secretLabel, `target.auth.${secret}`, kept ? 'write-only: *** is the stored one, kept unless you type a new one' : 'write-only: stored encrypted, never shown again', html`
+      <input type="password" name=${`auth_${secret}`} value=${cred[secret]} autocomplete="new-password"
+             placeholder=${kept ? '***' : ''} onInput=${onCred(secret)} />`)}
+  </div>`;
+}
+
+// The form's fields of a type made field by field. `field` renders one labelled field with its error.
 export function AwsFields({ type, aws, onAws, field }) {
-  const fields = AWS_TYPES[type].fields;
+  const fields = FORM_TYPES[type].fields;
   const one = ([name, label, opt]) => field(label, `target.${name}`, opt.hint, opt.choices
     ? html`<select name=${name} value=${aws[name]} onChange=${onAws(name)}>${opt.choices.map((c) => html`
         <option value=${c} selected=${c === aws[name]}>${c}</option>`)}</select>`

@@ -1,0 +1,246 @@
+"""Job files for ``scheduler apply`` and ``scheduler export``: YAML streams (documents separated
+by ``---``) or JSON, read from files and folders; ``${NAME}`` references to the environment;
+secrets only as references, never as values; and the normal form two definitions are compared in.
+
+A secret's place (``target.auth.password``, ``token``, a header auth's ``value``, the password of
+an AMQP URL) holds ``${NAME}``, or ``***`` (keep the stored secret). A literal secret is refused:
+files are committed and shared, and the API never answers a secret back, so an ``export`` could
+not write one anyway.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scheduler.cli.common import UsageError
+from scheduler.cli.definitions import READ_ONLY_FIELDS, _yaml_loader
+from scheduler.core.constants import SECRET_MASK
+from scheduler.secrets import map_secrets
+
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_WHOLE_REFERENCE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$")
+_SUFFIXES = (".yaml", ".yml", ".json")
+# The order of a job's fields in an exported document.
+FIELD_ORDER = (
+    "name",
+    "description",
+    "tags",
+    "schedule",
+    "run_at",
+    "timezone",
+    "start_at",
+    "end_at",
+    "missed_runs",
+    "after_completion",
+    "retry",
+    "target",
+)
+
+
+@dataclass
+class Document:
+    """One job of the files: its definition as written and where it was read (``jobs.yaml#2``)."""
+
+    source: str
+    definition: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return str(self.definition.get("name"))
+
+
+def _files(path: str) -> list[Path]:
+    where = Path(path)
+    if where.is_dir():
+        found = sorted(p for p in where.rglob("*") if p.is_file() and p.suffix.lower() in _SUFFIXES)
+        if not found:
+            raise UsageError(f"{path}: no .yaml, .yml or .json file in this folder")
+        return found
+    if not where.exists():
+        raise UsageError(f"cannot read {path}: no such file or folder")
+    return [where]
+
+
+def _parse(text: str, source: str) -> list[Any]:
+    stripped = text.lstrip()
+    if source.lower().endswith(".json") or stripped.startswith(("{", "[")):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{source}: not valid JSON: {exc}") from None
+        return data if isinstance(data, list) else [data]
+    try:
+        import yaml
+    except ImportError:
+        raise UsageError(f"{source}: YAML needs PyYAML (pip install pyyaml); JSON works without it") from None
+    try:
+        return list(yaml.load_all(text, Loader=_yaml_loader()))  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from None
+
+
+def read_documents(paths: list[str]) -> list[Document]:
+    """Every job of the files and folders (``-`` is standard input), in order; names unique."""
+    documents: list[Document] = []
+    for path in paths:
+        sources = [("<stdin>", sys.stdin.read())] if path == "-" else [(str(p), _read(p)) for p in _files(path)]
+        for source, text in sources:
+            for number, data in enumerate(_parse(text, source), 1):
+                if data is None:  # an empty document (a trailing ---)
+                    continue
+                where = f"{source}#{number}"
+                if not isinstance(data, dict):
+                    raise UsageError(f"{where}: a job must be a mapping, not {type(data).__name__}")
+                if not isinstance(data.get("name"), str) or not data["name"]:
+                    raise UsageError(f"{where}: a job needs its name (apply matches jobs by name)")
+                documents.append(Document(where, {k: v for k, v in data.items() if k not in READ_ONLY_FIELDS}))
+    seen: dict[str, str] = {}
+    for document in documents:
+        if document.name in seen:
+            raise UsageError(f"{document.source}: the job {document.name!r} is also defined in {seen[document.name]}")
+        seen[document.name] = document.source
+    return documents
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text") from None
+
+
+def _expand(value: Any, where: str, field: str) -> Any:
+    """``${NAME}`` in every string replaced by the environment's value (``$${`` is a literal ``${``)."""
+    if isinstance(value, dict):
+        return {k: _expand(v, where, f"{field}.{k}" if field else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, where, f"{field}.{i}") for i, v in enumerate(value)]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+    protected = value.replace("$${", "\0")
+
+    def one(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise UsageError(f"{where}: {field}: ${{{name}}} is not set in the environment")
+        return os.environ[name]
+
+    return _REFERENCE.sub(one, protected).replace("\0", "${")
+
+
+@dataclass
+class Resolved:
+    """A document ready to send: its definition with references expanded, and the secrets whose
+    reference is unset (sent as ``***``: the stored secret is kept)."""
+
+    document: Document
+    definition: dict[str, Any]
+    unset_secrets: list[str]
+
+
+def resolve(document: Document) -> Resolved:
+    """Check the secrets of a document (references only) and expand every reference."""
+    definition = dict(document.definition)
+    target = definition.get("target")
+    unset: list[str] = []
+    if isinstance(target, dict) and not target.get("type"):  # as jobs create -f: http, or amqp by its fields
+        target = {**target, "type": "amqp" if {"exchange", "routing_key"} & set(target) else "http"}
+    if isinstance(target, dict):
+
+        def secret(field: str, value: str, kind: str) -> str:
+            if value == SECRET_MASK or (kind == "url_password" and value in ("***", "%2A%2A%2A")):
+                return value
+            if not _WHOLE_REFERENCE.match(value):
+                raise UsageError(
+                    f"{document.source}: {field}: a literal secret in a job file; write a reference such as "
+                    f"${{{reference_name(document.name, field)}}} and set it in the environment"
+                )
+            name = value[2:-1]
+            if name not in os.environ:
+                unset.append(f"{field} (${{{name}}})")
+                return SECRET_MASK
+            return os.environ[name]
+
+        definition["target"] = map_secrets(target, secret)
+    rest = {k: v for k, v in definition.items() if k != "target"}
+    expanded = _expand(rest, document.source, "")
+    if isinstance(definition.get("target"), dict):
+        expanded["target"] = _expand_outside_secrets(definition["target"], document.source)
+    return Resolved(document, {k: expanded[k] for k in definition}, unset)
+
+
+def _expand_outside_secrets(target: dict[str, Any], where: str) -> dict[str, Any]:
+    """References of a target's other fields (its secrets were resolved already)."""
+    secrets: dict[str, str] = {}
+
+    def hold(field: str, value: str, kind: str) -> str:
+        secrets[field] = value
+        return f"\0SECRET{len(secrets)}\0"
+
+    held = map_secrets(target, hold)
+    expanded = _expand(held, where, "target")
+
+    def put_back(field: str, value: str, kind: str) -> str:
+        return secrets[field]
+
+    return map_secrets(expanded, put_back)
+
+
+def reference_name(job: str, field: str) -> str:
+    """The environment variable an export names for a secret: ``NIGHTLY_REPORT_TOKEN``."""
+    base = re.sub(r"[^A-Za-z0-9]+", "_", job).strip("_").upper() or "JOB"
+    if base[0].isdigit():
+        base = "JOB_" + base
+    suffix = {"target.url": "BROKER_PASSWORD", "target.auth.value": "HEADER_VALUE"}.get(
+        field, field.rsplit(".", 1)[-1].upper()
+    )
+    return f"{base}_{suffix}"
+
+
+def exported(job: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A job answer as a document of a job file: its definition in ``FIELD_ORDER``, nothing
+    empty, each secret (``***`` in the answer) a ``${NAME}`` reference; and the names used."""
+    names: list[str] = []
+    definition = {k: v for k, v in job.items() if k not in READ_ONLY_FIELDS and v is not None}
+    target = definition.get("target")
+    if isinstance(target, dict):
+
+        def reference(field: str, value: str, kind: str) -> str:
+            name = reference_name(str(job.get("name")), field)
+            names.append(name)
+            return f"${{{name}}}"
+
+        masked = map_secrets(target, reference) or {}
+        definition["target"] = {"type": masked.get("type"), **masked}
+    definition = _clean(definition)
+    ordered = {key: definition[key] for key in FIELD_ORDER if key in definition}
+    ordered.update({k: v for k, v in definition.items() if k not in ordered})
+    return ordered, names
+
+
+def _clean(value: Any) -> Any:
+    """JSON without its empty parts: None values, empty objects and (but for a list's items) empty
+    lists left out, at every depth (each is the field's default)."""
+    if isinstance(value, dict):
+        cleaned = {k: _clean(v) for k, v in value.items()}
+        return {k: v for k, v in cleaned.items() if v is not None and v != {} and v != []}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def yaml_stream(documents: Iterator[dict[str, Any]]) -> Iterator[str]:
+    """YAML documents separated by ``---`` (each block style, keys in their order)."""
+    import yaml
+
+    for document in documents:
+        yield "---\n" + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, default_flow_style=False)

@@ -1,0 +1,68 @@
+"""The API's own words for pydantic's validation errors: ``is required`` rather than ``Field
+required``, ``must not be empty`` rather than ``String should have at least 1 character``. Each
+message reads after the field's name (``name: must not be empty``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Context = Mapping[str, Any]
+
+
+def _count(ctx: Context, key: str, unit: str) -> str:
+    n = ctx.get(key)
+    return f"{n} {unit}{'' if n == 1 else 's'}"
+
+
+def _too_short(ctx: Context) -> str:
+    return (
+        "must not be empty"
+        if ctx.get("min_length") == 1
+        else f"must be at least {_count(ctx, 'min_length', 'character')}"
+    )
+
+
+def _choices(ctx: Context) -> str:
+    return f"must be one of {ctx.get('expected', 'the allowed values')}"
+
+
+_MESSAGES: dict[str, Callable[[Context], str]] = {
+    "missing": lambda ctx: "is required",
+    "extra_forbidden": lambda ctx: "is not a field here (unknown fields are refused)",
+    "string_too_short": _too_short,
+    "string_too_long": lambda ctx: f"must be at most {_count(ctx, 'max_length', 'character')}",
+    "too_short": lambda ctx: f"must have at least {_count(ctx, 'min_length', 'item')}",
+    "too_long": lambda ctx: f"must have at most {_count(ctx, 'max_length', 'item')}",
+    "greater_than_equal": lambda ctx: f"must be at least {ctx.get('ge')}",
+    "greater_than": lambda ctx: f"must be more than {ctx.get('gt')}",
+    "less_than_equal": lambda ctx: f"must be at most {ctx.get('le')}",
+    "less_than": lambda ctx: f"must be less than {ctx.get('lt')}",
+    "int_type": lambda ctx: "must be a whole number (a JSON integer)",
+    "int_parsing": lambda ctx: "must be a whole number (a JSON integer)",
+    "int_from_float": lambda ctx: "must be a whole number (a JSON integer)",
+    "float_type": lambda ctx: "must be a number",
+    "float_parsing": lambda ctx: "must be a number",
+    "finite_number": lambda ctx: "must be a finite number",
+    "string_type": lambda ctx: "must be a string",
+    "bool_type": lambda ctx: "must be true or false",
+    "bool_parsing": lambda ctx: "must be true or false",
+    "list_type": lambda ctx: "must be a list",
+    "dict_type": lambda ctx: "must be a JSON object",
+    "model_type": lambda ctx: "must be a JSON object",
+    "model_attributes_type": lambda ctx: "must be a JSON object",
+    "literal_error": _choices,
+    "enum": _choices,
+    "string_pattern_mismatch": lambda ctx: "is not in the expected form",
+}
+
+
+def plain_message(error: Mapping[str, Any]) -> str:
+    """The API's wording of one pydantic error (its ``type`` and ``ctx``); pydantic's message
+    for a type this table does not know, and a validator's own message as it is."""
+    kind = str(error.get("type") or "")
+    message = str(error.get("msg") or "is not valid")
+    if message.startswith("Value error, "):
+        return message[len("Value error, ") :]
+    word = _MESSAGES.get(kind)
+    return word(error.get("ctx") or {}) if word else message

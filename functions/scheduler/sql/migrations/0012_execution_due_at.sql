@@ -1,0 +1,11 @@
+-- 0012: each execution records when its attempt was due (due_at), so that its lateness is its
+-- start against that time: the occurrence for a first attempt, the retry's time after a backoff,
+-- the resume for a catch-up, the request for a manual run. Until now lateness could only be
+-- read as started_at - scheduled_at, which counts a retry's backoff and a paused job's pause as
+-- lateness (a healthy job charted as seconds late).
+--
+-- Expand only: a nullable column without a default is a change of the catalog (no table rewrite,
+-- on the parent and every day partition alike). Executions recorded before it have no due_at;
+-- the code that writes it is record_started (queries.sql), and code that does not (a rollback)
+-- leaves it NULL.
+ALTER TABLE executions ADD COLUMN IF NOT EXISTS due_at timestamptz;

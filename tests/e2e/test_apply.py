@@ -1,0 +1,238 @@
+"""``scheduler apply`` and ``scheduler export`` against a live ``scheduler local``: job files
+applied by name (created, replaced, pruned), a second apply changes nothing, and ``apply`` of
+``export``'s output gives ``0 changed``. Secrets travel as ``${ENV}`` references only."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import requests
+
+from tests.support import ROOT, LocalScheduler
+
+pytestmark = pytest.mark.slow
+
+JOBS_YAML = """\
+name: nightly-report
+schedule: "0 3 * * *"
+timezone: Europe/Berlin
+tags: [billing, managed]
+target:
+  url: http://127.0.0.1:9/report
+  body: '{"at": "{{scheduled_at}}"}'
+  auth: {type: bearer, token: "${REPORT_TOKEN}"}
+retry: {max_attempts: 4}
+---
+name: hourly-sync
+schedule: "@every 1h"
+start_at: 2026-01-01T00:30:00+01:00
+tags: [managed]
+target: {type: http, url: "http://127.0.0.1:9/sync", method: GET}
+---
+"""
+
+QUEUE_JSON = {
+    "name": "to-queue",
+    "tags": ["managed"],
+    "run_at": "2030-01-01T00:00:00Z",
+    "target": {
+        "type": "amqp",
+        "url": "amqp://guest:${BROKER_PASSWORD}@127.0.0.1:5672/%2F",
+        "exchange": "jobs",
+        "routing_key": "due",
+    },
+}
+
+
+@pytest.fixture
+def api(db_url, tmp_path):
+    scheduler = LocalScheduler(db_url, str(tmp_path / "data"))
+    yield scheduler
+    assert scheduler.stop() == 0, "".join(scheduler.lines)
+
+
+def _cli(api, *arguments, env=None, stdin=None):
+    environment = {**os.environ, "SCHEDULER_ENDPOINT": api.url, **(env or {})}
+    environment.pop("REPORT_TOKEN", None) if env is None or "REPORT_TOKEN" not in env else None
+    return subprocess.run(
+        [sys.executable, "-m", "scheduler.cli", *arguments],
+        env=environment,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+SECRETS = {"REPORT_TOKEN": "r3port", "BROKER_PASSWORD": "br0ker"}
+
+
+def test_apply_creates_then_changes_nothing_then_prunes(api, tmp_path):
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    (folder / "jobs.yaml").write_text(JOBS_YAML)
+    (folder / "queue.json").write_text(json.dumps(QUEUE_JSON))
+    api.post(
+        "/v1/jobs",
+        {
+            "name": "handmade",
+            "tags": ["managed"],
+            "schedule": "@daily",
+            "target": {"type": "http", "url": "http://127.0.0.1:9/h"},
+        },
+    )
+    api.post(
+        "/v1/jobs",
+        {"name": "other-team", "schedule": "@daily", "target": {"type": "http", "url": "http://127.0.0.1:9/o"}},
+    )
+
+    dry = _cli(api, "apply", "-f", str(folder), "--dry-run", env=SECRETS)
+    assert dry.returncode == 0, dry.stderr
+    assert "+ nightly-report (would be created)" in dry.stdout
+    assert dry.stdout.splitlines()[-1] == "3 would change (3 created), 0 unchanged (dry run: nothing was changed)"
+    assert [j["name"] for j in api.get("/v1/jobs")["jobs"]] == ["handmade", "other-team"]
+
+    first = _cli(api, "apply", "-f", str(folder), env=SECRETS)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines()[-1] == "3 changed (3 created), 0 unchanged"
+    jobs = {j["name"]: j for j in api.get("/v1/jobs")["jobs"]}
+    assert jobs["nightly-report"]["retry"]["max_attempts"] == 4
+    assert jobs["nightly-report"]["target"]["auth"]["token"] == "***"
+    assert jobs["to-queue"]["target"]["url"] == "amqp://guest:***@127.0.0.1:5672/%2F"
+    assert "r3port" not in first.stdout + first.stderr
+
+    again = _cli(api, "apply", "-f", str(folder), env=SECRETS)
+    assert again.returncode == 0 and again.stdout.strip() == "0 changed, 3 unchanged", again.stdout
+
+    # A change to one file is one update, field by field; the prune deletes the managed job no
+    # file defines (handmade), not the one outside the selector (other-team).
+    (folder / "jobs.yaml").write_text(JOBS_YAML.replace('"0 3 * * *"', '"30 3 * * *"'))
+    changed = _cli(api, "apply", "-f", str(folder), "--prune", "--selector", "tag=managed", env=SECRETS)
+    assert changed.returncode == 0, changed.stderr
+    lines = changed.stdout.splitlines()
+    assert "~ nightly-report (updated)" in lines and '    schedule: "0 3 * * *" -> "30 3 * * *"' in lines
+    assert "- handmade (deleted)" in lines
+    assert lines[-1] == "2 changed (1 updated, 1 deleted), 2 unchanged"
+    assert sorted(j["name"] for j in api.get("/v1/jobs")["jobs"]) == [
+        "hourly-sync",
+        "nightly-report",
+        "other-team",
+        "to-queue",
+    ]
+    # the token stayed the one first sent (sent again with the update)
+    assert api.get("/v1/jobs?name_prefix=nightly")["jobs"][0]["version"] == 2
+
+
+def test_export_round_trips_through_apply(api, tmp_path):
+    for body in (
+        {
+            "name": "a-bearer",
+            "schedule": "0 3 * * *",
+            "timezone": "Europe/Berlin",
+            "tags": ["x", "b"],
+            "description": "d",
+            "target": {
+                "type": "http",
+                "url": "http://127.0.0.1:9/a",
+                "auth": {"type": "bearer", "token": "s3cret"},
+                "headers": {"X-A": "1"},
+            },
+            "retry": {"max_attempts": 5, "max_age_seconds": 600},
+            "missed_runs": "run_all",
+        },
+        {
+            "name": "b-basic",
+            "run_at": "2030-01-01T10:00:00+01:00",
+            "after_completion": "delete",
+            "target": {
+                "type": "http",
+                "url": "http://127.0.0.1:9/b",
+                "auth": {"type": "basic", "username": "u", "password": "p4ss"},
+            },
+        },
+        {
+            "name": "c-amqp",
+            "schedule": "rate(5 minutes)",
+            "start_at": "2026-01-01T00:00:00Z",
+            "target": {
+                "type": "amqp",
+                "url": "amqp://guest:br0ker@127.0.0.1:5672/%2F",
+                "exchange": "x",
+                "body": "{{job_id}}",
+            },
+        },
+        {
+            "name": "d-sqs",
+            "schedule": "@hourly",
+            "target": {
+                "type": "sqs",
+                "queue_url": "https://sqs.eu-west-1.amazonaws.com/123456789012/q",
+                "body": "b",
+                "role_arn": "arn:aws:iam::123456789012:role/r",
+            },
+        },
+    ):
+        api.post("/v1/jobs", body)
+    api.post(f"/v1/jobs/{api.get('/v1/jobs?name_prefix=d-sqs')['jobs'][0]['id']}/pause", {})
+
+    exported = _cli(api, "export")
+    assert exported.returncode == 0, exported.stderr
+    text = exported.stdout
+    assert text.startswith("---\nname: a-bearer\n") and text.count("\n---\n") == 3
+    for secret in ("s3cret", "p4ss", "br0ker"):
+        assert secret not in text
+    assert "token: ${A_BEARER_TOKEN}" in text and "password: ${B_BASIC_PASSWORD}" in text
+    assert "amqp://guest:${C_AMQP_BROKER_PASSWORD}@127.0.0.1:5672/%2F" in text
+    assert "A_BEARER_TOKEN" in exported.stderr
+    assert "stats" not in text and "version" not in text and "owner" not in text
+
+    # Back through apply, from stdin: nothing changes (unset references keep the stored secrets).
+    back = _cli(api, "apply", "-f", "-", stdin=text)
+    assert back.returncode == 0, back.stderr
+    assert back.stdout.strip() == "0 changed, 4 unchanged", back.stdout
+    assert "A_BEARER_TOKEN" in back.stderr and "the stored secret is kept" in back.stderr
+    # the export of a tag only, as JSON that apply takes too
+    tagged = _cli(api, "export", "--tag", "x", "-o", "json")
+    assert [d["name"] for d in json.loads(tagged.stdout)] == ["a-bearer"]
+    (tmp_path / "x.json").write_text(tagged.stdout)
+    assert _cli(api, "apply", "-f", str(tmp_path / "x.json")).stdout.strip() == "0 changed, 1 unchanged"
+    assert requests.get(f"{api.url}/v1/jobs", timeout=10).json()["jobs"][3]["state"] == "paused"  # state left alone
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        (
+            'name: j\nschedule: "@daily"\ntarget: {url: "http://127.0.0.1:9/", auth: {type: bearer, token: plain}}\n',
+            "target.auth.token: a literal secret",
+        ),
+        ("schedule: '@daily'\n", "needs its name"),
+        (
+            'name: j\nschedule: "@daily"\ntarget: {url: "http://${NO_SUCH_HOST_VAR}/"}\n',
+            "${NO_SUCH_HOST_VAR} is not set",
+        ),
+        (
+            'name: j\nschedule: "@daily"\ntarget: {url: "http://127.0.0.1:9/", auth: {type: bearer, token: "${UNSET_TOKEN_VAR}"}}\n',
+            "a new job needs its secrets: set target.auth.token",
+        ),
+        ("name: j\n---\nname: j\n", "is also defined in"),
+    ],
+)
+def test_apply_refuses_bad_files_before_sending_anything(api, tmp_path, document, message):
+    path = tmp_path / "j.yaml"
+    path.write_text(document)
+    done = _cli(api, "apply", "-f", str(path))
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert api.get("/v1/jobs")["jobs"] == []
+
+
+def test_prune_needs_a_selector(api, tmp_path):
+    (tmp_path / "j.yaml").write_text("name: j\n")
+    done = _cli(api, "apply", "-f", str(tmp_path / "j.yaml"), "--prune")
+    assert done.returncode == 2 and "--prune needs --selector" in done.stderr
+    assert ROOT  # the project root is where the CLI runs from
