@@ -24,10 +24,12 @@ install: $(VENV)/.installed node_modules/.installed
 test: install $(LINT_VENV)/.installed lint
 	$(PY) -m pytest -q -p no:cacheprovider
 
-# ruff (configured in pyproject.toml): lint and format check.
+# ruff (configured in pyproject.toml): lint, complexity and format check; mypy: the type checker
+# (functions/ and infra/, configured in pyproject.toml).
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 unit: install
 	$(PY) -m pytest -q tests/unit

@@ -20,12 +20,12 @@ import time
 
 import psycopg
 
-from common import fresh_database, machine_summary, postgres_server, progress, server_version, write_json  # noqa: I001
-from scheduler import service  # noqa: E402
-from scheduler.planning.lifecycle import Outcome  # noqa: E402
-from scheduler.store import Store  # noqa: E402
-from scheduler.store.db import make_pool  # noqa: E402
-from tests.support import insert_due_jobs  # noqa: E402
+from common import fresh_database, machine_summary, postgres_server, progress, server_version, write_json
+from scheduler import service
+from scheduler.planning.lifecycle import Outcome
+from scheduler.store import Store
+from scheduler.store.db import make_pool
+from tests.support import insert_due_jobs
 
 
 def throughput(url: str, jobs: int, workers: int, batch: int = 50) -> float:

@@ -66,7 +66,7 @@ from typing import Any
 
 import psycopg
 
-from common import (  # noqa: I001
+from common import (
     MinimalHttpProtocol,
     ServerCpu,
     find_pgbench,
@@ -81,9 +81,9 @@ from common import (  # noqa: I001
     substitute,
     write_json,
 )
-from scheduler.core.constants import DEFAULT_CLAIMS_PER_INVOKE  # noqa: E402
-from scheduler.sql import QUERIES  # noqa: E402
-from tests.support import insert_jobs_sql  # noqa: E402
+from scheduler.core.constants import DEFAULT_CLAIMS_PER_INVOKE
+from scheduler.sql import QUERIES
+from tests.support import insert_jobs_sql
 
 ROOT = Path(__file__).resolve().parent.parent
 FUNCTION = "scheduler-executor"

@@ -34,13 +34,13 @@ from typing import Any
 
 import psycopg
 
-from common import fresh_database, machine_summary, postgres_server, progress, server_version, write_json  # noqa: I001
-from scheduler.runner.dispatch import LambdaDispatch  # noqa: E402
-from scheduler.runner.fanout import run_fanout  # noqa: E402
-from scheduler.settings import Settings  # noqa: E402
-from scheduler.store import Store  # noqa: E402
-from scheduler.store.db import make_pool  # noqa: E402
-from tests.support import insert_due_jobs  # noqa: E402
+from common import fresh_database, machine_summary, postgres_server, progress, server_version, write_json
+from scheduler.runner.dispatch import LambdaDispatch
+from scheduler.runner.fanout import run_fanout
+from scheduler.settings import Settings
+from scheduler.store import Store
+from scheduler.store.db import make_pool
+from tests.support import insert_due_jobs
 
 FUNCTION = "scheduler-executor"
 RUN_TIMEOUT = 240.0

@@ -22,11 +22,11 @@ import time
 
 import psycopg
 
-from common import fresh_database, machine_summary, postgres_server, progress, server_version, write_json  # noqa: I001
-from scheduler.sql import QUERIES  # noqa: E402
-from scheduler.store import Store  # noqa: E402
-from scheduler.store.db import make_pool  # noqa: E402
-from tests.support import insert_due_jobs  # noqa: E402
+from common import fresh_database, machine_summary, postgres_server, progress, server_version, write_json
+from scheduler.sql import QUERIES
+from scheduler.store import Store
+from scheduler.store.db import make_pool
+from tests.support import insert_due_jobs
 
 OWNER = "arn:aws:iam::111111111111:user/bench"
 # Another tenant's executions in the same table (--others): the page must not read them.

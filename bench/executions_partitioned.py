@@ -34,13 +34,13 @@ import psycopg
 from executions_index import OWNER, fill
 from psycopg.conninfo import conninfo_to_dict
 
-from common import machine_summary, postgres_server, progress, server_version, write_json  # noqa: I001
-from scheduler import service  # noqa: E402
-from scheduler.sql import QUERIES  # noqa: E402
-from scheduler.store import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, Store  # noqa: E402
-from scheduler.store.db import make_pool  # noqa: E402
-from scheduler.store.migrations import migrate  # noqa: E402
-from tests.support import insert_due_jobs, succeeded, temporary_database  # noqa: E402
+from common import machine_summary, postgres_server, progress, server_version, write_json
+from scheduler import service
+from scheduler.sql import QUERIES
+from scheduler.store import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, Store
+from scheduler.store.db import make_pool
+from scheduler.store.migrations import migrate
+from tests.support import insert_due_jobs, succeeded, temporary_database
 
 # The answer a real target's delivery records (a small JSON acknowledgement): the rows measured
 # for the storage line are written by the runner's own statements with it.

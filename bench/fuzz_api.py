@@ -26,25 +26,25 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-import schemathesis  # noqa: E402
-from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
-from schemathesis import GenerationMode  # noqa: E402
-from schemathesis.checks import not_a_server_error  # noqa: E402
-from schemathesis.specs.openapi.checks import (  # noqa: E402
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
     status_code_conformance,
 )
 
-from common import ROOT, fresh_database, postgres_server  # noqa: I001 (puts functions/ on sys.path)
-from scheduler import service  # noqa: E402
-from scheduler.api.app import make_app  # noqa: E402
-from scheduler.schema.models import JobSpec  # noqa: E402
-from scheduler.secrets import LocalSecretBox  # noqa: E402
-from scheduler.settings import Settings  # noqa: E402
-from scheduler.store import Store  # noqa: E402
-from scheduler.store.db import make_pool  # noqa: E402
-from scheduler.transport.http_adapter import make_wsgi_app  # noqa: E402
+from common import ROOT, fresh_database, postgres_server
+from scheduler import service
+from scheduler.api.app import make_app
+from scheduler.schema.models import JobSpec
+from scheduler.secrets import LocalSecretBox
+from scheduler.settings import Settings
+from scheduler.store import Store
+from scheduler.store.db import make_pool
+from scheduler.transport.http_adapter import make_wsgi_app
 
 OWNER = "arn:aws:iam::111111111111:user/fuzz-api"
 SEED_JOBS = (
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                 target.aim(case, rng)
                 try:
                     response = case.call(app=target.wsgi)
-                except Exception as exc:  # noqa: BLE001 - the adapter must answer, not raise
+                except Exception as exc:
                     exceptions.append(f"{label}: {type(exc).__name__}: {exc} :: {describe(case)}")
                     return
                 status = response.status_code
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                 for check in (status_code_conformance, content_type_conformance, response_schema_conformance):
                     try:
                         case.validate_response(response, checks=[check], excluded_checks=[not_a_server_error])
-                    except (Exception, BaseExceptionGroup):  # noqa: BLE001 - informational (FailureGroup)
+                    except (Exception, BaseExceptionGroup):
                         key = f"{label}: {check.__name__}"
                         nonconforming[key] += 1
                         nonconforming_examples.setdefault(key, f"{status} for {describe(case)}")

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from common import (  # noqa: I001
+from common import (
     ROOT,
     LoopbackServer,
     fresh_database,

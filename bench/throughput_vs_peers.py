@@ -51,7 +51,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from common import (  # noqa: I001
+from common import (
     ServerCpu,
     checkpoint,
     find_pgbench,
@@ -66,12 +66,12 @@ from common import (  # noqa: I001
     substitute,
     write_json,
 )
-from scheduler import service  # noqa: E402
-from scheduler.planning.lifecycle import Outcome  # noqa: E402
-from scheduler.sql import QUERIES  # noqa: E402
-from scheduler.store import Store  # noqa: E402
-from scheduler.store.db import make_pool  # noqa: E402
-from tests.support import insert_due_jobs, succeeded  # noqa: E402
+from scheduler import service
+from scheduler.planning.lifecycle import Outcome
+from scheduler.sql import QUERIES
+from scheduler.store import Store
+from scheduler.store.db import make_pool
+from tests.support import insert_due_jobs, succeeded
 
 LEASE_SECONDS = 120
 SYSTEMS = ("store", "store_per_job", "pgbench", "pgqueuer")

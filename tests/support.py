@@ -442,7 +442,7 @@ def run_at_once(call: Callable[[], Any], count: int, timeout: float = 60.0) -> t
         barrier.wait()
         try:
             results.append(call())
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=run) for _ in range(count)]

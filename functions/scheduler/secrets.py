@@ -31,7 +31,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from scheduler.core.constants import SECRET_MASK
-from scheduler.core.errors import MaskedSecretError, SecretError  # noqa: F401 (re-exported)
+from scheduler.core.errors import MaskedSecretError, SecretError
 
 TOKEN_PREFIX = "enc:v1:"
 DEFAULT_LOCAL_KEY_FILE = ".scheduler/secret.key"

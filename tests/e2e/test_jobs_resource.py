@@ -15,7 +15,7 @@ from scheduler.client import SchedulerClient
 from tests.support import ROOT, LocalScheduler, RecordingServer
 
 sys.path.insert(0, f"{ROOT}/functions")
-import jobs_handler  # noqa: E402 (a handler module, beside the package)
+import jobs_handler
 
 pytestmark = pytest.mark.slow
 

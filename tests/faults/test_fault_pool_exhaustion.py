@@ -136,7 +136,7 @@ def test_pool_timeout_raises_from_execute_invoke_and_the_lease_brings_the_job_ba
         def execute() -> None:
             try:
                 outcome.append(run(claim.to_event()))
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 outcome.append(exc)
 
         thread = threading.Thread(target=execute, daemon=True)

@@ -71,7 +71,7 @@ class PrivatePostgres:
     def close(self) -> None:
         try:
             self.stop("immediate")
-        except Exception:  # noqa: BLE001 - already stopped
+        except Exception:
             pass
         self.server.cleanup()
         shutil.rmtree(self.root, ignore_errors=True)
@@ -173,7 +173,7 @@ def test_runner_recovers_from_a_postgres_restart_and_nothing_is_lost_or_doubled(
                 run_fanout(
                     store, invoker, budget_seconds=60, batch_size=50, lease_seconds=CLAIM_LEASE_SECONDS, stop=stop
                 )
-            except Exception as exc:  # noqa: BLE001 - the database went away: keep trying
+            except Exception as exc:
                 faults[f"fanout: {type(exc).__name__}"] += 1
                 felt.set()
                 stop.wait(0.5)
@@ -290,7 +290,7 @@ def test_restart_during_a_delivery_does_not_lose_its_outcome(private_pg, target)
                         policy=TargetPolicy(allow_private=True),
                     )
                 )
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 outcome.append(exc)
 
         thread = threading.Thread(target=run, daemon=True)

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("aws_cdk")
 
-from infra.shared import C  # noqa: E402
+from infra.shared import C
 
 ROUTES = {
     ("GET", "/v1/health"),

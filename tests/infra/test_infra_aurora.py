@@ -13,13 +13,13 @@ import pytest
 
 pytest.importorskip("aws_cdk")
 
-from aws_cdk import App  # noqa: E402
+from aws_cdk import App
 
-from infra.config import Config  # noqa: E402
-from infra.observability import aurora_freeable_memory_limit  # noqa: E402
-from infra.shared import C  # noqa: E402
-from tests.infra.test_infra_broker_observability import alarms, metric_names  # noqa: E402
-from tests.infra.test_infra_network import (  # noqa: E402
+from infra.config import Config
+from infra.observability import aurora_freeable_memory_limit
+from infra.shared import C
+from tests.infra.test_infra_broker_observability import alarms, metric_names
+from tests.infra.test_infra_network import (
     ingress_rules,
     port,
     security_group_of,

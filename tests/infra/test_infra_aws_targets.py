@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("aws_cdk")
 
-from infra.shared import C  # noqa: E402
-from tests.infra.test_infra_functions import actions, statements  # noqa: E402
+from infra.shared import C
+from tests.infra.test_infra_functions import actions, statements
 
 PARTITION = {"Ref": "AWS::Partition"}
 

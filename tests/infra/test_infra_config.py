@@ -8,9 +8,9 @@ import pytest
 
 pytest.importorskip("aws_cdk")
 
-from aws_cdk import App  # noqa: E402
+from aws_cdk import App
 
-from infra.config import DEFAULTS, Config  # noqa: E402
+from infra.config import DEFAULTS, Config
 
 
 def config(**context: object) -> Config:

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("aws_cdk")
 
-from infra.shared import C  # noqa: E402
+from infra.shared import C
 
 
 def only(resources: dict) -> dict:

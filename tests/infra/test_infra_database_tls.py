@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("aws_cdk")
 
-from infra import rds_ca  # noqa: E402
-from infra.shared import FUNCTIONS_DIR, C  # noqa: E402
+from infra import rds_ca
+from infra.shared import FUNCTIONS_DIR, C
 
 CA_IDENTIFIER = "rds-ca-rsa2048-g1"
 

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("aws_cdk")
 
-from infra.shared import C, layer_build, migrations_hash  # noqa: E402
+from infra.shared import C, layer_build, migrations_hash
 
 HANDLERS = (C.API_HANDLER, C.FANOUT_HANDLER, C.EXECUTOR_HANDLER, C.MIGRATE_HANDLER)
 # Actions allowed on Resource "*": X-Ray has no resource-level permissions.

@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("aws_cdk")
 
-from infra.lint import (  # noqa: E402
+from infra.lint import (
     VARIANTS,
     Finding,
     cfn_lint,

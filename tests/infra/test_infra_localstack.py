@@ -8,9 +8,9 @@ import pytest
 
 pytest.importorskip("aws_cdk")
 
-import json  # noqa: E402
+import json
 
-from infra.shared import C  # noqa: E402
+from infra.shared import C
 
 HANDLERS = (C.API_HANDLER, C.FANOUT_HANDLER, C.EXECUTOR_HANDLER, C.MIGRATE_HANDLER)
 ABSENT = (

@@ -21,13 +21,13 @@ import pytest
 
 pytest.importorskip("aws_cdk")
 
-from scheduler import service  # noqa: E402
-from scheduler.runner.dispatch import InProcessDispatch  # noqa: E402
-from scheduler.runner.executor import Executor  # noqa: E402
-from scheduler.runner.fanout import run_fanout  # noqa: E402
-from scheduler.runner.telemetry import EmfMetrics  # noqa: E402
-from scheduler.targets.results import TargetPolicy  # noqa: E402
-from tests.support import RecordingServer, expire_lease, http_spec, make_due  # noqa: E402
+from scheduler import service
+from scheduler.runner.dispatch import InProcessDispatch
+from scheduler.runner.executor import Executor
+from scheduler.runner.fanout import run_fanout
+from scheduler.runner.telemetry import EmfMetrics
+from scheduler.targets.results import TargetPolicy
+from tests.support import RecordingServer, expire_lease, http_spec, make_due
 
 Metric = tuple[str, str, frozenset]  # namespace, name, {(dimension, value), ...}
 OWNER = "arn:aws:iam::111111111111:user/metrics"

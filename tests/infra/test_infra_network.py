@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("aws_cdk")
 
-from infra.shared import FUNCTIONS_DIR, C  # noqa: E402
+from infra.shared import FUNCTIONS_DIR, C
 
 # Secrets Manager (the functions' secrets, the rotation functions), KMS (job secrets), Lambda (the
 # fan-out's invokes). No CloudWatch endpoint: see test_no_function_needs_a_cloudwatch_endpoint.

@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("aws_cdk")
 
-from infra.shared import C  # noqa: E402
-from tests.infra.test_infra_broker_observability import alarms, metric_names  # noqa: E402
-from tests.infra.test_infra_functions import actions, statements  # noqa: E402
+from infra.shared import C
+from tests.infra.test_infra_broker_observability import alarms, metric_names
+from tests.infra.test_infra_functions import actions, statements
 
 HTTPS = 443
 

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("aws_cdk")
 
-from tests.infra.test_infra_network import subnet_type  # noqa: E402
+from tests.infra.test_infra_network import subnet_type
 
 HTTPS = 443
 POSTGRES = 5432

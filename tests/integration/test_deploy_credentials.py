@@ -182,7 +182,7 @@ def test_tls_verifies_the_server_certificate_and_name(tmp_path):
 
 def test_conninfo_from_the_secret_verifies_the_proxy(monkeypatch):
     class Secrets:
-        def get_secret_value(self, SecretId):  # noqa: N803 (boto3's name)
+        def get_secret_value(self, SecretId):
             return {"SecretString": '{"username": "scheduler_app", "password": "p w", "host": "db.internal"}'}
 
     settings = Settings(database_secret_arn="arn:secret", database_host="proxy.internal", database_name="scheduler")

@@ -28,7 +28,7 @@ class RecordingLambda:
         self.refuse = refuse
         self._lock = threading.Lock()
 
-    def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> dict:  # noqa: N803
+    def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> dict:
         assert InvocationType == "Event"
         if self.refuse:
             error = RuntimeError("ResourceNotFoundException")
@@ -145,7 +145,7 @@ def test_its_own_hash_migrates_and_sets_up_the_application_login(migrate_handler
     username = f"app_{uuid.uuid4().hex[:8]}"
 
     class Secrets:
-        def get_secret_value(self, SecretId):  # noqa: N803
+        def get_secret_value(self, SecretId):
             assert SecretId == "arn:app"
             return {"SecretString": json.dumps({"username": username, "password": "from-the-secret"})}
 
@@ -173,7 +173,7 @@ def test_an_upgrade_through_the_migrate_function_never_refuses_its_login(migrate
     username = f"app_{uuid.uuid4().hex[:8]}"
 
     class Secrets:
-        def get_secret_value(self, SecretId):  # noqa: N803
+        def get_secret_value(self, SecretId):
             return {"SecretString": json.dumps({"username": username, "password": "from-the-secret"})}
 
     migrate(empty_db_url, target=10)

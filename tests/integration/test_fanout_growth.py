@@ -84,7 +84,7 @@ def test_fanouts_at_once_dispatch_every_due_job_once_with_one_live_claim_each(db
                     Store(own), RecordingDispatch(ledger, name), budget_seconds=0, batch_size=50, until_empty=True
                 )
             )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(exc)
         finally:
             own.close()
@@ -122,7 +122,7 @@ class LoopbackLambda:
         def run(function: str, event: dict) -> None:
             try:
                 on_invoke(function, event)
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:
                 outer.errors.append(exc)
             finally:
                 with outer._cond:

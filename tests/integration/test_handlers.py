@@ -115,7 +115,7 @@ class RecordingLambda:
         self.events: list[dict] = []
         self.lock = threading.Lock()
 
-    def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> dict:  # noqa: N803
+    def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> dict:
         with self.lock:
             self.events.append(json.loads(Payload))
         return {"StatusCode": 202, "Payload": io.BytesIO(b"")}

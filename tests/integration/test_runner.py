@@ -172,7 +172,7 @@ def test_overlapping_fanouts_deliver_each_job_once(db_url, store, target_server)
         invoker = local_invoker(local_store)
         try:
             reports.append(run_fanout(local_store, invoker, budget_seconds=budget, batch_size=20))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(exc)
         finally:
             invoker.close()

@@ -250,7 +250,7 @@ def test_concurrent_claimers_take_each_job_exactly_once(db_url, pool):
             barrier.wait()
             while batch := local_store.claim_due(100, 300):
                 claimed[index].extend(c.job_id for c in batch)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(exc)
         finally:
             local_pool.close()

@@ -16,11 +16,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from aws_cdk import App, CfnParameter, SecretValue, Stack  # noqa: E402
-from aws_cdk import aws_secretsmanager as secretsmanager  # noqa: E402
+from aws_cdk import App, CfnParameter, SecretValue, Stack
+from aws_cdk import aws_secretsmanager as secretsmanager
 
-from infra.jobs import Job, SchedulerApi  # noqa: E402
-from infra.nag import acknowledge, add_checks  # noqa: E402
+from infra.jobs import Job, SchedulerApi
+from infra.nag import acknowledge, add_checks
 
 
 def build(app: App) -> Stack:

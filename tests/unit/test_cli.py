@@ -1443,7 +1443,7 @@ def test_echo_prints_amqp_messages():
     def consume() -> None:
         try:
             consume_amqp(url, queue, None, None, stop, out=out, ready=ready)
-        except BaseException as exc:  # noqa: BLE001 (reported below)
+        except BaseException as exc:
             errors.append(exc)
             ready.set()
 

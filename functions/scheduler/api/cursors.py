@@ -19,7 +19,7 @@ import logging
 import os
 from typing import Any
 
-from scheduler.core.errors import InvalidCursor  # noqa: F401 (re-exported)
+from scheduler.core.errors import InvalidCursor
 from scheduler.secrets import SecretBox
 
 logger = logging.getLogger(__name__)

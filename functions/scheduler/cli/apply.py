@@ -109,6 +109,7 @@ def _has_secret(definition: dict[str, Any]) -> bool:
     found: list[str] = []
     target = definition.get("target")
     if isinstance(target, dict):
+
         def collect(field: str, value: str, kind: str) -> str:
             found.append(value)
             return value

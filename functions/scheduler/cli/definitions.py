@@ -86,7 +86,7 @@ def _parse_yaml(text: str, source: str) -> Any:
     except ImportError:
         raise UsageError(f"{source}: YAML needs PyYAML (pip install pyyaml); JSON works without it") from None
     try:
-        return yaml.load(text, Loader=_yaml_loader())  # noqa: S506 (a SafeLoader subclass)
+        return yaml.load(text, Loader=_yaml_loader())
     except yaml.YAMLError as exc:
         hint = ""
         if _UNQUOTED_STAR.search(text):

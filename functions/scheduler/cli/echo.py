@@ -58,9 +58,9 @@ def make_http_server(
             if self.command != "HEAD":
                 self.wfile.write(answer)
 
-        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _echo  # noqa: N815
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _echo
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
     try:

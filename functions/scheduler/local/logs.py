@@ -44,7 +44,7 @@ class LocalFormatter(logging.Formatter):
         where = f"[{process}] " if process else ""
         super().__init__(f"%(levelname)s {where}%(name)s: %(message)s")
 
-    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 (logging's name)
+    def formatMessage(self, record: logging.LogRecord) -> str:
         line = execution_line(record)
         if line is not None:
             record.message = line

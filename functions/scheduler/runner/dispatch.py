@@ -92,7 +92,7 @@ def release_connection(answer: dict[str, Any]) -> None:
     invoke was accepted: a failure here is not a failed dispatch."""
     try:
         answer["Payload"].read()
-    except Exception:  # noqa: BLE001 - the connection is dropped, the next invoke opens another
+    except Exception:
         logger.debug("invoke answer not read", exc_info=True)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from zoneinfo import ZoneInfo
 
 from scheduler.schedules.base import _EPOCH, MAX_EXPRESSION_LENGTH, UTC, Schedule, ScheduleError
 from scheduler.schedules.cron import _MACROS, _parse_classic
@@ -29,43 +30,17 @@ def parse_schedule(expression: str, timezone: str = "UTC", anchor: datetime | No
     for a naive anchor, ``"schedule"`` otherwise.
     """
     tz = validate_timezone(timezone)
-    if not isinstance(expression, str):
-        raise ScheduleError("schedule must be a string")
-    text = expression.strip()
-    if not text:
-        raise ScheduleError("schedule is empty")
-    if len(text) > MAX_EXPRESSION_LENGTH:
-        raise ScheduleError(f"schedule is too long (at most {MAX_EXPRESSION_LENGTH} characters)")
-    if anchor is not None:
-        if not isinstance(anchor, datetime) or anchor.tzinfo is None or anchor.utcoffset() is None:
-            raise ScheduleError("start_at must include a time-zone offset", field="start_at")
-        try:
-            anchor = anchor.astimezone(UTC)
-        except OverflowError:
-            raise ScheduleError("start_at is out of range", field="start_at") from None
-
+    text = _checked_text(expression)
+    start = _anchor_utc(anchor) or _EPOCH
     if text.startswith("@"):
-        word, *rest_parts = text.split(None, 1)
-        word_l, rest = word.lower(), (rest_parts[0].strip() if rest_parts else "")
-        if word_l == "@every":
-            interval = _parse_duration(rest)
-            return IntervalSchedule(text, tz, interval, anchor or _EPOCH)
-        if word_l in _MACROS:
-            if rest:
-                raise ScheduleError(f"{word} takes no arguments")
-            return _parse_classic(_MACROS[word_l], tz, text, kind="cron")
-        raise ScheduleError(
-            f"unknown macro {_show(word)} (supported: @yearly, @annually, "
-            "@monthly, @weekly, @daily, @midnight, @hourly, @every <duration>)"
-        )
-
+        return _parse_macro(text, tz, start)
     form = _FORM_RE.fullmatch(text)
     if form:
         name, body = form.group(1).lower(), form.group(2)
         if name == "cron":
             return _parse_eventbridge(body, tz, text)
         if name == "rate":
-            return IntervalSchedule(text, tz, _parse_rate(body), anchor or _EPOCH)
+            return IntervalSchedule(text, tz, _parse_rate(body), start)
         return _parse_at(body, tz, text)
     head = re.match(r"(?i)(cron|rate|at)\s*\(", text)
     if head:
@@ -82,3 +57,43 @@ def parse_schedule(expression: str, timezone: str = "UTC", anchor: datetime | No
         if hint is None:
             raise
         raise ScheduleError(f"{_show(text)} is not a schedule: {hint}") from None
+
+
+def _checked_text(expression: object) -> str:
+    """The expression, stripped: a non-empty string of at most ``MAX_EXPRESSION_LENGTH``."""
+    if not isinstance(expression, str):
+        raise ScheduleError("schedule must be a string")
+    text = expression.strip()
+    if not text:
+        raise ScheduleError("schedule is empty")
+    if len(text) > MAX_EXPRESSION_LENGTH:
+        raise ScheduleError(f"schedule is too long (at most {MAX_EXPRESSION_LENGTH} characters)")
+    return text
+
+
+def _anchor_utc(anchor: datetime | None) -> datetime | None:
+    """The anchor in UTC (``start_at``'s errors when it has no offset or is out of range)."""
+    if anchor is None:
+        return None
+    if not isinstance(anchor, datetime) or anchor.tzinfo is None or anchor.utcoffset() is None:
+        raise ScheduleError("start_at must include a time-zone offset", field="start_at")
+    try:
+        return anchor.astimezone(UTC)
+    except OverflowError:
+        raise ScheduleError("start_at is out of range", field="start_at") from None
+
+
+def _parse_macro(text: str, tz: ZoneInfo, anchor: datetime) -> Schedule:
+    """``@every <duration>`` or one of the ``@daily``-style macros."""
+    word, *rest_parts = text.split(None, 1)
+    word_l, rest = word.lower(), (rest_parts[0].strip() if rest_parts else "")
+    if word_l == "@every":
+        return IntervalSchedule(text, tz, _parse_duration(rest), anchor)
+    if word_l in _MACROS:
+        if rest:
+            raise ScheduleError(f"{word} takes no arguments")
+        return _parse_classic(_MACROS[word_l], tz, text, kind="cron")
+    raise ScheduleError(
+        f"unknown macro {_show(word)} (supported: @yearly, @annually, "
+        "@monthly, @weekly, @daily, @midnight, @hourly, @every <duration>)"
+    )

@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from scheduler.core.aws_arns import (  # noqa: F401 (re-exported)
+from scheduler.core.aws_arns import (
     EVENT_BUS_ARN,
     FUNCTION_ARN,
     REGION,

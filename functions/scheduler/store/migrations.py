@@ -19,7 +19,7 @@ import psycopg
 from psycopg import sql
 
 from scheduler.core.constants import APP_DATA_ROLE
-from scheduler.core.errors import MigrationError  # noqa: F401 (re-exported)
+from scheduler.core.errors import MigrationError
 from scheduler.sql import migration_files
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "sql" / "migrations"

@@ -158,7 +158,7 @@ class PooledConnection:
             return False
         try:
             self.connection.process_data_events(time_limit=0)
-        except Exception:  # noqa: BLE001 - any error means unusable
+        except Exception:
             return False
         return self.connection.is_open
 
@@ -174,7 +174,7 @@ class PooledConnection:
         try:
             if self.connection.is_open:
                 self.connection.close()
-        except Exception:  # noqa: BLE001 - closing a broken connection may complain
+        except Exception:
             pass
 
 
@@ -275,7 +275,7 @@ def deliver_amqp(target: AmqpView, delivery: Delivery, policy: TargetPolicy, *, 
     secrets = target.secrets()
     try:
         result = _deliver(target, delivery, policy, budget)
-    except Exception as exc:  # noqa: BLE001 - the contract: never raise
+    except Exception as exc:
         result = transient(f"unexpected error during the AMQP delivery: {type(exc).__name__}")
     if result.error and secrets:
         result = Outcome(result.status, result.retryable, error=redact(result.error, secrets))
@@ -339,7 +339,7 @@ def _deliver(spec: AmqpView, delivery: Delivery, policy: TargetPolicy, budget: f
             return _channel_failure(exc, spec)
         except ssrf.TargetNotAllowed as exc:
             return permanent(str(exc))
-        except Exception as exc:  # noqa: BLE001 - classified below
+        except Exception as exc:
             if pooled is not None:
                 pooled.close(graceful=False)
             if watchdog.fired:

@@ -105,7 +105,7 @@ def deliver_aws(
         client, creds = got
         secrets.extend(creds.secrets)
         result = handler(client, target, delivery)
-    except Exception as exc:  # noqa: BLE001 - the contract: never raise
+    except Exception as exc:
         result = classify(exc, operation, budget)
     if result.error or result.response_excerpt:
         result = Outcome(
@@ -133,7 +133,7 @@ def _client(
         return cache.client(service, region, role_arn, owner, timeout=budget)
     except OwnerNotUsable as exc:
         return permanent(str(exc))
-    except Exception as exc:  # noqa: BLE001 - classified
+    except Exception as exc:
         return classify(exc, "sts AssumeRole", budget)
 
 
@@ -279,7 +279,7 @@ class HttpSigner:
             self.credentials = self.cache.credentials(self.role_arn, owner)
         except OwnerNotUsable as exc:
             return permanent(str(exc))
-        except Exception as exc:  # noqa: BLE001 - classified
+        except Exception as exc:
             return classify(exc, "sts AssumeRole", STS_BUDGET)
         self.secrets = list(self.credentials.secrets)
         return None

@@ -95,7 +95,7 @@ def deliver_http(target: HttpView, delivery: Delivery, policy: TargetPolicy, *, 
             # is whole when redacted; redaction comes before the cut (no part of a secret is kept).
             margin = max((len(secret.encode("utf-8")) for secret in secrets), default=0)
             result = _deliver(target, delivery, policy, budget, EXCERPT_LIMIT + margin, signer)
-    except Exception as exc:  # noqa: BLE001 - the contract: never raise
+    except Exception as exc:
         result = transient(f"unexpected error during the HTTP delivery: {type(exc).__name__}")
     if result.error or result.response_excerpt:
         result = dataclasses.replace(
@@ -133,7 +133,7 @@ def _deliver(
             return permanent(f"more than {MAX_REDIRECTS} redirects")
         except _BadRedirect as exc:
             return permanent(f"redirect refused: {exc}")
-        except Exception as exc:  # noqa: BLE001 - classified below
+        except Exception as exc:
             refused = _find(exc, ssrf.TargetNotAllowed)
             if refused is not None:
                 return permanent(str(refused))

@@ -116,7 +116,7 @@ class AnswerReader:
             else:  # another coding, no length, lengths that disagree: the body ends with the connection
                 self._read_into_body(read_limit)
                 keep = False
-        except Exception:  # noqa: BLE001 - a body cut off (the deadline, a reset) keeps the status
+        except Exception:
             keep = False
         response.body = bytes(self.body[:read_limit])
         return response, keep

@@ -69,7 +69,7 @@ class EventInvokeClient:
         self._keys: dict[tuple[str, str], bytes] = {}
         self._lock = threading.Lock()
 
-    def invoke(  # noqa: N803 - boto3's names
+    def invoke(
         self, *, FunctionName: str, InvocationType: str = "RequestResponse", Payload: bytes = b"", **rest: Any
     ) -> Any:
         """Invoke ``FunctionName``: signed here for ``InvocationType="Event"``, else by boto3."""

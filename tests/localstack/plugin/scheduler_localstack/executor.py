@@ -68,7 +68,7 @@ def free_port() -> int:
 class HostExecutor(RuntimeExecutor):
     """One execution environment: a host process speaking LocalStack's executor protocol."""
 
-    def __init__(self, id: str, function_version: FunctionVersion) -> None:  # noqa: A002 (LocalStack's name)
+    def __init__(self, id: str, function_version: FunctionVersion) -> None:
         super().__init__(id=id, function_version=function_version)
         self.port = free_port()
         self.executor_endpoint = ExecutorEndpoint(self.id, container_address=LOOPBACK, container_port=self.port)
@@ -122,7 +122,7 @@ class HostExecutor(RuntimeExecutor):
                 self.process.wait(timeout=5)
         try:
             self.executor_endpoint.shutdown()
-        except Exception as error:  # noqa: BLE001 (stopping goes on)
+        except Exception as error:
             LOG.debug("executor endpoint %s: %s", self.id, error)
 
     def get_address(self) -> str:

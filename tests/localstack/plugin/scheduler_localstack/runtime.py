@@ -103,7 +103,7 @@ def _load_handler(spec: str) -> Any:
 
 def _serve(port: int, invokes: queue.Queue[dict[str, Any]]) -> None:
     class InvokeHandler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
             if self.path != "/invoke":
