@@ -23,8 +23,8 @@ import psycopg
 from common import fresh_database, machine_summary, postgres_server, progress, server_version, write_json
 from scheduler import service
 from scheduler.planning.lifecycle import Outcome
-from scheduler.store import Store
 from scheduler.store.db import make_pool
+from scheduler.store.postgres import Store
 from tests.support import insert_due_jobs
 
 

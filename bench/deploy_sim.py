@@ -190,8 +190,8 @@ def _fanout_process(
 
     from scheduler.runner.fanout import run_lambda_invocation
     from scheduler.runner.growth import FANOUT_DISPATCH_RATE
-    from scheduler.store import Store
     from scheduler.store.db import make_pool
+    from scheduler.store.postgres import Store
     from scheduler.wiring import event_invoke_client, lambda_client_config
 
     pool = make_pool(url, min_size=1, max_size=2, through_proxy=True)

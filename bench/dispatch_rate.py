@@ -38,8 +38,8 @@ from common import fresh_database, machine_summary, postgres_server, progress, s
 from scheduler.runner.dispatch import LambdaDispatch
 from scheduler.runner.fanout import run_fanout
 from scheduler.settings import Settings
-from scheduler.store import Store
 from scheduler.store.db import make_pool
+from scheduler.store.postgres import Store
 from tests.support import insert_due_jobs
 
 FUNCTION = "scheduler-executor"
@@ -178,7 +178,7 @@ def run_invokes_only(fake: FakeLambda, jobs: int, batch: int) -> dict[str, Any]:
     import uuid
     from datetime import datetime
 
-    from scheduler.store import Claim
+    from scheduler.store.postgres import Claim
 
     client = lambda_client(fake.url)
     client.invoke(FunctionName=FUNCTION, InvocationType="Event", Payload=b"{}")

@@ -24,8 +24,8 @@ import psycopg
 
 from common import fresh_database, machine_summary, postgres_server, progress, server_version, write_json
 from scheduler.sql import QUERIES
-from scheduler.store import Store
 from scheduler.store.db import make_pool
+from scheduler.store.postgres import Store
 from tests.support import insert_due_jobs
 
 OWNER = "arn:aws:iam::111111111111:user/bench"

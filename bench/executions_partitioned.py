@@ -37,9 +37,9 @@ from psycopg.conninfo import conninfo_to_dict
 from common import machine_summary, postgres_server, progress, server_version, write_json
 from scheduler import service
 from scheduler.sql import QUERIES
-from scheduler.store import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, Store
 from scheduler.store.db import make_pool
 from scheduler.store.migrations import migrate
+from scheduler.store.postgres import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, Store
 from tests.support import insert_due_jobs, succeeded, temporary_database
 
 # The answer a real target's delivery records (a small JSON acknowledgement): the rows measured

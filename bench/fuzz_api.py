@@ -42,8 +42,8 @@ from scheduler.api.app import make_app
 from scheduler.schema.models import JobSpec
 from scheduler.secrets import LocalSecretBox
 from scheduler.settings import Settings
-from scheduler.store import Store
 from scheduler.store.db import make_pool
+from scheduler.store.postgres import Store
 from scheduler.transport.http_adapter import make_wsgi_app
 
 OWNER = "arn:aws:iam::111111111111:user/fuzz-api"

@@ -69,8 +69,8 @@ from common import (
 from scheduler import service
 from scheduler.planning.lifecycle import Outcome
 from scheduler.sql import QUERIES
-from scheduler.store import Store
 from scheduler.store.db import make_pool
+from scheduler.store.postgres import Store
 from tests.support import insert_due_jobs, succeeded
 
 LEASE_SECONDS = 120

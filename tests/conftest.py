@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from scheduler.store import Store
 from scheduler.store.db import make_pool
 from scheduler.store.migrations import migrate
+from scheduler.store.postgres import Store
 from tests.support import RecordingServer, postgres_server, temporary_database
 
 pytest_plugins = ["tests.integration.conftest_amqp"]

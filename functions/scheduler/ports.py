@@ -1,8 +1,8 @@
 """The ports: what each part of the scheduler needs of the storage, as small ``Protocol``s.
 
-``scheduler.store.Store`` (Postgres) provides all of them; the API, the service layer, the
-fan-out and the executor are written against these, so none of them imports the concrete store
-and a test may hand any object that has the methods.
+``scheduler.store.postgres.Store`` (Postgres) provides all of them; the API, the service layer,
+the fan-out and the executor are written against these, so none of them imports the concrete
+store and a test may hand any object that has the methods.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from scheduler.runner.telemetry import Metrics, NullMetrics
 from scheduler.secrets import SecretBox, decrypt_target_secrets, make_secret_box
 from scheduler.settings import Settings
-from scheduler.store import Store
 from scheduler.store.db import conninfo_source, make_pool
+from scheduler.store.postgres import Store
 from scheduler.targets.results import TargetPolicy
 
 if TYPE_CHECKING:  # the runner's modules load with the function that needs them

@@ -23,8 +23,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from scheduler import service
 from scheduler.runner.executor import execute_invoke
-from scheduler.store import Store
 from scheduler.store.db import make_pool
+from scheduler.store.postgres import Store
 from scheduler.targets.results import TargetPolicy
 from tests.faults.faultkit import TargetServer
 from tests.support import expire_lease, http_spec, make_due

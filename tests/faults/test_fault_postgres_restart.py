@@ -32,9 +32,9 @@ from scheduler.runner import executor as executor_module
 from scheduler.runner.dispatch import InProcessDispatch
 from scheduler.runner.executor import Executor, execute_invoke
 from scheduler.runner.fanout import run_fanout
-from scheduler.store import Store
 from scheduler.store.db import make_pool
 from scheduler.store.migrations import migrate
+from scheduler.store.postgres import Store
 from scheduler.targets.results import TargetPolicy
 from tests.faults.faultkit import TargetServer, poll
 from tests.support import insert_jobs_sql

@@ -21,7 +21,6 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from scheduler import service
 from scheduler.core import constants as c
 from scheduler.settings import Settings, with_fetched_secrets
-from scheduler.store import Store
 from scheduler.store.db import (
     Credentials,
     conninfo_from_settings,
@@ -31,6 +30,7 @@ from scheduler.store.db import (
     tls_options,
 )
 from scheduler.store.migrations import ensure_login, migrate
+from scheduler.store.postgres import Store
 from tests.support import http_spec, temporary_database
 
 ROTATED = "rotated"

@@ -9,7 +9,7 @@ from datetime import timedelta
 from scheduler import service
 from scheduler.api.serialize import execution_json
 from scheduler.planning.lifecycle import Outcome
-from scheduler.store import Completion
+from scheduler.store.postgres import Completion
 from tests.support import http_spec, make_due
 
 OWNER = "arn:aws:iam::111111111111:user/alice"

@@ -18,8 +18,8 @@ import pytest
 from scheduler.runner.dispatch import CLAIM_DUE
 from scheduler.runner.executor import execute_invoke, invoke_claims
 from scheduler.runner.fanout import run_fanout, run_lambda_invocation
-from scheduler.store import Store
 from scheduler.store.db import make_pool
+from scheduler.store.postgres import Store
 from scheduler.targets.results import TargetPolicy
 from scheduler.wiring import lambda_client_config
 from tests.support import insert_due_jobs, insert_jobs_sql

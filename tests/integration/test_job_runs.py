@@ -12,8 +12,8 @@ import pytest
 from scheduler import service
 from scheduler.core.domain import Outcome
 from scheduler.sql import QUERIES
-from scheduler.store import Store
 from scheduler.store.migrations import migrate
+from scheduler.store.postgres import Store
 from tests.support import http_spec, make_due, poll, run_once
 
 OWNER = "arn:aws:iam::111111111111:user/runs"

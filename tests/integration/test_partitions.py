@@ -20,9 +20,9 @@ from psycopg.rows import dict_row, tuple_row
 from scheduler import service
 from scheduler.core.errors import NotFound
 from scheduler.sql import QUERIES
-from scheduler.store import Store, _claim_and_start_sql
 from scheduler.store.completions import COMPLETION_COLUMNS, encode_outcomes
 from scheduler.store.migrations import ensure_login, migrate
+from scheduler.store.postgres import Store, _claim_and_start_sql
 from tests.support import http_spec, poll, succeeded
 
 OWNER = "arn:aws:iam::111111111111:user/partitions"

@@ -148,8 +148,8 @@ def test_lambda_invoker_retries_throttles_and_releases_what_it_cannot_dispatch(s
 
 
 def test_overlapping_fanouts_deliver_each_job_once(db_url, store, target_server):
-    from scheduler.store import Store
     from scheduler.store.db import make_pool
+    from scheduler.store.postgres import Store
 
     count = 200
     base = store.now()

@@ -11,8 +11,8 @@ import pytest
 
 from scheduler import service
 from scheduler.planning.lifecycle import Outcome
-from scheduler.store import Completion, NameTaken, NotFound, Store, VersionMismatch
 from scheduler.store.db import make_pool
+from scheduler.store.postgres import Completion, NameTaken, NotFound, Store, VersionMismatch
 from scheduler.store.rows import started_rows_cursor
 from tests.support import expire_lease, http_spec, insert_due_jobs, make_due
 
@@ -580,7 +580,7 @@ def test_started_rows_are_read_by_position_as_the_store_names_their_columns(stor
     """claim_and_start and start_execution answer the columns STARTED_COLUMNS names, in its
     order (the store reads them by position), and each lands in the field of that name."""
     from scheduler.sql import QUERIES
-    from scheduler.store import STARTED_COLUMNS
+    from scheduler.store.postgres import STARTED_COLUMNS
 
     job_id = str(service.create_job(store, OWNER, http_spec("positional", "0 0 1 1 *")).id)
     make_due(pool, job_id)

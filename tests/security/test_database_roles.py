@@ -20,9 +20,9 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from scheduler import service
 from scheduler.core.errors import MigrationError
-from scheduler.store import Store
 from scheduler.store.db import make_pool
 from scheduler.store.migrations import ensure_login, migrate
+from scheduler.store.postgres import Store
 from tests.support import http_spec, privileges_snapshot, temporary_database
 
 OWNER = "arn:aws:iam::111111111111:user/roles"

@@ -10,7 +10,7 @@ import pytest
 
 from scheduler import ports
 from scheduler.runner.dispatch import CLAIM_AND_START, CLAIM_DUE, ClaimMode, TimedBatchBuffer
-from scheduler.store import Store
+from scheduler.store.postgres import Store
 
 
 class Batches:

@@ -52,14 +52,6 @@ class LeaseKind(StrEnum):
     MANUAL = "manual"
 
 
-class MissedRuns(StrEnum):
-    """What happens to the occurrences missed while a job was paused or its runners were down."""
-
-    SKIP = "skip"
-    RUN_ONCE = "run_once"
-    RUN_ALL = "run_all"
-
-
 # Columns a job's owner may write (POST, PUT, PATCH): the fields of ``models.JobSpec``.
 SPEC_FIELDS = (
     "name",
@@ -97,7 +89,7 @@ class Job:
     end_at: datetime | None = None
     target: Mapping[str, Any] | None = None
     retry: Mapping[str, Any] | None = None
-    missed_runs: str = MissedRuns.RUN_ONCE
+    missed_runs: str = "run_once"  # skip | run_once | run_all
     state: JobState = JobState.ACTIVE
     version: int = 0
     scheduled_at: datetime | None = None

@@ -4,16 +4,14 @@ the API's 400 answers (and so the CLI's and the console's errors)."""
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
 import zoneinfo
 
 _UNITS = {"s": "second", "sec": "second", "m": "minute", "min": "minute", "h": "hour", "hr": "hour", "d": "day"}
-_EVERY = re.compile(
-    r"(?i)^\s*(?:every|each)\s+(?:(\d+)\s*)?(seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d|weeks?|w)\s*$"
-)
-_BARE = re.compile(r"(?i)^\s*(\d+)\s*(s|m|h|d)\s*$")
+# Compiled on first use (an error's path): not with the schedules, which every runner loads.
+_EVERY = r"(?i)^\s*(?:every|each)\s+(?:(\d+)\s*)?(seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d|weeks?|w)\s*$"
+_BARE = r"(?i)^\s*(\d+)\s*(s|m|h|d)\s*$"
 _WORDS = {
     "hourly": "@hourly",
     "daily": "@daily",
@@ -40,10 +38,10 @@ def schedule_hint(text: str) -> str | None:
     word = _WORDS.get(text.strip().lower())
     if word:
         return f"write {word}"
-    every = _EVERY.match(text)
+    every = re.match(_EVERY, text)
     if every:
         return f"write {_interval(int(every.group(1) or 1), every.group(2))}"
-    bare = _BARE.match(text)
+    bare = re.match(_BARE, text)
     if bare:
         return f"write {_interval(int(bare.group(1)), bare.group(2))}"
     return None
@@ -63,6 +61,8 @@ def closest_zones(name: str, count: int = 3) -> list[str]:
     wanted = name.strip().lower().replace(" ", "_")
     if wanted in by_lower:
         return [by_lower[wanted]]
+    import difflib  # on an error's path only: not loaded with the schedules
+
     found = difflib.get_close_matches(wanted, list(by_lower), n=count, cutoff=0.6)
     if not found:  # a city alone: "Berlin", "new york"
         found = [z for z in by_lower if z.rsplit("/", 1)[-1] == wanted][:count]

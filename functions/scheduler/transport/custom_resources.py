@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -48,6 +47,8 @@ def response_body(event: Mapping[str, Any], *, answer: Mapping[str, Any] | None,
 
 
 def _put(url: str, body: Mapping[str, Any]) -> None:
+    import urllib.request  # only a direct request needs it: the migrate function's cold start skips it
+
     data = json.dumps(body).encode()
     # A presigned S3 URL signs no content type: send none (an empty one, as the cfn-response module does).
     request = urllib.request.Request(url, data=data, method="PUT", headers={"Content-Type": ""})

@@ -1,0 +1,487 @@
+"""The data access of the scheduler: every read and write of jobs and executions, on Postgres.
+
+Each method is one transaction; the SQL lives in ``sql/queries.sql``. Times come from the
+database (``now()``), never from the caller's clock. Methods taking an ``owner`` only ever see
+that owner's jobs: another principal's job is indistinguishable from an absent one.
+
+The store does not plan: a write that needs a plan (the next occurrence, a retry) takes it
+computed (a ``domain.Plan``), and writes it only if the job is still what it was planned from
+(its version, and the run state the plan read): ``insert_job``, ``update_job``,
+``write_completions``, ``complete_leased``. Nothing is called back while a row is held.
+``scheduler.service`` reads, plans with ``scheduler.planning.lifecycle``, and writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.rows import tuple_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from scheduler.core.domain import (
+    SPEC_FIELDS,
+    Claim,
+    Completion,
+    Job,
+    JobState,
+    LeasedJob,
+    LeaseKind,
+    Plan,
+    StartedExecution,
+    Trigger,
+)
+from scheduler.core.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
+from scheduler.sql import QUERIES
+from scheduler.store.completions import completion_batch, completion_row
+from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
+from scheduler.store.rows import is_uuid, retry_on_dead_connection, started_rows_cursor
+
+# The columns of a started row (``started_columns`` in queries.sql), in their order: read by
+# position, as the runner reads thousands a second (claim_and_start adds lock_token, reclaimed).
+STARTED_COLUMNS = (
+    "id",
+    "owner",
+    "name",
+    "schedule",
+    "run_at",
+    "timezone",
+    "start_at",
+    "end_at",
+    "created_at",
+    "target",
+    "retry",
+    "missed_runs",
+    "state",
+    "version",
+    "scheduled_at",
+    "attempt",
+    "next_run_at",
+    "lease_kind",
+    "after_completion",
+    "execution_id",
+    "execution_scheduled_at",
+    "execution_attempt",
+    "execution_trigger",
+    "execution_started_at",
+)
+
+
+# The enums of a row's texts, read by a dict lookup (the runner reads thousands of rows a second).
+_JOB_STATES = {state.value: state for state in JobState}
+_LEASE_KINDS = {kind.value: kind for kind in LeaseKind}
+_TRIGGERS = {trigger.value: trigger for trigger in Trigger}
+
+
+def _started(row: Sequence[Any]) -> StartedExecution:
+    """A started row (``STARTED_COLUMNS``, uuids read as text): its job and its execution.
+    Every column the job takes is NOT NULL in the table or has None for its default."""
+    (
+        job_id,
+        owner,
+        name,
+        schedule,
+        run_at,
+        timezone,
+        start_at,
+        end_at,
+        created_at,
+        target,
+        retry,
+        missed_runs,
+        state,
+        version,
+        scheduled_at,
+        attempt,
+        next_run_at,
+        lease_kind,
+        after_completion,
+        execution_id,
+        execution_scheduled_at,
+        execution_attempt,
+        trigger,
+        started_at,
+    ) = row[:24]
+    job = Job(
+        id=job_id,
+        owner=owner,
+        name=name,
+        schedule=schedule,
+        run_at=run_at,
+        timezone=timezone,
+        start_at=start_at,
+        end_at=end_at,
+        created_at=created_at,
+        target=target,
+        retry=retry,
+        missed_runs=missed_runs,
+        state=_JOB_STATES[state],
+        version=version,
+        scheduled_at=scheduled_at,
+        attempt=attempt,
+        next_run_at=next_run_at,
+        lease_kind=_LEASE_KINDS[lease_kind] if lease_kind else None,
+        after_completion=after_completion,
+    )
+    return StartedExecution(
+        job, execution_id, execution_scheduled_at, execution_attempt, _TRIGGERS[trigger], started_at
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _claim_and_start_sql(limit: int) -> str:
+    """``claim_and_start`` with its limit written in: a parameter there would have Postgres plan
+    each execution afresh (its generic plan assumes a tenth of the table is claimed), a third of
+    a millisecond a batch; a constant lets the prepared statement keep its plan. A runner asks
+    for few distinct limits (its batch size, or its idle executors when fewer)."""
+    return QUERIES["claim_and_start"].replace("%(limit)s", str(int(limit)))
+
+
+def _delete_completed(conn: psycopg.Connection, job_ids: Sequence[str]) -> None:
+    """In the transaction of their completion: delete the jobs it completed whose
+    ``after_completion`` is ``delete``, with their executions (the query fences it)."""
+    if job_ids:
+        conn.execute(QUERIES["delete_completed_jobs"], {"job_ids": [str(job_id) for job_id in job_ids]})
+
+
+def _plan_params(plan: Plan) -> dict[str, Any]:
+    return {
+        "state": plan.state,
+        "scheduled_at": plan.scheduled_at,
+        "attempt": plan.attempt,
+        "next_run_at": plan.next_run_at,
+    }
+
+
+def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
+    params = {k: spec.get(k) for k in SPEC_FIELDS}
+    params["tags"] = list(spec.get("tags") or [])
+    params["timezone"] = spec.get("timezone") or "UTC"
+    params["missed_runs"] = spec.get("missed_runs") or "run_once"
+    params["target"] = Jsonb(spec["target"])
+    params["retry"] = Jsonb(spec.get("retry") or {})
+    params["after_completion"] = spec.get("after_completion") or "keep"
+    return params
+
+
+class Store(ExecutionHistory):
+    """Postgres-backed store of jobs and executions (every port of ``scheduler.ports``)."""
+
+    def __init__(self, pool: ConnectionPool):
+        self.pool = pool
+
+    # -- jobs ----------------------------------------------------------------------------------
+
+    @retry_on_dead_connection
+    def now(self) -> datetime:
+        """The database clock."""
+        with self.pool.connection() as conn:
+            return conn.execute(QUERIES["now"]).fetchone()["now"]
+
+    @retry_on_dead_connection
+    def insert_job(
+        self, owner: str, spec: Mapping[str, Any], plan: Plan, *, created_at: datetime, job_id: str | None = None
+    ) -> Job:
+        """Insert a job with its first plan (made for ``created_at``, the database's now it was
+        planned at). Raises ``NameTaken``."""
+        params = {
+            **_spec_params(spec),
+            **_plan_params(plan),
+            "id": job_id or str(uuid.uuid4()),
+            "owner": owner,
+            "created_at": created_at,
+        }
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["insert_job"], params).fetchone()
+        if row is None:
+            raise NameTaken(spec["name"])
+        return Job.from_row(row)
+
+    @retry_on_dead_connection
+    def get_job(self, owner: str, job_id: str) -> Job:
+        """One job of this owner. Raises ``NotFound``."""
+        if not is_uuid(job_id):
+            raise NotFound(job_id)
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["get_job"], {"id": job_id, "owner": owner}).fetchone()
+        if row is None:
+            raise NotFound(job_id)
+        return Job.from_row(row)
+
+    @retry_on_dead_connection
+    def list_jobs(
+        self,
+        owner: str,
+        *,
+        state: JobState | None = None,
+        tag: str | None = None,
+        name_prefix: str | None = None,
+        limit: int = 50,
+        after_name: str | None = None,
+    ) -> list[Job]:
+        """A page of this owner's jobs in name order, after ``after_name`` (the keyset cursor)."""
+        params = {
+            "owner": owner,
+            "state": state,
+            "tag": tag,
+            "name_prefix": name_prefix,
+            "after_name": after_name,
+            "limit": limit,
+        }
+        with self.pool.connection() as conn:
+            return [Job.from_row(row) for row in conn.execute(QUERIES["list_jobs"], params).fetchall()]
+
+    @retry_on_dead_connection
+    def update_job(
+        self,
+        owner: str,
+        job_id: str,
+        spec: Mapping[str, Any],
+        plan: Plan | None,
+        *,
+        version: int,
+        planned_from: Plan | None = None,
+    ) -> Job | None:
+        """Write the job's spec and, when given, its plan (version + 1), if the job is still
+        ``version`` and, with a plan, still has the run state ``planned_from`` it was planned
+        from. None when it changed meanwhile (read it again, plan again); ``NameTaken`` when the
+        spec's name is another job's."""
+        if not is_uuid(job_id):
+            raise NotFound(job_id)
+        if plan is not None and planned_from is None:
+            raise ValueError("a plan is written only with the run state it was planned from")
+        was = planned_from or Plan(JobState.ACTIVE, None, 0, None)
+        params = {
+            **_spec_params(spec),
+            **_plan_params(plan or was),
+            "id": job_id,
+            "owner": owner,
+            "version": version,
+            "reschedule": plan is not None,
+            "was_state": was.state,
+            "was_scheduled_at": was.scheduled_at,
+            "was_attempt": was.attempt,
+            "was_next_run_at": was.next_run_at,
+        }
+        try:
+            with self.pool.connection() as conn:
+                row = conn.execute(QUERIES["update_job"], params).fetchone()
+        except psycopg.errors.UniqueViolation:
+            raise NameTaken("name") from None
+        return None if row is None else Job.from_row(row)
+
+    @retry_on_dead_connection
+    def delete_job(self, owner: str, job_id: str) -> None:
+        """Delete the job and its executions. Raises ``NotFound``."""
+        if not is_uuid(job_id):
+            raise NotFound(job_id)
+        params = {"id": job_id, "owner": owner}
+        with self.pool.connection() as conn, conn.transaction():
+            if conn.execute(QUERIES["get_job_for_update"], params).fetchone() is None:
+                raise NotFound(job_id)
+            conn.execute(QUERIES["delete_job"], params)
+
+    @retry_on_dead_connection
+    def request_run(self, owner: str, job_id: str) -> Job:
+        """Ask for a run now, outside the schedule; the next claim takes it."""
+        if not is_uuid(job_id):
+            raise NotFound(job_id)
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["request_manual_run"], {"id": job_id, "owner": owner}).fetchone()
+        if row is None:
+            raise NotFound(job_id)
+        return Job.from_row(row)
+
+    # -- the runner ----------------------------------------------------------------------------
+
+    @retry_on_dead_connection
+    def claim_due(self, limit: int, lease_seconds: float) -> list[Claim]:
+        """Lease up to ``limit`` due jobs (one statement; see ``claim_due`` in queries.sql), and
+        mark lost, in the same transaction, the executions of those whose lease expired while
+        they ran (``Claim.reclaimed``)."""
+        with self.pool.connection() as conn, conn.transaction():
+            rows = conn.execute(QUERIES["claim_due"], {"limit": limit, "lease_seconds": lease_seconds}).fetchall()
+            orphans = [r for r in rows if r["orphan_execution_id"] is not None]
+            if orphans:
+                conn.execute(
+                    QUERIES["mark_executions_lost"],
+                    {
+                        "job_id": [r["job_id"] for r in orphans],
+                        "execution_id": [r["orphan_execution_id"] for r in orphans],
+                        "started_at": [r["orphan_started_at"] for r in orphans],
+                    },
+                )
+        return [
+            Claim(
+                job_id=str(r["job_id"]),
+                lock_token=str(r["lock_token"]),
+                lease_kind=_LEASE_KINDS[r["lease_kind"]],
+                scheduled_at=r["scheduled_at"],
+                due_at=r["due_at"],
+                claimed_at=r["claimed_at"],
+                locked_until=r["locked_until"],
+                reclaimed=r["reclaimed"],
+            )
+            for r in rows
+        ]
+
+    @retry_on_dead_connection
+    def release(self, job_id: str, lock_token: str) -> bool:
+        """Give back a claim that could not be dispatched, so the job is due again at once."""
+        with self.pool.connection() as conn:
+            return (
+                conn.execute(QUERIES["release_lease"], {"job_id": job_id, "lock_token": lock_token}).fetchone()
+                is not None
+            )
+
+    @retry_on_dead_connection
+    def start_execution(
+        self, job_id: str, lock_token: str, lease_margin_seconds: float = 30
+    ) -> StartedExecution | None:
+        """Confirm the claim, extend its lease over the target's timeout plus the margin, and
+        record a running execution; None when the lease was lost (expired and taken over, or
+        already started by a duplicate invoke)."""
+        with self.pool.connection() as conn:
+            row = (
+                started_rows_cursor(conn)
+                .execute(
+                    QUERIES["start_execution"],
+                    {
+                        "job_id": job_id,
+                        "lock_token": lock_token,
+                        "lease_margin_seconds": lease_margin_seconds,
+                        "execution_id": str(uuid.uuid4()),
+                    },
+                )
+                .fetchone()
+            )
+        return None if row is None else _started(row)
+
+    @retry_on_dead_connection
+    def start_executions(
+        self, claims: Sequence[tuple[str, str]], lease_margin_seconds: float = 30
+    ) -> list[StartedExecution]:
+        """``start_execution`` for a group of claims (``(job_id, lock_token)`` pairs), in one
+        statement: the executions started, in no particular order; a claim whose lease was lost
+        has none."""
+        if not claims:
+            return []
+        # In id order, so two executors given the same group (Lambda may deliver an event twice)
+        # lock its rows in the same order: one waits for the other rather than deadlocking.
+        claims = sorted(claims)
+        with self.pool.connection() as conn:
+            rows = (
+                started_rows_cursor(conn)
+                .execute(
+                    QUERIES["start_executions"],
+                    {
+                        "job_id": [job_id for job_id, _ in claims],
+                        "lock_token": [lock_token for _, lock_token in claims],
+                        "execution_id": [str(uuid.uuid4()) for _ in claims],
+                        "lease_margin_seconds": lease_margin_seconds,
+                    },
+                )
+                .fetchall()
+            )
+        return [_started(row) for row in rows]
+
+    @retry_on_dead_connection
+    def claim_and_start(self, limit: int, lease_margin_seconds: float = 30) -> list[Claim]:
+        """Lease up to ``limit`` due jobs and start them, in one statement: for a runner that
+        delivers each claim at once (each lease covers the target's timeout plus the margin).
+        Every claim carries its ``started`` execution."""
+        with self.pool.connection() as conn:
+            rows = (
+                started_rows_cursor(conn)
+                .execute(_claim_and_start_sql(limit), {"lease_margin_seconds": lease_margin_seconds})
+                .fetchall()
+            )
+        claims = []
+        for row in rows:
+            started = _started(row)
+            # Claimed and started by one now(); due_at and locked_until are claim_due's only.
+            claims.append(
+                Claim(
+                    job_id=str(started.job.id),
+                    lock_token=row[24],
+                    lease_kind=started.job.lease_kind or LeaseKind.SCHEDULE,
+                    scheduled_at=started.scheduled_at,
+                    due_at=None,
+                    claimed_at=started.started_at,
+                    locked_until=None,
+                    reclaimed=row[25],
+                    started=started,
+                )
+            )
+        return claims
+
+    @retry_on_dead_connection
+    def write_completions(self, planned: Sequence[tuple[Completion, Plan]]) -> set[str]:
+        """Write outcomes planned from their started rows (``Completion.started``) in one
+        statement (``complete_jobs``, or ``complete_job`` for one); the ids of the jobs written.
+        A job whose lease was lost, or whose row changed since it was started, is not written.
+        A plan marked ``"delete": True`` (the service's decision: ``after_completion = 'delete'``
+        and the job completed) deletes its job with its executions in the same transaction, once
+        written; without any, the statement runs alone (no transaction to open)."""
+        if len(planned) == 1:
+            [(done, plan)] = planned
+            started = done.started
+            assert started is not None, "planned from their started rows"
+            query = QUERIES["complete_job"]
+            params = completion_row(done, plan, started.job.version, started.scheduled_at, started.started_at)
+        else:
+            query, params = QUERIES["complete_jobs"], completion_batch(planned)
+        doomed = [str(done.job_id) for done, plan in planned if plan.delete]
+        with self.pool.connection() as conn, conn.transaction() if doomed else contextlib.nullcontext():
+            # The ids come back as text (complete_outcomes), as the callers hold them.
+            written = {job_id for (job_id,) in conn.cursor(row_factory=tuple_row).execute(query, params)}
+            _delete_completed(conn, [job_id for job_id in doomed if job_id in written])
+            return written
+
+    @retry_on_dead_connection
+    def leased_job(self, done: Completion) -> LeasedJob | None:
+        """The job of a finished execution as it is now, if the execution's lease still stands
+        (None: fenced, another runner holds the job), to plan the completion from."""
+        params = {"job_id": done.job_id, "lock_token": done.lock_token, "execution_id": done.execution_id}
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["leased_job"], params).fetchone()
+        if row is None:
+            return None
+        return LeasedJob(Job.from_row(row), row["db_now"], row["ran_scheduled_at"], row["ran_started_at"])
+
+    @retry_on_dead_connection
+    def complete_leased(self, done: Completion, plan: Plan, leased: LeasedJob) -> bool:
+        """Record the outcome with the plan made from ``leased`` (and delete the job when the
+        plan says ``delete``, as ``write_completions``): written only while the lease stands and
+        the job is still the version read. False otherwise (read again, or fenced)."""
+        params = completion_row(done, plan, leased.job.version, leased.ran_scheduled_at, leased.ran_started_at)
+        with self.pool.connection() as conn, conn.transaction():
+            written = conn.execute(QUERIES["complete_job"], params).fetchone() is not None
+            if written and plan.delete:
+                _delete_completed(conn, [done.job_id])
+            return written
+
+    @retry_on_dead_connection
+    def due_backlog(self) -> tuple[int, float]:
+        """(unleased due jobs, age in seconds of the oldest) for the metrics."""
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["due_backlog"]).fetchone()
+        return int(row["due"]), float(row["oldest_due_age_seconds"])
+
+    @retry_on_dead_connection
+    def live_leases(self) -> int:
+        """Jobs under an unexpired lease: executors at work or on their way (the fan-out's bound)."""
+        with self.pool.connection() as conn:
+            return int(conn.execute(QUERIES["count_live_leases"]).fetchone()["leases"])
+
+    @retry_on_dead_connection
+    def next_due_in(self) -> float | None:
+        """Seconds until a job may next be claimed (negative when one is due), None when none."""
+        with self.pool.connection() as conn:
+            return conn.execute(QUERIES["next_due_in"]).fetchone()["seconds"]
