@@ -29,12 +29,30 @@ class UnionSchedule(Schedule):
     members: tuple[Schedule, ...] = ()
     kind: str = field(default="union", kw_only=True)
     one_off: ClassVar[bool] = False
+    # Per member, its last search: (after, answer). A job's runs move from one occurrence to the
+    # next, and most of them leave the other members' next occurrence where it was: when ``after``
+    # is in [after, answer) of the memo, the answer is the same (nothing fires in between). Each
+    # entry is replaced whole, so threads sharing the schedule read a consistent pair.
+    _memo: list[tuple[datetime, datetime] | None] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._memo.extend([None] * len(self.members))
 
     def next_after(self, after: datetime) -> datetime | None:
         """The earliest of the members' next occurrences strictly after ``after``."""
         after = _require_aware(after, "after")
-        found = [nxt for member in self.members if (nxt := member.next_after(after)) is not None]
-        return min(found) if found else None
+        memo, best = self._memo, None
+        for index, member in enumerate(self.members):
+            known = memo[index]
+            if known is not None and known[0] <= after < known[1]:
+                nxt: datetime | None = known[1]
+            else:
+                nxt = member.next_after(after)
+                if nxt is not None:
+                    memo[index] = (after, nxt)
+            if nxt is not None and (best is None or nxt < best):
+                best = nxt
+        return best
 
     def last_at_or_before(self, at: datetime) -> datetime | None:
         """The latest of the members' occurrences ``<= at``."""
