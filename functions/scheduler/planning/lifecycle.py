@@ -5,6 +5,13 @@ the transaction that holds the row.
 
 Every answer is a ``domain.Plan``: the columns ``state``, ``scheduled_at``, ``attempt`` and
 ``next_run_at``.
+
+The steps of a plan: the job's schedule (:func:`schedule_of`: one expression, the union of its
+``schedules``, or its ``run_at``) gives the occurrences; the ``start_at``/``end_at`` window and the
+``missed_runs`` policy choose one (``schedules.first_run``/``plan_next``); the spread step
+(:func:`_at`) fixes its fire time, ``next_run_at``, while ``scheduled_at`` keeps the occurrence.
+A filter of the occurrences (a calendar's) belongs between the schedule and the policy, as a
+``Schedule`` wrapping the job's.
 """
 
 from __future__ import annotations
