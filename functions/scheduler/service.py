@@ -11,6 +11,7 @@ delete, request a run) are the store's own.
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,9 +41,12 @@ Edit = tuple[Mapping[str, Any], Plan | None]
 
 
 def create_job(store: JobStore, owner: str, spec: Mapping[str, Any], *, job_id: str | None = None) -> Job:
-    """Insert a job at its first occurrence after the database's now. Raises ``NameTaken``."""
+    """Insert a job at its first occurrence after the database's now. Raises ``NameTaken``.
+
+    The id is chosen here when not given: a ``spread`` draws its offsets from it."""
     now = store.now()
-    plan = lifecycle.plan_first(Job.from_row({**spec, "created_at": now}), now)
+    job_id = job_id or str(uuid.uuid4())
+    plan = lifecycle.plan_first(Job.from_row({**spec, "id": job_id, "created_at": now}), now)
     return store.insert_job(owner, spec, plan, created_at=now, job_id=job_id)
 
 

@@ -31,6 +31,8 @@ def spec_of(job: DomainJob) -> dict[str, Any]:
     spec["tags"] = list(job.tags)
     spec["target"] = mask_target_secrets(dict(job.target or {}))
     spec["retry"] = dict(job.retry or {})
+    spec["schedules"] = None if job.schedules is None else list(job.schedules)
+    spec["spread"] = None if job.spread is None else dict(job.spread)
     return spec
 
 

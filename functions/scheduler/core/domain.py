@@ -58,6 +58,8 @@ SPEC_FIELDS = (
     "description",
     "tags",
     "schedule",
+    "schedules",
+    "spread",
     "run_at",
     "timezone",
     "start_at",
@@ -68,7 +70,7 @@ SPEC_FIELDS = (
     "after_completion",
 )
 # Spec fields whose change means the occurrences must be computed afresh.
-SCHEDULE_FIELDS = ("schedule", "run_at", "timezone", "start_at", "end_at")
+SCHEDULE_FIELDS = ("schedule", "schedules", "spread", "run_at", "timezone", "start_at", "end_at")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,8 @@ class Job:
     description: str | None = None
     tags: tuple[str, ...] = ()
     schedule: str | None = None
+    schedules: tuple[str, ...] | None = None  # several expressions: their union (instead of schedule)
+    spread: Mapping[str, Any] | None = None  # {"window_seconds", "mode"}: fire after the occurrence
     run_at: datetime | None = None
     timezone: str = "UTC"
     start_at: datetime | None = None
@@ -120,6 +124,8 @@ class Job:
             values["id"] = str(values["id"])
         if "tags" in values:
             values["tags"] = tuple(values["tags"])
+        if "schedules" in values:
+            values["schedules"] = tuple(values["schedules"])
         if "state" in values:
             values["state"] = JobState(values["state"])
         if "lease_kind" in values:

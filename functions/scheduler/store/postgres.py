@@ -65,6 +65,8 @@ STARTED_COLUMNS = (
     "next_run_at",
     "lease_kind",
     "after_completion",
+    "schedules",
+    "spread",
     "execution_id",
     "execution_scheduled_at",
     "execution_attempt",
@@ -72,6 +74,7 @@ STARTED_COLUMNS = (
     "execution_started_at",
 )
 
+_STARTED_WIDTH = len(STARTED_COLUMNS)
 
 # The enums of a row's texts, read by a dict lookup (the runner reads thousands of rows a second).
 _JOB_STATES = {state.value: state for state in JobState}
@@ -102,12 +105,14 @@ def _started(row: Sequence[Any]) -> StartedExecution:
         next_run_at,
         lease_kind,
         after_completion,
+        schedules,
+        spread,
         execution_id,
         execution_scheduled_at,
         execution_attempt,
         trigger,
         started_at,
-    ) = row[:24]
+    ) = row[:_STARTED_WIDTH]
     job = Job(
         id=job_id,
         owner=owner,
@@ -128,6 +133,8 @@ def _started(row: Sequence[Any]) -> StartedExecution:
         next_run_at=next_run_at,
         lease_kind=_LEASE_KINDS[lease_kind] if lease_kind else None,
         after_completion=after_completion,
+        schedules=tuple(schedules) if schedules else None,
+        spread=spread,
     )
     return StartedExecution(
         job, execution_id, execution_scheduled_at, execution_attempt, _TRIGGERS[trigger], started_at
@@ -167,6 +174,8 @@ def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
     params["target"] = Jsonb(spec["target"])
     params["retry"] = Jsonb(spec.get("retry") or {})
     params["after_completion"] = spec.get("after_completion") or "keep"
+    params["schedules"] = list(spec["schedules"]) if spec.get("schedules") else None
+    params["spread"] = Jsonb(dict(spec["spread"])) if spec.get("spread") else None
     return params
 
 
@@ -409,13 +418,13 @@ class Store(ExecutionHistory):
             claims.append(
                 Claim(
                     job_id=str(started.job.id),
-                    lock_token=row[24],
+                    lock_token=row[_STARTED_WIDTH],
                     lease_kind=started.job.lease_kind or LeaseKind.SCHEDULE,
                     scheduled_at=started.scheduled_at,
                     due_at=None,
                     claimed_at=started.started_at,
                     locked_until=None,
-                    reclaimed=row[25],
+                    reclaimed=row[_STARTED_WIDTH + 1],
                     started=started,
                 )
             )
