@@ -96,7 +96,6 @@ def signature_identifier(credentials: Credentials, *, region: str | None) -> Cal
     """What the API calls to learn a request's principal: the verified signer, or 403 with the reason."""
     from scheduler.transport.sigv4 import SignatureError
 
-
     def identify(event: Mapping[str, Any]) -> str:
         try:
             return verify_event(event, credentials, region=region)
