@@ -12,6 +12,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
+from scheduler import service
 from scheduler.api.cursors import scope_of
 from scheduler.api.errors import BadRequest, documented
 from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Owner, StoreDep, cursor_position
@@ -19,14 +20,15 @@ from scheduler.api.routes import rule
 from scheduler.api.serialize import Execution, execution_json
 from scheduler.core.domain import ExecutionStatus
 from scheduler.core.timeutil import format_time
-from scheduler.schedules import occurrences
+from scheduler.schedules import interval_anchor, occurrences, parse_schedule
+from scheduler.schedules.calendars import explain
 from scheduler.schema.models import MAX_BODY_LENGTH, Instant, JobSpec, is_job_id, parse_time
 
 router = APIGatewayRouter()
 
 MAX_PREVIEW_COUNT = 100
 # The fields a preview shares with a job: declared and checked by the job model itself.
-_SCHEDULE_FIELDS = ("schedule", "run_at", "timezone", "start_at", "end_at")
+_SCHEDULE_FIELDS = ("schedule", "run_at", "timezone", "start_at", "end_at", "exclude_calendars", "on_excluded")
 _FIELD: dict[str, Any] = dict(JobSpec.model_fields)
 # A target the job model accepts, to check the schedule fields of a preview as a job's.
 _ANY_TARGET = {"type": "http", "url": "https://example.com/"}
@@ -53,6 +55,14 @@ class SchedulePreview(BaseModel):
     timezone: str = _FIELD["timezone"]
     start_at: Instant | None = None
     end_at: Instant | None = None
+    exclude_calendars: list[str] = _FIELD["exclude_calendars"]
+    on_excluded: Literal["skip", "shift"] = _FIELD["on_excluded"]
+    explain: bool = Field(
+        default=False,
+        strict=True,
+        description="Answer objects with `at` and, for calendars, `shifted_from` and `excluded_by` "
+        "(the occurrences a calendar leaves out listed too, with `excluded_by`).",
+    )
     after: Instant | None = Field(default=None, description="Occurrences strictly after this instant (default: now).")
     count: int = Field(default=10, ge=1, le=MAX_PREVIEW_COUNT, strict=True, description="How many occurrences.")
 
@@ -62,8 +72,18 @@ class SchedulePreview(BaseModel):
         return None if value is None else value.astimezone(UTC)  # Instant: it converts
 
 
+class ExplainedOccurrence(BaseModel):
+    """An occurrence explained (``"explain": true``)."""
+
+    at: AwareDatetime
+    excluded_by: str | None = Field(default=None, description="The calendar that excluded (or shifted) it.")
+    shifted_from: AwareDatetime | None = Field(default=None, description="The time it was moved from.")
+
+
 class Occurrences(BaseModel):
-    occurrences: list[AwareDatetime] = Field(description="UTC, ascending; fewer than `count` when the schedule ends")
+    occurrences: list[AwareDatetime] | list[ExplainedOccurrence] = Field(
+        description="UTC, ascending; fewer than `count` when the schedule ends"
+    )
 
 
 Status = Annotated[
@@ -160,6 +180,7 @@ def list_owner_executions(
 def preview_schedule(preview: Annotated[SchedulePreview, Body()], store: StoreDep, owner: Owner) -> Response[Any]:
     fields = preview.model_dump(include=set(_SCHEDULE_FIELDS), exclude_none=True)
     spec = JobSpec.model_validate({"name": "preview", "target": _ANY_TARGET, **fields})
+    calendars = service.named_calendars(store, owner, spec.exclude_calendars)
     after = preview.after or store.now()
     when = spec.schedule if spec.schedule is not None else spec.run_at
     assert when is not None, "the job schema takes exactly one of schedule and run_at"
@@ -170,9 +191,21 @@ def preview_schedule(preview: Annotated[SchedulePreview, Body()], store: StoreDe
         end_at=spec.end_at,
         after=after,
         count=preview.count,
+        calendars=calendars,
+        on_excluded=spec.on_excluded,
     )
-    return Response(
-        status_code=200,
-        content_type=content_types.APPLICATION_JSON,
-        body={"occurrences": [format_time(at) for at in found]},
-    )
+    if not preview.explain:
+        return Response(
+            status_code=200,
+            content_type=content_types.APPLICATION_JSON,
+            body={"occurrences": [format_time(at) for at in found]},
+        )
+    items = [{"at": at} for at in found]
+    if calendars and isinstance(when, str):
+        base = parse_schedule(when, spec.timezone, interval_anchor(spec.start_at, after))
+        items = explain(base, calendars, spec.on_excluded, found, after)
+    body = [
+        {key: format_time(value) if isinstance(value, datetime) else value for key, value in item.items()}
+        for item in items
+    ]
+    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body={"occurrences": body})

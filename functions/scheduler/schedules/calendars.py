@@ -350,3 +350,38 @@ def _moment(text: Any, tz: ZoneInfo, where: str) -> datetime:
     if value.tzinfo is None:
         return _resolve_wall(value, tz)
     return value.astimezone(UTC)
+
+
+# -- the preview's explanation ---------------------------------------------------------------------
+
+
+def explain(
+    base: Schedule, calendars: Sequence[Calendar], on_excluded: str, found: Sequence[datetime], after: datetime
+) -> list[dict[str, Any]]:
+    """The preview's items for the occurrences ``found`` (those of ``with_calendars(base, ...)``
+    after ``after``): ``{"at"}``, with ``shifted_from`` (the base occurrence it was moved from,
+    the first when several were) and ``excluded_by`` (the calendar) for a shifted one; and, with
+    ``skip``, the occurrences left out listed between them as ``{"at", "excluded_by"}`` (at most
+    as many as ``found``)."""
+    items: list[dict[str, Any]] = []
+    budget = len(found)
+    previous = after
+    for at in found:
+        if on_excluded == "skip":
+            raw = base.next_after(previous)
+            while raw is not None and raw < at and budget > 0:
+                span = excluded_span(calendars, raw)
+                if span is None or span.end is None:
+                    break
+                items.append({"at": raw, "excluded_by": span.by})
+                budget -= 1
+                raw = base.next_after(raw)
+        item: dict[str, Any] = {"at": at}
+        span = excluded_span(calendars, at - _ONE_US) if on_excluded == "shift" else None
+        if span is not None and span.end == at:
+            moved = base.next_after(span.start - _ONE_US)
+            if moved is not None and moved < at:
+                item.update(shifted_from=moved, excluded_by=span.by)
+        items.append(item)
+        previous = at
+    return items

@@ -6,9 +6,11 @@ preview of a schedule made of the very same calls.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from scheduler.schedules.base import _ONE_US, UTC, Schedule, ScheduleError, _require_aware
+from scheduler.schedules.calendars import Calendar, with_calendars
 from scheduler.schedules.oneoff import OneOffSchedule, one_off
 from scheduler.schedules.parse import parse_schedule
 
@@ -144,6 +146,8 @@ def occurrences(
     end_at: datetime | None = None,
     after: datetime,
     count: int = 10,
+    calendars: Sequence[Calendar] = (),
+    on_excluded: str = "skip",
 ) -> list[datetime]:
     """The next ``count`` occurrences strictly after ``after`` of a job with these fields.
 
@@ -156,7 +160,8 @@ def occurrences(
     ends; empty for a one-off at or before ``after`` (a job would fire it at once).
 
     Raises :class:`ScheduleError` naming the field at fault (``schedule``, ``timezone``,
-    ``run_at``, ``start_at``, ``end_at``, ``after`` or ``count``).
+    ``run_at``, ``start_at``, ``end_at``, ``after`` or ``count``). ``calendars`` apply as a job's
+    ``exclude_calendars`` do, as ``on_excluded`` says.
     """
     after = _instant(after, "after")
     start_at = None if start_at is None else _instant(start_at, "start_at")
@@ -167,6 +172,7 @@ def occurrences(
         schedule = one_off(schedule_or_run_at)
     else:
         schedule = parse_schedule(schedule_or_run_at, timezone, interval_anchor(start_at, after))
+    schedule = with_calendars(schedule, calendars, on_excluded)
     found: list[datetime] = []
     occurrence = first_run(schedule, after, start_at=start_at, end_at=end_at)
     while occurrence is not None:

@@ -39,6 +39,7 @@ from scheduler.core.domain import (
 )
 from scheduler.core.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
 from scheduler.sql import QUERIES
+from scheduler.store.calendars import CalendarTables
 from scheduler.store.completions import completion_batch, completion_row
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
 from scheduler.store.rows import is_uuid, retry_on_dead_connection, started_rows_cursor
@@ -70,6 +71,8 @@ STARTED_COLUMNS = (
     "execution_attempt",
     "execution_trigger",
     "execution_started_at",
+    "exclude_calendars",
+    "on_excluded",
 )
 
 
@@ -107,7 +110,9 @@ def _started(row: Sequence[Any]) -> StartedExecution:
         execution_attempt,
         trigger,
         started_at,
-    ) = row[:24]
+        exclude_calendars,
+        on_excluded,
+    ) = row[:26]
     job = Job(
         id=job_id,
         owner=owner,
@@ -128,6 +133,8 @@ def _started(row: Sequence[Any]) -> StartedExecution:
         next_run_at=next_run_at,
         lease_kind=_LEASE_KINDS[lease_kind] if lease_kind else None,
         after_completion=after_completion,
+        exclude_calendars=tuple(exclude_calendars) if exclude_calendars else (),
+        on_excluded=on_excluded,
     )
     return StartedExecution(
         job, execution_id, execution_scheduled_at, execution_attempt, _TRIGGERS[trigger], started_at
@@ -167,10 +174,12 @@ def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
     params["target"] = Jsonb(spec["target"])
     params["retry"] = Jsonb(spec.get("retry") or {})
     params["after_completion"] = spec.get("after_completion") or "keep"
+    params["exclude_calendars"] = list(spec.get("exclude_calendars") or [])
+    params["on_excluded"] = spec.get("on_excluded") or "skip"
     return params
 
 
-class Store(ExecutionHistory):
+class Store(ExecutionHistory, CalendarTables):
     """Postgres-backed store of jobs and executions (every port of ``scheduler.ports``)."""
 
     def __init__(self, pool: ConnectionPool):
@@ -409,13 +418,13 @@ class Store(ExecutionHistory):
             claims.append(
                 Claim(
                     job_id=str(started.job.id),
-                    lock_token=row[24],
+                    lock_token=row[26],
                     lease_kind=started.job.lease_kind or LeaseKind.SCHEDULE,
                     scheduled_at=started.scheduled_at,
                     due_at=None,
                     claimed_at=started.started_at,
                     locked_until=None,
-                    reclaimed=row[25],
+                    reclaimed=row[27],
                     started=started,
                 )
             )
