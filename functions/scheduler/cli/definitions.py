@@ -145,9 +145,8 @@ def _parse_header(value: str) -> tuple[str, str]:
     return name.strip(), val
 
 
-def definition_flags(args: argparse.Namespace, kind: str | None = None) -> dict[str, Any]:
-    """The part of a job definition given by flags, nested as in the job JSON; ``kind`` is the
-    target's type when known (``--body`` is the ``message`` of an SNS target)."""
+def _schedule_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags of a job's own fields (not its target's nor its retry's)."""
     out: dict[str, Any] = {}
     for key in (
         "name",
@@ -159,12 +158,21 @@ def definition_flags(args: argparse.Namespace, kind: str | None = None) -> dict[
         "end_at",
         "missed_runs",
         "after_completion",
+        "on_excluded",
     ):
         value = getattr(args, key, None)
         if value is not None:
             out[key] = value
-    if getattr(args, "tags", None):
-        out["tags"] = list(args.tags)
+    for key in ("tags", "exclude_calendars"):
+        if getattr(args, key, None):
+            out[key] = list(getattr(args, key))
+    return out
+
+
+def definition_flags(args: argparse.Namespace, kind: str | None = None) -> dict[str, Any]:
+    """The part of a job definition given by flags, nested as in the job JSON; ``kind`` is the
+    target's type when known (``--body`` is the ``message`` of an SNS target)."""
+    out = _schedule_flags(args)
     target: dict[str, Any] = {}
     for flag, key in (
         ("url", "url"),
@@ -294,6 +302,22 @@ def needs_stored_target(base: dict[str, Any], args: argparse.Namespace) -> bool:
     )
 
 
+def add_calendar_flags(group: Any) -> None:
+    """``--exclude-calendar NAME`` (repeatable) and ``--on-excluded skip|shift``."""
+    group.add_argument(
+        "--exclude-calendar",
+        dest="exclude_calendars",
+        action="append",
+        metavar="NAME",
+        help="leave out the days of this calendar of yours (repeatable; see scheduler calendars)",
+    )
+    group.add_argument(
+        "--on-excluded",
+        choices=("skip", "shift"),
+        help="an excluded occurrence is skipped (default) or shifted to the first allowed time after",
+    )
+
+
 def add_definition_options(parser: argparse.ArgumentParser) -> None:
     """The flags of a job definition (``jobs create`` and ``jobs update``)."""
     group = parser.add_argument_group("job definition (flags override the file's values)")
@@ -317,6 +341,7 @@ def add_definition_options(parser: argparse.ArgumentParser) -> None:
         help="a completed job is kept (default) or deleted with its history",
     )
     group.add_argument("--tag", dest="tags", action="append", metavar="TAG", help="a tag (repeatable)")
+    add_calendar_flags(group)
     target = parser.add_argument_group("target")
     target.add_argument("--url", help="HTTP target URL (or the AMQP broker URL of an AMQP target)")
     target.add_argument(

@@ -10,16 +10,21 @@ from typing import Any
 
 from scheduler.cli.api import client_command
 from scheduler.cli.common import EXIT_OK, UsageError, positive_int
+from scheduler.cli.definitions import add_calendar_flags
 from scheduler.cli.output import format_table, print_data
 
 
 def preview_request(args: argparse.Namespace) -> dict[str, Any]:
     """The body of ``POST /v1/schedules/preview`` of the flags (absent flags left out)."""
     body: dict[str, Any] = {"schedule": args.schedule}
-    for key in ("timezone", "start_at", "end_at", "after", "count"):
+    for key in ("timezone", "start_at", "end_at", "after", "count", "on_excluded"):
         value = getattr(args, key, None)
         if value is not None:
             body[key] = value
+    if getattr(args, "exclude_calendars", None):
+        body["exclude_calendars"] = list(args.exclude_calendars)
+    if getattr(args, "explain", False):
+        body["explain"] = True
     return body
 
 
@@ -35,6 +40,15 @@ def _wall_time(instant: str, zone: str | None) -> str | None:
     return moment.strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
+def explanation(item: dict[str, Any]) -> str:
+    """What an explained occurrence says, in words."""
+    if item.get("shifted_from"):
+        return f"shifted from {item['shifted_from']} (calendar {item.get('excluded_by')})"
+    if item.get("excluded_by"):
+        return f"excluded by calendar {item['excluded_by']} (does not run)"
+    return ""
+
+
 @client_command
 def preview(args: argparse.Namespace, client: Any) -> int:
     """``scheduler preview``."""
@@ -47,7 +61,9 @@ def preview(args: argparse.Namespace, client: Any) -> int:
     if not occurrences:
         print("no occurrences (the schedule has ended)")
         return EXIT_OK
-    if args.timezone and args.timezone != "UTC":
+    if args.explain:
+        print(format_table(("AT", "EXPLANATION"), ([item["at"], explanation(item)] for item in occurrences)))
+    elif args.timezone and args.timezone != "UTC":
         print(format_table(("UTC", "LOCAL TIME"), ([o, _wall_time(o, args.timezone)] for o in occurrences)))
     else:
         print("\n".join(occurrences))
@@ -67,4 +83,8 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     parser.add_argument("--start-at", metavar="TIMESTAMP", help="no occurrence before this RFC 3339 instant")
     parser.add_argument("--end-at", metavar="TIMESTAMP", help="no occurrence after this RFC 3339 instant")
     parser.add_argument("--after", metavar="TIMESTAMP", help="occurrences strictly after this instant (default: now)")
+    add_calendar_flags(parser)
+    parser.add_argument(
+        "--explain", action="store_true", help="say which calendar excluded or shifted each time (excluded ones listed)"
+    )
     parser.set_defaults(func=preview)
