@@ -203,7 +203,7 @@ def preview_schedule(preview: Annotated[SchedulePreview, Body()], store: StoreDe
     items = [{"at": at} for at in found]
     if calendars and isinstance(when, str):
         base = parse_schedule(when, spec.timezone, interval_anchor(spec.start_at, after))
-        items = explain(base, calendars, spec.on_excluded, found, after)
+        items = explain(base, calendars, spec.on_excluded, found, after, spec.start_at)
     body = [
         {key: format_time(value) if isinstance(value, datetime) else value for key, value in item.items()}
         for item in items

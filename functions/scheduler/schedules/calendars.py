@@ -356,16 +356,21 @@ def _moment(text: Any, tz: ZoneInfo, where: str) -> datetime:
 
 
 def explain(
-    base: Schedule, calendars: Sequence[Calendar], on_excluded: str, found: Sequence[datetime], after: datetime
+    base: Schedule,
+    calendars: Sequence[Calendar],
+    on_excluded: str,
+    found: Sequence[datetime],
+    after: datetime,
+    start_at: datetime | None = None,
 ) -> list[dict[str, Any]]:
     """The preview's items for the occurrences ``found`` (those of ``with_calendars(base, ...)``
     after ``after``): ``{"at"}``, with ``shifted_from`` (the base occurrence it was moved from,
     the first when several were) and ``excluded_by`` (the calendar) for a shifted one; and, with
     ``skip``, the occurrences left out listed between them as ``{"at", "excluded_by"}`` (at most
-    as many as ``found``)."""
+    as many as ``found``); none before ``start_at``."""
     items: list[dict[str, Any]] = []
     budget = len(found)
-    previous = after
+    previous = after if start_at is None else max(after, start_at - _ONE_US)
     for at in found:
         if on_excluded == "skip":
             raw = base.next_after(previous)

@@ -76,6 +76,10 @@ export function previewBody(src, count) {
   if (src.run_at) body.run_at = src.run_at; else body.schedule = src.schedule;
   if (src.start_at) body.start_at = src.start_at;
   if (src.end_at) body.end_at = src.end_at;
+  if (src.exclude_calendars && src.exclude_calendars.length) {
+    body.exclude_calendars = src.exclude_calendars;
+    body.on_excluded = src.on_excluded || 'skip';
+  }
   return body;
 }
 
@@ -92,9 +96,15 @@ export async function upcoming(job, count = 5) {
 }
 
 // One occurrence: the UTC instant, and the wall time in the job's zone when it has one.
-export const Occurrence = ({ at, zone }) => {
+// Explained (an object of the preview's explain): excluded by a calendar (it does not run), or
+// shifted from its time by one.
+export const Occurrence = ({ at, zone, item }) => {
   const local = fmtZoned(at, zone);
-  return html`<li><span class="utc">${fmtTime(at)}</span>${local ? html` <span class="local muted">(${local})</span>` : ''}</li>`;
+  const excluded = item && item.excluded_by && !item.shifted_from;
+  const why = !item || !item.excluded_by ? ''
+    : item.shifted_from ? html` <span class="calendar-note shifted">shifted from ${fmtTime(item.shifted_from)} (${item.excluded_by})</span>`
+    : html` <span class="calendar-note excluded">excluded by ${item.excluded_by}</span>`;
+  return html`<li class=${excluded ? 'excluded' : ''}><span class="utc">${fmtTime(at)}</span>${local ? html` <span class="local muted">(${local})</span>` : ''}${why}</li>`;
 };
 
 function Chart({ executions }) {
@@ -259,6 +269,8 @@ export function Job({ id }) {
             <dt>Runs</dt><dd>${job.stats.run_count} (${job.stats.failure_count} failed)</dd>
             <dt>Last status</dt><dd><${Badge} value=${job.stats.last_status} /></dd>
             ${job.stats.last_error ? html`<dt>Last error</dt><dd class="error-text">${job.stats.last_error}</dd>` : ''}
+            ${(job.exclude_calendars || []).length ? html`<dt>Calendars</dt><dd class="calendars">${job.exclude_calendars.map((c) => html`<a class="tag" href="#/calendars/${encodeURIComponent(c)}">${c}</a> `)}
+              <span class="muted">(${job.on_excluded === 'shift' ? 'shifted past them' : 'skipped'})</span></dd>` : ''}
             <dt>Version</dt><dd>${job.version}</dd>
             <dt>Id</dt><dd><code>${job.id}</code></dd>
           </dl>
