@@ -335,11 +335,8 @@ def add_definition_options(parser: argparse.ArgumentParser) -> None:
         choices=("skip", "run_once", "run_all"),
         help="what to do with occurrences missed while paused or down (default run_once)",
     )
-    group.add_argument(
-        "--after-completion",
-        choices=("keep", "delete"),
-        help="a completed job is kept (default) or deleted with its history",
-    )
+    completion_help = "a completed job is kept (default) or deleted with its history"
+    group.add_argument("--after-completion", choices=("keep", "delete"), help=completion_help)
     group.add_argument("--tag", dest="tags", action="append", metavar="TAG", help="a tag (repeatable)")
     add_calendar_flags(group)
     target = parser.add_argument_group("target")
