@@ -92,12 +92,18 @@ class Calendar:
     instants: tuple[tuple[datetime, datetime], ...] = ()
     _day_starts: tuple[date, ...] = field(default=(), init=False, repr=False)
     _instant_starts: tuple[datetime, ...] = field(default=(), init=False, repr=False)
+    # Yearly single days without bounds (``yearly``'s MM-DD), looked up as (month, day).
+    _every_year: frozenset[tuple[int, int]] = field(default=frozenset(), init=False, repr=False)
+    _other_yearly: tuple[YearlyRule, ...] = field(default=(), init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "days", _merge(self.days))
         object.__setattr__(self, "instants", _merge(self.instants))
         object.__setattr__(self, "_day_starts", tuple(start for start, _ in self.days))
         object.__setattr__(self, "_instant_starts", tuple(start for start, _ in self.instants))
+        simple = [r for r in self.yearly if r.days == 1 and r.first_year is None and r.last_year is None]
+        object.__setattr__(self, "_every_year", frozenset((r.month, r.day) for r in simple))
+        object.__setattr__(self, "_other_yearly", tuple(r for r in self.yearly if r not in simple))
 
     @property
     def timezone(self) -> str:
@@ -110,7 +116,9 @@ class Calendar:
         i = bisect.bisect_right(self._day_starts, day) - 1
         if i >= 0 and self.days[i][1] > day:
             found = self.days[i]
-        for rule in self.yearly:
+        if (day.month, day.day) in self._every_year:
+            found = (min(found[0], day), max(found[1], day + _ONE_DAY)) if found else (day, day + _ONE_DAY)
+        for rule in self._other_yearly:
             for year in (day.year, day.year - 1):
                 start = rule.start_in(year)
                 if start is not None and start <= day < start + timedelta(days=rule.days):
