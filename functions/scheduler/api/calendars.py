@@ -15,12 +15,13 @@ from pydantic import AwareDatetime, BaseModel, Field
 
 from scheduler import service
 from scheduler.api.cursors import scope_of
-from scheduler.api.errors import BadRequest, documented
+from scheduler.api.errors import documented
 from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Owner, check_text, cursor_position
 from scheduler.api.providers import get_store
 from scheduler.api.routes import rule
 from scheduler.core.constants import SERVICE_NAME
 from scheduler.core.domain import CalendarRecord
+from scheduler.core.errors import CalendarNotFound
 from scheduler.core.timeutil import format_time
 from scheduler.ports import CalendarStore
 from scheduler.schema.calendars import CalendarDefinition, CalendarSpec
@@ -30,7 +31,7 @@ logger = Logger(service=SERVICE_NAME, child=True)
 router = APIGatewayRouter()
 
 CalendarStoreDep = Annotated[CalendarStore, Depends(get_store)]
-CalendarName = Annotated[str, Path(max_length=MAX_NAME_LENGTH, description="The calendar's name.")]
+CalendarName = Annotated[str, Path(description="The calendar's name.")]
 
 
 class Calendar(CalendarSpec):
@@ -68,8 +69,9 @@ def _answer(record: CalendarRecord, status: int = 200, headers: dict[str, str] |
 
 
 def _checked_name(name: str) -> str:
-    if not _NAME_RE.match(name):
-        raise BadRequest("name", "use letters, digits and . _ : - (starting with a letter or digit)")
+    """A name no calendar can have is absent (404), as an odd job id is."""
+    if len(name) > MAX_NAME_LENGTH or not _NAME_RE.match(name):
+        raise CalendarNotFound(name)
     return name
 
 
