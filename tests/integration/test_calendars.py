@@ -4,21 +4,27 @@ target on loopback."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
+import psycopg
 import pytest
+from psycopg.rows import dict_row
 
 from scheduler import service
 from scheduler.api.app import make_app
-from scheduler.core.domain import Claim, LeaseKind
+from scheduler.core.domain import Claim, JobState, LeaseKind, Plan
+from scheduler.core.errors import CalendarInUse, ScheduleError
 from scheduler.runner.dispatch import InProcessDispatch
 from scheduler.runner.executor import Executor
 from scheduler.runner.fanout import run_fanout
 from scheduler.secrets import LocalSecretBox
 from scheduler.settings import Settings
+from scheduler.sql import QUERIES
+from scheduler.store.postgres import _plan_params, _spec_params
 from scheduler.targets.results import TargetPolicy
 from tests.integration.test_api import ALICE, BOB, Client, job_body
-from tests.support import http_spec, make_due
+from tests.support import http_spec, make_due, poll
 
 UK_ICS = (
     "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//uk.gov//EN\r\n"
@@ -226,3 +232,65 @@ def test_resume_applies_the_calendar(store, pool):
         )
     # Nothing was missed: the occurrence after it (start_at + 1h) is in the blackout: shifted.
     assert service.resume_job(store, ALICE, job_id).scheduled_at == end
+
+
+def _waiting(pool) -> bool:
+    """Whether some session waits for a lock (the statement under test is blocked)."""
+    with pool.connection() as conn:
+        return conn.execute("SELECT count(*) AS n FROM pg_locks WHERE NOT granted").fetchone()["n"] > 0
+
+
+def test_a_job_and_a_delete_of_its_calendar_at_once(store, pool, db_url):
+    """The delete holds the calendar while it looks for jobs, a job's write holds the calendars it
+    names: whichever comes second sees the first (no job is left naming a deleted calendar)."""
+    service.create_calendar(store, ALICE, "doomed", {"dates": ["2026-12-25"]})
+    spec = http_spec("racer", "@daily", exclude_calendars=["doomed"])
+    outcome: list[BaseException | object] = []
+    # A delete under way: the calendar held, its jobs read (none yet); the create waits for it.
+    with psycopg.connect(db_url, row_factory=dict_row) as deleting:
+        deleting.execute(QUERIES["lock_calendar"], {"owner": ALICE, "name": "doomed"})
+
+        def create() -> None:
+            try:
+                outcome.append(service.create_job(store, ALICE, spec))
+            except BaseException as exc:
+                outcome.append(exc)
+
+        worker = threading.Thread(target=create)
+        worker.start()
+        poll(lambda: _waiting(pool), what="the job's write waiting for the calendar")
+        deleting.execute(QUERIES["delete_calendar"], {"owner": ALICE, "name": "doomed"})
+        deleting.commit()
+        worker.join(30)
+    [refused] = outcome
+    assert isinstance(refused, ScheduleError) and refused.field == "exclude_calendars.0"
+    assert store.list_jobs(ALICE) == []
+
+    # The other order: a job's write (hold_calendars, then insert_job, as Store.insert_job does in
+    # one transaction) holds the calendar; the delete waits for it, then finds the job: 409.
+    service.create_calendar(store, ALICE, "kept", {"dates": ["2026-12-25"]})
+    params = {
+        **_spec_params(http_spec("holder", "@daily", exclude_calendars=["kept"])),
+        **_plan_params(Plan(JobState.ACTIVE, None, 0, None)),
+        "id": "0b6f6c5e-3c1a-4e8e-9d55-0f0f0f0f0f0a",
+        "owner": ALICE,
+        "created_at": store.now(),
+    }
+    errors: list[BaseException] = []
+    with psycopg.connect(db_url, row_factory=dict_row) as writing:
+        assert len(writing.execute(QUERIES["hold_calendars"], {"owner": ALICE, "names": ["kept"]}).fetchall()) == 1
+
+        def delete() -> None:
+            try:
+                store.delete_calendar(ALICE, "kept")
+            except BaseException as exc:
+                errors.append(exc)
+
+        worker = threading.Thread(target=delete)
+        worker.start()
+        poll(lambda: _waiting(pool), what="the delete waiting for the job's write")
+        writing.execute(QUERIES["insert_job"], params)
+        writing.commit()
+        worker.join(30)
+    [in_use] = errors
+    assert isinstance(in_use, CalendarInUse) and in_use.jobs == [(params["id"], "holder")]

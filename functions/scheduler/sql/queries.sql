@@ -543,6 +543,14 @@ RETURNING *;
 -- A calendar held for its delete, so that the jobs that name it are read with it held.
 SELECT name FROM calendars WHERE owner = %(owner)s AND name = %(name)s FOR UPDATE;
 
+-- name: hold_calendars
+-- The calendars a job being written names, held (FOR KEY SHARE) until the write commits: a
+-- concurrent delete of one (lock_calendar, FOR UPDATE) waits for it, then finds the job and
+-- answers 409; a calendar deleted first is absent here, and the write is refused (400).
+SELECT name FROM calendars
+WHERE owner = %(owner)s AND name = ANY(%(names)s::text[])
+FOR KEY SHARE;
+
 -- name: jobs_using_calendar
 -- The owner's jobs that name the calendar (the partial GIN index of 0014 holds only jobs that name one).
 SELECT id, name FROM job_specs

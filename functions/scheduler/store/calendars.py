@@ -4,18 +4,35 @@ class; they use its pool."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from scheduler.core.domain import CalendarRecord
-from scheduler.core.errors import CalendarInUse, CalendarNameTaken, CalendarNotFound
+from scheduler.core.errors import CalendarInUse, CalendarNameTaken, CalendarNotFound, ScheduleError
 from scheduler.sql import QUERIES
 from scheduler.store.rows import retry_on_dead_connection
 
 # How many of the jobs that use a calendar a 409 names.
 MAX_JOBS_NAMED = 50
+
+
+@contextlib.contextmanager
+def held_calendars(conn: Any, owner: str, names: Sequence[str]) -> Iterator[None]:
+    """For a job that names calendars: a transaction holding them (``hold_calendars``) around its
+    write, so that none is deleted meanwhile; ``ScheduleError`` on ``exclude_calendars.N`` for
+    one that is gone. A job naming none writes as before, in its one statement."""
+    if not names:
+        yield
+        return
+    with conn.transaction():
+        held = {row["name"] for row in conn.execute(QUERIES["hold_calendars"], {"owner": owner, "names": list(names)})}
+        for i, name in enumerate(names):
+            if name not in held:
+                raise ScheduleError(f"no calendar named {name!r} (create it first)", field=f"exclude_calendars.{i}")
+        yield
 
 
 class CalendarTables:

@@ -39,7 +39,7 @@ from scheduler.core.domain import (
 )
 from scheduler.core.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
 from scheduler.sql import QUERIES
-from scheduler.store.calendars import CalendarTables
+from scheduler.store.calendars import CalendarTables, held_calendars
 from scheduler.store.completions import completion_batch, completion_row
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
 from scheduler.store.rows import is_uuid, retry_on_dead_connection, started_rows_cursor
@@ -206,7 +206,7 @@ class Store(ExecutionHistory, CalendarTables):
             "owner": owner,
             "created_at": created_at,
         }
-        with self.pool.connection() as conn:
+        with self.pool.connection() as conn, held_calendars(conn, owner, params["exclude_calendars"]):
             row = conn.execute(QUERIES["insert_job"], params).fetchone()
         if row is None:
             raise NameTaken(spec["name"])
@@ -279,7 +279,7 @@ class Store(ExecutionHistory, CalendarTables):
             "was_next_run_at": was.next_run_at,
         }
         try:
-            with self.pool.connection() as conn:
+            with self.pool.connection() as conn, held_calendars(conn, owner, params["exclude_calendars"]):
                 row = conn.execute(QUERIES["update_job"], params).fetchone()
         except psycopg.errors.UniqueViolation:
             raise NameTaken("name") from None
