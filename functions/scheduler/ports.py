@@ -142,6 +142,10 @@ class CalendarStore(Protocol):
         ...
 
 
+class CalendarJobStore(CalendarStore, JobStore, Protocol):
+    """Both: a calendar's replacement replans the jobs that name it."""
+
+
 class CompletionStore(Protocol):
     """What recording outcomes needs (``service.complete_executions``)."""
 

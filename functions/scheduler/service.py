@@ -28,8 +28,8 @@ from scheduler.core.domain import (
 )
 from scheduler.core.errors import EditConflict, NotFound, ScheduleError, VersionMismatch
 from scheduler.planning import lifecycle
-from scheduler.ports import CalendarStore, CompletionStore, JobStore
-from scheduler.schedules.calendars import MAX_CALENDARS_PER_JOB, Calendar, build_calendar
+from scheduler.planning.lifecycle import MAX_CALENDARS_PER_JOB, Calendar
+from scheduler.ports import CalendarJobStore, CalendarStore, CompletionStore, JobStore
 
 # Reads and writes of an edit, before it gives up on a job that keeps changing under it (each
 # attempt reads the job, plans, and writes only if the job is still what was read).
@@ -66,7 +66,7 @@ def job_calendars(store: JobStore | CompletionStore, job: Job) -> list[Calendar]
 
 def _checked_definition(name: str, definition: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """(zone, the definition to store) of a calendar, compiled once to refuse a bad one (400)."""
-    build_calendar(name, definition)
+    lifecycle.check_calendar(name, definition)
     kept = {key: definition[key] for key in ("dates", "ranges", "yearly", "ics") if definition.get(key) is not None}
     return definition.get("timezone") or "UTC", kept
 
@@ -77,7 +77,7 @@ def create_calendar(store: CalendarStore, owner: str, name: str, definition: Map
     return store.insert_calendar(owner, name, timezone, kept)
 
 
-def replace_calendar(store: Any, owner: str, name: str, definition: Mapping[str, Any]) -> CalendarRecord:
+def replace_calendar(store: CalendarJobStore, owner: str, name: str, definition: Mapping[str, Any]) -> CalendarRecord:
     """Replace a calendar, then replan the jobs that name it (their occurrence in hand, when it is
     still to come and no attempt is under way: one already due runs as planned)."""
     timezone, kept = _checked_definition(name, definition)
@@ -88,6 +88,8 @@ def replace_calendar(store: Any, owner: str, name: str, definition: Mapping[str,
 
 
 def _replan(store: JobStore, owner: str, job_id: str) -> None:
+    """A job's occurrence in hand computed again with its calendars as they are now (when still to
+    come and no attempt is under way), written if the job is still what was read."""
     for _ in range(EDIT_ATTEMPTS):
         try:
             current = store.get_job(owner, job_id)

@@ -23,7 +23,7 @@ from scheduler.core.constants import SERVICE_NAME
 from scheduler.core.domain import CalendarRecord
 from scheduler.core.errors import CalendarNotFound
 from scheduler.core.timeutil import format_time
-from scheduler.ports import CalendarStore
+from scheduler.ports import CalendarJobStore, CalendarStore
 from scheduler.schema.calendars import CalendarDefinition, CalendarSpec
 from scheduler.schema.models import _NAME_RE, MAX_NAME_LENGTH
 
@@ -31,6 +31,7 @@ logger = Logger(service=SERVICE_NAME, child=True)
 router = APIGatewayRouter()
 
 CalendarStoreDep = Annotated[CalendarStore, Depends(get_store)]
+CalendarJobStoreDep = Annotated[CalendarJobStore, Depends(get_store)]
 CalendarName = Annotated[str, Path(description="The calendar's name.")]
 
 
@@ -135,7 +136,7 @@ def get_calendar(name: CalendarName, store: CalendarStoreDep, owner: Owner) -> R
     responses=documented(200, Calendar, "The calendar.", 400, 403, 404, 413, 415),
 )
 def replace_calendar(
-    name: CalendarName, definition: Annotated[CalendarDefinition, Body()], store: CalendarStoreDep, owner: Owner
+    name: CalendarName, definition: Annotated[CalendarDefinition, Body()], store: CalendarJobStoreDep, owner: Owner
 ) -> Response[Any]:
     record = service.replace_calendar(store, owner, _checked_name(name), _definition(definition))
     logger.info("calendar replaced", extra={"calendar": record.name, "version": record.version})

@@ -12,12 +12,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from scheduler.core.domain import CalendarRecord, ExecutionStatus, Job, JobState, LeaseKind, Outcome, Plan, RetryPolicy
 from scheduler.schedules import Schedule, first_run, interval_anchor, one_off, parse_schedule, plan_next
-from scheduler.schedules.calendars import Calendar, build_calendar, with_calendars
+from scheduler.schedules.calendars import MAX_CALENDARS_PER_JOB, Calendar, build_calendar, with_calendars
+
+__all__ = ["MAX_CALENDARS_PER_JOB", "Calendar", "check_calendar", "compile_calendar"]
 
 # How many missed occurrences `run_all` catches up at most.
 RUN_ALL_CAP = 10
@@ -33,6 +36,11 @@ Calendars = Sequence[Calendar]
 # write, so a runner compiles each version once.
 _COMPILED: dict[tuple[str, str, int, datetime], Calendar] = {}
 _COMPILED_MAX = 1024
+
+
+def check_calendar(name: str, definition: Mapping[str, Any]) -> None:
+    """Compile a calendar's definition once, to refuse a bad one (``ScheduleError`` naming the field)."""
+    build_calendar(name, definition)
 
 
 def compile_calendar(record: CalendarRecord) -> Calendar:
