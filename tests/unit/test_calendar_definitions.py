@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from scheduler.schedules import ScheduleError, parse_schedule
-from scheduler.schedules.calendars import MAX_DATES, build_calendar, excluded_span, with_calendars
+from scheduler.schedules.calendars import MAX_DATES, apply_calendars, build_calendar, excluded_span, with_calendars
 
 UK_ICS = """BEGIN:VCALENDAR\r
 VERSION:2.0\r
@@ -140,3 +140,13 @@ def test_excluded_span_names_the_calendar():
     assert span is not None and span.by == "uk"
     assert (span.start, span.end) == (Z("2026-12-25T00:00"), Z("2026-12-27T00:00"))
     assert excluded_span([calendar], Z("2026-12-27T00:00")) is None
+
+
+def test_a_calendar_s_own_span_and_one_occurrence_under_skip_and_shift():
+    calendar = build_calendar("x", {"timezone": "UTC", "yearly": ["12-25"], "dates": ["2026-12-26"]})
+    span = calendar.excluded_span(Z("2026-12-25T09:00"))
+    assert span is not None and (span.start, span.end) == (Z("2026-12-25T00:00"), Z("2026-12-27T00:00"))
+    assert calendar.excluded_span(Z("2026-12-24T23:59")) is None
+    assert apply_calendars([calendar], Z("2026-12-25T09:00"), "skip") is None
+    assert apply_calendars([calendar], Z("2026-12-25T09:00"), "shift") == Z("2026-12-27T00:00")
+    assert apply_calendars([calendar], Z("2026-12-27T09:00"), "skip") == Z("2026-12-27T09:00")

@@ -143,6 +143,11 @@ class Calendar:
         """Whether the instant ``at`` is excluded."""
         return self.piece(_require_aware(at, "at")) is not None
 
+    def excluded_span(self, at: datetime) -> Excluded | None:
+        """The whole span this calendar excludes around ``at`` (its pieces that touch chained:
+        a yearly 25 December and a dated 26 December are one span), or None."""
+        return excluded_span([self], _require_aware(at, "at"))
+
     def _local_start(self, day: date) -> datetime:
         try:
             return _resolve_wall(datetime(day.year, day.month, day.day), self.tz)
@@ -193,6 +198,15 @@ def _chain(calendars: Sequence[Calendar], edge: datetime, *, backwards: bool = F
         if not moved:
             return edge
     return None
+
+
+def apply_calendars(calendars: Sequence[Calendar], occurrence: datetime, on_excluded: str = "skip") -> datetime | None:
+    """One occurrence under ``on_excluded``: itself when allowed; when excluded, None (``skip``)
+    or the end of its excluded span (``shift``, :func:`shift_of`). :class:`CalendarSchedule`
+    applies this rule to a whole schedule."""
+    if on_excluded == "shift":
+        return shift_of(calendars, occurrence)
+    return occurrence if excluded_span(calendars, occurrence) is None else None
 
 
 def shift_of(calendars: Sequence[Calendar], occurrence: datetime) -> datetime | None:
