@@ -314,6 +314,40 @@ class SchedulerClient:
             raise not_scheduler(answer)
         return answer
 
+    # -- calendars -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _calendar_path(name: str) -> str:
+        from urllib.parse import quote
+
+        return f"{API_PREFIX}/calendars/{quote(name, safe='')}"
+
+    def create_calendar(self, definition: Mapping[str, Any]) -> dict[str, Any]:
+        """``POST /v1/calendars``: the new calendar."""
+        return self.request("POST", f"{API_PREFIX}/calendars", body=definition)
+
+    def list_calendars(self, *, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
+        """``GET /v1/calendars``: one page, ``{"calendars": [...], "next_cursor": ...}``."""
+        answer = self.request("GET", f"{API_PREFIX}/calendars", query={"limit": limit, "cursor": cursor})
+        return api_wire.expect_list(answer, "calendars")
+
+    def iter_calendar_pages(self, **filters: Any) -> Iterator[dict[str, Any]]:
+        """Every page of ``list_calendars``."""
+        return self._pages(self.list_calendars, filters)
+
+    def get_calendar(self, name: str) -> dict[str, Any]:
+        """``GET /v1/calendars/{name}``."""
+        return self.request("GET", self._calendar_path(name))
+
+    def replace_calendar(self, name: str, definition: Mapping[str, Any]) -> dict[str, Any]:
+        """``PUT /v1/calendars/{name}``: a full definition (the jobs that name it are replanned)."""
+        body = {key: value for key, value in definition.items() if key != "name"}
+        return self.request("PUT", self._calendar_path(name), body=body)
+
+    def delete_calendar(self, name: str) -> None:
+        """``DELETE /v1/calendars/{name}`` (409 naming the jobs while any names it)."""
+        self.request("DELETE", self._calendar_path(name))
+
     # -- helpers -------------------------------------------------------------------------------
 
     def pages(self, fetch: Any, filters: dict[str, Any]) -> Iterator[dict[str, Any]]:

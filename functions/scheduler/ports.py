@@ -7,11 +7,12 @@ store and a test may hand any object that has the methods.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
 from scheduler.core.domain import (
+    CalendarRecord,
     Claim,
     Completion,
     Execution,
@@ -91,6 +92,10 @@ class JobStore(Protocol):
         """The database clock."""
         ...
 
+    def calendars_of(self, wanted: Iterable[tuple[str, str]]) -> list[CalendarRecord]:
+        """The calendars named by ``(owner, name)`` pairs, those that exist (a job's planning)."""
+        ...
+
     def list_owner_executions(
         self,
         owner: str,
@@ -105,8 +110,48 @@ class JobStore(Protocol):
         ...
 
 
+class CalendarStore(Protocol):
+    """An owner's calendars (the API, ``scheduler.service``), and those a batch of jobs name."""
+
+    def insert_calendar(self, owner: str, name: str, timezone: str, definition: Mapping[str, Any]) -> CalendarRecord:
+        """A new calendar (``CalendarNameTaken`` for a name taken)."""
+        ...
+
+    def get_calendar(self, owner: str, name: str) -> CalendarRecord:
+        """One calendar of the owner (``CalendarNotFound``)."""
+        ...
+
+    def list_calendars(self, owner: str, *, limit: int = 50, after_name: str | None = None) -> list[CalendarRecord]:
+        """A page of the owner's calendars in name order."""
+        ...
+
+    def replace_calendar(self, owner: str, name: str, timezone: str, definition: Mapping[str, Any]) -> CalendarRecord:
+        """Replace a calendar's zone and definition (``CalendarNotFound``)."""
+        ...
+
+    def delete_calendar(self, owner: str, name: str) -> None:
+        """Delete a calendar no job names (``CalendarNotFound``, ``CalendarInUse``)."""
+        ...
+
+    def jobs_using_calendar(self, owner: str, name: str, limit: int = 1000) -> list[tuple[str, str]]:
+        """``(id, name)`` of the owner's jobs that name the calendar."""
+        ...
+
+    def calendars_of(self, wanted: Iterable[tuple[str, str]]) -> list[CalendarRecord]:
+        """The calendars named by ``(owner, name)`` pairs, those that exist."""
+        ...
+
+
+class CalendarJobStore(CalendarStore, JobStore, Protocol):
+    """Both: a calendar's replacement replans the jobs that name it."""
+
+
 class CompletionStore(Protocol):
     """What recording outcomes needs (``service.complete_executions``)."""
+
+    def calendars_of(self, wanted: Iterable[tuple[str, str]]) -> list[CalendarRecord]:
+        """The calendars named by ``(owner, name)`` pairs (read only for jobs that name one)."""
+        ...
 
     def write_completions(self, planned: Sequence[tuple[Completion, Plan]]) -> set[str]:
         """Record outcomes planned from their started rows; the ids of the jobs written (the

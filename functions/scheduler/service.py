@@ -19,6 +19,7 @@ from typing import Any
 from scheduler.core.domain import (
     SCHEDULE_FIELDS,
     SPEC_FIELDS,
+    CalendarRecord,
     Completion,
     Job,
     JobState,
@@ -26,9 +27,10 @@ from scheduler.core.domain import (
     Plan,
     StartedExecution,
 )
-from scheduler.core.errors import EditConflict, VersionMismatch
+from scheduler.core.errors import EditConflict, NotFound, ScheduleError, VersionMismatch
 from scheduler.planning import lifecycle
-from scheduler.ports import CompletionStore, JobStore
+from scheduler.planning.lifecycle import MAX_CALENDARS_PER_JOB, Calendar
+from scheduler.ports import CalendarJobStore, CalendarStore, CompletionStore, JobStore
 
 # Reads and writes of an edit, before it gives up on a job that keeps changing under it (each
 # attempt reads the job, plans, and writes only if the job is still what was read).
@@ -40,13 +42,86 @@ COMPLETION_ATTEMPTS = 10
 Edit = tuple[Mapping[str, Any], Plan | None]
 
 
+# -- calendars -------------------------------------------------------------------------------------
+
+
+def named_calendars(store: JobStore, owner: str, names: Sequence[str]) -> list[Calendar]:
+    """The owner's calendars of these names, compiled, in order; a name that is not one of them
+    is a ``ScheduleError`` on ``exclude_calendars`` (a 400)."""
+    if len(names) > MAX_CALENDARS_PER_JOB:
+        raise ScheduleError(f"names at most {MAX_CALENDARS_PER_JOB} calendars", field="exclude_calendars")
+    found = {record.name: record for record in store.calendars_of((owner, name) for name in names)} if names else {}
+    for i, name in enumerate(names):
+        if name not in found:
+            raise ScheduleError(f"no calendar named {name!r} (create it first)", field=f"exclude_calendars.{i}")
+    return [lifecycle.compile_calendar(found[name]) for name in names]
+
+
+def job_calendars(store: JobStore | CompletionStore, job: Job) -> list[Calendar]:
+    """The calendars a stored job names (those that still exist); none read for a job naming none."""
+    if not job.exclude_calendars or job.owner is None:
+        return []
+    records = {record.name: record for record in store.calendars_of((job.owner, n) for n in job.exclude_calendars)}
+    return [lifecycle.compile_calendar(records[n]) for n in job.exclude_calendars if n in records]
+
+
+def _checked_definition(name: str, definition: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(zone, the definition to store) of a calendar, compiled once to refuse a bad one (400)."""
+    lifecycle.check_calendar(name, definition)
+    kept = {key: definition[key] for key in ("dates", "ranges", "yearly", "ics") if definition.get(key) is not None}
+    return definition.get("timezone") or "UTC", kept
+
+
+def create_calendar(store: CalendarStore, owner: str, name: str, definition: Mapping[str, Any]) -> CalendarRecord:
+    """A new calendar of the owner (``CalendarNameTaken``; ``ScheduleError`` naming the field)."""
+    timezone, kept = _checked_definition(name, definition)
+    return store.insert_calendar(owner, name, timezone, kept)
+
+
+def replace_calendar(store: CalendarJobStore, owner: str, name: str, definition: Mapping[str, Any]) -> CalendarRecord:
+    """Replace a calendar, then replan the jobs that name it (their occurrence in hand, when it is
+    still to come and no attempt is under way: one already due runs as planned)."""
+    timezone, kept = _checked_definition(name, definition)
+    record = store.replace_calendar(owner, name, timezone, kept)
+    for job_id, _ in store.jobs_using_calendar(owner, name):
+        _replan(store, owner, job_id)
+    return record
+
+
+def _replan(store: JobStore, owner: str, job_id: str) -> None:
+    """A job's occurrence in hand computed again with its calendars as they are now (when still to
+    come and no attempt is under way), written if the job is still what was read."""
+    for _ in range(EDIT_ATTEMPTS):
+        try:
+            current = store.get_job(owner, job_id)
+        except NotFound:
+            return
+        now = store.now()
+        if current.state == JobState.COMPLETED or current.attempt > 0:
+            return
+        if current.scheduled_at is not None and current.scheduled_at <= now:
+            return
+        plan = lifecycle.plan_first(current, now, current.state, calendars=job_calendars(store, current))
+        if plan == Plan.of(current):
+            return
+        written = store.update_job(
+            owner, job_id, current.spec(), plan, version=current.version, planned_from=Plan.of(current)
+        )
+        if written is not None:
+            return
+
+
+# -- jobs ------------------------------------------------------------------------------------------
+
+
 def create_job(store: JobStore, owner: str, spec: Mapping[str, Any], *, job_id: str | None = None) -> Job:
     """Insert a job at its first occurrence after the database's now. Raises ``NameTaken``.
 
     The id is chosen here when not given: a ``spread`` draws its offsets from it."""
+    calendars = named_calendars(store, owner, list(spec.get("exclude_calendars") or ()))
     now = store.now()
     job_id = job_id or str(uuid.uuid4())
-    plan = lifecycle.plan_first(Job.from_row({**spec, "id": job_id, "created_at": now}), now)
+    plan = lifecycle.plan_first(Job.from_row({**spec, "id": job_id, "created_at": now}), now, calendars=calendars)
     return store.insert_job(owner, spec, plan, created_at=now, job_id=job_id)
 
 
@@ -70,7 +145,8 @@ def update_job(
         if all(getattr(current, k) == getattr(new, k) for k in SCHEDULE_FIELDS):
             return spec, None
         state = JobState.PAUSED if current.state == JobState.PAUSED else JobState.ACTIVE
-        return spec, lifecycle.plan_first(new, store.now(), state)
+        calendars = named_calendars(store, owner, list(new.exclude_calendars))
+        return spec, lifecycle.plan_first(new, store.now(), state, calendars=calendars)
 
     return _write_edit(store, owner, job_id, edit, expected_version)
 
@@ -83,7 +159,13 @@ def pause_job(store: JobStore, owner: str, job_id: str) -> Job:
 def resume_job(store: JobStore, owner: str, job_id: str) -> Job:
     """Fire the schedule again, applying ``missed_runs`` to what was missed."""
     return _write_edit(
-        store, owner, job_id, lambda current: (current.spec(), lifecycle.plan_resume(current, store.now()))
+        store,
+        owner,
+        job_id,
+        lambda current: (
+            current.spec(),
+            lifecycle.plan_resume(current, store.now(), calendars=job_calendars(store, current)),
+        ),
     )
 
 
@@ -111,12 +193,17 @@ def _write_edit(
 
 
 def plan_completion(
-    job: Job, outcome: Outcome, now: datetime, rng: random.Random | None, ran_scheduled_at: datetime | None
+    job: Job,
+    outcome: Outcome,
+    now: datetime,
+    rng: random.Random | None,
+    ran_scheduled_at: datetime | None,
+    calendars: Sequence[Calendar] = (),
 ) -> Plan:
     """The job's columns after an attempt (``lifecycle.plan_completion``), marked ``delete``
     when the attempt completes a job whose ``after_completion`` is ``delete``: the store then
     deletes it with its executions in the transaction that records the completion."""
-    plan = lifecycle.plan_completion(job, outcome, now, rng, ran_scheduled_at)
+    plan = lifecycle.plan_completion(job, outcome, now, rng, ran_scheduled_at, calendars)
     if plan.state == JobState.COMPLETED and job.after_completion == "delete":
         return Plan(plan.state, plan.scheduled_at, plan.attempt, plan.next_run_at, delete=True)
     return plan
@@ -138,11 +225,17 @@ def complete_executions(
     fast = [i for i, done in enumerate(completions) if done.started is not None and done.elapsed_seconds is not None]
     if fast:
         planned = []
+        calendars = _calendars_of_batch(store, [completions[i].started.job for i in fast])  # type: ignore[union-attr]
         for i in fast:
             done = completions[i]
             started: StartedExecution = done.started  # type: ignore[assignment]
             now = started.started_at + timedelta(seconds=max(done.elapsed_seconds or 0.0, 0.0))
-            planned.append((done, plan_completion(started.job, done.outcome, now, rng, started.scheduled_at)))
+            named = [
+                calendars[(started.job.owner, n)]
+                for n in started.job.exclude_calendars
+                if (started.job.owner, n) in calendars
+            ]
+            planned.append((done, plan_completion(started.job, done.outcome, now, rng, started.scheduled_at, named)))
         written = store.write_completions(planned)
         for i in fast:
             recorded[i] = str(completions[i].job_id) in written
@@ -150,6 +243,15 @@ def complete_executions(
         if not recorded[i]:
             recorded[i] = _complete_from_the_job_as_it_is(store, done, rng)
     return recorded
+
+
+def _calendars_of_batch(store: CompletionStore, jobs: Sequence[Job]) -> dict[tuple[str | None, str], Calendar]:
+    """The calendars the jobs of a batch name, in one read (none when no job names one: the
+    hot path of jobs without calendars reads nothing more)."""
+    wanted = {(job.owner, name) for job in jobs if job.owner is not None for name in job.exclude_calendars}
+    if not wanted:
+        return {}
+    return {(record.owner, record.name): lifecycle.compile_calendar(record) for record in store.calendars_of(wanted)}
 
 
 def _complete_from_the_job_as_it_is(store: CompletionStore, done: Completion, rng: random.Random | None) -> bool:
@@ -160,7 +262,8 @@ def _complete_from_the_job_as_it_is(store: CompletionStore, done: Completion, rn
         leased = store.leased_job(done)
         if leased is None:
             return False
-        plan = plan_completion(leased.job, done.outcome, leased.now, rng, leased.ran_scheduled_at)
+        calendars = job_calendars(store, leased.job)
+        plan = plan_completion(leased.job, done.outcome, leased.now, rng, leased.ran_scheduled_at, calendars)
         if store.complete_leased(done, plan, leased):
             return True
     return False

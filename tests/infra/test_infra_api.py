@@ -24,6 +24,12 @@ ROUTES = {
     ("GET", "/v1/jobs/{id}/executions"),
     ("GET", "/v1/executions"),
     ("POST", "/v1/schedules/preview"),
+    ("GET", "/v1/calendars"),
+    ("POST", "/v1/calendars"),
+    # API Gateway names every path parameter {id} (infra/api.py); the api function reads the path.
+    ("GET", "/v1/calendars/{id}"),
+    ("PUT", "/v1/calendars/{id}"),
+    ("DELETE", "/v1/calendars/{id}"),
 }
 
 

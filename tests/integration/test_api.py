@@ -233,8 +233,11 @@ def test_create_and_get(api, pool, box):
         "updated_at",
         "stats",
         "after_completion",
+        "exclude_calendars",
+        "on_excluded",
     }
     assert job["after_completion"] == "keep"
+    assert job["exclude_calendars"] == [] and job["on_excluded"] == "skip"
     assert job["owner"] == ALICE and job["state"] == "active" and job["version"] == 1
     assert job["stats"] == {"run_count": 0, "failure_count": 0, "last_status": None, "last_error": None}
     assert job["next_run_at"].endswith("Z") and job["next_run_at"][11:16] in ("01:00", "02:00")  # 03:00 Berlin

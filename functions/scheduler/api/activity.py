@@ -4,6 +4,7 @@ of a schedule's next occurrences (computed by the code that plans jobs)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -12,6 +13,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
+from scheduler import service
 from scheduler.api.cursors import scope_of
 from scheduler.api.errors import BadRequest, documented
 from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Owner, StoreDep, cursor_position
@@ -19,14 +21,27 @@ from scheduler.api.routes import rule
 from scheduler.api.serialize import Execution, execution_json
 from scheduler.core.domain import ExecutionStatus
 from scheduler.core.timeutil import format_time
-from scheduler.schedules import Spread, explain_occurrences
+from scheduler.schedules import Spread, explain_occurrences, schedule_for
+from scheduler.schedules.calendars import Calendar, explain
+from scheduler.schedules.planning import Occurrence, When, interval_anchor
+from scheduler.schedules.union import UnionSchedule
 from scheduler.schema.models import MAX_BODY_LENGTH, Instant, JobSpec, is_job_id, parse_time
 
 router = APIGatewayRouter()
 
 MAX_PREVIEW_COUNT = 100
 # The fields a preview shares with a job: declared and checked by the job model itself.
-_SCHEDULE_FIELDS = ("schedule", "schedules", "spread", "run_at", "timezone", "start_at", "end_at")
+_SCHEDULE_FIELDS = (
+    "schedule",
+    "schedules",
+    "spread",
+    "run_at",
+    "timezone",
+    "start_at",
+    "end_at",
+    "exclude_calendars",
+    "on_excluded",
+)
 _FIELD: dict[str, Any] = dict(JobSpec.model_fields)
 # A target the job model accepts, to check the schedule fields of a preview as a job's.
 _ANY_TARGET = {"type": "http", "url": "https://example.com/"}
@@ -55,15 +70,21 @@ class SchedulePreview(BaseModel):
     timezone: str = _FIELD["timezone"]
     start_at: Instant | None = None
     end_at: Instant | None = None
+    exclude_calendars: list[str] = _FIELD["exclude_calendars"]
+    on_excluded: Literal["skip", "shift"] = _FIELD["on_excluded"]
+    explain: bool = Field(
+        default=False,
+        strict=True,
+        description="Answer each time as an object saying where it comes from: `at`, `expression`, "
+        "`spread_seconds` and, for calendars, `shifted_from` and `excluded_by` (the occurrences a "
+        "calendar leaves out listed too, with `excluded_by`).",
+    )
     after: Instant | None = Field(default=None, description="Occurrences strictly after this instant (default: now).")
     count: int = Field(default=10, ge=1, le=MAX_PREVIEW_COUNT, strict=True, description="How many occurrences.")
     job_id: str | None = Field(
         default=None,
         max_length=64,
         description="The job whose id seeds the `spread` (default: none, an example offset).",
-    )
-    explain: bool = Field(
-        default=False, strict=True, description="Answer each time as an object saying where it comes from."
     )
 
     @field_validator("job_id")
@@ -85,12 +106,16 @@ class ExplainedOccurrence(BaseModel):
     at: AwareDatetime = Field(description="when it fires (UTC): the occurrence plus `spread_seconds`")
     expression: str = Field(description="the expression that produced the occurrence")
     spread_seconds: int = Field(description="the spread's offset applied (0 without a spread)")
+    excluded_by: str | None = Field(
+        default=None, description="the calendar that excluded it (then it does not run) or shifted it"
+    )
+    shifted_from: AwareDatetime | None = Field(default=None, description="the time a calendar moved it from")
 
 
 class Occurrences(BaseModel):
     occurrences: list[AwareDatetime] | list[ExplainedOccurrence] = Field(
         description="UTC, in the order of their occurrences; fewer than `count` when the schedule ends; "
-        "objects with `explain`"
+        "objects with `explain` (with calendars, the occurrences they leave out are listed too)"
     )
 
 
@@ -188,6 +213,7 @@ def list_owner_executions(
 def preview_schedule(preview: Annotated[SchedulePreview, Body()], store: StoreDep, owner: Owner) -> Response[Any]:
     fields = preview.model_dump(include=set(_SCHEDULE_FIELDS), exclude_none=True)
     spec = JobSpec.model_validate({"name": "preview", "target": _ANY_TARGET, **fields})
+    calendars = service.named_calendars(store, owner, spec.exclude_calendars)
     after = preview.after or store.now()
     when = spec.schedule if spec.schedule is not None else spec.schedules if spec.schedules is not None else spec.run_at
     assert when is not None, "the job schema takes exactly one of schedule, schedules and run_at"
@@ -202,11 +228,39 @@ def preview_schedule(preview: Annotated[SchedulePreview, Body()], store: StoreDe
         after=after,
         count=preview.count,
         spread=spread,
+        calendars=calendars,
+        on_excluded=spec.on_excluded,
     )
-    items: list[Any] = [format_time(item.at) for item in found]
-    if preview.explain:
-        items = [
-            {"at": format_time(item.at), "expression": item.expression, "spread_seconds": item.spread_seconds}
-            for item in found
-        ]
+    if not preview.explain:
+        items: list[Any] = [format_time(item.at) for item in found]
+    else:
+        items = _explained(found, spec, calendars, when, after)
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body={"occurrences": items})
+
+
+def _explained(
+    found: list[Occurrence], spec: JobSpec, calendars: Sequence[Calendar], when: When, after: datetime
+) -> list[dict[str, Any]]:
+    """The preview's items with ``explain``: each time's expression and spread offset, and what
+    the calendars did: a shifted time names the occurrence it was moved from, and the occurrences
+    they leave out (``skip``) are listed between the others with ``excluded_by``."""
+    base = schedule_for(when, spec.timezone, interval_anchor(spec.start_at, after))
+    entries: list[dict[str, Any]] = [{"at": item.occurrence} for item in found]
+    if calendars and not isinstance(when, datetime):
+        entries = explain(base, calendars, spec.on_excluded, [item.occurrence for item in found], after, spec.start_at)
+    fired = {item.occurrence: item for item in found}
+    items: list[dict[str, Any]] = []
+    for entry in entries:
+        ran = fired.get(entry["at"]) if "shifted_from" in entry or "excluded_by" not in entry else None
+        origin = entry.get("shifted_from") or entry["at"]
+        item: dict[str, Any] = {
+            "at": format_time(ran.at if ran is not None else entry["at"]),
+            "expression": base.source_of(origin) if isinstance(base, UnionSchedule) else base.expression,
+            "spread_seconds": ran.spread_seconds if ran is not None else 0,
+        }
+        if "excluded_by" in entry:
+            item["excluded_by"] = entry["excluded_by"]
+        if "shifted_from" in entry:
+            item["shifted_from"] = format_time(entry["shifted_from"])
+        items.append(item)
+    return items

@@ -19,6 +19,9 @@ from pydantic import BaseModel, ValidationError
 
 from scheduler.core.constants import MAX_REQUEST_BODY_BYTES, SERVICE_NAME
 from scheduler.core.errors import (
+    CalendarInUse,
+    CalendarNameTaken,
+    CalendarNotFound,
     EditConflict,
     MaskedSecretError,
     NameTaken,
@@ -117,6 +120,8 @@ def domain_error(exc: SchedulerError) -> ApiError | None:
     error that is the server's fault (answered 500)."""
     if isinstance(exc, NotFound):
         return ApiError("no such job", status=404, code="not_found")
+    if isinstance(exc, (CalendarNotFound, CalendarNameTaken, CalendarInUse)):
+        return _calendar_error(exc)
     if isinstance(exc, NameTaken):
         return ApiError(
             "a job of that name already exists",
@@ -140,6 +145,20 @@ def domain_error(exc: SchedulerError) -> ApiError | None:
         details = [{"field": exc.field, "message": exc.message}]
         return ApiError(_summary(details), details)
     return None
+
+
+def _calendar_error(exc: SchedulerError) -> ApiError:
+    if isinstance(exc, CalendarNotFound):
+        return ApiError("no such calendar", status=404, code="not_found")
+    if isinstance(exc, CalendarInUse):
+        details = [{"field": "jobs", "message": f"{name} ({job_id})"} for job_id, name in exc.jobs]
+        return ApiError(f"{exc}: remove it from them first", details, status=409, code="calendar_in_use")
+    return ApiError(
+        "a calendar of that name already exists",
+        [{"field": "name", "message": "is already taken by another of your calendars"}],
+        status=409,
+        code="name_taken",
+    )
 
 
 def error_response(

@@ -33,6 +33,7 @@ class Route:
 
 
 _JOB = "/v1/jobs/{job_id}"
+_CALENDAR = "/v1/calendars/{name}"
 
 ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/health", "health", anonymous=True),
@@ -48,6 +49,11 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", f"{_JOB}/executions", "list_executions", query=("status", "limit", "cursor")),
     Route("GET", "/v1/executions", "list_owner_executions", query=("status", "job_id", "since", "limit", "cursor")),
     Route("POST", "/v1/schedules/preview", "preview_schedule", body=True),
+    Route("GET", "/v1/calendars", "list_calendars", query=("limit", "cursor")),
+    Route("POST", "/v1/calendars", "create_calendar", body=True),
+    Route("GET", _CALENDAR, "get_calendar"),
+    Route("PUT", _CALENDAR, "replace_calendar", body=True),
+    Route("DELETE", _CALENDAR, "delete_calendar"),
 )
 
 _BY_OPERATION = {route.operation: route for route in ROUTES}

@@ -29,6 +29,7 @@ def spec_of(job: DomainJob) -> dict[str, Any]:
     for k in _TIME_FIELDS:
         spec[k] = _time(spec[k])
     spec["tags"] = list(job.tags)
+    spec["exclude_calendars"] = list(job.exclude_calendars)
     spec["target"] = mask_target_secrets(dict(job.target or {}))
     spec["retry"] = dict(job.retry or {})
     spec["schedules"] = None if job.schedules is None else list(job.schedules)

@@ -159,9 +159,8 @@ def _when_flags(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def definition_flags(args: argparse.Namespace, kind: str | None = None) -> dict[str, Any]:
-    """The part of a job definition given by flags, nested as in the job JSON; ``kind`` is the
-    target's type when known (``--body`` is the ``message`` of an SNS target)."""
+def _schedule_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags of a job's own fields (not its target's nor its retry's)."""
     out: dict[str, Any] = _when_flags(args)
     for key in (
         "name",
@@ -172,12 +171,21 @@ def definition_flags(args: argparse.Namespace, kind: str | None = None) -> dict[
         "end_at",
         "missed_runs",
         "after_completion",
+        "on_excluded",
     ):
         value = getattr(args, key, None)
         if value is not None:
             out[key] = value
-    if getattr(args, "tags", None):
-        out["tags"] = list(args.tags)
+    for key in ("tags", "exclude_calendars"):
+        if getattr(args, key, None):
+            out[key] = list(getattr(args, key))
+    return out
+
+
+def definition_flags(args: argparse.Namespace, kind: str | None = None) -> dict[str, Any]:
+    """The part of a job definition given by flags, nested as in the job JSON; ``kind`` is the
+    target's type when known (``--body`` is the ``message`` of an SNS target)."""
+    out = _schedule_flags(args)
     target: dict[str, Any] = {}
     for flag, key in (
         ("url", "url"),
@@ -342,6 +350,20 @@ def _add_when_options(group: Any) -> None:
     when.add_argument("--run-at", metavar="TIMESTAMP", help="a one-off job: RFC 3339 timestamp with offset")
     group.add_argument("--timezone", metavar="IANA_NAME", help="time zone of the schedule (default UTC)")
     add_spread_options(group)
+def add_calendar_flags(group: Any) -> None:
+    """``--exclude-calendar NAME`` (repeatable) and ``--on-excluded skip|shift``."""
+    group.add_argument(
+        "--exclude-calendar",
+        dest="exclude_calendars",
+        action="append",
+        metavar="NAME",
+        help="leave out the days of this calendar of yours (repeatable; see scheduler calendars)",
+    )
+    group.add_argument(
+        "--on-excluded",
+        choices=("skip", "shift"),
+        help="an excluded occurrence is skipped (default) or shifted to the first allowed time after",
+    )
 
 
 def add_definition_options(parser: argparse.ArgumentParser) -> None:
@@ -358,12 +380,10 @@ def add_definition_options(parser: argparse.ArgumentParser) -> None:
         choices=("skip", "run_once", "run_all"),
         help="what to do with occurrences missed while paused or down (default run_once)",
     )
-    group.add_argument(
-        "--after-completion",
-        choices=("keep", "delete"),
-        help="a completed job is kept (default) or deleted with its history",
-    )
+    completion_help = "a completed job is kept (default) or deleted with its history"
+    group.add_argument("--after-completion", choices=("keep", "delete"), help=completion_help)
     group.add_argument("--tag", dest="tags", action="append", metavar="TAG", help="a tag (repeatable)")
+    add_calendar_flags(group)
     target = parser.add_argument_group("target")
     target.add_argument("--url", help="HTTP target URL (or the AMQP broker URL of an AMQP target)")
     target.add_argument(

@@ -41,6 +41,8 @@ FIELD_ORDER = (
     "end_at",
     "missed_runs",
     "after_completion",
+    "exclude_calendars",
+    "on_excluded",
     "retry",
     "target",
 )

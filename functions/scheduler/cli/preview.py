@@ -10,7 +10,7 @@ from typing import Any
 
 from scheduler.cli.api import client_command
 from scheduler.cli.common import EXIT_OK, UsageError, positive_int
-from scheduler.cli.definitions import add_spread_options
+from scheduler.cli.definitions import add_calendar_flags, add_spread_options
 from scheduler.cli.output import format_table, print_data
 
 
@@ -18,12 +18,14 @@ def preview_request(args: argparse.Namespace) -> dict[str, Any]:
     """The body of ``POST /v1/schedules/preview`` of the flags (absent flags left out)."""
     schedules = list(args.schedule)
     body: dict[str, Any] = {"schedule": schedules[0]} if len(schedules) == 1 else {"schedules": schedules}
-    for key in ("timezone", "start_at", "end_at", "after", "count", "job_id"):
+    for key in ("timezone", "start_at", "end_at", "after", "count", "job_id", "on_excluded"):
         value = getattr(args, key, None)
         if value is not None:
             body[key] = value
     if getattr(args, "spread", None) is not None:
         body["spread"] = {"window_seconds": args.spread, "mode": getattr(args, "spread_mode", None) or "stable"}
+    if getattr(args, "exclude_calendars", None):
+        body["exclude_calendars"] = list(args.exclude_calendars)
     if getattr(args, "explain", False):
         body["explain"] = True
     return body
@@ -41,16 +43,27 @@ def _wall_time(instant: str, zone: str | None) -> str | None:
     return moment.strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
+def explanation(item: dict[str, Any]) -> str:
+    """What a calendar did to an explained occurrence, in words."""
+    if item.get("shifted_from"):
+        return f"shifted from {item['shifted_from']} (calendar {item.get('excluded_by')})"
+    if item.get("excluded_by"):
+        return f"excluded by calendar {item['excluded_by']} (does not run)"
+    return ""
+
+
 def _explained(items: list[dict[str, Any]], zone: str | None) -> str:
-    """The table of ``--explain``: each time, its local time, its expression and its spread."""
+    """The table of ``--explain``: each time, its local time, its expression, its spread and
+    what a calendar did."""
     local = bool(zone and zone != "UTC")
-    header = ("UTC", *(("LOCAL TIME",) if local else ()), "EXPRESSION", "SPREAD")
+    header = ("UTC", *(("LOCAL TIME",) if local else ()), "EXPRESSION", "SPREAD", "CALENDAR")
     rows = (
         [
             item.get("at"),
             *([_wall_time(str(item.get("at")), zone)] if local else []),
             item.get("expression"),
             f"+{item.get('spread_seconds', 0)}s",
+            explanation(item),
         ]
         for item in items
     )
@@ -94,10 +107,13 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     parser.add_argument("--end-at", metavar="TIMESTAMP", help="no occurrence after this RFC 3339 instant")
     parser.add_argument("--after", metavar="TIMESTAMP", help="occurrences strictly after this instant (default: now)")
     add_spread_options(parser)
+    add_calendar_flags(parser)
     parser.add_argument(
         "--job", dest="job_id", metavar="JOB_ID", help="the job whose id seeds --spread (its real times)"
     )
     parser.add_argument(
-        "--explain", action="store_true", help="say which expression gave each time and the spread applied"
+        "--explain",
+        action="store_true",
+        help="say which expression gave each time, the spread applied and what a calendar excluded or shifted",
     )
     parser.set_defaults(func=preview)

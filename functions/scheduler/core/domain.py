@@ -68,9 +68,21 @@ SPEC_FIELDS = (
     "retry",
     "missed_runs",
     "after_completion",
+    "exclude_calendars",
+    "on_excluded",
 )
 # Spec fields whose change means the occurrences must be computed afresh.
-SCHEDULE_FIELDS = ("schedule", "schedules", "spread", "run_at", "timezone", "start_at", "end_at")
+SCHEDULE_FIELDS = (
+    "schedule",
+    "schedules",
+    "spread",
+    "run_at",
+    "timezone",
+    "start_at",
+    "end_at",
+    "exclude_calendars",
+    "on_excluded",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +115,9 @@ class Job:
     lease_kind: LeaseKind | None = None
     created_at: datetime | None = None
     after_completion: str = "keep"  # keep | delete (deleted with its history once completed)
+    # The owner's calendars whose days and spans the schedule leaves out (skip) or moves past (shift).
+    exclude_calendars: tuple[str, ...] = ()
+    on_excluded: str = "skip"  # skip | shift
     # The lease (a claim's, a running execution's) and when the job is next claimable.
     due_at: datetime | None = None
     locked_until: datetime | None = None
@@ -126,6 +141,8 @@ class Job:
             values["tags"] = tuple(values["tags"])
         if "schedules" in values:
             values["schedules"] = tuple(values["schedules"])
+        if "exclude_calendars" in values:
+            values["exclude_calendars"] = tuple(values["exclude_calendars"])
         if "state" in values:
             values["state"] = JobState(values["state"])
         if "lease_kind" in values:
@@ -196,6 +213,33 @@ class Plan:
 
 
 _JOB_FIELDS = tuple(f.name for f in fields(Job))
+
+
+@dataclass(frozen=True, slots=True)
+class CalendarRecord:
+    """A calendar as stored: its owner and name, its zone, its definition as given (``dates``,
+    ``ranges``, ``yearly``, or ``ics``), and its version (one more at every change)."""
+
+    owner: str
+    name: str
+    timezone: str
+    definition: Mapping[str, Any]
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> CalendarRecord:
+        """The calendar of a store row."""
+        return cls(
+            owner=row["owner"],
+            name=row["name"],
+            timezone=row["timezone"],
+            definition=row["definition"],
+            version=row["version"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+        )
 
 
 @dataclass(frozen=True)

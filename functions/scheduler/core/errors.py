@@ -21,6 +21,28 @@ class NameTaken(SchedulerError, ValueError):
     """The owner already has a job of that name."""
 
 
+class CalendarNotFound(SchedulerError, LookupError):
+    """No calendar of that name for this owner."""
+
+    def __init__(self, name: str):
+        super().__init__(f"no calendar named {name!r}")
+        self.name = name
+
+
+class CalendarNameTaken(SchedulerError, ValueError):
+    """The owner already has a calendar of that name."""
+
+
+class CalendarInUse(SchedulerError):
+    """A calendar some jobs name cannot be deleted: ``jobs`` lists them (``(id, name)``)."""
+
+    def __init__(self, name: str, jobs: list[tuple[str, str]]):
+        shown = ", ".join(job_name for _, job_name in jobs)
+        super().__init__(f"calendar {name!r} is used by the jobs {shown}")
+        self.name = name
+        self.jobs = jobs
+
+
 class VersionMismatch(SchedulerError, ValueError):
     """The job's version is not the one the caller expected (If-Match)."""
 

@@ -19,9 +19,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import random
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
-from scheduler.core.domain import ExecutionStatus, Job, JobState, LeaseKind, Outcome, Plan, RetryPolicy
+from scheduler.core.domain import CalendarRecord, ExecutionStatus, Job, JobState, LeaseKind, Outcome, Plan, RetryPolicy
 from scheduler.schedules import (
     Schedule,
     Spread,
@@ -32,6 +34,9 @@ from scheduler.schedules import (
     parse_union,
     plan_next,
 )
+from scheduler.schedules.calendars import MAX_CALENDARS_PER_JOB, Calendar, build_calendar, with_calendars
+
+__all__ = ["MAX_CALENDARS_PER_JOB", "Calendar", "check_calendar", "compile_calendar"]
 
 # How many missed occurrences `run_all` catches up at most.
 RUN_ALL_CAP = 10
@@ -41,18 +46,49 @@ MAX_RETRY_AFTER_SECONDS = 86400.0
 _TINY = timedelta(microseconds=1)
 
 
-def schedule_of(job: Job) -> Schedule:
+Calendars = Sequence[Calendar]
+
+# Compiled calendars by (owner, name, version, updated_at): a calendar changes version at every
+# write, so a runner compiles each version once.
+_COMPILED: dict[tuple[str, str, int, datetime], Calendar] = {}
+_COMPILED_MAX = 1024
+
+
+def check_calendar(name: str, definition: Mapping[str, Any]) -> None:
+    """Compile a calendar's definition once, to refuse a bad one (``ScheduleError`` naming the field)."""
+    build_calendar(name, definition)
+
+
+def compile_calendar(record: CalendarRecord) -> Calendar:
+    """The calendar of a stored record, compiled once per version."""
+    key = (record.owner, record.name, record.version, record.updated_at)
+    found = _COMPILED.get(key)
+    if found is None:
+        found = build_calendar(record.name, {**record.definition, "timezone": record.timezone})
+        if len(_COMPILED) >= _COMPILED_MAX:
+            _COMPILED.clear()
+        _COMPILED[key] = found
+    return found
+
+
+def schedule_of(job: Job, calendars: Calendars = ()) -> Schedule:
     """The job's schedule (its ``schedule``, the union of its ``schedules``, or its ``run_at``);
-    rate()/@every count from start_at, else from creation."""
+    rate()/@every count from start_at, else from creation. ``calendars``: those of the job's
+    ``exclude_calendars`` (the caller reads them; a job naming none reads none), applied to the
+    occurrences as its ``on_excluded`` says, before any spread."""
     if job.run_at is not None:
         return one_off(job.run_at)
     if job.created_at is None or (job.schedule is None and not job.schedules):
         raise ValueError("a job with a schedule carries it and its creation time")
     anchor = interval_anchor(job.start_at, job.created_at)
     if job.schedule is not None:
-        return _parse_schedule(job.schedule, job.timezone or "UTC", anchor)
-    assert job.schedules is not None
-    return _parse_union(job.schedules, job.timezone or "UTC", anchor)
+        schedule = _parse_schedule(job.schedule, job.timezone or "UTC", anchor)
+    else:
+        assert job.schedules is not None
+        schedule = _parse_union(job.schedules, job.timezone or "UTC", anchor)
+    if not job.exclude_calendars or not calendars:
+        return schedule
+    return with_calendars(schedule, calendars, job.on_excluded)
 
 
 # Schedules are immutable: a runner completing the same jobs again and again parses each once.
@@ -97,9 +133,9 @@ def _at(occurrence: datetime | None, state: JobState, job: Job) -> Plan:
     return Plan(state, occurrence, 0, occurrence if spread is None else occurrence + spread.offset(occurrence))
 
 
-def plan_first(job: Job, now: datetime, state: JobState = JobState.ACTIVE) -> Plan:
+def plan_first(job: Job, now: datetime, state: JobState = JobState.ACTIVE, calendars: Calendars = ()) -> Plan:
     """A new job, or one whose schedule was edited: its first occurrence after ``now``."""
-    occurrence = first_run(schedule_of(job), now, start_at=job.start_at, end_at=job.end_at)
+    occurrence = first_run(schedule_of(job, calendars), now, start_at=job.start_at, end_at=job.end_at)
     return _at(occurrence, state, job)
 
 
@@ -110,7 +146,7 @@ def plan_pause(job: Job) -> Plan:
     return dataclasses.replace(Plan.of(job), state=JobState.PAUSED)
 
 
-def plan_resume(job: Job, now: datetime) -> Plan:
+def plan_resume(job: Job, now: datetime, calendars: Calendars = ()) -> Plan:
     """Resuming applies the ``missed_runs`` policy to the occurrences missed while paused. An
     attempt whose time passed during the pause (a catch-up, a retry) is due at the resume: its
     execution's lateness (``due_at``) counts from then, not from the pause."""
@@ -118,11 +154,11 @@ def plan_resume(job: Job, now: datetime) -> Plan:
         return Plan.of(job)
     pending = job.scheduled_at
     if pending is None:
-        return plan_first(job, now)
+        return plan_first(job, now, calendars=calendars)
     if job.attempt > 0 or pending >= now:
         return _due_by(now, dataclasses.replace(Plan.of(job), state=JobState.ACTIVE))
     occurrence = plan_next(
-        schedule_of(job),
+        schedule_of(job, calendars),
         pending - _TINY,
         _missed_before(job, now),
         job.missed_runs,
@@ -149,7 +185,12 @@ def backoff_seconds(retry: RetryPolicy, attempt: int, rng: random.Random | None 
 
 
 def plan_completion(
-    job: Job, outcome: Outcome, now: datetime, rng: random.Random | None = None, ran_occurrence: datetime | None = None
+    job: Job,
+    outcome: Outcome,
+    now: datetime,
+    rng: random.Random | None = None,
+    ran_occurrence: datetime | None = None,
+    calendars: Calendars = (),
 ) -> Plan:
     """The job's columns after an attempt: a durable retry, the next occurrence, or completion.
 
@@ -178,7 +219,7 @@ def plan_completion(
         if not max_age or retry_at <= (scheduled or now) + timedelta(seconds=max_age):
             return dataclasses.replace(result, next_run_at=retry_at)
     occurrence = plan_next(
-        schedule_of(job),
+        schedule_of(job, calendars),
         scheduled or now,
         _missed_before(job, now),
         job.missed_runs,

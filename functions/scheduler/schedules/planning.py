@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from scheduler.schedules.base import _ONE_US, UTC, Schedule, ScheduleError, _require_aware
+from scheduler.schedules.calendars import Calendar, with_calendars
 from scheduler.schedules.oneoff import OneOffSchedule, one_off
 from scheduler.schedules.parse import parse_schedule
 from scheduler.schedules.spread import Spread
@@ -179,6 +180,8 @@ def occurrences(
     after: datetime,
     count: int = 10,
     spread: Spread | None = None,
+    calendars: Sequence[Calendar] = (),
+    on_excluded: str = "skip",
 ) -> list[datetime]:
     """The next ``count`` fire times strictly after ``after`` of a job with these fields.
 
@@ -193,10 +196,20 @@ def occurrences(
     once).
 
     Raises :class:`ScheduleError` naming the field at fault (``schedule``, ``schedules.<i>``,
-    ``timezone``, ``run_at``, ``start_at``, ``end_at``, ``after`` or ``count``).
+    ``timezone``, ``run_at``, ``start_at``, ``end_at``, ``after`` or ``count``). ``calendars``
+    apply to the occurrences (before the spread) as a job's ``exclude_calendars`` do, as
+    ``on_excluded`` says.
     """
     found = explain_occurrences(
-        when, timezone=timezone, start_at=start_at, end_at=end_at, after=after, count=count, spread=spread
+        when,
+        timezone=timezone,
+        start_at=start_at,
+        end_at=end_at,
+        after=after,
+        count=count,
+        spread=spread,
+        calendars=calendars,
+        on_excluded=on_excluded,
     )
     return [item.at for item in found]
 
@@ -210,6 +223,8 @@ def explain_occurrences(
     after: datetime,
     count: int = 10,
     spread: Spread | None = None,
+    calendars: Sequence[Calendar] = (),
+    on_excluded: str = "skip",
 ) -> list[Occurrence]:
     """:func:`occurrences`, each explained (:class:`Occurrence`): which expression produced it
     and the spread offset applied."""
@@ -218,13 +233,14 @@ def explain_occurrences(
     end_at = None if end_at is None else _instant(end_at, "end_at")
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ScheduleError("count must be a whole number >= 1", field="count")
-    schedule = schedule_for(when, timezone, interval_anchor(start_at, after))
+    base = schedule_for(when, timezone, interval_anchor(start_at, after))
+    schedule = with_calendars(base, calendars, on_excluded)
     found: list[Occurrence] = []
     occurrence = first_run(schedule, after, start_at=start_at, end_at=end_at)
     while occurrence is not None:
         at = fire_time(occurrence, spread)
         if at > after:  # first_run answers a one-off already past: "at once", not later
-            source = schedule.source_of(occurrence) if isinstance(schedule, UnionSchedule) else schedule.expression
+            source = base.source_of(occurrence) if isinstance(base, UnionSchedule) else base.expression
             found.append(Occurrence(at, occurrence, source, int((at - occurrence).total_seconds())))
             if len(found) == count:
                 break

@@ -35,6 +35,7 @@ from scheduler.schedules import (
     parse_union,
     validate_timezone,
 )
+from scheduler.schedules.calendars import MAX_CALENDARS_PER_JOB
 from scheduler.schema.aws_models import (
     AWS_TARGET_TYPES,
     AwsFieldError,
@@ -356,6 +357,23 @@ class JobSpec(_Strict):
         description="`delete`: once completed (a one-off that ran, or past `end_at`), the job "
         "is deleted with its executions.",
     )
+    exclude_calendars: list[Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH)]] = Field(
+        default_factory=list,
+        max_length=MAX_CALENDARS_PER_JOB,
+        description="Names of the caller's calendars whose days and spans the schedule leaves out.",
+    )
+    on_excluded: Literal["skip", "shift"] = Field(
+        default="skip",
+        description="`skip`: an excluded occurrence does not run; `shift`: it runs at the first "
+        "allowed time after the excluded span (once, however many occurrences land there).",
+    )
+
+    @field_validator("exclude_calendars")
+    @classmethod
+    def _calendars(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("names each calendar once")
+        return v
 
     @field_validator("name")
     @classmethod
@@ -395,6 +413,8 @@ class JobSpec(_Strict):
                 raise _FieldError(given[0], "never fires (no matching time in the coming years)")
         if self.start_at and self.end_at and self.end_at <= self.start_at:
             raise _FieldError("end_at", "must be after start_at")
+        if self.run_at is not None and self.exclude_calendars:
+            raise _FieldError("exclude_calendars", "applies to a schedule, not to a one-off run_at")
         return self
 
     def _parsed(self) -> Schedule | None:

@@ -14,7 +14,7 @@ spec.start_at, spec.end_at, spec.target, spec.retry, spec.missed_runs, run.state
 run.scheduled_at, run.attempt, run.next_run_at, run.manual_run_at, run.due_at, run.locked_until,
 run.lock_token, run.lease_kind, run.running_execution_id, run.last_run_at, run.run_count,
 run.failure_count, run.last_status, run.last_error, spec.created_at, spec.updated_at,
-spec.after_completion, spec.schedules, spec.spread
+spec.after_completion, spec.schedules, spec.spread, spec.exclude_calendars, spec.on_excluded
 
 -- name: insert_job
 -- The specification, and its run state when the name was free (its insert sees no spec row
@@ -22,10 +22,11 @@ spec.after_completion, spec.schedules, spec.spread
 WITH spec AS (
     INSERT INTO job_specs (id, owner, name, description, tags, schedule, run_at, timezone, start_at,
                            end_at, target, retry, missed_runs, state, created_at, updated_at,
-                           after_completion, schedules, spread)
+                           after_completion, schedules, spread, exclude_calendars, on_excluded)
     VALUES (%(id)s, %(owner)s, %(name)s, %(description)s, %(tags)s, %(schedule)s, %(run_at)s,
             %(timezone)s, %(start_at)s, %(end_at)s, %(target)s, %(retry)s, %(missed_runs)s, %(state)s,
-            %(created_at)s, %(created_at)s, %(after_completion)s, %(schedules)s, %(spread)s)
+            %(created_at)s, %(created_at)s, %(after_completion)s, %(schedules)s, %(spread)s,
+            %(exclude_calendars)s, %(on_excluded)s)
     ON CONFLICT ON CONSTRAINT jobs_owner_name_key DO NOTHING
     RETURNING *
 ), run AS (
@@ -117,7 +118,7 @@ WITH current AS (
         target = %(target)s, retry = %(retry)s, missed_runs = %(missed_runs)s,
         state = CASE WHEN %(reschedule)s THEN %(state)s ELSE checked.state END,
         after_completion = %(after_completion)s, schedules = %(schedules)s, spread = %(spread)s,
-        updated_at = now()
+        exclude_calendars = %(exclude_calendars)s, on_excluded = %(on_excluded)s, updated_at = now()
     FROM checked
     WHERE job_specs.id = checked.job_id
     RETURNING job_specs.*
@@ -237,7 +238,8 @@ RETURNING job_id AS id;
 -- state's (j, job_runs) and its specification's (d, job_specs).
 d.id, d.owner, d.name, d.schedule, d.run_at, d.timezone, d.start_at, d.end_at, d.created_at, d.target,
 d.retry, d.missed_runs, j.state, j.version, j.scheduled_at, j.attempt, j.next_run_at, j.lease_kind,
-d.after_completion, d.schedules, d.spread, j.manual_run_at, j.running_execution_id
+d.after_completion, d.schedules, d.spread, j.manual_run_at, j.running_execution_id, d.exclude_calendars,
+d.on_excluded
 
 -- fragment: record_started
 -- After a "job" CTE that started jobs (their running_execution_id set, the attempt counted):
@@ -266,7 +268,7 @@ job.created_at, job.target, job.retry, job.missed_runs, job.state, job.version, 
 job.attempt, job.next_run_at, job.lease_kind, job.after_completion, job.schedules, job.spread,
 execution.id AS execution_id, execution.scheduled_at AS execution_scheduled_at,
 execution.attempt AS execution_attempt, execution.trigger AS execution_trigger,
-execution.started_at AS execution_started_at
+execution.started_at AS execution_started_at, job.exclude_calendars, job.on_excluded
 
 -- fragment: start_lease
 -- The SET of a start (start_execution, start_executions): the lease covers the target's own
@@ -515,3 +517,54 @@ SELECT id FROM job;
 -- in the past until its completion moves next_run_at), so the due index bounds the cost by the due
 -- jobs, like the claim's, not by the table (a job paused under its lease is not counted).
 SELECT count(*) AS leases FROM job_runs WHERE due_at <= now() AND locked_until > now();
+
+-- name: insert_calendar
+-- A new calendar of its owner; nothing is returned when the name is taken.
+INSERT INTO calendars (owner, name, timezone, definition)
+VALUES (%(owner)s, %(name)s, %(timezone)s, %(definition)s)
+ON CONFLICT (owner, name) DO NOTHING
+RETURNING *;
+
+-- name: get_calendar
+SELECT * FROM calendars WHERE owner = %(owner)s AND name = %(name)s;
+
+-- name: list_calendars
+-- Keyset pagination on (owner, name), as list_jobs.
+SELECT * FROM calendars
+WHERE owner = %(owner)s AND (%(after_name)s::text IS NULL OR name > %(after_name)s::text)
+ORDER BY name
+LIMIT %(limit)s;
+
+-- name: replace_calendar
+UPDATE calendars
+SET timezone = %(timezone)s, definition = %(definition)s, version = version + 1, updated_at = now()
+WHERE owner = %(owner)s AND name = %(name)s
+RETURNING *;
+
+-- name: lock_calendar
+-- A calendar held for its delete, so that the jobs that name it are read with it held.
+SELECT name FROM calendars WHERE owner = %(owner)s AND name = %(name)s FOR UPDATE;
+
+-- name: hold_calendars
+-- The calendars a job being written names, held (FOR KEY SHARE) until the write commits: a
+-- concurrent delete of one (lock_calendar, FOR UPDATE) waits for it, then finds the job and
+-- answers 409; a calendar deleted first is absent here, and the write is refused (400).
+SELECT name FROM calendars
+WHERE owner = %(owner)s AND name = ANY(%(names)s::text[])
+FOR KEY SHARE;
+
+-- name: jobs_using_calendar
+-- The owner's jobs that name the calendar (the partial GIN index of 0014 holds only jobs that name one).
+SELECT id, name FROM job_specs
+WHERE owner = %(owner)s AND exclude_calendars @> ARRAY[%(name)s::text] AND exclude_calendars <> '{}'
+ORDER BY name
+LIMIT %(limit)s;
+
+-- name: delete_calendar
+DELETE FROM calendars WHERE owner = %(owner)s AND name = %(name)s;
+
+-- name: calendars_of
+-- The calendars named by (owner, name) pairs: those of the jobs a completion plans, in one read.
+SELECT c.* FROM calendars c
+JOIN unnest(%(owners)s::text[], %(names)s::text[]) AS wanted(owner, name)
+  ON c.owner = wanted.owner AND c.name = wanted.name;

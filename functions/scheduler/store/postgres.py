@@ -39,6 +39,7 @@ from scheduler.core.domain import (
 )
 from scheduler.core.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
 from scheduler.sql import QUERIES
+from scheduler.store.calendars import CalendarTables, held_calendars
 from scheduler.store.completions import completion_batch, completion_row
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
 from scheduler.store.rows import is_uuid, retry_on_dead_connection, started_rows_cursor
@@ -72,6 +73,8 @@ STARTED_COLUMNS = (
     "execution_attempt",
     "execution_trigger",
     "execution_started_at",
+    "exclude_calendars",
+    "on_excluded",
 )
 
 _STARTED_WIDTH = len(STARTED_COLUMNS)
@@ -112,6 +115,8 @@ def _started(row: Sequence[Any]) -> StartedExecution:
         execution_attempt,
         trigger,
         started_at,
+        exclude_calendars,
+        on_excluded,
     ) = row[:_STARTED_WIDTH]
     job = Job(
         id=job_id,
@@ -135,6 +140,8 @@ def _started(row: Sequence[Any]) -> StartedExecution:
         after_completion=after_completion,
         schedules=tuple(schedules) if schedules else None,
         spread=spread,
+        exclude_calendars=tuple(exclude_calendars) if exclude_calendars else (),
+        on_excluded=on_excluded,
     )
     return StartedExecution(
         job, execution_id, execution_scheduled_at, execution_attempt, _TRIGGERS[trigger], started_at
@@ -176,10 +183,12 @@ def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
     params["after_completion"] = spec.get("after_completion") or "keep"
     params["schedules"] = list(spec["schedules"]) if spec.get("schedules") else None
     params["spread"] = Jsonb(dict(spec["spread"])) if spec.get("spread") else None
+    params["exclude_calendars"] = list(spec.get("exclude_calendars") or [])
+    params["on_excluded"] = spec.get("on_excluded") or "skip"
     return params
 
 
-class Store(ExecutionHistory):
+class Store(ExecutionHistory, CalendarTables):
     """Postgres-backed store of jobs and executions (every port of ``scheduler.ports``)."""
 
     def __init__(self, pool: ConnectionPool):
@@ -206,7 +215,7 @@ class Store(ExecutionHistory):
             "owner": owner,
             "created_at": created_at,
         }
-        with self.pool.connection() as conn:
+        with self.pool.connection() as conn, held_calendars(conn, owner, params["exclude_calendars"]):
             row = conn.execute(QUERIES["insert_job"], params).fetchone()
         if row is None:
             raise NameTaken(spec["name"])
@@ -279,7 +288,7 @@ class Store(ExecutionHistory):
             "was_next_run_at": was.next_run_at,
         }
         try:
-            with self.pool.connection() as conn:
+            with self.pool.connection() as conn, held_calendars(conn, owner, params["exclude_calendars"]):
                 row = conn.execute(QUERIES["update_job"], params).fetchone()
         except psycopg.errors.UniqueViolation:
             raise NameTaken("name") from None

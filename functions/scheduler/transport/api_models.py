@@ -120,6 +120,8 @@ class Job:
     retry: Retry = field(default_factory=Retry)
     missed_runs: str = "run_once"
     after_completion: str = "keep"
+    exclude_calendars: tuple[str, ...] = ()
+    on_excluded: str = "skip"
     next_run_at: datetime | None = None
     last_run_at: datetime | None = None
     created_at: datetime | None = None
@@ -149,6 +151,8 @@ class Job:
             retry=Retry.from_json(data.get("retry")),
             missed_runs=data.get("missed_runs") or "run_once",
             after_completion=data.get("after_completion") or "keep",
+            exclude_calendars=tuple(data.get("exclude_calendars") or ()),
+            on_excluded=data.get("on_excluded") or "skip",
             next_run_at=parse_time(data.get("next_run_at")),
             last_run_at=parse_time(data.get("last_run_at")),
             created_at=parse_time(data.get("created_at")),

@@ -1,14 +1,16 @@
 // The scheduler's web console: a few pages over the public /v1 API (Preact + htm, uPlot; both
 // vendored). Routes live in the URL's hash: #/jobs, #/jobs/new, #/jobs/ID, #/jobs/ID/edit,
-// #/activity.
+// #/activity, #/calendars, #/calendars/NAME.
 import { render, useState, useEffect } from './vendor/htm-preact-standalone.mjs';
 import { html, parseHash } from './lib.js';
 import { Jobs, Job, Activity } from './pages.js';
 import { JobForm } from './form.js';
+import { Calendars } from './calendars.js';
 
 function page(route) {
   const [first, second, third] = route.parts;
   if (first === 'activity') return ['activity', html`<${Activity} params=${route.params} />`];
+  if (first === 'calendars') return ['calendars', html`<${Calendars} name=${second ? decodeURIComponent(second) : null} />`];
   if (first === 'jobs' && second === 'new') return ['jobs', html`<${JobForm} />`];
   if (first === 'jobs' && second && third === 'edit') return ['jobs', html`<${JobForm} key=${second} id=${second} />`];
   if (first === 'jobs' && second) return ['jobs', html`<${Job} key=${second} id=${second} />`];
@@ -29,6 +31,7 @@ function App() {
       <nav>
         <a href="#/jobs" class=${where === 'jobs' ? 'here' : ''}>Jobs</a>
         <a href="#/activity" class=${where === 'activity' ? 'here' : ''}>Recent activity</a>
+        <a href="#/calendars" class=${where === 'calendars' ? 'here' : ''}>Calendars</a>
       </nav>
     </header>
     <main>${content}</main>`;

@@ -10,7 +10,7 @@ import { FORM_TYPES, SECRET_AUTH, TARGET_FIELDS, AwsFields, SecretAuthFields, Si
 // is shown at the nearest of these.
 const FIELDS = ['name', 'description', 'tags', 'schedule', 'schedules', 'spread', 'spread.window_seconds', 'spread.mode',
                 'run_at', 'timezone', 'start_at', 'end_at',
-                'missed_runs', 'target.url', 'target.method', 'target.headers', 'target.body',
+                'missed_runs', 'exclude_calendars', 'on_excluded', 'target.url', 'target.method', 'target.headers', 'target.body',
                 'target.timeout_seconds', 'target', 'retry.max_attempts', 'retry.min_backoff_seconds',
                 'retry.max_backoff_seconds', 'retry.max_age_seconds', 'retry', ...TARGET_FIELDS];
 // The retry policy's fields: [form key, field, label, placeholder (the API's default)].
@@ -23,6 +23,7 @@ const ZONES = typeof Intl.supportedValuesOf === 'function' ? ['UTC', ...Intl.sup
 const KEY_FIELDS = { name: 'name', description: 'description', tags: 'tags', schedule: 'schedule', run_at: 'run_at',
                      more: 'schedules', spread_window: 'spread.window_seconds', spread_mode: 'spread.mode',
                      timezone: 'timezone', start_at: 'start_at', end_at: 'end_at', missed_runs: 'missed_runs',
+                     calendars: 'exclude_calendars', on_excluded: 'on_excluded',
                      url: 'target.url', method: 'target.method', headers: 'target.headers', body: 'target.body',
                      timeout: 'target.timeout_seconds', targetJson: 'target',
                      ...Object.fromEntries(RETRY_FIELDS.map(([key, name]) => [key, `retry.${name}`])) };
@@ -58,6 +59,7 @@ function initial(job) {
     run_at: (job && job.run_at) || '', timezone: (job && job.timezone) || 'UTC',
     start_at: (job && job.start_at) || '', end_at: (job && job.end_at) || '',
     missed_runs: (job && job.missed_runs) || 'run_once',
+    calendars: ((job && job.exclude_calendars) || []).join(', '), on_excluded: (job && job.on_excluded) || 'skip',
     type: t.type === 'http' || FORM_TYPES[t.type] ? t.type : 'other',
     url: t.type === 'http' ? t.url || '' : '', method: t.method || 'POST', headers: JSON.stringify(t.headers || {}),
     body: t.type === 'http' ? t.body || '' : '', timeout: t.timeout_seconds ?? '',
@@ -91,6 +93,10 @@ function requestBody(v, job) {
   Object.assign(body, whenOf(v));
   if (v.start_at) body.start_at = v.start_at;
   if (v.end_at) body.end_at = v.end_at;
+  if (v.when === 'schedule') {
+    body.exclude_calendars = calendarNames(v);
+    body.on_excluded = v.on_excluded;
+  }
   // The retry policy as the form shows it: a field left empty takes the API's default.
   const retry = Object.fromEntries(RETRY_FIELDS.filter(([key]) => v[key].trim() !== '').map(([key, name]) => [name, numberOr(v[key])]));
   if (Object.keys(retry).length) body.retry = retry;
@@ -109,6 +115,7 @@ function whenOf(v) {
   }
   return out;
 }
+const calendarNames = (v) => v.calendars.split(',').map((s) => s.trim()).filter(Boolean);
 
 function Field({ label, name, errors, hint, children }) {
   const error = errors[name];
@@ -130,7 +137,8 @@ function Preview({ v, job }) {
     const t = setTimeout(() => {
       // An edited job's interval counts from its anchor (start_at, else its creation), as saved.
       const start = v.start_at || (job && v.when === 'schedule' ? anchorOf({ created_at: job.created_at }) : '');
-      const src = { timezone: v.timezone, start_at: start, end_at: v.end_at, id: job && job.id, ...JSON.parse(when) };
+      const src = { timezone: v.timezone, start_at: start, end_at: v.end_at, id: job && job.id, ...JSON.parse(when),
+                    ...(v.when === 'schedule' ? { exclude_calendars: calendarNames(v), on_excluded: v.on_excluded } : {}) };
       // A new job's spread offsets depend on the id it is given when saved: previewed without.
       if (!(job && job.id)) delete src.spread;
       api('POST', '/schedules/preview', previewBody(src, 5))
@@ -138,7 +146,7 @@ function Preview({ v, job }) {
         .catch((e) => live && setState({ occurrences: null, error: e }));
     }, 250);
     return () => { live = false; clearTimeout(t); };
-  }, [when, text, v.timezone, v.start_at, v.end_at]);
+  }, [when, text, v.timezone, v.start_at, v.end_at, v.calendars, v.on_excluded]);
   if (state.error) {
     const d = state.error.details && state.error.details[0];
     return html`<div class="preview invalid" data-preview="error">${d ? `${d.field}: ${d.message}` : state.error.message}</div>`;
@@ -242,6 +250,17 @@ export function JobForm({ id }) {
               ${[['run_once', 'run once'], ['skip', 'skip'], ['run_all', 'run all']].map(([value, label]) => html`
                 <option value=${value} selected=${value === v.missed_runs}>${label}</option>`)}
             </select><//>
+          ${v.when === 'schedule' ? html`
+          <div class="row">
+            <${Field} label="Exclude calendars" name="exclude_calendars" errors=${errors}
+                      hint=${html`names of your <a href="#/calendars">calendars</a>, comma-separated`}>
+              ${input('exclude_calendars', 'calendars', { placeholder: 'uk-holidays', autocomplete: 'off' })}<//>
+            <${Field} label="On an excluded day" name="on_excluded" errors=${errors}>
+              <select name="on_excluded" value=${v.on_excluded} onChange=${on('on_excluded')}>
+                ${[['skip', 'skip the run'], ['shift', 'shift it past the excluded span']].map(([value, label]) => html`
+                  <option value=${value} selected=${value === v.on_excluded}>${label}</option>`)}
+              </select><//>
+          </div>` : ''}
         </fieldset>
         <fieldset><legend>Target</legend>
           <div class="radios">

@@ -82,6 +82,10 @@ export function previewBody(src, count) {
   if (src.id) body.job_id = src.id;
   if (src.start_at) body.start_at = src.start_at;
   if (src.end_at) body.end_at = src.end_at;
+  if (src.exclude_calendars && src.exclude_calendars.length) {
+    body.exclude_calendars = src.exclude_calendars;
+    body.on_excluded = src.on_excluded || 'skip';
+  }
   return body;
 }
 
@@ -101,18 +105,23 @@ export async function upcoming(job, count = 5) {
 }
 
 // One time: the UTC instant, the wall time in the job's zone when it has one, and, explained,
-// the expression that produced it and the spread's offset.
-export const Occurrence = ({ at, zone, expression, spread }) => {
+// the expression that produced it, the spread's offset, and what a calendar did: excluded it
+// (it does not run) or shifted it from its time.
+export const Occurrence = ({ at, zone, expression, spread, item }) => {
   const local = fmtZoned(at, zone);
-  return html`<li><span class="utc">${fmtTime(at)}</span>${local ? html` <span class="local muted">(${local})</span>` : ''}${
+  const excluded = item && item.excluded_by && !item.shifted_from;
+  const why = !item || !item.excluded_by ? ''
+    : item.shifted_from ? html` <span class="calendar-note shifted">shifted from ${fmtTime(item.shifted_from)} (${item.excluded_by})</span>`
+    : html` <span class="calendar-note excluded">excluded by ${item.excluded_by}</span>`;
+  return html`<li class=${excluded ? 'excluded' : ''}><span class="utc">${fmtTime(at)}</span>${local ? html` <span class="local muted">(${local})</span>` : ''}${
     expression ? html` <code class="expression">${expression}</code>` : ''}${
-    spread ? html` <span class="spread muted">+${spread}s spread</span>` : ''}</li>`;
+    spread ? html` <span class="spread muted">+${spread}s spread</span>` : ''}${why}</li>`;
 };
 
 // The items of an explained preview (a job's next run is a bare instant: {at}); the expression is
 // named when there are several.
 export const occurrenceItems = (items, zone, several) => items.map((o) => html`
-  <${Occurrence} key=${o.at} at=${o.at} zone=${zone} expression=${several ? o.expression : null} spread=${o.spread_seconds} />`);
+  <${Occurrence} key=${o.at + (o.excluded_by || '')} at=${o.at} zone=${zone} expression=${several ? o.expression : null} spread=${o.spread_seconds} item=${o} />`);
 
 function Chart({ executions }) {
   const box = useRef(null);
@@ -276,6 +285,8 @@ export function Job({ id }) {
             <dt>Runs</dt><dd>${job.stats.run_count} (${job.stats.failure_count} failed)</dd>
             <dt>Last status</dt><dd><${Badge} value=${job.stats.last_status} /></dd>
             ${job.stats.last_error ? html`<dt>Last error</dt><dd class="error-text">${job.stats.last_error}</dd>` : ''}
+            ${(job.exclude_calendars || []).length ? html`<dt>Calendars</dt><dd class="calendars">${job.exclude_calendars.map((c) => html`<a class="tag" href="#/calendars/${encodeURIComponent(c)}">${c}</a> `)}
+              <span class="muted">(${job.on_excluded === 'shift' ? 'shifted past them' : 'skipped'})</span></dd>` : ''}
             <dt>Version</dt><dd>${job.version}</dd>
             <dt>Id</dt><dd><code>${job.id}</code></dd>
           </dl>

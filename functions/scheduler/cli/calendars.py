@@ -1,0 +1,165 @@
+"""``scheduler calendars list|get|create|apply|delete``: an owner's calendars, a client of the API.
+
+A calendar is given by a file (``-f FILE``: JSON or YAML, the API's calendar object, or an
+iCalendar ``.ics`` file, whose text becomes ``ics``) and/or flags (``--date``, ``--yearly``,
+``--range START..END``, ``--ics FILE``); ``apply`` creates it, or replaces the one of that name.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from scheduler.cli.api import client_command
+from scheduler.cli.common import EXIT_OK, UsageError, positive_int
+from scheduler.cli.definitions import read_definition
+from scheduler.cli.jobs import print_listing
+from scheduler.cli.output import format_table, print_data
+
+_COLUMNS = ("NAME", "TIMEZONE", "DAYS", "VERSION", "UPDATED")
+
+
+def _summary(calendar: dict[str, Any]) -> str:
+    if calendar.get("ics"):
+        return "ics: " + str(calendar["ics"].upper().count("BEGIN:VEVENT")) + " events"
+    parts = [f"{len(calendar.get(key) or [])} {key}" for key in ("dates", "ranges", "yearly") if calendar.get(key)]
+    return ", ".join(parts) or "none"
+
+
+def format_calendars(calendars: list[dict[str, Any]]) -> str:
+    """The calendars as a table."""
+    rows = ([c["name"], c.get("timezone"), _summary(c), c.get("version"), c.get("updated_at")] for c in calendars)
+    return format_table(_COLUMNS, rows)
+
+
+def _read_text(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
+
+
+def calendar_definition(args: argparse.Namespace) -> dict[str, Any]:
+    """The calendar of ``-f`` and the flags (the flags' lists added to the file's)."""
+    definition: dict[str, Any] = {}
+    if args.file:
+        if args.file.lower().endswith((".ics", ".ical", ".ifb")):
+            definition["ics"] = _read_text(args.file)
+        else:
+            definition = dict(read_definition(args.file))
+    if args.name:
+        definition["name"] = args.name
+    if args.timezone:
+        definition["timezone"] = args.timezone
+    if args.ics:
+        definition["ics"] = _read_text(args.ics)
+    for key, values in (("dates", args.dates), ("yearly", args.yearly)):
+        if values:
+            definition[key] = [*(definition.get(key) or []), *values]
+    for text in args.ranges or []:
+        start, sep, end = text.partition("..")
+        if not sep or not start or not end:
+            raise UsageError(f"--range {text!r}: give START..END (dates or date-times)")
+        definition["ranges"] = [*(definition.get("ranges") or []), {"start": start, "end": end}]
+    if not definition.get("name"):
+        raise UsageError("give the calendar's name: --name NAME, or a name in -f FILE")
+    return definition
+
+
+def _show(args: argparse.Namespace, calendar: dict[str, Any]) -> None:
+    if not print_data(args.output, calendar):
+        print(format_calendars([calendar]))
+
+
+@client_command
+def calendars_list(args: argparse.Namespace, client: Any) -> int:
+    """``calendars list``."""
+    return print_listing(
+        args,
+        "calendars",
+        format_calendars,
+        lambda: client.list_calendars(limit=args.limit, cursor=args.cursor),
+        lambda: client.iter_calendar_pages(limit=args.limit, cursor=args.cursor),
+    )
+
+
+@client_command
+def calendars_get(args: argparse.Namespace, client: Any) -> int:
+    """``calendars get NAME``: the whole calendar (JSON unless ``-o yaml``)."""
+    print_data(args.output if args.output != "table" else "json", client.get_calendar(args.calendar))
+    return EXIT_OK
+
+
+@client_command
+def calendars_create(args: argparse.Namespace, client: Any) -> int:
+    """``calendars create``."""
+    _show(args, client.create_calendar(calendar_definition(args)))
+    return EXIT_OK
+
+
+@client_command
+def calendars_apply(args: argparse.Namespace, client: Any) -> int:
+    """``calendars apply``: create the calendar, or replace the one of that name."""
+    from scheduler.client import ResourceNotFound
+
+    definition = calendar_definition(args)
+    try:
+        calendar = client.replace_calendar(definition["name"], definition)
+    except ResourceNotFound:
+        calendar = client.create_calendar(definition)
+    _show(args, calendar)
+    return EXIT_OK
+
+
+@client_command
+def calendars_delete(args: argparse.Namespace, client: Any) -> int:
+    """``calendars delete NAME`` (refused, exit 4, while a job names it)."""
+    client.delete_calendar(args.calendar)
+    if args.output == "table":
+        print(f"deleted calendar {args.calendar}")
+    return EXIT_OK
+
+
+def _definition_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-f", "--file", metavar="FILE", help="a calendar in JSON or YAML, or an iCalendar .ics file")
+    parser.add_argument("--name", help="the calendar's name, unique per owner")
+    parser.add_argument("--timezone", metavar="IANA_NAME", help="the zone its days are local to (default UTC)")
+    parser.add_argument("--date", dest="dates", action="append", metavar="YYYY-MM-DD", help="a day (repeatable)")
+    parser.add_argument("--yearly", action="append", metavar="MM-DD", help="a day of every year (repeatable)")
+    parser.add_argument(
+        "--range",
+        dest="ranges",
+        action="append",
+        metavar="START..END",
+        help="days START..END (both included) or date-times (end excluded); repeatable",
+    )
+    parser.add_argument("--ics", metavar="FILE", help="an iCalendar file (instead of dates, ranges and yearly)")
+
+
+def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> None:
+    """``scheduler calendars ...``."""
+    calendars = sub.add_parser(
+        "calendars",
+        help="holiday and blackout calendars that jobs leave out",
+        description="holiday and blackout calendars that jobs leave out (exclude_calendars)",
+    )
+    actions = calendars.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = subparser(actions, "list", "list calendars (in name order)")
+    listing.add_argument("--limit", type=positive_int, metavar="N", help="page size (API default 50, max 200)")
+    listing.add_argument("--cursor", help="the next_cursor of the previous page")
+    listing.add_argument("--all", action="store_true", help="follow next_cursor to the last page")
+    listing.set_defaults(func=calendars_list)
+    get = subparser(actions, "get", "show a calendar, every field")
+    get.add_argument("calendar", metavar="NAME")
+    get.set_defaults(func=calendars_get)
+    create = subparser(actions, "create", "create a calendar")
+    _definition_flags(create)
+    create.set_defaults(func=calendars_create)
+    apply = subparser(actions, "apply", "create a calendar, or replace the one of that name (its jobs replanned)")
+    _definition_flags(apply)
+    apply.set_defaults(func=calendars_apply)
+    delete = subparser(actions, "delete", "delete a calendar (refused while a job names it)")
+    delete.add_argument("calendar", metavar="NAME")
+    delete.set_defaults(func=calendars_delete)

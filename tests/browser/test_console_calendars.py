@@ -1,0 +1,108 @@
+"""The console's calendars in a real browser (Debian's Chromium driven by Playwright) against a
+real `scheduler local`: the calendars page (create from dates or iCalendar text, the API's errors
+at their fields, replace, a refused delete naming the job), and the job form's calendar fields
+with its preview explaining the excluded and shifted times."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import requests
+
+from tests.browser.test_console import TIMEOUT_MS, _shoot, api, browser  # noqa: F401 (fixtures)
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+UK_ICS = (
+    "BEGIN:VCALENDAR\nVERSION:2.0\n"
+    "BEGIN:VEVENT\nDTSTART;VALUE=DATE:20261225\nDTEND;VALUE=DATE:20261226\nSUMMARY:Christmas Day\nEND:VEVENT\n"
+    "BEGIN:VEVENT\nDTSTART;VALUE=DATE:20261228\nDTEND;VALUE=DATE:20261229\nSUMMARY:Boxing Day\nEND:VEVENT\n"
+    "END:VCALENDAR\n"
+)
+
+
+def test_calendars_page_and_the_job_forms_calendar_fields(browser, api):
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on(
+        "console",
+        lambda msg: (
+            msg.type == "error"
+            and not re.search(r"status of (400|409)", msg.text)
+            and problems.append(f"console: {msg.text}")
+        ),
+    )
+
+    page.goto(api.url + "/console/#/jobs")
+    page.get_by_role("link", name="Calendars").click()
+    expect(page.get_by_role("heading", name="Calendars")).to_be_visible()
+    expect(page.locator(".empty")).to_have_text("No calendars yet.")
+
+    # A bad date: the API's error shows at the dates field.
+    page.fill("input[name=name]", "office")
+    page.fill("textarea[name=dates]", "2026-12-31\n2026-02-30")
+    page.get_by_role("button", name="Create").click()
+    error = page.locator('.field-error[data-field="dates"]')
+    expect(error).to_contain_text("dates.1")
+    page.fill("textarea[name=dates]", "2026-12-31")
+    page.fill("textarea[name=yearly]", "01-01")
+    page.get_by_role("button", name="Create").click()
+    expect(page).to_have_url(re.compile(r"#/calendars/office$"))
+    expect(page.locator("table.calendars tbody tr")).to_have_count(1)
+
+    # An iCalendar one, in its zone.
+    page.get_by_role("link", name="New calendar").click()
+    page.fill("input[name=name]", "uk")
+    page.fill("input[name=timezone]", "Europe/London")
+    page.get_by_label("iCalendar (.ics)").check()
+    page.fill("textarea[name=ics]", UK_ICS)
+    page.get_by_role("button", name="Create").click()
+    rows = page.locator("table.calendars tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.filter(has_text="uk")).to_contain_text("iCalendar: 2 events")
+    _shoot(page, "calendars")
+
+    # The job form: its calendar fields, and the preview explaining the excluded times.
+    page.get_by_role("link", name="Jobs", exact=True).click()
+    page.get_by_role("link", name="New job").click()
+    page.fill("input[name=name]", "daily-report")
+    page.fill("input[name=schedule]", "0 9 * * *")
+    page.fill("input[name=timezone]", "Europe/London")
+    page.fill("input[name=start_at]", "2026-12-24T10:00:00Z")
+    page.fill("input[name=exclude_calendars]", "uk")
+    page.fill("input[name=url]", "https://example.com/hook")
+    preview = page.locator('[data-preview="ok"] li')
+    expect(preview.first).to_contain_text("2026-12-25 09:00:00 UTC")
+    expect(preview.first).to_contain_text("excluded by uk")
+    expect(preview.nth(1)).to_contain_text("2026-12-26 09:00:00 UTC")
+    page.select_option("select[name=on_excluded]", "shift")
+    expect(preview.first).to_contain_text("2026-12-26 00:00:00 UTC")
+    expect(preview.first).to_contain_text("shifted from 2026-12-25 09:00:00 UTC (uk)")
+    _shoot(page, "form-calendars")
+    page.fill("input[name=exclude_calendars]", "uk, nope")
+    page.get_by_role("button", name="Create").click()
+    expect(page.locator('.field-error[data-field="exclude_calendars"]')).to_contain_text("nope")
+    page.fill("input[name=exclude_calendars]", "uk")
+    page.get_by_role("button", name="Create").click()
+    expect(page).to_have_url(re.compile(r"#/jobs/[0-9a-f-]{36}$"))
+    job_id = page.url.rsplit("/", 1)[1]
+    expect(page.locator("dd.calendars")).to_contain_text("uk")
+    expect(page.locator("dd.next-run")).to_contain_text("2026-12-26 00:00:00 UTC")
+    assert requests.get(f"{api.url}/v1/jobs/{job_id}", timeout=10).json()["on_excluded"] == "shift"
+
+    # Its calendar: a change replans the job; a delete is refused while the job names it.
+    page.locator("dd.calendars").get_by_role("link", name="uk").click()
+    expect(page.locator("textarea[name=ics]")).to_have_value(UK_ICS)
+    page.get_by_label("dates, ranges, yearly days").check()
+    page.fill("textarea[name=dates]", "2026-12-26")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator(".note")).to_contain_text("replanned")
+    assert requests.get(f"{api.url}/v1/jobs/{job_id}", timeout=10).json()["next_run_at"] == "2026-12-25T09:00:00Z"
+    page.get_by_role("button", name="Delete").click()
+    expect(page.locator(".calendar-form .alert")).to_contain_text("daily-report")
+    assert problems == []

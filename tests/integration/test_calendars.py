@@ -1,0 +1,296 @@
+"""Calendars through the API (on real Postgres), in the jobs' planning, in the preview, and in both
+runner paths (local mode's claim-and-start, the deployment's claim then start), with a real HTTP
+target on loopback."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from scheduler import service
+from scheduler.api.app import make_app
+from scheduler.core.domain import Claim, JobState, LeaseKind, Plan
+from scheduler.core.errors import CalendarInUse, ScheduleError
+from scheduler.runner.dispatch import InProcessDispatch
+from scheduler.runner.executor import Executor
+from scheduler.runner.fanout import run_fanout
+from scheduler.secrets import LocalSecretBox
+from scheduler.settings import Settings
+from scheduler.sql import QUERIES
+from scheduler.store.postgres import _plan_params, _spec_params
+from scheduler.targets.results import TargetPolicy
+from tests.integration.test_api import ALICE, BOB, Client, job_body
+from tests.support import http_spec, make_due, poll
+
+UK_ICS = (
+    "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//uk.gov//EN\r\n"
+    "BEGIN:VEVENT\r\nDTSTART;VALUE=DATE:20261225\r\nDTEND;VALUE=DATE:20261226\r\nSUMMARY:Christmas Day\r\nEND:VEVENT\r\n"
+    "BEGIN:VEVENT\r\nDTSTART;VALUE=DATE:20261228\r\nDTEND;VALUE=DATE:20261229\r\nSUMMARY:Boxing Day\r\nEND:VEVENT\r\n"
+    "END:VCALENDAR\r\n"
+)
+LOCAL = TargetPolicy(allow_private=True)
+
+
+@pytest.fixture
+def api(store, tmp_path):
+    box = LocalSecretBox(tmp_path / "secret.key")
+    return Client(make_app(lambda: store, lambda: box, Settings()).resolve)
+
+
+def test_calendar_resource_crud_and_owner_scoping(api):
+    body = {"name": "uk-holidays", "timezone": "Europe/London", "dates": ["2026-12-25"], "yearly": ["01-01"]}
+    created = api("POST", "/v1/calendars", body)
+    assert created.status == 201, created.body
+    assert created.headers["Location"] == "/v1/calendars/uk-holidays"
+    assert created.body["version"] == 1 and created.body["dates"] == ["2026-12-25"]
+    assert api("POST", "/v1/calendars", body).status == 409
+    assert api("POST", "/v1/calendars", {"name": "uk-ics", "timezone": "Europe/London", "ics": UK_ICS}).status == 201
+    listed = api("GET", "/v1/calendars", query={"limit": 1})
+    assert [c["name"] for c in listed.body["calendars"]] == ["uk-holidays"]
+    second = api("GET", "/v1/calendars", query={"cursor": listed.body["next_cursor"]})
+    assert [c["name"] for c in second.body["calendars"]] == ["uk-ics"] and second.body["next_cursor"] is None
+    assert api("GET", "/v1/calendars/uk-ics").body["ics"] == UK_ICS
+    assert api("GET", "/v1/calendars/uk-holidays", principal=BOB).status == 404
+    assert api("GET", "/v1/calendars", principal=BOB).body["calendars"] == []
+    assert api("DELETE", "/v1/calendars/uk-ics", principal=BOB).status == 404
+    replaced = api(
+        "PUT",
+        "/v1/calendars/uk-holidays",
+        {"timezone": "UTC", "ranges": [{"start": "2026-12-24", "end": "2026-12-26"}]},
+    )
+    assert replaced.status == 200 and replaced.body["version"] == 2 and "dates" not in replaced.body
+    assert api("PUT", "/v1/calendars/nope", {"dates": []}).status == 404
+    assert api("DELETE", "/v1/calendars/uk-ics").status == 204
+    assert api("GET", "/v1/calendars/uk-ics").status == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"name": "c", "dates": ["2026-02-30"]}, "dates.0"),
+        ({"name": "c", "dates": "2026-02-01"}, "dates"),
+        ({"name": "c", "yearly": ["1225"]}, "yearly.0"),
+        ({"name": "c", "ranges": [{"start": "2026-12-24"}]}, "ranges.0.end"),
+        ({"name": "c", "timezone": "Mars/Olympus"}, "timezone"),
+        (
+            {
+                "name": "c",
+                "ics": "BEGIN:VCALENDAR\nBEGIN:VEVENT\nDTSTART;VALUE=DATE:20260101\nRRULE:FREQ=MONTHLY\nEND:VEVENT\nEND:VCALENDAR",
+            },
+            "ics",
+        ),
+        ({"name": "c", "ics": UK_ICS, "dates": ["2026-01-01"]}, "ics"),
+        ({"name": "-c"}, "name"),
+        ({"name": "c", "dates": ["2026-01-01"] * 1001}, "dates"),
+    ],
+)
+def test_bad_calendars_are_400_naming_the_field(api, body, field):
+    answer = api("POST", "/v1/calendars", body)
+    assert answer.status == 400, answer.body
+    assert field in answer.fields, answer.body
+    if field == "ics" and "RRULE" in body.get("ics", ""):
+        assert "FREQ=MONTHLY" in answer.body["error"]["message"] + str(answer.body["error"]["details"])
+
+
+def test_a_job_skips_or_shifts_and_a_calendar_in_use_cannot_be_deleted(api):
+    api("POST", "/v1/calendars", {"name": "uk", "timezone": "Europe/London", "ics": UK_ICS})
+    unknown = api("POST", "/v1/jobs", job_body("j0", exclude_calendars=["nope"]))
+    assert unknown.status == 400 and unknown.fields == ["exclude_calendars.0"]
+    one_off = api(
+        "POST", "/v1/jobs", job_body("j1", schedule=None, run_at="2026-12-25T09:00:00Z", exclude_calendars=["uk"])
+    )
+    assert one_off.status == 400 and "exclude_calendars" in one_off.fields
+    base = {"schedule": "0 9 * * *", "timezone": "Europe/London", "start_at": "2026-12-24T10:00:00Z"}
+    skip = api("POST", "/v1/jobs", job_body("skipper", **base, exclude_calendars=["uk"]))
+    assert skip.status == 201, skip.body
+    assert skip.body["exclude_calendars"] == ["uk"] and skip.body["on_excluded"] == "skip"
+    assert skip.body["next_run_at"] == "2026-12-26T09:00:00Z"
+    shift = api("POST", "/v1/jobs", job_body("shifter", **base, exclude_calendars=["uk"], on_excluded="shift"))
+    assert shift.body["next_run_at"] == "2026-12-26T00:00:00Z"
+
+    in_use = api("DELETE", "/v1/calendars/uk")
+    assert in_use.status == 409 and in_use.error["code"] == "calendar_in_use"
+    assert "shifter" in in_use.error["message"] and "skipper" in in_use.error["message"]
+    assert {d["message"] for d in in_use.error["details"]} == {
+        f"shifter ({shift.body['id']})",
+        f"skipper ({skip.body['id']})",
+    }
+    # A calendar change replans the jobs that name it.
+    changed = api("PUT", "/v1/calendars/uk", {"timezone": "Europe/London", "dates": ["2026-12-26"]})
+    assert changed.status == 200
+    assert api("GET", f"/v1/jobs/{skip.body['id']}").body["next_run_at"] == "2026-12-25T09:00:00Z"
+    # An edit of on_excluded replans too; a PATCH removing the calendar frees it.
+    patched = api("PATCH", f"/v1/jobs/{skip.body['id']}", {"start_at": "2026-12-25T10:00:00Z", "on_excluded": "shift"})
+    assert patched.body["next_run_at"] == "2026-12-27T00:00:00Z"
+    for job in (skip.body, shift.body):
+        assert api("PATCH", f"/v1/jobs/{job['id']}", {"exclude_calendars": []}).status == 200
+    assert api("DELETE", "/v1/calendars/uk").status == 204
+
+
+def test_preview_applies_calendars_and_explains(api):
+    api("POST", "/v1/calendars", {"name": "uk", "timezone": "Europe/London", "ics": UK_ICS})
+    preview = {
+        "schedule": "0 9 * * *",
+        "timezone": "Europe/London",
+        "after": "2026-12-24T10:00:00Z",
+        "count": 3,
+        "exclude_calendars": ["uk"],
+    }
+    plain = api("POST", "/v1/schedules/preview", preview)
+    assert plain.body == {"occurrences": ["2026-12-26T09:00:00Z", "2026-12-27T09:00:00Z", "2026-12-29T09:00:00Z"]}
+    explained = api("POST", "/v1/schedules/preview", {**preview, "explain": True})
+    assert explained.body["occurrences"] == [
+        {"at": "2026-12-25T09:00:00Z", "excluded_by": "uk"},
+        {"at": "2026-12-26T09:00:00Z"},
+        {"at": "2026-12-27T09:00:00Z"},
+        {"at": "2026-12-28T09:00:00Z", "excluded_by": "uk"},
+        {"at": "2026-12-29T09:00:00Z"},
+    ]
+    shifted = api("POST", "/v1/schedules/preview", {**preview, "explain": True, "on_excluded": "shift", "count": 2})
+    assert shifted.body["occurrences"] == [
+        {"at": "2026-12-26T00:00:00Z", "shifted_from": "2026-12-25T09:00:00Z", "excluded_by": "uk"},
+        {"at": "2026-12-26T09:00:00Z"},
+    ]
+    missing = api("POST", "/v1/schedules/preview", {**preview, "exclude_calendars": ["nope"]})
+    assert missing.status == 400 and missing.fields == ["exclude_calendars.0"]
+    other = api("POST", "/v1/schedules/preview", preview, principal=BOB)
+    assert other.status == 400  # Bob has no calendar "uk"
+    no_calendar = api(
+        "POST",
+        "/v1/schedules/preview",
+        {"schedule": "@daily", "count": 1, "explain": True, "after": "2026-12-24T10:00:00Z"},
+    )
+    assert no_calendar.body == {"occurrences": [{"at": "2026-12-25T00:00:00Z"}]}
+
+
+def _blackout(store, minutes_from: int, minutes_to: int) -> tuple[datetime, datetime]:
+    now = store.now().astimezone(UTC).replace(second=0, microsecond=0)
+    return now + timedelta(minutes=minutes_from), now + timedelta(minutes=minutes_to)
+
+
+def _calendar_job(store, name: str, url: str, mode: str) -> tuple[str, datetime, datetime]:
+    start, end = _blackout(store, 30, 180)
+    span = {"start": start.isoformat(), "end": end.isoformat()}
+    try:
+        service.create_calendar(store, ALICE, "blackout", {"timezone": "UTC", "ranges": [span]})
+    except Exception:
+        pass
+    # Anchored 10 minutes ago: the occurrence after one run now is 50 minutes ahead, in the blackout.
+    anchor = start - timedelta(minutes=40)
+    spec = http_spec(name, "@every 1h", url=url, start_at=anchor, exclude_calendars=["blackout"], on_excluded=mode)
+    job = service.create_job(store, ALICE, spec)
+    return str(job.id), start, end
+
+
+def _expected(job, end: datetime, mode: str) -> datetime:
+    """The next occurrence after one run now: start_at + 1h is in the blackout."""
+    if mode == "shift":
+        return end
+    at = job.start_at + timedelta(hours=1)
+    while at < end:
+        at += timedelta(hours=1)
+    return at
+
+
+@pytest.mark.parametrize("mode", ["skip", "shift"])
+def test_local_runner_plans_the_next_time_with_the_calendar(store, pool, target_server, mode):
+    job_id, _, end = _calendar_job(store, f"local-{mode}", target_server.url + "/hook", mode)
+    make_due(pool, job_id)
+    invoker = InProcessDispatch(Executor(store, lambda t: t, LOCAL), max_workers=2)
+    run_fanout(store, invoker, budget_seconds=0)
+    invoker.close()
+    target_server.wait_for(1)
+    job = store.get_job(ALICE, job_id)
+    assert job.run_count == 1
+    assert job.next_run_at == _expected(job, end, mode)
+
+
+@pytest.mark.parametrize("mode", ["skip", "shift"])
+def test_deployed_executor_plans_the_next_time_with_the_calendar(store, pool, target_server, mode):
+    job_id, _, end = _calendar_job(store, f"deployed-{mode}", target_server.url + "/hook", mode)
+    make_due(pool, job_id)
+    [claim] = store.claim_due(10, 60)
+    report = Executor(store, lambda t: t, LOCAL).run(Claim.from_event(claim.to_event()))
+    assert report is not None
+    target_server.wait_for(1)
+    job = store.get_job(ALICE, job_id)
+    assert job.run_count == 1 and claim.lease_kind == LeaseKind.SCHEDULE
+    assert job.next_run_at == _expected(job, end, mode)
+
+
+def test_resume_applies_the_calendar(store, pool):
+    job_id, _, end = _calendar_job(store, "resumed", "https://example.com/hook", "shift")
+    job = service.pause_job(store, ALICE, job_id)
+    with pool.connection() as conn:  # paused at an occurrence before now (the time it was created)
+        conn.execute(
+            "UPDATE job_runs SET scheduled_at = %s, next_run_at = %s WHERE job_id = %s",
+            (job.created_at, job.created_at, job_id),
+        )
+    # Nothing was missed: the occurrence after it (start_at + 1h) is in the blackout: shifted.
+    assert service.resume_job(store, ALICE, job_id).scheduled_at == end
+
+
+def _waiting(pool) -> bool:
+    """Whether some session waits for a lock (the statement under test is blocked)."""
+    with pool.connection() as conn:
+        return conn.execute("SELECT count(*) AS n FROM pg_locks WHERE NOT granted").fetchone()["n"] > 0
+
+
+def test_a_job_and_a_delete_of_its_calendar_at_once(store, pool, db_url):
+    """The delete holds the calendar while it looks for jobs, a job's write holds the calendars it
+    names: whichever comes second sees the first (no job is left naming a deleted calendar)."""
+    service.create_calendar(store, ALICE, "doomed", {"dates": ["2026-12-25"]})
+    spec = http_spec("racer", "@daily", exclude_calendars=["doomed"])
+    outcome: list[BaseException | object] = []
+    # A delete under way: the calendar held, its jobs read (none yet); the create waits for it.
+    with psycopg.connect(db_url, row_factory=dict_row) as deleting:
+        deleting.execute(QUERIES["lock_calendar"], {"owner": ALICE, "name": "doomed"})
+
+        def create() -> None:
+            try:
+                outcome.append(service.create_job(store, ALICE, spec))
+            except BaseException as exc:
+                outcome.append(exc)
+
+        worker = threading.Thread(target=create)
+        worker.start()
+        poll(lambda: _waiting(pool), what="the job's write waiting for the calendar")
+        deleting.execute(QUERIES["delete_calendar"], {"owner": ALICE, "name": "doomed"})
+        deleting.commit()
+        worker.join(30)
+    [refused] = outcome
+    assert isinstance(refused, ScheduleError) and refused.field == "exclude_calendars.0"
+    assert store.list_jobs(ALICE) == []
+
+    # The other order: a job's write (hold_calendars, then insert_job, as Store.insert_job does in
+    # one transaction) holds the calendar; the delete waits for it, then finds the job: 409.
+    service.create_calendar(store, ALICE, "kept", {"dates": ["2026-12-25"]})
+    params = {
+        **_spec_params(http_spec("holder", "@daily", exclude_calendars=["kept"])),
+        **_plan_params(Plan(JobState.ACTIVE, None, 0, None)),
+        "id": "0b6f6c5e-3c1a-4e8e-9d55-0f0f0f0f0f0a",
+        "owner": ALICE,
+        "created_at": store.now(),
+    }
+    errors: list[BaseException] = []
+    with psycopg.connect(db_url, row_factory=dict_row) as writing:
+        assert len(writing.execute(QUERIES["hold_calendars"], {"owner": ALICE, "names": ["kept"]}).fetchall()) == 1
+
+        def delete() -> None:
+            try:
+                store.delete_calendar(ALICE, "kept")
+            except BaseException as exc:
+                errors.append(exc)
+
+        worker = threading.Thread(target=delete)
+        worker.start()
+        poll(lambda: _waiting(pool), what="the delete waiting for the job's write")
+        writing.execute(QUERIES["insert_job"], params)
+        writing.commit()
+        worker.join(30)
+    [in_use] = errors
+    assert isinstance(in_use, CalendarInUse) and in_use.jobs == [(params["id"], "holder")]
