@@ -222,7 +222,7 @@ def ten_million_section(tm: dict[str, Any], command: str) -> list[str]:
     out += _wrap(
         f"{tm['large']:,} jobs loaded with `INSERT ... SELECT generate_series` ({tm['load_s']:.0f} s, "
         f"{tm['large'] / tm['load_s']:,.0f} rows/s, then `VACUUM ANALYZE`), {tm['due']:,} of them due, the rest due "
-        f"in the next year; beside a database of {tm['small']:,} jobs with the same share due, in one run, the cases "
+        f"in the next year; beside a database of {tm['small']:,} jobs with the same {tm['due']:,} due, in one run, the cases "
         f"alternated, the median of {tm['repeats']} each. The claim: `Store.claim_due` of {tm['batch']} rows (released "
         "after each, so every repeat claims again); `GET /v1/jobs`: `Store.list_jobs` of one owner's first page "
         f"({tm['page']} jobs, the owner holding a tenth of the jobs); a job's executions page: "
