@@ -402,9 +402,8 @@ def _measure(system: str, workload: str, jobs: int, args: argparse.Namespace, se
         received_in_window=len(late),
         complete=got >= before + occurrences,
         lateness_s={"p50": percentile(late, 50), "p99": percentile(late, 99), "max": max(late, default=float("nan"))},
-        deliveries_per_s=(len(late) / max(max(arrivals, default=due) - due, 1e-6))
-        if interval >= 60
-        else len(late) / window,
+        # The occurrences in the window over the time until the last of them arrived (at least the window).
+        deliveries_per_s=len(late) / max(max(arrivals, default=due) - due, 1e-6 if interval >= 60 else window),
         measured_s=ended - mark,
         delivered_while_measured=delivered,
         cpu_s=cpu,

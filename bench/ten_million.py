@@ -16,8 +16,8 @@ the median of ``--repeats`` of each case, through the store methods the routes c
 - a job's executions page: ``Store.list_executions(owner, job)``, the first page (50).
 
 Target: each within 1.3x of its time with ten thousand. Storage per job: ``pg_total_relation_size``
-of ``job_specs`` and ``job_runs`` (tables, indexes, TOAST) over the count. Takes about 10 minutes
-here (the load most of it); ``make bench-10m`` runs it and rebuilds docs/benchmarks.md.
+of ``job_specs`` and ``job_runs`` (tables, indexes, TOAST) over the count. Takes about 25 minutes
+here (the load, 16 minutes, most of it); ``make bench-10m`` runs it and rebuilds docs/benchmarks.md.
 """
 
 from __future__ import annotations
