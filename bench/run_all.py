@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import render_perf
+
 from common import ROOT, machine_summary, run_bench_script
 
 RESULTS = ROOT / "bench" / "results"
@@ -37,7 +39,11 @@ BENCHMARKS: dict[str, tuple[str, list[str], float]] = {
     "executions_index": ("executions_index.py", [], 1200),
     "deploy": ("deploy_sim.py", ["--max-fanouts", "4"], 1500),
     "planning_next": ("planning_next.py", [], 300),
+    "schedules": ("schedules_vs_peers.py", [], 1800),
+    "ten_million": ("ten_million.py", [], 3600),
 }
+# Run only when named (``--only ten_million``, ``make bench-10m``): loading ten million jobs takes minutes.
+SEPARATE = ("ten_million",)
 COMMANDS = {
     name: f".venv/bin/python bench/{script}{' ' + ' '.join(args) if args else ''}"
     for name, (script, args, _) in BENCHMARKS.items()
@@ -160,22 +166,7 @@ def plot_dispatch(data: dict[str, Any], path: Path) -> None:
 
 
 def plot_cold_start(data: dict[str, Any], path: Path) -> None:
-    plt = _plt()
-    modules = list(data["modules"])
-    fig, ax = plt.subplots(figsize=(6.5, 3.6))
-    ys = range(len(modules))
-    pyc = [data["modules"][m]["pyc"]["importtime_ms"] for m in modules]
-    nopyc = [data["modules"][m]["no_pyc"]["importtime_ms"] for m in modules]
-    ax.barh([y + 0.2 for y in ys], pyc, 0.4, label="with .pyc")
-    ax.barh([y - 0.2 for y in ys], nopyc, 0.4, label="without .pyc (as the layer ships)")
-    ax.set_yticks(list(ys))
-    ax.set_yticklabels(modules)
-    ax.set_xlabel(f"import time, ms (best of {data['repeats']}, Python {data['python']})")
-    ax.set_title("cold-start import cost of each handler", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    render_perf.plot_cold_start(data, path, _plt())
 
 
 PLOTS: dict[str, tuple[str, Callable[[dict[str, Any], Path], None]]] = {
@@ -208,7 +199,7 @@ def render(results: dict[str, dict[str, Any] | None], meta: dict[str, Any]) -> s
         f"Measured {meta['when']} on {meta['machine']} (a shared, noisy machine: each comparison is run "
         "side by side in one run, and the ratios matter more than the absolute figures). "
         f"{meta['postgres']}. Regenerate everything with `.venv/bin/python bench/run_all.py` "
-        "(about 10 minutes here, more if the layer must be built; `--quick` for a small run, `--only NAME` for one benchmark, `--render-only` to "
+        "(about 30 minutes here, more if the layer must be built; ten million jobs apart: `make bench-10m`, about 25 minutes; `--quick` for a small run, `--only NAME` for one benchmark, `--render-only` to "
         "rebuild this page from the last results). Each section gives the command that reproduces its figure; "
         "set `DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres` to use a running Postgres "
         "(otherwise an embedded one is started)."
@@ -252,16 +243,11 @@ def render(results: dict[str, dict[str, Any] | None], meta: dict[str, Any]) -> s
         rate = di["fanout"]["invokes_per_s"]
         w(f"| fan-out dispatch through LambdaDispatch | **{rate:.0f} invokes/s** | >= 500/s | {verdict(rate >= 500)} |")
     if cs:
-        worst = max(cs["modules"].items(), key=lambda kv: kv[1]["pyc"]["importtime_ms"])
-        w(
-            f"| heaviest handler import ({worst[0]}) | {worst[1]['pyc']['importtime_ms']:.0f} ms with .pyc, "
-            f"{worst[1]['no_pyc']['importtime_ms']:.0f} ms without | (none set) | |"
-        )
-        for name, layer in cs["layer"]["layers"].items():
-            w(
-                f"| layer {name} | {layer['bytes'] / 1e6:.1f} MB unpacked, {layer['zipped_bytes'] / 1e6:.1f} MB zipped | "
-                f"< 250 MB unzipped with the code | {verdict(layer['share_of_unzipped_limit'] < 1)} |"
-            )
+        out.extend(render_perf.cold_start_summary(cs))
+    if results.get("schedules"):
+        out.extend(render_perf.schedules_summary(results["schedules"]))
+    if results.get("ten_million"):
+        out.extend(render_perf.ten_million_summary(results["ten_million"]))
     w("")
 
     if tp:
@@ -473,49 +459,11 @@ def render(results: dict[str, dict[str, Any] | None], meta: dict[str, Any]) -> s
         w("")
 
     if cs:
-        w("## Cold start: handler imports and the layer")
-        w("")
-        w(f"`{COMMANDS['cold_start']}` (`--repeats`, `--no-build`)")
-        w("")
-        w(f"![cold start](img/{PLOTS['cold_start'][0]})")
-        w("")
-        w(
-            f"Python {cs['python']} from the project's virtualenv, `PYTHONPATH=functions`, best of {cs['repeats']}. "
-            '`importtime` is the cumulative `-X importtime` figure of the handler module; "fresh interpreter" the wall '
-            'time of `python -c "import <handler>"`, next to a bare interpreter '
-            f'({cs["baseline_ms"]["pyc"]:.0f} ms) measured in the same loop. "Without .pyc": a copy of the function '
-            "code and of the third-party packages the handlers import, without `__pycache__` (the layer is built with "
-            "`--no-compile` and `/opt` is read-only on Lambda, so every cold start compiles them); the standard "
-            "library and boto3/botocore keep their bytecode, as in the Lambda runtime."
-        )
-        w("")
-        w(
-            "| handler | importtime (.pyc) | importtime (no .pyc) | fresh interpreter (.pyc) | heaviest direct imports (ms, .pyc) |"
-        )
-        w("|---|---|---|---|---|")
-        for module, e in cs["modules"].items():
-            heavy = ", ".join(f"`{n}` {ms:.0f}" for n, ms in e["pyc"]["top_imports"][:4])
-            w(
-                f"| `{module}` | {e['pyc']['importtime_ms']:.0f} ms | {e['no_pyc']['importtime_ms']:.0f} ms "
-                f"(x{e['no_pyc_vs_pyc']:.1f}) | {e['pyc']['wall_ms']:.0f} ms | {heavy} |"
-            )
-        w("")
-        code = cs["layer"]["function_code"]
-        w("| asset | unpacked | files | zipped | share of the 250 MB unzipped limit (with the code) |")
-        w("|---|---|---|---|---|")
-        w(
-            f"| function code (`functions/`) | {code['bytes'] / 1e6:.2f} MB | {code['files']} | "
-            f"{code['zipped_bytes'] / 1e6:.2f} MB | |"
-        )
-        for name, layer in cs["layer"]["layers"].items():
-            w(
-                f"| layer `layers/build/{name}/python` | {layer['bytes'] / 1e6:.1f} MB | {layer['files']} "
-                f"({layer['pyc_files']} .pyc) | {layer['zipped_bytes'] / 1e6:.1f} MB | "
-                f"{layer['share_of_unzipped_limit']:.0%} |"
-            )
-        w("")
-        w(cold_start_reading(cs))
-        w("")
+        out.extend(render_perf.cold_start_section(cs, COMMANDS["cold_start"], PLOTS["cold_start"][0]))
+    if results.get("schedules"):
+        out.extend(render_perf.schedules_section(results["schedules"], COMMANDS["schedules"]))
+    if results.get("ten_million"):
+        out.extend(render_perf.ten_million_section(results["ten_million"], COMMANDS["ten_million"]))
 
     if results.get("executions_index"):
         out.extend(executions_index_section(results["executions_index"]))
@@ -647,37 +595,6 @@ DISPATCH_READING = (
     "invoke takes about 10-20 ms, so 16 threads bound the rate to about 16 / invoke latency, and a 512 MB "
     "Lambda has about 0.3 vCPU for the signing (see [capacity.md](capacity.md))."
 )
-
-
-def cold_start_reading(cs: dict[str, Any]) -> str:
-    mods = cs["modules"]
-    xray = [m for m, e in mods.items() if any(n.startswith("aws_xray_sdk") for n, _ in e["pyc"]["top_imports"])]
-    extra = [e["no_pyc"]["importtime_ms"] - e["pyc"]["importtime_ms"] for e in mods.values()]
-    text = []
-    if xray:
-        share = [
-            next(ms for n, ms in mods[m]["pyc"]["top_imports"] if n.startswith("aws_xray_sdk"))
-            / mods[m]["pyc"]["importtime_ms"]
-            for m in xray
-        ]
-        text.append(
-            f"**Reading.** In {', '.join(f'`{m}`' for m in xray)}, {min(share):.0%} to {max(share):.0%} of the "
-            "import is `aws_xray_sdk.core`, pulled in by Powertools' `Tracer` at module level; importing it "
-            "lazily, or only when tracing is enabled, is the largest single saving. The api handler adds the "
-            "event handler with its OpenAPI models."
-        )
-    else:
-        text.append("**Reading.**")
-    text.append(
-        f"Without bytecode each cold start pays {min(extra):.0f} to {max(extra):.0f} ms more: the layer is "
-        "built with `--no-compile` and `/opt` is read-only, so nothing is cached between cold starts. "
-        "Bytecode is specific to the Python version, so it has to be compiled by the runtime's Python (3.14), "
-        "e.g. `python3.14 -m compileall -q -j 0 --invalidation-mode unchecked-hash layers/build/.../python` "
-        "in the build when that interpreter is available. These figures are for Python "
-        f"{cs['python']} on this machine; the runtime's 3.14 on Graviton differs in absolute terms, not in "
-        "the ranking."
-    )
-    return "\n".join(_wrap(" ".join(text)))
 
 
 CAVEATS = """\
@@ -979,7 +896,7 @@ def main(argv: list[str] | None = None) -> int:
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     IMG.mkdir(parents=True, exist_ok=True)
-    names = [] if args.render_only else (args.only or list(BENCHMARKS))
+    names = [] if args.render_only else (args.only or [n for n in BENCHMARKS if n not in SEPARATE])
     failed = []
     began = time.monotonic()
     for name in names:
@@ -1000,7 +917,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp.unlink(missing_ok=True)
     results = {name: load(name) for name in BENCHMARKS}
     for name, data in results.items():
-        if data:
+        if data and name in PLOTS:
             filename, plot = PLOTS[name]
             plot(data, IMG / filename)
     machine = machine_summary()

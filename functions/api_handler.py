@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging import correlation_paths
 
 from scheduler.api.app import make_app
 from scheduler.api.gateway_auth import identifier_for
+from scheduler.runner.tracing import handler_tracer
 from scheduler.settings import get_settings, with_fetched_secrets
 from scheduler.wiring import Dependencies, route_domain_logs_to
 
 logger = Logger(service=get_settings().service_name)
-tracer = Tracer(service=get_settings().service_name)
+tracer = handler_tracer(get_settings().service_name)
 route_domain_logs_to(logger)
 # One pool and one secret box per container, built on the first request that needs them (the
 # box caches its KMS data key).

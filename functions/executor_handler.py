@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 
 from scheduler.runner.executor import run_invoke
 from scheduler.runner.telemetry import EmfMetrics
+from scheduler.runner.tracing import handler_tracer
 from scheduler.settings import get_settings
 from scheduler.wiring import Dependencies, route_domain_logs_to
 
 logger = Logger(service=get_settings().service_name)
-tracer = Tracer(service=get_settings().service_name)
+tracer = handler_tracer(get_settings().service_name)
 route_domain_logs_to(logger)
 settings = get_settings()
 deps = Dependencies(

@@ -16,10 +16,7 @@ from constructs import Construct
 
 from infra.config import Config
 from infra.nag import acknowledge, acknowledge_lambda_role
-from infra.shared import FUNCTIONS_DIR, C, layer_build
-
-# Not part of the code asset: build and editor leftovers.
-CODE_EXCLUDES = ["**/__pycache__", "**/*.pyc", "*.egg-info", "**/.pytest_cache", "**/.mypy_cache", "**/.ruff_cache"]
+from infra.shared import C, layer_build
 
 
 @dataclass(frozen=True)
@@ -34,17 +31,16 @@ class Placement:
 @jsii.implements(ILocalBundling)
 class _CodeWithDependencies:
     """Local bundling for LocalStack, whose free edition does not apply layers: the code asset
-    gets the layer's packages copied beside the handlers."""
+    gets the layer's packages copied beside the handlers (both with their bytecode)."""
 
-    def __init__(self, layer_site: Path) -> None:
+    def __init__(self, layer_site: Path, code: Path) -> None:
         self._layer_site = layer_site
+        self._code = code
 
     def try_bundle(self, output_dir: str, *_options: object, **_keywords: object) -> bool:
         out = Path(output_dir)
         shutil.copytree(self._layer_site, out, dirs_exist_ok=True)
-        shutil.copytree(
-            FUNCTIONS_DIR, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-        )
+        shutil.copytree(self._code, out, dirs_exist_ok=True)
         return True
 
 
@@ -58,15 +54,17 @@ class LambdaKit(Construct):
         self.architecture = (
             lambda_.Architecture.ARM_64 if config.architecture == "arm64" else lambda_.Architecture.X86_64
         )
+        # Both assets carry bytecode compiled for the runtime's Python (layers/build.py): /var/task and
+        # /opt are read-only, so without it every cold start would compile what it imports.
         layer_dir = layer_build.build_layer(config.python_version, config.architecture)
+        code_dir = layer_build.build_code(config.python_version)
         if config.localstack:
             self.layers: list[lambda_.ILayerVersion] = []
             self.code = lambda_.Code.from_asset(
-                str(FUNCTIONS_DIR),
-                exclude=CODE_EXCLUDES,
+                str(code_dir),
                 bundling=BundlingOptions(
                     image=DockerImage.from_registry("scratch"),  # never pulled: local bundling always succeeds
-                    local=_CodeWithDependencies(layer_dir / "python"),
+                    local=_CodeWithDependencies(layer_dir / "python", code_dir),
                     # Part of the asset hash, so a new layer makes a new bundle.
                     environment={
                         "LAYER_FINGERPRINT": layer_build.fingerprint(config.python_version, config.architecture)
@@ -85,7 +83,7 @@ class LambdaKit(Construct):
                     removal_policy=RemovalPolicy.DESTROY,
                 )
             ]
-            self.code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=CODE_EXCLUDES)
+            self.code = lambda_.Code.from_asset(str(code_dir))
 
         self.environment = {
             # Scoped to the stack, so two stacks in one account neither mix metrics nor trip each
@@ -97,6 +95,8 @@ class LambdaKit(Construct):
             # Responses can carry job data; errors are enough in traces.
             "POWERTOOLS_TRACER_CAPTURE_RESPONSE": "false",
         }
+        if config.xray_sdk:
+            self.environment[C.ENV_XRAY_SDK] = "true"
         if config.localstack:
             self.environment["AWS_ENDPOINT_URL"] = config.localstack_endpoint
 
@@ -142,16 +142,21 @@ class LambdaKit(Construct):
             security_groups=[placement.security_group] if placement else None,
         )
         acknowledge_lambda_role(function, in_vpc=placement is not None)
-        if self._config.python_version != layer_build.DEFAULT_PYTHON_VERSION:
-            acknowledge(
-                function,
-                {
-                    "AwsSolutions-L1": f"Python {self._config.python_version} chosen by -c python_version (the "
-                    "LocalStack variant runs the functions with the host's interpreter, which must load the "
-                    "layer's compiled wheels)."
-                },
-            )
+        if self._config.python_version != layer_build.LATEST_RUNTIME:
+            acknowledge(function, {"AwsSolutions-L1": self._why_not_the_latest_runtime()})
         return function
+
+    def _why_not_the_latest_runtime(self) -> str:
+        version = self._config.python_version
+        if version == layer_build.DEFAULT_PYTHON_VERSION:
+            return (
+                f"Python {version}, the newest runtime whose interpreter the build has: the code and the layer "
+                "ship bytecode compiled for it (layers/build.py), which halves the cold start's imports."
+            )
+        return (
+            f"Python {version} chosen by -c python_version (the LocalStack variant runs the functions with the "
+            "host's interpreter, which must load the layer's compiled wheels)."
+        )
 
 
 # CloudWatch Logs accepts these retention periods only (days).

@@ -27,9 +27,6 @@ from pathlib import Path
 from typing import Any, Protocol, overload, runtime_checkable
 from urllib.parse import quote, unquote, urlsplit
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from scheduler.core.constants import SECRET_MASK
 from scheduler.core.errors import MaskedSecretError, SecretError
 
@@ -83,7 +80,13 @@ def _payload(token: str) -> bytes:
     return raw
 
 
+# cryptography loads when a secret is first sealed or opened: most API requests and cold starts
+# (the cursor key is an HMAC) need none.
+
+
 def _seal(key: bytes, header: bytes, plaintext: str) -> str:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     nonce = os.urandom(_NONCE_BYTES)
     sealed = AESGCM(key).encrypt(nonce, plaintext.encode("utf-8"), TOKEN_PREFIX.encode() + header)
     return TOKEN_PREFIX + _b64encode(header + nonce + sealed)
@@ -92,6 +95,9 @@ def _seal(key: bytes, header: bytes, plaintext: str) -> str:
 def _open(key: bytes, header: bytes, rest: bytes) -> str:
     if len(rest) < _NONCE_BYTES + 16:
         raise SecretError("malformed secret token")
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     nonce, sealed = rest[:_NONCE_BYTES], rest[_NONCE_BYTES:]
     try:
         return AESGCM(key).decrypt(nonce, sealed, TOKEN_PREFIX.encode() + header).decode("utf-8")

@@ -36,6 +36,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "target_allow_list": "hooks.example.com",
         "fanout_max": "1",
         "claims_per_invoke": "1",
+        "xray_sdk": "true",
     },
     # Same architecture as the AWS variant, so the session builds one layer only.
     "localstack": {"localstack": "true", "architecture": "arm64"},

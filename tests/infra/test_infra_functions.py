@@ -48,6 +48,14 @@ def test_functions_share_the_runtime_the_architecture_the_code_and_the_layer(aws
     assert len(codes) == 1, "one code asset for all four functions"
 
 
+def test_the_x_ray_sdk_is_loaded_only_when_asked_for(aws, lean):
+    for handler in HANDLERS:
+        assert C.ENV_XRAY_SDK not in aws.function(handler)[1]["Environment"]["Variables"], handler
+        _, props = lean.function(handler)
+        assert props["Environment"]["Variables"][C.ENV_XRAY_SDK] == "true", handler
+        assert props["TracingConfig"] == {"Mode": "Active"}
+
+
 def test_every_function_logs_to_a_group_with_retention(aws):
     groups = aws.resources("AWS::Logs::LogGroup")
     for handler in HANDLERS:

@@ -78,7 +78,7 @@ def test_fingerprint_covers_the_inputs(tmp_path):
     requirements.write_text("pika>=1.3,<2\n")
     base = layer_build.fingerprint(PYTHON, "arm64", requirements)
     assert layer_build.fingerprint(PYTHON, "x86_64", requirements) != base
-    assert layer_build.fingerprint("3.13", "arm64", requirements) != base
+    assert layer_build.fingerprint("3.12", "arm64", requirements) != base
     requirements.write_text("pika>=1.3,<2\ncroniter\n")
     assert layer_build.fingerprint(PYTHON, "arm64", requirements) != base
 
@@ -96,3 +96,33 @@ def test_check_layer_rejects_the_wrong_architecture(layer):
     wrong = "x86_64" if ARCHITECTURE == "arm64" else "arm64"
     with pytest.raises(RuntimeError, match="lacks"):
         layer_build.check_layer(layer.parent, PYTHON, wrong)
+
+
+def test_the_layer_ships_bytecode_for_the_runtime(layer):
+    """/opt is read-only on Lambda: without .pyc files each cold start compiles what it imports."""
+    if layer_build.runtime_interpreter(PYTHON) is None:
+        pytest.skip(f"no Python {PYTHON} interpreter here to compile with")
+    tag = f"cpython-{PYTHON.replace('.', '')}"
+    for name in ("pydantic", "psycopg", "aws_lambda_powertools"):
+        assert (layer / name / "__pycache__" / f"__init__.{tag}.pyc").is_file(), name
+    # unchecked-hash: the source is not consulted, so neither the zip's dates nor a writable cache matter.
+    header = (layer / "pydantic" / "__pycache__" / f"__init__.{tag}.pyc").read_bytes()[4:8]
+    assert int.from_bytes(header, "little") == 0b01
+
+
+def test_the_code_asset_ships_bytecode_and_no_leftovers(tmp_path):
+    functions = tmp_path / "functions"
+    (functions / "scheduler" / "__pycache__").mkdir(parents=True)
+    (functions / "scheduler" / "__init__.py").write_text("")
+    (functions / "scheduler" / "__pycache__" / "stale.cpython-311.pyc").write_bytes(b"old")
+    (functions / "x.egg-info").mkdir()
+    (functions / "api_handler.py").write_text("VALUE = 1\n")
+    built = layer_build.build_code(PYTHON, functions, tmp_path / "asset")
+    assert built == tmp_path / "asset"
+    assert (built / "api_handler.py").read_text() == "VALUE = 1\n"
+    assert not (built / "x.egg-info").exists()
+    assert not (built / "scheduler" / "__pycache__" / "stale.cpython-311.pyc").exists()
+    if layer_build.runtime_interpreter(PYTHON) is not None:
+        tag = f"cpython-{PYTHON.replace('.', '')}"
+        assert (built / "__pycache__" / f"api_handler.{tag}.pyc").is_file()
+        assert (built / "scheduler" / "__pycache__" / f"__init__.{tag}.pyc").is_file()

@@ -350,6 +350,8 @@ def _add_when_options(group: Any) -> None:
     when.add_argument("--run-at", metavar="TIMESTAMP", help="a one-off job: RFC 3339 timestamp with offset")
     group.add_argument("--timezone", metavar="IANA_NAME", help="time zone of the schedule (default UTC)")
     add_spread_options(group)
+
+
 def add_calendar_flags(group: Any) -> None:
     """``--exclude-calendar NAME`` (repeatable) and ``--on-excluded skip|shift``."""
     group.add_argument(

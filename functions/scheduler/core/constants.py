@@ -32,6 +32,10 @@ ENV_EXECUTOR_CONCURRENCY = "SCHEDULER_EXECUTOR_CONCURRENCY"
 ENV_AWS_TARGETS = "SCHEDULER_AWS_TARGETS"
 # The target types that call AWS as a job's role (refused where ENV_AWS_TARGETS is false).
 AWS_TARGET_TYPES = ("lambda", "sqs", "sns", "eventbridge")
+# "true": the handlers trace with the X-Ray SDK (Powertools' Tracer: a subsegment per invocation and
+# per AWS or HTTP call it makes). Off by default: loading the SDK costs a cold start about 140 ms
+# (docs/benchmarks.md); Lambda's active tracing records each invocation without it.
+ENV_XRAY_SDK = "SCHEDULER_XRAY_SDK"
 # Powertools' own keys: the infrastructure scopes both to the stack.
 ENV_SERVICE_NAME = "POWERTOOLS_SERVICE_NAME"
 ENV_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
