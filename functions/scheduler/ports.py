@@ -7,10 +7,11 @@ store and a test may hand any object that has the methods.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from scheduler.core.alerts import AlertDecision, AlertDelivery, AlertJobRow, HeldAlertState
 from scheduler.core.domain import (
     Claim,
     Completion,
@@ -102,6 +103,45 @@ class JobStore(Protocol):
         before: tuple[datetime, str] | None = None,
     ) -> list[Execution]:
         """A page of the owner's executions across their jobs, newest first."""
+        ...
+
+    def list_alerts(
+        self,
+        owner: str,
+        *,
+        job_id: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        before: tuple[datetime, str] | None = None,
+    ) -> list[AlertDelivery]:
+        """A page of the owner's alert deliveries, newest first."""
+        ...
+
+
+class AlertStore(Protocol):
+    """What the alert sweep needs (``scheduler.runner.alerts``): the jobs with rules, a job's
+    alert state held while its rules decide, and the alert deliveries to send and record."""
+
+    def alert_work(self) -> bool:
+        """Whether a sweep has anything to do: a job with rules, or an alert still to send."""
+        ...
+
+    def alert_jobs(self, limit: int = 500) -> list[AlertJobRow]:
+        """The jobs with alert rules, those checked longest ago first."""
+        ...
+
+    def sweep_alerts(self, job_id: str, decide: Callable[[HeldAlertState, Sequence[Execution]], AlertDecision]) -> int:
+        """Decide on the job's executions since its last sweep, its state held; the alerts queued."""
+        ...
+
+    def claim_alert_deliveries(self, limit: int, lease_seconds: float) -> list[AlertDelivery]:
+        """Pending alerts due for an attempt, leased."""
+        ...
+
+    def record_alert_delivery(
+        self, delivery_id: str, status: str, *, error: str | None, http_status: int | None, retry_in: float = 0.0
+    ) -> None:
+        """An attempt's outcome (``delivered``, ``failed``, or ``pending`` again in ``retry_in`` s)."""
         ...
 
 

@@ -231,6 +231,7 @@ def test_create_and_get(api, pool, box):
         "updated_at",
         "stats",
         "after_completion",
+        "alerts",
     }
     assert job["after_completion"] == "keep"
     assert job["owner"] == ALICE and job["state"] == "active" and job["version"] == 1

@@ -48,6 +48,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", f"{_JOB}/executions", "list_executions", query=("status", "limit", "cursor")),
     Route("GET", "/v1/executions", "list_owner_executions", query=("status", "job_id", "since", "limit", "cursor")),
     Route("POST", "/v1/schedules/preview", "preview_schedule", body=True),
+    Route("GET", "/v1/alerts", "list_alerts", query=("job_id", "status", "limit", "cursor")),
 )
 
 _BY_OPERATION = {route.operation: route for route in ROUTES}

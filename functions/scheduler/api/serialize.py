@@ -31,6 +31,7 @@ def spec_of(job: DomainJob) -> dict[str, Any]:
     spec["tags"] = list(job.tags)
     spec["target"] = mask_target_secrets(dict(job.target or {}))
     spec["retry"] = dict(job.retry or {})
+    spec["alerts"] = [{**rule, "target": mask_target_secrets(dict(rule["target"]))} for rule in job.alerts or ()]
     return spec
 
 

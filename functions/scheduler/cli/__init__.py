@@ -2,7 +2,7 @@
 
 - ``scheduler local`` / ``scheduler migrate`` (``server``): run the scheduler itself.
 - ``scheduler jobs ...`` (``jobs``), ``scheduler executions`` (``executions``) and
-  ``scheduler preview`` (``preview``): clients of the HTTP API (``scheduler.client``),
+  ``scheduler preview`` (``preview``), ``scheduler alerts`` (``alerts``): clients of the HTTP API (``scheduler.client``),
   SigV4-signed when the endpoint is AWS.
 - ``scheduler console`` (``console``), ``scheduler echo`` (``echo``), ``scheduler completion``
   (``completion``).
@@ -18,7 +18,7 @@ import argparse
 import sys
 from typing import Any
 
-from scheduler.cli import apply, completion, console, echo, executions, jobs, preview, server
+from scheduler.cli import alerts, apply, completion, console, echo, executions, jobs, preview, server
 from scheduler.cli.columns import ERROR_WIDTH, truncate
 from scheduler.cli.common import (
     EXIT_API_ERROR,
@@ -94,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_parsers(sub)
     jobs.add_parsers(sub, subparser)
     executions.add_parsers(sub, subparser)
+    alerts.add_parsers(sub, subparser)
     preview.add_parsers(sub, subparser)
     apply.add_parsers(sub, subparser)
     console.add_parsers(sub)

@@ -46,11 +46,18 @@ _UNQUOTED_STAR = re.compile(r"^\s*schedule\s*:\s*\*", re.MULTILINE)
 
 def _yaml_loader() -> Any:
     """PyYAML's safe loader without implicit timestamps: ``run_at: 2026-12-01T10:00:00Z`` stays
-    the string it was written as."""
+    the string it was written as; and a key ``on:`` (or off, yes, no) is that word, not a boolean."""
     import yaml
 
     class Loader(yaml.SafeLoader):
-        pass
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            # YAML 1.1 reads a bare on/off/yes/no as a boolean: as a key (an alert rule's
+            # ``on:``) it stays the word written.
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag == "tag:yaml.org,2002:bool" and key.style is None:
+                    if key.value.lower() not in ("true", "false"):
+                        key.tag = "tag:yaml.org,2002:str"
+            return super().construct_mapping(node, deep)
 
     Loader.yaml_implicit_resolvers = {
         key: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]

@@ -66,6 +66,7 @@ SPEC_FIELDS = (
     "retry",
     "missed_runs",
     "after_completion",
+    "alerts",
 )
 # Spec fields whose change means the occurrences must be computed afresh.
 SCHEDULE_FIELDS = ("schedule", "run_at", "timezone", "start_at", "end_at")
@@ -99,6 +100,7 @@ class Job:
     lease_kind: LeaseKind | None = None
     created_at: datetime | None = None
     after_completion: str = "keep"  # keep | delete (deleted with its history once completed)
+    alerts: tuple[Mapping[str, Any], ...] | None = None  # alert rules (scheduler.planning.alerts)
     # The lease (a claim's, a running execution's) and when the job is next claimable.
     due_at: datetime | None = None
     locked_until: datetime | None = None
@@ -120,6 +122,8 @@ class Job:
             values["id"] = str(values["id"])
         if "tags" in values:
             values["tags"] = tuple(values["tags"])
+        if "alerts" in values:
+            values["alerts"] = tuple(values["alerts"]) or None
         if "state" in values:
             values["state"] = JobState(values["state"])
         if "lease_kind" in values:

@@ -14,7 +14,7 @@ spec.start_at, spec.end_at, spec.target, spec.retry, spec.missed_runs, run.state
 run.scheduled_at, run.attempt, run.next_run_at, run.manual_run_at, run.due_at, run.locked_until,
 run.lock_token, run.lease_kind, run.running_execution_id, run.last_run_at, run.run_count,
 run.failure_count, run.last_status, run.last_error, spec.created_at, spec.updated_at,
-spec.after_completion
+spec.after_completion, spec.alerts
 
 -- name: insert_job
 -- The specification, and its run state when the name was free (its insert sees no spec row
@@ -22,10 +22,10 @@ spec.after_completion
 WITH spec AS (
     INSERT INTO job_specs (id, owner, name, description, tags, schedule, run_at, timezone, start_at,
                            end_at, target, retry, missed_runs, state, created_at, updated_at,
-                           after_completion)
+                           after_completion, alerts)
     VALUES (%(id)s, %(owner)s, %(name)s, %(description)s, %(tags)s, %(schedule)s, %(run_at)s,
             %(timezone)s, %(start_at)s, %(end_at)s, %(target)s, %(retry)s, %(missed_runs)s, %(state)s,
-            %(created_at)s, %(created_at)s, %(after_completion)s)
+            %(created_at)s, %(created_at)s, %(after_completion)s, %(alerts)s)
     ON CONFLICT ON CONSTRAINT jobs_owner_name_key DO NOTHING
     RETURNING *
 ), run AS (
@@ -116,7 +116,7 @@ WITH current AS (
         run_at = %(run_at)s, timezone = %(timezone)s, start_at = %(start_at)s, end_at = %(end_at)s,
         target = %(target)s, retry = %(retry)s, missed_runs = %(missed_runs)s,
         state = CASE WHEN %(reschedule)s THEN %(state)s ELSE checked.state END,
-        after_completion = %(after_completion)s, updated_at = now()
+        after_completion = %(after_completion)s, alerts = %(alerts)s, updated_at = now()
     FROM checked
     WHERE job_specs.id = checked.job_id
     RETURNING job_specs.*
@@ -514,3 +514,96 @@ SELECT id FROM job;
 -- in the past until its completion moves next_run_at), so the due index bounds the cost by the due
 -- jobs, like the claim's, not by the table (a job paused under its lease is not counted).
 SELECT count(*) AS leases FROM job_runs WHERE due_at <= now() AND locked_until > now();
+
+-- name: alert_jobs
+-- The jobs with alert rules (the partial index of 0017 holds only them), those checked longest
+-- ago first: what a sweep of the alerts reads. Jobs without rules are never read.
+SELECT s.id, s.owner, s.name, s.alerts, r.state, r.next_run_at
+FROM job_specs s
+JOIN job_runs r ON r.job_id = s.id
+LEFT JOIN alert_states a ON a.job_id = s.id
+WHERE s.alerts IS NOT NULL
+ORDER BY a.checked_at NULLS FIRST
+LIMIT %(limit)s;
+
+-- name: ensure_alert_state
+-- A job's alert state, its executions read from when its rules were last written.
+INSERT INTO alert_states (job_id, seen_started_at, seen_seq)
+SELECT id, updated_at, 0 FROM job_specs WHERE id = %(job_id)s AND alerts IS NOT NULL
+ON CONFLICT (job_id) DO NOTHING;
+
+-- name: lock_alert_state
+-- The job's alert state held while the sweep decides, with the job as it is now; another
+-- runner's sweep of the same job skips it (its decision is being made).
+SELECT a.*, s.owner, s.name, s.alerts, r.state, r.next_run_at, now() AS db_now
+FROM alert_states a
+JOIN job_specs s ON s.id = a.job_id
+JOIN job_runs r ON r.job_id = a.job_id
+WHERE a.job_id = %(job_id)s AND s.alerts IS NOT NULL
+FOR UPDATE OF a SKIP LOCKED;
+
+-- name: executions_after
+-- The job's executions after (started_at, seq), oldest first: the primary key's order (0009);
+-- the bound on started_at leaves the older day partitions out.
+SELECT * FROM executions
+WHERE job_id = %(job_id)s AND started_at >= %(started_at)s
+  AND (started_at, seq) > (%(started_at)s::timestamptz, %(seq)s::bigint)
+ORDER BY started_at, seq
+LIMIT %(limit)s;
+
+-- name: save_alert_state
+UPDATE alert_states
+SET seen_started_at = %(seen_started_at)s, seen_seq = %(seen_seq)s, failures_in_row = %(failures_in_row)s,
+    incident_id = %(incident_id)s, incident_opened_at = %(incident_opened_at)s, fired = %(fired)s,
+    checked_at = now()
+WHERE job_id = %(job_id)s;
+
+-- name: insert_alert_delivery
+-- One alert per rule, event and incident (the unique key): a second decision of the same is a no-op.
+-- created_at is the clock's, not the transaction's: the alerts of one sweep list in the order decided.
+INSERT INTO alert_deliveries (id, owner, job_id, job_name, rule_key, rule_on, threshold, event, incident_id,
+                              execution_id, target, vars, created_at, next_attempt_at)
+VALUES (%(id)s, %(owner)s, %(job_id)s, %(job_name)s, %(rule_key)s, %(rule_on)s, %(threshold)s, %(event)s,
+        %(incident_id)s, %(execution_id)s, %(target)s, %(vars)s, clock_timestamp(), now())
+ON CONFLICT (incident_id, rule_key, event) DO NOTHING;
+
+-- name: claim_alert_deliveries
+-- Pending alerts due for an attempt, leased to this runner (SKIP LOCKED: two runners never send
+-- one alert at once; an expired lease is taken over). Each claim counts an attempt.
+WITH due AS (
+    SELECT id FROM alert_deliveries
+    WHERE status = 'pending' AND next_attempt_at <= now() AND (locked_until IS NULL OR locked_until < now())
+    ORDER BY next_attempt_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE alert_deliveries d
+SET locked_until = now() + make_interval(secs => %(lease_seconds)s), attempts = d.attempts + 1
+FROM due
+WHERE d.id = due.id
+RETURNING d.*;
+
+-- name: record_alert_delivery
+-- An attempt's outcome: delivered, given up (failed), or pending again after %(retry_in)s seconds.
+UPDATE alert_deliveries
+SET status = %(status)s, locked_until = NULL, last_error = %(error)s, http_status = %(http_status)s,
+    delivered_at = CASE WHEN %(status)s = 'delivered' THEN now() END,
+    next_attempt_at = now() + make_interval(secs => %(retry_in)s)
+WHERE id = %(id)s;
+
+-- name: list_alerts
+-- The owner's alert deliveries, newest first; keyset pagination on (created_at, id).
+SELECT * FROM alert_deliveries
+WHERE owner = %(owner)s
+  AND (%(job_id)s::uuid IS NULL OR job_id = %(job_id)s::uuid)
+  AND (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (%(before_created_at)s::timestamptz IS NULL
+       OR (created_at, id) < (%(before_created_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT %(limit)s;
+
+-- name: alert_work
+-- Whether a sweep of the alerts has anything to do (a deployment's fan-out asks once a tick
+-- before it invokes one): a job with rules, or an alert still to send. Both read partial indexes.
+SELECT EXISTS (SELECT 1 FROM job_specs WHERE alerts IS NOT NULL)
+    OR EXISTS (SELECT 1 FROM alert_deliveries WHERE status = 'pending') AS found;

@@ -39,6 +39,7 @@ from scheduler.core.domain import (
 )
 from scheduler.core.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
 from scheduler.sql import QUERIES
+from scheduler.store.alerts import AlertRecords
 from scheduler.store.completions import completion_batch, completion_row
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
 from scheduler.store.rows import is_uuid, retry_on_dead_connection, started_rows_cursor
@@ -167,10 +168,11 @@ def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
     params["target"] = Jsonb(spec["target"])
     params["retry"] = Jsonb(spec.get("retry") or {})
     params["after_completion"] = spec.get("after_completion") or "keep"
+    params["alerts"] = Jsonb(list(spec["alerts"])) if spec.get("alerts") else None
     return params
 
 
-class Store(ExecutionHistory):
+class Store(ExecutionHistory, AlertRecords):
     """Postgres-backed store of jobs and executions (every port of ``scheduler.ports``)."""
 
     def __init__(self, pool: ConnectionPool):

@@ -1,13 +1,15 @@
 // The scheduler's web console: a few pages over the public /v1 API (Preact + htm, uPlot; both
 // vendored). Routes live in the URL's hash: #/jobs, #/jobs/new, #/jobs/ID, #/jobs/ID/edit,
-// #/activity.
+// #/activity, #/alerts.
 import { render, useState, useEffect } from './vendor/htm-preact-standalone.mjs';
 import { html, parseHash } from './lib.js';
 import { Jobs, Job, Activity } from './pages.js';
 import { JobForm } from './form.js';
+import { Alerts } from './alerts.js';
 
 function page(route) {
   const [first, second, third] = route.parts;
+  if (first === 'alerts') return ['alerts', html`<${Alerts} params=${route.params} />`];
   if (first === 'activity') return ['activity', html`<${Activity} params=${route.params} />`];
   if (first === 'jobs' && second === 'new') return ['jobs', html`<${JobForm} />`];
   if (first === 'jobs' && second && third === 'edit') return ['jobs', html`<${JobForm} key=${second} id=${second} />`];
@@ -29,6 +31,7 @@ function App() {
       <nav>
         <a href="#/jobs" class=${where === 'jobs' ? 'here' : ''}>Jobs</a>
         <a href="#/activity" class=${where === 'activity' ? 'here' : ''}>Recent activity</a>
+        <a href="#/alerts" class=${where === 'alerts' ? 'here' : ''}>Alerts</a>
       </nav>
     </header>
     <main>${content}</main>`;

@@ -11,7 +11,7 @@ import { FORM_TYPES, SECRET_AUTH, TARGET_FIELDS, AwsFields, SecretAuthFields, Si
 const FIELDS = ['name', 'description', 'tags', 'schedule', 'run_at', 'timezone', 'start_at', 'end_at',
                 'missed_runs', 'target.url', 'target.method', 'target.headers', 'target.body',
                 'target.timeout_seconds', 'target', 'retry.max_attempts', 'retry.min_backoff_seconds',
-                'retry.max_backoff_seconds', 'retry.max_age_seconds', 'retry', ...TARGET_FIELDS];
+                'retry.max_backoff_seconds', 'retry.max_age_seconds', 'retry', 'alerts', ...TARGET_FIELDS];
 // The retry policy's fields: [form key, field, label, placeholder (the API's default)].
 const RETRY_FIELDS = [['attempts', 'max_attempts', 'Max attempts', '3'], ['min_backoff', 'min_backoff_seconds', 'Min backoff (s)', '1'],
                       ['max_backoff', 'max_backoff_seconds', 'Max backoff (s)', '300'], ['max_age', 'max_age_seconds', 'Max age (s)', 'none']];
@@ -22,7 +22,7 @@ const ZONES = typeof Intl.supportedValuesOf === 'function' ? ['UTC', ...Intl.sup
 const KEY_FIELDS = { name: 'name', description: 'description', tags: 'tags', schedule: 'schedule', run_at: 'run_at',
                      timezone: 'timezone', start_at: 'start_at', end_at: 'end_at', missed_runs: 'missed_runs',
                      url: 'target.url', method: 'target.method', headers: 'target.headers', body: 'target.body',
-                     timeout: 'target.timeout_seconds', targetJson: 'target',
+                     timeout: 'target.timeout_seconds', targetJson: 'target', alerts: 'alerts',
                      ...Object.fromEntries(RETRY_FIELDS.map(([key, name]) => [key, `retry.${name}`])) };
 
 function fieldOf(path) {
@@ -37,7 +37,9 @@ function errorsByField(error) {
   const details = error instanceof ApiError ? error.details : [];
   for (const d of details) {
     const key = fieldOf(d.field) || '_';
-    out[key] = out[key] ? `${out[key]}; ${d.message}` : d.message;
+    // The alert rules are one JSON field: its errors name the rule and field (alerts.0.threshold).
+    const message = key === 'alerts' && d.field !== 'alerts' ? `${d.field}: ${d.message}` : d.message;
+    out[key] = out[key] ? `${out[key]}; ${message}` : message;
   }
   if (details.length === 0 && error) out._ = error.message;
   else if (out._ && error) out._ = `${error.message}: ${out._}`;
@@ -57,6 +59,7 @@ function initial(job) {
     body: t.type === 'http' ? t.body || '' : '', timeout: t.timeout_seconds ?? '',
     targetJson: t.type === 'http' || FORM_TYPES[t.type] ? '' : JSON.stringify(t, null, 2),
     ...initialTarget(t),
+    alerts: job && job.alerts && job.alerts.length ? JSON.stringify(job.alerts, null, 2) : '',
     ...Object.fromEntries(RETRY_FIELDS.map(([key, name]) => [key, job && job.retry && job.retry[name] != null ? String(job.retry[name]) : ''])),
   };
 }
@@ -89,6 +92,10 @@ function requestBody(v, job) {
   const retry = Object.fromEntries(RETRY_FIELDS.filter(([key]) => v[key].trim() !== '').map(([key, name]) => [name, numberOr(v[key])]));
   if (Object.keys(retry).length) body.retry = retry;
   if (job && job.after_completion) body.after_completion = job.after_completion;
+  // Alert rules as JSON (a "***" secret keeps the one stored for the rule at the same place).
+  if (v.alerts.trim()) {
+    try { body.alerts = JSON.parse(v.alerts); } catch { local.alerts = 'not valid JSON'; }
+  } else body.alerts = [];
   return { body, local };
 }
 
@@ -246,6 +253,11 @@ export function JobForm({ id }) {
             <${Field} label=${label} name=${`retry.${name}`} errors=${errors}>${input(key, key, { placeholder, class: 'short' })}<//>`)}
           </div>
           ${errors.retry ? html`<div class="field-error" data-field="retry">${errors.retry}</div>` : ''}
+        </fieldset>
+        <fieldset><legend>Alerts</legend>
+          <${Field} label="Alert rules (JSON)" name="alerts" errors=${errors}
+            hint='[{"on": "failures_in_a_row", "threshold": 3, "target": {"type": "http", "url": "https://hooks.slack.com/services/..."}}, {"on": "recovery", "target": {...}}]; on: failure, failures_in_a_row, recovery, missing_run, late'>
+            <textarea name="alerts" rows="4" value=${v.alerts} onInput=${on('alerts')} spellcheck="false"></textarea><//>
         </fieldset>
         <div class="actions">
           <button class="primary" type="submit" disabled=${busy}>${id ? 'Save' : 'Create'}</button>

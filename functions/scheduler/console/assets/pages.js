@@ -3,6 +3,7 @@ import { useState, useEffect, useRef, useCallback } from './vendor/htm-preact-st
 import { html, api, query, fmtTime, fmtMs, fmtZoned, fromNow, lateness, backoff, nextRun, anchorOf, Badge, ErrorBox,
          go, useInterval, STATES, EXEC_STATUSES } from './lib.js';
 import { TargetSummary } from './targets.js';
+import { JobAlerts } from './alerts.js';
 
 // -- jobs --------------------------------------------------------------------------------------
 
@@ -275,6 +276,7 @@ export function Job({ id }) {
           <pre class="definition">${JSON.stringify(definition, null, 2)}</pre>
         </div>
       </div>
+      <${JobAlerts} job=${job} />
       <h2>Lateness, backoff and duration</h2>
       <${Chart} executions=${executions} />
       <h2>Executions</h2>
