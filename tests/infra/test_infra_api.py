@@ -24,6 +24,7 @@ ROUTES = {
     ("GET", "/v1/jobs/{id}/executions"),
     ("GET", "/v1/executions"),
     ("POST", "/v1/schedules/preview"),
+    ("GET", "/v1/alerts"),
 }
 
 
