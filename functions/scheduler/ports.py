@@ -24,6 +24,7 @@ from scheduler.core.domain import (
     Plan,
     StartedExecution,
 )
+from scheduler.core.limits import TargetLimit
 
 
 class JobStore(Protocol):
@@ -138,6 +139,10 @@ class AlertStore(Protocol):
         """Pending alerts due for an attempt, leased."""
         ...
 
+    def purge_alerts(self, retention_days: int) -> int:
+        """Delete alerts past the retention (delivered or given up): how many."""
+        ...
+
     def record_alert_delivery(
         self, delivery_id: str, status: str, *, error: str | None, http_status: int | None, retry_in: float = 0.0
     ) -> None:
@@ -175,6 +180,24 @@ class ExecutionStore(CompletionStore, Protocol):
     ) -> list[StartedExecution]: ...
 
     def claim_and_start(self, limit: int, lease_margin_seconds: float = 30) -> list[Claim]: ...
+
+    def take_target_slot(self, limit: TargetLimit, job_id: str, lease_seconds: float) -> str | None:
+        """A slot of the limit's key (its token) when the key is under its limits, else None."""
+        ...
+
+    def release_target_slot(self, token: str) -> None:
+        """Give a slot back."""
+        ...
+
+    def extend_lease(self, job_id: str, lock_token: str, seconds: float) -> bool:
+        """Keep a started job's lease ``seconds`` more; False when it was taken over."""
+        ...
+
+    def record_wait(
+        self, job_id: str, started_at: datetime, execution_id: str, waited_ms: int, waited_for: str
+    ) -> None:
+        """How long a started execution waited for its target's slot, and why."""
+        ...
 
 
 class FanoutStore(Protocol):

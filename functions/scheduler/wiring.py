@@ -86,7 +86,9 @@ class Dependencies:
         def send(target: Any, delivery: Any) -> Any:
             return router.deliver(self.decrypt_target(dict(target)), delivery, self.target_policy)
 
-        return Alerts(self.store, send, console_url or self.settings.console_url)
+        return Alerts(
+            self.store, send, console_url or self.settings.console_url, self.settings.execution_retention_days
+        )
 
     def start_alert_sweep(self) -> bool:
         """A deployment's fan-out, once a tick: invoke the executor function (asynchronously)

@@ -418,8 +418,8 @@ def test_without_chromium_it_skips_with_a_warning_but_fails_under_ci(tmp_path, c
 
 
 def test_alert_rules_in_the_form_the_job_page_and_the_alerts_page(browser, api, target):
-    """Alert rules written in the form (a bad one at its field), shown on the job's page with the
-    alerts they fired, and every alert on the Alerts page."""
+    """Alert rules and per-target limits written in the form (bad ones at their fields), shown on
+    the job's page with the alerts they fired, and every alert on the Alerts page."""
     from playwright.sync_api import expect
 
     expect.set_options(timeout=TIMEOUT_MS)
@@ -437,11 +437,17 @@ def test_alert_rules_in_the_form_the_job_page_and_the_alerts_page(browser, api, 
     page.fill("input[name=attempts]", "1")
     slack = {"type": "http", "url": target.url + "/slack"}
     page.fill("textarea[name=alerts]", json.dumps([{"on": "late", "target": slack}]))
+    page.fill("input[name=max_in_flight]", "0")
     page.get_by_role("button", name="Create").click()
     expect(page.locator('.field-error[data-field="alerts"]')).to_contain_text("alerts.0.threshold: is required")
+    expect(page.locator('.field-error[data-field="limits.max_in_flight"]')).to_contain_text("must be at least 1")
     page.fill("textarea[name=alerts]", json.dumps([{"on": "failures_in_a_row", "threshold": 2, "target": slack}]))
+    page.fill("input[name=max_in_flight]", "2")
+    page.fill("input[name=limit_key]", "flaky-api")
     page.get_by_role("button", name="Create").click()
     expect(page.get_by_role("heading", name="always-failing")).to_be_visible()
+    expect(page.locator("dd.limits")).to_contain_text("2 in flight")
+    expect(page.locator("dd.limits")).to_contain_text("key flaky-api")
     expect(page.locator(".alert-rules")).to_contain_text("failures_in_a_row > 2")
     # The rule fires once (the job keeps failing: one incident); the job's page lists it.
     expect(page.locator(".job-alerts tr.alert-row")).to_have_count(1)

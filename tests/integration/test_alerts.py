@@ -209,3 +209,17 @@ def test_two_sweeps_at_once_queue_one_alert(api, store, pool):
 def test_jobs_without_rules_are_not_read(api, store):
     create_with(api, [], name="quiet")
     assert store.alert_jobs() == []
+
+
+def test_alerts_past_the_retention_are_purged_pending_ones_kept(api, store, pool):
+    job = create_with(api, [rule("failure")], name="old").body
+    Alerts(store, Recorder()).run_once()
+    add_execution(pool, job["id"], "failed")
+    Alerts(store, Recorder(Outcome(ExecutionStatus.FAILED, retryable=True, error="HTTP 503"))).run_once()
+    with pool.connection() as conn:
+        conn.execute("UPDATE alert_deliveries SET created_at = now() - interval '31 days'")
+    assert store.purge_alerts(30) == 0  # still pending: kept
+    with pool.connection() as conn:
+        conn.execute("UPDATE alert_deliveries SET status = 'failed'")
+    assert store.purge_alerts(30) == 1
+    assert api("GET", "/v1/alerts").body["alerts"] == []

@@ -1936,3 +1936,31 @@ def test_an_alert_rules_on_key_in_yaml_stays_a_word(tmp_path):
     path.write_text("name: x\nalerts:\n  - on: failure\n    target: {type: http, url: https://e.com}\nflag: on\n")
     found = read_definition(str(path))
     assert found["alerts"][0]["on"] == "failure" and found["flag"] is True
+
+
+def test_limits_flags_on_create_and_update(api):
+    api.on("POST", "/v1/jobs", job(), 201)
+    api.on("GET", "/v1/jobs/" + JOB_ID, job())
+    api.on("PATCH", "/v1/jobs/" + JOB_ID, job())
+    code = run(
+        api,
+        "jobs",
+        "create",
+        "--name",
+        "invoice",
+        "--schedule",
+        "@hourly",
+        "--url",
+        "https://billing.example.com/i",
+        "--max-in-flight",
+        "5",
+        "--per-second",
+        "20",
+        "--limit-key",
+        "billing-api",
+    )
+    assert code == 0
+    assert api.requests[-1].json["limits"] == {"key": "billing-api", "max_in_flight": 5, "per_second": 20}
+    assert run(api, "jobs", "update", JOB_ID, "--max-in-flight", "2") == 0
+    patch = [r for r in api.requests if r.method == "PATCH"][-1]
+    assert patch.json == {"limits": {"max_in_flight": 2}}

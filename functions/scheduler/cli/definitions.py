@@ -199,6 +199,14 @@ def definition_flags(args: argparse.Namespace, kind: str | None = None) -> dict[
     target.update(aws_target_fields(args, kind))
     if target:
         out["target"] = target
+    for name, part in (("retry", _retry_flags(args)), ("limits", _limits_flags(args))):
+        if part:
+            out[name] = part
+    return out
+
+
+def _retry_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The job's ``retry`` given by flags."""
     retry: dict[str, Any] = {}
     for flag, key in (
         ("max_attempts", "max_attempts"),
@@ -209,9 +217,16 @@ def definition_flags(args: argparse.Namespace, kind: str | None = None) -> dict[
         value = getattr(args, flag, None)
         if value is not None:
             retry[key] = int(value) if isinstance(value, float) and value.is_integer() else value
-    if retry:
-        out["retry"] = retry
-    return out
+    return retry
+
+
+def _limits_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The job's ``limits`` given by flags (``--limit-key``, ``--max-in-flight``, ``--per-second``)."""
+    given = (("key", "limit_key"), ("max_in_flight", "max_in_flight"), ("per_second", "per_second"))
+    found = {key: getattr(args, flag, None) for key, flag in given}
+    if isinstance(found["per_second"], float) and found["per_second"].is_integer():
+        found["per_second"] = int(found["per_second"])
+    return {key: value for key, value in found.items() if value is not None}
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -380,4 +395,14 @@ def add_definition_options(parser: argparse.ArgumentParser) -> None:
     )
     retry.add_argument(
         "--max-age", type=positive_int, metavar="SECONDS", help="no retry this long after the scheduled time"
+    )
+
+
+def add_limits_options(parser: argparse.ArgumentParser) -> None:
+    """The flags of a job's per-target ``limits``."""
+    limits = parser.add_argument_group("per-target limits (held across every runner)")
+    limits.add_argument("--max-in-flight", type=positive_int, metavar="N", help="at most N deliveries at once")
+    limits.add_argument("--per-second", type=positive_float, metavar="N", help="at most N deliveries started a second")
+    limits.add_argument(
+        "--limit-key", metavar="KEY", help="the key the limits count under (default: the target's origin)"
     )

@@ -67,6 +67,7 @@ SPEC_FIELDS = (
     "missed_runs",
     "after_completion",
     "alerts",
+    "limits",
 )
 # Spec fields whose change means the occurrences must be computed afresh.
 SCHEDULE_FIELDS = ("schedule", "run_at", "timezone", "start_at", "end_at")
@@ -101,6 +102,7 @@ class Job:
     created_at: datetime | None = None
     after_completion: str = "keep"  # keep | delete (deleted with its history once completed)
     alerts: tuple[Mapping[str, Any], ...] | None = None  # alert rules (scheduler.planning.alerts)
+    limits: Mapping[str, Any] | None = None  # per-target limits (scheduler.core.limits)
     # The lease (a claim's, a running execution's) and when the job is next claimable.
     due_at: datetime | None = None
     locked_until: datetime | None = None
@@ -257,6 +259,8 @@ class Execution:
     duration_ms: int | None = None
     job_name: str | None = None  # read across jobs (``list_owner_executions``): the job's name
     due_at: datetime | None = None  # when the attempt was due (0012); None for older rows
+    waited_ms: int | None = None  # how long the delivery waited for its target's slot (0018)
+    waited_for: str | None = None  # why: the limit and its key
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Execution:
@@ -277,6 +281,8 @@ class Execution:
             duration_ms=row.get("duration_ms"),
             job_name=row.get("job_name"),
             due_at=row.get("due_at"),
+            waited_ms=row.get("waited_ms"),
+            waited_for=row.get("waited_for"),
         )
 
 

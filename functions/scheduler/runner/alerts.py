@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -26,6 +27,7 @@ MAX_ALERT_ATTEMPTS = 5
 MAX_BACKOFF_SECONDS = 300.0
 LEASE_SECONDS = 60.0
 BATCH = 20
+PURGE_EVERY_SECONDS = 3600.0
 
 Send = Callable[[Mapping[str, Any], Delivery], Outcome]
 
@@ -40,11 +42,17 @@ def console_link(console_url: str | None, job_id: str) -> str:
 class Alerts:
     """The sweep and the sending of alerts, on ``store``."""
 
-    def __init__(self, store: AlertStore, send: Send, console_url: str | None = None):
+    def __init__(self, store: AlertStore, send: Send, console_url: str | None = None, retention_days: int = 30):
         self.store, self.send, self.console_url = store, send, console_url
+        self.retention_days = retention_days
+        self.purged_at: float | None = None
 
     def run_once(self) -> tuple[int, int]:
-        """One sweep, then the alerts due sent: (queued, sent)."""
+        """One sweep, then the alerts due sent: (queued, sent). Once an hour, the alerts past
+        the retention are deleted."""
+        if self.purged_at is None or time.monotonic() - self.purged_at > PURGE_EVERY_SECONDS:
+            self.purged_at = time.monotonic()
+            self.store.purge_alerts(self.retention_days)
         queued = service.sweep_alerts(self.store)
         sent = 0
         while True:

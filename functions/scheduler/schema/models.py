@@ -341,6 +341,26 @@ class AlertRule(_Strict):
         return self
 
 
+class Limits(_Strict):
+    """Per-target limits: at most ``max_in_flight`` deliveries at once and ``per_second``
+    started in any second to ``key`` (default: the target's origin), across every runner."""
+
+    key: str | None = Field(default=None, min_length=1, max_length=256, description="default: the target's origin")
+    max_in_flight: int | None = Field(default=None, ge=1, le=10000)
+    per_second: float | None = Field(default=None, gt=0, le=100000)
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: str | None) -> str | None:
+        return None if v is None else _single_line(v)
+
+    @model_validator(mode="after")
+    def _some(self) -> Limits:
+        if self.max_in_flight is None and self.per_second is None:
+            raise _FieldError("max_in_flight", "give max_in_flight, per_second or both")
+        return self
+
+
 class JobSpec(_Strict):
     """The writable fields of a job (POST and PUT bodies)."""
 
@@ -363,6 +383,7 @@ class JobSpec(_Strict):
         "is deleted with its executions.",
     )
     alerts: list[AlertRule] = Field(default_factory=list, max_length=MAX_ALERTS)
+    limits: Limits | None = None
 
     @field_validator("name")
     @classmethod

@@ -14,7 +14,7 @@ spec.start_at, spec.end_at, spec.target, spec.retry, spec.missed_runs, run.state
 run.scheduled_at, run.attempt, run.next_run_at, run.manual_run_at, run.due_at, run.locked_until,
 run.lock_token, run.lease_kind, run.running_execution_id, run.last_run_at, run.run_count,
 run.failure_count, run.last_status, run.last_error, spec.created_at, spec.updated_at,
-spec.after_completion, spec.alerts
+spec.after_completion, spec.alerts, spec.limits
 
 -- name: insert_job
 -- The specification, and its run state when the name was free (its insert sees no spec row
@@ -22,10 +22,10 @@ spec.after_completion, spec.alerts
 WITH spec AS (
     INSERT INTO job_specs (id, owner, name, description, tags, schedule, run_at, timezone, start_at,
                            end_at, target, retry, missed_runs, state, created_at, updated_at,
-                           after_completion, alerts)
+                           after_completion, alerts, limits)
     VALUES (%(id)s, %(owner)s, %(name)s, %(description)s, %(tags)s, %(schedule)s, %(run_at)s,
             %(timezone)s, %(start_at)s, %(end_at)s, %(target)s, %(retry)s, %(missed_runs)s, %(state)s,
-            %(created_at)s, %(created_at)s, %(after_completion)s, %(alerts)s)
+            %(created_at)s, %(created_at)s, %(after_completion)s, %(alerts)s, %(limits)s)
     ON CONFLICT ON CONSTRAINT jobs_owner_name_key DO NOTHING
     RETURNING *
 ), run AS (
@@ -116,7 +116,7 @@ WITH current AS (
         run_at = %(run_at)s, timezone = %(timezone)s, start_at = %(start_at)s, end_at = %(end_at)s,
         target = %(target)s, retry = %(retry)s, missed_runs = %(missed_runs)s,
         state = CASE WHEN %(reschedule)s THEN %(state)s ELSE checked.state END,
-        after_completion = %(after_completion)s, alerts = %(alerts)s, updated_at = now()
+        after_completion = %(after_completion)s, alerts = %(alerts)s, limits = %(limits)s, updated_at = now()
     FROM checked
     WHERE job_specs.id = checked.job_id
     RETURNING job_specs.*
@@ -236,7 +236,7 @@ RETURNING job_id AS id;
 -- state's (j, job_runs) and its specification's (d, job_specs).
 d.id, d.owner, d.name, d.schedule, d.run_at, d.timezone, d.start_at, d.end_at, d.created_at, d.target,
 d.retry, d.missed_runs, j.state, j.version, j.scheduled_at, j.attempt, j.next_run_at, j.lease_kind,
-d.after_completion, j.manual_run_at, j.running_execution_id
+d.after_completion, j.manual_run_at, j.running_execution_id, d.limits
 
 -- fragment: record_started
 -- After a "job" CTE that started jobs (their running_execution_id set, the attempt counted):
@@ -262,7 +262,7 @@ execution AS (
 -- execution's. No other: the runner turns every column of every row into a Python value.
 job.id, job.owner, job.name, job.schedule, job.run_at, job.timezone, job.start_at, job.end_at,
 job.created_at, job.target, job.retry, job.missed_runs, job.state, job.version, job.scheduled_at,
-job.attempt, job.next_run_at, job.lease_kind, job.after_completion,
+job.attempt, job.next_run_at, job.lease_kind, job.after_completion, job.limits,
 execution.id AS execution_id, execution.scheduled_at AS execution_scheduled_at,
 execution.attempt AS execution_attempt, execution.trigger AS execution_trigger,
 execution.started_at AS execution_started_at
@@ -607,3 +607,61 @@ LIMIT %(limit)s;
 -- before it invokes one): a job with rules, or an alert still to send. Both read partial indexes.
 SELECT EXISTS (SELECT 1 FROM job_specs WHERE alerts IS NOT NULL)
     OR EXISTS (SELECT 1 FROM alert_deliveries WHERE status = 'pending') AS found;
+
+-- name: lock_target_limit
+-- A slot's taker, first: the key's row, created or updated with the limits given, held until the
+-- transaction ends, so that the takers of one key count its slots one at a time (the count is
+-- the next statement's, which sees every slot committed before this lock was granted).
+INSERT INTO target_limits (key, max_in_flight, per_second)
+VALUES (%(key)s, %(max_in_flight)s, %(per_second)s)
+ON CONFLICT (key) DO UPDATE
+SET max_in_flight = EXCLUDED.max_in_flight, per_second = EXCLUDED.per_second, updated_at = now()
+RETURNING key;
+
+-- name: take_target_slot
+-- Then, in the same transaction: a slot, if the key has fewer than max_in_flight held (released
+-- and expired ones do not count) and fewer than per_second taken in the last second. The key's
+-- slots released over a second ago are deleted on the way. Answers the token, or nothing.
+WITH gone AS (
+    DELETE FROM target_slots
+    WHERE key = %(key)s AND (released_at < clock_timestamp() - interval '1 second'
+                             OR until < clock_timestamp() - interval '1 second')
+), counts AS (
+    SELECT count(*) FILTER (WHERE released_at IS NULL AND until > clock_timestamp()) AS in_flight,
+           count(*) FILTER (WHERE acquired_at > clock_timestamp() - interval '1 second') AS last_second,
+           min(acquired_at) FILTER (WHERE acquired_at > clock_timestamp() - interval '1 second') AS oldest
+    FROM target_slots WHERE key = %(key)s
+)
+INSERT INTO target_slots (token, key, job_id, until)
+SELECT %(token)s, %(key)s, %(job_id)s, clock_timestamp() + make_interval(secs => %(lease_seconds)s)
+FROM counts
+WHERE (%(max_in_flight)s::integer IS NULL OR in_flight < %(max_in_flight)s::integer)
+  AND (%(per_second)s::float IS NULL OR last_second < %(per_second)s::float)
+RETURNING token;
+
+-- name: release_target_slot
+UPDATE target_slots SET released_at = clock_timestamp() WHERE token = %(token)s;
+
+-- name: record_wait
+-- A delivery that waited for its target's slot: how long and why, on its execution (one probe of
+-- one day's key).
+UPDATE executions SET waited_ms = %(waited_ms)s, waited_for = %(waited_for)s
+WHERE job_id = %(job_id)s AND started_at = %(started_at)s AND id = %(execution_id)s;
+
+-- name: extend_lease
+-- A delivery waiting for its target's slot keeps its lease (fenced by its token): answers the
+-- job's id, or nothing when the lease was taken over.
+UPDATE job_runs SET locked_until = GREATEST(locked_until, now() + make_interval(secs => %(seconds)s))
+WHERE job_id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id IS NOT NULL
+RETURNING job_id;
+
+-- name: purge_alerts
+-- Alerts past the retention (the executions'), delivered or given up, a batch at a time; and the
+-- alert state of jobs deleted since.
+WITH states AS (
+    DELETE FROM alert_states a WHERE NOT EXISTS (SELECT 1 FROM job_specs s WHERE s.id = a.job_id)
+)
+DELETE FROM alert_deliveries
+WHERE id IN (SELECT id FROM alert_deliveries
+             WHERE status <> 'pending' AND created_at < now() - make_interval(days => %(retention_days)s)
+             LIMIT 1000);

@@ -139,6 +139,12 @@ class AlertRecords:
             )
 
     @retry_on_dead_connection
+    def purge_alerts(self, retention_days: int) -> int:
+        """Delete up to a thousand alerts past the retention (delivered or given up): how many."""
+        with self.pool.connection() as conn:
+            return conn.execute(QUERIES["purge_alerts"], {"retention_days": retention_days}).rowcount
+
+    @retry_on_dead_connection
     def list_alerts(
         self,
         owner: str,

@@ -42,6 +42,7 @@ from scheduler.sql import QUERIES
 from scheduler.store.alerts import AlertRecords
 from scheduler.store.completions import completion_batch, completion_row
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
+from scheduler.store.limits import TargetSlots
 from scheduler.store.rows import is_uuid, retry_on_dead_connection, started_rows_cursor
 
 # The columns of a started row (``started_columns`` in queries.sql), in their order: read by
@@ -66,6 +67,7 @@ STARTED_COLUMNS = (
     "next_run_at",
     "lease_kind",
     "after_completion",
+    "limits",
     "execution_id",
     "execution_scheduled_at",
     "execution_attempt",
@@ -103,12 +105,13 @@ def _started(row: Sequence[Any]) -> StartedExecution:
         next_run_at,
         lease_kind,
         after_completion,
+        limits,
         execution_id,
         execution_scheduled_at,
         execution_attempt,
         trigger,
         started_at,
-    ) = row[:24]
+    ) = row[:25]
     job = Job(
         id=job_id,
         owner=owner,
@@ -129,6 +132,7 @@ def _started(row: Sequence[Any]) -> StartedExecution:
         next_run_at=next_run_at,
         lease_kind=_LEASE_KINDS[lease_kind] if lease_kind else None,
         after_completion=after_completion,
+        limits=limits,
     )
     return StartedExecution(
         job, execution_id, execution_scheduled_at, execution_attempt, _TRIGGERS[trigger], started_at
@@ -169,10 +173,11 @@ def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
     params["retry"] = Jsonb(spec.get("retry") or {})
     params["after_completion"] = spec.get("after_completion") or "keep"
     params["alerts"] = Jsonb(list(spec["alerts"])) if spec.get("alerts") else None
+    params["limits"] = Jsonb(dict(spec["limits"])) if spec.get("limits") else None
     return params
 
 
-class Store(ExecutionHistory, AlertRecords):
+class Store(ExecutionHistory, AlertRecords, TargetSlots):
     """Postgres-backed store of jobs and executions (every port of ``scheduler.ports``)."""
 
     def __init__(self, pool: ConnectionPool):
@@ -411,13 +416,13 @@ class Store(ExecutionHistory, AlertRecords):
             claims.append(
                 Claim(
                     job_id=str(started.job.id),
-                    lock_token=row[24],
+                    lock_token=row[25],
                     lease_kind=started.job.lease_kind or LeaseKind.SCHEDULE,
                     scheduled_at=started.scheduled_at,
                     due_at=None,
                     claimed_at=started.started_at,
                     locked_until=None,
-                    reclaimed=row[25],
+                    reclaimed=row[26],
                     started=started,
                 )
             )

@@ -11,7 +11,8 @@ import { FORM_TYPES, SECRET_AUTH, TARGET_FIELDS, AwsFields, SecretAuthFields, Si
 const FIELDS = ['name', 'description', 'tags', 'schedule', 'run_at', 'timezone', 'start_at', 'end_at',
                 'missed_runs', 'target.url', 'target.method', 'target.headers', 'target.body',
                 'target.timeout_seconds', 'target', 'retry.max_attempts', 'retry.min_backoff_seconds',
-                'retry.max_backoff_seconds', 'retry.max_age_seconds', 'retry', 'alerts', ...TARGET_FIELDS];
+                'retry.max_backoff_seconds', 'retry.max_age_seconds', 'retry', 'alerts', 'limits.key',
+                'limits.max_in_flight', 'limits.per_second', 'limits', ...TARGET_FIELDS];
 // The retry policy's fields: [form key, field, label, placeholder (the API's default)].
 const RETRY_FIELDS = [['attempts', 'max_attempts', 'Max attempts', '3'], ['min_backoff', 'min_backoff_seconds', 'Min backoff (s)', '1'],
                       ['max_backoff', 'max_backoff_seconds', 'Max backoff (s)', '300'], ['max_age', 'max_age_seconds', 'Max age (s)', 'none']];
@@ -23,6 +24,7 @@ const KEY_FIELDS = { name: 'name', description: 'description', tags: 'tags', sch
                      timezone: 'timezone', start_at: 'start_at', end_at: 'end_at', missed_runs: 'missed_runs',
                      url: 'target.url', method: 'target.method', headers: 'target.headers', body: 'target.body',
                      timeout: 'target.timeout_seconds', targetJson: 'target', alerts: 'alerts',
+                     limit_key: 'limits.key', max_in_flight: 'limits.max_in_flight', per_second: 'limits.per_second',
                      ...Object.fromEntries(RETRY_FIELDS.map(([key, name]) => [key, `retry.${name}`])) };
 
 function fieldOf(path) {
@@ -60,6 +62,9 @@ function initial(job) {
     targetJson: t.type === 'http' || FORM_TYPES[t.type] ? '' : JSON.stringify(t, null, 2),
     ...initialTarget(t),
     alerts: job && job.alerts && job.alerts.length ? JSON.stringify(job.alerts, null, 2) : '',
+    limit_key: (job && job.limits && job.limits.key) || '',
+    max_in_flight: job && job.limits && job.limits.max_in_flight != null ? String(job.limits.max_in_flight) : '',
+    per_second: job && job.limits && job.limits.per_second != null ? String(job.limits.per_second) : '',
     ...Object.fromEntries(RETRY_FIELDS.map(([key, name]) => [key, job && job.retry && job.retry[name] != null ? String(job.retry[name]) : ''])),
   };
 }
@@ -96,6 +101,12 @@ function requestBody(v, job) {
   if (v.alerts.trim()) {
     try { body.alerts = JSON.parse(v.alerts); } catch { local.alerts = 'not valid JSON'; }
   } else body.alerts = [];
+  // Per-target limits: none when both bounds are left empty.
+  const limits = {};
+  if (v.max_in_flight.trim()) limits.max_in_flight = numberOr(v.max_in_flight);
+  if (v.per_second.trim()) limits.per_second = numberOr(v.per_second);
+  if (v.limit_key.trim()) limits.key = v.limit_key.trim();
+  body.limits = Object.keys(limits).length ? limits : null;
   return { body, local };
 }
 
@@ -253,6 +264,14 @@ export function JobForm({ id }) {
             <${Field} label=${label} name=${`retry.${name}`} errors=${errors}>${input(key, key, { placeholder, class: 'short' })}<//>`)}
           </div>
           ${errors.retry ? html`<div class="field-error" data-field="retry">${errors.retry}</div>` : ''}
+        </fieldset>
+        <fieldset><legend>Per-target limits</legend>
+          <div class="row">
+            <${Field} label="Max in flight" name="limits.max_in_flight" errors=${errors}>${input('max_in_flight', 'max_in_flight', { placeholder: 'none', class: 'short' })}<//>
+            <${Field} label="Per second" name="limits.per_second" errors=${errors}>${input('per_second', 'per_second', { placeholder: 'none', class: 'short' })}<//>
+            <${Field} label="Key" name="limits.key" errors=${errors} hint="shared by every job with the same key; default: the target's origin">${input('limit_key', 'limit_key', { placeholder: 'the target\'s origin' })}<//>
+          </div>
+          ${errors.limits ? html`<div class="field-error" data-field="limits">${errors.limits}</div>` : ''}
         </fieldset>
         <fieldset><legend>Alerts</legend>
           <${Field} label="Alert rules (JSON)" name="alerts" errors=${errors}

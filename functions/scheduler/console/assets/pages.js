@@ -131,6 +131,7 @@ function ExecutionDetails({ e }) {
       ${row('Due', e.due_at ? fmtTime(e.due_at) : null)}
       ${row('Started', e.started_at ? fmtTime(e.started_at) : null)}
       ${row('Finished', e.finished_at ? fmtTime(e.finished_at) : null)}
+      ${row('Waited', e.waited_ms ? html`<span class="waited">${fmtMs(e.waited_ms)} for ${e.waited_for}</span>` : null)}
       ${row('Error', e.error ? html`<span class="error-text">${e.error}</span>` : null)}
       ${row('Response', e.response_excerpt ? html`<pre class="excerpt">${e.response_excerpt}</pre>` : null)}
     </dl>`;
@@ -260,6 +261,8 @@ export function Job({ id }) {
             <dt>Runs</dt><dd>${job.stats.run_count} (${job.stats.failure_count} failed)</dd>
             <dt>Last status</dt><dd><${Badge} value=${job.stats.last_status} /></dd>
             ${job.stats.last_error ? html`<dt>Last error</dt><dd class="error-text">${job.stats.last_error}</dd>` : ''}
+            ${job.limits ? html`<dt>Limits</dt><dd class="limits">${[job.limits.max_in_flight != null ? `${job.limits.max_in_flight} in flight` : '',
+              job.limits.per_second != null ? `${job.limits.per_second}/s` : ''].filter(Boolean).join(', ')} <span class="muted">key ${job.limits.key || 'the target\'s origin'}</span></dd>` : ''}
             <dt>Version</dt><dd>${job.version}</dd>
             <dt>Id</dt><dd><code>${job.id}</code></dd>
           </dl>
