@@ -232,6 +232,7 @@ def test_create_and_get(api, pool, box):
         "stats",
         "after_completion",
         "alerts",
+        "limits",
     }
     assert job["after_completion"] == "keep"
     assert job["owner"] == ALICE and job["state"] == "active" and job["version"] == 1
@@ -439,6 +440,8 @@ def test_executions_newest_first_with_status_and_cursor(api, pool):
         "response_excerpt",
         "error",
         "duration_ms",
+        "waited_ms",
+        "waited_for",
     }
     assert got[0]["job_id"] == job["id"] and got[0]["scheduled_at"].endswith("Z") and got[0]["duration_ms"] == 42
 

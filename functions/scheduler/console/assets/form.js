@@ -275,7 +275,7 @@ export function JobForm({ id }) {
         </fieldset>
         <fieldset><legend>Alerts</legend>
           <${Field} label="Alert rules (JSON)" name="alerts" errors=${errors}
-            hint='[{"on": "failures_in_a_row", "threshold": 3, "target": {"type": "http", "url": "https://hooks.slack.com/services/..."}}, {"on": "recovery", "target": {...}}]; on: failure, failures_in_a_row, recovery, missing_run, late'>
+            hint='[{"on": "failures_in_a_row", "threshold": 3, "target": {"type": "http", "url": "(your Slack webhook URL)"}}, {"on": "recovery", "target": {...}}]; on: failure, failures_in_a_row, recovery, missing_run, late'>
             <textarea name="alerts" rows="4" value=${v.alerts} onInput=${on('alerts')} spellcheck="false"></textarea><//>
         </fieldset>
         <div class="actions">
