@@ -29,6 +29,10 @@ deps = Dependencies(
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def handler(event: dict, context: Any) -> dict:
-    """Run the claim of ``event`` (``job_id``, ``lock_token``), or its ``claims``."""
+    """Run the claim of ``event`` (``job_id``, ``lock_token``), or its ``claims``; or, for
+    ``{"alerts": true}`` (the fan-out's, once a tick), sweep the alerts and send those due."""
+    if event.get("alerts") is True:
+        queued, sent = deps.alerts().run_once()
+        return {"alerts_queued": queued, "alerts_sent": sent}
     logger.append_keys(job_id=event.get("job_id"))
     return run_invoke(deps.executor(lambda: context.get_remaining_time_in_millis() / 1000), event)

@@ -25,7 +25,13 @@ deps = Dependencies(settings, through_proxy=True, metrics=EmfMetrics(settings.me
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def handler(event: dict, context: Any) -> dict:
-    """Claim and dispatch until this invocation's budget ends (a helper: until a claim is empty)."""
+    """Claim and dispatch until this invocation's budget ends (a helper: until a claim is empty).
+    The tick's invocation first has an executor sweep the alerts, when there are any."""
+    if not event.get("helper"):
+        try:
+            deps.start_alert_sweep()
+        except Exception:  # alerting never stops the claims
+            logger.exception("could not start the alert sweep")
     report, helper = deps.run_fanout_invocation(event, context.get_remaining_time_in_millis() / 1000)
     logger.info("fan-out finished", extra={**report.as_dict(), "helper": helper})
     return report.as_dict()

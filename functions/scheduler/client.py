@@ -299,6 +299,22 @@ class SchedulerClient:
             )
         return api_wire.expect_list(answer, "executions")
 
+    def list_alerts(
+        self,
+        *,
+        job_id: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """``GET /v1/alerts``: one page of the caller's alert deliveries, newest first."""
+        path = f"{API_PREFIX}/alerts"
+        with _route_missing_on_404("GET", path, self.endpoint):
+            answer = self.request(
+                "GET", path, query={"job_id": job_id, "status": status, "limit": limit, "cursor": cursor}
+            )
+        return api_wire.expect_list(answer, "alerts")
+
     def iter_all_execution_pages(self, **filters: Any) -> Iterator[dict[str, Any]]:
         """Every page of ``list_all_executions``, following ``next_cursor``."""
         return self._pages(self.list_all_executions, filters)

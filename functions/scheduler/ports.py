@@ -7,10 +7,11 @@ store and a test may hand any object that has the methods.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from scheduler.core.alerts import AlertDecision, AlertDelivery, AlertJobRow, HeldAlertState
 from scheduler.core.domain import (
     CalendarRecord,
     Claim,
@@ -24,6 +25,7 @@ from scheduler.core.domain import (
     Plan,
     StartedExecution,
 )
+from scheduler.core.limits import TargetLimit
 
 
 class JobStore(Protocol):
@@ -109,6 +111,49 @@ class JobStore(Protocol):
         """A page of the owner's executions across their jobs, newest first."""
         ...
 
+    def list_alerts(
+        self,
+        owner: str,
+        *,
+        job_id: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        before: tuple[datetime, str] | None = None,
+    ) -> list[AlertDelivery]:
+        """A page of the owner's alert deliveries, newest first."""
+        ...
+
+
+class AlertStore(Protocol):
+    """What the alert sweep needs (``scheduler.runner.alerts``): the jobs with rules, a job's
+    alert state held while its rules decide, and the alert deliveries to send and record."""
+
+    def alert_work(self) -> bool:
+        """Whether a sweep has anything to do: a job with rules, or an alert still to send."""
+        ...
+
+    def alert_jobs(self, limit: int = 500) -> list[AlertJobRow]:
+        """The jobs with alert rules, those checked longest ago first."""
+        ...
+
+    def sweep_alerts(self, job_id: str, decide: Callable[[HeldAlertState, Sequence[Execution]], AlertDecision]) -> int:
+        """Decide on the job's executions since its last sweep, its state held; the alerts queued."""
+        ...
+
+    def claim_alert_deliveries(self, limit: int, lease_seconds: float) -> list[AlertDelivery]:
+        """Pending alerts due for an attempt, leased."""
+        ...
+
+    def purge_alerts(self, retention_days: int) -> int:
+        """Delete alerts past the retention (delivered or given up): how many."""
+        ...
+
+    def record_alert_delivery(
+        self, delivery_id: str, status: str, *, error: str | None, http_status: int | None, retry_in: float = 0.0
+    ) -> None:
+        """An attempt's outcome (``delivered``, ``failed``, or ``pending`` again in ``retry_in`` s)."""
+        ...
+
 
 class CalendarStore(Protocol):
     """An owner's calendars (the API, ``scheduler.service``), and those a batch of jobs name."""
@@ -180,6 +225,24 @@ class ExecutionStore(CompletionStore, Protocol):
     ) -> list[StartedExecution]: ...
 
     def claim_and_start(self, limit: int, lease_margin_seconds: float = 30) -> list[Claim]: ...
+
+    def take_target_slot(self, limit: TargetLimit, job_id: str, lease_seconds: float) -> str | None:
+        """A slot of the limit's key (its token) when the key is under its limits, else None."""
+        ...
+
+    def release_target_slot(self, token: str) -> None:
+        """Give a slot back."""
+        ...
+
+    def extend_lease(self, job_id: str, lock_token: str, seconds: float) -> bool:
+        """Keep a started job's lease ``seconds`` more; False when it was taken over."""
+        ...
+
+    def record_wait(
+        self, job_id: str, started_at: datetime, execution_id: str, waited_ms: int, waited_for: str
+    ) -> None:
+        """How long a started execution waited for its target's slot, and why."""
+        ...
 
 
 class FanoutStore(Protocol):

@@ -28,9 +28,9 @@ from scheduler.core.domain import (
     StartedExecution,
 )
 from scheduler.core.errors import EditConflict, NotFound, ScheduleError, VersionMismatch
-from scheduler.planning import lifecycle
+from scheduler.planning import alerts, lifecycle
 from scheduler.planning.lifecycle import MAX_CALENDARS_PER_JOB, Calendar
-from scheduler.ports import CalendarJobStore, CalendarStore, CompletionStore, JobStore
+from scheduler.ports import AlertStore, CalendarJobStore, CalendarStore, CompletionStore, JobStore
 
 # Reads and writes of an edit, before it gives up on a job that keeps changing under it (each
 # attempt reads the job, plans, and writes only if the job is still what was read).
@@ -283,3 +283,13 @@ def complete_execution(
     """``complete_executions`` for one execution."""
     completion = Completion(job_id, lock_token, execution_id, outcome, started=started, elapsed_seconds=elapsed_seconds)
     return complete_executions(store, [completion], rng)[0]
+
+
+def sweep_alerts(store: AlertStore, limit: int = 500) -> int:
+    """Read the executions of the jobs with alert rules since their last sweep and queue the
+    alerts their rules decide (``planning.alerts``), each job's alert state held meanwhile (a
+    job another runner is sweeping is skipped). Answers how many alerts were queued."""
+    queued = 0
+    for job in store.alert_jobs(limit):
+        queued += store.sweep_alerts(job.id, alerts.decision)
+    return queued

@@ -54,6 +54,7 @@ class Settings:
     # Runner tuning (not read from the environment; set by local mode and tests).
     claim_batch_size: int = 100
     claim_lease_seconds: int = 120
+    console_url: str | None = None  # the console's base URL, for the links in alerts
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
@@ -87,6 +88,7 @@ class Settings:
             service_name=env.get(c.ENV_SERVICE_NAME) or c.SERVICE_NAME,
             metrics_namespace=env.get(c.ENV_METRICS_NAMESPACE) or c.METRICS_NAMESPACE,
             fanout_function=env.get(c.ENV_FANOUT_FUNCTION) or None,
+            console_url=env.get(c.ENV_CONSOLE_URL) or None,
             max_fanouts=_positive(env.get(c.ENV_MAX_FANOUTS), c.ENV_MAX_FANOUTS, default=1),
             claims_per_invoke=_positive(
                 env.get(c.ENV_CLAIMS_PER_INVOKE),

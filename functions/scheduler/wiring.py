@@ -19,6 +19,7 @@ from scheduler.targets.results import TargetPolicy
 if TYPE_CHECKING:  # the runner's modules load with the function that needs them
     from psycopg_pool import ConnectionPool
 
+    from scheduler.runner.alerts import Alerts
     from scheduler.runner.dispatch import InProcessDispatch
     from scheduler.runner.executor import Executor
     from scheduler.runner.fanout import FanoutReport
@@ -75,6 +76,34 @@ class Dependencies:
         from scheduler.runner.executor import Executor
 
         return Executor(self.store, self.decrypt_target, self.target_policy, self.metrics, remaining_seconds)
+
+    def alerts(self, console_url: str | None = None) -> Alerts:
+        """The alert sweep and sender of this process: alerts delivered as a job's target is,
+        their secrets opened for the delivery only."""
+        from scheduler.runner.alerts import Alerts
+        from scheduler.targets import router
+
+        def send(target: Any, delivery: Any) -> Any:
+            return router.deliver(self.decrypt_target(dict(target)), delivery, self.target_policy)
+
+        return Alerts(
+            self.store, send, console_url or self.settings.console_url, self.settings.execution_retention_days
+        )
+
+    def start_alert_sweep(self) -> bool:
+        """A deployment's fan-out, once a tick: invoke the executor function (asynchronously)
+        with ``{"alerts": true}`` when there is alerting to do, so that the sweep and the alerts'
+        delivery run where the target code is. True when it was invoked."""
+        import json
+
+        if not self.settings.executor_function or not self.store.alert_work():
+            return False
+        self.lambda_client.invoke(
+            FunctionName=self.settings.executor_function,
+            InvocationType="Event",
+            Payload=json.dumps({"alerts": True}).encode(),
+        )
+        return True
 
     def in_process_dispatch(self) -> InProcessDispatch:
         """Local mode's dispatch: claims delivered by this process's threads, outcomes recorded

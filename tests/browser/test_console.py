@@ -9,6 +9,7 @@ where it fails. ``SCHEDULER_SCREENSHOTS=docs/img`` saves a screenshot of each pa
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -414,3 +415,49 @@ def test_without_chromium_it_skips_with_a_warning_but_fails_under_ci(tmp_path, c
     )
     assert result.returncode == code and outcome in result.stdout, result.stdout
     assert "browser test not run: no Chromium at" in result.stdout
+
+
+def test_alert_rules_in_the_form_the_job_page_and_the_alerts_page(browser, api, target):
+    """Alert rules and per-target limits written in the form (bad ones at their fields), shown on
+    the job's page with the alerts they fired, and every alert on the Alerts page."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on(
+        "console",
+        lambda msg: msg.type == "error" and "status of 400" not in msg.text and problems.append(f"console: {msg.text}"),
+    )
+    page.goto(api.url + "/console/#/jobs/new")
+    page.fill("input[name=name]", "always-failing")
+    page.fill("input[name=schedule]", "@every 1s")
+    page.fill("input[name=url]", target.url + "/flaky")
+    page.fill("input[name=attempts]", "1")
+    slack = {"type": "http", "url": target.url + "/slack"}
+    page.fill("textarea[name=alerts]", json.dumps([{"on": "late", "target": slack}]))
+    page.fill("input[name=max_in_flight]", "0")
+    page.get_by_role("button", name="Create").click()
+    expect(page.locator('.field-error[data-field="alerts"]')).to_contain_text("alerts.0.threshold: is required")
+    expect(page.locator('.field-error[data-field="limits.max_in_flight"]')).to_contain_text("must be at least 1")
+    page.fill("textarea[name=alerts]", json.dumps([{"on": "failures_in_a_row", "threshold": 2, "target": slack}]))
+    page.fill("input[name=max_in_flight]", "2")
+    page.fill("input[name=limit_key]", "flaky-api")
+    page.get_by_role("button", name="Create").click()
+    expect(page.get_by_role("heading", name="always-failing")).to_be_visible()
+    expect(page.locator("dd.limits")).to_contain_text("2 in flight")
+    expect(page.locator("dd.limits")).to_contain_text("key flaky-api")
+    expect(page.locator(".alert-rules")).to_contain_text("failures_in_a_row > 2")
+    # The rule fires once (the job keeps failing: one incident); the job's page lists it.
+    expect(page.locator(".job-alerts tr.alert-row")).to_have_count(1)
+    expect(page.locator(".job-alerts tr.alert-row")).to_contain_text("delivered")
+    expect(page.locator(".job-alerts tr.alert-row")).to_contain_text("failed 2 times in a row")
+    page.get_by_role("link", name="Alerts").click()
+    expect(page.locator("tr.alert-row")).to_have_count(1)
+    expect(page.locator("tr.alert-row")).to_contain_text("always-failing")
+    _shoot(page, "alerts")
+    page.select_option("select[name=status]", "failed")
+    expect(page.locator("p.empty")).to_contain_text("No alerts failed")
+    assert len([r for r in target.requests if r["path"] == "/slack"]) == 1
+    assert problems == []

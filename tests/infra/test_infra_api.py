@@ -30,6 +30,7 @@ ROUTES = {
     ("GET", "/v1/calendars/{id}"),
     ("PUT", "/v1/calendars/{id}"),
     ("DELETE", "/v1/calendars/{id}"),
+    ("GET", "/v1/alerts"),
 }
 
 

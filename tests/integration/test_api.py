@@ -235,6 +235,8 @@ def test_create_and_get(api, pool, box):
         "after_completion",
         "exclude_calendars",
         "on_excluded",
+        "alerts",
+        "limits",
     }
     assert job["after_completion"] == "keep"
     assert job["exclude_calendars"] == [] and job["on_excluded"] == "skip"
@@ -443,6 +445,8 @@ def test_executions_newest_first_with_status_and_cursor(api, pool):
         "response_excerpt",
         "error",
         "duration_ms",
+        "waited_ms",
+        "waited_for",
     }
     assert got[0]["job_id"] == job["id"] and got[0]["scheduled_at"].endswith("Z") and got[0]["duration_ms"] == 42
 

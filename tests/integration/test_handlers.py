@@ -175,3 +175,37 @@ def test_fanout_handler_primary_starts_helpers_and_a_helper_drains_without_growi
         stubber.assert_no_pending_responses()
     finally:
         fanout.deps.pool.close()
+
+
+def test_the_tick_has_an_executor_sweep_the_alerts_when_a_job_has_rules(lambda_env, store, target_server):
+    """No rules: the fan-out invokes nothing for alerts. A job with a failure rule: the tick's
+    fan-out invokes the executor with {"alerts": true}, which sweeps and sends the alert."""
+    fanout = load("fanout_handler")
+    recording = RecordingLambda()
+    fanout.deps.lambda_client = recording
+    executor = load("executor_handler")
+    try:
+        fanout.handler({"source": "aws.events"}, FakeContext())
+        assert recording.events == []
+        hook = {**http_spec("x")["target"], "url": target_server.url + "/alert"}
+        job = service.create_job(
+            store, OWNER, http_spec("watched", "@daily", alerts=[{"on": "failure", "target": hook}])
+        )
+        assert executor.handler({"alerts": True}, FakeContext()) == {"alerts_queued": 0, "alerts_sent": 0}
+        with fanout.deps.pool.connection() as conn:
+            conn.execute(
+                """INSERT INTO executions (id, job_id, scheduled_at, started_at, finished_at, attempt, trigger, status,
+                                           error)
+                   VALUES (gen_random_uuid(), %s, now(), clock_timestamp(), clock_timestamp(), 1, 'schedule', 'failed',
+                           'HTTP 500')""",
+                (str(job.id),),
+            )
+        fanout.handler({"source": "aws.events"}, FakeContext())
+        fanout.handler({"helper": True, "seconds": 1}, FakeContext())  # a helper never does
+        assert recording.events == [{"alerts": True}]
+        assert executor.handler({"alerts": True}, FakeContext()) == {"alerts_queued": 1, "alerts_sent": 1}
+        [request] = target_server.wait_for(1)
+        assert "job watched failed (failed): HTTP 500" in json.loads(request["body"])["text"]
+    finally:
+        fanout.deps.pool.close()
+        executor.deps.pool.close()

@@ -832,7 +832,7 @@ def test_local_parses_its_options():
         defaults.credentials,
         defaults.runners,
     ) == ("127.0.0.1", 8080, None, ".scheduler", None, None, 1)  # --auth: sigv4 with --credentials, else none
-    for bad in (["--auth", "basic"], ["--runners", "0"], ["--runners", "two"]):
+    for bad in (["--auth", "basic"], ["--runners", "-1"], ["--runners", "two"]):
         with pytest.raises(SystemExit):
             cli.build_parser().parse_args(["local", *bad])
 
@@ -1945,6 +1945,82 @@ def test_preview_of_several_expressions_explained(api, capsys):
         "explain": True,
     }
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["UTC", "EXPRESSION", "SPREAD"]
+    assert out[0].split() == ["UTC", "EXPRESSION", "SPREAD", "CALENDAR"]
     assert out[1].split() == ["2027-01-04T06:03:20Z", "rate(6", "hours)", "+200s"]
     assert out[2].split() == ["2027-01-04T09:03:20Z", "0", "9", "*", "*", "1-5", "+200s"]
+
+
+# -- alerts ------------------------------------------------------------------------------------
+
+
+def test_alerts_table_with_filters(api, capsys):
+    api.on("GET", "/v1/jobs", {"jobs": [job()], "next_cursor": None})
+    alert = {
+        "id": "a1",
+        "job_id": JOB_ID,
+        "job_name": "nightly-report",
+        "on": "failures_in_a_row",
+        "threshold": 3,
+        "event": "fired",
+        "incident_id": "i1",
+        "execution_id": "e1",
+        "message": "job nightly-report failed 3 times in a row: HTTP 500",
+        "target": {"type": "http", "url": "https://hooks.example.com/x"},
+        "status": "pending",
+        "attempts": 2,
+        "created_at": "2026-12-04T18:31:02Z",
+        "delivered_at": None,
+        "next_attempt_at": "2026-12-04T18:31:10Z",
+        "last_error": "HTTP 503",
+        "http_status": 503,
+    }
+    api.on("GET", "/v1/alerts", {"alerts": [alert], "next_cursor": "c2"})
+    assert run(api, "alerts", "--job", "nightly-report", "--status", "pending") == 0
+    assert api.requests[-1].query == {"job_id": JOB_ID, "status": "pending"}
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[0].split() == ["CREATED", "JOB", "ON", "EVENT", "STATUS", "ATTEMPTS", "MESSAGE"]
+    assert "failures_in_a_row>3  fired  pending (HTTP 503)  2" in lines[1]
+    assert "--cursor c2" in captured.err
+    assert run(api, "alerts", "-o", "json") == 0
+    assert json.loads(capsys.readouterr().out)["alerts"][0]["id"] == "a1"
+    with pytest.raises(SystemExit) as refused:
+        run(api, "alerts", "--status", "lost")
+    assert refused.value.code == 2
+
+
+def test_an_alert_rules_on_key_in_yaml_stays_a_word(tmp_path):
+    from scheduler.cli.definitions import read_definition
+
+    path = tmp_path / "job.yaml"
+    path.write_text("name: x\nalerts:\n  - on: failure\n    target: {type: http, url: https://e.com}\nflag: on\n")
+    found = read_definition(str(path))
+    assert found["alerts"][0]["on"] == "failure" and found["flag"] is True
+
+
+def test_limits_flags_on_create_and_update(api):
+    api.on("POST", "/v1/jobs", job(), 201)
+    api.on("GET", "/v1/jobs/" + JOB_ID, job())
+    api.on("PATCH", "/v1/jobs/" + JOB_ID, job())
+    code = run(
+        api,
+        "jobs",
+        "create",
+        "--name",
+        "invoice",
+        "--schedule",
+        "@hourly",
+        "--url",
+        "https://billing.example.com/i",
+        "--max-in-flight",
+        "5",
+        "--per-second",
+        "20",
+        "--limit-key",
+        "billing-api",
+    )
+    assert code == 0
+    assert api.requests[-1].json["limits"] == {"key": "billing-api", "max_in_flight": 5, "per_second": 20}
+    assert run(api, "jobs", "update", JOB_ID, "--max-in-flight", "2") == 0
+    patch = [r for r in api.requests if r.method == "PATCH"][-1]
+    assert patch.json == {"limits": {"max_in_flight": 2}}

@@ -140,6 +140,30 @@ def require_reachable_target(data: dict[str, Any], settings: Any) -> None:
         raise BadRequest("target.auth.type", f"sigv4 (a role assumed through STS) is not available: {reason}")
 
 
+def seal_alerts(alerts: Any, box: SecretBox, current: DomainJob | None) -> list[dict[str, Any]] | None:
+    """The alert rules as stored: each target's secrets sealed, a ``"***"`` keeping the one
+    stored for the rule at the same place (None: no rules)."""
+    if not alerts:
+        return None
+    before = list(current.alerts or ()) if current is not None else []
+    sealed = []
+    for i, alert in enumerate(alerts):
+        kept = dict(before[i]["target"]) if i < len(before) else None
+        sealed.append({**alert, "target": keep_masked_secrets(encrypt_target_secrets(alert["target"], box), kept)})
+    return sealed
+
+
+def require_alert_targets(data: dict[str, Any], settings: Any) -> None:
+    """The broker and reachability rules of a job target, for each alert rule's target too."""
+    for i, alert in enumerate(data.get("alerts") or ()):
+        try:
+            require_broker({"target": alert["target"]}, settings)
+            require_reachable_target({"target": alert["target"]}, settings)
+        except BadRequest as exc:
+            [detail] = exc.details
+            raise BadRequest(f"alerts.{i}.{detail['field']}", detail["message"]) from None
+
+
 def job_response(job: DomainJob, status: int = 200, headers: dict[str, str] | None = None) -> Response[Any]:
     """A job answer with its ``ETag``."""
     return Response(
@@ -171,7 +195,9 @@ def create_job(
     data = spec_data(spec)
     require_broker(data, settings)
     require_reachable_target(data, settings)
+    require_alert_targets(data, settings)
     data["target"] = keep_masked_secrets(encrypt_target_secrets(data["target"], box), None)
+    data["alerts"] = seal_alerts(data.get("alerts"), box, None)
     job = service.create_job(store, owner, data)
     logger.info("job created", extra={"job_id": job.id})
     return job_response(job, 201, {"Location": f"/v1/jobs/{job.id}"})
@@ -256,10 +282,15 @@ def replace_job(
     data = spec_data(spec)
     require_broker(data, settings)
     require_reachable_target(data, settings)
+    require_alert_targets(data, settings)
     target = encrypt_target_secrets(data["target"], box)
 
     def build(current: DomainJob) -> dict[str, Any]:
-        return {**data, "target": keep_masked_secrets(target, dict(current.target or {}))}
+        return {
+            **data,
+            "target": keep_masked_secrets(target, dict(current.target or {})),
+            "alerts": seal_alerts(data.get("alerts"), box, current),
+        }
 
     job = service.update_job(store, owner, job_id, build, expected)
     logger.info("job replaced", extra={"job_id": job_id, "version": job.version})
@@ -291,8 +322,13 @@ def patch_job(
         data = spec_data(JobSpec.model_validate(merge_patch(spec_of(current), patch)))
         require_broker(data, settings)
         require_reachable_target(data, settings)
+        require_alert_targets(data, settings)
         sealed = encrypt_target_secrets(data["target"], box)
-        return {**data, "target": keep_masked_secrets(sealed, dict(current.target or {}))}
+        return {
+            **data,
+            "target": keep_masked_secrets(sealed, dict(current.target or {})),
+            "alerts": seal_alerts(data.get("alerts"), box, current),
+        }
 
     job = service.update_job(store, owner, job_id, build, expected)
     logger.info("job patched", extra={"job_id": job_id, "version": job.version})

@@ -54,6 +54,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", _CALENDAR, "get_calendar"),
     Route("PUT", _CALENDAR, "replace_calendar", body=True),
     Route("DELETE", _CALENDAR, "delete_calendar"),
+    Route("GET", "/v1/alerts", "list_alerts", query=("job_id", "status", "limit", "cursor")),
 )
 
 _BY_OPERATION = {route.operation: route for route in ROUTES}

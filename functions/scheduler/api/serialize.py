@@ -34,6 +34,8 @@ def spec_of(job: DomainJob) -> dict[str, Any]:
     spec["retry"] = dict(job.retry or {})
     spec["schedules"] = None if job.schedules is None else list(job.schedules)
     spec["spread"] = None if job.spread is None else dict(job.spread)
+    spec["limits"] = None if not job.limits else {k: v for k, v in dict(job.limits).items() if v is not None}
+    spec["alerts"] = [{**rule, "target": mask_target_secrets(dict(rule["target"]))} for rule in job.alerts or ()]
     return spec
 
 
@@ -74,6 +76,8 @@ def execution_json(execution: DomainExecution) -> dict[str, Any]:
         "response_excerpt": execution.response_excerpt,
         "error": execution.error,
         "duration_ms": execution.duration_ms,
+        "waited_ms": execution.waited_ms,
+        "waited_for": execution.waited_for,
     }
 
 
@@ -126,6 +130,10 @@ class Execution(BaseModel):
     response_excerpt: str | None
     error: str | None
     duration_ms: int | None
+    waited_ms: int | None = Field(
+        default=None, description="how long the delivery waited for a slot of its target's limits (null: it did not)"
+    )
+    waited_for: str | None = Field(default=None, description="the limits it waited for, and their key")
 
 
 class ExecutionList(BaseModel):

@@ -63,6 +63,14 @@ def positive_int(text: str) -> int:
     return value
 
 
+def runner_count(text: str) -> int:
+    """``--runners``: a whole number, 0 (the API alone, nothing claimed) or more."""
+    value = whole_number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
 def port(text: str) -> int:
     """A TCP port; 0 asks for any free one (the banner shows which)."""
     value = whole_number(text)

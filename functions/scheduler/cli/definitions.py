@@ -46,11 +46,18 @@ _UNQUOTED_STAR = re.compile(r"^\s*schedule\s*:\s*\*", re.MULTILINE)
 
 def _yaml_loader() -> Any:
     """PyYAML's safe loader without implicit timestamps: ``run_at: 2026-12-01T10:00:00Z`` stays
-    the string it was written as."""
+    the string it was written as; and a key ``on:`` (or off, yes, no) is that word, not a boolean."""
     import yaml
 
     class Loader(yaml.SafeLoader):
-        pass
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            # YAML 1.1 reads a bare on/off/yes/no as a boolean: as a key (an alert rule's
+            # ``on:``) it stays the word written.
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag == "tag:yaml.org,2002:bool" and key.style is None:
+                    if key.value.lower() not in ("true", "false"):
+                        key.tag = "tag:yaml.org,2002:str"
+            return super().construct_mapping(node, deep)
 
     Loader.yaml_implicit_resolvers = {
         key: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
@@ -213,6 +220,14 @@ def definition_flags(args: argparse.Namespace, kind: str | None = None) -> dict[
     target.update(aws_target_fields(args, kind))
     if target:
         out["target"] = target
+    for name, part in (("retry", _retry_flags(args)), ("limits", _limits_flags(args))):
+        if part:
+            out[name] = part
+    return out
+
+
+def _retry_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The job's ``retry`` given by flags."""
     retry: dict[str, Any] = {}
     for flag, key in (
         ("max_attempts", "max_attempts"),
@@ -223,9 +238,16 @@ def definition_flags(args: argparse.Namespace, kind: str | None = None) -> dict[
         value = getattr(args, flag, None)
         if value is not None:
             retry[key] = int(value) if isinstance(value, float) and value.is_integer() else value
-    if retry:
-        out["retry"] = retry
-    return out
+    return retry
+
+
+def _limits_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The job's ``limits`` given by flags (``--limit-key``, ``--max-in-flight``, ``--per-second``)."""
+    given = (("key", "limit_key"), ("max_in_flight", "max_in_flight"), ("per_second", "per_second"))
+    found = {key: getattr(args, flag, None) for key, flag in given}
+    if isinstance(found["per_second"], float) and found["per_second"].is_integer():
+        found["per_second"] = int(found["per_second"])
+    return {key: value for key, value in found.items() if value is not None}
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -442,4 +464,14 @@ def add_definition_options(parser: argparse.ArgumentParser) -> None:
     )
     retry.add_argument(
         "--max-age", type=positive_int, metavar="SECONDS", help="no retry this long after the scheduled time"
+    )
+
+
+def add_limits_options(parser: argparse.ArgumentParser) -> None:
+    """The flags of a job's per-target ``limits``."""
+    limits = parser.add_argument_group("per-target limits (held across every runner)")
+    limits.add_argument("--max-in-flight", type=positive_int, metavar="N", help="at most N deliveries at once")
+    limits.add_argument("--per-second", type=positive_float, metavar="N", help="at most N deliveries started a second")
+    limits.add_argument(
+        "--limit-key", metavar="KEY", help="the key the limits count under (default: the target's origin)"
     )

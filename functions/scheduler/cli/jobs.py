@@ -14,6 +14,7 @@ from scheduler.cli.common import EXIT_OK, JOB_STATES, UsageError, positive_int
 from scheduler.cli.definitions import (
     READ_ONLY_FIELDS,
     add_definition_options,
+    add_limits_options,
     full_definition,
     needs_stored_target,
     patch_definition,
@@ -159,6 +160,7 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
 
     create = subparser(actions, "create", "create a job")
     add_definition_options(create)
+    add_limits_options(create)
     create.set_defaults(func=jobs_create)
 
     listing = subparser(actions, "list", "list jobs (in name order)")
@@ -186,6 +188,7 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     )
     update.add_argument("--if-match", metavar="VERSION", help="only if the job is still at this version (else exit 4)")
     add_definition_options(update)
+    add_limits_options(update)
     update.set_defaults(func=jobs_update)
 
     for name, help_text, func in (

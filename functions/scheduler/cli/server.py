@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from scheduler.cli.common import EXIT_API_ERROR, CommandFailed, UsageError, port, positive_int
+from scheduler.cli.common import EXIT_API_ERROR, CommandFailed, UsageError, port, runner_count
 
 
 def local_options(args: argparse.Namespace) -> Any:
@@ -106,11 +106,12 @@ def add_parsers(sub: Any) -> None:
     )
     local.add_argument(
         "--runners",
-        type=positive_int,
+        type=runner_count,
         default=1,
         metavar="N",
         help="runner processes claiming and delivering jobs (default: 1; one delivers about a "
-        "thousand jobs a second on one core: use more for bursts on a multi-core machine)",
+        "thousand jobs a second on one core: use more for bursts on a multi-core machine; 0: "
+        "the API and the alerts only, another process runs the jobs)",
     )
     local.add_argument(
         "--guard-targets",

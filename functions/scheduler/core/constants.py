@@ -50,6 +50,8 @@ ENV_MAX_FANOUTS = "SCHEDULER_MAX_FANOUTS"
 # The most claims one executor invoke carries under a backlog (1: one job per invocation), and
 # the ceiling a deployment may set it to (the executor delivers a group's claims at once).
 ENV_CLAIMS_PER_INVOKE = "SCHEDULER_CLAIMS_PER_INVOKE"
+# The console's URL, for the links of alerts ({{console_url}}); local mode sets its own.
+ENV_CONSOLE_URL = "SCHEDULER_CONSOLE_URL"
 DEFAULT_CLAIMS_PER_INVOKE = 25
 MAX_CLAIMS_PER_INVOKE = 50
 

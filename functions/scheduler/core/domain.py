@@ -70,6 +70,8 @@ SPEC_FIELDS = (
     "after_completion",
     "exclude_calendars",
     "on_excluded",
+    "alerts",
+    "limits",
 )
 # Spec fields whose change means the occurrences must be computed afresh.
 SCHEDULE_FIELDS = (
@@ -118,6 +120,8 @@ class Job:
     # The owner's calendars whose days and spans the schedule leaves out (skip) or moves past (shift).
     exclude_calendars: tuple[str, ...] = ()
     on_excluded: str = "skip"  # skip | shift
+    alerts: tuple[Mapping[str, Any], ...] | None = None  # alert rules (scheduler.planning.alerts)
+    limits: Mapping[str, Any] | None = None  # per-target limits (scheduler.core.limits)
     # The lease (a claim's, a running execution's) and when the job is next claimable.
     due_at: datetime | None = None
     locked_until: datetime | None = None
@@ -143,6 +147,8 @@ class Job:
             values["schedules"] = tuple(values["schedules"])
         if "exclude_calendars" in values:
             values["exclude_calendars"] = tuple(values["exclude_calendars"])
+        if "alerts" in values:
+            values["alerts"] = tuple(values["alerts"]) or None
         if "state" in values:
             values["state"] = JobState(values["state"])
         if "lease_kind" in values:
@@ -303,6 +309,8 @@ class Execution:
     duration_ms: int | None = None
     job_name: str | None = None  # read across jobs (``list_owner_executions``): the job's name
     due_at: datetime | None = None  # when the attempt was due (0012); None for older rows
+    waited_ms: int | None = None  # how long the delivery waited for its target's slot (0018)
+    waited_for: str | None = None  # why: the limit and its key
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Execution:
@@ -323,6 +331,8 @@ class Execution:
             duration_ms=row.get("duration_ms"),
             job_name=row.get("job_name"),
             due_at=row.get("due_at"),
+            waited_ms=row.get("waited_ms"),
+            waited_for=row.get("waited_for"),
         )
 
 

@@ -200,6 +200,12 @@ def run_runner(deps: Any, settings: Settings, dispatch: Any, stop: threading.Eve
             stop.wait(1.0)
 
 
+def _start_alerts(deps: Any, stop: threading.Event, console_url: str | None) -> None:
+    """The alert sweep and sender (``runner.alerts``), once a second beside the runner."""
+    alerts = deps.alerts(console_url)
+    threading.Thread(target=alerts.loop, args=(stop,), name="alerts", daemon=True).start()
+
+
 def _close_delivery_clients() -> None:
     from scheduler.targets import amqp as amqp_target
     from scheduler.targets import http as http_target
@@ -232,6 +238,7 @@ def runner_process(settings: Settings) -> None:
     deps = Dependencies(settings, pool_max_size=8)
     deps.store, deps.secret_box  # built now, before the threads that share them  # noqa: B018
     dispatch = deps.in_process_dispatch()
+    _start_alerts(deps, stop, settings.console_url)
     try:
         run_runner(deps, settings, dispatch, stop)
     finally:
@@ -307,7 +314,11 @@ def print_start_up(options: LocalOptions, port: int, auth_words: str, storage_wo
     """The start-up lines: the API's URL with its auth mode and the rest of the setup, then the
     console's URL (under ``--auth sigv4``, with how a browser reaches it: its pages cannot sign)."""
     url = base_url(options.host, port)
-    runners = f"{options.runners} runner process{'es' if options.runners > 1 else ''}"
+    runners = (
+        f"{options.runners} runner process{'es' if options.runners > 1 else ''}"
+        if options.runners
+        else "no runner: the API and the alerts only"
+    )
     guard = "; SSRF guard on" if options.guard_targets else ""
     print(f"scheduler local: API {url}/v1 ({auth_words}; {storage_words}; {runners}{guard})", flush=True)
     how = (
@@ -337,12 +348,17 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     deps = Dependencies(settings, pool_max_size=24)
     deps.store, deps.secret_box  # built now, before the threads that share them  # noqa: B018
     server = _api_server(options, deps, resolver)
-    dispatch = deps.in_process_dispatch()
+    dispatch = deps.in_process_dispatch() if options.runners else None
+    # The links of alerts (every runner process sends them) go to this console.
+    console = f"{base_url(options.host, server.effective_port)}/console/"
+    settings = replace(settings, console_url=settings.console_url or console)
     extra = _start_runner_processes(settings, options.runners)
     runner_thread = threading.Thread(
         target=run_runner, args=(deps, settings, dispatch, stop), name="fanout", daemon=True
     )
-    runner_thread.start()
+    if dispatch is not None:
+        runner_thread.start()
+    _start_alerts(deps, stop, settings.console_url)
     threading.Thread(target=server.run, name="api", daemon=True).start()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -358,8 +374,9 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
         server.close()
         for process in extra:
             process.terminate()  # SIGTERM: it finishes and records its deliveries under way
-        runner_thread.join(timeout=10)
-        dispatch.close()
+        if dispatch is not None:
+            runner_thread.join(timeout=10)
+            dispatch.close()
         for process in extra:
             process.join(timeout=60)
             if process.is_alive():

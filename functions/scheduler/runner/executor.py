@@ -13,6 +13,7 @@ dead-letter queue take over.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections import Counter
@@ -25,6 +26,7 @@ from scheduler import service
 from scheduler.core import constants as c
 from scheduler.core.domain import Claim, Completion, Outcome, StartedExecution, Trigger
 from scheduler.core.errors import SecretError
+from scheduler.core.limits import TargetLimit
 from scheduler.ports import ExecutionStore
 from scheduler.runner.telemetry import Metrics, NullMetrics
 from scheduler.targets.results import FAILED, Delivery, TargetPolicy
@@ -36,6 +38,11 @@ logger = logging.getLogger(__name__)
 DEADLINE_RESERVE_SECONDS = 5.0
 # Added to the target's timeout for the lease taken over the delivery.
 LEASE_MARGIN_SECONDS = 30.0
+# A delivery waiting for its target's slot (per-target limits): its first pause between tries, the
+# longest, and the lease it keeps while it waits (extended by that much each half of it).
+SLOT_FIRST_PAUSE = 0.005
+SLOT_MAX_PAUSE = 0.1
+SLOT_LEASE_SECONDS = 30.0
 # A group's deliveries that end within this long of one another are recorded in one statement.
 RECORD_GATHER_SECONDS = 0.02
 
@@ -177,11 +184,48 @@ class Executor:
                 False,
                 error=f"gave up: the {max_attempts} attempt(s) allowed were made and the last was lost with its runner",
             )
+        elif started.job.limits:
+            result = self.deliver_within_limits(started, lock_token)
         else:
             result = _deliver(
                 started, job_id, self.decrypt_target, self.policy, self.remaining_seconds, _log_fields(started)
             )
         return Finished(job_id, lock_token, started, result, time.monotonic() - began)
+
+    def deliver_within_limits(self, started: StartedExecution, lock_token: str) -> Outcome:
+        """Deliver a job with ``limits``: take a slot of its key first (across every runner),
+        waiting for one while the key is full and keeping the lease meanwhile; the wait is
+        recorded on the execution (late, and why). Never lost: a delivery that cannot get a slot
+        before its executor's time runs out ends as a retryable failure saying so."""
+        job_id = str(started.job.id)
+        limit = TargetLimit.of(started.job.limits, started.job.target)
+        assert limit is not None, "a job with limits"
+        timeout = float((started.job.target or {}).get("timeout_seconds") or 30)
+        began = time.monotonic()
+        kept_until, pause, refused = began + SLOT_LEASE_SECONDS / 2, SLOT_FIRST_PAUSE, 0
+        while True:
+            token = self.store.take_target_slot(limit, job_id, timeout + self.lease_margin_seconds)
+            if token is not None:
+                break
+            refused += 1
+            now = time.monotonic()
+            if self.remaining_seconds is not None and self.remaining_seconds() < timeout + DEADLINE_RESERVE_SECONDS:
+                return Outcome(FAILED, True, error=f"no slot before the executor's time ran out: {limit.describe()}")
+            if now >= kept_until:  # the wait outlasts half the lease: keep it
+                if not self.store.extend_lease(job_id, lock_token, SLOT_LEASE_SECONDS + timeout):
+                    return Outcome(FAILED, True, error=f"the lease was taken over while waiting: {limit.describe()}")
+                kept_until = now + SLOT_LEASE_SECONDS / 2
+            time.sleep(pause * (0.5 + random.random()))
+            pause = min(pause * 2, SLOT_MAX_PAUSE)
+        waited_ms = int((time.monotonic() - began) * 1000)
+        try:
+            if refused:
+                self.store.record_wait(job_id, started.started_at, started.execution_id, waited_ms, limit.describe())
+            return _deliver(
+                started, job_id, self.decrypt_target, self.policy, self.remaining_seconds, _log_fields(started)
+            )
+        finally:
+            self.store.release_target_slot(token)
 
     def record(self, finished: Sequence[Finished]) -> list[ExecutionReport]:
         """Record the outcomes (one statement for all that can take the fast path)."""

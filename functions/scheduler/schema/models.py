@@ -326,6 +326,60 @@ class SpreadSpec(_Strict):
     )
 
 
+ALERT_EVENTS = ("failure", "failures_in_a_row", "recovery", "missing_run", "late")
+MAX_ALERTS = 10
+MAX_ALERT_THRESHOLD_SECONDS = 30 * 86400
+
+
+class AlertRule(_Strict):
+    """An alert rule of a job: when it fires (``on``, with its ``threshold``) and where the alert
+    goes (a target of any type a job can use)."""
+
+    on: Literal["failure", "failures_in_a_row", "recovery", "missing_run", "late"]
+    threshold: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_ALERT_THRESHOLD_SECONDS,
+        description="failures_in_a_row: the count (an integer, default 3); missing_run and late: "
+        "seconds (required); failure and recovery take none.",
+    )
+    target: Target
+
+    @model_validator(mode="after")
+    def _threshold(self) -> AlertRule:
+        if self.on in ("failure", "recovery") and self.threshold is not None:
+            raise _FieldError("threshold", f"is not taken by {self.on} alerts")
+        if self.on in ("missing_run", "late") and self.threshold is None:
+            raise _FieldError("threshold", f"is required for {self.on} alerts (seconds)")
+        if self.on == "failures_in_a_row":
+            if self.threshold is None:
+                self.threshold = 3
+            if self.threshold != int(self.threshold) or self.threshold > MAX_ATTEMPTS * 100:
+                raise _FieldError("threshold", "must be a whole number of failures, at most 10000")
+            self.threshold = int(self.threshold)
+        return self
+
+
+class Limits(_Strict):
+    """Per-target limits: at most ``max_in_flight`` deliveries at once and ``per_second``
+    started in any second to ``key`` (default: the target's origin), across every runner."""
+
+    key: str | None = Field(default=None, min_length=1, max_length=256, description="default: the target's origin")
+    max_in_flight: int | None = Field(default=None, ge=1, le=10000)
+    per_second: float | None = Field(default=None, gt=0, le=100000)
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: str | None) -> str | None:
+        return None if v is None else _single_line(v)
+
+    @model_validator(mode="after")
+    def _some(self) -> Limits:
+        if self.max_in_flight is None and self.per_second is None:
+            raise _FieldError("max_in_flight", "give max_in_flight, per_second or both")
+        return self
+
+
 class JobSpec(_Strict):
     """The writable fields of a job (POST and PUT bodies)."""
 
@@ -374,6 +428,9 @@ class JobSpec(_Strict):
         if len(set(v)) != len(v):
             raise ValueError("names each calendar once")
         return v
+
+    alerts: list[AlertRule] = Field(default_factory=list, max_length=MAX_ALERTS)
+    limits: Limits | None = None
 
     @field_validator("name")
     @classmethod
@@ -440,8 +497,10 @@ def validation_details(exc: ValidationError) -> list[dict[str, str]]:
     for err in exc.errors(include_url=False):
         loc = [str(p) for p in err.get("loc", ())]
         # Discriminated unions add the tag to the path ("target.http.url"): drop it.
-        if len(loc) >= 2 and loc[0] == "target" and loc[1] in ("http", "amqp", *AWS_TARGET_TYPES):
-            loc.pop(1)
+        if "target" in loc:
+            at = loc.index("target") + 1
+            if len(loc) > at and loc[at] in ("http", "amqp", *AWS_TARGET_TYPES):
+                loc.pop(at)
         if "auth" in loc:
             i = loc.index("auth")
             if len(loc) > i + 1 and loc[i + 1] in ("basic", "bearer", "header", "sigv4"):

@@ -14,7 +14,8 @@ spec.start_at, spec.end_at, spec.target, spec.retry, spec.missed_runs, run.state
 run.scheduled_at, run.attempt, run.next_run_at, run.manual_run_at, run.due_at, run.locked_until,
 run.lock_token, run.lease_kind, run.running_execution_id, run.last_run_at, run.run_count,
 run.failure_count, run.last_status, run.last_error, spec.created_at, spec.updated_at,
-spec.after_completion, spec.schedules, spec.spread, spec.exclude_calendars, spec.on_excluded
+spec.after_completion, spec.schedules, spec.spread, spec.exclude_calendars, spec.on_excluded, spec.alerts,
+spec.limits
 
 -- name: insert_job
 -- The specification, and its run state when the name was free (its insert sees no spec row
@@ -22,11 +23,12 @@ spec.after_completion, spec.schedules, spec.spread, spec.exclude_calendars, spec
 WITH spec AS (
     INSERT INTO job_specs (id, owner, name, description, tags, schedule, run_at, timezone, start_at,
                            end_at, target, retry, missed_runs, state, created_at, updated_at,
-                           after_completion, schedules, spread, exclude_calendars, on_excluded)
+                           after_completion, schedules, spread, exclude_calendars, on_excluded, alerts,
+                           limits)
     VALUES (%(id)s, %(owner)s, %(name)s, %(description)s, %(tags)s, %(schedule)s, %(run_at)s,
             %(timezone)s, %(start_at)s, %(end_at)s, %(target)s, %(retry)s, %(missed_runs)s, %(state)s,
             %(created_at)s, %(created_at)s, %(after_completion)s, %(schedules)s, %(spread)s,
-            %(exclude_calendars)s, %(on_excluded)s)
+            %(exclude_calendars)s, %(on_excluded)s, %(alerts)s, %(limits)s)
     ON CONFLICT ON CONSTRAINT jobs_owner_name_key DO NOTHING
     RETURNING *
 ), run AS (
@@ -118,7 +120,8 @@ WITH current AS (
         target = %(target)s, retry = %(retry)s, missed_runs = %(missed_runs)s,
         state = CASE WHEN %(reschedule)s THEN %(state)s ELSE checked.state END,
         after_completion = %(after_completion)s, schedules = %(schedules)s, spread = %(spread)s,
-        exclude_calendars = %(exclude_calendars)s, on_excluded = %(on_excluded)s, updated_at = now()
+        exclude_calendars = %(exclude_calendars)s, on_excluded = %(on_excluded)s, alerts = %(alerts)s,
+        limits = %(limits)s, updated_at = now()
     FROM checked
     WHERE job_specs.id = checked.job_id
     RETURNING job_specs.*
@@ -239,7 +242,7 @@ RETURNING job_id AS id;
 d.id, d.owner, d.name, d.schedule, d.run_at, d.timezone, d.start_at, d.end_at, d.created_at, d.target,
 d.retry, d.missed_runs, j.state, j.version, j.scheduled_at, j.attempt, j.next_run_at, j.lease_kind,
 d.after_completion, d.schedules, d.spread, j.manual_run_at, j.running_execution_id, d.exclude_calendars,
-d.on_excluded
+d.on_excluded, d.limits
 
 -- fragment: record_started
 -- After a "job" CTE that started jobs (their running_execution_id set, the attempt counted):
@@ -265,7 +268,7 @@ execution AS (
 -- execution's. No other: the runner turns every column of every row into a Python value.
 job.id, job.owner, job.name, job.schedule, job.run_at, job.timezone, job.start_at, job.end_at,
 job.created_at, job.target, job.retry, job.missed_runs, job.state, job.version, job.scheduled_at,
-job.attempt, job.next_run_at, job.lease_kind, job.after_completion, job.schedules, job.spread,
+job.attempt, job.next_run_at, job.lease_kind, job.after_completion, job.schedules, job.spread, job.limits,
 execution.id AS execution_id, execution.scheduled_at AS execution_scheduled_at,
 execution.attempt AS execution_attempt, execution.trigger AS execution_trigger,
 execution.started_at AS execution_started_at, job.exclude_calendars, job.on_excluded
@@ -568,3 +571,153 @@ DELETE FROM calendars WHERE owner = %(owner)s AND name = %(name)s;
 SELECT c.* FROM calendars c
 JOIN unnest(%(owners)s::text[], %(names)s::text[]) AS wanted(owner, name)
   ON c.owner = wanted.owner AND c.name = wanted.name;
+-- name: alert_jobs
+-- The jobs with alert rules (the partial index of 0017 holds only them), those checked longest
+-- ago first: what a sweep of the alerts reads. Jobs without rules are never read.
+SELECT s.id, s.owner, s.name, s.alerts, r.state, r.next_run_at
+FROM job_specs s
+JOIN job_runs r ON r.job_id = s.id
+LEFT JOIN alert_states a ON a.job_id = s.id
+WHERE s.alerts IS NOT NULL
+ORDER BY a.checked_at NULLS FIRST
+LIMIT %(limit)s;
+
+-- name: ensure_alert_state
+-- A job's alert state, its executions read from when its rules were last written.
+INSERT INTO alert_states (job_id, seen_started_at, seen_seq)
+SELECT id, updated_at, 0 FROM job_specs WHERE id = %(job_id)s AND alerts IS NOT NULL
+ON CONFLICT (job_id) DO NOTHING;
+
+-- name: lock_alert_state
+-- The job's alert state held while the sweep decides, with the job as it is now; another
+-- runner's sweep of the same job skips it (its decision is being made).
+SELECT a.*, s.owner, s.name, s.alerts, r.state, r.next_run_at, now() AS db_now
+FROM alert_states a
+JOIN job_specs s ON s.id = a.job_id
+JOIN job_runs r ON r.job_id = a.job_id
+WHERE a.job_id = %(job_id)s AND s.alerts IS NOT NULL
+FOR UPDATE OF a SKIP LOCKED;
+
+-- name: executions_after
+-- The job's executions after (started_at, seq), oldest first: the primary key's order (0009);
+-- the bound on started_at leaves the older day partitions out.
+SELECT * FROM executions
+WHERE job_id = %(job_id)s AND started_at >= %(started_at)s
+  AND (started_at, seq) > (%(started_at)s::timestamptz, %(seq)s::bigint)
+ORDER BY started_at, seq
+LIMIT %(limit)s;
+
+-- name: save_alert_state
+UPDATE alert_states
+SET seen_started_at = %(seen_started_at)s, seen_seq = %(seen_seq)s, failures_in_row = %(failures_in_row)s,
+    incident_id = %(incident_id)s, incident_opened_at = %(incident_opened_at)s, fired = %(fired)s,
+    checked_at = now()
+WHERE job_id = %(job_id)s;
+
+-- name: insert_alert_delivery
+-- One alert per rule, event and incident (the unique key): a second decision of the same is a no-op.
+-- created_at is the clock's, not the transaction's: the alerts of one sweep list in the order decided.
+INSERT INTO alert_deliveries (id, owner, job_id, job_name, rule_key, rule_on, threshold, event, incident_id,
+                              execution_id, target, vars, created_at, next_attempt_at)
+VALUES (%(id)s, %(owner)s, %(job_id)s, %(job_name)s, %(rule_key)s, %(rule_on)s, %(threshold)s, %(event)s,
+        %(incident_id)s, %(execution_id)s, %(target)s, %(vars)s, clock_timestamp(), now())
+ON CONFLICT (incident_id, rule_key, event) DO NOTHING;
+
+-- name: claim_alert_deliveries
+-- Pending alerts due for an attempt, leased to this runner (SKIP LOCKED: two runners never send
+-- one alert at once; an expired lease is taken over). Each claim counts an attempt.
+WITH due AS (
+    SELECT id FROM alert_deliveries
+    WHERE status = 'pending' AND next_attempt_at <= now() AND (locked_until IS NULL OR locked_until < now())
+    ORDER BY next_attempt_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE alert_deliveries d
+SET locked_until = now() + make_interval(secs => %(lease_seconds)s), attempts = d.attempts + 1
+FROM due
+WHERE d.id = due.id
+RETURNING d.*;
+
+-- name: record_alert_delivery
+-- An attempt's outcome: delivered, given up (failed), or pending again after %(retry_in)s seconds.
+UPDATE alert_deliveries
+SET status = %(status)s, locked_until = NULL, last_error = %(error)s, http_status = %(http_status)s,
+    delivered_at = CASE WHEN %(status)s = 'delivered' THEN now() END,
+    next_attempt_at = now() + make_interval(secs => %(retry_in)s)
+WHERE id = %(id)s;
+
+-- name: list_alerts
+-- The owner's alert deliveries, newest first; keyset pagination on (created_at, id).
+SELECT * FROM alert_deliveries
+WHERE owner = %(owner)s
+  AND (%(job_id)s::uuid IS NULL OR job_id = %(job_id)s::uuid)
+  AND (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (%(before_created_at)s::timestamptz IS NULL
+       OR (created_at, id) < (%(before_created_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT %(limit)s;
+
+-- name: alert_work
+-- Whether a sweep of the alerts has anything to do (a deployment's fan-out asks once a tick
+-- before it invokes one): a job with rules, or an alert still to send. Both read partial indexes.
+SELECT EXISTS (SELECT 1 FROM job_specs WHERE alerts IS NOT NULL)
+    OR EXISTS (SELECT 1 FROM alert_deliveries WHERE status = 'pending') AS found;
+
+-- name: lock_target_limit
+-- A slot's taker, first: the key's row, created or updated with the limits given, held until the
+-- transaction ends, so that the takers of one key count its slots one at a time (the count is
+-- the next statement's, which sees every slot committed before this lock was granted).
+INSERT INTO target_limits (key, max_in_flight, per_second)
+VALUES (%(key)s, %(max_in_flight)s, %(per_second)s)
+ON CONFLICT (key) DO UPDATE
+SET max_in_flight = EXCLUDED.max_in_flight, per_second = EXCLUDED.per_second, updated_at = now()
+RETURNING key;
+
+-- name: take_target_slot
+-- Then, in the same transaction: a slot, if the key has fewer than max_in_flight held (released
+-- and expired ones do not count) and fewer than per_second taken in the last second. The key's
+-- slots released over a second ago are deleted on the way. Answers the token, or nothing.
+WITH gone AS (
+    DELETE FROM target_slots
+    WHERE key = %(key)s AND (released_at < clock_timestamp() - interval '1 second'
+                             OR until < clock_timestamp() - interval '1 second')
+), counts AS (
+    SELECT count(*) FILTER (WHERE released_at IS NULL AND until > clock_timestamp()) AS in_flight,
+           count(*) FILTER (WHERE acquired_at > clock_timestamp() - interval '1 second') AS last_second,
+           min(acquired_at) FILTER (WHERE acquired_at > clock_timestamp() - interval '1 second') AS oldest
+    FROM target_slots WHERE key = %(key)s
+)
+INSERT INTO target_slots (token, key, job_id, until)
+SELECT %(token)s, %(key)s, %(job_id)s, clock_timestamp() + make_interval(secs => %(lease_seconds)s)
+FROM counts
+WHERE (%(max_in_flight)s::integer IS NULL OR in_flight < %(max_in_flight)s::integer)
+  AND (%(per_second)s::float IS NULL OR last_second < %(per_second)s::float)
+RETURNING token;
+
+-- name: release_target_slot
+UPDATE target_slots SET released_at = clock_timestamp() WHERE token = %(token)s;
+
+-- name: record_wait
+-- A delivery that waited for its target's slot: how long and why, on its execution (one probe of
+-- one day's key).
+UPDATE executions SET waited_ms = %(waited_ms)s, waited_for = %(waited_for)s
+WHERE job_id = %(job_id)s AND started_at = %(started_at)s AND id = %(execution_id)s;
+
+-- name: extend_lease
+-- A delivery waiting for its target's slot keeps its lease (fenced by its token): answers the
+-- job's id, or nothing when the lease was taken over.
+UPDATE job_runs SET locked_until = GREATEST(locked_until, now() + make_interval(secs => %(seconds)s))
+WHERE job_id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id IS NOT NULL
+RETURNING job_id;
+
+-- name: purge_alerts
+-- Alerts past the retention (the executions'), delivered or given up, a batch at a time; and the
+-- alert state of jobs deleted since.
+WITH states AS (
+    DELETE FROM alert_states a WHERE NOT EXISTS (SELECT 1 FROM job_specs s WHERE s.id = a.job_id)
+)
+DELETE FROM alert_deliveries
+WHERE id IN (SELECT id FROM alert_deliveries
+             WHERE status <> 'pending' AND created_at < now() - make_interval(days => %(retention_days)s)
+             LIMIT 1000);

@@ -39,9 +39,11 @@ from scheduler.core.domain import (
 )
 from scheduler.core.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
 from scheduler.sql import QUERIES
+from scheduler.store.alerts import AlertRecords
 from scheduler.store.calendars import CalendarTables, held_calendars
 from scheduler.store.completions import completion_batch, completion_row
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
+from scheduler.store.limits import TargetSlots
 from scheduler.store.rows import is_uuid, retry_on_dead_connection, started_rows_cursor
 
 # The columns of a started row (``started_columns`` in queries.sql), in their order: read by
@@ -68,6 +70,7 @@ STARTED_COLUMNS = (
     "after_completion",
     "schedules",
     "spread",
+    "limits",
     "execution_id",
     "execution_scheduled_at",
     "execution_attempt",
@@ -110,6 +113,7 @@ def _started(row: Sequence[Any]) -> StartedExecution:
         after_completion,
         schedules,
         spread,
+        limits,
         execution_id,
         execution_scheduled_at,
         execution_attempt,
@@ -142,6 +146,7 @@ def _started(row: Sequence[Any]) -> StartedExecution:
         spread=spread,
         exclude_calendars=tuple(exclude_calendars) if exclude_calendars else (),
         on_excluded=on_excluded,
+        limits=limits,
     )
     return StartedExecution(
         job, execution_id, execution_scheduled_at, execution_attempt, _TRIGGERS[trigger], started_at
@@ -185,10 +190,12 @@ def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
     params["spread"] = Jsonb(dict(spec["spread"])) if spec.get("spread") else None
     params["exclude_calendars"] = list(spec.get("exclude_calendars") or [])
     params["on_excluded"] = spec.get("on_excluded") or "skip"
+    params["alerts"] = Jsonb(list(spec["alerts"])) if spec.get("alerts") else None
+    params["limits"] = Jsonb(dict(spec["limits"])) if spec.get("limits") else None
     return params
 
 
-class Store(ExecutionHistory, CalendarTables):
+class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots):
     """Postgres-backed store of jobs and executions (every port of ``scheduler.ports``)."""
 
     def __init__(self, pool: ConnectionPool):

@@ -1,14 +1,16 @@
 // The scheduler's web console: a few pages over the public /v1 API (Preact + htm, uPlot; both
 // vendored). Routes live in the URL's hash: #/jobs, #/jobs/new, #/jobs/ID, #/jobs/ID/edit,
-// #/activity, #/calendars, #/calendars/NAME.
+// #/activity, #/calendars, #/calendars/NAME, #/alerts.
 import { render, useState, useEffect } from './vendor/htm-preact-standalone.mjs';
 import { html, parseHash } from './lib.js';
 import { Jobs, Job, Activity } from './pages.js';
 import { JobForm } from './form.js';
 import { Calendars } from './calendars.js';
+import { Alerts } from './alerts.js';
 
 function page(route) {
   const [first, second, third] = route.parts;
+  if (first === 'alerts') return ['alerts', html`<${Alerts} params=${route.params} />`];
   if (first === 'activity') return ['activity', html`<${Activity} params=${route.params} />`];
   if (first === 'calendars') return ['calendars', html`<${Calendars} name=${second ? decodeURIComponent(second) : null} />`];
   if (first === 'jobs' && second === 'new') return ['jobs', html`<${JobForm} />`];
@@ -32,6 +34,7 @@ function App() {
         <a href="#/jobs" class=${where === 'jobs' ? 'here' : ''}>Jobs</a>
         <a href="#/activity" class=${where === 'activity' ? 'here' : ''}>Recent activity</a>
         <a href="#/calendars" class=${where === 'calendars' ? 'here' : ''}>Calendars</a>
+        <a href="#/alerts" class=${where === 'alerts' ? 'here' : ''}>Alerts</a>
       </nav>
     </header>
     <main>${content}</main>`;

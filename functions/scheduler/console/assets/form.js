@@ -12,7 +12,8 @@ const FIELDS = ['name', 'description', 'tags', 'schedule', 'schedules', 'spread'
                 'run_at', 'timezone', 'start_at', 'end_at',
                 'missed_runs', 'exclude_calendars', 'on_excluded', 'target.url', 'target.method', 'target.headers', 'target.body',
                 'target.timeout_seconds', 'target', 'retry.max_attempts', 'retry.min_backoff_seconds',
-                'retry.max_backoff_seconds', 'retry.max_age_seconds', 'retry', ...TARGET_FIELDS];
+                'retry.max_backoff_seconds', 'retry.max_age_seconds', 'retry', 'alerts', 'limits.key',
+                'limits.max_in_flight', 'limits.per_second', 'limits', ...TARGET_FIELDS];
 // The retry policy's fields: [form key, field, label, placeholder (the API's default)].
 const RETRY_FIELDS = [['attempts', 'max_attempts', 'Max attempts', '3'], ['min_backoff', 'min_backoff_seconds', 'Min backoff (s)', '1'],
                       ['max_backoff', 'max_backoff_seconds', 'Max backoff (s)', '300'], ['max_age', 'max_age_seconds', 'Max age (s)', 'none']];
@@ -25,7 +26,8 @@ const KEY_FIELDS = { name: 'name', description: 'description', tags: 'tags', sch
                      timezone: 'timezone', start_at: 'start_at', end_at: 'end_at', missed_runs: 'missed_runs',
                      calendars: 'exclude_calendars', on_excluded: 'on_excluded',
                      url: 'target.url', method: 'target.method', headers: 'target.headers', body: 'target.body',
-                     timeout: 'target.timeout_seconds', targetJson: 'target',
+                     timeout: 'target.timeout_seconds', targetJson: 'target', alerts: 'alerts',
+                     limit_key: 'limits.key', max_in_flight: 'limits.max_in_flight', per_second: 'limits.per_second',
                      ...Object.fromEntries(RETRY_FIELDS.map(([key, name]) => [key, `retry.${name}`])) };
 
 function fieldOf(path) {
@@ -40,7 +42,9 @@ function errorsByField(error) {
   const details = error instanceof ApiError ? error.details : [];
   for (const d of details) {
     const key = fieldOf(d.field) || '_';
-    out[key] = out[key] ? `${out[key]}; ${d.message}` : d.message;
+    // The alert rules are one JSON field: its errors name the rule and field (alerts.0.threshold).
+    const message = key === 'alerts' && d.field !== 'alerts' ? `${d.field}: ${d.message}` : d.message;
+    out[key] = out[key] ? `${out[key]}; ${message}` : message;
   }
   if (details.length === 0 && error) out._ = error.message;
   else if (out._ && error) out._ = `${error.message}: ${out._}`;
@@ -65,6 +69,10 @@ function initial(job) {
     body: t.type === 'http' ? t.body || '' : '', timeout: t.timeout_seconds ?? '',
     targetJson: t.type === 'http' || FORM_TYPES[t.type] ? '' : JSON.stringify(t, null, 2),
     ...initialTarget(t),
+    alerts: job && job.alerts && job.alerts.length ? JSON.stringify(job.alerts, null, 2) : '',
+    limit_key: (job && job.limits && job.limits.key) || '',
+    max_in_flight: job && job.limits && job.limits.max_in_flight != null ? String(job.limits.max_in_flight) : '',
+    per_second: job && job.limits && job.limits.per_second != null ? String(job.limits.per_second) : '',
     ...Object.fromEntries(RETRY_FIELDS.map(([key, name]) => [key, job && job.retry && job.retry[name] != null ? String(job.retry[name]) : ''])),
   };
 }
@@ -101,6 +109,16 @@ function requestBody(v, job) {
   const retry = Object.fromEntries(RETRY_FIELDS.filter(([key]) => v[key].trim() !== '').map(([key, name]) => [name, numberOr(v[key])]));
   if (Object.keys(retry).length) body.retry = retry;
   if (job && job.after_completion) body.after_completion = job.after_completion;
+  // Alert rules as JSON (a "***" secret keeps the one stored for the rule at the same place).
+  if (v.alerts.trim()) {
+    try { body.alerts = JSON.parse(v.alerts); } catch { local.alerts = 'not valid JSON'; }
+  } else body.alerts = [];
+  // Per-target limits: none when both bounds are left empty.
+  const limits = {};
+  if (v.max_in_flight.trim()) limits.max_in_flight = numberOr(v.max_in_flight);
+  if (v.per_second.trim()) limits.per_second = numberOr(v.per_second);
+  if (v.limit_key.trim()) limits.key = v.limit_key.trim();
+  body.limits = Object.keys(limits).length ? limits : null;
   return { body, local };
 }
 
@@ -300,6 +318,19 @@ export function JobForm({ id }) {
             <${Field} label=${label} name=${`retry.${name}`} errors=${errors}>${input(key, key, { placeholder, class: 'short' })}<//>`)}
           </div>
           ${errors.retry ? html`<div class="field-error" data-field="retry">${errors.retry}</div>` : ''}
+        </fieldset>
+        <fieldset><legend>Per-target limits</legend>
+          <div class="row">
+            <${Field} label="Max in flight" name="limits.max_in_flight" errors=${errors}>${input('max_in_flight', 'max_in_flight', { placeholder: 'none', class: 'short' })}<//>
+            <${Field} label="Per second" name="limits.per_second" errors=${errors}>${input('per_second', 'per_second', { placeholder: 'none', class: 'short' })}<//>
+            <${Field} label="Key" name="limits.key" errors=${errors} hint="shared by every job with the same key; default: the target's origin">${input('limit_key', 'limit_key', { placeholder: 'the target\'s origin' })}<//>
+          </div>
+          ${errors.limits ? html`<div class="field-error" data-field="limits">${errors.limits}</div>` : ''}
+        </fieldset>
+        <fieldset><legend>Alerts</legend>
+          <${Field} label="Alert rules (JSON)" name="alerts" errors=${errors}
+            hint='[{"on": "failures_in_a_row", "threshold": 3, "target": {"type": "http", "url": "(your Slack webhook URL)"}}, {"on": "recovery", "target": {...}}]; on: failure, failures_in_a_row, recovery, missing_run, late'>
+            <textarea name="alerts" rows="4" value=${v.alerts} onInput=${on('alerts')} spellcheck="false"></textarea><//>
         </fieldset>
         <div class="actions">
           <button class="primary" type="submit" disabled=${busy}>${id ? 'Save' : 'Create'}</button>

@@ -3,6 +3,7 @@ import { useState, useEffect, useRef, useCallback } from './vendor/htm-preact-st
 import { html, api, query, fmtTime, fmtMs, fmtZoned, fromNow, lateness, backoff, nextRun, anchorOf, Badge, ErrorBox,
          go, useInterval, STATES, EXEC_STATUSES } from './lib.js';
 import { TargetSummary } from './targets.js';
+import { JobAlerts } from './alerts.js';
 
 // -- jobs --------------------------------------------------------------------------------------
 
@@ -156,6 +157,7 @@ function ExecutionDetails({ e }) {
       ${row('Due', e.due_at ? fmtTime(e.due_at) : null)}
       ${row('Started', e.started_at ? fmtTime(e.started_at) : null)}
       ${row('Finished', e.finished_at ? fmtTime(e.finished_at) : null)}
+      ${row('Waited', e.waited_ms ? html`<span class="waited">${fmtMs(e.waited_ms)} for ${e.waited_for}</span>` : null)}
       ${row('Error', e.error ? html`<span class="error-text">${e.error}</span>` : null)}
       ${row('Response', e.response_excerpt ? html`<pre class="excerpt">${e.response_excerpt}</pre>` : null)}
     </dl>`;
@@ -287,6 +289,8 @@ export function Job({ id }) {
             ${job.stats.last_error ? html`<dt>Last error</dt><dd class="error-text">${job.stats.last_error}</dd>` : ''}
             ${(job.exclude_calendars || []).length ? html`<dt>Calendars</dt><dd class="calendars">${job.exclude_calendars.map((c) => html`<a class="tag" href="#/calendars/${encodeURIComponent(c)}">${c}</a> `)}
               <span class="muted">(${job.on_excluded === 'shift' ? 'shifted past them' : 'skipped'})</span></dd>` : ''}
+            ${job.limits ? html`<dt>Limits</dt><dd class="limits">${[job.limits.max_in_flight != null ? `${job.limits.max_in_flight} in flight` : '',
+              job.limits.per_second != null ? `${job.limits.per_second}/s` : ''].filter(Boolean).join(', ')} <span class="muted">key ${job.limits.key || 'the target\'s origin'}</span></dd>` : ''}
             <dt>Version</dt><dd>${job.version}</dd>
             <dt>Id</dt><dd><code>${job.id}</code></dd>
           </dl>
@@ -303,6 +307,7 @@ export function Job({ id }) {
           <pre class="definition">${JSON.stringify(definition, null, 2)}</pre>
         </div>
       </div>
+      <${JobAlerts} job=${job} />
       <h2>Lateness, backoff and duration</h2>
       <${Chart} executions=${executions} />
       <h2>Executions</h2>

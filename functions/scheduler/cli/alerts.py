@@ -1,0 +1,65 @@
+"""``scheduler alerts``: the alerts your jobs' rules fired, newest first, with how their
+delivery went (``GET /v1/alerts``)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from scheduler.cli.api import client_command
+from scheduler.cli.common import positive_int
+from scheduler.cli.jobs import print_listing
+from scheduler.cli.output import format_table
+
+ALERT_STATUSES = ("pending", "delivered", "failed")
+HEADERS = ("CREATED", "JOB", "ON", "EVENT", "STATUS", "ATTEMPTS", "MESSAGE")
+MESSAGE_WIDTH = 80
+
+
+def format_alerts(alerts: list[dict[str, Any]], *, wide: bool = False) -> str:
+    """The alerts as a table: when, the job, the rule, fired or recovered, the delivery."""
+
+    def short(text: Any) -> str:
+        text = str(text or "")
+        return text if wide or len(text) <= MESSAGE_WIDTH else text[: MESSAGE_WIDTH - 1] + "…"
+
+    rows = [
+        (
+            a.get("created_at"),
+            a.get("job_name"),
+            a.get("on") if a.get("threshold") is None else f"{a.get('on')}>{a.get('threshold'):g}",
+            a.get("event"),
+            a.get("status") if not a.get("last_error") else f"{a.get('status')} ({a.get('last_error')})",
+            a.get("attempts"),
+            short(a.get("message")),
+        )
+        for a in alerts
+    ]
+    return format_table(HEADERS, rows)
+
+
+@client_command
+def alerts(args: argparse.Namespace, client: Any) -> int:
+    """``scheduler alerts``."""
+    job_id = client.resolve_job_id(args.job) if args.job else None
+    filters = {"job_id": job_id, "status": args.status, "limit": args.limit}
+    return print_listing(
+        args,
+        "alerts",
+        lambda rows: format_alerts(rows, wide=args.wide),
+        lambda: client.list_alerts(cursor=args.cursor, **filters),
+        lambda: client.pages(client.list_alerts, {**filters, "cursor": args.cursor}),
+    )
+
+
+def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> None:
+    """``scheduler alerts``."""
+    parser = subparser(sub, "alerts", "list the alerts your jobs' rules fired (newest first) and their delivery")
+    parser.add_argument("--job", metavar="JOB", help="only this job's (id or name)")
+    parser.add_argument("--status", choices=ALERT_STATUSES, help="only alerts whose delivery is in this state")
+    parser.add_argument("--limit", type=positive_int, metavar="N", help="page size")
+    parser.add_argument("--cursor", help="the next_cursor of the previous page")
+    parser.add_argument("--all", action="store_true", help="follow next_cursor to the last page")
+    parser.add_argument("--wide", action="store_true", help="print whole messages")
+    parser.set_defaults(func=alerts)

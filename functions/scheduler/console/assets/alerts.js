@@ -1,0 +1,79 @@
+// Alerts: the page of every alert your jobs' rules fired (#/alerts), and a job's rules with its
+// recent alerts (on the job's page). Over GET /v1/alerts and the job's "alerts".
+import { useState, useEffect, useCallback } from './vendor/htm-preact-standalone.mjs';
+import { html, api, query, fmtTime, Badge, ErrorBox, useInterval } from './lib.js';
+
+export const ALERT_STATUSES = ['pending', 'delivered', 'failed'];
+
+const ruleText = (r) => r.threshold == null ? r.on : `${r.on} > ${r.threshold}${r.on === 'failures_in_a_row' ? '' : ' s'}`;
+const whereTo = (t) => t.url || t.queue_url || t.topic_arn || t.event_bus_arn || t.function_arn || t.exchange || t.type;
+
+function AlertRows({ alerts, withJob }) {
+  return html`
+    <table class="list alerts">
+      <thead><tr><th>Created</th>${withJob ? html`<th>Job</th>` : ''}<th>Rule</th><th>Event</th><th>Delivery</th>
+        <th class="num">Attempts</th><th>Message</th></tr></thead>
+      <tbody>${alerts.map((a) => html`
+        <tr key=${a.id} class="alert-row" data-status=${a.status}>
+          <td>${fmtTime(a.created_at)}</td>
+          ${withJob ? html`<td><a href="#/jobs/${a.job_id}">${a.job_name}</a></td>` : ''}
+          <td><code>${ruleText(a)}</code></td>
+          <td><${Badge} value=${a.event} /></td>
+          <td><${Badge} value=${a.status} />${a.last_error ? html` <span class="error-text">${a.last_error}</span>` : ''}</td>
+          <td class="num">${a.attempts}</td>
+          <td class="message">${a.message}</td>
+        </tr>`)}
+      </tbody>
+    </table>`;
+}
+
+// On a job's page: its rules, and the alerts they fired lately.
+export function JobAlerts({ job }) {
+  const [alerts, setAlerts] = useState(null);
+  const load = useCallback(() => {
+    api('GET', `/alerts${query({ job_id: job.id, limit: 20 })}`).then((p) => setAlerts(p.alerts)).catch(() => {});
+  }, [job.id]);
+  useEffect(load, [job.id]);
+  useInterval(load, 5000);
+  const rules = job.alerts || [];
+  return html`
+    <div class="job-alerts">
+      <h2>Alerts</h2>
+      ${rules.length === 0 ? html`<p class="muted">No alert rules: add some with Edit.</p>` : html`
+        <ul class="alert-rules">${rules.map((r, i) => html`
+          <li key=${i}><code>${ruleText(r)}</code> → ${r.target.type} <span class="muted">${whereTo(r.target)}</span></li>`)}
+        </ul>`}
+      ${alerts && alerts.length ? html`<${AlertRows} alerts=${alerts} withJob=${false} />`
+        : rules.length ? html`<p class="empty">No alert fired yet.</p>` : ''}
+    </div>`;
+}
+
+export function Alerts({ params }) {
+  const [status, setStatus] = useState(params.get('status') || '');
+  const [alerts, setAlerts] = useState(null);
+  const [error, setError] = useState(null);
+  const load = useCallback(async () => {
+    try {
+      setAlerts((await api('GET', `/alerts${query({ status, limit: 50 })}`)).alerts);
+      setError(null);
+    } catch (e) { setError(e); }
+  }, [status]);
+  useEffect(() => {
+    history.replaceState(null, '', `#/alerts${query({ status })}`);
+    load();
+  }, [status]);
+  useInterval(load, 5000);
+  return html`
+    <section>
+      <div class="head"><h1>Alerts</h1><span class="muted">refreshes every 5 s</span></div>
+      <form class="filters" onSubmit=${(ev) => ev.preventDefault()}>
+        <label>Delivery <select name="status" value=${status} onChange=${(ev) => setStatus(ev.target.value)}>
+          <option value="">all</option>${ALERT_STATUSES.map((s) => html`<option value=${s} selected=${s === status}>${s}</option>`)}
+        </select></label>
+      </form>
+      <${ErrorBox} error=${error} />
+      ${alerts === null ? html`<p class="muted">Loading…</p>` : alerts.length === 0
+        ? html`<p class="empty">No alerts${status ? ` ${status}` : ''}.</p>`
+        : html`<${AlertRows} alerts=${alerts} withJob=${true} />`}
+    </section>`;
+}

@@ -1,0 +1,138 @@
+"""The records of alerting: a job with alert rules as a sweep reads it, its alert state held
+while its rules decide, the decision, and an alert delivery (queued, sent, recorded)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from scheduler.core.domain import JobState
+
+
+@dataclass(frozen=True)
+class AlertJobRow:
+    """A job with alert rules: its identity, its rules as stored, and its run state."""
+
+    id: str
+    owner: str
+    name: str
+    alerts: tuple[Mapping[str, Any], ...]
+    state: JobState
+    next_run_at: datetime | None
+
+
+@dataclass(frozen=True)
+class HeldAlertState:
+    """A job's alert state as held by a sweep (``seen``: the last finished execution read, by
+    its key), the job as it is now, and the database's now."""
+
+    job: AlertJobRow
+    now: datetime
+    seen_started_at: datetime | None = None
+    seen_seq: int | None = None
+    failures_in_row: int = 0
+    incident_id: str | None = None
+    incident_opened_at: datetime | None = None
+    fired: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AlertDecision:
+    """What the rules decided: the job's new alert state (the columns of ``alert_states``) and
+    the alerts to queue (the columns of ``alert_deliveries`` the decision gives)."""
+
+    state: Mapping[str, Any]
+    alerts: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class AlertDelivery:
+    """One alert and its delivery (a row of ``alert_deliveries``)."""
+
+    id: str
+    owner: str
+    job_id: str
+    job_name: str
+    rule_on: str
+    threshold: float | None
+    event: str  # fired | recovered
+    incident_id: str
+    execution_id: str | None
+    target: Mapping[str, Any]
+    vars: Mapping[str, Any]
+    created_at: datetime
+    status: str  # pending | delivered | failed
+    attempts: int
+    next_attempt_at: datetime | None = None
+    delivered_at: datetime | None = None
+    last_error: str | None = None
+    http_status: int | None = None
+
+
+# The placeholders of an alert's target ({{name}}), besides the delivery's own (job_id,
+# execution_id: the alert's id, scheduled_at, attempt) that the delivery renders after.
+ALERT_PLACEHOLDERS = (
+    "job_name",
+    "alert",
+    "event",
+    "threshold",
+    "incident_id",
+    "status",
+    "http_status",
+    "error",
+    "started_at",
+    "failures",
+    "lateness_seconds",
+    "message",
+    "console_url",
+    "alert_id",
+)
+_PLACEHOLDER = re.compile(r"\{\{\s*(" + "|".join(ALERT_PLACEHOLDERS) + r")\s*\}\}")
+# A target's fields that are never rendered (where it goes, how it signs in).
+_NOT_RENDERED = frozenset({"type", "url", "auth", "method", "queue_url", "topic_arn", "event_bus_arn", "role_arn"})
+DEFAULT_ALERT_BODY = '{"text": "{{message}}\\n{{console_url}}"}'
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def render_text(text: str, variables: Mapping[str, Any]) -> str:
+    """``text`` with the alert's placeholders replaced. In a text that is JSON (it starts with
+    ``{`` or ``[``), each value is escaped for a JSON string, so an error with quotes keeps a
+    Slack body valid."""
+    if "{{" not in text:
+        return text
+    as_json = text.lstrip()[:1] in ("{", "[")
+
+    def value(match: re.Match[str]) -> str:
+        found = _text(variables.get(match.group(1)))
+        return json.dumps(found)[1:-1] if as_json else found
+
+    return _PLACEHOLDER.sub(value, text)
+
+
+def render_alert_target(target: Mapping[str, Any], variables: Mapping[str, Any]) -> dict[str, Any]:
+    """The alert's target with its text fields rendered (headers' values too); an HTTP target
+    without a body gets the Slack-compatible ``DEFAULT_ALERT_BODY`` (as JSON)."""
+    rendered: dict[str, Any] = {}
+    for name, value in target.items():
+        if name in _NOT_RENDERED:
+            rendered[name] = value
+        elif isinstance(value, str):
+            rendered[name] = render_text(value, variables)
+        elif name == "headers" and isinstance(value, Mapping):
+            rendered[name] = {k: render_text(v, variables) if isinstance(v, str) else v for k, v in value.items()}
+        else:
+            rendered[name] = value
+    if target.get("type") == "http" and not target.get("body") and target.get("method", "POST") not in ("GET", "HEAD"):
+        rendered["body"] = render_text(DEFAULT_ALERT_BODY, variables)
+        headers = dict(rendered.get("headers") or {})
+        if not any(k.lower() == "content-type" for k in headers):
+            headers["Content-Type"] = "application/json"
+        rendered["headers"] = headers
+    return rendered

@@ -1,0 +1,67 @@
+"""Per-target limits: a job's ``limits`` read once (``TargetLimit``), and the key they count
+under, by default the origin of the target (the same API, whichever job calls it)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+# The URL or ARN naming where a target of each type delivers.
+_WHERE = {
+    "http": "url",
+    "amqp": "url",
+    "sqs": "queue_url",
+    "sns": "topic_arn",
+    "eventbridge": "event_bus_arn",
+    "lambda": "function_arn",
+}
+
+
+def origin(target: Mapping[str, Any] | None) -> str:
+    """The default key of a target's limits: an URL's ``scheme://host[:port]`` (no credentials,
+    no path), an AWS target's ARN or queue URL, the deployment's broker for an AMQP target
+    without one."""
+    target = target or {}
+    kind = str(target.get("type") or "http")
+    where = target.get(_WHERE.get(kind, "url"))
+    if not isinstance(where, str) or not where:
+        return f"{kind}:default"
+    if where.startswith("arn:"):
+        return where
+    parts = urlsplit(where)
+    host = (parts.hostname or "").lower()
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme.lower()}://{host}{port}"
+
+
+@dataclass(frozen=True)
+class TargetLimit:
+    """A job's limits: at most ``max_in_flight`` deliveries to ``key`` at once and at most
+    ``per_second`` started in any second, across every runner (None: that bound is not set)."""
+
+    key: str
+    max_in_flight: int | None
+    per_second: float | None
+
+    @classmethod
+    def of(cls, limits: Mapping[str, Any] | None, target: Mapping[str, Any] | None) -> TargetLimit | None:
+        """The limits of a job (None for a job without)."""
+        if not limits:
+            return None
+        per_second = limits.get("per_second")
+        return cls(
+            key=str(limits.get("key") or origin(target)),
+            max_in_flight=limits.get("max_in_flight"),
+            per_second=None if per_second is None else float(per_second),
+        )
+
+    def describe(self) -> str:
+        """Why a delivery waits, in words (an execution's ``waited_for``)."""
+        bounds = []
+        if self.max_in_flight is not None:
+            bounds.append(f"max_in_flight {self.max_in_flight}")
+        if self.per_second is not None:
+            bounds.append(f"per_second {self.per_second:g}")
+        return f"limits of {self.key} ({', '.join(bounds)})"

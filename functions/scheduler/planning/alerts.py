@@ -1,0 +1,255 @@
+"""What a job's alert rules decide: pure functions of the rules, the job's alert state, the
+executions finished since it was last read, and the database's now.
+
+An incident opens when a rule's condition first holds (failures in a row, a late start, a run
+missing past its threshold); each rule fires at most once in it ("one alert per incident, not
+per attempt"). A succeeded execution for which no rule's condition holds closes it, and the
+``recovery`` rules fire then. The store holds the job's alert state while this decides
+(``AlertStore.sweep_alerts``), so two runners never both fire for one incident.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from scheduler.core.alerts import AlertDecision, AlertJobRow, HeldAlertState
+from scheduler.core.domain import Execution, ExecutionStatus, JobState, Trigger
+from scheduler.core.timeutil import format_time
+
+FAILED = frozenset({ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT, ExecutionStatus.LOST})
+OPENING = ("failure", "failures_in_a_row", "late", "missing_run")
+DEFAULT_FAILURES_IN_A_ROW = 3
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    """One rule of a job's ``alerts``: when (``on``, ``threshold``) and where (``target``)."""
+
+    index: int
+    on: str
+    threshold: float | None
+    target: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, index: int, rule: Mapping[str, Any]) -> AlertRule:
+        """The rule at ``index`` of a stored ``alerts``."""
+        threshold = rule.get("threshold")
+        if rule["on"] == "failures_in_a_row" and threshold is None:
+            threshold = DEFAULT_FAILURES_IN_A_ROW
+        return cls(index, rule["on"], None if threshold is None else float(threshold), rule["target"])
+
+    @property
+    def key(self) -> str:
+        """The rule's identity within an incident (``index:on:threshold``)."""
+        return f"{self.index}:{self.on}:{'' if self.threshold is None else f'{self.threshold:g}'}"
+
+
+@dataclass(frozen=True)
+class AlertState:
+    """A job's alert state: its executions read up to (``seen``: started_at and seq of the last
+    finished one), the failures in a row, and the open incident with the rules fired in it."""
+
+    seen_started_at: datetime | None = None
+    seen_seq: int | None = None
+    failures_in_row: int = 0
+    incident_id: str | None = None
+    incident_opened_at: datetime | None = None
+    fired: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AlertJob:
+    """What the rules read of a job: its identity, its rules and its run state."""
+
+    id: str
+    owner: str
+    name: str
+    rules: tuple[AlertRule, ...]
+    state: JobState
+    next_run_at: datetime | None
+
+    @classmethod
+    def of(cls, row: AlertJobRow) -> AlertJob:
+        """The job of a sweep's row, its stored rules read."""
+        rules = tuple(AlertRule.of(i, rule) for i, rule in enumerate(row.alerts))
+        return cls(row.id, row.owner, row.name, rules, row.state, row.next_run_at)
+
+
+@dataclass(frozen=True)
+class AlertEvent:
+    """An alert to send: the rule, ``fired`` or ``recovered``, its incident and its variables."""
+
+    rule: AlertRule
+    event: str
+    incident_id: str
+    execution_id: str | None
+    vars: dict[str, Any] = field(default_factory=dict)
+
+
+def _seconds(later: datetime, earlier: datetime | None) -> float:
+    return 0.0 if earlier is None else (later - earlier).total_seconds()
+
+
+def holds(rule: AlertRule, execution: Execution, failures_in_row: int) -> bool:
+    """Whether ``rule``'s condition holds after ``execution`` (``failures_in_row`` counted with it)."""
+    threshold = rule.threshold or 0.0
+    if rule.on == "failure":
+        return execution.status in FAILED
+    if rule.on == "failures_in_a_row":
+        return failures_in_row >= threshold
+    if rule.on == "late":
+        return _seconds(execution.started_at, execution.due_at or execution.scheduled_at) > threshold
+    if rule.on == "missing_run":  # a scheduled run that did not succeed within the threshold
+        ended = execution.finished_at or execution.started_at
+        return (
+            execution.trigger != Trigger.MANUAL
+            and _seconds(ended, execution.due_at or execution.scheduled_at) > threshold
+        )
+    return False
+
+
+def execution_vars(job: AlertJob, execution: Execution | None, failures_in_row: int) -> dict[str, Any]:
+    """The template variables of an alert about ``execution`` (None: a run that did not happen)."""
+    found: dict[str, Any] = {"job_id": job.id, "job_name": job.name, "failures": failures_in_row}
+    if execution is not None:
+        found.update(
+            execution_id=execution.id,
+            status=str(execution.status),
+            http_status=execution.http_status,
+            error=execution.error,
+            scheduled_at=format_time(execution.scheduled_at),
+            started_at=format_time(execution.started_at),
+            attempt=execution.attempt,
+            lateness_seconds=round(_seconds(execution.started_at, execution.due_at or execution.scheduled_at), 3),
+        )
+    return found
+
+
+def message(rule: AlertRule, event: str, found: Mapping[str, Any]) -> str:
+    """One line for people (the ``{{message}}`` of a template, the default body's text)."""
+    name, threshold = found["job_name"], f"{rule.threshold or 0:g}"
+    if event == "recovered":
+        return f"job {name} recovered: execution {found.get('execution_id')} succeeded"
+    error = f": {found['error']}" if found.get("error") else ""
+    if rule.on == "failure":
+        return f"job {name} failed ({found.get('status')}){error}"
+    if rule.on == "failures_in_a_row":
+        return f"job {name} failed {found['failures']} times in a row{error}"
+    if rule.on == "late":
+        return f"job {name} started {found.get('lateness_seconds')}s late (threshold {threshold}s)"
+    return f"job {name} has had no successful run within {threshold}s of its scheduled time {found.get('scheduled_at')}"
+
+
+class _Incident:
+    """The decision in progress: the state as it moves on, and the alerts it made."""
+
+    def __init__(self, job: AlertJob, state: AlertState, new_id: Callable[[], str]):
+        self.job, self.state, self.new_id = job, state, new_id
+        self.events: list[AlertEvent] = []
+
+    def fire(self, rule: AlertRule, found: dict[str, Any], now: datetime) -> None:
+        if rule.key in self.state.fired:
+            return
+        if self.state.incident_id is None:
+            self.state = replace(self.state, incident_id=self.new_id(), incident_opened_at=now, fired=())
+        self.state = replace(self.state, fired=(*self.state.fired, rule.key))
+        self._add(rule, "fired", found)
+
+    def recover(self, found: dict[str, Any]) -> None:
+        if self.state.incident_id is None:
+            return
+        for rule in self.job.rules:
+            if rule.on == "recovery":
+                self._add(rule, "recovered", found)
+        self.state = replace(self.state, incident_id=None, incident_opened_at=None, fired=())
+
+    def _add(self, rule: AlertRule, event: str, found: dict[str, Any]) -> None:
+        incident = str(self.state.incident_id)
+        text = message(rule, event, found)
+        variables = {
+            **found,
+            "alert": rule.on,
+            "threshold": rule.threshold,
+            "event": event,
+            "incident_id": incident,
+            "message": text,
+        }
+        self.events.append(AlertEvent(rule, event, incident, found.get("execution_id"), variables))
+
+
+def decide(
+    job: AlertJob,
+    state: AlertState,
+    executions: Sequence[Execution],
+    now: datetime,
+    new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+) -> tuple[AlertState, list[AlertEvent]]:
+    """The job's alert state after ``executions`` (finished, oldest first) and at ``now``, with
+    the alerts to send. A ``missing_run`` rule also fires, with no execution, when an active job
+    is due for longer than its threshold (its runner stopped, or every runner busy); a paused or
+    completed job's never does."""
+    incident = _Incident(job, state, new_id)
+    opening = [rule for rule in job.rules if rule.on in OPENING]
+    for execution in executions:
+        failures = incident.state.failures_in_row + 1 if execution.status in FAILED else 0
+        incident.state = replace(
+            incident.state, failures_in_row=failures, seen_started_at=execution.started_at, seen_seq=execution.seq
+        )
+        found = execution_vars(job, execution, failures)
+        firing = [rule for rule in opening if holds(rule, execution, failures)]
+        if execution.status == ExecutionStatus.SUCCEEDED and not firing:
+            incident.recover(found)
+        for rule in firing:
+            incident.fire(rule, found, now)
+    if job.state == JobState.ACTIVE and job.next_run_at is not None:
+        for rule in opening:
+            if rule.on == "missing_run" and _seconds(now, job.next_run_at) > (rule.threshold or 0.0):
+                found = {**execution_vars(job, None, incident.state.failures_in_row)}
+                found["scheduled_at"] = format_time(job.next_run_at)
+                incident.fire(rule, found, now)
+    return incident.state, incident.events
+
+
+def decision(held: HeldAlertState, executions: Sequence[Execution]) -> AlertDecision:
+    """``decide`` for a held alert state and the executions read after it (oldest first; those
+    from the first still running on are left for the next sweep): the store's columns."""
+    finished: list[Execution] = []
+    for execution in executions:
+        if execution.status == ExecutionStatus.RUNNING:
+            break
+        finished.append(execution)
+    state = AlertState(
+        held.seen_started_at,
+        held.seen_seq,
+        held.failures_in_row,
+        held.incident_id,
+        held.incident_opened_at,
+        held.fired,
+    )
+    new, events = decide(AlertJob.of(held.job), state, finished, held.now)
+    columns = {
+        "seen_started_at": new.seen_started_at,
+        "seen_seq": new.seen_seq,
+        "failures_in_row": new.failures_in_row,
+        "incident_id": new.incident_id,
+        "incident_opened_at": new.incident_opened_at,
+        "fired": list(new.fired),
+    }
+    alerts = tuple(
+        {
+            "rule_key": event.rule.key,
+            "rule_on": event.rule.on,
+            "threshold": event.rule.threshold,
+            "event": event.event,
+            "incident_id": event.incident_id,
+            "execution_id": event.execution_id,
+            "target": dict(event.rule.target),
+            "vars": event.vars,
+        }
+        for event in events
+    )
+    return AlertDecision(columns, alerts)

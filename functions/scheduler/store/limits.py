@@ -1,0 +1,65 @@
+"""The store's per-target limits: a slot taken before a limited delivery and given back after
+(``target_slots``, counted under the key's row lock in ``target_limits``), the lease of a
+delivery that waits for one kept, and the wait recorded on its execution. ``Store`` has them as a
+base class; only jobs with limits call them."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from scheduler.core.limits import TargetLimit
+from scheduler.sql import QUERIES
+from scheduler.store.rows import retry_on_dead_connection
+
+
+class TargetSlots:
+    """Slots of limited targets, on ``self.pool`` (a psycopg pool)."""
+
+    pool: Any
+
+    @retry_on_dead_connection
+    def take_target_slot(self, limit: TargetLimit, job_id: str, lease_seconds: float) -> str | None:
+        """A slot of ``limit.key`` (its token) if the key is under its limits, else None. Held
+        until released, or for ``lease_seconds`` (a runner that died frees it then)."""
+        params = {
+            "key": limit.key,
+            "max_in_flight": limit.max_in_flight,
+            "per_second": limit.per_second,
+            "token": str(uuid.uuid4()),
+            "job_id": job_id,
+            "lease_seconds": lease_seconds,
+        }
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute(QUERIES["lock_target_limit"], params)
+            row = conn.execute(QUERIES["take_target_slot"], params).fetchone()
+        return None if row is None else str(row["token"])
+
+    @retry_on_dead_connection
+    def release_target_slot(self, token: str) -> None:
+        """Give a slot back."""
+        with self.pool.connection() as conn:
+            conn.execute(QUERIES["release_target_slot"], {"token": token})
+
+    @retry_on_dead_connection
+    def extend_lease(self, job_id: str, lock_token: str, seconds: float) -> bool:
+        """Keep a started job's lease at least ``seconds`` more; False when it was taken over."""
+        with self.pool.connection() as conn:
+            params = {"job_id": job_id, "lock_token": lock_token, "seconds": seconds}
+            return conn.execute(QUERIES["extend_lease"], params).fetchone() is not None
+
+    @retry_on_dead_connection
+    def record_wait(
+        self, job_id: str, started_at: datetime, execution_id: str, waited_ms: int, waited_for: str
+    ) -> None:
+        """How long a started execution waited for its target's slot, and why."""
+        params = {
+            "job_id": job_id,
+            "started_at": started_at,
+            "execution_id": execution_id,
+            "waited_ms": waited_ms,
+            "waited_for": waited_for,
+        }
+        with self.pool.connection() as conn:
+            conn.execute(QUERIES["record_wait"], params)

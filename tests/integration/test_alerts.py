@@ -1,0 +1,225 @@
+"""Alert rules through the API's handler and the sweep on real Postgres: validation (400 naming
+the field), secrets sealed and masked, the decisions (one alert per incident, the recovery),
+owner scoping of GET /v1/alerts, and a delivery retried then recorded."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from scheduler.core.domain import Delivery, ExecutionStatus, Outcome
+from scheduler.runner.alerts import Alerts
+from scheduler.secrets import decrypt_target_secrets, is_token
+from tests.integration.test_api import ALICE, BOB, Client, api, box, job_body  # noqa: F401 (fixtures below)  # noqa: F401 (pytest fixtures)
+
+SLACK = {"type": "http", "url": "https://hooks.example.com/services/T0/B0/x", "method": "POST"}
+
+
+def rule(on: str, threshold: float | None = None, **target: Any) -> dict[str, Any]:
+    found: dict[str, Any] = {"on": on, "target": {**SLACK, **target}}
+    if threshold is not None:
+        found["threshold"] = threshold
+    return found
+
+
+def create_with(api: Client, alerts: list[dict[str, Any]], name: str = "alerting", principal: str = ALICE):
+    return api("POST", "/v1/jobs", job_body(name, alerts=alerts), principal=principal)
+
+
+@pytest.mark.parametrize(
+    ("alerts", "field"),
+    [
+        ([{"on": "late", "target": SLACK}], "alerts.0.threshold"),
+        ([{"on": "missing_run", "target": SLACK}], "alerts.0.threshold"),
+        ([{"on": "failure", "threshold": 2, "target": SLACK}], "alerts.0.threshold"),
+        ([{"on": "failures_in_a_row", "threshold": 2.5, "target": SLACK}], "alerts.0.threshold"),
+        ([{"on": "failures_in_a_row", "threshold": True, "target": SLACK}], "alerts.0.threshold"),
+        ([{"on": "late", "threshold": -1, "target": SLACK}], "alerts.0.threshold"),
+        ([{"on": "sometimes", "target": SLACK}], "alerts.0.on"),
+        ([rule("failure"), {"on": "failure", "target": {"type": "http", "url": "ftp://x"}}], "alerts.1.target.url"),
+        ([{"on": "failure", "target": {"type": "pigeon"}}], "alerts.0.target.type"),
+        ([{"on": "failure"}], "alerts.0.target"),
+        ([rule("failure")] * 11, "alerts"),
+    ],
+)
+def test_bad_rules_are_a_400_naming_the_field(api, alerts, field):
+    answer = create_with(api, alerts)
+    assert answer.status == 400, answer.body
+    assert field in answer.fields, answer.body
+
+
+def test_rules_are_answered_with_secrets_masked_and_stored_sealed(api, pool, box):
+    auth = {"type": "bearer", "token": "alert-token-Kq9"}
+    answer = create_with(api, [rule("failures_in_a_row"), rule("recovery", auth=auth)])
+    assert answer.status == 201, answer.body
+    job = answer.body
+    assert [a["on"] for a in job["alerts"]] == ["failures_in_a_row", "recovery"]
+    assert job["alerts"][0]["threshold"] == 3  # the default count
+    assert job["alerts"][1]["target"]["auth"]["token"] == "***"
+    assert "alert-token-Kq9" not in api.all_text()
+    with pool.connection() as conn:
+        stored = conn.execute("SELECT alerts FROM job_specs WHERE id = %s", (job["id"],)).fetchone()["alerts"]
+    assert is_token(stored[1]["target"]["auth"]["token"])
+    assert decrypt_target_secrets(stored[1]["target"], box)["auth"]["token"] == "alert-token-Kq9"
+    # A PATCH that leaves the rules alone keeps the secret; "***" sent back keeps it too.
+    patched = api("PATCH", f"/v1/jobs/{job['id']}", {"description": "x"})
+    assert patched.status == 200 and patched.body["alerts"] == job["alerts"]
+    replaced = api("PUT", f"/v1/jobs/{job['id']}", job_body("alerting", alerts=job["alerts"]))
+    assert replaced.status == 200, replaced.body
+    with pool.connection() as conn:
+        again = conn.execute("SELECT alerts FROM job_specs WHERE id = %s", (job["id"],)).fetchone()["alerts"]
+    assert decrypt_target_secrets(again[1]["target"], box)["auth"]["token"] == "alert-token-Kq9"
+    # Rules removed: the job has none.
+    cleared = api("PATCH", f"/v1/jobs/{job['id']}", {"alerts": []})
+    assert cleared.status == 200 and cleared.body["alerts"] == []
+
+
+def add_execution(pool, job_id: str, status: str, *, late_seconds: float = 0.0, trigger: str = "schedule") -> None:
+    with pool.connection() as conn:
+        conn.execute(
+            """INSERT INTO executions (id, job_id, scheduled_at, due_at, started_at, finished_at, attempt, trigger,
+                                       status, http_status, error, duration_ms)
+               VALUES (gen_random_uuid(), %s, now() - make_interval(secs => %s), now() - make_interval(secs => %s),
+                       clock_timestamp(), clock_timestamp(), 1, %s, %s, 500, %s, 5)""",
+            (job_id, late_seconds, late_seconds, trigger, status, None if status == "succeeded" else 'said "no"'),
+        )
+
+
+class Recorder:
+    """A send that records what it was given and answers from a script."""
+
+    def __init__(self, *outcomes: Outcome):
+        self.sent: list[tuple[dict[str, Any], Delivery]] = []
+        self.outcomes = list(outcomes) or [Outcome(ExecutionStatus.SUCCEEDED, http_status=200)]
+
+    def __call__(self, target, delivery):
+        self.sent.append((dict(target), delivery))
+        return self.outcomes.pop(0) if len(self.outcomes) > 1 else self.outcomes[0]
+
+
+def test_one_alert_per_incident_then_the_recovery(api, store, pool):
+    job = create_with(
+        api, [rule("failure"), rule("failures_in_a_row", 3), rule("recovery", body='{"t": "{{message}}"}')]
+    ).body
+    recorder = Recorder()
+    alerts = Alerts(store, recorder, console_url="http://console.example/console/")
+    alerts.run_once()  # the state starts at the rules' writing: nothing to read yet
+    for _ in range(5):
+        add_execution(pool, job["id"], "failed")
+    add_execution(pool, job["id"], "lost")
+    assert alerts.run_once() == (2, 2)
+    add_execution(pool, job["id"], "failed")
+    assert alerts.run_once() == (0, 0)  # the same incident: nothing again
+    add_execution(pool, job["id"], "succeeded")
+    add_execution(pool, job["id"], "succeeded")
+    assert alerts.run_once() == (1, 1)
+    kinds = [(t["body"], d.job_id) for t, d in recorder.sent]
+    assert all(job_id == job["id"] for _, job_id in kinds)
+    first, in_a_row, recovered = (json.loads(t["body"]) for t, _ in recorder.sent)
+    assert first["text"].startswith('job alerting failed (failed): said "no"')
+    assert "http://console.example/console/#/jobs/" + job["id"] in first["text"]
+    assert "failed 3 times in a row" in in_a_row["text"]
+    assert recovered == {"t": f"job alerting recovered: execution {recorder.sent[2][1].execution_id} succeeded"}
+    # A new incident fires again.
+    add_execution(pool, job["id"], "timed_out")
+    assert alerts.run_once() == (1, 1)
+    listed = api("GET", "/v1/alerts", query={"job_id": job["id"]})
+    assert listed.status == 200
+    assert [(a["on"], a["event"], a["status"]) for a in listed.body["alerts"]] == [
+        ("failure", "fired", "delivered"),
+        ("recovery", "recovered", "delivered"),
+        ("failures_in_a_row", "fired", "delivered"),
+        ("failure", "fired", "delivered"),
+    ]
+    assert api("GET", "/v1/alerts", principal=BOB).body == {"alerts": [], "next_cursor": None}
+    page = api("GET", "/v1/alerts", query={"limit": 3})
+    rest = api("GET", "/v1/alerts", query={"limit": 3, "cursor": page.body["next_cursor"]})
+    assert len(page.body["alerts"]) == 3 and len(rest.body["alerts"]) == 1
+
+
+def test_late_and_missing_run(api, store, pool):
+    job = create_with(api, [rule("late", 30), rule("missing_run", 60), rule("recovery")], name="slow").body
+    recorder = Recorder()
+    alerts = Alerts(store, recorder)
+    alerts.run_once()
+    add_execution(pool, job["id"], "succeeded", late_seconds=45)
+    add_execution(pool, job["id"], "succeeded", late_seconds=40)
+    assert alerts.run_once() == (1, 1)  # late, once
+    add_execution(pool, job["id"], "succeeded", late_seconds=90, trigger="manual")
+    assert alerts.run_once() == (0, 0)  # a manual run is never a missing run; late is open already
+    add_execution(pool, job["id"], "succeeded")
+    assert alerts.run_once() == (1, 1)  # on time: recovered
+    # The job due for longer than the threshold (its runner stopped): missing_run, once.
+    with pool.connection() as conn:
+        conn.execute("UPDATE job_runs SET next_run_at = now() - interval '61 seconds' WHERE job_id = %s", (job["id"],))
+    assert alerts.run_once() == (1, 1)
+    assert alerts.run_once() == (0, 0)
+    assert [t["body"] for t, _ in recorder.sent][-1].count("no successful run within 60s") == 1
+
+
+def test_a_paused_job_never_has_a_missing_run(api, store, pool):
+    job = create_with(api, [rule("missing_run", 5)], name="held").body
+    assert api("POST", f"/v1/jobs/{job['id']}/pause").status == 200
+    with pool.connection() as conn:
+        conn.execute("UPDATE job_runs SET next_run_at = now() - interval '1 hour' WHERE job_id = %s", (job["id"],))
+    recorder = Recorder()
+    assert Alerts(store, recorder).run_once() == (0, 0)
+
+
+def test_a_failed_delivery_is_retried_then_given_up_and_recorded(api, store, pool):
+    job = create_with(api, [rule("failure")], name="noisy").body
+    failing = Outcome(ExecutionStatus.FAILED, retryable=True, error="HTTP 503", http_status=503)
+    recorder = Recorder(failing, Outcome(ExecutionStatus.FAILED, retryable=False, error="HTTP 404", http_status=404))
+    alerts = Alerts(store, recorder)
+    alerts.run_once()
+    add_execution(pool, job["id"], "failed")
+    assert alerts.run_once() == (1, 0)
+    [alert] = api("GET", "/v1/alerts").body["alerts"]
+    assert (alert["status"], alert["attempts"], alert["last_error"], alert["http_status"]) == (
+        "pending",
+        1,
+        "HTTP 503",
+        503,
+    )
+    with pool.connection() as conn:  # its backoff over
+        conn.execute("UPDATE alert_deliveries SET next_attempt_at = now() - interval '1 second'")
+    assert alerts.run_once() == (0, 0)
+    [alert] = api("GET", "/v1/alerts").body["alerts"]
+    assert (alert["status"], alert["attempts"], alert["http_status"]) == ("failed", 2, 404)
+    assert [d.attempt for _, d in recorder.sent] == [1, 2]
+    assert api("GET", "/v1/alerts", query={"status": "bogus"}).status == 400
+    assert api("GET", "/v1/alerts", query={"job_id": "nope"}).fields == ["job_id"]
+
+
+def test_two_sweeps_at_once_queue_one_alert(api, store, pool):
+    job = create_with(api, [rule("failure")], name="raced").body
+    Alerts(store, Recorder()).run_once()
+    add_execution(pool, job["id"], "failed")
+    from scheduler import service
+    from tests.support import run_at_once
+
+    results, errors = run_at_once(lambda: service.sweep_alerts(store), 4)
+    assert not errors and sum(results) == 1
+    with pool.connection() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM alert_deliveries").fetchone()["n"] == 1
+
+
+def test_jobs_without_rules_are_not_read(api, store):
+    create_with(api, [], name="quiet")
+    assert store.alert_jobs() == []
+
+
+def test_alerts_past_the_retention_are_purged_pending_ones_kept(api, store, pool):
+    job = create_with(api, [rule("failure")], name="old").body
+    Alerts(store, Recorder()).run_once()
+    add_execution(pool, job["id"], "failed")
+    Alerts(store, Recorder(Outcome(ExecutionStatus.FAILED, retryable=True, error="HTTP 503"))).run_once()
+    with pool.connection() as conn:
+        conn.execute("UPDATE alert_deliveries SET created_at = now() - interval '31 days'")
+    assert store.purge_alerts(30) == 0  # still pending: kept
+    with pool.connection() as conn:
+        conn.execute("UPDATE alert_deliveries SET status = 'failed'")
+    assert store.purge_alerts(30) == 1
+    assert api("GET", "/v1/alerts").body["alerts"] == []

@@ -1,0 +1,119 @@
+"""Per-target limits on real Postgres: the API's validation and answers, the default key (the
+target's origin), and the slots: max_in_flight and per_second held under concurrent takers, a
+released or expired slot free again, the wait recorded on the execution."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from scheduler.core.limits import TargetLimit, origin
+from tests.integration.test_api import ALICE, api, box, job_body  # noqa: F401  # noqa: F401 (pytest fixtures)
+from tests.support import run_at_once
+
+
+@pytest.mark.parametrize(
+    ("limits", "field"),
+    [
+        ({}, "limits.max_in_flight"),
+        ({"key": "k"}, "limits.max_in_flight"),
+        ({"max_in_flight": 0}, "limits.max_in_flight"),
+        ({"max_in_flight": "5"}, "limits.max_in_flight"),
+        ({"max_in_flight": 2.5}, "limits.max_in_flight"),
+        ({"per_second": 0}, "limits.per_second"),
+        ({"per_second": True}, "limits.per_second"),
+        ({"key": "", "max_in_flight": 1}, "limits.key"),
+        ({"key": "a\nb", "max_in_flight": 1}, "limits.key"),
+        ({"max_in_flight": 1, "burst": 3}, "limits.burst"),
+    ],
+)
+def test_bad_limits_are_a_400_naming_the_field(api, limits, field):
+    answer = api("POST", "/v1/jobs", job_body("limited", limits=limits))
+    assert answer.status == 400, answer.body
+    assert field in answer.fields, answer.body
+
+
+def test_limits_are_answered_and_removed(api):
+    job = api(
+        "POST", "/v1/jobs", job_body("limited", limits={"key": "billing-api", "max_in_flight": 5, "per_second": 20})
+    )
+    assert job.status == 201, job.body
+    assert job.body["limits"] == {"key": "billing-api", "max_in_flight": 5, "per_second": 20}
+    plain = api("POST", "/v1/jobs", job_body("plain"))
+    assert plain.body["limits"] is None
+    patched = api("PATCH", f"/v1/jobs/{job.body['id']}", {"limits": {"per_second": None}})
+    assert patched.body["limits"] == {"key": "billing-api", "max_in_flight": 5}
+    cleared = api("PATCH", f"/v1/jobs/{job.body['id']}", {"limits": None})
+    assert cleared.status == 200 and cleared.body["limits"] is None
+
+
+def test_the_default_key_is_the_targets_origin():
+    assert origin({"type": "http", "url": "https://u:p@API.example.com/v1/bill?x=1"}) == "https://api.example.com"
+    assert origin({"type": "http", "url": "http://10.0.0.1:8080/a"}) == "http://10.0.0.1:8080"
+    assert origin({"type": "amqp", "url": "amqps://u:p@mq.example.com:5671/vh"}) == "amqps://mq.example.com:5671"
+    assert origin({"type": "amqp"}) == "amqp:default"
+    arn = "arn:aws:sns:eu-west-1:123456789012:t"
+    assert origin({"type": "sns", "topic_arn": arn}) == arn
+    limit = TargetLimit.of({"max_in_flight": 2}, {"type": "http", "url": "https://a.example.com/x"})
+    assert limit == TargetLimit("https://a.example.com", 2, None)
+    assert limit.describe() == "limits of https://a.example.com (max_in_flight 2)"
+    assert TargetLimit.of(None, {}) is None
+
+
+def test_max_in_flight_holds_under_concurrent_takers(store, pool):
+    limit = TargetLimit("k", 3, None)
+    taken, errors = run_at_once(lambda: store.take_target_slot(limit, "00000000-0000-0000-0000-000000000001", 30), 12)
+    assert not errors
+    held = [t for t in taken if t]
+    assert len(held) == 3
+    assert store.take_target_slot(limit, "00000000-0000-0000-0000-000000000001", 30) is None
+    store.release_target_slot(held[0])
+    assert store.take_target_slot(limit, "00000000-0000-0000-0000-000000000001", 30) is not None
+    # Another key is counted apart.
+    assert store.take_target_slot(TargetLimit("other", 1, None), "00000000-0000-0000-0000-000000000001", 30)
+    # An expired slot (its runner died) frees its place.
+    with pool.connection() as conn:
+        conn.execute("UPDATE target_slots SET until = clock_timestamp() - interval '1 ms' WHERE key = 'k'")
+    assert store.take_target_slot(limit, "00000000-0000-0000-0000-000000000001", 30) is not None
+
+
+def test_per_second_counts_the_slots_taken_in_the_last_second(store, pool):
+    limit = TargetLimit("rate", None, 4.0)
+    job = "00000000-0000-0000-0000-000000000002"
+    tokens = [store.take_target_slot(limit, job, 30) for _ in range(6)]
+    assert [t is not None for t in tokens] == [True] * 4 + [False] * 2
+    for token in tokens[:4]:
+        store.release_target_slot(str(token))
+    assert store.take_target_slot(limit, job, 30) is None  # released, but taken within the second
+    with pool.connection() as conn:
+        conn.execute("UPDATE target_slots SET acquired_at = acquired_at - interval '1 second' WHERE key = 'rate'")
+    assert store.take_target_slot(limit, job, 30) is not None
+
+
+def test_a_limited_delivery_waits_for_a_slot_and_says_why(store, pool, target_server):
+    from datetime import timedelta
+
+    from scheduler import service
+    from scheduler.runner.executor import Executor
+    from scheduler.targets.results import TargetPolicy
+    from tests.support import http_spec
+
+    spec = http_spec("waits", None, run_at=store.now() - timedelta(seconds=1), url=target_server.url + "/w")
+    job = service.create_job(store, ALICE, {**spec, "limits": {"key": "busy", "max_in_flight": 1}})
+    blocker = store.take_target_slot(TargetLimit("busy", 1, None), str(job.id), 30)
+    executor = Executor(store, lambda target: target, TargetPolicy(allow_private=True))
+    [claim] = store.claim_and_start(1)
+    done = threading.Event()
+    result: list = []
+    thread = threading.Thread(
+        target=lambda: (result.append(executor.deliver(claim.started, claim.lock_token)), done.set())
+    )
+    thread.start()
+    assert not done.wait(0.3)  # held while the key is full
+    store.release_target_slot(str(blocker))
+    assert done.wait(10)
+    assert result[0].result.succeeded
+    executor.record(result)
+    [execution] = store.list_executions(ALICE, str(job.id))
+    assert execution.waited_ms >= 300 and execution.waited_for == "limits of busy (max_in_flight 1)"
