@@ -20,7 +20,9 @@ from scheduler.core.domain import (
     JobState,
     LeasedJob,
     PartitionMaintenance,
+    Pause,
     Plan,
+    RunOverrides,
     StartedExecution,
 )
 
@@ -61,8 +63,11 @@ class JobStore(Protocol):
         *,
         version: int,
         planned_from: Plan | None = None,
+        pause: Pause | None = None,
+        pausing: bool = False,
     ) -> Job | None:
-        """Write the spec (and the plan) if the job is still ``version`` (and the run state
+        """Write the spec, the pause's record (``pause``; ``pausing`` for a pause) and the plan
+        with its skipped occurrences, if the job is still ``version`` (and the run state
         ``planned_from``); None when it changed meanwhile."""
         ...
 
@@ -70,8 +75,8 @@ class JobStore(Protocol):
         """Delete the job and its executions (``NotFound``)."""
         ...
 
-    def request_run(self, owner: str, job_id: str) -> Job:
-        """Ask for a run now, outside the schedule (``NotFound``)."""
+    def request_run(self, owner: str, job_id: str, overrides: RunOverrides | None = None) -> Job:
+        """Ask for a run now, outside the schedule, with ``overrides`` for it (``NotFound``)."""
         ...
 
     def list_executions(
@@ -154,3 +159,11 @@ class FanoutStore(Protocol):
     def next_due_in(self) -> float | None: ...
 
     def maintain_partitions(self, retention_days: int, days_ahead: int = 3) -> PartitionMaintenance: ...
+
+
+class PauseStore(JobStore, Protocol):
+    """What the runner's resume of ended pauses needs (``service.resume_expired_pauses``)."""
+
+    def expired_pauses(self, limit: int = 100) -> list[tuple[str, str]]:
+        """``(owner, job_id)`` of paused jobs whose ``pause_until`` has come, oldest first."""
+        ...

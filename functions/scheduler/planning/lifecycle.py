@@ -14,7 +14,18 @@ import functools
 import random
 from datetime import datetime, timedelta
 
-from scheduler.core.domain import ExecutionStatus, Job, JobState, LeaseKind, Outcome, Plan, RetryPolicy
+from scheduler.core.domain import (
+    ExecutionStatus,
+    Job,
+    JobState,
+    LeaseKind,
+    Outcome,
+    Plan,
+    RetryPolicy,
+    Skip,
+    SkipReason,
+)
+from scheduler.planning.skips import skipped, skipped_at_completion
 from scheduler.schedules import Schedule, first_run, interval_anchor, one_off, parse_schedule, plan_next
 
 # How many missed occurrences `run_all` catches up at most.
@@ -46,9 +57,14 @@ def _at(occurrence: datetime | None, state: JobState) -> Plan:
 
 
 def plan_first(job: Job, now: datetime, state: JobState = JobState.ACTIVE) -> Plan:
-    """A new job, or one whose schedule was edited: its first occurrence after ``now``."""
+    """A new job, or one whose schedule was edited: its first occurrence after ``now``. A
+    one-off whose time is outside its start_at/end_at window never runs: it completes at once,
+    its occurrence on record as skipped (``window``)."""
     occurrence = first_run(schedule_of(job), now, start_at=job.start_at, end_at=job.end_at)
-    return _at(occurrence, state)
+    plan = _at(occurrence, state)
+    if occurrence is None and job.run_at is not None:
+        return dataclasses.replace(plan, skips=(Skip(SkipReason.WINDOW, 1, job.run_at),))
+    return plan
 
 
 def plan_pause(job: Job) -> Plan:
@@ -61,7 +77,9 @@ def plan_pause(job: Job) -> Plan:
 def plan_resume(job: Job, now: datetime) -> Plan:
     """Resuming applies the ``missed_runs`` policy to the occurrences missed while paused. An
     attempt whose time passed during the pause (a catch-up, a retry) is due at the resume: its
-    execution's lateness (``due_at``) counts from then, not from the pause."""
+    execution's lateness (``due_at``) counts from then, not from the pause. The occurrences the
+    policy does not run (those from the one in hand to the one planned) are on record as one
+    skip (``paused``)."""
     if job.state != JobState.PAUSED:
         return Plan.of(job)
     pending = job.scheduled_at
@@ -78,7 +96,15 @@ def plan_resume(job: Job, now: datetime) -> Plan:
         end_at=job.end_at,
         cap=RUN_ALL_CAP,
     )
-    return _due_by(now, _at(occurrence, JobState.ACTIVE))
+    skips = skipped(
+        schedule_of(job),
+        SkipReason.PAUSED,
+        pending - _TINY,
+        now + _TINY if occurrence is None else occurrence,
+        start_at=job.start_at,
+        end_at=job.end_at,
+    )
+    return _due_by(now, dataclasses.replace(_at(occurrence, JobState.ACTIVE), skips=skips))
 
 
 def _due_by(now: datetime, plan: Plan) -> Plan:
@@ -97,7 +123,12 @@ def backoff_seconds(retry: RetryPolicy, attempt: int, rng: random.Random | None 
 
 
 def plan_completion(
-    job: Job, outcome: Outcome, now: datetime, rng: random.Random | None = None, ran_occurrence: datetime | None = None
+    job: Job,
+    outcome: Outcome,
+    now: datetime,
+    rng: random.Random | None = None,
+    ran_occurrence: datetime | None = None,
+    ran_started_at: datetime | None = None,
 ) -> Plan:
     """The job's columns after an attempt: a durable retry, the next occurrence, or completion.
 
@@ -105,7 +136,9 @@ def plan_completion(
     an attempt at an occurrence that an edit replaced meanwhile (``ran_occurrence`` differs from
     the job's ``scheduled_at``). Retries stop at
     ``max_attempts``, on a permanent failure, or when the next attempt would start later than
-    ``max_age_seconds`` after the occurrence's scheduled time.
+    ``max_age_seconds`` after the occurrence's scheduled time. The occurrences the next one
+    planned leaves behind are on record as skips (``skipped_at_completion``: ``missed`` or
+    ``overlap``, by the attempt's start ``ran_started_at``).
     """
     result = Plan.of(job)
     if job.lease_kind == LeaseKind.MANUAL:
@@ -125,14 +158,14 @@ def plan_completion(
         max_age = retry.max_age_seconds
         if not max_age or retry_at <= (scheduled or now) + timedelta(seconds=max_age):
             return dataclasses.replace(result, next_run_at=retry_at)
-    occurrence = plan_next(
-        schedule_of(job),
-        scheduled or now,
-        now,
-        job.missed_runs,
-        start_at=job.start_at,
-        end_at=job.end_at,
-        cap=RUN_ALL_CAP,
-    )
+    schedule = schedule_of(job)
+    window = {"start_at": job.start_at, "end_at": job.end_at}
+    occurrence = plan_next(schedule, scheduled or now, now, job.missed_runs, cap=RUN_ALL_CAP, **window)
     state = job.state if job.state != JobState.COMPLETED else JobState.ACTIVE
-    return _at(occurrence, state)
+    plan = _at(occurrence, state)
+    if scheduled is None or schedule.one_off:
+        return plan
+    skips = skipped_at_completion(
+        schedule, scheduled, occurrence, now, attempt=attempt, started_at=ran_started_at, **window
+    )
+    return dataclasses.replace(plan, skips=skips) if skips else plan
