@@ -14,6 +14,8 @@ ROUTES = {
     ("GET", "/v1/health"),
     ("GET", "/v1/jobs"),
     ("POST", "/v1/jobs"),
+    ("POST", "/v1/jobs/pause"),  # issue 33: bulk pause and resume
+    ("POST", "/v1/jobs/resume"),
     ("GET", "/v1/jobs/{id}"),
     ("PUT", "/v1/jobs/{id}"),
     ("PATCH", "/v1/jobs/{id}"),
