@@ -75,6 +75,12 @@ class JobStore(Protocol):
         """Delete the job and its executions (``NotFound``)."""
         ...
 
+    def insert_backfill(
+        self, owner: str, job_id: str, occurrences: Sequence[datetime], interval_seconds: float
+    ) -> str | None:
+        """Record a backfill of the job's occurrences; its id (None: not the owner's job)."""
+        ...
+
     def request_run(self, owner: str, job_id: str, overrides: RunOverrides | None = None) -> Job:
         """Ask for a run now, outside the schedule, with ``overrides`` for it (``NotFound``)."""
         ...
@@ -162,7 +168,12 @@ class FanoutStore(Protocol):
 
 
 class PauseStore(JobStore, Protocol):
-    """What the runner's resume of ended pauses needs (``service.resume_expired_pauses``)."""
+    """What the runner's resume of ended pauses (``service.resume_expired_pauses``) and its
+    hand-over of backfills (``pump_backfills``) need."""
+
+    def pump_backfills(self, limit: int = 100) -> int:
+        """Hand each due backfill's next occurrence to its job; how many were handed over."""
+        ...
 
     def expired_pauses(self, limit: int = 100) -> list[tuple[str, str]]:
         """``(owner, job_id)`` of paused jobs whose ``pause_until`` has come, oldest first."""

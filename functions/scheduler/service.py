@@ -150,6 +150,26 @@ def _bulk(
     return changed
 
 
+# The most occurrences one backfill request takes, and the least time between two of its deliveries.
+MAX_BACKFILL = 10_000
+BACKFILL_INTERVAL_SECONDS = 1.0
+
+
+def backfill_job(
+    store: JobStore, owner: str, job_id: str, start: datetime, end: datetime, *, dry_run: bool
+) -> list[datetime]:
+    """The job's occurrences from ``start`` to ``end`` (``ScheduleError`` naming ``end`` past
+    ``MAX_BACKFILL``); unless ``dry_run``, recorded for the runner to deliver one at a time, each
+    as itself (its own scheduled time and key), through the job's lease, at most one every
+    ``BACKFILL_INTERVAL_SECONDS``. ``NotFound`` for another owner's job."""
+    job = store.get_job(owner, job_id)
+    found = lifecycle.backfill_occurrences(job, start, end, MAX_BACKFILL)
+    if not dry_run and found:
+        if store.insert_backfill(owner, job_id, found, BACKFILL_INTERVAL_SECONDS) is None:
+            raise NotFound(job_id)
+    return found
+
+
 def resume_expired_pauses(store: PauseStore, limit: int = 100, on_skips: SkipHook | None = None) -> list[Job]:
     """Resume the jobs whose pause has reached its ``until`` (the runner calls it as it claims:
     no API call is needed), each under its missed-run policy as ``resume_job``. A job resumed or

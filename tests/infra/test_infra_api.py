@@ -23,6 +23,7 @@ ROUTES = {
     ("POST", "/v1/jobs/{id}/pause"),
     ("POST", "/v1/jobs/{id}/resume"),
     ("POST", "/v1/jobs/{id}/run"),
+    ("POST", "/v1/jobs/{id}/backfill"),
     ("GET", "/v1/jobs/{id}/executions"),
     ("GET", "/v1/executions"),
     ("POST", "/v1/schedules/preview"),

@@ -19,13 +19,13 @@ from scheduler.api.errors import BadRequest, documented
 from scheduler.api.overrides import run_overrides
 from scheduler.api.providers import get_cursors, get_owner, get_secret_box, get_settings, get_store
 from scheduler.api.routes import rule
-from scheduler.api.serialize import BulkResult, Job, JobList, RunAccepted, job_json, spec_of
+from scheduler.api.serialize import BackfillPlan, BulkResult, Job, JobList, RunAccepted, job_json, spec_of
 from scheduler.core.constants import AWS_TARGET_TYPES, SERVICE_NAME
 from scheduler.core.domain import Job as DomainJob
 from scheduler.core.domain import JobState, Pause
 from scheduler.core.timeutil import format_time
 from scheduler.ports import JobStore
-from scheduler.schema.actions import BulkPauseRequest, BulkResumeRequest, PauseRequest, RunRequest
+from scheduler.schema.actions import BackfillRequest, BulkPauseRequest, BulkResumeRequest, PauseRequest, RunRequest
 from scheduler.schema.models import MAX_NAME_LENGTH, MAX_TAG_LENGTH, JobSpec
 from scheduler.secrets import SecretBox, encrypt_target_secrets, keep_masked_secrets
 
@@ -337,6 +337,27 @@ def pause_record(request: PauseRequest | None, store: JobStore, owner: str) -> P
     if request.until is not None and request.until <= store.now():
         raise BadRequest("until", "must be in the future (the job would resume at once)")
     return Pause(note=request.note, until=request.until, by=owner)
+
+
+@router.route(
+    *rule("backfill_job"),
+    summary="Run a job's occurrences of a past range",
+    tags=["jobs"],
+    description="Every occurrence of the job from `start` to `end` (both included), each delivered as itself "
+    "(its own `X-Scheduler-Scheduled-At` and `Idempotency-Key`, trigger `backfill`), one at a time through the "
+    f"job's lease (never beside a live run), at most one a second; at most {service.MAX_BACKFILL:,} a request. "
+    "A dry run answers the occurrences and writes nothing.",
+    responses=documented(200, BackfillPlan, "A dry run's occurrences.", 400, 403, 404, 413, 415),
+)
+def backfill_job(
+    job_id: JobId, request: Annotated[BackfillRequest, Body()], store: StoreDep, owner: Owner
+) -> Response[Any]:
+    found = service.backfill_job(store, owner, job_id, request.start, request.end, dry_run=request.dry_run)
+    if request.dry_run:
+        body: dict[str, Any] = {"occurrences": [format_time(at) for at in found], "count": len(found)}
+        return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=body)
+    logger.info("backfill queued", extra={"job_id": job_id, "count": len(found)})
+    return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body={"count": len(found)})
 
 
 def bulk_response(jobs: list[DomainJob]) -> Response[Any]:

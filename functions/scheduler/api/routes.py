@@ -48,6 +48,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"{_JOB}/pause", "pause_job"),
     Route("POST", f"{_JOB}/resume", "resume_job"),
     Route("POST", f"{_JOB}/run", "run_job"),
+    Route("POST", f"{_JOB}/backfill", "backfill_job", body=True),
     Route("GET", f"{_JOB}/executions", "list_executions", query=("status", "limit", "cursor")),
     Route("GET", "/v1/executions", "list_owner_executions", query=("status", "job_id", "since", "limit", "cursor")),
     Route("POST", "/v1/schedules/preview", "preview_schedule", body=True),

@@ -168,6 +168,13 @@ class Execution(BaseModel):
     )
 
 
+class BackfillPlan(BaseModel):
+    """A backfill's occurrences (a dry run), or how many were queued."""
+
+    occurrences: list[AwareDatetime] | None = Field(default=None, description="a dry run's occurrences, in order")
+    count: int
+
+
 class BulkResult(BaseModel):
     """The jobs a bulk pause or resume changed."""
 

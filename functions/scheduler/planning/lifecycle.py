@@ -25,8 +25,17 @@ from scheduler.core.domain import (
     Skip,
     SkipReason,
 )
+from scheduler.core.errors import ScheduleError
 from scheduler.planning.skips import skipped, skipped_at_completion
-from scheduler.schedules import Schedule, first_run, interval_anchor, one_off, parse_schedule, plan_next
+from scheduler.schedules import (
+    Schedule,
+    first_run,
+    interval_anchor,
+    next_occurrence,
+    one_off,
+    parse_schedule,
+    plan_next,
+)
 
 # How many missed occurrences `run_all` catches up at most.
 RUN_ALL_CAP = 10
@@ -107,6 +116,23 @@ def plan_resume(job: Job, now: datetime) -> Plan:
     return _due_by(now, dataclasses.replace(_at(occurrence, JobState.ACTIVE), skips=skips))
 
 
+def backfill_occurrences(job: Job, start: datetime, end: datetime, limit: int) -> list[datetime]:
+    """The job's occurrences from ``start`` to ``end`` (both included, inside its start_at/end_at
+    window), at most ``limit``: ``ScheduleError`` on ``end`` beyond that, and on ``end`` before
+    ``start``."""
+    if end < start:
+        raise ScheduleError("must not be before start", field="end")
+    schedule = schedule_of(job)
+    found: list[datetime] = []
+    at = next_occurrence(schedule, start - _TINY, start_at=job.start_at, end_at=job.end_at)
+    while at is not None and at <= end:
+        if len(found) == limit:
+            raise ScheduleError(f"the range holds more than {limit:,} occurrences: backfill it in parts", field="end")
+        found.append(at)
+        at = next_occurrence(schedule, at, start_at=job.start_at, end_at=job.end_at)
+    return found
+
+
 def _due_by(now: datetime, plan: Plan) -> Plan:
     """``plan`` with a next attempt in the past moved to ``now`` (the occurrence stays as it was)."""
     if plan.next_run_at is not None and plan.next_run_at < now:
@@ -159,13 +185,23 @@ def plan_completion(
         if not max_age or retry_at <= (scheduled or now) + timedelta(seconds=max_age):
             return dataclasses.replace(result, next_run_at=retry_at)
     schedule = schedule_of(job)
-    window = {"start_at": job.start_at, "end_at": job.end_at}
-    occurrence = plan_next(schedule, scheduled or now, now, job.missed_runs, cap=RUN_ALL_CAP, **window)
+    occurrence = plan_next(
+        schedule, scheduled or now, now, job.missed_runs, start_at=job.start_at, end_at=job.end_at, cap=RUN_ALL_CAP
+    )
     state = job.state if job.state != JobState.COMPLETED else JobState.ACTIVE
     plan = _at(occurrence, state)
     if scheduled is None or schedule.one_off:
         return plan
+    if occurrence is not None and occurrence > now and job.missed_runs != "skip":
+        return plan  # run_once and run_all plan a later occurrence only when none was missed
     skips = skipped_at_completion(
-        schedule, scheduled, occurrence, now, attempt=attempt, started_at=ran_started_at, **window
+        schedule,
+        scheduled,
+        occurrence,
+        now,
+        attempt=attempt,
+        started_at=ran_started_at,
+        start_at=job.start_at,
+        end_at=job.end_at,
     )
     return dataclasses.replace(plan, skips=skips) if skips else plan

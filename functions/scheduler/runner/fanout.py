@@ -136,7 +136,8 @@ def run_fanout(
     ``BACKLOG_RECHECK_FULL_SECONDS`` while claims come back full: a backlog is building); it
     returns the number of helpers it started. ``pauses`` (the primary's store): every
     ``PAUSE_CHECK_SECONDS`` the jobs whose pause reached its ``until`` are resumed
-    (``service.resume_expired_pauses``), so an automatic resume needs no API call.
+    (``service.resume_expired_pauses``), so an automatic resume needs no API call, and each
+    backfill due hands its next occurrence to its job (``pump_backfills``).
     """
     run = _FanoutRun(
         store,
@@ -224,11 +225,13 @@ class _FanoutRun:
             self.checked, self.next_check = self.clock(), self.clock() + self.backlog_check_seconds
 
     def _resume_pauses(self, store: PauseStore) -> None:
-        """Resume the jobs whose pause ended; a failure is logged (the next check tries again)."""
+        """Resume the jobs whose pause ended, and hand the backfills' next deliveries to their
+        jobs; a failure is logged (the next check tries again)."""
         try:
             resumed = service.resume_expired_pauses(store, on_skips=lambda skips: count_skips(self.metrics, skips))
+            store.pump_backfills()
         except Exception:
-            logger.exception("resuming the pauses that ended failed; the next check tries again")
+            logger.exception("resuming pauses or handing over backfills failed; the next check tries again")
             return
         if resumed:
             logger.info("pauses ended: jobs resumed", extra={"job_ids": [str(job.id) for job in resumed]})

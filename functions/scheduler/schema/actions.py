@@ -79,6 +79,14 @@ class PauseRequest(_Strict):
     )
 
 
+class BackfillRequest(_Strict):
+    """``POST /v1/jobs/{id}/backfill``: the job's occurrences from ``start`` to ``end``."""
+
+    start: Instant = Field(description="The first instant of the range (included); RFC 3339.")
+    end: Instant = Field(description="The last instant of the range (included); RFC 3339.")
+    dry_run: bool = Field(default=False, description="Answer the occurrences, write nothing.")
+
+
 class _Selection(_Strict):
     tag: str | None = Field(default=None, min_length=1, max_length=MAX_TAG_LENGTH, description="Jobs with this tag.")
     name_prefix: str | None = Field(
@@ -100,4 +108,4 @@ class BulkResumeRequest(_Selection):
     """``POST /v1/jobs/resume``: the caller's paused jobs with ``tag`` or ``name_prefix``."""
 
 
-__all__ = ["MAX_HEADERS", "BulkPauseRequest", "BulkResumeRequest", "PauseRequest", "RunRequest"]
+__all__ = ["MAX_HEADERS", "BackfillRequest", "BulkPauseRequest", "BulkResumeRequest", "PauseRequest", "RunRequest"]

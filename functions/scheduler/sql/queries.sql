@@ -206,6 +206,8 @@ WITH run AS (
                              THEN now() ELSE r.manual_run_at END,
         manual_overrides = CASE WHEN r.manual_run_at IS NULL OR (r.lease_kind = 'manual' AND r.running_execution_id IS NOT NULL)
                                 THEN %(overrides)s::jsonb
+                                -- a pending backfill delivery is kept: the request joins it
+                                WHEN r.manual_overrides ? 'backfill_at' THEN r.manual_overrides
                                 ELSE COALESCE(%(overrides)s::jsonb, r.manual_overrides) END
     FROM job_specs s
     WHERE r.job_id = %(id)s AND s.id = r.job_id AND s.owner = %(owner)s
@@ -293,10 +295,13 @@ execution AS (
     -- retry's time, the resume of a catch-up) or the manual run's request.
     -- overrides (0015): a manual run's, as shown (masked).
     INSERT INTO executions (id, job_id, owner, scheduled_at, attempt, trigger, status, started_at, due_at, overrides)
+    -- A backfill's delivery (0015) is a manual request carrying its occurrence (backfill_at).
     SELECT job.running_execution_id, job.id, job.owner,
-           CASE job.lease_kind WHEN 'manual' THEN job.manual_run_at ELSE job.scheduled_at END,
+           CASE job.lease_kind WHEN 'manual'
+                THEN COALESCE((job.manual_overrides->>'backfill_at')::timestamptz, job.manual_run_at)
+                ELSE job.scheduled_at END,
            CASE job.lease_kind WHEN 'manual' THEN 1 ELSE job.attempt END,
-           CASE WHEN job.lease_kind = 'manual' THEN 'manual'
+           CASE WHEN job.manual_overrides ? 'backfill_at' THEN 'backfill' WHEN job.lease_kind = 'manual' THEN 'manual'
                 WHEN job.attempt > 1 THEN 'retry' ELSE 'schedule' END,
            'running', now(),
            CASE job.lease_kind WHEN 'manual' THEN job.manual_run_at ELSE job.next_run_at END,
@@ -411,10 +416,10 @@ WHERE run.job_id = %(job_id)s AND run.lock_token = %(lock_token)s AND run.runnin
 job AS (
     UPDATE job_runs j
     SET state = o.state, scheduled_at = o.scheduled_at, attempt = o.attempt, next_run_at = o.next_run_at,
-        manual_run_at = CASE WHEN j.lease_kind = 'manual' AND j.manual_run_at = o.ran_scheduled_at THEN NULL
-                             ELSE j.manual_run_at END,
-        manual_overrides = CASE WHEN j.lease_kind = 'manual' AND j.manual_run_at = o.ran_scheduled_at THEN NULL
-                                ELSE j.manual_overrides END,
+        manual_run_at = CASE WHEN j.lease_kind = 'manual' AND o.ran_scheduled_at IN (j.manual_run_at,
+                             (j.manual_overrides->>'backfill_at')::timestamptz) THEN NULL ELSE j.manual_run_at END,
+        manual_overrides = CASE WHEN j.lease_kind = 'manual' AND o.ran_scheduled_at IN (j.manual_run_at,
+                             (j.manual_overrides->>'backfill_at')::timestamptz) THEN NULL ELSE j.manual_overrides END,
         lock_token = NULL, locked_until = NULL, lease_kind = NULL, running_execution_id = NULL,
         run_count = j.run_count + 1,
         failure_count = j.failure_count + CASE WHEN o.status = 'succeeded' THEN 0 ELSE 1 END,
@@ -565,3 +570,41 @@ SELECT id FROM job;
 -- in the past until its completion moves next_run_at), so the due index bounds the cost by the due
 -- jobs, like the claim's, not by the table (a job paused under its lease is not counted).
 SELECT count(*) AS leases FROM job_runs WHERE due_at <= now() AND locked_until > now();
+
+-- name: insert_backfill
+-- A backfill's occurrences (0015), planned by the service from the job as read; its deliveries are
+-- handed over by pump_backfills.
+INSERT INTO backfills (id, job_id, owner, occurrences, interval_seconds)
+SELECT %(id)s, spec.id, spec.owner, %(occurrences)s::timestamptz[], %(interval_seconds)s
+FROM job_specs spec WHERE spec.id = %(job_id)s AND spec.owner = %(owner)s
+RETURNING id;
+
+-- name: pump_backfills
+-- The primary fan-out, every second: each backfill whose next delivery is due hands its next
+-- occurrence to its job as a manual request carrying it (backfill_at), when the job has no request
+-- pending; the claim then takes it under the job's lease like any manual run, so a backfill never
+-- runs beside a live execution, and no faster than one every interval_seconds. One backfill per
+-- job at a time (the oldest); the job's run state's row is locked first (get_job_for_update).
+WITH candidate AS (
+    SELECT b.id FROM backfills b
+    WHERE b.finished_at IS NULL AND b.next_at <= now()
+      AND b.id = (SELECT o.id FROM backfills o WHERE o.job_id = b.job_id AND o.finished_at IS NULL
+                  ORDER BY o.created_at, o.id LIMIT 1)
+    ORDER BY b.next_at
+    LIMIT %(limit)s
+), ready AS (
+    SELECT b.id, b.job_id, b.occurrences[b.position + 1] AS at
+    FROM candidate c JOIN backfills b ON b.id = c.id JOIN job_runs r ON r.job_id = b.job_id
+    WHERE r.manual_run_at IS NULL
+    FOR UPDATE OF r, b SKIP LOCKED
+), run AS (
+    UPDATE job_runs r SET manual_run_at = now(), manual_overrides = jsonb_build_object('backfill_at', ready.at)
+    FROM ready WHERE r.job_id = ready.job_id
+    RETURNING r.job_id
+)
+UPDATE backfills b
+SET position = b.position + 1, next_at = now() + make_interval(secs => b.interval_seconds),
+    finished_at = CASE WHEN b.position + 1 >= cardinality(b.occurrences) THEN now() END
+FROM ready JOIN run ON run.job_id = ready.job_id
+WHERE b.id = ready.id
+RETURNING b.id;

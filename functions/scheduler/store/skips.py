@@ -5,7 +5,9 @@ edit's parameters, the skipped rows written with a completion, and the pauses wh
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -40,9 +42,34 @@ def record_skips(conn: psycopg.Connection, planned: Sequence[tuple[str, Plan]]) 
 
 
 class RunRecords:
-    """The runner's look for pauses that ended, on ``self.pool`` (a psycopg pool)."""
+    """Backfills, and the runner's look for pauses that ended and backfills to hand over, on
+    ``self.pool`` (a psycopg pool)."""
 
     pool: Any
+
+    @retry_on_dead_connection
+    def insert_backfill(
+        self, owner: str, job_id: str, occurrences: Sequence[datetime], interval_seconds: float
+    ) -> str | None:
+        """Record a backfill of the job's ``occurrences`` (delivered by ``pump_backfills``, one
+        every ``interval_seconds`` at most); its id, None when the job is not the owner's."""
+        params = {
+            "id": str(uuid.uuid4()),
+            "job_id": job_id,
+            "owner": owner,
+            "occurrences": list(occurrences),
+            "interval_seconds": interval_seconds,
+        }
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["insert_backfill"], params).fetchone()
+        return None if row is None else str(row["id"])
+
+    @retry_on_dead_connection
+    def pump_backfills(self, limit: int = 100) -> int:
+        """Hand the next occurrence of each backfill due to its job, as a manual request carrying
+        it (when the job has none pending): how many were handed over."""
+        with self.pool.connection() as conn:
+            return len(conn.execute(QUERIES["pump_backfills"], {"limit": limit}).fetchall())
 
     @retry_on_dead_connection
     def expired_pauses(self, limit: int = 100) -> list[tuple[str, str]]:

@@ -52,3 +52,22 @@ SELECT s.id, s.owner, s.name, s.description, s.tags, s.schedule, s.run_at, s.tim
        s.pause_note, s.pause_until, s.paused_by, s.paused_at
 FROM job_specs s
 JOIN job_runs r ON r.job_id = s.id;
+
+-- backfills (issue 33, item 4): the occurrences of a past range a job is to run, delivered one at a
+-- time through the job's manual-run request (so through its lease: never beside a live run), at
+-- most one every interval_seconds. position counts those handed over; finished_at is set with the
+-- last. Deleted with the job.
+CREATE TABLE IF NOT EXISTS backfills (
+    id               uuid          PRIMARY KEY,
+    job_id           uuid          NOT NULL REFERENCES job_specs (id) ON DELETE CASCADE,
+    owner            text          NOT NULL,
+    occurrences      timestamptz[] NOT NULL,
+    position         integer       NOT NULL DEFAULT 0,
+    interval_seconds double precision NOT NULL DEFAULT 1,
+    next_at          timestamptz   NOT NULL DEFAULT now(),
+    created_at       timestamptz   NOT NULL DEFAULT now(),
+    finished_at      timestamptz
+);
+-- The runner's look for the backfills with a delivery to hand over reads the unfinished ones only.
+CREATE INDEX IF NOT EXISTS backfills_next_idx ON backfills (next_at) WHERE finished_at IS NULL;
+CREATE INDEX IF NOT EXISTS backfills_job_idx ON backfills (job_id);
