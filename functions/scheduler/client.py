@@ -257,6 +257,12 @@ class SchedulerClient:
         body = {k: v for k, v in (("note", note), ("until", until)) if v is not None}
         return self.request("POST", self._job_path(job_id, "/pause"), body=body or None)
 
+    def backfill_job(self, job_id: str, start: str, end: str, *, dry_run: bool = False) -> dict[str, Any]:
+        """``POST /v1/jobs/{id}/backfill``: a dry run's ``{"occurrences", "count"}``, else ``{"count"}``."""
+        return self.request(
+            "POST", self._job_path(job_id, "/backfill"), body={"start": start, "end": end, "dry_run": dry_run}
+        )
+
     def pause_jobs(self, selection: Mapping[str, Any]) -> dict[str, Any]:
         """``POST /v1/jobs/pause`` with ``{"tag"}`` or ``{"name_prefix"}`` (and ``note``,
         ``until``): ``{"jobs": [ids], "count": n}``."""

@@ -469,6 +469,19 @@ def test_pause_notes_bulk_actions_overrides_and_skipped_rows_in_the_console(brow
     sent = [r for r in target.requests if r["body"] == b'{"region": "eu-west-1"}']
     assert sent and sent[0]["headers"]["Authorization"] == "Bearer console-s3cret"
 
+    # A backfill of the last three seconds: previewed (a dry run), then queued and delivered as itself.
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime.now(UTC).replace(microsecond=0)
+    page.fill("input[name=backfill_start]", (now - timedelta(seconds=3)).isoformat())
+    page.fill("input[name=backfill_end]", now.isoformat())
+    page.get_by_role("button", name="Preview backfill", exact=True).click()
+    expect(page.locator(".backfill-result")).to_contain_text("would run")
+    page.get_by_role("button", name="Backfill", exact=True).click()
+    expect(page.locator(".backfill-result")).to_contain_text("Queued")
+    backfilled = page.locator("table.executions tbody tr.exec").filter(has_text="backfill")
+    expect(backfilled.first).to_be_visible()
+
     # A pause with a note and an end: shown in the summary, ended by the runner, its skipped row listed.
     page.fill("input[name=pause_note]", "vendor maintenance")
     page.fill("input[name=pause_minutes]", "1")

@@ -126,3 +126,17 @@ def test_a_run_with_overrides_reaches_the_target_and_is_recorded_masked(local, t
     )[0]
     assert execution["overrides"] == {"headers": {"X-Env": "prod", "Authorization": "***"}, "vars": {"v": "42"}}
     assert "s3cr3t-Tk" not in "".join(local.lines)
+
+
+def test_a_backfill_from_the_cli_is_delivered_by_local_modes_runner(local, target):
+    job(local, "hourly", f"{target.url}/hourly", schedule="0 * * * *")
+    dry = cli(local, "jobs", "backfill", "hourly", "--start", "3h", "--end", "1h", "--dry-run")
+    planned = dry.stdout.split()
+    assert len(planned) == 2 and all(at.endswith(":00:00Z") for at in planned), dry.stdout
+    assert "2 occurrence(s) would run" in dry.stderr
+    queued = cli(local, "jobs", "backfill", "hourly", "--start", "3h", "--end", "1h").stdout
+    assert queued.startswith("queued a backfill of 2 occurrence(s)")
+    requests = target.wait_for(2, timeout=30)
+    assert [r["headers"]["X-Scheduler-Scheduled-At"] for r in requests] == planned
+    runs = json.loads(cli(local, "executions", "hourly", "-o", "json").stdout)["executions"]
+    assert {e["trigger"] for e in runs} == {"backfill"}

@@ -10,7 +10,7 @@ from typing import Any
 from scheduler.cli.api import client_command
 from scheduler.cli.aws_flags import check_stdin_once
 from scheduler.cli.columns import JOB_COLUMN_SET, JOB_DEFAULT, choose
-from scheduler.cli.common import EXIT_OK, JOB_STATES, UsageError, positive_int, until
+from scheduler.cli.common import EXIT_OK, JOB_STATES, UsageError, positive_int, since, until
 from scheduler.cli.definitions import (
     READ_ONLY_FIELDS,
     add_definition_options,
@@ -171,6 +171,21 @@ def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return overrides
 
 
+@client_command
+def jobs_backfill(args: argparse.Namespace, client: Any) -> int:
+    """``jobs backfill JOB --start --end [--dry-run]``: run a past range's occurrences."""
+    job_id = client.resolve_job_id(args.job)
+    answer = client.backfill_job(job_id, args.start, args.end, dry_run=args.dry_run) or {}
+    if print_data(args.output, answer):
+        return EXIT_OK
+    if args.dry_run:
+        print("\n".join(answer.get("occurrences") or []) or "no occurrences in the range")
+        print(f"{answer.get('count', 0)} occurrence(s) would run (dry run: nothing queued)", file=sys.stderr)
+    else:
+        print(f"queued a backfill of {answer.get('count', 0)} occurrence(s) of job {job_id} (one a second at most)")
+    return EXIT_OK
+
+
 def _pair(value: str, flag: str) -> tuple[str, str]:
     name, sep, text = value.partition("=")
     if not sep or not name.strip():
@@ -260,6 +275,13 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
         "--var", dest="vars", action="append", metavar="NAME=VALUE", help="a {{vars.NAME}} of the body (repeatable)"
     )
     run.set_defaults(func=jobs_run)
+
+    backfill = subparser(actions, "backfill", "run the occurrences of a past range, each as itself (at most 10,000)")
+    backfill.add_argument("job", metavar="JOB", help="job id or name")
+    backfill.add_argument("--start", required=True, type=since, metavar="WHEN", help="RFC 3339, or a time ago (2d)")
+    backfill.add_argument("--end", required=True, type=since, metavar="WHEN", help="RFC 3339, or a time ago (1h)")
+    backfill.add_argument("--dry-run", action="store_true", help="list the occurrences, queue nothing")
+    backfill.set_defaults(func=jobs_backfill)
 
 
 def _add_pause_parsers(actions: Any, subparser: Callable[..., argparse.ArgumentParser]) -> None:

@@ -106,6 +106,13 @@ class Jobs:
         answer = self._client.pause_jobs({k: v for k, v in selection.items() if v is not None})
         return tuple(str(job_id) for job_id in (answer or {}).get("jobs") or [])
 
+    def backfill(self, job: str | Job, start: Instant, end: Instant, *, dry_run: bool = False) -> tuple[datetime, ...]:
+        """Run the job's occurrences from ``start`` to ``end`` (both included; at most 10,000),
+        each as itself, one at a time, trigger ``backfill``; with ``dry_run`` only answer them.
+        The occurrences of a dry run; empty otherwise (the count is ``len`` of a dry run)."""
+        answer = self._client.backfill_job(self._id(job), rfc3339(start) or "", rfc3339(end) or "", dry_run=dry_run)
+        return tuple(at for at in (parse_time(text) for text in (answer or {}).get("occurrences") or []) if at)
+
     def resume_all(self, *, tag: str | None = None, name_prefix: str | None = None) -> tuple[str, ...]:
         """Resume the caller's paused jobs with ``tag`` or ``name_prefix``: the ids resumed."""
         selection = {"tag": tag, "name_prefix": name_prefix}

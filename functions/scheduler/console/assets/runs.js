@@ -50,6 +50,14 @@ export function RunOptions({ job, onPaused, onRun, onError }) {
     } catch (e) { onError(e); }
   };
   const set = (state, update, k) => (ev) => update({ ...state, [k]: ev.target.value });
+  const [range, setRange] = useState({ start: '', end: '' });
+  const [planned, setPlanned] = useState(null);
+  const backfill = async (dryRun) => {
+    try {
+      const answer = await api('POST', `/jobs/${job.id}/backfill`, { start: range.start, end: range.end, dry_run: dryRun });
+      setPlanned({ ...answer, dryRun });
+    } catch (e) { setPlanned(null); onError(e); }
+  };
   return html`
     <details class="run-options"><summary>More: a note and an end, overrides…</summary>
       <div class="cards">
@@ -70,6 +78,18 @@ export function RunOptions({ job, onPaused, onRun, onError }) {
           <label>Vars, for {{vars.NAME}} <textarea name="run_vars" rows="2" value=${run.vars} onInput=${set(run, setRun, 'vars')}
             placeholder="region=eu-west-1"></textarea></label>
           <button type="submit">Run with overrides</button>
+        </form>
+        <form class="card backfill-form" onSubmit=${(ev) => { ev.preventDefault(); backfill(false); }}>
+          <h2>Backfill a past range</h2>
+          <label>From <input name="backfill_start" value=${range.start} onInput=${set(range, setRange, 'start')}
+            placeholder="2026-12-01T00:00:00Z" /></label>
+          <label>To <input name="backfill_end" value=${range.end} onInput=${set(range, setRange, 'end')}
+            placeholder="2026-12-02T00:00:00Z" /></label>
+          <button type="button" onClick=${() => backfill(true)}>Preview backfill</button>
+          <button type="submit">Backfill</button>
+          ${planned ? html`<p class="backfill-result" role="status">${planned.dryRun
+            ? `${planned.count} occurrence${planned.count === 1 ? '' : 's'} would run${planned.count ? `, from ${fmtTime(planned.occurrences[0])}` : ''}.`
+            : `Queued ${planned.count} occurrence${planned.count === 1 ? '' : 's'}: one a second, each as itself (trigger backfill).`}</p>` : ''}
         </form>
       </div>
     </details>`;
