@@ -112,3 +112,24 @@ def test_bad_backfills_are_400_naming_the_field(api, store, target_server):
     assert "10,000" in api("POST", cases[-1][0], cases[-1][1]).error["message"]
     ok = {"start": format_time(now - timedelta(hours=1)), "end": format_time(now), "dry_run": True}
     assert api("POST", path, ok, principal=BOB).status == 404
+
+
+def test_a_backfill_delivery_is_not_counted_as_lateness(api, store, box, target_server):
+    from scheduler.runner.telemetry import MemoryMetrics
+
+    job = _hourly(api, target_server)
+    now = store.now()
+    api(
+        "POST",
+        f"/v1/jobs/{job['id']}/backfill",
+        {"start": format_time(now - timedelta(hours=1)), "end": format_time(now)},
+    )
+    assert store.pump_backfills() == 1
+    metrics = MemoryMetrics()
+    executor = Executor(store, lambda target: target, TargetPolicy(allow_private=True), metrics)
+    [claim] = store.claim_and_start(10)
+    executor.count_lateness([claim.started])
+    executor.record([executor.deliver(claim.started, claim.lock_token)])
+    assert claim.started.trigger == "backfill"
+    assert not any(name == "LatenessMs" for name, _ in metrics.values)
+    assert metrics.total("Executions", status="succeeded") == 1

@@ -320,7 +320,7 @@ def delete_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
     tags=["jobs"],
     description="An optional body gives the pause a `note` and an end (`until`), at which the runner resumes "
     "the job under its missed-run policy; the job then shows `pause`.",
-    responses=documented(200, Job, "The job.", 400, 403, 404),
+    responses=documented(200, Job, "The job.", 400, 403, 404, 413, 415),
 )
 def pause_job(
     job_id: JobId, store: StoreDep, owner: Owner, request: Annotated[PauseRequest | None, Body()] = None
@@ -347,7 +347,10 @@ def pause_record(request: PauseRequest | None, store: JobStore, owner: str) -> P
     "(its own `X-Scheduler-Scheduled-At` and `Idempotency-Key`, trigger `backfill`), one at a time through the "
     f"job's lease (never beside a live run), at most one a second; at most {service.MAX_BACKFILL:,} a request. "
     "A dry run answers the occurrences and writes nothing.",
-    responses=documented(200, BackfillPlan, "A dry run's occurrences.", 400, 403, 404, 413, 415),
+    responses={
+        **documented(200, BackfillPlan, "A dry run's occurrences.", 400, 403, 404, 413, 415),
+        **documented(202, BackfillPlan, "Queued: how many occurrences will run."),
+    },
 )
 def backfill_job(
     job_id: JobId, request: Annotated[BackfillRequest, Body()], store: StoreDep, owner: Owner
@@ -415,7 +418,7 @@ def resume_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
     description="One attempt outside the schedule, taken by the runner's next claim, even when the job is paused. "
     "An optional body overrides the body, headers and `{{vars.NAME}}` of that run only; its execution records "
     "them as `overrides` (credential-like header values as `***`).",
-    responses=documented(202, RunAccepted, "Queued.", 400, 403, 404),
+    responses=documented(202, RunAccepted, "Queued.", 400, 403, 404, 413, 415),
 )
 def run_job(
     job_id: JobId, store: StoreDep, box: BoxDep, owner: Owner, request: Annotated[RunRequest | None, Body()] = None

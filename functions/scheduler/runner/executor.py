@@ -161,6 +161,8 @@ class Executor:
         trigger, each execution a value of it)."""
         by_trigger: dict[str, list[float]] = {}
         for execution in executions:
+            if execution.trigger == Trigger.BACKFILL:
+                continue  # an occurrence of a past range: its age is not the scheduler's lateness
             by_trigger.setdefault(execution.trigger, []).append(max(execution.lateness_ms, 0.0))
         for trigger, values in by_trigger.items():
             self.metrics.milliseconds_each(c.METRIC_LATENESS_MS, values, trigger=trigger)
