@@ -251,17 +251,35 @@ class SchedulerClient:
         """``DELETE /v1/jobs/{id}`` (and its executions)."""
         self.request("DELETE", self._job_path(job_id))
 
-    def pause_job(self, job_id: str) -> dict[str, Any]:
-        """``POST /v1/jobs/{id}/pause``: the job."""
-        return self.request("POST", self._job_path(job_id, "/pause"))
+    def pause_job(self, job_id: str, *, note: str | None = None, until: str | None = None) -> dict[str, Any]:
+        """``POST /v1/jobs/{id}/pause``: the job (with a ``note``, and ``until``, an RFC 3339
+        instant at which the runner resumes it)."""
+        body = {k: v for k, v in (("note", note), ("until", until)) if v is not None}
+        return self.request("POST", self._job_path(job_id, "/pause"), body=body or None)
+
+    def backfill_job(self, job_id: str, start: str, end: str, *, dry_run: bool = False) -> dict[str, Any]:
+        """``POST /v1/jobs/{id}/backfill``: a dry run's ``{"occurrences", "count"}``, else ``{"count"}``."""
+        return self.request(
+            "POST", self._job_path(job_id, "/backfill"), body={"start": start, "end": end, "dry_run": dry_run}
+        )
+
+    def pause_jobs(self, selection: Mapping[str, Any]) -> dict[str, Any]:
+        """``POST /v1/jobs/pause`` with ``{"tag"}`` or ``{"name_prefix"}`` (and ``note``,
+        ``until``): ``{"jobs": [ids], "count": n}``."""
+        return self.request("POST", "/v1/jobs/pause", body=dict(selection))
+
+    def resume_jobs(self, selection: Mapping[str, Any]) -> dict[str, Any]:
+        """``POST /v1/jobs/resume`` with ``{"tag"}`` or ``{"name_prefix"}``: ``{"jobs", "count"}``."""
+        return self.request("POST", "/v1/jobs/resume", body=dict(selection))
 
     def resume_job(self, job_id: str) -> dict[str, Any]:
         """``POST /v1/jobs/{id}/resume``: the job."""
         return self.request("POST", self._job_path(job_id, "/resume"))
 
-    def run_job(self, job_id: str) -> dict[str, Any]:
-        """``POST /v1/jobs/{id}/run``: ``{"job_id", "status": "queued", "requested_at", "job"}``."""
-        return self.request("POST", self._job_path(job_id, "/run"))
+    def run_job(self, job_id: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """``POST /v1/jobs/{id}/run``: ``{"job_id", "status": "queued", "requested_at", "job"}``;
+        ``overrides``: ``{"body", "headers", "vars"}`` for that run only."""
+        return self.request("POST", self._job_path(job_id, "/run"), body=dict(overrides) if overrides else None)
 
     # -- executions ----------------------------------------------------------------------------
 

@@ -22,7 +22,9 @@ from scheduler.core.domain import (
     JobState,
     LeasedJob,
     PartitionMaintenance,
+    Pause,
     Plan,
+    RunOverrides,
     StartedExecution,
 )
 from scheduler.core.limits import TargetLimit
@@ -64,8 +66,11 @@ class JobStore(Protocol):
         *,
         version: int,
         planned_from: Plan | None = None,
+        pause: Pause | None = None,
+        pausing: bool = False,
     ) -> Job | None:
-        """Write the spec (and the plan) if the job is still ``version`` (and the run state
+        """Write the spec, the pause's record (``pause``; ``pausing`` for a pause) and the plan
+        with its skipped occurrences, if the job is still ``version`` (and the run state
         ``planned_from``); None when it changed meanwhile."""
         ...
 
@@ -73,8 +78,14 @@ class JobStore(Protocol):
         """Delete the job and its executions (``NotFound``)."""
         ...
 
-    def request_run(self, owner: str, job_id: str) -> Job:
-        """Ask for a run now, outside the schedule (``NotFound``)."""
+    def insert_backfill(
+        self, owner: str, job_id: str, occurrences: Sequence[datetime], interval_seconds: float
+    ) -> str | None:
+        """Record a backfill of the job's occurrences; its id (None: not the owner's job)."""
+        ...
+
+    def request_run(self, owner: str, job_id: str, overrides: RunOverrides | None = None) -> Job:
+        """Ask for a run now, outside the schedule, with ``overrides`` for it (``NotFound``)."""
         ...
 
     def list_executions(
@@ -262,3 +273,16 @@ class FanoutStore(Protocol):
     def next_due_in(self) -> float | None: ...
 
     def maintain_partitions(self, retention_days: int, days_ahead: int = 3) -> PartitionMaintenance: ...
+
+
+class PauseStore(JobStore, Protocol):
+    """What the runner's resume of ended pauses (``service.resume_expired_pauses``) and its
+    hand-over of backfills (``pump_backfills``) need."""
+
+    def pump_backfills(self, limit: int = 100) -> int:
+        """Hand each due backfill's next occurrence to its job; how many were handed over."""
+        ...
+
+    def expired_pauses(self, limit: int = 100) -> list[tuple[str, str]]:
+        """``(owner, job_id)`` of paused jobs whose ``pause_until`` has come, oldest first."""
+        ...

@@ -10,6 +10,7 @@ delete, request a run) are the store's own.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -24,13 +25,15 @@ from scheduler.core.domain import (
     Job,
     JobState,
     Outcome,
+    Pause,
     Plan,
+    Skip,
     StartedExecution,
 )
 from scheduler.core.errors import EditConflict, NotFound, ScheduleError, VersionMismatch
 from scheduler.planning import alerts, lifecycle
 from scheduler.planning.lifecycle import MAX_CALENDARS_PER_JOB, Calendar
-from scheduler.ports import AlertStore, CalendarJobStore, CalendarStore, CompletionStore, JobStore
+from scheduler.ports import AlertStore, CalendarJobStore, CalendarStore, CompletionStore, JobStore, PauseStore
 
 # Reads and writes of an edit, before it gives up on a job that keeps changing under it (each
 # attempt reads the job, plans, and writes only if the job is still what was read).
@@ -40,6 +43,8 @@ COMPLETION_ATTEMPTS = 10
 
 # An edit of a job as it was read: its new spec, and its new schedule columns (None: unchanged).
 Edit = tuple[Mapping[str, Any], Plan | None]
+# Told of the skipped occurrences a write recorded (the runner counts them in a metric).
+SkipHook = Callable[[Sequence[Skip]], None]
 
 
 # -- calendars -------------------------------------------------------------------------------------
@@ -151,13 +156,26 @@ def update_job(
     return _write_edit(store, owner, job_id, edit, expected_version)
 
 
-def pause_job(store: JobStore, owner: str, job_id: str) -> Job:
-    """Stop firing the job's schedule (a manual run still runs)."""
-    return _write_edit(store, owner, job_id, lambda current: (current.spec(), lifecycle.plan_pause(current)))
+def pause_job(store: JobStore, owner: str, job_id: str, pause: Pause | None = None) -> Job:
+    """Stop firing the job's schedule (a manual run still runs), with the pause's record (its
+    note, its end ``until``, who paused it): the runner resumes it at ``until``. A completed job
+    stays as it is."""
+
+    def edit(current: Job) -> Edit:
+        return current.spec(), lifecycle.plan_pause(current)
+
+    def record(current: Job) -> tuple[bool, Pause | None]:
+        if current.state == JobState.COMPLETED:
+            return False, Pause.of(current)
+        return True, dataclasses.replace(pause or Pause(), at=current.paused_at)
+
+    return _write_edit(store, owner, job_id, edit, pause_of=record)
 
 
-def resume_job(store: JobStore, owner: str, job_id: str) -> Job:
-    """Fire the schedule again, applying ``missed_runs`` to what was missed."""
+def resume_job(store: JobStore, owner: str, job_id: str, on_skips: SkipHook | None = None) -> Job:
+    """Fire the schedule again, applying ``missed_runs`` to what was missed (the occurrences it
+    does not run on record as skipped, ``paused``, and passed to ``on_skips``); the pause's
+    record is cleared."""
     return _write_edit(
         store,
         owner,
@@ -166,7 +184,87 @@ def resume_job(store: JobStore, owner: str, job_id: str) -> Job:
             current.spec(),
             lifecycle.plan_resume(current, store.now(), calendars=job_calendars(store, current)),
         ),
+        pause_of=lambda current: (False, None),
+        on_skips=on_skips,
     )
+
+
+# The most jobs one bulk pause or resume changes, and the page it reads them by.
+BULK_LIMIT = 1000
+_BULK_PAGE = 200
+
+
+def pause_jobs(
+    store: JobStore, owner: str, *, tag: str | None = None, name_prefix: str | None = None, pause: Pause | None = None
+) -> list[Job]:
+    """Pause the owner's active jobs with ``tag`` or whose name starts with ``name_prefix``
+    (at most ``BULK_LIMIT``), each as ``pause_job``; the jobs paused, in name order."""
+    return _bulk(store, owner, JobState.ACTIVE, tag, name_prefix, lambda job_id: pause_job(store, owner, job_id, pause))
+
+
+def resume_jobs(store: JobStore, owner: str, *, tag: str | None = None, name_prefix: str | None = None) -> list[Job]:
+    """Resume the owner's paused jobs with ``tag`` or whose name starts with ``name_prefix``
+    (at most ``BULK_LIMIT``), each as ``resume_job``; the jobs resumed, in name order."""
+    return _bulk(store, owner, JobState.PAUSED, tag, name_prefix, lambda job_id: resume_job(store, owner, job_id))
+
+
+def _bulk(
+    store: JobStore,
+    owner: str,
+    state: JobState,
+    tag: str | None,
+    name_prefix: str | None,
+    change: Callable[[str], Job],
+) -> list[Job]:
+    """``change`` applied to each of the owner's jobs in ``state`` that the filter selects (a job
+    deleted meanwhile is left out)."""
+    changed: list[Job] = []
+    after: str | None = None
+    while len(changed) < BULK_LIMIT:
+        page = store.list_jobs(owner, state=state, tag=tag, name_prefix=name_prefix, limit=_BULK_PAGE, after_name=after)
+        for job in page[: BULK_LIMIT - len(changed)]:
+            try:
+                changed.append(change(str(job.id)))
+            except NotFound:
+                continue
+        if len(page) < _BULK_PAGE:
+            break
+        after = page[-1].name
+    return changed
+
+
+# The most occurrences one backfill request takes, and the least time between two of its deliveries.
+MAX_BACKFILL = 10_000
+BACKFILL_INTERVAL_SECONDS = 1.0
+
+
+def backfill_job(
+    store: JobStore, owner: str, job_id: str, start: datetime, end: datetime, *, dry_run: bool
+) -> list[datetime]:
+    """The job's occurrences from ``start`` to ``end`` (``ScheduleError`` naming ``end`` past
+    ``MAX_BACKFILL``); unless ``dry_run``, recorded for the runner to deliver one at a time, each
+    as itself (its own scheduled time and key), through the job's lease, at most one every
+    ``BACKFILL_INTERVAL_SECONDS``. ``NotFound`` for another owner's job."""
+    job = store.get_job(owner, job_id)
+    found = lifecycle.backfill_occurrences(job, start, end, MAX_BACKFILL, job_calendars(store, job))
+    if not dry_run and found:
+        if store.insert_backfill(owner, job_id, found, BACKFILL_INTERVAL_SECONDS) is None:
+            raise NotFound(job_id)
+    return found
+
+
+def resume_expired_pauses(store: PauseStore, limit: int = 100, on_skips: SkipHook | None = None) -> list[Job]:
+    """Resume the jobs whose pause has reached its ``until`` (the runner calls it as it claims:
+    no API call is needed), each under its missed-run policy as ``resume_job``. A job resumed or
+    deleted meanwhile is left out."""
+    resumed = []
+    for owner, job_id in store.expired_pauses(limit):
+        try:
+            job = resume_job(store, owner, job_id, on_skips)
+        except (NotFound, EditConflict):
+            continue
+        resumed.append(job)
+    return resumed
 
 
 def _write_edit(
@@ -175,19 +273,32 @@ def _write_edit(
     job_id: str,
     edit: Callable[[Job], Edit],
     expected_version: int | None = None,
+    pause_of: Callable[[Job], tuple[bool, Pause | None]] | None = None,
+    on_skips: SkipHook | None = None,
 ) -> Job:
     """Read the job, plan the edit, write it if the job is still what was read; again when it
-    changed meanwhile. ``VersionMismatch`` when the caller's version is not the job's,
+    changed meanwhile. ``pause_of`` (a pause or a resume): whether the edit is a pause, and the
+    pause's record to write (without it, the record as read is kept). ``VersionMismatch`` when the caller's version is not the job's,
     ``EditConflict`` when it kept changing."""
     for _ in range(EDIT_ATTEMPTS):
         current = store.get_job(owner, job_id)
         if expected_version is not None and current.version != expected_version:
             raise VersionMismatch(current.version)
         spec, plan = edit(current)
+        pausing, pause = pause_of(current) if pause_of else (False, Pause.of(current))
         written = store.update_job(
-            owner, job_id, spec, plan, version=current.version, planned_from=Plan.of(current) if plan else None
+            owner,
+            job_id,
+            spec,
+            plan,
+            version=current.version,
+            planned_from=Plan.of(current) if plan else None,
+            pause=pause,
+            pausing=pausing,
         )
         if written is not None:
+            if on_skips is not None and plan is not None and plan.skips:
+                on_skips(plan.skips)
             return written
     raise EditConflict(job_id)
 
@@ -199,18 +310,22 @@ def plan_completion(
     rng: random.Random | None,
     ran_scheduled_at: datetime | None,
     calendars: Sequence[Calendar] = (),
+    ran_started_at: datetime | None = None,
 ) -> Plan:
     """The job's columns after an attempt (``lifecycle.plan_completion``), marked ``delete``
     when the attempt completes a job whose ``after_completion`` is ``delete``: the store then
     deletes it with its executions in the transaction that records the completion."""
-    plan = lifecycle.plan_completion(job, outcome, now, rng, ran_scheduled_at, calendars)
+    plan = lifecycle.plan_completion(job, outcome, now, rng, ran_scheduled_at, calendars, ran_started_at)
     if plan.state == JobState.COMPLETED and job.after_completion == "delete":
-        return Plan(plan.state, plan.scheduled_at, plan.attempt, plan.next_run_at, delete=True)
+        return Plan(plan.state, plan.scheduled_at, plan.attempt, plan.next_run_at, delete=True, skips=plan.skips)
     return plan
 
 
 def complete_executions(
-    store: CompletionStore, completions: Sequence[Completion], rng: random.Random | None = None
+    store: CompletionStore,
+    completions: Sequence[Completion],
+    rng: random.Random | None = None,
+    on_skips: SkipHook | None = None,
 ) -> list[bool]:
     """Record how started executions ended and move their jobs on (retry, next occurrence or
     completed), releasing the leases; answers, in order, whether each was recorded (False:
@@ -219,7 +334,8 @@ def complete_executions(
     Those carrying their started row and the seconds since (``Completion.started`` and
     ``elapsed_seconds``) are planned from that row and written in one statement, valid only if
     the row is still that version; the rest, and any whose job changed meanwhile, are planned
-    from the job as it is now (``complete_leased``), one by one.
+    from the job as it is now (``complete_leased``), one by one. ``on_skips`` is told of the
+    skipped occurrences recorded with them (called only when there are some).
     """
     recorded = [False] * len(completions)
     fast = [i for i, done in enumerate(completions) if done.started is not None and done.elapsed_seconds is not None]
@@ -235,13 +351,18 @@ def complete_executions(
                 for n in started.job.exclude_calendars
                 if (started.job.owner, n) in calendars
             ]
-            planned.append((done, plan_completion(started.job, done.outcome, now, rng, started.scheduled_at, named)))
+            plan = plan_completion(
+                started.job, done.outcome, now, rng, started.scheduled_at, named, started.started_at
+            )
+            planned.append((done, plan))
         written = store.write_completions(planned)
         for i in fast:
             recorded[i] = str(completions[i].job_id) in written
+        if on_skips is not None:
+            _tell_skips(on_skips, [plan for done, plan in planned if str(done.job_id) in written])
     for i, done in enumerate(completions):
         if not recorded[i]:
-            recorded[i] = _complete_from_the_job_as_it_is(store, done, rng)
+            recorded[i] = _complete_from_the_job_as_it_is(store, done, rng, on_skips)
     return recorded
 
 
@@ -254,7 +375,15 @@ def _calendars_of_batch(store: CompletionStore, jobs: Sequence[Job]) -> dict[tup
     return {(record.owner, record.name): lifecycle.compile_calendar(record) for record in store.calendars_of(wanted)}
 
 
-def _complete_from_the_job_as_it_is(store: CompletionStore, done: Completion, rng: random.Random | None) -> bool:
+def _tell_skips(on_skips: SkipHook, plans: Sequence[Plan]) -> None:
+    skips = [skip for plan in plans for skip in plan.skips]
+    if skips:
+        on_skips(skips)
+
+
+def _complete_from_the_job_as_it_is(
+    store: CompletionStore, done: Completion, rng: random.Random | None, on_skips: SkipHook | None = None
+) -> bool:
     """Plan from the job as it is now (its lease still ours), write for that version; read again
     when an edit came between. False when fenced (or, after ``COMPLETION_ATTEMPTS``, when the
     job keeps changing: the lease then runs out and the execution is marked lost)."""
@@ -263,8 +392,12 @@ def _complete_from_the_job_as_it_is(store: CompletionStore, done: Completion, rn
         if leased is None:
             return False
         calendars = job_calendars(store, leased.job)
-        plan = plan_completion(leased.job, done.outcome, leased.now, rng, leased.ran_scheduled_at, calendars)
+        plan = plan_completion(
+            leased.job, done.outcome, leased.now, rng, leased.ran_scheduled_at, calendars, leased.ran_started_at
+        )
         if store.complete_leased(done, plan, leased):
+            if on_skips is not None:
+                _tell_skips(on_skips, [plan])
             return True
     return False
 

@@ -133,6 +133,7 @@ class Dependencies:
             lease_seconds=settings.claim_lease_seconds,
             retention_days=settings.execution_retention_days,
             metrics=self.metrics,
+            pauses=self.store,
             # The executor's reserved concurrency bounds the dispatch; the live leases are what
             # is taken. Under a backlog an invoke carries a group of claims.
             dispatch_options={

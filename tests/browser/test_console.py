@@ -460,4 +460,86 @@ def test_alert_rules_in_the_form_the_job_page_and_the_alerts_page(browser, api, 
     page.select_option("select[name=status]", "failed")
     expect(page.locator("p.empty")).to_contain_text("No alerts failed")
     assert len([r for r in target.requests if r["path"] == "/slack"]) == 1
+def test_pause_notes_bulk_actions_overrides_and_skipped_rows_in_the_console(browser, api, target, db_url):
+    """Issue 33 in the console: the bulk pause and resume of the jobs a filter selects, a pause
+    with a note and an end (the runner ends it: its skipped row shows), a run with overrides."""
+    import psycopg
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    hook = {"type": "http", "method": "POST", "timeout_seconds": 5, "url": target.url + "/etl"}
+    for name in ("etl-orders", "etl-stock"):
+        api.post("/v1/jobs", {"name": name, "tags": ["etl"], "schedule": "@hourly", "target": hook})
+    ticker = api.post(
+        "/v1/jobs",
+        {
+            "name": "ticker",
+            "schedule": "@every 1s",
+            "missed_runs": "skip",
+            "target": {**hook, "url": target.url + "/t"},
+        },
+    )
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on("console", lambda msg: msg.type == "error" and problems.append(f"console: {msg.text}"))
+
+    # The list filtered by tag: pause and resume every job it selects.
+    page.goto(api.url + "/console/#/jobs")
+    jobs = page.locator("table.jobs tbody tr")
+    expect(jobs).to_have_count(3)
+    page.fill("input[name=tag]", "etl")
+    expect(jobs).to_have_count(2)
+    page.get_by_role("button", name="Pause all matching").click()
+    expect(page.locator(".bulk .note")).to_have_text("Paused 2 jobs (tag etl).")
+    expect(jobs.locator(".badge.b-paused")).to_have_count(2)
+    assert api.get("/v1/jobs?name_prefix=ticker")["jobs"][0]["state"] == "active"
+    page.get_by_role("button", name="Resume all matching").click()
+    expect(jobs.locator(".badge.b-active")).to_have_count(2)
+
+    # A run with overrides: delivered with them, shown with the execution (the secret masked).
+    page.goto(f"{api.url}/console/#/jobs/{ticker['id']}")
+    expect(page.get_by_role("heading", name="ticker")).to_be_visible()
+    page.locator("details.run-options summary").click()
+    page.fill("textarea[name=run_body]", '{"region": "{{vars.region}}"}')
+    page.fill("textarea[name=run_headers]", "X-Env: staging\nAuthorization: Bearer console-s3cret")
+    page.fill("textarea[name=run_vars]", "region=eu-west-1")
+    page.get_by_role("button", name="Run with overrides", exact=True).click()
+    manual = page.locator("table.executions tbody tr.exec").filter(has_text="manual")
+    expect(manual.locator(".tag")).to_have_text("overrides")
+    manual.first.click()
+    expect(page.locator("pre.overrides")).to_contain_text('"Authorization": "***"')
+    assert "console-s3cret" not in page.content()
+    sent = [r for r in target.requests if r["body"] == b'{"region": "eu-west-1"}']
+    assert sent and sent[0]["headers"]["Authorization"] == "Bearer console-s3cret"
+
+    # A backfill of the last three seconds: previewed (a dry run), then queued and delivered as itself.
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime.now(UTC).replace(microsecond=0)
+    page.fill("input[name=backfill_start]", (now - timedelta(seconds=3)).isoformat())
+    page.fill("input[name=backfill_end]", now.isoformat())
+    page.get_by_role("button", name="Preview backfill", exact=True).click()
+    expect(page.locator(".backfill-result")).to_contain_text("would run")
+    page.get_by_role("button", name="Backfill", exact=True).click()
+    expect(page.locator(".backfill-result")).to_contain_text("Queued")
+    backfilled = page.locator("table.executions tbody tr.exec").filter(has_text="backfill")
+    expect(backfilled.first).to_be_visible()
+
+    # A pause with a note and an end: shown in the summary, ended by the runner, its skipped row listed.
+    page.fill("input[name=pause_note]", "vendor maintenance")
+    page.fill("input[name=pause_minutes]", "1")
+    page.get_by_role("button", name="Pause with note", exact=True).click()
+    expect(page.locator("h1 .badge")).to_have_text("paused")
+    expect(page.locator("dd.pause-note")).to_have_text("vendor maintenance")
+    expect(page.locator("dd.pause-until")).to_contain_text("by itself")
+    with psycopg.connect(db_url, autocommit=True) as conn:  # its end comes now (the runner checks every second)
+        conn.execute("UPDATE job_specs SET pause_until = now() WHERE id = %s", (ticker["id"],))
+    expect(page.locator("h1 .badge")).to_have_text("active")
+    skipped = page.locator("table.executions tbody tr.exec").filter(has=page.locator(".badge.b-skipped"))
+    expect(skipped.first).to_contain_text("skipped: paused")
+    _shoot(page, "job-skipped")
+    page.get_by_role("link", name="Recent activity").click()
+    page.select_option("select[name=status]", "skipped")
+    expect(page.locator("table.executions tbody tr.exec").first).to_contain_text("ticker")
     assert problems == []

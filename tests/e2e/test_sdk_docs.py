@@ -37,9 +37,11 @@ def test_the_sdk_examples_run_against_a_live_local_scheduler(db_url, tmp_path, m
             code = compile(block.replace(TARGET, target.url), f"docs/sdk.md block {number}", "exec")
             with contextlib.redirect_stdout(printed):
                 exec(code, namespace)
-        # the run reached the target, with the stored secret
-        [call] = [r for r in target.requests if r["path"] == "/report"]
+        # the run reached the target, with the stored secret; the run with overrides, with its own
+        call, overridden = [r for r in target.requests if r["path"] == "/report"]
         assert call["headers"]["Authorization"] == "Bearer s3cret"
+        assert overridden["headers"]["X-Api-Key"] == "k3y" and overridden["headers"]["X-Env"] == "staging"
+        assert overridden["headers"]["Authorization"] == "Bearer s3cret"  # the target's auth wins
         assert "400 invalid_request schedule" in printed.getvalue()
         assert "succeeded 200 manual" in printed.getvalue()
     finally:

@@ -14,6 +14,8 @@ ROUTES = {
     ("GET", "/v1/health"),
     ("GET", "/v1/jobs"),
     ("POST", "/v1/jobs"),
+    ("POST", "/v1/jobs/pause"),  # issue 33: bulk pause and resume
+    ("POST", "/v1/jobs/resume"),
     ("GET", "/v1/jobs/{id}"),
     ("PUT", "/v1/jobs/{id}"),
     ("PATCH", "/v1/jobs/{id}"),
@@ -21,6 +23,7 @@ ROUTES = {
     ("POST", "/v1/jobs/{id}/pause"),
     ("POST", "/v1/jobs/{id}/resume"),
     ("POST", "/v1/jobs/{id}/run"),
+    ("POST", "/v1/jobs/{id}/backfill"),
     ("GET", "/v1/jobs/{id}/executions"),
     ("GET", "/v1/executions"),
     ("POST", "/v1/schedules/preview"),

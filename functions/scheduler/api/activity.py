@@ -120,7 +120,7 @@ class Occurrences(BaseModel):
 
 
 Status = Annotated[
-    Literal["running", "succeeded", "failed", "timed_out", "lost"],
+    Literal["running", "succeeded", "failed", "timed_out", "lost", "skipped"],
     Query(description="Only executions with this status."),
 ]
 JobFilter = Annotated[str, Query(max_length=64, description="Only this job's executions (its id).")]

@@ -69,7 +69,7 @@ def list_executions(
     cursors: CursorsDep,
     owner: Owner,
     status: Annotated[
-        Literal["running", "succeeded", "failed", "timed_out", "lost"],
+        Literal["running", "succeeded", "failed", "timed_out", "lost", "skipped"],
         Query(description="Only executions with this status."),
     ] = None,
     limit: Limit = DEFAULT_PAGE_SIZE,

@@ -16,14 +16,16 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from scheduler import service
 from scheduler.api.cursors import MAX_CURSOR_LENGTH, CursorCodec, InvalidCursor, scope_of
 from scheduler.api.errors import BadRequest, documented
+from scheduler.api.overrides import run_overrides
 from scheduler.api.providers import get_cursors, get_owner, get_secret_box, get_settings, get_store
 from scheduler.api.routes import rule
-from scheduler.api.serialize import Job, JobList, RunAccepted, job_json, spec_of
+from scheduler.api.serialize import BackfillPlan, BulkResult, Job, JobList, RunAccepted, job_json, spec_of
 from scheduler.core.constants import AWS_TARGET_TYPES, SERVICE_NAME
 from scheduler.core.domain import Job as DomainJob
-from scheduler.core.domain import JobState
+from scheduler.core.domain import JobState, Pause
 from scheduler.core.timeutil import format_time
 from scheduler.ports import JobStore
+from scheduler.schema.actions import BackfillRequest, BulkPauseRequest, BulkResumeRequest, PauseRequest, RunRequest
 from scheduler.schema.models import MAX_NAME_LENGTH, MAX_TAG_LENGTH, JobSpec
 from scheduler.secrets import SecretBox, encrypt_target_secrets, keep_masked_secrets
 
@@ -352,10 +354,86 @@ def delete_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
     *rule("pause_job"),
     summary="Pause a job's schedule",
     tags=["jobs"],
-    responses=documented(200, Job, "The job.", 403, 404),
+    description="An optional body gives the pause a `note` and an end (`until`), at which the runner resumes "
+    "the job under its missed-run policy; the job then shows `pause`.",
+    responses=documented(200, Job, "The job.", 400, 403, 404, 413, 415),
 )
-def pause_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
-    return job_response(service.pause_job(store, owner, job_id))
+def pause_job(
+    job_id: JobId, store: StoreDep, owner: Owner, request: Annotated[PauseRequest | None, Body()] = None
+) -> Response[Any]:
+    pause = pause_record(request, store, owner)
+    return job_response(service.pause_job(store, owner, job_id, pause))
+
+
+def pause_record(request: PauseRequest | None, store: JobStore, owner: str) -> Pause:
+    """The pause's record of a pause request, by the caller: 400 on ``until`` when it is not in
+    the future (by the database clock), on ``note`` for text that cannot be stored."""
+    request = request or PauseRequest()
+    check_text(request.note, "note")
+    if request.until is not None and request.until <= store.now():
+        raise BadRequest("until", "must be in the future (the job would resume at once)")
+    return Pause(note=request.note, until=request.until, by=owner)
+
+
+@router.route(
+    *rule("backfill_job"),
+    summary="Run a job's occurrences of a past range",
+    tags=["jobs"],
+    description="Every occurrence of the job from `start` to `end` (both included), each delivered as itself "
+    "(its own `X-Scheduler-Scheduled-At` and `Idempotency-Key`, trigger `backfill`), one at a time through the "
+    f"job's lease (never beside a live run), at most one a second; at most {service.MAX_BACKFILL:,} a request. "
+    "A dry run answers the occurrences and writes nothing.",
+    responses={
+        **documented(200, BackfillPlan, "A dry run's occurrences.", 400, 403, 404, 413, 415),
+        **documented(202, BackfillPlan, "Queued: how many occurrences will run."),
+    },
+)
+def backfill_job(
+    job_id: JobId, request: Annotated[BackfillRequest, Body()], store: StoreDep, owner: Owner
+) -> Response[Any]:
+    found = service.backfill_job(store, owner, job_id, request.start, request.end, dry_run=request.dry_run)
+    if request.dry_run:
+        body: dict[str, Any] = {"occurrences": [format_time(at) for at in found], "count": len(found)}
+        return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=body)
+    logger.info("backfill queued", extra={"job_id": job_id, "count": len(found)})
+    return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body={"count": len(found)})
+
+
+def bulk_response(jobs: list[DomainJob]) -> Response[Any]:
+    """A bulk action's answer: the ids of the jobs it changed, and how many."""
+    ids = [str(job.id) for job in jobs]
+    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body={"jobs": ids, "count": len(ids)})
+
+
+@router.route(
+    *rule("pause_jobs"),
+    summary="Pause the caller's jobs with a tag or a name prefix",
+    tags=["jobs"],
+    description="Each active job selected is paused as by `POST /v1/jobs/{job_id}/pause` (at most "
+    f"{service.BULK_LIMIT} a request); only the caller's jobs.",
+    responses=documented(200, BulkResult, "The jobs paused.", 400, 403, 413, 415),
+)
+def pause_jobs(request: Annotated[BulkPauseRequest, Body()], store: StoreDep, owner: Owner) -> Response[Any]:
+    check_text(request.model_dump(exclude={"until"}), "body")
+    pause = pause_record(PauseRequest(note=request.note, until=request.until), store, owner)
+    jobs = service.pause_jobs(store, owner, tag=request.tag, name_prefix=request.name_prefix, pause=pause)
+    logger.info("jobs paused", extra={"count": len(jobs)})
+    return bulk_response(jobs)
+
+
+@router.route(
+    *rule("resume_jobs"),
+    summary="Resume the caller's jobs with a tag or a name prefix",
+    tags=["jobs"],
+    description="Each paused job selected is resumed as by `POST /v1/jobs/{job_id}/resume` (at most "
+    f"{service.BULK_LIMIT} a request); only the caller's jobs.",
+    responses=documented(200, BulkResult, "The jobs resumed.", 400, 403, 413, 415),
+)
+def resume_jobs(request: Annotated[BulkResumeRequest, Body()], store: StoreDep, owner: Owner) -> Response[Any]:
+    check_text(request.model_dump(), "body")
+    jobs = service.resume_jobs(store, owner, tag=request.tag, name_prefix=request.name_prefix)
+    logger.info("jobs resumed", extra={"count": len(jobs)})
+    return bulk_response(jobs)
 
 
 @router.route(
@@ -373,11 +451,19 @@ def resume_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
     status_code=202,
     summary="Run a job now",
     tags=["jobs"],
-    description="One attempt outside the schedule, taken by the runner's next claim, even when the job is paused.",
-    responses=documented(202, RunAccepted, "Queued.", 403, 404),
+    description="One attempt outside the schedule, taken by the runner's next claim, even when the job is paused. "
+    "An optional body overrides the body, headers and `{{vars.NAME}}` of that run only; its execution records "
+    "them as `overrides` (credential-like header values as `***`).",
+    responses=documented(202, RunAccepted, "Queued.", 400, 403, 404, 413, 415),
 )
-def run_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
-    job = store.request_run(owner, job_id)
+def run_job(
+    job_id: JobId, store: StoreDep, box: BoxDep, owner: Owner, request: Annotated[RunRequest | None, Body()] = None
+) -> Response[Any]:
+    overrides = None
+    if request is not None and request.given():
+        check_text(request.model_dump(), "body")
+        overrides = run_overrides(request, store.get_job(owner, job_id), box)
+    job = store.request_run(owner, job_id, overrides)
     logger.info("manual run requested", extra={"job_id": job_id})
     return Response(
         status_code=202,

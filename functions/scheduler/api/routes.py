@@ -39,6 +39,9 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/health", "health", anonymous=True),
     Route("GET", "/v1/jobs", "list_jobs", query=("state", "tag", "name_prefix", "limit", "cursor")),
     Route("POST", "/v1/jobs", "create_job", body=True),
+    # Bulk actions (issue 33): static paths beside /v1/jobs/{job_id}, which takes no POST.
+    Route("POST", "/v1/jobs/pause", "pause_jobs", body=True),
+    Route("POST", "/v1/jobs/resume", "resume_jobs", body=True),
     Route("GET", _JOB, "get_job"),
     Route("PUT", _JOB, "replace_job", body=True, headers=("If-Match",)),
     Route("PATCH", _JOB, "patch_job", body=True, headers=("If-Match",)),
@@ -46,6 +49,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"{_JOB}/pause", "pause_job"),
     Route("POST", f"{_JOB}/resume", "resume_job"),
     Route("POST", f"{_JOB}/run", "run_job"),
+    Route("POST", f"{_JOB}/backfill", "backfill_job", body=True),
     Route("GET", f"{_JOB}/executions", "list_executions", query=("status", "limit", "cursor")),
     Route("GET", "/v1/executions", "list_owner_executions", query=("status", "job_id", "since", "limit", "cursor")),
     Route("POST", "/v1/schedules/preview", "preview_schedule", body=True),

@@ -12,6 +12,7 @@ from pydantic import AwareDatetime, BaseModel, Field
 
 from scheduler.core.domain import Execution as DomainExecution
 from scheduler.core.domain import Job as DomainJob
+from scheduler.core.domain import JobState
 from scheduler.core.timeutil import format_time
 from scheduler.schema.models import JobSpec
 from scheduler.secrets import mask_target_secrets
@@ -40,8 +41,8 @@ def spec_of(job: DomainJob) -> dict[str, Any]:
 
 
 def job_json(job: DomainJob) -> dict[str, Any]:
-    """The job of the contract."""
-    return {
+    """The job of the contract; a paused job's has its ``pause``."""
+    answer = {
         "id": str(job.id),
         **spec_of(job),
         "owner": job.owner,
@@ -58,11 +59,26 @@ def job_json(job: DomainJob) -> dict[str, Any]:
             "last_error": job.last_error,
         },
     }
+    if job.state == JobState.PAUSED:
+        answer["pause"] = pause_json(job)
+    return answer
+
+
+def pause_json(job: DomainJob) -> dict[str, Any]:
+    """A paused job's pause: its note, its end, who paused it and when (each null when not known:
+    a job paused before the field, or without a note or an end)."""
+    return {
+        "note": job.pause_note,
+        "until": _time(job.pause_until),
+        "by": job.paused_by,
+        "at": _time(job.paused_at),
+    }
 
 
 def execution_json(execution: DomainExecution) -> dict[str, Any]:
-    """The execution of the contract."""
-    return {
+    """The execution of the contract; a manual run with overrides has its ``overrides``, a
+    skipped row its ``skip_reason`` and ``skipped_count``."""
+    answer = {
         "id": execution.id,
         "job_id": execution.job_id,
         "scheduled_at": _time(execution.scheduled_at),
@@ -79,6 +95,12 @@ def execution_json(execution: DomainExecution) -> dict[str, Any]:
         "waited_ms": execution.waited_ms,
         "waited_for": execution.waited_for,
     }
+    if execution.overrides is not None:
+        answer["overrides"] = dict(execution.overrides)
+    if execution.skip_reason is not None:
+        answer["skip_reason"] = str(execution.skip_reason)
+        answer["skipped_count"] = execution.skipped_count
+    return answer
 
 
 # -- answer models (OpenAPI documentation of the answers) ----------------------------------------
@@ -89,6 +111,15 @@ class JobStats(BaseModel):
     failure_count: int
     last_status: str | None
     last_error: str | None
+
+
+class PauseInfo(BaseModel):
+    """Why and until when a job is paused, who paused it and when."""
+
+    note: str | None
+    until: AwareDatetime | None = Field(description="when the runner resumes the job by itself (null: when resumed)")
+    by: str | None = Field(description="the principal that paused the job")
+    at: AwareDatetime | None
 
 
 class Job(JobSpec):
@@ -103,6 +134,7 @@ class Job(JobSpec):
     created_at: AwareDatetime
     updated_at: AwareDatetime
     stats: JobStats
+    pause: PauseInfo | None = Field(default=None, description="a paused job's pause (absent otherwise)")
 
 
 class JobList(BaseModel):
@@ -124,8 +156,8 @@ class Execution(BaseModel):
     started_at: AwareDatetime | None
     finished_at: AwareDatetime | None
     attempt: int
-    trigger: Literal["schedule", "manual", "retry"]
-    status: Literal["running", "succeeded", "failed", "timed_out", "lost"]
+    trigger: Literal["schedule", "manual", "retry", "backfill"]
+    status: Literal["running", "succeeded", "failed", "timed_out", "lost", "skipped"]
     http_status: int | None
     response_excerpt: str | None
     error: str | None
@@ -134,6 +166,31 @@ class Execution(BaseModel):
         default=None, description="how long the delivery waited for a slot of its target's limits (null: it did not)"
     )
     waited_for: str | None = Field(default=None, description="the limits it waited for, and their key")
+    overrides: dict[str, Any] | None = Field(
+        default=None,
+        description="a manual run's overrides (body, headers, vars), credential-like header values as *** "
+        "(absent for other runs)",
+    )
+    skip_reason: Literal["paused", "overlap", "window", "calendar", "missed"] | None = Field(
+        default=None, description="why a skipped row's occurrences did not run (skipped rows only)"
+    )
+    skipped_count: int | None = Field(
+        default=None, description="how many occurrences a skipped row stands for (scheduled_at is the first)"
+    )
+
+
+class BackfillPlan(BaseModel):
+    """A backfill's occurrences (a dry run), or how many were queued."""
+
+    occurrences: list[AwareDatetime] | None = Field(default=None, description="a dry run's occurrences, in order")
+    count: int
+
+
+class BulkResult(BaseModel):
+    """The jobs a bulk pause or resume changed."""
+
+    jobs: list[str] = Field(description="their ids")
+    count: int
 
 
 class ExecutionList(BaseModel):

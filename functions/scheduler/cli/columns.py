@@ -116,6 +116,14 @@ def _backoff(execution: dict[str, Any]) -> str | None:
     return duration(backoff) if backoff else None
 
 
+def _skipped(execution: dict[str, Any]) -> str | None:
+    """A skipped row's account (issue 33): how many occurrences, and why."""
+    if execution.get("status") != "skipped":
+        return None
+    count = execution.get("skipped_count") or 1
+    return f"{count} occurrence{'s' if count != 1 else ''} skipped: {execution.get('skip_reason')}"
+
+
 EXECUTION_COLUMN_SET: dict[str, Column] = {
     c.key: c
     for c in (
@@ -130,7 +138,7 @@ EXECUTION_COLUMN_SET: dict[str, Column] = {
         Column("status", "STATUS", lambda e: e.get("status"), 9),
         Column("http", "HTTP", lambda e: e.get("http_status"), 4),
         Column("duration_ms", "DURATION MS", lambda e: e.get("duration_ms"), 11),
-        Column("error", "ERROR", lambda e: e.get("error")),
+        Column("error", "ERROR", lambda e: e.get("error") or _skipped(e)),
         Column("due_at", "DUE AT", lambda e: e.get("due_at"), 24),
         Column("finished", "FINISHED", lambda e: e.get("finished_at"), 24),
         Column("job_id", "JOB ID", lambda e: e.get("job_id"), 36),

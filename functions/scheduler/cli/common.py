@@ -27,7 +27,7 @@ exit codes:
 """
 
 JOB_STATES = ("active", "paused", "completed")
-EXECUTION_STATUSES = ("running", "succeeded", "failed", "timed_out", "lost")
+EXECUTION_STATUSES = ("running", "succeeded", "failed", "timed_out", "lost", "skipped")
 OUTPUT_FORMATS = ("table", "json", "yaml")
 
 
@@ -115,6 +115,17 @@ def since(text: str) -> str:
         return value
     seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in _RELATIVE_PART.findall(value.lower()))
     moment = datetime.now(UTC) - timedelta(seconds=seconds)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def until(text: str) -> str:
+    """An instant for ``--until``: RFC 3339 as given (the API checks it), or a time from now,
+    ``30m``, ``2h``, ``1d``, ``1h30m`` (units s, m, h, d, w), as RFC 3339 in UTC."""
+    value = text.strip()
+    if not _RELATIVE.match(value.lower()):
+        return since(value)  # RFC 3339 as given, or the same refusal of a malformed duration
+    seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in _RELATIVE_PART.findall(value.lower()))
+    moment = datetime.now(UTC) + timedelta(seconds=seconds)
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 

@@ -40,6 +40,7 @@ READ_ONLY_FIELDS = (
     "created_at",
     "updated_at",
     "stats",
+    "pause",  # a paused job's pause (issue 33): set by POST .../pause, not by a definition
 )
 _UNQUOTED_STAR = re.compile(r"^\s*schedule\s*:\s*\*", re.MULTILINE)
 

@@ -10,7 +10,7 @@ from typing import Any
 from scheduler.cli.api import client_command
 from scheduler.cli.aws_flags import check_stdin_once
 from scheduler.cli.columns import JOB_COLUMN_SET, JOB_DEFAULT, choose
-from scheduler.cli.common import EXIT_OK, JOB_STATES, UsageError, positive_int
+from scheduler.cli.common import EXIT_OK, JOB_STATES, UsageError, positive_int, since, until
 from scheduler.cli.definitions import (
     READ_ONLY_FIELDS,
     add_definition_options,
@@ -123,25 +123,95 @@ def jobs_delete(args: argparse.Namespace, client: Any) -> int:
     return EXIT_OK
 
 
+def _selection(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``--tag`` or ``--name-prefix`` of a bulk pause or resume (None: one job, ``JOB``)."""
+    chosen = {k: v for k, v in (("tag", args.tag), ("name_prefix", args.name_prefix)) if v is not None}
+    if len(chosen) > 1 or (chosen and args.job) or not (chosen or args.job):
+        raise UsageError(f"give a JOB, or one of --tag or --name-prefix (for the {args.action} of several jobs)")
+    return chosen or None
+
+
+def _bulk_done(args: argparse.Namespace, answer: dict[str, Any], done: str) -> int:
+    if not print_data(args.output, answer):
+        print(
+            f"{done} {answer.get('count', 0)} job(s)" + "".join(f"\n  {job_id}" for job_id in answer.get("jobs") or [])
+        )
+    return EXIT_OK
+
+
 @client_command
 def jobs_pause(args: argparse.Namespace, client: Any) -> int:
-    """``jobs pause``."""
-    show_job(args, client.pause_job(client.resolve_job_id(args.job)))
+    """``jobs pause JOB`` (or ``--tag``/``--name-prefix``), with ``--note`` and ``--until``."""
+    selection = _selection(args)
+    if selection is not None:
+        extra = {k: v for k, v in (("note", args.note), ("until", args.until)) if v is not None}
+        return _bulk_done(args, client.pause_jobs({**selection, **extra}), "paused")
+    show_job(args, client.pause_job(client.resolve_job_id(args.job), note=args.note, until=args.until))
     return EXIT_OK
 
 
 @client_command
 def jobs_resume(args: argparse.Namespace, client: Any) -> int:
-    """``jobs resume``."""
+    """``jobs resume JOB`` (or ``--tag``/``--name-prefix``)."""
+    selection = _selection(args)
+    if selection is not None:
+        return _bulk_done(args, client.resume_jobs(selection), "resumed")
     show_job(args, client.resume_job(client.resolve_job_id(args.job)))
     return EXIT_OK
 
 
+def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """``--body``, ``--header`` and ``--var`` of ``jobs run`` as the request's overrides."""
+    overrides: dict[str, Any] = {}
+    if args.body is not None:
+        overrides["body"] = read_definition_text(args.body)
+    if args.headers:
+        overrides["headers"] = dict(_pair(value, "--header") for value in args.headers)
+    if args.vars:
+        overrides["vars"] = dict(_pair(value, "--var") for value in args.vars)
+    return overrides
+
+
+@client_command
+def jobs_backfill(args: argparse.Namespace, client: Any) -> int:
+    """``jobs backfill JOB --start --end [--dry-run]``: run a past range's occurrences."""
+    job_id = client.resolve_job_id(args.job)
+    answer = client.backfill_job(job_id, args.start, args.end, dry_run=args.dry_run) or {}
+    if print_data(args.output, answer):
+        return EXIT_OK
+    if args.dry_run:
+        print("\n".join(answer.get("occurrences") or []) or "no occurrences in the range")
+        print(f"{answer.get('count', 0)} occurrence(s) would run (dry run: nothing queued)", file=sys.stderr)
+    else:
+        print(f"queued a backfill of {answer.get('count', 0)} occurrence(s) of job {job_id} (one a second at most)")
+    return EXIT_OK
+
+
+def _pair(value: str, flag: str) -> tuple[str, str]:
+    name, sep, text = value.partition("=")
+    if not sep or not name.strip():
+        raise UsageError(f"{flag} takes NAME=VALUE, not {value!r}")
+    return name.strip(), text
+
+
+def read_definition_text(value: str) -> str:
+    """A ``--body``: the text, or ``@FILE`` for a file's text (``@-``: standard input)."""
+    if not value.startswith("@"):
+        return value
+    if value == "@-":
+        return sys.stdin.read()
+    try:
+        with open(value[1:], encoding="utf-8") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise UsageError(f"--body {value}: {exc.strerror}") from None
+
+
 @client_command
 def jobs_run(args: argparse.Namespace, client: Any) -> int:
-    """``jobs run``: queue a run now."""
+    """``jobs run``: queue a run now (with ``--body``, ``--header``, ``--var`` for that run)."""
     job_id = client.resolve_job_id(args.job)
-    answer = client.run_job(job_id)
+    answer = client.run_job(job_id, run_overrides(args) or None)
     if not print_data(args.output, answer):
         answer = answer or {}
         print(
@@ -191,12 +261,48 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     add_limits_options(update)
     update.set_defaults(func=jobs_update)
 
+    delete = subparser(actions, "delete", "delete a job and its executions")
+    delete.add_argument("job", metavar="JOB", help="job id or name")
+    delete.set_defaults(func=jobs_delete)
+    _add_pause_parsers(actions, subparser)
+
+    run = subparser(actions, "run", "run a job now, outside its schedule (optionally with overrides for that run)")
+    run.add_argument("job", metavar="JOB", help="job id or name")
+    run.add_argument(
+        "--body", metavar="TEXT|@FILE", help="the body of this run instead of the target's (@- reads stdin)"
+    )
+    run.add_argument(
+        "--header", dest="headers", action="append", metavar="NAME=VALUE", help="a header for this run (repeatable)"
+    )
+    run.add_argument(
+        "--var", dest="vars", action="append", metavar="NAME=VALUE", help="a {{vars.NAME}} of the body (repeatable)"
+    )
+    run.set_defaults(func=jobs_run)
+
+    backfill = subparser(actions, "backfill", "run the occurrences of a past range, each as itself (at most 10,000)")
+    backfill.add_argument("job", metavar="JOB", help="job id or name")
+    backfill.add_argument("--start", required=True, type=since, metavar="WHEN", help="RFC 3339, or a time ago (2d)")
+    backfill.add_argument("--end", required=True, type=since, metavar="WHEN", help="RFC 3339, or a time ago (1h)")
+    backfill.add_argument("--dry-run", action="store_true", help="list the occurrences, queue nothing")
+    backfill.set_defaults(func=jobs_backfill)
+
+
+def _add_pause_parsers(actions: Any, subparser: Callable[..., argparse.ArgumentParser]) -> None:
+    """``jobs pause`` and ``jobs resume``: one job, or the caller's jobs with a tag or a name prefix."""
     for name, help_text, func in (
-        ("delete", "delete a job and its executions", jobs_delete),
-        ("pause", "pause a job's schedule", jobs_pause),
-        ("resume", "resume a job's schedule", jobs_resume),
-        ("run", "run a job now, outside its schedule", jobs_run),
+        ("pause", "pause a job's schedule (or every job with --tag or --name-prefix)", jobs_pause),
+        ("resume", "resume a job's schedule (or every job with --tag or --name-prefix)", jobs_resume),
     ):
         action = subparser(actions, name, help_text)
-        action.add_argument("job", metavar="JOB", help="job id or name")
+        action.add_argument("job", metavar="JOB", nargs="?", help="job id or name")
+        action.add_argument("--tag", help=f"{name} the active/paused jobs with this tag")
+        action.add_argument("--name-prefix", metavar="PREFIX", help=f"{name} the jobs whose name starts so")
+        if name == "pause":
+            action.add_argument("--note", help="why the job is paused (shown with the job)")
+            action.add_argument(
+                "--until",
+                type=until,
+                metavar="WHEN",
+                help="resume by itself then: RFC 3339, or a time from now (30m, 2h, 1d)",
+            )
         action.set_defaults(func=func)

@@ -80,12 +80,16 @@ def execution_row(
 ) -> list[Any]:
     """An execution's cells, its error cut to one short line (whole with ``wide``)."""
     columns = columns or [EXECUTION_COLUMN_SET[key] for key in EXECUTION_DEFAULT]
+    error = column_value(execution, "error")
     return [
-        (cell(execution.get("error")) if wide else truncate(execution.get("error")))
-        if column.key == "error"
-        else column.value(execution)
+        (cell(error) if wide else truncate(error)) if column.key == "error" else column.value(execution)
         for column in columns
     ]
+
+
+def column_value(execution: dict[str, Any], key: str) -> Any:
+    """The value of one of the executions' columns (the error's: a skipped row's account too)."""
+    return EXECUTION_COLUMN_SET[key].value(execution)
 
 
 def format_jobs(jobs: list[dict[str, Any]], columns: Sequence[Column] | None = None) -> str:
@@ -127,6 +131,14 @@ def _target_lines(target: dict[str, Any]) -> list[tuple[str, Any]]:
     return rows
 
 
+def _pause_lines(pause: Any) -> list[tuple[str, Any]]:
+    """A paused job's pause (issue 33): its note, its end, who paused it and when."""
+    if not isinstance(pause, dict):
+        return []
+    until = pause.get("until") or "until resumed"
+    return [("pause note", pause.get("note")), ("paused", f"at {pause.get('at')} by {pause.get('by')}, {until}")]
+
+
 def format_job_details(job: dict[str, Any]) -> str:
     """One job, field by field (``jobs get``): every field of the answer; secrets as the API
     masks them."""
@@ -155,6 +167,7 @@ def format_job_details(job: dict[str, Any]) -> str:
             if job.get("state") != "paused"
             else f"paused (the occurrence in hand: {job.get('next_run_at')})",
         ),
+        *_pause_lines(job.get("pause")),
         ("last run", job.get("last_run_at")),
         ("last status", stats.get("last_status")),
         ("last error", stats.get("last_error")),
@@ -189,6 +202,7 @@ def format_job_details(job: dict[str, Any]) -> str:
         "tags",
         "created_at",
         "updated_at",
+        "pause",
     }
     rows += [(key.replace("_", " "), value) for key, value in job.items() if key not in known]
     width = max(len(k) for k, _ in rows) + 1

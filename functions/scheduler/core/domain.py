@@ -35,6 +35,17 @@ class ExecutionStatus(StrEnum):
     FAILED = "failed"
     TIMED_OUT = "timed_out"
     LOST = "lost"  # its runner's lease expired before it ended (the job is delivered again)
+    SKIPPED = "skipped"  # an occurrence (or a run of them: skipped_count) that did not run
+
+
+class SkipReason(StrEnum):
+    """Why an occurrence did not run (a skipped execution's ``skip_reason``)."""
+
+    PAUSED = "paused"  # it fell while the job was paused, and the resume's policy does not run it
+    OVERLAP = "overlap"  # it fell while the job's previous occurrence was still running (or retrying)
+    WINDOW = "window"  # outside the job's start_at/end_at window
+    CALENDAR = "calendar"  # excluded by one of the job's calendars
+    MISSED = "missed"  # due while no runner ran it, and dropped by the missed_runs policy or its cap
 
 
 class Trigger(StrEnum):
@@ -43,6 +54,7 @@ class Trigger(StrEnum):
     SCHEDULE = "schedule"
     MANUAL = "manual"
     RETRY = "retry"
+    BACKFILL = "backfill"
 
 
 class LeaseKind(StrEnum):
@@ -134,6 +146,11 @@ class Job:
     last_status: str | None = None
     last_error: str | None = None
     updated_at: datetime | None = None
+    # The pause's record (migration 0015): why, until when, by whom, since when.
+    pause_note: str | None = None
+    pause_until: datetime | None = None
+    paused_by: str | None = None
+    paused_at: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Job:
@@ -211,6 +228,8 @@ class Plan:
     attempt: int
     next_run_at: datetime | None
     delete: bool = False
+    # The occurrences this event moved past without running them, on record as skipped rows.
+    skips: tuple[Skip, ...] = ()
 
     @classmethod
     def of(cls, job: Job) -> Plan:
@@ -248,6 +267,49 @@ class CalendarRecord:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """Occurrences of a job that did not run, for one reason: ``count`` of them, the first at
+    ``first``. Recorded as one execution with status ``skipped`` (coalesced: a long pause of a
+    job firing every second is one row, not one a second)."""
+
+    reason: SkipReason
+    count: int
+    first: datetime
+
+    def as_json(self) -> list[Any]:
+        """The skip as the store's statements read it (a JSON array: reason, count, first)."""
+        return [str(self.reason), self.count, self.first.isoformat()]
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Why and until when a job is paused, by whom (a pause's note; ``until`` None: until resumed)."""
+
+    note: str | None = None
+    until: datetime | None = None
+    by: str | None = None
+    at: datetime | None = None  # when the job was paused (the store sets it at the pause)
+
+    @classmethod
+    def of(cls, job: Job) -> Pause | None:
+        """The job's pause record (None when it has none)."""
+        if job.paused_at is None and job.pause_note is None and job.pause_until is None:
+            return None
+        return cls(job.pause_note, job.pause_until, job.paused_by, job.paused_at)
+
+
+@dataclass(frozen=True, slots=True)
+class RunOverrides:
+    """What a manual run changes of its delivery, for that run only: the body, headers merged
+    over the target's, and ``vars`` for the body's ``{{vars.NAME}}`` placeholders.
+    ``deliver`` is what the executor uses (credential-like header values as secret-box tokens),
+    ``shown`` what the execution records (those values masked)."""
+
+    deliver: Mapping[str, Any]
+    shown: Mapping[str, Any]
+
+
 @dataclass(frozen=True)
 class Outcome:
     """How an attempt ended: the delivery's answer, recorded as the execution's end.
@@ -283,6 +345,8 @@ class StartedExecution:
     attempt: int
     trigger: Trigger
     started_at: datetime
+    # A manual run's overrides (``RunOverrides.deliver``), None for every other run.
+    overrides: Mapping[str, Any] | None = None
 
     @property
     def lateness_ms(self) -> float:
@@ -311,6 +375,9 @@ class Execution:
     due_at: datetime | None = None  # when the attempt was due (0012); None for older rows
     waited_ms: int | None = None  # how long the delivery waited for its target's slot (0018)
     waited_for: str | None = None  # why: the limit and its key
+    overrides: Mapping[str, Any] | None = None  # a manual run's overrides, masked (0015)
+    skip_reason: SkipReason | None = None  # a skipped row's (0015)
+    skipped_count: int | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Execution:
@@ -333,6 +400,9 @@ class Execution:
             due_at=row.get("due_at"),
             waited_ms=row.get("waited_ms"),
             waited_for=row.get("waited_for"),
+            overrides=row.get("overrides"),
+            skip_reason=SkipReason(row["skip_reason"]) if row.get("skip_reason") else None,
+            skipped_count=row.get("skipped_count"),
         )
 
 

@@ -192,6 +192,7 @@ def run_runner(deps: Any, settings: Settings, dispatch: Any, stop: threading.Eve
                 metrics=deps.metrics,
                 stop=stop,
                 retention_days=settings.execution_retention_days,
+                pauses=deps.store,
             )
             if settings.precision == "minute":
                 stop.wait(60.0)

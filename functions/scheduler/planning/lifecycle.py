@@ -23,12 +23,26 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler.core.domain import CalendarRecord, ExecutionStatus, Job, JobState, LeaseKind, Outcome, Plan, RetryPolicy
+from scheduler.core.domain import (
+    CalendarRecord,
+    ExecutionStatus,
+    Job,
+    JobState,
+    LeaseKind,
+    Outcome,
+    Plan,
+    RetryPolicy,
+    Skip,
+    SkipReason,
+)
+from scheduler.core.errors import ScheduleError
+from scheduler.planning.skips import skipped, skipped_at_completion
 from scheduler.schedules import (
     Schedule,
     Spread,
     first_run,
     interval_anchor,
+    next_occurrence,
     one_off,
     parse_schedule,
     parse_union,
@@ -134,9 +148,14 @@ def _at(occurrence: datetime | None, state: JobState, job: Job) -> Plan:
 
 
 def plan_first(job: Job, now: datetime, state: JobState = JobState.ACTIVE, calendars: Calendars = ()) -> Plan:
-    """A new job, or one whose schedule was edited: its first occurrence after ``now``."""
+    """A new job, or one whose schedule was edited: its first occurrence after ``now``. A
+    one-off whose time is outside its start_at/end_at window never runs: it completes at once,
+    its occurrence on record as skipped (``window``)."""
     occurrence = first_run(schedule_of(job, calendars), now, start_at=job.start_at, end_at=job.end_at)
-    return _at(occurrence, state, job)
+    plan = _at(occurrence, state, job)
+    if occurrence is None and job.run_at is not None:
+        return dataclasses.replace(plan, skips=(Skip(SkipReason.WINDOW, 1, job.run_at),))
+    return plan
 
 
 def plan_pause(job: Job) -> Plan:
@@ -149,7 +168,9 @@ def plan_pause(job: Job) -> Plan:
 def plan_resume(job: Job, now: datetime, calendars: Calendars = ()) -> Plan:
     """Resuming applies the ``missed_runs`` policy to the occurrences missed while paused. An
     attempt whose time passed during the pause (a catch-up, a retry) is due at the resume: its
-    execution's lateness (``due_at``) counts from then, not from the pause."""
+    execution's lateness (``due_at``) counts from then, not from the pause. The occurrences the
+    policy does not run (those from the one in hand to the one planned) are on record as one
+    skip (``paused``)."""
     if job.state != JobState.PAUSED:
         return Plan.of(job)
     pending = job.scheduled_at
@@ -166,7 +187,34 @@ def plan_resume(job: Job, now: datetime, calendars: Calendars = ()) -> Plan:
         end_at=job.end_at,
         cap=RUN_ALL_CAP,
     )
-    return _due_by(now, _at(occurrence, JobState.ACTIVE, job))
+    skips = skipped(
+        schedule_of(job, calendars),
+        SkipReason.PAUSED,
+        pending - _TINY,
+        now + _TINY if occurrence is None else occurrence,
+        start_at=job.start_at,
+        end_at=job.end_at,
+    )
+    return _due_by(now, dataclasses.replace(_at(occurrence, JobState.ACTIVE, job), skips=skips))
+
+
+def backfill_occurrences(
+    job: Job, start: datetime, end: datetime, limit: int, calendars: Calendars = ()
+) -> list[datetime]:
+    """The job's occurrences from ``start`` to ``end`` (both included, inside its start_at/end_at
+    window, its calendars applied), at most ``limit``: ``ScheduleError`` on ``end`` beyond that,
+    and on ``end`` before ``start``."""
+    if end < start:
+        raise ScheduleError("must not be before start", field="end")
+    schedule = schedule_of(job, calendars)
+    found: list[datetime] = []
+    at = next_occurrence(schedule, start - _TINY, start_at=job.start_at, end_at=job.end_at)
+    while at is not None and at <= end:
+        if len(found) == limit:
+            raise ScheduleError(f"the range holds more than {limit:,} occurrences: backfill it in parts", field="end")
+        found.append(at)
+        at = next_occurrence(schedule, at, start_at=job.start_at, end_at=job.end_at)
+    return found
 
 
 def _due_by(now: datetime, plan: Plan) -> Plan:
@@ -191,6 +239,7 @@ def plan_completion(
     rng: random.Random | None = None,
     ran_occurrence: datetime | None = None,
     calendars: Calendars = (),
+    ran_started_at: datetime | None = None,
 ) -> Plan:
     """The job's columns after an attempt: a durable retry, the next occurrence, or completion.
 
@@ -198,7 +247,9 @@ def plan_completion(
     an attempt at an occurrence that an edit replaced meanwhile (``ran_occurrence`` differs from
     the job's ``scheduled_at``). Retries stop at
     ``max_attempts``, on a permanent failure, or when the next attempt would start later than
-    ``max_age_seconds`` after the occurrence's scheduled time.
+    ``max_age_seconds`` after the occurrence's scheduled time. The occurrences the next one
+    planned leaves behind are on record as skips (``skipped_at_completion``: ``missed`` or
+    ``overlap``, by the attempt's start ``ran_started_at``).
     """
     result = Plan.of(job)
     if job.lease_kind == LeaseKind.MANUAL:
@@ -218,14 +269,25 @@ def plan_completion(
         max_age = retry.max_age_seconds
         if not max_age or retry_at <= (scheduled or now) + timedelta(seconds=max_age):
             return dataclasses.replace(result, next_run_at=retry_at)
+    schedule = schedule_of(job, calendars)
+    horizon = _missed_before(job, now)  # an occurrence is missed once its fire time passed
     occurrence = plan_next(
-        schedule_of(job, calendars),
-        scheduled or now,
-        _missed_before(job, now),
-        job.missed_runs,
-        start_at=job.start_at,
-        end_at=job.end_at,
-        cap=RUN_ALL_CAP,
+        schedule, scheduled or now, horizon, job.missed_runs, start_at=job.start_at, end_at=job.end_at, cap=RUN_ALL_CAP
     )
     state = job.state if job.state != JobState.COMPLETED else JobState.ACTIVE
-    return _at(occurrence, state, job)
+    plan = _at(occurrence, state, job)
+    if scheduled is None or schedule.one_off:
+        return plan
+    if occurrence is not None and occurrence > horizon and job.missed_runs != "skip":
+        return plan  # run_once and run_all plan a later occurrence only when none was missed
+    skips = skipped_at_completion(
+        schedule,
+        scheduled,
+        occurrence,
+        horizon,
+        attempt=attempt,
+        started_at=ran_started_at,
+        start_at=job.start_at,
+        end_at=job.end_at,
+    )
+    return dataclasses.replace(plan, skips=skips) if skips else plan

@@ -24,11 +24,12 @@ from typing import Any
 
 from scheduler import service
 from scheduler.core import constants as c
-from scheduler.core.domain import Claim, Completion, Outcome, StartedExecution, Trigger
+from scheduler.core.domain import Claim, Completion, Outcome, Skip, StartedExecution, Trigger
 from scheduler.core.errors import SecretError
 from scheduler.core.limits import TargetLimit
 from scheduler.ports import ExecutionStore
-from scheduler.runner.telemetry import Metrics, NullMetrics
+from scheduler.runner.telemetry import Metrics, NullMetrics, count_skips
+from scheduler.targets.overrides import apply_overrides
 from scheduler.targets.results import FAILED, Delivery, TargetPolicy
 from scheduler.targets.router import deliver
 
@@ -167,9 +168,15 @@ class Executor:
         trigger, each execution a value of it)."""
         by_trigger: dict[str, list[float]] = {}
         for execution in executions:
+            if execution.trigger == Trigger.BACKFILL:
+                continue  # an occurrence of a past range: its age is not the scheduler's lateness
             by_trigger.setdefault(execution.trigger, []).append(max(execution.lateness_ms, 0.0))
         for trigger, values in by_trigger.items():
             self.metrics.milliseconds_each(c.METRIC_LATENESS_MS, values, trigger=trigger)
+
+    def count_skips(self, skips: Sequence[Skip]) -> None:
+        """Count the occurrences recorded as skipped (the metric, by reason)."""
+        count_skips(self.metrics, skips)
 
     def deliver(self, started: StartedExecution, lock_token: str) -> Finished:
         """Deliver a started execution (never raises for the target's sake)."""
@@ -240,7 +247,7 @@ class Executor:
             )
             for done in finished
         ]
-        recorded = service.complete_executions(self.store, completions)
+        recorded = service.complete_executions(self.store, completions, on_skips=self.count_skips)
         for status, count in Counter(done.result.status for done in finished).items():
             self.metrics.count(c.METRIC_EXECUTIONS, count, status=status)
         reports = []
@@ -291,6 +298,16 @@ def run_invoke(executor: Executor, event: Mapping[str, Any]) -> dict[str, Any]:
     return {"executions": [report.as_dict() for report in executor.run_group(claims)]}
 
 
+def _overridden(target: dict, overrides: Mapping[str, Any], decrypt_target: Callable[[dict], dict]) -> dict:
+    """The target with a manual run's overrides; their credential headers, stored as secret-box
+    tokens, decrypted through the target's own secret place (a header auth's ``value``)."""
+    secret = {
+        name: decrypt_target({"type": "http", "auth": {"type": "header", "value": token}})["auth"]["value"]
+        for name, token in (overrides.get("secret_headers") or {}).items()
+    }
+    return apply_overrides(target, overrides, secret)
+
+
 def _log_fields(started: StartedExecution) -> dict[str, Any]:
     return {"job_id": str(started.job.id), "execution_id": started.execution_id, "attempt": started.attempt}
 
@@ -306,6 +323,8 @@ def _deliver(
     """Decrypt the target and deliver the started execution (never raises for the target)."""
     try:
         target = decrypt_target(dict(started.job.target or {}))
+        if started.overrides:
+            target = _overridden(target, started.overrides, decrypt_target)
     except SecretError as exc:  # a token that cannot be read: the job's fault, for good
         logger.error("cannot decrypt the target's secrets", extra={**log, "error": type(exc).__name__})
         return Outcome(FAILED, False, error="the target's secrets cannot be decrypted")

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler import service
 from scheduler.core import constants as c
-from scheduler.ports import FanoutStore
+from scheduler.ports import FanoutStore, PauseStore
 from scheduler.runner.dispatch import Dispatch, LambdaDispatch
 from scheduler.runner.growth import (
     BACKLOG_CHECK_SECONDS,
@@ -28,7 +29,7 @@ from scheduler.runner.growth import (
     is_helper,
     lambda_growth,
 )
-from scheduler.runner.telemetry import Metrics, NullMetrics
+from scheduler.runner.telemetry import Metrics, NullMetrics, count_skips
 
 # How far past its minute a second-precision fan-out keeps claiming (the overlap).
 OVERLAP_SECONDS = 5.0
@@ -39,6 +40,8 @@ MAX_IDLE_SECONDS = 1.0
 MIN_IDLE_SECONDS = 0.02
 # Seconds into a run by which the partitions' upkeep runs even if every claim came back full.
 MAINTENANCE_DUE_SECONDS = 20.0
+# How often the primary fan-out resumes the jobs whose pause reached its end (``pause_until``).
+PAUSE_CHECK_SECONDS = 1.0
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +119,7 @@ def run_fanout(
     until_empty: bool = False,
     on_backlog: Callable[[int], int] | None = None,
     backlog_check_seconds: float = BACKLOG_CHECK_SECONDS,
+    pauses: PauseStore | None = None,
 ) -> FanoutReport:
     """Claim and dispatch until ``budget_seconds`` have passed, sleeping until the next due time
     between rounds. A full batch is followed by another claim at once, past the budget if need
@@ -130,7 +134,10 @@ def run_fanout(
     short of a batch (rows another fan-out holds are skipped). ``on_backlog`` (the primary) is
     called with the due backlog at the start and every ``backlog_check_seconds`` (every
     ``BACKLOG_RECHECK_FULL_SECONDS`` while claims come back full: a backlog is building); it
-    returns the number of helpers it started.
+    returns the number of helpers it started. ``pauses`` (the primary's store): every
+    ``PAUSE_CHECK_SECONDS`` the jobs whose pause reached its ``until`` are resumed
+    (``service.resume_expired_pauses``), so an automatic resume needs no API call, and each
+    backfill due hands its next occurrence to its job (``pump_backfills``).
     """
     run = _FanoutRun(
         store,
@@ -144,6 +151,7 @@ def run_fanout(
         on_backlog=on_backlog,
         backlog_check_seconds=backlog_check_seconds,
     )
+    run.pauses = pauses
     while not run.stop.is_set():
         run.keep_up()
         room = min(batch_size, dispatch.capacity())
@@ -200,15 +208,34 @@ class _FanoutRun:
         # same (else tomorrow's partition would never be created).
         self.maintain = bool(retention_days)
         self.maintain_by = self.began + MAINTENANCE_DUE_SECONDS
+        self.pauses: PauseStore | None = None
+        self.next_pause_check = self.began
 
     def keep_up(self) -> None:
-        """The partitions' upkeep when it is overdue, and the backlog's check when it is due."""
+        """The partitions' upkeep when it is overdue, the backlog's check when it is due, and the
+        resume of the pauses that ended."""
         if self.maintain and self.clock() >= self.maintain_by:
             self._maintain()
+        if self.pauses is not None and self.clock() >= self.next_pause_check:
+            self.next_pause_check = self.clock() + PAUSE_CHECK_SECONDS
+            self._resume_pauses(self.pauses)
         if self.on_backlog is not None and self.clock() >= self.next_check:
             saturated = self.clock() - self.saturated_at < self.backlog_check_seconds
             self.report.helpers += self.on_backlog(0 if saturated else self.store.due_backlog()[0])
             self.checked, self.next_check = self.clock(), self.clock() + self.backlog_check_seconds
+
+    def _resume_pauses(self, store: PauseStore) -> None:
+        """Resume the jobs whose pause ended, and hand the backfills' next deliveries to their
+        jobs; a failure is logged (the next check tries again)."""
+        try:
+            resumed = service.resume_expired_pauses(store, on_skips=lambda skips: count_skips(self.metrics, skips))
+            store.pump_backfills()
+        except Exception:
+            logger.exception("resuming pauses or handing over backfills failed; the next check tries again")
+            return
+        if resumed:
+            logger.info("pauses ended: jobs resumed", extra={"job_ids": [str(job.id) for job in resumed]})
+            self.metrics.count(c.METRIC_RESUMED, len(resumed))
 
     def _maintain(self) -> None:
         self.maintain = False
@@ -293,13 +320,15 @@ def run_lambda_invocation(
     clock: Callable[[], float] = time.monotonic,
     dispatch_options: dict[str, Any] | None = None,
     dispatch_rate: float = FANOUT_DISPATCH_RATE,
+    pauses: PauseStore | None = None,
 ) -> tuple[FanoutReport, bool]:
     """One invocation of the fan-out function, with ``LambdaDispatch`` over ``client``: the tick's
     (the primary: through its minute, starting helpers as the backlog calls for them, purging old
     executions) or a helper's (``{"helper": true, "seconds": s}``: until a claim comes back empty,
     its ``s`` seconds or its drain limit, no helpers of its own). ``dispatch_options`` go to
     ``LambdaDispatch``; ``dispatch_rate`` is what one fan-out is counted to dispatch a second
-    (``scheduler.runner.growth``). Returns the report and whether this was a helper."""
+    (``scheduler.runner.growth``). ``pauses``: the store the primary resumes ended pauses
+    from (``run_fanout``). Returns the report and whether this was a helper."""
     helper = is_helper(event)
     limit = drain_limit(remaining_seconds)
     budget = 0.0 if helper else fanout_deadline(precision, remaining_seconds)
@@ -331,6 +360,7 @@ def run_lambda_invocation(
             clock=clock,
             until_empty=helper,
             on_backlog=growth.observe if growth else None,
+            pauses=None if helper else pauses,
         )
     finally:
         dispatch.close()

@@ -10,6 +10,9 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from scheduler.core import constants as c
+from scheduler.core.domain import Skip
+
 
 class Metrics(Protocol):
     """Where the domain code reports its figures."""
@@ -125,3 +128,13 @@ class EmfMetrics:
 def _print_line(line: str) -> None:
     # Lambda sends stdout to CloudWatch Logs, which extracts EMF documents line by line.
     print(line)
+
+
+def count_skips(metrics: Metrics, skips: Sequence[Skip]) -> None:
+    """Count occurrences recorded as skipped: ``SkippedOccurrences`` by ``reason``, the sum of
+    their counts (a coalesced row of 3,600 skipped occurrences counts 3,600)."""
+    by_reason: dict[str, int] = defaultdict(int)
+    for skip in skips:
+        by_reason[str(skip.reason)] += skip.count
+    for reason, count in by_reason.items():
+        metrics.count(c.METRIC_SKIPPED, count, reason=reason)

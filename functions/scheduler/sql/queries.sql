@@ -15,7 +15,7 @@ run.scheduled_at, run.attempt, run.next_run_at, run.manual_run_at, run.due_at, r
 run.lock_token, run.lease_kind, run.running_execution_id, run.last_run_at, run.run_count,
 run.failure_count, run.last_status, run.last_error, spec.created_at, spec.updated_at,
 spec.after_completion, spec.schedules, spec.spread, spec.exclude_calendars, spec.on_excluded, spec.alerts,
-spec.limits
+spec.limits, spec.pause_note, spec.pause_until, spec.paused_by, spec.paused_at
 
 -- name: insert_job
 -- The specification, and its run state when the name was free (its insert sees no spec row
@@ -35,6 +35,10 @@ WITH spec AS (
     INSERT INTO job_runs (job_id, state, scheduled_at, next_run_at)
     SELECT id, state, %(scheduled_at)s, %(next_run_at)s FROM spec
     RETURNING *
+), skipped AS (
+    -- A one-off outside its window, on record as skipped (0015).
+    {{ insert_skips }}
+    FROM run, jsonb_array_elements(%(skips)s::jsonb) AS s
 )
 SELECT {{ job_row }} FROM spec JOIN run ON run.job_id = spec.id;
 
@@ -121,7 +125,11 @@ WITH current AS (
         state = CASE WHEN %(reschedule)s THEN %(state)s ELSE checked.state END,
         after_completion = %(after_completion)s, schedules = %(schedules)s, spread = %(spread)s,
         exclude_calendars = %(exclude_calendars)s, on_excluded = %(on_excluded)s, alerts = %(alerts)s,
-        limits = %(limits)s, updated_at = now()
+        limits = %(limits)s, updated_at = now(),
+        -- The pause's record (0015), as of the version read (the service passes it on, or
+        -- clears it); a pause (%(pausing)s) of a job not paused yet starts now.
+        pause_note = %(pause_note)s, pause_until = %(pause_until)s, paused_by = %(paused_by)s,
+        paused_at = CASE WHEN %(pausing)s THEN COALESCE(job_specs.paused_at, now()) ELSE %(paused_at)s END
     FROM checked
     WHERE job_specs.id = checked.job_id
     RETURNING job_specs.*
@@ -144,8 +152,41 @@ WITH current AS (
     FROM spec
     WHERE job_id = spec.id
     RETURNING job_runs.*
+), skipped AS (
+    -- The occurrences the plan moved past without running them (a resume's): written with it.
+    {{ insert_skips }}
+    FROM run, jsonb_array_elements(%(skips)s::jsonb) AS s
 )
 SELECT {{ job_row }} FROM spec JOIN run ON run.job_id = spec.id;
+
+-- fragment: insert_skips
+-- Skipped rows (0015), from a JSON array s per row (domain.Skip.as_json: reason, count, first
+-- occurrence) and its job's id (run.job_id) in the FROM that follows (s is a column there): one execution with status
+-- 'skipped' for a run of occurrences, recorded now (started_at and finished_at: its day's
+-- partition), scheduled_at its first occurrence. The owner comes from the job's specification
+-- (the executions' trigger, 0010).
+INSERT INTO executions (id, job_id, scheduled_at, attempt, trigger, status, started_at, finished_at,
+                        skip_reason, skipped_count)
+SELECT gen_random_uuid(), run.job_id, (s->>2)::timestamptz, 0, 'schedule', 'skipped', now(), now(),
+       s->>0, (s->>1)::integer
+
+-- name: record_skips
+-- Skipped rows of jobs whose completion was just written (service.complete_executions, in the
+-- completion's transaction; only when a plan skipped something, so a completion that skips
+-- nothing runs no such statement): a JSON array of [job_id, reason, count, first].
+WITH run AS (
+    SELECT (o->>0)::uuid AS job_id, o - 0 AS s FROM jsonb_array_elements(%(skips)s::jsonb) AS o
+)
+{{ insert_skips }}
+FROM run;
+
+-- name: expired_pauses
+-- Paused jobs whose pause_until has come (0015's partial index holds the paused jobs with an
+-- end only): the runner resumes them (service.resume_expired_pauses), oldest end first.
+SELECT id::text AS id, owner FROM job_specs
+WHERE pause_until <= now() AND pause_until IS NOT NULL AND state = 'paused'
+ORDER BY pause_until
+LIMIT %(limit)s;
 
 -- name: delete_job
 -- The job and its executions, once the caller holds the row (get_job_for_update, in the same
@@ -162,10 +203,17 @@ DELETE FROM job_specs WHERE id = %(id)s AND owner = %(owner)s RETURNING id;  -- 
 -- Requests coalesce until a run starts; one made while a manual run is under way is a new one.
 -- The run state's update runs first, its specification's reads its rows (the lock order: see
 -- get_job_for_update).
+-- The overrides (0015): a request's own replace a pending request's; a request without any keeps
+-- those of the pending one it joins, and a new request starts with its own (or none).
 WITH run AS (
     UPDATE job_runs r
     SET manual_run_at = CASE WHEN r.manual_run_at IS NULL OR (r.lease_kind = 'manual' AND r.running_execution_id IS NOT NULL)
-                             THEN now() ELSE r.manual_run_at END
+                             THEN now() ELSE r.manual_run_at END,
+        manual_overrides = CASE WHEN r.manual_run_at IS NULL OR (r.lease_kind = 'manual' AND r.running_execution_id IS NOT NULL)
+                                THEN %(overrides)s::jsonb
+                                -- a pending backfill delivery is kept: the request joins it
+                                WHEN r.manual_overrides ? 'backfill_at' THEN r.manual_overrides
+                                ELSE COALESCE(%(overrides)s::jsonb, r.manual_overrides) END
     FROM job_specs s
     WHERE r.job_id = %(id)s AND s.id = r.job_id AND s.owner = %(owner)s
     RETURNING r.*
@@ -242,7 +290,7 @@ RETURNING job_id AS id;
 d.id, d.owner, d.name, d.schedule, d.run_at, d.timezone, d.start_at, d.end_at, d.created_at, d.target,
 d.retry, d.missed_runs, j.state, j.version, j.scheduled_at, j.attempt, j.next_run_at, j.lease_kind,
 d.after_completion, d.schedules, d.spread, j.manual_run_at, j.running_execution_id, d.exclude_calendars,
-d.on_excluded, d.limits
+d.on_excluded, d.limits, CASE WHEN j.lease_kind = 'manual' THEN j.manual_overrides END AS manual_overrides
 
 -- fragment: record_started
 -- After a "job" CTE that started jobs (their running_execution_id set, the attempt counted):
@@ -250,14 +298,19 @@ d.on_excluded, d.limits
 execution AS (
     -- due_at (0012): when this attempt was due, the run state's next_run_at (the occurrence, a
     -- retry's time, the resume of a catch-up) or the manual run's request.
-    INSERT INTO executions (id, job_id, owner, scheduled_at, attempt, trigger, status, started_at, due_at)
+    -- overrides (0015): a manual run's, as shown (masked).
+    INSERT INTO executions (id, job_id, owner, scheduled_at, attempt, trigger, status, started_at, due_at, overrides)
+    -- A backfill's delivery (0015) is a manual request carrying its occurrence (backfill_at).
     SELECT job.running_execution_id, job.id, job.owner,
-           CASE job.lease_kind WHEN 'manual' THEN job.manual_run_at ELSE job.scheduled_at END,
+           CASE job.lease_kind WHEN 'manual'
+                THEN COALESCE((job.manual_overrides->>'backfill_at')::timestamptz, job.manual_run_at)
+                ELSE job.scheduled_at END,
            CASE job.lease_kind WHEN 'manual' THEN 1 ELSE job.attempt END,
-           CASE WHEN job.lease_kind = 'manual' THEN 'manual'
+           CASE WHEN job.manual_overrides ? 'backfill_at' THEN 'backfill' WHEN job.lease_kind = 'manual' THEN 'manual'
                 WHEN job.attempt > 1 THEN 'retry' ELSE 'schedule' END,
            'running', now(),
-           CASE job.lease_kind WHEN 'manual' THEN job.manual_run_at ELSE job.next_run_at END
+           CASE job.lease_kind WHEN 'manual' THEN job.manual_run_at ELSE job.next_run_at END,
+           job.manual_overrides->'shown'
     FROM job
     RETURNING id, scheduled_at, attempt, trigger, started_at
 )
@@ -271,7 +324,8 @@ job.created_at, job.target, job.retry, job.missed_runs, job.state, job.version, 
 job.attempt, job.next_run_at, job.lease_kind, job.after_completion, job.schedules, job.spread, job.limits,
 execution.id AS execution_id, execution.scheduled_at AS execution_scheduled_at,
 execution.attempt AS execution_attempt, execution.trigger AS execution_trigger,
-execution.started_at AS execution_started_at, job.exclude_calendars, job.on_excluded
+execution.started_at AS execution_started_at, job.exclude_calendars, job.on_excluded,
+job.manual_overrides->'deliver' AS overrides
 
 -- fragment: start_lease
 -- The SET of a start (start_execution, start_executions): the lease covers the target's own
@@ -368,8 +422,10 @@ WHERE run.job_id = %(job_id)s AND run.lock_token = %(lock_token)s AND run.runnin
 job AS (
     UPDATE job_runs j
     SET state = o.state, scheduled_at = o.scheduled_at, attempt = o.attempt, next_run_at = o.next_run_at,
-        manual_run_at = CASE WHEN j.lease_kind = 'manual' AND j.manual_run_at = o.ran_scheduled_at THEN NULL
-                             ELSE j.manual_run_at END,
+        manual_run_at = CASE WHEN j.lease_kind = 'manual' AND o.ran_scheduled_at IN (j.manual_run_at,
+                             (j.manual_overrides->>'backfill_at')::timestamptz) THEN NULL ELSE j.manual_run_at END,
+        manual_overrides = CASE WHEN j.lease_kind = 'manual' AND o.ran_scheduled_at IN (j.manual_run_at,
+                             (j.manual_overrides->>'backfill_at')::timestamptz) THEN NULL ELSE j.manual_overrides END,
         lock_token = NULL, locked_until = NULL, lease_kind = NULL, running_execution_id = NULL,
         run_count = j.run_count + 1,
         failure_count = j.failure_count + CASE WHEN o.status = 'succeeded' THEN 0 ELSE 1 END,
@@ -721,3 +777,40 @@ DELETE FROM alert_deliveries
 WHERE id IN (SELECT id FROM alert_deliveries
              WHERE status <> 'pending' AND created_at < now() - make_interval(days => %(retention_days)s)
              LIMIT 1000);
+-- name: insert_backfill
+-- A backfill's occurrences (0015), planned by the service from the job as read; its deliveries are
+-- handed over by pump_backfills.
+INSERT INTO backfills (id, job_id, owner, occurrences, interval_seconds)
+SELECT %(id)s, spec.id, spec.owner, %(occurrences)s::timestamptz[], %(interval_seconds)s
+FROM job_specs spec WHERE spec.id = %(job_id)s AND spec.owner = %(owner)s
+RETURNING id;
+
+-- name: pump_backfills
+-- The primary fan-out, every second: each backfill whose next delivery is due hands its next
+-- occurrence to its job as a manual request carrying it (backfill_at), when the job has no request
+-- pending; the claim then takes it under the job's lease like any manual run, so a backfill never
+-- runs beside a live execution, and no faster than one every interval_seconds. One backfill per
+-- job at a time (the oldest); the job's run state's row is locked first (get_job_for_update).
+WITH candidate AS (
+    SELECT b.id FROM backfills b
+    WHERE b.finished_at IS NULL AND b.next_at <= now()
+      AND b.id = (SELECT o.id FROM backfills o WHERE o.job_id = b.job_id AND o.finished_at IS NULL
+                  ORDER BY o.created_at, o.id LIMIT 1)
+    ORDER BY b.next_at
+    LIMIT %(limit)s
+), ready AS (
+    SELECT b.id, b.job_id, b.occurrences[b.position + 1] AS at
+    FROM candidate c JOIN backfills b ON b.id = c.id JOIN job_runs r ON r.job_id = b.job_id
+    WHERE r.manual_run_at IS NULL
+    FOR UPDATE OF r, b SKIP LOCKED
+), run AS (
+    UPDATE job_runs r SET manual_run_at = now(), manual_overrides = jsonb_build_object('backfill_at', ready.at)
+    FROM ready WHERE r.job_id = ready.job_id
+    RETURNING r.job_id
+)
+UPDATE backfills b
+SET position = b.position + 1, next_at = now() + make_interval(secs => b.interval_seconds),
+    finished_at = CASE WHEN b.position + 1 >= cardinality(b.occurrences) THEN now() END
+FROM ready JOIN run ON run.job_id = ready.job_id
+WHERE b.id = ready.id
+RETURNING b.id;

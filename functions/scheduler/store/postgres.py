@@ -26,14 +26,15 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from scheduler.core.domain import (
-    SPEC_FIELDS,
     Claim,
     Completion,
     Job,
     JobState,
     LeasedJob,
     LeaseKind,
+    Pause,
     Plan,
+    RunOverrides,
     StartedExecution,
     Trigger,
 )
@@ -45,6 +46,8 @@ from scheduler.store.completions import completion_batch, completion_row
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
 from scheduler.store.limits import TargetSlots
 from scheduler.store.rows import is_uuid, retry_on_dead_connection, started_rows_cursor
+from scheduler.store.rows import is_uuid, plan_params, retry_on_dead_connection, spec_params, started_rows_cursor
+from scheduler.store.skips import RunRecords, pause_params, record_skips, skips_param
 
 # The columns of a started row (``started_columns`` in queries.sql), in their order: read by
 # position, as the runner reads thousands a second (claim_and_start adds lock_token, reclaimed).
@@ -78,6 +81,7 @@ STARTED_COLUMNS = (
     "execution_started_at",
     "exclude_calendars",
     "on_excluded",
+    "overrides",
 )
 
 _STARTED_WIDTH = len(STARTED_COLUMNS)
@@ -121,6 +125,7 @@ def _started(row: Sequence[Any]) -> StartedExecution:
         started_at,
         exclude_calendars,
         on_excluded,
+        overrides,
     ) = row[:_STARTED_WIDTH]
     job = Job(
         id=job_id,
@@ -149,7 +154,7 @@ def _started(row: Sequence[Any]) -> StartedExecution:
         limits=limits,
     )
     return StartedExecution(
-        job, execution_id, execution_scheduled_at, execution_attempt, _TRIGGERS[trigger], started_at
+        job, execution_id, execution_scheduled_at, execution_attempt, _TRIGGERS[trigger], started_at, overrides
     )
 
 
@@ -169,33 +174,7 @@ def _delete_completed(conn: psycopg.Connection, job_ids: Sequence[str]) -> None:
         conn.execute(QUERIES["delete_completed_jobs"], {"job_ids": [str(job_id) for job_id in job_ids]})
 
 
-def _plan_params(plan: Plan) -> dict[str, Any]:
-    return {
-        "state": plan.state,
-        "scheduled_at": plan.scheduled_at,
-        "attempt": plan.attempt,
-        "next_run_at": plan.next_run_at,
-    }
-
-
-def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
-    params = {k: spec.get(k) for k in SPEC_FIELDS}
-    params["tags"] = list(spec.get("tags") or [])
-    params["timezone"] = spec.get("timezone") or "UTC"
-    params["missed_runs"] = spec.get("missed_runs") or "run_once"
-    params["target"] = Jsonb(spec["target"])
-    params["retry"] = Jsonb(spec.get("retry") or {})
-    params["after_completion"] = spec.get("after_completion") or "keep"
-    params["schedules"] = list(spec["schedules"]) if spec.get("schedules") else None
-    params["spread"] = Jsonb(dict(spec["spread"])) if spec.get("spread") else None
-    params["exclude_calendars"] = list(spec.get("exclude_calendars") or [])
-    params["on_excluded"] = spec.get("on_excluded") or "skip"
-    params["alerts"] = Jsonb(list(spec["alerts"])) if spec.get("alerts") else None
-    params["limits"] = Jsonb(dict(spec["limits"])) if spec.get("limits") else None
-    return params
-
-
-class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots):
+class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunRecords):
     """Postgres-backed store of jobs and executions (every port of ``scheduler.ports``)."""
 
     def __init__(self, pool: ConnectionPool):
@@ -216,11 +195,12 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots):
         """Insert a job with its first plan (made for ``created_at``, the database's now it was
         planned at). Raises ``NameTaken``."""
         params = {
-            **_spec_params(spec),
-            **_plan_params(plan),
+            **spec_params(spec),
+            **plan_params(plan),
             "id": job_id or str(uuid.uuid4()),
             "owner": owner,
             "created_at": created_at,
+            "skips": skips_param(plan.skips),
         }
         with self.pool.connection() as conn, held_calendars(conn, owner, params["exclude_calendars"]):
             row = conn.execute(QUERIES["insert_job"], params).fetchone()
@@ -272,19 +252,22 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots):
         *,
         version: int,
         planned_from: Plan | None = None,
+        pause: Pause | None = None,
+        pausing: bool = False,
     ) -> Job | None:
-        """Write the job's spec and, when given, its plan (version + 1), if the job is still
-        ``version`` and, with a plan, still has the run state ``planned_from`` it was planned
-        from. None when it changed meanwhile (read it again, plan again); ``NameTaken`` when the
-        spec's name is another job's."""
+        """Write the job's spec, its pause's record (``pause``; ``pausing`` for a pause) and,
+        when given, its plan with its skipped occurrences as skipped rows (version + 1), if the
+        job is still ``version`` and, with a plan, still has the run state ``planned_from`` it
+        was planned from. None when it changed meanwhile (read it again, plan again);
+        ``NameTaken`` when the spec's name is another job's."""
         if not is_uuid(job_id):
             raise NotFound(job_id)
         if plan is not None and planned_from is None:
             raise ValueError("a plan is written only with the run state it was planned from")
         was = planned_from or Plan(JobState.ACTIVE, None, 0, None)
         params = {
-            **_spec_params(spec),
-            **_plan_params(plan or was),
+            **spec_params(spec),
+            **plan_params(plan or was),
             "id": job_id,
             "owner": owner,
             "version": version,
@@ -293,6 +276,8 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots):
             "was_scheduled_at": was.scheduled_at,
             "was_attempt": was.attempt,
             "was_next_run_at": was.next_run_at,
+            **pause_params(pausing, pause),
+            "skips": skips_param(plan.skips if plan is not None else ()),
         }
         try:
             with self.pool.connection() as conn, held_calendars(conn, owner, params["exclude_calendars"]):
@@ -313,12 +298,15 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots):
             conn.execute(QUERIES["delete_job"], params)
 
     @retry_on_dead_connection
-    def request_run(self, owner: str, job_id: str) -> Job:
-        """Ask for a run now, outside the schedule; the next claim takes it."""
+    def request_run(self, owner: str, job_id: str, overrides: RunOverrides | None = None) -> Job:
+        """Ask for a run now, outside the schedule, with ``overrides`` for that run; the next
+        claim takes it."""
         if not is_uuid(job_id):
             raise NotFound(job_id)
+        value = None if overrides is None else Jsonb({"deliver": overrides.deliver, "shown": overrides.shown})
         with self.pool.connection() as conn:
-            row = conn.execute(QUERIES["request_manual_run"], {"id": job_id, "owner": owner}).fetchone()
+            params = {"id": job_id, "owner": owner, "overrides": value}
+            row = conn.execute(QUERIES["request_manual_run"], params).fetchone()
         if row is None:
             raise NotFound(job_id)
         return Job.from_row(row)
@@ -463,9 +451,12 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots):
         else:
             query, params = QUERIES["complete_jobs"], completion_batch(planned)
         doomed = [str(done.job_id) for done, plan in planned if plan.delete]
-        with self.pool.connection() as conn, conn.transaction() if doomed else contextlib.nullcontext():
+        skipping = any(plan.skips for _, plan in planned)
+        with self.pool.connection() as conn, conn.transaction() if doomed or skipping else contextlib.nullcontext():
             # The ids come back as text (complete_outcomes), as the callers hold them.
             written = {job_id for (job_id,) in conn.cursor(row_factory=tuple_row).execute(query, params)}
+            if skipping:
+                record_skips(conn, [(str(done.job_id), plan) for done, plan in planned if str(done.job_id) in written])
             _delete_completed(conn, [job_id for job_id in doomed if job_id in written])
             return written
 
@@ -488,6 +479,8 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots):
         params = completion_row(done, plan, leased.job.version, leased.ran_scheduled_at, leased.ran_started_at)
         with self.pool.connection() as conn, conn.transaction():
             written = conn.execute(QUERIES["complete_job"], params).fetchone() is not None
+            if written and plan.skips:
+                record_skips(conn, [(str(done.job_id), plan)])
             if written and plan.delete:
                 _delete_completed(conn, [done.job_id])
             return written

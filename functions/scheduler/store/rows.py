@@ -6,13 +6,15 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import psycopg
 from psycopg.rows import tuple_row
-from psycopg.types.json import JsonbLoader
+from psycopg.types.json import Jsonb, JsonbLoader
 from psycopg.types.string import TextLoader
+
+from scheduler.core.domain import SPEC_FIELDS, Plan
 
 try:  # the `local` extra: an order of magnitude faster than json.loads on a started row's target
     import orjson
@@ -90,3 +92,31 @@ def is_uuid(value: str) -> bool:
     # The canonical text form only: uuid.UUID also takes "urn:uuid:...", braces and missing or
     # extra dashes, which Postgres refuses (a 500 had the check let them through).
     return isinstance(value, str) and _CANONICAL_UUID.fullmatch(value) is not None
+
+
+def plan_params(plan: Plan) -> dict[str, Any]:
+    """A plan as the parameters of a statement that writes it."""
+    return {
+        "state": plan.state,
+        "scheduled_at": plan.scheduled_at,
+        "attempt": plan.attempt,
+        "next_run_at": plan.next_run_at,
+    }
+
+
+def spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A job's writable fields as the parameters of a statement that writes them."""
+    params = {k: spec.get(k) for k in SPEC_FIELDS}
+    params["tags"] = list(spec.get("tags") or [])
+    params["timezone"] = spec.get("timezone") or "UTC"
+    params["missed_runs"] = spec.get("missed_runs") or "run_once"
+    params["target"] = Jsonb(spec["target"])
+    params["retry"] = Jsonb(spec.get("retry") or {})
+    params["after_completion"] = spec.get("after_completion") or "keep"
+    params["schedules"] = list(spec["schedules"]) if spec.get("schedules") else None
+    params["spread"] = Jsonb(dict(spec["spread"])) if spec.get("spread") else None
+    params["exclude_calendars"] = list(spec.get("exclude_calendars") or [])
+    params["on_excluded"] = spec.get("on_excluded") or "skip"
+    params["alerts"] = Jsonb(list(spec["alerts"])) if spec.get("alerts") else None
+    params["limits"] = Jsonb(dict(spec["limits"])) if spec.get("limits") else None
+    return params

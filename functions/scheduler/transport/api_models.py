@@ -28,6 +28,7 @@ READ_ONLY_FIELDS = (
     "created_at",
     "updated_at",
     "stats",
+    "pause",  # a paused job's pause (issue 33): set by POST .../pause, not by a definition
 )
 
 
@@ -127,6 +128,8 @@ class Job:
     created_at: datetime | None = None
     updated_at: datetime | None = None
     stats: JobStats = field(default_factory=JobStats)
+    # A paused job's pause: {"note", "until", "by", "at"} (None when not paused).
+    pause: Mapping[str, Any] | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -158,6 +161,7 @@ class Job:
             created_at=parse_time(data.get("created_at")),
             updated_at=parse_time(data.get("updated_at")),
             stats=JobStats.from_json(data.get("stats")),
+            pause=_frozen(dict(data["pause"])) if isinstance(data.get("pause"), dict) else None,
             raw=_frozen(dict(data)),
         )
 
@@ -200,6 +204,10 @@ class Execution:
     error: str | None = None
     duration_ms: int | None = None
     job_name: str | None = None
+    # A manual run's overrides (masked); a skipped row's reason and how many occurrences it stands for.
+    overrides: Mapping[str, Any] | None = None
+    skip_reason: str | None = None
+    skipped_count: int | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -220,6 +228,9 @@ class Execution:
             error=data.get("error"),
             duration_ms=data.get("duration_ms"),
             job_name=data.get("job_name"),
+            overrides=_frozen(dict(data["overrides"])) if isinstance(data.get("overrides"), dict) else None,
+            skip_reason=data.get("skip_reason"),
+            skipped_count=data.get("skipped_count"),
             raw=_frozen(dict(data)),
         )
 

@@ -88,17 +88,54 @@ class Jobs:
         """``DELETE /v1/jobs/{id}``: the job and its executions."""
         self._client.delete_job(self._id(job))
 
-    def pause(self, job: str | Job) -> Job:
-        """Pause the job's schedule (a manual run still runs)."""
-        return Job.from_json(self._client.pause_job(self._id(job)))
+    def pause(self, job: str | Job, *, note: str | None = None, until: Instant | None = None) -> Job:
+        """Pause the job's schedule (a manual run still runs), with a ``note``; at ``until`` the
+        runner resumes it by itself."""
+        return Job.from_json(self._client.pause_job(self._id(job), note=note, until=rfc3339(until)))
+
+    def pause_all(
+        self,
+        *,
+        tag: str | None = None,
+        name_prefix: str | None = None,
+        note: str | None = None,
+        until: Instant | None = None,
+    ) -> tuple[str, ...]:
+        """Pause the caller's active jobs with ``tag`` or ``name_prefix``: the ids paused."""
+        selection = {"tag": tag, "name_prefix": name_prefix, "note": note, "until": rfc3339(until)}
+        answer = self._client.pause_jobs({k: v for k, v in selection.items() if v is not None})
+        return tuple(str(job_id) for job_id in (answer or {}).get("jobs") or [])
+
+    def backfill(self, job: str | Job, start: Instant, end: Instant, *, dry_run: bool = False) -> tuple[datetime, ...]:
+        """Run the job's occurrences from ``start`` to ``end`` (both included; at most 10,000),
+        each as itself, one at a time, trigger ``backfill``; with ``dry_run`` only answer them.
+        The occurrences of a dry run; empty otherwise (the count is ``len`` of a dry run)."""
+        answer = self._client.backfill_job(self._id(job), rfc3339(start) or "", rfc3339(end) or "", dry_run=dry_run)
+        return tuple(at for at in (parse_time(text) for text in (answer or {}).get("occurrences") or []) if at)
+
+    def resume_all(self, *, tag: str | None = None, name_prefix: str | None = None) -> tuple[str, ...]:
+        """Resume the caller's paused jobs with ``tag`` or ``name_prefix``: the ids resumed."""
+        selection = {"tag": tag, "name_prefix": name_prefix}
+        answer = self._client.resume_jobs({k: v for k, v in selection.items() if v is not None})
+        return tuple(str(job_id) for job_id in (answer or {}).get("jobs") or [])
 
     def resume(self, job: str | Job) -> Job:
         """Resume the job's schedule (``missed_runs`` says what happens to the occurrences missed)."""
         return Job.from_json(self._client.resume_job(self._id(job)))
 
-    def run(self, job: str | Job) -> RunRequest:
-        """Queue one attempt now, outside the schedule."""
-        return RunRequest.from_json(self._client.run_job(self._id(job)) or {})
+    def run(
+        self,
+        job: str | Job,
+        *,
+        body: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        vars: Mapping[str, str] | None = None,
+    ) -> RunRequest:
+        """Queue one attempt now, outside the schedule; ``body``, ``headers`` and ``vars`` (the
+        body's ``{{vars.NAME}}``) override the target's for that run only."""
+        overrides = {"body": body, "headers": dict(headers or {}), "vars": dict(vars or {})}
+        given = {k: v for k, v in overrides.items() if v is not None and v != {}}
+        return RunRequest.from_json(self._client.run_job(self._id(job), given or None) or {})
 
 
 class Executions:

@@ -5,7 +5,7 @@ export { html };
 
 export const API = new URL('../v1', location.href).pathname;
 export const STATES = ['active', 'paused', 'completed'];
-export const EXEC_STATUSES = ['running', 'succeeded', 'failed', 'timed_out', 'lost'];
+export const EXEC_STATUSES = ['running', 'succeeded', 'failed', 'timed_out', 'lost', 'skipped'];
 
 export class ApiError extends Error {
   constructor(status, body) {

@@ -4,6 +4,7 @@ import { html, api, query, fmtTime, fmtMs, fmtZoned, fromNow, lateness, backoff,
          go, useInterval, STATES, EXEC_STATUSES } from './lib.js';
 import { TargetSummary } from './targets.js';
 import { JobAlerts } from './alerts.js';
+import { BulkActions, PauseSummary, RunOptions, skippedText } from './runs.js';
 
 // -- jobs --------------------------------------------------------------------------------------
 
@@ -51,6 +52,7 @@ export function Jobs({ params }) {
         <label>Tag <input name="tag" value=${filters.tag} onInput=${set('tag')} placeholder="billing" /></label>
         <label>Name starts with <input name="name_prefix" value=${filters.name_prefix} onInput=${set('name_prefix')} /></label>
       </form>
+      <${BulkActions} filters=${filters} onDone=${() => load(null)} />
       <${ErrorBox} error=${error} />
       ${jobs === null ? html`<p class="muted">Loading…</p>` : jobs.length === 0 ? html`<p class="empty">No jobs match.</p>` : html`
         <table class="list jobs">
@@ -159,6 +161,7 @@ function ExecutionDetails({ e }) {
       ${row('Finished', e.finished_at ? fmtTime(e.finished_at) : null)}
       ${row('Waited', e.waited_ms ? html`<span class="waited">${fmtMs(e.waited_ms)} for ${e.waited_for}</span>` : null)}
       ${row('Error', e.error ? html`<span class="error-text">${e.error}</span>` : null)}
+      ${e.overrides ? row('Overrides', html`<pre class="overrides">${JSON.stringify(e.overrides, null, 2)}</pre>`) : ''}
       ${row('Response', e.response_excerpt ? html`<pre class="excerpt">${e.response_excerpt}</pre>` : null)}
     </dl>`;
 }
@@ -177,13 +180,13 @@ function ExecutionRows({ executions, withJob }) {
           ${withJob ? html`<td><a href="#/jobs/${e.job_id}">${e.job_name || e.job_id}</a></td>` : ''}
           <td title=${'scheduled ' + fmtTime(e.scheduled_at)}>${fmtTime(e.started_at)}</td>
           <td><${Badge} value=${e.status} /></td>
-          <td>${e.trigger}</td>
+          <td>${e.trigger}${e.overrides ? html` <span class="tag" title="run with overrides">overrides</span>` : ''}</td>
           <td class="num">${e.attempt}</td>
           <td class="num http">${e.http_status ?? '—'}</td>
           <td class="num">${fmtMs(e.duration_ms)}</td>
           <td class="num late">${fmtMs(lateness(e))}</td>
           <td class="num backoff">${wait(e)}</td>
-          <td class="error-text">${e.error || ''}</td>
+          <td class="error-text">${e.error || skippedText(e) || ''}</td>
         </tr>`, open === e.id ? html`
         <tr key=${e.id + '-details'} class="details"><td colspan=${withJob ? 10 : 9}><${ExecutionDetails} e=${e} /></td></tr>` : null])}
       </tbody>
@@ -258,7 +261,7 @@ export function Job({ id }) {
 
   if (!job) return html`<section><${ErrorBox} error=${error} />${error ? '' : html`<p class="muted">Loading…</p>`}</section>`;
   const definition = { ...job };
-  for (const k of ['id', 'owner', 'version', 'created_at', 'updated_at', 'stats', 'next_run_at', 'last_run_at', 'state']) delete definition[k];
+  for (const k of ['id', 'owner', 'version', 'created_at', 'updated_at', 'stats', 'next_run_at', 'last_run_at', 'state', 'pause']) delete definition[k];
   return html`
     <section>
       <div class="head">
@@ -276,6 +279,9 @@ export function Job({ id }) {
       </div>
       <${ErrorBox} error=${error} />
       ${note ? html`<div class="note" role="status">${note}</div>` : ''}
+      <${RunOptions} job=${job} onError=${setError}
+        onPaused=${(j) => { setJob(j); setError(null); setNote('Paused.'); }}
+        onRun=${() => { setError(null); setNote('Run with overrides requested: the execution appears below when it starts.'); setTimeout(loadExecutions, 700); }} />
       <div class="cards">
         <div class="card">
           <h2>Summary</h2>
@@ -283,6 +289,7 @@ export function Job({ id }) {
             <dt>Next run</dt><dd class="next-run">${job.state === 'active'
               ? html`${fmtTime(job.next_run_at)} <span class="muted">${fromNow(job.next_run_at)}</span>`
               : job.state === 'paused' ? html`paused <span class="muted">(runs again when resumed)</span>` : '—'}</dd>
+            <${PauseSummary} pause=${job.pause} />
             <dt>Last run</dt><dd>${fmtTime(job.last_run_at)}</dd>
             <dt>Runs</dt><dd>${job.stats.run_count} (${job.stats.failure_count} failed)</dd>
             <dt>Last status</dt><dd><${Badge} value=${job.stats.last_status} /></dd>

@@ -1,0 +1,71 @@
+"""A manual run's overrides (``POST /v1/jobs/{id}/run`` with a body): checked against the job's
+target, and split into what the delivery uses and what the execution records.
+
+Header values of credential-like names are secrets: the delivery's copy holds them as secret-box
+tokens (``secret_headers``, decrypted by the executor for that delivery only), the execution's
+shows ``"***"``, as a target's own secrets are stored and answered."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from typing import Any
+
+from scheduler.api.errors import BadRequest
+from scheduler.core.constants import SECRET_MASK
+from scheduler.core.domain import Job, RunOverrides
+from scheduler.schema.actions import RunRequest
+from scheduler.secrets import SecretBox
+
+# Header names whose values are credentials (case-insensitive; a part of the name suffices).
+_SECRET_HEADER = re.compile(r"authorization|cookie|token|secret|passw|api-?key|apikey|credential|signature", re.I)
+# Targets whose body must stay JSON (a Lambda payload, an EventBridge detail).
+_JSON_BODIES = ("lambda", "eventbridge")
+_HEADER_TARGETS = ("http", "amqp")
+
+
+def is_secret_header(name: str) -> bool:
+    """Whether a header's value is recorded masked (a credential-like name)."""
+    return _SECRET_HEADER.search(name) is not None
+
+
+def run_overrides(request: RunRequest, job: Job, box: SecretBox) -> RunOverrides:
+    """The overrides of ``request`` for ``job``'s target: 400 naming the field when the target
+    cannot take one (headers of an AWS target, a body of a GET, a payload that is not JSON)."""
+    target = dict(job.target or {})
+    kind = str(target.get("type"))
+    if request.body is not None:
+        _check_body(request.body, target)
+    if request.headers and kind not in _HEADER_TARGETS:
+        raise BadRequest("headers", f"a {kind} target takes no headers")
+    deliver: dict[str, Any] = {}
+    shown: dict[str, Any] = {}
+    if request.body is not None:
+        deliver["body"] = shown["body"] = request.body
+    if request.headers:
+        plain = {name: value for name, value in request.headers.items() if not is_secret_header(name)}
+        secret = {name: value for name, value in request.headers.items() if is_secret_header(name)}
+        deliver["headers"] = plain
+        deliver["secret_headers"] = {name: box.encrypt(value) for name, value in secret.items()}
+        shown["headers"] = {**plain, **{name: SECRET_MASK for name in secret}}
+    if request.vars:
+        deliver["vars"] = shown["vars"] = dict(request.vars)
+    return RunOverrides(deliver=deliver, shown=shown)
+
+
+def _check_body(body: str, target: dict[str, Any]) -> None:
+    kind = target.get("type")
+    if kind == "http" and target.get("method") in ("GET", "HEAD"):
+        raise BadRequest("body", f"a {target['method']} request carries no body")
+    if kind in _JSON_BODIES:
+        try:
+            json.loads(body)
+        except ValueError:
+            raise BadRequest("body", f"must be JSON for a {kind} target") from None
+    if kind == "amqp" and target.get("body_encoding") == "base64":
+        try:
+            base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            raise BadRequest("body", "is not valid base64 (the target's body_encoding)") from None

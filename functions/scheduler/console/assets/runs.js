@@ -1,0 +1,127 @@
+// Issue 33's run controls: a pause with a note and an end, a run with overrides, the bulk pause
+// and resume of the jobs a filter selects, and how a paused job and a skipped row read.
+import { useState } from './vendor/htm-preact-standalone.mjs';
+import { html, api, fmtTime, fromNow } from './lib.js';
+
+// "Name: value" lines (headers) or "name=value" lines (vars) as an object; blank lines ignored.
+export function pairs(text, sep) {
+  const out = {};
+  for (const line of (text || '').split('\n')) {
+    if (!line.trim()) continue;
+    const at = line.indexOf(sep);
+    if (at < 1) throw new Error(`"${line.trim()}": write one ${sep === ':' ? 'Name: value' : 'name=value'} a line`);
+    out[line.slice(0, at).trim()] = line.slice(at + 1).trim();
+  }
+  return out;
+}
+
+// What a paused job's summary says of its pause: the note, when it resumes, who paused it, when.
+export const PauseSummary = ({ pause }) => pause ? html`
+  <dt>Paused</dt><dd class="pause-info">${fmtTime(pause.at)}${pause.by ? html` <span class="muted">by ${pause.by}</span>` : ''}</dd>
+  ${pause.note ? html`<dt>Note</dt><dd class="pause-note">${pause.note}</dd>` : ''}
+  <dt>Resumes</dt><dd class="pause-until">${pause.until
+    ? html`${fmtTime(pause.until)} <span class="muted">by itself, ${fromNow(pause.until)}</span>`
+    : html`<span class="muted">when resumed</span>`}</dd>` : null;
+
+// The options behind a job's buttons: a pause with a note and an end, a run with overrides.
+export function RunOptions({ job, onPaused, onRun, onError }) {
+  const [pause, setPause] = useState({ note: '', minutes: '' });
+  const [run, setRun] = useState({ body: '', headers: '', vars: '' });
+  const pauseNow = async (ev) => {
+    ev.preventDefault();
+    try {
+      const body = {};
+      if (pause.note.trim()) body.note = pause.note.trim();
+      if (pause.minutes) body.until = new Date(Date.now() + Number(pause.minutes) * 60000).toISOString();
+      onPaused(await api('POST', `/jobs/${job.id}/pause`, body));
+    } catch (e) { onError(e); }
+  };
+  const runNow = async (ev) => {
+    ev.preventDefault();
+    try {
+      const body = {};
+      if (run.body) body.body = run.body;
+      const headers = pairs(run.headers, ':');
+      const vars = pairs(run.vars, '=');
+      if (Object.keys(headers).length) body.headers = headers;
+      if (Object.keys(vars).length) body.vars = vars;
+      await api('POST', `/jobs/${job.id}/run`, body);
+      onRun();
+    } catch (e) { onError(e); }
+  };
+  const set = (state, update, k) => (ev) => update({ ...state, [k]: ev.target.value });
+  const [range, setRange] = useState({ start: '', end: '' });
+  const [planned, setPlanned] = useState(null);
+  const backfill = async (dryRun) => {
+    try {
+      const answer = await api('POST', `/jobs/${job.id}/backfill`, { start: range.start, end: range.end, dry_run: dryRun });
+      setPlanned({ ...answer, dryRun });
+    } catch (e) { setPlanned(null); onError(e); }
+  };
+  return html`
+    <details class="run-options"><summary>More: a note and an end, overrides…</summary>
+      <div class="cards">
+        <form class="card pause-form" onSubmit=${pauseNow}>
+          <h2>Pause with a note</h2>
+          <label>Note <input name="pause_note" value=${pause.note} onInput=${set(pause, setPause, 'note')} maxlength="1024"
+            placeholder="why (shown with the job)" /></label>
+          <label>Resume by itself after (minutes) <input name="pause_minutes" type="number" min="1" value=${pause.minutes}
+            onInput=${set(pause, setPause, 'minutes')} placeholder="empty: until resumed" /></label>
+          <button type="submit" disabled=${job.state === 'completed'}>Pause with note</button>
+        </form>
+        <form class="card grow run-form" onSubmit=${runNow}>
+          <h2>Run with overrides</h2>
+          <label>Body <textarea name="run_body" rows="3" value=${run.body} onInput=${set(run, setRun, 'body')}
+            placeholder="empty: the target's body"></textarea></label>
+          <label>Headers <textarea name="run_headers" rows="2" value=${run.headers} onInput=${set(run, setRun, 'headers')}
+            placeholder="X-Env: staging"></textarea></label>
+          <label>Vars, for {{vars.NAME}} <textarea name="run_vars" rows="2" value=${run.vars} onInput=${set(run, setRun, 'vars')}
+            placeholder="region=eu-west-1"></textarea></label>
+          <button type="submit">Run with overrides</button>
+        </form>
+        <form class="card backfill-form" onSubmit=${(ev) => { ev.preventDefault(); backfill(false); }}>
+          <h2>Backfill a past range</h2>
+          <label>From <input name="backfill_start" value=${range.start} onInput=${set(range, setRange, 'start')}
+            placeholder="2026-12-01T00:00:00Z" /></label>
+          <label>To <input name="backfill_end" value=${range.end} onInput=${set(range, setRange, 'end')}
+            placeholder="2026-12-02T00:00:00Z" /></label>
+          <button type="button" onClick=${() => backfill(true)}>Preview backfill</button>
+          <button type="submit">Backfill</button>
+          ${planned ? html`<p class="backfill-result" role="status">${planned.dryRun
+            ? `${planned.count} occurrence${planned.count === 1 ? '' : 's'} would run${planned.count ? `, from ${fmtTime(planned.occurrences[0])}` : ''}.`
+            : `Queued ${planned.count} occurrence${planned.count === 1 ? '' : 's'}: one a second, each as itself (trigger backfill).`}</p>` : ''}
+        </form>
+      </div>
+    </details>`;
+}
+
+// Pause or resume every job the list's tag or name filter selects (one of them, not both).
+export function BulkActions({ filters, onDone }) {
+  const [note, setNote] = useState(null);
+  const [error, setError] = useState(null);
+  const selection = filters.tag ? { tag: filters.tag } : filters.name_prefix ? { name_prefix: filters.name_prefix } : null;
+  if (!selection || (filters.tag && filters.name_prefix)) return null;
+  const what = selection.tag ? `tag ${selection.tag}` : `names starting with ${selection.name_prefix}`;
+  const act = async (action) => {
+    try {
+      const done = await api('POST', `/jobs/${action}`, selection);
+      setNote(`${action === 'pause' ? 'Paused' : 'Resumed'} ${done.count} job${done.count === 1 ? '' : 's'} (${what}).`);
+      setError(null);
+      onDone();
+    } catch (e) { setError(e); }
+  };
+  return html`
+    <div class="bulk">
+      <button onClick=${() => act('pause')}>Pause all matching</button>
+      <button onClick=${() => act('resume')}>Resume all matching</button>
+      ${note ? html`<span class="note" role="status">${note}</span>` : ''}
+      ${error ? html`<span class="alert" role="alert">${error.message}</span>` : ''}
+    </div>`;
+}
+
+// The error cell of a skipped row: how many occurrences it stands for, and why.
+export function skippedText(e) {
+  if (e.status !== 'skipped') return null;
+  const n = e.skipped_count || 1;
+  return `${n} occurrence${n === 1 ? '' : 's'} skipped: ${e.skip_reason}`;
+}

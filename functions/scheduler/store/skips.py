@@ -1,0 +1,79 @@
+"""The store's part of pauses and skipped occurrences (migration 0015): the pause's record of an
+edit's parameters, the skipped rows written with a completion, and the pauses whose end has come.
+``Store`` has ``RunRecords`` as a base class; it uses its pool."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from scheduler.core.domain import Pause, Plan, Skip
+from scheduler.sql import QUERIES
+from scheduler.store.rows import retry_on_dead_connection
+
+
+def pause_params(pausing: bool, pause: Pause | None) -> dict[str, Any]:
+    """``update_job``'s parameters of the pause's record ``pause`` (None: none), ``pausing``
+    when the edit is a pause (its time is then the database's now, or the record's own)."""
+    return {
+        "pausing": pausing,
+        "pause_note": pause.note if pause else None,
+        "pause_until": pause.until if pause else None,
+        "paused_by": pause.by if pause else None,
+        "paused_at": pause.at if pause else None,
+    }
+
+
+def skips_param(skips: Iterable[Skip]) -> str:
+    """A plan's skips as ``update_job``'s ``skips`` (a JSON array, empty for none)."""
+    return json.dumps([skip.as_json() for skip in skips])
+
+
+def record_skips(conn: psycopg.Connection, planned: Sequence[tuple[str, Plan]]) -> None:
+    """In the transaction of their completions: the skipped rows of the plans written (job ids)."""
+    rows = [[job_id, *skip.as_json()] for job_id, plan in planned for skip in plan.skips]
+    if rows:
+        conn.execute(QUERIES["record_skips"], {"skips": json.dumps(rows)})
+
+
+class RunRecords:
+    """Backfills, and the runner's look for pauses that ended and backfills to hand over, on
+    ``self.pool`` (a psycopg pool)."""
+
+    pool: Any
+
+    @retry_on_dead_connection
+    def insert_backfill(
+        self, owner: str, job_id: str, occurrences: Sequence[datetime], interval_seconds: float
+    ) -> str | None:
+        """Record a backfill of the job's ``occurrences`` (delivered by ``pump_backfills``, one
+        every ``interval_seconds`` at most); its id, None when the job is not the owner's."""
+        params = {
+            "id": str(uuid.uuid4()),
+            "job_id": job_id,
+            "owner": owner,
+            "occurrences": list(occurrences),
+            "interval_seconds": interval_seconds,
+        }
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["insert_backfill"], params).fetchone()
+        return None if row is None else str(row["id"])
+
+    @retry_on_dead_connection
+    def pump_backfills(self, limit: int = 100) -> int:
+        """Hand the next occurrence of each backfill due to its job, as a manual request carrying
+        it (when the job has none pending): how many were handed over."""
+        with self.pool.connection() as conn:
+            return len(conn.execute(QUERIES["pump_backfills"], {"limit": limit}).fetchall())
+
+    @retry_on_dead_connection
+    def expired_pauses(self, limit: int = 100) -> list[tuple[str, str]]:
+        """``(owner, job_id)`` of paused jobs whose ``pause_until`` has come, oldest first."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(QUERIES["expired_pauses"], {"limit": limit}).fetchall()
+        return [(row["owner"], row["id"]) for row in rows]

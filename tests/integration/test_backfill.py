@@ -1,0 +1,135 @@
+"""Backfill (issue 33, item 4): a past range's occurrences, a dry run that writes nothing, at most
+10,000 a request, each delivered as itself (its own scheduled time and key, trigger
+``backfill``) one at a time through the job's lease, at a bounded rate. Real Postgres, a real
+HTTP target on loopback, the runner's own steps."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from scheduler.core.timeutil import format_time
+from scheduler.runner.executor import Executor
+from scheduler.secrets import decrypt_target_secrets
+from scheduler.targets.results import TargetPolicy
+from tests.integration.test_api import BOB, api, box, create, job_body  # noqa: F401 - fixtures
+
+
+def _hourly(api, target_server, name="hourly"):
+    body = job_body(name, schedule="0 * * * *")
+    body["target"] = {"type": "http", "url": f"{target_server.url}/b", "method": "POST", "body": "{{scheduled_at}}"}
+    return create(api, body)
+
+
+def _deliver_due(store, box):
+    executor = Executor(store, lambda target: decrypt_target_secrets(target, box), TargetPolicy(allow_private=True))
+    claims = store.claim_and_start(10)
+    return executor.record([executor.deliver(claim.started, claim.lock_token) for claim in claims])
+
+
+def test_a_dry_run_answers_the_occurrences_and_writes_nothing(api, store, pool, target_server):
+    job = _hourly(api, target_server)
+    now = store.now().replace(minute=0, second=0, microsecond=0)
+    start, end = now - timedelta(hours=5), now - timedelta(hours=2)
+    path = f"/v1/jobs/{job['id']}/backfill"
+    answer = api("POST", path, {"start": format_time(start), "end": format_time(end), "dry_run": True})
+    assert answer.status == 200, answer.body
+    assert answer.body == {"occurrences": [format_time(start + timedelta(hours=h)) for h in range(4)], "count": 4}
+    with pool.connection() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM backfills").fetchone()["n"] == 0
+
+
+def test_each_occurrence_is_delivered_as_itself_one_at_a_time_at_a_bounded_rate(api, store, box, pool, target_server):
+    job = _hourly(api, target_server)
+    now = store.now().replace(minute=0, second=0, microsecond=0)
+    start = now - timedelta(hours=3)
+    answer = api(
+        "POST",
+        f"/v1/jobs/{job['id']}/backfill",
+        {"start": format_time(start), "end": format_time(now - timedelta(hours=1))},
+    )
+    assert answer.status == 202 and answer.body == {"count": 3}
+    delivered = []
+    for i in range(3):
+        assert store.pump_backfills() == 1
+        assert store.pump_backfills() == 0  # one at a time: the job has its request pending
+        [report] = _deliver_due(store, box)
+        assert report.status == "succeeded"
+        delivered.append(target_server.wait_for(i + 1)[-1])
+        assert store.pump_backfills() == 0  # the rate: the next one is a second away
+        with pool.connection() as conn:
+            conn.execute("UPDATE backfills SET next_at = now()")
+    assert store.pump_backfills() == 0  # all handed over
+    expected = [format_time(start + timedelta(hours=h)) for h in range(3)]
+    assert [r["headers"]["X-Scheduler-Scheduled-At"] for r in delivered] == expected
+    assert [r["body"].decode() for r in delivered] == expected
+    assert [r["headers"]["Idempotency-Key"] for r in delivered] == [f"{job['id']}:{at}" for at in expected]
+    rows = api("GET", f"/v1/jobs/{job['id']}/executions").body["executions"]
+    assert [(e["trigger"], e["scheduled_at"]) for e in rows] == [("backfill", at) for at in reversed(expected)]
+    live = api("GET", f"/v1/jobs/{job['id']}").body
+    assert live["next_run_at"] == job["next_run_at"]  # the live schedule is left alone
+
+
+def test_a_backfill_waits_for_a_running_execution(api, store, box, pool, target_server):
+    job = _hourly(api, target_server)
+    api("POST", f"/v1/jobs/{job['id']}/run")
+    [running] = store.claim_and_start(10)  # a manual run under way
+    now = store.now()
+    api(
+        "POST",
+        f"/v1/jobs/{job['id']}/backfill",
+        {"start": format_time(now - timedelta(hours=2)), "end": format_time(now)},
+    )
+    assert store.pump_backfills() == 0  # the job's manual request is still the running one
+    assert store.claim_and_start(10) == []  # and nothing else is claimed beside it
+    executor = Executor(store, lambda target: target, TargetPolicy(allow_private=True))
+    executor.record([executor.deliver(running.started, running.lock_token)])
+    assert store.pump_backfills() == 1
+    [report] = _deliver_due(store, box)
+    assert report.status == "succeeded"
+
+
+def test_bad_backfills_are_400_naming_the_field(api, store, target_server):
+    job = _hourly(api, target_server)
+    path = f"/v1/jobs/{job['id']}/backfill"
+    now = store.now()
+    every_second = create(
+        api, job_body("every-second", schedule="@every 1s", start_at=format_time(now - timedelta(days=1)))
+    )
+    cases = [
+        (path, {"start": format_time(now), "end": format_time(now - timedelta(hours=1))}, "end"),
+        (path, {"start": "yesterday", "end": format_time(now)}, "start"),
+        (path, {"end": format_time(now)}, "start"),
+        (path, {"start": format_time(now), "end": format_time(now), "dry_run": 1}, "dry_run"),
+        (
+            f"/v1/jobs/{every_second['id']}/backfill",
+            {"start": format_time(now - timedelta(hours=3)), "end": format_time(now), "dry_run": True},
+            "end",
+        ),
+    ]
+    for where, body, field in cases:
+        answer = api("POST", where, body)
+        assert answer.status == 400 and answer.fields == [field], (body, answer.body)
+    assert "10,000" in api("POST", cases[-1][0], cases[-1][1]).error["message"]
+    ok = {"start": format_time(now - timedelta(hours=1)), "end": format_time(now), "dry_run": True}
+    assert api("POST", path, ok, principal=BOB).status == 404
+
+
+def test_a_backfill_delivery_is_not_counted_as_lateness(api, store, box, target_server):
+    from scheduler.runner.telemetry import MemoryMetrics
+
+    job = _hourly(api, target_server)
+    now = store.now()
+    api(
+        "POST",
+        f"/v1/jobs/{job['id']}/backfill",
+        {"start": format_time(now - timedelta(hours=1)), "end": format_time(now)},
+    )
+    assert store.pump_backfills() == 1
+    metrics = MemoryMetrics()
+    executor = Executor(store, lambda target: target, TargetPolicy(allow_private=True), metrics)
+    [claim] = store.claim_and_start(10)
+    executor.count_lateness([claim.started])
+    executor.record([executor.deliver(claim.started, claim.lock_token)])
+    assert claim.started.trigger == "backfill"
+    assert not any(name == "LatenessMs" for name, _ in metrics.values)
+    assert metrics.total("Executions", status="succeeded") == 1

@@ -1,0 +1,142 @@
+"""A pause with a note and an end, resumed by the runner at its end, and the bulk pause and resume
+(issue 33, item 6). Real Postgres: the API through its resolver, the fan-out as local mode and the
+deployed fan-out run it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from scheduler import service
+from scheduler.core.timeutil import format_time
+from scheduler.runner.dispatch import InProcessDispatch
+from scheduler.runner.executor import Executor
+from scheduler.runner.fanout import run_fanout
+from scheduler.runner.telemetry import MemoryMetrics
+from scheduler.targets.results import TargetPolicy
+from tests.integration.test_api import ALICE, BOB, api, box, create, job_body  # noqa: F401 - fixtures
+
+
+def _db_now(store):
+    return store.now()
+
+
+def _pause_ended(pool, job_id):
+    """Move a pause's end into the past, as if its time had come."""
+    with pool.connection() as conn:
+        conn.execute("UPDATE job_specs SET pause_until = now() - interval '1 second' WHERE id = %s", (job_id,))
+
+
+def test_a_pause_with_a_note_and_an_end_shows_them_and_a_resume_clears_them(api, store):
+    job = create(api)
+    path = f"/v1/jobs/{job['id']}"
+    assert "pause" not in job
+    until = format_time(_db_now(store) + timedelta(hours=2))
+    paused = api("POST", f"{path}/pause", {"note": "DB migration, ticket OPS-12", "until": until})
+    assert paused.status == 200, paused.body
+    pause = paused.body["pause"]
+    assert pause["note"] == "DB migration, ticket OPS-12" and pause["until"] == until and pause["by"] == ALICE
+    assert pause["at"].endswith("Z")
+    assert api("GET", path).body["pause"] == pause
+    # Paused again with another note: the note changes, the pause keeps its start.
+    again = api("POST", f"{path}/pause", {"note": "still migrating"}).body["pause"]
+    assert again["note"] == "still migrating" and again["until"] is None and again["at"] == pause["at"]
+    # An edit keeps the pause.
+    assert api("PATCH", path, {"description": "edited while paused"}).body["pause"] == again
+    resumed = api("POST", f"{path}/resume")
+    assert resumed.status == 200 and resumed.body["state"] == "active" and "pause" not in resumed.body
+    plain = api("POST", f"{path}/pause")  # no body: a pause without a note or an end
+    assert plain.body["pause"]["note"] is None and plain.body["pause"]["by"] == ALICE
+
+
+def test_bad_pauses_are_400_naming_the_field(api, store):
+    job = create(api)
+    path = f"/v1/jobs/{job['id']}/pause"
+    past = format_time(_db_now(store) - timedelta(minutes=1))
+    for body, field in [
+        ({"until": past}, "until"),
+        ({"until": "tomorrow"}, "until"),
+        ({"until": 1767225600}, "until"),
+        ({"note": 3}, "note"),
+        ({"note": "x" * 1025}, "note"),
+        ({"reason": "x"}, "reason"),
+    ]:
+        answer = api("POST", path, body)
+        assert answer.status == 400 and answer.fields == [field], (body, answer.body)
+    assert api("GET", f"/v1/jobs/{job['id']}").body["state"] == "active"
+    assert api("POST", path, {"note": "x"}, principal=BOB).status == 404
+
+
+def test_the_runner_resumes_a_job_at_its_pauses_end_under_its_missed_run_policy(api, store, pool):
+    job = create(api, job_body("every-minute", schedule="* * * * *", missed_runs="skip"))
+    until = format_time(_db_now(store) + timedelta(hours=1))
+    api("POST", f"/v1/jobs/{job['id']}/pause", {"note": "maintenance", "until": until})
+    with pool.connection() as conn:  # paused ten minutes ago
+        conn.execute(
+            "UPDATE job_runs SET scheduled_at = date_trunc('minute', now()) - interval '10 minutes', "
+            "next_run_at = date_trunc('minute', now()) - interval '10 minutes' WHERE job_id = %s",
+            (job["id"],),
+        )
+    assert service.resume_expired_pauses(store) == []  # not yet
+    _pause_ended(pool, job["id"])
+    metrics = MemoryMetrics()
+    invoker = InProcessDispatch(Executor(store, lambda t: t, TargetPolicy(), metrics), max_workers=2)
+    run_fanout(store, invoker, budget_seconds=0, metrics=metrics, pauses=store)  # local mode's loop, one round
+    invoker.close()
+    resumed = api("GET", f"/v1/jobs/{job['id']}").body
+    assert resumed["state"] == "active" and "pause" not in resumed
+    assert resumed["next_run_at"] > format_time(_db_now(store))  # skip: nothing caught up
+    [skipped] = api("GET", f"/v1/jobs/{job['id']}/executions", query={"status": "skipped"}).body["executions"]
+    assert skipped["skip_reason"] == "paused" and skipped["skipped_count"] in (10, 11)
+    assert metrics.total("PausesEnded") == 1
+    assert metrics.total("SkippedOccurrences", reason="paused") == skipped["skipped_count"]
+
+
+def test_the_deployed_fan_outs_primary_resumes_ended_pauses_and_a_helper_does_not(api, store, pool):
+    from scheduler.runner.fanout import run_lambda_invocation
+
+    job = create(api, job_body("deployed"))
+    api("POST", f"/v1/jobs/{job['id']}/pause", {"until": format_time(_db_now(store) + timedelta(hours=1))})
+    _pause_ended(pool, job["id"])
+
+    class NoLambda:
+        def invoke(self, **_):  # pragma: no cover - nothing is due
+            raise AssertionError("nothing is due")
+
+    common = {"remaining_seconds": 30.0, "executor_function": "executor", "precision": "minute", "pauses": store}
+    run_lambda_invocation({"helper": True, "seconds": 5}, store, NoLambda(), **common)
+    assert api("GET", f"/v1/jobs/{job['id']}").body["state"] == "paused"
+    run_lambda_invocation({}, store, NoLambda(), **common)
+    assert api("GET", f"/v1/jobs/{job['id']}").body["state"] == "active"
+
+
+def test_bulk_pause_and_resume_by_tag_or_name_prefix_touch_only_the_callers_jobs(api):
+    ours = [create(api, job_body(f"etl-{i}", tags=["etl"])) for i in range(3)]
+    other = create(api, job_body("report", tags=["billing"]))
+    bobs = create(api, job_body("etl-bob", tags=["etl"]), principal=BOB)
+    paused = api("POST", "/v1/jobs/pause", {"tag": "etl", "note": "warehouse down"})
+    assert paused.status == 200, paused.body
+    assert paused.body == {"jobs": [job["id"] for job in ours], "count": 3}
+    for job in ours:
+        assert api("GET", f"/v1/jobs/{job['id']}").body["pause"]["note"] == "warehouse down"
+    assert api("GET", f"/v1/jobs/{other['id']}").body["state"] == "active"
+    assert api("GET", f"/v1/jobs/{bobs['id']}", principal=BOB).body["state"] == "active"
+    # Only the jobs in the other state are changed: a second pause finds none to pause.
+    assert api("POST", "/v1/jobs/pause", {"tag": "etl"}).body == {"jobs": [], "count": 0}
+    resumed = api("POST", "/v1/jobs/resume", {"name_prefix": "etl-"})
+    assert resumed.body == {"jobs": [job["id"] for job in ours], "count": 3}
+    assert all(api("GET", f"/v1/jobs/{job['id']}").body["state"] == "active" for job in ours)
+
+
+def test_bad_bulk_requests_are_400_naming_the_field(api, store):
+    past = format_time(_db_now(store) - timedelta(minutes=1))
+    for path, body, field in [
+        ("/v1/jobs/pause", {}, "tag"),
+        ("/v1/jobs/pause", {"tag": "a", "name_prefix": "b"}, "tag"),
+        ("/v1/jobs/pause", {"tag": ""}, "tag"),
+        ("/v1/jobs/pause", {"tag": "a", "until": past}, "until"),
+        ("/v1/jobs/resume", {"name_prefix": 3}, "name_prefix"),
+        ("/v1/jobs/resume", {"tag": "a", "note": "x"}, "note"),
+    ]:
+        answer = api("POST", path, body)
+        assert answer.status == 400 and answer.fields == [field], (path, body, answer.body)
+    assert api("GET", "/v1/jobs/pause").status in (404, 405)
