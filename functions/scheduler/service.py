@@ -351,9 +351,7 @@ def complete_executions(
                 for n in started.job.exclude_calendars
                 if (started.job.owner, n) in calendars
             ]
-            plan = plan_completion(
-                started.job, done.outcome, now, rng, started.scheduled_at, named, started.started_at
-            )
+            plan = plan_completion(started.job, done.outcome, now, rng, started.scheduled_at, named, started.started_at)
             planned.append((done, plan))
         written = store.write_completions(planned)
         for i in fast:

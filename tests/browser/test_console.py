@@ -460,6 +460,8 @@ def test_alert_rules_in_the_form_the_job_page_and_the_alerts_page(browser, api, 
     page.select_option("select[name=status]", "failed")
     expect(page.locator("p.empty")).to_contain_text("No alerts failed")
     assert len([r for r in target.requests if r["path"] == "/slack"]) == 1
+
+
 def test_pause_notes_bulk_actions_overrides_and_skipped_rows_in_the_console(browser, api, target, db_url):
     """Issue 33 in the console: the bulk pause and resume of the jobs a filter selects, a pause
     with a note and an end (the runner ends it: its skipped row shows), a run with overrides."""

@@ -21,7 +21,9 @@ from scheduler.runner.fanout import run_fanout
 from scheduler.secrets import LocalSecretBox
 from scheduler.settings import Settings
 from scheduler.sql import QUERIES
-from scheduler.store.postgres import _plan_params, _spec_params
+from scheduler.store.rows import plan_params as _plan_params
+from scheduler.store.rows import spec_params as _spec_params
+from scheduler.store.skips import skips_param
 from scheduler.targets.results import TargetPolicy
 from tests.integration.test_api import ALICE, BOB, Client, job_body
 from tests.support import http_spec, make_due, poll
@@ -144,16 +146,22 @@ def test_preview_applies_calendars_and_explains(api):
     assert plain.body == {"occurrences": ["2026-12-26T09:00:00Z", "2026-12-27T09:00:00Z", "2026-12-29T09:00:00Z"]}
     explained = api("POST", "/v1/schedules/preview", {**preview, "explain": True})
     assert explained.body["occurrences"] == [
-        {"at": "2026-12-25T09:00:00Z", "excluded_by": "uk"},
-        {"at": "2026-12-26T09:00:00Z"},
-        {"at": "2026-12-27T09:00:00Z"},
-        {"at": "2026-12-28T09:00:00Z", "excluded_by": "uk"},
-        {"at": "2026-12-29T09:00:00Z"},
+        {"expression": "0 9 * * *", "spread_seconds": 0, "at": "2026-12-25T09:00:00Z", "excluded_by": "uk"},
+        {"expression": "0 9 * * *", "spread_seconds": 0, "at": "2026-12-26T09:00:00Z"},
+        {"expression": "0 9 * * *", "spread_seconds": 0, "at": "2026-12-27T09:00:00Z"},
+        {"expression": "0 9 * * *", "spread_seconds": 0, "at": "2026-12-28T09:00:00Z", "excluded_by": "uk"},
+        {"expression": "0 9 * * *", "spread_seconds": 0, "at": "2026-12-29T09:00:00Z"},
     ]
     shifted = api("POST", "/v1/schedules/preview", {**preview, "explain": True, "on_excluded": "shift", "count": 2})
     assert shifted.body["occurrences"] == [
-        {"at": "2026-12-26T00:00:00Z", "shifted_from": "2026-12-25T09:00:00Z", "excluded_by": "uk"},
-        {"at": "2026-12-26T09:00:00Z"},
+        {
+            "expression": "0 9 * * *",
+            "spread_seconds": 0,
+            "at": "2026-12-26T00:00:00Z",
+            "shifted_from": "2026-12-25T09:00:00Z",
+            "excluded_by": "uk",
+        },
+        {"expression": "0 9 * * *", "spread_seconds": 0, "at": "2026-12-26T09:00:00Z"},
     ]
     missing = api("POST", "/v1/schedules/preview", {**preview, "exclude_calendars": ["nope"]})
     assert missing.status == 400 and missing.fields == ["exclude_calendars.0"]
@@ -164,7 +172,39 @@ def test_preview_applies_calendars_and_explains(api):
         "/v1/schedules/preview",
         {"schedule": "@daily", "count": 1, "explain": True, "after": "2026-12-24T10:00:00Z"},
     )
-    assert no_calendar.body == {"occurrences": [{"at": "2026-12-25T00:00:00Z"}]}
+    assert no_calendar.body == {
+        "occurrences": [{"at": "2026-12-25T00:00:00Z", "expression": "@daily", "spread_seconds": 0}]
+    }
+
+
+def test_calendars_with_several_expressions_and_a_spread(api):
+    """A calendar applies to the occurrences of a union; the spread then moves each that runs:
+    the preview names the expression, the offset and the calendar of each time."""
+    api("POST", "/v1/calendars", {"name": "xmas", "timezone": "Europe/London", "dates": ["2026-12-25"]})
+    job_id = "6f1c2a9e-3d0b-4f5e-9a61-0c2b7d4e8f10"
+    preview = {
+        "schedules": ["0 9 * * *", "30 17 * * *"],
+        "timezone": "Europe/London",
+        "spread": {"window_seconds": 600, "mode": "stable"},
+        "job_id": job_id,
+        "exclude_calendars": ["xmas"],
+        "after": "2026-12-24T12:00:00Z",
+        "count": 3,
+        "explain": True,
+    }
+    items = api("POST", "/v1/schedules/preview", preview).body["occurrences"]
+    offset = items[0]["spread_seconds"]
+    assert 0 <= offset < 600 and all(item["spread_seconds"] in (0, offset) for item in items)
+    ran = [item for item in items if "excluded_by" not in item]
+    left_out = [item for item in items if "excluded_by" in item]
+    assert [item["expression"] for item in ran] == ["30 17 * * *", "0 9 * * *", "30 17 * * *"]
+    assert all(item["spread_seconds"] == offset for item in ran)
+    assert ran[1]["at"].startswith("2026-12-26T09:") and ran[2]["at"].startswith("2026-12-26T17:")
+    assert [(item["at"], item["excluded_by"]) for item in left_out] == [
+        ("2026-12-25T09:00:00Z", "xmas"),
+        ("2026-12-25T17:30:00Z", "xmas"),
+    ]
+    assert [item["expression"] for item in left_out] == ["0 9 * * *", "30 17 * * *"]
 
 
 def _blackout(store, minutes_from: int, minutes_to: int) -> tuple[datetime, datetime]:
@@ -275,6 +315,7 @@ def test_a_job_and_a_delete_of_its_calendar_at_once(store, pool, db_url):
         "id": "0b6f6c5e-3c1a-4e8e-9d55-0f0f0f0f0f0a",
         "owner": ALICE,
         "created_at": store.now(),
+        "skips": skips_param(()),
     }
     errors: list[BaseException] = []
     with psycopg.connect(db_url, row_factory=dict_row) as writing:

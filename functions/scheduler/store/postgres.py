@@ -45,7 +45,6 @@ from scheduler.store.calendars import CalendarTables, held_calendars
 from scheduler.store.completions import completion_batch, completion_row
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
 from scheduler.store.limits import TargetSlots
-from scheduler.store.rows import is_uuid, retry_on_dead_connection, started_rows_cursor
 from scheduler.store.rows import is_uuid, plan_params, retry_on_dead_connection, spec_params, started_rows_cursor
 from scheduler.store.skips import RunRecords, pause_params, record_skips, skips_param
 
