@@ -469,7 +469,7 @@ def add_history_days(url: str, days: int) -> int:
 
 def reset(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE job_specs, job_runs, executions")
+        conn.execute("TRUNCATE job_specs, job_runs, executions CASCADE")  # and what references a job (backfills)
 
 
 def finished_between(url: str, since: float, until: float) -> int:

@@ -136,7 +136,7 @@ def run_fanout_once(
     pool = make_pool(url, min_size=1, max_size=2)
     try:
         with pool.connection() as conn:
-            conn.execute("TRUNCATE job_specs, job_runs, executions")
+            conn.execute("TRUNCATE job_specs, job_runs, executions CASCADE")  # and what references a job (backfills)
         insert_due_jobs(pool, jobs)
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE job_specs, job_runs")

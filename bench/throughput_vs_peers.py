@@ -86,7 +86,7 @@ def reset_jobs(url: str, jobs: int) -> None:
     pool = make_pool(url, min_size=1, max_size=1)
     try:
         with pool.connection() as conn:
-            conn.execute("TRUNCATE job_specs, job_runs, executions")
+            conn.execute("TRUNCATE job_specs, job_runs, executions CASCADE")  # and what references a job (backfills)
         insert_due_jobs(pool, jobs)
     finally:
         pool.close()
