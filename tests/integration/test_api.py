@@ -231,8 +231,12 @@ def test_create_and_get(api, pool, box):
         "updated_at",
         "stats",
         "after_completion",
+        "on_success",
+        "on_failure",
+        "on_complete",
     }
     assert job["after_completion"] == "keep"
+    assert job["on_success"] == job["on_failure"] == job["on_complete"] == []
     assert job["owner"] == ALICE and job["state"] == "active" and job["version"] == 1
     assert job["stats"] == {"run_count": 0, "failure_count": 0, "last_status": None, "last_error": None}
     assert job["next_run_at"].endswith("Z") and job["next_run_at"][11:16] in ("01:00", "02:00")  # 03:00 Berlin
@@ -438,6 +442,7 @@ def test_executions_newest_first_with_status_and_cursor(api, pool):
         "response_excerpt",
         "error",
         "duration_ms",
+        "caused_by",
     }
     assert got[0]["job_id"] == job["id"] and got[0]["scheduled_at"].endswith("Z") and got[0]["duration_ms"] == 42
 

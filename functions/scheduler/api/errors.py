@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from scheduler.core.constants import MAX_REQUEST_BODY_BYTES, SERVICE_NAME
 from scheduler.core.errors import (
+    ChainError,
     EditConflict,
     MaskedSecretError,
     NameTaken,
@@ -136,7 +137,7 @@ def domain_error(exc: SchedulerError) -> ApiError | None:
         return ApiError(
             "the job kept changing while it was being edited; send the edit again", status=409, code="conflict"
         )
-    if isinstance(exc, (MaskedSecretError, ScheduleError)):
+    if isinstance(exc, (MaskedSecretError, ScheduleError, ChainError)):
         details = [{"field": exc.field, "message": exc.message}]
         return ApiError(_summary(details), details)
     return None

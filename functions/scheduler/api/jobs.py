@@ -16,7 +16,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from scheduler import service
 from scheduler.api.cursors import MAX_CURSOR_LENGTH, CursorCodec, InvalidCursor, scope_of
 from scheduler.api.errors import BadRequest, documented
-from scheduler.api.providers import get_cursors, get_owner, get_secret_box, get_settings, get_store
+from scheduler.api.providers import get_caller, get_cursors, get_owner, get_secret_box, get_settings, get_store
 from scheduler.api.routes import rule
 from scheduler.api.serialize import Job, JobList, RunAccepted, job_json, spec_of
 from scheduler.core.constants import AWS_TARGET_TYPES, SERVICE_NAME
@@ -38,6 +38,7 @@ StoreDep = Annotated[JobStore, Depends(get_store)]
 BoxDep = Annotated[SecretBox, Depends(get_secret_box)]
 CursorsDep = Annotated[CursorCodec, Depends(get_cursors)]
 Owner = Annotated[str, Depends(get_owner)]
+Caller = Annotated[str, Depends(get_caller)]
 SettingsDep = Annotated[Any, Depends(get_settings)]
 JobId = Annotated[str, Path(description="The job's id (a UUID).")]
 # Optional parameters are typed without None (their default is None), so the OpenAPI document
@@ -166,13 +167,18 @@ def _text_param(value: str | None, field: str) -> str | None:
     responses=documented(201, Job, "The job.", 400, 403, 409, 413, 415, headers=_LOCATION),
 )
 def create_job(
-    spec: Annotated[JobSpec, Body()], store: StoreDep, box: BoxDep, owner: Owner, settings: SettingsDep
+    spec: Annotated[JobSpec, Body()],
+    store: StoreDep,
+    box: BoxDep,
+    owner: Owner,
+    settings: SettingsDep,
+    caller: Caller,
 ) -> Response[Any]:
     data = spec_data(spec)
     require_broker(data, settings)
     require_reachable_target(data, settings)
     data["target"] = keep_masked_secrets(encrypt_target_secrets(data["target"], box), None)
-    job = service.create_job(store, owner, data)
+    job = service.create_job(store, owner, data, by=caller)
     logger.info("job created", extra={"job_id": job.id})
     return job_response(job, 201, {"Location": f"/v1/jobs/{job.id}"})
 
@@ -250,6 +256,7 @@ def replace_job(
     box: BoxDep,
     owner: Owner,
     settings: SettingsDep,
+    caller: Caller,
     if_match: IfMatch = None,
 ) -> Response[Any]:
     expected = parse_if_match(if_match)
@@ -261,7 +268,7 @@ def replace_job(
     def build(current: DomainJob) -> dict[str, Any]:
         return {**data, "target": keep_masked_secrets(target, dict(current.target or {}))}
 
-    job = service.update_job(store, owner, job_id, build, expected)
+    job = service.update_job(store, owner, job_id, build, expected, by=caller)
     logger.info("job replaced", extra={"job_id": job_id, "version": job.version})
     return job_response(job)
 
@@ -281,6 +288,7 @@ def patch_job(
     box: BoxDep,
     owner: Owner,
     settings: SettingsDep,
+    caller: Caller,
     if_match: IfMatch = None,
 ) -> Response[Any]:
     expected = parse_if_match(if_match)
@@ -294,7 +302,7 @@ def patch_job(
         sealed = encrypt_target_secrets(data["target"], box)
         return {**data, "target": keep_masked_secrets(sealed, dict(current.target or {}))}
 
-    job = service.update_job(store, owner, job_id, build, expected)
+    job = service.update_job(store, owner, job_id, build, expected, by=caller)
     logger.info("job patched", extra={"job_id": job_id, "version": job.version})
     return job_response(job)
 
@@ -306,8 +314,8 @@ def patch_job(
     tags=["jobs"],
     responses=documented(204, None, "Deleted, with its executions.", 403, 404),
 )
-def delete_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
-    store.delete_job(owner, job_id)
+def delete_job(job_id: JobId, store: StoreDep, owner: Owner, caller: Caller) -> Response[Any]:
+    service.delete_job(store, owner, job_id, by=caller)
     logger.info("job deleted", extra={"job_id": job_id})
     return Response(status_code=204, content_type=None, body=None)
 
@@ -318,8 +326,8 @@ def delete_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
     tags=["jobs"],
     responses=documented(200, Job, "The job.", 403, 404),
 )
-def pause_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
-    return job_response(service.pause_job(store, owner, job_id))
+def pause_job(job_id: JobId, store: StoreDep, owner: Owner, caller: Caller) -> Response[Any]:
+    return job_response(service.pause_job(store, owner, job_id, by=caller))
 
 
 @router.route(
@@ -328,8 +336,8 @@ def pause_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
     tags=["jobs"],
     responses=documented(200, Job, "The job.", 403, 404),
 )
-def resume_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
-    return job_response(service.resume_job(store, owner, job_id))
+def resume_job(job_id: JobId, store: StoreDep, owner: Owner, caller: Caller) -> Response[Any]:
+    return job_response(service.resume_job(store, owner, job_id, by=caller))
 
 
 @router.route(
@@ -340,8 +348,8 @@ def resume_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
     description="One attempt outside the schedule, taken by the runner's next claim, even when the job is paused.",
     responses=documented(202, RunAccepted, "Queued.", 403, 404),
 )
-def run_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
-    job = store.request_run(owner, job_id)
+def run_job(job_id: JobId, store: StoreDep, owner: Owner, caller: Caller) -> Response[Any]:
+    job = service.request_run(store, owner, job_id, by=caller)
     logger.info("manual run requested", extra={"job_id": job_id})
     return Response(
         status_code=202,

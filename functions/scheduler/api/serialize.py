@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field
 
+from scheduler.core.domain import CHAIN_FIELDS, ChangeEntry
 from scheduler.core.domain import Execution as DomainExecution
 from scheduler.core.domain import Job as DomainJob
 from scheduler.core.timeutil import format_time
@@ -31,6 +32,8 @@ def spec_of(job: DomainJob) -> dict[str, Any]:
     spec["tags"] = list(job.tags)
     spec["target"] = mask_target_secrets(dict(job.target or {}))
     spec["retry"] = dict(job.retry or {})
+    for name in CHAIN_FIELDS:
+        spec[name] = list(spec[name])
     return spec
 
 
@@ -71,6 +74,18 @@ def execution_json(execution: DomainExecution) -> dict[str, Any]:
         "response_excerpt": execution.response_excerpt,
         "error": execution.error,
         "duration_ms": execution.duration_ms,
+        "caused_by": execution.caused_by,
+    }
+
+
+def change_json(entry: ChangeEntry) -> dict[str, Any]:
+    """An entry of a job's change log (its diff's secrets were masked before it was stored)."""
+    return {
+        "at": _time(entry.at),
+        "by": entry.by,
+        "action": str(entry.action),
+        "version": entry.version,
+        "diff": dict(entry.diff),
     }
 
 
@@ -117,16 +132,36 @@ class Execution(BaseModel):
     started_at: AwareDatetime | None
     finished_at: AwareDatetime | None
     attempt: int
-    trigger: Literal["schedule", "manual", "retry"]
+    trigger: Literal["schedule", "manual", "retry", "chain"]
     status: Literal["running", "succeeded", "failed", "timed_out", "lost"]
     http_status: int | None
     response_excerpt: str | None
     error: str | None
     duration_ms: int | None
+    caused_by: str | None = Field(
+        default=None, description="trigger `chain`: the id of the execution whose end ran this one"
+    )
 
 
 class ExecutionList(BaseModel):
     executions: list[Execution]
+    next_cursor: str | None
+
+
+class Change(BaseModel):
+    """An entry of a job's change log."""
+
+    at: AwareDatetime = Field(description="when, by the database clock")
+    by: str = Field(description="the caller's identity (its IAM principal)")
+    action: Literal["create", "update", "pause", "resume", "run", "delete"]
+    version: int = Field(description="the job's version after the change")
+    diff: dict[str, Any] = Field(
+        description='`{"field.path": {"from": old, "to": new}}`; a secret shows as `"***"` with `"secret": true`'
+    )
+
+
+class ChangeList(BaseModel):
+    changes: list[Change]
     next_cursor: str | None
 
 

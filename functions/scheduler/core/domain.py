@@ -43,6 +43,7 @@ class Trigger(StrEnum):
     SCHEDULE = "schedule"
     MANUAL = "manual"
     RETRY = "retry"
+    CHAIN = "chain"  # another job's execution ended so (``on_success``, ``on_failure``, ``on_complete``)
 
 
 class LeaseKind(StrEnum):
@@ -66,7 +67,12 @@ SPEC_FIELDS = (
     "retry",
     "missed_runs",
     "after_completion",
+    "on_success",
+    "on_failure",
+    "on_complete",
 )
+# The chain fields: names or ids of jobs of the same owner run when an execution ends so.
+CHAIN_FIELDS = ("on_success", "on_failure", "on_complete")
 # Spec fields whose change means the occurrences must be computed afresh.
 SCHEDULE_FIELDS = ("schedule", "run_at", "timezone", "start_at", "end_at")
 
@@ -99,6 +105,9 @@ class Job:
     lease_kind: LeaseKind | None = None
     created_at: datetime | None = None
     after_completion: str = "keep"  # keep | delete (deleted with its history once completed)
+    on_success: tuple[str, ...] = ()
+    on_failure: tuple[str, ...] = ()
+    on_complete: tuple[str, ...] = ()
     # The lease (a claim's, a running execution's) and when the job is next claimable.
     due_at: datetime | None = None
     locked_until: datetime | None = None
@@ -118,8 +127,9 @@ class Job:
         values = {name: value for name in _JOB_FIELDS if (value := row.get(name)) is not None}
         if "id" in values:
             values["id"] = str(values["id"])
-        if "tags" in values:
-            values["tags"] = tuple(values["tags"])
+        for name in ("tags", *CHAIN_FIELDS):
+            if name in values:
+                values[name] = tuple(values[name])
         if "state" in values:
             values["state"] = JobState(values["state"])
         if "lease_kind" in values:
@@ -133,6 +143,13 @@ class Job:
     def with_spec(self, spec: Mapping[str, Any]) -> Job:
         """This job with the writable fields of ``spec`` instead of its own."""
         return Job.from_row({**{name: getattr(self, name) for name in _JOB_FIELDS}, **spec})
+
+    def chained(self, outcome: Outcome) -> tuple[str, ...]:
+        """The jobs (names or ids) an execution that ended with ``outcome`` runs next."""
+        if not (self.on_success or self.on_failure or self.on_complete):
+            return ()
+        first = self.on_success if outcome.succeeded else self.on_failure
+        return tuple(dict.fromkeys((*first, *self.on_complete)))
 
     @property
     def retry_policy(self) -> RetryPolicy:
@@ -182,6 +199,8 @@ class Plan:
     attempt: int
     next_run_at: datetime | None
     delete: bool = False
+    # A completion's plan only: the jobs its final outcome runs next, and why (written with it).
+    chain: ChainRun | None = None
 
     @classmethod
     def of(cls, job: Job) -> Plan:
@@ -190,6 +209,65 @@ class Plan:
 
 
 _JOB_FIELDS = tuple(f.name for f in fields(Job))
+
+
+@dataclass(frozen=True, slots=True)
+class ChainRun:
+    """The runs a finished execution asks for: the jobs of ``owner`` named (by name or id) in
+    ``jobs``, each to run once with ``cause``, the outcome of the execution that caused it
+    (``execution_id``, ``job_id``, ``job_name``, ``status``, ``http_status``,
+    ``response_excerpt``, ``error``): the ``{{cause.*}}`` placeholders of their bodies."""
+
+    owner: str
+    jobs: tuple[str, ...]
+    cause: Mapping[str, Any]
+
+
+class ChangeAction(StrEnum):
+    """What a change of a job did (an entry of its change log)."""
+
+    CREATE = "create"
+    UPDATE = "update"
+    PAUSE = "pause"
+    RESUME = "resume"
+    RUN = "run"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A change to record with the write that makes it: who (``by``), what, and the diff of the
+    job's fields (``{"field.path": {"from": old, "to": new}}``, secrets masked)."""
+
+    action: ChangeAction
+    by: str
+    diff: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeEntry:
+    """An entry of a job's change log, as recorded: the database's time, the version after it."""
+
+    job_id: str
+    seq: int
+    at: datetime
+    by: str
+    action: ChangeAction
+    version: int
+    diff: Mapping[str, Any]
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ChangeEntry:
+        """The entry of a ``job_changes`` row."""
+        return cls(
+            job_id=str(row["job_id"]),
+            seq=row["seq"],
+            at=row["at"],
+            by=row["actor"],
+            action=ChangeAction(row["action"]),
+            version=row["version"],
+            diff=row["diff"],
+        )
 
 
 @dataclass(frozen=True)
@@ -227,6 +305,8 @@ class StartedExecution:
     attempt: int
     trigger: Trigger
     started_at: datetime
+    # A chained run's cause (``ChainRun.cause``); None for every other execution.
+    cause: Mapping[str, Any] | None = None
 
     @property
     def lateness_ms(self) -> float:
@@ -253,6 +333,7 @@ class Execution:
     duration_ms: int | None = None
     job_name: str | None = None  # read across jobs (``list_owner_executions``): the job's name
     due_at: datetime | None = None  # when the attempt was due (0012); None for older rows
+    caused_by: str | None = None  # a chained run's cause: the execution that ended (0016)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Execution:
@@ -273,6 +354,7 @@ class Execution:
             duration_ms=row.get("duration_ms"),
             job_name=row.get("job_name"),
             due_at=row.get("due_at"),
+            caused_by=str(row["caused_by"]) if row.get("caused_by") else None,
         )
 
 
@@ -357,6 +439,7 @@ class PartitionMaintenance:
     default_moved: int = 0  # rows moved from the DEFAULT partition into their day's new partition
     default_purged: int = 0  # rows of the DEFAULT partition past the retention, deleted
     skipped: int = 0  # steps left to the next pass (a lock was not free at once)
+    changes_purged: int = 0  # change-log entries of jobs deleted past the retention (0016)
 
 
 @dataclass(frozen=True)
@@ -389,6 +472,7 @@ class Delivery:
     scheduled_at: datetime  # aware, UTC
     attempt: int  # 1-based
     owner: str | None = None  # the job's owner: the ExternalId of AWS targets' role
+    cause: Mapping[str, Any] | None = None  # a chained run's cause: the {{cause.*}} placeholders
 
     @property
     def idempotency_key(self) -> str:

@@ -26,7 +26,9 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from scheduler.core.domain import (
+    CHAIN_FIELDS,
     SPEC_FIELDS,
+    Change,
     Claim,
     Completion,
     Job,
@@ -35,103 +37,16 @@ from scheduler.core.domain import (
     LeaseKind,
     Plan,
     StartedExecution,
-    Trigger,
 )
 from scheduler.core.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
 from scheduler.sql import QUERIES
+from scheduler.store.changes import ChangeLog, request_chained_runs, write_change
 from scheduler.store.completions import completion_batch, completion_row
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
 from scheduler.store.rows import is_uuid, retry_on_dead_connection, started_rows_cursor
+from scheduler.store.started import LEASE_KINDS, LOCK_TOKEN_COLUMN, RECLAIMED_COLUMN, STARTED_COLUMNS, read_started
 
-# The columns of a started row (``started_columns`` in queries.sql), in their order: read by
-# position, as the runner reads thousands a second (claim_and_start adds lock_token, reclaimed).
-STARTED_COLUMNS = (
-    "id",
-    "owner",
-    "name",
-    "schedule",
-    "run_at",
-    "timezone",
-    "start_at",
-    "end_at",
-    "created_at",
-    "target",
-    "retry",
-    "missed_runs",
-    "state",
-    "version",
-    "scheduled_at",
-    "attempt",
-    "next_run_at",
-    "lease_kind",
-    "after_completion",
-    "execution_id",
-    "execution_scheduled_at",
-    "execution_attempt",
-    "execution_trigger",
-    "execution_started_at",
-)
-
-
-# The enums of a row's texts, read by a dict lookup (the runner reads thousands of rows a second).
-_JOB_STATES = {state.value: state for state in JobState}
-_LEASE_KINDS = {kind.value: kind for kind in LeaseKind}
-_TRIGGERS = {trigger.value: trigger for trigger in Trigger}
-
-
-def _started(row: Sequence[Any]) -> StartedExecution:
-    """A started row (``STARTED_COLUMNS``, uuids read as text): its job and its execution.
-    Every column the job takes is NOT NULL in the table or has None for its default."""
-    (
-        job_id,
-        owner,
-        name,
-        schedule,
-        run_at,
-        timezone,
-        start_at,
-        end_at,
-        created_at,
-        target,
-        retry,
-        missed_runs,
-        state,
-        version,
-        scheduled_at,
-        attempt,
-        next_run_at,
-        lease_kind,
-        after_completion,
-        execution_id,
-        execution_scheduled_at,
-        execution_attempt,
-        trigger,
-        started_at,
-    ) = row[:24]
-    job = Job(
-        id=job_id,
-        owner=owner,
-        name=name,
-        schedule=schedule,
-        run_at=run_at,
-        timezone=timezone,
-        start_at=start_at,
-        end_at=end_at,
-        created_at=created_at,
-        target=target,
-        retry=retry,
-        missed_runs=missed_runs,
-        state=_JOB_STATES[state],
-        version=version,
-        scheduled_at=scheduled_at,
-        attempt=attempt,
-        next_run_at=next_run_at,
-        lease_kind=_LEASE_KINDS[lease_kind] if lease_kind else None,
-        after_completion=after_completion,
-    )
-    return StartedExecution(
-        job, execution_id, execution_scheduled_at, execution_attempt, _TRIGGERS[trigger], started_at
-    )
+__all__ = ["STARTED_COLUMNS", "Store"]
 
 
 @functools.lru_cache(maxsize=256)
@@ -148,6 +63,11 @@ def _delete_completed(conn: psycopg.Connection, job_ids: Sequence[str]) -> None:
     ``after_completion`` is ``delete``, with their executions (the query fences it)."""
     if job_ids:
         conn.execute(QUERIES["delete_completed_jobs"], {"job_ids": [str(job_id) for job_id in job_ids]})
+
+
+def _with_change(conn: psycopg.Connection, change: Change | None) -> contextlib.AbstractContextManager[Any]:
+    """The transaction of a write and its change-log entry (none to open for the write alone)."""
+    return conn.transaction() if change is not None else contextlib.nullcontext()
 
 
 def _plan_params(plan: Plan) -> dict[str, Any]:
@@ -167,10 +87,12 @@ def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
     params["target"] = Jsonb(spec["target"])
     params["retry"] = Jsonb(spec.get("retry") or {})
     params["after_completion"] = spec.get("after_completion") or "keep"
+    for name in CHAIN_FIELDS:
+        params[name] = list(spec.get(name) or [])
     return params
 
 
-class Store(ExecutionHistory):
+class Store(ExecutionHistory, ChangeLog):
     """Postgres-backed store of jobs and executions (every port of ``scheduler.ports``)."""
 
     def __init__(self, pool: ConnectionPool):
@@ -186,10 +108,17 @@ class Store(ExecutionHistory):
 
     @retry_on_dead_connection
     def insert_job(
-        self, owner: str, spec: Mapping[str, Any], plan: Plan, *, created_at: datetime, job_id: str | None = None
+        self,
+        owner: str,
+        spec: Mapping[str, Any],
+        plan: Plan,
+        *,
+        created_at: datetime,
+        job_id: str | None = None,
+        change: Change | None = None,
     ) -> Job:
         """Insert a job with its first plan (made for ``created_at``, the database's now it was
-        planned at). Raises ``NameTaken``."""
+        planned at), and its ``change`` entry in the same transaction. Raises ``NameTaken``."""
         params = {
             **_spec_params(spec),
             **_plan_params(plan),
@@ -197,10 +126,11 @@ class Store(ExecutionHistory):
             "owner": owner,
             "created_at": created_at,
         }
-        with self.pool.connection() as conn:
+        with self.pool.connection() as conn, _with_change(conn, change):
             row = conn.execute(QUERIES["insert_job"], params).fetchone()
-        if row is None:
-            raise NameTaken(spec["name"])
+            if row is None:
+                raise NameTaken(spec["name"])
+            write_change(conn, owner, params["id"], row["version"], change)
         return Job.from_row(row)
 
     @retry_on_dead_connection
@@ -247,11 +177,12 @@ class Store(ExecutionHistory):
         *,
         version: int,
         planned_from: Plan | None = None,
+        change: Change | None = None,
     ) -> Job | None:
         """Write the job's spec and, when given, its plan (version + 1), if the job is still
         ``version`` and, with a plan, still has the run state ``planned_from`` it was planned
-        from. None when it changed meanwhile (read it again, plan again); ``NameTaken`` when the
-        spec's name is another job's."""
+        from, with its ``change`` entry in the same transaction. None when it changed meanwhile
+        (read it again, plan again); ``NameTaken`` when the spec's name is another job's."""
         if not is_uuid(job_id):
             raise NotFound(job_id)
         if plan is not None and planned_from is None:
@@ -270,32 +201,38 @@ class Store(ExecutionHistory):
             "was_next_run_at": was.next_run_at,
         }
         try:
-            with self.pool.connection() as conn:
+            with self.pool.connection() as conn, _with_change(conn, change):
                 row = conn.execute(QUERIES["update_job"], params).fetchone()
+                if row is not None:
+                    write_change(conn, owner, job_id, row["version"], change)
         except psycopg.errors.UniqueViolation:
             raise NameTaken("name") from None
         return None if row is None else Job.from_row(row)
 
     @retry_on_dead_connection
-    def delete_job(self, owner: str, job_id: str) -> None:
-        """Delete the job and its executions. Raises ``NotFound``."""
+    def delete_job(self, owner: str, job_id: str, *, change: Change | None = None) -> None:
+        """Delete the job and its executions (its change log stays, with ``change``). Raises
+        ``NotFound``."""
         if not is_uuid(job_id):
             raise NotFound(job_id)
         params = {"id": job_id, "owner": owner}
         with self.pool.connection() as conn, conn.transaction():
-            if conn.execute(QUERIES["get_job_for_update"], params).fetchone() is None:
+            held = conn.execute(QUERIES["get_job_for_update"], params).fetchone()
+            if held is None:
                 raise NotFound(job_id)
             conn.execute(QUERIES["delete_job"], params)
+            write_change(conn, owner, job_id, held["version"], change)
 
     @retry_on_dead_connection
-    def request_run(self, owner: str, job_id: str) -> Job:
-        """Ask for a run now, outside the schedule; the next claim takes it."""
+    def request_run(self, owner: str, job_id: str, *, change: Change | None = None) -> Job:
+        """Ask for a run now, outside the schedule; the next claim takes it (with ``change``)."""
         if not is_uuid(job_id):
             raise NotFound(job_id)
-        with self.pool.connection() as conn:
+        with self.pool.connection() as conn, _with_change(conn, change):
             row = conn.execute(QUERIES["request_manual_run"], {"id": job_id, "owner": owner}).fetchone()
-        if row is None:
-            raise NotFound(job_id)
+            if row is None:
+                raise NotFound(job_id)
+            write_change(conn, owner, job_id, row["version"], change)
         return Job.from_row(row)
 
     # -- the runner ----------------------------------------------------------------------------
@@ -321,7 +258,7 @@ class Store(ExecutionHistory):
             Claim(
                 job_id=str(r["job_id"]),
                 lock_token=str(r["lock_token"]),
-                lease_kind=_LEASE_KINDS[r["lease_kind"]],
+                lease_kind=LEASE_KINDS[r["lease_kind"]],
                 scheduled_at=r["scheduled_at"],
                 due_at=r["due_at"],
                 claimed_at=r["claimed_at"],
@@ -361,7 +298,7 @@ class Store(ExecutionHistory):
                 )
                 .fetchone()
             )
-        return None if row is None else _started(row)
+        return None if row is None else read_started(row)
 
     @retry_on_dead_connection
     def start_executions(
@@ -389,7 +326,7 @@ class Store(ExecutionHistory):
                 )
                 .fetchall()
             )
-        return [_started(row) for row in rows]
+        return [read_started(row) for row in rows]
 
     @retry_on_dead_connection
     def claim_and_start(self, limit: int, lease_margin_seconds: float = 30) -> list[Claim]:
@@ -404,18 +341,18 @@ class Store(ExecutionHistory):
             )
         claims = []
         for row in rows:
-            started = _started(row)
+            started = read_started(row)
             # Claimed and started by one now(); due_at and locked_until are claim_due's only.
             claims.append(
                 Claim(
                     job_id=str(started.job.id),
-                    lock_token=row[24],
+                    lock_token=row[LOCK_TOKEN_COLUMN],
                     lease_kind=started.job.lease_kind or LeaseKind.SCHEDULE,
                     scheduled_at=started.scheduled_at,
                     due_at=None,
                     claimed_at=started.started_at,
                     locked_until=None,
-                    reclaimed=row[25],
+                    reclaimed=row[RECLAIMED_COLUMN],
                     started=started,
                 )
             )
@@ -438,9 +375,12 @@ class Store(ExecutionHistory):
         else:
             query, params = QUERIES["complete_jobs"], completion_batch(planned)
         doomed = [str(done.job_id) for done, plan in planned if plan.delete]
-        with self.pool.connection() as conn, conn.transaction() if doomed else contextlib.nullcontext():
+        chained = [(str(done.job_id), plan.chain) for done, plan in planned if plan.chain is not None]
+        with self.pool.connection() as conn, conn.transaction() if doomed or chained else contextlib.nullcontext():
             # The ids come back as text (complete_outcomes), as the callers hold them.
             written = {job_id for (job_id,) in conn.cursor(row_factory=tuple_row).execute(query, params)}
+            if chained:
+                request_chained_runs(conn, [chain for job_id, chain in chained if job_id in written])
             _delete_completed(conn, [job_id for job_id in doomed if job_id in written])
             return written
 
@@ -463,6 +403,8 @@ class Store(ExecutionHistory):
         params = completion_row(done, plan, leased.job.version, leased.ran_scheduled_at, leased.ran_started_at)
         with self.pool.connection() as conn, conn.transaction():
             written = conn.execute(QUERIES["complete_job"], params).fetchone() is not None
+            if written and plan.chain is not None:
+                request_chained_runs(conn, [plan.chain])
             if written and plan.delete:
                 _delete_completed(conn, [done.job_id])
             return written
