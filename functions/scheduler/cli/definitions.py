@@ -30,6 +30,7 @@ from scheduler.cli.common import UsageError, int_list, positive_float, positive_
 AUTH_SECRET_ENV = "SCHEDULER_AUTH_SECRET"
 # Fields of a job answer that are not part of its definition: dropped from job files, so that
 # the output of `jobs get -o json` can be edited and sent back.
+CHAIN_FLAGS = ("on_success", "on_failure", "on_complete")
 READ_ONLY_FIELDS = (
     "id",
     "owner",
@@ -145,6 +146,11 @@ def _parse_header(value: str) -> tuple[str, str]:
     return name.strip(), val
 
 
+def _list_flags(args: argparse.Namespace) -> dict[str, list[str]]:
+    """The repeatable flags given: ``--tag`` and the chains (``--on-success`` ...)."""
+    return {key: list(getattr(args, key)) for key in ("tags", *CHAIN_FLAGS) if getattr(args, key, None)}
+
+
 def definition_flags(args: argparse.Namespace, kind: str | None = None) -> dict[str, Any]:
     """The part of a job definition given by flags, nested as in the job JSON; ``kind`` is the
     target's type when known (``--body`` is the ``message`` of an SNS target)."""
@@ -163,8 +169,7 @@ def definition_flags(args: argparse.Namespace, kind: str | None = None) -> dict[
         value = getattr(args, key, None)
         if value is not None:
             out[key] = value
-    if getattr(args, "tags", None):
-        out["tags"] = list(args.tags)
+    out.update(_list_flags(args))
     target: dict[str, Any] = {}
     for flag, key in (
         ("url", "url"),
@@ -294,6 +299,20 @@ def needs_stored_target(base: dict[str, Any], args: argparse.Namespace) -> bool:
     )
 
 
+def _add_list_options(group: Any) -> None:
+    """The repeatable flags: ``--tag``; ``--on-success``, ``--on-failure``, ``--on-complete``
+    (the jobs an execution's end runs)."""
+    group.add_argument("--tag", dest="tags", action="append", metavar="TAG", help="a tag (repeatable)")
+    for outcome, ending in (("success", "succeeds"), ("failure", "fails for good"), ("complete", "ends either way")):
+        group.add_argument(
+            f"--on-{outcome}",
+            dest=f"on_{outcome}",
+            action="append",
+            metavar="JOB",
+            help=f"run this job of yours (name or id) when an execution {ending} (repeatable)",
+        )
+
+
 def add_definition_options(parser: argparse.ArgumentParser) -> None:
     """The flags of a job definition (``jobs create`` and ``jobs update``)."""
     group = parser.add_argument_group("job definition (flags override the file's values)")
@@ -316,7 +335,7 @@ def add_definition_options(parser: argparse.ArgumentParser) -> None:
         choices=("keep", "delete"),
         help="a completed job is kept (default) or deleted with its history",
     )
-    group.add_argument("--tag", dest="tags", action="append", metavar="TAG", help="a tag (repeatable)")
+    _add_list_options(group)
     target = parser.add_argument_group("target")
     target.add_argument("--url", help="HTTP target URL (or the AMQP broker URL of an AMQP target)")
     target.add_argument(

@@ -49,7 +49,9 @@ def request_chained_runs(conn: psycopg.Connection, chains: Sequence[ChainRun]) -
     for chain in chains:
         names, ids = split_refs(chain.jobs)
         payload.append({"owner": chain.owner, "names": names, "ids": ids, "cause": dict(chain.cause)})
-    return [row[0] for row in conn.execute(QUERIES["request_chained_runs"], {"chains": Jsonb(payload)}).fetchall()]
+    return [
+        row["job_id"] for row in conn.execute(QUERIES["request_chained_runs"], {"chains": Jsonb(payload)}).fetchall()
+    ]
 
 
 class ChangeLog:

@@ -15,7 +15,7 @@ A chained run (trigger ``chain``) also knows the execution that caused it:
 ``{{cause.http_status}}`` (empty when the target gave none), ``{{cause.response_excerpt}}`` and
 ``{{cause.error}}`` (empty when none). Those texts come from a target, so they are inserted
 escaped as the inside of a JSON string (``"`` as ``\\"``, a newline as ``\\n``): a body such as
-``{"previous": "{{cause.response_excerpt}}"}`` stays valid JSON. Elsewhere they stay as written.
+``{"previous": "{{cause.response_excerpt}}"}`` stays valid JSON.
 
 Rendering is a single pass: a value that happens to contain ``{{attempt}}`` is not rendered
 again. Values are inserted verbatim, without JSON or XML escaping (the values never contain
