@@ -17,7 +17,7 @@ from scheduler.sql import QUERIES
 from scheduler.store.rows import is_uuid, retry_on_dead_connection
 
 
-def write_change(conn: psycopg.Connection, owner: str, job_id: str, version: int, change: Change | None) -> None:
+def write_change(conn: psycopg.Connection[Any], owner: str, job_id: str, version: int, change: Change | None) -> None:
     """In the transaction of a change: its entry, with the version the change left."""
     if change is None:
         return
@@ -40,7 +40,7 @@ def split_refs(refs: Sequence[str]) -> tuple[list[str], list[str]]:
     return names, [ref for ref in refs if is_uuid(ref)]
 
 
-def request_chained_runs(conn: psycopg.Connection, chains: Sequence[ChainRun]) -> list[str]:
+def request_chained_runs(conn: psycopg.Connection[Any], chains: Sequence[ChainRun]) -> list[str]:
     """In the transaction of the completions that ask for them: the chained runs (the ids of the
     jobs asked for; a name that no longer names a job is passed over)."""
     if not chains:
