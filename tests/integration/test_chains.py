@@ -57,6 +57,7 @@ def test_the_deployed_path_asks_for_the_chained_run_and_it_names_its_cause(store
     assert (run.job.id, run.trigger, run.cause["execution_id"]) == (b.id, Trigger.CHAIN, started.execution_id)
     [execution] = store.list_executions(OWNER, b.id)
     assert execution.caused_by == started.execution_id and execution.trigger == Trigger.CHAIN
+    assert execution.caused_by_job_id == a.id
     # Its completion clears the request and its cause: the next manual run is the owner's own.
     assert service.complete_execution(
         store, b.id, chained.lock_token, run.execution_id, Outcome("succeeded"), started=run, elapsed_seconds=0.01

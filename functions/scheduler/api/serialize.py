@@ -75,6 +75,7 @@ def execution_json(execution: DomainExecution) -> dict[str, Any]:
         "error": execution.error,
         "duration_ms": execution.duration_ms,
         "caused_by": execution.caused_by,
+        "caused_by_job_id": execution.caused_by_job_id,
     }
 
 
@@ -141,6 +142,7 @@ class Execution(BaseModel):
     caused_by: str | None = Field(
         default=None, description="trigger `chain`: the id of the execution whose end ran this one"
     )
+    caused_by_job_id: str | None = Field(default=None, description="trigger `chain`: the job of `caused_by`")
 
 
 class ExecutionList(BaseModel):

@@ -334,6 +334,7 @@ class Execution:
     job_name: str | None = None  # read across jobs (``list_owner_executions``): the job's name
     due_at: datetime | None = None  # when the attempt was due (0012); None for older rows
     caused_by: str | None = None  # a chained run's cause: the execution that ended (0016)
+    caused_by_job_id: str | None = None  # and its job
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Execution:
@@ -355,6 +356,7 @@ class Execution:
             job_name=row.get("job_name"),
             due_at=row.get("due_at"),
             caused_by=str(row["caused_by"]) if row.get("caused_by") else None,
+            caused_by_job_id=str(row["caused_by_job_id"]) if row.get("caused_by_job_id") else None,
         )
 
 

@@ -254,7 +254,7 @@ execution AS (
     -- A manual run with a pending cause (0016) is a chained run: trigger 'chain', caused_by the
     -- execution that ended.
     INSERT INTO executions (id, job_id, owner, scheduled_at, attempt, trigger, status, started_at, due_at,
-                            caused_by)
+                            caused_by, caused_by_job_id)
     SELECT job.running_execution_id, job.id, job.owner,
            CASE job.lease_kind WHEN 'manual' THEN job.manual_run_at ELSE job.scheduled_at END,
            CASE job.lease_kind WHEN 'manual' THEN 1 ELSE job.attempt END,
@@ -263,7 +263,8 @@ execution AS (
                 WHEN job.attempt > 1 THEN 'retry' ELSE 'schedule' END,
            'running', now(),
            CASE job.lease_kind WHEN 'manual' THEN job.manual_run_at ELSE job.next_run_at END,
-           CASE job.lease_kind WHEN 'manual' THEN (job.pending_cause->>'execution_id')::uuid END
+           CASE job.lease_kind WHEN 'manual' THEN (job.pending_cause->>'execution_id')::uuid END,
+           CASE job.lease_kind WHEN 'manual' THEN (job.pending_cause->>'job_id')::uuid END
     FROM job
     RETURNING id, scheduled_at, attempt, trigger, started_at
 )

@@ -32,9 +32,11 @@ ALTER TABLE job_specs
 -- with it by the completion of the run it caused. NULL for every other job and run.
 ALTER TABLE job_runs ADD COLUMN IF NOT EXISTS pending_cause jsonb;
 
--- An execution caused by another (trigger 'chain') names it. Expand only, as 0012: a nullable
--- column without a default changes the catalog of the parent and every day partition, no rewrite.
-ALTER TABLE executions ADD COLUMN IF NOT EXISTS caused_by uuid;
+-- An execution caused by another (trigger 'chain') names it, and its job (the console links to
+-- it). Expand only, as 0012: nullable columns without a default change the catalog of the parent
+-- and every day partition, no rewrite.
+ALTER TABLE executions ADD COLUMN IF NOT EXISTS caused_by uuid,
+                       ADD COLUMN IF NOT EXISTS caused_by_job_id uuid;
 
 -- The trigger 'chain'. NOT VALID: the rows already there are not scanned (every one of them
 -- satisfies it); new rows are checked in every partition.

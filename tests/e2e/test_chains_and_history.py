@@ -90,6 +90,7 @@ def test_a_chain_delivers_in_order_with_the_outcome_of_its_cause(local, target):
     }
     assert (a_run["trigger"], a_run["caused_by"]) == ("schedule", None)
     assert (b_run["trigger"], b_run["caused_by"], b_run["status"]) == ("chain", a_run["id"], "failed")
+    assert b_run["caused_by_job_id"] == a["id"] and c_run["caused_by_job_id"] == b["id"]
     assert (c_run["trigger"], c_run["caused_by"], c_run["status"]) == ("chain", b_run["id"], "succeeded")
     # B failed, so on_failure ran C; nothing else runs (C chains to nothing).
     assert poll(lambda: local.get(f"/v1/jobs/{c['id']}")["stats"]["run_count"] == 1)
