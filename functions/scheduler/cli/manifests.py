@@ -39,6 +39,9 @@ FIELD_ORDER = (
     "end_at",
     "missed_runs",
     "after_completion",
+    "on_success",
+    "on_failure",
+    "on_complete",
     "retry",
     "target",
 )
