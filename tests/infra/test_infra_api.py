@@ -22,6 +22,7 @@ ROUTES = {
     ("POST", "/v1/jobs/{id}/resume"),
     ("POST", "/v1/jobs/{id}/run"),
     ("GET", "/v1/jobs/{id}/executions"),
+    ("GET", "/v1/jobs/{id}/changes"),
     ("GET", "/v1/executions"),
     ("POST", "/v1/schedules/preview"),
 }
