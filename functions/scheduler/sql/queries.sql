@@ -278,7 +278,11 @@ job.created_at, job.target, job.retry, job.missed_runs, job.state, job.version, 
 job.attempt, job.next_run_at, job.lease_kind, job.after_completion,
 execution.id AS execution_id, execution.scheduled_at AS execution_scheduled_at,
 execution.attempt AS execution_attempt, execution.trigger AS execution_trigger,
-execution.started_at AS execution_started_at, job.on_success, job.on_failure, job.on_complete,
+execution.started_at AS execution_started_at,
+-- The chains (0016) as one value, NULL for a job without any (nearly all: one NULL to read), and
+-- a chained run's cause, NULL for every other run.
+CASE WHEN job.on_success = '{}' AND job.on_failure = '{}' AND job.on_complete = '{}' THEN NULL
+     ELSE jsonb_build_array(job.on_success, job.on_failure, job.on_complete) END AS chains,
 CASE job.lease_kind WHEN 'manual' THEN job.pending_cause END AS cause
 
 -- fragment: start_lease

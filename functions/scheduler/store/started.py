@@ -35,9 +35,7 @@ STARTED_COLUMNS = (
     "execution_attempt",
     "execution_trigger",
     "execution_started_at",
-    "on_success",
-    "on_failure",
-    "on_complete",
+    "chains",
     "cause",
 )
 # claim_and_start's two columns after them: the lease's token, and whether it was reclaimed.
@@ -79,11 +77,10 @@ def read_started(row: Sequence[Any]) -> StartedExecution:
         execution_attempt,
         trigger,
         started_at,
-        on_success,
-        on_failure,
-        on_complete,
+        chains,
         cause,
-    ) = row[:28]
+    ) = row[:26]
+    on_success, on_failure, on_complete = map(tuple, chains) if chains else ((), (), ())
     job = Job(
         id=job_id,
         owner=owner,
@@ -104,10 +101,9 @@ def read_started(row: Sequence[Any]) -> StartedExecution:
         next_run_at=next_run_at,
         lease_kind=LEASE_KINDS[lease_kind] if lease_kind else None,
         after_completion=after_completion,
-        # Empty for a job without chains (nearly all): no tuple built.
-        on_success=tuple(on_success) if on_success else (),
-        on_failure=tuple(on_failure) if on_failure else (),
-        on_complete=tuple(on_complete) if on_complete else (),
+        on_success=on_success,
+        on_failure=on_failure,
+        on_complete=on_complete,
     )
     return StartedExecution(
         job, execution_id, execution_scheduled_at, execution_attempt, _TRIGGERS[trigger], started_at, cause
