@@ -113,7 +113,7 @@ def format_executions(
 def _diff_text(diff: dict[str, Any]) -> str:
     """A change's diff on one line: ``field: old -> new`` (a secret: ``field: changed (secret)``)."""
     parts = []
-    for field, change in diff.items():
+    for field, change in sorted(diff.items()):
         if change.get("secret"):
             parts.append(f"{field}: changed (secret)")
         else:

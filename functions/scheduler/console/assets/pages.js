@@ -169,7 +169,7 @@ function ExecutionRows({ executions, withJob }) {
 
 // One change's diff: a line a field, "from -> to"; a secret only says that it changed.
 function Diff({ diff }) {
-  const fields = Object.keys(diff || {});
+  const fields = Object.keys(diff || {}).sort();
   if (!fields.length) return html`<span class="muted">—</span>`;
   const show = (v) => (v === null || v === undefined ? '∅' : JSON.stringify(v));
   return html`<ul class="diff">${fields.map((f) => html`<li key=${f}><code>${f}</code>: ${diff[f].secret
