@@ -114,3 +114,41 @@ def test_a_chain_names_jobs_of_its_owner_only_and_no_cycle(store):
     with pytest.raises(ChainError, match="cycle"):
         service.update_job(store, OWNER, c.id, lambda job: {**job.spec(), "name": "z", "on_failure": [a.id]})
     assert store.get_job(OWNER, c.id).on_failure == ()
+
+
+def test_the_deployed_executor_delivers_a_chain_with_its_cause_in_the_body(store, target_server):
+    """The fan-out's claims as invoke payloads, run by the executor function's code (one claim an
+    invoke, then a group): A's end asks for B, B's delivery renders A's outcome, B's for C."""
+    from scheduler.runner.executor import execute_invoke
+    from scheduler.targets.results import TargetPolicy
+
+    def invoke(event):
+        return execute_invoke(event, store=store, decrypt_target=lambda t: t, policy=TargetPolicy(allow_private=True))
+
+    def target(path: str, body: str) -> dict:
+        return {**http_spec("x")["target"], "url": target_server.url + path, "body": body}
+
+    c = service.create_job(store, OWNER, http_spec("c", YEARLY, target=target("/c", "{{cause.job_name}}")))
+    b_body = '{"after": "{{cause.job_name}}", "status": "{{cause.status}}", "http": "{{cause.http_status}}"}'
+    b = service.create_job(store, OWNER, http_spec("b", YEARLY, target=target("/b", b_body), on_complete=["c"]))
+    run_at = store.now()
+    a = service.create_job(
+        store, OWNER, http_spec("a", None, run_at=run_at, target=target("/a", "a"), on_success=[b.id])
+    )
+    [claim] = store.claim_due(10, 60)
+    assert claim.job_id == a.id
+    assert invoke(claim.to_event())["status"] == "succeeded"
+    [claim_b] = store.claim_due(10, 60)
+    group = {"claims": [claim_b.to_event()]}  # run_group's path: started and recorded as a group
+    assert invoke(group)["executions"][0]["status"] == "succeeded"
+    [claim_c] = store.claim_due(10, 60)
+    assert invoke(claim_c.to_event())["status"] == "succeeded"
+    requests = target_server.wait_for(3)
+    assert [r["path"] for r in requests] == ["/a", "/b", "/c"]
+    assert requests[1]["body"] == b'{"after": "a", "status": "succeeded", "http": "200"}'
+    assert requests[2]["body"] == b"b"
+    [a_run] = store.list_executions(OWNER, a.id)
+    [b_run] = store.list_executions(OWNER, b.id)
+    [c_run] = store.list_executions(OWNER, c.id)
+    assert (b_run.trigger, b_run.caused_by, c_run.caused_by) == (Trigger.CHAIN, a_run.id, b_run.id)
+    assert store.claim_due(10, 60) == []  # C chains to nothing
