@@ -36,6 +36,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], float]] = {
     "cold_start": ("cold_start.py", [], 1500),
     "executions_index": ("executions_index.py", [], 1200),
     "deploy": ("deploy_sim.py", ["--max-fanouts", "4"], 1500),
+    "planning_next": ("planning_next.py", [], 300),
 }
 COMMANDS = {
     name: f".venv/bin/python bench/{script}{' ' + ' '.join(args) if args else ''}"
@@ -185,6 +186,7 @@ PLOTS: dict[str, tuple[str, Callable[[dict[str, Any], Path], None]]] = {
     "cold_start": ("bench-cold-start.png", plot_cold_start),
     "executions_index": ("bench-executions-index.png", lambda data, path: plot_executions_index(data, path)),
     "deploy": ("bench-deploy.png", lambda data, path: plot_deploy(data, path)),
+    "planning_next": ("bench-planning-next.png", lambda data, path: plot_planning_next(data, path)),
 }
 
 
@@ -237,6 +239,8 @@ def render(results: dict[str, dict[str, Any] | None], meta: dict[str, Any]) -> s
         w(executions_index_summary(results["executions_index"]))
     if results.get("deploy"):
         w(deploy_summary(results["deploy"]))
+    if results.get("planning_next"):
+        w(planning_next_summary(results["planning_next"]))
     if la:
         for run in la["runs"]:
             p99 = run["lateness_s"]["p99"]
@@ -517,6 +521,8 @@ def render(results: dict[str, dict[str, Any] | None], meta: dict[str, Any]) -> s
         out.extend(executions_index_section(results["executions_index"]))
     if results.get("deploy"):
         out.extend(deploy_section(results["deploy"]))
+    if results.get("planning_next"):
+        out.extend(planning_next_section(results["planning_next"]))
 
     w("## Caveats")
     w("")
@@ -905,6 +911,62 @@ def executions_index_section(ex: dict[str, Any]) -> list[str]:
         f"page, so its cost follows the share of that status, not the table's size.",
         "",
     ]
+    return out
+
+
+# The cases of bench/planning_next.py, in the page's words.
+_PLANNING_CASES = {
+    "two_expressions_and_spread": "two expressions and a stable spread",
+    "two_expressions_random_spread": "two expressions and a random spread",
+    "one_expression": "one expression, no spread (most jobs)",
+}
+
+
+def plot_planning_next(data: dict[str, Any], path: Path) -> None:
+    plt = _plt()
+    cases = [name for name in _PLANNING_CASES if name in data["cases"]]
+    fig, ax = plt.subplots(figsize=(7.5, 3.2))
+    values = [data["cases"][name]["us_per_plan"] for name in cases]
+    bars = ax.barh([_PLANNING_CASES[name] for name in cases], values)
+    for bar, value in zip(bars, values):
+        ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {value:.1f}", va="center")
+    ax.axvline(data["target_us"], color="grey", linestyle="--", label=f"target {data['target_us']:.0f} us")
+    ax.set_xlabel("microseconds per next-time planning")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def planning_next_summary(pn: dict[str, Any]) -> str:
+    """The summary table's row of the planning benchmark."""
+    us = pn["cases"]["two_expressions_and_spread"]["us_per_plan"]
+    return (
+        f"| next-time planning, two expressions and a spread | **{us:.1f} us** | < {pn['target_us']:.0f} us | "
+        f"{verdict(us < pn['target_us'])} |"
+    )
+
+
+def planning_next_section(pn: dict[str, Any]) -> list[str]:
+    """The page's section of the planning benchmark."""
+    out = [
+        "## Next-time planning of a job with several expressions and a spread",
+        "",
+        f"`{COMMANDS['planning_next']}` (`--plans`, `--repeats`, `--quick`)",
+        "",
+        f"![planning next](img/{PLOTS['planning_next'][0]})",
+        "",
+        f"`lifecycle.plan_completion` (what a runner computes when a run ends: the next occurrence and "
+        f"its fire time) timed over {pn['plans']:,} runs in a row, each planned from the previous one, "
+        f"best of {pn['repeats']}; no database.",
+        "",
+        "| job | us per planning |",
+        "|---|---|",
+    ]
+    for name, label in _PLANNING_CASES.items():
+        if name in pn["cases"]:
+            out.append(f"| {label} | {pn['cases'][name]['us_per_plan']:.1f} |")
+    out.append("")
     return out
 
 

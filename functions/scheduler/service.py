@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -93,10 +94,13 @@ def create_job(
     store: JobStore, owner: str, spec: Mapping[str, Any], *, job_id: str | None = None, by: str | None = None
 ) -> Job:
     """Insert a job at its first occurrence after the database's now (its change-log entry
-    made by ``by``). Raises ``NameTaken``, ``ChainError``."""
+    made by ``by``). Raises ``NameTaken``, ``ChainError``.
+
+    The id is chosen here when not given: a ``spread`` draws its offsets from it."""
     check_chains(store, owner, job_id, spec)
     now = store.now()
-    plan = lifecycle.plan_first(Job.from_row({**spec, "created_at": now}), now)
+    job_id = job_id or str(uuid.uuid4())
+    plan = lifecycle.plan_first(Job.from_row({**spec, "id": job_id, "created_at": now}), now)
     entry = change(ChangeAction.CREATE, by, None, spec)
     return store.insert_job(owner, spec, plan, created_at=now, job_id=job_id, change=entry)
 

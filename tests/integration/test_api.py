@@ -212,6 +212,8 @@ def test_create_and_get(api, pool, box):
     assert set(job) == {
         "id",
         "name",
+        "schedules",
+        "spread",
         "description",
         "tags",
         "schedule",

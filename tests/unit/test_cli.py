@@ -461,7 +461,12 @@ def test_update_patches_the_given_fields(api, capsys):
     [req] = api.requests
     assert req.method == "PATCH"
     assert req.headers["If-Match"] == '"3"'
-    assert req.json == {"schedule": "*/5 * * * *", "run_at": None, "target": {"headers": {"X-A": "1"}}}
+    assert req.json == {
+        "schedule": "*/5 * * * *",
+        "schedules": None,
+        "run_at": None,
+        "target": {"headers": {"X-A": "1"}},
+    }
     assert JOB_ID in capsys.readouterr().out
 
 
@@ -490,6 +495,7 @@ def test_update_by_name_with_a_patch_file(api, tmp_path):
         "retry": {"max_attempts": 9},
         "run_at": "2027-01-01T00:00:00Z",
         "schedule": None,
+        "schedules": None,
         "target": {"exchange": "x", "type": "amqp"},
     }
     assert "If-Match" not in api.requests[-1].headers
@@ -1888,3 +1894,57 @@ def test_completion_completes_the_values_of_aws_flags(tmp_path, capsys):
     assert complete("scheduler", "jobs", "create", "--sigv4-service", "") == ["execute-api", "lambda"]
     assert complete("scheduler", "jobs", "create", "--queue") == ["--queue-url"]
     assert complete("scheduler", "jobs", "create", "--event-bus-arn", "") == []  # free text: nothing to offer
+
+
+# -- issue 33: several expressions, spread, the preview explained ---------------------------------
+
+
+def test_create_with_several_expressions_and_a_spread(api):
+    api.on("POST", "/v1/jobs", job(), 201)
+    argv = ["jobs", "create", "--name", "u", "--url", "https://example.com/hook"]
+    argv += ["--schedule", "0 9 * * 1-5", "--schedule", "rate(6 hours)", "--spread", "900", "--spread-mode", "random"]
+    assert run(api, *argv) == 0
+    body = api.requests[0].json
+    assert body["schedules"] == ["0 9 * * 1-5", "rate(6 hours)"] and "schedule" not in body
+    assert body["spread"] == {"window_seconds": 900, "mode": "random"}
+
+
+def test_update_to_several_expressions_clears_the_others(api):
+    api.on("PATCH", f"/v1/jobs/{JOB_ID}", job(version=4))
+    assert run(api, "jobs", "update", JOB_ID, "--schedule", "@hourly", "--schedule", "@daily", "--spread", "60") == 0
+    assert api.requests[0].json == {
+        "schedules": ["@hourly", "@daily"],
+        "schedule": None,
+        "run_at": None,
+        "spread": {"window_seconds": 60},
+    }
+
+
+def test_jobs_get_shows_the_expressions_and_the_spread(api, capsys):
+    answer = job(
+        schedule=None, schedules=["0 9 * * 1-5", "rate(6 hours)"], spread={"window_seconds": 900, "mode": "stable"}
+    )
+    api.on("GET", f"/v1/jobs/{JOB_ID}", answer)
+    assert run(api, "jobs", "get", JOB_ID) == 0
+    out = capsys.readouterr().out
+    assert "0 9 * * 1-5 | rate(6 hours)" in out and "900 s, stable" in out
+
+
+def test_preview_of_several_expressions_explained(api, capsys):
+    items = [
+        {"at": "2027-01-04T06:03:20Z", "expression": "rate(6 hours)", "spread_seconds": 200},
+        {"at": "2027-01-04T09:03:20Z", "expression": "0 9 * * 1-5", "spread_seconds": 200},
+    ]
+    api.on("POST", "/v1/schedules/preview", {"occurrences": items})
+    argv = ["preview", "0 9 * * 1-5", "rate(6 hours)", "--spread", "300", "--job", JOB_ID, "--explain"]
+    assert run(api, *argv) == 0
+    assert api.requests[0].json == {
+        "schedules": ["0 9 * * 1-5", "rate(6 hours)"],
+        "spread": {"window_seconds": 300, "mode": "stable"},
+        "job_id": JOB_ID,
+        "explain": True,
+    }
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["UTC", "EXPRESSION", "SPREAD"]
+    assert out[1].split() == ["2027-01-04T06:03:20Z", "rate(6", "hours)", "+200s"]
+    assert out[2].split() == ["2027-01-04T09:03:20Z", "0", "9", "*", "*", "1-5", "+200s"]

@@ -19,14 +19,14 @@ from scheduler.api.routes import rule
 from scheduler.api.serialize import Execution, execution_json
 from scheduler.core.domain import ExecutionStatus
 from scheduler.core.timeutil import format_time
-from scheduler.schedules import occurrences
+from scheduler.schedules import Spread, explain_occurrences
 from scheduler.schema.models import MAX_BODY_LENGTH, Instant, JobSpec, is_job_id, parse_time
 
 router = APIGatewayRouter()
 
 MAX_PREVIEW_COUNT = 100
 # The fields a preview shares with a job: declared and checked by the job model itself.
-_SCHEDULE_FIELDS = ("schedule", "run_at", "timezone", "start_at", "end_at")
+_SCHEDULE_FIELDS = ("schedule", "schedules", "spread", "run_at", "timezone", "start_at", "end_at")
 _FIELD: dict[str, Any] = dict(JobSpec.model_fields)
 # A target the job model accepts, to check the schedule fields of a preview as a job's.
 _ANY_TARGET = {"type": "http", "url": "https://example.com/"}
@@ -49,12 +49,29 @@ class SchedulePreview(BaseModel):
     model_config = ConfigDict(extra="forbid", str_max_length=MAX_BODY_LENGTH)
 
     schedule: str | None = _FIELD["schedule"]
+    schedules: list[Annotated[str, Field(max_length=256)]] | None = _FIELD["schedules"]
+    spread: dict[str, Any] | None = Field(default=None, description=_FIELD["spread"].description)
     run_at: Instant | None = None
     timezone: str = _FIELD["timezone"]
     start_at: Instant | None = None
     end_at: Instant | None = None
     after: Instant | None = Field(default=None, description="Occurrences strictly after this instant (default: now).")
     count: int = Field(default=10, ge=1, le=MAX_PREVIEW_COUNT, strict=True, description="How many occurrences.")
+    job_id: str | None = Field(
+        default=None,
+        max_length=64,
+        description="The job whose id seeds the `spread` (default: none, an example offset).",
+    )
+    explain: bool = Field(
+        default=False, strict=True, description="Answer each time as an object saying where it comes from."
+    )
+
+    @field_validator("job_id")
+    @classmethod
+    def _job_id(cls, value: str | None) -> str | None:
+        if value is not None and not is_job_id(value):
+            raise ValueError("must be a job id (a canonical UUID)")
+        return value
 
     @field_validator("after")
     @classmethod
@@ -62,8 +79,19 @@ class SchedulePreview(BaseModel):
         return None if value is None else value.astimezone(UTC)  # Instant: it converts
 
 
+class ExplainedOccurrence(BaseModel):
+    """A time of the preview with ``explain``: when it fires and why."""
+
+    at: AwareDatetime = Field(description="when it fires (UTC): the occurrence plus `spread_seconds`")
+    expression: str = Field(description="the expression that produced the occurrence")
+    spread_seconds: int = Field(description="the spread's offset applied (0 without a spread)")
+
+
 class Occurrences(BaseModel):
-    occurrences: list[AwareDatetime] = Field(description="UTC, ascending; fewer than `count` when the schedule ends")
+    occurrences: list[AwareDatetime] | list[ExplainedOccurrence] = Field(
+        description="UTC, in the order of their occurrences; fewer than `count` when the schedule ends; "
+        "objects with `explain`"
+    )
 
 
 Status = Annotated[
@@ -161,18 +189,24 @@ def preview_schedule(preview: Annotated[SchedulePreview, Body()], store: StoreDe
     fields = preview.model_dump(include=set(_SCHEDULE_FIELDS), exclude_none=True)
     spec = JobSpec.model_validate({"name": "preview", "target": _ANY_TARGET, **fields})
     after = preview.after or store.now()
-    when = spec.schedule if spec.schedule is not None else spec.run_at
-    assert when is not None, "the job schema takes exactly one of schedule and run_at"
-    found = occurrences(
+    when = spec.schedule if spec.schedule is not None else spec.schedules if spec.schedules is not None else spec.run_at
+    assert when is not None, "the job schema takes exactly one of schedule, schedules and run_at"
+    spread = None
+    if spec.spread is not None:
+        spread = Spread(spec.spread.window_seconds, spec.spread.mode, preview.job_id or "")
+    found = explain_occurrences(
         when,
         timezone=spec.timezone,
         start_at=spec.start_at,
         end_at=spec.end_at,
         after=after,
         count=preview.count,
+        spread=spread,
     )
-    return Response(
-        status_code=200,
-        content_type=content_types.APPLICATION_JSON,
-        body={"occurrences": [format_time(at) for at in found]},
-    )
+    items: list[Any] = [format_time(item.at) for item in found]
+    if preview.explain:
+        items = [
+            {"at": format_time(item.at), "expression": item.expression, "spread_seconds": item.spread_seconds}
+            for item in found
+        ]
+    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body={"occurrences": items})

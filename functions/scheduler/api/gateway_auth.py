@@ -20,12 +20,16 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from scheduler.api.errors import Forbidden
 from scheduler.settings import Settings
-from scheduler.transport.sigv4 import Credentials, SignatureError, parse_credentials, verify_request
+
+if TYPE_CHECKING:
+    # Loaded when a deployment verifies signatures itself: on AWS the gateway does, and the
+    # api function's cold start does not pay for the verifier.
+    from scheduler.transport.sigv4 import Credentials
 
 
 def signed_paths(event: Mapping[str, Any]) -> list[str]:
@@ -70,6 +74,8 @@ def verify_event(
     now: dt.datetime | float | None = None,
 ) -> str:
     """The principal that signed ``event`` (its body already decoded to text), or ``SignatureError``."""
+    from scheduler.transport.sigv4 import SignatureError, verify_request
+
     method = str(event.get("httpMethod") or "GET")
     query = canonical_query(event)
     headers = _headers(event)
@@ -88,6 +94,7 @@ def verify_event(
 
 def signature_identifier(credentials: Credentials, *, region: str | None) -> Callable[[Mapping[str, Any]], str]:
     """What the API calls to learn a request's principal: the verified signer, or 403 with the reason."""
+    from scheduler.transport.sigv4 import SignatureError
 
     def identify(event: Mapping[str, Any]) -> str:
         try:
@@ -113,6 +120,8 @@ def identifier_for(settings: Settings) -> Callable[[Mapping[str, Any]], str] | N
     does the work."""
     if not settings.api_credentials:
         return None
+    from scheduler.transport.sigv4 import parse_credentials
+
     return signature_identifier(
         parse_credentials(settings.api_credentials), region=os.environ.get("AWS_REGION") or None
     )

@@ -34,6 +34,8 @@ def spec_of(job: DomainJob) -> dict[str, Any]:
     spec["retry"] = dict(job.retry or {})
     for name in CHAIN_FIELDS:
         spec[name] = list(spec[name])
+    spec["schedules"] = None if job.schedules is None else list(job.schedules)
+    spec["spread"] = None if job.spread is None else dict(job.spread)
     return spec
 
 

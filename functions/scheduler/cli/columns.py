@@ -86,7 +86,11 @@ JOB_COLUMN_SET: dict[str, Column] = {
         Column("id", "ID", lambda j: j.get("id")),
         Column("name", "NAME", lambda j: j.get("name")),
         Column("state", "STATE", lambda j: j.get("state")),
-        Column("schedule", "SCHEDULE", lambda j: j.get("schedule") or j.get("run_at")),
+        Column(
+            "schedule",
+            "SCHEDULE",
+            lambda j: j.get("schedule") or " | ".join(j.get("schedules") or []) or j.get("run_at"),
+        ),
         Column("target", "TARGET", _target),
         Column("next_run", "NEXT RUN", next_run),
         Column("last_status", "LAST STATUS", _stats("last_status")),

@@ -151,14 +151,27 @@ def _list_flags(args: argparse.Namespace) -> dict[str, list[str]]:
     return {key: list(getattr(args, key)) for key in ("tags", *CHAIN_FLAGS) if getattr(args, key, None)}
 
 
+def _when_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """``--schedule`` (once: ``schedule``; repeated: ``schedules``, their union) and the spread."""
+    out: dict[str, Any] = {}
+    schedules = getattr(args, "schedule", None)
+    if isinstance(schedules, str):
+        schedules = [schedules]
+    if schedules:
+        out.update({"schedule": schedules[0]} if len(schedules) == 1 else {"schedules": list(schedules)})
+    spread = {"window_seconds": getattr(args, "spread", None), "mode": getattr(args, "spread_mode", None)}
+    if any(value is not None for value in spread.values()):  # alone, --spread-mode patches the mode
+        out["spread"] = {key: value for key, value in spread.items() if value is not None}
+    return out
+
+
 def definition_flags(args: argparse.Namespace, kind: str | None = None) -> dict[str, Any]:
     """The part of a job definition given by flags, nested as in the job JSON; ``kind`` is the
     target's type when known (``--body`` is the ``message`` of an SNS target)."""
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = _when_flags(args)
     for key in (
         "name",
         "description",
-        "schedule",
         "run_at",
         "timezone",
         "start_at",
@@ -226,7 +239,8 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
 def full_definition(base: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """A complete definition (create, ``update --replace``): the flags over ``base``.
 
-    ``--schedule`` drops a ``run_at`` of the file and the other way round; the target's type is
+    ``--schedule`` (once: ``schedule``; repeated: ``schedules``) drops the file's other one and its
+    ``run_at``, and ``--run-at`` both schedule fields; the target's type is
     the one the flags name (``--type``, an AWS resource flag, ``--amqp-exchange``/``--routing-key``),
     else the file's, else ``http``; a file's target of another type is dropped when either type
     is an AWS one (their fields differ).
@@ -242,10 +256,11 @@ def full_definition(base: dict[str, Any], args: argparse.Namespace) -> dict[str,
         base = {k: v for k, v in base.items() if k != "target"}
     flags = definition_flags(args, kind)
     spec = deep_merge(base, flags)
-    if "schedule" in flags:
-        spec.pop("run_at", None)
-    if "run_at" in flags:
-        spec.pop("schedule", None)
+    for given in _WHEN_FIELDS:
+        if given in flags:
+            for other in _WHEN_FIELDS:
+                if other != given:
+                    spec.pop(other, None)
     if isinstance(spec.get("target"), dict):
         target = spec["target"] = dict(spec["target"])
         target["type"] = kind
@@ -257,8 +272,8 @@ def patch_definition(
 ) -> dict[str, Any]:
     """A JSON merge patch (``update`` without ``--replace``): the flags over the file's patch.
 
-    ``--schedule`` sends ``"run_at": null`` (and ``--run-at`` ``"schedule": null``) so that a job
-    can switch between recurring and one-off; the AMQP flags set ``target.type`` to ``amqp``,
+    ``--schedule`` sends ``null`` for the other two of ``schedule``, ``schedules`` and ``run_at``
+    (and so does ``--run-at``) so that a job can switch between them; the AMQP flags set ``target.type`` to ``amqp``,
     ``--method`` sets it to ``http``, ``--type`` and the AWS resource flags to theirs. ``stored``
     is the stored target when the caller fetched it (see :func:`needs_stored_target`): a change
     of type then sends ``null`` for each stored field that the new type has no field for.
@@ -269,10 +284,11 @@ def patch_definition(
     check_flags(args, kind)
     flags = definition_flags(args, kind)
     patch = deep_merge(base, flags)
-    if "schedule" in flags:
-        patch["run_at"] = None
-    if "run_at" in flags:
-        patch["schedule"] = None
+    for given in _WHEN_FIELDS:
+        if given in flags:
+            for other in _WHEN_FIELDS:
+                if other != given:
+                    patch[other] = None
     target = flags.get("target") or {}
     if named:
         patch.setdefault("target", {})["type"] = named
@@ -313,16 +329,47 @@ def _add_list_options(group: Any) -> None:
         )
 
 
+# The fields of which a job has exactly one.
+_WHEN_FIELDS = ("schedule", "schedules", "run_at")
+
+
+def add_spread_options(group: Any) -> None:
+    """``--spread SECONDS`` and ``--spread-mode`` (jobs and the preview)."""
+    group.add_argument(
+        "--spread",
+        type=positive_int,
+        metavar="SECONDS",
+        help="fire each occurrence at an offset inside this window after it (at most 86400)",
+    )
+    group.add_argument(
+        "--spread-mode",
+        choices=("stable", "random"),
+        help="stable (default): one offset for the job, from its id; random: one per occurrence",
+    )
+
+
+def _add_when_options(group: Any) -> None:
+    """``--schedule`` (repeatable) or ``--run-at``, ``--timezone`` and the spread."""
+    when = group.add_mutually_exclusive_group()
+    when.add_argument(
+        "--schedule",
+        action="append",
+        metavar="EXPR",
+        help="cron, @hourly-style macro, '@every 90s', cron(...), rate(...), at(...); "
+        "repeat it for several expressions (the job fires at each: their union)",
+    )
+    when.add_argument("--run-at", metavar="TIMESTAMP", help="a one-off job: RFC 3339 timestamp with offset")
+    group.add_argument("--timezone", metavar="IANA_NAME", help="time zone of the schedule (default UTC)")
+    add_spread_options(group)
+
+
 def add_definition_options(parser: argparse.ArgumentParser) -> None:
     """The flags of a job definition (``jobs create`` and ``jobs update``)."""
     group = parser.add_argument_group("job definition (flags override the file's values)")
     group.add_argument("-f", "--file", metavar="FILE", help="a job definition in JSON or YAML (- for stdin)")
     group.add_argument("--name", help="the job's name, unique per owner")
     group.add_argument("--description", help="free text")
-    when = group.add_mutually_exclusive_group()
-    when.add_argument("--schedule", help="cron, @hourly-style macro, '@every 90s', cron(...), rate(...), at(...)")
-    when.add_argument("--run-at", metavar="TIMESTAMP", help="a one-off job: RFC 3339 timestamp with offset")
-    group.add_argument("--timezone", metavar="IANA_NAME", help="time zone of the schedule (default UTC)")
+    _add_when_options(group)
     group.add_argument("--start-at", metavar="TIMESTAMP", help="no occurrence before this time")
     group.add_argument("--end-at", metavar="TIMESTAMP", help="no occurrence after this time")
     group.add_argument(

@@ -33,7 +33,7 @@ def check_complete(spec: dict[str, Any]) -> None:
     missing = []
     if not spec.get("name"):
         missing.append("name")
-    if not spec.get("schedule") and not spec.get("run_at"):
+    if not spec.get("schedule") and not spec.get("schedules") and not spec.get("run_at"):
         missing.append("schedule")
     target = spec.get("target")
     if not isinstance(target, dict) or not target:

@@ -33,6 +33,8 @@ FIELD_ORDER = (
     "description",
     "tags",
     "schedule",
+    "schedules",
+    "spread",
     "run_at",
     "timezone",
     "start_at",

@@ -161,9 +161,11 @@ def format_job_details(job: dict[str, Any]) -> str:
     masks them."""
     stats = job.get("stats") or {}
     retry = job.get("retry") or {}
+    expressions = job.get("schedules") or ([job["schedule"]] if job.get("schedule") else [])
     when = (
-        f"{job['schedule']} ({job.get('timezone') or 'UTC'})" if job.get("schedule") else f"once at {job.get('run_at')}"
+        f"{' | '.join(expressions)} ({job.get('timezone') or 'UTC'})" if expressions else f"once at {job.get('run_at')}"
     )
+    spread = job.get("spread") or {}
     rows: list[tuple[str, Any]] = [
         ("id", job.get("id")),
         ("name", job.get("name")),
@@ -171,6 +173,7 @@ def format_job_details(job: dict[str, Any]) -> str:
         ("owner", job.get("owner")),
         ("state", f"{job.get('state')} (version {job.get('version')})"),
         ("schedule", when),
+        ("spread", f"{spread.get('window_seconds')} s, {spread.get('mode') or 'stable'}" if spread else None),
         ("start at", job.get("start_at")),
         ("end at", job.get("end_at")),
         ("missed runs", job.get("missed_runs")),
@@ -199,6 +202,8 @@ def format_job_details(job: dict[str, Any]) -> str:
         "state",
         "version",
         "schedule",
+        "schedules",
+        "spread",
         "run_at",
         "timezone",
         "start_at",

@@ -10,16 +10,22 @@ from typing import Any
 
 from scheduler.cli.api import client_command
 from scheduler.cli.common import EXIT_OK, UsageError, positive_int
+from scheduler.cli.definitions import add_spread_options
 from scheduler.cli.output import format_table, print_data
 
 
 def preview_request(args: argparse.Namespace) -> dict[str, Any]:
     """The body of ``POST /v1/schedules/preview`` of the flags (absent flags left out)."""
-    body: dict[str, Any] = {"schedule": args.schedule}
-    for key in ("timezone", "start_at", "end_at", "after", "count"):
+    schedules = list(args.schedule)
+    body: dict[str, Any] = {"schedule": schedules[0]} if len(schedules) == 1 else {"schedules": schedules}
+    for key in ("timezone", "start_at", "end_at", "after", "count", "job_id"):
         value = getattr(args, key, None)
         if value is not None:
             body[key] = value
+    if getattr(args, "spread", None) is not None:
+        body["spread"] = {"window_seconds": args.spread, "mode": getattr(args, "spread_mode", None) or "stable"}
+    if getattr(args, "explain", False):
+        body["explain"] = True
     return body
 
 
@@ -35,10 +41,26 @@ def _wall_time(instant: str, zone: str | None) -> str | None:
     return moment.strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
+def _explained(items: list[dict[str, Any]], zone: str | None) -> str:
+    """The table of ``--explain``: each time, its local time, its expression and its spread."""
+    local = bool(zone and zone != "UTC")
+    header = ("UTC", *(("LOCAL TIME",) if local else ()), "EXPRESSION", "SPREAD")
+    rows = (
+        [
+            item.get("at"),
+            *([_wall_time(str(item.get("at")), zone)] if local else []),
+            item.get("expression"),
+            f"+{item.get('spread_seconds', 0)}s",
+        ]
+        for item in items
+    )
+    return format_table(header, rows)
+
+
 @client_command
 def preview(args: argparse.Namespace, client: Any) -> int:
     """``scheduler preview``."""
-    if not args.schedule.strip():
+    if not all(schedule.strip() for schedule in args.schedule):
         raise UsageError("SCHEDULE is empty")
     answer = client.preview_schedule(preview_request(args))
     if print_data(args.output, answer):
@@ -47,7 +69,9 @@ def preview(args: argparse.Namespace, client: Any) -> int:
     if not occurrences:
         print("no occurrences (the schedule has ended)")
         return EXIT_OK
-    if args.timezone and args.timezone != "UTC":
+    if args.explain:
+        print(_explained(occurrences, args.timezone))
+    elif args.timezone and args.timezone != "UTC":
         print(format_table(("UTC", "LOCAL TIME"), ([o, _wall_time(o, args.timezone)] for o in occurrences)))
     else:
         print("\n".join(occurrences))
@@ -60,11 +84,20 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     parser.add_argument(
         "schedule",
         metavar="SCHEDULE",
-        help="cron, @hourly-style macro, '@every 90s', cron(...), rate(...) or at(...); quote it",
+        nargs="+",
+        help="cron, @hourly-style macro, '@every 90s', cron(...), rate(...) or at(...); quote it; "
+        "several: their union (the job's schedules)",
     )
     parser.add_argument("--timezone", metavar="IANA_NAME", help="time zone of the schedule (default UTC)")
     parser.add_argument("--count", type=positive_int, metavar="N", help="how many occurrences (1 to 100; default 10)")
     parser.add_argument("--start-at", metavar="TIMESTAMP", help="no occurrence before this RFC 3339 instant")
     parser.add_argument("--end-at", metavar="TIMESTAMP", help="no occurrence after this RFC 3339 instant")
     parser.add_argument("--after", metavar="TIMESTAMP", help="occurrences strictly after this instant (default: now)")
+    add_spread_options(parser)
+    parser.add_argument(
+        "--job", dest="job_id", metavar="JOB_ID", help="the job whose id seeds --spread (its real times)"
+    )
+    parser.add_argument(
+        "--explain", action="store_true", help="say which expression gave each time and the spread applied"
+    )
     parser.set_defaults(func=preview)

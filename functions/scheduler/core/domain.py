@@ -59,6 +59,8 @@ SPEC_FIELDS = (
     "description",
     "tags",
     "schedule",
+    "schedules",
+    "spread",
     "run_at",
     "timezone",
     "start_at",
@@ -74,7 +76,7 @@ SPEC_FIELDS = (
 # The chain fields: names or ids of jobs of the same owner run when an execution ends so.
 CHAIN_FIELDS = ("on_success", "on_failure", "on_complete")
 # Spec fields whose change means the occurrences must be computed afresh.
-SCHEDULE_FIELDS = ("schedule", "run_at", "timezone", "start_at", "end_at")
+SCHEDULE_FIELDS = ("schedule", "schedules", "spread", "run_at", "timezone", "start_at", "end_at")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,8 @@ class Job:
     description: str | None = None
     tags: tuple[str, ...] = ()
     schedule: str | None = None
+    schedules: tuple[str, ...] | None = None  # several expressions: their union (instead of schedule)
+    spread: Mapping[str, Any] | None = None  # {"window_seconds", "mode"}: fire after the occurrence
     run_at: datetime | None = None
     timezone: str = "UTC"
     start_at: datetime | None = None
@@ -127,7 +131,7 @@ class Job:
         values = {name: value for name in _JOB_FIELDS if (value := row.get(name)) is not None}
         if "id" in values:
             values["id"] = str(values["id"])
-        for name in ("tags", *CHAIN_FIELDS):
+        for name in ("tags", "schedules", *CHAIN_FIELDS):
             if name in values:
                 values[name] = tuple(values[name])
         if "state" in values:

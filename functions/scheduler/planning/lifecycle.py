@@ -5,6 +5,13 @@ the transaction that holds the row.
 
 Every answer is a ``domain.Plan``: the columns ``state``, ``scheduled_at``, ``attempt`` and
 ``next_run_at``.
+
+The steps of a plan: the job's schedule (:func:`schedule_of`: one expression, the union of its
+``schedules``, or its ``run_at``) gives the occurrences; the ``start_at``/``end_at`` window and the
+``missed_runs`` policy choose one (``schedules.first_run``/``plan_next``); the spread step
+(:func:`_at`) fixes its fire time, ``next_run_at``, while ``scheduled_at`` keeps the occurrence.
+A filter of the occurrences (a calendar's) belongs between the schedule and the policy, as a
+``Schedule`` wrapping the job's.
 """
 
 from __future__ import annotations
@@ -15,7 +22,16 @@ import random
 from datetime import datetime, timedelta
 
 from scheduler.core.domain import ExecutionStatus, Job, JobState, LeaseKind, Outcome, Plan, RetryPolicy
-from scheduler.schedules import Schedule, first_run, interval_anchor, one_off, parse_schedule, plan_next
+from scheduler.schedules import (
+    Schedule,
+    Spread,
+    first_run,
+    interval_anchor,
+    one_off,
+    parse_schedule,
+    parse_union,
+    plan_next,
+)
 
 # How many missed occurrences `run_all` catches up at most.
 RUN_ALL_CAP = 10
@@ -26,29 +42,65 @@ _TINY = timedelta(microseconds=1)
 
 
 def schedule_of(job: Job) -> Schedule:
-    """The job's schedule; rate()/@every count from start_at, else from creation."""
+    """The job's schedule (its ``schedule``, the union of its ``schedules``, or its ``run_at``);
+    rate()/@every count from start_at, else from creation."""
     if job.run_at is not None:
         return one_off(job.run_at)
-    if job.schedule is None or job.created_at is None:
+    if job.created_at is None or (job.schedule is None and not job.schedules):
         raise ValueError("a job with a schedule carries it and its creation time")
     anchor = interval_anchor(job.start_at, job.created_at)
-    return _parse_schedule(job.schedule, job.timezone or "UTC", anchor)
+    if job.schedule is not None:
+        return _parse_schedule(job.schedule, job.timezone or "UTC", anchor)
+    assert job.schedules is not None
+    return _parse_union(job.schedules, job.timezone or "UTC", anchor)
 
 
 # Schedules are immutable: a runner completing the same jobs again and again parses each once.
 _parse_schedule = functools.lru_cache(maxsize=4096)(parse_schedule)
+_parse_union = functools.lru_cache(maxsize=1024)(parse_union)
 
 
-def _at(occurrence: datetime | None, state: JobState) -> Plan:
+@functools.lru_cache(maxsize=4096)
+def _spread(job_id: str | None, window_seconds: int, mode: str) -> Spread:
+    return Spread(window_seconds, mode, job_id or "")
+
+
+def spread_of(job: Job) -> Spread | None:
+    """The job's spread (seeded by its id), or None."""
+    spread = job.spread
+    if not spread:
+        return None
+    return _spread(job.id, spread["window_seconds"], spread.get("mode") or "stable")
+
+
+def _missed_before(job: Job, now: datetime) -> datetime:
+    """The ``now`` the missed-run policy compares occurrences with: an occurrence is missed when
+    its fire time passed, so with a spread, when it is older than ``now`` less its offset (the
+    stable one; the whole window for random offsets, so that none is dropped early)."""
+    if job.spread is None:
+        return now
+    spread = spread_of(job)
+    if spread is None:
+        return now
+    slack = spread.offset(now) if spread.mode == "stable" else timedelta(seconds=spread.window_seconds)
+    return now - slack
+
+
+def _at(occurrence: datetime | None, state: JobState, job: Job) -> Plan:
+    """The plan of ``occurrence``: held as ``scheduled_at`` (the run's name and key), due at its
+    fire time (later by the job's spread, if any); completed when there is none."""
     if occurrence is None:
         return Plan(JobState.COMPLETED, None, 0, None)
-    return Plan(state, occurrence, 0, occurrence)
+    if job.spread is None:
+        return Plan(state, occurrence, 0, occurrence)
+    spread = spread_of(job)
+    return Plan(state, occurrence, 0, occurrence if spread is None else occurrence + spread.offset(occurrence))
 
 
 def plan_first(job: Job, now: datetime, state: JobState = JobState.ACTIVE) -> Plan:
     """A new job, or one whose schedule was edited: its first occurrence after ``now``."""
     occurrence = first_run(schedule_of(job), now, start_at=job.start_at, end_at=job.end_at)
-    return _at(occurrence, state)
+    return _at(occurrence, state, job)
 
 
 def plan_pause(job: Job) -> Plan:
@@ -72,13 +124,13 @@ def plan_resume(job: Job, now: datetime) -> Plan:
     occurrence = plan_next(
         schedule_of(job),
         pending - _TINY,
-        now,
+        _missed_before(job, now),
         job.missed_runs,
         start_at=job.start_at,
         end_at=job.end_at,
         cap=RUN_ALL_CAP,
     )
-    return _due_by(now, _at(occurrence, JobState.ACTIVE))
+    return _due_by(now, _at(occurrence, JobState.ACTIVE, job))
 
 
 def _due_by(now: datetime, plan: Plan) -> Plan:
@@ -128,11 +180,11 @@ def plan_completion(
     occurrence = plan_next(
         schedule_of(job),
         scheduled or now,
-        now,
+        _missed_before(job, now),
         job.missed_runs,
         start_at=job.start_at,
         end_at=job.end_at,
         cap=RUN_ALL_CAP,
     )
     state = job.state if job.state != JobState.COMPLETED else JobState.ACTIVE
-    return _at(occurrence, state)
+    return _at(occurrence, state, job)

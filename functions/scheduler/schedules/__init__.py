@@ -1,6 +1,8 @@
 """Schedule expressions: parsing, validation and next-fire-time computation.
 
-One expression string per job (the API's ``schedule`` field), or an instant (``run_at``).
+One expression string per job (the API's ``schedule`` field), several (``schedules``: their
+union, :class:`UnionSchedule`), or an instant (``run_at``); a job's ``spread`` fires each
+occurrence at an offset after it (:class:`Spread`, :func:`fire_time`).
 
 Forms
 -----
@@ -67,8 +69,10 @@ Modules
 ``base`` (the error, :class:`Schedule`, limits), ``zones`` (zone names, the DST rule),
 ``fields`` (cron fields), ``cron`` (5-field cron, macros, the wall-time search),
 ``eventbridge`` (``cron()``), ``intervals`` (``@every``, ``rate()``), ``oneoff`` (``at()``,
-``run_at``), ``parse`` (:func:`parse_schedule`), ``planning`` (the window, the
-``missed_runs`` policy, the anchor, the preview :func:`occurrences`). Import from this package;
+``run_at``), ``parse`` (:func:`parse_schedule`), ``union`` (several expressions, the API's
+``schedules``: :func:`parse_union`), ``spread`` (the offset of a job's ``spread``),
+``planning`` (the window, the ``missed_runs`` policy, the anchor, the fire time, the preview
+:func:`occurrences` and :func:`explain_occurrences`). Import from this package;
 names with a leading underscore are private to it.
 """
 
@@ -79,28 +83,44 @@ from scheduler.schedules.oneoff import OneOffSchedule, one_off
 from scheduler.schedules.parse import parse_schedule
 from scheduler.schedules.planning import (
     MISSED_RUN_POLICIES,
+    Occurrence,
+    explain_occurrences,
+    fire_time,
     first_run,
     interval_anchor,
     next_occurrence,
     occurrences,
     plan_next,
+    schedule_for,
 )
+from scheduler.schedules.spread import MAX_SPREAD_SECONDS, SPREAD_MODES, Spread
+from scheduler.schedules.union import MAX_SCHEDULES, UnionSchedule, parse_union
 from scheduler.schedules.zones import validate_timezone
 
 __all__ = [
     "HORIZON_YEARS",
+    "MAX_SCHEDULES",
+    "MAX_SPREAD_SECONDS",
     "MISSED_RUN_POLICIES",
+    "SPREAD_MODES",
     "CronSchedule",
     "IntervalSchedule",
+    "Occurrence",
     "OneOffSchedule",
     "Schedule",
     "ScheduleError",
+    "Spread",
+    "UnionSchedule",
+    "explain_occurrences",
+    "fire_time",
     "first_run",
     "interval_anchor",
     "next_occurrence",
     "occurrences",
     "one_off",
     "parse_schedule",
+    "parse_union",
     "plan_next",
+    "schedule_for",
     "validate_timezone",
 ]

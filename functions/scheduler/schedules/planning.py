@@ -6,11 +6,15 @@ preview of a schedule made of the very same calls.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from scheduler.schedules.base import _ONE_US, UTC, Schedule, ScheduleError, _require_aware
 from scheduler.schedules.oneoff import OneOffSchedule, one_off
 from scheduler.schedules.parse import parse_schedule
+from scheduler.schedules.spread import Spread
+from scheduler.schedules.union import UnionSchedule, parse_union
 
 #: The ``missed_runs`` policies understood by :func:`plan_next`.
 MISSED_RUN_POLICIES = ("skip", "run_once", "run_all")
@@ -136,42 +140,92 @@ def interval_anchor(start_at: datetime | None, created_at: datetime) -> datetime
     return anchor
 
 
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    """One time of a preview, explained: ``at`` (when it fires: the occurrence plus its spread),
+    ``occurrence`` (the schedule's time, the run's ``scheduled_at``), ``expression`` (the
+    expression that produced it) and ``spread_seconds`` (the offset applied)."""
+
+    at: datetime
+    occurrence: datetime
+    expression: str
+    spread_seconds: int
+
+
+When = str | datetime | Sequence[str]
+
+
+def schedule_for(when: When, timezone: str, anchor: datetime) -> Schedule:
+    """The schedule of a job's ``schedule`` (an expression), ``schedules`` (a list of them: their
+    union) or ``run_at`` (an aware instant); ``anchor`` as for :func:`parse_schedule`."""
+    if isinstance(when, datetime):
+        return one_off(when)
+    if isinstance(when, str):
+        return parse_schedule(when, timezone, anchor)
+    return parse_union(when, timezone, anchor)
+
+
+def fire_time(occurrence: datetime, spread: Spread | None) -> datetime:
+    """When ``occurrence`` fires: itself, or later by its spread's offset."""
+    return occurrence if spread is None else occurrence + spread.offset(occurrence)
+
+
 def occurrences(
-    schedule_or_run_at: str | datetime,
+    when: When,
     *,
     timezone: str = "UTC",
     start_at: datetime | None = None,
     end_at: datetime | None = None,
     after: datetime,
     count: int = 10,
+    spread: Spread | None = None,
 ) -> list[datetime]:
-    """The next ``count`` occurrences strictly after ``after`` of a job with these fields.
+    """The next ``count`` fire times strictly after ``after`` of a job with these fields.
 
-    ``schedule_or_run_at`` is a schedule expression (any form of :func:`parse_schedule`) or a
-    one-off's ``run_at`` (an aware datetime). The answer (aware UTC datetimes, ascending) is what
-    the job would run if created at ``after`` and never late: its first occurrence is
-    :func:`first_run`'s and each next one :func:`plan_next`'s, so the DST rule, the
-    ``start_at``/``end_at`` window and the ``rate()``/``@every`` anchor (:func:`interval_anchor`,
-    with ``after`` as the creation time) are the job's. Fewer than ``count`` when the schedule
-    ends; empty for a one-off at or before ``after`` (a job would fire it at once).
+    ``when`` is a schedule expression (any form of :func:`parse_schedule`), a list of them (the
+    job's ``schedules``: their union) or a one-off's ``run_at`` (an aware datetime). The answer
+    (aware UTC datetimes, in the order of their occurrences) is what the job would run if created
+    at ``after`` and never late: its first occurrence is :func:`first_run`'s and each next one
+    :func:`plan_next`'s, so the DST rule, the ``start_at``/``end_at`` window and the
+    ``rate()``/``@every`` anchor (:func:`interval_anchor`, with ``after`` as the creation time)
+    are the job's; each fires at the occurrence plus its ``spread`` offset. Fewer than ``count``
+    when the schedule ends; empty for a one-off at or before ``after`` (a job would fire it at
+    once).
 
-    Raises :class:`ScheduleError` naming the field at fault (``schedule``, ``timezone``,
-    ``run_at``, ``start_at``, ``end_at``, ``after`` or ``count``).
+    Raises :class:`ScheduleError` naming the field at fault (``schedule``, ``schedules.<i>``,
+    ``timezone``, ``run_at``, ``start_at``, ``end_at``, ``after`` or ``count``).
     """
+    found = explain_occurrences(
+        when, timezone=timezone, start_at=start_at, end_at=end_at, after=after, count=count, spread=spread
+    )
+    return [item.at for item in found]
+
+
+def explain_occurrences(
+    when: When,
+    *,
+    timezone: str = "UTC",
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+    after: datetime,
+    count: int = 10,
+    spread: Spread | None = None,
+) -> list[Occurrence]:
+    """:func:`occurrences`, each explained (:class:`Occurrence`): which expression produced it
+    and the spread offset applied."""
     after = _instant(after, "after")
     start_at = None if start_at is None else _instant(start_at, "start_at")
     end_at = None if end_at is None else _instant(end_at, "end_at")
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ScheduleError("count must be a whole number >= 1", field="count")
-    if isinstance(schedule_or_run_at, datetime):
-        schedule = one_off(schedule_or_run_at)
-    else:
-        schedule = parse_schedule(schedule_or_run_at, timezone, interval_anchor(start_at, after))
-    found: list[datetime] = []
+    schedule = schedule_for(when, timezone, interval_anchor(start_at, after))
+    found: list[Occurrence] = []
     occurrence = first_run(schedule, after, start_at=start_at, end_at=end_at)
     while occurrence is not None:
-        if occurrence > after:  # first_run answers a one-off already past: "at once", not later
-            found.append(occurrence)
+        at = fire_time(occurrence, spread)
+        if at > after:  # first_run answers a one-off already past: "at once", not later
+            source = schedule.source_of(occurrence) if isinstance(schedule, UnionSchedule) else schedule.expression
+            found.append(Occurrence(at, occurrence, source, int((at - occurrence).total_seconds())))
             if len(found) == count:
                 break
         # "now" at the occurrence just run: nothing is missed, plan_next answers the next one.

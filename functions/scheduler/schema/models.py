@@ -26,7 +26,15 @@ from pydantic import (
 )
 
 from scheduler.core.urls import MAX_URL_LENGTH, check_broker_url_syntax, check_url_syntax
-from scheduler.schedules import ScheduleError, parse_schedule, validate_timezone
+from scheduler.schedules import (
+    MAX_SCHEDULES,
+    MAX_SPREAD_SECONDS,
+    Schedule,
+    ScheduleError,
+    parse_schedule,
+    parse_union,
+    validate_timezone,
+)
 from scheduler.schema.aws_models import (
     AWS_TARGET_TYPES,
     AwsFieldError,
@@ -315,6 +323,16 @@ ChainRefs = Annotated[
 ]
 
 
+class SpreadSpec(_Strict):
+    """Fire each occurrence at an offset inside a window after it (fixed when it is planned)."""
+
+    window_seconds: int = Field(ge=1, le=MAX_SPREAD_SECONDS, description="The window's width, in seconds.")
+    mode: Literal["stable", "random"] = Field(
+        default="stable",
+        description="`stable`: one offset per job, derived from its id; `random`: one per occurrence.",
+    )
+
+
 class JobSpec(_Strict):
     """The writable fields of a job (POST and PUT bodies)."""
 
@@ -324,6 +342,16 @@ class JobSpec(_Strict):
         default_factory=list, max_length=MAX_TAGS
     )
     schedule: str | None = Field(default=None, max_length=256)
+    schedules: list[Annotated[str, Field(max_length=256)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_SCHEDULES,
+        description="Several expressions: the job fires at each occurrence of any (their union). "
+        "Instead of `schedule` or `run_at`.",
+    )
+    spread: SpreadSpec | None = Field(
+        default=None, description="Fire each occurrence at an offset after it, inside `window_seconds`."
+    )
     run_at: Instant | None = None
     timezone: str = Field(default="UTC", max_length=64)
     start_at: Instant | None = None
@@ -377,18 +405,38 @@ class JobSpec(_Strict):
 
     @model_validator(mode="after")
     def _schedule(self) -> JobSpec:
-        if (self.schedule is None) == (self.run_at is None):
-            raise _FieldError("schedule", "give exactly one of schedule or run_at")
-        if self.schedule is not None:
-            try:
-                schedule = parse_schedule(self.schedule, self.timezone, self.start_at)
-            except ScheduleError as exc:
-                raise _FieldError(getattr(exc, "field", "schedule") or "schedule", str(exc)) from None
-            if not schedule.one_off and schedule.next_after(self.start_at or datetime.now(UTC)) is None:
-                raise _FieldError("schedule", "never fires (no matching time in the coming years)")
+        given = [name for name in ("schedule", "schedules", "run_at") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise _FieldError(
+                given[0] if given else "schedule",
+                "give exactly one of schedule, schedules or run_at"
+                + (f" (got {' and '.join(given)})" if given else ""),
+            )
+        if self.spread is not None and self.run_at is not None:
+            raise _FieldError("spread", "applies to schedule or schedules, not to a one-off's run_at")
+        schedule = self._parsed()
+        if schedule is not None and not schedule.one_off:
+            if schedule.next_after(self.start_at or datetime.now(UTC)) is None:
+                raise _FieldError(given[0], "never fires (no matching time in the coming years)")
         if self.start_at and self.end_at and self.end_at <= self.start_at:
             raise _FieldError("end_at", "must be after start_at")
         return self
+
+    def _parsed(self) -> Schedule | None:
+        return _parsed_schedule(self)
+
+
+def _parsed_schedule(spec: JobSpec) -> Schedule | None:
+    """The schedule of ``spec``'s ``schedule`` or ``schedules`` (None for a ``run_at``); a
+    refused expression raises the field error naming it."""
+    try:
+        if spec.schedule is not None:
+            return parse_schedule(spec.schedule, spec.timezone, spec.start_at)
+        if spec.schedules is not None:
+            return parse_union(spec.schedules, spec.timezone, spec.start_at)
+    except ScheduleError as exc:
+        raise _FieldError(getattr(exc, "field", "schedule") or "schedule", str(exc)) from None
+    return None
 
 
 def validation_details(exc: ValidationError) -> list[dict[str, str]]:

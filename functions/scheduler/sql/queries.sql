@@ -14,7 +14,7 @@ spec.start_at, spec.end_at, spec.target, spec.retry, spec.missed_runs, run.state
 run.scheduled_at, run.attempt, run.next_run_at, run.manual_run_at, run.due_at, run.locked_until,
 run.lock_token, run.lease_kind, run.running_execution_id, run.last_run_at, run.run_count,
 run.failure_count, run.last_status, run.last_error, spec.created_at, spec.updated_at,
-spec.after_completion, spec.on_success, spec.on_failure, spec.on_complete
+spec.after_completion, spec.schedules, spec.spread, spec.on_success, spec.on_failure, spec.on_complete
 
 -- name: insert_job
 -- The specification, and its run state when the name was free (its insert sees no spec row
@@ -22,11 +22,11 @@ spec.after_completion, spec.on_success, spec.on_failure, spec.on_complete
 WITH spec AS (
     INSERT INTO job_specs (id, owner, name, description, tags, schedule, run_at, timezone, start_at,
                            end_at, target, retry, missed_runs, state, created_at, updated_at,
-                           after_completion, on_success, on_failure, on_complete)
+                           after_completion, schedules, spread, on_success, on_failure, on_complete)
     VALUES (%(id)s, %(owner)s, %(name)s, %(description)s, %(tags)s, %(schedule)s, %(run_at)s,
             %(timezone)s, %(start_at)s, %(end_at)s, %(target)s, %(retry)s, %(missed_runs)s, %(state)s,
-            %(created_at)s, %(created_at)s, %(after_completion)s, %(on_success)s, %(on_failure)s,
-            %(on_complete)s)
+            %(created_at)s, %(created_at)s, %(after_completion)s, %(schedules)s, %(spread)s,
+            %(on_success)s, %(on_failure)s, %(on_complete)s)
     ON CONFLICT ON CONSTRAINT jobs_owner_name_key DO NOTHING
     RETURNING *
 ), run AS (
@@ -117,8 +117,9 @@ WITH current AS (
         run_at = %(run_at)s, timezone = %(timezone)s, start_at = %(start_at)s, end_at = %(end_at)s,
         target = %(target)s, retry = %(retry)s, missed_runs = %(missed_runs)s,
         state = CASE WHEN %(reschedule)s THEN %(state)s ELSE checked.state END,
-        after_completion = %(after_completion)s, on_success = %(on_success)s,
-        on_failure = %(on_failure)s, on_complete = %(on_complete)s, updated_at = now()
+        after_completion = %(after_completion)s, schedules = %(schedules)s, spread = %(spread)s,
+        on_success = %(on_success)s, on_failure = %(on_failure)s, on_complete = %(on_complete)s,
+        updated_at = now()
     FROM checked
     WHERE job_specs.id = checked.job_id
     RETURNING job_specs.*
@@ -242,8 +243,8 @@ RETURNING job_id AS id;
 -- state's (j, job_runs) and its specification's (d, job_specs).
 d.id, d.owner, d.name, d.schedule, d.run_at, d.timezone, d.start_at, d.end_at, d.created_at, d.target,
 d.retry, d.missed_runs, j.state, j.version, j.scheduled_at, j.attempt, j.next_run_at, j.lease_kind,
-d.after_completion, j.manual_run_at, j.running_execution_id, d.on_success, d.on_failure, d.on_complete,
-j.pending_cause
+d.after_completion, d.schedules, d.spread, j.manual_run_at, j.running_execution_id, d.on_success,
+d.on_failure, d.on_complete, j.pending_cause
 
 -- fragment: record_started
 -- After a "job" CTE that started jobs (their running_execution_id set, the attempt counted):
@@ -275,7 +276,7 @@ execution AS (
 -- execution's. No other: the runner turns every column of every row into a Python value.
 job.id, job.owner, job.name, job.schedule, job.run_at, job.timezone, job.start_at, job.end_at,
 job.created_at, job.target, job.retry, job.missed_runs, job.state, job.version, job.scheduled_at,
-job.attempt, job.next_run_at, job.lease_kind, job.after_completion,
+job.attempt, job.next_run_at, job.lease_kind, job.after_completion, job.schedules, job.spread,
 execution.id AS execution_id, execution.scheduled_at AS execution_scheduled_at,
 execution.attempt AS execution_attempt, execution.trigger AS execution_trigger,
 execution.started_at AS execution_started_at,

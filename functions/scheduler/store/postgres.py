@@ -89,6 +89,8 @@ def _spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
     params["after_completion"] = spec.get("after_completion") or "keep"
     for name in CHAIN_FIELDS:
         params[name] = list(spec.get(name) or [])
+    params["schedules"] = list(spec["schedules"]) if spec.get("schedules") else None
+    params["spread"] = Jsonb(dict(spec["spread"])) if spec.get("spread") else None
     return params
 
 

@@ -30,6 +30,8 @@ STARTED_COLUMNS = (
     "next_run_at",
     "lease_kind",
     "after_completion",
+    "schedules",
+    "spread",
     "execution_id",
     "execution_scheduled_at",
     "execution_attempt",
@@ -72,6 +74,8 @@ def read_started(row: Sequence[Any]) -> StartedExecution:
         next_run_at,
         lease_kind,
         after_completion,
+        schedules,
+        spread,
         execution_id,
         execution_scheduled_at,
         execution_attempt,
@@ -79,7 +83,7 @@ def read_started(row: Sequence[Any]) -> StartedExecution:
         started_at,
         chains,
         cause,
-    ) = row[:26]
+    ) = row[:LOCK_TOKEN_COLUMN]
     on_success, on_failure, on_complete = map(tuple, chains) if chains else ((), (), ())
     job = Job(
         id=job_id,
@@ -101,6 +105,8 @@ def read_started(row: Sequence[Any]) -> StartedExecution:
         next_run_at=next_run_at,
         lease_kind=LEASE_KINDS[lease_kind] if lease_kind else None,
         after_completion=after_completion,
+        schedules=tuple(schedules) if schedules else None,
+        spread=spread,
         on_success=on_success,
         on_failure=on_failure,
         on_complete=on_complete,

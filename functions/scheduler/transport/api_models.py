@@ -114,6 +114,8 @@ class Job:
     start_at: datetime | None = None
     end_at: datetime | None = None
     description: str | None = None
+    schedules: tuple[str, ...] | None = None
+    spread: Mapping[str, Any] | None = None
     tags: tuple[str, ...] = ()
     retry: Retry = field(default_factory=Retry)
     missed_runs: str = "run_once"
@@ -144,6 +146,8 @@ class Job:
             start_at=parse_time(data.get("start_at")),
             end_at=parse_time(data.get("end_at")),
             description=data.get("description"),
+            schedules=tuple(data["schedules"]) if data.get("schedules") else None,
+            spread=_frozen(dict(data["spread"])) if data.get("spread") else None,
             tags=tuple(data.get("tags") or ()),
             retry=Retry.from_json(data.get("retry")),
             missed_runs=data.get("missed_runs") or "run_once",

@@ -8,7 +8,7 @@ client's dict methods (``create_job``, ``list_jobs``...) stay as they were: thes
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -179,11 +179,19 @@ class Schedules:
         end_at: Instant | None = None,
         after: Instant | None = None,
         count: int | None = None,
+        schedules: Sequence[str] | None = None,
+        spread: Mapping[str, Any] | None = None,
+        job_id: str | None = None,
     ) -> list[datetime]:
-        """The next occurrences (UTC) strictly after ``after`` (default: the server's now), as
-        the planner computes them; ``rate()``/``@every`` count from ``start_at``, else ``after``."""
+        """The next fire times (UTC) strictly after ``after`` (default: the server's now), as
+        the planner computes them; ``rate()``/``@every`` count from ``start_at``, else ``after``.
+        ``schedules``: several expressions (their union) instead of ``schedule``; ``spread``
+        (``{"window_seconds", "mode"}``) seeded by ``job_id``."""
         body = {
             "schedule": schedule,
+            "schedules": None if schedules is None else list(schedules),
+            "spread": None if spread is None else dict(spread),
+            "job_id": job_id,
             "run_at": rfc3339(run_at),
             "timezone": timezone,
             "start_at": rfc3339(start_at),

@@ -2,13 +2,14 @@
 // schedule is previewed (POST /v1/schedules/preview) as it is typed.
 import { useState, useEffect } from './vendor/htm-preact-standalone.mjs';
 import { html, api, ApiError, go, ErrorBox, anchorOf } from './lib.js';
-import { previewBody, Occurrence } from './pages.js';
+import { previewBody, occurrenceItems } from './pages.js';
 import { FORM_TYPES, SECRET_AUTH, TARGET_FIELDS, AwsFields, SecretAuthFields, SigV4Fields, awsTarget, httpAuth,
          initialTarget, numberOr } from './targets.js';
 
 // The fields of the form, by the API's field path; an error on a deeper path (target.headers.X)
 // is shown at the nearest of these.
-const FIELDS = ['name', 'description', 'tags', 'schedule', 'run_at', 'timezone', 'start_at', 'end_at',
+const FIELDS = ['name', 'description', 'tags', 'schedule', 'schedules', 'spread', 'spread.window_seconds', 'spread.mode',
+                'run_at', 'timezone', 'start_at', 'end_at',
                 'missed_runs', 'target.url', 'target.method', 'target.headers', 'target.body',
                 'target.timeout_seconds', 'target', 'retry.max_attempts', 'retry.min_backoff_seconds',
                 'retry.max_backoff_seconds', 'retry.max_age_seconds', 'retry', ...TARGET_FIELDS];
@@ -20,6 +21,7 @@ const METHODS = ['POST', 'GET', 'PUT', 'PATCH', 'DELETE'];
 const ZONES = typeof Intl.supportedValuesOf === 'function' ? ['UTC', ...Intl.supportedValuesOf('timeZone')] : ['UTC'];
 // The form's values and the fields they fill.
 const KEY_FIELDS = { name: 'name', description: 'description', tags: 'tags', schedule: 'schedule', run_at: 'run_at',
+                     more: 'schedules', spread_window: 'spread.window_seconds', spread_mode: 'spread.mode',
                      timezone: 'timezone', start_at: 'start_at', end_at: 'end_at', missed_runs: 'missed_runs',
                      url: 'target.url', method: 'target.method', headers: 'target.headers', body: 'target.body',
                      timeout: 'target.timeout_seconds', targetJson: 'target',
@@ -48,7 +50,11 @@ function initial(job) {
   const t = (job && job.target) || { type: 'http', method: 'POST', headers: {} };
   return {
     name: job ? job.name : '', description: (job && job.description) || '', tags: job ? (job.tags || []).join(', ') : '',
-    when: job && job.run_at ? 'run_at' : 'schedule', schedule: (job && job.schedule) || '',
+    when: job && job.run_at ? 'run_at' : 'schedule',
+    schedule: (job && (job.schedule || (job.schedules || [])[0])) || '',
+    more: job && job.schedules ? job.schedules.slice(1).join('\n') : '',
+    spread_window: job && job.spread ? String(job.spread.window_seconds) : '',
+    spread_mode: (job && job.spread && job.spread.mode) || 'stable',
     run_at: (job && job.run_at) || '', timezone: (job && job.timezone) || 'UTC',
     start_at: (job && job.start_at) || '', end_at: (job && job.end_at) || '',
     missed_runs: (job && job.missed_runs) || 'run_once',
@@ -82,7 +88,7 @@ function requestBody(v, job) {
   const body = { name: v.name, tags: v.tags.split(',').map((s) => s.trim()).filter(Boolean),
                  timezone: v.timezone || 'UTC', missed_runs: v.missed_runs, target };
   if (v.description) body.description = v.description;
-  if (v.when === 'schedule') body.schedule = v.schedule; else body.run_at = v.run_at;
+  Object.assign(body, whenOf(v));
   if (v.start_at) body.start_at = v.start_at;
   if (v.end_at) body.end_at = v.end_at;
   // The retry policy as the form shows it: a field left empty takes the API's default.
@@ -90,6 +96,18 @@ function requestBody(v, job) {
   if (Object.keys(retry).length) body.retry = retry;
   if (job && job.after_completion) body.after_completion = job.after_completion;
   return { body, local };
+}
+
+// The form's "when": one expression (schedule), several (schedules: the first and one a line
+// of "more"), or run_at; and the spread, when a window is given.
+function whenOf(v) {
+  if (v.when !== 'schedule') return { run_at: v.run_at };
+  const more = v.more.split('\n').map((s) => s.trim()).filter(Boolean);
+  const out = more.length ? { schedules: [v.schedule, ...more] } : { schedule: v.schedule };
+  if (String(v.spread_window).trim() !== '') {
+    out.spread = { window_seconds: numberOr(String(v.spread_window).trim()), mode: v.spread_mode };
+  }
+  return out;
 }
 
 function Field({ label, name, errors, hint, children }) {
@@ -105,20 +123,22 @@ function Field({ label, name, errors, hint, children }) {
 function Preview({ v, job }) {
   const [state, setState] = useState({ occurrences: null, error: null });
   const text = v.when === 'schedule' ? v.schedule : v.run_at;
+  const when = JSON.stringify(whenOf(v));
   useEffect(() => {
     if (!text.trim()) { setState({ occurrences: null, error: null }); return undefined; }
     let live = true;
     const t = setTimeout(() => {
       // An edited job's interval counts from its anchor (start_at, else its creation), as saved.
       const start = v.start_at || (job && v.when === 'schedule' ? anchorOf({ created_at: job.created_at }) : '');
-      const src = { timezone: v.timezone, start_at: start, end_at: v.end_at,
-                    [v.when]: text };
+      const src = { timezone: v.timezone, start_at: start, end_at: v.end_at, id: job && job.id, ...JSON.parse(when) };
+      // A new job's spread offsets depend on the id it is given when saved: previewed without.
+      if (!(job && job.id)) delete src.spread;
       api('POST', '/schedules/preview', previewBody(src, 5))
         .then((p) => live && setState({ occurrences: p.occurrences, error: null }))
         .catch((e) => live && setState({ occurrences: null, error: e }));
     }, 250);
     return () => { live = false; clearTimeout(t); };
-  }, [v.when, text, v.timezone, v.start_at, v.end_at]);
+  }, [when, text, v.timezone, v.start_at, v.end_at]);
   if (state.error) {
     const d = state.error.details && state.error.details[0];
     return html`<div class="preview invalid" data-preview="error">${d ? `${d.field}: ${d.message}` : state.error.message}</div>`;
@@ -128,7 +148,9 @@ function Preview({ v, job }) {
     <div class="preview" data-preview="ok">
       <div class="muted">Next ${state.occurrences.length === 0 ? 'occurrences: none'
         : `occurrences (UTC${v.timezone && v.timezone !== 'UTC' ? `, and in ${v.timezone}` : ''})`}</div>
-      <ol class="occurrences">${state.occurrences.map((o) => html`<${Occurrence} key=${o} at=${o} zone=${v.timezone} />`)}</ol>
+      <ol class="occurrences">${occurrenceItems(state.occurrences, v.timezone, v.more.trim() !== '')}</ol>
+      ${!(job && job.id) && String(v.spread_window).trim() !== '' && v.when === 'schedule'
+        ? html`<div class="muted" data-preview="spread">Each time fires up to ${v.spread_window} s later: the offset is fixed when the job is saved.</div>` : ''}
     </div>`;
 }
 
@@ -192,7 +214,20 @@ export function JobForm({ id }) {
           ${v.when === 'schedule'
             ? html`<${Field} label="Schedule" name="schedule" errors=${errors}
                      hint="cron (0 3 * * *), @hourly, @every 90s, cron(0 3 * * ? *), rate(5 minutes), at(2026-12-01T10:00:00)">
-                     ${input('schedule', 'schedule', { autocomplete: 'off', spellcheck: false })}<//>`
+                     ${input('schedule', 'schedule', { autocomplete: 'off', spellcheck: false })}<//>
+                   <${Field} label="More expressions" name="schedules" errors=${errors}
+                     hint="optional, one a line: the job fires at each (their union)">
+                     <textarea name="schedules_more" rows="2" value=${v.more} onInput=${on('more')} spellcheck="false" /><//>
+                   <div class="row">
+                     <${Field} label="Spread (s)" name="spread.window_seconds" errors=${errors}
+                       hint="optional: fire each time up to this many seconds later">
+                       ${input('spread_window', 'spread_window', { placeholder: 'none', inputmode: 'numeric' })}<//>
+                     <${Field} label="Spread mode" name="spread.mode" errors=${errors}>
+                       <select name="spread_mode" value=${v.spread_mode} onChange=${on('spread_mode')}>
+                         ${[['stable', 'stable (one offset for the job)'], ['random', 'random (one per time)']].map(([value, label]) => html`
+                           <option value=${value} selected=${value === v.spread_mode}>${label}</option>`)}
+                       </select><//>
+                   </div>`
             : html`<${Field} label="Run at" name="run_at" errors=${errors} hint="RFC 3339 with offset: 2026-12-01T10:00:00Z">
                      ${input('run_at', 'run_at', { autocomplete: 'off' })}<//>`}
           <${Preview} v=${v} job=${job} />

@@ -58,7 +58,7 @@ export function Jobs({ params }) {
             <tr key=${j.id}>
               <td><a href="#/jobs/${j.id}">${j.name}</a>${(j.tags || []).map((t) => html` <span class="tag">${t}</span>`)}</td>
               <td><${Badge} value=${j.state} /></td>
-              <td><code>${j.schedule || `once at ${fmtTime(j.run_at)}`}</code>${j.timezone && j.timezone !== 'UTC' ? html` <span class="muted">${j.timezone}</span>` : ''}</td>
+              <td><code>${expressionsOf(j) || `once at ${fmtTime(j.run_at)}`}</code>${j.timezone && j.timezone !== 'UTC' ? html` <span class="muted">${j.timezone}</span>` : ''}</td>
               <td class="next-run" title=${j.state === 'active' ? fromNow(j.next_run_at) : ''}>${nextRun(j)}</td>
               <td><${Badge} value=${j.stats && j.stats.last_status} /></td>
               <td class="num">${j.stats ? j.stats.failure_count : 0}</td>
@@ -71,13 +71,22 @@ export function Jobs({ params }) {
 
 // -- one job -----------------------------------------------------------------------------------
 
+// The preview of a job's (or the form's) scheduling fields, each time explained (its expression
+// and its spread); a job's id seeds its spread, so the times are the job's own.
 export function previewBody(src, count) {
-  const body = { timezone: src.timezone || 'UTC', count };
-  if (src.run_at) body.run_at = src.run_at; else body.schedule = src.schedule;
+  const body = { timezone: src.timezone || 'UTC', count, explain: true };
+  if (src.run_at) body.run_at = src.run_at;
+  else if (src.schedules && src.schedules.length) body.schedules = src.schedules;
+  else body.schedule = src.schedule;
+  if (src.spread) body.spread = src.spread;
+  if (src.id) body.job_id = src.id;
   if (src.start_at) body.start_at = src.start_at;
   if (src.end_at) body.end_at = src.end_at;
   return body;
 }
+
+// A job's expressions as the pages show them: "a | b" for several.
+export const expressionsOf = (j) => (j.schedules && j.schedules.length ? j.schedules.join(' | ') : j.schedule);
 
 // A job's own next times: its next run, then the occurrences after it, previewed from the job's
 // anchor (rate() and @every count from its start_at, else its creation, not from now). A paused
@@ -86,16 +95,24 @@ export async function upcoming(job, count = 5) {
   const body = previewBody({ ...job, start_at: job.run_at ? job.start_at : anchorOf(job) }, count);
   if (job.state === 'active' && job.next_run_at) {
     const rest = await api('POST', '/schedules/preview', { ...body, count: count - 1, after: job.next_run_at });
-    return [job.next_run_at, ...rest.occurrences];
+    return [{ at: job.next_run_at }, ...rest.occurrences];
   }
   return (await api('POST', '/schedules/preview', body)).occurrences;
 }
 
-// One occurrence: the UTC instant, and the wall time in the job's zone when it has one.
-export const Occurrence = ({ at, zone }) => {
+// One time: the UTC instant, the wall time in the job's zone when it has one, and, explained,
+// the expression that produced it and the spread's offset.
+export const Occurrence = ({ at, zone, expression, spread }) => {
   const local = fmtZoned(at, zone);
-  return html`<li><span class="utc">${fmtTime(at)}</span>${local ? html` <span class="local muted">(${local})</span>` : ''}</li>`;
+  return html`<li><span class="utc">${fmtTime(at)}</span>${local ? html` <span class="local muted">(${local})</span>` : ''}${
+    expression ? html` <code class="expression">${expression}</code>` : ''}${
+    spread ? html` <span class="spread muted">+${spread}s spread</span>` : ''}</li>`;
 };
+
+// The items of an explained preview (a job's next run is a bare instant: {at}); the expression is
+// named when there are several.
+export const occurrenceItems = (items, zone, several) => items.map((o) => html`
+  <${Occurrence} key=${o.at} at=${o.at} zone=${zone} expression=${several ? o.expression : null} spread=${o.spread_seconds} />`);
 
 function Chart({ executions }) {
   const box = useRef(null);
@@ -322,7 +339,7 @@ export function Job({ id }) {
           ${occurrences === null ? html`<p class="muted">…</p>` : occurrences instanceof Error
             ? html`<p class="muted">${occurrences.message}</p>`
             : occurrences.length === 0 ? html`<p class="muted">None: the schedule has ended.</p>`
-            : html`<ol class="occurrences">${occurrences.map((o) => html`<${Occurrence} key=${o} at=${o} zone=${job.timezone} />`)}</ol>`}
+            : html`<ol class="occurrences">${occurrenceItems(occurrences, job.timezone, (job.schedules || []).length > 1)}</ol>`}
         </div>
         <div class="card grow">
           <h2>Target</h2>

@@ -44,13 +44,13 @@ ALTER TABLE executions DROP CONSTRAINT IF EXISTS executions_trigger_check;
 ALTER TABLE executions ADD CONSTRAINT executions_trigger_check
     CHECK (trigger IN ('schedule', 'manual', 'retry', 'chain')) NOT VALID;
 
--- The view names the chains too (new columns go at its end).
+-- The view names the chains too (new columns go at its end, after 0013's).
 CREATE OR REPLACE VIEW jobs AS
 SELECT s.id, s.owner, s.name, s.description, s.tags, s.schedule, s.run_at, s.timezone, s.start_at,
        s.end_at, s.target, s.retry, s.missed_runs, s.state, r.version, r.scheduled_at, r.attempt,
        r.next_run_at, r.manual_run_at, r.due_at, r.locked_until, r.lock_token, r.lease_kind,
        r.running_execution_id, r.last_run_at, r.run_count, r.failure_count, r.last_status,
-       r.last_error, s.created_at, s.updated_at, s.after_completion,
+       r.last_error, s.created_at, s.updated_at, s.after_completion, s.schedules, s.spread,
        s.on_success, s.on_failure, s.on_complete
 FROM job_specs s
 JOIN job_runs r ON r.job_id = s.id;

@@ -1,3 +1,0 @@
--- 0013: reserved for a migration of a branch developed alongside (issue 33/34); a no-op here so
--- that 0016 applies in order. At the merge, that branch's 0013 replaces this file.
-SELECT 1;
