@@ -298,6 +298,18 @@ class SchedulerClient:
         """Every page of ``list_executions``, following ``next_cursor``."""
         return self._pages(lambda **kw: self.list_executions(job_id, **kw), filters)
 
+    def list_changes(self, job_id: str, *, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
+        """``GET /v1/jobs/{id}/changes``: one page of the job's change log, newest first,
+        ``{"changes": [...], "next_cursor": ...}`` (kept after the job's delete)."""
+        return api_wire.expect_list(
+            self.request("GET", self._job_path(job_id, "/changes"), query={"limit": limit, "cursor": cursor}),
+            "changes",
+        )
+
+    def iter_change_pages(self, job_id: str, **filters: Any) -> Iterator[dict[str, Any]]:
+        """Every page of ``list_changes``, following ``next_cursor``."""
+        return self._pages(lambda **kw: self.list_changes(job_id, **kw), filters)
+
     def list_all_executions(
         self,
         *,

@@ -14,6 +14,8 @@ from typing import Any, Protocol
 from scheduler.core.alerts import AlertDecision, AlertDelivery, AlertJobRow, HeldAlertState
 from scheduler.core.domain import (
     CalendarRecord,
+    Change,
+    ChangeEntry,
     Claim,
     Completion,
     Execution,
@@ -35,9 +37,17 @@ class JobStore(Protocol):
     the database clock."""
 
     def insert_job(
-        self, owner: str, spec: Mapping[str, Any], plan: Plan, *, created_at: datetime, job_id: str | None = None
+        self,
+        owner: str,
+        spec: Mapping[str, Any],
+        plan: Plan,
+        *,
+        created_at: datetime,
+        job_id: str | None = None,
+        change: Change | None = None,
     ) -> Job:
-        """Insert a job with its first plan, made at ``created_at`` (``NameTaken`` for a name taken)."""
+        """Insert a job with its first plan, made at ``created_at`` (``NameTaken`` for a name
+        taken), and its change-log entry in the same transaction."""
         ...
 
     def get_job(self, owner: str, job_id: str) -> Job:
@@ -68,14 +78,15 @@ class JobStore(Protocol):
         planned_from: Plan | None = None,
         pause: Pause | None = None,
         pausing: bool = False,
+        change: Change | None = None,
     ) -> Job | None:
         """Write the spec, the pause's record (``pause``; ``pausing`` for a pause) and the plan
         with its skipped occurrences, if the job is still ``version`` (and the run state
-        ``planned_from``); None when it changed meanwhile."""
+        ``planned_from``), with the change-log entry; None when it changed meanwhile."""
         ...
 
-    def delete_job(self, owner: str, job_id: str) -> None:
-        """Delete the job and its executions (``NotFound``)."""
+    def delete_job(self, owner: str, job_id: str, *, change: Change | None = None) -> None:
+        """Delete the job and its executions, keep its change log with ``change`` (``NotFound``)."""
         ...
 
     def insert_backfill(
@@ -84,8 +95,25 @@ class JobStore(Protocol):
         """Record a backfill of the job's occurrences; its id (None: not the owner's job)."""
         ...
 
-    def request_run(self, owner: str, job_id: str, overrides: RunOverrides | None = None) -> Job:
-        """Ask for a run now, outside the schedule, with ``overrides`` for it (``NotFound``)."""
+    def request_run(
+        self, owner: str, job_id: str, overrides: RunOverrides | None = None, *, change: Change | None = None
+    ) -> Job:
+        """Ask for a run now, outside the schedule, with ``overrides`` for it and its change-log
+        entry (``NotFound``)."""
+        ...
+
+    def list_changes(
+        self, owner: str, job_id: str, *, limit: int = 50, before_seq: int | None = None
+    ) -> list[ChangeEntry]:
+        """A page of a job's change log, newest first (kept after a delete; ``NotFound``)."""
+        ...
+
+    def chain_links(self, owner: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """The owner's jobs that chain to others: id -> (name, the names or ids they run next)."""
+        ...
+
+    def resolve_jobs(self, owner: str, refs: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """The owner's jobs named by ``refs`` (names or ids): ref -> (id, name)."""
         ...
 
     def list_executions(

@@ -17,20 +17,26 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from scheduler.core.changes import find_cycle, spec_diff
 from scheduler.core.domain import (
+    CHAIN_FIELDS,
     SCHEDULE_FIELDS,
     SPEC_FIELDS,
     CalendarRecord,
+    ChainRun,
+    Change,
+    ChangeAction,
     Completion,
     Job,
     JobState,
+    LeaseKind,
     Outcome,
     Pause,
     Plan,
     Skip,
     StartedExecution,
 )
-from scheduler.core.errors import EditConflict, NotFound, ScheduleError, VersionMismatch
+from scheduler.core.errors import ChainError, EditConflict, NotFound, ScheduleError, VersionMismatch
 from scheduler.planning import alerts, lifecycle
 from scheduler.planning.lifecycle import MAX_CALENDARS_PER_JOB, Calendar
 from scheduler.ports import AlertStore, CalendarJobStore, CalendarStore, CompletionStore, JobStore, PauseStore
@@ -119,15 +125,63 @@ def _replan(store: JobStore, owner: str, job_id: str) -> None:
 # -- jobs ------------------------------------------------------------------------------------------
 
 
-def create_job(store: JobStore, owner: str, spec: Mapping[str, Any], *, job_id: str | None = None) -> Job:
-    """Insert a job at its first occurrence after the database's now. Raises ``NameTaken``.
+def change(
+    action: ChangeAction, by: str | None, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
+) -> Change | None:
+    """The change-log hook: the entry a change records (written by the store in the change's
+    transaction), the diff of the job's writable fields with secrets masked; None without a
+    caller to name (a write of the system's own)."""
+    if by is None:
+        return None
+    return Change(action, by, spec_diff(before, after))
+
+
+def check_chains(store: JobStore, owner: str, job_id: str | None, spec: Mapping[str, Any]) -> None:
+    """Refuse (``ChainError``, a 400 naming the field) a chain naming no job of the owner, or one
+    that would close a cycle through this job (the cycle named, by job names)."""
+    refs = {field: tuple(spec.get(field) or ()) for field in CHAIN_FIELDS}
+    wanted = tuple(dict.fromkeys(ref for field_refs in refs.values() for ref in field_refs))
+    if not wanted:
+        return
+    found = store.resolve_jobs(owner, wanted)
+    for field, field_refs in refs.items():
+        for i, ref in enumerate(field_refs):
+            if ref not in found and not (job_id is not None and ref == job_id) and ref != spec.get("name"):
+                raise ChainError(f"names no job of yours: {ref!r}", f"{field}[{i}]")
+    me = job_id or "(new)"
+    links = store.chain_links(owner)
+    names = {job: name for job, (name, _) in links.items()}
+    names.update({found_id: name for found_id, name in found.values()})
+    names[me] = str(spec.get("name"))
+    by_ref = {ref: found_id for ref, (found_id, _) in found.items()}
+    for job, (name, _) in links.items():
+        by_ref.setdefault(job, job)
+        by_ref.setdefault(name, job)
+    by_ref[names[me]] = me
+    if job_id is not None:
+        by_ref[job_id] = me
+    graph = {job: tuple(by_ref[r] for r in targets if r in by_ref) for job, (_, targets) in links.items() if job != me}
+    graph[me] = tuple(by_ref[r] for r in wanted if r in by_ref)
+    cycle = find_cycle(me, graph)
+    if cycle is not None:
+        field = next(field for field, field_refs in refs.items() if field_refs)
+        raise ChainError("would make a cycle: " + " -> ".join(names.get(job, job) for job in cycle), field)
+
+
+def create_job(
+    store: JobStore, owner: str, spec: Mapping[str, Any], *, job_id: str | None = None, by: str | None = None
+) -> Job:
+    """Insert a job at its first occurrence after the database's now (its change-log entry
+    made by ``by``). Raises ``NameTaken``, ``ChainError``.
 
     The id is chosen here when not given: a ``spread`` draws its offsets from it."""
+    check_chains(store, owner, job_id, spec)
     calendars = named_calendars(store, owner, list(spec.get("exclude_calendars") or ()))
     now = store.now()
     job_id = job_id or str(uuid.uuid4())
     plan = lifecycle.plan_first(Job.from_row({**spec, "id": job_id, "created_at": now}), now, calendars=calendars)
-    return store.insert_job(owner, spec, plan, created_at=now, job_id=job_id)
+    entry = change(ChangeAction.CREATE, by, None, spec)
+    return store.insert_job(owner, spec, plan, created_at=now, job_id=job_id, change=entry)
 
 
 def update_job(
@@ -136,8 +190,10 @@ def update_job(
     job_id: str,
     build: Callable[[Job], Mapping[str, Any]],
     expected_version: int | None = None,
+    *,
+    by: str | None = None,
 ) -> Job:
-    """Replace the job's writable fields by ``build(current)``.
+    """Replace the job's writable fields by ``build(current)`` (a change-log entry by ``by``).
 
     ``build`` takes the job as read (no row is held), so it may merge with the current values
     (PATCH, a ``"***"`` secret kept). When a schedule field changed, the occurrences start afresh
@@ -146,6 +202,7 @@ def update_job(
 
     def edit(current: Job) -> Edit:
         spec = {k: v for k, v in build(current).items() if k in SPEC_FIELDS}
+        check_chains(store, owner, job_id, spec)
         new = current.with_spec(spec)
         if all(getattr(current, k) == getattr(new, k) for k in SCHEDULE_FIELDS):
             return spec, None
@@ -153,13 +210,15 @@ def update_job(
         calendars = named_calendars(store, owner, list(new.exclude_calendars))
         return spec, lifecycle.plan_first(new, store.now(), state, calendars=calendars)
 
-    return _write_edit(store, owner, job_id, edit, expected_version)
+    return _write_edit(store, owner, job_id, edit, expected_version, ChangeAction.UPDATE, by)
 
 
-def pause_job(store: JobStore, owner: str, job_id: str, pause: Pause | None = None) -> Job:
+def pause_job(
+    store: JobStore, owner: str, job_id: str, pause: Pause | None = None, *, by: str | None = None
+) -> Job:
     """Stop firing the job's schedule (a manual run still runs), with the pause's record (its
     note, its end ``until``, who paused it): the runner resumes it at ``until``. A completed job
-    stays as it is."""
+    stays as it is. Recorded in the change log (by ``by``)."""
 
     def edit(current: Job) -> Edit:
         return current.spec(), lifecycle.plan_pause(current)
@@ -169,13 +228,15 @@ def pause_job(store: JobStore, owner: str, job_id: str, pause: Pause | None = No
             return False, Pause.of(current)
         return True, dataclasses.replace(pause or Pause(), at=current.paused_at)
 
-    return _write_edit(store, owner, job_id, edit, pause_of=record)
+    return _write_edit(store, owner, job_id, edit, pause_of=record, action=ChangeAction.PAUSE, by=by)
 
 
-def resume_job(store: JobStore, owner: str, job_id: str, on_skips: SkipHook | None = None) -> Job:
+def resume_job(
+    store: JobStore, owner: str, job_id: str, on_skips: SkipHook | None = None, *, by: str | None = None
+) -> Job:
     """Fire the schedule again, applying ``missed_runs`` to what was missed (the occurrences it
     does not run on record as skipped, ``paused``, and passed to ``on_skips``); the pause's
-    record is cleared."""
+    record is cleared. Recorded in the change log (by ``by``)."""
     return _write_edit(
         store,
         owner,
@@ -186,6 +247,8 @@ def resume_job(store: JobStore, owner: str, job_id: str, on_skips: SkipHook | No
         ),
         pause_of=lambda current: (False, None),
         on_skips=on_skips,
+        action=ChangeAction.RESUME,
+        by=by,
     )
 
 
@@ -195,17 +258,25 @@ _BULK_PAGE = 200
 
 
 def pause_jobs(
-    store: JobStore, owner: str, *, tag: str | None = None, name_prefix: str | None = None, pause: Pause | None = None
+    store: JobStore,
+    owner: str,
+    *,
+    tag: str | None = None,
+    name_prefix: str | None = None,
+    pause: Pause | None = None,
+    by: str | None = None,
 ) -> list[Job]:
     """Pause the owner's active jobs with ``tag`` or whose name starts with ``name_prefix``
     (at most ``BULK_LIMIT``), each as ``pause_job``; the jobs paused, in name order."""
-    return _bulk(store, owner, JobState.ACTIVE, tag, name_prefix, lambda job_id: pause_job(store, owner, job_id, pause))
+    return _bulk(store, owner, JobState.ACTIVE, tag, name_prefix, lambda job_id: pause_job(store, owner, job_id, pause, by=by))
 
 
-def resume_jobs(store: JobStore, owner: str, *, tag: str | None = None, name_prefix: str | None = None) -> list[Job]:
+def resume_jobs(
+    store: JobStore, owner: str, *, tag: str | None = None, name_prefix: str | None = None, by: str | None = None
+) -> list[Job]:
     """Resume the owner's paused jobs with ``tag`` or whose name starts with ``name_prefix``
     (at most ``BULK_LIMIT``), each as ``resume_job``; the jobs resumed, in name order."""
-    return _bulk(store, owner, JobState.PAUSED, tag, name_prefix, lambda job_id: resume_job(store, owner, job_id))
+    return _bulk(store, owner, JobState.PAUSED, tag, name_prefix, lambda job_id: resume_job(store, owner, job_id, by=by))
 
 
 def _bulk(
@@ -267,6 +338,22 @@ def resume_expired_pauses(store: PauseStore, limit: int = 100, on_skips: SkipHoo
     return resumed
 
 
+def delete_job(store: JobStore, owner: str, job_id: str, *, by: str | None = None) -> None:
+    """Delete the job and its executions; its change log stays for the retention period."""
+    store.delete_job(owner, job_id, change=change(ChangeAction.DELETE, by, None, None))
+
+
+def request_run(
+    store: JobStore, owner: str, job_id: str, overrides: RunOverrides | None = None, *, by: str | None = None
+) -> Job:
+    """Ask for a run now, outside the schedule, with ``overrides`` for it (recorded in the
+    change log, the overrides as shown: secrets masked)."""
+    entry = change(ChangeAction.RUN, by, None, None)
+    if entry is not None and overrides is not None:
+        entry = Change(ChangeAction.RUN, entry.by, {"overrides": {"from": None, "to": dict(overrides.shown)}})
+    return store.request_run(owner, job_id, overrides, change=entry)
+
+
 def _write_edit(
     store: JobStore,
     owner: str,
@@ -275,17 +362,22 @@ def _write_edit(
     expected_version: int | None = None,
     pause_of: Callable[[Job], tuple[bool, Pause | None]] | None = None,
     on_skips: SkipHook | None = None,
+    action: ChangeAction = ChangeAction.UPDATE,
+    by: str | None = None,
 ) -> Job:
-    """Read the job, plan the edit, write it if the job is still what was read; again when it
-    changed meanwhile. ``pause_of`` (a pause or a resume): whether the edit is a pause, and the
-    pause's record to write (without it, the record as read is kept). ``VersionMismatch`` when the caller's version is not the job's,
-    ``EditConflict`` when it kept changing."""
+    """Read the job, plan the edit, write it (with its change-log entry: ``action`` by ``by``,
+    the diff from the job as read) if the job is still what was read; again when it changed
+    meanwhile. ``pause_of`` (a pause or a resume): whether the edit is a pause, and the pause's
+    record to write (without it, the record as read is kept). ``VersionMismatch`` when the
+    caller's version is not the job's, ``EditConflict`` when it kept changing."""
     for _ in range(EDIT_ATTEMPTS):
         current = store.get_job(owner, job_id)
         if expected_version is not None and current.version != expected_version:
             raise VersionMismatch(current.version)
         spec, plan = edit(current)
         pausing, pause = pause_of(current) if pause_of else (False, Pause.of(current))
+        before = {**current.spec(), "state": str(current.state)}
+        after = {**spec, "state": str(plan.state if plan else current.state)}
         written = store.update_job(
             owner,
             job_id,
@@ -295,6 +387,7 @@ def _write_edit(
             planned_from=Plan.of(current) if plan else None,
             pause=pause,
             pausing=pausing,
+            change=change(action, by, before, after),
         )
         if written is not None:
             if on_skips is not None and plan is not None and plan.skips:
@@ -311,14 +404,44 @@ def plan_completion(
     ran_scheduled_at: datetime | None,
     calendars: Sequence[Calendar] = (),
     ran_started_at: datetime | None = None,
+    execution_id: str | None = None,
 ) -> Plan:
     """The job's columns after an attempt (``lifecycle.plan_completion``), marked ``delete``
     when the attempt completes a job whose ``after_completion`` is ``delete``: the store then
-    deletes it with its executions in the transaction that records the completion."""
+    deletes it with its executions in the transaction that records the completion. A final
+    outcome (no retry to come) of a job with chains carries the runs it asks for (``chain``),
+    written in the same transaction; ``execution_id`` is the cause they name."""
     plan = lifecycle.plan_completion(job, outcome, now, rng, ran_scheduled_at, calendars, ran_started_at)
     if plan.state == JobState.COMPLETED and job.after_completion == "delete":
-        return Plan(plan.state, plan.scheduled_at, plan.attempt, plan.next_run_at, delete=True, skips=plan.skips)
+        plan = Plan(plan.state, plan.scheduled_at, plan.attempt, plan.next_run_at, delete=True, skips=plan.skips)
+    chained = job.chained(outcome)  # () for a job without chains: nothing more to do
+    if chained and not _retries(job, plan):
+        plan = dataclasses.replace(plan, chain=ChainRun(str(job.owner), chained, cause_of(job, outcome, execution_id)))
     return plan
+
+
+def _retries(job: Job, plan: Plan) -> bool:
+    """Whether ``plan`` is a retry of the occurrence in hand (the outcome is not final yet)."""
+    return (
+        job.lease_kind != LeaseKind.MANUAL
+        and plan.state != JobState.COMPLETED
+        and plan.scheduled_at == job.scheduled_at
+        and plan.attempt == job.attempt
+        and plan.next_run_at != job.next_run_at
+    )
+
+
+def cause_of(job: Job, outcome: Outcome, execution_id: str | None) -> dict[str, Any]:
+    """The outcome a chained run knows of the execution that caused it (``{{cause.*}}``)."""
+    return {
+        "execution_id": execution_id,
+        "job_id": job.id,
+        "job_name": job.name,
+        "status": str(outcome.status),
+        "http_status": outcome.http_status,
+        "response_excerpt": outcome.response_excerpt,
+        "error": outcome.error,
+    }
 
 
 def complete_executions(
@@ -351,7 +474,16 @@ def complete_executions(
                 for n in started.job.exclude_calendars
                 if (started.job.owner, n) in calendars
             ]
-            plan = plan_completion(started.job, done.outcome, now, rng, started.scheduled_at, named, started.started_at)
+            plan = plan_completion(
+                started.job,
+                done.outcome,
+                now,
+                rng,
+                started.scheduled_at,
+                named,
+                started.started_at,
+                done.execution_id,
+            )
             planned.append((done, plan))
         written = store.write_completions(planned)
         for i in fast:
@@ -391,7 +523,14 @@ def _complete_from_the_job_as_it_is(
             return False
         calendars = job_calendars(store, leased.job)
         plan = plan_completion(
-            leased.job, done.outcome, leased.now, rng, leased.ran_scheduled_at, calendars, leased.ran_started_at
+            leased.job,
+            done.outcome,
+            leased.now,
+            rng,
+            leased.ran_scheduled_at,
+            calendars,
+            leased.ran_started_at,
+            done.execution_id,
         )
         if store.complete_leased(done, plan, leased):
             if on_skips is not None:

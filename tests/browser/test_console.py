@@ -4,7 +4,7 @@
 Without Chromium (or Playwright) the test is skipped, with a warning, except under ``CI=true``,
 where it fails. ``SCHEDULER_SCREENSHOTS=docs/img`` saves a screenshot of each page there
 (``console-jobs.png``, ``console-job.png``, ``console-form.png``, ``console-activity.png``,
-``console-form-aws.png``, ``console-job-aws.png``).
+``console-form-aws.png``, ``console-job-aws.png``, ``console-job-changes.png``).
 """
 
 from __future__ import annotations
@@ -544,4 +544,59 @@ def test_pause_notes_bulk_actions_overrides_and_skipped_rows_in_the_console(brow
     page.get_by_role("link", name="Recent activity").click()
     page.select_option("select[name=status]", "skipped")
     expect(page.locator("table.executions tbody tr.exec").first).to_contain_text("ticker")
+def test_a_jobs_changes_tab_and_the_cause_of_a_chained_run(browser, api, target):
+    """The job view's Changes tab lists who changed what (a secret only said to have changed);
+    a chained run's execution links to the job whose execution caused it."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    hook = {"type": "http", "method": "POST", "timeout_seconds": 5}
+    report = api.post(
+        "/v1/jobs",
+        {"name": "report", "schedule": "0 0 1 1 *", "target": {**hook, "url": target.url + "/report"}},
+    )
+    extract = api.post(
+        "/v1/jobs",
+        {
+            "name": "extract",
+            "schedule": "0 0 1 1 *",
+            "on_success": ["report"],
+            "target": {**hook, "url": target.url + "/extract", "auth": {"type": "bearer", "token": "first-token"}},
+        },
+    )
+    patched = requests.patch(
+        f"{api.url}/v1/jobs/{extract['id']}",
+        json={"description": "nightly extract", "target": {"auth": {"token": "second-token"}}},
+        timeout=10,
+    )
+    assert patched.status_code == 200, patched.text
+    api.post(f"/v1/jobs/{extract['id']}/run", {})
+    target.wait_for(2, timeout=30)  # the extract, then the report it ran
+
+    page = browser.new_page(viewport={"width": 1280, "height": 860})
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on("console", lambda msg: msg.type == "error" and problems.append(f"console: {msg.text}"))
+    page.goto(f"{api.url}/console/#/jobs/{extract['id']}")
+    expect(page.get_by_role("heading", name="extract")).to_be_visible()
+    expect(page.locator(".chains")).to_contain_text("on success: report")
+    page.get_by_role("tab", name="Changes").click()
+    rows = page.locator("table.changes tbody tr")
+    expect(rows).to_have_count(3)  # run, update, create: newest first
+    expect(rows.nth(0).locator(".action")).to_have_text("run")
+    expect(rows.nth(1)).to_contain_text("target.auth.token: changed (secret)")
+    expect(rows.nth(1)).to_contain_text('"nightly extract"')
+    expect(rows.nth(2).locator(".action")).to_have_text("create")
+    assert "second-token" not in page.content() and "first-token" not in page.content()
+    _shoot(page, "job-changes")
+
+    # The report's execution says what caused it, and leads there.
+    page.goto(f"{api.url}/console/#/jobs/{report['id']}")
+    expect(page.get_by_role("heading", name="report")).to_be_visible()
+    cause = page.locator("table.executions a.cause")
+    expect(cause).to_have_text("chain ←")
+    page.locator("table.executions tr.exec").first.click()
+    expect(page.locator(".execution-details")).to_contain_text("Caused by")
+    page.locator(".execution-details a.cause").click()
+    expect(page.get_by_role("heading", name="extract")).to_be_visible()
     assert problems == []

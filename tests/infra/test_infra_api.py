@@ -25,6 +25,7 @@ ROUTES = {
     ("POST", "/v1/jobs/{id}/run"),
     ("POST", "/v1/jobs/{id}/backfill"),
     ("GET", "/v1/jobs/{id}/executions"),
+    ("GET", "/v1/jobs/{id}/changes"),
     ("GET", "/v1/executions"),
     ("POST", "/v1/schedules/preview"),
     ("GET", "/v1/calendars"),

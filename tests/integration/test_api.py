@@ -237,9 +237,13 @@ def test_create_and_get(api, pool, box):
         "on_excluded",
         "alerts",
         "limits",
+        "on_success",
+        "on_failure",
+        "on_complete",
     }
     assert job["after_completion"] == "keep"
     assert job["exclude_calendars"] == [] and job["on_excluded"] == "skip"
+    assert job["on_success"] == job["on_failure"] == job["on_complete"] == []
     assert job["owner"] == ALICE and job["state"] == "active" and job["version"] == 1
     assert job["stats"] == {"run_count": 0, "failure_count": 0, "last_status": None, "last_error": None}
     assert job["next_run_at"].endswith("Z") and job["next_run_at"][11:16] in ("01:00", "02:00")  # 03:00 Berlin
@@ -447,6 +451,8 @@ def test_executions_newest_first_with_status_and_cursor(api, pool):
         "duration_ms",
         "waited_ms",
         "waited_for",
+        "caused_by",
+        "caused_by_job_id",
     }
     assert got[0]["job_id"] == job["id"] and got[0]["scheduled_at"].endswith("Z") and got[0]["duration_ms"] == 42
 

@@ -22,6 +22,7 @@ from scheduler.core.errors import (
     CalendarInUse,
     CalendarNameTaken,
     CalendarNotFound,
+    ChainError,
     EditConflict,
     MaskedSecretError,
     NameTaken,
@@ -141,7 +142,7 @@ def domain_error(exc: SchedulerError) -> ApiError | None:
         return ApiError(
             "the job kept changing while it was being edited; send the edit again", status=409, code="conflict"
         )
-    if isinstance(exc, (MaskedSecretError, ScheduleError)):
+    if isinstance(exc, (MaskedSecretError, ScheduleError, ChainError)):
         details = [{"field": exc.field, "message": exc.message}]
         return ApiError(_summary(details), details)
     return None

@@ -43,3 +43,14 @@ def require_owner(event: Mapping[str, Any]) -> str:
     if owner is None:
         raise Forbidden()
     return owner
+
+
+def caller_from_event(event: Mapping[str, Any]) -> str:
+    """Who made a request, for the change log: the authenticated ARN as given (an assumed role's
+    session name kept: it names the person or task behind the role), else the owner;
+    ``Forbidden`` without any identity."""
+    owner = require_owner(event)
+    context = event.get("requestContext") if isinstance(event, Mapping) else None
+    identity = context.get("identity") if isinstance(context, Mapping) else None
+    arn = identity.get("userArn") if isinstance(identity, Mapping) else None
+    return arn.strip() if isinstance(arn, str) and arn.strip() else owner

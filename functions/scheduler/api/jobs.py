@@ -17,7 +17,7 @@ from scheduler import service
 from scheduler.api.cursors import MAX_CURSOR_LENGTH, CursorCodec, InvalidCursor, scope_of
 from scheduler.api.errors import BadRequest, documented
 from scheduler.api.overrides import run_overrides
-from scheduler.api.providers import get_cursors, get_owner, get_secret_box, get_settings, get_store
+from scheduler.api.providers import get_caller, get_cursors, get_owner, get_secret_box, get_settings, get_store
 from scheduler.api.routes import rule
 from scheduler.api.serialize import BackfillPlan, BulkResult, Job, JobList, RunAccepted, job_json, spec_of
 from scheduler.core.constants import AWS_TARGET_TYPES, SERVICE_NAME
@@ -40,6 +40,7 @@ StoreDep = Annotated[JobStore, Depends(get_store)]
 BoxDep = Annotated[SecretBox, Depends(get_secret_box)]
 CursorsDep = Annotated[CursorCodec, Depends(get_cursors)]
 Owner = Annotated[str, Depends(get_owner)]
+Caller = Annotated[str, Depends(get_caller)]
 SettingsDep = Annotated[Any, Depends(get_settings)]
 JobId = Annotated[str, Path(description="The job's id (a UUID).")]
 # Optional parameters are typed without None (their default is None), so the OpenAPI document
@@ -192,7 +193,12 @@ def _text_param(value: str | None, field: str) -> str | None:
     responses=documented(201, Job, "The job.", 400, 403, 409, 413, 415, headers=_LOCATION),
 )
 def create_job(
-    spec: Annotated[JobSpec, Body()], store: StoreDep, box: BoxDep, owner: Owner, settings: SettingsDep
+    spec: Annotated[JobSpec, Body()],
+    store: StoreDep,
+    box: BoxDep,
+    owner: Owner,
+    settings: SettingsDep,
+    caller: Caller,
 ) -> Response[Any]:
     data = spec_data(spec)
     require_broker(data, settings)
@@ -200,7 +206,7 @@ def create_job(
     require_alert_targets(data, settings)
     data["target"] = keep_masked_secrets(encrypt_target_secrets(data["target"], box), None)
     data["alerts"] = seal_alerts(data.get("alerts"), box, None)
-    job = service.create_job(store, owner, data)
+    job = service.create_job(store, owner, data, by=caller)
     logger.info("job created", extra={"job_id": job.id})
     return job_response(job, 201, {"Location": f"/v1/jobs/{job.id}"})
 
@@ -278,6 +284,7 @@ def replace_job(
     box: BoxDep,
     owner: Owner,
     settings: SettingsDep,
+    caller: Caller,
     if_match: IfMatch = None,
 ) -> Response[Any]:
     expected = parse_if_match(if_match)
@@ -294,7 +301,7 @@ def replace_job(
             "alerts": seal_alerts(data.get("alerts"), box, current),
         }
 
-    job = service.update_job(store, owner, job_id, build, expected)
+    job = service.update_job(store, owner, job_id, build, expected, by=caller)
     logger.info("job replaced", extra={"job_id": job_id, "version": job.version})
     return job_response(job)
 
@@ -314,6 +321,7 @@ def patch_job(
     box: BoxDep,
     owner: Owner,
     settings: SettingsDep,
+    caller: Caller,
     if_match: IfMatch = None,
 ) -> Response[Any]:
     expected = parse_if_match(if_match)
@@ -332,7 +340,7 @@ def patch_job(
             "alerts": seal_alerts(data.get("alerts"), box, current),
         }
 
-    job = service.update_job(store, owner, job_id, build, expected)
+    job = service.update_job(store, owner, job_id, build, expected, by=caller)
     logger.info("job patched", extra={"job_id": job_id, "version": job.version})
     return job_response(job)
 
@@ -344,8 +352,8 @@ def patch_job(
     tags=["jobs"],
     responses=documented(204, None, "Deleted, with its executions.", 403, 404),
 )
-def delete_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
-    store.delete_job(owner, job_id)
+def delete_job(job_id: JobId, store: StoreDep, owner: Owner, caller: Caller) -> Response[Any]:
+    service.delete_job(store, owner, job_id, by=caller)
     logger.info("job deleted", extra={"job_id": job_id})
     return Response(status_code=204, content_type=None, body=None)
 
@@ -359,10 +367,14 @@ def delete_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
     responses=documented(200, Job, "The job.", 400, 403, 404, 413, 415),
 )
 def pause_job(
-    job_id: JobId, store: StoreDep, owner: Owner, request: Annotated[PauseRequest | None, Body()] = None
+    job_id: JobId,
+    store: StoreDep,
+    owner: Owner,
+    caller: Caller,
+    request: Annotated[PauseRequest | None, Body()] = None,
 ) -> Response[Any]:
     pause = pause_record(request, store, owner)
-    return job_response(service.pause_job(store, owner, job_id, pause))
+    return job_response(service.pause_job(store, owner, job_id, pause, by=caller))
 
 
 def pause_record(request: PauseRequest | None, store: JobStore, owner: str) -> Pause:
@@ -413,10 +425,12 @@ def bulk_response(jobs: list[DomainJob]) -> Response[Any]:
     f"{service.BULK_LIMIT} a request); only the caller's jobs.",
     responses=documented(200, BulkResult, "The jobs paused.", 400, 403, 413, 415),
 )
-def pause_jobs(request: Annotated[BulkPauseRequest, Body()], store: StoreDep, owner: Owner) -> Response[Any]:
+def pause_jobs(
+    request: Annotated[BulkPauseRequest, Body()], store: StoreDep, owner: Owner, caller: Caller
+) -> Response[Any]:
     check_text(request.model_dump(exclude={"until"}), "body")
     pause = pause_record(PauseRequest(note=request.note, until=request.until), store, owner)
-    jobs = service.pause_jobs(store, owner, tag=request.tag, name_prefix=request.name_prefix, pause=pause)
+    jobs = service.pause_jobs(store, owner, tag=request.tag, name_prefix=request.name_prefix, pause=pause, by=caller)
     logger.info("jobs paused", extra={"count": len(jobs)})
     return bulk_response(jobs)
 
@@ -429,9 +443,11 @@ def pause_jobs(request: Annotated[BulkPauseRequest, Body()], store: StoreDep, ow
     f"{service.BULK_LIMIT} a request); only the caller's jobs.",
     responses=documented(200, BulkResult, "The jobs resumed.", 400, 403, 413, 415),
 )
-def resume_jobs(request: Annotated[BulkResumeRequest, Body()], store: StoreDep, owner: Owner) -> Response[Any]:
+def resume_jobs(
+    request: Annotated[BulkResumeRequest, Body()], store: StoreDep, owner: Owner, caller: Caller
+) -> Response[Any]:
     check_text(request.model_dump(), "body")
-    jobs = service.resume_jobs(store, owner, tag=request.tag, name_prefix=request.name_prefix)
+    jobs = service.resume_jobs(store, owner, tag=request.tag, name_prefix=request.name_prefix, by=caller)
     logger.info("jobs resumed", extra={"count": len(jobs)})
     return bulk_response(jobs)
 
@@ -442,8 +458,8 @@ def resume_jobs(request: Annotated[BulkResumeRequest, Body()], store: StoreDep, 
     tags=["jobs"],
     responses=documented(200, Job, "The job.", 403, 404),
 )
-def resume_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
-    return job_response(service.resume_job(store, owner, job_id))
+def resume_job(job_id: JobId, store: StoreDep, owner: Owner, caller: Caller) -> Response[Any]:
+    return job_response(service.resume_job(store, owner, job_id, by=caller))
 
 
 @router.route(
@@ -457,13 +473,18 @@ def resume_job(job_id: JobId, store: StoreDep, owner: Owner) -> Response[Any]:
     responses=documented(202, RunAccepted, "Queued.", 400, 403, 404, 413, 415),
 )
 def run_job(
-    job_id: JobId, store: StoreDep, box: BoxDep, owner: Owner, request: Annotated[RunRequest | None, Body()] = None
+    job_id: JobId,
+    store: StoreDep,
+    box: BoxDep,
+    owner: Owner,
+    caller: Caller,
+    request: Annotated[RunRequest | None, Body()] = None,
 ) -> Response[Any]:
     overrides = None
     if request is not None and request.given():
         check_text(request.model_dump(), "body")
         overrides = run_overrides(request, store.get_job(owner, job_id), box)
-    job = store.request_run(owner, job_id, overrides)
+    job = service.request_run(store, owner, job_id, overrides, by=caller)
     logger.info("manual run requested", extra={"job_id": job_id})
     return Response(
         status_code=202,

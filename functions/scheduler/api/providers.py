@@ -9,7 +9,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler.request import Request
 
 from scheduler.api.cursors import CursorCodec
-from scheduler.api.identity import require_owner
+from scheduler.api.identity import caller_from_event, require_owner
 from scheduler.ports import JobStore
 from scheduler.secrets import SecretBox
 
@@ -32,6 +32,11 @@ def get_cursors() -> CursorCodec:
 def get_owner(request: Request) -> str:
     """The caller's IAM principal; 403 without one."""
     return require_owner(request.resolved_event.raw_event)
+
+
+def get_caller(request: Request) -> str:
+    """Who is calling, as the change log names it (the session of an assumed role kept)."""
+    return caller_from_event(request.resolved_event.raw_event)
 
 
 def get_settings() -> Any:

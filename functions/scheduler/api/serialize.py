@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field
 
+from scheduler.core.domain import CHAIN_FIELDS, ChangeEntry
 from scheduler.core.domain import Execution as DomainExecution
 from scheduler.core.domain import Job as DomainJob
 from scheduler.core.domain import JobState
@@ -33,6 +34,8 @@ def spec_of(job: DomainJob) -> dict[str, Any]:
     spec["exclude_calendars"] = list(job.exclude_calendars)
     spec["target"] = mask_target_secrets(dict(job.target or {}))
     spec["retry"] = dict(job.retry or {})
+    for name in CHAIN_FIELDS:
+        spec[name] = list(spec[name])
     spec["schedules"] = None if job.schedules is None else list(job.schedules)
     spec["spread"] = None if job.spread is None else dict(job.spread)
     spec["limits"] = None if not job.limits else {k: v for k, v in dict(job.limits).items() if v is not None}
@@ -94,6 +97,8 @@ def execution_json(execution: DomainExecution) -> dict[str, Any]:
         "duration_ms": execution.duration_ms,
         "waited_ms": execution.waited_ms,
         "waited_for": execution.waited_for,
+        "caused_by": execution.caused_by,
+        "caused_by_job_id": execution.caused_by_job_id,
     }
     if execution.overrides is not None:
         answer["overrides"] = dict(execution.overrides)
@@ -101,6 +106,17 @@ def execution_json(execution: DomainExecution) -> dict[str, Any]:
         answer["skip_reason"] = str(execution.skip_reason)
         answer["skipped_count"] = execution.skipped_count
     return answer
+
+
+def change_json(entry: ChangeEntry) -> dict[str, Any]:
+    """An entry of a job's change log (its diff's secrets were masked before it was stored)."""
+    return {
+        "at": _time(entry.at),
+        "by": entry.by,
+        "action": str(entry.action),
+        "version": entry.version,
+        "diff": dict(entry.diff),
+    }
 
 
 # -- answer models (OpenAPI documentation of the answers) ----------------------------------------
@@ -156,7 +172,7 @@ class Execution(BaseModel):
     started_at: AwareDatetime | None
     finished_at: AwareDatetime | None
     attempt: int
-    trigger: Literal["schedule", "manual", "retry", "backfill"]
+    trigger: Literal["schedule", "manual", "retry", "backfill", "chain"]
     status: Literal["running", "succeeded", "failed", "timed_out", "lost", "skipped"]
     http_status: int | None
     response_excerpt: str | None
@@ -177,6 +193,10 @@ class Execution(BaseModel):
     skipped_count: int | None = Field(
         default=None, description="how many occurrences a skipped row stands for (scheduled_at is the first)"
     )
+    caused_by: str | None = Field(
+        default=None, description="trigger `chain`: the id of the execution whose end ran this one"
+    )
+    caused_by_job_id: str | None = Field(default=None, description="trigger `chain`: the job of `caused_by`")
 
 
 class BackfillPlan(BaseModel):
@@ -195,6 +215,23 @@ class BulkResult(BaseModel):
 
 class ExecutionList(BaseModel):
     executions: list[Execution]
+    next_cursor: str | None
+
+
+class Change(BaseModel):
+    """An entry of a job's change log."""
+
+    at: AwareDatetime = Field(description="when, by the database clock")
+    by: str = Field(description="the caller's identity (its IAM principal)")
+    action: Literal["create", "update", "pause", "resume", "run", "delete"]
+    version: int = Field(description="the job's version after the change")
+    diff: dict[str, Any] = Field(
+        description='`{"field.path": {"from": old, "to": new}}`; a secret shows as `"***"` with `"secret": true`'
+    )
+
+
+class ChangeList(BaseModel):
+    changes: list[Change]
     next_cursor: str | None
 
 

@@ -30,6 +30,7 @@ from scheduler.cli.common import UsageError, int_list, positive_float, positive_
 AUTH_SECRET_ENV = "SCHEDULER_AUTH_SECRET"
 # Fields of a job answer that are not part of its definition: dropped from job files, so that
 # the output of `jobs get -o json` can be edited and sent back.
+CHAIN_FLAGS = ("on_success", "on_failure", "on_complete")
 READ_ONLY_FIELDS = (
     "id",
     "owner",
@@ -153,6 +154,12 @@ def _parse_header(value: str) -> tuple[str, str]:
     return name.strip(), val
 
 
+def _list_flags(args: argparse.Namespace) -> dict[str, list[str]]:
+    """The repeatable flags given: ``--tag``, ``--exclude-calendar`` and the chains (``--on-success`` ...)."""
+    keys = ("tags", "exclude_calendars", *CHAIN_FLAGS)
+    return {key: list(getattr(args, key)) for key in keys if getattr(args, key, None)}
+
+
 def _when_flags(args: argparse.Namespace) -> dict[str, Any]:
     """``--schedule`` (once: ``schedule``; repeated: ``schedules``, their union) and the spread."""
     out: dict[str, Any] = {}
@@ -184,9 +191,7 @@ def _schedule_flags(args: argparse.Namespace) -> dict[str, Any]:
         value = getattr(args, key, None)
         if value is not None:
             out[key] = value
-    for key in ("tags", "exclude_calendars"):
-        if getattr(args, key, None):
-            out[key] = list(getattr(args, key))
+    out.update(_list_flags(args))
     return out
 
 
@@ -341,6 +346,20 @@ def needs_stored_target(base: dict[str, Any], args: argparse.Namespace) -> bool:
     )
 
 
+def _add_list_options(group: Any) -> None:
+    """The repeatable flags: ``--tag``; ``--on-success``, ``--on-failure``, ``--on-complete``
+    (the jobs an execution's end runs)."""
+    group.add_argument("--tag", dest="tags", action="append", metavar="TAG", help="a tag (repeatable)")
+    for outcome, ending in (("success", "succeeds"), ("failure", "fails for good"), ("complete", "ends either way")):
+        group.add_argument(
+            f"--on-{outcome}",
+            dest=f"on_{outcome}",
+            action="append",
+            metavar="JOB",
+            help=f"run this job of yours (name or id) when an execution {ending} (repeatable)",
+        )
+
+
 # The fields of which a job has exactly one.
 _WHEN_FIELDS = ("schedule", "schedules", "run_at")
 
@@ -405,9 +424,12 @@ def add_definition_options(parser: argparse.ArgumentParser) -> None:
         choices=("skip", "run_once", "run_all"),
         help="what to do with occurrences missed while paused or down (default run_once)",
     )
-    completion_help = "a completed job is kept (default) or deleted with its history"
-    group.add_argument("--after-completion", choices=("keep", "delete"), help=completion_help)
-    group.add_argument("--tag", dest="tags", action="append", metavar="TAG", help="a tag (repeatable)")
+    group.add_argument(
+        "--after-completion",
+        choices=("keep", "delete"),
+        help="a completed job is kept (default) or deleted with its history",
+    )
+    _add_list_options(group)
     add_calendar_flags(group)
     target = parser.add_argument_group("target")
     target.add_argument("--url", help="HTTP target URL (or the AMQP broker URL of an AMQP target)")

@@ -21,7 +21,7 @@ from scheduler.cli.definitions import (
     read_definition,
 )
 from scheduler.cli.hints import check_complete
-from scheduler.cli.output import format_job_details, format_jobs, print_data
+from scheduler.cli.output import format_changes, format_job_details, format_jobs, print_data
 
 
 def show_job(args: argparse.Namespace, job: dict[str, Any], details: bool = False) -> None:
@@ -221,6 +221,21 @@ def jobs_run(args: argparse.Namespace, client: Any) -> int:
     return EXIT_OK
 
 
+@client_command
+def jobs_history(args: argparse.Namespace, client: Any) -> int:
+    """``jobs history``: the job's change log, newest first (by id after a delete)."""
+    from scheduler.client import is_job_id
+
+    job_id = args.job.lower() if is_job_id(args.job) else client.resolve_job_id(args.job)
+    return print_listing(
+        args,
+        "changes",
+        format_changes,
+        lambda: client.list_changes(job_id, limit=args.limit, cursor=args.cursor),
+        lambda: client.iter_change_pages(job_id, limit=args.limit, cursor=args.cursor),
+    )
+
+
 def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> None:
     """``scheduler jobs ...``."""
     jobs = sub.add_parser(
@@ -285,6 +300,13 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     backfill.add_argument("--end", required=True, type=since, metavar="WHEN", help="RFC 3339, or a time ago (1h)")
     backfill.add_argument("--dry-run", action="store_true", help="list the occurrences, queue nothing")
     backfill.set_defaults(func=jobs_backfill)
+
+    history = subparser(actions, "history", "a job's change log: who changed what, when (newest first)")
+    history.add_argument("job", metavar="JOB", help="job id or name (the id after a delete)")
+    history.add_argument("--limit", type=positive_int, metavar="N", help="page size (API default 50, max 200)")
+    history.add_argument("--cursor", help="the next_cursor of the previous page")
+    history.add_argument("--all", action="store_true", help="follow next_cursor to the last page")
+    history.set_defaults(func=jobs_history)
 
 
 def _add_pause_parsers(actions: Any, subparser: Callable[..., argparse.ArgumentParser]) -> None:

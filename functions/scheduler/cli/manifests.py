@@ -43,6 +43,9 @@ FIELD_ORDER = (
     "after_completion",
     "exclude_calendars",
     "on_excluded",
+    "on_success",
+    "on_failure",
+    "on_complete",
     "retry",
     "target",
 )

@@ -114,6 +114,35 @@ def format_executions(
     return format_table([c.header for c in columns], (execution_row(e, wide=wide, columns=columns) for e in executions))
 
 
+def _diff_text(diff: dict[str, Any]) -> str:
+    """A change's diff on one line: ``field: old -> new`` (a secret: ``field: changed (secret)``)."""
+    parts = []
+    for field, change in sorted(diff.items()):
+        if change.get("secret"):
+            parts.append(f"{field}: changed (secret)")
+        else:
+            was, now = (json.dumps(change.get(k), ensure_ascii=False) for k in ("from", "to"))
+            parts.append(f"{field}: {was} -> {now}")
+    return "; ".join(parts) or "-"
+
+
+def format_changes(changes: list[dict[str, Any]]) -> str:
+    """The table of a job's change log (newest first)."""
+    if not changes:
+        return "no changes"
+    rows = (
+        (
+            c.get("at") or "-",
+            c.get("action") or "-",
+            str(c.get("version")),
+            c.get("by") or "-",
+            _diff_text(c.get("diff") or {}),
+        )
+        for c in changes
+    )
+    return format_table(["AT", "ACTION", "VERSION", "BY", "CHANGES"], rows)
+
+
 def _target_lines(target: dict[str, Any]) -> list[tuple[str, Any]]:
     kind = target.get("type") or "http"
     if kind == "amqp":

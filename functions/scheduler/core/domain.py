@@ -55,6 +55,7 @@ class Trigger(StrEnum):
     MANUAL = "manual"
     RETRY = "retry"
     BACKFILL = "backfill"
+    CHAIN = "chain"  # another job's execution ended so (``on_success``, ``on_failure``, ``on_complete``)
 
 
 class LeaseKind(StrEnum):
@@ -84,7 +85,12 @@ SPEC_FIELDS = (
     "on_excluded",
     "alerts",
     "limits",
+    "on_success",
+    "on_failure",
+    "on_complete",
 )
+# The chain fields: names or ids of jobs of the same owner run when an execution ends so.
+CHAIN_FIELDS = ("on_success", "on_failure", "on_complete")
 # Spec fields whose change means the occurrences must be computed afresh.
 SCHEDULE_FIELDS = (
     "schedule",
@@ -134,6 +140,9 @@ class Job:
     on_excluded: str = "skip"  # skip | shift
     alerts: tuple[Mapping[str, Any], ...] | None = None  # alert rules (scheduler.planning.alerts)
     limits: Mapping[str, Any] | None = None  # per-target limits (scheduler.core.limits)
+    on_success: tuple[str, ...] = ()
+    on_failure: tuple[str, ...] = ()
+    on_complete: tuple[str, ...] = ()
     # The lease (a claim's, a running execution's) and when the job is next claimable.
     due_at: datetime | None = None
     locked_until: datetime | None = None
@@ -158,12 +167,9 @@ class Job:
         values = {name: value for name in _JOB_FIELDS if (value := row.get(name)) is not None}
         if "id" in values:
             values["id"] = str(values["id"])
-        if "tags" in values:
-            values["tags"] = tuple(values["tags"])
-        if "schedules" in values:
-            values["schedules"] = tuple(values["schedules"])
-        if "exclude_calendars" in values:
-            values["exclude_calendars"] = tuple(values["exclude_calendars"])
+        for name in ("tags", "schedules", "exclude_calendars", *CHAIN_FIELDS):
+            if name in values:
+                values[name] = tuple(values[name])
         if "alerts" in values:
             values["alerts"] = tuple(values["alerts"]) or None
         if "state" in values:
@@ -179,6 +185,13 @@ class Job:
     def with_spec(self, spec: Mapping[str, Any]) -> Job:
         """This job with the writable fields of ``spec`` instead of its own."""
         return Job.from_row({**{name: getattr(self, name) for name in _JOB_FIELDS}, **spec})
+
+    def chained(self, outcome: Outcome) -> tuple[str, ...]:
+        """The jobs (names or ids) an execution that ended with ``outcome`` runs next."""
+        if not (self.on_success or self.on_failure or self.on_complete):
+            return ()
+        first = self.on_success if outcome.succeeded else self.on_failure
+        return tuple(dict.fromkeys((*first, *self.on_complete)))
 
     @property
     def retry_policy(self) -> RetryPolicy:
@@ -230,6 +243,8 @@ class Plan:
     delete: bool = False
     # The occurrences this event moved past without running them, on record as skipped rows.
     skips: tuple[Skip, ...] = ()
+    # A completion's plan only: the jobs its final outcome runs next, and why (written with it).
+    chain: ChainRun | None = None
 
     @classmethod
     def of(cls, job: Job) -> Plan:
@@ -310,6 +325,65 @@ class RunOverrides:
     shown: Mapping[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class ChainRun:
+    """The runs a finished execution asks for: the jobs of ``owner`` named (by name or id) in
+    ``jobs``, each to run once with ``cause``, the outcome of the execution that caused it
+    (``execution_id``, ``job_id``, ``job_name``, ``status``, ``http_status``,
+    ``response_excerpt``, ``error``): the ``{{cause.*}}`` placeholders of their bodies."""
+
+    owner: str
+    jobs: tuple[str, ...]
+    cause: Mapping[str, Any]
+
+
+class ChangeAction(StrEnum):
+    """What a change of a job did (an entry of its change log)."""
+
+    CREATE = "create"
+    UPDATE = "update"
+    PAUSE = "pause"
+    RESUME = "resume"
+    RUN = "run"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A change to record with the write that makes it: who (``by``), what, and the diff of the
+    job's fields (``{"field.path": {"from": old, "to": new}}``, secrets masked)."""
+
+    action: ChangeAction
+    by: str
+    diff: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeEntry:
+    """An entry of a job's change log, as recorded: the database's time, the version after it."""
+
+    job_id: str
+    seq: int
+    at: datetime
+    by: str
+    action: ChangeAction
+    version: int
+    diff: Mapping[str, Any]
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ChangeEntry:
+        """The entry of a ``job_changes`` row."""
+        return cls(
+            job_id=str(row["job_id"]),
+            seq=row["seq"],
+            at=row["at"],
+            by=row["actor"],
+            action=ChangeAction(row["action"]),
+            version=row["version"],
+            diff=row["diff"],
+        )
+
+
 @dataclass(frozen=True)
 class Outcome:
     """How an attempt ended: the delivery's answer, recorded as the execution's end.
@@ -347,6 +421,8 @@ class StartedExecution:
     started_at: datetime
     # A manual run's overrides (``RunOverrides.deliver``), None for every other run.
     overrides: Mapping[str, Any] | None = None
+    # A chained run's cause (``ChainRun.cause``); None for every other execution.
+    cause: Mapping[str, Any] | None = None
 
     @property
     def lateness_ms(self) -> float:
@@ -378,6 +454,8 @@ class Execution:
     overrides: Mapping[str, Any] | None = None  # a manual run's overrides, masked (0015)
     skip_reason: SkipReason | None = None  # a skipped row's (0015)
     skipped_count: int | None = None
+    caused_by: str | None = None  # a chained run's cause: the execution that ended (0016)
+    caused_by_job_id: str | None = None  # and its job
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Execution:
@@ -403,6 +481,8 @@ class Execution:
             overrides=row.get("overrides"),
             skip_reason=SkipReason(row["skip_reason"]) if row.get("skip_reason") else None,
             skipped_count=row.get("skipped_count"),
+            caused_by=str(row["caused_by"]) if row.get("caused_by") else None,
+            caused_by_job_id=str(row["caused_by_job_id"]) if row.get("caused_by_job_id") else None,
         )
 
 
@@ -487,6 +567,7 @@ class PartitionMaintenance:
     default_moved: int = 0  # rows moved from the DEFAULT partition into their day's new partition
     default_purged: int = 0  # rows of the DEFAULT partition past the retention, deleted
     skipped: int = 0  # steps left to the next pass (a lock was not free at once)
+    changes_purged: int = 0  # change-log entries of jobs deleted past the retention (0016)
 
 
 @dataclass(frozen=True)
@@ -519,6 +600,7 @@ class Delivery:
     scheduled_at: datetime  # aware, UTC
     attempt: int  # 1-based
     owner: str | None = None  # the job's owner: the ExternalId of AWS targets' role
+    cause: Mapping[str, Any] | None = None  # a chained run's cause: the {{cause.*}} placeholders
 
     @property
     def idempotency_key(self) -> str:

@@ -95,3 +95,13 @@ class InvalidCursor(SchedulerError, ValueError):
 
 class MigrationError(SchedulerError, RuntimeError):
     """An applied migration differs from the file of the same number, or one failed."""
+
+
+class ChainError(SchedulerError, ValueError):
+    """A chain (``on_success``, ``on_failure``, ``on_complete``) that names no job of the owner,
+    or would close a cycle. ``field`` names the request field at fault."""
+
+    def __init__(self, message: str, field: str):
+        super().__init__(message)
+        self.message = message
+        self.field = field

@@ -340,5 +340,6 @@ def _deliver(
         scheduled_at=started.scheduled_at,
         attempt=started.attempt,
         owner=started.job.owner,
+        cause=started.cause,
     )
     return deliver(target, delivery, policy, timeout_cap=cap)

@@ -316,6 +316,14 @@ class RetryPolicy(_Strict):
         return self
 
 
+# A chain's references: names or ids of jobs of the same owner (a name's syntax, or a UUID).
+MAX_CHAIN = 20
+ChainRefs = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")]],
+    Field(max_length=MAX_CHAIN),
+]
+
+
 class SpreadSpec(_Strict):
     """Fire each occurrence at an offset inside a window after it (fixed when it is planned)."""
 
@@ -431,6 +439,18 @@ class JobSpec(_Strict):
 
     alerts: list[AlertRule] = Field(default_factory=list, max_length=MAX_ALERTS)
     limits: Limits | None = None
+    on_success: ChainRefs = Field(
+        default_factory=list,
+        description="Jobs of yours (names or ids) run when an execution of this one succeeds (its final outcome).",
+    )
+    on_failure: ChainRefs = Field(
+        default_factory=list,
+        description="Jobs of yours (names or ids) run when an execution of this one fails for good (after its retries).",
+    )
+    on_complete: ChainRefs = Field(
+        default_factory=list,
+        description="Jobs of yours (names or ids) run when an execution of this one ends, either way.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -443,6 +463,11 @@ class JobSpec(_Strict):
     @classmethod
     def _tags(cls, v: list[str]) -> list[str]:
         return sorted(set(v))
+
+    @field_validator("on_success", "on_failure", "on_complete")
+    @classmethod
+    def _chain(cls, v: list[str]) -> list[str]:
+        return list(dict.fromkeys(v))
 
     @field_validator("timezone")
     @classmethod

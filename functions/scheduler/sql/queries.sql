@@ -15,7 +15,8 @@ run.scheduled_at, run.attempt, run.next_run_at, run.manual_run_at, run.due_at, r
 run.lock_token, run.lease_kind, run.running_execution_id, run.last_run_at, run.run_count,
 run.failure_count, run.last_status, run.last_error, spec.created_at, spec.updated_at,
 spec.after_completion, spec.schedules, spec.spread, spec.exclude_calendars, spec.on_excluded, spec.alerts,
-spec.limits, spec.pause_note, spec.pause_until, spec.paused_by, spec.paused_at
+spec.limits, spec.pause_note, spec.pause_until, spec.paused_by, spec.paused_at, spec.on_success, spec.on_failure,
+spec.on_complete
 
 -- name: insert_job
 -- The specification, and its run state when the name was free (its insert sees no spec row
@@ -24,11 +25,12 @@ WITH spec AS (
     INSERT INTO job_specs (id, owner, name, description, tags, schedule, run_at, timezone, start_at,
                            end_at, target, retry, missed_runs, state, created_at, updated_at,
                            after_completion, schedules, spread, exclude_calendars, on_excluded, alerts,
-                           limits)
+                           limits, on_success, on_failure, on_complete)
     VALUES (%(id)s, %(owner)s, %(name)s, %(description)s, %(tags)s, %(schedule)s, %(run_at)s,
             %(timezone)s, %(start_at)s, %(end_at)s, %(target)s, %(retry)s, %(missed_runs)s, %(state)s,
             %(created_at)s, %(created_at)s, %(after_completion)s, %(schedules)s, %(spread)s,
-            %(exclude_calendars)s, %(on_excluded)s, %(alerts)s, %(limits)s)
+            %(exclude_calendars)s, %(on_excluded)s, %(alerts)s, %(limits)s, %(on_success)s, %(on_failure)s,
+            %(on_complete)s)
     ON CONFLICT ON CONSTRAINT jobs_owner_name_key DO NOTHING
     RETURNING *
 ), run AS (
@@ -125,7 +127,8 @@ WITH current AS (
         state = CASE WHEN %(reschedule)s THEN %(state)s ELSE checked.state END,
         after_completion = %(after_completion)s, schedules = %(schedules)s, spread = %(spread)s,
         exclude_calendars = %(exclude_calendars)s, on_excluded = %(on_excluded)s, alerts = %(alerts)s,
-        limits = %(limits)s, updated_at = now(),
+        limits = %(limits)s, on_success = %(on_success)s, on_failure = %(on_failure)s,
+        on_complete = %(on_complete)s, updated_at = now(),
         -- The pause's record (0015), as of the version read (the service passes it on, or
         -- clears it); a pause (%(pausing)s) of a job not paused yet starts now.
         pause_note = %(pause_note)s, pause_until = %(pause_until)s, paused_by = %(paused_by)s,
@@ -213,7 +216,11 @@ WITH run AS (
                                 THEN %(overrides)s::jsonb
                                 -- a pending backfill delivery is kept: the request joins it
                                 WHEN r.manual_overrides ? 'backfill_at' THEN r.manual_overrides
-                                ELSE COALESCE(%(overrides)s::jsonb, r.manual_overrides) END
+                                ELSE COALESCE(%(overrides)s::jsonb, r.manual_overrides) END,
+        -- A new request of the owner's own is no chained run (one coalesced with a pending
+        -- chained run keeps its cause).
+        pending_cause = CASE WHEN r.manual_run_at IS NULL OR (r.lease_kind = 'manual' AND r.running_execution_id IS NOT NULL)
+                             THEN NULL ELSE r.pending_cause END
     FROM job_specs s
     WHERE r.job_id = %(id)s AND s.id = r.job_id AND s.owner = %(owner)s
     RETURNING r.*
@@ -290,7 +297,8 @@ RETURNING job_id AS id;
 d.id, d.owner, d.name, d.schedule, d.run_at, d.timezone, d.start_at, d.end_at, d.created_at, d.target,
 d.retry, d.missed_runs, j.state, j.version, j.scheduled_at, j.attempt, j.next_run_at, j.lease_kind,
 d.after_completion, d.schedules, d.spread, j.manual_run_at, j.running_execution_id, d.exclude_calendars,
-d.on_excluded, d.limits, CASE WHEN j.lease_kind = 'manual' THEN j.manual_overrides END AS manual_overrides
+d.on_excluded, d.limits, CASE WHEN j.lease_kind = 'manual' THEN j.manual_overrides END AS manual_overrides,
+d.on_success, d.on_failure, d.on_complete, j.pending_cause
 
 -- fragment: record_started
 -- After a "job" CTE that started jobs (their running_execution_id set, the attempt counted):
@@ -298,19 +306,25 @@ d.on_excluded, d.limits, CASE WHEN j.lease_kind = 'manual' THEN j.manual_overrid
 execution AS (
     -- due_at (0012): when this attempt was due, the run state's next_run_at (the occurrence, a
     -- retry's time, the resume of a catch-up) or the manual run's request.
-    -- overrides (0015): a manual run's, as shown (masked).
-    INSERT INTO executions (id, job_id, owner, scheduled_at, attempt, trigger, status, started_at, due_at, overrides)
+    -- overrides (0015): a manual run's, as shown (masked). A manual run with a pending cause
+    -- (0016) is a chained run: trigger 'chain', caused_by the execution that ended.
+    INSERT INTO executions (id, job_id, owner, scheduled_at, attempt, trigger, status, started_at, due_at, overrides,
+                            caused_by, caused_by_job_id)
     -- A backfill's delivery (0015) is a manual request carrying its occurrence (backfill_at).
     SELECT job.running_execution_id, job.id, job.owner,
            CASE job.lease_kind WHEN 'manual'
                 THEN COALESCE((job.manual_overrides->>'backfill_at')::timestamptz, job.manual_run_at)
                 ELSE job.scheduled_at END,
            CASE job.lease_kind WHEN 'manual' THEN 1 ELSE job.attempt END,
-           CASE WHEN job.manual_overrides ? 'backfill_at' THEN 'backfill' WHEN job.lease_kind = 'manual' THEN 'manual'
+           CASE WHEN job.manual_overrides ? 'backfill_at' THEN 'backfill'
+                WHEN job.lease_kind = 'manual' AND job.pending_cause IS NOT NULL THEN 'chain'
+                WHEN job.lease_kind = 'manual' THEN 'manual'
                 WHEN job.attempt > 1 THEN 'retry' ELSE 'schedule' END,
            'running', now(),
            CASE job.lease_kind WHEN 'manual' THEN job.manual_run_at ELSE job.next_run_at END,
-           job.manual_overrides->'shown'
+           job.manual_overrides->'shown',
+           CASE job.lease_kind WHEN 'manual' THEN (job.pending_cause->>'execution_id')::uuid END,
+           CASE job.lease_kind WHEN 'manual' THEN (job.pending_cause->>'job_id')::uuid END
     FROM job
     RETURNING id, scheduled_at, attempt, trigger, started_at
 )
@@ -325,7 +339,12 @@ job.attempt, job.next_run_at, job.lease_kind, job.after_completion, job.schedule
 execution.id AS execution_id, execution.scheduled_at AS execution_scheduled_at,
 execution.attempt AS execution_attempt, execution.trigger AS execution_trigger,
 execution.started_at AS execution_started_at, job.exclude_calendars, job.on_excluded,
-job.manual_overrides->'deliver' AS overrides
+job.manual_overrides->'deliver' AS overrides,
+-- The chains (0016) as one value, NULL for a job without any (nearly all: one NULL to read), and
+-- a chained run's cause, NULL for every other run.
+CASE WHEN job.on_success = '{}' AND job.on_failure = '{}' AND job.on_complete = '{}' THEN NULL
+     ELSE jsonb_build_array(job.on_success, job.on_failure, job.on_complete) END AS chains,
+CASE job.lease_kind WHEN 'manual' THEN job.pending_cause END AS cause
 
 -- fragment: start_lease
 -- The SET of a start (start_execution, start_executions): the lease covers the target's own
@@ -426,6 +445,9 @@ job AS (
                              (j.manual_overrides->>'backfill_at')::timestamptz) THEN NULL ELSE j.manual_run_at END,
         manual_overrides = CASE WHEN j.lease_kind = 'manual' AND o.ran_scheduled_at IN (j.manual_run_at,
                              (j.manual_overrides->>'backfill_at')::timestamptz) THEN NULL ELSE j.manual_overrides END,
+        -- A chained run's cause goes with its request (a new one that came meanwhile stays).
+        pending_cause = CASE WHEN j.lease_kind = 'manual' AND o.ran_scheduled_at IN (j.manual_run_at,
+                             (j.manual_overrides->>'backfill_at')::timestamptz) THEN NULL ELSE j.pending_cause END,
         lock_token = NULL, locked_until = NULL, lease_kind = NULL, running_execution_id = NULL,
         run_count = j.run_count + 1,
         failure_count = j.failure_count + CASE WHEN o.status = 'succeeded' THEN 0 ELSE 1 END,
@@ -814,3 +836,67 @@ SET position = b.position + 1, next_at = now() + make_interval(secs => b.interva
 FROM ready JOIN run ON run.job_id = ready.job_id
 WHERE b.id = ready.id
 RETURNING b.id;
+-- name: request_chained_runs
+-- Chained runs (0016): the finished executions of a completion, written just before in the same
+-- transaction, ask for a run of the jobs their chains name (names or ids of the same owner; a
+-- name or id that no longer names a job is passed over). %(chains)s is a JSON array of
+-- {"owner", "names": [...], "ids": [...], "cause": {...}}. Each job is asked for as by
+-- request_manual_run (a request pending coalesces; one made while a manual run is under way is a
+-- new one), with the cause its run's execution records (caused_by) and renders ({{cause.*}}).
+-- The rows are locked in id order, so two completions asking for the same jobs cannot deadlock.
+WITH chain AS (
+    SELECT c->>'owner' AS owner, ARRAY(SELECT jsonb_array_elements_text(c->'names')) AS names,
+           ARRAY(SELECT jsonb_array_elements_text(c->'ids'))::uuid[] AS ids, c->'cause' AS cause, n
+    FROM jsonb_array_elements(%(chains)s::jsonb) WITH ORDINALITY AS t(c, n)
+), target AS (
+    SELECT DISTINCT ON (s.id) s.id, chain.cause
+    FROM chain JOIN job_specs s ON s.owner = chain.owner AND (s.name = ANY(chain.names) OR s.id = ANY(chain.ids))
+    ORDER BY s.id, chain.n DESC
+), locked AS (
+    SELECT r.job_id, target.cause FROM job_runs r JOIN target ON target.id = r.job_id
+    ORDER BY r.job_id
+    FOR UPDATE OF r
+)
+UPDATE job_runs r
+SET manual_run_at = CASE WHEN r.manual_run_at IS NULL OR (r.lease_kind = 'manual' AND r.running_execution_id IS NOT NULL)
+                         THEN now() ELSE r.manual_run_at END,
+    pending_cause = locked.cause
+FROM locked
+WHERE r.job_id = locked.job_id
+RETURNING r.job_id::text AS job_id;
+
+-- name: chain_links
+-- The owner's jobs that chain to others (0016), to refuse a write that would close a cycle.
+SELECT id::text AS id, name, on_success, on_failure, on_complete FROM job_specs
+WHERE owner = %(owner)s AND (on_success <> '{}' OR on_failure <> '{}' OR on_complete <> '{}');
+
+-- name: resolve_jobs
+-- The owner's jobs named (by name or id) in a chain being written: their ids and names.
+SELECT id::text AS id, name FROM job_specs
+WHERE owner = %(owner)s AND (name = ANY(%(names)s::text[]) OR id = ANY(%(ids)s::uuid[]));
+
+-- name: insert_job_change
+-- An entry of a job's change log (0016), in the transaction of the change it records: the
+-- version the change left, the database's now (the transaction's).
+INSERT INTO job_changes (job_id, owner, actor, action, version, diff)
+VALUES (%(job_id)s, %(owner)s, %(actor)s, %(action)s, %(version)s, %(diff)s);
+
+-- name: list_job_changes
+-- A page of a job's change log, newest first (its key read backwards): the owner's entries only,
+-- kept after the job's delete. The cursor is the last seq seen.
+SELECT job_id, seq, at, actor, action, version, diff FROM job_changes
+WHERE job_id = %(job_id)s AND owner = %(owner)s
+  AND (%(before_seq)s::bigint IS NULL OR seq < %(before_seq)s::bigint)
+ORDER BY seq DESC
+LIMIT %(limit)s;
+
+-- name: purge_job_changes
+-- Retention of the change log: the entries of jobs deleted more than the executions' retention
+-- ago, a small batch a call (the partitions' upkeep calls it after its own).
+WITH gone AS (
+    SELECT job_id FROM job_changes
+    WHERE action = 'delete' AND at < now() - make_interval(days => %(retention_days)s::integer)
+    ORDER BY at
+    LIMIT %(limit)s
+)
+DELETE FROM job_changes c USING gone WHERE c.job_id = gone.job_id;

@@ -26,6 +26,9 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from scheduler.core.domain import (
+    CHAIN_FIELDS,
+    SPEC_FIELDS,
+    Change,
     Claim,
     Completion,
     Job,
@@ -36,125 +39,20 @@ from scheduler.core.domain import (
     Plan,
     RunOverrides,
     StartedExecution,
-    Trigger,
 )
 from scheduler.core.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
 from scheduler.sql import QUERIES
 from scheduler.store.alerts import AlertRecords
 from scheduler.store.calendars import CalendarTables, held_calendars
+from scheduler.store.changes import ChangeLog, request_chained_runs, write_change
 from scheduler.store.completions import completion_batch, completion_row
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
 from scheduler.store.limits import TargetSlots
 from scheduler.store.rows import is_uuid, plan_params, retry_on_dead_connection, spec_params, started_rows_cursor
 from scheduler.store.skips import RunRecords, pause_params, record_skips, skips_param
+from scheduler.store.started import LEASE_KINDS, LOCK_TOKEN_COLUMN, RECLAIMED_COLUMN, STARTED_COLUMNS, read_started
 
-# The columns of a started row (``started_columns`` in queries.sql), in their order: read by
-# position, as the runner reads thousands a second (claim_and_start adds lock_token, reclaimed).
-STARTED_COLUMNS = (
-    "id",
-    "owner",
-    "name",
-    "schedule",
-    "run_at",
-    "timezone",
-    "start_at",
-    "end_at",
-    "created_at",
-    "target",
-    "retry",
-    "missed_runs",
-    "state",
-    "version",
-    "scheduled_at",
-    "attempt",
-    "next_run_at",
-    "lease_kind",
-    "after_completion",
-    "schedules",
-    "spread",
-    "limits",
-    "execution_id",
-    "execution_scheduled_at",
-    "execution_attempt",
-    "execution_trigger",
-    "execution_started_at",
-    "exclude_calendars",
-    "on_excluded",
-    "overrides",
-)
-
-_STARTED_WIDTH = len(STARTED_COLUMNS)
-
-# The enums of a row's texts, read by a dict lookup (the runner reads thousands of rows a second).
-_JOB_STATES = {state.value: state for state in JobState}
-_LEASE_KINDS = {kind.value: kind for kind in LeaseKind}
-_TRIGGERS = {trigger.value: trigger for trigger in Trigger}
-
-
-def _started(row: Sequence[Any]) -> StartedExecution:
-    """A started row (``STARTED_COLUMNS``, uuids read as text): its job and its execution.
-    Every column the job takes is NOT NULL in the table or has None for its default."""
-    (
-        job_id,
-        owner,
-        name,
-        schedule,
-        run_at,
-        timezone,
-        start_at,
-        end_at,
-        created_at,
-        target,
-        retry,
-        missed_runs,
-        state,
-        version,
-        scheduled_at,
-        attempt,
-        next_run_at,
-        lease_kind,
-        after_completion,
-        schedules,
-        spread,
-        limits,
-        execution_id,
-        execution_scheduled_at,
-        execution_attempt,
-        trigger,
-        started_at,
-        exclude_calendars,
-        on_excluded,
-        overrides,
-    ) = row[:_STARTED_WIDTH]
-    job = Job(
-        id=job_id,
-        owner=owner,
-        name=name,
-        schedule=schedule,
-        run_at=run_at,
-        timezone=timezone,
-        start_at=start_at,
-        end_at=end_at,
-        created_at=created_at,
-        target=target,
-        retry=retry,
-        missed_runs=missed_runs,
-        state=_JOB_STATES[state],
-        version=version,
-        scheduled_at=scheduled_at,
-        attempt=attempt,
-        next_run_at=next_run_at,
-        lease_kind=_LEASE_KINDS[lease_kind] if lease_kind else None,
-        after_completion=after_completion,
-        schedules=tuple(schedules) if schedules else None,
-        spread=spread,
-        exclude_calendars=tuple(exclude_calendars) if exclude_calendars else (),
-        on_excluded=on_excluded,
-        limits=limits,
-    )
-    return StartedExecution(
-        job, execution_id, execution_scheduled_at, execution_attempt, _TRIGGERS[trigger], started_at, overrides
-    )
+__all__ = ["STARTED_COLUMNS", "Store"]
 
 
 @functools.lru_cache(maxsize=256)
@@ -173,7 +71,23 @@ def _delete_completed(conn: psycopg.Connection, job_ids: Sequence[str]) -> None:
         conn.execute(QUERIES["delete_completed_jobs"], {"job_ids": [str(job_id) for job_id in job_ids]})
 
 
-class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunRecords):
+def _with_change(conn: psycopg.Connection, change: Change | None) -> contextlib.AbstractContextManager[Any]:
+    """The transaction of a write and its change-log entry (none to open for the write alone)."""
+    return conn.transaction() if change is not None else contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _held(conn: psycopg.Connection, owner: str, calendars: Sequence[str], change: Change | None) -> Iterator[None]:
+    """The transaction of a write: with the calendars it names held, and its change-log entry
+    (none opened for a write alone)."""
+    with contextlib.ExitStack() as stack:
+        if change is not None:
+            stack.enter_context(conn.transaction())
+        stack.enter_context(held_calendars(conn, owner, calendars))
+        yield
+
+
+class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunRecords, ChangeLog):
     """Postgres-backed store of jobs and executions (every port of ``scheduler.ports``)."""
 
     def __init__(self, pool: ConnectionPool):
@@ -189,10 +103,17 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunReco
 
     @retry_on_dead_connection
     def insert_job(
-        self, owner: str, spec: Mapping[str, Any], plan: Plan, *, created_at: datetime, job_id: str | None = None
+        self,
+        owner: str,
+        spec: Mapping[str, Any],
+        plan: Plan,
+        *,
+        created_at: datetime,
+        job_id: str | None = None,
+        change: Change | None = None,
     ) -> Job:
         """Insert a job with its first plan (made for ``created_at``, the database's now it was
-        planned at). Raises ``NameTaken``."""
+        planned at), and its ``change`` entry in the same transaction. Raises ``NameTaken``."""
         params = {
             **spec_params(spec),
             **plan_params(plan),
@@ -201,10 +122,11 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunReco
             "created_at": created_at,
             "skips": skips_param(plan.skips),
         }
-        with self.pool.connection() as conn, held_calendars(conn, owner, params["exclude_calendars"]):
+        with self.pool.connection() as conn, _held(conn, owner, params["exclude_calendars"], change):
             row = conn.execute(QUERIES["insert_job"], params).fetchone()
-        if row is None:
-            raise NameTaken(spec["name"])
+            if row is None:
+                raise NameTaken(spec["name"])
+            write_change(conn, owner, params["id"], row["version"], change)
         return Job.from_row(row)
 
     @retry_on_dead_connection
@@ -253,12 +175,14 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunReco
         planned_from: Plan | None = None,
         pause: Pause | None = None,
         pausing: bool = False,
+        change: Change | None = None,
     ) -> Job | None:
         """Write the job's spec, its pause's record (``pause``; ``pausing`` for a pause) and,
         when given, its plan with its skipped occurrences as skipped rows (version + 1), if the
         job is still ``version`` and, with a plan, still has the run state ``planned_from`` it
-        was planned from. None when it changed meanwhile (read it again, plan again);
-        ``NameTaken`` when the spec's name is another job's."""
+        was planned from, with its ``change`` entry in the same transaction. None when it
+        changed meanwhile (read it again, plan again); ``NameTaken`` when the spec's name is
+        another job's."""
         if not is_uuid(job_id):
             raise NotFound(job_id)
         if plan is not None and planned_from is None:
@@ -279,35 +203,43 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunReco
             "skips": skips_param(plan.skips if plan is not None else ()),
         }
         try:
-            with self.pool.connection() as conn, held_calendars(conn, owner, params["exclude_calendars"]):
+            with self.pool.connection() as conn, _held(conn, owner, params["exclude_calendars"], change):
                 row = conn.execute(QUERIES["update_job"], params).fetchone()
+                if row is not None:
+                    write_change(conn, owner, job_id, row["version"], change)
         except psycopg.errors.UniqueViolation:
             raise NameTaken("name") from None
         return None if row is None else Job.from_row(row)
 
     @retry_on_dead_connection
-    def delete_job(self, owner: str, job_id: str) -> None:
-        """Delete the job and its executions. Raises ``NotFound``."""
+    def delete_job(self, owner: str, job_id: str, *, change: Change | None = None) -> None:
+        """Delete the job and its executions (its change log stays, with ``change``). Raises
+        ``NotFound``."""
         if not is_uuid(job_id):
             raise NotFound(job_id)
         params = {"id": job_id, "owner": owner}
         with self.pool.connection() as conn, conn.transaction():
-            if conn.execute(QUERIES["get_job_for_update"], params).fetchone() is None:
+            held = conn.execute(QUERIES["get_job_for_update"], params).fetchone()
+            if held is None:
                 raise NotFound(job_id)
             conn.execute(QUERIES["delete_job"], params)
+            write_change(conn, owner, job_id, held["version"], change)
 
     @retry_on_dead_connection
-    def request_run(self, owner: str, job_id: str, overrides: RunOverrides | None = None) -> Job:
+    def request_run(
+        self, owner: str, job_id: str, overrides: RunOverrides | None = None, *, change: Change | None = None
+    ) -> Job:
         """Ask for a run now, outside the schedule, with ``overrides`` for that run; the next
-        claim takes it."""
+        claim takes it (with ``change``)."""
         if not is_uuid(job_id):
             raise NotFound(job_id)
         value = None if overrides is None else Jsonb({"deliver": overrides.deliver, "shown": overrides.shown})
-        with self.pool.connection() as conn:
+        with self.pool.connection() as conn, _with_change(conn, change):
             params = {"id": job_id, "owner": owner, "overrides": value}
             row = conn.execute(QUERIES["request_manual_run"], params).fetchone()
-        if row is None:
-            raise NotFound(job_id)
+            if row is None:
+                raise NotFound(job_id)
+            write_change(conn, owner, job_id, row["version"], change)
         return Job.from_row(row)
 
     # -- the runner ----------------------------------------------------------------------------
@@ -333,7 +265,7 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunReco
             Claim(
                 job_id=str(r["job_id"]),
                 lock_token=str(r["lock_token"]),
-                lease_kind=_LEASE_KINDS[r["lease_kind"]],
+                lease_kind=LEASE_KINDS[r["lease_kind"]],
                 scheduled_at=r["scheduled_at"],
                 due_at=r["due_at"],
                 claimed_at=r["claimed_at"],
@@ -373,7 +305,7 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunReco
                 )
                 .fetchone()
             )
-        return None if row is None else _started(row)
+        return None if row is None else read_started(row)
 
     @retry_on_dead_connection
     def start_executions(
@@ -401,7 +333,7 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunReco
                 )
                 .fetchall()
             )
-        return [_started(row) for row in rows]
+        return [read_started(row) for row in rows]
 
     @retry_on_dead_connection
     def claim_and_start(self, limit: int, lease_margin_seconds: float = 30) -> list[Claim]:
@@ -416,18 +348,18 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunReco
             )
         claims = []
         for row in rows:
-            started = _started(row)
+            started = read_started(row)
             # Claimed and started by one now(); due_at and locked_until are claim_due's only.
             claims.append(
                 Claim(
                     job_id=str(started.job.id),
-                    lock_token=row[_STARTED_WIDTH],
+                    lock_token=row[LOCK_TOKEN_COLUMN],
                     lease_kind=started.job.lease_kind or LeaseKind.SCHEDULE,
                     scheduled_at=started.scheduled_at,
                     due_at=None,
                     claimed_at=started.started_at,
                     locked_until=None,
-                    reclaimed=row[_STARTED_WIDTH + 1],
+                    reclaimed=row[RECLAIMED_COLUMN],
                     started=started,
                 )
             )
@@ -451,11 +383,15 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunReco
             query, params = QUERIES["complete_jobs"], completion_batch(planned)
         doomed = [str(done.job_id) for done, plan in planned if plan.delete]
         skipping = any(plan.skips for _, plan in planned)
-        with self.pool.connection() as conn, conn.transaction() if doomed or skipping else contextlib.nullcontext():
+        chained = [(str(done.job_id), plan.chain) for done, plan in planned if plan.chain is not None]
+        transaction = doomed or skipping or chained
+        with self.pool.connection() as conn, conn.transaction() if transaction else contextlib.nullcontext():
             # The ids come back as text (complete_outcomes), as the callers hold them.
             written = {job_id for (job_id,) in conn.cursor(row_factory=tuple_row).execute(query, params)}
             if skipping:
                 record_skips(conn, [(str(done.job_id), plan) for done, plan in planned if str(done.job_id) in written])
+            if chained:
+                request_chained_runs(conn, [chain for job_id, chain in chained if job_id in written])
             _delete_completed(conn, [job_id for job_id in doomed if job_id in written])
             return written
 
@@ -480,6 +416,8 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunReco
             written = conn.execute(QUERIES["complete_job"], params).fetchone() is not None
             if written and plan.skips:
                 record_skips(conn, [(str(done.job_id), plan)])
+            if written and plan.chain is not None:
+                request_chained_runs(conn, [plan.chain])
             if written and plan.delete:
                 _delete_completed(conn, [done.job_id])
             return written

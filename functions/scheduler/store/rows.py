@@ -14,7 +14,7 @@ from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb, JsonbLoader
 from psycopg.types.string import TextLoader
 
-from scheduler.core.domain import SPEC_FIELDS, Plan
+from scheduler.core.domain import CHAIN_FIELDS, SPEC_FIELDS, Plan
 
 try:  # the `local` extra: an order of magnitude faster than json.loads on a started row's target
     import orjson
@@ -119,4 +119,6 @@ def spec_params(spec: Mapping[str, Any]) -> dict[str, Any]:
     params["on_excluded"] = spec.get("on_excluded") or "skip"
     params["alerts"] = Jsonb(list(spec["alerts"])) if spec.get("alerts") else None
     params["limits"] = Jsonb(dict(spec["limits"])) if spec.get("limits") else None
+    for name in CHAIN_FIELDS:
+        params[name] = list(spec.get(name) or [])
     return params

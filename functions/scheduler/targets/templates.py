@@ -10,6 +10,13 @@ in UTC, as in the ``X-Scheduler-Scheduled-At`` header) and ``{{attempt}}`` (1-ba
 inside the braces are tolerated (``{{ job_id }}``). Anything else between double braces is
 left exactly as written, so bodies that use a template language of their own survive.
 
+A chained run (trigger ``chain``) also knows the execution that caused it:
+``{{cause.execution_id}}``, ``{{cause.job_id}}``, ``{{cause.job_name}}``, ``{{cause.status}}``,
+``{{cause.http_status}}`` (empty when the target gave none), ``{{cause.response_excerpt}}`` and
+``{{cause.error}}`` (empty when none). Those texts come from a target, so they are inserted
+escaped as the inside of a JSON string (``"`` as ``\\"``, a newline as ``\\n``): a body such as
+``{"previous": "{{cause.response_excerpt}}"}`` stays valid JSON.
+
 Rendering is a single pass: a value that happens to contain ``{{attempt}}`` is not rendered
 again. Values are inserted verbatim, without JSON or XML escaping (the values never contain
 quotes, backslashes or angle brackets: UUIDs, timestamps and integers).
@@ -20,24 +27,38 @@ sent exactly as decoded.
 
 from __future__ import annotations
 
+import json
 import re
 
 from scheduler.core.domain import Delivery
 from scheduler.core.timeutil import format_time
 
 PLACEHOLDERS = ("job_id", "execution_id", "scheduled_at", "attempt")
+CAUSE_PLACEHOLDERS = ("execution_id", "job_id", "job_name", "status", "http_status", "response_excerpt", "error")
 
 _PATTERN = re.compile(r"\{\{\s*(" + "|".join(PLACEHOLDERS) + r")\s*\}\}")
+_CAUSE_PATTERN = re.compile(
+    r"\{\{\s*(" + "|".join(PLACEHOLDERS) + r"|cause\.(?:" + "|".join(CAUSE_PLACEHOLDERS) + r"))\s*\}\}"
+)
+
+
+def _json_inside(value: object) -> str:
+    """``value`` as text escaped for the inside of a JSON string (empty for None)."""
+    return "" if value is None else json.dumps(str(value), ensure_ascii=False)[1:-1]
 
 
 def values(delivery: Delivery) -> dict[str, str]:
     """The text each placeholder stands for in ``delivery``."""
-    return {
+    table = {
         "job_id": str(delivery.job_id),
         "execution_id": str(delivery.execution_id),
         "scheduled_at": format_time(delivery.scheduled_at) or "",
         "attempt": str(delivery.attempt),
     }
+    if delivery.cause is not None:
+        for name in CAUSE_PLACEHOLDERS:
+            table[f"cause.{name}"] = _json_inside(delivery.cause.get(name))
+    return table
 
 
 def render(text: str, delivery: Delivery) -> str:
@@ -48,4 +69,6 @@ def render(text: str, delivery: Delivery) -> str:
     if not text or "{{" not in text:
         return text
     table = values(delivery)
-    return _PATTERN.sub(lambda match: table[match.group(1)], text)
+    if delivery.cause is None:
+        return _PATTERN.sub(lambda match: table[match.group(1)], text)
+    return _CAUSE_PATTERN.sub(lambda match: table[match.group(1)], text)

@@ -123,6 +123,9 @@ class Job:
     after_completion: str = "keep"
     exclude_calendars: tuple[str, ...] = ()
     on_excluded: str = "skip"
+    on_success: tuple[str, ...] = ()
+    on_failure: tuple[str, ...] = ()
+    on_complete: tuple[str, ...] = ()
     next_run_at: datetime | None = None
     last_run_at: datetime | None = None
     created_at: datetime | None = None
@@ -156,6 +159,9 @@ class Job:
             after_completion=data.get("after_completion") or "keep",
             exclude_calendars=tuple(data.get("exclude_calendars") or ()),
             on_excluded=data.get("on_excluded") or "skip",
+            on_success=tuple(data.get("on_success") or ()),
+            on_failure=tuple(data.get("on_failure") or ()),
+            on_complete=tuple(data.get("on_complete") or ()),
             next_run_at=parse_time(data.get("next_run_at")),
             last_run_at=parse_time(data.get("last_run_at")),
             created_at=parse_time(data.get("created_at")),
@@ -208,6 +214,8 @@ class Execution:
     overrides: Mapping[str, Any] | None = None
     skip_reason: str | None = None
     skipped_count: int | None = None
+    caused_by: str | None = None  # trigger "chain": the execution whose end ran this one
+    caused_by_job_id: str | None = None  # and its job
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -231,6 +239,8 @@ class Execution:
             overrides=_frozen(dict(data["overrides"])) if isinstance(data.get("overrides"), dict) else None,
             skip_reason=data.get("skip_reason"),
             skipped_count=data.get("skipped_count"),
+            caused_by=data.get("caused_by"),
+            caused_by_job_id=data.get("caused_by_job_id"),
             raw=_frozen(dict(data)),
         )
 
@@ -243,6 +253,29 @@ class Execution:
     def backoff(self) -> timedelta | None:
         """How long after its occurrence the attempt was due (retries and catch-ups; else zero)."""
         return execution_timing(self.raw)[1]
+
+
+@dataclass(frozen=True)
+class Change:
+    """An entry of a job's change log: when (the database clock), who, what, the version it
+    left and the diff (``{"field.path": {"from", "to"}}``, a secret as ``***`` with ``secret``)."""
+
+    at: datetime | None
+    by: str
+    action: str
+    version: int
+    diff: Mapping[str, Any]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Change:
+        """The entry of an answer (an item of ``GET /v1/jobs/{id}/changes``)."""
+        return cls(
+            at=parse_time(data.get("at")),
+            by=str(data.get("by") or ""),
+            action=str(data.get("action") or ""),
+            version=int(data.get("version") or 0),
+            diff=_frozen(dict(data.get("diff") or {})),
+        )
 
 
 def execution_timing(execution: Mapping[str, Any]) -> tuple[timedelta | None, timedelta | None]:

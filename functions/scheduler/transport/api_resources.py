@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from scheduler.transport.api_models import Execution, Job, Page, RunRequest, parse_time
+from scheduler.transport.api_models import Change, Execution, Job, Page, RunRequest, parse_time
 from scheduler.transport.api_wire import ExecutionNotFound
 
 if TYPE_CHECKING:
@@ -136,6 +136,13 @@ class Jobs:
         overrides = {"body": body, "headers": dict(headers or {}), "vars": dict(vars or {})}
         given = {k: v for k, v in overrides.items() if v is not None and v != {}}
         return RunRequest.from_json(self._client.run_job(self._id(job), given or None) or {})
+
+    def changes(self, job: str | Job, *, page_size: int | None = None) -> Iterator[Change]:
+        """The job's change log, newest first, a page at a time as it is iterated (after a
+        delete, name the job by its id)."""
+        for answer in self._client.iter_change_pages(self._id(job), limit=page_size):
+            for item in answer.get("changes") or []:
+                yield Change.from_json(item)
 
 
 class Executions:

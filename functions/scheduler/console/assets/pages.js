@@ -155,6 +155,8 @@ function ExecutionDetails({ e }) {
   return html`
     <dl class="execution-details">
       ${row('Execution', html`<code>${e.id}</code>`)}
+      ${e.caused_by ? row('Caused by', html`<a class="cause" href="#/jobs/${e.caused_by_job_id}">execution <code>${e.caused_by}</code></a>
+        <span class="muted"> (its job ran this one: on_success, on_failure or on_complete)</span>`) : ''}
       ${row('Scheduled', fmtTime(e.scheduled_at))}
       ${row('Due', e.due_at ? fmtTime(e.due_at) : null)}
       ${row('Started', e.started_at ? fmtTime(e.started_at) : null)}
@@ -180,7 +182,10 @@ function ExecutionRows({ executions, withJob }) {
           ${withJob ? html`<td><a href="#/jobs/${e.job_id}">${e.job_name || e.job_id}</a></td>` : ''}
           <td title=${'scheduled ' + fmtTime(e.scheduled_at)}>${fmtTime(e.started_at)}</td>
           <td><${Badge} value=${e.status} /></td>
-          <td>${e.trigger}${e.overrides ? html` <span class="tag" title="run with overrides">overrides</span>` : ''}</td>
+          <td>${e.caused_by_job_id
+            ? html`<a class="cause" href="#/jobs/${e.caused_by_job_id}" title=${'caused by execution ' + e.caused_by}
+                     onClick=${(ev) => ev.stopPropagation()}>${e.trigger} ←</a>`
+            : e.trigger}${e.overrides ? html` <span class="tag" title="run with overrides">overrides</span>` : ''}</td>
           <td class="num">${e.attempt}</td>
           <td class="num http">${e.http_status ?? '—'}</td>
           <td class="num">${fmtMs(e.duration_ms)}</td>
@@ -193,8 +198,58 @@ function ExecutionRows({ executions, withJob }) {
     </table>`;
 }
 
+// One change's diff: a line a field, "from -> to"; a secret only says that it changed.
+function Diff({ diff }) {
+  const fields = Object.keys(diff || {}).sort();
+  if (!fields.length) return html`<span class="muted">—</span>`;
+  const show = (v) => (v === null || v === undefined ? '∅' : JSON.stringify(v));
+  return html`<ul class="diff">${fields.map((f) => html`<li key=${f}><code>${f}</code>: ${diff[f].secret
+    ? html`<span class="secret">changed (secret)</span>`
+    : html`<span class="from">${show(diff[f].from)}</span> → <span class="to">${show(diff[f].to)}</span>`}</li>`)}</ul>`;
+}
+
+// The job's change log, newest first: who changed what and when (read again when the job moves on).
+function Changes({ id, version }) {
+  const [changes, setChanges] = useState(null);
+  const [cursor, setCursor] = useState(null);
+  const [error, setError] = useState(null);
+  const load = async (after) => {
+    try {
+      const page = await api('GET', `/jobs/${id}/changes${query({ limit: 50, cursor: after })}`);
+      setChanges((old) => (after && old ? old.concat(page.changes) : page.changes));
+      setCursor(page.next_cursor);
+      setError(null);
+    } catch (e) { setError(e); }
+  };
+  useEffect(() => { load(null); }, [id, version]);
+  if (changes === null) return html`<${ErrorBox} error=${error} />${error ? '' : html`<p class="muted">Loading…</p>`}`;
+  return html`
+    <${ErrorBox} error=${error} />
+    ${changes.length === 0 ? html`<p class="empty">No changes recorded.</p>` : html`
+    <table class="list changes">
+      <thead><tr><th>At</th><th>Action</th><th class="num">Version</th><th>By</th><th>Changes</th></tr></thead>
+      <tbody>${changes.map((c) => html`
+        <tr key=${c.version + c.action + c.at}>
+          <td>${fmtTime(c.at)}</td><td class="action">${c.action}</td><td class="num">${c.version}</td>
+          <td class="by">${c.by}</td><td><${Diff} diff=${c.diff} /></td>
+        </tr>`)}
+      </tbody>
+    </table>`}
+    ${cursor ? html`<button class="more" onClick=${() => load(cursor)}>Older changes</button>` : ''}`;
+}
+
+// What an execution of the job runs next (its chains), as a summary row.
+function Chains({ job }) {
+  const parts = [['on success', job.on_success], ['on failure', job.on_failure], ['on complete', job.on_complete]]
+    .filter(([, refs]) => refs && refs.length);
+  if (!parts.length) return '';
+  return html`<dt>Runs next</dt><dd class="chains">${parts.map(([when, refs]) => html`
+    <div key=${when}>${when}: ${refs.join(', ')}</div>`)}</dd>`;
+}
+
 export function Job({ id }) {
   const [job, setJob] = useState(null);
+  const [tab, setTab] = useState('executions');
   const [executions, setExecutions] = useState([]);
   const [occurrences, setOccurrences] = useState(null);
   const [error, setError] = useState(null);
@@ -298,6 +353,7 @@ export function Job({ id }) {
               <span class="muted">(${job.on_excluded === 'shift' ? 'shifted past them' : 'skipped'})</span></dd>` : ''}
             ${job.limits ? html`<dt>Limits</dt><dd class="limits">${[job.limits.max_in_flight != null ? `${job.limits.max_in_flight} in flight` : '',
               job.limits.per_second != null ? `${job.limits.per_second}/s` : ''].filter(Boolean).join(', ')} <span class="muted">key ${job.limits.key || 'the target\'s origin'}</span></dd>` : ''}
+            <${Chains} job=${job} />
             <dt>Version</dt><dd>${job.version}</dd>
             <dt>Id</dt><dd><code>${job.id}</code></dd>
           </dl>
@@ -317,10 +373,15 @@ export function Job({ id }) {
       <${JobAlerts} job=${job} />
       <h2>Lateness, backoff and duration</h2>
       <${Chart} executions=${executions} />
-      <h2>Executions</h2>
+      <div class="tabs" role="tablist">
+        ${[['executions', 'Executions'], ['changes', 'Changes']].map(([key, label]) => html`
+          <button key=${key} role="tab" aria-selected=${tab === key ? 'true' : 'false'} class=${tab === key ? 'here' : ''}
+                  onClick=${() => setTab(key)}>${label}</button>`)}
+      </div>
+      ${tab === 'changes' ? html`<${Changes} id=${id} version=${job.version} />` : html`
       ${executions.length === 0 ? html`<p class="empty">No executions yet.</p>`
         : html`<${ExecutionRows} executions=${executions.concat(older.executions.filter((e) => !executions.some((x) => x.id === e.id)))} />`}
-      ${older.cursor ? html`<button class="more" onClick=${loadOlder}>Older executions</button>` : ''}
+      ${older.cursor ? html`<button class="more" onClick=${loadOlder}>Older executions</button>` : ''}`}
     </section>`;
 }
 

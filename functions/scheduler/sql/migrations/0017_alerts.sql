@@ -17,7 +17,7 @@ SELECT s.id, s.owner, s.name, s.description, s.tags, s.schedule, s.run_at, s.tim
        r.running_execution_id, r.last_run_at, r.run_count, r.failure_count, r.last_status,
        r.last_error, s.created_at, s.updated_at, s.after_completion, s.schedules, s.spread,
        s.exclude_calendars, s.on_excluded, s.pause_note, s.pause_until, s.paused_by, s.paused_at,
-       s.alerts
+       s.on_success, s.on_failure, s.on_complete, s.alerts
 FROM job_specs s
 JOIN job_runs r ON r.job_id = s.id;
 

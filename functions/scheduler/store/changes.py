@@ -1,0 +1,104 @@
+"""The store's change log of jobs and its chains (migration 0016): an entry written in the
+transaction of the change it records, a job's log read back a page at a time (after its delete
+too, for the retention period), (purged with the executions' retention: ``maintain_partitions``); the links of an owner's chains, and the
+chained runs a completion asks for in its own transaction. ``Store`` has them as a base class."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from scheduler.core.domain import CHAIN_FIELDS, ChainRun, Change, ChangeEntry, Job
+from scheduler.core.errors import NotFound
+from scheduler.sql import QUERIES
+from scheduler.store.rows import is_uuid, retry_on_dead_connection
+
+
+def write_change(conn: psycopg.Connection[Any], owner: str, job_id: str, version: int, change: Change | None) -> None:
+    """In the transaction of a change: its entry, with the version the change left."""
+    if change is None:
+        return
+    conn.execute(
+        QUERIES["insert_job_change"],
+        {
+            "job_id": job_id,
+            "owner": owner,
+            "actor": change.by,
+            "action": str(change.action),
+            "version": version,
+            "diff": Jsonb(dict(change.diff)),
+        },
+    )
+
+
+def split_refs(refs: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Chain references as (names, ids): a reference that is a UUID may be either."""
+    names = list(refs)
+    return names, [ref for ref in refs if is_uuid(ref)]
+
+
+def request_chained_runs(conn: psycopg.Connection[Any], chains: Sequence[ChainRun]) -> list[str]:
+    """In the transaction of the completions that ask for them: the chained runs (the ids of the
+    jobs asked for; a name that no longer names a job is passed over)."""
+    if not chains:
+        return []
+    payload = []
+    for chain in chains:
+        names, ids = split_refs(chain.jobs)
+        payload.append({"owner": chain.owner, "names": names, "ids": ids, "cause": dict(chain.cause)})
+    return [
+        row["job_id"] for row in conn.execute(QUERIES["request_chained_runs"], {"chains": Jsonb(payload)}).fetchall()
+    ]
+
+
+class ChangeLog:
+    """Change-log reads, the purge, and the chains' lookups, on ``self.pool``."""
+
+    pool: Any
+
+    def get_job(self, owner: str, job_id: str) -> Job:  # pragma: no cover - Store's
+        raise NotImplementedError
+
+    @retry_on_dead_connection
+    def list_changes(
+        self, owner: str, job_id: str, *, limit: int = 50, before_seq: int | None = None
+    ) -> list[ChangeEntry]:
+        """A page of the job's change log, newest first (``before_seq``: the keyset cursor). Kept
+        after the job's delete; ``NotFound`` when the owner has no such job and no entry of one."""
+        if not is_uuid(job_id):
+            raise NotFound(job_id)
+        params = {"job_id": job_id, "owner": owner, "before_seq": before_seq, "limit": limit}
+        with self.pool.connection() as conn:
+            rows = conn.execute(QUERIES["list_job_changes"], params).fetchall()
+        if not rows and before_seq is None:
+            self.get_job(owner, job_id)  # NotFound when there is no such job either
+        return [ChangeEntry.from_row(row) for row in rows]
+
+    @retry_on_dead_connection
+    def chain_links(self, owner: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """The owner's jobs that chain to others: id -> (name, the names or ids they run next)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(QUERIES["chain_links"], {"owner": owner}).fetchall()
+        return {
+            row["id"]: (row["name"], tuple(dict.fromkeys(ref for field in CHAIN_FIELDS for ref in row[field])))
+            for row in rows
+        }
+
+    @retry_on_dead_connection
+    def resolve_jobs(self, owner: str, refs: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """The owner's jobs named by ``refs`` (names or ids): ref -> (id, name); a ref naming no
+        job of the owner is absent."""
+        if not refs:
+            return {}
+        names, ids = split_refs(refs)
+        with self.pool.connection() as conn:
+            rows = conn.execute(QUERIES["resolve_jobs"], {"owner": owner, "names": names, "ids": ids}).fetchall()
+        found: dict[str, tuple[str, str]] = {}
+        for row in rows:
+            for ref in (row["id"], row["name"]):
+                if ref in refs:
+                    found[ref] = (row["id"], row["name"])
+        return found

@@ -1,0 +1,154 @@
+"""Chained runs in the store and the service, on real Postgres, through both pipelines: the
+deployed one (claim_due, start_execution, one completion: complete_job) and local mode's
+(claim_and_start, a batch: complete_jobs), and the locking path (a job edited while it ran).
+A final outcome asks for the chained jobs' runs in the completion's transaction; a retry to come
+does not; a chained run records its cause."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler import service
+from scheduler.core.domain import Completion, Outcome, Trigger
+from scheduler.core.errors import ChainError
+from tests.support import http_spec, make_due
+
+OWNER = "arn:aws:iam::111111111111:user/alice"
+OTHER = "arn:aws:iam::222222222222:user/bob"
+YEARLY = "0 0 1 1 *"
+
+
+def pending(pool, job_id: str):
+    with pool.connection() as conn:
+        return conn.execute("SELECT manual_run_at, pending_cause FROM job_runs WHERE job_id = %s", (job_id,)).fetchone()
+
+
+def make_jobs(store, **chains):
+    """b and c (never due), and a chaining to them as ``chains`` says."""
+    b = service.create_job(store, OWNER, http_spec("b", YEARLY))
+    c = service.create_job(store, OWNER, http_spec("c", YEARLY))
+    a = service.create_job(store, OWNER, http_spec("a", YEARLY, **chains))
+    return a, b, c
+
+
+def test_the_deployed_path_asks_for_the_chained_run_and_it_names_its_cause(store, pool):
+    a, b, c = make_jobs(store, on_success=["b"], on_failure=["c"])
+    make_due(pool, a.id)
+    [claim] = store.claim_due(10, 30)
+    started = store.start_execution(claim.job_id, claim.lock_token)
+    outcome = Outcome("succeeded", http_status=202, response_excerpt='{"ok": true}')
+    assert service.complete_execution(
+        store, a.id, claim.lock_token, started.execution_id, outcome, started=started, elapsed_seconds=0.01
+    )
+    assert pending(pool, c.id) == {"manual_run_at": None, "pending_cause": None}
+    requested = pending(pool, b.id)
+    assert requested["manual_run_at"] is not None
+    assert requested["pending_cause"] == {
+        "execution_id": started.execution_id,
+        "job_id": a.id,
+        "job_name": "a",
+        "status": "succeeded",
+        "http_status": 202,
+        "response_excerpt": '{"ok": true}',
+        "error": None,
+    }
+    [chained] = store.claim_due(10, 30)
+    run = store.start_execution(chained.job_id, chained.lock_token)
+    assert (run.job.id, run.trigger, run.cause["execution_id"]) == (b.id, Trigger.CHAIN, started.execution_id)
+    [execution] = store.list_executions(OWNER, b.id)
+    assert execution.caused_by == started.execution_id and execution.trigger == Trigger.CHAIN
+    assert execution.caused_by_job_id == a.id
+    # Its completion clears the request and its cause: the next manual run is the owner's own.
+    assert service.complete_execution(
+        store, b.id, chained.lock_token, run.execution_id, Outcome("succeeded"), started=run, elapsed_seconds=0.01
+    )
+    assert pending(pool, b.id) == {"manual_run_at": None, "pending_cause": None}
+    store.request_run(OWNER, b.id)
+    [manual] = store.claim_and_start(10)
+    assert manual.started.trigger == Trigger.MANUAL and manual.started.cause is None
+
+
+def test_a_batch_asks_for_each_final_outcomes_chain_and_not_for_a_retry(store, pool):
+    a, b, c = make_jobs(store, on_complete=["b", "c"])
+    d = service.create_job(store, OWNER, http_spec("d", YEARLY, on_failure=["c"]))
+    make_due(pool, a.id)
+    make_due(pool, d.id)
+    claims = {claim.job_id: claim for claim in store.claim_and_start(10)}
+    retryable = Outcome("failed", retryable=True, error="503")
+    completions = [
+        Completion(job_id, claim.lock_token, claim.started.execution_id, outcome, claim.started, 0.01)
+        for job_id, claim, outcome in (
+            (a.id, claims[a.id], Outcome("failed", error="boom")),  # not retryable: final
+            (d.id, claims[d.id], retryable),  # attempt 1 of 3: a retry comes, no chain yet
+        )
+    ]
+    assert service.complete_executions(store, completions) == [True, True]
+    assert pending(pool, b.id)["pending_cause"]["execution_id"] == claims[a.id].started.execution_id
+    assert pending(pool, c.id)["pending_cause"]["job_name"] == "a"
+    assert pending(pool, c.id)["pending_cause"]["error"] == "boom"
+    assert store.get_job(OWNER, d.id).next_run_at is not None
+    with pool.connection() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM job_runs WHERE manual_run_at IS NOT NULL").fetchone()["n"] == 2
+
+
+def test_the_locking_path_asks_for_the_chain_too(store, pool):
+    a, b, _ = make_jobs(store, on_success=["b"])
+    make_due(pool, a.id)
+    [claim] = store.claim_and_start(10)
+    service.update_job(store, OWNER, a.id, lambda job: {**job.spec(), "description": "edited while running"})
+    done = Completion(a.id, claim.lock_token, claim.started.execution_id, Outcome("succeeded"), claim.started, 0.01)
+    assert service.complete_executions(store, [done]) == [True]
+    assert pending(pool, b.id)["pending_cause"]["job_id"] == a.id
+
+
+def test_a_chain_names_jobs_of_its_owner_only_and_no_cycle(store):
+    service.create_job(store, OTHER, http_spec("bobs", YEARLY))
+    with pytest.raises(ChainError) as refused:
+        service.create_job(store, OWNER, http_spec("a", YEARLY, on_success=["bobs"]))
+    assert refused.value.field == "on_success[0]"
+    a, b, c = make_jobs(store, on_success=["b"])
+    service.update_job(store, OWNER, b.id, lambda job: {**job.spec(), "on_complete": [c.id]})
+    with pytest.raises(ChainError, match=r"would make a cycle: c -> a -> b -> c"):
+        service.update_job(store, OWNER, c.id, lambda job: {**job.spec(), "on_failure": ["a"]})
+    # Renamed, a job is still the same node: referenced by id, the cycle is found.
+    with pytest.raises(ChainError, match="cycle"):
+        service.update_job(store, OWNER, c.id, lambda job: {**job.spec(), "name": "z", "on_failure": [a.id]})
+    assert store.get_job(OWNER, c.id).on_failure == ()
+
+
+def test_the_deployed_executor_delivers_a_chain_with_its_cause_in_the_body(store, target_server):
+    """The fan-out's claims as invoke payloads, run by the executor function's code (one claim an
+    invoke, then a group): A's end asks for B, B's delivery renders A's outcome, B's for C."""
+    from scheduler.runner.executor import execute_invoke
+    from scheduler.targets.results import TargetPolicy
+
+    def invoke(event):
+        return execute_invoke(event, store=store, decrypt_target=lambda t: t, policy=TargetPolicy(allow_private=True))
+
+    def target(path: str, body: str) -> dict:
+        return {**http_spec("x")["target"], "url": target_server.url + path, "body": body}
+
+    c = service.create_job(store, OWNER, http_spec("c", YEARLY, target=target("/c", "{{cause.job_name}}")))
+    b_body = '{"after": "{{cause.job_name}}", "status": "{{cause.status}}", "http": "{{cause.http_status}}"}'
+    b = service.create_job(store, OWNER, http_spec("b", YEARLY, target=target("/b", b_body), on_complete=["c"]))
+    run_at = store.now()
+    a = service.create_job(
+        store, OWNER, http_spec("a", None, run_at=run_at, target=target("/a", "a"), on_success=[b.id])
+    )
+    [claim] = store.claim_due(10, 60)
+    assert claim.job_id == a.id
+    assert invoke(claim.to_event())["status"] == "succeeded"
+    [claim_b] = store.claim_due(10, 60)
+    group = {"claims": [claim_b.to_event()]}  # run_group's path: started and recorded as a group
+    assert invoke(group)["executions"][0]["status"] == "succeeded"
+    [claim_c] = store.claim_due(10, 60)
+    assert invoke(claim_c.to_event())["status"] == "succeeded"
+    requests = target_server.wait_for(3)
+    assert [r["path"] for r in requests] == ["/a", "/b", "/c"]
+    assert requests[1]["body"] == b'{"after": "a", "status": "succeeded", "http": "200"}'
+    assert requests[2]["body"] == b"b"
+    [a_run] = store.list_executions(OWNER, a.id)
+    [b_run] = store.list_executions(OWNER, b.id)
+    [c_run] = store.list_executions(OWNER, c.id)
+    assert (b_run.trigger, b_run.caused_by, c_run.caused_by) == (Trigger.CHAIN, a_run.id, b_run.id)
+    assert store.claim_due(10, 60) == []  # C chains to nothing
