@@ -17,12 +17,18 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from scheduler.calendar_service import (  # noqa: F401 (the calendar operations, re-exported)
+    calendars_of_batch,
+    create_calendar,
+    job_calendars,
+    named_calendars,
+    replace_calendar,
+)
 from scheduler.core.changes import find_cycle, spec_diff
 from scheduler.core.domain import (
     CHAIN_FIELDS,
     SCHEDULE_FIELDS,
     SPEC_FIELDS,
-    CalendarRecord,
     ChainRun,
     Change,
     ChangeAction,
@@ -33,13 +39,14 @@ from scheduler.core.domain import (
     Outcome,
     Pause,
     Plan,
+    RunOverrides,
     Skip,
     StartedExecution,
 )
-from scheduler.core.errors import ChainError, EditConflict, NotFound, ScheduleError, VersionMismatch
+from scheduler.core.errors import ChainError, EditConflict, NotFound, VersionMismatch
 from scheduler.planning import alerts, lifecycle
-from scheduler.planning.lifecycle import MAX_CALENDARS_PER_JOB, Calendar
-from scheduler.ports import AlertStore, CalendarJobStore, CalendarStore, CompletionStore, JobStore, PauseStore
+from scheduler.planning.lifecycle import Calendar
+from scheduler.ports import AlertStore, CompletionStore, JobStore, PauseStore
 
 # Reads and writes of an edit, before it gives up on a job that keeps changing under it (each
 # attempt reads the job, plans, and writes only if the job is still what was read).
@@ -51,75 +58,6 @@ COMPLETION_ATTEMPTS = 10
 Edit = tuple[Mapping[str, Any], Plan | None]
 # Told of the skipped occurrences a write recorded (the runner counts them in a metric).
 SkipHook = Callable[[Sequence[Skip]], None]
-
-
-# -- calendars -------------------------------------------------------------------------------------
-
-
-def named_calendars(store: JobStore, owner: str, names: Sequence[str]) -> list[Calendar]:
-    """The owner's calendars of these names, compiled, in order; a name that is not one of them
-    is a ``ScheduleError`` on ``exclude_calendars`` (a 400)."""
-    if len(names) > MAX_CALENDARS_PER_JOB:
-        raise ScheduleError(f"names at most {MAX_CALENDARS_PER_JOB} calendars", field="exclude_calendars")
-    found = {record.name: record for record in store.calendars_of((owner, name) for name in names)} if names else {}
-    for i, name in enumerate(names):
-        if name not in found:
-            raise ScheduleError(f"no calendar named {name!r} (create it first)", field=f"exclude_calendars.{i}")
-    return [lifecycle.compile_calendar(found[name]) for name in names]
-
-
-def job_calendars(store: JobStore | CompletionStore, job: Job) -> list[Calendar]:
-    """The calendars a stored job names (those that still exist); none read for a job naming none."""
-    if not job.exclude_calendars or job.owner is None:
-        return []
-    records = {record.name: record for record in store.calendars_of((job.owner, n) for n in job.exclude_calendars)}
-    return [lifecycle.compile_calendar(records[n]) for n in job.exclude_calendars if n in records]
-
-
-def _checked_definition(name: str, definition: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """(zone, the definition to store) of a calendar, compiled once to refuse a bad one (400)."""
-    lifecycle.check_calendar(name, definition)
-    kept = {key: definition[key] for key in ("dates", "ranges", "yearly", "ics") if definition.get(key) is not None}
-    return definition.get("timezone") or "UTC", kept
-
-
-def create_calendar(store: CalendarStore, owner: str, name: str, definition: Mapping[str, Any]) -> CalendarRecord:
-    """A new calendar of the owner (``CalendarNameTaken``; ``ScheduleError`` naming the field)."""
-    timezone, kept = _checked_definition(name, definition)
-    return store.insert_calendar(owner, name, timezone, kept)
-
-
-def replace_calendar(store: CalendarJobStore, owner: str, name: str, definition: Mapping[str, Any]) -> CalendarRecord:
-    """Replace a calendar, then replan the jobs that name it (their occurrence in hand, when it is
-    still to come and no attempt is under way: one already due runs as planned)."""
-    timezone, kept = _checked_definition(name, definition)
-    record = store.replace_calendar(owner, name, timezone, kept)
-    for job_id, _ in store.jobs_using_calendar(owner, name):
-        _replan(store, owner, job_id)
-    return record
-
-
-def _replan(store: JobStore, owner: str, job_id: str) -> None:
-    """A job's occurrence in hand computed again with its calendars as they are now (when still to
-    come and no attempt is under way), written if the job is still what was read."""
-    for _ in range(EDIT_ATTEMPTS):
-        try:
-            current = store.get_job(owner, job_id)
-        except NotFound:
-            return
-        now = store.now()
-        if current.state == JobState.COMPLETED or current.attempt > 0:
-            return
-        if current.scheduled_at is not None and current.scheduled_at <= now:
-            return
-        plan = lifecycle.plan_first(current, now, current.state, calendars=job_calendars(store, current))
-        if plan == Plan.of(current):
-            return
-        written = store.update_job(
-            owner, job_id, current.spec(), plan, version=current.version, planned_from=Plan.of(current)
-        )
-        if written is not None:
-            return
 
 
 # -- jobs ------------------------------------------------------------------------------------------
@@ -210,12 +148,10 @@ def update_job(
         calendars = named_calendars(store, owner, list(new.exclude_calendars))
         return spec, lifecycle.plan_first(new, store.now(), state, calendars=calendars)
 
-    return _write_edit(store, owner, job_id, edit, expected_version, ChangeAction.UPDATE, by)
+    return _write_edit(store, owner, job_id, edit, expected_version, action=ChangeAction.UPDATE, by=by)
 
 
-def pause_job(
-    store: JobStore, owner: str, job_id: str, pause: Pause | None = None, *, by: str | None = None
-) -> Job:
+def pause_job(store: JobStore, owner: str, job_id: str, pause: Pause | None = None, *, by: str | None = None) -> Job:
     """Stop firing the job's schedule (a manual run still runs), with the pause's record (its
     note, its end ``until``, who paused it): the runner resumes it at ``until``. A completed job
     stays as it is. Recorded in the change log (by ``by``)."""
@@ -268,7 +204,9 @@ def pause_jobs(
 ) -> list[Job]:
     """Pause the owner's active jobs with ``tag`` or whose name starts with ``name_prefix``
     (at most ``BULK_LIMIT``), each as ``pause_job``; the jobs paused, in name order."""
-    return _bulk(store, owner, JobState.ACTIVE, tag, name_prefix, lambda job_id: pause_job(store, owner, job_id, pause, by=by))
+    return _bulk(
+        store, owner, JobState.ACTIVE, tag, name_prefix, lambda job_id: pause_job(store, owner, job_id, pause, by=by)
+    )
 
 
 def resume_jobs(
@@ -276,7 +214,9 @@ def resume_jobs(
 ) -> list[Job]:
     """Resume the owner's paused jobs with ``tag`` or whose name starts with ``name_prefix``
     (at most ``BULK_LIMIT``), each as ``resume_job``; the jobs resumed, in name order."""
-    return _bulk(store, owner, JobState.PAUSED, tag, name_prefix, lambda job_id: resume_job(store, owner, job_id, by=by))
+    return _bulk(
+        store, owner, JobState.PAUSED, tag, name_prefix, lambda job_id: resume_job(store, owner, job_id, by=by)
+    )
 
 
 def _bulk(
@@ -464,7 +404,7 @@ def complete_executions(
     fast = [i for i, done in enumerate(completions) if done.started is not None and done.elapsed_seconds is not None]
     if fast:
         planned = []
-        calendars = _calendars_of_batch(store, [completions[i].started.job for i in fast])  # type: ignore[union-attr]
+        calendars = calendars_of_batch(store, [completions[i].started.job for i in fast])  # type: ignore[union-attr]
         for i in fast:
             done = completions[i]
             started: StartedExecution = done.started  # type: ignore[assignment]
@@ -494,15 +434,6 @@ def complete_executions(
         if not recorded[i]:
             recorded[i] = _complete_from_the_job_as_it_is(store, done, rng, on_skips)
     return recorded
-
-
-def _calendars_of_batch(store: CompletionStore, jobs: Sequence[Job]) -> dict[tuple[str | None, str], Calendar]:
-    """The calendars the jobs of a batch name, in one read (none when no job names one: the
-    hot path of jobs without calendars reads nothing more)."""
-    wanted = {(job.owner, name) for job in jobs if job.owner is not None for name in job.exclude_calendars}
-    if not wanted:
-        return {}
-    return {(record.owner, record.name): lifecycle.compile_calendar(record) for record in store.calendars_of(wanted)}
 
 
 def _tell_skips(on_skips: SkipHook, plans: Sequence[Plan]) -> None:

@@ -544,6 +544,8 @@ def test_pause_notes_bulk_actions_overrides_and_skipped_rows_in_the_console(brow
     page.get_by_role("link", name="Recent activity").click()
     page.select_option("select[name=status]", "skipped")
     expect(page.locator("table.executions tbody tr.exec").first).to_contain_text("ticker")
+
+
 def test_a_jobs_changes_tab_and_the_cause_of_a_chained_run(browser, api, target):
     """The job view's Changes tab lists who changed what (a secret only said to have changed);
     a chained run's execution links to the job whose execution caused it."""

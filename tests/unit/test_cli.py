@@ -1946,8 +1946,8 @@ def test_preview_of_several_expressions_explained(api, capsys):
     }
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["UTC", "EXPRESSION", "SPREAD", "CALENDAR"]
-    assert out[1].split() == ["2027-01-04T06:03:20Z", "rate(6", "hours)", "+200s"]
-    assert out[2].split() == ["2027-01-04T09:03:20Z", "0", "9", "*", "*", "1-5", "+200s"]
+    assert out[1].split() == ["2027-01-04T06:03:20Z", "rate(6", "hours)", "+200s", "-"]
+    assert out[2].split() == ["2027-01-04T09:03:20Z", "0", "9", "*", "*", "1-5", "+200s", "-"]
 
 
 # -- alerts ------------------------------------------------------------------------------------

@@ -104,6 +104,7 @@ def test_named_queries_are_loaded_without_comments_and_fit_psycopgs_conversion_c
     assert strip_sql_comments("SELECT 1, -- one\n\n  '--x' AS y -- why\nFROM t") == "SELECT 1,\n  '--x' AS y\nFROM t"
     for name, sql in QUERIES.items():
         assert "--" not in sql.replace("'--", ""), name
+        assert all(line.count("'") % 2 == 0 for line in sql.splitlines()), f"{name}: a literal spans lines"
         # Longer, psycopg converts the query at every call instead of once (the claim was 5.6 KiB).
         assert len(sql.encode()) <= MAX_CACHED_STATEMENT_LENGTH, name
 

@@ -10,10 +10,9 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field
 
-from scheduler.core.domain import CHAIN_FIELDS, ChangeEntry
+from scheduler.core.domain import CHAIN_FIELDS, ChangeEntry, JobState
 from scheduler.core.domain import Execution as DomainExecution
 from scheduler.core.domain import Job as DomainJob
-from scheduler.core.domain import JobState
 from scheduler.core.timeutil import format_time
 from scheduler.schema.models import JobSpec
 from scheduler.secrets import mask_target_secrets

@@ -56,11 +56,18 @@ def strip_sql_comments(sql: str) -> str:
     return "\n".join(line.rstrip() for line in "".join(out).splitlines() if line.strip())
 
 
+def compact_sql(sql: str) -> str:
+    """``sql`` without comments, blank lines and indentation (no string literal of the named
+    queries spans lines: a test checks it)."""
+    return "\n".join(line.strip() for line in strip_sql_comments(sql).splitlines())
+
+
 def _load() -> dict[str, str]:
-    # Comments are stripped: psycopg caches its conversion of a query only under 4 KiB, and the
-    # commented claim is longer than that, so it was converted again on every call.
+    # Comments and indentation are stripped: psycopg caches its conversion of a query only under
+    # 4 KiB, and the commented claim (later, the job update) is longer than that, so it was
+    # converted again on every call.
     text = resources.files(__package__).joinpath("queries.sql").read_text("utf-8")
-    return {name: strip_sql_comments(sql) for name, sql in parse_named_queries(text).items()}
+    return {name: compact_sql(sql) for name, sql in parse_named_queries(text).items()}
 
 
 QUERIES: dict[str, str] = _load()

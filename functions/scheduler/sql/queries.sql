@@ -14,9 +14,9 @@ spec.start_at, spec.end_at, spec.target, spec.retry, spec.missed_runs, run.state
 run.scheduled_at, run.attempt, run.next_run_at, run.manual_run_at, run.due_at, run.locked_until,
 run.lock_token, run.lease_kind, run.running_execution_id, run.last_run_at, run.run_count,
 run.failure_count, run.last_status, run.last_error, spec.created_at, spec.updated_at,
-spec.after_completion, spec.schedules, spec.spread, spec.exclude_calendars, spec.on_excluded, spec.alerts,
-spec.limits, spec.pause_note, spec.pause_until, spec.paused_by, spec.paused_at, spec.on_success, spec.on_failure,
-spec.on_complete
+spec.after_completion, spec.schedules, spec.spread, spec.exclude_calendars, spec.on_excluded,
+spec.pause_note, spec.pause_until, spec.paused_by, spec.paused_at, spec.on_success, spec.on_failure,
+spec.on_complete, spec.alerts, spec.limits
 
 -- name: insert_job
 -- The specification, and its run state when the name was free (its insert sees no spec row

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -26,8 +26,6 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from scheduler.core.domain import (
-    CHAIN_FIELDS,
-    SPEC_FIELDS,
     Change,
     Claim,
     Completion,

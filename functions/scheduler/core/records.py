@@ -1,0 +1,153 @@
+"""The records of what happens to a job besides its runs: the occurrences skipped (and why), a
+pause's record, a manual run's overrides, the runs a chain asks for, the change log's entries,
+and a stored calendar. Frozen values, re-exported by ``scheduler.core.domain``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scheduler.core.domain import Job
+
+
+class SkipReason(StrEnum):
+    """Why an occurrence did not run (a skipped execution's ``skip_reason``)."""
+
+    PAUSED = "paused"  # it fell while the job was paused, and the resume's policy does not run it
+    OVERLAP = "overlap"  # it fell while the job's previous occurrence was still running (or retrying)
+    WINDOW = "window"  # outside the job's start_at/end_at window
+    CALENDAR = "calendar"  # excluded by one of the job's calendars
+    MISSED = "missed"  # due while no runner ran it, and dropped by the missed_runs policy or its cap
+
+
+@dataclass(frozen=True, slots=True)
+class CalendarRecord:
+    """A calendar as stored: its owner and name, its zone, its definition as given (``dates``,
+    ``ranges``, ``yearly``, or ``ics``), and its version (one more at every change)."""
+
+    owner: str
+    name: str
+    timezone: str
+    definition: Mapping[str, Any]
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> CalendarRecord:
+        """The calendar of a store row."""
+        return cls(
+            owner=row["owner"],
+            name=row["name"],
+            timezone=row["timezone"],
+            definition=row["definition"],
+            version=row["version"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """Occurrences of a job that did not run, for one reason: ``count`` of them, the first at
+    ``first``. Recorded as one execution with status ``skipped`` (coalesced: a long pause of a
+    job firing every second is one row, not one a second)."""
+
+    reason: SkipReason
+    count: int
+    first: datetime
+
+    def as_json(self) -> list[Any]:
+        """The skip as the store's statements read it (a JSON array: reason, count, first)."""
+        return [str(self.reason), self.count, self.first.isoformat()]
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Why and until when a job is paused, by whom (a pause's note; ``until`` None: until resumed)."""
+
+    note: str | None = None
+    until: datetime | None = None
+    by: str | None = None
+    at: datetime | None = None  # when the job was paused (the store sets it at the pause)
+
+    @classmethod
+    def of(cls, job: Job) -> Pause | None:
+        """The job's pause record (None when it has none)."""
+        if job.paused_at is None and job.pause_note is None and job.pause_until is None:
+            return None
+        return cls(job.pause_note, job.pause_until, job.paused_by, job.paused_at)
+
+
+@dataclass(frozen=True, slots=True)
+class RunOverrides:
+    """What a manual run changes of its delivery, for that run only: the body, headers merged
+    over the target's, and ``vars`` for the body's ``{{vars.NAME}}`` placeholders.
+    ``deliver`` is what the executor uses (credential-like header values as secret-box tokens),
+    ``shown`` what the execution records (those values masked)."""
+
+    deliver: Mapping[str, Any]
+    shown: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ChainRun:
+    """The runs a finished execution asks for: the jobs of ``owner`` named (by name or id) in
+    ``jobs``, each to run once with ``cause``, the outcome of the execution that caused it
+    (``execution_id``, ``job_id``, ``job_name``, ``status``, ``http_status``,
+    ``response_excerpt``, ``error``): the ``{{cause.*}}`` placeholders of their bodies."""
+
+    owner: str
+    jobs: tuple[str, ...]
+    cause: Mapping[str, Any]
+
+
+class ChangeAction(StrEnum):
+    """What a change of a job did (an entry of its change log)."""
+
+    CREATE = "create"
+    UPDATE = "update"
+    PAUSE = "pause"
+    RESUME = "resume"
+    RUN = "run"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A change to record with the write that makes it: who (``by``), what, and the diff of the
+    job's fields (``{"field.path": {"from": old, "to": new}}``, secrets masked)."""
+
+    action: ChangeAction
+    by: str
+    diff: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeEntry:
+    """An entry of a job's change log, as recorded: the database's time, the version after it."""
+
+    job_id: str
+    seq: int
+    at: datetime
+    by: str
+    action: ChangeAction
+    version: int
+    diff: Mapping[str, Any]
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ChangeEntry:
+        """The entry of a ``job_changes`` row."""
+        return cls(
+            job_id=str(row["job_id"]),
+            seq=row["seq"],
+            at=row["at"],
+            by=row["actor"],
+            action=ChangeAction(row["action"]),
+            version=row["version"],
+            diff=row["diff"],
+        )
