@@ -195,6 +195,9 @@ def decide(
     incident = _Incident(job, state, new_id)
     opening = [rule for rule in job.rules if rule.on in OPENING]
     for execution in executions:
+        if execution.status == ExecutionStatus.SKIPPED:  # occurrences that did not run: no outcome
+            incident.state = replace(incident.state, seen_started_at=execution.started_at, seen_seq=execution.seq)
+            continue
         failures = incident.state.failures_in_row + 1 if execution.status in FAILED else 0
         incident.state = replace(
             incident.state, failures_in_row=failures, seen_started_at=execution.started_at, seen_seq=execution.seq

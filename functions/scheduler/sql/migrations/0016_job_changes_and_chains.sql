@@ -38,11 +38,11 @@ ALTER TABLE job_runs ADD COLUMN IF NOT EXISTS pending_cause jsonb;
 ALTER TABLE executions ADD COLUMN IF NOT EXISTS caused_by uuid,
                        ADD COLUMN IF NOT EXISTS caused_by_job_id uuid;
 
--- The trigger 'chain'. NOT VALID: the rows already there are not scanned (every one of them
+-- The trigger 'chain' (beside 0015's 'backfill'). NOT VALID: the rows already there are not scanned (every one of them
 -- satisfies it); new rows are checked in every partition.
 ALTER TABLE executions DROP CONSTRAINT IF EXISTS executions_trigger_check;
 ALTER TABLE executions ADD CONSTRAINT executions_trigger_check
-    CHECK (trigger IN ('schedule', 'manual', 'retry', 'chain')) NOT VALID;
+    CHECK (trigger IN ('schedule', 'manual', 'retry', 'backfill', 'chain')) NOT VALID;
 
 -- The view names the chains too (new columns go at its end, after 0013, 0014 and 0015's).
 CREATE OR REPLACE VIEW jobs AS
