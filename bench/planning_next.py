@@ -1,4 +1,4 @@
-"""Microseconds per next-time planning of a job with two expressions and a spread.
+"""Microseconds per next-time planning of a job with a calendar, two expressions and a spread.
 
     .venv/bin/python bench/planning_next.py [--plans 20000] [--repeats 5] [--quick] [--json PATH]
 
@@ -10,9 +10,10 @@ times (the cases taking turns), and reports the best repeat's mean in microsecon
 pure. ``--quick``: 5,000 plans, 3 repeats.
 
 The benchmarked job is ``JOB`` below: two expressions (one wall-time cron in a zone with DST,
-one ``rate()``) and a stable spread. A job with more scheduling fields (a calendar's
-``exclude_calendars``) is benchmarked by adding them to ``JOB`` (and its case to ``CASES``).
-The single-expression job without a spread is timed beside it: the hot path of most jobs.
+one ``rate()``), a stable spread, and a calendar of UK bank holidays (``UK_HOLIDAYS``, compiled
+once as a runner does) whose excluded occurrences are shifted: the target's case. The same job
+without its calendar, and the single-expression job without a spread (the hot path of most
+jobs), are timed beside it.
 """
 
 from __future__ import annotations
@@ -26,18 +27,45 @@ from typing import Any
 from common import machine_summary, write_json
 from scheduler.core.domain import ExecutionStatus, Job, Outcome
 from scheduler.planning import lifecycle
+from scheduler.schedules.calendars import Calendar, build_calendar
 
 JOB_ID = "3b1f7c52-8e0a-4d6b-9f2e-5a4c1d7e9b30"
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)
-#: The benchmarked job's scheduling fields (a calendar goes here too, e.g.
-#: "exclude_calendars": ("uk-holidays",), "on_excluded": "shift").
+#: England and Wales bank holidays, every year (the moving ones for 2026-2028 as dates).
+UK_HOLIDAYS: dict[str, Any] = {
+    "timezone": "Europe/London",
+    "yearly": ["01-01", "12-25", "12-26"],
+    "dates": [
+        "2026-04-03",
+        "2026-04-06",
+        "2026-05-04",
+        "2026-05-25",
+        "2026-08-31",
+        "2026-12-28",
+        "2027-03-26",
+        "2027-03-29",
+        "2027-05-03",
+        "2027-05-31",
+        "2027-08-30",
+        "2027-12-27",
+        "2027-12-28",
+        "2028-04-14",
+        "2028-04-17",
+        "2028-05-01",
+        "2028-05-29",
+        "2028-08-28",
+    ],
+}
+#: The benchmarked job's scheduling fields.
 JOB: dict[str, Any] = {
     "schedules": ("0 9 * * 1-5", "rate(6 hours)"),
     "spread": {"window_seconds": 900, "mode": "stable"},
     "timezone": "Europe/London",
 }
+WITH_CALENDAR: dict[str, Any] = {**JOB, "exclude_calendars": ("uk-holidays",), "on_excluded": "shift"}
 #: name -> the job's scheduling fields; the target is 50 us for the first.
 CASES: dict[str, dict[str, Any]] = {
+    "calendar_two_expressions_and_spread": WITH_CALENDAR,
     "two_expressions_and_spread": JOB,
     "two_expressions_random_spread": {**JOB, "spread": {"window_seconds": 900, "mode": "random"}},
     "one_expression": {"schedule": "0 9 * * 1-5", "timezone": "Europe/London"},
@@ -51,14 +79,15 @@ def plan_runs(fields: dict[str, Any], plans: int) -> float:
     """Seconds spent in ``plan_completion`` to plan ``plans`` runs of a job with ``fields``, each
     from the previous one (the job's record of each run is made outside the timing)."""
     job = Job(id=JOB_ID, created_at=CREATED, **fields)
-    plan = lifecycle.plan_first(job, CREATED)
+    calendars: tuple[Calendar, ...] = (build_calendar("uk-holidays", UK_HOLIDAYS),) if job.exclude_calendars else ()
+    plan = lifecycle.plan_first(job, CREATED, calendars=calendars)
     clock, spent = time.perf_counter, 0.0
     for _ in range(plans):
         assert plan.scheduled_at is not None and plan.next_run_at is not None
         job = dataclasses.replace(job, scheduled_at=plan.scheduled_at, next_run_at=plan.next_run_at, attempt=1)
         now = plan.next_run_at + _LATER
         began = clock()
-        plan = lifecycle.plan_completion(job, _SUCCEEDED, now)
+        plan = lifecycle.plan_completion(job, _SUCCEEDED, now, calendars=calendars)
         spent += clock() - began
     return spent
 
