@@ -137,6 +137,17 @@ def _instant(value: str, field: str) -> datetime:
         raise BadRequest(field, "must be an RFC 3339 instant with an offset, like 2026-12-01T00:00:00Z") from None
 
 
+def job_filter(job_id: str | None) -> str | None:
+    """A ``job_id`` query filter as the job routes take ids: the canonical 8-4-4-4-12 form (hex
+    digits in either case, answered lower case), not the other spellings uuid.UUID takes
+    (urn:uuid:, braces, no dashes); a 400 on ``job_id`` else."""
+    if job_id is None:
+        return None
+    if not is_job_id(job_id):
+        raise BadRequest("job_id", "must be a job id: a UUID in its 8-4-4-4-12 form")
+    return job_id.lower()
+
+
 def _position(value: Any) -> bool:
     if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)):
         return False
@@ -166,12 +177,7 @@ def list_owner_executions(
     limit: Limit = DEFAULT_PAGE_SIZE,
     cursor: Cursor = None,
 ) -> Response[Any]:
-    if job_id is not None:
-        # The job routes' rule: the canonical 8-4-4-4-12 form (hex digits in either case), not
-        # the other spellings uuid.UUID takes (urn:uuid:, braces, no dashes).
-        if not is_job_id(job_id):
-            raise BadRequest("job_id", "must be a job id: a UUID in its 8-4-4-4-12 form")
-        job_id = job_id.lower()
+    job_id = job_filter(job_id)
     since_at = None if since is None else _instant(since, "since")
     scope = scope_of(
         "owner_executions",

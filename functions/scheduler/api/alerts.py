@@ -10,14 +10,13 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from pydantic import AwareDatetime, BaseModel, Field
 
-from scheduler.api.activity import JobFilter, _instant, _position
+from scheduler.api.activity import JobFilter, _instant, _position, job_filter
 from scheduler.api.cursors import scope_of
-from scheduler.api.errors import BadRequest, documented
+from scheduler.api.errors import documented
 from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Owner, StoreDep, cursor_position
 from scheduler.api.routes import rule
 from scheduler.core.alerts import AlertDelivery
 from scheduler.core.timeutil import format_time
-from scheduler.schema.models import is_job_id
 from scheduler.secrets import mask_target_secrets
 
 router = APIGatewayRouter()
@@ -93,10 +92,7 @@ def list_alerts(
     limit: Limit = DEFAULT_PAGE_SIZE,
     cursor: Cursor = None,
 ) -> Response[Any]:
-    if job_id is not None:
-        if not is_job_id(job_id):
-            raise BadRequest("job_id", "must be a job id: a UUID in its 8-4-4-4-12 form")
-        job_id = job_id.lower()
+    job_id = job_filter(job_id)
     scope = scope_of("alerts", owner, job_id=job_id, status=status)
     position = cursor_position(cursors, cursor, scope, "before", _position)
     before = None if position is None else (_instant(position[0], "cursor"), position[1])
