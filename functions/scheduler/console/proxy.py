@@ -245,7 +245,10 @@ def stop_server(server: Any, thread: threading.Thread, timeout: float = 5.0) -> 
         for channel in list(server._map.values()):
             channel.close()
 
-    server.trigger.pull_trigger(close_all)
+    try:
+        server.trigger.pull_trigger(close_all)
+    except OSError:  # the loop has already ended and closed its sockets, the trigger's too
+        pass
     thread.join(timeout)
     server.task_dispatcher.shutdown(timeout=timeout)
 

@@ -16,6 +16,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from scheduler.core.frozen import set_fields_at_once
 from scheduler.core.records import (  # noqa: F401 (the domain's names, re-exported)
     CalendarRecord,
     ChainRun,
@@ -106,7 +107,8 @@ SCHEDULE_FIELDS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@set_fields_at_once
+@dataclass(frozen=True)
 class Job:
     """The columns of a job that the domain reads. A row may carry fewer (a started row has
     ``started_columns`` only, a draft has its spec and ``created_at``): the others keep
@@ -205,7 +207,8 @@ class Job:
         return self.retry_policy.max_attempts
 
 
-@dataclass(frozen=True, slots=True)
+@set_fields_at_once
+@dataclass(frozen=True)
 class RetryPolicy:
     """When a failed attempt is tried again: at most ``max_attempts`` attempts at an occurrence,
     exponential backoff with full jitter between ``min_backoff_seconds`` and
@@ -230,7 +233,8 @@ class RetryPolicy:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@set_fields_at_once
+@dataclass(frozen=True)
 class Plan:
     """A job's schedule columns after an event (what ``scheduler.planning.lifecycle`` answers):
     its state, the occurrence in hand, the attempts made at it and when the next one runs.
@@ -256,6 +260,7 @@ class Plan:
 _JOB_FIELDS = tuple(f.name for f in fields(Job))
 
 
+@set_fields_at_once
 @dataclass(frozen=True)
 class Outcome:
     """How an attempt ended: the delivery's answer, recorded as the execution's end.
@@ -280,6 +285,7 @@ class Outcome:
         return self.status == ExecutionStatus.SUCCEEDED
 
 
+@set_fields_at_once
 @dataclass(frozen=True)
 class StartedExecution:
     """An execution recorded as running, with the job it runs (the columns its delivery and its
@@ -358,6 +364,7 @@ class Execution:
         )
 
 
+@set_fields_at_once
 @dataclass(frozen=True)
 class Claim:
     """A job taken by the fan-out, with the lease token that fences its completion."""
@@ -442,6 +449,7 @@ class PartitionMaintenance:
     changes_purged: int = 0  # change-log entries of jobs deleted past the retention (0016)
 
 
+@set_fields_at_once
 @dataclass(frozen=True)
 class Completion:
     """How one started execution ended, to be recorded."""
