@@ -27,6 +27,7 @@ from scheduler.calendar_service import (  # noqa: F401 (the calendar operations,
 from scheduler.core.changes import find_cycle, spec_diff
 from scheduler.core.domain import (
     CHAIN_FIELDS,
+    OCCURRENCE_FIELDS,
     SCHEDULE_FIELDS,
     SPEC_FIELDS,
     ChainRun,
@@ -146,7 +147,9 @@ def update_job(
             return spec, None
         state = JobState.PAUSED if current.state == JobState.PAUSED else JobState.ACTIVE
         calendars = named_calendars(store, owner, list(new.exclude_calendars))
-        return spec, lifecycle.plan_first(new, store.now(), state, calendars=calendars)
+        same = all(getattr(current, k) == getattr(new, k) for k in OCCURRENCE_FIELDS)
+        since = current.scheduled_at if same else None  # exclusions before it are on record
+        return spec, lifecycle.plan_first(new, store.now(), state, calendars=calendars, recorded_until=since)
 
     return _write_edit(store, owner, job_id, edit, expected_version, action=ChangeAction.UPDATE, by=by)
 

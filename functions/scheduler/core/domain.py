@@ -104,6 +104,8 @@ SCHEDULE_FIELDS = (
     "exclude_calendars",
     "on_excluded",
 )
+# Schedule fields that make the base occurrences (before calendars, window end and spread).
+OCCURRENCE_FIELDS = ("schedule", "schedules", "run_at", "timezone", "start_at")
 
 
 @dataclass(frozen=True, slots=True)

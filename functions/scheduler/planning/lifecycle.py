@@ -36,7 +36,7 @@ from scheduler.core.domain import (
     SkipReason,
 )
 from scheduler.core.errors import ScheduleError
-from scheduler.planning.skips import skipped, skipped_at_completion
+from scheduler.planning.skips import excluded_between, skipped, skipped_at_completion
 from scheduler.schedules import (
     Schedule,
     Spread,
@@ -48,7 +48,13 @@ from scheduler.schedules import (
     parse_union,
     plan_next,
 )
-from scheduler.schedules.calendars import MAX_CALENDARS_PER_JOB, Calendar, build_calendar, with_calendars
+from scheduler.schedules.calendars import (
+    MAX_CALENDARS_PER_JOB,
+    Calendar,
+    CalendarSchedule,
+    build_calendar,
+    with_calendars,
+)
 
 __all__ = ["MAX_CALENDARS_PER_JOB", "Calendar", "check_calendar", "compile_calendar"]
 
@@ -147,15 +153,38 @@ def _at(occurrence: datetime | None, state: JobState, job: Job) -> Plan:
     return Plan(state, occurrence, 0, occurrence if spread is None else occurrence + spread.offset(occurrence))
 
 
-def plan_first(job: Job, now: datetime, state: JobState = JobState.ACTIVE, calendars: Calendars = ()) -> Plan:
+def plan_first(
+    job: Job,
+    now: datetime,
+    state: JobState = JobState.ACTIVE,
+    calendars: Calendars = (),
+    *,
+    recorded_until: datetime | None = None,
+) -> Plan:
     """A new job, or one whose schedule was edited: its first occurrence after ``now``. A
     one-off whose time is outside its start_at/end_at window never runs: it completes at once,
-    its occurrence on record as skipped (``window``)."""
-    occurrence = first_run(schedule_of(job, calendars), now, start_at=job.start_at, end_at=job.end_at)
+    its occurrence on record as skipped (``window``). The occurrences its calendars leave out
+    before the one planned are on record as skipped (``calendar``), from ``now`` or, when later,
+    from ``recorded_until`` (the occurrence a replanned job had in hand: those before it were
+    on record when it was planned)."""
+    schedule = schedule_of(job, calendars)
+    occurrence = first_run(schedule, now, start_at=job.start_at, end_at=job.end_at)
     plan = _at(occurrence, state, job)
     if occurrence is None and job.run_at is not None:
         return dataclasses.replace(plan, skips=(Skip(SkipReason.WINDOW, 1, job.run_at),))
+    if isinstance(schedule, CalendarSchedule):
+        after = now if recorded_until is None else max(now, recorded_until - _TINY)
+        before = occurrence if occurrence is not None else job.end_at and job.end_at + _TINY
+        if before is not None:
+            return _excluding(plan, schedule, job, after, before)
     return plan
+
+
+def _excluding(plan: Plan, schedule: Schedule, job: Job, after: datetime, before: datetime) -> Plan:
+    """``plan`` with the occurrences the calendars left out between ``after`` and ``before``
+    among its skips (``calendar``; a job without calendars never comes here)."""
+    excluded = excluded_between(schedule, after, before, start_at=job.start_at, end_at=job.end_at)
+    return dataclasses.replace(plan, skips=plan.skips + excluded) if excluded else plan
 
 
 def plan_pause(job: Job) -> Plan:
@@ -187,15 +216,13 @@ def plan_resume(job: Job, now: datetime, calendars: Calendars = ()) -> Plan:
         end_at=job.end_at,
         cap=RUN_ALL_CAP,
     )
-    skips = skipped(
-        schedule_of(job, calendars),
-        SkipReason.PAUSED,
-        pending - _TINY,
-        now + _TINY if occurrence is None else occurrence,
-        start_at=job.start_at,
-        end_at=job.end_at,
-    )
-    return _due_by(now, dataclasses.replace(_at(occurrence, JobState.ACTIVE, job), skips=skips))
+    schedule = schedule_of(job, calendars)
+    bound = now + _TINY if occurrence is None else occurrence
+    skips = skipped(schedule, SkipReason.PAUSED, pending - _TINY, bound, start_at=job.start_at, end_at=job.end_at)
+    plan = dataclasses.replace(_at(occurrence, JobState.ACTIVE, job), skips=skips)
+    if isinstance(schedule, CalendarSchedule):
+        plan = _excluding(plan, schedule, job, pending - _TINY, bound)
+    return _due_by(now, plan)
 
 
 def backfill_occurrences(
@@ -278,6 +305,8 @@ def plan_completion(
     plan = _at(occurrence, state, job)
     if scheduled is None or schedule.one_off:
         return plan
+    if isinstance(schedule, CalendarSchedule):  # only a job with calendars pays for them
+        plan = _excluding(plan, schedule, job, scheduled, horizon + _TINY if occurrence is None else occurrence)
     if occurrence is not None and occurrence > horizon and job.missed_runs != "skip":
         return plan  # run_once and run_all plan a later occurrence only when none was missed
     skips = skipped_at_completion(
@@ -290,4 +319,4 @@ def plan_completion(
         start_at=job.start_at,
         end_at=job.end_at,
     )
-    return dataclasses.replace(plan, skips=skips) if skips else plan
+    return dataclasses.replace(plan, skips=skips + plan.skips) if skips else plan

@@ -42,6 +42,8 @@ MAX_CALENDARS_PER_JOB = 10
 MAX_CHAIN = 4000
 #: Base occurrences looked at in a row (each in another excluded span) before giving up.
 MAX_HOPS = 4000
+#: Local days a look for the next excluded piece reads ahead (``Calendar.next_piece``).
+LOOKAHEAD_DAYS = 400
 
 _ONE_DAY = timedelta(days=1)
 _HORIZON = timedelta(days=366 * HORIZON_YEARS)
@@ -139,6 +141,25 @@ class Calendar:
             found = (min(found[0], start), max(found[1], end)) if found else (start, end)
         return found
 
+    def next_piece(self, at: datetime) -> datetime | None:
+        """The first instant ``>= at`` (aware UTC) this calendar excludes, looking at most
+        ``LOOKAHEAD_DAYS`` local days ahead for its day pieces; None when none is found."""
+        if self.piece(at) is not None:
+            return at
+        found: datetime | None = None
+        i = bisect.bisect_right(self._instant_starts, at)
+        if i < len(self.instants):
+            found = self.instants[i][0]
+        day = at.astimezone(self.tz).date()
+        for _ in range(LOOKAHEAD_DAYS if self.yearly or self.days else 0):
+            day += _ONE_DAY
+            if found is not None and self._local_start(day) > found:
+                break
+            if self._day_span(day) is not None:
+                start = self._local_start(day)
+                return start if found is None else min(found, start)
+        return found
+
     def excludes(self, at: datetime) -> bool:
         """Whether the instant ``at`` is excluded."""
         return self.piece(_require_aware(at, "at")) is not None
@@ -198,6 +219,12 @@ def _chain(calendars: Sequence[Calendar], edge: datetime, *, backwards: bool = F
         if not moved:
             return edge
     return None
+
+
+def next_excluded(calendars: Sequence[Calendar], at: datetime) -> datetime | None:
+    """The first instant ``>= at`` any of ``calendars`` excludes (within their look-ahead)."""
+    found = [start for calendar in calendars if (start := calendar.next_piece(at)) is not None]
+    return min(found) if found else None
 
 
 def apply_calendars(calendars: Sequence[Calendar], occurrence: datetime, on_excluded: str = "skip") -> datetime | None:
