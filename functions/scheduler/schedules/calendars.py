@@ -29,6 +29,7 @@ from zoneinfo import ZoneInfo
 
 from scheduler.schedules.base import _ONE_US, HORIZON_YEARS, UTC, Schedule, ScheduleError, _require_aware
 from scheduler.schedules.ics import parse_ics
+from scheduler.schedules.recurrence import Recurrence, TimedRecurrence
 from scheduler.schedules.zones import _resolve_wall, validate_timezone
 
 #: The ``on_excluded`` modes.
@@ -92,6 +93,9 @@ class Calendar:
     days: tuple[tuple[date, date], ...] = ()
     yearly: tuple[YearlyRule, ...] = ()
     instants: tuple[tuple[datetime, datetime], ...] = ()
+    # iCalendar rules: of all-day events (with their length in days), of timed events.
+    recurring: tuple[tuple[Recurrence, int], ...] = ()
+    timed: tuple[TimedRecurrence, ...] = ()
     _day_starts: tuple[date, ...] = field(default=(), init=False, repr=False)
     _instant_starts: tuple[datetime, ...] = field(default=(), init=False, repr=False)
     # Yearly single days without bounds (``yearly``'s MM-DD), looked up as (month, day).
@@ -126,6 +130,13 @@ class Calendar:
                 if start is not None and start <= day < start + timedelta(days=rule.days):
                     end = start + timedelta(days=rule.days)
                     found = (min(found[0], start), max(found[1], end)) if found else (start, end)
+        for recurrence, length in self.recurring:
+            for back in range(length):
+                start = day - timedelta(days=back)
+                if recurrence.starts_on(start):
+                    end = start + timedelta(days=length)
+                    found = (min(found[0], start), max(found[1], end)) if found else (start, end)
+                    break
         return found
 
     def piece(self, at: datetime) -> tuple[datetime, datetime] | None:
@@ -139,6 +150,10 @@ class Calendar:
         if i >= 0 and self.instants[i][1] > at:
             start, end = self.instants[i]
             found = (min(found[0], start), max(found[1], end)) if found else (start, end)
+        for rule in self.timed:
+            instance = rule.piece(at)
+            if instance is not None:
+                found = (min(found[0], instance[0]), max(found[1], instance[1])) if found else instance
         return found
 
     def next_piece(self, at: datetime) -> datetime | None:
@@ -150,8 +165,11 @@ class Calendar:
         i = bisect.bisect_right(self._instant_starts, at)
         if i < len(self.instants):
             found = self.instants[i][0]
+        for rule in self.timed:
+            start = rule.next_start(at, LOOKAHEAD_DAYS)
+            found = start if found is None or (start is not None and start < found) else found
         day = at.astimezone(self.tz).date()
-        for _ in range(LOOKAHEAD_DAYS if self.yearly or self.days else 0):
+        for _ in range(LOOKAHEAD_DAYS if self.yearly or self.days or self.recurring else 0):
             day += _ONE_DAY
             if found is not None and self._local_start(day) > found:
                 break
@@ -322,8 +340,9 @@ def build_calendar(name: str, definition: Mapping[str, Any]) -> Calendar:
     if definition.get("ics") is not None:
         if any(definition.get(key) for key in ("dates", "ranges", "yearly")):
             raise ScheduleError("give either ics or dates/ranges/yearly, not both", field="ics")
-        ics_days, ics_yearly, ics_instants = parse_ics(definition["ics"], tz)
-        return Calendar(name, tz, ics_days, tuple(YearlyRule(*rule) for rule in ics_yearly), ics_instants)
+        ics = parse_ics(definition["ics"], tz)
+        every_year = tuple(YearlyRule(*rule) for rule in ics.yearly)
+        return Calendar(name, tz, ics.days, every_year, ics.instants, ics.recurring, ics.timed)
     dates = _bounded(definition.get("dates"), MAX_DATES, "dates")
     ranges = _bounded(definition.get("ranges"), MAX_RANGES, "ranges")
     yearly = _bounded(definition.get("yearly"), MAX_YEARLY, "yearly")
