@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from scheduler.core.records import (  # noqa: F401 (the domain's names, re-exported)
+    BackfillRetry,
     CalendarRecord,
     ChainRun,
     Change,
@@ -248,6 +249,8 @@ class Plan:
     skips: tuple[Skip, ...] = ()
     # A completion's plan only: the jobs its final outcome runs next, and why (written with it).
     chain: ChainRun | None = None
+    # A failed backfill delivery's completion only: its retry (0019), written with it.
+    backfill_retry: BackfillRetry | None = None
 
     @classmethod
     def of(cls, job: Job) -> Plan:
@@ -430,6 +433,8 @@ class LeasedJob:
     now: datetime
     ran_scheduled_at: datetime | None
     ran_started_at: datetime
+    ran_trigger: Trigger | None = None
+    ran_attempt: int = 1
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scheduler.core.domain import (
+    BackfillRetry,
     CalendarRecord,
     ExecutionStatus,
     Job,
@@ -34,6 +35,7 @@ from scheduler.core.domain import (
     RetryPolicy,
     Skip,
     SkipReason,
+    Trigger,
 )
 from scheduler.core.errors import ScheduleError
 from scheduler.planning.skips import excluded_between, skipped, skipped_at_completion
@@ -259,6 +261,31 @@ def backoff_seconds(retry: RetryPolicy, attempt: int, rng: random.Random | None 
     return draw(low, max(low, ceiling))
 
 
+def _retry_delay(retry: RetryPolicy, attempt: int, outcome: Outcome, rng: random.Random | None) -> timedelta:
+    """How long after a failed ``attempt`` the next one runs: the backoff, or the target's
+    Retry-After when longer (up to ``MAX_RETRY_AFTER_SECONDS``)."""
+    delay = backoff_seconds(retry, attempt, rng)
+    if outcome.retry_after_seconds:
+        delay = max(delay, min(outcome.retry_after_seconds, MAX_RETRY_AFTER_SECONDS))
+    return timedelta(seconds=delay)
+
+
+def _retry_backfill(
+    job: Job, outcome: Outcome, now: datetime, rng: random.Random | None, ran: tuple[datetime, int, datetime]
+) -> Plan:
+    """A backfill delivery's completion (``ran``: its occurrence, attempt and start): when it
+    failed and the job's retry policy allows another attempt, that attempt (the store records it
+    with its backfill, whose next hand-over it is); the job's columns stay as they are."""
+    plan = Plan.of(job)
+    occurrence, attempt, started_at = ran
+    retry = job.retry_policy
+    if outcome.status == ExecutionStatus.SUCCEEDED or not outcome.retryable or attempt >= retry.max_attempts:
+        return plan
+    at = now + _retry_delay(retry, attempt, outcome, rng)
+    again = BackfillRetry(occurrence, attempt + 1, at, started_at, retry.max_age_seconds or None)
+    return dataclasses.replace(plan, backfill_retry=again)
+
+
 def plan_completion(
     job: Job,
     outcome: Outcome,
@@ -267,6 +294,7 @@ def plan_completion(
     ran_occurrence: datetime | None = None,
     calendars: Calendars = (),
     ran_started_at: datetime | None = None,
+    ran_as: tuple[Trigger, int] | None = None,
 ) -> Plan:
     """The job's columns after an attempt: a durable retry, the next occurrence, or completion.
 
@@ -276,10 +304,14 @@ def plan_completion(
     ``max_attempts``, on a permanent failure, or when the next attempt would start later than
     ``max_age_seconds`` after the occurrence's scheduled time. The occurrences the next one
     planned leaves behind are on record as skips (``skipped_at_completion``: ``missed`` or
-    ``overlap``, by the attempt's start ``ran_started_at``).
+    ``overlap``, by the attempt's start ``ran_started_at``). A failed backfill delivery
+    (``ran_as``: the execution's trigger and attempt) is retried under the same policy
+    (``Plan.backfill_retry``; ``max_age_seconds`` counts from its first attempt).
     """
     result = Plan.of(job)
     if job.lease_kind == LeaseKind.MANUAL:
+        if ran_as is not None and ran_as[0] == Trigger.BACKFILL and ran_occurrence and ran_started_at:
+            return _retry_backfill(job, outcome, now, rng, (ran_occurrence, ran_as[1], ran_started_at))
         return result  # the store clears the request that ran
     scheduled = job.scheduled_at
     if ran_occurrence is not None and scheduled != ran_occurrence:
@@ -289,10 +321,7 @@ def plan_completion(
     retry = job.retry_policy
     attempt = int(job.attempt or 0)
     if outcome.status != ExecutionStatus.SUCCEEDED and outcome.retryable and attempt < retry.max_attempts:
-        delay = backoff_seconds(retry, attempt, rng)
-        if outcome.retry_after_seconds:
-            delay = max(delay, min(outcome.retry_after_seconds, MAX_RETRY_AFTER_SECONDS))
-        retry_at = now + timedelta(seconds=delay)
+        retry_at = now + _retry_delay(retry, attempt, outcome, rng)
         max_age = retry.max_age_seconds
         if not max_age or retry_at <= (scheduled or now) + timedelta(seconds=max_age):
             return dataclasses.replace(result, next_run_at=retry_at)
