@@ -105,6 +105,13 @@ def _event(*lines: str) -> str:
         (_event("DTSTART;VALUE=DATE:20260101", "DURATION:PT5H"), "whole days"),
         (_event("DTSTART:20260101T100000Z", "DTEND:20260110T100000Z", "RRULE:FREQ=MONTHLY"), "at most 7 days"),
         (_event("DTSTART:20260101T100000Z", "DURATION:soon"), "DURATION"),
+        (  # COUNT rules that never match: refused once their walk is too long, not read for minutes
+            "BEGIN:VCALENDAR\n"
+            + "BEGIN:VEVENT\nDTSTART;VALUE=DATE:20260101\nRRULE:FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=30;COUNT=5\nEND:VEVENT\n"
+            * 50
+            + "END:VCALENDAR",
+            "UNTIL",
+        ),
         ("BEGIN:VCALENDAR\nBEGIN:VEVENT\nDTSTART;TZID=Mars/Olympus:20260101T000000\nEND:VEVENT\nEND:VCALENDAR", "TZID"),
         ("BEGIN:VCALENDAR\nBEGIN:VEVENT\nDTSTART:20260101T000000Z\nEND:VEVENT\nEND:VCALENDAR", "DTEND"),
         ("BEGIN:VCALENDAR\nBEGIN:VEVENT\nDTSTART:2026-01-01\nEND:VEVENT\nEND:VCALENDAR", "DATE-TIME"),

@@ -20,7 +20,7 @@ from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 from scheduler.schedules.base import UTC, ScheduleError
-from scheduler.schedules.recurrence import Recurrence, TimedRecurrence, parse_rrule
+from scheduler.schedules.recurrence import CountBudget, Recurrence, TimedRecurrence, parse_rrule
 from scheduler.schedules.zones import _resolve_wall, validate_timezone
 
 # Properties of a VEVENT that change which times it covers, and that are not supported.
@@ -96,6 +96,7 @@ class _Reader:
         self.timed: list[TimedRecurrence] = []
         self.event: Event | None = None
         self.listed: dict[str, list[tuple[dict[str, str], str]]] = {}
+        self.budget = CountBudget()  # the days its COUNT rules may walk, all together
         self.skipping: list[str] = []
         self.count = 0
 
@@ -212,7 +213,7 @@ def _timed(
             raise _refuse(f"a recurring timed VEVENT lasts at most {_MAX_TIMED_DAYS} days")
         local = start.astimezone(zone)
         days = frozenset(v.astimezone(zone).date() if isinstance(v, datetime) else v for v in excluded)
-        rule = parse_rrule(event["RRULE"][1], local.date(), days)
+        rule = parse_rrule(event["RRULE"][1], local.date(), days, reader.budget)
         reader.timed.append(TimedRecurrence(rule, zone, local.time().replace(tzinfo=None), duration))
     elif start not in excluded:
         reader.instants.append((start, end))
@@ -231,7 +232,7 @@ def _all_day_rule(text: str, start: date, length: int, exdates: frozenset[date],
             return
         except ScheduleError:
             pass
-    reader.recurring.append((parse_rrule(text, start, exdates), length))
+    reader.recurring.append((parse_rrule(text, start, exdates, reader.budget), length))
 
 
 def _values(listed: dict[str, list[tuple[dict[str, str], str]]], name: str, tz: ZoneInfo) -> list[date | datetime]:

@@ -10,7 +10,9 @@ Taken: ``FREQ`` ``DAILY``, ``WEEKLY``, ``MONTHLY`` or ``YEARLY``; ``INTERVAL``; 
 
 A rule is never expanded: a day is checked against it (O(1) a day), so an endless weekly rule
 costs nothing ahead of time. ``COUNT`` is turned into the last day once, by walking the days
-from the start (at most ``MAX_COUNT`` instances, ``MAX_COUNT_YEARS`` years).
+from the start (at most ``MAX_COUNT`` instances, ``MAX_COUNT_YEARS`` years, and ``COUNT_DAYS``
+days walked for all the rules of one calendar: a text of many ``COUNT`` rules that never match
+is refused rather than read for minutes).
 """
 
 from __future__ import annotations
@@ -33,6 +35,22 @@ _UNTIL = re.compile(r"(\d{4})(\d{2})(\d{2})(T\d{6}Z?)?")
 #: Bounds of a rule.
 MAX_COUNT = 1000
 MAX_COUNT_YEARS = 200
+COUNT_DAYS = 200_000
+
+
+class CountBudget:
+    """The days the ``COUNT`` rules of one calendar may still walk (``COUNT_DAYS`` in all)."""
+
+    def __init__(self, days: int = COUNT_DAYS) -> None:
+        self.days = days
+
+    def spend(self, days: int) -> None:
+        """Take ``days`` from what is left; ``ScheduleError`` on ``ics`` once it is spent."""
+        self.days -= days
+        if self.days < 0:
+            raise _refuse("its COUNT rules take too long to resolve (give their last day with UNTIL)")
+
+
 MAX_INTERVAL = 1000
 
 
@@ -121,10 +139,12 @@ def _weekday_matches(day: date, ordinal: int, weekday: int) -> bool:
     return True
 
 
-def parse_rrule(text: str, start: date, exdates: frozenset[date] = frozenset()) -> Recurrence:
+def parse_rrule(
+    text: str, start: date, exdates: frozenset[date] = frozenset(), budget: CountBudget | None = None
+) -> Recurrence:
     """The rule of an ``RRULE`` value for an event starting on the local day ``start`` (its
     ``UNTIL`` read as a day of the event's zone); ``ScheduleError`` on ``ics`` naming what is
-    not supported."""
+    not supported. ``budget``: the days its ``COUNT`` may walk (shared by a calendar's rules)."""
     parts: dict[str, str] = {}
     for part in text.split(";"):
         key, _, value = part.partition("=")
@@ -151,7 +171,7 @@ def parse_rrule(text: str, start: date, exdates: frozenset[date] = frozenset()) 
         exdates=exdates,
     )
     if "COUNT" in parts:
-        return _with_count(rule, _number(parts["COUNT"], "COUNT", 1, MAX_COUNT))
+        return _with_count(rule, _number(parts["COUNT"], "COUNT", 1, MAX_COUNT), budget or CountBudget())
     return rule
 
 
@@ -206,12 +226,13 @@ def _until(text: str) -> date:
         raise _refuse(f"RRULE UNTIL={text[:30]} is not a valid date") from None
 
 
-def _with_count(rule: Recurrence, count: int) -> Recurrence:
+def _with_count(rule: Recurrence, count: int, budget: CountBudget) -> Recurrence:
     """``rule`` ending on its ``count``-th instance (EXDATE'd ones count: RFC 5545)."""
     counting = dataclasses.replace(rule, exdates=frozenset())
     day, found = rule.start, 0
     last = date(min(rule.start.year + MAX_COUNT_YEARS, 9998), 12, 31)
     while day <= last:
+        budget.spend(1)
         if counting.starts_on(day):
             found += 1
             if found == count:
