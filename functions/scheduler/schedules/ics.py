@@ -37,6 +37,9 @@ _DURATION = re.compile(r"P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d
 #: Bounds of an iCalendar text.
 MAX_ICS_CHARS = 256 * 1024
 MAX_ICS_EVENTS = 2000
+# The days of the recurring events (all-day: their length; timed: their days plus two), summed:
+# what one instant's check looks at.
+MAX_RULE_DAYS = 1000
 
 Day = tuple[date, date]
 Span = tuple[datetime, datetime]
@@ -142,6 +145,12 @@ def parse_ics(text: object, tz: ZoneInfo) -> Pieces:
     reader = _Reader(tz)
     for line in _lines(text):
         reader.line(*_property(line))
+    weight = sum(length for _, length in reader.recurring) + sum(t.duration.days + 2 for t in reader.timed)
+    if weight > MAX_RULE_DAYS:
+        raise _refuse(
+            f"its recurring events weigh {weight:,} days (the days each lasts, summed; at most {MAX_RULE_DAYS:,}): "
+            "every instant checked looks at each of their days"
+        )
     return Pieces(
         tuple(reader.days), tuple(reader.yearly), tuple(reader.instants), tuple(reader.recurring), tuple(reader.timed)
     )
