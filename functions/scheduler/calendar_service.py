@@ -73,7 +73,9 @@ def _replan(store: JobStore, owner: str, job_id: str) -> None:
             return
         if current.scheduled_at is not None and current.scheduled_at <= now:
             return
-        plan = lifecycle.plan_first(current, now, current.state, calendars=job_calendars(store, current))
+        calendars = job_calendars(store, current)
+        # The calendar exclusions before the occurrence in hand are on record: those from it on are new.
+        plan = lifecycle.plan_first(current, now, current.state, calendars, recorded_until=current.scheduled_at)
         if plan == Plan.of(current):
             return
         written = store.update_job(

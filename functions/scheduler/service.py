@@ -24,9 +24,10 @@ from scheduler.calendar_service import (  # noqa: F401 (the calendar operations,
     named_calendars,
     replace_calendar,
 )
-from scheduler.core.changes import find_cycle, spec_diff
+from scheduler.core.changes import cause_of, find_cycle, spec_diff
 from scheduler.core.domain import (
     CHAIN_FIELDS,
+    OCCURRENCE_FIELDS,
     SCHEDULE_FIELDS,
     SPEC_FIELDS,
     ChainRun,
@@ -42,6 +43,7 @@ from scheduler.core.domain import (
     RunOverrides,
     Skip,
     StartedExecution,
+    Trigger,
 )
 from scheduler.core.errors import ChainError, EditConflict, NotFound, VersionMismatch
 from scheduler.planning import alerts, lifecycle
@@ -146,7 +148,9 @@ def update_job(
             return spec, None
         state = JobState.PAUSED if current.state == JobState.PAUSED else JobState.ACTIVE
         calendars = named_calendars(store, owner, list(new.exclude_calendars))
-        return spec, lifecycle.plan_first(new, store.now(), state, calendars=calendars)
+        same = all(getattr(current, k) == getattr(new, k) for k in OCCURRENCE_FIELDS)
+        since = current.scheduled_at if same else None  # exclusions before it are on record
+        return spec, lifecycle.plan_first(new, store.now(), state, calendars=calendars, recorded_until=since)
 
     return _write_edit(store, owner, job_id, edit, expected_version, action=ChangeAction.UPDATE, by=by)
 
@@ -345,13 +349,15 @@ def plan_completion(
     calendars: Sequence[Calendar] = (),
     ran_started_at: datetime | None = None,
     execution_id: str | None = None,
+    ran_as: tuple[Trigger, int] | None = None,
 ) -> Plan:
     """The job's columns after an attempt (``lifecycle.plan_completion``), marked ``delete``
     when the attempt completes a job whose ``after_completion`` is ``delete``: the store then
     deletes it with its executions in the transaction that records the completion. A final
     outcome (no retry to come) of a job with chains carries the runs it asks for (``chain``),
-    written in the same transaction; ``execution_id`` is the cause they name."""
-    plan = lifecycle.plan_completion(job, outcome, now, rng, ran_scheduled_at, calendars, ran_started_at)
+    written in the same transaction; ``execution_id`` is the cause they name. ``ran_as``: the
+    execution's trigger and attempt (a failed backfill delivery is retried)."""
+    plan = lifecycle.plan_completion(job, outcome, now, rng, ran_scheduled_at, calendars, ran_started_at, ran_as)
     if plan.state == JobState.COMPLETED and job.after_completion == "delete":
         plan = Plan(plan.state, plan.scheduled_at, plan.attempt, plan.next_run_at, delete=True, skips=plan.skips)
     chained = job.chained(outcome)  # () for a job without chains: nothing more to do
@@ -369,19 +375,6 @@ def _retries(job: Job, plan: Plan) -> bool:
         and plan.attempt == job.attempt
         and plan.next_run_at != job.next_run_at
     )
-
-
-def cause_of(job: Job, outcome: Outcome, execution_id: str | None) -> dict[str, Any]:
-    """The outcome a chained run knows of the execution that caused it (``{{cause.*}}``)."""
-    return {
-        "execution_id": execution_id,
-        "job_id": job.id,
-        "job_name": job.name,
-        "status": str(outcome.status),
-        "http_status": outcome.http_status,
-        "response_excerpt": outcome.response_excerpt,
-        "error": outcome.error,
-    }
 
 
 def complete_executions(
@@ -423,6 +416,7 @@ def complete_executions(
                 named,
                 started.started_at,
                 done.execution_id,
+                (started.trigger, started.attempt),
             )
             planned.append((done, plan))
         written = store.write_completions(planned)
@@ -462,6 +456,7 @@ def _complete_from_the_job_as_it_is(
             calendars,
             leased.ran_started_at,
             done.execution_id,
+            (leased.ran_trigger, leased.ran_attempt) if leased.ran_trigger else None,
         )
         if store.complete_leased(done, plan, leased):
             if on_skips is not None:

@@ -6,6 +6,7 @@ with its preview explaining the excluded and shifted times."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import requests
@@ -105,4 +106,17 @@ def test_calendars_page_and_the_job_forms_calendar_fields(browser, api):
     assert requests.get(f"{api.url}/v1/jobs/{job_id}", timeout=10).json()["next_run_at"] == "2026-12-25T09:00:00Z"
     page.get_by_role("button", name="Delete").click()
     expect(page.locator(".calendar-form .alert")).to_contain_text("daily-report")
+
+    # A job every minute under a calendar excluding today: its skipped row, reason calendar.
+    today = datetime.now(UTC).date()
+    closed = [today.isoformat(), (today + timedelta(days=1)).isoformat()]  # today and tomorrow (near midnight)
+    api.post("/v1/calendars", {"name": "closed", "timezone": "UTC", "dates": closed})
+    hook = {"type": "http", "method": "POST", "url": "https://example.com/hook"}
+    minutely = api.post(
+        "/v1/jobs", {"name": "minutely", "schedule": "* * * * *", "exclude_calendars": ["closed"], "target": hook}
+    )
+    page.goto(f"{api.url}/console/#/jobs/{minutely['id']}")
+    skipped = page.locator("table.executions tbody tr.exec").filter(has=page.locator(".badge.b-skipped"))
+    expect(skipped.first).to_contain_text(re.compile(r"\d+ occurrences? skipped: calendar"))
+    _shoot(page, "job-skipped-calendar")
     assert problems == []

@@ -109,3 +109,49 @@ def test_calendars_from_the_command_line(local, tmp_path):
     assert cli(local.url, "jobs", "delete", "daily").returncode == 0
     deleted = cli(local.url, "calendars", "delete", "uk")
     assert deleted.returncode == 0 and "deleted calendar uk" in deleted.stdout
+
+
+WEEKENDS_ICS = (
+    "BEGIN:VCALENDAR\r\n"
+    "BEGIN:VEVENT\r\nDTSTART;VALUE=DATE:20260103\r\nRRULE:FREQ=WEEKLY;BYDAY=SA,SU\r\nSUMMARY:Weekend\r\nEND:VEVENT\r\n"
+    "BEGIN:VEVENT\r\nDTSTART;VALUE=DATE:20270531\r\nRRULE:FREQ=YEARLY;BYMONTH=5;BYDAY=-1MO\r\n"
+    "SUMMARY:Spring bank holiday\r\nEND:VEVENT\r\n"
+    "END:VCALENDAR\r\n"
+)
+
+
+def test_an_ics_rule_from_the_command_line_and_the_skipped_rows_it_leaves(local, tmp_path):
+    ics = tmp_path / "weekends.ics"
+    ics.write_text(WEEKENDS_ICS, encoding="utf-8")
+    made = cli(local.url, "calendars", "create", "--name", "weekends", "--timezone", "Europe/London", "-f", str(ics))
+    assert made.returncode == 0, made.stderr
+    # Friday 28 May 2027, after 09:00: the weekend and the bank holiday Monday are left out.
+    job = cli(
+        local.url,
+        "jobs",
+        "create",
+        "--name",
+        "workdays",
+        "--schedule",
+        "0 9 * * *",
+        "--timezone",
+        "Europe/London",
+        "--start-at",
+        "2027-05-28T10:00:00Z",
+        "--url",
+        "https://example.com/hook",
+        "--exclude-calendar",
+        "weekends",
+        "-o",
+        "json",
+    )
+    assert job.returncode == 0, job.stderr
+    assert json.loads(job.stdout)["next_run_at"] == "2027-06-01T08:00:00Z"
+    skipped = cli(local.url, "executions", "workdays", "--status", "skipped")
+    assert skipped.returncode == 0, skipped.stderr
+    assert "3 occurrences skipped: calendar" in skipped.stdout
+
+    bad = tmp_path / "bad.ics"
+    bad.write_text(WEEKENDS_ICS.replace("BYDAY=SA,SU", "BYDAY=SA,SU;BYSETPOS=1"), encoding="utf-8")
+    refused = cli(local.url, "calendars", "create", "--name", "bad", "-f", str(bad))
+    assert refused.returncode != 0 and "ics" in refused.stderr and "BYSETPOS" in refused.stderr

@@ -133,3 +133,86 @@ def test_a_backfill_delivery_is_not_counted_as_lateness(api, store, box, target_
     assert claim.started.trigger == "backfill"
     assert not any(name == "LatenessMs" for name, _ in metrics.values)
     assert metrics.total("Executions", status="succeeded") == 1
+
+
+def _retry_now(pool) -> None:
+    """The waiting retry's backoff over (the test does not wait it out)."""
+    with pool.connection() as conn:
+        conn.execute("UPDATE backfills SET retry_at = now() WHERE retry_at IS NOT NULL")
+
+
+def test_a_failed_backfill_delivery_is_retried_under_the_jobs_policy(api, store, box, pool, target_server):
+    job = _hourly(api, target_server, "flaky")
+    api("PATCH", f"/v1/jobs/{job['id']}", {"retry": {"max_attempts": 3, "min_backoff_seconds": 30}})
+    target_server.responses["/b"] = [(500, {}, b"down"), (503, {}, b"down"), (200, {}, b"ok")]
+    now = store.now().replace(minute=0, second=0, microsecond=0)
+    first, second = now - timedelta(hours=2), now - timedelta(hours=1)
+    span = {"start": format_time(first), "end": format_time(second)}
+    assert api("POST", f"/v1/jobs/{job['id']}/backfill", span).body == {"count": 2}
+    assert store.pump_backfills() == 1
+    [report] = _deliver_due(store, box)
+    assert report.status == "failed"
+    # The retry waits for its backoff (30 s at least), and nothing else runs meanwhile: neither the
+    # next occurrence nor a second delivery beside it (one run at a time, in order).
+    assert store.pump_backfills() == 0 and store.claim_and_start(10) == []
+    for attempt, status in ((2, "failed"), (3, "succeeded")):
+        _retry_now(pool)
+        assert store.pump_backfills() == 1
+        assert store.pump_backfills() == 0
+        [report] = _deliver_due(store, box)
+        assert report.status == status, attempt
+    with pool.connection() as conn:
+        conn.execute("UPDATE backfills SET next_at = now()")
+    assert store.pump_backfills() == 1  # the next occurrence, once the first one succeeded
+    [report] = _deliver_due(store, box)
+    assert report.status == "succeeded" and store.pump_backfills() == 0
+    delivered = [r["headers"]["X-Scheduler-Scheduled-At"] for r in target_server.wait_for(4)]
+    assert delivered == [format_time(first)] * 3 + [format_time(second)]
+    keys = {r["headers"]["Idempotency-Key"] for r in target_server.requests[:3]}
+    assert keys == {f"{job['id']}:{format_time(first)}"}  # every attempt carries the occurrence's key
+    rows = api("GET", f"/v1/jobs/{job['id']}/executions").body["executions"]
+    assert [(e["trigger"], e["scheduled_at"], e["attempt"], e["status"]) for e in reversed(rows)] == [
+        ("backfill", format_time(first), 1, "failed"),
+        ("backfill", format_time(first), 2, "failed"),
+        ("backfill", format_time(first), 3, "succeeded"),
+        ("backfill", format_time(second), 1, "succeeded"),
+    ]
+    assert api("GET", f"/v1/jobs/{job['id']}").body["next_run_at"] == job["next_run_at"]  # the live schedule
+
+
+def test_a_backfill_delivery_stops_at_max_attempts_a_permanent_failure_and_max_age(
+    api, store, box, pool, target_server
+):
+    job = _hourly(api, target_server, "broken")
+    api("PATCH", f"/v1/jobs/{job['id']}", {"retry": {"max_attempts": 2, "min_backoff_seconds": 0}})
+    target_server.responses["/b"] = [(500, {}, b"down"), (500, {}, b"down"), (404, {}, b"gone"), (500, {}, b"down")]
+    now = store.now().replace(minute=0, second=0, microsecond=0)
+    span = {"start": format_time(now - timedelta(hours=3)), "end": format_time(now - timedelta(hours=1))}
+    assert api("POST", f"/v1/jobs/{job['id']}/backfill", span).body == {"count": 3}
+
+    def deliver_next() -> str:
+        _retry_now(pool)
+        with pool.connection() as conn:
+            conn.execute("UPDATE backfills SET next_at = now()")
+        assert store.pump_backfills() == 1
+        [report] = _deliver_due(store, box)
+        return report.status
+
+    assert [deliver_next(), deliver_next()] == ["failed", "failed"]  # the first occurrence: 2 attempts
+    assert deliver_next() == "failed"  # the second: a 404 is permanent, no retry
+    # The third: a retry would start after max_age_seconds (counted from its first attempt).
+    api(
+        "PATCH",
+        f"/v1/jobs/{job['id']}",
+        {"retry": {"max_attempts": 5, "min_backoff_seconds": 60, "max_age_seconds": 30}},
+    )
+    assert deliver_next() == "failed"
+    _retry_now(pool)
+    assert store.pump_backfills() == 0  # finished: nothing more to hand over
+    rows = api("GET", f"/v1/jobs/{job['id']}/executions").body["executions"]
+    assert [(e["attempt"], e["status"]) for e in reversed(rows)] == [
+        (1, "failed"),
+        (2, "failed"),
+        (1, "failed"),
+        (1, "failed"),
+    ]

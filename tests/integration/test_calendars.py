@@ -81,7 +81,7 @@ def test_calendar_resource_crud_and_owner_scoping(api):
         (
             {
                 "name": "c",
-                "ics": "BEGIN:VCALENDAR\nBEGIN:VEVENT\nDTSTART;VALUE=DATE:20260101\nRRULE:FREQ=MONTHLY\nEND:VEVENT\nEND:VCALENDAR",
+                "ics": "BEGIN:VCALENDAR\nBEGIN:VEVENT\nDTSTART;VALUE=DATE:20260101\nRRULE:FREQ=HOURLY\nEND:VEVENT\nEND:VCALENDAR",
             },
             "ics",
         ),
@@ -95,7 +95,7 @@ def test_bad_calendars_are_400_naming_the_field(api, body, field):
     assert answer.status == 400, answer.body
     assert field in answer.fields, answer.body
     if field == "ics" and "RRULE" in body.get("ics", ""):
-        assert "FREQ=MONTHLY" in answer.body["error"]["message"] + str(answer.body["error"]["details"])
+        assert "FREQ=HOURLY" in answer.body["error"]["message"] + str(answer.body["error"]["details"])
 
 
 def test_a_job_skips_or_shifts_and_a_calendar_in_use_cannot_be_deleted(api):
@@ -335,3 +335,38 @@ def test_a_job_and_a_delete_of_its_calendar_at_once(store, pool, db_url):
         worker.join(30)
     [in_use] = errors
     assert isinstance(in_use, CalendarInUse) and in_use.jobs == [(params["id"], "holder")]
+
+
+def test_an_ics_calendar_with_byday_exdate_and_a_timed_window_through_the_api(api):
+    ics = "\r\n".join(
+        [
+            "BEGIN:VCALENDAR",
+            "BEGIN:VEVENT",
+            "DTSTART;VALUE=DATE:20260103",
+            "RRULE:FREQ=WEEKLY;BYDAY=SA,SU",
+            "EXDATE;VALUE=DATE:20270103",
+            "END:VEVENT",
+            "BEGIN:VEVENT",
+            "DTSTART;TZID=Europe/London:20261230T080000",
+            "DURATION:PT2H",
+            "RRULE:FREQ=MONTHLY;BYDAY=-1WE",
+            "END:VEVENT",
+            "END:VCALENDAR",
+        ]
+    )
+    assert api("POST", "/v1/calendars", {"name": "weekends", "timezone": "Europe/London", "ics": ics}).status == 201
+    body = job_body("weekdays", schedule="0 9 * * *", timezone="Europe/London", start_at="2027-01-01T10:00:00Z")
+    job = api("POST", "/v1/jobs", {**body, "exclude_calendars": ["weekends"]}).body
+    # Saturday 2 January is a weekend day; Sunday 3 January is an exception to the rule.
+    assert job["next_run_at"] == "2027-01-03T09:00:00Z"
+    # The last Wednesday of January, 08:00 to 10:00 London: its 09:00 left out, and said why.
+    preview = {"schedule": "0 9 * * *", "timezone": "Europe/London", "exclude_calendars": ["weekends"]}
+    later = api(
+        "POST", "/v1/schedules/preview", {**preview, "after": "2027-01-26T10:00:00Z", "count": 2, "explain": True}
+    )
+    assert later.status == 200, later.body
+    assert [(i["at"], i.get("excluded_by")) for i in later.body["occurrences"]] == [
+        ("2027-01-27T09:00:00Z", "weekends"),
+        ("2027-01-28T09:00:00Z", None),
+        ("2027-01-29T09:00:00Z", None),
+    ]

@@ -146,3 +146,37 @@ def test_outcomes_encode_alike_with_orjson_and_without():
     decoded = json.loads(slow)[0]
     assert datetime.fromisoformat(decoded[5]) == instant and decoded[5].endswith(".123456+01:00")
     assert decoded[8] == "2026-01-01T00:00:00+00:00" and decoded[10] == 'a "q" \u2603'
+
+
+def test_a_failed_backfill_delivery_plans_its_retry_and_leaves_the_job_alone():
+    from scheduler.core.domain import JobState, LeaseKind, Trigger
+
+    retry = {"max_attempts": 3, "min_backoff_seconds": 10, "max_backoff_seconds": 10, "max_age_seconds": 600}
+    job = Job(
+        id="j",
+        schedule="0 * * * *",
+        created_at=NOW - timedelta(days=1),
+        state=JobState.ACTIVE,
+        scheduled_at=NOW + timedelta(hours=1),
+        next_run_at=NOW + timedelta(hours=1),
+        lease_kind=LeaseKind.MANUAL,
+        retry=retry,
+    )
+    occurrence, started = NOW - timedelta(days=3), NOW - timedelta(seconds=2)
+    args = (NOW, random.Random(1), occurrence, (), started)
+    failed = Outcome("failed", retryable=True, http_status=500)
+    plan = plan_completion(job, failed, *args, (Trigger.BACKFILL, 1))
+    assert (plan.scheduled_at, plan.next_run_at, plan.attempt) == (job.scheduled_at, job.next_run_at, job.attempt)
+    again = plan.backfill_retry
+    assert again is not None and (again.occurrence, again.attempt, again.at) == (
+        occurrence,
+        2,
+        NOW + timedelta(seconds=10),
+    )
+    assert again.started_at == started and again.max_age_seconds == 600
+    # None after the last attempt, on success, on a permanent failure, or for a manual run.
+    assert plan_completion(job, failed, *args, (Trigger.BACKFILL, 3)).backfill_retry is None
+    assert plan_completion(job, Outcome("succeeded"), *args, (Trigger.BACKFILL, 1)).backfill_retry is None
+    permanent = Outcome("failed", http_status=404, retryable=False)
+    assert plan_completion(job, permanent, *args, (Trigger.BACKFILL, 1)).backfill_retry is None
+    assert plan_completion(job, failed, *args, (Trigger.MANUAL, 1)).backfill_retry is None

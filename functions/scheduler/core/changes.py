@@ -6,10 +6,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler.core.constants import SECRET_MASK
 from scheduler.core.timeutil import format_time
+
+if TYPE_CHECKING:
+    from scheduler.core.domain import Job, Outcome
 
 # A stored secret is a token "enc:v1:<base64url>" (scheduler.secrets), percent-encoded inside an
 # AMQP URL. Every one found in a diff's value is masked, wherever it is (a field to come included).
@@ -80,3 +83,16 @@ def find_cycle(start: str, links: Mapping[str, tuple[str, ...]]) -> list[str] | 
         return False
 
     return path if walk(start) else None
+
+
+def cause_of(job: Job, outcome: Outcome, execution_id: str | None) -> dict[str, Any]:
+    """The outcome a chained run knows of the execution that caused it (``{{cause.*}}``)."""
+    return {
+        "execution_id": execution_id,
+        "job_id": job.id,
+        "job_name": job.name,
+        "status": str(outcome.status),
+        "http_status": outcome.http_status,
+        "response_excerpt": outcome.response_excerpt,
+        "error": outcome.error,
+    }

@@ -18,6 +18,7 @@ from typing import Any
 
 from scheduler.core.frozen import set_fields_at_once
 from scheduler.core.records import (  # noqa: F401 (the domain's names, re-exported)
+    BackfillRetry,
     CalendarRecord,
     ChainRun,
     Change,
@@ -105,6 +106,8 @@ SCHEDULE_FIELDS = (
     "exclude_calendars",
     "on_excluded",
 )
+# Schedule fields that make the base occurrences (before calendars, window end and spread).
+OCCURRENCE_FIELDS = ("schedule", "schedules", "run_at", "timezone", "start_at")
 
 
 @set_fields_at_once
@@ -250,6 +253,8 @@ class Plan:
     skips: tuple[Skip, ...] = ()
     # A completion's plan only: the jobs its final outcome runs next, and why (written with it).
     chain: ChainRun | None = None
+    # A failed backfill delivery's completion only: its retry (0019), written with it.
+    backfill_retry: BackfillRetry | None = None
 
     @classmethod
     def of(cls, job: Job) -> Plan:
@@ -435,6 +440,8 @@ class LeasedJob:
     now: datetime
     ran_scheduled_at: datetime | None
     ran_started_at: datetime
+    ran_trigger: Trigger | None = None
+    ran_attempt: int = 1
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,24 @@ class Skip:
 
 
 @dataclass(frozen=True, slots=True)
+class BackfillRetry:
+    """A failed backfill delivery's next attempt: the occurrence, the attempt it will be, when,
+    and when the failed attempt started (``max_age_seconds``, a float or None, counts from the
+    occurrence's first attempt: the store checks it)."""
+
+    occurrence: datetime
+    attempt: int
+    at: datetime
+    started_at: datetime
+    max_age_seconds: float | None = None
+
+    def as_json(self) -> list[Any]:
+        """The retry as ``record_backfill_retries`` reads it, after its job's id."""
+        times = (self.occurrence.isoformat(), self.attempt, self.at.isoformat(), self.started_at.isoformat())
+        return [*times, self.max_age_seconds]
+
+
+@dataclass(frozen=True, slots=True)
 class Pause:
     """Why and until when a job is paused, by whom (a pause's note; ``until`` None: until resumed)."""
 

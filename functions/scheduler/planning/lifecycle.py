@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from scheduler.core.domain import (
+    BackfillRetry,
     CalendarRecord,
     ExecutionStatus,
     Job,
@@ -34,9 +35,10 @@ from scheduler.core.domain import (
     RetryPolicy,
     Skip,
     SkipReason,
+    Trigger,
 )
 from scheduler.core.errors import ScheduleError
-from scheduler.planning.skips import skipped, skipped_at_completion
+from scheduler.planning.skips import excluded_between, skipped, skipped_at_completion
 from scheduler.schedules import (
     Schedule,
     Spread,
@@ -48,7 +50,13 @@ from scheduler.schedules import (
     parse_union,
     plan_next,
 )
-from scheduler.schedules.calendars import MAX_CALENDARS_PER_JOB, Calendar, build_calendar, with_calendars
+from scheduler.schedules.calendars import (
+    MAX_CALENDARS_PER_JOB,
+    Calendar,
+    CalendarSchedule,
+    build_calendar,
+    with_calendars,
+)
 
 __all__ = ["MAX_CALENDARS_PER_JOB", "Calendar", "check_calendar", "compile_calendar"]
 
@@ -147,15 +155,38 @@ def _at(occurrence: datetime | None, state: JobState, job: Job) -> Plan:
     return Plan(state, occurrence, 0, occurrence if spread is None else occurrence + spread.offset(occurrence))
 
 
-def plan_first(job: Job, now: datetime, state: JobState = JobState.ACTIVE, calendars: Calendars = ()) -> Plan:
+def plan_first(
+    job: Job,
+    now: datetime,
+    state: JobState = JobState.ACTIVE,
+    calendars: Calendars = (),
+    *,
+    recorded_until: datetime | None = None,
+) -> Plan:
     """A new job, or one whose schedule was edited: its first occurrence after ``now``. A
     one-off whose time is outside its start_at/end_at window never runs: it completes at once,
-    its occurrence on record as skipped (``window``)."""
-    occurrence = first_run(schedule_of(job, calendars), now, start_at=job.start_at, end_at=job.end_at)
+    its occurrence on record as skipped (``window``). The occurrences its calendars leave out
+    before the one planned are on record as skipped (``calendar``), from ``now`` or, when later,
+    from ``recorded_until`` (the occurrence a replanned job had in hand: those before it were
+    on record when it was planned)."""
+    schedule = schedule_of(job, calendars)
+    occurrence = first_run(schedule, now, start_at=job.start_at, end_at=job.end_at)
     plan = _at(occurrence, state, job)
     if occurrence is None and job.run_at is not None:
         return dataclasses.replace(plan, skips=(Skip(SkipReason.WINDOW, 1, job.run_at),))
+    if isinstance(schedule, CalendarSchedule):
+        after = now if recorded_until is None else max(now, recorded_until - _TINY)
+        before = occurrence if occurrence is not None else job.end_at and job.end_at + _TINY
+        if before is not None:
+            return _excluding(plan, schedule, job, after, before)
     return plan
+
+
+def _excluding(plan: Plan, schedule: Schedule, job: Job, after: datetime, before: datetime) -> Plan:
+    """``plan`` with the occurrences the calendars left out between ``after`` and ``before``
+    among its skips (``calendar``; a job without calendars never comes here)."""
+    excluded = excluded_between(schedule, after, before, start_at=job.start_at, end_at=job.end_at)
+    return dataclasses.replace(plan, skips=plan.skips + excluded) if excluded else plan
 
 
 def plan_pause(job: Job) -> Plan:
@@ -187,15 +218,13 @@ def plan_resume(job: Job, now: datetime, calendars: Calendars = ()) -> Plan:
         end_at=job.end_at,
         cap=RUN_ALL_CAP,
     )
-    skips = skipped(
-        schedule_of(job, calendars),
-        SkipReason.PAUSED,
-        pending - _TINY,
-        now + _TINY if occurrence is None else occurrence,
-        start_at=job.start_at,
-        end_at=job.end_at,
-    )
-    return _due_by(now, dataclasses.replace(_at(occurrence, JobState.ACTIVE, job), skips=skips))
+    schedule = schedule_of(job, calendars)
+    bound = now + _TINY if occurrence is None else occurrence
+    skips = skipped(schedule, SkipReason.PAUSED, pending - _TINY, bound, start_at=job.start_at, end_at=job.end_at)
+    plan = dataclasses.replace(_at(occurrence, JobState.ACTIVE, job), skips=skips)
+    if isinstance(schedule, CalendarSchedule):
+        plan = _excluding(plan, schedule, job, pending - _TINY, bound)
+    return _due_by(now, plan)
 
 
 def backfill_occurrences(
@@ -232,6 +261,31 @@ def backoff_seconds(retry: RetryPolicy, attempt: int, rng: random.Random | None 
     return draw(low, max(low, ceiling))
 
 
+def _retry_delay(retry: RetryPolicy, attempt: int, outcome: Outcome, rng: random.Random | None) -> timedelta:
+    """How long after a failed ``attempt`` the next one runs: the backoff, or the target's
+    Retry-After when longer (up to ``MAX_RETRY_AFTER_SECONDS``)."""
+    delay = backoff_seconds(retry, attempt, rng)
+    if outcome.retry_after_seconds:
+        delay = max(delay, min(outcome.retry_after_seconds, MAX_RETRY_AFTER_SECONDS))
+    return timedelta(seconds=delay)
+
+
+def _retry_backfill(
+    job: Job, outcome: Outcome, now: datetime, rng: random.Random | None, ran: tuple[datetime, int, datetime]
+) -> Plan:
+    """A backfill delivery's completion (``ran``: its occurrence, attempt and start): when it
+    failed and the job's retry policy allows another attempt, that attempt (the store records it
+    with its backfill, whose next hand-over it is); the job's columns stay as they are."""
+    plan = Plan.of(job)
+    occurrence, attempt, started_at = ran
+    retry = job.retry_policy
+    if outcome.status == ExecutionStatus.SUCCEEDED or not outcome.retryable or attempt >= retry.max_attempts:
+        return plan
+    at = now + _retry_delay(retry, attempt, outcome, rng)
+    again = BackfillRetry(occurrence, attempt + 1, at, started_at, retry.max_age_seconds or None)
+    return dataclasses.replace(plan, backfill_retry=again)
+
+
 def plan_completion(
     job: Job,
     outcome: Outcome,
@@ -240,6 +294,7 @@ def plan_completion(
     ran_occurrence: datetime | None = None,
     calendars: Calendars = (),
     ran_started_at: datetime | None = None,
+    ran_as: tuple[Trigger, int] | None = None,
 ) -> Plan:
     """The job's columns after an attempt: a durable retry, the next occurrence, or completion.
 
@@ -249,10 +304,14 @@ def plan_completion(
     ``max_attempts``, on a permanent failure, or when the next attempt would start later than
     ``max_age_seconds`` after the occurrence's scheduled time. The occurrences the next one
     planned leaves behind are on record as skips (``skipped_at_completion``: ``missed`` or
-    ``overlap``, by the attempt's start ``ran_started_at``).
+    ``overlap``, by the attempt's start ``ran_started_at``). A failed backfill delivery
+    (``ran_as``: the execution's trigger and attempt) is retried under the same policy
+    (``Plan.backfill_retry``; ``max_age_seconds`` counts from its first attempt).
     """
     result = Plan.of(job)
     if job.lease_kind == LeaseKind.MANUAL:
+        if ran_as is not None and ran_as[0] == Trigger.BACKFILL and ran_occurrence and ran_started_at:
+            return _retry_backfill(job, outcome, now, rng, (ran_occurrence, ran_as[1], ran_started_at))
         return result  # the store clears the request that ran
     scheduled = job.scheduled_at
     if ran_occurrence is not None and scheduled != ran_occurrence:
@@ -262,10 +321,7 @@ def plan_completion(
     retry = job.retry_policy
     attempt = int(job.attempt or 0)
     if outcome.status != ExecutionStatus.SUCCEEDED and outcome.retryable and attempt < retry.max_attempts:
-        delay = backoff_seconds(retry, attempt, rng)
-        if outcome.retry_after_seconds:
-            delay = max(delay, min(outcome.retry_after_seconds, MAX_RETRY_AFTER_SECONDS))
-        retry_at = now + timedelta(seconds=delay)
+        retry_at = now + _retry_delay(retry, attempt, outcome, rng)
         max_age = retry.max_age_seconds
         if not max_age or retry_at <= (scheduled or now) + timedelta(seconds=max_age):
             return dataclasses.replace(result, next_run_at=retry_at)
@@ -278,6 +334,8 @@ def plan_completion(
     plan = _at(occurrence, state, job)
     if scheduled is None or schedule.one_off:
         return plan
+    if isinstance(schedule, CalendarSchedule):  # only a job with calendars pays for them
+        plan = _excluding(plan, schedule, job, scheduled, horizon + _TINY if occurrence is None else occurrence)
     if occurrence is not None and occurrence > horizon and job.missed_runs != "skip":
         return plan  # run_once and run_all plan a later occurrence only when none was missed
     skips = skipped_at_completion(
@@ -290,4 +348,4 @@ def plan_completion(
         start_at=job.start_at,
         end_at=job.end_at,
     )
-    return dataclasses.replace(plan, skips=skips) if skips else plan
+    return dataclasses.replace(plan, skips=skips + plan.skips) if skips else plan

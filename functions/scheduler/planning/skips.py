@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 from scheduler.core.domain import Skip, SkipReason
 from scheduler.schedules import IntervalSchedule, Schedule, next_occurrence
+from scheduler.schedules.calendars import MAX_HOPS, CalendarSchedule, excluded_span, next_excluded
 
 # Occurrences counted one by one at most (a calendar expression's; an interval is counted by
 # arithmetic, whatever the gap): a cron job paused for years counts this many, no more.
@@ -87,3 +88,47 @@ def skipped_at_completion(
     missed = skipped(schedule, SkipReason.MISSED, ran, split, **window)
     overlap = skipped(schedule, SkipReason.OVERLAP, split - _TINY, bound, **window)
     return missed + overlap
+
+
+def excluded_between(
+    schedule: Schedule,
+    after: datetime,
+    before: datetime,
+    *,
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+) -> tuple[Skip, ...]:
+    """The occurrences strictly between ``after`` and ``before`` that the calendars of
+    ``schedule`` leave out (``on_excluded: skip``), as one skip of reason ``calendar`` (none when
+    there are none, and always none for a schedule without calendars or under ``shift``).
+
+    The base schedule's occurrences are walked span by span: an excluded span's are counted
+    as :func:`count_between` counts them (an interval's by arithmetic, whatever the span), and
+    from an allowed one (one missed, or run before) the walk goes on at the next instant a
+    calendar excludes (``next_excluded``). When nothing
+    was excluded (the common case) it costs one look-up of the base's next occurrence."""
+    if not isinstance(schedule, CalendarSchedule) or schedule.shift:
+        return ()
+    base, window = schedule.base, {"start_at": start_at, "end_at": end_at}
+    exact = isinstance(base, IntervalSchedule)  # counted by arithmetic: no limit
+    total, first, at = 0, None, after
+    for _ in range(MAX_HOPS):
+        occurrence = next_occurrence(base, at, **window)
+        if occurrence is None or occurrence >= before:
+            break
+        span = excluded_span(schedule.calendars, occurrence)
+        if span is None:  # allowed: on to the next excluded instant (None: none within reach)
+            ahead = next_excluded(schedule.calendars, occurrence)
+            if ahead is None or ahead >= before:
+                break
+            at = ahead - _TINY
+            continue
+        bound = before if span.end is None else min(span.end, before)
+        count, _ = count_between(base, occurrence - _TINY, bound, **window)
+        total, first = total + count, first or occurrence
+        if bound == before or (total >= COUNT_LIMIT and not exact):
+            break
+        at = bound - _TINY
+    if first is None:
+        return ()
+    return (Skip(SkipReason.CALENDAR, total if exact else min(total, COUNT_LIMIT), first),)

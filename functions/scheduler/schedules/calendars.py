@@ -29,6 +29,7 @@ from zoneinfo import ZoneInfo
 
 from scheduler.schedules.base import _ONE_US, HORIZON_YEARS, UTC, Schedule, ScheduleError, _require_aware
 from scheduler.schedules.ics import parse_ics
+from scheduler.schedules.recurrence import Recurrence, TimedRecurrence
 from scheduler.schedules.zones import _resolve_wall, validate_timezone
 
 #: The ``on_excluded`` modes.
@@ -42,6 +43,8 @@ MAX_CALENDARS_PER_JOB = 10
 MAX_CHAIN = 4000
 #: Base occurrences looked at in a row (each in another excluded span) before giving up.
 MAX_HOPS = 4000
+#: Local days a look for the next excluded piece reads ahead (``Calendar.next_piece``).
+LOOKAHEAD_DAYS = 400
 
 _ONE_DAY = timedelta(days=1)
 _HORIZON = timedelta(days=366 * HORIZON_YEARS)
@@ -90,6 +93,9 @@ class Calendar:
     days: tuple[tuple[date, date], ...] = ()
     yearly: tuple[YearlyRule, ...] = ()
     instants: tuple[tuple[datetime, datetime], ...] = ()
+    # iCalendar rules: of all-day events (with their length in days), of timed events.
+    recurring: tuple[tuple[Recurrence, int], ...] = ()
+    timed: tuple[TimedRecurrence, ...] = ()
     _day_starts: tuple[date, ...] = field(default=(), init=False, repr=False)
     _instant_starts: tuple[datetime, ...] = field(default=(), init=False, repr=False)
     # Yearly single days without bounds (``yearly``'s MM-DD), looked up as (month, day).
@@ -124,6 +130,13 @@ class Calendar:
                 if start is not None and start <= day < start + timedelta(days=rule.days):
                     end = start + timedelta(days=rule.days)
                     found = (min(found[0], start), max(found[1], end)) if found else (start, end)
+        for recurrence, length in self.recurring:
+            for back in range(length):
+                start = day - timedelta(days=back)
+                if recurrence.starts_on(start):
+                    end = start + timedelta(days=length)
+                    found = (min(found[0], start), max(found[1], end)) if found else (start, end)
+                    break
         return found
 
     def piece(self, at: datetime) -> tuple[datetime, datetime] | None:
@@ -137,6 +150,32 @@ class Calendar:
         if i >= 0 and self.instants[i][1] > at:
             start, end = self.instants[i]
             found = (min(found[0], start), max(found[1], end)) if found else (start, end)
+        for rule in self.timed:
+            instance = rule.piece(at)
+            if instance is not None:
+                found = (min(found[0], instance[0]), max(found[1], instance[1])) if found else instance
+        return found
+
+    def next_piece(self, at: datetime) -> datetime | None:
+        """The first instant ``>= at`` (aware UTC) this calendar excludes, looking at most
+        ``LOOKAHEAD_DAYS`` local days ahead for its day pieces; None when none is found."""
+        if self.piece(at) is not None:
+            return at
+        found: datetime | None = None
+        i = bisect.bisect_right(self._instant_starts, at)
+        if i < len(self.instants):
+            found = self.instants[i][0]
+        for rule in self.timed:
+            start = rule.next_start(at, LOOKAHEAD_DAYS)
+            found = start if found is None or (start is not None and start < found) else found
+        day = at.astimezone(self.tz).date()
+        for _ in range(LOOKAHEAD_DAYS if self.yearly or self.days or self.recurring else 0):
+            day += _ONE_DAY
+            if found is not None and self._local_start(day) > found:
+                break
+            if self._day_span(day) is not None:
+                start = self._local_start(day)
+                return start if found is None else min(found, start)
         return found
 
     def excludes(self, at: datetime) -> bool:
@@ -198,6 +237,12 @@ def _chain(calendars: Sequence[Calendar], edge: datetime, *, backwards: bool = F
         if not moved:
             return edge
     return None
+
+
+def next_excluded(calendars: Sequence[Calendar], at: datetime) -> datetime | None:
+    """The first instant ``>= at`` any of ``calendars`` excludes (within their look-ahead)."""
+    found = [start for calendar in calendars if (start := calendar.next_piece(at)) is not None]
+    return min(found) if found else None
 
 
 def apply_calendars(calendars: Sequence[Calendar], occurrence: datetime, on_excluded: str = "skip") -> datetime | None:
@@ -295,8 +340,9 @@ def build_calendar(name: str, definition: Mapping[str, Any]) -> Calendar:
     if definition.get("ics") is not None:
         if any(definition.get(key) for key in ("dates", "ranges", "yearly")):
             raise ScheduleError("give either ics or dates/ranges/yearly, not both", field="ics")
-        ics_days, ics_yearly, ics_instants = parse_ics(definition["ics"], tz)
-        return Calendar(name, tz, ics_days, tuple(YearlyRule(*rule) for rule in ics_yearly), ics_instants)
+        ics = parse_ics(definition["ics"], tz)
+        every_year = tuple(YearlyRule(*rule) for rule in ics.yearly)
+        return Calendar(name, tz, ics.days, every_year, ics.instants, ics.recurring, ics.timed)
     dates = _bounded(definition.get("dates"), MAX_DATES, "dates")
     ranges = _bounded(definition.get("ranges"), MAX_RANGES, "ranges")
     yearly = _bounded(definition.get("yearly"), MAX_YEARLY, "yearly")

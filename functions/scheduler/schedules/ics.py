@@ -1,37 +1,62 @@
 """iCalendar (RFC 5545) text read into a calendar's pieces, with the standard library only.
 
-Taken: ``VEVENT``\\ s whose ``DTSTART``/``DTEND`` are dates (all-day: the days from the start to
-the day before the end) or date-times (``Z``, a ``TZID`` naming an IANA zone, or floating: a
-wall time of the calendar's zone), and yearly ``RRULE``\\ s of all-day events (``FREQ=YEARLY``,
-optionally ``INTERVAL=1``, ``BYMONTH``, ``BYMONTHDAY``, ``COUNT``, ``UNTIL``). ``VTIMEZONE`` and
-``VALARM`` blocks are passed over (zones are named by ``TZID``). Anything else that changes which
-times an event covers (another ``FREQ``, ``RDATE``, ``EXDATE``, ``DURATION`` ...) is refused with a
-:class:`ScheduleError` on the field ``ics`` naming it.
+Taken: ``VEVENT``\\ s whose ``DTSTART``/``DTEND`` (or ``DURATION``) are dates (all-day: the days
+from the start to the day before the end) or date-times (timed: the span from the start to the
+end; ``Z``, a ``TZID`` naming an IANA zone, or floating: a wall time of the calendar's zone);
+``RRULE``\\ s on either (:mod:`recurrence`: ``FREQ`` ``DAILY`` to ``YEARLY``, ``INTERVAL``,
+``UNTIL``, ``COUNT``, ``BYMONTH``, ``BYMONTHDAY``, ``BYDAY`` as in every Saturday or the last Monday
+of May; a timed event recurs at its wall time in its zone); ``EXDATE`` (instances left out) and
+``RDATE`` (instances added, as long as the event), several values or lines each. ``VTIMEZONE``
+and ``VALARM`` blocks are passed over (zones are named by ``TZID``). Anything else that changes
+which times an event covers (``EXRULE``, ``RECURRENCE-ID``, ``RDATE;VALUE=PERIOD``, another
+``RRULE`` part ...) is refused with a :class:`ScheduleError` on the field ``ics`` naming it.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import date, datetime, timedelta
+from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 from scheduler.schedules.base import UTC, ScheduleError
+from scheduler.schedules.recurrence import CountBudget, Recurrence, TimedRecurrence, parse_rrule
 from scheduler.schedules.zones import _resolve_wall, validate_timezone
 
 # Properties of a VEVENT that change which times it covers, and that are not supported.
-_REFUSED = ("RDATE", "EXDATE", "EXRULE", "DURATION", "RECURRENCE-ID")
+_REFUSED = ("EXRULE", "RECURRENCE-ID")
+# Properties a VEVENT may repeat (their values gathered).
+_LISTED = ("EXDATE", "RDATE")
 _PASSED_OVER = ("VTIMEZONE", "VALARM", "STANDARD", "DAYLIGHT")
 _DATE = re.compile(r"(\d{4})(\d{2})(\d{2})")
 _DATE_TIME = re.compile(r"(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})(Z?)")
 _MAX_EVENT_DAYS = 366
+# A recurring timed event lasts at most this long (each instant looks back this many days).
+_MAX_TIMED_DAYS = 7
+_DURATION = re.compile(r"P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?")
 #: Bounds of an iCalendar text.
 MAX_ICS_CHARS = 256 * 1024
 MAX_ICS_EVENTS = 2000
+# The days of the recurring events (all-day: their length; timed: their days plus two), summed:
+# what one instant's check looks at.
+MAX_RULE_DAYS = 1000
 
 Day = tuple[date, date]
 Span = tuple[datetime, datetime]
 # A yearly rule: (month, day, days, first year, last year or None).
 Yearly = tuple[int, int, int, int, int | None]
+Event = dict[str, tuple[dict[str, str], str]]
+
+
+class Pieces(NamedTuple):
+    """What an iCalendar text excludes: local-day spans, yearly rules (the simple ones), instant
+    spans, rules of all-day events (with their length in days) and rules of timed events."""
+
+    days: tuple[Day, ...]
+    yearly: tuple[Yearly, ...]
+    instants: tuple[Span, ...]
+    recurring: tuple[tuple[Recurrence, int], ...]
+    timed: tuple[TimedRecurrence, ...]
 
 
 def _refuse(message: str) -> ScheduleError:
@@ -70,7 +95,11 @@ class _Reader:
         self.days: list[Day] = []
         self.yearly: list[Yearly] = []
         self.instants: list[Span] = []
-        self.event: dict[str, tuple[dict[str, str], str]] | None = None
+        self.recurring: list[tuple[Recurrence, int]] = []
+        self.timed: list[TimedRecurrence] = []
+        self.event: Event | None = None
+        self.listed: dict[str, list[tuple[dict[str, str], str]]] = {}
+        self.budget = CountBudget()  # the days its COUNT rules may walk, all together
         self.skipping: list[str] = []
         self.count = 0
 
@@ -86,24 +115,27 @@ class _Reader:
             self.count += 1
             if self.count > MAX_ICS_EVENTS:
                 raise _refuse(f"holds at most {MAX_ICS_EVENTS} events")
-            _event(self.event, self.tz, self.days, self.yearly, self.instants)
+            _event(self.event, self.listed, self)
             self.event = None
         elif self.event is not None:
             if name in _REFUSED:
-                raise _refuse(f"{name} is not supported (events are DTSTART/DTEND and a yearly RRULE)")
-            self.event[name] = (params, value)
+                raise _refuse(f"{name} is not supported (events are DTSTART, DTEND, RRULE, EXDATE and RDATE)")
+            if name in _LISTED:
+                self.listed.setdefault(name, []).append((params, value))
+            else:
+                self.event[name] = (params, value)
 
     def begin(self, kind: str) -> None:
         if kind == "VEVENT" and self.event is None:
-            self.event = {}
+            self.event, self.listed = {}, {}
         elif kind in _PASSED_OVER:
             self.skipping.append(kind)
         elif kind != "VCALENDAR":
             raise _refuse(f"{kind} components are not supported (only VEVENT)")
 
 
-def parse_ics(text: object, tz: ZoneInfo) -> tuple[tuple[Day, ...], tuple[Yearly, ...], tuple[Span, ...]]:
-    """The pieces of an iCalendar text: (local-day spans, yearly rules, instant spans)."""
+def parse_ics(text: object, tz: ZoneInfo) -> Pieces:
+    """The pieces of an iCalendar text."""
     if not isinstance(text, str) or not text.strip():
         raise _refuse("must be iCalendar text (BEGIN:VCALENDAR ... END:VCALENDAR)")
     if not text.lstrip().upper().startswith("BEGIN:VCALENDAR"):
@@ -113,37 +145,126 @@ def parse_ics(text: object, tz: ZoneInfo) -> tuple[tuple[Day, ...], tuple[Yearly
     reader = _Reader(tz)
     for line in _lines(text):
         reader.line(*_property(line))
-    return tuple(reader.days), tuple(reader.yearly), tuple(reader.instants)
+    weight = sum(length for _, length in reader.recurring) + sum(t.duration.days + 2 for t in reader.timed)
+    if weight > MAX_RULE_DAYS:
+        raise _refuse(
+            f"its recurring events weigh {weight:,} days (the days each lasts, summed; at most {MAX_RULE_DAYS:,}): "
+            "every instant checked looks at each of their days"
+        )
+    return Pieces(
+        tuple(reader.days), tuple(reader.yearly), tuple(reader.instants), tuple(reader.recurring), tuple(reader.timed)
+    )
 
 
-def _event(
-    event: dict[str, tuple[dict[str, str], str]],
-    tz: ZoneInfo,
-    days: list[Day],
-    yearly: list[Yearly],
-    instants: list[Span],
-) -> None:
+def _event(event: Event, listed: dict[str, list[tuple[dict[str, str], str]]], reader: _Reader) -> None:
     if "DTSTART" not in event:
         raise _refuse("a VEVENT has no DTSTART")
-    start = _value(*event["DTSTART"], tz)
-    end = _value(*event["DTEND"], tz) if "DTEND" in event else None
+    start = _value(*event["DTSTART"], reader.tz)
+    end = _end(event, start, reader.tz)
     if isinstance(start, datetime):
-        if "RRULE" in event:
-            raise _refuse("an RRULE is supported on all-day events only (DTSTART;VALUE=DATE)")
-        if not isinstance(end, datetime) or end <= start:
-            raise _refuse("a VEVENT with a DATE-TIME DTSTART needs a later DATE-TIME DTEND")
-        instants.append((start, end))
+        assert isinstance(end, datetime)
+        _timed(event, listed, start, end, reader)
         return
-    if end is None:
-        end = start + timedelta(days=1)
-    if isinstance(end, datetime) or end <= start:
-        raise _refuse("an all-day VEVENT needs a later DATE DTEND (or none: one day)")
-    if (end - start).days > _MAX_EVENT_DAYS and "RRULE" in event:
-        raise _refuse(f"a yearly event spans at most {_MAX_EVENT_DAYS} days")
+    assert isinstance(end, date) and not isinstance(end, datetime)
+    length = (end - start).days
+    if length > _MAX_EVENT_DAYS and ("RRULE" in event or "RDATE" in listed):
+        raise _refuse(f"a recurring event spans at most {_MAX_EVENT_DAYS} days")
+    exdates = frozenset(_day_of(v, reader.tz) for v in _values(listed, "EXDATE", reader.tz))
     if "RRULE" in event:
-        yearly.append(_yearly(event["RRULE"][1], start, (end - start).days))
+        _all_day_rule(event["RRULE"][1], start, length, exdates, reader)
+    elif start not in exdates:
+        reader.days.append((start, end))
+    for added in _values(listed, "RDATE", reader.tz):
+        if isinstance(added, datetime):
+            raise _refuse("an all-day VEVENT takes RDATE;VALUE=DATE values (dates)")
+        if added not in exdates:
+            reader.days.append((added, added + timedelta(days=length)))
+
+
+def _end(event: Event, start: date | datetime, tz: ZoneInfo) -> date | datetime:
+    """The event's end: its DTEND, else its start plus its DURATION, else one day (all-day)."""
+    timed = isinstance(start, datetime)
+    if "DTEND" in event:
+        end = _value(*event["DTEND"], tz)
+    elif "DURATION" in event:
+        end = start + _duration(event["DURATION"][1], timed)
+    elif timed:
+        raise _refuse("a VEVENT with a DATE-TIME DTSTART needs a later DATE-TIME DTEND (or a DURATION)")
     else:
-        days.append((start, end))
+        end = start + timedelta(days=1)
+    if timed and (not isinstance(end, datetime) or end <= start):
+        raise _refuse("a VEVENT with a DATE-TIME DTSTART needs a later DATE-TIME DTEND")
+    if not timed and (isinstance(end, datetime) or end <= start):
+        raise _refuse("an all-day VEVENT needs a later DATE DTEND (or none: one day)")
+    return end
+
+
+def _duration(text: str, timed: bool) -> timedelta:
+    found = _DURATION.fullmatch(text.strip().upper())
+    if found is None or not any(found.groups()):
+        raise _refuse(f"DURATION {text[:30]!r} is not a duration like PT2H, P1D or P1W")
+    weeks, days, hours, minutes, seconds = (int(g or 0) for g in found.groups())
+    value = timedelta(weeks=weeks, days=days, hours=hours, minutes=minutes, seconds=seconds)
+    if not timed and value.seconds:
+        raise _refuse(f"DURATION {text[:30]!r} of an all-day VEVENT must be whole days (P1D, P1W)")
+    return value
+
+
+def _timed(
+    event: Event, listed: dict[str, list[tuple[dict[str, str], str]]], start: datetime, end: datetime, reader: _Reader
+) -> None:
+    """A timed event: its span, its rule's instances, its RDATEs, less its EXDATEs."""
+    zone = _zone(event["DTSTART"][0], event["DTSTART"][1], reader.tz)
+    duration = end - start
+    excluded = set(_values(listed, "EXDATE", reader.tz))
+    if "RRULE" in event:
+        if duration > timedelta(days=_MAX_TIMED_DAYS):
+            raise _refuse(f"a recurring timed VEVENT lasts at most {_MAX_TIMED_DAYS} days")
+        local = start.astimezone(zone)
+        days = frozenset(v.astimezone(zone).date() if isinstance(v, datetime) else v for v in excluded)
+        rule = parse_rrule(event["RRULE"][1], local.date(), days, reader.budget)
+        reader.timed.append(TimedRecurrence(rule, zone, local.time().replace(tzinfo=None), duration))
+    elif start not in excluded:
+        reader.instants.append((start, end))
+    for added in _values(listed, "RDATE", reader.tz):
+        if not isinstance(added, datetime):
+            raise _refuse("a timed VEVENT takes RDATE values that are DATE-TIMEs")
+        if added not in excluded:
+            reader.instants.append((added, added + duration))
+
+
+def _all_day_rule(text: str, start: date, length: int, exdates: frozenset[date], reader: _Reader) -> None:
+    """An all-day event's RRULE: a simple yearly one as a yearly day, any other as a rule."""
+    if not exdates:
+        try:
+            reader.yearly.append(_yearly(text, start, length))
+            return
+        except ScheduleError:
+            pass
+    reader.recurring.append((parse_rrule(text, start, exdates, reader.budget), length))
+
+
+def _values(listed: dict[str, list[tuple[dict[str, str], str]]], name: str, tz: ZoneInfo) -> list[date | datetime]:
+    """The values of an EXDATE or RDATE (several lines, comma-separated lists)."""
+    found: list[date | datetime] = []
+    for params, value in listed.get(name, ()):
+        if params.get("VALUE", "").upper() == "PERIOD":
+            raise _refuse(f"{name};VALUE=PERIOD is not supported (DATE or DATE-TIME values)")
+        found.extend(_value(params, item.strip(), tz) for item in value.split(",") if item.strip())
+    return found
+
+
+def _day_of(value: date | datetime, tz: ZoneInfo) -> date:
+    return value.astimezone(tz).date() if isinstance(value, datetime) else value
+
+
+def _zone(params: dict[str, str], value: str, tz: ZoneInfo) -> ZoneInfo:
+    """The zone a DATE-TIME is read in: UTC for ``Z``, its TZID's, else the calendar's."""
+    if value.upper().endswith("Z"):
+        return ZoneInfo("UTC")
+    if "TZID" in params:
+        return validate_timezone(params["TZID"])
+    return tz
 
 
 def _value(params: dict[str, str], value: str, tz: ZoneInfo) -> date | datetime:

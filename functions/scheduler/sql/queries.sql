@@ -315,7 +315,9 @@ execution AS (
            CASE job.lease_kind WHEN 'manual'
                 THEN COALESCE((job.manual_overrides->>'backfill_at')::timestamptz, job.manual_run_at)
                 ELSE job.scheduled_at END,
-           CASE job.lease_kind WHEN 'manual' THEN 1 ELSE job.attempt END,
+           -- a manual run is attempt 1; a backfill's retry carries its attempt (0019)
+           CASE job.lease_kind WHEN 'manual' THEN COALESCE((job.manual_overrides->>'attempt')::integer, 1)
+                ELSE job.attempt END,
            CASE WHEN job.manual_overrides ? 'backfill_at' THEN 'backfill'
                 WHEN job.lease_kind = 'manual' AND job.pending_cause IS NOT NULL THEN 'chain'
                 WHEN job.lease_kind = 'manual' THEN 'manual'
@@ -419,10 +421,14 @@ FROM job JOIN execution ON execution.id = job.running_execution_id;
 -- if our lease still stands (the fence), to plan from; the completion is then written for that
 -- version (complete_job), or read again. No row is held while the plan is made. The execution
 -- started with the job's last_run_at (see mark_lost): one day's primary key is probed.
-SELECT {{ job_row }}, now() AS db_now, run.last_run_at AS ran_started_at,
-       (SELECT scheduled_at FROM executions
-        WHERE job_id = run.job_id AND started_at = run.last_run_at AND id = %(execution_id)s) AS ran_scheduled_at
+-- Its trigger and attempt too: a failed backfill delivery is retried (0019).
+SELECT {{ job_row }}, now() AS db_now, run.last_run_at AS ran_started_at, ran.scheduled_at AS ran_scheduled_at,
+       ran.trigger AS ran_trigger, ran.attempt AS ran_attempt
 FROM job_runs run JOIN job_specs spec ON spec.id = run.job_id
+LEFT JOIN LATERAL (
+    SELECT scheduled_at, trigger, attempt FROM executions
+    WHERE job_id = run.job_id AND started_at = run.last_run_at AND id = %(execution_id)s
+) ran ON true
 WHERE run.job_id = %(job_id)s AND run.lock_token = %(lock_token)s AND run.running_execution_id = %(execution_id)s;
 
 -- fragment: complete_outcomes
@@ -813,28 +819,60 @@ RETURNING id;
 -- pending; the claim then takes it under the job's lease like any manual run, so a backfill never
 -- runs beside a live execution, and no faster than one every interval_seconds. One backfill per
 -- job at a time (the oldest); the job's run state's row is locked first (get_job_for_update).
+-- A retry waiting (retry_at, 0019) goes first, once its time has come: the occurrence that failed
+-- again, with the attempt it is (attempt: record_started counts it), before the next one.
 WITH candidate AS (
     SELECT b.id FROM backfills b
-    WHERE b.finished_at IS NULL AND b.next_at <= now()
+    WHERE b.finished_at IS NULL AND COALESCE(b.retry_at, b.next_at) <= now()
       AND b.id = (SELECT o.id FROM backfills o WHERE o.job_id = b.job_id AND o.finished_at IS NULL
                   ORDER BY o.created_at, o.id LIMIT 1)
     ORDER BY b.next_at
     LIMIT %(limit)s
 ), ready AS (
-    SELECT b.id, b.job_id, b.occurrences[b.position + 1] AS at
+    SELECT b.id, b.job_id, b.retry_at IS NOT NULL AS retrying,
+           CASE WHEN b.retry_at IS NULL THEN b.occurrences[b.position + 1] ELSE b.retry_of END AS at,
+           CASE WHEN b.retry_at IS NOT NULL THEN b.retry_attempt END AS attempt
     FROM candidate c JOIN backfills b ON b.id = c.id JOIN job_runs r ON r.job_id = b.job_id
     WHERE r.manual_run_at IS NULL
     FOR UPDATE OF r, b SKIP LOCKED
 ), run AS (
-    UPDATE job_runs r SET manual_run_at = now(), manual_overrides = jsonb_build_object('backfill_at', ready.at)
+    UPDATE job_runs r
+    SET manual_run_at = now(),
+        manual_overrides = jsonb_strip_nulls(jsonb_build_object('backfill_at', ready.at, 'attempt', ready.attempt))
     FROM ready WHERE r.job_id = ready.job_id
     RETURNING r.job_id
 )
 UPDATE backfills b
-SET position = b.position + 1, next_at = now() + make_interval(secs => b.interval_seconds),
-    finished_at = CASE WHEN b.position + 1 >= cardinality(b.occurrences) THEN now() END
+SET position = CASE WHEN ready.retrying THEN b.position ELSE b.position + 1 END,
+    next_at = now() + make_interval(secs => b.interval_seconds), retry_at = NULL,
+    finished_at = CASE WHEN b.position + (CASE WHEN ready.retrying THEN 0 ELSE 1 END) >= cardinality(b.occurrences)
+                       THEN now() END
 FROM ready JOIN run ON run.job_id = ready.job_id
 WHERE b.id = ready.id
+RETURNING b.id;
+
+-- name: record_backfill_retries
+-- In the transaction of their completions (only when a failed backfill delivery is to be retried:
+-- other completions run no such statement): the retry each asks its backfill for, a JSON array of
+-- [job_id, occurrence, the attempt it will be, when, the failed attempt's start, max_age_seconds
+-- or null]. The backfill is the job's latest that handed the occurrence over; it is open again if
+-- that was its last. max_age_seconds counts from the occurrence's first attempt (retry_since):
+-- a retry later than that is not recorded.
+WITH retry AS (
+    SELECT (r->>0)::uuid AS job_id, (r->>1)::timestamptz AS occurrence, (r->>2)::integer AS attempt,
+           (r->>3)::timestamptz AS at, (r->>4)::timestamptz AS started_at, (r->>5)::float AS max_age
+    FROM jsonb_array_elements(%(retries)s::jsonb) AS r
+), target AS (
+    SELECT DISTINCT ON (retry.job_id) b.id, retry.*,
+           CASE WHEN retry.attempt <= 2 OR b.retry_of IS DISTINCT FROM retry.occurrence OR b.retry_since IS NULL
+                THEN retry.started_at ELSE b.retry_since END AS since
+    FROM retry JOIN backfills b ON b.job_id = retry.job_id AND retry.occurrence = ANY (b.occurrences[1:b.position])
+    ORDER BY retry.job_id, b.created_at DESC, b.id DESC
+)
+UPDATE backfills b
+SET retry_of = t.occurrence, retry_attempt = t.attempt, retry_at = t.at, retry_since = t.since, finished_at = NULL
+FROM target t
+WHERE b.id = t.id AND (t.max_age IS NULL OR t.at <= t.since + make_interval(secs => t.max_age))
 RETURNING b.id;
 -- name: request_chained_runs
 -- Chained runs (0016): the finished executions of a completion, written just before in the same

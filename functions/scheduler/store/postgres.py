@@ -37,6 +37,7 @@ from scheduler.core.domain import (
     Plan,
     RunOverrides,
     StartedExecution,
+    Trigger,
 )
 from scheduler.core.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
 from scheduler.sql import QUERIES
@@ -47,7 +48,7 @@ from scheduler.store.completions import completion_batch, completion_row
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
 from scheduler.store.limits import TargetSlots
 from scheduler.store.rows import is_uuid, plan_params, retry_on_dead_connection, spec_params, started_rows_cursor
-from scheduler.store.skips import RunRecords, pause_params, record_skips, skips_param
+from scheduler.store.skips import RunRecords, pause_params, record_backfill_retries, record_skips, skips_param
 from scheduler.store.started import LEASE_KINDS, LOCK_TOKEN_COLUMN, RECLAIMED_COLUMN, STARTED_COLUMNS, read_started
 
 __all__ = ["STARTED_COLUMNS", "Store"]
@@ -380,14 +381,16 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunReco
         else:
             query, params = QUERIES["complete_jobs"], completion_batch(planned)
         doomed = [str(done.job_id) for done, plan in planned if plan.delete]
-        skipping = any(plan.skips for _, plan in planned)
+        skipping = any(plan.skips or plan.backfill_retry for _, plan in planned)
         chained = [(str(done.job_id), plan.chain) for done, plan in planned if plan.chain is not None]
         transaction = doomed or skipping or chained
         with self.pool.connection() as conn, conn.transaction() if transaction else contextlib.nullcontext():
             # The ids come back as text (complete_outcomes), as the callers hold them.
             written = {job_id for (job_id,) in conn.cursor(row_factory=tuple_row).execute(query, params)}
-            if skipping:
-                record_skips(conn, [(str(done.job_id), plan) for done, plan in planned if str(done.job_id) in written])
+            if skipping:  # skipped rows, and failed backfill deliveries' retries
+                kept = [(str(done.job_id), plan) for done, plan in planned if str(done.job_id) in written]
+                record_skips(conn, kept)
+                record_backfill_retries(conn, kept)
             if chained:
                 request_chained_runs(conn, [chain for job_id, chain in chained if job_id in written])
             _delete_completed(conn, [job_id for job_id in doomed if job_id in written])
@@ -402,7 +405,9 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunReco
             row = conn.execute(QUERIES["leased_job"], params).fetchone()
         if row is None:
             return None
-        return LeasedJob(Job.from_row(row), row["db_now"], row["ran_scheduled_at"], row["ran_started_at"])
+        trigger = Trigger(row["ran_trigger"]) if row["ran_trigger"] else None
+        ran = (row["ran_scheduled_at"], row["ran_started_at"], trigger, row["ran_attempt"] or 1)
+        return LeasedJob(Job.from_row(row), row["db_now"], *ran)
 
     @retry_on_dead_connection
     def complete_leased(self, done: Completion, plan: Plan, leased: LeasedJob) -> bool:
@@ -412,8 +417,9 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunReco
         params = completion_row(done, plan, leased.job.version, leased.ran_scheduled_at, leased.ran_started_at)
         with self.pool.connection() as conn, conn.transaction():
             written = conn.execute(QUERIES["complete_job"], params).fetchone() is not None
-            if written and plan.skips:
+            if written and (plan.skips or plan.backfill_retry):
                 record_skips(conn, [(str(done.job_id), plan)])
+                record_backfill_retries(conn, [(str(done.job_id), plan)])
             if written and plan.chain is not None:
                 request_chained_runs(conn, [plan.chain])
             if written and plan.delete:

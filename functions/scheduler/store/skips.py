@@ -41,6 +41,13 @@ def record_skips(conn: psycopg.Connection, planned: Sequence[tuple[str, Plan]]) 
         conn.execute(QUERIES["record_skips"], {"skips": json.dumps(rows)})
 
 
+def record_backfill_retries(conn: psycopg.Connection, planned: Sequence[tuple[str, Plan]]) -> None:
+    """In the transaction of their completions: the retries of failed backfill deliveries (0019)."""
+    rows = [[job_id, *plan.backfill_retry.as_json()] for job_id, plan in planned if plan.backfill_retry]
+    if rows:
+        conn.execute(QUERIES["record_backfill_retries"], {"retries": json.dumps(rows)})
+
+
 class RunRecords:
     """Backfills, and the runner's look for pauses that ended and backfills to hand over, on
     ``self.pool`` (a psycopg pool)."""

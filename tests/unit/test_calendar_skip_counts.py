@@ -1,0 +1,142 @@
+"""The occurrences a calendar leaves out, on record (``planning.skips.excluded_between``): counted
+span by span, agreeing with a brute-force walk of the base schedule; attached to the plans of a
+creation, an edit or a replan, a completion and a resume as one ``calendar`` skip; none under
+``shift`` or without calendars."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from scheduler.core.domain import Job, JobState, Outcome, SkipReason
+from scheduler.planning import lifecycle
+from scheduler.planning.skips import COUNT_LIMIT, excluded_between
+from scheduler.schedules import next_occurrence, parse_schedule
+from scheduler.schedules.calendars import build_calendar, excluded_span, with_calendars
+
+T0 = datetime(2026, 12, 23, 22, 30, 7, tzinfo=UTC)
+HOLIDAYS = build_calendar("holidays", {"timezone": "Europe/London", "dates": ["2026-12-25", "2026-12-26"]})
+WEEKENDS = build_calendar(
+    "weekends",
+    {"timezone": "Europe/Berlin", "ranges": [{"start": "2026-12-26T18:00", "end": "2026-12-28T06:00"}]},
+)
+
+
+def _brute(base, calendars, after, before):
+    """(count, first) of the base occurrences in (after, before) a calendar excludes, one by one."""
+    found, at = [], after
+    while (at := next_occurrence(base, at)) is not None and at < before:
+        if excluded_span(calendars, at) is not None:
+            found.append(at)
+    return len(found), found[0] if found else None
+
+
+@pytest.mark.parametrize(
+    ("expression", "zone"),
+    [("*/10 * * * *", "UTC"), ("0 9 * * *", "Europe/London"), ("@every 7m", "UTC"), ("17 */3 * * *", "Asia/Tokyo")],
+)
+@pytest.mark.parametrize("calendars", [(HOLIDAYS,), (WEEKENDS,), (HOLIDAYS, WEEKENDS)])
+def test_the_count_agrees_with_a_brute_force_walk(expression, zone, calendars):
+    base = parse_schedule(expression, zone, T0)
+    schedule = with_calendars(base, calendars, "skip")
+    for after, days in ((T0, 6), (T0 + timedelta(days=1, hours=7), 3), (T0 + timedelta(days=2, minutes=3), 1)):
+        before = after + timedelta(days=days)
+        count, first = _brute(base, calendars, after, before)
+        got = excluded_between(schedule, after, before)
+        assert [(s.reason, s.count, s.first) for s in got] == (
+            [(SkipReason.CALENDAR, count, first)] if count else []
+        ), (after, before)
+
+
+def test_an_interval_is_counted_exactly_and_a_cron_at_the_limit():
+    every = with_calendars(parse_schedule("@every 1s", "UTC", T0), (HOLIDAYS,), "skip")
+    [skip] = excluded_between(every, T0, T0 + timedelta(days=30))
+    assert skip.count == 2 * 86400 and skip.first == datetime(2026, 12, 25, tzinfo=UTC)
+    yearly = build_calendar(
+        "all-of-2027", {"timezone": "UTC", "ranges": [{"start": "2027-01-01", "end": "2027-12-31"}]}
+    )
+    minutely = with_calendars(parse_schedule("* * * * *", "UTC", T0), (yearly,), "skip")
+    [capped] = excluded_between(minutely, T0, datetime(2028, 1, 2, tzinfo=UTC))
+    assert capped.count == COUNT_LIMIT
+
+
+def test_nothing_under_shift_or_without_calendars():
+    base = parse_schedule("0 9 * * *", "Europe/London", T0)
+    end = T0 + timedelta(days=5)
+    assert excluded_between(with_calendars(base, (HOLIDAYS,), "shift"), T0, end) == ()
+    assert excluded_between(base, T0, end) == ()
+
+
+def _job(schedule: str, **fields) -> Job:
+    values = {
+        "id": "j",
+        "owner": "alice",
+        "schedule": schedule,
+        "timezone": "Europe/London",
+        "created_at": T0 - timedelta(days=1),
+        "state": JobState.ACTIVE,
+        "exclude_calendars": ("holidays",),
+        "on_excluded": "skip",
+        "missed_runs": "skip",
+    }
+    return Job(**{**values, **fields})
+
+
+def test_a_new_job_records_the_occurrences_before_its_first_allowed_one():
+    now = datetime(2026, 12, 24, 23, 50, 30, tzinfo=UTC)  # after the last occurrence before Christmas
+    plan = lifecycle.plan_first(_job("*/15 * * * *"), now, calendars=[HOLIDAYS])
+    assert plan.scheduled_at == datetime(2026, 12, 27, tzinfo=UTC)
+    # The 25th and the 26th are excluded: 96 occurrences a day.
+    [skip] = plan.skips
+    assert (skip.reason, skip.count, skip.first) == (SkipReason.CALENDAR, 2 * 96, datetime(2026, 12, 25, tzinfo=UTC))
+    # Nothing excluded before the first one: no skip at all.
+    assert lifecycle.plan_first(_job("*/15 * * * *"), T0, calendars=[HOLIDAYS]).skips == ()
+
+
+def test_a_replan_records_only_from_the_occurrence_it_had_in_hand():
+    job = _job("0 9 * * *")
+    now = datetime(2026, 12, 23, 12, tzinfo=UTC)
+    first = lifecycle.plan_first(job, now, calendars=[HOLIDAYS])
+    assert first.scheduled_at == datetime(2026, 12, 24, 9, tzinfo=UTC) and first.skips == ()
+    more = build_calendar(
+        "holidays", {"timezone": "Europe/London", "dates": ["2026-12-24", "2026-12-25", "2026-12-26"]}
+    )
+    replanned = lifecycle.plan_first(job, now, calendars=[more], recorded_until=first.scheduled_at)
+    [skip] = replanned.skips
+    assert (skip.count, skip.first, replanned.scheduled_at) == (
+        3,
+        datetime(2026, 12, 24, 9, tzinfo=UTC),
+        datetime(2026, 12, 27, 9, tzinfo=UTC),
+    )
+
+
+def test_a_completion_records_the_excluded_days_it_plans_past_and_a_plain_job_none():
+    ran = datetime(2026, 12, 24, 9, tzinfo=UTC)
+    job = _job("0 9 * * *", scheduled_at=ran, next_run_at=ran, attempt=1)
+    now = ran + timedelta(seconds=2)
+    plan = lifecycle.plan_completion(job, Outcome("succeeded"), now, None, ran, [HOLIDAYS], now)
+    assert plan.scheduled_at == datetime(2026, 12, 27, 9, tzinfo=UTC)
+    assert [(s.reason, s.count, s.first) for s in plan.skips] == [
+        (SkipReason.CALENDAR, 2, datetime(2026, 12, 25, 9, tzinfo=UTC))
+    ]
+    plain = _job("0 9 * * *", scheduled_at=ran, next_run_at=ran, attempt=1, exclude_calendars=())
+    assert lifecycle.plan_completion(plain, Outcome("succeeded"), now, None, ran, (), now).skips == ()
+
+
+def test_a_late_completion_records_missed_and_calendar_apart():
+    ran = datetime(2026, 12, 23, 9, tzinfo=UTC)  # ran on the 23rd, completed on the 28th at noon
+    job = _job("0 9 * * *", scheduled_at=ran, next_run_at=ran, attempt=1)
+    now = datetime(2026, 12, 28, 12, tzinfo=UTC)
+    plan = lifecycle.plan_completion(job, Outcome("succeeded"), now, None, ran, [HOLIDAYS], ran + timedelta(seconds=1))
+    assert plan.scheduled_at == datetime(2026, 12, 29, 9, tzinfo=UTC)
+    counts = {s.reason: s.count for s in plan.skips}
+    assert counts == {SkipReason.OVERLAP: 3, SkipReason.CALENDAR: 2}  # the 24th, 27th, 28th; the 25th, 26th
+
+
+def test_a_resume_records_the_excluded_ones_apart_from_the_paused_ones():
+    pending = datetime(2026, 12, 24, 9, tzinfo=UTC)
+    job = _job("0 9 * * *", state=JobState.PAUSED, scheduled_at=pending, next_run_at=pending)
+    plan = lifecycle.plan_resume(job, datetime(2026, 12, 27, 12, tzinfo=UTC), calendars=[HOLIDAYS])
+    counts = {s.reason: s.count for s in plan.skips}
+    assert counts == {SkipReason.PAUSED: 2, SkipReason.CALENDAR: 2}  # the 24th and 27th; the 25th, 26th
