@@ -24,6 +24,7 @@ from scheduler.core.records import (  # noqa: F401 (the domain's names, re-expor
     Change,
     ChangeAction,
     ChangeEntry,
+    PartitionMaintenance,
     Pause,
     RunOverrides,
     Skip,
@@ -442,18 +443,6 @@ class LeasedJob:
     ran_started_at: datetime
     ran_trigger: Trigger | None = None
     ran_attempt: int = 1
-
-
-@dataclass(frozen=True)
-class PartitionMaintenance:
-    """What one retention pass over the executions' day partitions did."""
-
-    created: int = 0
-    dropped: int = 0
-    default_moved: int = 0  # rows moved from the DEFAULT partition into their day's new partition
-    default_purged: int = 0  # rows of the DEFAULT partition past the retention, deleted
-    skipped: int = 0  # steps left to the next pass (a lock was not free at once)
-    changes_purged: int = 0  # change-log entries of jobs deleted past the retention (0016)
 
 
 @set_fields_at_once

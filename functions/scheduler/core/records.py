@@ -169,3 +169,15 @@ class ChangeEntry:
             version=row["version"],
             diff=row["diff"],
         )
+
+
+@dataclass(frozen=True)
+class PartitionMaintenance:
+    """What one retention pass over the executions' day partitions did."""
+
+    created: int = 0
+    dropped: int = 0
+    default_moved: int = 0  # rows moved from the DEFAULT partition into their day's new partition
+    default_purged: int = 0  # rows of the DEFAULT partition past the retention, deleted
+    skipped: int = 0  # steps left to the next pass (a lock was not free at once)
+    changes_purged: int = 0  # change-log entries of jobs deleted past the retention (0016)
