@@ -426,8 +426,11 @@ SELECT {{ job_row }}, now() AS db_now, run.last_run_at AS ran_started_at, ran.sc
        ran.trigger AS ran_trigger, ran.attempt AS ran_attempt
 FROM job_runs run JOIN job_specs spec ON spec.id = run.job_id
 LEFT JOIN LATERAL (
+    -- OFFSET 0 keeps the subquery apart: probed with the run's last_run_at as a parameter, it
+    -- runs in that day's partition only (joined flat, every day's partition was scanned).
     SELECT scheduled_at, trigger, attempt FROM executions
     WHERE job_id = run.job_id AND started_at = run.last_run_at AND id = %(execution_id)s
+    OFFSET 0
 ) ran ON true
 WHERE run.job_id = %(job_id)s AND run.lock_token = %(lock_token)s AND run.running_execution_id = %(execution_id)s;
 
