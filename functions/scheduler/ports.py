@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from scheduler.core.alerts import AlertDecision, AlertDelivery, AlertJobRow, HeldAlertState
+from scheduler.core.alerts import AlertDecision, AlertDelivery, AlertJobRow, AlertRuleRecord, HeldAlertState
 from scheduler.core.domain import (
     CalendarRecord,
     Change,
@@ -223,6 +223,28 @@ class CalendarStore(Protocol):
 
     def calendars_of(self, wanted: Iterable[tuple[str, str]]) -> list[CalendarRecord]:
         """The calendars named by ``(owner, name)`` pairs, those that exist."""
+        ...
+
+
+class AlertRuleStore(Protocol):
+    """An owner's alert rule sets by tag (the API)."""
+
+    def put_alert_rule(
+        self, owner: str, name: str, tag: str, alerts: Sequence[Mapping[str, Any]]
+    ) -> tuple[AlertRuleRecord, bool]:
+        """Create or replace a rule set: the record, and whether it was created."""
+        ...
+
+    def get_alert_rule(self, owner: str, name: str) -> AlertRuleRecord:
+        """One rule set of the owner (``AlertRuleNotFound``)."""
+        ...
+
+    def list_alert_rules(self, owner: str, *, limit: int = 50, after_name: str | None = None) -> list[AlertRuleRecord]:
+        """A page of the owner's rule sets in name order."""
+        ...
+
+    def delete_alert_rule(self, owner: str, name: str) -> None:
+        """Delete a rule set (``AlertRuleNotFound``)."""
         ...
 
 

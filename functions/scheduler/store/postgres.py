@@ -41,6 +41,7 @@ from scheduler.core.domain import (
 )
 from scheduler.core.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
 from scheduler.sql import QUERIES
+from scheduler.store.alert_rules import AlertRuleTables
 from scheduler.store.alerts import AlertRecords
 from scheduler.store.calendars import CalendarTables, held_calendars
 from scheduler.store.changes import ChangeLog, request_chained_runs, write_change
@@ -86,7 +87,7 @@ def _held(conn: psycopg.Connection, owner: str, calendars: Sequence[str], change
         yield
 
 
-class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunRecords, ChangeLog):
+class Store(ExecutionHistory, CalendarTables, AlertRecords, AlertRuleTables, TargetSlots, RunRecords, ChangeLog):
     """Postgres-backed store of jobs and executions (every port of ``scheduler.ports``)."""
 
     def __init__(self, pool: ConnectionPool):
