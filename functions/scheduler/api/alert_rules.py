@@ -43,12 +43,13 @@ router = APIGatewayRouter()
 
 AlertRuleStoreDep = Annotated[AlertRuleStore, Depends(get_store)]
 RuleName = Annotated[str, Path(description="The rule set's name.")]
+_LOCATION = {"Location": {"description": "The rule set's path.", "schema": {"type": "string"}}}
 
 
 class AlertRuleSet(AlertRuleSetSpec):
     """A rule set as answered: its rules (secrets `***`), version and times."""
 
-    name: str  # type: ignore[assignment]
+    name: str
     version: int
     created_at: AwareDatetime
     updated_at: AwareDatetime
@@ -98,7 +99,10 @@ def _existing_name(name: str) -> str:
     description="Alert rules (as a job's `alerts`) for every job of yours that carries `tag`, "
     'now or tagged later. A secret sent as `"***"` keeps the one stored for the rule at the same '
     "place. 201 when created, 200 when replaced.",
-    responses=documented(200, AlertRuleSet, "The rule set, replaced.", 400, 403, 413, 415),
+    responses={
+        **documented(200, AlertRuleSet, "The rule set, replaced.", 400, 403, 413, 415),
+        **documented(201, AlertRuleSet, "The rule set, created.", headers=_LOCATION),
+    },
 )
 def put_alert_rule(
     name: RuleName,
