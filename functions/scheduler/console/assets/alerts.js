@@ -62,7 +62,7 @@ function RuleSets() {
   return html`
     <div class="rule-sets">
       <h2>Rules by tag</h2>
-      ${sets.length === 0 ? html`<p class="empty">No rule sets by tag (scheduler alert-rules apply).</p>` : html`
+      ${sets.length === 0 ? html`<p class="muted no-rule-sets">No rule sets by tag (scheduler alert-rules apply).</p>` : html`
         <table class="list rule-sets">
           <thead><tr><th>Name</th><th>Tag</th><th>Rules</th><th class="num">Version</th><th>Updated</th></tr></thead>
           <tbody>${sets.map((set) => html`
