@@ -24,7 +24,7 @@ from scheduler.api.jobs import (
     Owner,
     SettingsDep,
     check_text,
-    cursor_position,
+    name_ordered_page,
 )
 from scheduler.api.providers import get_store
 from scheduler.api.routes import rule
@@ -140,15 +140,14 @@ def put_alert_rule(
 def list_alert_rules(
     store: AlertRuleStoreDep, cursors: CursorsDep, owner: Owner, limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None
 ) -> Response[Any]:
-    scope = scope_of("alert_rules", owner)
-    after_name = cursor_position(cursors, cursor, scope, "after_name", lambda value: isinstance(value, str))
-    found = store.list_alert_rules(owner, limit=limit + 1, after_name=after_name)
-    page = found[:limit]
-    next_cursor = cursors.encode(scope, {"after_name": page[-1].name}) if len(found) > limit else None
-    return Response(
-        status_code=200,
-        content_type=content_types.APPLICATION_JSON,
-        body={"alert_rules": [alert_rule_json(record) for record in page], "next_cursor": next_cursor},
+    return name_ordered_page(
+        cursors,
+        cursor,
+        scope_of("alert_rules", owner),
+        "alert_rules",
+        limit,
+        lambda after_name, count: store.list_alert_rules(owner, limit=count, after_name=after_name),
+        alert_rule_json,
     )
 
 

@@ -4,7 +4,7 @@ run now. Every store call is scoped to the caller; another principal's job answe
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools import Logger
@@ -183,6 +183,28 @@ def cursor_position(
     return position
 
 
+def name_ordered_page(
+    cursors: CursorCodec,
+    cursor: str | None,
+    scope: str,
+    key: str,
+    limit: int,
+    fetch: Callable[[str | None, int], Sequence[Any]],
+    to_json: Callable[[Any], dict[str, Any]],
+) -> Response[Any]:
+    """A page of a listing in name order, ``{key: [...], "next_cursor": ...}``: ``fetch(after_name,
+    count)`` reads one more than the page, to know whether another follows."""
+    after_name = cursor_position(cursors, cursor, scope, "after_name", lambda value: isinstance(value, str))
+    found = fetch(after_name, limit + 1)
+    page = found[:limit]
+    next_cursor = cursors.encode(scope, {"after_name": page[-1].name}) if len(found) > limit else None
+    return Response(
+        status_code=200,
+        content_type=content_types.APPLICATION_JSON,
+        body={key: [to_json(record) for record in page], "next_cursor": next_cursor},
+    )
+
+
 @router.route(
     *rule("list_jobs"),
     summary="List jobs",
@@ -201,22 +223,14 @@ def list_jobs(
 ) -> Response[Any]:
     tag, name_prefix = _text_param(tag, "tag"), _text_param(name_prefix, "name_prefix")
     scope = scope_of("jobs", owner, state=state, tag=tag, name_prefix=name_prefix)
-    after_name = cursor_position(cursors, cursor, scope, "after_name", lambda value: isinstance(value, str))
-    jobs = store.list_jobs(
-        owner,
-        state=JobState(state) if state else None,
-        tag=tag,
-        name_prefix=name_prefix,
-        limit=limit + 1,
-        after_name=after_name,
-    )
-    page = jobs[:limit]
-    next_cursor = cursors.encode(scope, {"after_name": page[-1].name}) if len(jobs) > limit else None
-    return Response(
-        status_code=200,
-        content_type=content_types.APPLICATION_JSON,
-        body={"jobs": [job_json(job) for job in page], "next_cursor": next_cursor},
-    )
+    chosen = JobState(state) if state else None
+
+    def fetch(after_name: str | None, count: int) -> list[DomainJob]:
+        return store.list_jobs(
+            owner, state=chosen, tag=tag, name_prefix=name_prefix, limit=count, after_name=after_name
+        )
+
+    return name_ordered_page(cursors, cursor, scope, "jobs", limit, fetch, job_json)
 
 
 @router.route(

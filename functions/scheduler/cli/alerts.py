@@ -30,7 +30,7 @@ def format_alerts(alerts: list[dict[str, Any]], *, wide: bool = False) -> str:
             a.get("created_at"),
             a.get("job_name"),
             (f"{a['rule']}/" if a.get("rule") else "")
-            + (a.get("on") if a.get("threshold") is None else f"{a.get('on')}>{a.get('threshold'):g}"),
+            + (str(a.get("on")) if a.get("threshold") is None else f"{a.get('on')}>{a.get('threshold'):g}"),
             a.get("event"),
             a.get("status") if not a.get("last_error") else f"{a.get('status')} ({a.get('last_error')})",
             a.get("attempts"),
