@@ -935,6 +935,13 @@ FROM locked
 WHERE r.job_id = locked.job_id
 RETURNING r.job_id::text AS job_id;
 
+-- name: hold_chains
+-- A write of a job with chains, first: the owner's chain_owners row (0020), created or updated,
+-- held until the transaction ends, so that the owner's chain writes check for cycles one at a
+-- time (the reads that follow see every chain committed before this lock was granted).
+INSERT INTO chain_owners (owner) VALUES (%(owner)s)
+ON CONFLICT (owner) DO UPDATE SET held_at = now();
+
 -- name: chain_links
 -- The owner's jobs that chain to others (0016), to refuse a write that would close a cycle.
 SELECT id::text AS id, name, on_success, on_failure, on_complete FROM job_specs
