@@ -1,6 +1,7 @@
 """The console's rule sets by tag in a real browser (Debian's Chromium driven by Playwright)
 against a real `scheduler local`: the Alerts page lists them (their tag linking to the tagged
-jobs, their rules and targets, secrets never shown) and the alerts they fired, named by set."""
+jobs, their rules and targets, secrets never shown) and the alerts they fired, named by set; a
+tagged job's page names the sets that cover it."""
 
 from __future__ import annotations
 
@@ -51,5 +52,9 @@ def test_the_alerts_page_lists_the_rule_sets_and_their_alerts(browser, api, targ
     assert "console-tok-Q7" not in page.content()
     page.locator("tr.rule-set-row a", has_text="billing").click()
     expect(page.locator("input[name=tag]")).to_have_value("billing")
-    expect(page.get_by_role("link", name="ledger")).to_be_visible()
+    page.get_by_role("link", name="ledger").click()
+    # The job's page: no rules of its own, the set of its tag, and the alert it fired.
+    expect(page.locator(".job-rule-sets")).to_contain_text("billing-team (billing)")
+    expect(page.locator(".job-alerts tr.alert-row")).to_have_count(1)
+    expect(page.locator(".job-alerts tr.alert-row")).to_contain_text("billing-team/failure")
     assert problems == []

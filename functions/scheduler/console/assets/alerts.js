@@ -28,24 +28,33 @@ function AlertRows({ alerts, withJob }) {
     </table>`;
 }
 
-// On a job's page: its rules, and the alerts they fired lately.
+// On a job's page: its rules, the rule sets of its tags, and the alerts they fired lately.
 export function JobAlerts({ job }) {
   const [alerts, setAlerts] = useState(null);
+  const [sets, setSets] = useState([]);
   const load = useCallback(() => {
     api('GET', `/alerts${query({ job_id: job.id, limit: 20 })}`).then((p) => setAlerts(p.alerts)).catch(() => {});
   }, [job.id]);
   useEffect(load, [job.id]);
+  useEffect(() => {
+    api('GET', `/alert-rules${query({ limit: 200 })}`)
+      .then((p) => setSets(p.alert_rules.filter((set) => (job.tags || []).includes(set.tag)))).catch(() => {});
+  }, [job.id, (job.tags || []).join(',')]);
   useInterval(load, 5000);
   const rules = job.alerts || [];
+  const covered = rules.length > 0 || sets.length > 0;
   return html`
     <div class="job-alerts">
       <h2>Alerts</h2>
-      ${rules.length === 0 ? html`<p class="muted">No alert rules: add some with Edit.</p>` : html`
+      ${rules.length === 0 ? html`<p class="muted">No alert rules of its own: add some with Edit.</p>` : html`
         <ul class="alert-rules">${rules.map((r, i) => html`
           <li key=${i}><code>${ruleText(r)}</code> → ${r.target.type} <span class="muted">${whereTo(r.target)}</span></li>`)}
         </ul>`}
+      ${sets.length ? html`
+        <p class="job-rule-sets">From its tags: ${sets.map((set) => html`<a key=${set.name} class="tag" href="#/alerts"
+          title=${set.alerts.map(ruleText).join(', ')}>${set.name} (${set.tag})</a> `)}</p>` : ''}
       ${alerts && alerts.length ? html`<${AlertRows} alerts=${alerts} withJob=${false} />`
-        : rules.length ? html`<p class="empty">No alert fired yet.</p>` : ''}
+        : covered ? html`<p class="empty">No alert fired yet.</p>` : ''}
     </div>`;
 }
 
