@@ -100,7 +100,7 @@ def _existing_name(name: str) -> str:
     'now or tagged later. A secret sent as `"***"` keeps the one stored for the rule at the same '
     "place. 201 when created, 200 when replaced.",
     responses={
-        **documented(200, AlertRuleSet, "The rule set, replaced.", 400, 403, 413, 415),
+        **documented(200, AlertRuleSet, "The rule set, replaced.", 400, 403, 404, 413, 415),
         **documented(201, AlertRuleSet, "The rule set, created.", headers=_LOCATION),
     },
 )
