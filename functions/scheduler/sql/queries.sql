@@ -657,7 +657,7 @@ JOIN unnest(%(owners)s::text[], %(names)s::text[]) AS wanted(owner, name)
   ON c.owner = wanted.owner AND c.name = wanted.name;
 -- name: alert_jobs
 -- The jobs with alert rules, those checked longest ago first: what a sweep of the alerts reads.
--- A job's own rules: the partial index of 0017 holds only them; an owner's rules by tag (0019):
+-- A job's own rules: the partial index of 0017 holds only them; an owner's rules by tag (0020):
 -- per rule set, the tag index of 0008 (jobs with tags only). Jobs without rules are never read.
 WITH wanted AS (
     SELECT id FROM job_specs WHERE alerts IS NOT NULL
@@ -674,7 +674,7 @@ ORDER BY a.checked_at NULLS FIRST
 LIMIT %(limit)s;
 
 -- fragment: tag_rules_of_s
--- The owner's rule sets (0019) whose tag the job s carries, by name: {name, alerts} each, and
+-- The owner's rule sets (0020) whose tag the job s carries, by name: {name, alerts} each, and
 -- when the first of them was last written (NULL: none).
 LEFT JOIN LATERAL (
     SELECT jsonb_agg(jsonb_build_object('name', ar.name, 'alerts', ar.alerts) ORDER BY ar.name) AS tag_rules,
@@ -936,7 +936,7 @@ WHERE r.job_id = locked.job_id
 RETURNING r.job_id::text AS job_id;
 
 -- name: hold_chains
--- A write of a job with chains, first: the owner's chain_owners row (0020), created or updated,
+-- A write of a job with chains, first: the owner's chain_owners row (0021), created or updated,
 -- held until the transaction ends, so that the owner's chain writes check for cycles one at a
 -- time (the reads that follow see every chain committed before this lock was granted).
 INSERT INTO chain_owners (owner) VALUES (%(owner)s)
@@ -979,7 +979,7 @@ WITH gone AS (
 DELETE FROM job_changes c USING gone WHERE c.job_id = gone.job_id;
 
 -- name: put_alert_rule
--- An owner's rule set by tag (0019), created or replaced (version + 1); "created" says which.
+-- An owner's rule set by tag (0020), created or replaced (version + 1); "created" says which.
 INSERT INTO alert_rules (owner, name, tag, alerts)
 VALUES (%(owner)s, %(name)s, %(tag)s, %(alerts)s)
 ON CONFLICT (owner, name) DO UPDATE

@@ -1,5 +1,5 @@
 """The store's alert rule sets: an owner's named rules for every job with a tag (migration
-0019), read and written as ``AlertRuleRecord``s. ``Store`` has them as a base class; they use
+0020), read and written as ``AlertRuleRecord``s. ``Store`` has them as a base class; they use
 its pool. The alert sweep reads them with the jobs they cover (``store.alerts``)."""
 
 from __future__ import annotations

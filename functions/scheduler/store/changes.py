@@ -1,4 +1,4 @@
-"""The store's change log of jobs and its chains (migrations 0016, 0020): an entry written in the
+"""The store's change log of jobs and its chains (migrations 0016, 0021): an entry written in the
 transaction of the change it records, a job's log read back a page at a time (after its delete
 too, for the retention period; purged with the executions' retention: ``maintain_partitions``);
 a write's chain check run in its transaction with the owner's chains held, and the chained runs

@@ -1,4 +1,4 @@
--- 0020: one row per owner that has written a chain (on_success, on_failure, on_complete), held
+-- 0021: one row per owner that has written a chain (on_success, on_failure, on_complete), held
 -- (a row lock, until the transaction ends) by every write of a job with chains while it checks
 -- them for a cycle: two such writes of one owner at once (A.on_success = [B] and B.on_success =
 -- [A]) are checked one after the other, the second seeing the first's links, so exactly one is

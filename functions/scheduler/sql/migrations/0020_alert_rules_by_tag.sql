@@ -1,4 +1,4 @@
--- 0019: alert rules on every job with a tag (issue 34). An owner's named rule set says: every job
+-- 0020: alert rules on every job with a tag (issue 34). An owner's named rule set says: every job
 -- of mine that carries this tag (now, or tagged later) has these alert rules too. The rules are
 -- what the API accepted for a job's "alerts" (the same validation; targets' secrets sealed).
 --
