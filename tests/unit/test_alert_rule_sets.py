@@ -7,26 +7,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from scheduler.core.alerts import AlertJobRow
-from scheduler.core.domain import Execution, ExecutionStatus, JobState, Trigger
+from scheduler.core.domain import ExecutionStatus, JobState
 from scheduler.planning.alerts import AlertJob, AlertState, decide
+from tests.unit.test_alerts_across_features import _execution
 
 T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 HOOK = {"type": "http", "url": "https://hooks.example.com/x"}
-
-
-def _run(seq: int, status: ExecutionStatus) -> Execution:
-    at = T0 + timedelta(minutes=seq)
-    return Execution(
-        id=f"00000000-0000-0000-0000-{seq:012d}",
-        job_id="job",
-        seq=seq,
-        scheduled_at=at,
-        started_at=at,
-        finished_at=at,
-        attempt=1,
-        trigger=Trigger.SCHEDULE,
-        status=status,
-    )
 
 
 def _job(own: list[dict], *sets: tuple[str, list[dict]]) -> AlertJob:
@@ -57,7 +43,7 @@ def test_the_rules_of_a_set_follow_the_jobs_own_with_keys_of_their_own():
 
 def test_each_rule_fires_once_in_the_jobs_one_incident():
     job = _job([_rule("failure")], ("team", [_rule("failures_in_a_row", 2)]), ("ops", [_rule("failure")]))
-    runs = [_run(i, ExecutionStatus.FAILED) for i in range(1, 5)]
+    runs = [_execution(i, ExecutionStatus.FAILED) for i in range(1, 5)]
     state, events = decide(job, AlertState(), runs, T0 + timedelta(hours=1), new_id=lambda: "incident-1")
     assert [(e.rule.source, e.rule.on) for e in events] == [
         (None, "failure"),
@@ -72,10 +58,10 @@ def test_a_sets_recovery_fires_only_when_the_set_alerted():
     job = _job(
         [_rule("failure")], ("team", [_rule("failures_in_a_row", 3), _rule("recovery")]), ("quiet", [_rule("recovery")])
     )
-    runs = [_run(1, ExecutionStatus.FAILED), _run(2, ExecutionStatus.SUCCEEDED)]
+    runs = [_execution(1, ExecutionStatus.FAILED), _execution(2, ExecutionStatus.SUCCEEDED)]
     _, events = decide(job, AlertState(), runs, T0 + timedelta(hours=1))
     assert [(e.rule.source, e.rule.on, e.event) for e in events] == [(None, "failure", "fired")]  # no recovery
-    runs = [_run(i, ExecutionStatus.FAILED) for i in range(1, 4)] + [_run(4, ExecutionStatus.SUCCEEDED)]
+    runs = [_execution(i, ExecutionStatus.FAILED) for i in range(1, 4)] + [_execution(4, ExecutionStatus.SUCCEEDED)]
     _, events = decide(job, AlertState(), runs, T0 + timedelta(hours=1))
     assert [(e.rule.source, e.rule.on, e.event) for e in events] == [
         (None, "failure", "fired"),
@@ -86,7 +72,7 @@ def test_a_sets_recovery_fires_only_when_the_set_alerted():
 
 def test_a_jobs_own_recovery_keeps_firing_on_any_own_rule():
     job = _job([_rule("failure"), _rule("recovery")], ("team", [_rule("failure")]))
-    runs = [_run(1, ExecutionStatus.FAILED), _run(2, ExecutionStatus.SUCCEEDED)]
+    runs = [_execution(1, ExecutionStatus.FAILED), _execution(2, ExecutionStatus.SUCCEEDED)]
     _, events = decide(job, AlertState(), runs, T0 + timedelta(hours=1))
     assert [(e.rule.source, e.rule.on, e.event) for e in events] == [
         (None, "failure", "fired"),

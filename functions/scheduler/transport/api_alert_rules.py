@@ -3,7 +3,7 @@ owner's named alert rules for every job of theirs with a tag. A base class of th
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -17,19 +17,9 @@ class AlertRuleCalls:
     """``put_alert_rule``, ``list_alert_rules``, ``iter_alert_rule_pages``, ``get_alert_rule``,
     ``delete_alert_rule``, on the client's ``request``."""
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, Any] | None = None,
-        body: Any = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> Any:  # pragma: no cover - SchedulerClient's
-        raise NotImplementedError
-
-    def pages(self, fetch: Any, filters: dict[str, Any]) -> Iterator[dict[str, Any]]:  # pragma: no cover
-        raise NotImplementedError
+    # The client's: one request (the parsed JSON answer), and every page of a listing.
+    request: Callable[..., Any]
+    pages: Callable[[Any, dict[str, Any]], Iterator[dict[str, Any]]]
 
     @staticmethod
     def _alert_rule_path(name: str) -> str:
