@@ -106,7 +106,7 @@ def test_missing_run_fires_with_the_runner_stopped_and_never_for_a_paused_job(lo
 def test_a_rule_set_by_tag_from_the_command_line_alerts_for_a_job_tagged_later(local, target):
     from tests.e2e.test_cli_local import cli
 
-    target.responses["/job"] = [(500, {}, b"down")] * 6 + [(200, {}, b"ok")]  # some may fail before the tag
+    target.responses["/job"] = [(500, {}, b"down")] * 10 + [(200, {}, b"ok")]  # some may fail before the tag
     api = local()
     applied = cli(
         api.url,
