@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 import requests
 
 from scheduler.transport import api_wire
+from scheduler.transport.api_alert_rules import AlertRuleCalls
 from scheduler.transport.api_models import Execution, Job, JobStats, Page, Retry, RunRequest, execution_timing
 from scheduler.transport.api_resources import Executions, Jobs, Schedules
 from scheduler.transport.api_wire import (
@@ -61,7 +62,7 @@ DEFAULT_TIMEOUT = 30.0
 MAX_PAGES = 10_000
 
 
-class SchedulerClient:
+class SchedulerClient(AlertRuleCalls):
     """The HTTP API of the scheduler (``docs/sdk.md``).
 
     Two faces: the typed one, ``client.jobs``, ``client.executions`` and ``client.schedules``

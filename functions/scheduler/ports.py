@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from scheduler.core.alerts import AlertDecision, AlertDelivery, AlertJobRow, HeldAlertState
+from scheduler.core.alerts import AlertDecision, AlertDelivery, AlertJobRow, AlertRuleRecord, HeldAlertState
 from scheduler.core.domain import (
     CalendarRecord,
     Change,
@@ -32,6 +32,23 @@ from scheduler.core.domain import (
 from scheduler.core.limits import TargetLimit
 
 
+class ChainLookup(Protocol):
+    """The reads of a chain check (``chain_service.check_chains``), in the write's transaction."""
+
+    def chain_links(self, owner: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """The owner's jobs that chain to others: id -> (name, the names or ids they run next)."""
+        ...
+
+    def resolve_jobs(self, owner: str, refs: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """The owner's jobs named by ``refs`` (names or ids): ref -> (id, name)."""
+        ...
+
+
+# A write's chain check: run by the store in the write's transaction, the owner's chains held
+# (``ChainError`` refuses the write).
+ChainCheck = Callable[[ChainLookup], None]
+
+
 class JobStore(Protocol):
     """What the API (and ``scheduler.service``) needs: the jobs and executions of an owner, and
     the database clock."""
@@ -45,9 +62,11 @@ class JobStore(Protocol):
         created_at: datetime,
         job_id: str | None = None,
         change: Change | None = None,
+        chains: ChainCheck | None = None,
     ) -> Job:
         """Insert a job with its first plan, made at ``created_at`` (``NameTaken`` for a name
-        taken), and its change-log entry in the same transaction."""
+        taken), and its change-log entry in the same transaction; ``chains`` checked in it, the
+        owner's chains held."""
         ...
 
     def get_job(self, owner: str, job_id: str) -> Job:
@@ -79,10 +98,12 @@ class JobStore(Protocol):
         pause: Pause | None = None,
         pausing: bool = False,
         change: Change | None = None,
+        chains: ChainCheck | None = None,
     ) -> Job | None:
         """Write the spec, the pause's record (``pause``; ``pausing`` for a pause) and the plan
         with its skipped occurrences, if the job is still ``version`` (and the run state
-        ``planned_from``), with the change-log entry; None when it changed meanwhile."""
+        ``planned_from``), with the change-log entry and ``chains`` checked in the same
+        transaction (the owner's chains held); None when it changed meanwhile."""
         ...
 
     def delete_job(self, owner: str, job_id: str, *, change: Change | None = None) -> None:
@@ -106,14 +127,6 @@ class JobStore(Protocol):
         self, owner: str, job_id: str, *, limit: int = 50, before_seq: int | None = None
     ) -> list[ChangeEntry]:
         """A page of a job's change log, newest first (kept after a delete; ``NotFound``)."""
-        ...
-
-    def chain_links(self, owner: str) -> dict[str, tuple[str, tuple[str, ...]]]:
-        """The owner's jobs that chain to others: id -> (name, the names or ids they run next)."""
-        ...
-
-    def resolve_jobs(self, owner: str, refs: Sequence[str]) -> dict[str, tuple[str, str]]:
-        """The owner's jobs named by ``refs`` (names or ids): ref -> (id, name)."""
         ...
 
     def list_executions(
@@ -223,6 +236,28 @@ class CalendarStore(Protocol):
 
     def calendars_of(self, wanted: Iterable[tuple[str, str]]) -> list[CalendarRecord]:
         """The calendars named by ``(owner, name)`` pairs, those that exist."""
+        ...
+
+
+class AlertRuleStore(Protocol):
+    """An owner's alert rule sets by tag (the API)."""
+
+    def put_alert_rule(
+        self, owner: str, name: str, tag: str, alerts: Sequence[Mapping[str, Any]]
+    ) -> tuple[AlertRuleRecord, bool]:
+        """Create or replace a rule set: the record, and whether it was created."""
+        ...
+
+    def get_alert_rule(self, owner: str, name: str) -> AlertRuleRecord:
+        """One rule set of the owner (``AlertRuleNotFound``)."""
+        ...
+
+    def list_alert_rules(self, owner: str, *, limit: int = 50, after_name: str | None = None) -> list[AlertRuleRecord]:
+        """A page of the owner's rule sets in name order."""
+        ...
+
+    def delete_alert_rule(self, owner: str, name: str) -> None:
+        """Delete a rule set (``AlertRuleNotFound``)."""
         ...
 
 

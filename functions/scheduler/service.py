@@ -24,9 +24,9 @@ from scheduler.calendar_service import (  # noqa: F401 (the calendar operations,
     named_calendars,
     replace_calendar,
 )
-from scheduler.core.changes import cause_of, find_cycle, spec_diff
+from scheduler.chain_service import chain_check, check_chains  # noqa: F401 (re-exported)
+from scheduler.core.changes import cause_of, spec_diff
 from scheduler.core.domain import (
-    CHAIN_FIELDS,
     OCCURRENCE_FIELDS,
     SCHEDULE_FIELDS,
     SPEC_FIELDS,
@@ -45,7 +45,7 @@ from scheduler.core.domain import (
     StartedExecution,
     Trigger,
 )
-from scheduler.core.errors import ChainError, EditConflict, NotFound, VersionMismatch
+from scheduler.core.errors import EditConflict, NotFound, VersionMismatch
 from scheduler.planning import alerts, lifecycle
 from scheduler.planning.lifecycle import Calendar
 from scheduler.ports import AlertStore, CompletionStore, JobStore, PauseStore
@@ -76,38 +76,6 @@ def change(
     return Change(action, by, spec_diff(before, after))
 
 
-def check_chains(store: JobStore, owner: str, job_id: str | None, spec: Mapping[str, Any]) -> None:
-    """Refuse (``ChainError``, a 400 naming the field) a chain naming no job of the owner, or one
-    that would close a cycle through this job (the cycle named, by job names)."""
-    refs = {field: tuple(spec.get(field) or ()) for field in CHAIN_FIELDS}
-    wanted = tuple(dict.fromkeys(ref for field_refs in refs.values() for ref in field_refs))
-    if not wanted:
-        return
-    found = store.resolve_jobs(owner, wanted)
-    for field, field_refs in refs.items():
-        for i, ref in enumerate(field_refs):
-            if ref not in found and not (job_id is not None and ref == job_id) and ref != spec.get("name"):
-                raise ChainError(f"names no job of yours: {ref!r}", f"{field}[{i}]")
-    me = job_id or "(new)"
-    links = store.chain_links(owner)
-    names = {job: name for job, (name, _) in links.items()}
-    names.update({found_id: name for found_id, name in found.values()})
-    names[me] = str(spec.get("name"))
-    by_ref = {ref: found_id for ref, (found_id, _) in found.items()}
-    for job, (name, _) in links.items():
-        by_ref.setdefault(job, job)
-        by_ref.setdefault(name, job)
-    by_ref[names[me]] = me
-    if job_id is not None:
-        by_ref[job_id] = me
-    graph = {job: tuple(by_ref[r] for r in targets if r in by_ref) for job, (_, targets) in links.items() if job != me}
-    graph[me] = tuple(by_ref[r] for r in wanted if r in by_ref)
-    cycle = find_cycle(me, graph)
-    if cycle is not None:
-        field = next(field for field, field_refs in refs.items() if field_refs)
-        raise ChainError("would make a cycle: " + " -> ".join(names.get(job, job) for job in cycle), field)
-
-
 def create_job(
     store: JobStore, owner: str, spec: Mapping[str, Any], *, job_id: str | None = None, by: str | None = None
 ) -> Job:
@@ -115,13 +83,13 @@ def create_job(
     made by ``by``). Raises ``NameTaken``, ``ChainError``.
 
     The id is chosen here when not given: a ``spread`` draws its offsets from it."""
-    check_chains(store, owner, job_id, spec)
+    chains = chain_check(owner, job_id, spec)
     calendars = named_calendars(store, owner, list(spec.get("exclude_calendars") or ()))
     now = store.now()
     job_id = job_id or str(uuid.uuid4())
     plan = lifecycle.plan_first(Job.from_row({**spec, "id": job_id, "created_at": now}), now, calendars=calendars)
     entry = change(ChangeAction.CREATE, by, None, spec)
-    return store.insert_job(owner, spec, plan, created_at=now, job_id=job_id, change=entry)
+    return store.insert_job(owner, spec, plan, created_at=now, job_id=job_id, change=entry, chains=chains)
 
 
 def update_job(
@@ -142,7 +110,6 @@ def update_job(
 
     def edit(current: Job) -> Edit:
         spec = {k: v for k, v in build(current).items() if k in SPEC_FIELDS}
-        check_chains(store, owner, job_id, spec)
         new = current.with_spec(spec)
         if all(getattr(current, k) == getattr(new, k) for k in SCHEDULE_FIELDS):
             return spec, None
@@ -152,7 +119,7 @@ def update_job(
         since = current.scheduled_at if same else None  # exclusions before it are on record
         return spec, lifecycle.plan_first(new, store.now(), state, calendars=calendars, recorded_until=since)
 
-    return _write_edit(store, owner, job_id, edit, expected_version, action=ChangeAction.UPDATE, by=by)
+    return _write_edit(store, owner, job_id, edit, expected_version, action=ChangeAction.UPDATE, by=by, chained=True)
 
 
 def pause_job(store: JobStore, owner: str, job_id: str, pause: Pause | None = None, *, by: str | None = None) -> Job:
@@ -308,12 +275,14 @@ def _write_edit(
     on_skips: SkipHook | None = None,
     action: ChangeAction = ChangeAction.UPDATE,
     by: str | None = None,
+    chained: bool = False,
 ) -> Job:
     """Read the job, plan the edit, write it (with its change-log entry: ``action`` by ``by``,
     the diff from the job as read) if the job is still what was read; again when it changed
     meanwhile. ``pause_of`` (a pause or a resume): whether the edit is a pause, and the pause's
     record to write (without it, the record as read is kept). ``VersionMismatch`` when the
-    caller's version is not the job's, ``EditConflict`` when it kept changing."""
+    caller's version is not the job's, ``EditConflict`` when it kept changing. ``chained`` (an
+    update): the spec's chains are checked in the write's transaction (``chain_check``)."""
     for _ in range(EDIT_ATTEMPTS):
         current = store.get_job(owner, job_id)
         if expected_version is not None and current.version != expected_version:
@@ -332,6 +301,7 @@ def _write_edit(
             pause=pause,
             pausing=pausing,
             change=change(action, by, before, after),
+            chains=chain_check(owner, job_id, spec) if chained else None,
         )
         if written is not None:
             if on_skips is not None and plan is not None and plan.skips:

@@ -101,3 +101,57 @@ def test_missing_run_fires_with_the_runner_stopped_and_never_for_a_paused_job(lo
     assert not [a for a in api.get("/v1/alerts")["alerts"] if a["job_id"] == paused["id"]]
     assert not [r for r in target.requests if r["path"] == "/held"]
     assert job["alerts"][0]["threshold"] == 2
+
+
+def test_a_rule_set_by_tag_from_the_command_line_alerts_for_a_job_tagged_later(local, target):
+    from tests.e2e.test_cli_local import cli
+
+    target.responses["/job"] = [(500, {}, b"down")] * 10 + [(200, {}, b"ok")]  # some may fail before the tag
+    api = local()
+    applied = cli(
+        api.url,
+        "alert-rules",
+        "apply",
+        "--name",
+        "billing-team",
+        "--tag",
+        "billing",
+        "--alert",
+        "failures_in_a_row=2",
+        "--alert",
+        "recovery",
+        "--webhook",
+        target.url + "/slack",
+    )
+    assert applied.returncode == 0, applied.stderr
+    assert "billing-team" in applied.stdout and "failures_in_a_row>2, recovery" in applied.stdout
+    listed = cli(api.url, "alert-rules", "list")
+    assert [line.split()[:2] for line in listed.stdout.splitlines()[1:]] == [["billing-team", "billing"]]
+    assert json.loads(cli(api.url, "alert-rules", "get", "billing-team").stdout)["tag"] == "billing"
+    bad = cli(api.url, "alert-rules", "apply", "--name", "x", "--tag", "t", "--alert", "late", "--webhook", target.url)
+    assert bad.returncode != 0 and "alerts.0.threshold" in bad.stderr
+    # Created untagged, then tagged: the set covers it from then on.
+    job = api.post(
+        "/v1/jobs",
+        {"name": "ledger", "schedule": "@every 1s", "retry": {"max_attempts": 1}, "target": hook(target.url + "/job")},
+    )
+    tagged = cli(api.url, "jobs", "update", job["id"], "--tag", "billing")
+    assert tagged.returncode == 0, tagged.stderr
+    poll(lambda: len(alert_bodies(target, "/slack")) >= 2, timeout=40, what="the alert and the recovery")
+    bodies = alert_bodies(target, "/slack")
+    assert "job ledger failed 2 times in a row: HTTP 500" in bodies[0]["text"]
+    assert bodies[1]["text"].startswith("job ledger recovered")
+    alerts = poll(
+        lambda: (lambda page: page if all(a["status"] == "delivered" for a in page) else None)(
+            api.get("/v1/alerts")["alerts"]
+        ),
+        what="alerts recorded delivered",
+    )
+    assert [(a["on"], a["event"], a["rule"]) for a in alerts] == [
+        ("recovery", "recovered", "billing-team"),
+        ("failures_in_a_row", "fired", "billing-team"),
+    ]
+    shown = cli(api.url, "alerts")
+    assert "billing-team/failures_in_a_row>2" in shown.stdout, shown.stdout
+    assert cli(api.url, "alert-rules", "delete", "billing-team").returncode == 0
+    assert cli(api.url, "alert-rules", "get", "billing-team").returncode != 0

@@ -6,6 +6,8 @@ does not; a chained run records its cause."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from scheduler import service
@@ -152,3 +154,78 @@ def test_the_deployed_executor_delivers_a_chain_with_its_cause_in_the_body(store
     [c_run] = store.list_executions(OWNER, c.id)
     assert (b_run.trigger, b_run.caused_by, c_run.caused_by) == (Trigger.CHAIN, a_run.id, b_run.id)
     assert store.claim_due(10, 60) == []  # C chains to nothing
+
+
+def _both_ways(store, a, b):
+    """The two writes that close a cycle together: a.on_success = [b], b.on_success = [a]."""
+    return [
+        lambda: service.update_job(store, OWNER, a.id, lambda job: {**job.spec(), "on_success": ["b"]}),
+        lambda: service.update_job(store, OWNER, b.id, lambda job: {**job.spec(), "on_success": ["a"]}),
+    ]
+
+
+def _outcomes(writes):
+    results: list = [None, None]
+
+    def run(i: int) -> None:
+        try:
+            results[i] = writes[i]()
+        except Exception as exc:  # the cycle's refusal, kept for the assertion
+            results[i] = exc
+
+    return results, run
+
+
+def test_two_writes_closing_a_cycle_at_once_one_is_refused(store, pool, monkeypatch):
+    """The first write, its chains read and checked, waits before it commits until the second is
+    under way: waiting for the owner's chains (held by the first), or done. Without the hold both
+    would pass (each read the other's job without chains); with it, the second reads the first's
+    link and is refused."""
+    from scheduler import chain_service
+    from tests.support import poll
+
+    a = service.create_job(store, OWNER, http_spec("a", YEARLY))
+    b = service.create_job(store, OWNER, http_spec("b", YEARLY))
+    checked, original = threading.Event(), chain_service.check_chains
+    results, run = _outcomes(_both_ways(store, a, b))
+    second = threading.Thread(target=run, args=(1,))
+
+    def waiting_for_a_lock() -> bool:
+        with pool.connection() as conn:
+            sql = "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            return conn.execute(sql).fetchone()["n"] > 0
+
+    def check_then_wait(lookup, owner, job_id, spec):
+        original(lookup, owner, job_id, spec)
+        if not checked.is_set():  # the first write only
+            checked.set()
+            second.start()
+            poll(lambda: not second.is_alive() or waiting_for_a_lock(), timeout=30, what="the second write")
+
+    monkeypatch.setattr(chain_service, "check_chains", check_then_wait)
+    run(0)
+    second.join(30)
+    assert results[0].on_success == ("b",)
+    assert isinstance(results[1], ChainError) and "would make a cycle: b -> a -> b" in str(results[1]), results
+    assert store.get_job(OWNER, b.id).on_success == ()
+
+
+def test_two_writes_released_together_exactly_one_closes_the_link(store):
+    """The same race with no help: two threads released by a barrier, each on its own connection."""
+    from tests.support import run_at_once
+
+    a = service.create_job(store, OWNER, http_spec("a", YEARLY))
+    b = service.create_job(store, OWNER, http_spec("b", YEARLY))
+    writes = iter(_both_ways(store, a, b))
+    lock = threading.Lock()
+
+    def one() -> object:
+        with lock:
+            write = next(writes)
+        return write()
+
+    results, errors = run_at_once(one, 2)
+    assert len(results) == 1 and len(errors) == 1, (results, errors)
+    assert isinstance(errors[0], ChainError) and "would make a cycle" in str(errors[0])
+    linked = [job.on_success for job in (store.get_job(OWNER, a.id), store.get_job(OWNER, b.id))]
+    assert sorted(linked) in ([(), ("a",)], [(), ("b",)])

@@ -29,6 +29,7 @@ class Alert(BaseModel):
     job_id: str
     job_name: str
     on: Literal["failure", "failures_in_a_row", "recovery", "missing_run", "late"]
+    rule: str | None = Field(description="the rule set by tag (`/v1/alert-rules`) that fired it; null: the job's own")
     threshold: float | None
     event: Literal["fired", "recovered"] = Field(description="`recovered`: a recovery rule's alert")
     incident_id: str
@@ -59,6 +60,7 @@ def alert_json(alert: AlertDelivery) -> dict[str, Any]:
         "job_id": alert.job_id,
         "job_name": alert.job_name,
         "on": alert.rule_on,
+        "rule": alert.rule_name,
         "threshold": alert.threshold,
         "event": alert.event,
         "incident_id": alert.incident_id,

@@ -21,7 +21,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
-from scheduler.api import activity, alerts, calendars, changes, executions, jobs, providers
+from scheduler.api import activity, alert_rules, alerts, calendars, changes, executions, jobs, providers
 from scheduler.api.cursors import CursorCodec, cursor_key
 from scheduler.api.errors import (
     ApiError,
@@ -192,6 +192,7 @@ def make_app(
     app.include_router(activity.router)
     app.include_router(calendars.router)
     app.include_router(alerts.router)
+    app.include_router(alert_rules.router)
 
     @app.exception_handler(NotFoundError)
     def no_route(exc: NotFoundError) -> Response:

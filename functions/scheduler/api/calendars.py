@@ -16,7 +16,7 @@ from pydantic import AwareDatetime, BaseModel, Field
 from scheduler import service
 from scheduler.api.cursors import scope_of
 from scheduler.api.errors import documented
-from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Owner, check_text, cursor_position
+from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Owner, check_text, name_ordered_page
 from scheduler.api.providers import get_store
 from scheduler.api.routes import rule
 from scheduler.core.constants import SERVICE_NAME
@@ -105,15 +105,14 @@ def create_calendar(spec: Annotated[CalendarSpec, Body()], store: CalendarStoreD
 def list_calendars(
     store: CalendarStoreDep, cursors: CursorsDep, owner: Owner, limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None
 ) -> Response[Any]:
-    scope = scope_of("calendars", owner)
-    after_name = cursor_position(cursors, cursor, scope, "after_name", lambda value: isinstance(value, str))
-    found = store.list_calendars(owner, limit=limit + 1, after_name=after_name)
-    page = found[:limit]
-    next_cursor = cursors.encode(scope, {"after_name": page[-1].name}) if len(found) > limit else None
-    return Response(
-        status_code=200,
-        content_type=content_types.APPLICATION_JSON,
-        body={"calendars": [calendar_json(record) for record in page], "next_cursor": next_cursor},
+    return name_ordered_page(
+        cursors,
+        cursor,
+        scope_of("calendars", owner),
+        "calendars",
+        limit,
+        lambda after_name, count: store.list_calendars(owner, limit=count, after_name=after_name),
+        calendar_json,
     )
 
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from scheduler.core.constants import MAX_REQUEST_BODY_BYTES, SERVICE_NAME
 from scheduler.core.errors import (
+    AlertRuleNotFound,
     CalendarInUse,
     CalendarNameTaken,
     CalendarNotFound,
@@ -121,6 +122,8 @@ def domain_error(exc: SchedulerError) -> ApiError | None:
     error that is the server's fault (answered 500)."""
     if isinstance(exc, NotFound):
         return ApiError("no such job", status=404, code="not_found")
+    if isinstance(exc, AlertRuleNotFound):
+        return ApiError("no such alert rule set", status=404, code="not_found")
     if isinstance(exc, (CalendarNotFound, CalendarNameTaken, CalendarInUse)):
         return _calendar_error(exc)
     if isinstance(exc, NameTaken):

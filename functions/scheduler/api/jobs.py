@@ -4,7 +4,7 @@ run now. Every store call is scoped to the caller; another principal's job answe
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools import Logger
@@ -20,7 +20,8 @@ from scheduler.api.overrides import run_overrides
 from scheduler.api.providers import get_caller, get_cursors, get_owner, get_secret_box, get_settings, get_store
 from scheduler.api.routes import rule
 from scheduler.api.serialize import BackfillPlan, BulkResult, Job, JobList, RunAccepted, job_json, spec_of
-from scheduler.core.constants import AWS_TARGET_TYPES, SERVICE_NAME
+from scheduler.api.target_rules import require_alert_targets, require_broker, require_reachable_target, seal_alerts
+from scheduler.core.constants import SERVICE_NAME
 from scheduler.core.domain import Job as DomainJob
 from scheduler.core.domain import JobState, Pause
 from scheduler.core.timeutil import format_time
@@ -122,51 +123,6 @@ def spec_data(spec: JobSpec) -> dict[str, Any]:
     return data
 
 
-def require_broker(data: dict[str, Any], settings: Any) -> None:
-    """An AMQP target without a url needs the deployment's default broker (400 on target.url)."""
-    target = data.get("target") or {}
-    if target.get("type") == "amqp" and not target.get("url") and not getattr(settings, "default_broker_url", None):
-        raise BadRequest("target.url", "is required: this deployment has no default broker")
-
-
-def require_reachable_target(data: dict[str, Any], settings: Any) -> None:
-    """Where the executor cannot reach AWS (``SCHEDULER_AWS_TARGETS=false``: no NAT gateway), an
-    AWS target, or an HTTP target signed as a role (its role is assumed through STS), is a 400
-    naming the field, rather than deliveries that time out."""
-    if getattr(settings, "aws_targets", True):
-        return
-    target = data.get("target") or {}
-    reason = "this deployment's executor has no route to AWS (deployed with nat_gateways=0)"
-    if target.get("type") in AWS_TARGET_TYPES:
-        raise BadRequest("target.type", f"{target['type']} targets are not available: {reason}")
-    if (target.get("auth") or {}).get("type") == "sigv4":
-        raise BadRequest("target.auth.type", f"sigv4 (a role assumed through STS) is not available: {reason}")
-
-
-def seal_alerts(alerts: Any, box: SecretBox, current: DomainJob | None) -> list[dict[str, Any]] | None:
-    """The alert rules as stored: each target's secrets sealed, a ``"***"`` keeping the one
-    stored for the rule at the same place (None: no rules)."""
-    if not alerts:
-        return None
-    before = list(current.alerts or ()) if current is not None else []
-    sealed = []
-    for i, alert in enumerate(alerts):
-        kept = dict(before[i]["target"]) if i < len(before) else None
-        sealed.append({**alert, "target": keep_masked_secrets(encrypt_target_secrets(alert["target"], box), kept)})
-    return sealed
-
-
-def require_alert_targets(data: dict[str, Any], settings: Any) -> None:
-    """The broker and reachability rules of a job target, for each alert rule's target too."""
-    for i, alert in enumerate(data.get("alerts") or ()):
-        try:
-            require_broker({"target": alert["target"]}, settings)
-            require_reachable_target({"target": alert["target"]}, settings)
-        except BadRequest as exc:
-            [detail] = exc.details
-            raise BadRequest(f"alerts.{i}.{detail['field']}", detail["message"]) from None
-
-
 def job_response(job: DomainJob, status: int = 200, headers: dict[str, str] | None = None) -> Response[Any]:
     """A job answer with its ``ETag``."""
     return Response(
@@ -227,6 +183,28 @@ def cursor_position(
     return position
 
 
+def name_ordered_page(
+    cursors: CursorCodec,
+    cursor: str | None,
+    scope: str,
+    key: str,
+    limit: int,
+    fetch: Callable[[str | None, int], Sequence[Any]],
+    to_json: Callable[[Any], dict[str, Any]],
+) -> Response[Any]:
+    """A page of a listing in name order, ``{key: [...], "next_cursor": ...}``: ``fetch(after_name,
+    count)`` reads one more than the page, to know whether another follows."""
+    after_name = cursor_position(cursors, cursor, scope, "after_name", lambda value: isinstance(value, str))
+    found = fetch(after_name, limit + 1)
+    page = found[:limit]
+    next_cursor = cursors.encode(scope, {"after_name": page[-1].name}) if len(found) > limit else None
+    return Response(
+        status_code=200,
+        content_type=content_types.APPLICATION_JSON,
+        body={key: [to_json(record) for record in page], "next_cursor": next_cursor},
+    )
+
+
 @router.route(
     *rule("list_jobs"),
     summary="List jobs",
@@ -245,22 +223,14 @@ def list_jobs(
 ) -> Response[Any]:
     tag, name_prefix = _text_param(tag, "tag"), _text_param(name_prefix, "name_prefix")
     scope = scope_of("jobs", owner, state=state, tag=tag, name_prefix=name_prefix)
-    after_name = cursor_position(cursors, cursor, scope, "after_name", lambda value: isinstance(value, str))
-    jobs = store.list_jobs(
-        owner,
-        state=JobState(state) if state else None,
-        tag=tag,
-        name_prefix=name_prefix,
-        limit=limit + 1,
-        after_name=after_name,
-    )
-    page = jobs[:limit]
-    next_cursor = cursors.encode(scope, {"after_name": page[-1].name}) if len(jobs) > limit else None
-    return Response(
-        status_code=200,
-        content_type=content_types.APPLICATION_JSON,
-        body={"jobs": [job_json(job) for job in page], "next_cursor": next_cursor},
-    )
+    chosen = JobState(state) if state else None
+
+    def fetch(after_name: str | None, count: int) -> list[DomainJob]:
+        return store.list_jobs(
+            owner, state=chosen, tag=tag, name_prefix=name_prefix, limit=count, after_name=after_name
+        )
+
+    return name_ordered_page(cursors, cursor, scope, "jobs", limit, fetch, job_json)
 
 
 @router.route(
@@ -298,7 +268,7 @@ def replace_job(
         return {
             **data,
             "target": keep_masked_secrets(target, dict(current.target or {})),
-            "alerts": seal_alerts(data.get("alerts"), box, current),
+            "alerts": seal_alerts(data.get("alerts"), box, current.alerts),
         }
 
     job = service.update_job(store, owner, job_id, build, expected, by=caller)
@@ -337,7 +307,7 @@ def patch_job(
         return {
             **data,
             "target": keep_masked_secrets(sealed, dict(current.target or {})),
-            "alerts": seal_alerts(data.get("alerts"), box, current),
+            "alerts": seal_alerts(data.get("alerts"), box, current.alerts),
         }
 
     job = service.update_job(store, owner, job_id, build, expected, by=caller)

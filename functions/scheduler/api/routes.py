@@ -34,6 +34,7 @@ class Route:
 
 _JOB = "/v1/jobs/{job_id}"
 _CALENDAR = "/v1/calendars/{name}"
+_ALERT_RULE = "/v1/alert-rules/{name}"
 
 ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/health", "health", anonymous=True),
@@ -60,6 +61,10 @@ ROUTES: tuple[Route, ...] = (
     Route("PUT", _CALENDAR, "replace_calendar", body=True),
     Route("DELETE", _CALENDAR, "delete_calendar"),
     Route("GET", "/v1/alerts", "list_alerts", query=("job_id", "status", "limit", "cursor")),
+    Route("GET", "/v1/alert-rules", "list_alert_rules", query=("limit", "cursor")),
+    Route("GET", _ALERT_RULE, "get_alert_rule"),
+    Route("PUT", _ALERT_RULE, "put_alert_rule", body=True),
+    Route("DELETE", _ALERT_RULE, "delete_alert_rule"),
 )
 
 _BY_OPERATION = {route.operation: route for route in ROUTES}

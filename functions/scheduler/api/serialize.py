@@ -5,6 +5,7 @@ Targets are always answered with their secrets masked (``"***"``); times are RFC
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -38,8 +39,13 @@ def spec_of(job: DomainJob) -> dict[str, Any]:
     spec["schedules"] = None if job.schedules is None else list(job.schedules)
     spec["spread"] = None if job.spread is None else dict(job.spread)
     spec["limits"] = None if not job.limits else {k: v for k, v in dict(job.limits).items() if v is not None}
-    spec["alerts"] = [{**rule, "target": mask_target_secrets(dict(rule["target"]))} for rule in job.alerts or ()]
+    spec["alerts"] = masked_alerts(job.alerts)
     return spec
+
+
+def masked_alerts(alerts: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """Alert rules as answered: their targets' secrets ``"***"``."""
+    return [{**rule, "target": mask_target_secrets(dict(rule["target"]))} for rule in alerts or ()]
 
 
 def job_json(job: DomainJob) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 - ``scheduler local`` / ``scheduler migrate`` (``server``): run the scheduler itself.
 - ``scheduler jobs ...`` (``jobs``), ``scheduler executions`` (``executions``),
-  ``scheduler calendars ...`` (``calendars``), ``scheduler alerts`` (``alerts``) and
+  ``scheduler calendars ...`` (``calendars``), ``scheduler alerts`` (``alerts``),
+  ``scheduler alert-rules ...`` (``alert_rules``) and
   ``scheduler preview`` (``preview``): clients of the HTTP API (``scheduler.client``),
   SigV4-signed when the endpoint is AWS.
 - ``scheduler console`` (``console``), ``scheduler echo`` (``echo``), ``scheduler completion``
@@ -19,7 +20,19 @@ import argparse
 import sys
 from typing import Any
 
-from scheduler.cli import alerts, apply, calendars, completion, console, echo, executions, jobs, preview, server
+from scheduler.cli import (
+    alert_rules,
+    alerts,
+    apply,
+    calendars,
+    completion,
+    console,
+    echo,
+    executions,
+    jobs,
+    preview,
+    server,
+)
 from scheduler.cli.columns import ERROR_WIDTH, truncate
 from scheduler.cli.common import (
     EXIT_API_ERROR,
@@ -96,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_parsers(sub, subparser)
     executions.add_parsers(sub, subparser)
     alerts.add_parsers(sub, subparser)
+    alert_rules.add_parsers(sub, subparser)
     preview.add_parsers(sub, subparser)
     calendars.add_parsers(sub, subparser)
     apply.add_parsers(sub, subparser)

@@ -18,7 +18,8 @@ MESSAGE_WIDTH = 80
 
 
 def format_alerts(alerts: list[dict[str, Any]], *, wide: bool = False) -> str:
-    """The alerts as a table: when, the job, the rule, fired or recovered, the delivery."""
+    """The alerts as a table: when, the job, the rule (``set/on>threshold`` for a rule set's by
+    tag), fired or recovered, the delivery."""
 
     def short(text: Any) -> str:
         text = str(text or "")
@@ -28,7 +29,8 @@ def format_alerts(alerts: list[dict[str, Any]], *, wide: bool = False) -> str:
         (
             a.get("created_at"),
             a.get("job_name"),
-            a.get("on") if a.get("threshold") is None else f"{a.get('on')}>{a.get('threshold'):g}",
+            (f"{a['rule']}/" if a.get("rule") else "")
+            + (str(a.get("on")) if a.get("threshold") is None else f"{a.get('on')}>{a.get('threshold'):g}"),
             a.get("event"),
             a.get("status") if not a.get("last_error") else f"{a.get('status')} ({a.get('last_error')})",
             a.get("attempts"),

@@ -1,5 +1,6 @@
 """The records of alerting: a job with alert rules as a sweep reads it, its alert state held
-while its rules decide, the decision, and an alert delivery (queued, sent, recorded)."""
+while its rules decide, the decision, an alert delivery (queued, sent, recorded), and an owner's
+rule set for every job with a tag."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from scheduler.core.domain import JobState
 
 @dataclass(frozen=True)
 class AlertJobRow:
-    """A job with alert rules: its identity, its rules as stored, and its run state."""
+    """A job with alert rules: its identity, its rules as stored, its run state, and the owner's
+    rule sets of its tags (``{"name", "alerts"}`` each, by name)."""
 
     id: str
     owner: str
@@ -23,6 +25,7 @@ class AlertJobRow:
     alerts: tuple[Mapping[str, Any], ...]
     state: JobState
     next_run_at: datetime | None
+    tag_rules: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,34 @@ class AlertDelivery:
     delivered_at: datetime | None = None
     last_error: str | None = None
     http_status: int | None = None
+    rule_name: str | None = None  # the rule set by tag that fired it (None: the job's own rules)
+
+
+@dataclass(frozen=True)
+class AlertRuleRecord:
+    """An owner's rule set (a row of ``alert_rules``): ``alerts`` apply to every job of the
+    owner that carries ``tag``; its targets' secrets sealed."""
+
+    owner: str
+    name: str
+    tag: str
+    alerts: tuple[Mapping[str, Any], ...]
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> AlertRuleRecord:
+        """The record of a row of ``alert_rules``."""
+        return cls(
+            owner=row["owner"],
+            name=row["name"],
+            tag=row["tag"],
+            alerts=tuple(row["alerts"] or ()),
+            version=row["version"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+        )
 
 
 # The placeholders of an alert's target ({{name}}), besides the delivery's own (job_id,
@@ -90,6 +121,7 @@ ALERT_PLACEHOLDERS = (
     "message",
     "console_url",
     "alert_id",
+    "rule",
 )
 _PLACEHOLDER = re.compile(r"\{\{\s*(" + "|".join(ALERT_PLACEHOLDERS) + r")\s*\}\}")
 # A target's fields that are never rendered (where it goes, how it signs in).

@@ -29,6 +29,14 @@ class CalendarNotFound(SchedulerError, LookupError):
         self.name = name
 
 
+class AlertRuleNotFound(SchedulerError, LookupError):
+    """No alert rule set of that name for this owner."""
+
+    def __init__(self, name: str):
+        super().__init__(f"no alert rule set named {name!r}")
+        self.name = name
+
+
 class CalendarNameTaken(SchedulerError, ValueError):
     """The owner already has a calendar of that name."""
 

@@ -4,7 +4,8 @@ executions finished since it was last read, and the database's now.
 An incident opens when a rule's condition first holds (failures in a row, a late start, a run
 missing past its threshold); each rule fires at most once in it ("one alert per incident, not
 per attempt"). A succeeded execution for which no rule's condition holds closes it, and the
-``recovery`` rules fire then. The store holds the job's alert state while this decides
+``recovery`` rules fire then: those of each rule set (the job's own, or an owner's rule set by
+tag) that alerted in the incident. The store holds the job's alert state while this decides
 (``AlertStore.sweep_alerts``), so two runners never both fire for one incident.
 """
 
@@ -27,25 +28,39 @@ DEFAULT_FAILURES_IN_A_ROW = 3
 
 @dataclass(frozen=True)
 class AlertRule:
-    """One rule of a job's ``alerts``: when (``on``, ``threshold``) and where (``target``)."""
+    """One rule of a job's ``alerts`` (``source`` None) or of the owner's rule set by tag named
+    ``source``: when (``on``, ``threshold``) and where (``target``)."""
 
     index: int
     on: str
     threshold: float | None
     target: Mapping[str, Any]
+    source: str | None = None
 
     @classmethod
-    def of(cls, index: int, rule: Mapping[str, Any]) -> AlertRule:
-        """The rule at ``index`` of a stored ``alerts``."""
+    def of(cls, index: int, rule: Mapping[str, Any], source: str | None = None) -> AlertRule:
+        """The rule at ``index`` of a stored ``alerts`` (of the rule set ``source``)."""
         threshold = rule.get("threshold")
         if rule["on"] == "failures_in_a_row" and threshold is None:
             threshold = DEFAULT_FAILURES_IN_A_ROW
-        return cls(index, rule["on"], None if threshold is None else float(threshold), rule["target"])
+        return cls(index, rule["on"], None if threshold is None else float(threshold), rule["target"], source)
+
+    @property
+    def prefix(self) -> str:
+        """What the keys of its rule set start with: ``name/`` (a rule set's names have no
+        ``/``), nothing for the job's own."""
+        return "" if self.source is None else f"{self.source}/"
 
     @property
     def key(self) -> str:
-        """The rule's identity within an incident (``index:on:threshold``)."""
-        return f"{self.index}:{self.on}:{'' if self.threshold is None else f'{self.threshold:g}'}"
+        """The rule's identity within an incident (``[source/]index:on:threshold``)."""
+        return f"{self.prefix}{self.index}:{self.on}:{'' if self.threshold is None else f'{self.threshold:g}'}"
+
+    def alerted(self, fired: Sequence[str]) -> bool:
+        """Whether a rule of its rule set fired among ``fired`` (the keys of an incident)."""
+        if self.source is None:
+            return any("/" not in key for key in fired)
+        return any(key.startswith(self.prefix) for key in fired)
 
 
 @dataclass(frozen=True)
@@ -74,9 +89,11 @@ class AlertJob:
 
     @classmethod
     def of(cls, row: AlertJobRow) -> AlertJob:
-        """The job of a sweep's row, its stored rules read."""
-        rules = tuple(AlertRule.of(i, rule) for i, rule in enumerate(row.alerts))
-        return cls(row.id, row.owner, row.name, rules, row.state, row.next_run_at)
+        """The job of a sweep's row, its stored rules read, then those of its tags' rule sets."""
+        rules = [AlertRule.of(i, rule) for i, rule in enumerate(row.alerts)]
+        for rule_set in row.tag_rules:
+            rules.extend(AlertRule.of(i, rule, rule_set["name"]) for i, rule in enumerate(rule_set["alerts"]))
+        return cls(row.id, row.owner, row.name, tuple(rules), row.state, row.next_run_at)
 
 
 @dataclass(frozen=True)
@@ -163,7 +180,7 @@ class _Incident:
         if self.state.incident_id is None:
             return
         for rule in self.job.rules:
-            if rule.on == "recovery":
+            if rule.on == "recovery" and rule.alerted(self.state.fired):
                 self._add(rule, "recovered", found)
         self.state = replace(self.state, incident_id=None, incident_opened_at=None, fired=())
 
@@ -177,6 +194,7 @@ class _Incident:
             "event": event,
             "incident_id": incident,
             "message": text,
+            "rule": rule.source or "",
         }
         self.events.append(AlertEvent(rule, event, incident, found.get("execution_id"), variables))
 
@@ -246,6 +264,7 @@ def decision(held: HeldAlertState, executions: Sequence[Execution]) -> AlertDeci
         {
             "rule_key": event.rule.key,
             "rule_on": event.rule.on,
+            "rule_name": event.rule.source,
             "threshold": event.rule.threshold,
             "event": event.event,
             "incident_id": event.incident_id,

@@ -659,30 +659,53 @@ SELECT c.* FROM calendars c
 JOIN unnest(%(owners)s::text[], %(names)s::text[]) AS wanted(owner, name)
   ON c.owner = wanted.owner AND c.name = wanted.name;
 -- name: alert_jobs
--- The jobs with alert rules (the partial index of 0017 holds only them), those checked longest
--- ago first: what a sweep of the alerts reads. Jobs without rules are never read.
+-- The jobs with alert rules, those checked longest ago first: what a sweep of the alerts reads.
+-- A job's own rules: the partial index of 0017 holds only them; an owner's rules by tag (0020):
+-- per rule set, the tag index of 0008 (jobs with tags only). Jobs without rules are never read.
+WITH wanted AS (
+    SELECT id FROM job_specs WHERE alerts IS NOT NULL
+    UNION
+    SELECT t.id FROM alert_rules ar
+    JOIN job_specs t ON t.owner = ar.owner AND t.tags @> ARRAY[ar.tag::text] AND t.tags <> '{}'
+)
 SELECT s.id, s.owner, s.name, s.alerts, r.state, r.next_run_at
-FROM job_specs s
+FROM wanted w
+JOIN job_specs s ON s.id = w.id
 JOIN job_runs r ON r.job_id = s.id
 LEFT JOIN alert_states a ON a.job_id = s.id
-WHERE s.alerts IS NOT NULL
 ORDER BY a.checked_at NULLS FIRST
 LIMIT %(limit)s;
 
+-- fragment: tag_rules_of_s
+-- The owner's rule sets (0020) whose tag the job s carries, by name: {name, alerts} each, and
+-- when the first of them was last written (NULL: none).
+LEFT JOIN LATERAL (
+    SELECT jsonb_agg(jsonb_build_object('name', ar.name, 'alerts', ar.alerts) ORDER BY ar.name) AS tag_rules,
+           min(ar.updated_at) AS tag_rules_since
+    FROM alert_rules ar
+    WHERE ar.owner = s.owner AND s.tags @> ARRAY[ar.tag::text]
+) tagged ON true
+
 -- name: ensure_alert_state
--- A job's alert state, its executions read from when its rules were last written.
+-- A job's alert state, its executions read from when its rules were last written (a job's own
+-- rules: the job's write; rules by tag only: the later of the job's write and the rule set's).
 INSERT INTO alert_states (job_id, seen_started_at, seen_seq)
-SELECT id, updated_at, 0 FROM job_specs WHERE id = %(job_id)s AND alerts IS NOT NULL
+SELECT s.id, CASE WHEN s.alerts IS NOT NULL THEN s.updated_at ELSE GREATEST(s.updated_at, tagged.tag_rules_since) END, 0
+FROM job_specs s
+{{ tag_rules_of_s }}
+WHERE s.id = %(job_id)s AND (s.alerts IS NOT NULL OR tagged.tag_rules IS NOT NULL)
 ON CONFLICT (job_id) DO NOTHING;
 
 -- name: lock_alert_state
--- The job's alert state held while the sweep decides, with the job as it is now; another
--- runner's sweep of the same job skips it (its decision is being made).
-SELECT a.*, s.owner, s.name, s.alerts, r.state, r.next_run_at, now() AS db_now
+-- The job's alert state held while the sweep decides, with the job as it is now (its own rules
+-- and the rule sets of its tags); another runner's sweep of the same job skips it (its decision
+-- is being made).
+SELECT a.*, s.owner, s.name, s.alerts, r.state, r.next_run_at, now() AS db_now, tagged.tag_rules
 FROM alert_states a
 JOIN job_specs s ON s.id = a.job_id
 JOIN job_runs r ON r.job_id = a.job_id
-WHERE a.job_id = %(job_id)s AND s.alerts IS NOT NULL
+{{ tag_rules_of_s }}
+WHERE a.job_id = %(job_id)s AND (s.alerts IS NOT NULL OR tagged.tag_rules IS NOT NULL)
 FOR UPDATE OF a SKIP LOCKED;
 
 -- name: executions_after
@@ -705,9 +728,9 @@ WHERE job_id = %(job_id)s;
 -- One alert per rule, event and incident (the unique key): a second decision of the same is a no-op.
 -- created_at is the clock's, not the transaction's: the alerts of one sweep list in the order decided.
 INSERT INTO alert_deliveries (id, owner, job_id, job_name, rule_key, rule_on, threshold, event, incident_id,
-                              execution_id, target, vars, created_at, next_attempt_at)
+                              execution_id, target, vars, created_at, next_attempt_at, rule_name)
 VALUES (%(id)s, %(owner)s, %(job_id)s, %(job_name)s, %(rule_key)s, %(rule_on)s, %(threshold)s, %(event)s,
-        %(incident_id)s, %(execution_id)s, %(target)s, %(vars)s, clock_timestamp(), now())
+        %(incident_id)s, %(execution_id)s, %(target)s, %(vars)s, clock_timestamp(), now(), %(rule_name)s)
 ON CONFLICT (incident_id, rule_key, event) DO NOTHING;
 
 -- name: claim_alert_deliveries
@@ -747,8 +770,10 @@ LIMIT %(limit)s;
 
 -- name: alert_work
 -- Whether a sweep of the alerts has anything to do (a deployment's fan-out asks once a tick
--- before it invokes one): a job with rules, or an alert still to send. Both read partial indexes.
+-- before it invokes one): a job with rules, a rule set by tag, or an alert still to send. Each
+-- reads a partial index or a small table.
 SELECT EXISTS (SELECT 1 FROM job_specs WHERE alerts IS NOT NULL)
+    OR EXISTS (SELECT 1 FROM alert_rules)
     OR EXISTS (SELECT 1 FROM alert_deliveries WHERE status = 'pending') AS found;
 
 -- name: lock_target_limit
@@ -800,9 +825,16 @@ RETURNING job_id;
 
 -- name: purge_alerts
 -- Alerts past the retention (the executions'), delivered or given up, a batch at a time; and the
--- alert state of jobs deleted since.
+-- alert state of jobs deleted since, or left without rules (their own removed, their tag or its
+-- rule set gone): rules given again start from their writing, not from this old state.
 WITH states AS (
-    DELETE FROM alert_states a WHERE NOT EXISTS (SELECT 1 FROM job_specs s WHERE s.id = a.job_id)
+    DELETE FROM alert_states a
+    WHERE NOT EXISTS (
+        SELECT 1 FROM job_specs s
+        WHERE s.id = a.job_id
+          AND (s.alerts IS NOT NULL
+               OR EXISTS (SELECT 1 FROM alert_rules ar WHERE ar.owner = s.owner AND s.tags @> ARRAY[ar.tag::text]))
+    )
 )
 DELETE FROM alert_deliveries
 WHERE id IN (SELECT id FROM alert_deliveries
@@ -906,6 +938,13 @@ FROM locked
 WHERE r.job_id = locked.job_id
 RETURNING r.job_id::text AS job_id;
 
+-- name: hold_chains
+-- A write of a job with chains, first: the owner's chain_owners row (0021), created or updated,
+-- held until the transaction ends, so that the owner's chain writes check for cycles one at a
+-- time (the reads that follow see every chain committed before this lock was granted).
+INSERT INTO chain_owners (owner) VALUES (%(owner)s)
+ON CONFLICT (owner) DO UPDATE SET held_at = now();
+
 -- name: chain_links
 -- The owner's jobs that chain to others (0016), to refuse a write that would close a cycle.
 SELECT id::text AS id, name, on_success, on_failure, on_complete FROM job_specs
@@ -941,3 +980,24 @@ WITH gone AS (
     LIMIT %(limit)s
 )
 DELETE FROM job_changes c USING gone WHERE c.job_id = gone.job_id;
+
+-- name: put_alert_rule
+-- An owner's rule set by tag (0020), created or replaced (version + 1); "created" says which.
+INSERT INTO alert_rules (owner, name, tag, alerts)
+VALUES (%(owner)s, %(name)s, %(tag)s, %(alerts)s)
+ON CONFLICT (owner, name) DO UPDATE
+SET tag = EXCLUDED.tag, alerts = EXCLUDED.alerts, version = alert_rules.version + 1, updated_at = now()
+RETURNING *, (xmax = 0) AS created;
+
+-- name: get_alert_rule
+SELECT * FROM alert_rules WHERE owner = %(owner)s AND name = %(name)s;
+
+-- name: list_alert_rules
+-- Keyset pagination on (owner, name), as list_calendars.
+SELECT * FROM alert_rules
+WHERE owner = %(owner)s AND (%(after_name)s::text IS NULL OR name > %(after_name)s::text)
+ORDER BY name
+LIMIT %(limit)s;
+
+-- name: delete_alert_rule
+DELETE FROM alert_rules WHERE owner = %(owner)s AND name = %(name)s RETURNING name;

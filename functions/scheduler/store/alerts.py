@@ -28,6 +28,7 @@ def _job_row(row: dict[str, Any]) -> AlertJobRow:
         alerts=tuple(row["alerts"] or ()),
         state=JobState(row["state"]),
         next_run_at=row["next_run_at"],
+        tag_rules=tuple(row.get("tag_rules") or ()),
     )
 
 
@@ -51,6 +52,7 @@ def _delivery(row: dict[str, Any]) -> AlertDelivery:
         delivered_at=row["delivered_at"],
         last_error=row["last_error"],
         http_status=row["http_status"],
+        rule_name=row.get("rule_name"),
     )
 
 
@@ -61,7 +63,8 @@ class AlertRecords:
 
     @retry_on_dead_connection
     def alert_jobs(self, limit: int = 500) -> list[AlertJobRow]:
-        """The jobs with alert rules, those checked longest ago first."""
+        """The jobs with alert rules (their own, or a rule set of one of their tags), those
+        checked longest ago first."""
         with self.pool.connection() as conn:
             return [_job_row(row) for row in conn.execute(QUERIES["alert_jobs"], {"limit": limit}).fetchall()]
 

@@ -1,7 +1,8 @@
-"""The store's change log of jobs and its chains (migration 0016): an entry written in the
+"""The store's change log of jobs and its chains (migrations 0016, 0021): an entry written in the
 transaction of the change it records, a job's log read back a page at a time (after its delete
-too, for the retention period), (purged with the executions' retention: ``maintain_partitions``); the links of an owner's chains, and the
-chained runs a completion asks for in its own transaction. ``Store`` has them as a base class."""
+too, for the retention period; purged with the executions' retention: ``maintain_partitions``);
+a write's chain check run in its transaction with the owner's chains held, and the chained runs
+a completion asks for in its own transaction. ``Store`` has the log as a base class."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from psycopg.types.json import Jsonb
 
 from scheduler.core.domain import CHAIN_FIELDS, ChainRun, Change, ChangeEntry, Job
 from scheduler.core.errors import NotFound
+from scheduler.ports import ChainCheck
 from scheduler.sql import QUERIES
 from scheduler.store.rows import is_uuid, retry_on_dead_connection
 
@@ -32,6 +34,47 @@ def write_change(conn: psycopg.Connection[Any], owner: str, job_id: str, version
             "diff": Jsonb(dict(change.diff)),
         },
     )
+
+
+def hold_chains(conn: psycopg.Connection[Any], owner: str, check: ChainCheck | None) -> None:
+    """In the transaction of a write of a job with chains: the owner's chains held (its
+    ``chain_owners`` row locked until the transaction ends), then ``check`` run on this
+    connection's reads, which see every chain committed before the lock was granted. Nothing
+    for a write without chains."""
+    if check is None:
+        return
+    conn.execute(QUERIES["hold_chains"], {"owner": owner})
+    check(ChainReads(conn))
+
+
+class ChainReads:
+    """The reads of a chain check (``ports.ChainLookup``) on one connection: in the write's
+    transaction."""
+
+    def __init__(self, conn: psycopg.Connection[Any]):
+        self.conn = conn
+
+    def chain_links(self, owner: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """The owner's jobs that chain to others: id -> (name, the names or ids they run next)."""
+        rows = self.conn.execute(QUERIES["chain_links"], {"owner": owner}).fetchall()
+        return {
+            row["id"]: (row["name"], tuple(dict.fromkeys(ref for field in CHAIN_FIELDS for ref in row[field])))
+            for row in rows
+        }
+
+    def resolve_jobs(self, owner: str, refs: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """The owner's jobs named by ``refs`` (names or ids): ref -> (id, name); a ref naming no
+        job of the owner is absent."""
+        if not refs:
+            return {}
+        names, ids = split_refs(refs)
+        rows = self.conn.execute(QUERIES["resolve_jobs"], {"owner": owner, "names": names, "ids": ids}).fetchall()
+        found: dict[str, tuple[str, str]] = {}
+        for row in rows:
+            for ref in (row["id"], row["name"]):
+                if ref in refs:
+                    found[ref] = (row["id"], row["name"])
+        return found
 
 
 def split_refs(refs: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -55,7 +98,7 @@ def request_chained_runs(conn: psycopg.Connection[Any], chains: Sequence[ChainRu
 
 
 class ChangeLog:
-    """Change-log reads, the purge, and the chains' lookups, on ``self.pool``."""
+    """Change-log reads on ``self.pool``."""
 
     pool: Any
 
@@ -76,29 +119,3 @@ class ChangeLog:
         if not rows and before_seq is None:
             self.get_job(owner, job_id)  # NotFound when there is no such job either
         return [ChangeEntry.from_row(row) for row in rows]
-
-    @retry_on_dead_connection
-    def chain_links(self, owner: str) -> dict[str, tuple[str, tuple[str, ...]]]:
-        """The owner's jobs that chain to others: id -> (name, the names or ids they run next)."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(QUERIES["chain_links"], {"owner": owner}).fetchall()
-        return {
-            row["id"]: (row["name"], tuple(dict.fromkeys(ref for field in CHAIN_FIELDS for ref in row[field])))
-            for row in rows
-        }
-
-    @retry_on_dead_connection
-    def resolve_jobs(self, owner: str, refs: Sequence[str]) -> dict[str, tuple[str, str]]:
-        """The owner's jobs named by ``refs`` (names or ids): ref -> (id, name); a ref naming no
-        job of the owner is absent."""
-        if not refs:
-            return {}
-        names, ids = split_refs(refs)
-        with self.pool.connection() as conn:
-            rows = conn.execute(QUERIES["resolve_jobs"], {"owner": owner, "names": names, "ids": ids}).fetchall()
-        found: dict[str, tuple[str, str]] = {}
-        for row in rows:
-            for ref in (row["id"], row["name"]):
-                if ref in refs:
-                    found[ref] = (row["id"], row["name"])
-        return found

@@ -40,10 +40,12 @@ from scheduler.core.domain import (
     Trigger,
 )
 from scheduler.core.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
+from scheduler.ports import ChainCheck
 from scheduler.sql import QUERIES
+from scheduler.store.alert_rules import AlertRuleTables
 from scheduler.store.alerts import AlertRecords
 from scheduler.store.calendars import CalendarTables, held_calendars
-from scheduler.store.changes import ChangeLog, request_chained_runs, write_change
+from scheduler.store.changes import ChangeLog, hold_chains, request_chained_runs, write_change
 from scheduler.store.completions import completion_batch, completion_row
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
 from scheduler.store.limits import TargetSlots
@@ -76,17 +78,25 @@ def _with_change(conn: psycopg.Connection, change: Change | None) -> contextlib.
 
 
 @contextlib.contextmanager
-def _held(conn: psycopg.Connection, owner: str, calendars: Sequence[str], change: Change | None) -> Iterator[None]:
-    """The transaction of a write: with the calendars it names held, and its change-log entry
-    (none opened for a write alone)."""
+def _held(
+    conn: psycopg.Connection,
+    owner: str,
+    calendars: Sequence[str],
+    change: Change | None,
+    chains: ChainCheck | None = None,
+) -> Iterator[None]:
+    """The transaction of a write: with its chains checked, the owner's chains held
+    (``hold_chains``), the calendars it names held, and its change-log entry (none opened for a
+    write alone)."""
     with contextlib.ExitStack() as stack:
-        if change is not None:
+        if change is not None or chains is not None:
             stack.enter_context(conn.transaction())
+        hold_chains(conn, owner, chains)
         stack.enter_context(held_calendars(conn, owner, calendars))
         yield
 
 
-class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunRecords, ChangeLog):
+class Store(ExecutionHistory, CalendarTables, AlertRecords, AlertRuleTables, TargetSlots, RunRecords, ChangeLog):
     """Postgres-backed store of jobs and executions (every port of ``scheduler.ports``)."""
 
     def __init__(self, pool: ConnectionPool):
@@ -110,9 +120,11 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunReco
         created_at: datetime,
         job_id: str | None = None,
         change: Change | None = None,
+        chains: ChainCheck | None = None,
     ) -> Job:
         """Insert a job with its first plan (made for ``created_at``, the database's now it was
-        planned at), and its ``change`` entry in the same transaction. Raises ``NameTaken``."""
+        planned at), and its ``change`` entry in the same transaction, ``chains`` checked in it
+        first (the owner's chains held). Raises ``NameTaken``, ``ChainError``."""
         params = {
             **spec_params(spec),
             **plan_params(plan),
@@ -121,7 +133,7 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunReco
             "created_at": created_at,
             "skips": skips_param(plan.skips),
         }
-        with self.pool.connection() as conn, _held(conn, owner, params["exclude_calendars"], change):
+        with self.pool.connection() as conn, _held(conn, owner, params["exclude_calendars"], change, chains):
             row = conn.execute(QUERIES["insert_job"], params).fetchone()
             if row is None:
                 raise NameTaken(spec["name"])
@@ -175,11 +187,13 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunReco
         pause: Pause | None = None,
         pausing: bool = False,
         change: Change | None = None,
+        chains: ChainCheck | None = None,
     ) -> Job | None:
         """Write the job's spec, its pause's record (``pause``; ``pausing`` for a pause) and,
         when given, its plan with its skipped occurrences as skipped rows (version + 1), if the
         job is still ``version`` and, with a plan, still has the run state ``planned_from`` it
-        was planned from, with its ``change`` entry in the same transaction. None when it
+        was planned from, with its ``change`` entry in the same transaction (``chains`` checked
+        in it first, the owner's chains held: ``ChainError``). None when it
         changed meanwhile (read it again, plan again); ``NameTaken`` when the spec's name is
         another job's."""
         if not is_uuid(job_id):
@@ -202,7 +216,7 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, TargetSlots, RunReco
             "skips": skips_param(plan.skips if plan is not None else ()),
         }
         try:
-            with self.pool.connection() as conn, _held(conn, owner, params["exclude_calendars"], change):
+            with self.pool.connection() as conn, _held(conn, owner, params["exclude_calendars"], change, chains):
                 row = conn.execute(QUERIES["update_job"], params).fetchone()
                 if row is not None:
                     write_change(conn, owner, job_id, row["version"], change)

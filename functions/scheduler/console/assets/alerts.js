@@ -1,5 +1,6 @@
-// Alerts: the page of every alert your jobs' rules fired (#/alerts), and a job's rules with its
-// recent alerts (on the job's page). Over GET /v1/alerts and the job's "alerts".
+// Alerts: the page of every alert your jobs' rules fired (#/alerts) with your rule sets by tag,
+// and a job's rules with its recent alerts (on the job's page). Over GET /v1/alerts,
+// GET /v1/alert-rules and the job's "alerts".
 import { useState, useEffect, useCallback } from './vendor/htm-preact-standalone.mjs';
 import { html, api, query, fmtTime, Badge, ErrorBox, useInterval } from './lib.js';
 
@@ -17,7 +18,7 @@ function AlertRows({ alerts, withJob }) {
         <tr key=${a.id} class="alert-row" data-status=${a.status}>
           <td>${fmtTime(a.created_at)}</td>
           ${withJob ? html`<td><a href="#/jobs/${a.job_id}">${a.job_name}</a></td>` : ''}
-          <td><code>${ruleText(a)}</code></td>
+          <td><code>${a.rule ? `${a.rule}/` : ''}${ruleText(a)}</code></td>
           <td><${Badge} value=${a.event} /></td>
           <td><${Badge} value=${a.status} />${a.last_error ? html` <span class="error-text">${a.last_error}</span>` : ''}</td>
           <td class="num">${a.attempts}</td>
@@ -27,24 +28,63 @@ function AlertRows({ alerts, withJob }) {
     </table>`;
 }
 
-// On a job's page: its rules, and the alerts they fired lately.
+// On a job's page: its rules, the rule sets of its tags, and the alerts they fired lately.
 export function JobAlerts({ job }) {
   const [alerts, setAlerts] = useState(null);
+  const [sets, setSets] = useState([]);
   const load = useCallback(() => {
     api('GET', `/alerts${query({ job_id: job.id, limit: 20 })}`).then((p) => setAlerts(p.alerts)).catch(() => {});
   }, [job.id]);
   useEffect(load, [job.id]);
+  useEffect(() => {
+    api('GET', `/alert-rules${query({ limit: 200 })}`)
+      .then((p) => setSets(p.alert_rules.filter((set) => (job.tags || []).includes(set.tag)))).catch(() => {});
+  }, [job.id, (job.tags || []).join(',')]);
   useInterval(load, 5000);
   const rules = job.alerts || [];
+  const covered = rules.length > 0 || sets.length > 0;
   return html`
     <div class="job-alerts">
       <h2>Alerts</h2>
-      ${rules.length === 0 ? html`<p class="muted">No alert rules: add some with Edit.</p>` : html`
+      ${rules.length === 0 ? html`<p class="muted">No alert rules of its own: add some with Edit.</p>` : html`
         <ul class="alert-rules">${rules.map((r, i) => html`
           <li key=${i}><code>${ruleText(r)}</code> → ${r.target.type} <span class="muted">${whereTo(r.target)}</span></li>`)}
         </ul>`}
+      ${sets.length ? html`
+        <p class="job-rule-sets">From its tags: ${sets.map((set) => html`<a key=${set.name} class="tag" href="#/alerts"
+          title=${set.alerts.map(ruleText).join(', ')}>${set.name} (${set.tag})</a> `)}</p>` : ''}
       ${alerts && alerts.length ? html`<${AlertRows} alerts=${alerts} withJob=${false} />`
-        : rules.length ? html`<p class="empty">No alert fired yet.</p>` : ''}
+        : covered ? html`<p class="empty">No alert fired yet.</p>` : ''}
+    </div>`;
+}
+
+// Your rule sets by tag (scheduler alert-rules apply, PUT /v1/alert-rules/NAME): every job with
+// the tag has their rules.
+function RuleSets() {
+  const [sets, setSets] = useState(null);
+  const [error, setError] = useState(null);
+  useEffect(() => {
+    api('GET', `/alert-rules${query({ limit: 200 })}`).then((p) => setSets(p.alert_rules)).catch(setError);
+  }, []);
+  if (error) return html`<${ErrorBox} error=${error} />`;
+  if (sets === null) return '';
+  return html`
+    <div class="rule-sets">
+      <h2>Rules by tag</h2>
+      ${sets.length === 0 ? html`<p class="muted no-rule-sets">No rule sets by tag (scheduler alert-rules apply).</p>` : html`
+        <table class="list rule-sets">
+          <thead><tr><th>Name</th><th>Tag</th><th>Rules</th><th class="num">Version</th><th>Updated</th></tr></thead>
+          <tbody>${sets.map((set) => html`
+            <tr key=${set.name} class="rule-set-row">
+              <td>${set.name}</td>
+              <td><a href="#/jobs${query({ tag: set.tag })}"><code>${set.tag}</code></a></td>
+              <td>${set.alerts.map((r, i) => html`<div key=${i}><code>${ruleText(r)}</code> → ${r.target.type}
+                <span class="muted">${whereTo(r.target)}</span></div>`)}</td>
+              <td class="num">${set.version}</td>
+              <td>${fmtTime(set.updated_at)}</td>
+            </tr>`)}
+          </tbody>
+        </table>`}
     </div>`;
 }
 
@@ -75,5 +115,6 @@ export function Alerts({ params }) {
       ${alerts === null ? html`<p class="muted">Loading…</p>` : alerts.length === 0
         ? html`<p class="empty">No alerts${status ? ` ${status}` : ''}.</p>`
         : html`<${AlertRows} alerts=${alerts} withJob=${true} />`}
+      <${RuleSets} />
     </section>`;
 }

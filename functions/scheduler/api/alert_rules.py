@@ -1,0 +1,175 @@
+"""Routes of the alert rule sets: an owner's named rules for every job of theirs that carries a
+tag (``PUT``, list, get, delete). The rules are a job's ``alerts`` (same model, same checks, same
+sealing of secrets and ``"***"`` answers); the alert sweep applies them to the tagged jobs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.depends import Depends
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+from pydantic import AwareDatetime, BaseModel, Field
+
+from scheduler.api.cursors import scope_of
+from scheduler.api.errors import BadRequest, documented
+from scheduler.api.jobs import (
+    DEFAULT_PAGE_SIZE,
+    BoxDep,
+    Cursor,
+    CursorsDep,
+    Limit,
+    Owner,
+    SettingsDep,
+    check_text,
+    name_ordered_page,
+)
+from scheduler.api.providers import get_store
+from scheduler.api.routes import rule
+from scheduler.api.serialize import masked_alerts
+from scheduler.api.target_rules import require_alert_targets, seal_alerts
+from scheduler.core.alerts import AlertRuleRecord
+from scheduler.core.constants import SERVICE_NAME
+from scheduler.core.errors import AlertRuleNotFound
+from scheduler.core.timeutil import format_time
+from scheduler.ports import AlertRuleStore
+from scheduler.schema.alert_rules import AlertRuleSetSpec
+from scheduler.schema.models import _NAME_RE, MAX_NAME_LENGTH
+
+logger = Logger(service=SERVICE_NAME, child=True)
+router = APIGatewayRouter()
+
+AlertRuleStoreDep = Annotated[AlertRuleStore, Depends(get_store)]
+RuleName = Annotated[str, Path(description="The rule set's name.")]
+_LOCATION = {"Location": {"description": "The rule set's path.", "schema": {"type": "string"}}}
+
+
+class AlertRuleSet(AlertRuleSetSpec):
+    """A rule set as answered: its rules (secrets `***`), version and times."""
+
+    name: str
+    version: int
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+
+
+class AlertRuleSetList(BaseModel):
+    alert_rules: list[AlertRuleSet]
+    next_cursor: str | None = Field(description="pass as `cursor` for the next page; null on the last")
+
+
+def alert_rule_json(record: AlertRuleRecord) -> dict[str, Any]:
+    """The rule set of the contract (its targets' secrets masked)."""
+    return {
+        "name": record.name,
+        "tag": record.tag,
+        "alerts": masked_alerts(record.alerts),
+        "version": record.version,
+        "created_at": format_time(record.created_at),
+        "updated_at": format_time(record.updated_at),
+    }
+
+
+def _answer(record: AlertRuleRecord, status: int = 200, headers: dict[str, str] | None = None) -> Response[Any]:
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=alert_rule_json(record),
+        headers={"ETag": f'"{record.version}"', **(headers or {})},
+    )
+
+
+def _valid_name(name: str) -> bool:
+    return len(name) <= MAX_NAME_LENGTH and bool(_NAME_RE.match(name))
+
+
+def _existing_name(name: str) -> str:
+    """A name no rule set can have is absent (404), as an odd job id is."""
+    if not _valid_name(name):
+        raise AlertRuleNotFound(name)
+    return name
+
+
+@router.route(
+    *rule("put_alert_rule"),
+    summary="Create or replace an alert rule set",
+    tags=["alerts"],
+    description="Alert rules (as a job's `alerts`) for every job of yours that carries `tag`, "
+    'now or tagged later. A secret sent as `"***"` keeps the one stored for the rule at the same '
+    "place. 201 when created, 200 when replaced.",
+    responses={
+        **documented(200, AlertRuleSet, "The rule set, replaced.", 400, 403, 404, 413, 415),
+        **documented(201, AlertRuleSet, "The rule set, created.", headers=_LOCATION),
+    },
+)
+def put_alert_rule(
+    name: RuleName,
+    spec: Annotated[AlertRuleSetSpec, Body()],
+    store: AlertRuleStoreDep,
+    box: BoxDep,
+    owner: Owner,
+    settings: SettingsDep,
+) -> Response[Any]:
+    if not _valid_name(name):
+        raise BadRequest("name", "use letters, digits and . _ : - (starting with a letter or digit), at most 128")
+    if spec.name is not None and spec.name != name:
+        raise BadRequest("name", "must be the path's name when given")
+    data = spec.model_dump(mode="python", exclude={"name"})
+    check_text(data, "body")
+    require_alert_targets(data, settings)
+    try:
+        stored = store.get_alert_rule(owner, name).alerts
+    except AlertRuleNotFound:
+        stored = None
+    alerts = seal_alerts(data["alerts"], box, stored) or []
+    record, created = store.put_alert_rule(owner, name, data["tag"], alerts)
+    logger.info("alert rules written", extra={"alert_rule": name, "version": record.version})
+    if created:
+        return _answer(record, 201, {"Location": f"/v1/alert-rules/{name}"})
+    return _answer(record)
+
+
+@router.route(
+    *rule("list_alert_rules"),
+    summary="List alert rule sets",
+    tags=["alerts"],
+    responses=documented(200, AlertRuleSetList, "A page of rule sets in name order.", 400, 403),
+)
+def list_alert_rules(
+    store: AlertRuleStoreDep, cursors: CursorsDep, owner: Owner, limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None
+) -> Response[Any]:
+    return name_ordered_page(
+        cursors,
+        cursor,
+        scope_of("alert_rules", owner),
+        "alert_rules",
+        limit,
+        lambda after_name, count: store.list_alert_rules(owner, limit=count, after_name=after_name),
+        alert_rule_json,
+    )
+
+
+@router.route(
+    *rule("get_alert_rule"),
+    summary="Get an alert rule set",
+    tags=["alerts"],
+    responses=documented(200, AlertRuleSet, "The rule set.", 403, 404),
+)
+def get_alert_rule(name: RuleName, store: AlertRuleStoreDep, owner: Owner) -> Response[Any]:
+    return _answer(store.get_alert_rule(owner, _existing_name(name)))
+
+
+@router.route(
+    *rule("delete_alert_rule"),
+    status_code=204,
+    summary="Delete an alert rule set",
+    tags=["alerts"],
+    description="Its jobs no longer have its rules; the alerts it fired stay listed.",
+    responses=documented(204, None, "Deleted.", 403, 404),
+)
+def delete_alert_rule(name: RuleName, store: AlertRuleStoreDep, owner: Owner) -> Response[Any]:
+    store.delete_alert_rule(owner, _existing_name(name))
+    logger.info("alert rules deleted", extra={"alert_rule": name})
+    return Response(status_code=204, content_type=None, body=None)

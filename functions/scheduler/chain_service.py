@@ -1,0 +1,56 @@
+"""The chains of a job's write (``on_success``, ``on_failure``, ``on_complete``): each names a job
+of the owner, and none closes a cycle. The check runs in the write's transaction, with the
+owner's chains held (the store's ``hold_chains``), so that two writes of one owner at once
+(``A.on_success = [B]`` and ``B.on_success = [A]``) are checked one after the other: the second
+sees the first's links, and exactly one is refused. ``service`` re-exports it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from scheduler.core.changes import find_cycle
+from scheduler.core.domain import CHAIN_FIELDS
+from scheduler.core.errors import ChainError
+from scheduler.ports import ChainCheck, ChainLookup
+
+
+def chain_check(owner: str, job_id: str | None, spec: Mapping[str, Any]) -> ChainCheck | None:
+    """The check of a write of ``spec`` for the store to run in its transaction with the owner's
+    chains held; None for a spec that chains to no job (its write holds nothing, as before)."""
+    if not any(spec.get(field) for field in CHAIN_FIELDS):
+        return None
+    return lambda lookup: check_chains(lookup, owner, job_id, spec)
+
+
+def check_chains(lookup: ChainLookup, owner: str, job_id: str | None, spec: Mapping[str, Any]) -> None:
+    """Refuse (``ChainError``, a 400 naming the field) a chain naming no job of the owner, or one
+    that would close a cycle through this job (the cycle named, by job names). Run by the store in
+    the write's transaction, the owner's chains held (``chain_check``)."""
+    refs = {field: tuple(spec.get(field) or ()) for field in CHAIN_FIELDS}
+    wanted = tuple(dict.fromkeys(ref for field_refs in refs.values() for ref in field_refs))
+    if not wanted:
+        return
+    found = lookup.resolve_jobs(owner, wanted)
+    for field, field_refs in refs.items():
+        for i, ref in enumerate(field_refs):
+            if ref not in found and not (job_id is not None and ref == job_id) and ref != spec.get("name"):
+                raise ChainError(f"names no job of yours: {ref!r}", f"{field}[{i}]")
+    me = job_id or "(new)"
+    links = lookup.chain_links(owner)
+    names = {job: name for job, (name, _) in links.items()}
+    names.update({found_id: name for found_id, name in found.values()})
+    names[me] = str(spec.get("name"))
+    by_ref = {ref: found_id for ref, (found_id, _) in found.items()}
+    for job, (name, _) in links.items():
+        by_ref.setdefault(job, job)
+        by_ref.setdefault(name, job)
+    by_ref[names[me]] = me
+    if job_id is not None:
+        by_ref[job_id] = me
+    graph = {job: tuple(by_ref[r] for r in targets if r in by_ref) for job, (_, targets) in links.items() if job != me}
+    graph[me] = tuple(by_ref[r] for r in wanted if r in by_ref)
+    cycle = find_cycle(me, graph)
+    if cycle is not None:
+        field = next(field for field, field_refs in refs.items() if field_refs)
+        raise ChainError("would make a cycle: " + " -> ".join(names.get(job, job) for job in cycle), field)

@@ -1,0 +1,54 @@
+"""The store's alert rule sets: an owner's named rules for every job with a tag (migration
+0020), read and written as ``AlertRuleRecord``s. ``Store`` has them as a base class; they use
+its pool. The alert sweep reads them with the jobs they cover (``store.alerts``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from scheduler.core.alerts import AlertRuleRecord
+from scheduler.core.errors import AlertRuleNotFound
+from scheduler.sql import QUERIES
+from scheduler.store.rows import retry_on_dead_connection
+
+
+class AlertRuleTables:
+    """Alert rule sets of an owner, on ``self.pool`` (a psycopg pool)."""
+
+    pool: Any
+
+    @retry_on_dead_connection
+    def put_alert_rule(
+        self, owner: str, name: str, tag: str, alerts: Sequence[Mapping[str, Any]]
+    ) -> tuple[AlertRuleRecord, bool]:
+        """Create or replace a rule set (version + 1): the record, and whether it was created."""
+        params = {"owner": owner, "name": name, "tag": tag, "alerts": Jsonb([dict(rule) for rule in alerts])}
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["put_alert_rule"], params).fetchone()
+        return AlertRuleRecord.from_row(row), bool(row["created"])
+
+    @retry_on_dead_connection
+    def get_alert_rule(self, owner: str, name: str) -> AlertRuleRecord:
+        """One rule set of the owner (``AlertRuleNotFound``)."""
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["get_alert_rule"], {"owner": owner, "name": name}).fetchone()
+        if row is None:
+            raise AlertRuleNotFound(name)
+        return AlertRuleRecord.from_row(row)
+
+    @retry_on_dead_connection
+    def list_alert_rules(self, owner: str, *, limit: int = 50, after_name: str | None = None) -> list[AlertRuleRecord]:
+        """A page of the owner's rule sets in name order, after ``after_name``."""
+        params = {"owner": owner, "limit": limit, "after_name": after_name}
+        with self.pool.connection() as conn:
+            return [AlertRuleRecord.from_row(row) for row in conn.execute(QUERIES["list_alert_rules"], params)]
+
+    @retry_on_dead_connection
+    def delete_alert_rule(self, owner: str, name: str) -> None:
+        """Delete a rule set (``AlertRuleNotFound``); the alerts it fired stay listed."""
+        with self.pool.connection() as conn:
+            if conn.execute(QUERIES["delete_alert_rule"], {"owner": owner, "name": name}).fetchone() is None:
+                raise AlertRuleNotFound(name)

@@ -1,0 +1,47 @@
+"""The alert rule set calls of ``scheduler.client.SchedulerClient`` (``/v1/alert-rules``): an
+owner's named alert rules for every job of theirs with a tag. A base class of the client."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+from scheduler.transport import api_wire
+from scheduler.transport.api_wire import API_PREFIX
+
+PATH = f"{API_PREFIX}/alert-rules"
+
+
+class AlertRuleCalls:
+    """``put_alert_rule``, ``list_alert_rules``, ``iter_alert_rule_pages``, ``get_alert_rule``,
+    ``delete_alert_rule``, on the client's ``request``."""
+
+    # The client's: one request (the parsed JSON answer), and every page of a listing.
+    request: Callable[..., Any]
+    pages: Callable[[Any, dict[str, Any]], Iterator[dict[str, Any]]]
+
+    @staticmethod
+    def _alert_rule_path(name: str) -> str:
+        return f"{PATH}/{quote(name, safe='')}"
+
+    def put_alert_rule(self, name: str, tag: str, alerts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """``PUT /v1/alert-rules/{name}``: create or replace the rule set; the rule set."""
+        return self.request("PUT", self._alert_rule_path(name), body={"tag": tag, "alerts": list(alerts)})
+
+    def list_alert_rules(self, *, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
+        """``GET /v1/alert-rules``: one page, ``{"alert_rules": [...], "next_cursor": ...}``."""
+        answer = self.request("GET", PATH, query={"limit": limit, "cursor": cursor})
+        return api_wire.expect_list(answer, "alert_rules")
+
+    def iter_alert_rule_pages(self, **filters: Any) -> Iterator[dict[str, Any]]:
+        """Every page of ``list_alert_rules``."""
+        return self.pages(self.list_alert_rules, filters)
+
+    def get_alert_rule(self, name: str) -> dict[str, Any]:
+        """``GET /v1/alert-rules/{name}``."""
+        return self.request("GET", self._alert_rule_path(name))
+
+    def delete_alert_rule(self, name: str) -> None:
+        """``DELETE /v1/alert-rules/{name}``: its jobs no longer have its rules."""
+        self.request("DELETE", self._alert_rule_path(name))

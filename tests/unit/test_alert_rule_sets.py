@@ -1,0 +1,81 @@
+"""The decision with an owner's rule sets by tag beside a job's own rules (pure): each set's
+rules have keys of their own (one alert per incident per rule, whichever set), share the job's
+incident, and a set's recovery fires only when a rule of that set alerted in the incident."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from scheduler.core.alerts import AlertJobRow
+from scheduler.core.domain import ExecutionStatus, JobState
+from scheduler.planning.alerts import AlertJob, AlertState, decide
+from tests.unit.test_alerts_across_features import _execution
+
+T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+HOOK = {"type": "http", "url": "https://hooks.example.com/x"}
+
+
+def _job(own: list[dict], *sets: tuple[str, list[dict]]) -> AlertJob:
+    row = AlertJobRow(
+        "job",
+        "alice",
+        "ledger",
+        tuple(own),
+        JobState.ACTIVE,
+        None,
+        tag_rules=tuple({"name": name, "alerts": rules} for name, rules in sets),
+    )
+    return AlertJob.of(row)
+
+
+def _rule(on: str, threshold: float | None = None) -> dict:
+    return {"on": on, "target": HOOK, **({} if threshold is None else {"threshold": threshold})}
+
+
+def test_the_rules_of_a_set_follow_the_jobs_own_with_keys_of_their_own():
+    job = _job([_rule("failure")], ("team", [_rule("failure"), _rule("recovery")]))
+    assert [(r.source, r.key) for r in job.rules] == [
+        (None, "0:failure:"),
+        ("team", "team/0:failure:"),
+        ("team", "team/1:recovery:"),
+    ]
+
+
+def test_each_rule_fires_once_in_the_jobs_one_incident():
+    job = _job([_rule("failure")], ("team", [_rule("failures_in_a_row", 2)]), ("ops", [_rule("failure")]))
+    runs = [_execution(i, ExecutionStatus.FAILED) for i in range(1, 5)]
+    state, events = decide(job, AlertState(), runs, T0 + timedelta(hours=1), new_id=lambda: "incident-1")
+    assert [(e.rule.source, e.rule.on) for e in events] == [
+        (None, "failure"),
+        ("ops", "failure"),
+        ("team", "failures_in_a_row"),
+    ]
+    assert {e.incident_id for e in events} == {"incident-1"} and len(state.fired) == 3
+    assert [e.vars["rule"] for e in events] == ["", "ops", "team"]
+
+
+def test_a_sets_recovery_fires_only_when_the_set_alerted():
+    job = _job(
+        [_rule("failure")], ("team", [_rule("failures_in_a_row", 3), _rule("recovery")]), ("quiet", [_rule("recovery")])
+    )
+    runs = [_execution(1, ExecutionStatus.FAILED), _execution(2, ExecutionStatus.SUCCEEDED)]
+    _, events = decide(job, AlertState(), runs, T0 + timedelta(hours=1))
+    assert [(e.rule.source, e.rule.on, e.event) for e in events] == [(None, "failure", "fired")]  # no recovery
+    runs = [_execution(i, ExecutionStatus.FAILED) for i in range(1, 4)] + [_execution(4, ExecutionStatus.SUCCEEDED)]
+    _, events = decide(job, AlertState(), runs, T0 + timedelta(hours=1))
+    assert [(e.rule.source, e.rule.on, e.event) for e in events] == [
+        (None, "failure", "fired"),
+        ("team", "failures_in_a_row", "fired"),
+        ("team", "recovery", "recovered"),
+    ]
+
+
+def test_a_jobs_own_recovery_keeps_firing_on_any_own_rule():
+    job = _job([_rule("failure"), _rule("recovery")], ("team", [_rule("failure")]))
+    runs = [_execution(1, ExecutionStatus.FAILED), _execution(2, ExecutionStatus.SUCCEEDED)]
+    _, events = decide(job, AlertState(), runs, T0 + timedelta(hours=1))
+    assert [(e.rule.source, e.rule.on, e.event) for e in events] == [
+        (None, "failure", "fired"),
+        ("team", "failure", "fired"),
+        (None, "recovery", "recovered"),
+    ]
