@@ -173,11 +173,13 @@ def _trust_store() -> str:
 
 
 class _Connection:
-    __slots__ = ("sock", "idle_since")
+    __slots__ = ("sock", "idle_since", "_poller", "_polled")
 
     def __init__(self, sock: Any) -> None:
         self.sock = sock
         self.idle_since = 0.0
+        self._poller: Any = None  # select.poll of ``_polled``, made at the first check
+        self._polled: Any = None
 
     def current_socket(self) -> Any:
         """The socket now (the watchdog's getter: the TLS wrap replaces the socket object)."""
@@ -201,9 +203,10 @@ class _Connection:
         if pending is not None and pending():
             return True
         try:
-            poller = select.poll()
-            poller.register(self.sock, select.POLLIN)
-            return bool(poller.poll(0))
+            if self._polled is not self.sock:  # made once a socket: every checkout asks
+                self._poller, self._polled = select.poll(), self.sock
+                self._poller.register(self.sock, select.POLLIN)
+            return bool(self._poller.poll(0))
         except (OSError, ValueError):
             return True
 
