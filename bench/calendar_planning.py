@@ -21,30 +21,14 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent / "functions")]
 
+from planning_next import UK_HOLIDAYS  # noqa: E402
+
 from scheduler.core.domain import ExecutionStatus, Job, JobState, Outcome  # noqa: E402
 from scheduler.planning import lifecycle  # noqa: E402
 from scheduler.schedules.calendars import build_calendar  # noqa: E402
 
-UK = {
-    "timezone": "Europe/London",
-    "dates": [
-        "2026-04-03",
-        "2026-04-06",
-        "2026-05-04",
-        "2026-05-25",
-        "2026-08-31",
-        "2026-12-28",
-        "2027-03-26",
-        "2027-03-29",
-        "2027-05-03",
-        "2027-05-31",
-        "2027-08-30",
-        "2027-12-27",
-        "2027-12-28",
-    ],
-    "yearly": ["01-01", "12-25", "12-26"],
-    "ranges": [{"start": "2026-08-10", "end": "2026-08-21"}],
-}
+# The bank holidays of planning_next's benchmark, with a summer shutdown besides.
+UK = {**UK_HOLIDAYS, "ranges": [{"start": "2026-08-10", "end": "2026-08-21"}]}
 
 
 def plan_each(job: Job, calendars: list, runs: int) -> list[float]:
