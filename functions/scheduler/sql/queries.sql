@@ -298,7 +298,12 @@ d.id, d.owner, d.name, d.schedule, d.run_at, d.timezone, d.start_at, d.end_at, d
 d.retry, d.missed_runs, j.state, j.version, j.scheduled_at, j.attempt, j.next_run_at, j.lease_kind,
 d.after_completion, d.schedules, d.spread, j.manual_run_at, j.running_execution_id, d.exclude_calendars,
 d.on_excluded, d.limits, CASE WHEN j.lease_kind = 'manual' THEN j.manual_overrides END AS manual_overrides,
-d.on_success, d.on_failure, d.on_complete, j.pending_cause
+-- The chains (0016) as one value, NULL for a job without any (nearly all: one NULL to read), and
+-- a manual run's pending cause (a chained run's), NULL for every other run: decided here, on the
+-- row in hand, rather than on the CTE's rows below (5,600 instructions a job less for Postgres).
+CASE WHEN d.on_success = '{}' AND d.on_failure = '{}' AND d.on_complete = '{}' THEN NULL
+     ELSE jsonb_build_array(d.on_success, d.on_failure, d.on_complete) END AS chains,
+CASE WHEN j.lease_kind = 'manual' THEN j.pending_cause END AS pending_cause
 
 -- fragment: record_started
 -- After a "job" CTE that started jobs (their running_execution_id set, the attempt counted):
@@ -319,14 +324,13 @@ execution AS (
            CASE job.lease_kind WHEN 'manual' THEN COALESCE((job.manual_overrides->>'attempt')::integer, 1)
                 ELSE job.attempt END,
            CASE WHEN job.manual_overrides ? 'backfill_at' THEN 'backfill'
-                WHEN job.lease_kind = 'manual' AND job.pending_cause IS NOT NULL THEN 'chain'
+                WHEN job.pending_cause IS NOT NULL THEN 'chain'
                 WHEN job.lease_kind = 'manual' THEN 'manual'
                 WHEN job.attempt > 1 THEN 'retry' ELSE 'schedule' END,
            'running', now(),
            CASE job.lease_kind WHEN 'manual' THEN job.manual_run_at ELSE job.next_run_at END,
            job.manual_overrides->'shown',
-           CASE job.lease_kind WHEN 'manual' THEN (job.pending_cause->>'execution_id')::uuid END,
-           CASE job.lease_kind WHEN 'manual' THEN (job.pending_cause->>'job_id')::uuid END
+           (job.pending_cause->>'execution_id')::uuid, (job.pending_cause->>'job_id')::uuid
     FROM job
     RETURNING id, scheduled_at, attempt, trigger, started_at
 )
@@ -342,11 +346,7 @@ execution.id AS execution_id, execution.scheduled_at AS execution_scheduled_at,
 execution.attempt AS execution_attempt, execution.trigger AS execution_trigger,
 execution.started_at AS execution_started_at, job.exclude_calendars, job.on_excluded,
 job.manual_overrides->'deliver' AS overrides,
--- The chains (0016) as one value, NULL for a job without any (nearly all: one NULL to read), and
--- a chained run's cause, NULL for every other run.
-CASE WHEN job.on_success = '{}' AND job.on_failure = '{}' AND job.on_complete = '{}' THEN NULL
-     ELSE jsonb_build_array(job.on_success, job.on_failure, job.on_complete) END AS chains,
-CASE job.lease_kind WHEN 'manual' THEN job.pending_cause END AS cause
+job.chains, job.pending_cause AS cause
 
 -- fragment: start_lease
 -- The SET of a start (start_execution, start_executions): the lease covers the target's own
