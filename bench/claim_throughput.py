@@ -96,7 +96,7 @@ def claim_once(url_pool, store: Store, due: int) -> float:
     # versions from being pruned, and the claim's new versions, finding no room on their pages,
     # went to new ones with new index entries (not HOT), spreading the due rows over more pages
     # for every later claim (29 against 5 in one run here). The ten million claim's 1.26x and
-    # 1.53x were that, not the table's size (docs/capacity.md); by key, both give back alike.
+    # 1.53x were most likely that, not its size (docs/capacity.md); by key, both give back alike.
     with url_pool.connection() as conn:
         conn.execute(
             "UPDATE job_runs SET locked_until = NULL, lock_token = NULL, lease_kind = NULL "

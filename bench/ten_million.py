@@ -17,8 +17,8 @@ the median of ``--repeats`` of each case, through the store methods the routes c
 - a job's executions page: ``Store.list_executions(owner, job)``, the first page (50).
 
 Target: each within 1.3x of its time with ten thousand. Storage per job: ``pg_total_relation_size``
-of ``job_specs`` and ``job_runs`` (tables, indexes, TOAST) over the count. Takes about 25 minutes
-here (the load, 16 minutes, most of it); ``make bench-10m`` runs it and rebuilds docs/benchmarks.md.
+of ``job_specs`` and ``job_runs`` (tables, indexes, TOAST) over the count. Takes about 10 minutes
+here (the load, 6 to 9 minutes, most of it); ``make bench-10m`` runs it and rebuilds docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def fill(url: str, jobs: int, due: int, executions: int) -> tuple[float, str]:
         conn.execute("VACUUM ANALYZE job_specs, job_runs, executions")
         # The load's and the vacuum's pages written out and synced before anything is timed: with
         # the leases given back by key, the cases take seconds, and run while the kernel still
-        # wrote gigabytes back they measured that (GET /v1/jobs 1.46x, then 1.06x settled).
+        # wrote gigabytes back they measured that (GET /v1/jobs 1.46x once, 1.06x settled).
         conn.execute("CHECKPOINT")
     return load_s, str(job_id)
 
