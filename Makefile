@@ -94,7 +94,7 @@ bench-quick: install
 # The deployed path simulated here (fan-outs, Lambda's async queue, executor processes) beside
 # pgbench running the per-job path's own SQL (a few minutes).
 # Ten million stored jobs against ten thousand (bench/ten_million.py): the claim, GET /v1/jobs, a
-# job's executions page, the storage per job. Separate from `make bench`: the load takes about 16 minutes here (25 in all).
+# job's executions page, the storage per job. Separate from `make bench`: about 10 minutes here, the load most of it.
 .PHONY: bench-10m
 bench-10m: install
 	$(PY) -m pip install -q -e '.[bench]'

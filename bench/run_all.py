@@ -199,7 +199,7 @@ def render(results: dict[str, dict[str, Any] | None], meta: dict[str, Any]) -> s
         f"Measured {meta['when']} on {meta['machine']} (a shared, noisy machine: each comparison is run "
         "side by side in one run, and the ratios matter more than the absolute figures). "
         f"{meta['postgres']}. Regenerate everything with `.venv/bin/python bench/run_all.py` "
-        "(about 30 minutes here, more if the layer must be built; ten million jobs apart: `make bench-10m`, about 25 minutes; `--quick` for a small run, `--only NAME` for one benchmark, `--render-only` to "
+        "(about 30 minutes here, more if the layer must be built; ten million jobs apart: `make bench-10m`, about 10 minutes; `--quick` for a small run, `--only NAME` for one benchmark, `--render-only` to "
         "rebuild this page from the last results). Each section gives the command that reproduces its figure; "
         "set `DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres` to use a running Postgres "
         "(otherwise an embedded one is started)."
