@@ -1,5 +1,5 @@
 """The domain's per-job records keep the behaviour of frozen dataclasses with the cheaper
-``__init__`` of ``scheduler.core.frozen.set_fields_at_once``."""
+``__init__`` of ``scheduler.core.frozen.quick_frozen_init``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from scheduler.core.domain import Job, JobState, Outcome, Plan, RetryPolicy
-from scheduler.core.frozen import set_fields_at_once
+from scheduler.core.frozen import quick_frozen_init
 
 
 def test_a_record_built_by_keyword_positionally_and_by_default_has_every_field():
@@ -20,7 +20,9 @@ def test_a_record_built_by_keyword_positionally_and_by_default_has_every_field()
     assert plan.delete is False and plan.skips == () and plan.chain is None
     job = Job(id="j", timezone="Europe/London")
     assert job.timezone == "Europe/London" and job.missed_runs == "run_once" and job.on_success == ()
-    assert {f.name for f in dataclasses.fields(Job)} == set(vars(job))
+    defaults = {f.name: f.default for f in dataclasses.fields(Job)}
+    assert {name: getattr(job, name) for name in defaults} == {**defaults, "id": "j", "timezone": "Europe/London"}
+    assert type(job) is Job and not hasattr(job, "__dict__")  # its slots, its class back
 
 
 def test_a_record_stays_frozen_equal_replaceable_and_picklable():
@@ -44,28 +46,28 @@ def test_the_arguments_are_checked_as_the_generated_init_checks_them():
 
 
 def test_only_classes_it_can_serve_exactly_are_accepted():
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class Slotted:
+    @dataclasses.dataclass(frozen=True)
+    class Unslotted:
         a: int = 0
 
     @dataclasses.dataclass
     class Mutable:
         a: int = 0
 
-    @dataclasses.dataclass(frozen=True)
+    @dataclasses.dataclass(frozen=True, slots=True)
     class Factory:
         a: list[int] = dataclasses.field(default_factory=list)
 
-    for cls in (Slotted, Mutable, Factory):
+    for cls in (Unslotted, Mutable, Factory):
         with pytest.raises(TypeError):
-            set_fields_at_once(cls)
+            quick_frozen_init(cls)
 
 
 def test_post_init_still_runs():
     seen = []
 
-    @set_fields_at_once
-    @dataclasses.dataclass(frozen=True)
+    @quick_frozen_init
+    @dataclasses.dataclass(frozen=True, slots=True)
     class Checked:
         a: int
 

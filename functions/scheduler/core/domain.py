@@ -16,7 +16,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from scheduler.core.frozen import set_fields_at_once
+from scheduler.core.frozen import quick_frozen_init
 from scheduler.core.records import (  # noqa: F401 (the domain's names, re-exported)
     BackfillRetry,
     CalendarRecord,
@@ -111,8 +111,8 @@ SCHEDULE_FIELDS = (
 OCCURRENCE_FIELDS = ("schedule", "schedules", "run_at", "timezone", "start_at")
 
 
-@set_fields_at_once
-@dataclass(frozen=True)
+@quick_frozen_init
+@dataclass(frozen=True, slots=True)
 class Job:
     """The columns of a job that the domain reads. A row may carry fewer (a started row has
     ``started_columns`` only, a draft has its spec and ``created_at``): the others keep
@@ -211,8 +211,8 @@ class Job:
         return self.retry_policy.max_attempts
 
 
-@set_fields_at_once
-@dataclass(frozen=True)
+@quick_frozen_init
+@dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """When a failed attempt is tried again: at most ``max_attempts`` attempts at an occurrence,
     exponential backoff with full jitter between ``min_backoff_seconds`` and
@@ -237,8 +237,8 @@ class RetryPolicy:
         )
 
 
-@set_fields_at_once
-@dataclass(frozen=True)
+@quick_frozen_init
+@dataclass(frozen=True, slots=True)
 class Plan:
     """A job's schedule columns after an event (what ``scheduler.planning.lifecycle`` answers):
     its state, the occurrence in hand, the attempts made at it and when the next one runs.
@@ -266,8 +266,8 @@ class Plan:
 _JOB_FIELDS = tuple(f.name for f in fields(Job))
 
 
-@set_fields_at_once
-@dataclass(frozen=True)
+@quick_frozen_init
+@dataclass(frozen=True, slots=True)
 class Outcome:
     """How an attempt ended: the delivery's answer, recorded as the execution's end.
 
@@ -291,8 +291,8 @@ class Outcome:
         return self.status == ExecutionStatus.SUCCEEDED
 
 
-@set_fields_at_once
-@dataclass(frozen=True)
+@quick_frozen_init
+@dataclass(frozen=True, slots=True)
 class StartedExecution:
     """An execution recorded as running, with the job it runs (the columns its delivery and its
     completion need: ``started_columns`` in queries.sql; the target still encrypted)."""
@@ -370,8 +370,8 @@ class Execution:
         )
 
 
-@set_fields_at_once
-@dataclass(frozen=True)
+@quick_frozen_init
+@dataclass(frozen=True, slots=True)
 class Claim:
     """A job taken by the fan-out, with the lease token that fences its completion."""
 
@@ -445,8 +445,8 @@ class LeasedJob:
     ran_attempt: int = 1
 
 
-@set_fields_at_once
-@dataclass(frozen=True)
+@quick_frozen_init
+@dataclass(frozen=True, slots=True)
 class Completion:
     """How one started execution ended, to be recorded."""
 
