@@ -9,7 +9,7 @@ import time
 import pytest
 
 from scheduler import ports
-from scheduler.runner.dispatch import CLAIM_AND_START, CLAIM_DUE, ClaimMode, TimedBatchBuffer
+from scheduler.runner.dispatch import CLAIM_AND_START, CLAIM_DUE, CallThreads, ClaimMode, TimedBatchBuffer
 from scheduler.store.postgres import Store
 
 
@@ -49,6 +49,40 @@ def test_what_arrives_within_the_interval_is_one_batch():
     assert seen.wait_for(1) == [[0, 1, 2]]
     buffer.close()
     assert seen.batches == [[0, 1, 2]]
+
+
+def test_call_threads_run_every_call_at_once_up_to_their_size_and_shutdown_waits_for_them():
+    threads = CallThreads(3, "test-calls")
+    release, started, done = threading.Event(), threading.Semaphore(0), []
+
+    def call(n: int) -> None:
+        started.release()
+        assert release.wait(10)
+        done.append(n)
+
+    for n in range(3):  # three at once: none waits for another
+        threads.submit(call, n)
+    for _ in range(3):
+        assert started.acquire(timeout=10)
+    threads.submit(call, 3)  # a fourth waits for a free thread
+    release.set()
+    threads.shutdown()
+    assert sorted(done) == [0, 1, 2, 3]
+    with pytest.raises(RuntimeError):
+        threads.submit(call, 4)
+
+
+def test_a_failing_call_leaves_its_thread_running_the_next():
+    threads = CallThreads(1, "test-calls")
+    done: list[int] = []
+
+    def fail() -> None:
+        raise ValueError("a bug")
+
+    threads.submit(fail)
+    threads.submit(done.append, 1)
+    threads.shutdown()
+    assert done == [1]
 
 
 def test_claim_modes_name_the_statement_they_run():
