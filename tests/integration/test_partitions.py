@@ -546,6 +546,7 @@ def test_a_jobs_page_after_a_cursor_reads_about_a_page(pool, db_url):
     store = Store(recording)
     job_id = str(service.create_job(store, OWNER, http_spec("deep")).id)
     with psycopg.connect(db_url, autocommit=True) as conn:
+        add_past_days(conn, 1)  # in the first 50 minutes of a day, the older rows are yesterday's
         conn.execute(
             """
             INSERT INTO executions (id, job_id, scheduled_at, started_at, attempt, trigger, status)
