@@ -231,16 +231,16 @@ def test_a_kept_connection_that_received_bytes_while_idle_is_not_used(scripted):
     assert first != second
 
 
-def test_a_connection_that_received_bytes_after_its_answer_is_not_kept():
-    # Checked at checkin too: bytes that came after the answer was read (not in its buffer).
+def test_a_connection_that_received_bytes_after_its_answer_is_not_used_again():
+    # Bytes that came after the answer was read (not in its buffer) are found at the checkout.
     (noisy, noisy_peer), (quiet, quiet_peer) = socket.socketpair(), socket.socketpair()
     key = ("owner", True, (), "", "http", "checkin.test", 80)
     try:
-        noisy_peer.sendall(b"HTTP/1.1 200 OK\r\n")
         http_wire._checkin(key, http_wire._Connection(noisy))
-        assert http_wire._idle.kept(key) == [] and noisy.fileno() == -1  # closed, not kept
+        noisy_peer.sendall(b"HTTP/1.1 200 OK\r\n")
+        assert http_wire._checkout(key) is None and noisy.fileno() == -1  # closed, not used
         http_wire._checkin(key, http_wire._Connection(quiet))
-        assert [conn.sock for conn in http_wire._idle.kept(key)] == [quiet]
+        assert http_wire._checkout(key).sock is quiet
     finally:
         http_wire.close_connections()
         for sock in (noisy, noisy_peer, quiet, quiet_peer):

@@ -12,8 +12,9 @@ guard and watched by the delivery's watchdog.
   later requests on its connection: only that owner's, to that origin, can be shifted).
 - The answer is read by :mod:`scheduler.targets.http_answer` (at most ``read_limit`` bytes of
   its body): a connection goes back to the pool only when its answer was read to its end, the
-  peer keeps it alive and nothing came after the answer (no byte buffered past its framing,
-  none readable at once), else it is closed.
+  peer keeps it alive and no byte was buffered past its framing, else it is closed.
+- Once connected, a socket blocks: the watchdog's deadline bounds each delivery's sends and
+  reads (no per-operation timeout, which costs a poll before each of them).
 - A kept-alive connection that reads as ready while idle (the peer closed it, or sent bytes
   nobody asked for) is closed, not used; one that fails before any byte of the answer came is
   replaced by a new connection once (every delivery carries its idempotency key; at-least-once
@@ -225,9 +226,9 @@ def _checkout(key: _PoolKey) -> _Connection | None:
 
 
 def _checkin(key: _PoolKey, conn: _Connection) -> None:
-    if conn.received_more():  # bytes past the answer's framing, arrived since it was read
-        conn.close()
-        return
+    # Bytes past the answer's framing that arrive from now on are found at the next checkout
+    # (``stale``), before the connection carries anything: looking here too would cost a poll
+    # per delivery for nothing more.
     conn.idle_since = time.monotonic()
     _idle.give(key, conn)
 
@@ -267,6 +268,10 @@ def _connect(origin: _Origin, policy: TargetPolicy, cafile: str, watchdog: Watch
         except BaseException:
             conn.close()
             raise
+    # From here the socket blocks: the watchdog bounds every send and read (it shuts the socket
+    # down at the deadline). A socket timeout would add a poll before every send and read, and
+    # setting it an ioctl at every delivery: each a GIL hand-over between the executor threads.
+    conn.sock.settimeout(None)
     return conn
 
 
@@ -310,7 +315,6 @@ def send(
             watchdog.watch(conn.current_socket)
         reader = AnswerReader(conn.sock)
         try:
-            conn.sock.settimeout(max(watchdog.remaining(), 0.001))
             conn.sock.sendall(payload)
             if payload is head and request.body:
                 conn.sock.sendall(request.body)
@@ -323,8 +327,8 @@ def send(
             raise
         # From here the watchdog leaves the socket alone: once kept, another delivery may use it.
         watchdog.forget(conn.current_socket)
-        # Kept only when nothing came past the answer's framing (buffered here, or readable at
-        # once: _checkin), so that no byte of it can be read as the answer to a later request.
+        # Kept only when nothing came past the answer's framing (buffered here; what comes later
+        # is found at the next checkout), so that no byte of it is read as a later answer.
         if keep and not reader.buffer and not watchdog.fired:
             _checkin(key, conn)
         else:
