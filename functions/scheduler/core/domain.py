@@ -467,7 +467,8 @@ HEADER_SCHEDULED_AT = "X-Scheduler-Scheduled-At"
 HEADER_ATTEMPT = "X-Scheduler-Attempt"
 
 
-@dataclass(frozen=True)
+@quick_frozen_init
+@dataclass(frozen=True, slots=True)
 class Delivery:
     """The identity of one delivery attempt: which occurrence of which job, which try."""
 
@@ -485,10 +486,11 @@ class Delivery:
 
     def headers(self) -> dict[str, str]:
         """The delivery headers of the contract (HTTP headers; AMQP message headers)."""
+        scheduled_at = format_time(self.scheduled_at) or ""
         return {
-            HEADER_IDEMPOTENCY_KEY: self.idempotency_key,
+            HEADER_IDEMPOTENCY_KEY: f"{self.job_id}:{scheduled_at}",  # idempotency_key, formatted once
             HEADER_JOB_ID: str(self.job_id),
             HEADER_EXECUTION_ID: str(self.execution_id),
-            HEADER_SCHEDULED_AT: format_time(self.scheduled_at) or "",
+            HEADER_SCHEDULED_AT: scheduled_at,
             HEADER_ATTEMPT: str(self.attempt),
         }

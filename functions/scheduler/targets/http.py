@@ -121,7 +121,6 @@ def _deliver(
         headers[auth[0]] = auth[1]
     headers.update(delivery.headers())  # case-insensitive: the contract's values win
     body = spec.body.encode("utf-8") if spec.body is not None else None
-    host = urlsplit(spec.url).hostname or "?"
 
     watchdog = Watchdog(budget)
     with running(watchdog):
@@ -139,7 +138,7 @@ def _deliver(
                 return permanent(str(refused))
             if watchdog.fired:
                 return timed_out(f"timed out after {budget:g}s")
-            return _classify_exception(exc, host, budget)
+            return _classify_exception(exc, _origin(spec.url)[1] or "?", budget)
     excerpt = response.body.decode("utf-8", errors="replace")
     return _classify_response(response, excerpt, spec)
 
@@ -224,7 +223,9 @@ def _prepared_url(url: str) -> str:
     return str(prepared.url)
 
 
+@functools.lru_cache(maxsize=1024)
 def _origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host in lower case, port) of ``url``; a URL it cannot read raises every time."""
     parts = urlsplit(url)
     default = 443 if parts.scheme == "https" else 80
     return parts.scheme, (parts.hostname or "").lower(), parts.port or default
