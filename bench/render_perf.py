@@ -164,10 +164,11 @@ def schedules_summary(sv: dict[str, Any]) -> list[str]:
 
 def schedules_section(sv: dict[str, Any], command: str) -> list[str]:
     out = ["## The scheduling workload against APScheduler", ""]
-    out += [f"`{command}` (`--workloads`, `--systems`, `--window`, `--ap-threads`, `--quick`)", ""]
+    out += [f"`{command}` (`--workloads`, `--systems`, `--window`, `--local-runners`, `--ap-threads`, `--quick`)", ""]
     out += _wrap(
         "Recurring jobs, each delivering to the same loopback no-op HTTP target (an asyncio server in a process of "
-        "its own), run by local mode (`scheduler local`, one process, jobs created through its API) and by "
+        f"its own), run by local mode (`scheduler local --runners {sv.get('local_runners', 1)}`: one runner process "
+        "per core, each claiming its own batches from the same database; jobs created through its API) and by "
         f"APScheduler 3.11 (`BackgroundScheduler`, a `ThreadPoolExecutor` of {sv['ap_threads']} threads, "
         "`coalesce=False`, no misfire limit; each job one `requests` POST on a keep-alive session per thread) "
         "with its memory store and with its `SQLAlchemyJobStore` on the same Postgres. **Shortened form:** "

@@ -14,8 +14,10 @@ Workloads (``--quick``: 200 / 1,000 / 200 jobs and a 10 s window):
 Systems, each delivering to the same loopback no-op HTTP target, a process of its own (the
 asyncio server of ``common.LoopbackServer``):
 
-- ``local``: ``scheduler local`` (one process: API, fan-out loop, executors), on a fresh database;
-  the jobs are created through its API (``POST /v1/jobs``, http targets).
+- ``local``: ``scheduler local --runners N`` (``--local-runners``, default one per core: the first
+  process serves the API and runs a fan-out loop and executors, each other one a fan-out loop and
+  executors), on a fresh database; the jobs are created through its API (``POST /v1/jobs``, http
+  targets).
 - ``apscheduler-memory`` / ``apscheduler-sql``: APScheduler 3.11's ``BackgroundScheduler`` with a
   ``ThreadPoolExecutor`` (``--ap-threads``, 20) in a process of its own, the memory job store or the
   ``SQLAlchemyJobStore`` on a fresh database of the same Postgres (psycopg 3); each job an
@@ -57,6 +59,9 @@ WORKLOADS = {"minute-2000": (2000, 60), "minute-10000": (10000, 60), "every1s-10
 QUICK = {"minute-2000": 200, "minute-10000": 1000, "every1s-1000": 200}
 SYSTEMS = ("local", "apscheduler-memory", "apscheduler-sql")
 CPU_TARGET_MS = 0.4
+# Local mode's runner processes: one per core (at most 4). A process's Python runs on one core at a
+# time (the GIL), so one runner drains a burst no faster than its own CPU allows, with a core idle.
+RUNNERS = min(os.cpu_count() or 1, 4)
 
 
 # -- /proc ------------------------------------------------------------------------------------------
@@ -270,7 +275,9 @@ def run_apscheduler(args: argparse.Namespace) -> None:
 # -- one measurement -------------------------------------------------------------------------------
 
 
-def start_local(url: str, data_dir: str, target: Target, jobs: int, interval: int, lead: float) -> tuple[Any, float]:
+def start_local(
+    url: str, data_dir: str, target: Target, jobs: int, interval: int, lead: float, runners: int = 1
+) -> tuple[Any, float]:
     """``scheduler local`` with the jobs created through its API; (the process, the first due time).
     The creation rate is probed first (100 jobs due in a day, which never fire during the run), so
     the due time leaves room for the creation on a busy machine."""
@@ -278,7 +285,7 @@ def start_local(url: str, data_dir: str, target: Target, jobs: int, interval: in
 
     from lateness_local import ApiClient, LocalScheduler
 
-    local = LocalScheduler(url, data_dir)
+    local = LocalScheduler(url, data_dir, runners=runners)
     client = ApiClient(local.port)
 
     def create(i: int, start_at: str, every: int, prefix: str) -> None:
@@ -361,7 +368,7 @@ def _measure(system: str, workload: str, jobs: int, args: argparse.Namespace, se
     with tempfile.TemporaryDirectory(prefix="bench-sched-") as data_dir, fresh_database(server, "sched") as url:
         began = time.time()
         if system == "local":
-            proc, due = start_local(url, data_dir, target, jobs, interval, lead)
+            proc, due = start_local(url, data_dir, target, jobs, interval, lead, args.local_runners)
             root_pid, db = proc.proc.pid, url
         else:
             store = system.split("-", 1)[1]
@@ -451,6 +458,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--window", type=int, default=20, help="seconds of @every 1s measured (default 20)")
     parser.add_argument("--lead", type=float, default=4.0, help="seconds between setup and the first due time")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds past the window to wait")
+    parser.add_argument(
+        "--local-runners",
+        type=int,
+        default=RUNNERS,
+        help=f"local mode's runner processes, its --runners (default {RUNNERS}: one per core, at most 4)",
+    )
     parser.add_argument("--ap-threads", type=int, default=20, help="APScheduler's thread pool (default 20)")
     parser.add_argument("--quick", action="store_true", help="200 / 1,000 / 200 jobs, a 10 s window")
     parser.add_argument("--json", help="also write the results to this file")
@@ -477,6 +490,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "machine": machine_summary(),
         "window_s": args.window,
         "ap_threads": args.ap_threads,
+        "local_runners": args.local_runners,
         "runs": [],
     }
     with postgres_server() as server:

@@ -5,11 +5,20 @@ from __future__ import annotations
 import inspect
 import threading
 import time
+from datetime import UTC, datetime
 
 import pytest
 
 from scheduler import ports
-from scheduler.runner.dispatch import CLAIM_AND_START, CLAIM_DUE, CallThreads, ClaimMode, TimedBatchBuffer
+from scheduler.core.domain import Claim
+from scheduler.runner.dispatch import (
+    CLAIM_AND_START,
+    CLAIM_DUE,
+    CallThreads,
+    ClaimMode,
+    InProcessDispatch,
+    TimedBatchBuffer,
+)
 from scheduler.store.postgres import Store
 
 
@@ -139,3 +148,71 @@ def test_local_mode_loads_the_http_delivery_before_its_first_burst():
     )
     result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+class GatedExecutor:
+    """An executor whose deliveries end when the test opens their gate."""
+
+    lease_margin_seconds = 30.0
+
+    def __init__(self) -> None:
+        self.gates: dict[str, threading.Event] = {}
+        self.recorded: list[str] = []
+
+    def count_lateness(self, executions) -> None:
+        list(executions)
+
+    def deliver(self, started, lock_token):
+        assert self.gates[started].wait(10)
+        return started
+
+    def record(self, batch) -> None:
+        self.recorded.extend(batch)
+
+
+def gated_claim(job_id: str) -> Claim:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    return Claim(
+        job_id=job_id,
+        lock_token="token",
+        lease_kind="schedule",
+        scheduled_at=now,
+        due_at=now,
+        claimed_at=now,
+        locked_until=now,
+        started=job_id,  # what the gated executor delivers
+    )
+
+
+def test_the_room_wait_ends_when_half_the_threads_are_free_not_before():
+    executor = GatedExecutor()
+    dispatch = InProcessDispatch(executor, max_workers=4)
+    jobs = [f"job-{n}" for n in range(4)]
+    executor.gates = {job: threading.Event() for job in jobs}
+    dispatch.dispatch([gated_claim(job) for job in jobs])
+    assert dispatch.capacity() == 0 and dispatch.room_worth_a_claim() == 2
+    waited = threading.Event()
+    waiter = threading.Thread(target=lambda: (dispatch.wait_for_room(30), waited.set()))
+    waiter.start()
+    executor.gates["job-0"].set()
+    assert not waited.wait(0.3)  # one thread free: not yet worth a claim
+    executor.gates["job-1"].set()
+    assert waited.wait(10)  # two free: the wait ends at once, not at its timeout
+    waiter.join()
+    for gate in executor.gates.values():
+        gate.set()
+    dispatch.close()
+    assert sorted(executor.recorded) == jobs
+
+
+def test_the_room_wait_gives_up_at_its_timeout():
+    executor = GatedExecutor()
+    dispatch = InProcessDispatch(executor, max_workers=2)
+    executor.gates = {"job-0": threading.Event(), "job-1": threading.Event()}
+    dispatch.dispatch([gated_claim("job-0"), gated_claim("job-1")])
+    began = time.monotonic()
+    dispatch.wait_for_room(0.05)
+    assert time.monotonic() - began < 5 and dispatch.capacity() == 0
+    for gate in executor.gates.values():
+        gate.set()
+    dispatch.close()

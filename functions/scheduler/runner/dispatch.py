@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from scheduler.core.domain import Claim, StartedExecution
 
@@ -84,6 +84,18 @@ class Dispatch(Protocol):
 
     def close(self) -> None:
         """Wait for in-flight dispatches and free resources."""
+
+
+@runtime_checkable
+class WaitsForRoom(Protocol):
+    """A dispatch that can tell when its executors have room again (local mode's threads): the
+    fan-out waits for that instead of sleeping a fixed pause, and claims a batch worth a statement."""
+
+    def room_worth_a_claim(self) -> int:
+        """The room the fan-out waits for (a moment at most) before it claims after a full claim."""
+
+    def wait_for_room(self, timeout: float) -> None:
+        """Return once ``room_worth_a_claim`` executors are free, or after ``timeout`` seconds."""
 
 
 def release_connection(answer: dict[str, Any]) -> None:
@@ -332,6 +344,7 @@ class InProcessDispatch:
         self.pool = CallThreads(max_workers, "executor")
         self._running = 0
         self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)  # notified when room_worth_a_claim is free
         self.outcomes: TimedBatchBuffer[Finished] = TimedBatchBuffer(
             self._record, max_size=max_batch, flush_seconds=flush_seconds, name="recorder"
         )
@@ -339,6 +352,16 @@ class InProcessDispatch:
     def capacity(self) -> int:
         with self._lock:
             return self.max_workers - self._running
+
+    def room_worth_a_claim(self) -> int:
+        """Half the threads: a claim taken while the other half still delivers overlaps them, and
+        a burst is claimed in batches worth their statement, not a few jobs at a time."""
+        return max(1, self.max_workers // 2)
+
+    def wait_for_room(self, timeout: float) -> None:
+        worth = self.room_worth_a_claim()
+        with self._room:
+            self._room.wait_for(lambda: self.max_workers - self._running >= worth, timeout)
 
     def dispatch(self, claims: list[Claim]) -> list[Claim]:
         """Deliver claims taken by ``claim_and_start`` (each already started), one thread each."""
@@ -362,6 +385,8 @@ class InProcessDispatch:
         finally:
             with self._lock:
                 self._running -= 1
+                if self.max_workers - self._running == self.room_worth_a_claim():
+                    self._room.notify_all()
 
     def _record(self, batch: Sequence[Finished]) -> None:
         give_up = time.monotonic() + self.record_retry_seconds

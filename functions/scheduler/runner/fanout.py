@@ -20,7 +20,7 @@ from typing import Any
 from scheduler import service
 from scheduler.core import constants as c
 from scheduler.ports import FanoutStore, PauseStore
-from scheduler.runner.dispatch import Dispatch, LambdaDispatch
+from scheduler.runner.dispatch import Dispatch, LambdaDispatch, WaitsForRoom
 from scheduler.runner.growth import (
     BACKLOG_CHECK_SECONDS,
     BACKLOG_RECHECK_FULL_SECONDS,
@@ -152,9 +152,15 @@ def run_fanout(
         backlog_check_seconds=backlog_check_seconds,
     )
     run.pauses = pauses
+    waited = False
     while not run.stop.is_set():
         run.keep_up()
         room = min(batch_size, dispatch.capacity())
+        if not waited and 0 < room < min(batch_size, run.worth_a_claim) and run.room is not None:
+            waited = True  # a moment (at most) for a batch's room, then whatever room there is
+            run.room.wait_for_room(MIN_IDLE_SECONDS)
+            continue
+        waited = False
         if room <= 0:  # executors saturated: claim nothing we would have to give back
             if run.wait_for_room():
                 break
@@ -210,6 +216,9 @@ class _FanoutRun:
         self.maintain_by = self.began + MAINTENANCE_DUE_SECONDS
         self.pauses: PauseStore | None = None
         self.next_pause_check = self.began
+        # Local mode's threads say when they have room: a wait for it ends as soon as it comes.
+        self.room = dispatch if isinstance(dispatch, WaitsForRoom) else None
+        self.worth_a_claim = self.room.room_worth_a_claim() if self.room is not None else 1
 
     def keep_up(self) -> None:
         """The partitions' upkeep when it is overdue, the backlog's check when it is due, and the
@@ -243,9 +252,13 @@ class _FanoutRun:
         _maintain_partitions(self.store, self.retention_days, self.report)
 
     def wait_for_room(self) -> bool:
-        """A short pause while the executors are saturated; True when the run is over."""
+        """A short pause while the executors are saturated (until they have room for a claim
+        worth its statement, when the dispatch can tell); True when the run is over."""
         self.saturated_at = self.clock()
-        self.stop.wait(MIN_IDLE_SECONDS)
+        if self.room is not None:
+            self.room.wait_for_room(MIN_IDLE_SECONDS)
+        else:
+            self.stop.wait(MIN_IDLE_SECONDS)
         return self.clock() >= min(self.deadline, self.drain_deadline)
 
     def claim_round(self, room: int, lease_seconds: float, *, until_empty: bool) -> bool:
