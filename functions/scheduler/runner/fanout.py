@@ -152,21 +152,21 @@ def run_fanout(
         backlog_check_seconds=backlog_check_seconds,
     )
     run.pauses = pauses
-    waited = False
+    more_due = False  # the last claim was full: more may be due right now
     while not run.stop.is_set():
         run.keep_up()
         room = min(batch_size, dispatch.capacity())
-        if not waited and 0 < room < min(batch_size, run.worth_a_claim) and run.room is not None:
-            waited = True  # a moment (at most) for a batch's room, then whatever room there is
+        if more_due and 0 < room < min(batch_size, run.worth_a_claim) and run.room is not None:
+            more_due = False  # a burst: a moment (at most) for a batch's room, then whatever room there is
             run.room.wait_for_room(MIN_IDLE_SECONDS)
             continue
-        waited = False
         if room <= 0:  # executors saturated: claim nothing we would have to give back
             if run.wait_for_room():
                 break
             continue
-        if run.claim_round(room, lease_seconds, until_empty=until_empty):
-            continue  # more may be due right now
+        more_due = run.claim_round(room, lease_seconds, until_empty=until_empty)
+        if more_due:
+            continue
         if run.idle():
             break
     return run.finish()
