@@ -212,9 +212,11 @@ def render(results: dict[str, dict[str, Any] | None], meta: dict[str, Any]) -> s
     tp, cl, la, di, cs = (results.get(k) for k in ("throughput", "claim_latency", "lateness", "dispatch", "cold_start"))
     if tp:
         for workers, row in sorted(tp["table"].items(), key=lambda x: int(x[0])):
+            # With several processes the store should scale as its own statements do under pgbench.
+            floor = 0.5 if int(workers) == 1 else 0.9
             w(
                 f"| store vs pgbench, {workers} process(es) | {row['store']:.0f} vs {row['pgbench']:.0f} jobs/s = "
-                f"**{row['store_vs_pgbench']:.2f}x** | >= 0.5x | {verdict(row['store_vs_pgbench'] >= 0.5)} |"
+                f"**{row['store_vs_pgbench']:.2f}x** | >= {floor}x | {verdict(row['store_vs_pgbench'] >= floor)} |"
             )
         for workers, row in sorted(tp["table"].items(), key=lambda x: int(x[0])):
             w(
@@ -513,7 +515,7 @@ def throughput_reading(tp: dict[str, Any]) -> str:
     text.append(
         f"Against pgqueuer the store reaches {_span(vs_pgq, '.2f', 'x')}, and against pgbench "
         f"running its own statements {_span(vs_bench, '.2f', 'x')}: what separates the store "
-        "from pgbench is the Python client (psycopg turning the 26 columns of each started job into Python "
+        "from pgbench is the Python client (psycopg turning the 34 columns of each started job into Python "
         "values, planning each job's next occurrence, encoding the outcomes), which shares the two "
         "cores with the server; a worker's claims and records overlap, as local mode's do."
     )

@@ -22,7 +22,7 @@ ratios mean much):
   drained by W processes each running a ``QueueManager`` in drain mode with one no-op
   entrypoint (asyncpg driver when installed, else psycopg), with the same batch size.
 
-Targets: store >= 1.0x pgqueuer, store >= 0.5x pgbench. Each worker's CPU time per job (the
+Targets: store >= 1.0x pgqueuer; store >= 0.5x pgbench with one process, >= 0.9x with several. Each worker's CPU time per job (the
 client's, robust to a noisy machine) is reported beside the rates. A profile of one store worker
 (claim and record in turn: round trips and client-side latency per call, a bare round trip and a
 bare commit) explains the gap.
@@ -759,7 +759,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(
                 f"  {workers} worker(s): store {row['store']:7.0f} jobs/s | pgbench {row['pgbench']:7.0f} | "
                 f"pgqueuer {row['pgqueuer']:7.0f} || store/pgbench {row['store'] / row['pgbench']:.2f} "
-                f"(target >= 0.5) | store/pgqueuer {row['store'] / row['pgqueuer']:.2f} (target >= 1.0)",
+                f"(target >= {0.5 if workers == 1 else 0.9}) | store/pgqueuer {row['store'] / row['pgqueuer']:.2f} (target >= 1.0)",
                 flush=True,
             )
             print(
