@@ -135,7 +135,7 @@ def check_header(name: str, value: str) -> None:
         or "\r" in value
         or "\n" in value
         or "\x00" in value
-        or (value and (value[0].isspace() or value[0] == "\x00"))
+        or (value and value[0].isspace())
     ):
         raise InvalidHeader(f"invalid header {name[:40]!r}")
 
