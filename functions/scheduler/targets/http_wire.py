@@ -130,13 +130,7 @@ def check_header(name: str, value: str) -> None:
     """``InvalidHeader`` unless ``name: value`` can be put on the wire as it is."""
     # _HEADER_VALUE's rule by string tests (two regular expressions a header were a tenth of a
     # delivery's own work); a name is looked up once (the same few at every delivery).
-    if (
-        not _good_name(name)
-        or "\r" in value
-        or "\n" in value
-        or "\x00" in value
-        or (value and value[0].isspace())
-    ):
+    if not _good_name(name) or "\r" in value or "\n" in value or "\x00" in value or (value and value[0].isspace()):
         raise InvalidHeader(f"invalid header {name[:40]!r}")
 
 
