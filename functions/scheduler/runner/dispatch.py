@@ -345,6 +345,7 @@ class InProcessDispatch:
         self._running = 0
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)  # notified when room_worth_a_claim is free
+        self._worth_a_claim = max(1, max_workers // 2)
         self.outcomes: TimedBatchBuffer[Finished] = TimedBatchBuffer(
             self._record, max_size=max_batch, flush_seconds=flush_seconds, name="recorder"
         )
@@ -356,12 +357,11 @@ class InProcessDispatch:
     def room_worth_a_claim(self) -> int:
         """Half the threads: a claim taken while the other half still delivers overlaps them, and
         a burst is claimed in batches worth their statement, not a few jobs at a time."""
-        return max(1, self.max_workers // 2)
+        return self._worth_a_claim
 
     def wait_for_room(self, timeout: float) -> None:
-        worth = self.room_worth_a_claim()
         with self._room:
-            self._room.wait_for(lambda: self.max_workers - self._running >= worth, timeout)
+            self._room.wait_for(lambda: self.max_workers - self._running >= self._worth_a_claim, timeout)
 
     def dispatch(self, claims: list[Claim]) -> list[Claim]:
         """Deliver claims taken by ``claim_and_start`` (each already started), one thread each."""
@@ -385,7 +385,7 @@ class InProcessDispatch:
         finally:
             with self._lock:
                 self._running -= 1
-                if self.max_workers - self._running == self.room_worth_a_claim():
+                if self.max_workers - self._running == self._worth_a_claim:
                     self._room.notify_all()
 
     def _record(self, batch: Sequence[Finished]) -> None:
