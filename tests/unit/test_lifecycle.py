@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler.core.domain import Job, RetryPolicy
-from scheduler.planning.lifecycle import Outcome, backoff_seconds, plan_completion
+from scheduler.planning.lifecycle import Outcome, backoff_seconds, plan_completion, schedule_of
+from scheduler.schedules import interval_anchor, parse_schedule, parse_union
 from scheduler.sql import QUERIES, parse_named_queries
 
 UTC = UTC
@@ -180,3 +181,43 @@ def test_a_failed_backfill_delivery_plans_its_retry_and_leaves_the_job_alone():
     permanent = Outcome("failed", http_status=404, retryable=False)
     assert plan_completion(job, permanent, *args, (Trigger.BACKFILL, 1)).backfill_retry is None
     assert plan_completion(job, failed, *args, (Trigger.MANUAL, 1)).backfill_retry is None
+
+
+def test_jobs_on_one_cron_expression_share_its_schedule_whenever_they_were_created():
+    """The anchor counts for intervals only: cron jobs created at different seconds share one
+    parsed schedule (and its memoized searches), so 10,000 of them do not each parse their own."""
+    first = job(created_at=NOW - timedelta(days=1, seconds=7))
+    second = job(created_at=NOW - timedelta(hours=3, seconds=41), start_at=NOW - timedelta(hours=1))
+    assert schedule_of(first) is schedule_of(second)
+    assert plan_completion(first, Outcome("succeeded"), NOW).next_run_at == NOW + timedelta(minutes=5)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"schedule": "@every 90s"},
+        {"schedule": "rate(7 minutes)", "timezone": "Europe/Paris"},
+        {"schedule": None, "schedules": ("@every 90s", "0 12 * * *")},
+    ],
+    ids=["every", "rate", "union"],
+)
+def test_intervals_still_count_from_their_own_jobs_anchor(fields):
+    """Each job's interval counts from its start_at, else its creation (rounded as
+    interval_anchor says): the same answers as parsing with that anchor."""
+    for created, start in [
+        (NOW - timedelta(days=1, seconds=7), None),
+        (NOW - timedelta(hours=3, microseconds=41), None),
+        (NOW - timedelta(days=2), NOW - timedelta(hours=1, microseconds=5)),
+    ]:
+        one = job(created_at=created, start_at=start, **fields)
+        anchor = interval_anchor(start, created)
+        if one.schedule is not None:
+            reference = parse_schedule(one.schedule, one.timezone, anchor)
+        else:
+            reference = parse_union(one.schedules, one.timezone, anchor)
+        ours = schedule_of(one)
+        probe = NOW - timedelta(hours=5)
+        for _ in range(20):
+            assert ours.next_after(probe) == reference.next_after(probe)
+            assert ours.last_at_or_before(probe) == reference.last_at_or_before(probe)
+            probe = reference.next_after(probe)

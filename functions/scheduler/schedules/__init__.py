@@ -80,7 +80,7 @@ from scheduler.schedules.base import HORIZON_YEARS, Schedule, ScheduleError
 from scheduler.schedules.cron import CronSchedule
 from scheduler.schedules.intervals import IntervalSchedule
 from scheduler.schedules.oneoff import OneOffSchedule, one_off
-from scheduler.schedules.parse import parse_schedule
+from scheduler.schedules.parse import anchored, parse_schedule
 from scheduler.schedules.planning import (
     MISSED_RUN_POLICIES,
     Occurrence,
@@ -94,7 +94,7 @@ from scheduler.schedules.planning import (
     schedule_for,
 )
 from scheduler.schedules.spread import MAX_SPREAD_SECONDS, SPREAD_MODES, Spread
-from scheduler.schedules.union import MAX_SCHEDULES, UnionSchedule, parse_union
+from scheduler.schedules.union import MAX_SCHEDULES, UnionSchedule, anchored_union, parse_union
 from scheduler.schedules.zones import validate_timezone
 
 __all__ = [
@@ -118,6 +118,8 @@ __all__ = [
     "next_occurrence",
     "occurrences",
     "one_off",
+    "anchored",
+    "anchored_union",
     "parse_schedule",
     "parse_union",
     "plan_next",

@@ -71,6 +71,17 @@ def _checked_text(expression: object) -> str:
     return text
 
 
+def anchored(schedule: Schedule, anchor: datetime | None) -> Schedule:
+    """``schedule``, parsed without an anchor, counting from ``anchor``: what ``parse_schedule``
+    answers for the same expression, zone and anchor, without parsing again. Only an interval
+    (``rate()``, ``@every``) counts from an anchor; any other schedule is answered as it is, so
+    that jobs on one cron expression share one parsed schedule (and its memoized searches)
+    whenever they were created."""
+    if not isinstance(schedule, IntervalSchedule):
+        return schedule
+    return IntervalSchedule(schedule.expression, schedule.tz, schedule.interval, _anchor_utc(anchor) or _EPOCH)
+
+
 def _anchor_utc(anchor: datetime | None) -> datetime | None:
     """The anchor in UTC (``start_at``'s errors when it has no offset or is out of range)."""
     if anchor is None:

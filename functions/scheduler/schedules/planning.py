@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from scheduler.schedules.base import _ONE_US, UTC, Schedule, ScheduleError, _require_aware
 from scheduler.schedules.calendars import Calendar, with_calendars
+from scheduler.schedules.intervals import IntervalSchedule
 from scheduler.schedules.oneoff import OneOffSchedule, one_off
 from scheduler.schedules.parse import parse_schedule
 from scheduler.schedules.spread import Spread
@@ -35,7 +36,12 @@ def next_occurrence(
         start_at = _require_aware(start_at, "start_at")
         if start_at > after:
             after = start_at - _ONE_US
-    nxt = schedule.next_after(after) if schedule.one_off else _next_after(schedule, after)
+    # One-offs and intervals answer in O(1), and are built per job (an interval counts from its
+    # job's own anchor): memoized, they would only push the cron searches out of the memo.
+    if schedule.one_off or isinstance(schedule, IntervalSchedule):
+        nxt = schedule.next_after(after)
+    else:
+        nxt = _next_after(schedule, after)
     if nxt is not None and end_at is not None and nxt > _require_aware(end_at, "end_at"):
         return None
     return nxt
@@ -43,7 +49,7 @@ def next_occurrence(
 
 # Schedules are immutable and parsed once per expression (``lifecycle``), and a burst of jobs on
 # one schedule completes the same occurrence again and again: the search is made once per
-# (schedule, instant). One-offs are not memoized (built afresh per job, and already O(1)).
+# (schedule, instant). One-offs and intervals are not memoized (built per job, and O(1)).
 @functools.lru_cache(maxsize=4096)
 def _next_after(schedule: Schedule, after: datetime) -> datetime | None:
     return schedule.next_after(after)

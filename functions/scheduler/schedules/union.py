@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import ClassVar
 
 from scheduler.schedules.base import _ONE_US, Schedule, ScheduleError, _require_aware
-from scheduler.schedules.parse import parse_schedule
+from scheduler.schedules.parse import anchored, parse_schedule
 from scheduler.schedules.zones import validate_timezone
 
 #: How many expressions a job's ``schedules`` may list.
@@ -97,3 +97,12 @@ def parse_union(expressions: Sequence[str], timezone: str = "UTC", anchor: datet
         members.append(member)
     text = " | ".join(member.expression for member in members)
     return UnionSchedule(text, tz, members=tuple(members))
+
+
+def anchored_union(union: UnionSchedule, anchor: datetime | None) -> UnionSchedule:
+    """``union``, parsed without an anchor, with its intervals counting from ``anchor`` (what
+    ``parse_union`` answers with that anchor); itself when none of its members is an interval."""
+    members = tuple(anchored(member, anchor) for member in union.members)
+    if all(new is old for new, old in zip(members, union.members, strict=True)):
+        return union
+    return UnionSchedule(union.expression, union.tz, members=members)

@@ -446,7 +446,9 @@ WHERE run.job_id = %(job_id)s AND run.lock_token = %(lock_token)s AND run.runnin
 -- outcome recorded. Fenced by the token, and valid only for the version the plan was computed
 -- from: from the row start_execution or claim_and_start returned (the usual case; after an
 -- edit, pause or resume nothing is written for that job and the service takes the locking path),
--- or from the row lock_leased_job holds. Returns the ids of the jobs written, as text.
+-- or from the row lock_leased_job holds. Returns the ids of the jobs NOT written (fenced, or
+-- changed since), as text: nearly always none, so a batch's answer is empty rather than one row a
+-- job for the client to read.
 job AS (
     UPDATE job_runs j
     SET state = o.state, scheduled_at = o.scheduled_at, attempt = o.attempt, next_run_at = o.next_run_at,
@@ -475,7 +477,7 @@ job AS (
       AND e.started_at BETWEEN %(earliest_started_at)s::timestamptz AND %(latest_started_at)s::timestamptz
     RETURNING e.id
 )
-SELECT id::text AS job_id FROM job
+SELECT o.job_id::text AS job_id FROM outcome o WHERE NOT EXISTS (SELECT FROM job WHERE job.id = o.job_id)
 
 -- name: complete_job
 -- One execution's outcome (an executor Lambda's), parameters as plain values. The outcome row is

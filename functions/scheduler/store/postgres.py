@@ -399,8 +399,12 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, AlertRuleTables, Tar
         chained = [(str(done.job_id), plan.chain) for done, plan in planned if plan.chain is not None]
         transaction = doomed or skipping or chained
         with self.pool.connection() as conn, conn.transaction() if transaction else contextlib.nullcontext():
-            # The ids come back as text (complete_outcomes), as the callers hold them.
-            written = {job_id for (job_id,) in conn.cursor(row_factory=tuple_row).execute(query, params)}
+            # The ids of the outcomes NOT written come back (complete_outcomes), as text, as the
+            # callers hold them: nearly always none.
+            fenced = {job_id for (job_id,) in conn.cursor(row_factory=tuple_row).execute(query, params)}
+            written = {str(done.job_id) for done, _ in planned}
+            if fenced:
+                written -= fenced
             if skipping:  # skipped rows, and failed backfill deliveries' retries
                 kept = [(str(done.job_id), plan) for done, plan in planned if str(done.job_id) in written]
                 record_skips(conn, kept)
@@ -430,7 +434,7 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, AlertRuleTables, Tar
         the job is still the version read. False otherwise (read again, or fenced)."""
         params = completion_row(done, plan, leased.job.version, leased.ran_scheduled_at, leased.ran_started_at)
         with self.pool.connection() as conn, conn.transaction():
-            written = conn.execute(QUERIES["complete_job"], params).fetchone() is not None
+            written = conn.execute(QUERIES["complete_job"], params).fetchone() is None  # the unwritten id
             if written and (plan.skips or plan.backfill_retry):
                 record_skips(conn, [(str(done.job_id), plan)])
                 record_backfill_retries(conn, [(str(done.job_id), plan)])

@@ -10,8 +10,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import psycopg
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
 from psycopg.rows import tuple_row
-from psycopg.types.json import Jsonb, JsonbLoader
+from psycopg.types.json import Jsonb
 from psycopg.types.string import TextLoader
 
 from scheduler.core.domain import CHAIN_FIELDS, SPEC_FIELDS, Plan
@@ -47,20 +49,20 @@ _DIGITS_AS_ZEROS = bytes.maketrans(b"123456789", b"000000000")
 _LONG_DIGITS = b"0" * 19
 
 
-def _json_loads(data: bytes) -> Any:
-    """json.loads' answer, by orjson where that is the same: json.loads for integers beyond 64
-    bits (orjson reads them as floats), and for what orjson refuses (lone surrogates, 1e400).
-    psycopg's JSON loaders pass bytes (a memoryview is copied first)."""
-    if _LONG_DIGITS in data.translate(_DIGITS_AS_ZEROS):
-        return json.loads(data)
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(data)
+class _JsonbLoader(Loader):
+    """jsonb (text format) as json.loads reads it, by orjson where that gives the same: json.loads
+    for integers beyond 64 bits (orjson reads them as floats), and for what orjson refuses (lone
+    surrogates, 1e400). In one call: psycopg's own loader adds a Python frame a value."""
 
-
-class _JsonbLoader(JsonbLoader):
-    _loads = staticmethod(_json_loads)  # type: ignore[assignment]  # takes the bytes psycopg hands it
+    def load(self, data: Buffer) -> Any:
+        if not isinstance(data, bytes):  # psycopg hands bytes; a memoryview is copied first
+            data = bytes(data)
+        if _LONG_DIGITS in data.translate(_DIGITS_AS_ZEROS):
+            return json.loads(data)
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return json.loads(data)
 
 
 _UUID_OID, _JSONB_OID = 2950, 3802  # registered by oid: a lookup by type name costs more than the rest
