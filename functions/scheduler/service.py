@@ -372,13 +372,14 @@ def complete_executions(
             done = completions[i]
             started: StartedExecution = done.started  # type: ignore[assignment]
             now = started.started_at + timedelta(seconds=max(done.elapsed_seconds or 0.0, 0.0))
-            named = [
-                calendars[(started.job.owner, n)]
-                for n in started.job.exclude_calendars
-                if (started.job.owner, n) in calendars
-            ]
+            job = started.job
+            named = (
+                [calendars[(job.owner, n)] for n in job.exclude_calendars if (job.owner, n) in calendars]
+                if job.exclude_calendars
+                else ()
+            )
             plan = plan_completion(
-                started.job,
+                job,
                 done.outcome,
                 now,
                 rng,

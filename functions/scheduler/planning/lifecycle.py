@@ -320,23 +320,24 @@ def plan_completion(
     (``ran_as``: the execution's trigger and attempt) is retried under the same policy
     (``Plan.backfill_retry``; ``max_age_seconds`` counts from its first attempt).
     """
-    result = Plan.of(job)
     if job.lease_kind == LeaseKind.MANUAL:
         if ran_as is not None and ran_as[0] == Trigger.BACKFILL and ran_occurrence and ran_started_at:
             return _retry_backfill(job, outcome, now, rng, (ran_occurrence, ran_as[1], ran_started_at))
-        return result  # the store clears the request that ran
+        return Plan.of(job)  # the store clears the request that ran
     scheduled = job.scheduled_at
     if ran_occurrence is not None and scheduled != ran_occurrence:
         # The job was edited while this attempt ran: the occurrence in hand is the new plan's
         # first one, not the one that ran. Keep it.
-        return result
-    retry = job.retry_policy
+        return Plan.of(job)
     attempt = int(job.attempt or 0)
-    if outcome.status != ExecutionStatus.SUCCEEDED and outcome.retryable and attempt < retry.max_attempts:
-        retry_at = now + _retry_delay(retry, attempt, outcome, rng)
-        max_age = retry.max_age_seconds
-        if not max_age or retry_at <= (scheduled or now) + timedelta(seconds=max_age):
-            return dataclasses.replace(result, next_run_at=retry_at)
+    # The retry policy is read only when the attempt failed (a success needs none of it).
+    if outcome.status != ExecutionStatus.SUCCEEDED and outcome.retryable:
+        retry = job.retry_policy
+        if attempt < retry.max_attempts:
+            retry_at = now + _retry_delay(retry, attempt, outcome, rng)
+            max_age = retry.max_age_seconds
+            if not max_age or retry_at <= (scheduled or now) + timedelta(seconds=max_age):
+                return dataclasses.replace(Plan.of(job), next_run_at=retry_at)
     schedule = schedule_of(job, calendars)
     horizon = _missed_before(job, now)  # an occurrence is missed once its fire time passed
     occurrence = plan_next(

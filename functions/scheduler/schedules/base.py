@@ -26,6 +26,8 @@ _ONE_US = timedelta(microseconds=1)
 
 
 def _require_aware(value: datetime, what: str) -> datetime:
+    if value.__class__ is datetime and value.tzinfo is UTC:  # nearly always: the store's instants
+        return value
     if not isinstance(value, datetime):
         raise TypeError(f"{what} must be a datetime, got {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:
