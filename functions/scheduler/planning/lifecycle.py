@@ -108,7 +108,7 @@ def schedule_of(job: Job, calendars: Calendars = ()) -> Schedule:
     if job.schedule is not None:
         schedule = _parse_schedule(job.schedule, job.timezone or "UTC")
         if isinstance(schedule, IntervalSchedule):
-            schedule = anchored(schedule, interval_anchor(job.start_at, job.created_at))
+            schedule = _anchored(schedule, interval_anchor(job.start_at, job.created_at))
     else:
         assert job.schedules is not None
         schedule = _parse_union(job.schedules, job.timezone or "UTC")
@@ -125,8 +125,10 @@ def schedule_of(job: Job, calendars: Calendars = ()) -> Schedule:
 # their own, and 10,000 of them overflowed the memo (about 35 us a completion instead of 6).
 _parse_schedule = functools.lru_cache(maxsize=4096)(parse_schedule)
 _parse_union = functools.lru_cache(maxsize=1024)(parse_union)
-# A union with intervals, per (union, anchor): one object per job while it is memoized, so that
-# its own search memo (UnionSchedule._memo) carries over from one run to the next.
+# Anchored per (schedule, anchor): jobs sharing a start_at share one object. A union with
+# intervals too, so that its own search memo (UnionSchedule._memo) carries over from one run to
+# the next.
+_anchored = functools.lru_cache(maxsize=4096)(anchored)
 _anchored_union = functools.lru_cache(maxsize=1024)(anchored_union)
 
 
