@@ -147,6 +147,34 @@ def checkpoint(url: str) -> None:
         pass
 
 
+def _cpu_busy_and_total() -> tuple[int, int]:
+    """The machine's CPU ticks from /proc/stat: (busy, total), every core together."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+    total = sum(values[:8])  # guest time is counted in user already
+    return total - idle, total
+
+
+def wait_until_quiet(max_wait: float = 60.0, busy_below: float = 0.15, window: float = 1.0) -> dict[str, float]:
+    """Wait until the machine's CPU was less than ``busy_below`` busy over a whole ``window``
+    (what an earlier benchmark left running, autovacuum or a checkpoint, would otherwise share
+    the cores with the measured run), at most ``max_wait`` seconds. Returns the seconds waited
+    and the last window's busy fraction, for the results. Linux only (else returns at once)."""
+    began = time.monotonic()
+    busy_fraction = 0.0
+    try:
+        while True:
+            busy0, total0 = _cpu_busy_and_total()
+            time.sleep(window)
+            busy1, total1 = _cpu_busy_and_total()
+            busy_fraction = (busy1 - busy0) / max(total1 - total0, 1)
+            if busy_fraction < busy_below or time.monotonic() - began >= max_wait:
+                break
+    except (OSError, ValueError, IndexError):
+        pass
+    return {"quiet_wait_s": round(time.monotonic() - began, 1), "busy_before": round(busy_fraction, 3)}
+
+
 def machine_summary() -> dict[str, Any]:
     """What the figures were measured on."""
     import platform

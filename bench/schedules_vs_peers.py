@@ -51,7 +51,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, fresh_database, machine_summary, percentile, postgres_server, server_version, write_json
+from common import (
+    ROOT,
+    checkpoint,
+    fresh_database,
+    machine_summary,
+    percentile,
+    postgres_server,
+    server_version,
+    wait_until_quiet,
+    write_json,
+)
 
 HERE = Path(__file__).resolve().parent
 TICK = os.sysconf("SC_CLK_TCK")
@@ -366,6 +376,10 @@ def _measure(system: str, workload: str, jobs: int, args: argparse.Namespace, se
     lead = args.lead + jobs / {"local": 1e9, "apscheduler-memory": 1500, "apscheduler-sql": 80}[system]
     result: dict[str, Any] = {"system": system, "workload": workload, "jobs": jobs, "interval_s": interval}
     with tempfile.TemporaryDirectory(prefix="bench-sched-") as data_dir, fresh_database(server, "sched") as url:
+        # Each system starts on a quiet machine with the WAL flushed: within `make bench`, what
+        # the benchmark before left running (autovacuum, a checkpoint) otherwise shares its cores.
+        checkpoint(url)
+        result.update(wait_until_quiet())
         began = time.time()
         if system == "local":
             proc, due = start_local(url, data_dir, target, jobs, interval, lead, args.local_runners)
