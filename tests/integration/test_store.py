@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import psycopg
 import pytest
@@ -661,3 +661,31 @@ def test_an_outcomes_texts_are_recorded_as_they_were_and_a_nul_does_not_fail_it(
         assert execution.started_at == claim.started.started_at and execution.scheduled_at == claim.started.scheduled_at
         job = store.get_job(OWNER, claim.job_id)
         assert job.last_status == "failed" and job.lock_token is None
+
+
+def test_the_runners_sessions_read_instants_in_utc_whatever_the_servers_zone(db_url):
+    """A pool's connections are set to UTC once each, so a started row's instants are in
+    datetime.UTC (cheap to compare) even where the database's own zone is another; through RDS
+    Proxy the session is left alone (a SET would pin the proxy's connection)."""
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        dbname = conn.info.dbname
+        conn.execute(f"ALTER DATABASE \"{dbname}\" SET TimeZone = 'Asia/Kolkata'")
+        instant = conn.execute("SELECT now()").fetchone()[0]
+    direct = make_pool(db_url, min_size=1, max_size=1)
+    proxied = make_pool(db_url, min_size=1, max_size=1, through_proxy=True)
+    try:
+        insert_due_jobs(direct, 3)
+        claims = Store(direct).claim_and_start(10)
+        assert len(claims) == 3
+        for claim in claims:
+            assert claim.started.started_at.tzinfo is UTC
+            assert claim.started.scheduled_at.tzinfo is UTC
+            assert claim.started.job.created_at.tzinfo is UTC
+        with proxied.connection() as conn:
+            assert conn.execute("SHOW TimeZone").fetchone()["TimeZone"] == "Asia/Kolkata"
+        # The same instant whichever zone it is read in.
+        with direct.connection() as conn:
+            assert conn.execute("SELECT %s::timestamptz AS t", [instant]).fetchone()["t"] == instant
+    finally:
+        direct.close()
+        proxied.close()
