@@ -57,7 +57,6 @@ __all__ = ["STARTED_COLUMNS", "Store"]
 
 
 @functools.lru_cache(maxsize=256)
-@functools.lru_cache(maxsize=64)
 def _claim_and_start_sql(limit: int) -> str:
     """``claim_and_start`` with its limit written in: a parameter there would have Postgres plan
     each execution afresh (its generic plan assumes a tenth of the table is claimed), a third of

@@ -49,7 +49,7 @@ _DIGITS_AS_ZEROS = bytes.maketrans(b"123456789", b"000000000")
 _LONG_DIGITS = b"0" * 19
 # Whether orjson reads a value exactly, by the value's text: most jobs share their retry policy,
 # and many their target, so the search above runs once per distinct text rather than per row
-# (it was 2 of a claimed job's 15 thousand instructions). Bounded; cleared when full.
+# (about 4,300 instructions a value, 6% of a claimed and recorded job's). Bounded; cleared when full.
 _ORJSON_EXACT: dict[bytes, bool] = {}
 _ORJSON_EXACT_MAX = 4096
 
