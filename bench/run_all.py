@@ -839,20 +839,21 @@ _PLANNING_CASES = {
     "two_expressions_and_spread": "two expressions and a stable spread",
     "two_expressions_random_spread": "two expressions and a random spread",
     "one_expression": "one expression, no spread (most jobs)",
+    "burst_one_expression_many_creations": "a burst of 10,000 such jobs, created apart",
 }
 
 
 def plot_planning_next(data: dict[str, Any], path: Path) -> None:
     plt = _plt()
     cases = [name for name in _PLANNING_CASES if name in data["cases"]]
-    fig, ax = plt.subplots(figsize=(7.5, 3.2))
+    fig, ax = plt.subplots(figsize=(8, 3.4))
     values = [data["cases"][name]["us_per_plan"] for name in cases]
     bars = ax.barh([_PLANNING_CASES[name] for name in cases], values)
     for bar, value in zip(bars, values):
         ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {value:.1f}", va="center")
     ax.axvline(data["target_us"], color="grey", linestyle="--", label=f"target {data['target_us']:.0f} us")
     ax.set_xlabel("microseconds per next-time planning")
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -882,7 +883,10 @@ def planning_next_section(pn: dict[str, Any]) -> list[str]:
         "",
         f"`lifecycle.plan_completion` (what a runner computes when a run ends: the next occurrence and "
         f"its fire time) timed over {pn['plans']:,} runs in a row, each planned from the previous one, "
-        f"best of {pn['repeats']}; no database.",
+        f"best of {pn['repeats']}; no database. The burst's case plans one run of each of its jobs, all "
+        "ending the same occurrence: the jobs share their parsed schedule whenever they were created "
+        "(before the second stop of 2026-12-05 each job's creation time keyed a parse of its own, and a "
+        "burst of 10,000 such jobs cost about 35 us a planning, measured beside this code).",
         "",
         "| job | us per planning |",
         "|---|---|",
