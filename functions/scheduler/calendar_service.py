@@ -50,11 +50,18 @@ def create_calendar(store: CalendarStore, owner: str, name: str, definition: Map
     return store.insert_calendar(owner, name, timezone, kept)
 
 
-def replace_calendar(store: CalendarJobStore, owner: str, name: str, definition: Mapping[str, Any]) -> CalendarRecord:
-    """Replace a calendar, then replan the jobs that name it (their occurrence in hand, when it is
-    still to come and no attempt is under way: one already due runs as planned)."""
+def replace_calendar(
+    store: CalendarJobStore,
+    owner: str,
+    name: str,
+    definition: Mapping[str, Any],
+    expected_version: int | None = None,
+) -> CalendarRecord:
+    """Replace a calendar (only at ``expected_version`` when given: If-Match), then replan the
+    jobs that name it (their occurrence in hand, when it is still to come and no attempt is under
+    way: one already due runs as planned)."""
     timezone, kept = _checked_definition(name, definition)
-    record = store.replace_calendar(owner, name, timezone, kept)
+    record = store.replace_calendar(owner, name, timezone, kept, expected_version)
     for job_id, _ in store.jobs_using_calendar(owner, name):
         _replan(store, owner, job_id)
     return record

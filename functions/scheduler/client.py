@@ -386,10 +386,13 @@ class SchedulerClient(AlertRuleCalls):
         """``GET /v1/calendars/{name}``."""
         return self.request("GET", self._calendar_path(name))
 
-    def replace_calendar(self, name: str, definition: Mapping[str, Any]) -> dict[str, Any]:
-        """``PUT /v1/calendars/{name}``: a full definition (the jobs that name it are replanned)."""
+    def replace_calendar(
+        self, name: str, definition: Mapping[str, Any], *, if_match: str | int | None = None
+    ) -> dict[str, Any]:
+        """``PUT /v1/calendars/{name}``: a full definition (the jobs that name it are replanned);
+        ``If-Match`` when ``if_match`` is given (412 if the calendar is at another version)."""
         body = {key: value for key, value in definition.items() if key != "name"}
-        return self.request("PUT", self._calendar_path(name), body=body)
+        return self.request("PUT", self._calendar_path(name), body=body, headers=api_wire.if_match(if_match))
 
     def delete_calendar(self, name: str) -> None:
         """``DELETE /v1/calendars/{name}`` (409 naming the jobs while any names it)."""

@@ -222,8 +222,16 @@ class CalendarStore(Protocol):
         """A page of the owner's calendars in name order."""
         ...
 
-    def replace_calendar(self, owner: str, name: str, timezone: str, definition: Mapping[str, Any]) -> CalendarRecord:
-        """Replace a calendar's zone and definition (``CalendarNotFound``)."""
+    def replace_calendar(
+        self,
+        owner: str,
+        name: str,
+        timezone: str,
+        definition: Mapping[str, Any],
+        expected_version: int | None = None,
+    ) -> CalendarRecord:
+        """Replace a calendar's zone and definition (``CalendarNotFound``; ``VersionMismatch``
+        when ``expected_version`` is given and it is at another)."""
         ...
 
     def delete_calendar(self, owner: str, name: str) -> None:
@@ -243,9 +251,16 @@ class AlertRuleStore(Protocol):
     """An owner's alert rule sets by tag (the API)."""
 
     def put_alert_rule(
-        self, owner: str, name: str, tag: str, alerts: Sequence[Mapping[str, Any]]
+        self,
+        owner: str,
+        name: str,
+        tag: str,
+        alerts: Sequence[Mapping[str, Any]],
+        expected_version: int | None = None,
     ) -> tuple[AlertRuleRecord, bool]:
-        """Create or replace a rule set: the record, and whether it was created."""
+        """Create or replace a rule set: the record, and whether it was created. With
+        ``expected_version``, only replace that version (``VersionMismatch`` otherwise, its
+        ``current`` None when there is no set to replace)."""
         ...
 
     def get_alert_rule(self, owner: str, name: str) -> AlertRuleRecord:

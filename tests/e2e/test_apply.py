@@ -236,3 +236,112 @@ def test_prune_needs_a_selector(api, tmp_path):
     done = _cli(api, "apply", "-f", str(tmp_path / "j.yaml"), "--prune")
     assert done.returncode == 2 and "--prune needs --selector" in done.stderr
     assert ROOT  # the project root is where the CLI runs from
+
+
+# A job first, the calendar it names after it: apply writes calendars and rule sets before jobs.
+PLANT_YAML = """\
+name: plant-report
+schedule: "0 6 * * *"
+timezone: Europe/Berlin
+tags: [plant]
+exclude_calendars: [plant-closures]
+target: {url: "http://127.0.0.1:9/report"}
+alerts:
+  - on: failure
+    target: {type: http, url: "http://127.0.0.1:9/job-alert", auth: {type: bearer, token: "${PLANT_ALERT_TOKEN}"}}
+---
+kind: calendar
+name: plant-closures
+timezone: Europe/Berlin
+dates: ["2026-12-24", "2026-12-31"]
+yearly: ["01-01"]
+---
+kind: alert_rules
+name: plant-team
+tag: plant
+alerts:
+  - on: failures_in_a_row
+    threshold: 3
+    target: {type: http, url: "http://127.0.0.1:9/alert", auth: {type: bearer, token: "${PLANT_ALERT_TOKEN}"}}
+"""
+
+
+def test_apply_and_export_carry_calendars_and_alert_rule_sets(api, tmp_path):
+    path = tmp_path / "plant.yaml"
+    path.write_text(PLANT_YAML)
+    token = {"PLANT_ALERT_TOKEN": "al3rt"}
+    first = _cli(api, "apply", "-f", str(path), env=token)
+    assert first.returncode == 0, first.stderr
+    lines = first.stdout.splitlines()
+    assert lines == [
+        "+ calendar/plant-closures (created)",
+        "+ alert_rules/plant-team (created)",
+        "+ plant-report (created)",
+        "3 changed (3 created), 0 unchanged",
+    ], first.stdout
+    assert api.get("/v1/jobs")["jobs"][0]["exclude_calendars"] == ["plant-closures"]
+    assert api.get("/v1/alert-rules/plant-team")["alerts"][0]["target"]["auth"]["token"] == "***"
+    again = _cli(api, "apply", "-f", str(path), env=token)
+    assert again.returncode == 0 and again.stdout.strip() == "0 changed, 3 unchanged", again.stdout
+
+    # A change to a calendar and a rule set: each replaced at the version read, field by field.
+    path.write_text(
+        PLANT_YAML.replace('"2026-12-31"]', '"2026-12-31", "2026-12-28"]').replace("threshold: 3", "threshold: 5")
+    )
+    changed = _cli(api, "apply", "-f", str(path), "-o", "json", env=token)
+    assert changed.returncode == 0, changed.stderr
+    assert json.loads(changed.stdout) == {
+        "dry_run": False,
+        "created": [],
+        "updated": ["calendar/plant-closures", "alert_rules/plant-team"],
+        "deleted": [],
+        "unchanged": ["plant-report"],
+    }
+    calendar = api.get("/v1/calendars/plant-closures")
+    assert calendar["version"] == 2 and calendar["dates"] == ["2026-12-24", "2026-12-31", "2026-12-28"]
+    assert api.get("/v1/alert-rules/plant-team")["alerts"][0]["threshold"] == 5
+
+    # export writes them back in apply's order, secrets as references; apply of it changes nothing.
+    exported = _cli(api, "export")
+    assert exported.returncode == 0, exported.stderr
+    text = exported.stdout
+    assert text.index("kind: calendar") < text.index("kind: alert_rules") < text.index("name: plant-report")
+    assert "token: ${PLANT_TEAM_RULES_ALERT1_TOKEN}" in text and "token: ${PLANT_REPORT_ALERT1_TOKEN}" in text
+    assert "al3rt" not in text and "version" not in text
+    back = _cli(api, "apply", "-f", "-", stdin=text)
+    assert back.returncode == 0 and back.stdout.strip() == "0 changed, 3 unchanged", (back.stdout, back.stderr)
+    assert "alerts.0.target.auth.token (${PLANT_TEAM_RULES_ALERT1_TOKEN}) is not set: the stored secret is kept" in (
+        back.stderr
+    )
+
+    # A job filter keeps the calendars its jobs name and, with --tag, the rule sets of that tag.
+    tagged = json.loads(_cli(api, "export", "--tag", "plant", "-o", "json").stdout)
+    assert [(d.get("kind", "job"), d["name"]) for d in tagged] == [
+        ("calendar", "plant-closures"),
+        ("alert_rules", "plant-team"),
+        ("job", "plant-report"),
+    ]
+    assert json.loads(_cli(api, "export", "--tag", "other", "-o", "json").stdout) == []
+    only = json.loads(_cli(api, "export", "--kind", "calendar", "-o", "json").stdout)
+    assert [d["name"] for d in only] == ["plant-closures"]
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ("kind: cronjob\nname: j\n", "kind must be one of job, calendar, alert_rules"),
+        ("kind: calendar\ndates: ['2026-12-24']\n", "a calendar needs its name"),
+        (
+            "kind: alert_rules\nname: team\ntag: t\nalerts:\n  - on: failure\n"
+            "    target: {type: http, url: 'http://127.0.0.1:9/', auth: {type: bearer, token: plain}}\n",
+            "alerts.0.target.auth.token: a literal secret",
+        ),
+        ("kind: calendar\nname: c\n---\nkind: calendar\nname: c\n", "the calendar 'c' is also defined in"),
+    ],
+)
+def test_apply_refuses_bad_calendar_and_rule_set_documents(api, tmp_path, document, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(document)
+    done = _cli(api, "apply", "-f", str(path))
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert api.get("/v1/calendars")["calendars"] == [] and api.get("/v1/alert-rules")["alert_rules"] == []

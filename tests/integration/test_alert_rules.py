@@ -76,6 +76,33 @@ def test_put_creates_then_replaces_with_secrets_sealed_and_masked(api, pool, box
     assert refused.status == 400 and refused.fields == ["alerts.0.target.auth.token"], refused.body
 
 
+def test_a_put_with_if_match_replaces_only_the_version_named_and_never_creates(api):
+    assert put(api, "team", "billing", [rule("failure")]).status == 201
+    replaced = api(
+        "PUT", "/v1/alert-rules/team", {"tag": "payments", "alerts": [rule("failure")]}, headers={"If-Match": '"1"'}
+    )
+    assert replaced.status == 200 and replaced.body["version"] == 2 and replaced.headers["ETag"] == '"2"'
+    stale = api("PUT", "/v1/alert-rules/team", {"tag": "ops", "alerts": [rule("failure")]}, headers={"If-Match": "1"})
+    assert stale.status == 412 and stale.fields == ["If-Match"] and stale.headers["ETag"] == '"2"', stale.body
+    assert "alert rule set" in stale.body["error"]["message"]
+    assert api("GET", "/v1/alert-rules/team").body["tag"] == "payments"
+    # With If-Match a PUT only replaces: a set deleted meanwhile is not created again.
+    assert api("DELETE", "/v1/alert-rules/team").status == 204
+    gone = api("PUT", "/v1/alert-rules/team", {"tag": "ops", "alerts": [rule("failure")]}, headers={"If-Match": "2"})
+    assert gone.status == 412 and gone.fields == ["If-Match"] and "ETag" not in gone.headers, gone.body
+    assert api("GET", "/v1/alert-rules/team").status == 404
+    # Another owner's set of the same name is not the one matched.
+    assert put(api, "team", "billing", [rule("failure")]).status == 201
+    other = api(
+        "PUT",
+        "/v1/alert-rules/team",
+        {"tag": "x", "alerts": [rule("failure")]},
+        headers={"If-Match": "1"},
+        principal=BOB,
+    )
+    assert other.status == 412 and api("GET", "/v1/alert-rules/team").body["tag"] == "billing"
+
+
 def test_each_owner_sees_only_its_own_rule_sets(api):
     for name in ("a", "b", "c"):
         assert put(api, name, "billing", [rule("failure")]).status == 201

@@ -70,6 +70,24 @@ def test_calendar_resource_crud_and_owner_scoping(api):
     assert api("GET", "/v1/calendars/uk-ics").status == 404
 
 
+def test_a_replace_with_if_match_writes_only_the_version_named(api):
+    assert api("POST", "/v1/calendars", {"name": "closures", "dates": ["2026-12-25"]}).status == 201
+    path = "/v1/calendars/closures"
+    replaced = api("PUT", path, {"dates": ["2026-12-26"]}, headers={"If-Match": '"1"'})
+    assert replaced.status == 200 and replaced.body["version"] == 2 and replaced.headers["ETag"] == '"2"'
+    # A writer that read version 1 is refused, told the current version, and changes nothing.
+    stale = api("PUT", path, {"dates": ["2027-01-01"]}, headers={"If-Match": "1"})
+    assert stale.status == 412 and stale.body["error"]["code"] == "version_mismatch", stale.body
+    assert stale.fields == ["If-Match"] and stale.headers["ETag"] == '"2"'
+    assert "calendar" in stale.body["error"]["message"]
+    assert api("GET", path).body["dates"] == ["2026-12-26"]
+    assert api("PUT", path, {"dates": []}, headers={"If-Match": "*"}).body["version"] == 3  # any version
+    assert api("PUT", path, {"dates": []}, headers={"If-Match": "three"}).fields == ["If-Match"]
+    # An absent calendar is absent whatever If-Match says; another owner's is absent too.
+    assert api("PUT", "/v1/calendars/nope", {"dates": []}, headers={"If-Match": "1"}).status == 404
+    assert api("PUT", path, {"dates": []}, headers={"If-Match": "3"}, principal=BOB).status == 404
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [

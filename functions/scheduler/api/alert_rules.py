@@ -20,11 +20,13 @@ from scheduler.api.jobs import (
     BoxDep,
     Cursor,
     CursorsDep,
+    IfMatch,
     Limit,
     Owner,
     SettingsDep,
     check_text,
     name_ordered_page,
+    parse_if_match,
 )
 from scheduler.api.providers import get_store
 from scheduler.api.routes import rule
@@ -98,9 +100,10 @@ def _existing_name(name: str) -> str:
     tags=["alerts"],
     description="Alert rules (as a job's `alerts`) for every job of yours that carries `tag`, "
     'now or tagged later. A secret sent as `"***"` keeps the one stored for the rule at the same '
-    "place. 201 when created, 200 when replaced.",
+    "place. 201 when created, 200 when replaced. With `If-Match`, only the version named is "
+    "replaced, and nothing is created (412 otherwise).",
     responses={
-        **documented(200, AlertRuleSet, "The rule set, replaced.", 400, 403, 404, 413, 415),
+        **documented(200, AlertRuleSet, "The rule set, replaced.", 400, 403, 404, 412, 413, 415),
         **documented(201, AlertRuleSet, "The rule set, created.", headers=_LOCATION),
     },
 )
@@ -111,7 +114,9 @@ def put_alert_rule(
     box: BoxDep,
     owner: Owner,
     settings: SettingsDep,
+    if_match: IfMatch = None,
 ) -> Response[Any]:
+    expected = parse_if_match(if_match)
     if not _valid_name(name):
         raise BadRequest("name", "use letters, digits and . _ : - (starting with a letter or digit), at most 128")
     if spec.name is not None and spec.name != name:
@@ -124,7 +129,7 @@ def put_alert_rule(
     except AlertRuleNotFound:
         stored = None
     alerts = seal_alerts(data["alerts"], box, stored) or []
-    record, created = store.put_alert_rule(owner, name, data["tag"], alerts)
+    record, created = store.put_alert_rule(owner, name, data["tag"], alerts, expected)
     logger.info("alert rules written", extra={"alert_rule": name, "version": record.version})
     if created:
         return _answer(record, 201, {"Location": f"/v1/alert-rules/{name}"})

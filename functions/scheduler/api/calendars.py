@@ -16,7 +16,17 @@ from pydantic import AwareDatetime, BaseModel, Field
 from scheduler import service
 from scheduler.api.cursors import scope_of
 from scheduler.api.errors import documented
-from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Owner, check_text, name_ordered_page
+from scheduler.api.jobs import (
+    DEFAULT_PAGE_SIZE,
+    Cursor,
+    CursorsDep,
+    IfMatch,
+    Limit,
+    Owner,
+    check_text,
+    name_ordered_page,
+    parse_if_match,
+)
 from scheduler.api.providers import get_store
 from scheduler.api.routes import rule
 from scheduler.core.constants import SERVICE_NAME
@@ -131,13 +141,19 @@ def get_calendar(name: CalendarName, store: CalendarStoreDep, owner: Owner) -> R
     summary="Replace a calendar",
     tags=["calendars"],
     description="A full definition. The jobs that name the calendar are replanned: their next "
-    "occurrence still to come is computed again (one already due runs as planned).",
-    responses=documented(200, Calendar, "The calendar.", 400, 403, 404, 413, 415),
+    "occurrence still to come is computed again (one already due runs as planned). With "
+    "`If-Match`, only the version named is replaced (412 otherwise).",
+    responses=documented(200, Calendar, "The calendar.", 400, 403, 404, 412, 413, 415),
 )
 def replace_calendar(
-    name: CalendarName, definition: Annotated[CalendarDefinition, Body()], store: CalendarJobStoreDep, owner: Owner
+    name: CalendarName,
+    definition: Annotated[CalendarDefinition, Body()],
+    store: CalendarJobStoreDep,
+    owner: Owner,
+    if_match: IfMatch = None,
 ) -> Response[Any]:
-    record = service.replace_calendar(store, owner, _checked_name(name), _definition(definition))
+    expected = parse_if_match(if_match)
+    record = service.replace_calendar(store, owner, _checked_name(name), _definition(definition), expected)
     logger.info("calendar replaced", extra={"calendar": record.name, "version": record.version})
     return _answer(record)
 

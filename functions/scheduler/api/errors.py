@@ -134,8 +134,15 @@ def domain_error(exc: SchedulerError) -> ApiError | None:
             code="name_taken",
         )
     if isinstance(exc, VersionMismatch):
+        if exc.current is None:  # a rule set deleted since its version was read
+            return ApiError(
+                f"the {exc.what} no longer exists (If-Match)",
+                [{"field": "If-Match", "message": f"there is no {exc.what} of that name to match"}],
+                status=412,
+                code="version_mismatch",
+            )
         return ApiError(
-            f"the job changed: it is at version {exc.current} (If-Match)",
+            f"the {exc.what} changed: it is at version {exc.current} (If-Match)",
             [{"field": "If-Match", "message": f"the current version is {exc.current}"}],
             headers={"ETag": f'"{exc.current}"'},
             status=412,
@@ -275,26 +282,28 @@ _ERROR_DESCRIPTIONS = {
     403: "The request carries no caller identity.",
     404: "No such job (or it belongs to another principal).",
     409: "The caller already has a job of that name (`name_taken`).",
-    412: "`If-Match` names another version than the job's current one.",
+    412: "`If-Match` names another version than the current one (the answer's `ETag`).",
     413: "The request body is larger than 1 MiB.",
     415: "The request body is not JSON (`application/json`, or `application/merge-patch+json` for PATCH).",
 }
 
 
-_ETAG = {"description": 'The job\'s version, quoted (`"3"`): send it back in `If-Match`.', "schema": {"type": "string"}}
+_ETAG = {"description": 'The version, quoted (`"3"`): send it back in `If-Match`.', "schema": {"type": "string"}}
+# The answers that carry their version as an ETag (and take it back in If-Match).
+_VERSIONED = ("Job", "Calendar", "AlertRuleSet")
 
 
 def documented(
     status: int, model: type[BaseModel] | None, description: str, *errors: int, headers: dict[str, Any] | None = None
 ) -> dict[int, Any]:
-    """The OpenAPI ``responses`` of a route: its answer and the error answers it can give. A job
-    answer documents its ``ETag`` header."""
+    """The OpenAPI ``responses`` of a route: its answer and the error answers it can give. A
+    versioned answer (a job's, a calendar's, a rule set's) documents its ``ETag`` header."""
     ok: dict[str, Any] = {"description": description}
     if model is not None:
         ok["content"] = {content_types.APPLICATION_JSON: {"model": model}}
     else:
         ok["content"] = {}
-    if model is not None and model.__name__ == "Job":
+    if model is not None and model.__name__ in _VERSIONED:
         headers = {"ETag": _ETAG, **(headers or {})}
     if headers:
         ok["headers"] = headers

@@ -78,7 +78,7 @@ def parse_if_match(value: str | None) -> int | None:
         return None
     match = _IF_MATCH.match(value)
     if not match:
-        raise BadRequest("If-Match", 'must be a job version, like 3 or "3"')
+        raise BadRequest("If-Match", 'must be a version, like 3 or "3"')
     return int(match.group(1) or match.group(2))
 
 

@@ -58,12 +58,12 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/calendars", "list_calendars", query=("limit", "cursor")),
     Route("POST", "/v1/calendars", "create_calendar", body=True),
     Route("GET", _CALENDAR, "get_calendar"),
-    Route("PUT", _CALENDAR, "replace_calendar", body=True),
+    Route("PUT", _CALENDAR, "replace_calendar", body=True, headers=("If-Match",)),
     Route("DELETE", _CALENDAR, "delete_calendar"),
     Route("GET", "/v1/alerts", "list_alerts", query=("job_id", "status", "limit", "cursor")),
     Route("GET", "/v1/alert-rules", "list_alert_rules", query=("limit", "cursor")),
     Route("GET", _ALERT_RULE, "get_alert_rule"),
-    Route("PUT", _ALERT_RULE, "put_alert_rule", body=True),
+    Route("PUT", _ALERT_RULE, "put_alert_rule", body=True, headers=("If-Match",)),
     Route("DELETE", _ALERT_RULE, "delete_alert_rule"),
 )
 

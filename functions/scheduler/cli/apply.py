@@ -1,10 +1,12 @@
-"""``scheduler apply -f FILE|DIR``: make your jobs what the files say, matched by name (created,
-replaced, and with ``--prune --selector tag=T`` deleted); ``scheduler export``: your jobs as the
-files ``apply`` reads. ``apply`` of ``export``'s output changes nothing (``0 changed``).
+"""``scheduler apply -f FILE|DIR``: make your calendars, alert rule sets and jobs what the files
+say, each matched by kind and name (created, replaced with ``If-Match`` of the version read, and
+with ``--prune --selector tag=T`` jobs deleted); ``scheduler export``: them as the files ``apply``
+reads. ``apply`` of ``export``'s output changes nothing (``0 changed``).
 
-Two definitions are compared in the API's normal form (the job model with its defaults, instants
-as instants, secrets masked): a secret's value cannot be compared (the API answers ``***``), so a
-job is sent again only when something else changed, or with ``--resend-secrets``.
+Two definitions are compared in the API's normal form (the model with its defaults, instants as
+instants, secrets masked): a secret's value cannot be compared (the API answers ``***``), so an
+object is sent again only when something else changed, or with ``--resend-secrets``. Calendars
+and rule sets are written before jobs, so a job may name a calendar the same files create.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -20,37 +22,71 @@ from typing import Any
 from scheduler.cli.api import client_command
 from scheduler.cli.common import EXIT_OK, JOB_STATES, UsageError
 from scheduler.cli.definitions import READ_ONLY_FIELDS
-from scheduler.cli.manifests import Resolved, exported, read_documents, resolve, yaml_stream
+from scheduler.cli.manifests import (
+    KINDS,
+    Resolved,
+    exported,
+    exported_alert_rules,
+    exported_calendar,
+    read_documents,
+    resolve,
+    yaml_stream,
+)
 from scheduler.cli.output import print_data
+from scheduler.secrets import mask_target_secrets
 
 
 @dataclass
 class Step:
-    """What apply does to one job: ``create``, ``update``, ``delete`` or nothing (``unchanged``)."""
+    """What apply does to one document's object: ``create``, ``update``, ``delete`` or nothing
+    (``unchanged``). ``key`` is what the API knows it by (a job's id, else its name)."""
 
     action: str
     name: str
-    job_id: str | None = None
+    key: str | None = None
     version: int | None = None
     definition: dict[str, Any] | None = None
     changes: list[str] = field(default_factory=list)
+    kind: str = "job"
+
+    @property
+    def shown(self) -> str:
+        """How a line names it: a job by its name, the others by kind and name."""
+        return self.name if self.kind == "job" else f"{self.kind}/{self.name}"
 
 
-def normal_form(definition: dict[str, Any]) -> dict[str, Any] | None:
-    """The definition as the API would store it (defaults filled in, secrets masked); None when
-    the model refuses it (the API will say why)."""
-    from pydantic import ValidationError
+def normal_form(definition: dict[str, Any], kind: str = "job") -> dict[str, Any] | None:
+    """The definition as the API would store it (defaults filled in, secrets masked, empty lists
+    as absent); None when the model refuses it (the API will say why)."""
+    from pydantic import BaseModel, ValidationError
 
+    from scheduler.schema.alert_rules import AlertRuleSetSpec
+    from scheduler.schema.calendars import CalendarDefinition
     from scheduler.schema.models import JobSpec
-    from scheduler.secrets import mask_target_secrets
 
-    masked = dict(definition)
+    masked = {k: v for k, v in definition.items() if kind == "job" or k != "name"}
     if isinstance(masked.get("target"), dict):
         masked["target"] = mask_target_secrets(masked["target"])
+    if isinstance(masked.get("alerts"), list):
+        masked["alerts"] = [
+            {**rule, "target": mask_target_secrets(rule["target"])}
+            if isinstance(rule, dict) and isinstance(rule.get("target"), dict)
+            else rule
+            for rule in masked["alerts"]
+        ]
+    models: dict[str, type[BaseModel]] = {
+        "job": JobSpec,
+        "calendar": CalendarDefinition,
+        "alert_rules": AlertRuleSetSpec,
+    }
+    model = models[kind]
     try:
-        return JobSpec.model_validate(masked).model_dump(mode="python")
+        dumped = model.model_validate(masked).model_dump(mode="python")
     except (ValidationError, ValueError, TypeError):
         return None
+    if kind == "job":
+        return dumped
+    return {k: v for k, v in dumped.items() if k != "name" and v is not None and v != []}
 
 
 def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -81,40 +117,48 @@ def differences(wanted: dict[str, Any] | None, stored: dict[str, Any] | None) ->
 
 
 def plan(resolved: list[Resolved], stored: dict[str, dict[str, Any]], *, resend_secrets: bool) -> list[Step]:
-    """One step per document: create what is absent, update what differs."""
+    """One step per document: create what is absent, update what differs. ``stored``: each
+    kind's objects by name, as answered."""
     steps = []
     for item in resolved:
-        job = stored.get(item.document.name)
-        if job is None:
+        kind, name = item.document.kind, item.document.name
+        current = stored.get(kind, {}).get(name)
+        if current is None:
             if item.unset_secrets:
                 raise UsageError(
-                    f"{item.document.source}: a new job needs its secrets: set {', '.join(item.unset_secrets)}"
+                    f"{item.document.source}: a new {item.document.noun} needs its secrets: "
+                    f"set {', '.join(item.unset_secrets)}"
                 )
-            steps.append(Step("create", item.document.name, definition=item.definition))
+            steps.append(Step("create", name, definition=item.definition, kind=kind))
             continue
-        current = {k: v for k, v in job.items() if k not in READ_ONLY_FIELDS}
-        changes = differences(normal_form(item.definition), normal_form(current))
+        kept = {k: v for k, v in current.items() if k not in READ_ONLY_FIELDS}
+        changes = differences(normal_form(item.definition, kind), normal_form(kept, kind))
         sent_secrets = resend_secrets and _has_secret(item.definition)
         if sent_secrets and not changes:
             changes = ["(secrets sent again: --resend-secrets)"]
+        key = current["id"] if kind == "job" else name
         action = "update" if changes else "unchanged"
-        steps.append(Step(action, item.document.name, job["id"], job.get("version"), item.definition, changes))
+        steps.append(Step(action, name, key, current.get("version"), item.definition, changes, kind))
     return steps
 
 
 def _has_secret(definition: dict[str, Any]) -> bool:
+    """Whether a resolved definition carries a secret's value (a job's target's, or an alert
+    rule's), rather than only ``***``."""
     from scheduler.core.constants import SECRET_MASK
     from scheduler.secrets import map_secrets
 
     found: list[str] = []
-    target = definition.get("target")
-    if isinstance(target, dict):
 
-        def collect(field: str, value: str, kind: str) -> str:
-            found.append(value)
-            return value
+    def collect(field: str, value: str, kind: str) -> str:
+        found.append(value)
+        return value
 
-        map_secrets(target, collect)
+    targets = [definition.get("target")]
+    targets += [rule.get("target") for rule in definition.get("alerts") or [] if isinstance(rule, dict)]
+    for target in targets:
+        if isinstance(target, dict):
+            map_secrets(target, collect)
     return any(value != SECRET_MASK for value in found)
 
 
@@ -127,6 +171,44 @@ def prune_steps(client: Any, selector: str, keep: set[str]) -> list[Step]:
     return [Step("delete", job["name"], job["id"]) for job in selected if job["name"] not in keep]
 
 
+# Where each kind's objects are listed, created and replaced (with If-Match of the version read).
+_LISTINGS: dict[str, Callable[[Any], Iterator[dict[str, Any]]]] = {
+    "job": lambda client: client.iter_job_pages(limit=200),
+    "calendar": lambda client: client.iter_calendar_pages(limit=200),
+    "alert_rules": lambda client: client.iter_alert_rule_pages(limit=200),
+}
+_PAGE_ITEMS = {"job": "jobs", "calendar": "calendars", "alert_rules": "alert_rules"}
+_APPLY_ORDER = {"calendar": 0, "alert_rules": 1, "job": 2}
+
+
+def stored_objects(client: Any, kinds: set[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Each kind's objects by name, listed once (only the kinds the files hold)."""
+    return {
+        kind: {item["name"]: item for page in _LISTINGS[kind](client) for item in page.get(_PAGE_ITEMS[kind]) or []}
+        for kind in KINDS
+        if kind in kinds
+    }
+
+
+def _write(client: Any, step: Step) -> None:
+    definition = step.definition or {}
+    if step.kind == "job":
+        if step.action == "create":
+            step.key = client.create_job(definition)["id"]
+        elif step.action == "update":
+            client.replace_job(step.key, definition, if_match=step.version)
+        else:
+            client.delete_job(step.key)
+    elif step.kind == "calendar":
+        if step.action == "create":
+            client.create_calendar(definition)
+        else:
+            client.replace_calendar(step.name, definition, if_match=step.version)
+    else:  # a rule set: a PUT creates it; with If-Match it only replaces the version read
+        version = step.version if step.action == "update" else None
+        client.put_alert_rule(step.name, definition.get("tag"), definition.get("alerts") or [], if_match=version)
+
+
 _VERBS = {"create": ("+", "created"), "update": ("~", "updated"), "delete": ("-", "deleted")}
 
 
@@ -137,13 +219,8 @@ def carry_out(client: Any, steps: list[Step], *, dry_run: bool, say: Callable[[s
             continue
         mark, done = _VERBS[step.action]
         if not dry_run:
-            if step.action == "create":
-                step.job_id = client.create_job(step.definition)["id"]
-            elif step.action == "update":
-                client.replace_job(step.job_id, step.definition, if_match=step.version)
-            else:
-                client.delete_job(step.job_id)
-        say(f"{mark} {step.name} ({'would be ' + done if dry_run else done})")
+            _write(client, step)
+        say(f"{mark} {step.shown} ({'would be ' + done if dry_run else done})")
         for change in step.changes:
             say(f"    {change}")
 
@@ -168,10 +245,12 @@ def apply(args: argparse.Namespace, client: Any) -> int:
     for item in resolved:
         for secret in item.unset_secrets:
             print(f"{item.document.source}: {secret} is not set: the stored secret is kept", file=sys.stderr)
-    stored = {job["name"]: job for page in client.iter_job_pages(limit=200) for job in page.get("jobs") or []}
+    # Calendars and rule sets first: a job may name a calendar the same files create.
+    resolved.sort(key=lambda item: _APPLY_ORDER[item.document.kind])
+    stored = stored_objects(client, {item.document.kind for item in resolved} | {"job"})
     steps = plan(resolved, stored, resend_secrets=args.resend_secrets)
     if args.prune:
-        steps += prune_steps(client, args.selector, {d.name for d in documents})
+        steps += prune_steps(client, args.selector, {d.name for d in documents if d.kind == "job"})
     table = args.output == "table"
     carry_out(client, steps, dry_run=args.dry_run, say=print if table else (lambda line: None))
     if table:
@@ -179,21 +258,39 @@ def apply(args: argparse.Namespace, client: Any) -> int:
     else:
         result: dict[str, Any] = {"dry_run": args.dry_run}
         for action in ("create", "update", "delete", "unchanged"):
-            result[_VERBS[action][1] if action in _VERBS else action] = [s.name for s in steps if s.action == action]
+            result[_VERBS[action][1] if action in _VERBS else action] = [s.shown for s in steps if s.action == action]
         print_data(args.output, result)
     return EXIT_OK
 
 
 @client_command
 def export(args: argparse.Namespace, client: Any) -> int:
-    """``scheduler export``: the jobs as a YAML stream (JSON with ``-o json``)."""
-    filters = {"tag": args.tag, "state": args.state, "name_prefix": args.name_prefix, "limit": 200}
-    jobs = [job for page in client.iter_job_pages(**filters) for job in page.get("jobs") or []]
-    documents, references = [], []
-    for job in jobs:
-        document, names = exported(job)
-        documents.append(document)
-        references += names
+    """``scheduler export``: calendars, alert rule sets and jobs as a YAML stream (JSON with
+    ``-o json``), in the order apply needs them. A job filter keeps the calendars its jobs name,
+    ``--tag`` the rule sets of that tag."""
+    kinds = set(args.kinds or KINDS)
+    filters = {"tag": args.tag, "state": args.state, "name_prefix": args.name_prefix}
+    filtered = any(value is not None for value in filters.values())
+    jobs = []
+    if "job" in kinds or ("calendar" in kinds and filtered):
+        jobs = [job for page in client.iter_job_pages(**filters, limit=200) for job in page.get("jobs") or []]
+    documents: list[dict[str, Any]] = []
+    references: list[str] = []
+    if "calendar" in kinds:
+        named = {name for job in jobs for name in job.get("exclude_calendars") or []}
+        calendars = stored_objects(client, {"calendar"})["calendar"].values()
+        documents += [exported_calendar(c) for c in calendars if not filtered or c["name"] in named]
+    if "alert_rules" in kinds and (args.tag is not None or not filtered):
+        for rule_set in stored_objects(client, {"alert_rules"})["alert_rules"].values():
+            if args.tag is None or rule_set.get("tag") == args.tag:
+                document, names = exported_alert_rules(rule_set)
+                documents.append(document)
+                references += names
+    if "job" in kinds:
+        for job in jobs:
+            document, names = exported(job)
+            documents.append(document)
+            references += names
     if args.output == "json":
         print(json.dumps(documents, indent=2, ensure_ascii=False))
     else:
@@ -208,7 +305,9 @@ def export(args: argparse.Namespace, client: Any) -> int:
 
 def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> None:
     """``scheduler apply`` and ``scheduler export``."""
-    parser = subparser(sub, "apply", "make your jobs what job files say, matched by name")
+    parser = subparser(
+        sub, "apply", "make your jobs, calendars and alert rule sets what job files say, matched by name"
+    )
     parser.add_argument(
         "-f",
         "--file",
@@ -230,8 +329,20 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     )
     parser.set_defaults(func=apply)
 
-    parser = subparser(sub, "export", "print your jobs as job files (a YAML stream) that apply takes back")
-    parser.add_argument("--tag", help="only jobs with this tag")
+    parser = subparser(
+        sub,
+        "export",
+        "print your calendars, alert rule sets and jobs as job files (a YAML stream) that apply takes back",
+    )
+    parser.add_argument("--tag", help="only jobs with this tag (and the rule sets of this tag)")
     parser.add_argument("--state", choices=JOB_STATES, help="only jobs in this state")
     parser.add_argument("--name-prefix", metavar="PREFIX", help="only jobs whose name starts so")
+    parser.add_argument(
+        "--kind",
+        dest="kinds",
+        action="append",
+        choices=tuple(KINDS),
+        help="only this kind of document (repeatable; default all: calendar, alert_rules, job). With a job "
+        "filter, the calendars are those the jobs name",
+    )
     parser.set_defaults(func=export)

@@ -1,11 +1,14 @@
 """Job files for ``scheduler apply`` and ``scheduler export``: YAML streams (documents separated
 by ``---``) or JSON, read from files and folders; ``${NAME}`` references to the environment;
-secrets only as references, never as values; and the normal form two definitions are compared in.
+secrets only as references, never as values.
+
+A document is a job, or, with ``kind: calendar`` or ``kind: alert_rules``, a calendar or an alert
+rule set (the API's objects, with their ``name``); ``kind: job`` may be written, and is the default.
 
 A secret's place (``target.auth.password``, ``token``, a header auth's ``value``, the password of
-an AMQP URL) holds ``${NAME}``, or ``***`` (keep the stored secret). A literal secret is refused:
-files are committed and shared, and the API never answers a secret back, so an ``export`` could
-not write one anyway.
+an AMQP URL, in a job's target and in every alert rule's target) holds ``${NAME}``, or ``***``
+(keep the stored secret). A literal secret is refused: files are committed and shared, and the
+API never answers a secret back, so an ``export`` could not write one anyway.
 """
 
 from __future__ import annotations
@@ -51,16 +54,27 @@ FIELD_ORDER = (
 )
 
 
+# The kinds of document, each with the noun its messages use.
+KINDS = {"job": "job", "calendar": "calendar", "alert_rules": "alert rule set"}
+
+
 @dataclass
 class Document:
-    """One job of the files: its definition as written and where it was read (``jobs.yaml#2``)."""
+    """One document of the files: its kind, its definition as written (without ``kind``) and
+    where it was read (``jobs.yaml#2``)."""
 
     source: str
     definition: dict[str, Any]
+    kind: str = "job"
 
     @property
     def name(self) -> str:
         return str(self.definition.get("name"))
+
+    @property
+    def noun(self) -> str:
+        """``job``, ``calendar`` or ``alert rule set``."""
+        return KINDS[self.kind]
 
 
 def _files(path: str) -> list[Path]:
@@ -94,7 +108,8 @@ def _parse(text: str, source: str) -> list[Any]:
 
 
 def read_documents(paths: list[str]) -> list[Document]:
-    """Every job of the files and folders (``-`` is standard input), in order; names unique."""
+    """Every document of the files and folders (``-`` is standard input), in order; names
+    unique within a kind."""
     documents: list[Document] = []
     for path in paths:
         sources = [("<stdin>", sys.stdin.read())] if path == "-" else [(str(p), _read(p)) for p in _files(path)]
@@ -105,14 +120,19 @@ def read_documents(paths: list[str]) -> list[Document]:
                 where = f"{source}#{number}"
                 if not isinstance(data, dict):
                     raise UsageError(f"{where}: a job must be a mapping, not {type(data).__name__}")
+                kind = data.get("kind", "job")
+                if kind not in KINDS:
+                    raise UsageError(f"{where}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
                 if not isinstance(data.get("name"), str) or not data["name"]:
-                    raise UsageError(f"{where}: a job needs its name (apply matches jobs by name)")
-                documents.append(Document(where, {k: v for k, v in data.items() if k not in READ_ONLY_FIELDS}))
-    seen: dict[str, str] = {}
+                    raise UsageError(f"{where}: a {KINDS[kind]} needs its name (apply matches by name)")
+                definition = {k: v for k, v in data.items() if k != "kind" and k not in READ_ONLY_FIELDS}
+                documents.append(Document(where, definition, kind))
+    seen: dict[tuple[str, str], str] = {}
     for document in documents:
-        if document.name in seen:
-            raise UsageError(f"{document.source}: the job {document.name!r} is also defined in {seen[document.name]}")
-        seen[document.name] = document.source
+        key = (document.kind, document.name)
+        if key in seen:
+            raise UsageError(f"{document.source}: the {document.noun} {document.name!r} is also defined in {seen[key]}")
+        seen[key] = document.source
     return documents
 
 
@@ -157,35 +177,60 @@ class Resolved:
 def resolve(document: Document) -> Resolved:
     """Check the secrets of a document (references only) and expand every reference."""
     definition = dict(document.definition)
-    target = definition.get("target")
     unset: list[str] = []
-    if isinstance(target, dict) and not target.get("type"):  # as jobs create -f: http, or amqp by its fields
-        target = {**target, "type": "amqp" if {"exchange", "routing_key"} & set(target) else "http"}
-    if isinstance(target, dict):
-
-        def secret(field: str, value: str, kind: str) -> str:
-            if value == SECRET_MASK or (kind == "url_password" and value in ("***", "%2A%2A%2A")):
-                return value
-            if not _WHOLE_REFERENCE.match(value):
-                raise UsageError(
-                    f"{document.source}: {field}: a literal secret in a job file; write a reference such as "
-                    f"${{{reference_name(document.name, field)}}} and set it in the environment"
-                )
-            name = value[2:-1]
-            if name not in os.environ:
-                unset.append(f"{field} (${{{name}}})")
-                return SECRET_MASK
-            return os.environ[name]
-
-        definition["target"] = map_secrets(target, secret)
-    rest = {k: v for k, v in definition.items() if k != "target"}
-    expanded = _expand(rest, document.source, "")
-    if isinstance(definition.get("target"), dict):
-        expanded["target"] = _expand_outside_secrets(definition["target"], document.source)
+    target = definition.get("target")
+    if document.kind == "job" and isinstance(target, dict) and not target.get("type"):
+        # as jobs create -f: http, or amqp by its fields
+        definition["target"] = {**target, "type": "amqp" if {"exchange", "routing_key"} & set(target) else "http"}
+    expanded = _expand({k: v for k, v in definition.items() if k not in ("target", "alerts")}, document.source, "")
+    if "target" in definition:
+        expanded["target"] = _resolved_target(document, definition["target"], "", unset)
+    if "alerts" in definition:
+        alerts = definition["alerts"]
+        expanded["alerts"] = (
+            [_resolved_rule(document, rule, f"alerts.{i}", unset) for i, rule in enumerate(alerts)]
+            if isinstance(alerts, list)
+            else alerts  # not a list: the API says what is wrong with it
+        )
     return Resolved(document, {k: expanded[k] for k in definition}, unset)
 
 
-def _expand_outside_secrets(target: dict[str, Any], where: str) -> dict[str, Any]:
+def _resolved_rule(document: Document, rule: Any, field: str, unset: list[str]) -> Any:
+    """An alert rule with its target's secrets resolved and its references expanded."""
+    if not isinstance(rule, dict):
+        return rule
+    resolved = _expand({k: v for k, v in rule.items() if k != "target"}, document.source, field)
+    if "target" in rule:
+        resolved["target"] = _resolved_target(document, rule["target"], f"{field}.", unset)
+    return {k: resolved[k] for k in rule}
+
+
+def _resolved_target(document: Document, target: Any, prefix: str, unset: list[str]) -> Any:
+    """A target (a job's, or an alert rule's: ``prefix`` ``alerts.N.``) with each secret's
+    reference replaced by the environment's value (``***``, keeping the stored secret, when it
+    is unset: noted in ``unset``), then the references of its other fields expanded."""
+    if not isinstance(target, dict):
+        return _expand(target, document.source, f"{prefix}target")
+
+    def secret(field: str, value: str, kind: str) -> str:
+        field = prefix + field
+        if value == SECRET_MASK or (kind == "url_password" and value in ("***", "%2A%2A%2A")):
+            return value
+        if not _WHOLE_REFERENCE.match(value):
+            raise UsageError(
+                f"{document.source}: {field}: a literal secret in a job file; write a reference such as "
+                f"${{{reference_name(document.name, field, document.kind)}}} and set it in the environment"
+            )
+        name = value[2:-1]
+        if name not in os.environ:
+            unset.append(f"{field} (${{{name}}})")
+            return SECRET_MASK
+        return os.environ[name]
+
+    return _expand_outside_secrets(map_secrets(target, secret), document.source, f"{prefix}target")
+
+
+def _expand_outside_secrets(target: dict[str, Any], where: str, field: str) -> dict[str, Any]:
     """References of a target's other fields (its secrets were resolved already)."""
     secrets: dict[str, str] = {}
 
@@ -194,7 +239,7 @@ def _expand_outside_secrets(target: dict[str, Any], where: str) -> dict[str, Any
         return f"\0SECRET{len(secrets)}\0"
 
     held = map_secrets(target, hold)
-    expanded = _expand(held, where, "target")
+    expanded = _expand(held, where, field)
 
     def put_back(field: str, value: str, kind: str) -> str:
         return secrets[field]
@@ -202,11 +247,22 @@ def _expand_outside_secrets(target: dict[str, Any], where: str) -> dict[str, Any
     return map_secrets(expanded, put_back)
 
 
-def reference_name(job: str, field: str) -> str:
-    """The environment variable an export names for a secret: ``NIGHTLY_REPORT_TOKEN``."""
-    base = re.sub(r"[^A-Za-z0-9]+", "_", job).strip("_").upper() or "JOB"
+_ALERT_FIELD = re.compile(r"^alerts\.(\d+)\.(target\..*)$")
+
+
+def reference_name(name: str, field: str, kind: str = "job") -> str:
+    """The environment variable an export names for a secret: ``NIGHTLY_REPORT_TOKEN`` for a
+    job's target, ``NIGHTLY_REPORT_ALERT1_TOKEN`` for its first alert rule's, and
+    ``BILLING_TEAM_RULES_ALERT1_TOKEN`` for a rule set's."""
+    base = re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_").upper() or "JOB"
     if base[0].isdigit():
         base = "JOB_" + base
+    if kind == "alert_rules":
+        base += "_RULES"
+    alert = _ALERT_FIELD.match(field)
+    if alert:
+        base += f"_ALERT{int(alert.group(1)) + 1}"
+        field = alert.group(2)
     suffix = {"target.url": "BROKER_PASSWORD", "target.auth.value": "HEADER_VALUE"}.get(
         field, field.rsplit(".", 1)[-1].upper()
     )
@@ -220,18 +276,49 @@ def exported(job: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     definition = {k: v for k, v in job.items() if k not in READ_ONLY_FIELDS and v is not None}
     target = definition.get("target")
     if isinstance(target, dict):
-
-        def reference(field: str, value: str, kind: str) -> str:
-            name = reference_name(str(job.get("name")), field)
-            names.append(name)
-            return f"${{{name}}}"
-
-        masked = map_secrets(target, reference) or {}
+        masked = _referenced(target, str(job.get("name")), "", "job", names)
         definition["target"] = {"type": masked.get("type"), **masked}
+    if isinstance(definition.get("alerts"), list):
+        definition["alerts"] = _referenced_alerts(definition["alerts"], str(job.get("name")), "job", names)
     definition = _clean(definition)
     ordered = {key: definition[key] for key in FIELD_ORDER if key in definition}
     ordered.update({k: v for k, v in definition.items() if k not in ordered})
     return ordered, names
+
+
+def exported_calendar(calendar: dict[str, Any]) -> dict[str, Any]:
+    """A calendar answer as a document (``kind: calendar``): its definition, nothing empty."""
+    kept = {k: v for k, v in calendar.items() if k not in READ_ONLY_FIELDS}
+    return {"kind": "calendar", **_clean(kept)}
+
+
+def exported_alert_rules(rule_set: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """An alert rule set answer as a document (``kind: alert_rules``), each secret a reference;
+    and the names used."""
+    names: list[str] = []
+    alerts = _referenced_alerts(rule_set.get("alerts") or [], str(rule_set.get("name")), "alert_rules", names)
+    document = {"kind": "alert_rules", "name": rule_set.get("name"), "tag": rule_set.get("tag"), "alerts": alerts}
+    return _clean(document), names
+
+
+def _referenced(target: dict[str, Any], owner_name: str, prefix: str, kind: str, names: list[str]) -> dict[str, Any]:
+    """A target as answered (secrets ``***``) with each secret a ``${NAME}`` reference."""
+
+    def reference(field: str, value: str, secret_kind: str) -> str:
+        name = reference_name(owner_name, prefix + field, kind)
+        names.append(name)
+        return f"${{{name}}}"
+
+    return map_secrets(target, reference) or {}
+
+
+def _referenced_alerts(alerts: list[Any], owner_name: str, kind: str, names: list[str]) -> list[Any]:
+    return [
+        {**rule, "target": _referenced(rule["target"], owner_name, f"alerts.{i}.", kind, names)}
+        if isinstance(rule, dict) and isinstance(rule.get("target"), dict)
+        else rule
+        for i, rule in enumerate(alerts)
+    ]
 
 
 def _clean(value: Any) -> Any:

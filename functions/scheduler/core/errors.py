@@ -52,11 +52,14 @@ class CalendarInUse(SchedulerError):
 
 
 class VersionMismatch(SchedulerError, ValueError):
-    """The job's version is not the one the caller expected (If-Match)."""
+    """A job's, calendar's or alert rule set's version is not the one the caller expected
+    (If-Match): ``current`` is its version now, None when it no longer exists (a rule set, which
+    a PUT would otherwise create)."""
 
-    def __init__(self, current: int):
-        super().__init__(f"the job is at version {current}")
+    def __init__(self, current: int | None, what: str = "job"):
+        super().__init__(f"the {what} is at version {current}" if current is not None else f"the {what} does not exist")
         self.current = current
+        self.what = what
 
 
 class EditConflict(SchedulerError):

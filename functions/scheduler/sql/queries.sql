@@ -628,9 +628,12 @@ ORDER BY name
 LIMIT %(limit)s;
 
 -- name: replace_calendar
+-- With an expected version (If-Match), only that version is replaced; the caller tells an absent
+-- calendar from a changed one by reading it again.
 UPDATE calendars
 SET timezone = %(timezone)s, definition = %(definition)s, version = version + 1, updated_at = now()
 WHERE owner = %(owner)s AND name = %(name)s
+  AND (%(expected_version)s::integer IS NULL OR version = %(expected_version)s::integer)
 RETURNING *;
 
 -- name: lock_calendar
@@ -990,6 +993,14 @@ VALUES (%(owner)s, %(name)s, %(tag)s, %(alerts)s)
 ON CONFLICT (owner, name) DO UPDATE
 SET tag = EXCLUDED.tag, alerts = EXCLUDED.alerts, version = alert_rules.version + 1, updated_at = now()
 RETURNING *, (xmax = 0) AS created;
+
+-- name: replace_alert_rule
+-- A rule set replaced only at the version expected (If-Match): never created. No row: absent or
+-- changed, which the caller tells apart by reading it again.
+UPDATE alert_rules
+SET tag = %(tag)s, alerts = %(alerts)s, version = version + 1, updated_at = now()
+WHERE owner = %(owner)s AND name = %(name)s AND version = %(expected_version)s::integer
+RETURNING *, false AS created;
 
 -- name: get_alert_rule
 SELECT * FROM alert_rules WHERE owner = %(owner)s AND name = %(name)s;

@@ -10,7 +10,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from scheduler.core.alerts import AlertRuleRecord
-from scheduler.core.errors import AlertRuleNotFound
+from scheduler.core.errors import AlertRuleNotFound, VersionMismatch
 from scheduler.sql import QUERIES
 from scheduler.store.rows import retry_on_dead_connection
 
@@ -22,12 +22,32 @@ class AlertRuleTables:
 
     @retry_on_dead_connection
     def put_alert_rule(
-        self, owner: str, name: str, tag: str, alerts: Sequence[Mapping[str, Any]]
+        self,
+        owner: str,
+        name: str,
+        tag: str,
+        alerts: Sequence[Mapping[str, Any]],
+        expected_version: int | None = None,
     ) -> tuple[AlertRuleRecord, bool]:
-        """Create or replace a rule set (version + 1): the record, and whether it was created."""
-        params = {"owner": owner, "name": name, "tag": tag, "alerts": Jsonb([dict(rule) for rule in alerts])}
+        """Create or replace a rule set (version + 1): the record, and whether it was created.
+        With ``expected_version`` (If-Match), only replace that version: ``VersionMismatch``
+        naming the current one, or None when there is no set to replace (never created)."""
+        params = {
+            "owner": owner,
+            "name": name,
+            "tag": tag,
+            "alerts": Jsonb([dict(rule) for rule in alerts]),
+            "expected_version": expected_version,
+        }
+        query = QUERIES["put_alert_rule" if expected_version is None else "replace_alert_rule"]
         with self.pool.connection() as conn:
-            row = conn.execute(QUERIES["put_alert_rule"], params).fetchone()
+            row = conn.execute(query, params).fetchone()
+        if row is None:
+            try:
+                current: int | None = self.get_alert_rule(owner, name).version
+            except AlertRuleNotFound:
+                current = None
+            raise VersionMismatch(current, "alert rule set")
         return AlertRuleRecord.from_row(row), bool(row["created"])
 
     @retry_on_dead_connection

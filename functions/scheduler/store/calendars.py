@@ -11,7 +11,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from scheduler.core.domain import CalendarRecord
-from scheduler.core.errors import CalendarInUse, CalendarNameTaken, CalendarNotFound, ScheduleError
+from scheduler.core.errors import CalendarInUse, CalendarNameTaken, CalendarNotFound, ScheduleError, VersionMismatch
 from scheduler.sql import QUERIES
 from scheduler.store.rows import retry_on_dead_connection
 
@@ -67,12 +67,29 @@ class CalendarTables:
             return [CalendarRecord.from_row(row) for row in conn.execute(QUERIES["list_calendars"], params)]
 
     @retry_on_dead_connection
-    def replace_calendar(self, owner: str, name: str, timezone: str, definition: Mapping[str, Any]) -> CalendarRecord:
-        """Replace a calendar's zone and definition, version + 1 (``CalendarNotFound``)."""
-        params = {"owner": owner, "name": name, "timezone": timezone, "definition": Jsonb(dict(definition))}
+    def replace_calendar(
+        self,
+        owner: str,
+        name: str,
+        timezone: str,
+        definition: Mapping[str, Any],
+        expected_version: int | None = None,
+    ) -> CalendarRecord:
+        """Replace a calendar's zone and definition, version + 1 (``CalendarNotFound``); with
+        ``expected_version`` (If-Match), only that version (``VersionMismatch`` naming the
+        current one)."""
+        params = {
+            "owner": owner,
+            "name": name,
+            "timezone": timezone,
+            "definition": Jsonb(dict(definition)),
+            "expected_version": expected_version,
+        }
         with self.pool.connection() as conn:
             row = conn.execute(QUERIES["replace_calendar"], params).fetchone()
         if row is None:
+            if expected_version is not None:  # absent, or at another version: which one
+                raise VersionMismatch(self.get_calendar(owner, name).version, "calendar")
             raise CalendarNotFound(name)
         return CalendarRecord.from_row(row)
 

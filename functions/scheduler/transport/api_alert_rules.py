@@ -25,9 +25,13 @@ class AlertRuleCalls:
     def _alert_rule_path(name: str) -> str:
         return f"{PATH}/{quote(name, safe='')}"
 
-    def put_alert_rule(self, name: str, tag: str, alerts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        """``PUT /v1/alert-rules/{name}``: create or replace the rule set; the rule set."""
-        return self.request("PUT", self._alert_rule_path(name), body={"tag": tag, "alerts": list(alerts)})
+    def put_alert_rule(
+        self, name: str, tag: str, alerts: Sequence[Mapping[str, Any]], *, if_match: str | int | None = None
+    ) -> dict[str, Any]:
+        """``PUT /v1/alert-rules/{name}``: create or replace the rule set; the rule set. With
+        ``if_match`` (a version), only replace that version (412 otherwise; nothing is created)."""
+        body = {"tag": tag, "alerts": list(alerts)}
+        return self.request("PUT", self._alert_rule_path(name), body=body, headers=api_wire.if_match(if_match))
 
     def list_alert_rules(self, *, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
         """``GET /v1/alert-rules``: one page, ``{"alert_rules": [...], "next_cursor": ...}``."""
