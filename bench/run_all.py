@@ -839,8 +839,13 @@ _PLANNING_CASES = {
     "two_expressions_and_spread": "two expressions and a stable spread",
     "two_expressions_random_spread": "two expressions and a random spread",
     "one_expression": "one expression, no spread (most jobs)",
-    "burst_one_expression_many_creations": "a burst of 10,000 such jobs, created apart",
+    "burst_one_expression_many_creations": "a burst of {jobs:,} such jobs, created apart",
 }
+
+
+def _planning_label(name: str, case: dict[str, Any]) -> str:
+    """A case's words, the burst's with the number of jobs it ran (fewer with ``--quick``)."""
+    return _PLANNING_CASES[name].format(jobs=case.get("jobs", 10_000))
 
 
 def plot_planning_next(data: dict[str, Any], path: Path) -> None:
@@ -848,7 +853,7 @@ def plot_planning_next(data: dict[str, Any], path: Path) -> None:
     cases = [name for name in _PLANNING_CASES if name in data["cases"]]
     fig, ax = plt.subplots(figsize=(8, 3.4))
     values = [data["cases"][name]["us_per_plan"] for name in cases]
-    bars = ax.barh([_PLANNING_CASES[name] for name in cases], values)
+    bars = ax.barh([_planning_label(name, data["cases"][name]) for name in cases], values)
     for bar, value in zip(bars, values):
         ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {value:.1f}", va="center")
     ax.axvline(data["target_us"], color="grey", linestyle="--", label=f"target {data['target_us']:.0f} us")
@@ -891,9 +896,9 @@ def planning_next_section(pn: dict[str, Any]) -> list[str]:
         "| job | us per planning |",
         "|---|---|",
     ]
-    for name, label in _PLANNING_CASES.items():
+    for name in _PLANNING_CASES:
         if name in pn["cases"]:
-            out.append(f"| {label} | {pn['cases'][name]['us_per_plan']:.1f} |")
+            out.append(f"| {_planning_label(name, pn['cases'][name])} | {pn['cases'][name]['us_per_plan']:.1f} |")
     out.append("")
     return out
 

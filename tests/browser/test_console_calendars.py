@@ -120,3 +120,34 @@ def test_calendars_page_and_the_job_forms_calendar_fields(browser, api):
     expect(skipped.first).to_contain_text(re.compile(r"\d+ occurrences? skipped: calendar"))
     _shoot(page, "job-skipped-calendar")
     assert problems == []
+
+
+def test_a_calendar_changed_elsewhere_while_edited_is_not_overwritten(browser, api):
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on(
+        "console",
+        lambda msg: msg.type == "error" and "status of 412" not in msg.text and problems.append(msg.text),
+    )
+    api.post("/v1/calendars", {"name": "shop", "timezone": "UTC", "dates": ["2026-12-24"]})
+    page.goto(api.url + "/console/#/calendars/shop")
+    expect(page.locator("textarea[name=dates]")).to_have_value("2026-12-24")
+    # Someone else replaces it while the form is open (version 2).
+    other = requests.put(f"{api.url}/v1/calendars/shop", json={"dates": ["2026-12-31"]}, timeout=10)
+    assert other.status_code == 200 and other.json()["version"] == 2
+    page.fill("textarea[name=dates]", "2026-12-25")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator(".calendar-form .alert")).to_contain_text("it is at version 2")
+    assert requests.get(f"{api.url}/v1/calendars/shop", timeout=10).json()["dates"] == ["2026-12-31"]
+    # Opened again, it shows the change and saves over version 2.
+    page.goto(api.url + "/console/#/calendars")
+    page.goto(api.url + "/console/#/calendars/shop")
+    expect(page.locator("textarea[name=dates]")).to_have_value("2026-12-31")
+    page.fill("textarea[name=dates]", "2026-12-25")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator(".note")).to_contain_text("version 3")
+    assert problems == []

@@ -31,10 +31,12 @@ function requestBody(v) {
   return body;
 }
 
-// An error the API names (dates.3, ranges.0.end, ics ...) shown at its field.
+// An error the API names (dates.3, ranges.0.end, ics ...) shown at its field; a calendar changed
+// since it was loaded (412, If-Match) above the form.
 function errorsOf(error) {
   const out = {};
   for (const d of (error instanceof ApiError ? error.details : [])) {
+    if (d.field === 'If-Match') { out._ = `${error.message}: open it again to see the change, then edit it.`; continue; }
     const key = String(d.field).split('.')[0];
     out[key] = out[key] ? `${out[key]}; ${d.field}: ${d.message}` : `${d.field}: ${d.message}`;
   }
@@ -80,7 +82,8 @@ export function Calendars({ name }) {
     ev.preventDefault();
     try {
       const saved = current
-        ? await api('PUT', `/calendars/${encodeURIComponent(current.name)}`, requestBody(v))
+        // Only the version loaded is replaced: a change made meanwhile is not overwritten (412).
+        ? await api('PUT', `/calendars/${encodeURIComponent(current.name)}`, requestBody(v), { 'If-Match': String(current.version) })
         : await api('POST', '/calendars', { name: v.name, ...requestBody(v) });
       setErrors({});
       setNote(current ? `Saved ${saved.name} (version ${saved.version}); the jobs that use it were replanned.` : `Created ${saved.name}.`);
