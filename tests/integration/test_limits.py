@@ -5,6 +5,7 @@ released or expired slot free again, the wait recorded on the execution."""
 from __future__ import annotations
 
 import threading
+import uuid
 
 import pytest
 
@@ -117,3 +118,80 @@ def test_a_limited_delivery_waits_for_a_slot_and_says_why(store, pool, target_se
     executor.record(result)
     [execution] = store.list_executions(ALICE, str(job.id))
     assert execution.waited_ms >= 300 and execution.waited_for == "limits of busy (max_in_flight 1)"
+
+
+def test_local_mode_waits_for_slots_without_holding_its_delivery_threads(store, pool, target_server):
+    """Two delivery threads, four jobs on a key held full and one job without limits: the free
+    job is delivered at once while the four wait in the waiting room (not in the threads); once
+    the key frees, each gets its slot, in turn, and its execution says it waited."""
+    from datetime import timedelta
+
+    from scheduler import service
+    from scheduler.runner.dispatch import InProcessDispatch
+    from scheduler.runner.executor import Executor
+    from scheduler.targets.results import TargetPolicy
+    from tests.support import http_spec, poll
+
+    due = store.now() - timedelta(seconds=1)
+    limits = {"key": "held", "max_in_flight": 1}
+    limited = [
+        service.create_job(
+            store,
+            ALICE,
+            {**http_spec(f"held-{i}", None, run_at=due, url=target_server.url + "/held"), "limits": limits},
+        )
+        for i in range(4)
+    ]
+    free = service.create_job(store, ALICE, http_spec("free", None, run_at=due, url=target_server.url + "/free"))
+    blocker = store.take_target_slot(TargetLimit("held", 1, None), str(uuid.uuid4()), 60)
+    assert blocker is not None
+    dispatch = InProcessDispatch(
+        Executor(store, lambda target: target, TargetPolicy(allow_private=True)), max_workers=2, flush_seconds=0.01
+    )
+    claims = store.claim_and_start(10)
+    assert len(claims) == 5
+    assert dispatch.dispatch(claims) == []
+
+    def status(job) -> str:
+        return store.list_executions(ALICE, str(job.id))[0].status
+
+    poll(lambda: status(free) == "succeeded", what="the job without limits delivered and recorded")
+    assert [status(job) for job in limited] == ["running"] * 4  # waiting, their leases kept
+    assert len(dispatch.waits) == 4
+    assert dispatch.capacity() == 2  # both threads idle: the waits hold places of the room, not threads
+    assert [r["path"] for r in target_server.requests] == ["/free"]
+    store.release_target_slot(str(blocker))
+    dispatch.close()  # returns once every wait had its slot and its delivery was recorded
+    assert [status(job) for job in limited] == ["succeeded"] * 4
+    for job in limited:
+        [execution] = store.list_executions(ALICE, str(job.id))
+        assert execution.waited_ms > 0 and execution.waited_for == "limits of held (max_in_flight 1)"
+    assert [r["path"] for r in target_server.requests] == ["/free"] + ["/held"] * 4
+    assert (
+        store.take_target_slot(TargetLimit("held", 1, None), str(uuid.uuid4()), 60) is not None
+    )  # every slot given back
+
+
+def test_a_full_waiting_room_stops_the_claims(store, pool):
+    """The room holds ``max_waiting`` claims: full, the dispatch has no capacity for more."""
+    from datetime import timedelta
+
+    from scheduler import service
+    from scheduler.runner.dispatch import InProcessDispatch
+    from scheduler.runner.executor import Executor
+    from scheduler.targets.results import TargetPolicy
+    from tests.support import http_spec
+
+    due = store.now() - timedelta(seconds=1)
+    for i in range(3):
+        spec = http_spec(f"w-{i}", None, run_at=due, url="http://127.0.0.1:9/w")
+        service.create_job(store, ALICE, {**spec, "limits": {"key": "full", "max_in_flight": 1}})
+    blocker = store.take_target_slot(TargetLimit("full", 1, None), str(uuid.uuid4()), 60)
+    dispatch = InProcessDispatch(
+        Executor(store, lambda target: target, TargetPolicy(allow_private=True)), max_workers=4, max_waiting=3
+    )
+    dispatch.dispatch(store.claim_and_start(dispatch.capacity()))
+    assert len(dispatch.waits) == 3 and dispatch.capacity() == 0
+    store.release_target_slot(str(blocker))
+    dispatch.close()
+    assert dispatch.capacity() == 3

@@ -25,11 +25,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from scheduler.core.domain import Claim, StartedExecution
+from scheduler.core.domain import Claim, Outcome, StartedExecution
+from scheduler.runner.waiting_room import SlotWaitingRoom
 
 if TYPE_CHECKING:  # the fan-out Lambda does not load the delivery code
     from scheduler.ports import FanoutStore
-    from scheduler.runner.executor import Executor, Finished
+    from scheduler.runner.executor import Executor, Finished, SlotWait
 
 logger = logging.getLogger(__name__)
 
@@ -324,6 +325,11 @@ class InProcessDispatch:
     once and never waits in a queue while its lease runs down. If an outcome cannot be
     recorded (the database is away for longer than the lease), the lease expires and the job is
     delivered again: at least once, never lost.
+
+    A job with ``limits`` whose key is full waits for its slot in a ``SlotWaitingRoom`` (one
+    thread for all of them), not in a delivery thread: a burst on one limited target leaves the
+    threads to the other jobs. Up to ``max_waiting`` claims wait there (default four times
+    ``max_workers``); beyond that the fan-out claims nothing more until one leaves.
     """
 
     claim_mode = CLAIM_AND_START
@@ -336,13 +342,19 @@ class InProcessDispatch:
         flush_seconds: float = 0.005,
         max_batch: int = 200,
         record_retry_seconds: float = 60.0,
+        max_waiting: int | None = None,
     ):
         self.claim_mode = ClaimMode("claim_and_start", executor.lease_margin_seconds)
         self.executor = executor
         self.max_workers = max_workers
+        self.max_waiting = 4 * max_workers if max_waiting is None else max_waiting
         self.record_retry_seconds = record_retry_seconds
         self.pool = CallThreads(max_workers, "executor")
+        self.waits: SlotWaitingRoom[SlotWait] = SlotWaitingRoom(
+            executor.take_slot, executor.keep_waiting, self._start_in_slot, self._end_wait
+        )
         self._running = 0
+        self._waiting = 0
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)  # notified when room_worth_a_claim is free
         self._worth_a_claim = max(1, max_workers // 2)
@@ -352,7 +364,17 @@ class InProcessDispatch:
 
     def capacity(self) -> int:
         with self._lock:
-            return self.max_workers - self._running
+            return self._room_now()
+
+    def _room_now(self) -> int:
+        """Claims it can take now (under the lock): idle threads, and room in the waiting room."""
+        return min(self.max_workers - self._running, self.max_waiting - self._waiting)
+
+    def _freed(self) -> None:
+        """Under the lock, after a thread or a wait's place was freed: wake the fan-out waiting
+        for room."""
+        if self._room_now() >= self._worth_a_claim:
+            self._room.notify_all()
 
     def room_worth_a_claim(self) -> int:
         """Half the threads: a claim taken while the other half still delivers overlaps them, and
@@ -361,13 +383,18 @@ class InProcessDispatch:
 
     def wait_for_room(self, timeout: float) -> None:
         with self._room:
-            self._room.wait_for(lambda: self.max_workers - self._running >= self._worth_a_claim, timeout)
+            self._room.wait_for(lambda: self._room_now() >= self._worth_a_claim, timeout)
 
     def dispatch(self, claims: list[Claim]) -> list[Claim]:
         """Deliver claims taken by ``claim_and_start`` (each already started), one thread each."""
         self.executor.count_lateness(claim.started for claim in claims if claim.started is not None)
         for claim in claims:
             assert claim.started is not None, "claim_and_start starts what it claims"
+            if self.executor.waits_for_slot(claim.started):
+                with self._lock:
+                    self._waiting += 1
+                self.waits.add(self.executor.slot_wait(claim.started, claim.lock_token))
+                continue
             with self._lock:
                 self._running += 1
             try:
@@ -385,8 +412,36 @@ class InProcessDispatch:
         finally:
             with self._lock:
                 self._running -= 1
-                if self.max_workers - self._running == self._worth_a_claim:
-                    self._room.notify_all()
+                self._freed()
+
+    def _start_in_slot(self, wait: SlotWait, token: str) -> None:
+        """A wait that got its slot: delivered by a thread (the waiting room's call)."""
+        with self._lock:
+            self._waiting -= 1
+            self._running += 1
+            self._freed()
+        try:
+            self.pool.submit(self._deliver_in_slot, wait, token)
+        except RuntimeError:  # shut down: the slot's lease and the job's expire; delivered again
+            with self._lock:
+                self._running -= 1
+
+    def _deliver_in_slot(self, wait: SlotWait, token: str) -> None:
+        try:
+            self.outcomes.put(self.executor.deliver_in_slot(wait, token))
+        except Exception:  # a bug, not the target's failure: the lease expires and the job is reclaimed
+            logger.exception("delivery failed", extra={"job_id": wait.job_id})
+        finally:
+            with self._lock:
+                self._running -= 1
+                self._freed()
+
+    def _end_wait(self, wait: SlotWait, outcome: Outcome) -> None:
+        """A wait that cannot go on (its lease taken over): its outcome recorded as a delivery's."""
+        with self._lock:
+            self._waiting -= 1
+            self._freed()
+        self.outcomes.put(self.executor.ended_wait(wait, outcome))
 
     def _record(self, batch: Sequence[Finished]) -> None:
         give_up = time.monotonic() + self.record_retry_seconds
@@ -404,6 +459,8 @@ class InProcessDispatch:
                 time.sleep(0.5)
 
     def close(self) -> None:
-        """Wait for the deliveries under way and record their outcomes."""
+        """Wait for the waits to have their slots and the deliveries under way to end, and
+        record their outcomes."""
+        self.waits.close()
         self.pool.shutdown()
         self.outcomes.close()

@@ -29,6 +29,7 @@ from scheduler.core.errors import SecretError
 from scheduler.core.limits import TargetLimit
 from scheduler.ports import ExecutionStore
 from scheduler.runner.telemetry import Metrics, NullMetrics, count_skips
+from scheduler.runner.waiting_room import SLOT_FIRST_PAUSE, SLOT_MAX_PAUSE
 from scheduler.targets.overrides import apply_overrides
 from scheduler.targets.results import FAILED, Delivery, TargetPolicy
 from scheduler.targets.router import deliver
@@ -39,10 +40,8 @@ logger = logging.getLogger(__name__)
 DEADLINE_RESERVE_SECONDS = 5.0
 # Added to the target's timeout for the lease taken over the delivery.
 LEASE_MARGIN_SECONDS = 30.0
-# A delivery waiting for its target's slot (per-target limits): its first pause between tries, the
-# longest, and the lease it keeps while it waits (extended by that much each half of it).
-SLOT_FIRST_PAUSE = 0.005
-SLOT_MAX_PAUSE = 0.1
+# A delivery waiting for its target's slot (per-target limits): the lease it keeps while it waits
+# (extended by that much each half of it). Its pauses between tries: the waiting room's.
 SLOT_LEASE_SECONDS = 30.0
 # A group's deliveries that end within this long of one another are recorded in one statement.
 RECORD_GATHER_SECONDS = 0.02
@@ -89,6 +88,30 @@ class ExecutionReport:
             "execution_id": self.execution_id,
             "status": self.status,
         }
+
+
+@dataclass(eq=False)  # each wait is itself: the waiting room finds it by identity
+class SlotWait:
+    """A limited delivery waiting for a slot of its target's key: what it waits for, since when,
+    how long its lease is kept, its next pause and how often it was refused."""
+
+    started: StartedExecution
+    lock_token: str
+    limit: TargetLimit
+    timeout: float  # the target's, in seconds
+    began: float  # time.monotonic()
+    kept_until: float  # its lease is extended at this time.monotonic()
+    pause: float = SLOT_FIRST_PAUSE
+    refused: int = 0
+
+    @property
+    def job_id(self) -> str:
+        return str(self.started.job.id)
+
+    @property
+    def key(self) -> str:
+        """The limits' key: the waits of one key take turns."""
+        return self.limit.key
 
 
 @dataclass(frozen=True)
@@ -178,19 +201,27 @@ class Executor:
         """Count the occurrences recorded as skipped (the metric, by reason)."""
         count_skips(self.metrics, skips)
 
-    def deliver(self, started: StartedExecution, lock_token: str) -> Finished:
-        """Deliver a started execution (never raises for the target's sake)."""
-        began = time.monotonic()
-        job_id = str(started.job.id)
+    @staticmethod
+    def _given_up(started: StartedExecution) -> Outcome | None:
+        """The failure of an occurrence whose allowed attempts were all made, the last lost with
+        its runner (a target that kills the executor, say): given up rather than redelivered
+        forever. None for every other delivery."""
         max_attempts = started.job.max_attempts
         if started.trigger != Trigger.MANUAL and started.attempt > max_attempts:
-            # Earlier attempts were lost with their runners (a target that kills the executor,
-            # say): give the occurrence up rather than redeliver it forever.
-            result = Outcome(
+            return Outcome(
                 FAILED,
                 False,
                 error=f"gave up: the {max_attempts} attempt(s) allowed were made and the last was lost with its runner",
             )
+        return None
+
+    def deliver(self, started: StartedExecution, lock_token: str) -> Finished:
+        """Deliver a started execution (never raises for the target's sake)."""
+        began = time.monotonic()
+        job_id = str(started.job.id)
+        given_up = self._given_up(started)
+        if given_up is not None:
+            result = given_up
         elif started.job.limits:
             result = self.deliver_within_limits(started, lock_token)
         else:
@@ -199,40 +230,74 @@ class Executor:
             )
         return Finished(job_id, lock_token, started, result, time.monotonic() - began)
 
-    def deliver_within_limits(self, started: StartedExecution, lock_token: str) -> Outcome:
-        """Deliver a job with ``limits``: take a slot of its key first (across every runner),
-        waiting for one while the key is full and keeping the lease meanwhile; the wait is
-        recorded on the execution (late, and why). Never lost: a delivery that cannot get a slot
-        before its executor's time runs out ends as a retryable failure saying so."""
-        job_id = str(started.job.id)
+    def waits_for_slot(self, started: StartedExecution) -> bool:
+        """Whether delivering a started execution first takes a slot of its target's key (the
+        job has ``limits``, and the occurrence is not given up)."""
+        return bool(started.job.limits) and self._given_up(started) is None
+
+    def slot_wait(self, started: StartedExecution, lock_token: str) -> SlotWait:
+        """A limited delivery's wait for its slot, starting now."""
         limit = TargetLimit.of(started.job.limits, started.job.target)
         assert limit is not None, "a job with limits"
         timeout = float((started.job.target or {}).get("timeout_seconds") or 30)
         began = time.monotonic()
-        kept_until, pause, refused = began + SLOT_LEASE_SECONDS / 2, SLOT_FIRST_PAUSE, 0
-        while True:
-            token = self.store.take_target_slot(limit, job_id, timeout + self.lease_margin_seconds)
-            if token is not None:
-                break
-            refused += 1
-            now = time.monotonic()
-            if self.remaining_seconds is not None and self.remaining_seconds() < timeout + DEADLINE_RESERVE_SECONDS:
-                return Outcome(FAILED, True, error=f"no slot before the executor's time ran out: {limit.describe()}")
-            if now >= kept_until:  # the wait outlasts half the lease: keep it
-                if not self.store.extend_lease(job_id, lock_token, SLOT_LEASE_SECONDS + timeout):
-                    return Outcome(FAILED, True, error=f"the lease was taken over while waiting: {limit.describe()}")
-                kept_until = now + SLOT_LEASE_SECONDS / 2
-            time.sleep(pause * (0.5 + random.random()))
-            pause = min(pause * 2, SLOT_MAX_PAUSE)
-        waited_ms = int((time.monotonic() - began) * 1000)
+        return SlotWait(started, lock_token, limit, timeout, began, began + SLOT_LEASE_SECONDS / 2)
+
+    def take_slot(self, wait: SlotWait) -> str | None:
+        """A slot of the wait's key (its token), held over the target's timeout and the lease
+        margin; None, counted as a refusal, while the key is full."""
+        token = self.store.take_target_slot(wait.limit, wait.job_id, wait.timeout + self.lease_margin_seconds)
+        if token is None:
+            wait.refused += 1
+        return token
+
+    def keep_waiting(self, wait: SlotWait, now: float) -> Outcome | None:
+        """None while the wait may go on (its lease kept once the wait outlasts half of it); else
+        the retryable failure that ends it: the executor's time ran out, or the lease was taken
+        over."""
+        if self.remaining_seconds is not None and self.remaining_seconds() < wait.timeout + DEADLINE_RESERVE_SECONDS:
+            return Outcome(FAILED, True, error=f"no slot before the executor's time ran out: {wait.limit.describe()}")
+        if now >= wait.kept_until:
+            if not self.store.extend_lease(wait.job_id, wait.lock_token, SLOT_LEASE_SECONDS + wait.timeout):
+                return Outcome(FAILED, True, error=f"the lease was taken over while waiting: {wait.limit.describe()}")
+            wait.kept_until = now + SLOT_LEASE_SECONDS / 2
+        return None
+
+    def deliver_in_slot(self, wait: SlotWait, token: str) -> Finished:
+        """Deliver a limited job holding its slot, then give the slot back; a wait that was
+        refused is recorded on the execution (late, and why)."""
+        started = wait.started
         try:
-            if refused:
-                self.store.record_wait(job_id, started.started_at, started.execution_id, waited_ms, limit.describe())
-            return _deliver(
-                started, job_id, self.decrypt_target, self.policy, self.remaining_seconds, _log_fields(started)
+            if wait.refused:
+                waited_ms = int((time.monotonic() - wait.began) * 1000)
+                self.store.record_wait(
+                    wait.job_id, started.started_at, started.execution_id, waited_ms, wait.limit.describe()
+                )
+            result = _deliver(
+                started, wait.job_id, self.decrypt_target, self.policy, self.remaining_seconds, _log_fields(started)
             )
         finally:
             self.store.release_target_slot(token)
+        return self.ended_wait(wait, result)
+
+    def ended_wait(self, wait: SlotWait, result: Outcome) -> Finished:
+        """A wait's delivery as ended, with ``result``."""
+        return Finished(wait.job_id, wait.lock_token, wait.started, result, time.monotonic() - wait.began)
+
+    def deliver_within_limits(self, started: StartedExecution, lock_token: str) -> Outcome:
+        """Deliver a job with ``limits`` in this thread: take a slot of its key first (across
+        every runner), waiting for one while the key is full and keeping the lease meanwhile.
+        Never lost: a delivery that cannot get a slot before its executor's time runs out ends as
+        a retryable failure saying so. (Local mode waits in ``SlotWaitingRoom`` instead, without
+        a thread each.)"""
+        wait = self.slot_wait(started, lock_token)
+        while (token := self.take_slot(wait)) is None:
+            ended = self.keep_waiting(wait, time.monotonic())
+            if ended is not None:
+                return ended
+            time.sleep(wait.pause * (0.5 + random.random()))
+            wait.pause = min(wait.pause * 2, SLOT_MAX_PAUSE)
+        return self.deliver_in_slot(wait, token).result
 
     def record(self, finished: Sequence[Finished]) -> list[ExecutionReport]:
         """Record the outcomes (one statement for all that can take the fast path)."""
