@@ -323,8 +323,9 @@ class ExecutionStore(CompletionStore, Protocol):
         """Give a slot back."""
         ...
 
-    def extend_lease(self, job_id: str, lock_token: str, seconds: float) -> bool:
-        """Keep a started job's lease ``seconds`` more; False when it was taken over."""
+    def extend_leases(self, leases: Sequence[tuple[str, str, float]]) -> set[str]:
+        """Keep started jobs' leases, each ``(job_id, lock_token, seconds)`` that much more: the
+        ids of the jobs whose lease was kept (the others were taken over)."""
         ...
 
     def record_wait(

@@ -195,3 +195,37 @@ def test_a_full_waiting_room_stops_the_claims(store, pool):
     store.release_target_slot(str(blocker))
     dispatch.close()
     assert dispatch.capacity() == 3
+
+
+def test_waiting_deliveries_keep_their_leases_in_one_statement(store, pool):
+    """The leases of the waits past half of theirs are kept together; one taken over meanwhile
+    ends its wait as a retryable failure saying so, and the others go on."""
+    import time
+    from datetime import timedelta
+
+    from scheduler import service
+    from scheduler.runner.executor import SLOT_LEASE_SECONDS, Executor
+    from scheduler.targets.results import TargetPolicy
+    from tests.support import http_spec
+
+    due = store.now() - timedelta(seconds=1)
+    for i in range(3):
+        spec = http_spec(f"k-{i}", None, run_at=due, url="http://127.0.0.1:9/k")
+        service.create_job(store, ALICE, {**spec, "limits": {"key": "kept", "max_in_flight": 1}})
+    executor = Executor(store, lambda target: target, TargetPolicy(allow_private=True))
+    waits = [executor.slot_wait(claim.started, claim.lock_token) for claim in store.claim_and_start(3)]
+    fresh, stale, lost = waits
+    stale.kept_until = lost.kept_until = 0.0  # past half their lease
+    with pool.connection() as conn:  # another runner took the last one over
+        conn.execute("UPDATE job_runs SET lock_token = gen_random_uuid() WHERE job_id = %s", (lost.job_id,))
+        before = conn.execute("SELECT locked_until FROM job_runs WHERE job_id = %s", (stale.job_id,)).fetchone()
+    now = time.monotonic()
+    ended = executor.keep_waiting(waits, now)
+    assert [(wait, outcome.error) for wait, outcome in ended] == [
+        (lost, "the lease was taken over while waiting: limits of kept (max_in_flight 1)")
+    ]
+    assert ended[0][1].retryable
+    assert stale.kept_until == now + SLOT_LEASE_SECONDS / 2 and fresh.kept_until > now  # fresh was not due
+    with pool.connection() as conn:
+        after = conn.execute("SELECT locked_until FROM job_runs WHERE job_id = %s", (stale.job_id,)).fetchone()
+    assert after["locked_until"] >= before["locked_until"]

@@ -328,8 +328,9 @@ class InProcessDispatch:
 
     A job with ``limits`` whose key is full waits for its slot in a ``SlotWaitingRoom`` (one
     thread for all of them), not in a delivery thread: a burst on one limited target leaves the
-    threads to the other jobs. Up to ``max_waiting`` claims wait there (default four times
-    ``max_workers``); beyond that the fan-out claims nothing more until one leaves.
+    threads to the other jobs. Up to ``max_waiting`` claims wait there (default 1,000: their
+    leases are kept in one statement, and only the first wait of a full key asks for a slot);
+    beyond that the fan-out claims nothing more until one leaves.
     """
 
     claim_mode = CLAIM_AND_START
@@ -342,12 +343,12 @@ class InProcessDispatch:
         flush_seconds: float = 0.005,
         max_batch: int = 200,
         record_retry_seconds: float = 60.0,
-        max_waiting: int | None = None,
+        max_waiting: int = 1000,
     ):
         self.claim_mode = ClaimMode("claim_and_start", executor.lease_margin_seconds)
         self.executor = executor
         self.max_workers = max_workers
-        self.max_waiting = 4 * max_workers if max_waiting is None else max_waiting
+        self.max_waiting = max_waiting
         self.record_retry_seconds = record_retry_seconds
         self.pool = CallThreads(max_workers, "executor")
         self.waits: SlotWaitingRoom[SlotWait] = SlotWaitingRoom(
@@ -432,6 +433,7 @@ class InProcessDispatch:
         except Exception:  # a bug, not the target's failure: the lease expires and the job is reclaimed
             logger.exception("delivery failed", extra={"job_id": wait.job_id})
         finally:
+            self.waits.nudge(wait.key)  # its slot is free: the next wait of the key need not back off
             with self._lock:
                 self._running -= 1
                 self._freed()

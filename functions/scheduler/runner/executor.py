@@ -102,7 +102,7 @@ class SlotWait:
     began: float  # time.monotonic()
     kept_until: float  # its lease is extended at this time.monotonic()
     pause: float = SLOT_FIRST_PAUSE
-    refused: int = 0
+    refused: int = 0  # how often its key refused a slot while it waited (to it, or to a wait ahead)
 
     @property
     def job_id(self) -> str:
@@ -245,23 +245,29 @@ class Executor:
 
     def take_slot(self, wait: SlotWait) -> str | None:
         """A slot of the wait's key (its token), held over the target's timeout and the lease
-        margin; None, counted as a refusal, while the key is full."""
-        token = self.store.take_target_slot(wait.limit, wait.job_id, wait.timeout + self.lease_margin_seconds)
-        if token is None:
-            wait.refused += 1
-        return token
+        margin; None while the key is full."""
+        return self.store.take_target_slot(wait.limit, wait.job_id, wait.timeout + self.lease_margin_seconds)
 
-    def keep_waiting(self, wait: SlotWait, now: float) -> Outcome | None:
-        """None while the wait may go on (its lease kept once the wait outlasts half of it); else
-        the retryable failure that ends it: the executor's time ran out, or the lease was taken
-        over."""
-        if self.remaining_seconds is not None and self.remaining_seconds() < wait.timeout + DEADLINE_RESERVE_SECONDS:
-            return Outcome(FAILED, True, error=f"no slot before the executor's time ran out: {wait.limit.describe()}")
-        if now >= wait.kept_until:
-            if not self.store.extend_lease(wait.job_id, wait.lock_token, SLOT_LEASE_SECONDS + wait.timeout):
-                return Outcome(FAILED, True, error=f"the lease was taken over while waiting: {wait.limit.describe()}")
-            wait.kept_until = now + SLOT_LEASE_SECONDS / 2
-        return None
+    def keep_waiting(self, waits: Sequence[SlotWait], now: float) -> list[tuple[SlotWait, Outcome]]:
+        """Keep the waits going: the leases of those whose wait outlasts half of it kept, in one
+        statement. Answers the waits that must end, each with its retryable failure: the
+        executor's time ran out, or the lease was taken over."""
+        ended: list[tuple[SlotWait, Outcome]] = []
+        due: list[SlotWait] = []
+        for one in waits:
+            if self.remaining_seconds is not None and self.remaining_seconds() < one.timeout + DEADLINE_RESERVE_SECONDS:
+                error = f"no slot before the executor's time ran out: {one.limit.describe()}"
+                ended.append((one, Outcome(FAILED, True, error=error)))
+            elif now >= one.kept_until:
+                due.append(one)
+        kept = self.store.extend_leases([(w.job_id, w.lock_token, SLOT_LEASE_SECONDS + w.timeout) for w in due])
+        for one in due:
+            if one.job_id in kept:
+                one.kept_until = now + SLOT_LEASE_SECONDS / 2
+            else:
+                error = f"the lease was taken over while waiting: {one.limit.describe()}"
+                ended.append((one, Outcome(FAILED, True, error=error)))
+        return ended
 
     def deliver_in_slot(self, wait: SlotWait, token: str) -> Finished:
         """Deliver a limited job holding its slot, then give the slot back; a wait that was
@@ -292,9 +298,10 @@ class Executor:
         a thread each.)"""
         wait = self.slot_wait(started, lock_token)
         while (token := self.take_slot(wait)) is None:
-            ended = self.keep_waiting(wait, time.monotonic())
-            if ended is not None:
-                return ended
+            wait.refused += 1
+            ended = self.keep_waiting([wait], time.monotonic())
+            if ended:
+                return ended[0][1]
             time.sleep(wait.pause * (0.5 + random.random()))
             wait.pause = min(wait.pause * 2, SLOT_MAX_PAUSE)
         return self.deliver_in_slot(wait, token).result

@@ -32,10 +32,14 @@ SLOT_MAX_PAUSE = 0.1
 
 
 class Wait(Protocol):
-    """What the room needs of a wait: the key it waits on."""
+    """What the room needs of a wait: the key it waits on, and the count of the refusals its key
+    gave while it waited (the room adds them: those to the first wait count for every wait behind
+    it)."""
 
     @property
     def key(self) -> str: ...
+
+    refused: int
 
 
 W = TypeVar("W", bound=Wait)
@@ -44,8 +48,8 @@ W = TypeVar("W", bound=Wait)
 class SlotWaitingRoom(Generic[W]):
     """Waits for a slot of their key, taken in turns by one thread.
 
-    ``take(wait)`` asks for a slot (its token, or None while the key is full); ``keep(wait,
-    now)`` keeps a waiting job's lease (None, or the outcome that ends the wait);
+    ``take(wait)`` asks for a slot (its token, or None while the key is full); ``keep(waits,
+    now)`` keeps the waiting jobs' leases, answering the waits that must end with their outcomes;
     ``start(wait, token)`` hands a wait that got its slot to a delivery; ``end(wait, outcome)``
     a wait that cannot go on. ``close`` returns once every wait has had its slot or ended.
     """
@@ -53,7 +57,7 @@ class SlotWaitingRoom(Generic[W]):
     def __init__(
         self,
         take: Callable[[W], str | None],
-        keep: Callable[[W, float], Any],
+        keep: Callable[[list[W], float], list[tuple[W, Any]]],
         start: Callable[[W, str], None],
         end: Callable[[W, Any], None],
         *,
@@ -65,6 +69,8 @@ class SlotWaitingRoom(Generic[W]):
         self._queues: dict[str, deque[W]] = {}
         self._due: list[tuple[float, str]] = []  # a heap: (when a key is tried next, the key)
         self._pauses: dict[str, float] = {}  # each key's next backoff
+        self._refusals: dict[str, int] = {}  # each key's refusals so far
+        self._seen: dict[int, int] = {}  # a wait's (by id) key's refusals when it was added
         self._count = 0
         self._closing = False
         self._cond = threading.Condition()
@@ -82,10 +88,21 @@ class SlotWaitingRoom(Generic[W]):
             if waits is None:
                 waits = self._queues[wait.key] = deque()
                 self._pauses[wait.key] = self._first_pause
+                self._refusals[wait.key] = 0
                 heapq.heappush(self._due, (time.monotonic(), wait.key))
             waits.append(wait)
+            self._seen[id(wait)] = self._refusals[wait.key]
             self._count += 1
             self._cond.notify()
+
+    def nudge(self, key: str) -> None:
+        """A slot of ``key`` was just given back here: its first wait asks at once, not after
+        its backoff."""
+        with self._cond:
+            if key in self._queues:
+                self._pauses[key] = self._first_pause
+                heapq.heappush(self._due, (time.monotonic(), key))
+                self._cond.notify()
 
     def close(self) -> None:
         """Let every wait have its slot (or end), then stop the thread."""
@@ -109,7 +126,7 @@ class SlotWaitingRoom(Generic[W]):
                         wake.append(next_lease_check)
                     self._cond.wait(min(wake) - now if wake else None)
                 key = heapq.heappop(self._due)[1] if self._due and self._due[0][0] <= now else None
-            if key is not None:
+            if key is not None and key in self._queues:  # (a nudged key may be in the heap twice)
                 self._try(key)
             if now >= next_lease_check:
                 next_lease_check = now + LEASE_CHECK_SECONDS
@@ -122,7 +139,7 @@ class SlotWaitingRoom(Generic[W]):
             with self._cond:
                 waits = self._queues[key]
                 if not waits:
-                    del self._queues[key], self._pauses[key]
+                    del self._queues[key], self._pauses[key], self._refusals[key]
                     return
                 first = waits[0]
             try:
@@ -136,28 +153,31 @@ class SlotWaitingRoom(Generic[W]):
                 waits.popleft()
                 self._count -= 1
                 self._pauses[key] = self._first_pause
+                first.refused += self._refusals[key] - self._seen.pop(id(first))
             self._start(first, token)
         with self._cond:
+            self._refusals[key] += 1
+            if any(due_key == key for _, due_key in self._due):
+                return  # nudged meanwhile: tried again then
             pause = self._pauses[key]
             self._pauses[key] = min(pause * 2, self._max_pause)
             heapq.heappush(self._due, (time.monotonic() + pause * (0.5 + random.random()), key))
 
     def _keep_leases(self, now: float) -> None:
-        """Keep each waiting job's lease; a wait whose lease was taken over ends."""
+        """Keep the waiting jobs' leases; a wait whose lease was taken over ends."""
         with self._cond:
             waiting = [wait for waits in self._queues.values() for wait in waits]
-        for wait in waiting:
-            try:
-                ended = self._keep(wait, now)
-            except Exception:  # the database is away: tried again at the next check
-                logger.warning("keeping a waiting job's lease failed", exc_info=True)
-                continue
-            if ended is None:
-                continue
+        try:
+            ending = self._keep(waiting, now)
+        except Exception:  # the database is away: tried again at the next check
+            logger.warning("keeping the waiting jobs' leases failed", exc_info=True)
+            return
+        for wait, ended in ending:
             with self._cond:
                 waits = self._queues.get(wait.key)
                 if waits is None or wait not in waits:
-                    continue  # it got its slot meanwhile
+                    continue  # not waiting any more (only this thread takes waits out)
                 waits.remove(wait)
                 self._count -= 1
+                self._seen.pop(id(wait), None)
             self._end(wait, ended)

@@ -821,12 +821,14 @@ UPDATE target_slots SET released_at = clock_timestamp() WHERE token = %(token)s;
 UPDATE executions SET waited_ms = %(waited_ms)s, waited_for = %(waited_for)s
 WHERE job_id = %(job_id)s AND started_at = %(started_at)s AND id = %(execution_id)s;
 
--- name: extend_lease
--- A delivery waiting for its target's slot keeps its lease (fenced by its token): answers the
--- job's id, or nothing when the lease was taken over.
-UPDATE job_runs SET locked_until = GREATEST(locked_until, now() + make_interval(secs => %(seconds)s))
-WHERE job_id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id IS NOT NULL
-RETURNING job_id;
+-- name: extend_leases
+-- Deliveries waiting for their target's slot keep their leases (each fenced by its token, kept
+-- by its own seconds), in one statement however many wait (local mode's waiting room): answers
+-- the ids of the jobs whose lease still stood and was kept.
+UPDATE job_runs j SET locked_until = GREATEST(j.locked_until, now() + make_interval(secs => w.seconds))
+FROM unnest(%(job_id)s::uuid[], %(lock_token)s::uuid[], %(seconds)s::float8[]) AS w(job_id, lock_token, seconds)
+WHERE j.job_id = w.job_id AND j.lock_token = w.lock_token AND j.running_execution_id IS NOT NULL
+RETURNING j.job_id::text AS job_id;
 
 -- name: purge_alerts
 -- Alerts past the retention (the executions'), delivered or given up, a batch at a time; and the

@@ -6,6 +6,7 @@ base class; only jobs with limits call them."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -43,11 +44,19 @@ class TargetSlots:
             conn.execute(QUERIES["release_target_slot"], {"token": token})
 
     @retry_on_dead_connection
-    def extend_lease(self, job_id: str, lock_token: str, seconds: float) -> bool:
-        """Keep a started job's lease at least ``seconds`` more; False when it was taken over."""
+    def extend_leases(self, leases: Sequence[tuple[str, str, float]]) -> set[str]:
+        """Keep started jobs' leases while they wait for their slots, each ``(job_id,
+        lock_token, seconds)`` that much more, in one statement: the ids of the jobs whose lease
+        was kept (the others were taken over)."""
+        if not leases:
+            return set()
+        params = {
+            "job_id": [job_id for job_id, _, _ in leases],
+            "lock_token": [token for _, token, _ in leases],
+            "seconds": [float(seconds) for _, _, seconds in leases],
+        }
         with self.pool.connection() as conn:
-            params = {"job_id": job_id, "lock_token": lock_token, "seconds": seconds}
-            return conn.execute(QUERIES["extend_lease"], params).fetchone() is not None
+            return {row["job_id"] for row in conn.execute(QUERIES["extend_leases"], params)}
 
     @retry_on_dead_connection
     def record_wait(
