@@ -93,7 +93,7 @@ class ExecutionReport:
 @dataclass(eq=False)  # each wait is itself: the waiting room finds it by identity
 class SlotWait:
     """A limited delivery waiting for a slot of its target's key: what it waits for, since when,
-    how long its lease is kept, its next pause and how often it was refused."""
+    how long its lease is kept and how often it was refused."""
 
     started: StartedExecution
     lock_token: str
@@ -101,7 +101,6 @@ class SlotWait:
     timeout: float  # the target's, in seconds
     began: float  # time.monotonic()
     kept_until: float  # its lease is extended at this time.monotonic()
-    pause: float = SLOT_FIRST_PAUSE
     refused: int = 0  # how often its key refused a slot while it waited (to it, or to a wait ahead)
 
     @property
@@ -296,14 +295,14 @@ class Executor:
         Never lost: a delivery that cannot get a slot before its executor's time runs out ends as
         a retryable failure saying so. (Local mode waits in ``SlotWaitingRoom`` instead, without
         a thread each.)"""
-        wait = self.slot_wait(started, lock_token)
+        wait, pause = self.slot_wait(started, lock_token), SLOT_FIRST_PAUSE
         while (token := self.take_slot(wait)) is None:
             wait.refused += 1
             ended = self.keep_waiting([wait], time.monotonic())
             if ended:
                 return ended[0][1]
-            time.sleep(wait.pause * (0.5 + random.random()))
-            wait.pause = min(wait.pause * 2, SLOT_MAX_PAUSE)
+            time.sleep(pause * (0.5 + random.random()))
+            pause = min(pause * 2, SLOT_MAX_PAUSE)
         return self.deliver_in_slot(wait, token).result
 
     def record(self, finished: Sequence[Finished]) -> list[ExecutionReport]:

@@ -66,11 +66,11 @@ class SlotWaitingRoom(Generic[W]):
     ):
         self._take, self._keep, self._start, self._end = take, keep, start, end
         self._first_pause, self._max_pause = first_pause, max_pause
-        self._queues: dict[str, deque[W]] = {}
+        # Each key's waits in order, each with its key's refusals when it was added.
+        self._queues: dict[str, deque[tuple[W, int]]] = {}
         self._due: list[tuple[float, str]] = []  # a heap: (when a key is tried next, the key)
         self._pauses: dict[str, float] = {}  # each key's next backoff
         self._refusals: dict[str, int] = {}  # each key's refusals so far
-        self._seen: dict[int, int] = {}  # a wait's (by id) key's refusals when it was added
         self._count = 0
         self._closing = False
         self._cond = threading.Condition()
@@ -90,8 +90,7 @@ class SlotWaitingRoom(Generic[W]):
                 self._pauses[wait.key] = self._first_pause
                 self._refusals[wait.key] = 0
                 heapq.heappush(self._due, (time.monotonic(), wait.key))
-            waits.append(wait)
-            self._seen[id(wait)] = self._refusals[wait.key]
+            waits.append((wait, self._refusals[wait.key]))
             self._count += 1
             self._cond.notify()
 
@@ -141,7 +140,7 @@ class SlotWaitingRoom(Generic[W]):
                 if not waits:
                     del self._queues[key], self._pauses[key], self._refusals[key]
                     return
-                first = waits[0]
+                first, seen = waits[0]
             try:
                 token = self._take(first)
             except Exception:  # the database is away: the key is tried again after its backoff
@@ -153,7 +152,7 @@ class SlotWaitingRoom(Generic[W]):
                 waits.popleft()
                 self._count -= 1
                 self._pauses[key] = self._first_pause
-                first.refused += self._refusals[key] - self._seen.pop(id(first))
+                first.refused += self._refusals[key] - seen
             self._start(first, token)
         with self._cond:
             self._refusals[key] += 1
@@ -166,7 +165,7 @@ class SlotWaitingRoom(Generic[W]):
     def _keep_leases(self, now: float) -> None:
         """Keep the waiting jobs' leases; a wait whose lease was taken over ends."""
         with self._cond:
-            waiting = [wait for waits in self._queues.values() for wait in waits]
+            waiting = [wait for waits in self._queues.values() for wait, _ in waits]
         try:
             ending = self._keep(waiting, now)
         except Exception:  # the database is away: tried again at the next check
@@ -175,9 +174,9 @@ class SlotWaitingRoom(Generic[W]):
         for wait, ended in ending:
             with self._cond:
                 waits = self._queues.get(wait.key)
-                if waits is None or wait not in waits:
+                at = next((i for i, (queued, _) in enumerate(waits or ()) if queued is wait), None)
+                if waits is None or at is None:
                     continue  # not waiting any more (only this thread takes waits out)
-                waits.remove(wait)
+                del waits[at]
                 self._count -= 1
-                self._seen.pop(id(wait), None)
             self._end(wait, ended)
