@@ -17,6 +17,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -83,6 +84,21 @@ def _shoot(page, name: str) -> None:
         page.screenshot(path=str(Path(folder) / f"console-{name}.png"), full_page=True)
 
 
+def watched_page(browser, height: int = 900, *, expected: tuple[int, ...] = ()) -> tuple[Any, list[str]]:
+    """A new page and the problems seen on it: script errors, and console errors but for the
+    answers of the ``expected`` statuses (the refusals a test provokes, a 400 of a bad field...)."""
+    page = browser.new_page(viewport={"width": 1280, "height": height})
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+
+    def console(msg) -> None:
+        if msg.type == "error" and not any(f"status of {status}" in msg.text for status in expected):
+            problems.append(f"console: {msg.text}")
+
+    page.on("console", console)
+    return page, problems
+
+
 def _seed(api: LocalScheduler, target: RecordingServer) -> None:
     """Other jobs, so that the lists have something besides the one the test makes."""
     hook = {"type": "http", "method": "POST", "timeout_seconds": 5}
@@ -118,14 +134,8 @@ def test_create_run_and_pause_a_job_in_the_console(browser, api, target):
 
     expect.set_options(timeout=TIMEOUT_MS)
     _seed(api, target)
-    page = browser.new_page(viewport={"width": 1280, "height": 860})
-    problems: list[str] = []
-    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
     # Script errors and refusals (CSP...) are problems; the 400 answers of the bad cron are not.
-    page.on(
-        "console",
-        lambda msg: msg.type == "error" and "status of 400" not in msg.text and problems.append(f"console: {msg.text}"),
-    )
+    page, problems = watched_page(browser, 860, expected=(400,))
 
     # GET / leads to the console's job list.
     page.goto(api.url + "/")
@@ -248,13 +258,7 @@ def test_aws_targets_in_the_form(browser, api):
     from playwright.sync_api import expect
 
     expect.set_options(timeout=TIMEOUT_MS)
-    page = browser.new_page(viewport={"width": 1280, "height": 1000})
-    problems: list[str] = []
-    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-    page.on(
-        "console",
-        lambda msg: msg.type == "error" and "status of 400" not in msg.text and problems.append(f"console: {msg.text}"),
-    )
+    page, problems = watched_page(browser, 1000, expected=(400,))
 
     page.goto(api.url + "/console/#/jobs/new")
     page.fill("input[name=name]", "orders-queue")
@@ -423,13 +427,7 @@ def test_alert_rules_in_the_form_the_job_page_and_the_alerts_page(browser, api, 
     from playwright.sync_api import expect
 
     expect.set_options(timeout=TIMEOUT_MS)
-    page = browser.new_page(viewport={"width": 1280, "height": 1000})
-    problems: list[str] = []
-    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-    page.on(
-        "console",
-        lambda msg: msg.type == "error" and "status of 400" not in msg.text and problems.append(f"console: {msg.text}"),
-    )
+    page, problems = watched_page(browser, 1000, expected=(400,))
     page.goto(api.url + "/console/#/jobs/new")
     page.fill("input[name=name]", "always-failing")
     page.fill("input[name=schedule]", "@every 1s")
@@ -481,10 +479,7 @@ def test_pause_notes_bulk_actions_overrides_and_skipped_rows_in_the_console(brow
             "target": {**hook, "url": target.url + "/t"},
         },
     )
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    problems: list[str] = []
-    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-    page.on("console", lambda msg: msg.type == "error" and problems.append(f"console: {msg.text}"))
+    page, problems = watched_page(browser)
 
     # The list filtered by tag: pause and resume every job it selects.
     page.goto(api.url + "/console/#/jobs")
@@ -577,10 +572,7 @@ def test_a_jobs_changes_tab_and_the_cause_of_a_chained_run(browser, api, target)
     api.post(f"/v1/jobs/{extract['id']}/run", {})
     target.wait_for(2, timeout=30)  # the extract, then the report it ran
 
-    page = browser.new_page(viewport={"width": 1280, "height": 860})
-    problems: list[str] = []
-    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-    page.on("console", lambda msg: msg.type == "error" and problems.append(f"console: {msg.text}"))
+    page, problems = watched_page(browser, 860)
     page.goto(f"{api.url}/console/#/jobs/{extract['id']}")
     expect(page.get_by_role("heading", name="extract")).to_be_visible()
     expect(page.locator(".chains")).to_contain_text("on success: report")

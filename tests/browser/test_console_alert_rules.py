@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from tests.browser.test_console import TIMEOUT_MS, _shoot, api, browser, target  # noqa: F401 (fixtures)
+from tests.browser.test_console import TIMEOUT_MS, _shoot, api, browser, target, watched_page  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -34,10 +34,7 @@ def test_the_alerts_page_lists_the_rule_sets_and_their_alerts(browser, api, targ
             "target": {"type": "http", "url": target.url + "/flaky"},
         },
     )
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    problems: list[str] = []
-    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-    page.on("console", lambda msg: msg.type == "error" and problems.append(f"console: {msg.text}"))
+    page, problems = watched_page(browser)
     page.goto(api.url + "/console/#/alerts")
     row = page.locator("tr.rule-set-row")
     expect(row).to_have_count(1)

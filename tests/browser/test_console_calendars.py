@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import requests
 
-from tests.browser.test_console import TIMEOUT_MS, _shoot, api, browser  # noqa: F401 (fixtures)
+from tests.browser.test_console import TIMEOUT_MS, _shoot, api, browser, watched_page  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -27,17 +27,7 @@ def test_calendars_page_and_the_job_forms_calendar_fields(browser, api):
     from playwright.sync_api import expect
 
     expect.set_options(timeout=TIMEOUT_MS)
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    problems: list[str] = []
-    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-    page.on(
-        "console",
-        lambda msg: (
-            msg.type == "error"
-            and not re.search(r"status of (400|409)", msg.text)
-            and problems.append(f"console: {msg.text}")
-        ),
-    )
+    page, problems = watched_page(browser, expected=(400, 409))
 
     page.goto(api.url + "/console/#/jobs")
     page.get_by_role("link", name="Calendars").click()
@@ -126,13 +116,7 @@ def test_a_calendar_changed_elsewhere_while_edited_is_not_overwritten(browser, a
     from playwright.sync_api import expect
 
     expect.set_options(timeout=TIMEOUT_MS)
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    problems: list[str] = []
-    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-    page.on(
-        "console",
-        lambda msg: msg.type == "error" and "status of 412" not in msg.text and problems.append(msg.text),
-    )
+    page, problems = watched_page(browser, expected=(412,))
     api.post("/v1/calendars", {"name": "shop", "timezone": "UTC", "dates": ["2026-12-24"]})
     page.goto(api.url + "/console/#/calendars/shop")
     expect(page.locator("textarea[name=dates]")).to_have_value("2026-12-24")
@@ -142,6 +126,7 @@ def test_a_calendar_changed_elsewhere_while_edited_is_not_overwritten(browser, a
     page.fill("textarea[name=dates]", "2026-12-25")
     page.get_by_role("button", name="Save").click()
     expect(page.locator(".calendar-form .alert")).to_contain_text("it is at version 2")
+    _shoot(page, "calendar-changed-elsewhere")
     assert requests.get(f"{api.url}/v1/calendars/shop", timeout=10).json()["dates"] == ["2026-12-31"]
     # Opened again, it shows the change and saves over version 2.
     page.goto(api.url + "/console/#/calendars")

@@ -12,19 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 import requests
 
-from tests.browser.test_console import TIMEOUT_MS, api, browser, target  # noqa: F401 (fixtures)
+from tests.browser.test_console import TIMEOUT_MS, api, browser, target, watched_page  # noqa: F401 (fixtures)
 from tests.support import poll
-
-
-def _page(browser):
-    page = browser.new_page(viewport={"width": 1280, "height": 1000})
-    problems: list[str] = []
-    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-    page.on(
-        "console",
-        lambda msg: msg.type == "error" and "status of 400" not in msg.text and problems.append(f"console: {msg.text}"),
-    )
-    return page, problems
 
 
 def _utc(text: str) -> datetime:
@@ -48,7 +37,7 @@ def test_next_occurrences_are_the_job_s_own_refreshed_and_zoned(browser, api, ta
             "target": {"type": "http", "url": target.url + "/e"},
         },
     )
-    page, problems = _page(browser)
+    page, problems = watched_page(browser, 1000, expected=(400,))
     page.goto(f"{api.url}/console/#/jobs/{job['id']}")
     items = page.locator(".card ol.occurrences li")
     expect(items).to_have_count(5)
@@ -83,7 +72,7 @@ def test_a_paused_job_shows_no_next_run(browser, api, target):
         "/v1/jobs", {"name": "held", "schedule": "@every 2s", "target": {"type": "http", "url": target.url + "/h"}}
     )
     api.post(f"/v1/jobs/{job['id']}/pause", {})
-    page, problems = _page(browser)
+    page, problems = watched_page(browser, 1000, expected=(400,))
     page.goto(f"{api.url}/console/#/jobs")
     cell = page.locator("table.jobs tbody tr").filter(has_text="held").locator("td.next-run")
     expect(cell).to_have_text("paused")
@@ -109,7 +98,7 @@ def test_lateness_leaves_the_backoff_apart_and_an_execution_opens_with_its_answe
             "target": {"type": "http", "url": target.url + "/flaky-once"},
         },
     )
-    page, problems = _page(browser)
+    page, problems = watched_page(browser, 1000, expected=(400,))
     page.goto(f"{api.url}/console/#/jobs/{job['id']}")
     rows = page.locator("table.executions tbody tr.exec")
     expect(rows).to_have_count(2, timeout=30_000)
@@ -133,7 +122,7 @@ def test_the_form_makes_amqp_targets_auth_and_backoff(browser, api, target):
     from playwright.sync_api import expect
 
     expect.set_options(timeout=TIMEOUT_MS)
-    page, problems = _page(browser)
+    page, problems = watched_page(browser, 1000, expected=(400,))
     page.goto(api.url + "/console/#/jobs/new")
     expect(page.locator("input[name=attempts]")).to_have_attribute("placeholder", "3")  # the API's default
     # The API's own words, at the field (not pydantic's "String should have at least 1 character").
@@ -204,7 +193,7 @@ def test_the_job_list_refreshes_itself(browser, api, target):
     from playwright.sync_api import expect
 
     expect.set_options(timeout=TIMEOUT_MS)
-    page, problems = _page(browser)
+    page, problems = watched_page(browser, 1000, expected=(400,))
     page.goto(api.url + "/console/#/jobs")
     expect(page.locator(".empty")).to_have_text("No jobs match.")
     api.post(

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import re
 
-from tests.browser.test_console import TIMEOUT_MS, api, browser, target  # noqa: F401 (fixtures)
-from tests.browser.test_console_newcomer import _page, _shown
+from tests.browser.test_console import TIMEOUT_MS, api, browser, target, watched_page  # noqa: F401 (fixtures)
+from tests.browser.test_console_newcomer import _shown
 
 
 def test_a_job_with_several_expressions_and_a_spread_in_the_console(browser, api, target):
     from playwright.sync_api import expect
 
     expect.set_options(timeout=TIMEOUT_MS)
-    page, problems = _page(browser)
+    page, problems = watched_page(browser, 1000, expected=(400,))
     page.goto(api.url + "/console/#/jobs/new")
     expect(page.get_by_role("heading", name="New job")).to_be_visible()
     page.fill("input[name=name]", "weekday-and-six-hourly")
