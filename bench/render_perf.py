@@ -1,5 +1,6 @@
 """docs/benchmarks.md's sections of issue 36: cold starts as deployed, the scheduling workload
-against APScheduler, ten million jobs (rendered by run_all.py from bench/results/*.json)."""
+against APScheduler, ten million jobs, the floor of a Python client (rendered by run_all.py from
+bench/results/*.json)."""
 
 from __future__ import annotations
 
@@ -249,5 +250,46 @@ def ten_million_section(tm: dict[str, Any], command: str) -> list[str]:
         f"Storage: {tm['bytes_per_job']:.0f} bytes per job (`pg_total_relation_size` of the jobs table, its "
         f"indexes and TOAST, over the count); {tm['large']:,} jobs take {tm['jobs_bytes'] / 2**30:.1f} GiB. "
         "Executions are counted apart (one row per delivery, kept by day): see [capacity.md](capacity.md)."
+    )
+    return out + [""]
+
+
+# -- the floor of a Python client -----------------------------------------------------------------
+
+FLOOR_LABELS = {"store": "store", "floor": "Python floor (psycopg, no per-job work)", "pgbench": "pgbench"}
+
+
+def client_floor_section(cf: dict[str, Any], command: str) -> list[str]:
+    """How near the store and a Python client without per-job work come to pgbench, one run."""
+    table = cf["table"]
+    pgbench = table["pgbench"]["jobs_per_s"]
+    out = [
+        "## How near a Python client can come to pgbench",
+        "",
+        f"`{command}` (`--jobs`, `--workers`, `--rounds`)",
+        "",
+    ]
+    out += _wrap(
+        f"{cf['jobs']:,} due jobs drained by {cf['workers']} processes, claim batch {cf['batch']}, the median of "
+        f"{cf['rounds']} round(s), the systems' order rotated: the store as above; a Python client running exactly "
+        "pgbench's script through psycopg (prepared statements, the claim's rows aggregated by the server into the "
+        "completion's outcomes, so that Python does nothing per job); pgbench. The store's distance from the floor "
+        "is its work per job; the floor's distance from pgbench is Python and psycopg themselves."
+    )
+    out += ["", "| system | jobs/s | vs pgbench | Postgres CPU per job | client CPU per job |", "|---|---|---|---|---|"]
+    for system, label in FLOOR_LABELS.items():
+        row = table[system]
+        server, client = row.get("server_cpu_ms_per_job"), row.get("client_cpu_us_per_job")
+        out.append(
+            f"| {label} | {row['jobs_per_s']:,.0f} | **{row['jobs_per_s'] / pgbench:.2f}x** | "
+            + (f"{server * 1000:.1f} us" if server is not None else "-")
+            + " | "
+            + (f"{client:.1f} us" if client is not None and system != "pgbench" else "-")
+            + " |"
+        )
+    out += [""] + _wrap(
+        'Reading: see [capacity.md](capacity.md), "How near a Python client can come": the store\'s client work '
+        "per job (each claimed row read into a job and an execution, each completion planned and encoded) and the "
+        "Postgres work of its 34 columns a row are what keep it from 0.9x with two processes."
     )
     return out + [""]

@@ -32,6 +32,7 @@ IMG = ROOT / "docs" / "img"
 # name -> (script, arguments, timeout in seconds)
 BENCHMARKS: dict[str, tuple[str, list[str], float]] = {
     "throughput": ("throughput_vs_peers.py", [], 1200),
+    "client_floor": ("client_floor.py", [], 900),
     "claim_latency": ("claim_throughput.py", ["--skip-throughput"], 900),
     "lateness": ("lateness_local.py", [], 600),
     "dispatch": ("dispatch_rate.py", [], 900),
@@ -460,6 +461,8 @@ def render(results: dict[str, dict[str, Any] | None], meta: dict[str, Any]) -> s
         )
         w("")
 
+    if results.get("client_floor"):
+        out.extend(render_perf.client_floor_section(results["client_floor"], COMMANDS["client_floor"]))
     if cs:
         out.extend(render_perf.cold_start_section(cs, COMMANDS["cold_start"], PLOTS["cold_start"][0]))
     if results.get("schedules"):

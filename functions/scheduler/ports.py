@@ -29,7 +29,7 @@ from scheduler.core.domain import (
     RunOverrides,
     StartedExecution,
 )
-from scheduler.core.limits import TargetLimit
+from scheduler.core.limits import SlotHandBack, TargetLimit
 
 
 class ChainLookup(Protocol):
@@ -332,6 +332,11 @@ class ExecutionStore(CompletionStore, Protocol):
         self, job_id: str, started_at: datetime, execution_id: str, waited_ms: int, waited_for: str
     ) -> None:
         """How long a started execution waited for its target's slot, and why."""
+        ...
+
+    def hand_back_for_slot(self, hand_back: SlotHandBack, min_pause_seconds: float, max_pause_seconds: float) -> bool:
+        """Undo a limited delivery's start and give its job back to the fan-outs after a pause
+        (half the wait so far, within the bounds): False when the lease was taken over."""
         ...
 
 

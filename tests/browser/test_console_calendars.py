@@ -126,6 +126,8 @@ def test_a_calendar_changed_elsewhere_while_edited_is_not_overwritten(browser, a
     page.fill("textarea[name=dates]", "2026-12-25")
     page.get_by_role("button", name="Save").click()
     expect(page.locator(".calendar-form .alert")).to_contain_text("it is at version 2")
+    # The list above the form reads again: it shows the version the calendar is at.
+    expect(page.locator("table.calendars tbody tr").filter(has_text="shop").locator("td.num")).to_have_text("2")
     _shoot(page, "calendar-changed-elsewhere")
     assert requests.get(f"{api.url}/v1/calendars/shop", timeout=10).json()["dates"] == ["2026-12-31"]
     # Opened again, it shows the change and saves over version 2.

@@ -262,6 +262,57 @@ def test_a_failing_target_is_retried_then_given_up(api, target):
     assert shown["state"] == "completed" and shown["stats"]["last_status"] == "failed"
 
 
+def test_a_full_key_is_handed_back_by_the_deployed_executor_not_waited_for(api, deployment, target):
+    """A job whose target key is held full: the deployed executor hands it back (no execution
+    kept, no attempt counted) instead of sleeping; once the key frees it is delivered, once, and
+    its execution says how long it waited from its first hand-back."""
+    from scheduler.core.limits import TargetLimit
+    from scheduler.store.db import make_pool
+    from scheduler.store.postgres import Store
+
+    pool = make_pool(deployment.database_url, min_size=1, max_size=1)
+    try:
+        store = Store(pool)
+        blocker = store.take_target_slot(TargetLimit("ls-held", 1, None), str(uuid.uuid4()), 300)
+        assert blocker is not None
+        job = api().create_job(
+            {
+                "name": "limited",
+                "run_at": _soon(),
+                "target": {"type": "http", "url": f"{target.url}/limited"},
+                "limits": {"key": "ls-held", "max_in_flight": 1},
+            }
+        )
+
+        def handed_back():
+            with pool.connection() as conn:  # between two claims: no execution running
+                row = conn.execute(
+                    "SELECT slot_wait_since FROM job_runs WHERE job_id = %s AND running_execution_id IS NULL",
+                    (job["id"],),
+                ).fetchone()
+            return row and row["slot_wait_since"]
+
+        since = poll(handed_back, timeout=DELIVERY_TIMEOUT, interval=0.5, what="the job handed back")
+        handed_back_at = time.monotonic()
+        assert target.requests == [] and api().list_executions(job["id"])["executions"] == []
+        store.release_target_slot(blocker)
+    finally:
+        pool.close()
+    target.wait_for(1, timeout=DELIVERY_TIMEOUT)
+    TIMINGS["a handed-back job delivered after its key freed"] = time.monotonic() - handed_back_at
+
+    def recorded():
+        executions = api().list_executions(job["id"])["executions"]
+        return executions if executions and executions[0]["status"] != "running" else None
+
+    [execution] = poll(recorded, timeout=30, interval=0.5, what="the execution recorded")
+    assert (execution["status"], execution["attempt"], execution["trigger"]) == ("succeeded", 1, "schedule")
+    assert execution["waited_for"] == "limits of ls-held (max_in_flight 1)"
+    started = dt.datetime.fromisoformat(execution["started_at"].replace("Z", "+00:00"))
+    assert execution["waited_ms"] >= (started - since).total_seconds() * 1000 - 5  # from the first hand-back
+    assert len(target.requests) == 1
+
+
 def test_a_failed_executor_invocation_reaches_the_dead_letter_queue(deployment, aws):
     # An invoke the executor refuses (an empty group of claims) fails; the executor is not retried
     # by Lambda, so the invocation goes to its on-failure destination, the dead-letter queue.

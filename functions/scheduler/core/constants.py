@@ -71,6 +71,7 @@ METRIC_OLDEST_DUE_AGE_S = "OldestDueAgeSeconds"
 METRIC_FANOUT_DURATION_MS = "FanoutDurationMs"
 METRIC_FANOUT_HELPERS = "FanoutHelpers"  # helper fan-outs started by a primary
 METRIC_SKIPPED = "SkippedOccurrences"  # dimension: reason; occurrences on record as skipped by the runner
+METRIC_HANDED_BACK = "HandedBackForSlot"  # limited deliveries an executor handed back (key full)
 METRIC_RESUMED = "PausesEnded"  # jobs the fan-out resumed at their pause's until
 
 # Limits and markers of the API contract (the API, its local HTTP adapter and the models).

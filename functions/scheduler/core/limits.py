@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -65,3 +66,19 @@ class TargetLimit:
         if self.per_second is not None:
             bounds.append(f"per_second {self.per_second:g}")
         return f"limits of {self.key} ({', '.join(bounds)})"
+
+
+@dataclass(frozen=True)
+class SlotHandBack:
+    """A deployed executor's limited delivery whose key stayed full, handed back rather than
+    waited for in its Lambda: its start undone (the running execution ``execution_id``, started
+    at ``started_at``, removed and its attempt not counted), the lease held by ``lock_token``
+    shortened to a pause, after which a fan-out claims the job again. ``waited_seconds``: how long
+    this delivery waited before it gave up; ``waited_for``: why (``TargetLimit.describe``)."""
+
+    job_id: str
+    lock_token: str
+    execution_id: str
+    started_at: datetime
+    waited_seconds: float
+    waited_for: str

@@ -29,6 +29,7 @@ from scheduler.core.domain import Claim, Outcome, StartedExecution
 from scheduler.runner.waiting_room import SlotWaitingRoom
 
 if TYPE_CHECKING:  # the fan-out Lambda does not load the delivery code
+    from scheduler.core.limits import SlotHandBack
     from scheduler.ports import FanoutStore
     from scheduler.runner.executor import Executor, Finished, SlotWait
 
@@ -359,7 +360,8 @@ class InProcessDispatch:
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)  # notified when room_worth_a_claim is free
         self._worth_a_claim = max(1, max_workers // 2)
-        self.outcomes: TimedBatchBuffer[Finished] = TimedBatchBuffer(
+        # Finished deliveries (a hand-back only in a deployed executor: none here, in practice).
+        self.outcomes: TimedBatchBuffer[Finished | SlotHandBack] = TimedBatchBuffer(
             self._record, max_size=max_batch, flush_seconds=flush_seconds, name="recorder"
         )
 
@@ -445,7 +447,7 @@ class InProcessDispatch:
             self._freed()
         self.outcomes.put(self.executor.ended_wait(wait, outcome))
 
-    def _record(self, batch: Sequence[Finished]) -> None:
+    def _record(self, batch: Sequence[Finished | SlotHandBack]) -> None:
         give_up = time.monotonic() + self.record_retry_seconds
         while True:
             try:

@@ -26,7 +26,7 @@ from scheduler import service
 from scheduler.core import constants as c
 from scheduler.core.domain import Claim, Completion, Outcome, Skip, StartedExecution, Trigger
 from scheduler.core.errors import SecretError
-from scheduler.core.limits import TargetLimit
+from scheduler.core.limits import SlotHandBack, TargetLimit
 from scheduler.ports import ExecutionStore
 from scheduler.runner.telemetry import Metrics, NullMetrics, count_skips
 from scheduler.runner.waiting_room import SLOT_FIRST_PAUSE, SLOT_MAX_PAUSE
@@ -43,6 +43,13 @@ LEASE_MARGIN_SECONDS = 30.0
 # A delivery waiting for its target's slot (per-target limits): the lease it keeps while it waits
 # (extended by that much each half of it). Its pauses between tries: the waiting room's.
 SLOT_LEASE_SECONDS = 30.0
+# A deployed executor's delivery that finds its key full tries again for this long at most (a
+# slot given back meanwhile is taken at once), then hands the job back: no Lambda sleeps through a
+# wait for a slot, as none sleeps through a retry's backoff. A fan-out claims it again after a
+# pause of half its wait so far, within these bounds.
+SLOT_WAIT_IN_EXECUTOR_SECONDS = 2.0
+HAND_BACK_MIN_PAUSE_SECONDS = 1.0
+HAND_BACK_MAX_PAUSE_SECONDS = 30.0
 # A group's deliveries that end within this long of one another are recorded in one statement.
 RECORD_GATHER_SECONDS = 0.02
 
@@ -76,7 +83,9 @@ class ExecutionReport:
     """What one executor invocation did (the handler's answer)."""
 
     job_id: str
-    outcome: str  # "lease_lost", "completed" or "fenced" (finished after losing the lease)
+    # "lease_lost", "completed", "fenced" (finished after losing the lease) or "handed_back" (its
+    # key stayed full: the job is claimed again later, its start undone)
+    outcome: str
     execution_id: str | None = None
     status: str | None = None
 
@@ -164,7 +173,7 @@ class Executor:
         reports = [ExecutionReport(job_id, "lease_lost") for job_id in tokens if job_id not in begun]
         for report in reports:
             logger.info("claim no longer holds the job; nothing to do", extra={"job_id": report.job_id})
-        self.count_lateness(started)
+        self.count_lateness(execution for execution in started if not self.waits_for_slot(execution))
         pool = _delivery_pool()
         pending = {pool.submit(self.deliver, execution, tokens[str(execution.job.id)]) for execution in started}
         while pending:
@@ -182,7 +191,8 @@ class Executor:
         if started is None:
             logger.info("claim no longer holds the job; nothing to do", extra={"job_id": job_id})
             return ExecutionReport(job_id, "lease_lost")
-        self.count_lateness([started])
+        if not self.waits_for_slot(started):  # counted once it has its slot (it may be handed back)
+            self.count_lateness([started])
         return started
 
     def count_lateness(self, executions: Iterable[StartedExecution]) -> None:
@@ -214,15 +224,19 @@ class Executor:
             )
         return None
 
-    def deliver(self, started: StartedExecution, lock_token: str) -> Finished:
-        """Deliver a started execution (never raises for the target's sake)."""
+    def deliver(self, started: StartedExecution, lock_token: str) -> Finished | SlotHandBack:
+        """Deliver a started execution (never raises for the target's sake); a limited one whose
+        key stayed full is handed back instead (``deliver_within_limits``)."""
         began = time.monotonic()
         job_id = str(started.job.id)
         given_up = self._given_up(started)
         if given_up is not None:
             result = given_up
         elif started.job.limits:
-            result = self.deliver_within_limits(started, lock_token)
+            within = self.deliver_within_limits(started, lock_token)
+            if isinstance(within, SlotHandBack):
+                return within
+            result = within
         else:
             result = _deliver(
                 started, job_id, self.decrypt_target, self.policy, self.remaining_seconds, _log_fields(started)
@@ -289,24 +303,50 @@ class Executor:
         """A wait's delivery as ended, with ``result``."""
         return Finished(wait.job_id, wait.lock_token, wait.started, result, time.monotonic() - wait.began)
 
-    def deliver_within_limits(self, started: StartedExecution, lock_token: str) -> Outcome:
-        """Deliver a job with ``limits`` in this thread: take a slot of its key first (across
-        every runner), waiting for one while the key is full and keeping the lease meanwhile.
-        Never lost: a delivery that cannot get a slot before its executor's time runs out ends as
-        a retryable failure saying so. (Local mode waits in ``SlotWaitingRoom`` instead, without
-        a thread each.)"""
+    def deliver_within_limits(self, started: StartedExecution, lock_token: str) -> Outcome | SlotHandBack:
+        """Deliver a job with ``limits`` in this thread (a deployed executor's): take a slot of
+        its key first (across every runner). While the key is full it tries again, backing off,
+        for at most ``SLOT_WAIT_IN_EXECUTOR_SECONDS``; past that, or when the executor's time is
+        too short for the delivery, the job is handed back (``SlotHandBack``, which ``record``
+        writes): its start undone, claimed again after a pause, never lost, its attempt not
+        counted. (Local mode waits in ``SlotWaitingRoom`` instead, without a thread each.)"""
         wait, pause = self.slot_wait(started, lock_token), SLOT_FIRST_PAUSE
         while (token := self.take_slot(wait)) is None:
             wait.refused += 1
-            ended = self.keep_waiting([wait], time.monotonic())
-            if ended:
-                return ended[0][1]
+            waited = time.monotonic() - wait.began
+            if waited + pause > SLOT_WAIT_IN_EXECUTOR_SECONDS or self._short_of_time(wait):
+                return SlotHandBack(
+                    wait.job_id, lock_token, started.execution_id, started.started_at, waited, wait.limit.describe()
+                )
             time.sleep(pause * (0.5 + random.random()))
             pause = min(pause * 2, SLOT_MAX_PAUSE)
+        self.count_lateness([started])
         return self.deliver_in_slot(wait, token).result
 
-    def record(self, finished: Sequence[Finished]) -> list[ExecutionReport]:
-        """Record the outcomes (one statement for all that can take the fast path)."""
+    def _short_of_time(self, wait: SlotWait) -> bool:
+        """Whether the executor's time left is too short for the wait's delivery and its record."""
+        return self.remaining_seconds is not None and self.remaining_seconds() < wait.timeout + DEADLINE_RESERVE_SECONDS
+
+    def hand_back(self, hand_back: SlotHandBack) -> ExecutionReport:
+        """Write a hand-back (``deliver_within_limits``): the job is claimed again after a pause."""
+        log = {"job_id": hand_back.job_id, "execution_id": hand_back.execution_id}
+        if not self.store.hand_back_for_slot(hand_back, HAND_BACK_MIN_PAUSE_SECONDS, HAND_BACK_MAX_PAUSE_SECONDS):
+            logger.warning("lease lost while waiting for a slot; nothing to hand back", extra=log)
+            return ExecutionReport(hand_back.job_id, "fenced", hand_back.execution_id)
+        logger.info(
+            "target key full: handed back, to be claimed again",
+            extra={**log, "waited_for": hand_back.waited_for, "waited_ms": round(hand_back.waited_seconds * 1000)},
+        )
+        self.metrics.count(c.METRIC_HANDED_BACK, 1)
+        return ExecutionReport(hand_back.job_id, "handed_back", hand_back.execution_id)
+
+    def record(self, ended: Sequence[Finished | SlotHandBack]) -> list[ExecutionReport]:
+        """Record the outcomes (one statement for all that can take the fast path), and write the
+        hand-backs among them."""
+        reports = [self.hand_back(one) for one in ended if isinstance(one, SlotHandBack)]
+        finished = [one for one in ended if isinstance(one, Finished)]
+        if not finished:
+            return reports
         completions = [
             Completion(
                 done.job_id,
@@ -321,7 +361,6 @@ class Executor:
         recorded = service.complete_executions(self.store, completions, on_skips=self.count_skips)
         for status, count in Counter(done.result.status for done in finished).items():
             self.metrics.count(c.METRIC_EXECUTIONS, count, status=status)
-        reports = []
         for done, written in zip(finished, recorded):
             result, log = done.result, _log_fields(done.started)
             if not written:

@@ -313,8 +313,10 @@ execution AS (
     -- retry's time, the resume of a catch-up) or the manual run's request.
     -- overrides (0015): a manual run's, as shown (masked). A manual run with a pending cause
     -- (0016) is a chained run: trigger 'chain', caused_by the execution that ended.
+    -- waited_ms, waited_for (0022): how long and why an occurrence handed back for its target's
+    -- slot waited before this start, as the "job" CTE answers them (NULL for nearly every start).
     INSERT INTO executions (id, job_id, owner, scheduled_at, attempt, trigger, status, started_at, due_at, overrides,
-                            caused_by, caused_by_job_id)
+                            caused_by, caused_by_job_id, waited_ms, waited_for)
     -- A backfill's delivery (0015) is a manual request carrying its occurrence (backfill_at).
     SELECT job.running_execution_id, job.id, job.owner,
            CASE job.lease_kind WHEN 'manual'
@@ -330,7 +332,8 @@ execution AS (
            'running', now(),
            CASE job.lease_kind WHEN 'manual' THEN job.manual_run_at ELSE job.next_run_at END,
            job.manual_overrides->'shown',
-           (job.pending_cause->>'execution_id')::uuid, (job.pending_cause->>'job_id')::uuid
+           (job.pending_cause->>'execution_id')::uuid, (job.pending_cause->>'job_id')::uuid,
+           job.waited_ms, job.waited_for
     FROM job
     RETURNING id, scheduled_at, attempt, trigger, started_at
 )
@@ -356,6 +359,15 @@ locked_until = now() + make_interval(secs => COALESCE((d.target->>'timeout_secon
 attempt = CASE WHEN j.lease_kind = 'schedule' THEN j.attempt + 1 ELSE j.attempt END,
 last_run_at = now()
 
+-- fragment: slot_wait_cleared
+-- A deployed executor's start ends the wait of an occurrence handed back for its target's slot
+-- (0022): record_started writes it on the execution (slot_waited, from the run state as it was
+-- before the start, "prior").
+slot_wait_since = NULL, slot_wait_for = NULL
+
+-- fragment: slot_waited
+(extract(epoch FROM now() - prior.slot_wait_since) * 1000)::integer AS waited_ms, prior.slot_wait_for AS waited_for
+
 -- fragment: startable
 -- The WHERE of a start, after the claim's token matched: the lease unexpired, no execution started
 -- on it yet (so a duplicate invoke does nothing), and still due (an edit or a pause between the
@@ -367,12 +379,16 @@ AND (j.lease_kind = 'manual' OR (j.state = 'active' AND j.next_run_at <= now()))
 -- Phase two of the lease: the executor confirms its claim (token matches, lease unexpired, no
 -- execution started on it yet, so a duplicate invoke does nothing), extends the lease over the
 -- delivery, counts the attempt and records the execution as running, in one statement.
-WITH job AS (
+WITH prior AS (
+    -- The run state before this start, for what the start clears (0022).
+    SELECT job_id, slot_wait_since, slot_wait_for FROM job_runs WHERE job_id = %(job_id)s
+), job AS (
     UPDATE job_runs j
-    SET {{ start_lease }}, running_execution_id = %(execution_id)s
-    FROM job_specs d
-    WHERE j.job_id = %(job_id)s AND d.id = j.job_id AND j.lock_token = %(lock_token)s AND {{ startable }}
-    RETURNING {{ started_job_columns }}
+    SET {{ start_lease }}, running_execution_id = %(execution_id)s, {{ slot_wait_cleared }}
+    FROM job_specs d, prior
+    WHERE j.job_id = %(job_id)s AND d.id = j.job_id AND prior.job_id = j.job_id AND j.lock_token = %(lock_token)s
+      AND {{ startable }}
+    RETURNING {{ started_job_columns }}, {{ slot_waited }}
 ), {{ record_started }}
 SELECT {{ started_columns }}
 FROM job JOIN execution ON execution.id = job.running_execution_id;
@@ -383,12 +399,15 @@ FROM job JOIN execution ON execution.id = job.running_execution_id;
 WITH claim AS (
     SELECT * FROM unnest(%(job_id)s::uuid[], %(lock_token)s::uuid[], %(execution_id)s::uuid[])
         AS c(job_id, lock_token, execution_id)
+), prior AS (
+    -- The run states before this start, for what the start clears (0022).
+    SELECT job_id, slot_wait_since, slot_wait_for FROM job_runs WHERE job_id = ANY (%(job_id)s::uuid[])
 ), job AS (
     UPDATE job_runs j
-    SET {{ start_lease }}, running_execution_id = claim.execution_id
-    FROM claim JOIN job_specs d ON d.id = claim.job_id
+    SET {{ start_lease }}, running_execution_id = claim.execution_id, {{ slot_wait_cleared }}
+    FROM claim JOIN job_specs d ON d.id = claim.job_id JOIN prior ON prior.job_id = claim.job_id
     WHERE j.job_id = claim.job_id AND j.lock_token = claim.lock_token AND {{ startable }}
-    RETURNING {{ started_job_columns }}
+    RETURNING {{ started_job_columns }}, {{ slot_waited }}
 ), {{ record_started }}
 SELECT {{ started_columns }}
 FROM job JOIN execution ON execution.id = job.running_execution_id;
@@ -409,7 +428,10 @@ WITH {{ due_leases }}, job AS (
         last_status = CASE WHEN due.orphan_execution_id IS NULL THEN j.last_status ELSE 'lost' END
     FROM due JOIN job_specs d ON d.id = due.id
     WHERE j.ctid = due.row_ctid AND j.job_id = due.id
-    RETURNING {{ started_job_columns }}, j.lock_token, (due.orphan_execution_id IS NOT NULL) AS reclaimed
+    -- No wait to write: local mode never hands a job back (its waiting room waits without a
+    -- thread), so its claims leave slot_wait_* alone (and the statement under psycopg's 4 KiB).
+    RETURNING {{ started_job_columns }}, j.lock_token, (due.orphan_execution_id IS NOT NULL) AS reclaimed,
+              NULL::integer AS waited_ms, NULL AS waited_for
 ), {{ record_started }}
 -- The claim's lease time is its execution's started_at (one now()); its due_at and locked_until
 -- are not read back (nothing of local mode reads them).
@@ -817,9 +839,46 @@ UPDATE target_slots SET released_at = clock_timestamp() WHERE token = %(token)s;
 
 -- name: record_wait
 -- A delivery that waited for its target's slot: how long and why, on its execution (one probe of
--- one day's key).
-UPDATE executions SET waited_ms = %(waited_ms)s, waited_for = %(waited_for)s
+-- one day's key). Added to what the execution already waited when it started after a hand-back
+-- (hand_back_for_slot).
+UPDATE executions SET waited_ms = COALESCE(waited_ms, 0) + %(waited_ms)s, waited_for = %(waited_for)s
 WHERE job_id = %(job_id)s AND started_at = %(started_at)s AND id = %(execution_id)s;
+
+-- name: hand_back_for_slot
+-- A deployed executor's limited delivery whose key stayed full: its start undone, in one statement
+-- fenced by the lease's token and the execution's id. The running execution, which never called
+-- the target, is removed; the attempt is not counted; last_run_at goes back to the run before
+-- (the newest execution left); the lease now ends after a pause, when a fan-out claims the job
+-- again (nothing is lost: an expired lease without a running execution is claimed as any due
+-- job). The wait began at the first hand-back of this occurrence (an execution started after one
+-- carries that wait in waited_ms), else when this delivery began to wait; the pause is half the
+-- wait so far, within its bounds, with a quarter of jitter either way, so that the waits of one
+-- key spread out and back off. Answers the job's id when handed back, nothing when the lease was
+-- taken over.
+WITH waited AS (
+    SELECT COALESCE(
+        (SELECT e.started_at - make_interval(secs => e.waited_ms / 1000.0) FROM executions e
+         WHERE e.job_id = %(job_id)s AND e.started_at = %(started_at)s AND e.id = %(execution_id)s),
+        now() - make_interval(secs => %(waited_seconds)s)) AS since
+), run AS (
+    UPDATE job_runs j
+    SET running_execution_id = NULL,
+        attempt = CASE WHEN j.lease_kind = 'schedule' THEN j.attempt - 1 ELSE j.attempt END,
+        locked_until = now() + make_interval(secs => (0.75 + random() / 2) * LEAST(
+            GREATEST(extract(epoch FROM now() - waited.since)::float8 / 2, %(min_pause_seconds)s),
+            %(max_pause_seconds)s)),
+        last_run_at = (SELECT max(e.started_at) FROM executions e
+                       WHERE e.job_id = j.job_id AND NOT (e.started_at = %(started_at)s AND e.id = %(execution_id)s)),
+        slot_wait_since = waited.since,
+        slot_wait_for = %(waited_for)s
+    FROM waited
+    WHERE j.job_id = %(job_id)s AND j.lock_token = %(lock_token)s AND j.running_execution_id = %(execution_id)s
+    RETURNING j.job_id
+), unstarted AS (
+    DELETE FROM executions e USING run
+    WHERE e.job_id = run.job_id AND e.started_at = %(started_at)s AND e.id = %(execution_id)s
+)
+SELECT job_id FROM run;
 
 -- name: extend_leases
 -- Deliveries waiting for their target's slot keep their leases (each fenced by its token, kept

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from scheduler.core.limits import TargetLimit
+from scheduler.core.limits import SlotHandBack, TargetLimit
 from scheduler.sql import QUERIES
 from scheduler.store.rows import retry_on_dead_connection
 
@@ -57,6 +57,24 @@ class TargetSlots:
         }
         with self.pool.connection() as conn:
             return {row["job_id"] for row in conn.execute(QUERIES["extend_leases"], params)}
+
+    @retry_on_dead_connection
+    def hand_back_for_slot(self, hand_back: SlotHandBack, min_pause_seconds: float, max_pause_seconds: float) -> bool:
+        """Undo a limited delivery's start and give its job back to the fan-outs after a pause:
+        half of the wait so far (since its first hand-back), within the bounds, with a quarter of
+        jitter either way. False when the lease was taken over meanwhile (nothing written)."""
+        params = {
+            "job_id": hand_back.job_id,
+            "lock_token": hand_back.lock_token,
+            "execution_id": hand_back.execution_id,
+            "started_at": hand_back.started_at,
+            "waited_seconds": max(hand_back.waited_seconds, 0.0),
+            "waited_for": hand_back.waited_for,
+            "min_pause_seconds": min_pause_seconds,
+            "max_pause_seconds": max_pause_seconds,
+        }
+        with self.pool.connection() as conn:
+            return conn.execute(QUERIES["hand_back_for_slot"], params).fetchone() is not None
 
     @retry_on_dead_connection
     def record_wait(

@@ -90,7 +90,10 @@ export function Calendars({ name }) {
       await load();
       if (!current) go(`#/calendars/${encodeURIComponent(saved.name)}`);
       else setCurrent(saved);
-    } catch (e) { setErrors(errorsOf(e)); }
+    } catch (e) {
+      setErrors(errorsOf(e));
+      if (e instanceof ApiError && e.status === 412) await load(); // the list shows the version it is at
+    }
   };
   const remove = async () => {
     try {
