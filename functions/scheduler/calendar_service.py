@@ -44,10 +44,13 @@ def _checked_definition(name: str, definition: Mapping[str, Any]) -> tuple[str, 
     return definition.get("timezone") or "UTC", kept
 
 
-def create_calendar(store: CalendarStore, owner: str, name: str, definition: Mapping[str, Any]) -> CalendarRecord:
-    """A new calendar of the owner (``CalendarNameTaken``; ``ScheduleError`` naming the field)."""
+def create_calendar(
+    store: CalendarStore, owner: str, name: str, definition: Mapping[str, Any], *, by: str | None = None
+) -> CalendarRecord:
+    """A new calendar of the owner (``CalendarNameTaken``; ``ScheduleError`` naming the field),
+    its change-log entry made by ``by``."""
     timezone, kept = _checked_definition(name, definition)
-    return store.insert_calendar(owner, name, timezone, kept)
+    return store.insert_calendar(owner, name, timezone, kept, by=by)
 
 
 def replace_calendar(
@@ -56,12 +59,14 @@ def replace_calendar(
     name: str,
     definition: Mapping[str, Any],
     expected_version: int | None = None,
+    *,
+    by: str | None = None,
 ) -> CalendarRecord:
-    """Replace a calendar (only at ``expected_version`` when given: If-Match), then replan the
-    jobs that name it (their occurrence in hand, when it is still to come and no attempt is under
-    way: one already due runs as planned)."""
+    """Replace a calendar (only at ``expected_version`` when given: If-Match; its change-log
+    entry made by ``by``), then replan the jobs that name it (their occurrence in hand, when it is
+    still to come and no attempt is under way: one already due runs as planned)."""
     timezone, kept = _checked_definition(name, definition)
-    record = store.replace_calendar(owner, name, timezone, kept, expected_version)
+    record = store.replace_calendar(owner, name, timezone, kept, expected_version, by=by)
     for job_id, _ in store.jobs_using_calendar(owner, name):
         _replan(store, owner, job_id)
     return record

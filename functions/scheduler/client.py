@@ -31,6 +31,7 @@ import requests
 
 from scheduler.transport import api_wire
 from scheduler.transport.api_alert_rules import AlertRuleCalls
+from scheduler.transport.api_calendars import CalendarCalls
 from scheduler.transport.api_models import Execution, Job, JobStats, Page, Retry, RunRequest, execution_timing
 from scheduler.transport.api_resources import Executions, Jobs, Schedules
 from scheduler.transport.api_wire import (
@@ -62,7 +63,7 @@ DEFAULT_TIMEOUT = 30.0
 MAX_PAGES = 10_000
 
 
-class SchedulerClient(AlertRuleCalls):
+class SchedulerClient(AlertRuleCalls, CalendarCalls):
     """The HTTP API of the scheduler (``docs/sdk.md``).
 
     Two faces: the typed one, ``client.jobs``, ``client.executions`` and ``client.schedules``
@@ -360,43 +361,6 @@ class SchedulerClient(AlertRuleCalls):
         if not isinstance(answer, dict) or not isinstance(answer.get("occurrences"), list):
             raise not_scheduler(answer)
         return answer
-
-    # -- calendars -----------------------------------------------------------------------------
-
-    @staticmethod
-    def _calendar_path(name: str) -> str:
-        from urllib.parse import quote
-
-        return f"{API_PREFIX}/calendars/{quote(name, safe='')}"
-
-    def create_calendar(self, definition: Mapping[str, Any]) -> dict[str, Any]:
-        """``POST /v1/calendars``: the new calendar."""
-        return self.request("POST", f"{API_PREFIX}/calendars", body=definition)
-
-    def list_calendars(self, *, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
-        """``GET /v1/calendars``: one page, ``{"calendars": [...], "next_cursor": ...}``."""
-        answer = self.request("GET", f"{API_PREFIX}/calendars", query={"limit": limit, "cursor": cursor})
-        return api_wire.expect_list(answer, "calendars")
-
-    def iter_calendar_pages(self, **filters: Any) -> Iterator[dict[str, Any]]:
-        """Every page of ``list_calendars``."""
-        return self._pages(self.list_calendars, filters)
-
-    def get_calendar(self, name: str) -> dict[str, Any]:
-        """``GET /v1/calendars/{name}``."""
-        return self.request("GET", self._calendar_path(name))
-
-    def replace_calendar(
-        self, name: str, definition: Mapping[str, Any], *, if_match: str | int | None = None
-    ) -> dict[str, Any]:
-        """``PUT /v1/calendars/{name}``: a full definition (the jobs that name it are replanned);
-        ``If-Match`` when ``if_match`` is given (412 if the calendar is at another version)."""
-        body = {key: value for key, value in definition.items() if key != "name"}
-        return self.request("PUT", self._calendar_path(name), body=body, headers=api_wire.if_match(if_match))
-
-    def delete_calendar(self, name: str) -> None:
-        """``DELETE /v1/calendars/{name}`` (409 naming the jobs while any names it)."""
-        self.request("DELETE", self._calendar_path(name))
 
     # -- helpers -------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from scheduler.core.alerts import AlertDecision, AlertDelivery, AlertJobRow, Ale
 from scheduler.core.domain import (
     CalendarRecord,
     Change,
+    ChangedKind,
     ChangeEntry,
     Claim,
     Completion,
@@ -210,8 +211,11 @@ class AlertStore(Protocol):
 class CalendarStore(Protocol):
     """An owner's calendars (the API, ``scheduler.service``), and those a batch of jobs name."""
 
-    def insert_calendar(self, owner: str, name: str, timezone: str, definition: Mapping[str, Any]) -> CalendarRecord:
-        """A new calendar (``CalendarNameTaken`` for a name taken)."""
+    def insert_calendar(
+        self, owner: str, name: str, timezone: str, definition: Mapping[str, Any], *, by: str | None = None
+    ) -> CalendarRecord:
+        """A new calendar (``CalendarNameTaken`` for a name taken); its change-log entry made by
+        ``by`` (none without)."""
         ...
 
     def get_calendar(self, owner: str, name: str) -> CalendarRecord:
@@ -229,13 +233,23 @@ class CalendarStore(Protocol):
         timezone: str,
         definition: Mapping[str, Any],
         expected_version: int | None = None,
+        *,
+        by: str | None = None,
     ) -> CalendarRecord:
         """Replace a calendar's zone and definition (``CalendarNotFound``; ``VersionMismatch``
-        when ``expected_version`` is given and it is at another)."""
+        when ``expected_version`` is given and it is at another); its change-log entry made by
+        ``by``."""
         ...
 
-    def delete_calendar(self, owner: str, name: str) -> None:
-        """Delete a calendar no job names (``CalendarNotFound``, ``CalendarInUse``)."""
+    def delete_calendar(self, owner: str, name: str, *, by: str | None = None) -> None:
+        """Delete a calendar no job names (``CalendarNotFound``, ``CalendarInUse``); its
+        change-log entry made by ``by``."""
+        ...
+
+    def list_resource_changes(
+        self, owner: str, kind: ChangedKind, name: str, *, limit: int = 50, before_seq: int | None = None
+    ) -> list[ChangeEntry]:
+        """A page of a calendar's or a rule set's change log, newest first (kept after a delete)."""
         ...
 
     def jobs_using_calendar(self, owner: str, name: str, limit: int = 1000) -> list[tuple[str, str]]:
@@ -257,10 +271,12 @@ class AlertRuleStore(Protocol):
         tag: str,
         alerts: Sequence[Mapping[str, Any]],
         expected_version: int | None = None,
+        *,
+        by: str | None = None,
     ) -> tuple[AlertRuleRecord, bool]:
         """Create or replace a rule set: the record, and whether it was created. With
         ``expected_version``, only replace that version (``VersionMismatch`` otherwise, its
-        ``current`` None when there is no set to replace)."""
+        ``current`` None when there is no set to replace). Its change-log entry made by ``by``."""
         ...
 
     def get_alert_rule(self, owner: str, name: str) -> AlertRuleRecord:
@@ -271,8 +287,14 @@ class AlertRuleStore(Protocol):
         """A page of the owner's rule sets in name order."""
         ...
 
-    def delete_alert_rule(self, owner: str, name: str) -> None:
-        """Delete a rule set (``AlertRuleNotFound``)."""
+    def delete_alert_rule(self, owner: str, name: str, *, by: str | None = None) -> None:
+        """Delete a rule set (``AlertRuleNotFound``); its change-log entry made by ``by``."""
+        ...
+
+    def list_resource_changes(
+        self, owner: str, kind: ChangedKind, name: str, *, limit: int = 50, before_seq: int | None = None
+    ) -> list[ChangeEntry]:
+        """A page of a calendar's or a rule set's change log, newest first (kept after a delete)."""
         ...
 
 

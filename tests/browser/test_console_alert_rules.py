@@ -47,6 +47,13 @@ def test_the_alerts_page_lists_the_rule_sets_and_their_alerts(browser, api, targ
     expect(page.locator("tr.alert-row")).to_contain_text("ledger")
     _shoot(page, "alert-rules")
     assert "console-tok-Q7" not in page.content()
+    # The set's name opens its change log, its secret masked.
+    page.locator("tr.rule-set-row").get_by_role("button", name="billing-team").click()
+    changes = page.locator(".rule-set-changes table.changes tbody tr")
+    expect(changes).to_have_count(1)
+    expect(changes.first).to_contain_text("create")
+    expect(changes.first).to_contain_text("alerts.0.target.auth.token: changed (secret)")
+    assert "console-tok-Q7" not in page.content()
     page.locator("tr.rule-set-row a", has_text="billing").click()
     expect(page.locator("input[name=tag]")).to_have_value("billing")
     page.get_by_role("link", name="ledger").click()

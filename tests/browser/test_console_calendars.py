@@ -94,6 +94,13 @@ def test_calendars_page_and_the_job_forms_calendar_fields(browser, api):
     page.get_by_role("button", name="Save").click()
     expect(page.locator(".note")).to_contain_text("replanned")
     assert requests.get(f"{api.url}/v1/jobs/{job_id}", timeout=10).json()["next_run_at"] == "2026-12-25T09:00:00Z"
+    # Its change log below the form, read again after the save: the replacement, newest first.
+    changes = page.locator(".calendar-changes table.changes tbody tr")
+    expect(changes).to_have_count(2)
+    expect(changes.first).to_contain_text("update")
+    expect(changes.first).to_contain_text('dates: ∅ → ["2026-12-26"]')
+    expect(changes.nth(1)).to_contain_text("create")
+    _shoot(page, "calendar-changes")
     page.get_by_role("button", name="Delete").click()
     expect(page.locator(".calendar-form .alert")).to_contain_text("daily-report")
 

@@ -136,3 +136,28 @@ def test_the_change_log_through_the_cli(local, target):
     after = cli(local, "jobs", "history", job_id, "-o", "json")
     assert after.returncode == 0, after.stderr
     assert [c["action"] for c in json.loads(after.stdout)["changes"]] == ["delete", "pause", "update", "create"]
+
+
+def test_a_calendars_and_a_rule_sets_change_logs_through_the_cli(local):
+    made = cli(local, "calendars", "create", "--name", "closures", "--date", "2026-12-24", "-o", "json")
+    assert made.returncode == 0, made.stderr
+    again = cli(local, "calendars", "apply", "--name", "closures", "--date", "2026-12-24", "--date", "2026-12-31")
+    assert again.returncode == 0, again.stderr
+    table = cli(local, "calendars", "history", "closures")
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[:4] == ["AT", "ACTION", "VERSION", "BY"]
+    assert [line.split()[1:3] for line in lines[1:]] == [["update", "2"], ["create", "1"]]
+    assert 'dates: ["2026-12-24"] -> ["2026-12-24", "2026-12-31"]' in lines[1]
+    assert cli(local, "calendars", "delete", "closures").returncode == 0
+    after = cli(local, "calendars", "history", "closures", "-o", "json")
+    assert [c["action"] for c in json.loads(after.stdout)["changes"]] == ["delete", "update", "create"]
+
+    rules = ["--name", "team", "--tag", "billing", "--webhook", "https://hooks.example.com/T0"]
+    assert cli(local, "alert-rules", "apply", *rules, "--alert", "failures_in_a_row=3").returncode == 0
+    assert cli(local, "alert-rules", "apply", *rules, "--alert", "failures_in_a_row=5").returncode == 0
+    shown = cli(local, "alert-rules", "history", "team", "--all")
+    assert shown.returncode == 0, shown.stderr
+    assert "alerts.0.threshold: 3 -> 5" in shown.stdout.splitlines()[1]
+    missing = cli(local, "alert-rules", "history", "nobody")
+    assert missing.returncode == 3 and "no such alert rule set" in missing.stderr  # exit 3: not found

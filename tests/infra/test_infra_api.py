@@ -34,11 +34,13 @@ ROUTES = {
     ("GET", "/v1/calendars/{id}"),
     ("PUT", "/v1/calendars/{id}"),
     ("DELETE", "/v1/calendars/{id}"),
+    ("GET", "/v1/calendars/{id}/changes"),  # the change logs of calendars and rule sets
     ("GET", "/v1/alerts"),
     ("GET", "/v1/alert-rules"),  # issue 34: alert rule sets by tag
     ("GET", "/v1/alert-rules/{id}"),
     ("PUT", "/v1/alert-rules/{id}"),
     ("DELETE", "/v1/alert-rules/{id}"),
+    ("GET", "/v1/alert-rules/{id}/changes"),
 }
 
 

@@ -18,6 +18,7 @@ from scheduler.api.errors import BadRequest, documented
 from scheduler.api.jobs import (
     DEFAULT_PAGE_SIZE,
     BoxDep,
+    Caller,
     Cursor,
     CursorsDep,
     IfMatch,
@@ -87,7 +88,7 @@ def _valid_name(name: str) -> bool:
     return len(name) <= MAX_NAME_LENGTH and bool(_NAME_RE.match(name))
 
 
-def _existing_name(name: str) -> str:
+def existing_rule_set_name(name: str) -> str:
     """A name no rule set can have is absent (404), as an odd job id is."""
     if not _valid_name(name):
         raise AlertRuleNotFound(name)
@@ -114,6 +115,7 @@ def put_alert_rule(
     box: BoxDep,
     owner: Owner,
     settings: SettingsDep,
+    caller: Caller,
     if_match: IfMatch = None,
 ) -> Response[Any]:
     expected = parse_if_match(if_match)
@@ -129,7 +131,7 @@ def put_alert_rule(
     except AlertRuleNotFound:
         stored = None
     alerts = seal_alerts(data["alerts"], box, stored) or []
-    record, created = store.put_alert_rule(owner, name, data["tag"], alerts, expected)
+    record, created = store.put_alert_rule(owner, name, data["tag"], alerts, expected, by=caller)
     logger.info("alert rules written", extra={"alert_rule": name, "version": record.version})
     if created:
         return _answer(record, 201, {"Location": f"/v1/alert-rules/{name}"})
@@ -163,7 +165,7 @@ def list_alert_rules(
     responses=documented(200, AlertRuleSet, "The rule set.", 403, 404),
 )
 def get_alert_rule(name: RuleName, store: AlertRuleStoreDep, owner: Owner) -> Response[Any]:
-    return _answer(store.get_alert_rule(owner, _existing_name(name)))
+    return _answer(store.get_alert_rule(owner, existing_rule_set_name(name)))
 
 
 @router.route(
@@ -174,7 +176,7 @@ def get_alert_rule(name: RuleName, store: AlertRuleStoreDep, owner: Owner) -> Re
     description="Its jobs no longer have its rules; the alerts it fired stay listed.",
     responses=documented(204, None, "Deleted.", 403, 404),
 )
-def delete_alert_rule(name: RuleName, store: AlertRuleStoreDep, owner: Owner) -> Response[Any]:
-    store.delete_alert_rule(owner, _existing_name(name))
+def delete_alert_rule(name: RuleName, store: AlertRuleStoreDep, owner: Owner, caller: Caller) -> Response[Any]:
+    store.delete_alert_rule(owner, existing_rule_set_name(name), by=caller)
     logger.info("alert rules deleted", extra={"alert_rule": name})
     return Response(status_code=204, content_type=None, body=None)

@@ -18,6 +18,7 @@ from scheduler.api.cursors import scope_of
 from scheduler.api.errors import documented
 from scheduler.api.jobs import (
     DEFAULT_PAGE_SIZE,
+    Caller,
     Cursor,
     CursorsDep,
     IfMatch,
@@ -79,7 +80,7 @@ def _answer(record: CalendarRecord, status: int = 200, headers: dict[str, str] |
     )
 
 
-def _checked_name(name: str) -> str:
+def existing_calendar_name(name: str) -> str:
     """A name no calendar can have is absent (404), as an odd job id is."""
     if len(name) > MAX_NAME_LENGTH or not _NAME_RE.match(name):
         raise CalendarNotFound(name)
@@ -100,8 +101,10 @@ def _definition(model: CalendarDefinition) -> dict[str, Any]:
     description="Days and spans jobs leave out (`exclude_calendars`): `dates`, `ranges`, `yearly`, or `ics`.",
     responses=documented(201, Calendar, "The calendar.", 400, 403, 409, 413, 415),
 )
-def create_calendar(spec: Annotated[CalendarSpec, Body()], store: CalendarStoreDep, owner: Owner) -> Response[Any]:
-    record = service.create_calendar(store, owner, spec.name, _definition(spec))
+def create_calendar(
+    spec: Annotated[CalendarSpec, Body()], store: CalendarStoreDep, owner: Owner, caller: Caller
+) -> Response[Any]:
+    record = service.create_calendar(store, owner, spec.name, _definition(spec), by=caller)
     logger.info("calendar created", extra={"calendar": record.name})
     return _answer(record, 201, {"Location": f"/v1/calendars/{record.name}"})
 
@@ -133,7 +136,7 @@ def list_calendars(
     responses=documented(200, Calendar, "The calendar.", 403, 404),
 )
 def get_calendar(name: CalendarName, store: CalendarStoreDep, owner: Owner) -> Response[Any]:
-    return _answer(store.get_calendar(owner, _checked_name(name)))
+    return _answer(store.get_calendar(owner, existing_calendar_name(name)))
 
 
 @router.route(
@@ -150,10 +153,13 @@ def replace_calendar(
     definition: Annotated[CalendarDefinition, Body()],
     store: CalendarJobStoreDep,
     owner: Owner,
+    caller: Caller,
     if_match: IfMatch = None,
 ) -> Response[Any]:
     expected = parse_if_match(if_match)
-    record = service.replace_calendar(store, owner, _checked_name(name), _definition(definition), expected)
+    record = service.replace_calendar(
+        store, owner, existing_calendar_name(name), _definition(definition), expected, by=caller
+    )
     logger.info("calendar replaced", extra={"calendar": record.name, "version": record.version})
     return _answer(record)
 
@@ -166,7 +172,7 @@ def replace_calendar(
     description="409 naming the jobs while any job names it in `exclude_calendars`.",
     responses=documented(204, None, "Deleted.", 403, 404, 409),
 )
-def delete_calendar(name: CalendarName, store: CalendarStoreDep, owner: Owner) -> Response[Any]:
-    store.delete_calendar(owner, _checked_name(name))
+def delete_calendar(name: CalendarName, store: CalendarStoreDep, owner: Owner, caller: Caller) -> Response[Any]:
+    store.delete_calendar(owner, existing_calendar_name(name), by=caller)
     logger.info("calendar deleted", extra={"calendar": name})
     return Response(status_code=204, content_type=None, body=None)

@@ -60,11 +60,13 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", _CALENDAR, "get_calendar"),
     Route("PUT", _CALENDAR, "replace_calendar", body=True, headers=("If-Match",)),
     Route("DELETE", _CALENDAR, "delete_calendar"),
+    Route("GET", f"{_CALENDAR}/changes", "list_calendar_changes", query=("limit", "cursor")),
     Route("GET", "/v1/alerts", "list_alerts", query=("job_id", "status", "limit", "cursor")),
     Route("GET", "/v1/alert-rules", "list_alert_rules", query=("limit", "cursor")),
     Route("GET", _ALERT_RULE, "get_alert_rule"),
     Route("PUT", _ALERT_RULE, "put_alert_rule", body=True, headers=("If-Match",)),
     Route("DELETE", _ALERT_RULE, "delete_alert_rule"),
+    Route("GET", f"{_ALERT_RULE}/changes", "list_alert_rule_changes", query=("limit", "cursor")),
 )
 
 _BY_OPERATION = {route.operation: route for route in ROUTES}

@@ -114,7 +114,7 @@ def execution_json(execution: DomainExecution) -> dict[str, Any]:
 
 
 def change_json(entry: ChangeEntry) -> dict[str, Any]:
-    """An entry of a job's change log (its diff's secrets were masked before it was stored)."""
+    """An entry of a change log (its diff's secrets were masked before it was stored)."""
     return {
         "at": _time(entry.at),
         "by": entry.by,
@@ -224,12 +224,13 @@ class ExecutionList(BaseModel):
 
 
 class Change(BaseModel):
-    """An entry of a job's change log."""
+    """An entry of a change log: a job's, a calendar's or an alert rule set's (these three:
+    create, update and delete only)."""
 
     at: AwareDatetime = Field(description="when, by the database clock")
     by: str = Field(description="the caller's identity (its IAM principal)")
     action: Literal["create", "update", "pause", "resume", "run", "delete"]
-    version: int = Field(description="the job's version after the change")
+    version: int = Field(description="the version after the change (of the job, calendar or rule set)")
     diff: dict[str, Any] = Field(
         description='`{"field.path": {"from": old, "to": new}}`; a secret shows as `"***"` with `"secret": true`'
     )

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler.cli.api import client_command
-from scheduler.cli.common import EXIT_OK, UsageError, positive_int
+from scheduler.cli.common import EXIT_OK, UsageError
 from scheduler.cli.definitions import read_definition
-from scheduler.cli.jobs import print_listing
-from scheduler.cli.output import format_table, print_data
+from scheduler.cli.jobs import add_page_flags, print_listing
+from scheduler.cli.output import format_changes, format_table, print_data
 
 _COLUMNS = ("NAME", "TAG", "RULES", "VERSION", "UPDATED")
 
@@ -110,6 +110,18 @@ def alert_rules_delete(args: argparse.Namespace, client: Any) -> int:
     return EXIT_OK
 
 
+@client_command
+def alert_rules_history(args: argparse.Namespace, client: Any) -> int:
+    """``alert-rules history NAME``: the rule set's change log, newest first (after a delete too)."""
+    return print_listing(
+        args,
+        "changes",
+        format_changes,
+        lambda: client.list_alert_rule_changes(args.rule_set, limit=args.limit, cursor=args.cursor),
+        lambda: client.iter_alert_rule_change_pages(args.rule_set, limit=args.limit, cursor=args.cursor),
+    )
+
+
 def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> None:
     """``scheduler alert-rules ...``."""
     group = sub.add_parser(
@@ -119,9 +131,7 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     )
     actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = subparser(actions, "list", "list alert rule sets (in name order)")
-    listing.add_argument("--limit", type=positive_int, metavar="N", help="page size (API default 50, max 200)")
-    listing.add_argument("--cursor", help="the next_cursor of the previous page")
-    listing.add_argument("--all", action="store_true", help="follow next_cursor to the last page")
+    add_page_flags(listing)
     listing.set_defaults(func=alert_rules_list)
     get = subparser(actions, "get", "show a rule set, every field")
     get.add_argument("rule_set", metavar="NAME")
@@ -142,3 +152,7 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     delete = subparser(actions, "delete", "delete a rule set (its jobs keep their own rules)")
     delete.add_argument("rule_set", metavar="NAME")
     delete.set_defaults(func=alert_rules_delete)
+    history = subparser(actions, "history", "a rule set's change log: who changed what, when (newest first)")
+    history.add_argument("rule_set", metavar="NAME")
+    add_page_flags(history)
+    history.set_defaults(func=alert_rules_history)

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.cli.api import client_command
-from scheduler.cli.common import EXIT_OK, UsageError, positive_int
+from scheduler.cli.common import EXIT_OK, UsageError
 from scheduler.cli.definitions import read_definition
-from scheduler.cli.jobs import print_listing
-from scheduler.cli.output import format_table, print_data
+from scheduler.cli.jobs import add_page_flags, print_listing
+from scheduler.cli.output import format_changes, format_table, print_data
 
 _COLUMNS = ("NAME", "TIMEZONE", "DAYS", "VERSION", "UPDATED")
 
@@ -122,6 +122,18 @@ def calendars_delete(args: argparse.Namespace, client: Any) -> int:
     return EXIT_OK
 
 
+@client_command
+def calendars_history(args: argparse.Namespace, client: Any) -> int:
+    """``calendars history NAME``: the calendar's change log, newest first (after a delete too)."""
+    return print_listing(
+        args,
+        "changes",
+        format_changes,
+        lambda: client.list_calendar_changes(args.calendar, limit=args.limit, cursor=args.cursor),
+        lambda: client.iter_calendar_change_pages(args.calendar, limit=args.limit, cursor=args.cursor),
+    )
+
+
 def _definition_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-f", "--file", metavar="FILE", help="a calendar in JSON or YAML, or an iCalendar .ics file")
     parser.add_argument("--name", help="the calendar's name, unique per owner")
@@ -147,9 +159,7 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     )
     actions = calendars.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = subparser(actions, "list", "list calendars (in name order)")
-    listing.add_argument("--limit", type=positive_int, metavar="N", help="page size (API default 50, max 200)")
-    listing.add_argument("--cursor", help="the next_cursor of the previous page")
-    listing.add_argument("--all", action="store_true", help="follow next_cursor to the last page")
+    add_page_flags(listing)
     listing.set_defaults(func=calendars_list)
     get = subparser(actions, "get", "show a calendar, every field")
     get.add_argument("calendar", metavar="NAME")
@@ -163,3 +173,7 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     delete = subparser(actions, "delete", "delete a calendar (refused while a job names it)")
     delete.add_argument("calendar", metavar="NAME")
     delete.set_defaults(func=calendars_delete)
+    history = subparser(actions, "history", "a calendar's change log: who changed what, when (newest first)")
+    history.add_argument("calendar", metavar="NAME")
+    add_page_flags(history)
+    history.set_defaults(func=calendars_history)

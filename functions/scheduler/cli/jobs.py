@@ -51,6 +51,13 @@ def print_listing(
     return EXIT_OK
 
 
+def add_page_flags(parser: argparse.ArgumentParser) -> None:
+    """``--limit``, ``--cursor`` and ``--all`` of a listing (``print_listing``)."""
+    parser.add_argument("--limit", type=positive_int, metavar="N", help="page size (API default 50, max 200)")
+    parser.add_argument("--cursor", help="the next_cursor of the previous page")
+    parser.add_argument("--all", action="store_true", help="follow next_cursor to the last page")
+
+
 @client_command
 def jobs_create(args: argparse.Namespace, client: Any) -> int:
     """``jobs create``."""
@@ -303,9 +310,7 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
 
     history = subparser(actions, "history", "a job's change log: who changed what, when (newest first)")
     history.add_argument("job", metavar="JOB", help="job id or name (the id after a delete)")
-    history.add_argument("--limit", type=positive_int, metavar="N", help="page size (API default 50, max 200)")
-    history.add_argument("--cursor", help="the next_cursor of the previous page")
-    history.add_argument("--all", action="store_true", help="follow next_cursor to the last page")
+    add_page_flags(history)
     history.set_defaults(func=jobs_history)
 
 

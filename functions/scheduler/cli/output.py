@@ -127,7 +127,7 @@ def _diff_text(diff: dict[str, Any]) -> str:
 
 
 def format_changes(changes: list[dict[str, Any]]) -> str:
-    """The table of a job's change log (newest first)."""
+    """The table of a change log, a job's, a calendar's or a rule set's (newest first)."""
     if not changes:
         return "no changes"
     rows = (

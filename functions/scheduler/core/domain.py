@@ -23,6 +23,7 @@ from scheduler.core.records import (  # noqa: F401 (the domain's names, re-expor
     ChainRun,
     Change,
     ChangeAction,
+    ChangedKind,
     ChangeEntry,
     PartitionMaintenance,
     Pause,

@@ -125,7 +125,8 @@ class ChainRun:
 
 
 class ChangeAction(StrEnum):
-    """What a change of a job did (an entry of its change log)."""
+    """What a change of a job did (an entry of its change log); a calendar's or a rule set's is
+    one of ``create``, ``update``, ``delete``."""
 
     CREATE = "create"
     UPDATE = "update"
@@ -145,11 +146,20 @@ class Change:
     diff: Mapping[str, Any]
 
 
+class ChangedKind(StrEnum):
+    """What, beside jobs, keeps a change log (0023): an owner's calendars and alert rule sets,
+    each by its name."""
+
+    CALENDAR = "calendar"
+    ALERT_RULES = "alert_rules"
+
+
 @dataclass(frozen=True, slots=True)
 class ChangeEntry:
-    """An entry of a job's change log, as recorded: the database's time, the version after it."""
+    """An entry of a change log, as recorded: the database's time, the version after it.
+    ``subject``: the job's id, or the calendar's or rule set's name."""
 
-    job_id: str
+    subject: str
     seq: int
     at: datetime
     by: str
@@ -159,9 +169,9 @@ class ChangeEntry:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> ChangeEntry:
-        """The entry of a ``job_changes`` row."""
+        """The entry of a ``job_changes`` or ``resource_changes`` row (its id or name as ``subject``)."""
         return cls(
-            job_id=str(row["job_id"]),
+            subject=str(row["subject"]),
             seq=row["seq"],
             at=row["at"],
             by=row["actor"],
@@ -180,4 +190,4 @@ class PartitionMaintenance:
     default_moved: int = 0  # rows moved from the DEFAULT partition into their day's new partition
     default_purged: int = 0  # rows of the DEFAULT partition past the retention, deleted
     skipped: int = 0  # steps left to the next pass (a lock was not free at once)
-    changes_purged: int = 0  # change-log entries of jobs deleted past the retention (0016)
+    changes_purged: int = 0  # change-log entries of jobs, calendars, rule sets deleted past the retention (0016, 0023)

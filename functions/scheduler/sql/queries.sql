@@ -651,16 +651,21 @@ LIMIT %(limit)s;
 
 -- name: replace_calendar
 -- With an expected version (If-Match), only that version is replaced; the caller tells an absent
--- calendar from a changed one by reading it again.
-UPDATE calendars
-SET timezone = %(timezone)s, definition = %(definition)s, version = version + 1, updated_at = now()
-WHERE owner = %(owner)s AND name = %(name)s
-  AND (%(expected_version)s::integer IS NULL OR version = %(expected_version)s::integer)
-RETURNING *;
+-- calendar from a changed one by reading it again. The calendar as it was (prior_*, held by the
+-- CTE) is answered too: the change log's diff.
+WITH prior AS (
+    SELECT timezone, definition FROM calendars WHERE owner = %(owner)s AND name = %(name)s FOR UPDATE
+)
+UPDATE calendars c
+SET timezone = %(timezone)s, definition = %(definition)s, version = c.version + 1, updated_at = now()
+FROM prior
+WHERE c.owner = %(owner)s AND c.name = %(name)s
+  AND (%(expected_version)s::integer IS NULL OR c.version = %(expected_version)s::integer)
+RETURNING c.*, prior.timezone AS prior_timezone, prior.definition AS prior_definition;
 
 -- name: lock_calendar
 -- A calendar held for its delete, so that the jobs that name it are read with it held.
-SELECT name FROM calendars WHERE owner = %(owner)s AND name = %(name)s FOR UPDATE;
+SELECT * FROM calendars WHERE owner = %(owner)s AND name = %(name)s FOR UPDATE;
 
 -- name: hold_calendars
 -- The calendars a job being written names, held (FOR KEY SHARE) until the write commits: a
@@ -1030,7 +1035,7 @@ VALUES (%(job_id)s, %(owner)s, %(actor)s, %(action)s, %(version)s, %(diff)s);
 -- name: list_job_changes
 -- A page of a job's change log, newest first (its key read backwards): the owner's entries only,
 -- kept after the job's delete. The cursor is the last seq seen.
-SELECT job_id, seq, at, actor, action, version, diff FROM job_changes
+SELECT job_id::text AS subject, seq, at, actor, action, version, diff FROM job_changes
 WHERE job_id = %(job_id)s AND owner = %(owner)s
   AND (%(before_seq)s::bigint IS NULL OR seq < %(before_seq)s::bigint)
 ORDER BY seq DESC
@@ -1047,21 +1052,58 @@ WITH gone AS (
 )
 DELETE FROM job_changes c USING gone WHERE c.job_id = gone.job_id;
 
+-- name: insert_resource_change
+-- An entry of a calendar's or a rule set's change log (0023), in the transaction of its change.
+INSERT INTO resource_changes (owner, kind, name, actor, action, version, diff)
+VALUES (%(owner)s, %(kind)s, %(name)s, %(actor)s, %(action)s, %(version)s, %(diff)s);
+
+-- name: list_resource_changes
+-- A page of a calendar's or a rule set's change log, newest first (its key read backwards), kept
+-- after its delete. The cursor is the last seq seen.
+SELECT name AS subject, seq, at, actor, action, version, diff FROM resource_changes
+WHERE owner = %(owner)s AND kind = %(kind)s AND name = %(name)s
+  AND (%(before_seq)s::bigint IS NULL OR seq < %(before_seq)s::bigint)
+ORDER BY seq DESC
+LIMIT %(limit)s;
+
+-- name: purge_resource_changes
+-- Retention of the calendars' and rule sets' change log, as purge_job_changes: the entries up to
+-- a delete made more than the executions' retention ago (a name made again keeps what came after).
+WITH gone AS (
+    SELECT owner, kind, name, seq FROM resource_changes
+    WHERE action = 'delete' AND at < now() - make_interval(days => %(retention_days)s::integer)
+    ORDER BY at
+    LIMIT %(limit)s
+)
+DELETE FROM resource_changes c USING gone
+WHERE c.owner = gone.owner AND c.kind = gone.kind AND c.name = gone.name AND c.seq <= gone.seq;
+
 -- name: put_alert_rule
--- An owner's rule set by tag (0020), created or replaced (version + 1); "created" says which.
+-- An owner's rule set by tag (0020), created or replaced (version + 1); "created" says which. The
+-- set as it was (prior_*, held by the CTE; NULL when created) is answered too: the change log's diff.
+-- The CTE is joined into the insert's row so that it is read (and the row held) before the write:
+-- read first from RETURNING, it would find the row already updated by this statement, and skip it.
+-- A WITH query runs once per statement: RETURNING reads what it held then.
+WITH prior AS (
+    SELECT tag, alerts FROM alert_rules WHERE owner = %(owner)s AND name = %(name)s FOR UPDATE
+)
 INSERT INTO alert_rules (owner, name, tag, alerts)
-VALUES (%(owner)s, %(name)s, %(tag)s, %(alerts)s)
+SELECT %(owner)s, %(name)s, %(tag)s, %(alerts)s FROM (SELECT 1) AS one LEFT JOIN prior ON true
 ON CONFLICT (owner, name) DO UPDATE
 SET tag = EXCLUDED.tag, alerts = EXCLUDED.alerts, version = alert_rules.version + 1, updated_at = now()
-RETURNING *, (xmax = 0) AS created;
+RETURNING *, (xmax = 0) AS created, (SELECT tag FROM prior) AS prior_tag, (SELECT alerts FROM prior) AS prior_alerts;
 
 -- name: replace_alert_rule
 -- A rule set replaced only at the version expected (If-Match): never created. No row: absent or
--- changed, which the caller tells apart by reading it again.
-UPDATE alert_rules
-SET tag = %(tag)s, alerts = %(alerts)s, version = version + 1, updated_at = now()
-WHERE owner = %(owner)s AND name = %(name)s AND version = %(expected_version)s::integer
-RETURNING *, false AS created;
+-- changed, which the caller tells apart by reading it again. With the set as it was (prior_*).
+WITH prior AS (
+    SELECT tag, alerts FROM alert_rules WHERE owner = %(owner)s AND name = %(name)s FOR UPDATE
+)
+UPDATE alert_rules r
+SET tag = %(tag)s, alerts = %(alerts)s, version = r.version + 1, updated_at = now()
+FROM prior
+WHERE r.owner = %(owner)s AND r.name = %(name)s AND r.version = %(expected_version)s::integer
+RETURNING r.*, false AS created, prior.tag AS prior_tag, prior.alerts AS prior_alerts;
 
 -- name: get_alert_rule
 SELECT * FROM alert_rules WHERE owner = %(owner)s AND name = %(name)s;
@@ -1074,4 +1116,5 @@ ORDER BY name
 LIMIT %(limit)s;
 
 -- name: delete_alert_rule
-DELETE FROM alert_rules WHERE owner = %(owner)s AND name = %(name)s RETURNING name;
+-- The set deleted, as it was (its change-log entry).
+DELETE FROM alert_rules WHERE owner = %(owner)s AND name = %(name)s RETURNING *;

@@ -10,8 +10,10 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from scheduler.core.alerts import AlertRuleRecord
+from scheduler.core.domain import ChangeAction, ChangedKind
 from scheduler.core.errors import AlertRuleNotFound, VersionMismatch
 from scheduler.sql import QUERIES
+from scheduler.store.changes import logged_write, rule_set_fields, write_resource_change
 from scheduler.store.rows import retry_on_dead_connection
 
 
@@ -28,10 +30,13 @@ class AlertRuleTables:
         tag: str,
         alerts: Sequence[Mapping[str, Any]],
         expected_version: int | None = None,
+        *,
+        by: str | None = None,
     ) -> tuple[AlertRuleRecord, bool]:
         """Create or replace a rule set (version + 1): the record, and whether it was created.
         With ``expected_version`` (If-Match), only replace that version: ``VersionMismatch``
-        naming the current one, or None when there is no set to replace (never created)."""
+        naming the current one, or None when there is no set to replace (never created). Its
+        change-log entry, made by ``by``, in the same transaction."""
         params = {
             "owner": owner,
             "name": name,
@@ -40,15 +45,22 @@ class AlertRuleTables:
             "expected_version": expected_version,
         }
         query = QUERIES["put_alert_rule" if expected_version is None else "replace_alert_rule"]
-        with self.pool.connection() as conn:
+        with self.pool.connection() as conn, logged_write(conn, by):
             row = conn.execute(query, params).fetchone()
-        if row is None:
-            try:
-                current: int | None = self.get_alert_rule(owner, name).version
-            except AlertRuleNotFound:
-                current = None
-            raise VersionMismatch(current, "alert rule set")
-        return AlertRuleRecord.from_row(row), bool(row["created"])
+            if row is not None:
+                record, created = AlertRuleRecord.from_row(row), bool(row["created"])
+                before = None if created else rule_set_fields(row["prior_tag"], row["prior_alerts"])
+                action = ChangeAction.CREATE if created else ChangeAction.UPDATE
+                after = rule_set_fields(tag, alerts)
+                write_resource_change(
+                    conn, owner, ChangedKind.ALERT_RULES, name, record.version, action, by, before, after
+                )
+                return record, created
+        try:  # nothing written: If-Match named another version, or there is no set to replace
+            current: int | None = self.get_alert_rule(owner, name).version
+        except AlertRuleNotFound:
+            current = None
+        raise VersionMismatch(current, "alert rule set")
 
     @retry_on_dead_connection
     def get_alert_rule(self, owner: str, name: str) -> AlertRuleRecord:
@@ -67,8 +79,14 @@ class AlertRuleTables:
             return [AlertRuleRecord.from_row(row) for row in conn.execute(QUERIES["list_alert_rules"], params)]
 
     @retry_on_dead_connection
-    def delete_alert_rule(self, owner: str, name: str) -> None:
-        """Delete a rule set (``AlertRuleNotFound``); the alerts it fired stay listed."""
-        with self.pool.connection() as conn:
-            if conn.execute(QUERIES["delete_alert_rule"], {"owner": owner, "name": name}).fetchone() is None:
+    def delete_alert_rule(self, owner: str, name: str, *, by: str | None = None) -> None:
+        """Delete a rule set (``AlertRuleNotFound``); the alerts it fired stay listed. Its
+        change-log entry (its rules, as ``from``), made by ``by``, in the same transaction."""
+        with self.pool.connection() as conn, logged_write(conn, by):
+            row = conn.execute(QUERIES["delete_alert_rule"], {"owner": owner, "name": name}).fetchone()
+            if row is None:
                 raise AlertRuleNotFound(name)
+            before = rule_set_fields(row["tag"], row["alerts"])
+            write_resource_change(
+                conn, owner, ChangedKind.ALERT_RULES, name, row["version"], ChangeAction.DELETE, by, before, None
+            )

@@ -10,9 +10,10 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from scheduler.core.domain import CalendarRecord
+from scheduler.core.domain import CalendarRecord, ChangeAction, ChangedKind
 from scheduler.core.errors import CalendarInUse, CalendarNameTaken, CalendarNotFound, ScheduleError, VersionMismatch
 from scheduler.sql import QUERIES
+from scheduler.store.changes import calendar_fields, logged_write, write_resource_change
 from scheduler.store.rows import retry_on_dead_connection
 
 # How many of the jobs that use a calendar a 409 names.
@@ -41,14 +42,22 @@ class CalendarTables:
     pool: Any
 
     @retry_on_dead_connection
-    def insert_calendar(self, owner: str, name: str, timezone: str, definition: Mapping[str, Any]) -> CalendarRecord:
-        """A new calendar (``CalendarNameTaken`` for a name taken)."""
+    def insert_calendar(
+        self, owner: str, name: str, timezone: str, definition: Mapping[str, Any], *, by: str | None = None
+    ) -> CalendarRecord:
+        """A new calendar (``CalendarNameTaken`` for a name taken), its change-log entry made by
+        ``by`` in the same transaction."""
         params = {"owner": owner, "name": name, "timezone": timezone, "definition": Jsonb(dict(definition))}
-        with self.pool.connection() as conn:
+        with self.pool.connection() as conn, logged_write(conn, by):
             row = conn.execute(QUERIES["insert_calendar"], params).fetchone()
-        if row is None:
-            raise CalendarNameTaken(name)
-        return CalendarRecord.from_row(row)
+            if row is None:
+                raise CalendarNameTaken(name)
+            record = CalendarRecord.from_row(row)
+            after = calendar_fields(timezone, definition)
+            write_resource_change(
+                conn, owner, ChangedKind.CALENDAR, name, record.version, ChangeAction.CREATE, by, None, after
+            )
+        return record
 
     @retry_on_dead_connection
     def get_calendar(self, owner: str, name: str) -> CalendarRecord:
@@ -74,10 +83,12 @@ class CalendarTables:
         timezone: str,
         definition: Mapping[str, Any],
         expected_version: int | None = None,
+        *,
+        by: str | None = None,
     ) -> CalendarRecord:
         """Replace a calendar's zone and definition, version + 1 (``CalendarNotFound``); with
         ``expected_version`` (If-Match), only that version (``VersionMismatch`` naming the
-        current one)."""
+        current one). Its change-log entry, made by ``by``, in the same transaction."""
         params = {
             "owner": owner,
             "name": name,
@@ -85,13 +96,19 @@ class CalendarTables:
             "definition": Jsonb(dict(definition)),
             "expected_version": expected_version,
         }
-        with self.pool.connection() as conn:
+        with self.pool.connection() as conn, logged_write(conn, by):
             row = conn.execute(QUERIES["replace_calendar"], params).fetchone()
-        if row is None:
-            if expected_version is not None:  # absent, or at another version: which one
-                raise VersionMismatch(self.get_calendar(owner, name).version, "calendar")
-            raise CalendarNotFound(name)
-        return CalendarRecord.from_row(row)
+            if row is not None:
+                record = CalendarRecord.from_row(row)
+                before = calendar_fields(row["prior_timezone"], row["prior_definition"])
+                after = calendar_fields(timezone, definition)
+                write_resource_change(
+                    conn, owner, ChangedKind.CALENDAR, name, record.version, ChangeAction.UPDATE, by, before, after
+                )
+                return record
+        if expected_version is not None:  # absent, or at another version: which one
+            raise VersionMismatch(self.get_calendar(owner, name).version, "calendar")
+        raise CalendarNotFound(name)
 
     @retry_on_dead_connection
     def jobs_using_calendar(self, owner: str, name: str, limit: int = 1000) -> list[tuple[str, str]]:
@@ -101,17 +118,23 @@ class CalendarTables:
             return [(str(row["id"]), row["name"]) for row in conn.execute(QUERIES["jobs_using_calendar"], params)]
 
     @retry_on_dead_connection
-    def delete_calendar(self, owner: str, name: str) -> None:
+    def delete_calendar(self, owner: str, name: str, *, by: str | None = None) -> None:
         """Delete a calendar no job names (``CalendarNotFound``; ``CalendarInUse`` naming the
-        jobs that name it, read while the calendar is held)."""
+        jobs that name it, read while the calendar is held), its change-log entry made by ``by``
+        (what it excluded, as ``from``) in the same transaction."""
         params = {"owner": owner, "name": name}
         with self.pool.connection() as conn, conn.transaction():
-            if conn.execute(QUERIES["lock_calendar"], params).fetchone() is None:
+            held = conn.execute(QUERIES["lock_calendar"], params).fetchone()
+            if held is None:
                 raise CalendarNotFound(name)
             rows = conn.execute(QUERIES["jobs_using_calendar"], {**params, "limit": MAX_JOBS_NAMED}).fetchall()
             if rows:
                 raise CalendarInUse(name, [(str(row["id"]), row["name"]) for row in rows])
             conn.execute(QUERIES["delete_calendar"], params)
+            before = calendar_fields(held["timezone"], held["definition"])
+            write_resource_change(
+                conn, owner, ChangedKind.CALENDAR, name, held["version"], ChangeAction.DELETE, by, before, None
+            )
 
     @retry_on_dead_connection
     def calendars_of(self, wanted: Iterable[tuple[str, str]]) -> list[CalendarRecord]:

@@ -1,18 +1,21 @@
-"""The store's change log of jobs and its chains (migrations 0016, 0021): an entry written in the
-transaction of the change it records, a job's log read back a page at a time (after its delete
-too, for the retention period; purged with the executions' retention: ``maintain_partitions``);
+"""The store's change logs and the chains (migrations 0016, 0021, 0023): an entry written in the
+transaction of the change it records, a job's, a calendar's or a rule set's log read back a page at
+a time (after its delete too, for the retention period; purged with the executions' retention:
+``maintain_partitions``);
 a write's chain check run in its transaction with the owner's chains held, and the chained runs
 a completion asks for in its own transaction. ``Store`` has the log as a base class."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
 
-from scheduler.core.domain import CHAIN_FIELDS, ChainRun, Change, ChangeEntry, Job
+from scheduler.core.changes import spec_diff
+from scheduler.core.domain import CHAIN_FIELDS, ChainRun, Change, ChangeAction, ChangedKind, ChangeEntry, Job
 from scheduler.core.errors import NotFound
 from scheduler.ports import ChainCheck
 from scheduler.sql import QUERIES
@@ -34,6 +37,53 @@ def write_change(conn: psycopg.Connection[Any], owner: str, job_id: str, version
             "diff": Jsonb(dict(change.diff)),
         },
     )
+
+
+def write_resource_change(
+    conn: psycopg.Connection[Any],
+    owner: str,
+    kind: ChangedKind,
+    name: str,
+    version: int,
+    action: ChangeAction,
+    by: str | None,
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+) -> None:
+    """In the transaction of a calendar's or a rule set's change (0023): its entry, the diff of
+    its fields as they were and are (``calendar_fields``, ``rule_set_fields``), secrets masked.
+    Nothing for a change without a caller to name (the system's own)."""
+    if by is None:
+        return
+    conn.execute(
+        QUERIES["insert_resource_change"],
+        {
+            "owner": owner,
+            "kind": str(kind),
+            "name": name,
+            "actor": by,
+            "action": str(action),
+            "version": version,
+            "diff": Jsonb(spec_diff(before, after)),
+        },
+    )
+
+
+def logged_write(conn: psycopg.Connection[Any], by: str | None) -> contextlib.AbstractContextManager[Any]:
+    """The transaction of a calendar's or a rule set's write and its change-log entry (none to
+    open for the write alone: a write of the system's own, without a caller)."""
+    return conn.transaction() if by is not None else contextlib.nullcontext()
+
+
+def calendar_fields(timezone: str, definition: Mapping[str, Any]) -> dict[str, Any]:
+    """A calendar's fields as its change log compares them."""
+    return {"timezone": timezone, **definition}
+
+
+def rule_set_fields(tag: str, alerts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A rule set's fields as its change log compares them: each rule by its place
+    (``alerts.0.threshold``), so that a diff names the field that changed, not the whole list."""
+    return {"tag": tag, "alerts": {str(i): dict(rule) for i, rule in enumerate(alerts)}}
 
 
 def hold_chains(conn: psycopg.Connection[Any], owner: str, check: ChainCheck | None) -> None:
@@ -119,3 +169,14 @@ class ChangeLog:
         if not rows and before_seq is None:
             self.get_job(owner, job_id)  # NotFound when there is no such job either
         return [ChangeEntry.from_row(row) for row in rows]
+
+    @retry_on_dead_connection
+    def list_resource_changes(
+        self, owner: str, kind: ChangedKind, name: str, *, limit: int = 50, before_seq: int | None = None
+    ) -> list[ChangeEntry]:
+        """A page of a calendar's or a rule set's change log, newest first (``before_seq``: the
+        keyset cursor), kept after its delete. Empty when the name never had an entry (the API
+        then answers 404 if there is no such calendar or set either)."""
+        params = {"owner": owner, "kind": str(kind), "name": name, "before_seq": before_seq, "limit": limit}
+        with self.pool.connection() as conn:
+            return [ChangeEntry.from_row(row) for row in conn.execute(QUERIES["list_resource_changes"], params)]

@@ -90,8 +90,8 @@ class ExecutionHistory:
     def maintain_partitions(self, retention_days: int, days_ahead: int = 3) -> PartitionMaintenance:
         """Retention by whole days: create the executions' partitions of today and the next
         ``days_ahead`` days (0 to 7: the function refuses more, migration 0011), drop those
-        wholly older than ``retention_days`` (at least 1), purge the change log of jobs deleted
-        longer ago than that, purge expired rows of the DEFAULT
+        wholly older than ``retention_days`` (at least 1), purge the change logs of jobs,
+        calendars and rule sets deleted longer ago than that, purge expired rows of the DEFAULT
         partition (``scheduler_maintain_partitions``, migration 0005: it holds the DDL rights the
         application's role lacks). A step that would wait on a lock is left to the next call
         (counted in ``skipped``)."""
@@ -100,9 +100,10 @@ class ExecutionHistory:
                 QUERIES["maintain_partitions"], {"retention_days": retention_days, "days_ahead": days_ahead}
             ).fetchone()
             # The change log of jobs deleted past the same retention (0016), a batch a pass.
-            purged = conn.execute(
-                QUERIES["purge_job_changes"], {"retention_days": max(retention_days, 1), "limit": CHANGES_PURGE_BATCH}
-            ).rowcount
+            purge = {"retention_days": max(retention_days, 1), "limit": CHANGES_PURGE_BATCH}
+            purged = conn.execute(QUERIES["purge_job_changes"], purge).rowcount
+            # And those of calendars and rule sets deleted past it (0023).
+            purged += conn.execute(QUERIES["purge_resource_changes"], purge).rowcount
         return PartitionMaintenance(**row, changes_purged=purged)
 
     @retry_on_dead_connection

@@ -15,7 +15,8 @@ PATH = f"{API_PREFIX}/alert-rules"
 
 class AlertRuleCalls:
     """``put_alert_rule``, ``list_alert_rules``, ``iter_alert_rule_pages``, ``get_alert_rule``,
-    ``delete_alert_rule``, on the client's ``request``."""
+    ``delete_alert_rule``, ``list_alert_rule_changes``, ``iter_alert_rule_change_pages``, on the
+    client's ``request``."""
 
     # The client's: one request (the parsed JSON answer), and every page of a listing.
     request: Callable[..., Any]
@@ -49,3 +50,15 @@ class AlertRuleCalls:
     def delete_alert_rule(self, name: str) -> None:
         """``DELETE /v1/alert-rules/{name}``: its jobs no longer have its rules."""
         self.request("DELETE", self._alert_rule_path(name))
+
+    def list_alert_rule_changes(
+        self, name: str, *, limit: int | None = None, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """``GET /v1/alert-rules/{name}/changes``: one page of the rule set's change log, newest
+        first, ``{"changes": [...], "next_cursor": ...}`` (kept after its delete)."""
+        answer = self.request("GET", self._alert_rule_path(name) + "/changes", query={"limit": limit, "cursor": cursor})
+        return api_wire.expect_list(answer, "changes")
+
+    def iter_alert_rule_change_pages(self, name: str, **filters: Any) -> Iterator[dict[str, Any]]:
+        """Every page of ``list_alert_rule_changes``, following ``next_cursor``."""
+        return self.pages(lambda **kw: self.list_alert_rule_changes(name, **kw), filters)

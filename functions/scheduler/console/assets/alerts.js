@@ -3,6 +3,7 @@
 // GET /v1/alert-rules and the job's "alerts".
 import { useState, useEffect, useCallback } from './vendor/htm-preact-standalone.mjs';
 import { html, api, query, fmtTime, Badge, ErrorBox, useInterval } from './lib.js';
+import { Changes } from './changes.js';
 
 export const ALERT_STATUSES = ['pending', 'delivered', 'failed'];
 
@@ -59,10 +60,11 @@ export function JobAlerts({ job }) {
 }
 
 // Your rule sets by tag (scheduler alert-rules apply, PUT /v1/alert-rules/NAME): every job with
-// the tag has their rules.
+// the tag has their rules. A set's name opens its change log below the table.
 function RuleSets() {
   const [sets, setSets] = useState(null);
   const [error, setError] = useState(null);
+  const [open, setOpen] = useState(null);
   useEffect(() => {
     api('GET', `/alert-rules${query({ limit: 200 })}`).then((p) => setSets(p.alert_rules)).catch(setError);
   }, []);
@@ -76,7 +78,8 @@ function RuleSets() {
           <thead><tr><th>Name</th><th>Tag</th><th>Rules</th><th class="num">Version</th><th>Updated</th></tr></thead>
           <tbody>${sets.map((set) => html`
             <tr key=${set.name} class="rule-set-row">
-              <td>${set.name}</td>
+              <td><button class="link" aria-expanded=${open === set.name ? 'true' : 'false'}
+                          title="its change log" onClick=${() => setOpen(open === set.name ? null : set.name)}>${set.name}</button></td>
               <td><a href="#/jobs${query({ tag: set.tag })}"><code>${set.tag}</code></a></td>
               <td>${set.alerts.map((r, i) => html`<div key=${i}><code>${ruleText(r)}</code> → ${r.target.type}
                 <span class="muted">${whereTo(r.target)}</span></div>`)}</td>
@@ -85,6 +88,12 @@ function RuleSets() {
             </tr>`)}
           </tbody>
         </table>`}
+      ${open ? html`
+        <div class="rule-set-changes">
+          <h3>Changes of ${open}</h3>
+          <${Changes} path=${`/alert-rules/${encodeURIComponent(open)}/changes`}
+                      version=${(sets.find((set) => set.name === open) || {}).version} />
+        </div>` : ''}
     </div>`;
 }
 

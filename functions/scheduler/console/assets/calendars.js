@@ -1,8 +1,10 @@
 // The calendars page: an owner's holiday and blackout calendars (GET/POST/PUT/DELETE
 // /v1/calendars), which jobs leave out with exclude_calendars. #/calendars lists them with a form
-// for a new one; #/calendars/NAME fills the form with that calendar, to replace or delete it.
+// for a new one; #/calendars/NAME fills the form with that calendar, to replace or delete it, and
+// shows its change log below.
 import { useState, useEffect, useCallback } from './vendor/htm-preact-standalone.mjs';
 import { html, api, ApiError, go, fmtTime, ErrorBox } from './lib.js';
+import { Changes } from './changes.js';
 
 const lines = (text) => text.split('\n').map((s) => s.trim()).filter(Boolean);
 
@@ -149,5 +151,10 @@ export function Calendars({ name }) {
           ${current ? html`<button type="button" class="danger" onClick=${remove}>Delete</button>` : ''}
         </div>
       </form>
+      ${current ? html`
+        <div class="calendar-changes">
+          <h2>Changes of ${current.name}</h2>
+          <${Changes} path=${`/calendars/${encodeURIComponent(current.name)}/changes`} version=${current.version} />
+        </div>` : ''}
     </section>`;
 }

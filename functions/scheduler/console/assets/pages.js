@@ -3,6 +3,7 @@ import { useState, useEffect, useRef, useCallback } from './vendor/htm-preact-st
 import { html, api, query, fmtTime, fmtMs, fmtZoned, fromNow, lateness, backoff, nextRun, anchorOf, Badge, ErrorBox,
          go, useInterval, STATES, EXEC_STATUSES } from './lib.js';
 import { TargetSummary } from './targets.js';
+import { Changes } from './changes.js';
 import { JobAlerts } from './alerts.js';
 import { BulkActions, PauseSummary, RunOptions, skippedText } from './runs.js';
 
@@ -198,46 +199,6 @@ function ExecutionRows({ executions, withJob }) {
     </table>`;
 }
 
-// One change's diff: a line a field, "from -> to"; a secret only says that it changed.
-function Diff({ diff }) {
-  const fields = Object.keys(diff || {}).sort();
-  if (!fields.length) return html`<span class="muted">—</span>`;
-  const show = (v) => (v === null || v === undefined ? '∅' : JSON.stringify(v));
-  return html`<ul class="diff">${fields.map((f) => html`<li key=${f}><code>${f}</code>: ${diff[f].secret
-    ? html`<span class="secret">changed (secret)</span>`
-    : html`<span class="from">${show(diff[f].from)}</span> → <span class="to">${show(diff[f].to)}</span>`}</li>`)}</ul>`;
-}
-
-// The job's change log, newest first: who changed what and when (read again when the job moves on).
-function Changes({ id, version }) {
-  const [changes, setChanges] = useState(null);
-  const [cursor, setCursor] = useState(null);
-  const [error, setError] = useState(null);
-  const load = async (after) => {
-    try {
-      const page = await api('GET', `/jobs/${id}/changes${query({ limit: 50, cursor: after })}`);
-      setChanges((old) => (after && old ? old.concat(page.changes) : page.changes));
-      setCursor(page.next_cursor);
-      setError(null);
-    } catch (e) { setError(e); }
-  };
-  useEffect(() => { load(null); }, [id, version]);
-  if (changes === null) return html`<${ErrorBox} error=${error} />${error ? '' : html`<p class="muted">Loading…</p>`}`;
-  return html`
-    <${ErrorBox} error=${error} />
-    ${changes.length === 0 ? html`<p class="empty">No changes recorded.</p>` : html`
-    <table class="list changes">
-      <thead><tr><th>At</th><th>Action</th><th class="num">Version</th><th>By</th><th>Changes</th></tr></thead>
-      <tbody>${changes.map((c) => html`
-        <tr key=${c.version + c.action + c.at}>
-          <td>${fmtTime(c.at)}</td><td class="action">${c.action}</td><td class="num">${c.version}</td>
-          <td class="by">${c.by}</td><td><${Diff} diff=${c.diff} /></td>
-        </tr>`)}
-      </tbody>
-    </table>`}
-    ${cursor ? html`<button class="more" onClick=${() => load(cursor)}>Older changes</button>` : ''}`;
-}
-
 // What an execution of the job runs next (its chains), as a summary row.
 function Chains({ job }) {
   const parts = [['on success', job.on_success], ['on failure', job.on_failure], ['on complete', job.on_complete]]
@@ -378,7 +339,7 @@ export function Job({ id }) {
           <button key=${key} role="tab" aria-selected=${tab === key ? 'true' : 'false'} class=${tab === key ? 'here' : ''}
                   onClick=${() => setTab(key)}>${label}</button>`)}
       </div>
-      ${tab === 'changes' ? html`<${Changes} id=${id} version=${job.version} />` : html`
+      ${tab === 'changes' ? html`<${Changes} path=${`/jobs/${id}/changes`} version=${job.version} />` : html`
       ${executions.length === 0 ? html`<p class="empty">No executions yet.</p>`
         : html`<${ExecutionRows} executions=${executions.concat(older.executions.filter((e) => !executions.some((x) => x.id === e.id)))} />`}
       ${older.cursor ? html`<button class="more" onClick=${loadOlder}>Older executions</button>` : ''}`}
