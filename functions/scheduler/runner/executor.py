@@ -268,7 +268,7 @@ class Executor:
         ended: list[tuple[SlotWait, Outcome]] = []
         due: list[SlotWait] = []
         for one in waits:
-            if self.remaining_seconds is not None and self.remaining_seconds() < one.timeout + DEADLINE_RESERVE_SECONDS:
+            if self._short_of_time(one):
                 error = f"no slot before the executor's time ran out: {one.limit.describe()}"
                 ended.append((one, Outcome(FAILED, True, error=error)))
             elif now >= one.kept_until:

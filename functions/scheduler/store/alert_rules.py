@@ -13,8 +13,8 @@ from scheduler.core.alerts import AlertRuleRecord
 from scheduler.core.domain import ChangeAction, ChangedKind
 from scheduler.core.errors import AlertRuleNotFound, VersionMismatch
 from scheduler.sql import QUERIES
-from scheduler.store.changes import logged_write, rule_set_fields, write_resource_change
-from scheduler.store.rows import retry_on_dead_connection
+from scheduler.store.changes import rule_set_fields, write_resource_change
+from scheduler.store.rows import retry_on_dead_connection, transaction_if
 
 
 class AlertRuleTables:
@@ -45,7 +45,7 @@ class AlertRuleTables:
             "expected_version": expected_version,
         }
         query = QUERIES["put_alert_rule" if expected_version is None else "replace_alert_rule"]
-        with self.pool.connection() as conn, logged_write(conn, by):
+        with self.pool.connection() as conn, transaction_if(conn, by is not None):
             row = conn.execute(query, params).fetchone()
             if row is not None:
                 record, created = AlertRuleRecord.from_row(row), bool(row["created"])
@@ -82,7 +82,7 @@ class AlertRuleTables:
     def delete_alert_rule(self, owner: str, name: str, *, by: str | None = None) -> None:
         """Delete a rule set (``AlertRuleNotFound``); the alerts it fired stay listed. Its
         change-log entry (its rules, as ``from``), made by ``by``, in the same transaction."""
-        with self.pool.connection() as conn, logged_write(conn, by):
+        with self.pool.connection() as conn, transaction_if(conn, by is not None):
             row = conn.execute(QUERIES["delete_alert_rule"], {"owner": owner, "name": name}).fetchone()
             if row is None:
                 raise AlertRuleNotFound(name)

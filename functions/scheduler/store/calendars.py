@@ -13,8 +13,8 @@ from psycopg.types.json import Jsonb
 from scheduler.core.domain import CalendarRecord, ChangeAction, ChangedKind
 from scheduler.core.errors import CalendarInUse, CalendarNameTaken, CalendarNotFound, ScheduleError, VersionMismatch
 from scheduler.sql import QUERIES
-from scheduler.store.changes import calendar_fields, logged_write, write_resource_change
-from scheduler.store.rows import retry_on_dead_connection
+from scheduler.store.changes import calendar_fields, write_resource_change
+from scheduler.store.rows import retry_on_dead_connection, transaction_if
 
 # How many of the jobs that use a calendar a 409 names.
 MAX_JOBS_NAMED = 50
@@ -48,7 +48,7 @@ class CalendarTables:
         """A new calendar (``CalendarNameTaken`` for a name taken), its change-log entry made by
         ``by`` in the same transaction."""
         params = {"owner": owner, "name": name, "timezone": timezone, "definition": Jsonb(dict(definition))}
-        with self.pool.connection() as conn, logged_write(conn, by):
+        with self.pool.connection() as conn, transaction_if(conn, by is not None):
             row = conn.execute(QUERIES["insert_calendar"], params).fetchone()
             if row is None:
                 raise CalendarNameTaken(name)
@@ -96,7 +96,7 @@ class CalendarTables:
             "definition": Jsonb(dict(definition)),
             "expected_version": expected_version,
         }
-        with self.pool.connection() as conn, logged_write(conn, by):
+        with self.pool.connection() as conn, transaction_if(conn, by is not None):
             row = conn.execute(QUERIES["replace_calendar"], params).fetchone()
             if row is not None:
                 record = CalendarRecord.from_row(row)

@@ -7,7 +7,6 @@ a completion asks for in its own transaction. ``Store`` has the log as a base cl
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -67,12 +66,6 @@ def write_resource_change(
             "diff": Jsonb(spec_diff(before, after)),
         },
     )
-
-
-def logged_write(conn: psycopg.Connection[Any], by: str | None) -> contextlib.AbstractContextManager[Any]:
-    """The transaction of a calendar's or a rule set's write and its change-log entry (none to
-    open for the write alone: a write of the system's own, without a caller)."""
-    return conn.transaction() if by is not None else contextlib.nullcontext()
 
 
 def calendar_fields(timezone: str, definition: Mapping[str, Any]) -> dict[str, Any]:

@@ -49,7 +49,14 @@ from scheduler.store.changes import ChangeLog, hold_chains, request_chained_runs
 from scheduler.store.completions import completion_batch, completion_row
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
 from scheduler.store.limits import TargetSlots
-from scheduler.store.rows import is_uuid, plan_params, retry_on_dead_connection, spec_params, started_rows_cursor
+from scheduler.store.rows import (
+    is_uuid,
+    plan_params,
+    retry_on_dead_connection,
+    spec_params,
+    started_rows_cursor,
+    transaction_if,
+)
 from scheduler.store.skips import RunRecords, pause_params, record_backfill_retries, record_skips, skips_param
 from scheduler.store.started import LEASE_KINDS, LOCK_TOKEN_COLUMN, RECLAIMED_COLUMN, STARTED_COLUMNS, read_started
 
@@ -71,11 +78,6 @@ def _delete_completed(conn: psycopg.Connection, job_ids: Sequence[str]) -> None:
     ``after_completion`` is ``delete``, with their executions (the query fences it)."""
     if job_ids:
         conn.execute(QUERIES["delete_completed_jobs"], {"job_ids": [str(job_id) for job_id in job_ids]})
-
-
-def _with_change(conn: psycopg.Connection, change: Change | None) -> contextlib.AbstractContextManager[Any]:
-    """The transaction of a write and its change-log entry (none to open for the write alone)."""
-    return conn.transaction() if change is not None else contextlib.nullcontext()
 
 
 @contextlib.contextmanager
@@ -248,7 +250,7 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, AlertRuleTables, Tar
         if not is_uuid(job_id):
             raise NotFound(job_id)
         value = None if overrides is None else Jsonb({"deliver": overrides.deliver, "shown": overrides.shown})
-        with self.pool.connection() as conn, _with_change(conn, change):
+        with self.pool.connection() as conn, transaction_if(conn, change is not None):
             params = {"id": job_id, "owner": owner, "overrides": value}
             row = conn.execute(QUERIES["request_manual_run"], params).fetchone()
             if row is None:
@@ -407,7 +409,7 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, AlertRuleTables, Tar
         skipping = any(plan.skips or plan.backfill_retry for _, plan in extra)
         chained = [(str(done.job_id), plan.chain) for done, plan in extra if plan.chain is not None]
         transaction = doomed or skipping or chained
-        with self.pool.connection() as conn, conn.transaction() if transaction else contextlib.nullcontext():
+        with self.pool.connection() as conn, transaction_if(conn, bool(transaction)):
             # The ids of the outcomes NOT written come back (complete_outcomes), as text, as the
             # callers hold them: nearly always none.
             fenced = {job_id for (job_id,) in conn.cursor(row_factory=tuple_row).execute(query, params)}

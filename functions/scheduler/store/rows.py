@@ -3,6 +3,7 @@ check, and the cursor that reads the runner's started rows cheaply."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
@@ -96,6 +97,13 @@ def started_rows_cursor(conn: psycopg.Connection) -> psycopg.Cursor:
             cursor.adapters.register_loader(_JSONB_OID, _JsonbLoader)
         conn._scheduler_started_rows = cursor  # type: ignore[attr-defined]
     return cursor
+
+
+def transaction_if(conn: psycopg.Connection[Any], wanted: bool) -> contextlib.AbstractContextManager[Any]:
+    """A transaction around a write that needs one (a write with its change-log entry, a
+    completion with the rows it also writes), none for a statement alone, which commits by
+    itself."""
+    return conn.transaction() if wanted else contextlib.nullcontext()
 
 
 _CANONICAL_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
