@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from msgspec import structs
+
 from scheduler.calendar_service import (  # noqa: F401 (the calendar operations, re-exported)
     calendars_of_batch,
     create_calendar,
@@ -320,19 +322,23 @@ def plan_completion(
     ran_started_at: datetime | None = None,
     execution_id: str | None = None,
     ran_as: tuple[Trigger, int] | None = None,
+    common: lifecycle.CommonPlans | None = None,
 ) -> Plan:
     """The job's columns after an attempt (``lifecycle.plan_completion``), marked ``delete``
     when the attempt completes a job whose ``after_completion`` is ``delete``: the store then
     deletes it with its executions in the transaction that records the completion. A final
     outcome (no retry to come) of a job with chains carries the runs it asks for (``chain``),
     written in the same transaction; ``execution_id`` is the cause they name. ``ran_as``: the
-    execution's trigger and attempt (a failed backfill delivery is retried)."""
-    plan = lifecycle.plan_completion(job, outcome, now, rng, ran_scheduled_at, calendars, ran_started_at, ran_as)
+    execution's trigger and attempt (a failed backfill delivery is retried). ``common``: the
+    batch's memo of the plans that are not a job's own (``lifecycle.plan_completion``)."""
+    plan = lifecycle.plan_completion(
+        job, outcome, now, rng, ran_scheduled_at, calendars, ran_started_at, ran_as, common
+    )
     if plan.state == JobState.COMPLETED and job.after_completion == "delete":
         plan = Plan(plan.state, plan.scheduled_at, plan.attempt, plan.next_run_at, delete=True, skips=plan.skips)
     chained = job.chained(outcome)  # () for a job without chains: nothing more to do
     if chained and not _retries(job, plan):
-        plan = dataclasses.replace(plan, chain=ChainRun(str(job.owner), chained, cause_of(job, outcome, execution_id)))
+        plan = structs.replace(plan, chain=ChainRun(str(job.owner), chained, cause_of(job, outcome, execution_id)))
     return plan
 
 
@@ -367,6 +373,7 @@ def complete_executions(
     fast = [i for i, done in enumerate(completions) if done.started is not None and done.elapsed_seconds is not None]
     if fast:
         planned = []
+        common: lifecycle.CommonPlans = {}  # the batch's jobs of one schedule and occurrence share a plan
         calendars = calendars_of_batch(store, [completions[i].started.job for i in fast])  # type: ignore[union-attr]
         for i in fast:
             done = completions[i]
@@ -388,6 +395,7 @@ def complete_executions(
                 started.started_at,
                 done.execution_id,
                 (started.trigger, started.attempt),
+                common,
             )
             planned.append((done, plan))
         written = store.write_completions(planned)

@@ -21,7 +21,6 @@ the window, the same whoever plans it.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import hashlib
 import os
 import random
@@ -30,6 +29,7 @@ from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from msgspec import structs
 
 from scheduler.core.domain import ExecutionStatus, Job, Outcome
 from scheduler.planning import lifecycle
@@ -169,7 +169,7 @@ def planned(expressions: list[str], zone: str, spread: dict | None, end: datetim
     while plan.scheduled_at is not None and plan.scheduled_at <= end:
         assert plan.next_run_at is not None
         runs.append((plan.scheduled_at, plan.next_run_at))
-        job = dataclasses.replace(job, scheduled_at=plan.scheduled_at, next_run_at=plan.next_run_at, attempt=1)
+        job = structs.replace(job, scheduled_at=plan.scheduled_at, next_run_at=plan.next_run_at, attempt=1)
         plan = lifecycle.plan_completion(job, succeeded, plan.next_run_at + timedelta(seconds=1))
     return runs
 

@@ -3,11 +3,11 @@ policies, the ``start_at``/``end_at`` window, pause and resume, retries, without
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from msgspec import structs
 
 from scheduler.core.domain import Job, JobState
 from scheduler.planning.lifecycle import Outcome, plan_completion, plan_first, plan_pause, plan_resume, spread_of
@@ -124,7 +124,7 @@ def test_a_spread_never_drops_an_occurrence_whose_fire_time_is_to_come():
         spread = {"window_seconds": 600, "mode": "random"}
     ran = job(spread=spread, missed_runs="skip")
     fire = at(10, 0) + spread_of(ran).offset(at(10, 0))
-    plan = plan_completion(dataclasses.replace(ran, next_run_at=fire), Outcome("succeeded"), at(10, 5, 30))
+    plan = plan_completion(structs.replace(ran, next_run_at=fire), Outcome("succeeded"), at(10, 5, 30))
     assert plan.scheduled_at == at(10, 5)
     assert plan.next_run_at == at(10, 5) + spread_of(ran).offset(at(10, 5))
 
@@ -141,9 +141,9 @@ def test_pause_and_resume_apply_the_policy_to_the_union():
     assert plan_pause(job(attempt=0)).state == JobState.PAUSED
     resumed = plan_resume(paused, at(10, 31))
     assert resumed.state == JobState.ACTIVE and resumed.scheduled_at == at(10, 30)  # run_once: the latest
-    skipped = plan_resume(dataclasses.replace(paused, missed_runs="skip"), at(10, 31))
+    skipped = plan_resume(structs.replace(paused, missed_runs="skip"), at(10, 31))
     assert skipped.scheduled_at == at(10, 40)
     spread = {"window_seconds": 120, "mode": "stable"}
-    with_spread = plan_resume(dataclasses.replace(paused, spread=spread, missed_runs="skip"), at(10, 31))
+    with_spread = plan_resume(structs.replace(paused, spread=spread, missed_runs="skip"), at(10, 31))
     offset = spread_of(job(spread=spread)).offset(at(10, 0))
     assert with_spread.scheduled_at == (at(10, 30) if at(10, 30) + offset >= at(10, 31) else at(10, 40))

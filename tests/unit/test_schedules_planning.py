@@ -6,10 +6,10 @@ Europe/Berlin in 2026: spring forward 03-29 01:00Z (02:00 -> 03:00 CEST), fall b
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from msgspec import structs
 
 from scheduler.core.domain import Job
 from scheduler.planning import lifecycle
@@ -156,7 +156,7 @@ def test_the_preview_is_the_jobs_plan():
         planned, plan = [], lifecycle.plan_first(Job.from_row(job), after)
         while plan.scheduled_at is not None and len(planned) < 12:
             planned.append(plan.scheduled_at)
-            job = {**job, **dataclasses.asdict(plan), "lease_kind": "schedule"}
+            job = {**job, **structs.asdict(plan), "lease_kind": "schedule"}
             plan = lifecycle.plan_completion(Job.from_row(job), Outcome("succeeded"), plan.scheduled_at)
         assert planned, schedule
         assert (

@@ -11,12 +11,13 @@ the pydantic models of ``scheduler.schema.models``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from scheduler.core.frozen import quick_frozen_init
+from msgspec import Struct
+
 from scheduler.core.records import (  # noqa: F401 (the domain's names, re-exported)
     BackfillRetry,
     CalendarRecord,
@@ -112,9 +113,7 @@ SCHEDULE_FIELDS = (
 OCCURRENCE_FIELDS = ("schedule", "schedules", "run_at", "timezone", "start_at")
 
 
-@quick_frozen_init
-@dataclass(frozen=True, slots=True)
-class Job:
+class Job(Struct, frozen=True):
     """The columns of a job that the domain reads. A row may carry fewer (a started row has
     ``started_columns`` only, a draft has its spec and ``created_at``): the others keep
     their defaults."""
@@ -212,9 +211,7 @@ class Job:
         return self.retry_policy.max_attempts
 
 
-@quick_frozen_init
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
+class RetryPolicy(Struct, frozen=True):
     """When a failed attempt is tried again: at most ``max_attempts`` attempts at an occurrence,
     exponential backoff with full jitter between ``min_backoff_seconds`` and
     ``max_backoff_seconds``, and none starting later than ``max_age_seconds`` after the
@@ -238,9 +235,7 @@ class RetryPolicy:
         )
 
 
-@quick_frozen_init
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(Struct, frozen=True):
     """A job's schedule columns after an event (what ``scheduler.planning.lifecycle`` answers):
     its state, the occurrence in hand, the attempts made at it and when the next one runs.
     ``delete`` (a completion's plan only): the attempt completed a job whose
@@ -264,12 +259,10 @@ class Plan:
         return cls(job.state, job.scheduled_at, job.attempt, job.next_run_at)
 
 
-_JOB_FIELDS = tuple(f.name for f in fields(Job))
+_JOB_FIELDS: tuple[str, ...] = Job.__struct_fields__
 
 
-@quick_frozen_init
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(Struct, frozen=True):
     """How an attempt ended: the delivery's answer, recorded as the execution's end.
 
     ``status`` is ``succeeded``, ``failed`` or ``timed_out``; ``retryable`` says whether
@@ -292,9 +285,7 @@ class Outcome:
         return self.status == ExecutionStatus.SUCCEEDED
 
 
-@quick_frozen_init
-@dataclass(frozen=True, slots=True)
-class StartedExecution:
+class StartedExecution(Struct, frozen=True):
     """An execution recorded as running, with the job it runs (the columns its delivery and its
     completion need: ``started_columns`` in queries.sql; the target still encrypted)."""
 
@@ -371,9 +362,7 @@ class Execution:
         )
 
 
-@quick_frozen_init
-@dataclass(frozen=True, slots=True)
-class Claim:
+class Claim(Struct, frozen=True):
     """A job taken by the fan-out, with the lease token that fences its completion."""
 
     job_id: str
@@ -446,9 +435,7 @@ class LeasedJob:
     ran_attempt: int = 1
 
 
-@quick_frozen_init
-@dataclass(frozen=True, slots=True)
-class Completion:
+class Completion(Struct, frozen=True):
     """How one started execution ended, to be recorded."""
 
     job_id: str
@@ -468,9 +455,7 @@ HEADER_SCHEDULED_AT = "X-Scheduler-Scheduled-At"
 HEADER_ATTEMPT = "X-Scheduler-Attempt"
 
 
-@quick_frozen_init
-@dataclass(frozen=True, slots=True)
-class Delivery:
+class Delivery(Struct, frozen=True):
     """The identity of one delivery attempt: which occurrence of which job, which try."""
 
     job_id: str

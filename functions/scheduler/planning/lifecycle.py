@@ -16,12 +16,13 @@ A filter of the occurrences (a calendar's) belongs between the schedule and the 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import random
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
+
+from msgspec.structs import replace
 
 from scheduler.core.domain import (
     BackfillRetry,
@@ -187,7 +188,7 @@ def plan_first(
     occurrence = first_run(schedule, now, start_at=job.start_at, end_at=job.end_at)
     plan = _at(occurrence, state, job)
     if occurrence is None and job.run_at is not None:
-        return dataclasses.replace(plan, skips=(Skip(SkipReason.WINDOW, 1, job.run_at),))
+        return replace(plan, skips=(Skip(SkipReason.WINDOW, 1, job.run_at),))
     if isinstance(schedule, CalendarSchedule):
         after = now if recorded_until is None else max(now, recorded_until - _TINY)
         before = occurrence if occurrence is not None else job.end_at and job.end_at + _TINY
@@ -200,14 +201,14 @@ def _excluding(plan: Plan, schedule: Schedule, job: Job, after: datetime, before
     """``plan`` with the occurrences the calendars left out between ``after`` and ``before``
     among its skips (``calendar``; a job without calendars never comes here)."""
     excluded = excluded_between(schedule, after, before, start_at=job.start_at, end_at=job.end_at)
-    return dataclasses.replace(plan, skips=plan.skips + excluded) if excluded else plan
+    return replace(plan, skips=plan.skips + excluded) if excluded else plan
 
 
 def plan_pause(job: Job) -> Plan:
     """Pausing keeps the occurrence in hand (shown as next_run_at) but nothing is due."""
     if job.state != JobState.ACTIVE:
         return Plan.of(job)
-    return dataclasses.replace(Plan.of(job), state=JobState.PAUSED)
+    return replace(Plan.of(job), state=JobState.PAUSED)
 
 
 def plan_resume(job: Job, now: datetime, calendars: Calendars = ()) -> Plan:
@@ -222,7 +223,7 @@ def plan_resume(job: Job, now: datetime, calendars: Calendars = ()) -> Plan:
     if pending is None:
         return plan_first(job, now, calendars=calendars)
     if job.attempt > 0 or pending >= now:
-        return _due_by(now, dataclasses.replace(Plan.of(job), state=JobState.ACTIVE))
+        return _due_by(now, replace(Plan.of(job), state=JobState.ACTIVE))
     occurrence = plan_next(
         schedule_of(job, calendars),
         pending - _TINY,
@@ -235,7 +236,7 @@ def plan_resume(job: Job, now: datetime, calendars: Calendars = ()) -> Plan:
     schedule = schedule_of(job, calendars)
     bound = now + _TINY if occurrence is None else occurrence
     skips = skipped(schedule, SkipReason.PAUSED, pending - _TINY, bound, start_at=job.start_at, end_at=job.end_at)
-    plan = dataclasses.replace(_at(occurrence, JobState.ACTIVE, job), skips=skips)
+    plan = replace(_at(occurrence, JobState.ACTIVE, job), skips=skips)
     if isinstance(schedule, CalendarSchedule):
         plan = _excluding(plan, schedule, job, pending - _TINY, bound)
     return _due_by(now, plan)
@@ -263,7 +264,7 @@ def backfill_occurrences(
 def _due_by(now: datetime, plan: Plan) -> Plan:
     """``plan`` with a next attempt in the past moved to ``now`` (the occurrence stays as it was)."""
     if plan.next_run_at is not None and plan.next_run_at < now:
-        return dataclasses.replace(plan, next_run_at=now)
+        return replace(plan, next_run_at=now)
     return plan
 
 
@@ -297,7 +298,77 @@ def _retry_backfill(
         return plan
     at = now + _retry_delay(retry, attempt, outcome, rng)
     again = BackfillRetry(occurrence, attempt + 1, at, started_at, retry.max_age_seconds or None)
-    return dataclasses.replace(plan, backfill_retry=again)
+    return replace(plan, backfill_retry=again)
+
+
+# A batch's memo of common plans (``plan_completion``'s ``common``): by the fields that make a
+# job's next occurrence, its plan, or what stands for "plan it alone" (_ALONE) or "ask again with
+# the job's creation time" (_BY_ANCHOR, an interval counting from it).
+CommonPlans = dict[tuple[Any, ...], Any]
+_ALONE = object()
+_BY_ANCHOR = object()
+
+
+def _common_plan(
+    job: Job, outcome: Outcome, now: datetime, ran_occurrence: datetime | None, common: CommonPlans
+) -> Plan | None:
+    """``plan_completion``'s answer when nothing about it is the job's own: an attempt at the
+    occurrence in hand that succeeded (or failed for good at once), of a job with no spread and
+    no calendars, whose next occurrence is still to come (nothing was missed, so ``now`` and the
+    ``missed_runs`` policy change nothing). Made once for the jobs of a batch that share their
+    schedule and occurrence, and answered from ``common`` for the others; None otherwise."""
+    if (
+        job.lease_kind != LeaseKind.SCHEDULE
+        or job.spread is not None
+        or job.exclude_calendars
+        or job.scheduled_at is None
+        or ran_occurrence != job.scheduled_at
+        or (outcome.retryable and outcome.status != ExecutionStatus.SUCCEEDED)
+    ):
+        return None
+    key: tuple[Any, ...] = (
+        job.schedule,
+        job.schedules,
+        job.run_at,
+        job.timezone,
+        job.start_at,
+        job.end_at,
+        job.state,
+        job.scheduled_at,
+    )
+    plan = common.get(key)
+    if plan is None:
+        plan = common[key] = _nothing_missed(job, anchored=False)
+    if plan is _BY_ANCHOR:
+        key = (key, job.created_at)
+        plan = common.get(key)
+        if plan is None:
+            plan = common[key] = _nothing_missed(job, anchored=True)
+    if plan is _ALONE or (plan.next_run_at is not None and plan.next_run_at <= now):
+        return None  # an occurrence was missed: the policy decides, with the job's own now
+    return plan
+
+
+def _nothing_missed(job: Job, anchored: bool) -> Any:
+    """The plan of the next occurrence after the one in hand, assuming none was missed (the
+    caller checks): the next occurrence, or completion for a one-off that has run; _ALONE when
+    the schedule ended (its skips are the job's own), _BY_ANCHOR when the schedule counts from
+    the job's creation and ``anchored`` is False."""
+    schedule = schedule_of(job)
+    if not anchored and job.start_at is None and _counts_from_anchor(schedule):
+        return _BY_ANCHOR
+    occurrence = next_occurrence(schedule, job.scheduled_at, start_at=job.start_at, end_at=job.end_at)  # type: ignore[arg-type]
+    if occurrence is None:
+        return Plan(JobState.COMPLETED, None, 0, None) if schedule.one_off else _ALONE
+    return _at(occurrence, job.state if job.state != JobState.COMPLETED else JobState.ACTIVE, job)
+
+
+def _counts_from_anchor(schedule: Schedule) -> bool:
+    """Whether the schedule's occurrences count from its job's anchor (an interval, alone or in a
+    union), which is its creation time when it has no start_at."""
+    if isinstance(schedule, IntervalSchedule):
+        return True
+    return any(isinstance(member, IntervalSchedule) for member in getattr(schedule, "members", ()))
 
 
 def plan_completion(
@@ -309,6 +380,7 @@ def plan_completion(
     calendars: Calendars = (),
     ran_started_at: datetime | None = None,
     ran_as: tuple[Trigger, int] | None = None,
+    common: CommonPlans | None = None,
 ) -> Plan:
     """The job's columns after an attempt: a durable retry, the next occurrence, or completion.
 
@@ -321,7 +393,13 @@ def plan_completion(
     ``overlap``, by the attempt's start ``ran_started_at``). A failed backfill delivery
     (``ran_as``: the execution's trigger and attempt) is retried under the same policy
     (``Plan.backfill_retry``; ``max_age_seconds`` counts from its first attempt).
+
+    ``common``: a batch's memo (an empty dict to begin with), where the plans that are not the
+    job's own (:func:`_common_plan`) are made once for the batch's jobs of one schedule and
+    occurrence; the answer is the same.
     """
+    if common is not None and (shared := _common_plan(job, outcome, now, ran_occurrence, common)) is not None:
+        return shared
     if job.lease_kind == LeaseKind.MANUAL:
         if ran_as is not None and ran_as[0] == Trigger.BACKFILL and ran_occurrence and ran_started_at:
             return _retry_backfill(job, outcome, now, rng, (ran_occurrence, ran_as[1], ran_started_at))
@@ -339,7 +417,7 @@ def plan_completion(
             retry_at = now + _retry_delay(retry, attempt, outcome, rng)
             max_age = retry.max_age_seconds
             if not max_age or retry_at <= (scheduled or now) + timedelta(seconds=max_age):
-                return dataclasses.replace(Plan.of(job), next_run_at=retry_at)
+                return replace(Plan.of(job), next_run_at=retry_at)
     schedule = schedule_of(job, calendars)
     horizon = _missed_before(job, now)  # an occurrence is missed once its fire time passed
     occurrence = plan_next(
@@ -363,4 +441,4 @@ def plan_completion(
         start_at=job.start_at,
         end_at=job.end_at,
     )
-    return dataclasses.replace(plan, skips=skips + plan.skips) if skips else plan
+    return replace(plan, skips=skips + plan.skips) if skips else plan

@@ -40,7 +40,6 @@ off at the deadline, the status decides and the excerpt holds what was read.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import email.utils
 import functools
 import re
@@ -51,6 +50,7 @@ from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit
 
 import requests
+from msgspec import structs
 
 from scheduler.targets import http_wire, ssrf
 from scheduler.targets.aws import HttpSigner, sigv4_signer
@@ -98,7 +98,7 @@ def deliver_http(target: HttpView, delivery: Delivery, policy: TargetPolicy, *, 
     except Exception as exc:
         result = transient(f"unexpected error during the HTTP delivery: {type(exc).__name__}")
     if result.error or result.response_excerpt:
-        result = dataclasses.replace(
+        result = structs.replace(
             result,
             response_excerpt=redact_and_cut(result.response_excerpt, secrets, EXCERPT_LIMIT),
             error=redact_and_cut(result.error, secrets, MAX_ERROR_BYTES),
