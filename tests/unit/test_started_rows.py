@@ -4,9 +4,11 @@ moved in ``Job`` cannot shift a value into its neighbour."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 from scheduler.core.domain import Job, JobState, LeaseKind, Trigger
+from scheduler.store.rows import json_value
 from scheduler.store.started import LOCK_TOKEN_COLUMN, STARTED_COLUMNS, read_started
 
 BASE = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
@@ -24,8 +26,8 @@ def _row() -> dict[str, object]:
         "start_at": BASE + timedelta(minutes=2),
         "end_at": BASE + timedelta(minutes=3),
         "created_at": BASE + timedelta(minutes=4),
-        "target": {"type": "http", "url": "https://example.com/t"},
-        "retry": {"max_attempts": 7},
+        "target": '{"type": "http", "url": "https://example.com/t"}',  # read as text
+        "retry": '{"max_attempts": 7}',
         "missed_runs": "run_all",
         "state": "paused",
         "version": 41,
@@ -68,8 +70,8 @@ def test_read_started_builds_the_job_that_the_keyword_form_builds():
         start_at=values["start_at"],
         end_at=values["end_at"],
         created_at=values["created_at"],
-        target=values["target"],
-        retry=values["retry"],
+        target={"type": "http", "url": "https://example.com/t"},
+        retry={"max_attempts": 7},
         missed_runs=values["missed_runs"],
         state=JobState.PAUSED,
         version=41,
@@ -94,3 +96,17 @@ def test_read_started_builds_the_job_that_the_keyword_form_builds():
     assert started.started_at == values["execution_started_at"]
     assert started.overrides == values["overrides"]
     assert started.cause == values["cause"]
+
+
+def test_a_json_text_reads_as_json_loads_reads_it():
+    """``json_value`` (a started row's target and retry, read as text): orjson where it reads
+    the same, json.loads for integers beyond 64 bits and what orjson refuses."""
+    for text in (
+        '{"big": 123456789012345678901234567890, "small": -7, "ratio": 0.1}',
+        '{"lone": "\\ud800", "inf": 1e400}',
+        '["h\u00e9llo \u2603", null, true]',
+    ):
+        for form in (text, text.encode()):
+            assert json_value(form) == json.loads(text)
+    assert json_value('{"big": 123456789012345678901234567890}')["big"] == 123456789012345678901234567890
+    assert json_value('{"inf": 1e400}')["inf"] == float("inf")

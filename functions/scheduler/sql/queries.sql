@@ -341,9 +341,11 @@ execution AS (
 -- fragment: started_columns
 -- A started row, read by position (scheduler.store.STARTED_COLUMNS names them in this order):
 -- the columns of its job that its delivery and its completion's plan need, no more, then its
--- execution's. No other: the runner turns every column of every row into a Python value.
+-- execution's. No other: the runner turns every column of every row into a Python value. The
+-- target and retry as text, parsed in read_started (a loader's Python frame a value cost more
+-- than the parse).
 job.id, job.owner, job.name, job.schedule, job.run_at, job.timezone, job.start_at, job.end_at,
-job.created_at, job.target, job.retry, job.missed_runs, job.state, job.version, job.scheduled_at,
+job.created_at, job.target::text, job.retry::text, job.missed_runs, job.state, job.version, job.scheduled_at,
 job.attempt, job.next_run_at, job.lease_kind, job.after_completion, job.schedules, job.spread, job.limits,
 execution.id AS execution_id, execution.scheduled_at AS execution_scheduled_at,
 execution.attempt AS execution_attempt, execution.trigger AS execution_trigger,

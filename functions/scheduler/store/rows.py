@@ -44,32 +44,52 @@ def retry_on_dead_connection(method: Callable) -> Callable:
 
 
 # 19 digits in a row may be an integer beyond 64 bits, which orjson turns into a float (lossy).
-# Found by mapping every digit to "0" and looking for 19 zeros: bytes.translate and a substring
-# search run in C without the regex engine's per-call setup, which showed in profiles of a claim.
+# Found by mapping every digit to "0" and looking for 19 zeros: translate and a substring search
+# run in C without the regex engine's per-call setup, which showed in profiles of a claim.
 _DIGITS_AS_ZEROS = bytes.maketrans(b"123456789", b"000000000")
+_TEXT_DIGITS_AS_ZEROS = str.maketrans("123456789", "000000000")
 _LONG_DIGITS = b"0" * 19
-# Whether orjson reads a value exactly, by the value's text: most jobs share their retry policy,
-# and many their target, so the search above runs once per distinct text rather than per row
-# (about 4,300 instructions a value, 6% of a claimed and recorded job's). Bounded; cleared when full.
-_ORJSON_EXACT: dict[bytes, bool] = {}
+# Whether orjson reads a value exactly, by the value's text (bytes from the jsonb loader, str from
+# a started row's target and retry): most jobs share their retry policy, and many their target,
+# so the search above runs once per distinct text rather than per row (about 4,300 instructions
+# a value, 6% of a claimed and recorded job's). Bounded; cleared when full.
+_ORJSON_EXACT: dict[bytes | str, bool] = {}
 _ORJSON_EXACT_MAX = 4096
 
 
+def _orjson_exact(data: bytes | str) -> bool:
+    exact = _ORJSON_EXACT.get(data)
+    if exact is None:
+        if isinstance(data, str):
+            exact = "0" * 19 not in data.translate(_TEXT_DIGITS_AS_ZEROS)
+        else:
+            exact = _LONG_DIGITS not in data.translate(_DIGITS_AS_ZEROS)
+        if len(_ORJSON_EXACT) >= _ORJSON_EXACT_MAX:
+            _ORJSON_EXACT.clear()
+        _ORJSON_EXACT[data] = exact
+    return exact
+
+
+def json_value(text: str | bytes) -> Any:
+    """A JSON text as ``json.loads`` reads it, by orjson where that gives the same: ``json.loads``
+    for integers beyond 64 bits (orjson reads them as floats), for what orjson refuses (lone
+    surrogates, 1e400), and without orjson (the Lambda layer has none)."""
+    if orjson is not None and _orjson_exact(text):
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(text)
+
+
 class _JsonbLoader(Loader):
-    """jsonb (text format) as json.loads reads it, by orjson where that gives the same: json.loads
-    for integers beyond 64 bits (orjson reads them as floats), and for what orjson refuses (lone
-    surrogates, 1e400). In one call: psycopg's own loader adds a Python frame a value."""
+    """jsonb (text format) as json_value reads it, in one call: psycopg's own loader adds a
+    Python frame a value."""
 
     def load(self, data: Buffer) -> Any:
         if not isinstance(data, bytes):  # psycopg hands bytes; a memoryview is copied first
             data = bytes(data)
-        exact = _ORJSON_EXACT.get(data)
-        if exact is None:
-            exact = _LONG_DIGITS not in data.translate(_DIGITS_AS_ZEROS)
-            if len(_ORJSON_EXACT) >= _ORJSON_EXACT_MAX:
-                _ORJSON_EXACT.clear()
-            _ORJSON_EXACT[data] = exact
-        if exact:
+        if _orjson_exact(data):
             try:
                 return orjson.loads(data)
             except orjson.JSONDecodeError:
@@ -84,7 +104,8 @@ def started_rows_cursor(conn: psycopg.Connection) -> psycopg.Cursor:
     """The connection's cursor for started rows, made once per connection and kept on it. It
     reads rows as tuples and uuid columns as text: the runner's started rows carry ids used only
     as text, and a uuid.UUID object per id is a measurable share of a batch's cost; its jsonb
-    columns (a started row's target and retry) are read with orjson when installed. Kept, since a
+    columns are read with orjson when installed (a started row's target and retry come as text,
+    parsed by ``json_value`` in ``read_started``: no loader's Python frame a value). Kept, since a
     cursor builds a loader for each column of its first result and keeps them for the next: a
     new cursor per batch built the 26 loaders of a started row at every claim (8% of the runner's
     CPU in a profile of the batched path). The connection is used by one thread at a time (the

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from scheduler.core.domain import Job, JobState, LeaseKind, StartedExecution, Trigger
+from scheduler.store.rows import json_value
 
 # The columns of a started row (``started_columns`` in queries.sql), in their order: read by
 # position, as the runner reads thousands a second (claim_and_start adds lock_token, reclaimed).
@@ -56,7 +57,8 @@ _TRIGGERS = {trigger.value: trigger for trigger in Trigger}
 
 
 def read_started(row: Sequence[Any]) -> StartedExecution:
-    """A started row (``STARTED_COLUMNS``, uuids read as text): its job and its execution.
+    """A started row (``STARTED_COLUMNS``, uuids, the target and the retry read as text): its
+    job and its execution.
     Every column the job takes is NOT NULL in the table or has None for its default."""
     (
         job_id,
@@ -108,8 +110,8 @@ def read_started(row: Sequence[Any]) -> StartedExecution:
         timezone,
         start_at,
         end_at,
-        target,
-        retry,
+        json_value(target),  # NOT NULL, read as text (started_columns)
+        json_value(retry),
         missed_runs,
         _JOB_STATES[state],
         version,
