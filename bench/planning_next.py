@@ -20,10 +20,11 @@ own second, planning the run they all just made.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from msgspec import structs
 
 from common import machine_summary, write_json
 from scheduler.core.domain import ExecutionStatus, Job, Outcome
@@ -89,7 +90,7 @@ def plan_runs(fields: dict[str, Any], plans: int) -> float:
     clock, spent = time.perf_counter, 0.0
     for _ in range(plans):
         assert plan.scheduled_at is not None and plan.next_run_at is not None
-        job = dataclasses.replace(job, scheduled_at=plan.scheduled_at, next_run_at=plan.next_run_at, attempt=1)
+        job = structs.replace(job, scheduled_at=plan.scheduled_at, next_run_at=plan.next_run_at, attempt=1)
         now = plan.next_run_at + _LATER
         began = clock()
         plan = lifecycle.plan_completion(job, _SUCCEEDED, now, calendars=calendars)
