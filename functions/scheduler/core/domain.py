@@ -2,9 +2,13 @@
 execution, a recorded execution, how an attempt ended and how that is recorded, and the
 identity of a delivery.
 
-Frozen dataclasses, built once at the edge of the store from its rows (``Job.from_row``) and
-read by attribute everywhere after: planning (``scheduler.planning.lifecycle``), the executor and its
-delivery. The writable fields of a job are named once here (``SPEC_FIELDS``); their rules are
+Frozen records, built once at the edge of the store from its rows (``Job.from_row``) and read
+by attribute everywhere after: planning (``scheduler.planning.lifecycle``), the executor and its
+delivery. Those the runner builds for every job (``Job``, ``StartedExecution``, ``Claim``,
+``Plan``, ``Outcome``, ``Completion``, ``RetryPolicy``, ``Delivery``) are msgspec Structs, built
+in C (a frozen dataclass's generated ``__init__`` sets each field through ``object.__setattr__``:
+a fifth of a claimed and recorded job's instructions went there); replace one with
+``msgspec.structs.replace``. The others are frozen dataclasses. The writable fields of a job are named once here (``SPEC_FIELDS``); their rules are
 the pydantic models of ``scheduler.schema.models``.
 """
 

@@ -49,6 +49,7 @@ def retry_on_dead_connection(method: Callable) -> Callable:
 _DIGITS_AS_ZEROS = bytes.maketrans(b"123456789", b"000000000")
 _TEXT_DIGITS_AS_ZEROS = str.maketrans("123456789", "000000000")
 _LONG_DIGITS = b"0" * 19
+_LONG_DIGITS_TEXT = "0" * 19
 # Whether orjson reads a value exactly, by the value's text (bytes from the jsonb loader, str from
 # a started row's target and retry): most jobs share their retry policy, and many their target,
 # so the search above runs once per distinct text rather than per row (about 4,300 instructions
@@ -61,7 +62,7 @@ def _orjson_exact(data: bytes | str) -> bool:
     exact = _ORJSON_EXACT.get(data)
     if exact is None:
         if isinstance(data, str):
-            exact = "0" * 19 not in data.translate(_TEXT_DIGITS_AS_ZEROS)
+            exact = _LONG_DIGITS_TEXT not in data.translate(_TEXT_DIGITS_AS_ZEROS)
         else:
             exact = _LONG_DIGITS not in data.translate(_DIGITS_AS_ZEROS)
         if len(_ORJSON_EXACT) >= _ORJSON_EXACT_MAX:
