@@ -73,20 +73,25 @@ def test_a_shared_plan_is_the_plan_made_alone(batch):
         assert shared == alone
 
 
-def test_a_batch_on_one_schedule_and_occurrence_is_planned_once():
-    occurrence = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
-    jobs = [
+def _claimed(schedule: str, occurrence: datetime, count: int) -> list[Job]:
+    """``count`` jobs on ``schedule``, created a second apart, claimed at ``occurrence``."""
+    return [
         Job(
             id=f"j{n}",
-            schedule="* * * * *",
+            schedule=schedule,
             created_at=occurrence - timedelta(hours=1, seconds=n),
             scheduled_at=occurrence,
             next_run_at=occurrence,
             attempt=1,
             lease_kind=LeaseKind.SCHEDULE,
         )
-        for n in range(50)
+        for n in range(count)
     ]
+
+
+def test_a_batch_on_one_schedule_and_occurrence_is_planned_once():
+    occurrence = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    jobs = _claimed("* * * * *", occurrence, 50)
     common: dict = {}
     done = Outcome(ExecutionStatus.SUCCEEDED, http_status=200)
     plans = [
@@ -102,17 +107,7 @@ def test_a_batch_on_one_schedule_and_occurrence_is_planned_once():
 
 def test_intervals_counting_from_their_creation_are_planned_by_creation():
     occurrence = datetime(2026, 12, 1, 10, 0, 30, tzinfo=UTC)
-    jobs = [
-        Job(
-            id=f"j{n}",
-            schedule="rate(1 minute)",
-            created_at=occurrence - timedelta(hours=1, seconds=n),
-            scheduled_at=occurrence,
-            attempt=1,
-            lease_kind=LeaseKind.SCHEDULE,
-        )
-        for n in range(3)
-    ]
+    jobs = _claimed("rate(1 minute)", occurrence, 3)
     common: dict = {}
     done = Outcome(ExecutionStatus.SUCCEEDED)
     plans = [plan_completion(job, done, occurrence, None, occurrence, common=common) for job in jobs]

@@ -44,6 +44,7 @@ from scheduler.schedules import (
     IntervalSchedule,
     Schedule,
     Spread,
+    UnionSchedule,
     anchored,
     anchored_union,
     first_run,
@@ -108,12 +109,12 @@ def schedule_of(job: Job, calendars: Calendars = ()) -> Schedule:
         raise ValueError("a job with a schedule carries it and its creation time")
     if job.schedule is not None:
         schedule = _parse_schedule(job.schedule, job.timezone or "UTC")
-        if isinstance(schedule, IntervalSchedule):
+        if _counts_from_anchor(schedule):
             schedule = _anchored(schedule, interval_anchor(job.start_at, job.created_at))
     else:
         assert job.schedules is not None
         schedule = _parse_union(job.schedules, job.timezone or "UTC")
-        if any(isinstance(member, IntervalSchedule) for member in schedule.members):
+        if _counts_from_anchor(schedule):
             schedule = _anchored_union(schedule, interval_anchor(job.start_at, job.created_at))
     if not job.exclude_calendars or not calendars:
         return schedule
@@ -368,7 +369,7 @@ def _counts_from_anchor(schedule: Schedule) -> bool:
     union), which is its creation time when it has no start_at."""
     if isinstance(schedule, IntervalSchedule):
         return True
-    return any(isinstance(member, IntervalSchedule) for member in getattr(schedule, "members", ()))
+    return isinstance(schedule, UnionSchedule) and any(isinstance(m, IntervalSchedule) for m in schedule.members)
 
 
 def plan_completion(

@@ -84,18 +84,12 @@ def json_value(text: str | bytes) -> Any:
 
 
 class _JsonbLoader(Loader):
-    """jsonb (text format) as json_value reads it, in one call: psycopg's own loader adds a
-    Python frame a value."""
+    """jsonb (text format) as json_value reads it. A started row's target and retry, the values
+    read most, do not come through here (they come as text)."""
 
     def load(self, data: Buffer) -> Any:
-        if not isinstance(data, bytes):  # psycopg hands bytes; a memoryview is copied first
-            data = bytes(data)
-        if _orjson_exact(data):
-            try:
-                return orjson.loads(data)
-            except orjson.JSONDecodeError:
-                pass
-        return json.loads(data)
+        # psycopg hands bytes; a memoryview is copied first
+        return json_value(data if isinstance(data, bytes) else bytes(data))
 
 
 _UUID_OID, _JSONB_OID = 2950, 3802  # registered by oid: a lookup by type name costs more than the rest
