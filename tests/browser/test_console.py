@@ -99,6 +99,12 @@ def watched_page(browser, height: int = 900, *, expected: tuple[int, ...] = ()) 
     return page, problems
 
 
+def manual_runs(page):
+    """The execution rows of the page's table that a person started (trigger ``manual``): a test
+    that counts runs must not count the ones its job's schedule adds meanwhile."""
+    return page.locator("table.executions tbody tr.exec").filter(has_text="manual")
+
+
 def _seed(api: LocalScheduler, target: RecordingServer) -> None:
     """Other jobs, so that the lists have something besides the one the test makes."""
     hook = {"type": "http", "method": "POST", "timeout_seconds": 5}
@@ -176,7 +182,7 @@ def test_create_run_and_pause_a_job_in_the_console(browser, api, target):
 
     # Run now, three times: each execution appears with its status and HTTP status. The manual
     # runs are counted: the test may cross a five-minute boundary, where the schedule adds its own.
-    rows = page.locator("table.executions tbody tr.exec").filter(has_text="manual")
+    rows = manual_runs(page)
     for count in (1, 2, 3):
         page.get_by_role("button", name="Run now").click()
         expect(rows).to_have_count(count)
@@ -205,15 +211,14 @@ def test_create_run_and_pause_a_job_in_the_console(browser, api, target):
     page.get_by_role("button", name="Save").click()
     expect(definition).to_contain_text('"description": "Monday digest"')
     page.get_by_role("button", name="Run now").click()
-    digest_runs = page.locator("table.executions tbody tr.exec").filter(has_text="manual")
-    expect(digest_runs.locator(".badge")).to_have_text("succeeded")
+    expect(manual_runs(page).locator(".badge")).to_have_text("succeeded")
     digest_calls = [r for r in target.requests if r["path"] == "/digest"]
     assert digest_calls and all(r["headers"]["Authorization"] == "Bearer digest-secret" for r in digest_calls)
 
     # Recent activity across jobs, and its failures filter.
     page.get_by_role("link", name="Recent activity").click()
     activity = page.locator("table.executions tbody tr")
-    manual = activity.filter(has_text="manual")
+    manual = manual_runs(page)
     expect(manual.filter(has_text="nightly-report")).to_have_count(3)
     expect(manual.filter(has_text="inventory-sync")).to_have_count(1)
     expect(manual.filter(has_text="weekly-digest")).to_have_count(1)
@@ -506,7 +511,7 @@ def test_pause_notes_bulk_actions_overrides_and_skipped_rows_in_the_console(brow
     page.fill("textarea[name=run_headers]", "X-Env: staging\nAuthorization: Bearer console-s3cret")
     page.fill("textarea[name=run_vars]", "region=eu-west-1")
     page.get_by_role("button", name="Run with overrides", exact=True).click()
-    manual = page.locator("table.executions tbody tr.exec").filter(has_text="manual")
+    manual = manual_runs(page)
     expect(manual.locator(".tag")).to_have_text("overrides")
     manual.first.click()
     expect(page.locator("pre.overrides")).to_contain_text('"Authorization": "***"')

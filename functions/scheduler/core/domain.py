@@ -8,8 +8,9 @@ delivery. Those the runner builds for every job (``Job``, ``StartedExecution``, 
 ``Plan``, ``Outcome``, ``Completion``, ``RetryPolicy``, ``Delivery``) are msgspec Structs, built
 in C (a frozen dataclass's generated ``__init__`` sets each field through ``object.__setattr__``:
 a fifth of a claimed and recorded job's instructions went there); replace one with
-``msgspec.structs.replace``. The others are frozen dataclasses. The writable fields of a job are named once here (``SPEC_FIELDS``); their rules are
-the pydantic models of ``scheduler.schema.models``.
+``msgspec.structs.replace``. The others are frozen dataclasses. The writable fields of a job are
+named once here (``SPEC_FIELDS``); their rules are the pydantic models of
+``scheduler.schema.models``.
 """
 
 from __future__ import annotations
