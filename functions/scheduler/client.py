@@ -199,7 +199,7 @@ class SchedulerClient(AlertRuleCalls, CalendarCalls):
             return None
         try:
             return json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what can be read
             raise ApiCallFailed(
                 response.status_code, "invalid_response", f"the answer is not JSON: {' '.join(text.split())[:200]}"
             ) from None
@@ -212,7 +212,7 @@ class SchedulerClient(AlertRuleCalls, CalendarCalls):
 
     def create_job(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         """``POST /v1/jobs``: the new job."""
-        return self.request("POST", f"{API_PREFIX}/jobs", body=spec)
+        return api_wire.expect_job(self.request("POST", f"{API_PREFIX}/jobs", body=spec))
 
     def list_jobs(
         self,
@@ -243,45 +243,52 @@ class SchedulerClient(AlertRuleCalls, CalendarCalls):
 
     def replace_job(self, job_id: str, spec: Mapping[str, Any], *, if_match: str | int | None = None) -> dict[str, Any]:
         """``PUT /v1/jobs/{id}``: a full definition; ``If-Match`` when ``if_match`` is given."""
-        return self.request("PUT", self._job_path(job_id), body=spec, headers=api_wire.if_match(if_match))
+        answer = self.request("PUT", self._job_path(job_id), body=spec, headers=api_wire.if_match(if_match))
+        return api_wire.expect_job(answer)
 
     def patch_job(self, job_id: str, patch: Mapping[str, Any], *, if_match: str | int | None = None) -> dict[str, Any]:
         """``PATCH /v1/jobs/{id}``: a JSON merge patch (``null`` removes a field)."""
-        return self.request("PATCH", self._job_path(job_id), body=patch, headers=api_wire.if_match(if_match))
+        answer = self.request("PATCH", self._job_path(job_id), body=patch, headers=api_wire.if_match(if_match))
+        return api_wire.expect_job(answer)
 
     def delete_job(self, job_id: str) -> None:
         """``DELETE /v1/jobs/{id}`` (and its executions)."""
-        self.request("DELETE", self._job_path(job_id))
+        api_wire.expect_empty(self.request("DELETE", self._job_path(job_id)))
 
     def pause_job(self, job_id: str, *, note: str | None = None, until: str | None = None) -> dict[str, Any]:
         """``POST /v1/jobs/{id}/pause``: the job (with a ``note``, and ``until``, an RFC 3339
         instant at which the runner resumes it)."""
         body = {k: v for k, v in (("note", note), ("until", until)) if v is not None}
-        return self.request("POST", self._job_path(job_id, "/pause"), body=body or None)
+        return api_wire.expect_job(self.request("POST", self._job_path(job_id, "/pause"), body=body or None))
 
     def backfill_job(self, job_id: str, start: str, end: str, *, dry_run: bool = False) -> dict[str, Any]:
         """``POST /v1/jobs/{id}/backfill``: a dry run's ``{"occurrences", "count"}``, else ``{"count"}``."""
-        return self.request(
+        answer = self.request(
             "POST", self._job_path(job_id, "/backfill"), body={"start": start, "end": end, "dry_run": dry_run}
         )
+        return api_wire.expect_fields(answer, count=int)
 
     def pause_jobs(self, selection: Mapping[str, Any]) -> dict[str, Any]:
         """``POST /v1/jobs/pause`` with ``{"tag"}`` or ``{"name_prefix"}`` (and ``note``,
         ``until``): ``{"jobs": [ids], "count": n}``."""
-        return self.request("POST", "/v1/jobs/pause", body=dict(selection))
+        return api_wire.expect_fields(
+            self.request("POST", "/v1/jobs/pause", body=dict(selection)), jobs=list, count=int
+        )
 
     def resume_jobs(self, selection: Mapping[str, Any]) -> dict[str, Any]:
         """``POST /v1/jobs/resume`` with ``{"tag"}`` or ``{"name_prefix"}``: ``{"jobs", "count"}``."""
-        return self.request("POST", "/v1/jobs/resume", body=dict(selection))
+        answer = self.request("POST", "/v1/jobs/resume", body=dict(selection))
+        return api_wire.expect_fields(answer, jobs=list, count=int)
 
     def resume_job(self, job_id: str) -> dict[str, Any]:
         """``POST /v1/jobs/{id}/resume``: the job."""
-        return self.request("POST", self._job_path(job_id, "/resume"))
+        return api_wire.expect_job(self.request("POST", self._job_path(job_id, "/resume")))
 
     def run_job(self, job_id: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """``POST /v1/jobs/{id}/run``: ``{"job_id", "status": "queued", "requested_at", "job"}``;
         ``overrides``: ``{"body", "headers", "vars"}`` for that run only."""
-        return self.request("POST", self._job_path(job_id, "/run"), body=dict(overrides) if overrides else None)
+        answer = self.request("POST", self._job_path(job_id, "/run"), body=dict(overrides) if overrides else None)
+        return api_wire.expect_fields(answer, job_id=str, status=str)
 
     # -- executions ----------------------------------------------------------------------------
 

@@ -356,6 +356,11 @@ class ExecutionStore(CompletionStore, Protocol):
         """How long a started execution waited for its target's slot, and why."""
         ...
 
+    def running_version(self, job_id: str, lock_token: str, execution_id: str) -> int | None:
+        """The version of a job whose execution ``execution_id`` runs under ``lock_token``; None
+        when the lease was lost or the job deleted."""
+        ...
+
     def hand_back_for_slot(self, hand_back: SlotHandBack, min_pause_seconds: float, max_pause_seconds: float) -> bool:
         """Undo a limited delivery's start and give its job back to the fan-outs after a pause
         (half the wait so far, within the bounds): False when the lease was taken over."""

@@ -212,6 +212,23 @@ def test_more_runner_processes_share_a_burst_and_stop_with_it(local, target):
     assert not alive(runner)
 
 
+def test_a_killed_runner_process_is_reported_and_started_again(local, target):
+    scheduler = local("--runners", "2")
+    [runner] = poll(lambda: runner_children(scheduler.process.pid) or None)
+    os.kill(runner, signal.SIGKILL)
+    poll(lambda: any("runner process ended; starting it again" in line for line in scheduler.lines), timeout=15)
+    [again] = poll(lambda: [pid for pid in runner_children(scheduler.process.pid) if pid != runner] or None, timeout=30)
+    assert again != runner and alive(again)
+    # the new one delivers: jobs due are shared between this process and it
+    for i in range(40):
+        scheduler.post(
+            "/v1/jobs", {"name": f"after-{i:02d}", "run_at": in_seconds(2), "target": http_target(target.url)}
+        )
+    target.wait_for(40, timeout=60)
+    assert scheduler.stop() == 0
+    assert not alive(again)
+
+
 def test_an_extra_runner_does_not_outlive_a_killed_parent(local):
     scheduler = local("--runners", "2")
     [runner] = poll(lambda: runner_children(scheduler.process.pid) or None)

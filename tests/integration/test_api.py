@@ -590,7 +590,7 @@ BAD_CREATE = [
     ("too many tags", job_body(tags=[f"t{i}" for i in range(21)]), "tags"),
     ("tag too long", job_body(tags=["t" * 65]), "tags.0"),
     ("too many headers", job_body(target=_target(headers={f"X-H{i}": "v" for i in range(51)})), "target.headers"),
-    ("header value too long", job_body(target=_target(headers={"X-A": "v" * 8193})), "target.headers"),
+    ("header value too long", job_body(target=_target(headers={"X-A": "v" * 8193})), "target.headers.X-A"),
     ("reserved header", job_body(target=_target(headers={"X-Scheduler-Job-Id": "1"})), "target.headers"),
     ("target body too long", job_body(target=_target(body="b" * (256 * 1024 + 1))), "target.body"),
     ("description too long", job_body(description="d" * 2049), "description"),

@@ -17,6 +17,7 @@ import pytest
 
 from scheduler.targets import http as http_target
 from scheduler.targets.http import parse_retry_after
+from scheduler.targets.overrides import apply_overrides
 from scheduler.targets.results import Delivery, TargetPolicy
 from scheduler.targets.router import deliver
 
@@ -368,6 +369,32 @@ def test_redirect_to_another_host_drops_the_credentials(server):
     assert result.succeeded
     assert server.hits("/redirect/307")[0]["headers"]["X-Api-Key"] == "k-123"
     assert "X-Api-Key" not in server.hits("/echo")[0]["headers"]
+
+
+def test_a_manual_run_s_secret_headers_stay_with_the_origin_and_out_of_the_excerpt(server):
+    # apply_overrides names a run's credential headers; a plain Authorization and a Cookie are
+    # credentials by their nature: none of them follows a redirect to another host
+    other = server.url("/echo", host="localhost")
+    target = apply_overrides(
+        http(server.url(f"/redirect/307?{other}"), follow_redirects=True, headers={"Cookie": "c=plain-cookie"}),
+        {"headers": {"X-Team": "ops"}},
+        {"X-Api-Token": "run-token-5551", "Authorization": "Bearer run-bearer-6661"},
+    )
+    result = deliver(target, make_delivery(), LOCAL)
+    assert result.succeeded
+    first = server.hits("/redirect/307")[0]["headers"]
+    assert first["X-Api-Token"] == "run-token-5551" and first["Authorization"] == "Bearer run-bearer-6661"
+    landed = server.hits("/echo")[0]["headers"]
+    assert landed["X-Team"] == "ops"
+    assert not {"X-Api-Token", "Authorization", "Cookie"} & set(landed)
+
+
+def test_a_manual_run_s_secret_headers_are_scrubbed_from_the_excerpt(server):
+    # the echo target answers the headers it got: the run's secrets are redacted from the excerpt
+    target = apply_overrides(http(server.url("/echo")), {}, {"X-Api-Token": "run-token-7771"})
+    result = deliver(target, make_delivery(), LOCAL)
+    assert result.succeeded and "X-Api-Token" in result.response_excerpt
+    assert "run-token-7771" not in result.response_excerpt
 
 
 def test_redirect_loop_is_a_permanent_failure(server):

@@ -39,6 +39,7 @@ ANSWERS: dict[str, bytes | Callable[[socket.socket], None]] = {
     "/lengths": b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabc",
     "/bare-lf": b"HTTP/1.1 201 Created\nContent-Length: 2\nX-Folded: a\n b\n\nhi",
     "/not-found": b"HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\n\r\nnope",
+    "/control-reason": b"HTTP/1.1 500 Oops\rX-Injected: 1\x00\x1b[31m\x85\r\nContent-Length: 0\r\n\r\n",
     "/extra": ok(b"mine") + b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nnot me",  # two answers to one request
 }
 
@@ -189,6 +190,14 @@ def test_lengths_that_disagree_end_the_body_with_the_connection(scripted):
 def test_bare_line_feeds_and_folded_headers_are_read(scripted):
     result = send(scripted, "/bare-lf")
     assert (result.status, result.http_status, result.response_excerpt) == ("succeeded", 201, "hi")
+
+
+def test_a_reason_phrase_s_control_characters_never_reach_the_error(scripted):
+    # the error goes on to logs, alerts' headers and terminals
+    result = send(scripted, "/control-reason")
+    assert (result.status, result.http_status) == ("failed", 500)
+    assert result.error.startswith("HTTP 500 Oops X-Injected: 1 [31m")
+    assert result.error.isprintable()
 
 
 def test_a_failed_status_keeps_the_connection(scripted):

@@ -92,6 +92,24 @@ def test_per_second_counts_the_slots_taken_in_the_last_second(store, pool):
     assert store.take_target_slot(limit, job, 30) is not None
 
 
+def test_a_per_second_below_one_is_one_start_in_each_longer_window(store, pool):
+    # 0.1 a second: one start in any 10 s (it was read as one a second)
+    limit = TargetLimit("slow", None, 0.1)
+    job = "00000000-0000-0000-0000-000000000003"
+    first = store.take_target_slot(limit, job, 30)
+    assert first is not None
+    store.release_target_slot(str(first))
+    with pool.connection() as conn:
+        conn.execute("UPDATE target_slots SET acquired_at = acquired_at - interval '5 seconds' WHERE key = 'slow'")
+    assert store.take_target_slot(limit, job, 30) is None  # 5 s later: still within its 10 s
+    with pool.connection() as conn:
+        conn.execute(
+            "UPDATE target_slots SET acquired_at = acquired_at - interval '6 seconds',"
+            " released_at = released_at - interval '6 seconds' WHERE key = 'slow'"
+        )
+    assert store.take_target_slot(limit, job, 30) is not None  # 11 s later
+
+
 def test_a_limited_delivery_waits_for_a_slot_and_says_why(store, pool, target_server):
     from datetime import timedelta
 
@@ -102,7 +120,7 @@ def test_a_limited_delivery_waits_for_a_slot_and_says_why(store, pool, target_se
 
     spec = http_spec("waits", None, run_at=store.now() - timedelta(seconds=1), url=target_server.url + "/w")
     job = service.create_job(store, ALICE, {**spec, "limits": {"key": "busy", "max_in_flight": 1}})
-    blocker = store.take_target_slot(TargetLimit("busy", 1, None), str(job.id), 30)
+    blocker = store.take_target_slot(TargetLimit("busy", 1, None, ALICE), str(job.id), 30)
     executor = Executor(store, lambda target: target, TargetPolicy(allow_private=True))
     [claim] = store.claim_and_start(1)
     done = threading.Event()
@@ -143,7 +161,7 @@ def test_local_mode_waits_for_slots_without_holding_its_delivery_threads(store, 
         for i in range(4)
     ]
     free = service.create_job(store, ALICE, http_spec("free", None, run_at=due, url=target_server.url + "/free"))
-    blocker = store.take_target_slot(TargetLimit("held", 1, None), str(uuid.uuid4()), 60)
+    blocker = store.take_target_slot(TargetLimit("held", 1, None, ALICE), str(uuid.uuid4()), 60)
     assert blocker is not None
     dispatch = InProcessDispatch(
         Executor(store, lambda target: target, TargetPolicy(allow_private=True)), max_workers=2, flush_seconds=0.01
@@ -168,12 +186,14 @@ def test_local_mode_waits_for_slots_without_holding_its_delivery_threads(store, 
         assert execution.waited_ms > 0 and execution.waited_for == "limits of held (max_in_flight 1)"
     assert [r["path"] for r in target_server.requests] == ["/free"] + ["/held"] * 4
     assert (
-        store.take_target_slot(TargetLimit("held", 1, None), str(uuid.uuid4()), 60) is not None
+        store.take_target_slot(TargetLimit("held", 1, None, ALICE), str(uuid.uuid4()), 60) is not None
     )  # every slot given back
 
 
-def test_a_full_waiting_room_stops_the_claims(store, pool):
-    """The room holds ``max_waiting`` claims: full, the dispatch has no capacity for more."""
+def test_a_full_waiting_room_hands_back_the_limited_claims_beyond_it(store, pool):
+    """The room holds ``max_waiting`` claims; a limited claim that finds it full is handed back
+    (claimed again after a pause), and the claims go on: one owner's waits never stop the
+    runner from claiming the other jobs due."""
     from datetime import timedelta
 
     from scheduler import service
@@ -183,18 +203,75 @@ def test_a_full_waiting_room_stops_the_claims(store, pool):
     from tests.support import http_spec
 
     due = store.now() - timedelta(seconds=1)
-    for i in range(3):
+    ids = []
+    for i in range(4):
         spec = http_spec(f"w-{i}", None, run_at=due, url="http://127.0.0.1:9/w")
-        service.create_job(store, ALICE, {**spec, "limits": {"key": "full", "max_in_flight": 1}})
-    blocker = store.take_target_slot(TargetLimit("full", 1, None), str(uuid.uuid4()), 60)
+        ids.append(str(service.create_job(store, ALICE, {**spec, "limits": {"key": "full", "max_in_flight": 1}}).id))
+    blocker = store.take_target_slot(TargetLimit("full", 1, None, ALICE), str(uuid.uuid4()), 60)
     dispatch = InProcessDispatch(
         Executor(store, lambda target: target, TargetPolicy(allow_private=True)), max_workers=4, max_waiting=3
     )
     dispatch.dispatch(store.claim_and_start(dispatch.capacity()))
-    assert len(dispatch.waits) == 3 and dispatch.capacity() == 0
+    assert len(dispatch.waits) == 3 and dispatch.capacity() == 4  # the threads are still free
     store.release_target_slot(str(blocker))
     dispatch.close()
-    assert dispatch.capacity() == 3
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT job_id::text, count(e.id) AS runs, bool_or(r.slot_wait_since IS NOT NULL) AS handed_back"
+            " FROM job_runs r LEFT JOIN executions e USING (job_id) WHERE job_id = ANY(%s::uuid[]) GROUP BY job_id",
+            (ids,),
+        ).fetchall()
+    assert sorted((row["runs"], row["handed_back"]) for row in rows) == [(0, True), (1, False), (1, False), (1, False)]
+
+
+def test_a_wait_whose_job_changed_or_went_is_not_delivered_as_it_was(store, pool):
+    """A delivery that waited for its slot reads its job first: edited or paused meanwhile (the
+    version moved on), it is handed back, to be claimed again as it is now; its lease lost (or
+    the job deleted), it is not delivered. The slot is given back either way."""
+    from datetime import timedelta
+
+    from scheduler import service
+    from scheduler.core.limits import SlotHandBack
+    from scheduler.runner.executor import Executor
+    from scheduler.targets.results import TargetPolicy
+    from tests.support import http_spec
+
+    due = store.now() - timedelta(seconds=1)
+    for name in ("edited", "lost"):
+        spec = http_spec(name, None, run_at=due, url="http://127.0.0.1:9/never")
+        service.create_job(store, ALICE, {**spec, "limits": {"key": "stale", "max_in_flight": 1}})
+    executor = Executor(store, lambda target: target, TargetPolicy(allow_private=True))
+    waits = {c.started.job.name: executor.slot_wait(c.started, c.lock_token) for c in store.claim_and_start(2)}
+    with pool.connection() as conn:
+        conn.execute("UPDATE job_runs SET version = version + 1 WHERE job_id = %s", (waits["edited"].job_id,))
+        conn.execute("UPDATE job_runs SET lock_token = gen_random_uuid() WHERE job_id = %s", (waits["lost"].job_id,))
+    limit = TargetLimit("stale", 1, None, ALICE)
+    for wait in waits.values():
+        wait.refused = 1  # it waited
+        token = store.take_target_slot(limit, wait.job_id, 30)
+        assert token is not None  # the slot the last one gave back
+        ended = executor.deliver_in_slot(wait, token)
+        if wait is waits["edited"]:
+            assert isinstance(ended, SlotHandBack) and "changed while it waited" in ended.waited_for
+            [report] = executor.record([ended])
+            assert report.outcome == "handed_back"
+        else:
+            assert ended.result.error.startswith("the lease was lost while waiting")
+    assert store.take_target_slot(limit, str(uuid.uuid4()), 30) is not None
+    with pool.connection() as conn:  # no execution kept for the edited one, the lost one not delivered
+        ran = conn.execute("SELECT count(*) AS n FROM executions WHERE status <> 'running'").fetchone()["n"]
+    assert ran == 0
+
+
+def test_one_owner_s_key_is_not_another_s(store):
+    """Keys are per owner: the same key (or origin) of two owners counts apart."""
+    job = "00000000-0000-0000-0000-000000000004"
+    assert store.take_target_slot(TargetLimit("shared", 1, None, "alice"), job, 30) is not None
+    assert store.take_target_slot(TargetLimit("shared", 1, None, "bob"), job, 30) is not None
+    assert store.take_target_slot(TargetLimit("shared", 1, None, "alice"), job, 30) is None
+    assert TargetLimit.of({"max_in_flight": 1}, {"type": "http", "url": "https://a.example.com/"}, "bob") == (
+        TargetLimit("https://a.example.com", 1, None, "bob")
+    )
 
 
 def test_waiting_deliveries_keep_their_leases_in_one_statement(store, pool):

@@ -75,6 +75,16 @@ def test_a_run_with_overrides_is_delivered_with_them_and_recorded_masked(api, st
         assert SECRET not in conn.execute("SELECT overrides::text AS o FROM executions").fetchone()["o"]
 
 
+def test_a_var_s_value_is_inserted_as_it_is_never_rendered_again(api, store, box, target_server):
+    job = _local_job(api, target_server, name="vars-once", body="b={{vars.v}} a={{attempt}}")
+    value = "{{job_id}} {{cause.error}} {{vars.v}}"
+    assert api("POST", f"/v1/jobs/{job['id']}/run", {"vars": {"v": value}}).status == 202
+    [report] = _run_due(store, box)
+    assert report.status == "succeeded"
+    [request] = target_server.wait_for(1)
+    assert request["body"] == f"b={value} a=1".encode()
+
+
 def test_a_run_without_overrides_is_the_job_as_it_is(api, store, box, target_server):
     job = _local_job(api, target_server, name="plain")
     assert api("POST", f"/v1/jobs/{job['id']}/run").status == 202

@@ -40,7 +40,7 @@ def limited_job(store, name: str, url: str, **extra):
 
 
 def hold_the_key(store) -> str:
-    token = store.take_target_slot(TargetLimit("held", 1, None), str(uuid.uuid4()), 120)
+    token = store.take_target_slot(TargetLimit("held", 1, None, ALICE), str(uuid.uuid4()), 120)
     assert token is not None
     return token
 

@@ -273,16 +273,17 @@ def test_a_full_key_is_handed_back_by_the_deployed_executor_not_waited_for(api, 
     pool = make_pool(deployment.database_url, min_size=1, max_size=1)
     try:
         store = Store(pool)
-        blocker = store.take_target_slot(TargetLimit("ls-held", 1, None), str(uuid.uuid4()), 300)
-        assert blocker is not None
-        job = api().create_job(
+        job = api().create_job(  # due in an hour: its owner's key is held first (keys are per owner)
             {
                 "name": "limited",
-                "run_at": _soon(),
+                "run_at": _soon(3600),
                 "target": {"type": "http", "url": f"{target.url}/limited"},
                 "limits": {"key": "ls-held", "max_in_flight": 1},
             }
         )
+        blocker = store.take_target_slot(TargetLimit("ls-held", 1, None, job["owner"]), str(uuid.uuid4()), 300)
+        assert blocker is not None
+        api().patch_job(job["id"], {"run_at": _soon()})
 
         def handed_back():
             with pool.connection() as conn:  # between two claims: no execution running

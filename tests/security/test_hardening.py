@@ -386,3 +386,21 @@ def test_the_refusals_carry_no_secret(alice):
     )
     assert answer.status == 400 and "do-not-echo-this-token" not in answer.text
     assert base64.b64encode(b"do-not-echo").decode() not in answer.text
+
+
+# -- names and paths through the real server (2026-12-05) --------------------------------------
+
+
+def test_a_calendar_name_with_a_final_line_break_is_a_400_not_a_500(alice):
+    # it passed the name check ("$" of Python's re matches before a final "\n"), was stored,
+    # then its Location header made waitress answer 500; it could never be read again
+    answer = alice.call("POST", "/v1/calendars", {"name": "cal\n", "dates": ["2026-12-25"]})
+    assert answer.status == 400 and answer.fields() == ["name"], answer.text
+
+
+def test_an_encoded_slash_in_a_name_reaches_no_other_route(alice):
+    name = unique("office")
+    assert alice.call("POST", "/v1/calendars", {"name": name, "dates": ["2026-12-25"]}).status == 201
+    # decoded, "/v1/calendars/<name>%2Fchanges" would be the calendar's change log
+    answer = alice.call("GET", f"/v1/calendars/{name}%2Fchanges")
+    assert answer.status == 404 and answer.error()["code"] == "not_found", answer.text

@@ -1028,6 +1028,75 @@ def test_a_200_json_answer_that_is_not_the_api_exits_5(api, capsys):
     assert run(api, "jobs", "get", JOB_ID) == 5
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "argv"),
+    [
+        ("POST", "/v1/jobs", ("jobs", "create", "--name", "x", "--schedule", "@daily", "--url", "http://a.b/")),
+        ("POST", f"/v1/jobs/{JOB_ID}/run", ("jobs", "run", JOB_ID)),
+        ("DELETE", f"/v1/jobs/{JOB_ID}", ("jobs", "delete", JOB_ID)),
+        ("POST", f"/v1/jobs/{JOB_ID}/pause", ("jobs", "pause", JOB_ID)),
+        ("POST", f"/v1/jobs/{JOB_ID}/resume", ("jobs", "resume", JOB_ID)),
+        ("POST", "/v1/jobs/pause", ("jobs", "pause", "--tag", "x")),
+        ("POST", "/v1/calendars", ("calendars", "create", "--name", "x", "--date", "2026-12-31")),
+        ("GET", "/v1/calendars/x", ("calendars", "get", "x")),
+        ("GET", "/v1/alert-rules/x", ("alert-rules", "get", "x")),
+    ],
+)
+def test_a_write_or_read_answered_by_another_service_exits_5(api, capsys, method, path, argv):
+    # another service on the endpoint answers 200 with JSON of its own: never taken for a success
+    api.on(method, path, {"echoed": True})
+    assert run(api, *argv) == 5
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not answer as the scheduler API" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("executions", "--since", "99999999w"),
+        ("executions", "--since", "999999999999999999999d"),
+        ("jobs", "pause", "hello", "--until", "10000000000000000000000000s"),
+        ("jobs", "backfill", "hello", "--start", "99999999w", "--end", "1h", "--dry-run"),
+        ("--http-timeout", "nan", "jobs", "list"),
+        ("--http-timeout", "inf", "jobs", "list"),
+        ("executions", "--follow", "--interval", "nan"),
+        ("jobs", "create", "--name", "x", "--schedule", "@daily", "--url", "http://a.b/", "--per-second", "nan"),
+    ],
+)
+def test_out_of_range_times_and_numbers_are_usage_errors(api, capsys, argv):
+    with pytest.raises(SystemExit) as stopped:  # argparse's usage error
+        run(api, *argv)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and ("past the years a date can have" in err or "positive number" in err)
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (("jobs", "get", ""), "must not be empty"),
+        (("jobs", "update", "hello", "--description", "x", "--if-match", ""), "must not be empty"),
+        (("echo", "--status", "0"), "an HTTP status is 100 to 599"),
+        (("echo", "--status", "999"), "an HTTP status is 100 to 599"),
+    ],
+)
+def test_empty_names_versions_and_impossible_statuses_are_usage_errors(api, capsys, argv, said):
+    with pytest.raises(SystemExit) as stopped:
+        run(api, *argv)
+    assert stopped.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_answers_of_the_right_shape_with_wrong_fields_exit_5_without_a_traceback(api, capsys):
+    api.on("GET", "/v1/jobs", {"jobs": [{"id": JOB_ID, "name": "x", "stats": 5}], "next_cursor": None})
+    assert run(api, "jobs", "list") == 5
+    api.on("GET", f"/v1/jobs/{JOB_ID}", {"id": JOB_ID, "name": "x", "schedule": 7, "target": {"method": 5}})
+    assert run(api, "jobs", "get", JOB_ID) == 5
+    api.on("GET", "/v1/calendars", b"[" * 100_000 + b"]" * 100_000)  # nested past what can be read
+    assert run(api, "calendars", "list") == 5
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("invalid_response") == 3
+
+
 def test_unquoted_star_in_yaml_gets_a_hint(tmp_path, api, capsys):
     path = tmp_path / "job.yaml"
     path.write_text("name: x\nschedule: */5 * * * *\ntarget:\n  url: http://h\n")

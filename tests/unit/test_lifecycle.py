@@ -70,6 +70,16 @@ def test_missed_occurrences_follow_the_policy():
     )
 
 
+def test_a_missed_occurrence_run_late_is_due_now_not_at_its_old_time():
+    # its execution's due_at, and so its lateness and the late alert, leave out the time missed
+    late = NOW + timedelta(minutes=22)
+    for policy, occurrence in (("run_all", 5), ("run_once", 20)):
+        plan = plan_completion(job(missed_runs=policy), Outcome("succeeded"), late)
+        assert (plan.scheduled_at, plan.next_run_at) == (NOW + timedelta(minutes=occurrence), late), policy
+    on_time = plan_completion(job(missed_runs="run_all"), Outcome("succeeded"), NOW + timedelta(seconds=1))
+    assert on_time.next_run_at == on_time.scheduled_at == NOW + timedelta(minutes=5)
+
+
 def test_named_queries_loader():
     assert parse_named_queries("-- name: a\nSELECT 1;\n-- name: b\nSELECT 2;") == {"a": "SELECT 1", "b": "SELECT 2"}
     assert "claim_due" in QUERIES and "FOR UPDATE SKIP LOCKED" in QUERIES["claim_due"]

@@ -30,7 +30,8 @@ TARGET = TypeAdapter(Target)
 
 @pytest.mark.parametrize("view,model", PAIRS)
 def test_views_have_the_fields_and_defaults_of_the_models(view, model):
-    fields = {f.name: f for f in dataclasses.fields(view)}
+    # secret_headers: a delivery's, set by a manual run's overrides (no field of a stored target)
+    fields = {f.name: f for f in dataclasses.fields(view) if f.name != "secret_headers"}
     assert set(fields) == set(model.model_fields)
     for name, info in model.model_fields.items():
         if info.is_required():

@@ -35,7 +35,7 @@ from scheduler.api.serialize import masked_alerts
 from scheduler.api.target_rules import require_alert_targets, seal_alerts
 from scheduler.core.alerts import AlertRuleRecord
 from scheduler.core.constants import SERVICE_NAME
-from scheduler.core.errors import AlertRuleNotFound
+from scheduler.core.errors import AlertRuleNotFound, VersionMismatch
 from scheduler.core.timeutil import format_time
 from scheduler.ports import AlertRuleStore
 from scheduler.schema.alert_rules import AlertRuleSetSpec
@@ -129,6 +129,8 @@ def put_alert_rule(
     try:
         stored = store.get_alert_rule(owner, name).alerts
     except AlertRuleNotFound:
+        if if_match is not None:  # "*" too: it matches a rule set that exists, so never creates one
+            raise VersionMismatch(None, "alert rule set") from None
         stored = None
     alerts = seal_alerts(data["alerts"], box, stored) or []
     record, created = store.put_alert_rule(owner, name, data["tag"], alerts, expected, by=caller)

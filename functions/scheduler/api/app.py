@@ -36,7 +36,7 @@ from scheduler.api.errors import (
 )
 from scheduler.api.gateway_auth import with_principal
 from scheduler.api.identity import require_owner
-from scheduler.api.routes import allowed_methods, rule
+from scheduler.api.routes import allowed_methods, fixed_path_methods, rule
 from scheduler.api.serialize import Health
 from scheduler.core.constants import MAX_REQUEST_BODY_BYTES
 from scheduler.ports import JobStore
@@ -63,6 +63,21 @@ def _loads_json(text: str) -> Any:
         raise json.JSONDecodeError(type(exc).__name__, "", 0) from None
 
 
+def is_json_media(content_type: str, method: str) -> bool:
+    """Whether a body of ``content_type`` is read as JSON: ``application/json``, or for PATCH
+    ``application/merge-patch+json`` (RFC 7396), with no charset but UTF-8 (RFC 8259's only one).
+    Any other type (``application/json-patch+json``, a list of types) is a 415."""
+    media, _, parameters = content_type.partition(";")
+    media = media.strip().lower()
+    if not (media == "application/json" or (method == "PATCH" and media == "application/merge-patch+json")):
+        return False
+    for parameter in parameters.split(";"):
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset" and value.strip().strip('"').lower() not in ("utf-8", "utf8"):
+            return False
+    return True
+
+
 def _header(event: Mapping[str, Any], name: str) -> str | None:
     for key, value in (event.get("headers") or {}).items():
         if key.lower() == name:
@@ -79,51 +94,67 @@ def _with_header(event: dict[str, Any], name: str, value: str) -> None:
     event["multiValueHeaders"] = multi
 
 
+def _decode_body(out: dict[str, Any]) -> None:
+    """``out``'s body as text (a base64 body decoded), or an ``ApiError``: 413 past 1 MiB, 400
+    for a body that is not UTF-8 text."""
+    body = out.get("body")
+    if body is None:
+        return
+    if not isinstance(body, str):
+        raise MalformedBody("the request body is not text")
+    if out.get("isBase64Encoded"):
+        if len(body) > (MAX_REQUEST_BODY_BYTES + 2) // 3 * 4 + 4:
+            raise PayloadTooLarge()
+        try:
+            raw = base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            raise MalformedBody("the request body is not valid base64") from None
+        if len(raw) > MAX_REQUEST_BODY_BYTES:
+            raise PayloadTooLarge()
+        try:
+            out["body"] = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise MalformedBody("the request body is not UTF-8 text") from None
+        out["isBase64Encoded"] = False
+    elif len(body) > MAX_REQUEST_BODY_BYTES or (
+        len(body) * 4 > MAX_REQUEST_BODY_BYTES and len(body.encode("utf-8", "surrogatepass")) > MAX_REQUEST_BODY_BYTES
+    ):
+        raise PayloadTooLarge()
+
+
 def precheck(event: Mapping[str, Any], identify: Identify | None = None) -> dict[str, Any]:
-    """The event to route, normalized (a base64 body decoded to text; ``application/*+json``
-    read as JSON), or an ``ApiError``: 413 past 1 MiB, 400 for a body that is not UTF-8, 415
-    for a body that is not JSON, 403 without a caller identity. ``identify``, where the gateway
+    """The event to route, normalized (a base64 body decoded to text; a JSON media type, see
+    ``is_json_media``, read as JSON), or an ``ApiError``: 413 past 1 MiB, 400 for a body that is
+    not UTF-8, 415 for a body that is not JSON, 405 for a method a fixed path (``/v1/jobs/pause``)
+    does not answer, 403 without a caller identity. ``identify``, where the gateway
     authenticates nobody (the LocalStack variant), names the caller of the decoded event or
     raises ``Forbidden``; its answer replaces any identity the event carries."""
     out = dict(event)
     if any(ch < " " or ch == "\x7f" for ch in str(out.get("path") or "")):
-        # No route has a control character; a final newline would even pass a "$" in the
-        # routes' patterns for the path without it.
+        # No route has a control character (and a final newline would pass a "$" of Python's
+        # re, which the routes' patterns no longer end with).
         raise NoSuchResource()
-    body = out.get("body")
-    if body is not None:
-        if not isinstance(body, str):
-            raise MalformedBody("the request body is not text")
-        if out.get("isBase64Encoded"):
-            if len(body) > (MAX_REQUEST_BODY_BYTES + 2) // 3 * 4 + 4:
-                raise PayloadTooLarge()
-            try:
-                raw = base64.b64decode(body, validate=True)
-            except (binascii.Error, ValueError):
-                raise MalformedBody("the request body is not valid base64") from None
-            if len(raw) > MAX_REQUEST_BODY_BYTES:
-                raise PayloadTooLarge()
-            try:
-                out["body"] = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise MalformedBody("the request body is not UTF-8 text") from None
-            out["isBase64Encoded"] = False
-        elif len(body) > MAX_REQUEST_BODY_BYTES or (
-            len(body) * 4 > MAX_REQUEST_BODY_BYTES
-            and len(body.encode("utf-8", "surrogatepass")) > MAX_REQUEST_BODY_BYTES
-        ):
-            raise PayloadTooLarge()
+    _decode_body(out)
+    method = str(out.get("httpMethod", "")).upper()
     content_type = _header(out, "content-type")
     if content_type is not None:
-        media = content_type.split(";")[0].strip().lower()
-        if media == "application/json" or (media.startswith("application/") and media.endswith("+json")):
+        if is_json_media(content_type, method):
             _with_header(out, "content-type", "application/json")
-        elif out.get("body") and str(out.get("httpMethod", "")).upper() in ("POST", "PUT", "PATCH"):
+        elif out.get("body") and method in ("POST", "PUT", "PATCH"):
             raise UnsupportedMediaType()
         else:  # nothing to parse: the content type does not matter
             _with_header(out, "content-type", "application/json")
     if out.get("path") == HEALTH_PATH:
         return out
+    fixed = fixed_path_methods(str(out.get("path") or ""))
+    if fixed and method not in fixed and method not in ("HEAD", "OPTIONS"):
+        raise ApiError(
+            "the resource does not answer this method",
+            [],
+            status=405,
+            code="method_not_allowed",
+            headers={"Allow": ", ".join(fixed)},
+        )
     if identify is not None:
         out = with_principal(out, identify(out))
     require_owner(out)

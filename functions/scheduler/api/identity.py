@@ -9,7 +9,7 @@ from typing import Any
 from scheduler.api.errors import Forbidden
 
 # arn:aws:sts::123456789012:assumed-role/RoleName/session-name
-_ASSUMED_ROLE = re.compile(r"^(arn:[^:]+:sts::\d+:assumed-role/[^/]+)/.+$")
+_ASSUMED_ROLE = re.compile(r"^(arn:[^:]+:sts::\d+:assumed-role/[^/]+)/.+\Z")
 
 
 def owner_from_identity(identity: Mapping[str, Any] | None) -> str | None:

@@ -63,7 +63,7 @@ NamePrefix = Annotated[
 ]
 _LOCATION = {"Location": {"description": "The job's path.", "schema": {"type": "string"}}}
 
-_IF_MATCH = re.compile(r'^(?:W/)?"(\d{1,9})"$|^(\d{1,9})$')
+_IF_MATCH = re.compile(r'^(?:W/)?"(\d{1,9})"\Z|^(\d{1,9})\Z')
 
 
 # -- helpers -----------------------------------------------------------------------------------

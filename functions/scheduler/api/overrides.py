@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from typing import Any
 
 from scheduler.api.errors import BadRequest
 from scheduler.core.constants import SECRET_MASK
 from scheduler.core.domain import Job, RunOverrides
+from scheduler.core.json_text import load_strict_json
 from scheduler.schema.actions import RunRequest
+from scheduler.schema.aws_models import sqs_character_problem
 from scheduler.secrets import SecretBox
 
 # Header names whose values are credentials (case-insensitive; a part of the name suffices).
@@ -61,9 +62,13 @@ def _check_body(body: str, target: dict[str, Any]) -> None:
         raise BadRequest("body", f"a {target['method']} request carries no body")
     if kind in _JSON_BODIES:
         try:
-            json.loads(body)
+            value = load_strict_json(body)
         except ValueError:
             raise BadRequest("body", f"must be JSON for a {kind} target") from None
+        if kind == "eventbridge" and not isinstance(value, dict):
+            raise BadRequest("body", "must be a JSON object for an eventbridge target (the event's detail)")
+    if kind == "sqs" and (problem := sqs_character_problem(body)):
+        raise BadRequest("body", problem)
     if kind == "amqp" and target.get("body_encoding") == "base64":
         try:
             base64.b64decode(body, validate=True)

@@ -82,7 +82,7 @@ def rule(operation: str) -> tuple[str, str]:
 def _pattern(path: str) -> re.Pattern[str]:
     # Trailing slashes are tolerated, as the resolver does; a parameter is one segment.
     parts = re.split(r"\{\w+\}", path)
-    return re.compile("^" + "[^/]+".join(re.escape(part) for part in parts) + "/*$")
+    return re.compile("^" + "[^/]+".join(re.escape(part) for part in parts) + r"/*\Z")
 
 
 _PATHS: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = tuple(
@@ -96,4 +96,16 @@ def allowed_methods(path: str) -> tuple[str, ...]:
     for pattern, methods in _PATHS:
         if pattern.match(path or ""):
             return methods
+    return ()
+
+
+_STATIC_PATHS = tuple(_pattern(route.path) for route in ROUTES if "{" not in route.path)
+
+
+def fixed_path_methods(path: str) -> tuple[str, ...]:
+    """The methods of a path without parameters (``/v1/jobs/pause``), sorted; empty for any
+    other. Such a path also has the shape of a parameter's (``/v1/jobs/{job_id}``), whose routes
+    would answer its other methods with a 404 rather than a 405."""
+    if any(pattern.match(path or "") for pattern in _STATIC_PATHS):
+        return allowed_methods(path)
     return ()

@@ -25,6 +25,8 @@ def format_alerts(alerts: list[dict[str, Any]], *, wide: bool = False) -> str:
         text = str(text or "")
         return text if wide or len(text) <= MESSAGE_WIDTH else text[: MESSAGE_WIDTH - 1] + "…"
 
+    if not alerts:
+        return "no alerts"
     rows = [
         (
             a.get("created_at"),

@@ -49,5 +49,13 @@ def client_command(func: Callable[[argparse.Namespace, Any], int]) -> Callable[[
         except NoCredentials as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_API_ERROR
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            # An answer of the right overall shape with a field of the wrong type (another
+            # service, or a proxy that rewrote it) breaks the rendering: said, never a traceback.
+            print(
+                f"error: 200 invalid_response: the answer cannot be shown ({type(exc).__name__}: {exc})",
+                file=sys.stderr,
+            )
+            return EXIT_SERVER
 
     return run

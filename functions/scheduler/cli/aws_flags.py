@@ -48,8 +48,8 @@ _OTHER_FLAGS: dict[str, tuple[str, ...]] = {
     "body": ("http", "amqp", "sqs", "sns"),
 }
 _FILE_FLAGS = ("payload", "detail")
-_LAMBDA_URL_HOST = re.compile(r"\.lambda-url\.([a-z0-9-]+)\.on\.aws$")
-_EXECUTE_API_HOST = re.compile(r"\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$")
+_LAMBDA_URL_HOST = re.compile(r"\.lambda-url\.([a-z0-9-]+)\.on\.aws\Z")
+_EXECUTE_API_HOST = re.compile(r"\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?\Z")
 
 
 _MESSAGE_FIELD = {"sqs": "body", "sns": "message"}

@@ -31,10 +31,19 @@ class Column:
 
 
 def cell(value: Any) -> str:
-    """A table cell: ``-`` for nothing, whitespace folded to single spaces."""
+    """A table cell: ``-`` for nothing, whitespace folded to single spaces, other control
+    characters shown escaped (``\\x1b``): a terminal never acts on what a target answered."""
     if value is None or value == "":
         return "-"
-    return " ".join(str(value).split())
+    return " ".join(printable(str(value)).split())
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a terminal: whitespace kept, every other character a terminal could act
+    on (ESC, NUL, C1 controls, bidirectional overrides) shown as its escape."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch.isspace() else ascii(ch)[1:-1] for ch in text)
 
 
 def truncate(text: Any, width: int = ERROR_WIDTH) -> str:

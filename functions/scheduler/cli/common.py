@@ -79,14 +79,38 @@ def port(text: str) -> int:
     return value
 
 
+# The largest number a positive_float takes: a year of seconds is past any timeout, interval or
+# backoff (and past it, waits overflow the platform's clock).
+MAX_FLOAT_ARGUMENT = 365 * 86400.0
+
+
 def positive_float(text: str) -> float:
-    """A ``float`` argument above 0."""
+    """A finite ``float`` argument above 0, at most ``MAX_FLOAT_ARGUMENT`` (nan, which compares
+    false with everything, and inf are refused)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be positive")
+    if not 0 < value <= MAX_FLOAT_ARGUMENT:  # nan fails both comparisons
+        raise argparse.ArgumentTypeError(f"must be a positive number up to {MAX_FLOAT_ARGUMENT:g}, got {text!r}")
+    return value
+
+
+def non_empty(text: str) -> str:
+    """A text argument that says something (a job's id or name, a version)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def http_status(text: str) -> int:
+    """An HTTP status code, 100 to 599."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 100 <= value <= 599:
+        raise argparse.ArgumentTypeError(f"an HTTP status is 100 to 599, got {value}")
     return value
 
 
@@ -98,7 +122,7 @@ def int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
 
 
-_RELATIVE = re.compile(r"^(?:(\d+)([smhdw]))+$")
+_RELATIVE = re.compile(r"^(?:(\d+)([smhdw]))+\Z")
 _RELATIVE_PART = re.compile(r"(\d+)([smhdw])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -108,14 +132,12 @@ def since(text: str) -> str:
     to now, ``10m``, ``2h``, ``1d``, ``1h30m`` (units s, m, h, d, w), as RFC 3339 in UTC."""
     value = text.strip()
     if not _RELATIVE.match(value.lower()):
-        if re.match(r"^\d+\s*[a-zA-Z]+$", value):
+        if re.match(r"^\d+\s*[a-zA-Z]+\Z", value):
             raise argparse.ArgumentTypeError(
                 f"{text!r}: a time ago is a number and a unit s, m, h, d or w (10m, 2h, 1d), or give RFC 3339"
             )
         return value
-    seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in _RELATIVE_PART.findall(value.lower()))
-    moment = datetime.now(UTC) - timedelta(seconds=seconds)
-    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+    return _relative(text, value, -1)
 
 
 def until(text: str) -> str:
@@ -124,8 +146,17 @@ def until(text: str) -> str:
     value = text.strip()
     if not _RELATIVE.match(value.lower()):
         return since(value)  # RFC 3339 as given, or the same refusal of a malformed duration
+    return _relative(text, value, 1)
+
+
+def _relative(text: str, value: str, sign: int) -> str:
+    """``value`` (a duration such as ``1h30m``) before (``sign`` -1) or after now, in RFC 3339;
+    a usage error past the years a date can have."""
     seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in _RELATIVE_PART.findall(value.lower()))
-    moment = datetime.now(UTC) + timedelta(seconds=seconds)
+    try:
+        moment = datetime.now(UTC) + sign * timedelta(seconds=seconds)
+    except OverflowError:
+        raise argparse.ArgumentTypeError(f"{text!r} reaches past the years a date can have (1 to 9999)") from None
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 

@@ -14,7 +14,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TextIO
 
-from scheduler.cli.common import EXIT_OK, CommandFailed, port
+from scheduler.cli.common import EXIT_OK, CommandFailed, http_status, port
 
 _print_lock = threading.Lock()
 
@@ -113,6 +113,16 @@ def consume_amqp(
         connection.close()
 
 
+def _broker_url(text: str) -> str:
+    """An ``amqp(s)://`` URL, checked as a job's broker URL is."""
+    from scheduler.core.urls import check_broker_url_syntax
+
+    problem = check_broker_url_syntax(text)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{problem} (amqp://user:password@host:5672/vhost)")
+    return text
+
+
 def run(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C."""
     stop = threading.Event()
@@ -151,12 +161,14 @@ def add_parsers(sub: Any) -> None:
     parser.add_argument("--port", type=port, default=9000, help="HTTP port (default: 9000; 0: any free port)")
     parser.add_argument(
         "--status",
-        type=int,
+        type=http_status,
         default=200,
         metavar="CODE",
         help="the HTTP status to answer (default: 200; a 5xx shows the retries)",
     )
-    parser.add_argument("--amqp-url", metavar="URL", help="also consume AMQP messages from this broker")
+    parser.add_argument(
+        "--amqp-url", metavar="URL", type=_broker_url, help="also consume AMQP messages from this broker"
+    )
     parser.add_argument("--queue", default="scheduler-echo", help="--amqp-url: the queue (default: scheduler-echo)")
     parser.add_argument("--exchange", help="--amqp-url: bind the queue to this exchange")
     parser.add_argument(

@@ -10,7 +10,7 @@ from typing import Any
 from scheduler.cli.api import client_command
 from scheduler.cli.aws_flags import check_stdin_once
 from scheduler.cli.columns import JOB_COLUMN_SET, JOB_DEFAULT, choose
-from scheduler.cli.common import EXIT_OK, JOB_STATES, UsageError, positive_int, since, until
+from scheduler.cli.common import EXIT_OK, JOB_STATES, UsageError, non_empty, positive_int, since, until
 from scheduler.cli.definitions import (
     READ_ONLY_FIELDS,
     add_definition_options,
@@ -268,28 +268,30 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     listing.set_defaults(func=jobs_list)
 
     get = subparser(actions, "get", "show a job, every field")
-    get.add_argument("job", metavar="JOB", help="job id or name")
+    get.add_argument("job", metavar="JOB", type=non_empty, help="job id or name")
     get.set_defaults(func=jobs_get)
 
     update = subparser(actions, "update", "change a job: merge the given fields (PATCH), or --replace (PUT)")
-    update.add_argument("job", metavar="JOB", help="job id or name")
+    update.add_argument("job", metavar="JOB", type=non_empty, help="job id or name")
     update.add_argument(
         "--replace",
         action="store_true",
         help="send a full definition (PUT): the file, else the stored job, with the flags over it",
     )
-    update.add_argument("--if-match", metavar="VERSION", help="only if the job is still at this version (else exit 4)")
+    update.add_argument(
+        "--if-match", metavar="VERSION", type=non_empty, help="only if the job is still at this version (else exit 4)"
+    )
     add_definition_options(update)
     add_limits_options(update)
     update.set_defaults(func=jobs_update)
 
     delete = subparser(actions, "delete", "delete a job and its executions")
-    delete.add_argument("job", metavar="JOB", help="job id or name")
+    delete.add_argument("job", metavar="JOB", type=non_empty, help="job id or name")
     delete.set_defaults(func=jobs_delete)
     _add_pause_parsers(actions, subparser)
 
     run = subparser(actions, "run", "run a job now, outside its schedule (optionally with overrides for that run)")
-    run.add_argument("job", metavar="JOB", help="job id or name")
+    run.add_argument("job", metavar="JOB", type=non_empty, help="job id or name")
     run.add_argument(
         "--body", metavar="TEXT|@FILE", help="the body of this run instead of the target's (@- reads stdin)"
     )
@@ -302,14 +304,14 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     run.set_defaults(func=jobs_run)
 
     backfill = subparser(actions, "backfill", "run the occurrences of a past range, each as itself (at most 10,000)")
-    backfill.add_argument("job", metavar="JOB", help="job id or name")
+    backfill.add_argument("job", metavar="JOB", type=non_empty, help="job id or name")
     backfill.add_argument("--start", required=True, type=since, metavar="WHEN", help="RFC 3339, or a time ago (2d)")
     backfill.add_argument("--end", required=True, type=since, metavar="WHEN", help="RFC 3339, or a time ago (1h)")
     backfill.add_argument("--dry-run", action="store_true", help="list the occurrences, queue nothing")
     backfill.set_defaults(func=jobs_backfill)
 
     history = subparser(actions, "history", "a job's change log: who changed what, when (newest first)")
-    history.add_argument("job", metavar="JOB", help="job id or name (the id after a delete)")
+    history.add_argument("job", metavar="JOB", type=non_empty, help="job id or name (the id after a delete)")
     add_page_flags(history)
     history.set_defaults(func=jobs_history)
 
@@ -321,7 +323,7 @@ def _add_pause_parsers(actions: Any, subparser: Callable[..., argparse.ArgumentP
         ("resume", "resume a job's schedule (or every job with --tag or --name-prefix)", jobs_resume),
     ):
         action = subparser(actions, name, help_text)
-        action.add_argument("job", metavar="JOB", nargs="?", help="job id or name")
+        action.add_argument("job", metavar="JOB", type=non_empty, nargs="?", help="job id or name")
         action.add_argument("--tag", help=f"{name} the active/paused jobs with this tag")
         action.add_argument("--name-prefix", metavar="PREFIX", help=f"{name} the jobs whose name starts so")
         if name == "pause":

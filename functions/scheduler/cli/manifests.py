@@ -28,7 +28,7 @@ from scheduler.core.constants import SECRET_MASK
 from scheduler.secrets import map_secrets
 
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_WHOLE_REFERENCE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$")
+_WHOLE_REFERENCE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}\Z")
 _SUFFIXES = (".yaml", ".yml", ".json")
 # The order of a job's fields in an exported document.
 FIELD_ORDER = (
@@ -247,7 +247,7 @@ def _expand_outside_secrets(target: dict[str, Any], where: str, field: str) -> d
     return map_secrets(expanded, put_back)
 
 
-_ALERT_FIELD = re.compile(r"^alerts\.(\d+)\.(target\..*)$")
+_ALERT_FIELD = re.compile(r"^alerts\.(\d+)\.(target\..*)\Z")
 
 
 def reference_name(name: str, field: str, kind: str = "job") -> str:

@@ -18,6 +18,7 @@ from scheduler.cli.columns import (
     duration,
     execution_columns,
     next_run,
+    printable,
     truncate,
 )
 from scheduler.cli.common import EXIT_API_ERROR, EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_SERVER, UsageError
@@ -262,7 +263,7 @@ def format_execution_details(execution: dict[str, Any]) -> str:
     excerpt = execution.get("response_excerpt")
     if excerpt:
         lines.append("response excerpt:")
-        lines.extend(f"  {line}" for line in str(excerpt).splitlines() or [""])
+        lines.extend(f"  {printable(line)}" for line in str(excerpt).splitlines() or [""])
     else:
         lines.append(f"{'response excerpt:'.ljust(width)}  -")
     return "\n".join(lines)
@@ -272,12 +273,13 @@ def print_api_error(exc: Any, stream: Any = None) -> None:
     """``error: 400 invalid_request: <message>``, then one ``  field: message`` line per detail
     that the message does not already say (an error is printed once)."""
     stream = stream or sys.stderr
-    print(f"error: {exc.status} {exc.code}: {exc.message}", file=stream)
+    print(printable(f"error: {exc.status} {exc.code}: {exc.message}"), file=stream)
     for detail in exc.details:
-        field, message = detail.get("field"), detail.get("message")
-        line = f"{field}: {message}" if field else str(message)
+        field, message = detail.get("field"), str(detail.get("message"))
+        # a message that already starts with its field ("ics: ...") is not prefixed again
+        line = f"{field}: {message}" if field and not message.startswith((f"{field}:", f"{field} ")) else message
         if line != exc.message:
-            print(f"  {line}", file=stream)
+            print(printable(f"  {line}"), file=stream)
 
 
 def exit_code_for_status(status: int) -> int:

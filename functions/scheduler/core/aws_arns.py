@@ -15,33 +15,33 @@ _REGION = r"[a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}"
 _ACCOUNT = r"\d{12}"
 ROLE_ARN = re.compile(
     rf"^arn:(?P<partition>{_PARTITION}):iam::(?P<account>{_ACCOUNT}):"
-    r"role/(?:[\x21-\x7e]{0,510}/)?[\w+=,.@-]{1,64}$",
+    r"role/(?:[\x21-\x7e]{0,510}/)?[\w+=,.@-]{1,64}\Z",
     re.ASCII,
 )
 FUNCTION_ARN = re.compile(
     rf"^arn:(?P<partition>{_PARTITION}):lambda:(?P<region>{_REGION}):"
     rf"(?P<account>{_ACCOUNT}):function:[A-Za-z0-9_-]{{1,64}}"
-    r"(?::(?:\$LATEST|[A-Za-z0-9_-]{1,128}))?$"
+    r"(?::(?:\$LATEST|[A-Za-z0-9_-]{1,128}))?\Z"
 )
 TOPIC_ARN = re.compile(
     rf"^arn:(?P<partition>{_PARTITION}):sns:(?P<region>{_REGION}):(?P<account>{_ACCOUNT}):"
-    r"(?P<name>[A-Za-z0-9_-]{1,256}(?:\.fifo)?)$"
+    r"(?P<name>[A-Za-z0-9_-]{1,256}(?:\.fifo)?)\Z"
 )
 EVENT_BUS_ARN = re.compile(
     rf"^arn:(?P<partition>{_PARTITION}):events:(?P<region>{_REGION}):"
-    rf"(?P<account>{_ACCOUNT}):event-bus/[A-Za-z0-9/._-]{{1,256}}$"
+    rf"(?P<account>{_ACCOUNT}):event-bus/[A-Za-z0-9/._-]{{1,256}}\Z"
 )
 QUEUE_URL = re.compile(
     rf"^https://(?:sqs\.(?P<region>{_REGION})\.amazonaws\.com(?:\.cn)?|"
     rf"(?P<legacy>{_REGION})\.queue\.amazonaws\.com(?:\.cn)?)/"
-    rf"(?P<account>{_ACCOUNT})/(?P<name>[A-Za-z0-9_-]{{1,80}}(?:\.fifo)?)$"
+    rf"(?P<account>{_ACCOUNT})/(?P<name>[A-Za-z0-9_-]{{1,80}}(?:\.fifo)?)\Z"
 )
 #: A region name alone (such as ``eu-west-1``).
-REGION = re.compile(rf"^{_REGION}$")
+REGION = re.compile(rf"^{_REGION}\Z")
 # The path of a queue URL an emulator answers (LocalStack, moto): /<account>/<queue>.
-_EMULATED_QUEUE_PATH = re.compile(rf"^/(?P<account>{_ACCOUNT})/(?P<name>[A-Za-z0-9_-]{{1,80}}(?:\.fifo)?)$")
+_EMULATED_QUEUE_PATH = re.compile(rf"^/(?P<account>{_ACCOUNT})/(?P<name>[A-Za-z0-9_-]{{1,80}}(?:\.fifo)?)\Z")
 # LocalStack's host names for SQS (its default queue URL form names the region).
-_LOCALSTACK_SQS_HOST = re.compile(rf"^(?:sqs\.(?P<region>{_REGION})\.)?localhost\.localstack\.cloud$")
+_LOCALSTACK_SQS_HOST = re.compile(rf"^(?:sqs\.(?P<region>{_REGION})\.)?localhost\.localstack\.cloud\Z")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 

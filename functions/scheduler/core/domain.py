@@ -307,8 +307,17 @@ class StartedExecution(Struct, frozen=True):
 
     @property
     def lateness_ms(self) -> float:
-        """How late the execution started after its scheduled time, by the database clock."""
-        return (self.started_at - self.scheduled_at).total_seconds() * 1000
+        """How late the execution started after it was due (its ``due_at``), by the database
+        clock: the scheduler's own delay, as the API's ``started_at - due_at``. A scheduled run
+        or a retry was due at the job's ``next_run_at`` (a retry's backoff, or a pause's
+        catch-up, then is not lateness); a manual or chained run at its request (its
+        ``scheduled_at``). A backfill delivers a past occurrence by design: 0."""
+        if self.trigger is Trigger.BACKFILL:
+            return 0.0
+        due = self.scheduled_at
+        if self.trigger in (Trigger.SCHEDULE, Trigger.RETRY) and self.job.next_run_at is not None:
+            due = self.job.next_run_at
+        return (self.started_at - due).total_seconds() * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -469,6 +478,7 @@ class Delivery(Struct, frozen=True):
     attempt: int  # 1-based
     owner: str | None = None  # the job's owner: the ExternalId of AWS targets' role
     cause: Mapping[str, Any] | None = None  # a chained run's cause: the {{cause.*}} placeholders
+    vars: Mapping[str, str] | None = None  # a manual run's vars: its body's {{vars.NAME}} placeholders
 
     @property
     def idempotency_key(self) -> str:

@@ -45,10 +45,15 @@ class TargetLimit:
     key: str
     max_in_flight: int | None
     per_second: float | None
+    # Whose key it is: one owner's jobs share a key's slots, another owner's key of the same
+    # name is another key (else one tenant could hold another's deliveries, or time them).
+    owner: str = ""
 
     @classmethod
-    def of(cls, limits: Mapping[str, Any] | None, target: Mapping[str, Any] | None) -> TargetLimit | None:
-        """The limits of a job (None for a job without)."""
+    def of(
+        cls, limits: Mapping[str, Any] | None, target: Mapping[str, Any] | None, owner: str = ""
+    ) -> TargetLimit | None:
+        """The limits of a job of ``owner`` (None for a job without)."""
         if not limits:
             return None
         per_second = limits.get("per_second")
@@ -56,7 +61,13 @@ class TargetLimit:
             key=str(limits.get("key") or origin(target)),
             max_in_flight=limits.get("max_in_flight"),
             per_second=None if per_second is None else float(per_second),
+            owner=owner,
         )
+
+    @property
+    def slot_key(self) -> str:
+        """The key its slots are counted under: the owner's, then the key (a key is one line)."""
+        return f"{self.owner}\n{self.key}" if self.owner else self.key
 
     def describe(self) -> str:
         """Why a delivery waits, in words (an execution's ``waited_for``)."""

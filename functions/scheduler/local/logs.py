@@ -34,7 +34,9 @@ def execution_line(record: logging.LogRecord) -> str | None:
         parts.append(f"attempt={fields['attempt']}")
     if fields.get("error"):
         parts.append(f"error={' '.join(str(fields['error']).split())}")
-    return " ".join(parts)
+    line = " ".join(parts)
+    # what a target answered never acts on the terminal (ESC and other controls shown escaped)
+    return line if line.isprintable() else "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in line)
 
 
 class LocalFormatter(logging.Formatter):

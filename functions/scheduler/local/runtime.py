@@ -369,7 +369,7 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     if ready is not None:
         ready.set()
     try:
-        stop.wait()
+        supervise_runners(extra, lambda name: _runner_process(settings, name), stop)
     finally:
         print("scheduler local: stopping", flush=True)
         server.close()
@@ -441,17 +441,48 @@ def _api_server(options: LocalOptions, deps: Any, resolver: Callable[[dict[str, 
     )
 
 
+def _runner_process(settings: Settings, name: str) -> Any:
+    import multiprocessing
+
+    process = multiprocessing.get_context("spawn").Process(target=runner_process, args=(settings,), name=name)
+    process.start()
+    return process
+
+
 def _start_runner_processes(settings: Settings, runners: int) -> list[Any]:
     """The runner processes beyond this one (one Python process delivers about a thousand jobs a
     second on one core); they share the database, so their claims never overlap."""
-    import multiprocessing
+    return [_runner_process(settings, f"scheduler-runner-{i + 2}") for i in range(runners - 1)]
 
-    extra = [
-        multiprocessing.get_context("spawn").Process(
-            target=runner_process, args=(settings,), name=f"scheduler-runner-{i + 2}"
-        )
-        for i in range(runners - 1)
-    ]
-    for process in extra:
-        process.start()
-    return extra
+
+# A runner process that ends on its own is started again after this pause, doubled (up to the
+# longest) each time one ends within a minute of its start: a crash loop does not spin.
+RESTART_FIRST_PAUSE = 1.0
+RESTART_MAX_PAUSE = 60.0
+
+
+def supervise_runners(processes: list[Any], start: Callable[[str], Any], stop: threading.Event) -> None:
+    """Until ``stop``: a runner process that ended (killed, or crashed) is reported and started
+    again in its place in ``processes``, so ``--runners N`` keeps N. Its claims were leased: the
+    jobs it held are reclaimed when their leases expire, as after any runner's death."""
+    import time
+
+    pauses = {process.name: RESTART_FIRST_PAUSE for process in processes}
+    restart_at: dict[str, float] = {}
+    started = {process.name: time.monotonic() for process in processes}
+    while not stop.wait(0.5):
+        for i, process in enumerate(processes):
+            name, now = process.name, time.monotonic()
+            if process.is_alive():
+                continue
+            if name not in restart_at:
+                pause = pauses[name] if now - started[name] < 60 else RESTART_FIRST_PAUSE
+                pauses[name] = min(pause * 2, RESTART_MAX_PAUSE)
+                restart_at[name] = now + pause
+                logger.error(
+                    "runner process ended; starting it again: %s, exit code %s, in %g s", name, process.exitcode, pause
+                )
+            elif now >= restart_at[name]:
+                del restart_at[name]
+                processes[i] = start(name)
+                started[name] = time.monotonic()

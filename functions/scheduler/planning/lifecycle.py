@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import random
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from msgspec.structs import replace
@@ -71,6 +71,7 @@ RUN_ALL_CAP = 10
 MAX_RETRY_AFTER_SECONDS = 86400.0
 
 _TINY = timedelta(microseconds=1)
+_FIRST_INSTANT = datetime.min.replace(tzinfo=UTC)
 
 
 Calendars = Sequence[Calendar]
@@ -251,6 +252,8 @@ def backfill_occurrences(
     and on ``end`` before ``start``."""
     if end < start:
         raise ScheduleError("must not be before start", field="end")
+    if start <= _FIRST_INSTANT:  # nothing comes before it (and start - _TINY would overflow)
+        raise ScheduleError("must be after 0001-01-01T00:00:00Z", field="start")
     schedule = schedule_of(job, calendars)
     found: list[datetime] = []
     at = next_occurrence(schedule, start - _TINY, start_at=job.start_at, end_at=job.end_at)
@@ -442,4 +445,6 @@ def plan_completion(
         start_at=job.start_at,
         end_at=job.end_at,
     )
-    return replace(plan, skips=skips + plan.skips) if skips else plan
+    # A missed occurrence run now (run_once, run_all's catch-ups) is due now, as a resume's is:
+    # its execution's due_at, and so its lateness, does not count the time it was missed.
+    return _due_by(now, replace(plan, skips=skips + plan.skips) if skips else plan)

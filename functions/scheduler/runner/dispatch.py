@@ -331,7 +331,8 @@ class InProcessDispatch:
     thread for all of them), not in a delivery thread: a burst on one limited target leaves the
     threads to the other jobs. Up to ``max_waiting`` claims wait there (default 1,000: their
     leases are kept in one statement, and only the first wait of a full key asks for a slot);
-    beyond that the fan-out claims nothing more until one leaves.
+    a limited claim beyond that is handed back, claimed again after a pause, and the claims go
+    on for the other jobs.
     """
 
     claim_mode = CLAIM_AND_START
@@ -370,8 +371,10 @@ class InProcessDispatch:
             return self._room_now()
 
     def _room_now(self) -> int:
-        """Claims it can take now (under the lock): idle threads, and room in the waiting room."""
-        return min(self.max_workers - self._running, self.max_waiting - self._waiting)
+        """Claims it can take now (under the lock): idle threads. A full waiting room does not
+        stop the claims (one owner's waits would hold back every job): a limited claim that
+        finds it full is handed back (``dispatch``)."""
+        return self.max_workers - self._running
 
     def _freed(self) -> None:
         """Under the lock, after a thread or a wait's place was freed: wake the fan-out waiting
@@ -395,8 +398,12 @@ class InProcessDispatch:
             assert claim.started is not None, "claim_and_start starts what it claims"
             if self.executor.waits_for_slot(claim.started):
                 with self._lock:
-                    self._waiting += 1
-                self.waits.add(self.executor.slot_wait(claim.started, claim.lock_token))
+                    room = self._waiting < self.max_waiting
+                    self._waiting += room
+                if room:
+                    self.waits.add(self.executor.slot_wait(claim.started, claim.lock_token))
+                else:  # claimed again after a pause, its start undone
+                    self.outcomes.put(self.executor.hand_back_unwaited(claim.started, claim.lock_token))
                 continue
             with self._lock:
                 self._running += 1

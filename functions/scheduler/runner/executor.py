@@ -118,8 +118,8 @@ class SlotWait:
 
     @property
     def key(self) -> str:
-        """The limits' key: the waits of one key take turns."""
-        return self.limit.key
+        """The limits' key (of the job's owner): the waits of one key take turns."""
+        return self.limit.slot_key
 
 
 @dataclass(frozen=True)
@@ -250,7 +250,7 @@ class Executor:
 
     def slot_wait(self, started: StartedExecution, lock_token: str) -> SlotWait:
         """A limited delivery's wait for its slot, starting now."""
-        limit = TargetLimit.of(started.job.limits, started.job.target)
+        limit = TargetLimit.of(started.job.limits, started.job.target, started.job.owner or "")
         assert limit is not None, "a job with limits"
         timeout = float((started.job.target or {}).get("timeout_seconds") or 30)
         began = time.monotonic()
@@ -282,10 +282,16 @@ class Executor:
                 ended.append((one, Outcome(FAILED, True, error=error)))
         return ended
 
-    def deliver_in_slot(self, wait: SlotWait, token: str) -> Finished:
+    def deliver_in_slot(self, wait: SlotWait, token: str) -> Finished | SlotHandBack:
         """Deliver a limited job holding its slot, then give the slot back; a wait that was
-        refused is recorded on the execution (late, and why)."""
+        refused is recorded on the execution (late, and why). A job that changed while it waited
+        (an edit, a pause) is handed back instead, to be claimed again as it is now; one whose
+        lease was lost (or that was deleted) is not delivered."""
         started = wait.started
+        if wait.refused:
+            stale = self._stale_after_waiting(wait, token)
+            if stale is not None:
+                return stale
         try:
             if wait.refused:
                 waited_ms = int((time.monotonic() - wait.began) * 1000)
@@ -298,6 +304,21 @@ class Executor:
         finally:
             self.store.release_target_slot(token)
         return self.ended_wait(wait, result)
+
+    def _stale_after_waiting(self, wait: SlotWait, token: str) -> Finished | SlotHandBack | None:
+        """None when the job is as it was claimed and its lease stands; else, the slot given
+        back, what to record in place of the delivery."""
+        started = wait.started
+        version = self.store.running_version(wait.job_id, wait.lock_token, started.execution_id)
+        if version == started.job.version:
+            return None
+        self.store.release_target_slot(token)
+        if version is None:
+            outcome = Outcome(FAILED, True, error=f"the lease was lost while waiting: {wait.limit.describe()}")
+            return self.ended_wait(wait, outcome)
+        waited = time.monotonic() - wait.began
+        why = f"{wait.limit.describe()}; the job changed while it waited"
+        return SlotHandBack(wait.job_id, wait.lock_token, started.execution_id, started.started_at, waited, why)
 
     def ended_wait(self, wait: SlotWait, result: Outcome) -> Finished:
         """A wait's delivery as ended, with ``result``."""
@@ -321,7 +342,16 @@ class Executor:
             time.sleep(pause * (0.5 + random.random()))
             pause = min(pause * 2, SLOT_MAX_PAUSE)
         self.count_lateness([started])
-        return self.deliver_in_slot(wait, token).result
+        delivered = self.deliver_in_slot(wait, token)
+        return delivered if isinstance(delivered, SlotHandBack) else delivered.result
+
+    def hand_back_unwaited(self, started: StartedExecution, lock_token: str) -> SlotHandBack:
+        """A limited delivery handed back without waiting (local mode's waiting room is full):
+        claimed again after a pause, as a deployed executor's that waited too long."""
+        limit = TargetLimit.of(started.job.limits, started.job.target, started.job.owner or "")
+        assert limit is not None, "a job with limits"
+        why = f"{limit.describe()}; the waiting room is full"
+        return SlotHandBack(str(started.job.id), lock_token, started.execution_id, started.started_at, 0.0, why)
 
     def _short_of_time(self, wait: SlotWait) -> bool:
         """Whether the executor's time left is too short for the wait's delivery and its record."""
@@ -451,5 +481,6 @@ def _deliver(
         attempt=started.attempt,
         owner=started.job.owner,
         cause=started.cause,
+        vars=(started.overrides or {}).get("vars") or None,
     )
     return deliver(target, delivery, policy, timeout_cap=cap)

@@ -10,8 +10,10 @@ import zoneinfo
 
 _UNITS = {"s": "second", "sec": "second", "m": "minute", "min": "minute", "h": "hour", "hr": "hour", "d": "day"}
 # Compiled on first use (an error's path): not with the schedules, which every runner loads.
-_EVERY = r"(?i)^\s*(?:every|each)\s+(?:(\d+)\s*)?(seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d|weeks?|w)\s*$"
-_BARE = r"(?i)^\s*(\d+)\s*(s|m|h|d)\s*$"
+_EVERY = (
+    r"(?i)^\s*(?:every|each)\s+(?:(\d+)\s*)?(seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d|weeks?|w)\s*\Z"
+)
+_BARE = r"(?i)^\s*(\d+)\s*(s|m|h|d)\s*\Z"
 _WORDS = {
     "hourly": "@hourly",
     "daily": "@daily",

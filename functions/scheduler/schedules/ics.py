@@ -187,7 +187,10 @@ def _end(event: Event, start: date | datetime, tz: ZoneInfo) -> date | datetime:
     if "DTEND" in event:
         end = _value(*event["DTEND"], tz)
     elif "DURATION" in event:
-        end = start + _duration(event["DURATION"][1], timed)
+        try:
+            end = start + _duration(event["DURATION"][1], timed)
+        except OverflowError:  # past year 9999, or more days than a timedelta holds
+            raise _refuse(f"DURATION {event['DURATION'][1][:30]!r} ends past the year 9999") from None
     elif timed:
         raise _refuse("a VEVENT with a DATE-TIME DTSTART needs a later DATE-TIME DTEND (or a DURATION)")
     else:

@@ -23,7 +23,7 @@ from scheduler.schema.models import (
 
 MAX_NOTE_LENGTH = 1024
 MAX_VARS = 50
-_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 
 
 class RunRequest(_Strict):

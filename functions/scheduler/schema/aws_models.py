@@ -11,7 +11,6 @@ counting the identity attributes the delivery adds).
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Literal
 
@@ -29,6 +28,8 @@ from scheduler.core.aws_arns import (
     region_of,
     sqs_endpoint,
 )
+from scheduler.core.json_text import load_strict_json
+from scheduler.schema.messages import FieldError
 
 KIB = 1024
 #: Payload limits per service, in bytes.
@@ -49,17 +50,12 @@ _SAMPLE = {
     "attempt": "1",
 }
 
-_GROUP_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
+_GROUP_ID = re.compile(r"^[\x21-\x7e]{1,128}\Z")
 _SIGV4_SERVICES = ("execute-api", "lambda")
 
 
-class AwsFieldError(ValueError):
+class AwsFieldError(FieldError):
     """A model-level error naming its field (``validation_details`` keeps the field)."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field = field
-        self.message = message
 
 
 def _max_rendered(text: str) -> str:
@@ -85,11 +81,28 @@ def _check_size(field: str, limit: int, *texts: str | None, extra: int = 0) -> N
 
 def _check_json(field: str, text: str, *, object_only: bool = False) -> None:
     try:
-        value = json.loads(_sample_rendered(text))
+        value = load_strict_json(_sample_rendered(text))
     except ValueError:
         raise AwsFieldError(field, "must be JSON (once its placeholders are rendered)") from None
     if object_only and not isinstance(value, dict):
         raise AwsFieldError(field, "must be a JSON object")
+
+
+# The characters an SQS message may hold (SendMessage refuses any other): tab, line feed,
+# carriage return, and U+0020 to U+10FFFF less the surrogates, U+FFFE and U+FFFF.
+_SQS_FORBIDDEN = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def sqs_character_problem(text: str) -> str | None:
+    """Why SQS would refuse ``text`` as a message body (a character it does not take), or None."""
+    bad = _SQS_FORBIDDEN.search(text)
+    return f"holds U+{ord(bad.group()):04X}, which SQS does not take in a message" if bad else None
+
+
+def _single_line_text(v: str) -> str:
+    if any(ch < " " or ch == "\x7f" for ch in v):
+        raise ValueError("must be one line of text without control characters")
+    return v
 
 
 def _shape(pattern: re.Pattern[str], value: str, what: str) -> str:
@@ -163,6 +176,13 @@ class SqsTarget(_RoleTarget):
             raise ValueError(f"is not an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<queue>{also})")
         return v
 
+    @field_validator("body")
+    @classmethod
+    def _body(cls, v: str) -> str:
+        if problem := sqs_character_problem(v):
+            raise ValueError(problem)
+        return v
+
     @model_validator(mode="after")
     def _fifo(self) -> SqsTarget:
         self._same_partition("queue_url", partition_of_region(region_of(self.queue_url)))
@@ -213,6 +233,11 @@ class EventBridgeTarget(_RoleTarget):
     @classmethod
     def _arn(cls, v: str) -> str:
         return _shape(EVENT_BUS_ARN, v, "an event bus ARN (arn:<partition>:events:<region>:<account>:event-bus/<name>)")
+
+    @field_validator("source", "detail_type")
+    @classmethod
+    def _one_line(cls, v: str) -> str:
+        return _single_line_text(v)
 
     @field_validator("source")
     @classmethod

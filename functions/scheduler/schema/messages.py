@@ -10,6 +10,15 @@ from typing import Any
 Context = Mapping[str, Any]
 
 
+class FieldError(ValueError):
+    """A model-level error that names its field (kept by ``details.validation_details``)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
 def _count(ctx: Context, key: str, unit: str) -> str:
     n = ctx.get(key)
     return f"{n} {unit}{'' if n == 1 else 's'}"

@@ -18,7 +18,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     field_validator,
     model_validator,
 )
@@ -35,16 +34,15 @@ from scheduler.schedules import (
 )
 from scheduler.schedules.calendars import MAX_CALENDARS_PER_JOB
 from scheduler.schema.aws_models import (
-    AWS_TARGET_TYPES,
-    AwsFieldError,
     EventBridgeTarget,
     LambdaTarget,
     SigV4Auth,
     SnsTarget,
     SqsTarget,
 )
+from scheduler.schema.details import validation_details  # noqa: F401 (re-exported)
 from scheduler.schema.instants import Instant, is_job_id, parse_time  # noqa: F401 (re-exported)
-from scheduler.schema.messages import plain_message
+from scheduler.schema.messages import FieldError
 
 MAX_NAME_LENGTH = 128
 MAX_DESCRIPTION_LENGTH = 2048
@@ -59,18 +57,12 @@ MAX_ATTEMPTS = 100
 MAX_BACKOFF_SECONDS = 86400
 MAX_AGE_SECONDS = 30 * 86400
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
-_TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 header field name
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*\Z")
+_TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")  # RFC 9110 header field name
 _RESERVED_HEADERS = {"idempotency-key", "host", "content-length", "transfer-encoding", "connection"}
 
 
-class _FieldError(ValueError):
-    """A model-level error that names its field (kept by ``validation_details``)."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field = field
-        self.message = message
+_FieldError = FieldError  # a model-level error that names its field
 
 
 class _Strict(BaseModel):
@@ -92,17 +84,20 @@ def _single_line(value: str, latin1: bool = False) -> str:
     return value
 
 
+def _not_the_scheduler_s(name: str, reserved: tuple[str, ...] | set[str]) -> None:
+    if name.lower() in reserved or name.lower().startswith("x-scheduler-"):
+        raise ValueError(f"header {name!r} is set by the scheduler and cannot be given")
+
+
 def _check_headers(headers: dict[str, str]) -> dict[str, str]:
     if len(headers) > MAX_HEADERS:
         raise ValueError(f"at most {MAX_HEADERS} headers")
     for name, value in headers.items():
         if not _TOKEN_RE.match(name) or len(name) > MAX_HEADER_NAME_LENGTH:
             raise ValueError(f"header name {name[:64]!r} is not a valid HTTP token")
-        lowered = name.lower()
-        if lowered in _RESERVED_HEADERS or lowered.startswith("x-scheduler-"):
-            raise ValueError(f"header {name!r} is set by the scheduler and cannot be given")
-        if len(value) > MAX_HEADER_VALUE_LENGTH or "\r" in value or "\n" in value:
-            raise ValueError(f"header {name!r}: value too long or contains a line break")
+        _not_the_scheduler_s(name, _RESERVED_HEADERS)
+        if len(value) > MAX_HEADER_VALUE_LENGTH:
+            raise _FieldError(name, f"is longer than {MAX_HEADER_VALUE_LENGTH} characters")
         try:
             _single_line(value, latin1=True)
         except ValueError as exc:
@@ -171,7 +166,9 @@ class HttpTarget(_Strict):
     body: str | None = Field(default=None, max_length=MAX_BODY_LENGTH)
     auth: Auth | None = None
     timeout_seconds: int = Field(default=30, ge=1, le=MAX_TIMEOUT_SECONDS)
-    success_codes: list[Annotated[int, Field(ge=100, le=599)]] | None = Field(default=None, max_length=100)
+    success_codes: list[Annotated[int, Field(ge=100, le=599)]] | None = Field(
+        default=None, min_length=1, max_length=100
+    )
     follow_redirects: bool = False
 
     @field_validator("url")
@@ -229,6 +226,7 @@ class AmqpTarget(_Strict):
         for name, value in v.items():
             if not name or len(name) > MAX_HEADER_NAME_LENGTH or len(value) > MAX_HEADER_VALUE_LENGTH:
                 raise ValueError(f"header {name[:64]!r}: name or value too long")
+            _not_the_scheduler_s(name, ("idempotency-key",))  # the message's identity would replace it
         return v
 
     @model_validator(mode="after")
@@ -265,6 +263,7 @@ class RetryPolicy(_Strict):
 
 
 # A chain's references: names or ids of jobs of the same owner (a name's syntax, or a UUID).
+# The pattern is pydantic's (Rust's regex), where "$" is the end of the text, unlike Python's.
 MAX_CHAIN = 20
 ChainRefs = Annotated[
     list[Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")]],
@@ -415,7 +414,8 @@ class JobSpec(_Strict):
     @field_validator("on_success", "on_failure", "on_complete")
     @classmethod
     def _chain(cls, v: list[str]) -> list[str]:
-        return list(dict.fromkeys(v))
+        # An id in any case names the job, as in the job routes: kept in the case ids are stored in.
+        return list(dict.fromkeys(ref.lower() if is_job_id(ref) else ref for ref in v))
 
     @field_validator("timezone")
     @classmethod
@@ -462,33 +462,3 @@ def _parsed_schedule(spec: JobSpec) -> Schedule | None:
     except ScheduleError as exc:
         raise _FieldError(getattr(exc, "field", "schedule") or "schedule", str(exc)) from None
     return None
-
-
-def validation_details(exc: ValidationError) -> list[dict[str, str]]:
-    """The API's ``details`` list: one ``{"field", "message"}`` per error, dotted field paths."""
-    details = []
-    for err in exc.errors(include_url=False):
-        loc = [str(p) for p in err.get("loc", ())]
-        # Discriminated unions add the tag to the path ("target.http.url"): drop it.
-        if "target" in loc:
-            at = loc.index("target") + 1
-            if len(loc) > at and loc[at] in ("http", "amqp", *AWS_TARGET_TYPES):
-                loc.pop(at)
-        if "auth" in loc:
-            i = loc.index("auth")
-            if len(loc) > i + 1 and loc[i + 1] in ("basic", "bearer", "header", "sigv4"):
-                loc.pop(i + 1)
-        message = plain_message(err)
-        original = (err.get("ctx") or {}).get("error")
-        if err.get("type") in ("union_tag_invalid", "union_tag_not_found"):
-            ctx = err.get("ctx") or {}
-            loc.append(ctx.get("discriminator", "'type'").strip("'"))
-            known = ", ".join(("http", "amqp", *AWS_TARGET_TYPES))
-            message = f"must be one of {ctx.get('expected_tags', known)}"
-            if err.get("type") == "union_tag_not_found":
-                message = f"is required: one of {known}"
-        elif isinstance(original, (_FieldError, AwsFieldError)):
-            loc = loc + [original.field] if not loc or loc[-1] != original.field else loc
-            message = original.message
-        details.append({"field": ".".join(loc) or "body", "message": message})
-    return details

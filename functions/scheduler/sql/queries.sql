@@ -822,24 +822,32 @@ RETURNING key;
 
 -- name: take_target_slot
 -- Then, in the same transaction: a slot, if the key has fewer than max_in_flight held (released
--- and expired ones do not count) and fewer than per_second taken in the last second. The key's
--- slots released over a second ago are deleted on the way. Answers the token, or nothing.
-WITH gone AS (
+-- and expired ones do not count) and fewer than per_second taken in the last second; a per_second
+-- below 1 is one start in each 1/per_second seconds (0.1: one every 10 s). The key's slots
+-- released (or expired) before that window are deleted on the way. Answers the token, or nothing.
+WITH win AS (
+    SELECT clock_timestamp() - make_interval(secs => greatest(1.0, 1.0 / COALESCE(%(per_second)s::float, 1.0))) AS since
+), gone AS (
     DELETE FROM target_slots
-    WHERE key = %(key)s AND (released_at < clock_timestamp() - interval '1 second'
-                             OR until < clock_timestamp() - interval '1 second')
+    WHERE key = %(key)s AND (released_at < (SELECT since FROM win) OR until < (SELECT since FROM win))
 ), counts AS (
     SELECT count(*) FILTER (WHERE released_at IS NULL AND until > clock_timestamp()) AS in_flight,
-           count(*) FILTER (WHERE acquired_at > clock_timestamp() - interval '1 second') AS last_second,
-           min(acquired_at) FILTER (WHERE acquired_at > clock_timestamp() - interval '1 second') AS oldest
+           count(*) FILTER (WHERE acquired_at > (SELECT since FROM win)) AS in_window
     FROM target_slots WHERE key = %(key)s
 )
 INSERT INTO target_slots (token, key, job_id, until)
 SELECT %(token)s, %(key)s, %(job_id)s, clock_timestamp() + make_interval(secs => %(lease_seconds)s)
 FROM counts
 WHERE (%(max_in_flight)s::integer IS NULL OR in_flight < %(max_in_flight)s::integer)
-  AND (%(per_second)s::float IS NULL OR last_second < %(per_second)s::float)
+  AND (%(per_second)s::float IS NULL OR in_window < greatest(1.0, %(per_second)s::float))
 RETURNING token;
+
+-- name: running_version
+-- A started job's version while its execution runs under its lease (fenced by the token): read by
+-- a delivery that waited for its slot before it calls the target. An edit or a pause meanwhile
+-- moved the version on; no row: the lease was lost, or the job deleted.
+SELECT version FROM job_runs
+WHERE job_id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id = %(execution_id)s;
 
 -- name: release_target_slot
 UPDATE target_slots SET released_at = clock_timestamp() WHERE token = %(token)s;

@@ -22,10 +22,10 @@ class TargetSlots:
 
     @retry_on_dead_connection
     def take_target_slot(self, limit: TargetLimit, job_id: str, lease_seconds: float) -> str | None:
-        """A slot of ``limit.key`` (its token) if the key is under its limits, else None. Held
-        until released, or for ``lease_seconds`` (a runner that died frees it then)."""
+        """A slot of ``limit.key`` of its owner (its token) if the key is under its limits, else
+        None. Held until released, or for ``lease_seconds`` (a runner that died frees it then)."""
         params = {
-            "key": limit.key,
+            "key": limit.slot_key,
             "max_in_flight": limit.max_in_flight,
             "per_second": limit.per_second,
             "token": str(uuid.uuid4()),
@@ -36,6 +36,16 @@ class TargetSlots:
             conn.execute(QUERIES["lock_target_limit"], params)
             row = conn.execute(QUERIES["take_target_slot"], params).fetchone()
         return None if row is None else str(row["token"])
+
+    @retry_on_dead_connection
+    def running_version(self, job_id: str, lock_token: str, execution_id: str) -> int | None:
+        """The version of a job whose execution ``execution_id`` runs under ``lock_token`` (a
+        delivery that waited for its slot reads it before it calls the target); None when the
+        lease was lost or the job deleted."""
+        params = {"job_id": job_id, "lock_token": lock_token, "execution_id": execution_id}
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["running_version"], params).fetchone()
+        return None if row is None else int(row["version"])
 
     @retry_on_dead_connection
     def release_target_slot(self, token: str) -> None:

@@ -38,7 +38,7 @@ STS_CONNECT_TIMEOUT = 3.0
 STS_READ_TIMEOUT = 5.0
 
 # What STS accepts as an ExternalId.
-_EXTERNAL_ID = re.compile(r"^[\w+=,.@:/-]{2,1224}$", re.ASCII)
+_EXTERNAL_ID = re.compile(r"^[\w+=,.@:/-]{2,1224}\Z", re.ASCII)
 _DEFAULT_REGION = {"aws": "us-east-1", "aws-cn": "cn-north-1", "aws-us-gov": "us-gov-west-1"}
 
 

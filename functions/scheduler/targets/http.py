@@ -143,6 +143,10 @@ def _deliver(
     return _classify_response(response, excerpt, spec)
 
 
+# Dropped on a redirect to another origin whoever set them, as browsers and requests do.
+_CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie")
+
+
 class _TooManyRedirects(Exception):
     pass
 
@@ -166,7 +170,11 @@ def _send(
     the final answer."""
     method, url = spec.method, spec.url
     auth = spec.auth_header
-    auth_name = auth[0] if auth else None
+    # The credentials that stay with the target's origin: its auth's header, a manual run's
+    # secret headers, and the headers that carry credentials by their nature.
+    credentials = set(_CREDENTIAL_HEADERS) | set(spec.secret_headers)
+    if auth:
+        credentials.add(auth[0].lower())
     origin = _origin(url)
     hops = 0
     while True:
@@ -191,9 +199,9 @@ def _send(
             method, body = "GET", None
             for name in ("Content-Type", "Content-Length", "Transfer-Encoding"):
                 headers.pop(name, None)
-        if _origin(url) != origin and auth_name is not None:
-            headers.pop(auth_name, None)  # never hand the credentials to another host
-            auth_name = None
+        if _origin(url) != origin:
+            for name in [name for name in headers if name.lower() in credentials]:
+                headers.pop(name, None)  # never hand the credentials to another host
 
 
 def _prepare(method: str, url: str, headers: Headers, body: bytes | None) -> Request:

@@ -186,8 +186,16 @@ def _parse_head(head: bytes) -> tuple[Response, int]:
             continue  # not a header line: skipped, as http.client does
         last = headers.setdefault(name.strip().lower(), [])
         last.append(value.strip())
-    response = Response(int(status), (reason or b"").decode("latin-1").strip(), headers)
+    response = Response(int(status), _reason_text(reason or b""), headers)
     return response, int(minor)
+
+
+def _reason_text(reason: bytes) -> str:
+    """The status line's reason phrase as printable text on one line (at most 200 characters):
+    it ends up in an execution's error, and from there in logs, alerts' headers and terminals,
+    so a target's control characters (a bare CR, ESC, NUL) become spaces."""
+    text = reason.decode("latin-1")
+    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())[:200]
 
 
 def _keeps_alive(response: Response, minor: int) -> bool:

@@ -1,13 +1,15 @@
 """A manual run's overrides applied to its target, for that delivery only (issue 33, item 5):
-the body (an AWS target's payload, message or detail), headers merged over the target's (names
-compared without case, the override's value winning), and the body's ``{{vars.NAME}}``
-placeholders. A placeholder of a var not given is left as written, as unknown placeholders are."""
+the body (an AWS target's payload, message or detail) and headers merged over the target's
+(names compared without case, the override's value winning). The body's ``{{vars.NAME}}``
+placeholders are rendered with the others, in one pass (``templates.render``, given the vars in
+the ``Delivery``), so a var's value is never rendered again."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
+
+from scheduler.targets.views import SECRET_HEADER_NAMES
 
 # The field an override's body replaces, by target type.
 BODY_FIELDS = {
@@ -18,8 +20,6 @@ BODY_FIELDS = {
     "sns": "message",
     "eventbridge": "detail",
 }
-
-_VAR = re.compile(r"\{\{\s*vars\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
 def apply_overrides(target: Mapping[str, Any], overrides: Mapping[str, Any], secret_headers: Mapping[str, str]) -> dict:
@@ -36,14 +36,6 @@ def apply_overrides(target: Mapping[str, Any], overrides: Mapping[str, Any], sec
         lowered = {name.lower() for name in headers}
         kept = {name: value for name, value in (out.get("headers") or {}).items() if name.lower() not in lowered}
         out["headers"] = {**kept, **headers}
-    values = overrides.get("vars") or {}
-    if values and isinstance(out.get(field), str):
-        out[field] = render_vars(out[field], values)
+    if secret_headers:  # scrubbed from the answer's excerpt and errors, kept from other origins
+        out[SECRET_HEADER_NAMES] = sorted(secret_headers)
     return out
-
-
-def render_vars(text: str, values: Mapping[str, str]) -> str:
-    """``text`` with each ``{{vars.NAME}}`` of a var given replaced by its value (one pass)."""
-    if "{{" not in text:
-        return text
-    return _VAR.sub(lambda match: values.get(match.group(1), match.group(0)), text)

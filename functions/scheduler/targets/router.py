@@ -15,6 +15,7 @@ from typing import Any
 
 from scheduler.targets import templates
 from scheduler.targets.aws_views import AWS_TYPES, TEXT_FIELDS
+from scheduler.targets.overrides import BODY_FIELDS
 from scheduler.targets.results import FAILED, TIMED_OUT, Delivery, Outcome, TargetPolicy, permanent
 from scheduler.targets.views import AmqpView, HttpView, InvalidTarget, TargetView, view_of
 
@@ -79,13 +80,14 @@ def _rendered(view: TargetView, delivery: Delivery) -> TargetView:
     """The view with its text body's placeholders rendered (a binary body is kept); an AWS
     target's every text field."""
     if not isinstance(view, (HttpView, AmqpView)):  # an AWS target: each of its text fields
+        body = BODY_FIELDS.get(view.type)
         changes: dict[str, Any] = {
-            name: templates.render(value, delivery)
+            name: templates.render(value, delivery, with_vars=name == body)
             for name in TEXT_FIELDS[view.type]
             if isinstance(value := getattr(view, name), str)
         }
         return dataclasses.replace(view, **changes) if changes else view
     if view.body is None or (isinstance(view, AmqpView) and view.body_encoding == "base64"):
         return view
-    rendered = templates.render(view.body, delivery)
+    rendered = templates.render(view.body, delivery, with_vars=True)
     return view if rendered == view.body else dataclasses.replace(view, body=rendered)

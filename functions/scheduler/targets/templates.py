@@ -17,6 +17,9 @@ A chained run (trigger ``chain``) also knows the execution that caused it:
 escaped as the inside of a JSON string (``"`` as ``\\"``, a newline as ``\\n``): a body such as
 ``{"previous": "{{cause.response_excerpt}}"}`` stays valid JSON.
 
+A manual run's ``vars`` fill its body's ``{{vars.NAME}}`` (a var not given is left as written),
+in the same pass.
+
 Rendering is a single pass: a value that happens to contain ``{{attempt}}`` is not rendered
 again. Values are inserted verbatim, without JSON or XML escaping (the values never contain
 quotes, backslashes or angle brackets: UUIDs, timestamps and integers).
@@ -41,6 +44,15 @@ _CAUSE_PATTERN = re.compile(
     r"\{\{\s*(" + "|".join(PLACEHOLDERS) + r"|cause\.(?:" + "|".join(CAUSE_PLACEHOLDERS) + r"))\s*\}\}"
 )
 
+# Every placeholder, a manual run's vars included (a var not given is left as written).
+_WITH_VARS_PATTERN = re.compile(
+    r"\{\{\s*("
+    + "|".join(PLACEHOLDERS)
+    + r"|cause\.(?:"
+    + "|".join(CAUSE_PLACEHOLDERS)
+    + r")|vars\.[A-Za-z_][A-Za-z0-9_]*)\s*\}\}"
+)
+
 
 def _json_inside(value: object) -> str:
     """``value`` as text escaped for the inside of a JSON string (empty for None)."""
@@ -61,14 +73,18 @@ def values(delivery: Delivery) -> dict[str, str]:
     return table
 
 
-def render(text: str, delivery: Delivery) -> str:
-    """Replace the known ``{{placeholder}}`` markers of ``text`` with the values of ``delivery``.
+def render(text: str, delivery: Delivery, *, with_vars: bool = False) -> str:
+    """Replace the known ``{{placeholder}}`` markers of ``text`` with the values of ``delivery``
+    (and, ``with_vars``, its manual run's ``{{vars.NAME}}``: the body's only).
 
     Unknown placeholders are left untouched; the text is scanned once (no recursive rendering).
     """
     if not text or "{{" not in text:
         return text
     table = values(delivery)
+    if with_vars and delivery.vars:
+        table.update({f"vars.{name}": value for name, value in delivery.vars.items()})
+        return _WITH_VARS_PATTERN.sub(lambda match: table.get(match.group(1), match.group(0)), text)
     if delivery.cause is None:
         return _PATTERN.sub(lambda match: table[match.group(1)], text)
     return _CAUSE_PATTERN.sub(lambda match: table[match.group(1)], text)

@@ -47,6 +47,9 @@ class HttpView:
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     success_codes: frozenset[int] | None = None
     follow_redirects: bool = False
+    # The headers whose values are secrets (a manual run's credential headers), lower-cased:
+    # scrubbed from excerpts and errors, and never sent to another origin.
+    secret_headers: frozenset[str] = frozenset()
     type: str = "http"
 
     @property
@@ -72,6 +75,7 @@ class HttpView:
         password = _password(self.url)
         if password:
             found.append(password)
+        found.extend(_secret_values(self.headers, self.secret_headers))
         return found
 
 
@@ -87,6 +91,7 @@ class AmqpView:
     headers: Mapping[str, Any] = field(default_factory=dict)
     content_type: str | None = None
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    secret_headers: frozenset[str] = frozenset()  # as HttpView's
     type: str = "amqp"
 
     @property
@@ -98,13 +103,33 @@ class AmqpView:
 
     def secrets(self) -> list[str]:
         """The broker URL and its password (plain and percent-decoded), to be scrubbed from errors."""
+        found = list(_secret_values(self.headers, self.secret_headers))
         if self.url is None:
-            return []
+            return found
         password = _password(self.url)
-        return [self.url] + ([password, unquote(password)] if password else [])
+        return found + [self.url] + ([password, unquote(password)] if password else [])
 
 
 TargetView = HttpView | AmqpView | AwsView
+
+# Where a target dict names its secret headers (``overrides.apply_overrides`` sets it).
+SECRET_HEADER_NAMES = "secret_header_names"
+
+
+def _secret_values(headers: Mapping[str, Any], secret: frozenset[str]) -> list[str]:
+    """The values of the secret headers, and of each its part after a scheme (``Bearer X``)."""
+    found: list[str] = []
+    for name, value in headers.items():
+        if name.lower() in secret and isinstance(value, str) and value:
+            found.append(value)
+            if " " in value.strip():
+                found.append(value.strip().split(" ", 1)[1])
+    return found
+
+
+def _secret_header_names(target: Mapping[str, Any]) -> frozenset[str]:
+    names = target.get(SECRET_HEADER_NAMES) or ()
+    return frozenset(name.lower() for name in names if isinstance(name, str))
 
 
 def view_of(target: Any) -> TargetView:
@@ -172,6 +197,7 @@ def _http(target: dict, timeout: float) -> HttpView:
         timeout_seconds=timeout,
         success_codes=codes,
         follow_redirects=bool(target.get("follow_redirects", False)),
+        secret_headers=_secret_header_names(target),
     )
 
 
@@ -251,6 +277,7 @@ def _amqp(target: dict, timeout: float) -> AmqpView:
         headers=headers,
         content_type=content_type or None,
         timeout_seconds=timeout,
+        secret_headers=_secret_header_names(target),
     )
 
 

@@ -32,7 +32,8 @@ class AlertRuleCalls:
         """``PUT /v1/alert-rules/{name}``: create or replace the rule set; the rule set. With
         ``if_match`` (a version), only replace that version (412 otherwise; nothing is created)."""
         body = {"tag": tag, "alerts": list(alerts)}
-        return self.request("PUT", self._alert_rule_path(name), body=body, headers=api_wire.if_match(if_match))
+        answer = self.request("PUT", self._alert_rule_path(name), body=body, headers=api_wire.if_match(if_match))
+        return api_wire.expect_fields(answer, name=str)
 
     def list_alert_rules(self, *, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
         """``GET /v1/alert-rules``: one page, ``{"alert_rules": [...], "next_cursor": ...}``."""
@@ -45,11 +46,11 @@ class AlertRuleCalls:
 
     def get_alert_rule(self, name: str) -> dict[str, Any]:
         """``GET /v1/alert-rules/{name}``."""
-        return self.request("GET", self._alert_rule_path(name))
+        return api_wire.expect_fields(self.request("GET", self._alert_rule_path(name)), name=str)
 
     def delete_alert_rule(self, name: str) -> None:
         """``DELETE /v1/alert-rules/{name}``: its jobs no longer have its rules."""
-        self.request("DELETE", self._alert_rule_path(name))
+        api_wire.expect_empty(self.request("DELETE", self._alert_rule_path(name)))
 
     def list_alert_rule_changes(
         self, name: str, *, limit: int | None = None, cursor: str | None = None

@@ -28,7 +28,7 @@ class CalendarCalls:
 
     def create_calendar(self, definition: Mapping[str, Any]) -> dict[str, Any]:
         """``POST /v1/calendars``: the new calendar."""
-        return self.request("POST", PATH, body=definition)
+        return api_wire.expect_fields(self.request("POST", PATH, body=definition), name=str)
 
     def list_calendars(self, *, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
         """``GET /v1/calendars``: one page, ``{"calendars": [...], "next_cursor": ...}``."""
@@ -41,7 +41,7 @@ class CalendarCalls:
 
     def get_calendar(self, name: str) -> dict[str, Any]:
         """``GET /v1/calendars/{name}``."""
-        return self.request("GET", self._calendar_path(name))
+        return api_wire.expect_fields(self.request("GET", self._calendar_path(name)), name=str)
 
     def replace_calendar(
         self, name: str, definition: Mapping[str, Any], *, if_match: str | int | None = None
@@ -49,11 +49,12 @@ class CalendarCalls:
         """``PUT /v1/calendars/{name}``: a full definition (the jobs that name it are replanned);
         ``If-Match`` when ``if_match`` is given (412 if the calendar is at another version)."""
         body = {key: value for key, value in definition.items() if key != "name"}
-        return self.request("PUT", self._calendar_path(name), body=body, headers=api_wire.if_match(if_match))
+        answer = self.request("PUT", self._calendar_path(name), body=body, headers=api_wire.if_match(if_match))
+        return api_wire.expect_fields(answer, name=str)
 
     def delete_calendar(self, name: str) -> None:
         """``DELETE /v1/calendars/{name}`` (409 naming the jobs while any names it)."""
-        self.request("DELETE", self._calendar_path(name))
+        api_wire.expect_empty(self.request("DELETE", self._calendar_path(name)))
 
     def list_calendar_changes(
         self, name: str, *, limit: int | None = None, cursor: str | None = None

@@ -18,10 +18,10 @@ from scheduler.core.errors import SchedulerError
 API_PREFIX = "/v1"
 SERVICE = "execute-api"
 
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
 # https://{api-id}.execute-api.{region}.amazonaws.com, or a VPC endpoint's
 # {api-id}-{vpce-id}.execute-api.{region}.vpce.amazonaws.com
-_EXECUTE_API_HOST = re.compile(r"\.execute-api\.([a-z0-9-]+)\.(?:vpce\.)?amazonaws\.com(?:\.cn)?$")
+_EXECUTE_API_HOST = re.compile(r"\.execute-api\.([a-z0-9-]+)\.(?:vpce\.)?amazonaws\.com(?:\.cn)?\Z")
 
 
 class ClientError(SchedulerError):
@@ -190,6 +190,20 @@ def expect_job(answer: Any) -> dict[str, Any]:
     if not isinstance(answer, dict) or not isinstance(answer.get("id"), str):
         raise not_scheduler(answer)
     return answer
+
+
+def expect_fields(answer: Any, **kinds: type | tuple[type, ...]) -> dict[str, Any]:
+    """An object answer with each named field of its kind (``name=str``, ``count=int``), else
+    ``not_scheduler``: a write answered by another service is never taken for a success."""
+    if not isinstance(answer, dict) or not all(isinstance(answer.get(k), kind) for k, kind in kinds.items()):
+        raise not_scheduler(answer)
+    return answer
+
+
+def expect_empty(answer: Any) -> None:
+    """A write's empty answer (204: a delete), else ``not_scheduler``."""
+    if answer is not None:
+        raise not_scheduler(answer)
 
 
 def if_match(version: str | int | None) -> dict[str, str]:

@@ -198,6 +198,13 @@ class RequestRefused(Exception):
         self.message, self.status, self.code = message, status, code
 
 
+def _encoded_slash(environ: dict[str, Any]) -> bool:
+    """Whether the request's path, as sent, holds an encoded "/" (``%2F``): the server decodes it
+    into ``PATH_INFO``, where ``/v1/calendars/a%2Fchanges`` would read as another route."""
+    raw = str(environ.get("REQUEST_URI") or environ.get("RAW_URI") or "").split("?", 1)[0]
+    return "%2f" in raw.lower()
+
+
 def make_wsgi_app(
     handler: Handler,
     principal_for_request: PrincipalForRequest,
@@ -220,6 +227,8 @@ def make_wsgi_app(
             principal = principal_for_request(environ)
         except RequestRefused as exc:
             return _error(start_response, exc.status, exc.code, exc.message)
+        if _encoded_slash(environ):  # no name or id holds a "/": not one of the API's paths
+            return _error(start_response, 404, "not_found", "no such resource")
         event = make_event(environ, body, principal, stage)
         with lock:
             answer = handler(event, LocalLambdaContext())
@@ -237,7 +246,12 @@ def make_wsgi_app(
     return app
 
 
-_SERVER_ERROR_CODES = {400: "invalid_request", 413: "payload_too_large", 431: "headers_too_large"}
+_SERVER_ERROR_CODES = {
+    400: "invalid_request",
+    413: "payload_too_large",
+    431: "headers_too_large",
+    500: "internal_error",
+}
 
 
 def envelope_server_errors(server: Any, max_body_bytes: int = MAX_REQUEST_BODY_BYTES) -> Any:
@@ -257,7 +271,9 @@ def envelope_server_errors(server: Any, max_body_bytes: int = MAX_REQUEST_BODY_B
             body = json.dumps(
                 {
                     "error": {
-                        "code": _SERVER_ERROR_CODES.get(error.code, "invalid_request"),
+                        "code": _SERVER_ERROR_CODES.get(
+                            error.code, "internal_error" if error.code >= 500 else "invalid_request"
+                        ),
                         "message": message,
                         "details": [],
                     }

@@ -75,8 +75,8 @@ DEFAULT_MAX_SKEW = 300
 DEFAULT_ACCOUNT = "000000000000"
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 _AMZ_DATE = "%Y%m%dT%H%M%SZ"
-_AMZ_DATE_RE = re.compile(r"^\d{8}T\d{6}Z$")
-_HEX_SIGNATURE = re.compile(r"^[0-9a-f]{64}$")
+_AMZ_DATE_RE = re.compile(r"^\d{8}T\d{6}Z\Z")
+_HEX_SIGNATURE = re.compile(r"^[0-9a-f]{64}\Z")
 
 Credentials = dict[str, tuple[str, str]]
 

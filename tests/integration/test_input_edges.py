@@ -1,0 +1,182 @@
+"""Inputs at the edges, through the API's handler on real Postgres: each was once accepted and
+then lost, mangled or answered with a 500, and is now a 4xx naming its field (or works)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.integration.test_alerts import rule
+from tests.integration.test_api import api, box, job_body  # noqa: F401 (pytest fixtures)
+from tests.integration.test_aws_api import AWS_TARGETS, QUEUE, ROLE
+
+LAMBDA, SQS, _, EVENTBRIDGE = AWS_TARGETS
+DEEP = "[" * 5000 + "]" * 5000  # past Python's recursion limit when read
+
+
+def created(api, body) -> dict:
+    answer = api("POST", "/v1/jobs", body)
+    assert answer.status == 201, answer.body
+    return answer.body
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (job_body("nl\n"), "name"),
+        (job_body("h", target={"type": "http", "url": "https://example.com/", "headers": {"X-A\n": "v"}}), "headers"),
+        (
+            job_body(
+                "h",
+                target={
+                    "type": "http",
+                    "url": "https://example.com/",
+                    "auth": {"type": "header", "name": "X-Key\n", "value": "v"},
+                },
+            ),
+            "auth",
+        ),
+        (job_body("h", target={"type": "http", "url": "https://example.com/", "success_codes": []}), "success_codes"),
+    ],
+)
+def test_a_name_or_header_with_a_final_line_break_is_refused(api, body, field):
+    # Python's "$" matches before a final "\n": the checks end in "\Z" now
+    answer = api("POST", "/v1/jobs", body)
+    assert answer.status == 400, answer.body
+    assert any(field in f for f in answer.fields), answer.body
+
+
+def test_a_header_value_with_a_line_break_names_the_header(api):
+    target = {"type": "http", "url": "https://example.com/", "headers": {"X-A": "a\r\nX-B: b"}}
+    answer = api("POST", "/v1/jobs", job_body("h", target=target))
+    assert answer.status == 400 and answer.fields == ["target.headers.X-A"], answer.body
+
+
+def test_a_calendar_name_with_a_final_line_break_is_refused_and_not_stored(api):
+    answer = api("POST", "/v1/calendars", {"name": "cal\n", "dates": ["2026-12-25"]})
+    assert answer.status == 400 and answer.fields == ["name"], answer.body
+    assert api("GET", "/v1/calendars").body["calendars"] == []
+
+
+def test_run_variables_and_headers_with_a_final_line_break_are_refused(api):
+    job = created(api, job_body("runs"))
+    for overrides, field in (({"vars": {"a\n": "v"}}, "vars"), ({"headers": {"X-A\n": "v"}}, "headers")):
+        answer = api("POST", f"/v1/jobs/{job['id']}/run", overrides)
+        assert answer.status == 400 and any(field in f for f in answer.fields), answer.body
+
+
+@pytest.mark.parametrize(
+    ("target", "field"),
+    [
+        ({**LAMBDA, "payload": DEEP}, "target.payload"),
+        ({**LAMBDA, "payload": '{"a": NaN}'}, "target.payload"),
+        ({**EVENTBRIDGE, "detail": '{"a": ' + DEEP + "}"}, "target.detail"),
+        ({**EVENTBRIDGE, "detail": '{"a": NaN, "b": Infinity}'}, "target.detail"),
+        ({**EVENTBRIDGE, "source": "a\nb"}, "target.source"),
+        ({**EVENTBRIDGE, "detail_type": "a\tb"}, "target.detail_type"),
+        ({**SQS, "body": "\u0001"}, "target.body"),
+        ({**SQS, "body": "ok \ufffe"}, "target.body"),
+    ],
+)
+def test_aws_payloads_the_services_would_refuse_are_a_400(api, target, field):
+    answer = api("POST", "/v1/jobs", job_body("aws", target=target))
+    assert answer.status == 400, answer.body
+    assert field in answer.fields, answer.body
+
+
+def test_run_overrides_of_aws_bodies_are_checked_as_the_service_reads_them(api):
+    bus = created(api, job_body("bus", target=EVENTBRIDGE))
+    fn = created(api, job_body("fn", target=LAMBDA))
+    queue = created(api, job_body("queue", target={"type": "sqs", "role_arn": ROLE, "queue_url": QUEUE, "body": "b"}))
+    for job, body in ((fn, DEEP), (bus, DEEP), (bus, "[]"), (fn, "NaN"), (queue, "\u0001")):
+        answer = api("POST", f"/v1/jobs/{job['id']}/run", {"body": body})
+        assert answer.status == 400 and answer.fields == ["body"], (job["name"], body[:10], answer.body)
+    assert api("POST", f"/v1/jobs/{bus['id']}/run", {"body": '{"ok": true}'}).status == 202
+
+
+@pytest.mark.parametrize("duration", ["P999999999D", "P99999999W", "PT99999999999999H", "P9999999D"])
+def test_an_ics_duration_past_the_year_9999_is_a_400(api, duration):
+    ics = (
+        "BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nDTSTART;VALUE=DATE:20261225\r\n"
+        f"DURATION:{duration}\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+    )
+    answer = api("POST", "/v1/calendars", {"name": "far", "ics": ics})
+    assert answer.status == 400 and answer.fields == ["ics"], answer.body
+    timed = ics.replace("DTSTART;VALUE=DATE:20261225", "DTSTART:20261225T100000")
+    answer = api("POST", "/v1/calendars", {"name": "far", "ics": timed})
+    assert answer.status == 400 and answer.fields == ["ics"], answer.body
+
+
+def test_a_backfill_from_the_first_instant_is_a_400(api):
+    job = created(api, job_body("old"))
+    path = f"/v1/jobs/{job['id']}/backfill"
+    answer = api("POST", path, {"start": "0001-01-01T00:00:00Z", "end": "0001-01-02T00:00:00Z", "dry_run": True})
+    assert answer.status == 400 and answer.fields == ["start"], answer.body
+    answer = api("POST", path, {"start": "0001-01-01T00:00:01Z", "end": "0001-01-02T00:00:00Z", "dry_run": True})
+    assert answer.status == 200, answer.body
+
+
+@pytest.mark.parametrize("name", ["X-Scheduler-Job-Id", "x-scheduler-attempt", "Idempotency-Key"])
+def test_an_amqp_target_cannot_set_the_delivery_s_own_headers(api, name):
+    target = {"type": "amqp", "url": "amqp://guest:guest@127.0.0.1:5672/", "headers": {name: "forged"}}
+    answer = api("POST", "/v1/jobs", job_body("amqp", target=target))
+    assert answer.status == 400 and answer.fields == ["target.headers"], answer.body
+
+
+def test_if_match_star_replaces_a_rule_set_but_never_creates_one(api):
+    body = {"tag": "t", "alerts": [rule("failure")]}
+    answer = api("PUT", "/v1/alert-rules/team", body, headers={"If-Match": "*"})
+    assert answer.status == 412 and answer.error["code"] == "version_mismatch", answer.body
+    assert api("GET", "/v1/alert-rules/team").status == 404
+    assert api("PUT", "/v1/alert-rules/team", body).status == 201
+    assert api("PUT", "/v1/alert-rules/team", body, headers={"If-Match": "*"}).status == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "content_type"),
+    [
+        ("POST", "application/merge-patch+json"),
+        ("PATCH", "application/json-patch+json"),
+        ("POST", "application/vnd.example+json"),
+        ("POST", "application/json, text/plain"),
+        ("POST", "application/json; charset=latin-1"),
+    ],
+)
+def test_bodies_that_are_not_the_documented_json_are_a_415(api, method, content_type):
+    path = "/v1/jobs"
+    if method == "PATCH":
+        path = f"/v1/jobs/{created(api, job_body('p'))['id']}"
+    answer = api(method, path, raw_body=json.dumps({"description": "x"}), headers={"Content-Type": content_type})
+    assert answer.status == 415 and answer.error["code"] == "unsupported_media_type", answer.body
+
+
+def test_the_documented_json_types_are_read(api):
+    answer = api(
+        "POST",
+        "/v1/jobs",
+        raw_body=json.dumps(job_body("j")),
+        headers={"Content-Type": "application/json; charset=UTF-8"},
+    )
+    assert answer.status == 201, answer.body
+    patched = api(
+        "PATCH",
+        f"/v1/jobs/{answer.body['id']}",
+        raw_body=json.dumps({"description": "merged"}),
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert patched.status == 200 and patched.body["description"] == "merged"
+
+
+def test_a_chain_names_a_job_by_its_id_in_either_case(api):
+    first = created(api, job_body("first"))
+    second = created(api, job_body("second", on_success=[first["id"].upper()]))
+    assert second["on_success"] == [first["id"]]
+
+
+@pytest.mark.parametrize("path", ["/v1/jobs/pause", "/v1/jobs/resume", "/v1/jobs/pause/"])
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT", "PATCH"])
+def test_the_bulk_paths_answer_other_methods_with_a_405(api, path, method):
+    answer = api(method, path)
+    assert answer.status == 405 and answer.headers["Allow"] == "POST", answer.body
+    assert answer.error["code"] == "method_not_allowed"
