@@ -98,6 +98,10 @@ class SchedulerClient(AlertRuleCalls, CalendarCalls):
             raise ValueError(f"an endpoint has no query or fragment: {endpoint}")
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {endpoint}")
+        try:
+            parts.port  # noqa: B018 - it checks the port (urlsplit reads it lazily)
+        except ValueError:
+            raise ValueError(f"the port is not a number from 0 to 65535: {endpoint}") from None
         # botocore signs the host name in lower case: send it so
         self.endpoint = parts._replace(scheme=parts.scheme.lower(), netloc=parts.netloc.lower()).geturl().rstrip("/")
         self.sigv4 = is_aws_endpoint(endpoint) if sigv4 is None else sigv4

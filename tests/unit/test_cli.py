@@ -1097,6 +1097,13 @@ def test_answers_of_the_right_shape_with_wrong_fields_exit_5_without_a_traceback
     assert "Traceback" not in err and err.count("invalid_response") == 3
 
 
+def test_empty_columns_and_an_impossible_endpoint_port_are_usage_errors(api, capsys):
+    assert run(api, "jobs", "list", "--columns", "") == 2
+    assert "--columns: unknown column (none given)" in capsys.readouterr().err
+    assert cli.main(["--endpoint", "http://127.0.0.1:99999", "jobs", "list"]) == 2
+    assert "the port is not a number from 0 to 65535" in capsys.readouterr().err
+
+
 def test_unquoted_star_in_yaml_gets_a_hint(tmp_path, api, capsys):
     path = tmp_path / "job.yaml"
     path.write_text("name: x\nschedule: */5 * * * *\ntarget:\n  url: http://h\n")

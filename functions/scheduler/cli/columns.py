@@ -172,7 +172,7 @@ EXECUTION_DEFAULT = (
 
 def choose(spec: str | None, available: dict[str, Column], default: Sequence[str]) -> list[Column]:
     """The columns ``--columns`` names (comma-separated keys), else the default set."""
-    if not spec:
+    if spec is None:
         return [available[key] for key in default]
     keys = [key.strip().lower().replace("-", "_").replace(" ", "_") for key in spec.split(",") if key.strip()]
     unknown = [key for key in keys if key not in available]
