@@ -20,8 +20,9 @@ What a delivery does:
 - Refuses a body on a GET or HEAD (``targets.views``): a server that ignores it reads it as the
   next request on the connection.
 - Follows redirects only with ``follow_redirects: true`` (at most 10 hops, each hop guarded;
-  303, and 301/302 after a POST, become a GET without body; the ``auth`` header is dropped
-  when the host changes).
+  303, and 301/302 after a POST, become a GET without body; the credentials are dropped when
+  the origin changes: the ``auth`` header, a manual run's secret headers, ``Authorization``,
+  ``Proxy-Authorization`` and ``Cookie``).
 - Reads at most 4 KiB of the response body, for the excerpt; a longer body is not read on (its
   connection is closed).
 - Bounds the whole delivery (name resolution, connect, TLS, request, response headers,
@@ -147,6 +148,13 @@ def _deliver(
 _CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie")
 
 
+def _credentials(spec: HttpView) -> set[str]:
+    """The headers (lower case) that stay with the target's origin: its auth's header, a manual
+    run's secret headers, and those that carry credentials by their nature."""
+    auth = spec.auth_header
+    return {*_CREDENTIAL_HEADERS, *spec.secret_headers, *((auth[0].lower(),) if auth else ())}
+
+
 class _TooManyRedirects(Exception):
     pass
 
@@ -169,12 +177,6 @@ def _send(
     """Send the request (and follow redirects when asked) on connections of ``owner``, returning
     the final answer."""
     method, url = spec.method, spec.url
-    auth = spec.auth_header
-    # The credentials that stay with the target's origin: its auth's header, a manual run's
-    # secret headers, and the headers that carry credentials by their nature.
-    credentials = set(_CREDENTIAL_HEADERS) | set(spec.secret_headers)
-    if auth:
-        credentials.add(auth[0].lower())
     origin = _origin(url)
     hops = 0
     while True:
@@ -200,7 +202,7 @@ def _send(
             for name in ("Content-Type", "Content-Length", "Transfer-Encoding"):
                 headers.pop(name, None)
         if _origin(url) != origin:
-            for name in [name for name in headers if name.lower() in credentials]:
+            for name in [name for name in headers if name.lower() in _credentials(spec)]:
                 headers.pop(name, None)  # never hand the credentials to another host
 
 

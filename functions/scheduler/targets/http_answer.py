@@ -194,7 +194,9 @@ def _reason_text(reason: bytes) -> str:
     """The status line's reason phrase as printable text on one line (at most 200 characters):
     it ends up in an execution's error, and from there in logs, alerts' headers and terminals,
     so a target's control characters (a bare CR, ESC, NUL) become spaces."""
-    text = reason.decode("latin-1")
+    text = reason.decode("latin-1").strip()
+    if text.isprintable() and len(text) <= 200:  # nearly every answer: "OK", "Not Found"
+        return text
     return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())[:200]
 
 

@@ -75,7 +75,8 @@ class HttpView:
         password = _password(self.url)
         if password:
             found.append(password)
-        found.extend(_secret_values(self.headers, self.secret_headers))
+        if self.secret_headers:
+            found.extend(_secret_values(self.headers, self.secret_headers))
         return found
 
 
@@ -103,7 +104,7 @@ class AmqpView:
 
     def secrets(self) -> list[str]:
         """The broker URL and its password (plain and percent-decoded), to be scrubbed from errors."""
-        found = list(_secret_values(self.headers, self.secret_headers))
+        found = _secret_values(self.headers, self.secret_headers) if self.secret_headers else []
         if self.url is None:
             return found
         password = _password(self.url)
