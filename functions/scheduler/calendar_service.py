@@ -5,6 +5,7 @@ planning. ``service`` plans jobs with them."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from scheduler.core.domain import CalendarRecord, Job, JobState, Plan
@@ -37,11 +38,26 @@ def job_calendars(store: JobStore | CompletionStore, job: Job) -> list[Calendar]
     return [lifecycle.compile_calendar(records[n]) for n in job.exclude_calendars if n in records]
 
 
-def _checked_definition(name: str, definition: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """(zone, the definition to store) of a calendar, compiled once to refuse a bad one (400)."""
-    lifecycle.check_calendar(name, definition)
+def _checked_definition(name: str, definition: Mapping[str, Any]) -> tuple[str, dict[str, Any], Calendar]:
+    """(zone, the definition to store, the calendar compiled) of a calendar, compiled once to
+    refuse a bad one (400)."""
+    compiled = lifecycle.check_calendar(name, definition)
     kept = {key: definition[key] for key in ("dates", "ranges", "yearly", "ics") if definition.get(key) is not None}
-    return definition.get("timezone") or "UTC", kept
+    return definition.get("timezone") or "UTC", kept, compiled
+
+
+def refuse_a_schedule_left_without_runs(job: Job, plan: Plan, now: datetime, calendars: Sequence[Calendar]) -> None:
+    """A recurring job that would run without its calendars but that they leave with no run in
+    the search horizon (50 years: a job would otherwise complete at once, for good) is refused:
+    ``ScheduleError`` on ``exclude_calendars``."""
+    if plan.state != JobState.COMPLETED or job.run_at is not None or not calendars:
+        return
+    if lifecycle.plan_first(job, now, calendars=()).state == JobState.COMPLETED:
+        return  # it ends without them too (its end_at)
+    raise ScheduleError(
+        "leave no run of the schedule in the coming 50 years (the job would complete at once, for good)",
+        field="exclude_calendars",
+    )
 
 
 def create_calendar(
@@ -49,7 +65,7 @@ def create_calendar(
 ) -> CalendarRecord:
     """A new calendar of the owner (``CalendarNameTaken``; ``ScheduleError`` naming the field),
     its change-log entry made by ``by``."""
-    timezone, kept = _checked_definition(name, definition)
+    timezone, kept, _ = _checked_definition(name, definition)
     return store.insert_calendar(owner, name, timezone, kept, by=by)
 
 
@@ -65,11 +81,39 @@ def replace_calendar(
     """Replace a calendar (only at ``expected_version`` when given: If-Match; its change-log
     entry made by ``by``), then replan the jobs that name it (their occurrence in hand, when it is
     still to come and no attempt is under way: one already due runs as planned)."""
-    timezone, kept = _checked_definition(name, definition)
+    timezone, kept, compiled = _checked_definition(name, definition)
+    _refuse_if_jobs_would_stop(store, owner, compiled, next(iter(kept), "dates"))
     record = store.replace_calendar(owner, name, timezone, kept, expected_version, by=by)
     for job_id, _ in store.jobs_using_calendar(owner, name):
         _replan(store, owner, job_id)
     return record
+
+
+def _refuse_if_jobs_would_stop(store: CalendarJobStore, owner: str, calendar: Calendar, field: str) -> None:
+    """Refuse (``ScheduleError`` on ``field``) a calendar that would leave a job naming it with no
+    run in the coming 50 years: replanned, the job would complete, for good, without a word."""
+    now, stopped = store.now(), []
+    for job_id, job_name in store.jobs_using_calendar(owner, calendar.name):
+        try:
+            job = store.get_job(owner, job_id)
+        except NotFound:
+            continue
+        if job.state != JobState.ACTIVE or job.run_at is not None:
+            continue
+        calendars = [calendar if c.name == calendar.name else c for c in job_calendars(store, job)]
+        try:
+            refuse_a_schedule_left_without_runs(
+                job, lifecycle.plan_first(job, now, calendars=calendars), now, calendars
+            )
+        except ScheduleError:
+            stopped.append(job_name)
+    if stopped:
+        raise ScheduleError(
+            f"would leave no run in the coming 50 years to the jobs {', '.join(sorted(stopped)[:10])}"
+            + (f" and {len(stopped) - 10} more" if len(stopped) > 10 else "")
+            + " (they would complete at once, for good)",
+            field=field,
+        )
 
 
 def _replan(store: JobStore, owner: str, job_id: str) -> None:

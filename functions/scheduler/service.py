@@ -24,6 +24,7 @@ from scheduler.calendar_service import (  # noqa: F401 (the calendar operations,
     create_calendar,
     job_calendars,
     named_calendars,
+    refuse_a_schedule_left_without_runs,
     replace_calendar,
 )
 from scheduler.chain_service import chain_check, check_chains  # noqa: F401 (re-exported)
@@ -47,7 +48,7 @@ from scheduler.core.domain import (
     StartedExecution,
     Trigger,
 )
-from scheduler.core.errors import EditConflict, NotFound, VersionMismatch
+from scheduler.core.errors import EditConflict, NotFound, ScheduleError, VersionMismatch
 from scheduler.planning import alerts, lifecycle
 from scheduler.planning.lifecycle import Calendar
 from scheduler.ports import AlertStore, CompletionStore, JobStore, PauseStore
@@ -89,7 +90,9 @@ def create_job(
     calendars = named_calendars(store, owner, list(spec.get("exclude_calendars") or ()))
     now = store.now()
     job_id = job_id or str(uuid.uuid4())
-    plan = lifecycle.plan_first(Job.from_row({**spec, "id": job_id, "created_at": now}), now, calendars=calendars)
+    job = Job.from_row({**spec, "id": job_id, "created_at": now})
+    plan = lifecycle.plan_first(job, now, calendars=calendars)
+    refuse_a_schedule_left_without_runs(job, plan, now, calendars)
     entry = change(ChangeAction.CREATE, by, None, spec)
     return store.insert_job(owner, spec, plan, created_at=now, job_id=job_id, change=entry, chains=chains)
 
@@ -119,7 +122,10 @@ def update_job(
         calendars = named_calendars(store, owner, list(new.exclude_calendars))
         same = all(getattr(current, k) == getattr(new, k) for k in OCCURRENCE_FIELDS)
         since = current.scheduled_at if same else None  # exclusions before it are on record
-        return spec, lifecycle.plan_first(new, store.now(), state, calendars=calendars, recorded_until=since)
+        now = store.now()
+        plan = lifecycle.plan_first(new, now, state, calendars=calendars, recorded_until=since)
+        refuse_a_schedule_left_without_runs(new, plan, now, calendars)
+        return spec, plan
 
     return _write_edit(store, owner, job_id, edit, expected_version, action=ChangeAction.UPDATE, by=by, chained=True)
 
@@ -228,8 +234,11 @@ def backfill_job(
     """The job's occurrences from ``start`` to ``end`` (``ScheduleError`` naming ``end`` past
     ``MAX_BACKFILL``); unless ``dry_run``, recorded for the runner to deliver one at a time, each
     as itself (its own scheduled time and key), through the job's lease, at most one every
-    ``BACKFILL_INTERVAL_SECONDS``. ``NotFound`` for another owner's job."""
+    ``BACKFILL_INTERVAL_SECONDS``. ``NotFound`` for another owner's job; ``ScheduleError`` on
+    ``end`` in the future (a backfill is of a past range: the schedule runs what is to come)."""
     job = store.get_job(owner, job_id)
+    if end > store.now():  # the schedule runs those to come, each with its own Idempotency-Key
+        raise ScheduleError("must not be in the future: a backfill delivers past occurrences", field="end")
     found = lifecycle.backfill_occurrences(job, start, end, MAX_BACKFILL, job_calendars(store, job))
     if not dry_run and found:
         if store.insert_backfill(owner, job_id, found, BACKFILL_INTERVAL_SECONDS) is None:

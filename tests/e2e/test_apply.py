@@ -228,6 +228,8 @@ def test_export_round_trips_through_apply(api, tmp_path):
             "alerts.0.target.auth.token: a literal secret",
         ),
         ("kind: calendar\nname: c\n---\nkind: calendar\nname: c\n", "the calendar 'c' is also defined in"),
+        ("kind: [job]\nname: x\n", "kind must be one of job, calendar, alert_rules"),
+        ("kind: alert_rules\nname: r\ntag: t\nalerts: []\nalertz: oops\n", "alertz: is not a field of an alert"),
     ],
 )
 def test_apply_refuses_bad_files_before_sending_anything(api, tmp_path, document, message):
@@ -333,3 +335,62 @@ def test_apply_and_export_carry_calendars_and_alert_rule_sets(api, tmp_path):
     assert json.loads(_cli(api, "export", "--tag", "other", "-o", "json").stdout) == []
     only = json.loads(_cli(api, "export", "--kind", "calendar", "-o", "json").stdout)
     assert [d["name"] for d in only] == ["plant-closures"]
+
+
+def test_prune_with_no_document_deletes_nothing(api, tmp_path):
+    # an empty file (the output of an export that failed) must not read as "no job wanted"
+    (tmp_path / "j.yaml").write_text(
+        "name: keep-me\nschedule: '@daily'\ntags: [bulk]\ntarget: {url: 'http://127.0.0.1:9/'}\n"
+    )
+    assert _cli(api, "apply", "-f", str(tmp_path / "j.yaml")).returncode == 0
+    for empty in ("", "---\n"):
+        (tmp_path / "empty.yaml").write_text(empty)
+        done = _cli(api, "apply", "-f", str(tmp_path / "empty.yaml"), "--prune", "--selector", "tag=bulk")
+        assert done.returncode == 2 and "--prune with no document read" in done.stderr, done.stderr
+    assert [job["name"] for job in api.get("/v1/jobs")["jobs"]] == ["keep-me"]
+
+
+def test_export_keeps_a_jobs_own_dollar_braces_and_names_each_secret_once(api, tmp_path):
+    jobs = (
+        "name: dollar-job\nschedule: '@daily'\ntags: [x]\ndescription: 'uses $${HOME} literally'\n"
+        "target: {url: 'http://127.0.0.1:9/', body: 'echo $${PATH} $$${X}'}\n"
+        "---\nname: svc-a\nschedule: '@daily'\ntags: [x]\n"
+        "target: {url: 'http://127.0.0.1:9/a', auth: {type: bearer, token: '${TOK_A}'}}\n"
+        "---\nname: Svc.A\nschedule: '@daily'\ntags: [x]\n"
+        "target: {url: 'http://127.0.0.1:9/b', auth: {type: bearer, token: '${TOK_B}'}}\n"
+    )
+    (tmp_path / "j.yaml").write_text(jobs)
+    assert (
+        _cli(api, "apply", "-f", str(tmp_path / "j.yaml"), env={"TOK_A": "token-a", "TOK_B": "token-b"}).returncode == 0
+    )
+    [stored] = [job for job in api.get("/v1/jobs")["jobs"] if job["name"] == "dollar-job"]
+    assert stored["description"] == "uses ${HOME} literally" and stored["target"]["body"] == "echo ${PATH} $${X}"
+    exported = _cli(api, "export", "--tag", "x")
+    assert exported.returncode == 0, exported.stderr
+    assert "SVC_A_TOKEN, SVC_A_TOKEN_2" in exported.stderr  # one variable per secret
+    (tmp_path / "exported.yaml").write_text(exported.stdout)
+    again = _cli(api, "apply", "-f", str(tmp_path / "exported.yaml"), "--dry-run")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip().splitlines()[-1].startswith("0 changed"), again.stdout
+
+
+CHAINED_YAML = """name: chain-a-extract
+schedule: "@daily"
+tags: [chain]
+on_success: [chain-z-report]
+target: {url: "http://127.0.0.1:9/extract"}
+---
+name: chain-z-report
+schedule: "@daily"
+tags: [chain]
+target: {url: "http://127.0.0.1:9/report"}
+"""
+
+
+def test_a_bundle_whose_jobs_chain_to_each_other_applies_on_its_own(api, tmp_path):
+    # the job a chain names comes first, whatever the order of the files
+    (tmp_path / "chain.yaml").write_text(CHAINED_YAML)
+    done = _cli(api, "apply", "-f", str(tmp_path / "chain.yaml"))
+    assert done.returncode == 0, done.stderr
+    names = {job["name"]: job for job in api.get("/v1/jobs")["jobs"]}
+    assert names["chain-a-extract"]["on_success"] == ["chain-z-report"]

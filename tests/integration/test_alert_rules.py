@@ -76,6 +76,28 @@ def test_put_creates_then_replaces_with_secrets_sealed_and_masked(api, pool, box
     assert refused.status == 400 and refused.fields == ["alerts.0.target.auth.token"], refused.body
 
 
+def test_a_kept_secret_follows_its_rule_when_the_rules_are_reordered_or_removed(api, pool, box):
+    # two hooks on one origin, each with its token: sent back reordered (or the first removed),
+    # each "***" keeps its own hook's token, never the one that was at its place
+    team_a = {"url": "https://hooks.example.com/team-a", "auth": {"type": "bearer", "token": "token-team-a"}}
+    team_b = {"url": "https://hooks.example.com/team-b", "auth": {"type": "bearer", "token": "token-team-b"}}
+    job = api("POST", "/v1/jobs", job_body("two-hooks", alerts=[rule("failure", **team_a), rule("recovery", **team_b)]))
+    assert job.status == 201, job.body
+
+    def tokens() -> dict[str, str]:
+        with pool.connection() as conn:
+            stored = conn.execute("SELECT alerts FROM job_specs WHERE id = %s", (job.body["id"],)).fetchone()["alerts"]
+        return {a["target"]["url"]: decrypt_target_secrets(a["target"], box)["auth"]["token"] for a in stored}
+
+    answered = api("GET", f"/v1/jobs/{job.body['id']}").body["alerts"]
+    swapped = api("PATCH", f"/v1/jobs/{job.body['id']}", {"alerts": list(reversed(answered))})
+    assert swapped.status == 200, swapped.body
+    assert tokens() == {team_a["url"]: "token-team-a", team_b["url"]: "token-team-b"}
+    shortened = api("PATCH", f"/v1/jobs/{job.body['id']}", {"alerts": [a for a in answered if a["on"] == "recovery"]})
+    assert shortened.status == 200, shortened.body
+    assert tokens() == {team_b["url"]: "token-team-b"}
+
+
 def test_a_put_with_if_match_replaces_only_the_version_named_and_never_creates(api):
     assert put(api, "team", "billing", [rule("failure")]).status == 201
     replaced = api(

@@ -180,3 +180,82 @@ def test_the_bulk_paths_answer_other_methods_with_a_405(api, path, method):
     answer = api(method, path)
     assert answer.status == 405 and answer.headers["Allow"] == "POST", answer.body
     assert answer.error["code"] == "method_not_allowed"
+
+
+# -- calendars, backfills (the second round of attacks) ------------------------------------------
+
+
+def test_a_calendar_that_would_stop_its_jobs_for_good_is_refused(api):
+    assert api("POST", "/v1/calendars", {"name": "freeze", "dates": ["2026-12-10"]}).status == 201
+    job = created(api, job_body("daily-noon", schedule="0 12 * * *", exclude_calendars=["freeze"]))
+    # 73 years without a noon: replanned, the job would complete at once, for good
+    answer = api("PUT", "/v1/calendars/freeze", {"ranges": [{"start": "2026-12-01", "end": "2099-12-31"}]})
+    assert answer.status == 400 and answer.fields == ["ranges"], answer.body
+    assert "daily-noon" in answer.body["error"]["details"][0]["message"]
+    assert api("GET", f"/v1/jobs/{job['id']}").body["state"] == "active"
+    assert api("GET", "/v1/calendars/freeze").body["version"] == 1  # nothing written
+    # a new job (or an edit) that its calendars leave without a run is refused too
+    assert (
+        api("POST", "/v1/calendars", {"name": "all", "ranges": [{"start": "1970-01-01", "end": "9998-12-31"}]}).status
+        == 201
+    )
+    refused = api("POST", "/v1/jobs", job_body("never", schedule="0 12 * * *", exclude_calendars=["all"]))
+    assert refused.status == 400 and refused.fields == ["exclude_calendars"], refused.body
+    edit = api("PATCH", f"/v1/jobs/{job['id']}", {"exclude_calendars": ["freeze", "all"]})
+    assert edit.status == 400 and edit.fields == ["exclude_calendars"], edit.body
+
+
+def test_a_backfill_of_occurrences_to_come_is_refused(api):
+    job = created(api, job_body("tomorrow", schedule="0 9 * * *"))
+    path = f"/v1/jobs/{job['id']}/backfill"
+    for dry_run in (True, False):
+        answer = api("POST", path, {"start": "2026-12-01T00:00:00Z", "end": "2099-01-01T00:00:00Z", "dry_run": dry_run})
+        assert answer.status == 400 and answer.fields == ["end"], answer.body
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"name": "wk", "dates": ["2026-W53-5"]}, "dates.0"),
+        ({"name": "wk", "ranges": [{"start": "2026-12-24T18", "end": "2026-12-26 06:00"}]}, "ranges.0.start"),
+        ({"name": "wk", "ranges": [{"start": "2026-12-01", "end": "2026-12-01T10:00:00"}]}, "ranges.0.start"),
+        (
+            {
+                "name": "open",
+                "ics": "BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nDTSTART;VALUE=DATE:20270115\r\nEND:VCALENDAR\r\n",
+            },
+            "ics",
+        ),
+        (
+            {
+                "name": "digits",
+                "ics": "BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nDTSTART:20270115T100000Z\r\n"
+                f"DURATION:PT{'9' * 5000}H\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n",
+            },
+            "ics",
+        ),
+    ],
+)
+def test_calendar_dates_and_ics_in_other_forms_are_a_400(api, body, field):
+    answer = api("POST", "/v1/calendars", body)
+    assert answer.status == 400 and any(f.startswith(field) for f in answer.fields), answer.body
+
+
+def test_a_yearly_ics_rule_counts_its_dtstart_and_keeps_its_bounds(api):
+    # DTSTART is always the first instance and COUNT counts it (RFC 5545), as in the general rule
+    ics = (
+        "BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nDTSTART;VALUE=DATE:20270115\r\n"
+        "RRULE:FREQ=YEARLY;BYMONTH=3;BYMONTHDAY=1;COUNT=2\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+    )
+    assert api("POST", "/v1/calendars", {"name": "y", "ics": ics}).status == 201
+    preview = api(
+        "POST",
+        "/v1/schedules/preview",
+        {"schedule": "0 12 * * *", "exclude_calendars": ["y"], "after": "2027-01-14T13:00:00Z", "count": 1},
+    )
+    assert preview.status == 200, preview.body
+    assert preview.body["occurrences"] == ["2027-01-16T12:00:00Z"]  # the 15th (DTSTART) excluded
+    for rrule in ("FREQ=YEARLY;COUNT=5000", "FREQ=YEARLY;COUNT=3;UNTIL=20400101", "FREQ=YEARLY;COUNT=0"):
+        bad = ics.replace("FREQ=YEARLY;BYMONTH=3;BYMONTHDAY=1;COUNT=2", rrule)
+        answer = api("POST", "/v1/calendars", {"name": "bad", "ics": bad})
+        assert answer.status == 400 and answer.fields == ["ics"], (rrule, answer.body)

@@ -155,7 +155,8 @@ def _has_secret(definition: dict[str, Any]) -> bool:
         return value
 
     targets = [definition.get("target")]
-    targets += [rule.get("target") for rule in definition.get("alerts") or [] if isinstance(rule, dict)]
+    alerts = definition.get("alerts")
+    targets += [rule.get("target") for rule in alerts if isinstance(rule, dict)] if isinstance(alerts, list) else []
     for target in targets:
         if isinstance(target, dict):
             map_secrets(target, collect)
@@ -209,6 +210,30 @@ def _write(client: Any, step: Step) -> None:
         client.put_alert_rule(step.name, definition.get("tag"), definition.get("alerts") or [], if_match=version)
 
 
+def chained_after(resolved: list[Resolved]) -> list[Resolved]:
+    """``resolved`` with each job after the jobs of the same files its chains name (by name);
+    otherwise in order (a cycle, which the API refuses anyway, keeps its order)."""
+    jobs = {item.document.name: item for item in resolved if item.document.kind == "job"}
+    placed: list[Resolved] = []
+    seen: set[int] = set()
+
+    def place(item: Resolved, path: frozenset[str]) -> None:
+        if id(item) in seen:
+            return
+        name = item.document.name
+        for chain in ("on_success", "on_failure", "on_complete"):
+            for ref in item.definition.get(chain) or []:
+                named = jobs.get(ref) if isinstance(ref, str) else None
+                if named is not None and ref not in path and ref != name:
+                    place(named, path | {name})
+        seen.add(id(item))
+        placed.append(item)
+
+    for item in resolved:
+        place(item, frozenset())
+    return placed
+
+
 _VERBS = {"create": ("+", "created"), "update": ("~", "updated"), "delete": ("-", "deleted")}
 
 
@@ -241,12 +266,15 @@ def apply(args: argparse.Namespace, client: Any) -> int:
     if args.prune and not args.selector:
         raise UsageError("--prune needs --selector tag=TAG (the jobs it may delete)")
     documents = read_documents(args.files)
+    if args.prune and not documents:  # an empty file (a failed export) would delete them all
+        raise UsageError("--prune with no document read would delete every job of the selector: give the job files")
     resolved = [resolve(document) for document in documents]
     for item in resolved:
         for secret in item.unset_secrets:
             print(f"{item.document.source}: {secret} is not set: the stored secret is kept", file=sys.stderr)
-    # Calendars and rule sets first: a job may name a calendar the same files create.
-    resolved.sort(key=lambda item: _APPLY_ORDER[item.document.kind])
+    # Calendars and rule sets first: a job may name a calendar the same files create; and a job
+    # after those its chains name (the API refuses a chain to a job that does not exist yet).
+    resolved = chained_after(sorted(resolved, key=lambda item: _APPLY_ORDER[item.document.kind]))
     stored = stored_objects(client, {item.document.kind for item in resolved} | {"job"})
     steps = plan(resolved, stored, resend_secrets=args.resend_secrets)
     if args.prune:
@@ -283,12 +311,12 @@ def export(args: argparse.Namespace, client: Any) -> int:
     if "alert_rules" in kinds and (args.tag is not None or not filtered):
         for rule_set in stored_objects(client, {"alert_rules"})["alert_rules"].values():
             if args.tag is None or rule_set.get("tag") == args.tag:
-                document, names = exported_alert_rules(rule_set)
+                document, names = exported_alert_rules(rule_set, references)
                 documents.append(document)
                 references += names
     if "job" in kinds:
         for job in jobs:
-            document, names = exported(job)
+            document, names = exported(job, references)
             documents.append(document)
             references += names
     if args.output == "json":

@@ -17,7 +17,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,6 +107,9 @@ def _parse(text: str, source: str) -> list[Any]:
         raise UsageError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from None
 
 
+_RULE_SET_FIELDS = {"name", "tag", "alerts"}
+
+
 def read_documents(paths: list[str]) -> list[Document]:
     """Every document of the files and folders (``-`` is standard input), in order; names
     unique within a kind."""
@@ -121,11 +124,14 @@ def read_documents(paths: list[str]) -> list[Document]:
                 if not isinstance(data, dict):
                     raise UsageError(f"{where}: a job must be a mapping, not {type(data).__name__}")
                 kind = data.get("kind", "job")
-                if kind not in KINDS:
+                if not isinstance(kind, str) or kind not in KINDS:
                     raise UsageError(f"{where}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
                 if not isinstance(data.get("name"), str) or not data["name"]:
                     raise UsageError(f"{where}: a {KINDS[kind]} needs its name (apply matches by name)")
                 definition = {k: v for k, v in data.items() if k != "kind" and k not in READ_ONLY_FIELDS}
+                unknown = sorted(set(definition) - _RULE_SET_FIELDS) if kind == "alert_rules" else []
+                if unknown:  # (a job's and a calendar's unknown fields are the API's 400)
+                    raise UsageError(f"{where}: {unknown[0]}: is not a field of an alert rule set (name, tag, alerts)")
                 documents.append(Document(where, definition, kind))
     seen: dict[tuple[str, str], str] = {}
     for document in documents:
@@ -269,11 +275,22 @@ def reference_name(name: str, field: str, kind: str = "job") -> str:
     return f"{base}_{suffix}"
 
 
-def exported(job: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def _escaped(value: Any) -> Any:
+    """``value`` with every ``${`` of its strings written ``$${`` (a literal, which apply reads
+    back as it was): a job's own text is never taken for a reference."""
+    if isinstance(value, dict):
+        return {k: _escaped(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    return value.replace("${", "$${") if isinstance(value, str) else value
+
+
+def exported(job: dict[str, Any], taken: Collection[str] = ()) -> tuple[dict[str, Any], list[str]]:
     """A job answer as a document of a job file: its definition in ``FIELD_ORDER``, nothing
-    empty, each secret (``***`` in the answer) a ``${NAME}`` reference; and the names used."""
-    names: list[str] = []
-    definition = {k: v for k, v in job.items() if k not in READ_ONLY_FIELDS and v is not None}
+    empty, its own ``${`` escaped, each secret (``***`` in the answer) a ``${NAME}`` reference
+    (unique beside ``taken``, the names already used by the export); and the names used."""
+    names: list[str] = list(taken)
+    definition = _escaped({k: v for k, v in job.items() if k not in READ_ONLY_FIELDS and v is not None})
     target = definition.get("target")
     if isinstance(target, dict):
         masked = _referenced(target, str(job.get("name")), "", "job", names)
@@ -283,29 +300,33 @@ def exported(job: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     definition = _clean(definition)
     ordered = {key: definition[key] for key in FIELD_ORDER if key in definition}
     ordered.update({k: v for k, v in definition.items() if k not in ordered})
-    return ordered, names
+    return ordered, names[len(taken) :]
 
 
 def exported_calendar(calendar: dict[str, Any]) -> dict[str, Any]:
     """A calendar answer as a document (``kind: calendar``): its definition, nothing empty."""
     kept = {k: v for k, v in calendar.items() if k not in READ_ONLY_FIELDS}
-    return {"kind": "calendar", **_clean(kept)}
+    return {"kind": "calendar", **_clean(_escaped(kept))}
 
 
-def exported_alert_rules(rule_set: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """An alert rule set answer as a document (``kind: alert_rules``), each secret a reference;
-    and the names used."""
-    names: list[str] = []
-    alerts = _referenced_alerts(rule_set.get("alerts") or [], str(rule_set.get("name")), "alert_rules", names)
+def exported_alert_rules(rule_set: dict[str, Any], taken: Collection[str] = ()) -> tuple[dict[str, Any], list[str]]:
+    """An alert rule set answer as a document (``kind: alert_rules``), its own ``${`` escaped,
+    each secret a reference (unique beside ``taken``); and the names used."""
+    names: list[str] = list(taken)
+    alerts = _referenced_alerts(_escaped(rule_set.get("alerts") or []), str(rule_set.get("name")), "alert_rules", names)
     document = {"kind": "alert_rules", "name": rule_set.get("name"), "tag": rule_set.get("tag"), "alerts": alerts}
-    return _clean(document), names
+    return _clean(document), names[len(taken) :]
 
 
 def _referenced(target: dict[str, Any], owner_name: str, prefix: str, kind: str, names: list[str]) -> dict[str, Any]:
     """A target as answered (secrets ``***``) with each secret a ``${NAME}`` reference."""
 
     def reference(field: str, value: str, secret_kind: str) -> str:
-        name = reference_name(owner_name, prefix + field, kind)
+        name = base = reference_name(owner_name, prefix + field, kind)
+        count = 1
+        while name in names:  # two jobs whose names read alike ("svc-a", "Svc.A"): one variable each
+            count += 1
+            name = f"{base}_{count}"
         names.append(name)
         return f"${{{name}}}"
 

@@ -82,9 +82,9 @@ _COMPILED: dict[tuple[str, str, int, datetime], Calendar] = {}
 _COMPILED_MAX = 1024
 
 
-def check_calendar(name: str, definition: Mapping[str, Any]) -> None:
-    """Compile a calendar's definition once, to refuse a bad one (``ScheduleError`` naming the field)."""
-    build_calendar(name, definition)
+def check_calendar(name: str, definition: Mapping[str, Any]) -> Calendar:
+    """A calendar's definition compiled, to refuse a bad one (``ScheduleError`` naming the field)."""
+    return build_calendar(name, definition)
 
 
 def compile_calendar(record: CalendarRecord) -> Calendar:

@@ -21,6 +21,7 @@ policy and the preview of :mod:`planning` apply unchanged. Its occurrences are:
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -364,8 +365,16 @@ def _bounded(value: Any, most: int, name: str) -> list[Any]:
     return value
 
 
+# The forms a calendar takes, and only those: Python's fromisoformat also reads week dates
+# (2026-W53-5), a bare hour (T18) and a space for the T.
+_DATE_FORM = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_DATE_TIME_FORM = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,6})?)?(?:[Zz]|[+-][0-9]{2}:[0-9]{2})?"
+)
+
+
 def _date(text: Any, where: str) -> date:
-    if not isinstance(text, str) or len(text) != 10:
+    if not isinstance(text, str) or not _DATE_FORM.fullmatch(text):
         raise ScheduleError(f"{where} must be a date YYYY-MM-DD", field=where)
     try:
         value = date.fromisoformat(text)
@@ -407,7 +416,7 @@ def _range(
 def _moment(text: Any, tz: ZoneInfo, where: str) -> datetime:
     """A date-time of a range: with an offset, that instant; without, a wall time of ``tz``."""
     message = f"{where} must be a date YYYY-MM-DD (with the other one a date) or a date-time"
-    if not isinstance(text, str) or len(text) > 40:
+    if not isinstance(text, str) or not _DATE_TIME_FORM.fullmatch(text):
         raise ScheduleError(message, field=where)
     try:
         value = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))

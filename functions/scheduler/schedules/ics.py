@@ -33,7 +33,9 @@ _DATE_TIME = re.compile(r"(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})(Z?)")
 _MAX_EVENT_DAYS = 366
 # A recurring timed event lasts at most this long (each instant looks back this many days).
 _MAX_TIMED_DAYS = 7
-_DURATION = re.compile(r"P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?")
+# At most 12 digits a part: more is past the year 9999 anyway (and past 4,300, Python refuses
+# to read the number at all).
+_DURATION = re.compile(r"P(?:(\d{1,12})W)?(?:(\d{1,12})D)?(?:T(?:(\d{1,12})H)?(?:(\d{1,12})M)?(?:(\d{1,12})S)?)?")
 #: Bounds of an iCalendar text.
 MAX_ICS_CHARS = 256 * 1024
 MAX_ICS_EVENTS = 2000
@@ -145,6 +147,8 @@ def parse_ics(text: object, tz: ZoneInfo) -> Pieces:
     reader = _Reader(tz)
     for line in _lines(text):
         reader.line(*_property(line))
+    if reader.event is not None:  # read to its end, the event would be lost without a word
+        raise _refuse("a VEVENT has no END:VEVENT")
     weight = sum(length for _, length in reader.recurring) + sum(t.duration.days + 2 for t in reader.timed)
     if weight > MAX_RULE_DAYS:
         raise _refuse(
@@ -325,6 +329,13 @@ def _yearly(rule: str, start: date, length: int) -> Yearly:
         month = int(parts.get("BYMONTH", month))
         day = int(parts.get("BYMONTHDAY", day))
         date(2000, month, day)
+        # Only the plain case here: DTSTART on the rule's day (DTSTART is always an instance)
+        # and a COUNT or an UNTIL within bounds. Any other goes to the general rule
+        # (_all_day_rule), which reads it as RFC 5545 does, or refuses it.
+        if (month, day) != (start.month, start.day) or ("COUNT" in parts and "UNTIL" in parts):
+            raise _refuse("not a plain yearly day")
+        if "COUNT" in parts and not 1 <= int(parts["COUNT"]) <= 1000:
+            raise _refuse("not a plain yearly day")
         last = start.year + int(parts["COUNT"]) - 1 if "COUNT" in parts else None
         if "UNTIL" in parts:
             until = _DATE.match(parts["UNTIL"])
