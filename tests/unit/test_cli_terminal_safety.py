@@ -4,8 +4,9 @@ details alike; ordinary text and whitespace are kept."""
 
 from __future__ import annotations
 
-from scheduler.cli.columns import cell, printable
+from scheduler.cli.columns import cell
 from scheduler.cli.output import format_execution_details, format_executions
+from scheduler.local.logs import printable
 
 
 def test_control_characters_are_shown_escaped():

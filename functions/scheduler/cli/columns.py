@@ -13,6 +13,7 @@ from typing import Any
 
 from scheduler.cli.aws_flags import target_summary
 from scheduler.cli.common import UsageError
+from scheduler.local.logs import printable
 from scheduler.transport.api_models import execution_timing
 
 ERROR_WIDTH = 60
@@ -36,14 +37,6 @@ def cell(value: Any) -> str:
     if value is None or value == "":
         return "-"
     return " ".join(printable(str(value)).split())
-
-
-def printable(text: str) -> str:
-    """``text`` safe for a terminal: whitespace kept, every other character a terminal could act
-    on (ESC, NUL, C1 controls, bidirectional overrides) shown as its escape."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() or ch.isspace() else ascii(ch)[1:-1] for ch in text)
 
 
 def truncate(text: Any, width: int = ERROR_WIDTH) -> str:

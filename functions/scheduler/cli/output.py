@@ -18,10 +18,10 @@ from scheduler.cli.columns import (
     duration,
     execution_columns,
     next_run,
-    printable,
     truncate,
 )
 from scheduler.cli.common import EXIT_API_ERROR, EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_SERVER, UsageError
+from scheduler.local.logs import printable
 from scheduler.transport.api_models import execution_timing
 
 JOB_COLUMNS = tuple(JOB_COLUMN_SET[key].header for key in JOB_DEFAULT)

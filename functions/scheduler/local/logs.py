@@ -34,9 +34,17 @@ def execution_line(record: logging.LogRecord) -> str | None:
         parts.append(f"attempt={fields['attempt']}")
     if fields.get("error"):
         parts.append(f"error={' '.join(str(fields['error']).split())}")
-    line = " ".join(parts)
     # what a target answered never acts on the terminal (ESC and other controls shown escaped)
-    return line if line.isprintable() else "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in line)
+    return printable(" ".join(parts))
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a terminal: whitespace kept, every other character a terminal could act
+    on (ESC, NUL, C1 controls, bidirectional overrides) shown as its escape (``\\x1b``). The
+    log lines and the CLI's output alike."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch.isspace() else ascii(ch)[1:-1] for ch in text)
 
 
 class LocalFormatter(logging.Formatter):

@@ -250,8 +250,7 @@ class Executor:
 
     def slot_wait(self, started: StartedExecution, lock_token: str) -> SlotWait:
         """A limited delivery's wait for its slot, starting now."""
-        limit = TargetLimit.of(started.job.limits, started.job.target, started.job.owner or "")
-        assert limit is not None, "a job with limits"
+        limit = _limit_of(started)
         timeout = float((started.job.target or {}).get("timeout_seconds") or 30)
         began = time.monotonic()
         return SlotWait(started, lock_token, limit, timeout, began, began + SLOT_LEASE_SECONDS / 2)
@@ -348,8 +347,7 @@ class Executor:
     def hand_back_unwaited(self, started: StartedExecution, lock_token: str) -> SlotHandBack:
         """A limited delivery handed back without waiting (local mode's waiting room is full):
         claimed again after a pause, as a deployed executor's that waited too long."""
-        limit = TargetLimit.of(started.job.limits, started.job.target, started.job.owner or "")
-        assert limit is not None, "a job with limits"
+        limit = _limit_of(started)
         why = f"{limit.describe()}; the waiting room is full"
         return SlotHandBack(str(started.job.id), lock_token, started.execution_id, started.started_at, 0.0, why)
 
@@ -446,6 +444,13 @@ def _overridden(target: dict, overrides: Mapping[str, Any], decrypt_target: Call
         for name, token in (overrides.get("secret_headers") or {}).items()
     }
     return apply_overrides(target, overrides, secret)
+
+
+def _limit_of(started: StartedExecution) -> TargetLimit:
+    """The limits of a started execution's job (one that has some), its owner's key."""
+    limit = TargetLimit.of(started.job.limits, started.job.target, started.job.owner or "")
+    assert limit is not None, "a job with limits"
+    return limit
 
 
 def _log_fields(started: StartedExecution) -> dict[str, Any]:

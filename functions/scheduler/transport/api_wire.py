@@ -180,16 +180,12 @@ def not_scheduler(answer: Any) -> ApiCallFailed:
 
 def expect_list(answer: Any, key: str) -> dict[str, Any]:
     """A listing answer (``{key: [...], "next_cursor": ...}``), else ``not_scheduler``."""
-    if not isinstance(answer, dict) or not isinstance(answer.get(key), list):
-        raise not_scheduler(answer)
-    return answer
+    return expect_fields(answer, **{key: list})
 
 
 def expect_job(answer: Any) -> dict[str, Any]:
     """A job answer (an object with a string ``id``), else ``not_scheduler``."""
-    if not isinstance(answer, dict) or not isinstance(answer.get("id"), str):
-        raise not_scheduler(answer)
-    return answer
+    return expect_fields(answer, id=str)
 
 
 def expect_fields(answer: Any, **kinds: type | tuple[type, ...]) -> dict[str, Any]:
