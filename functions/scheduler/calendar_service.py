@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from scheduler.core.domain import CalendarRecord, Job, JobState, Plan
+from scheduler.core.domain import CalendarRecord, Change, ChangeAction, Job, JobState, Plan
 from scheduler.core.errors import NotFound, ScheduleError
+from scheduler.core.timeutil import format_time
 from scheduler.planning import lifecycle
 from scheduler.planning.lifecycle import MAX_CALENDARS_PER_JOB, Calendar
 from scheduler.ports import CalendarJobStore, CalendarStore, CompletionStore, JobStore
@@ -80,12 +81,13 @@ def replace_calendar(
 ) -> CalendarRecord:
     """Replace a calendar (only at ``expected_version`` when given: If-Match; its change-log
     entry made by ``by``), then replan the jobs that name it (their occurrence in hand, when it is
-    still to come and no attempt is under way: one already due runs as planned)."""
+    still to come and no attempt is under way: one already due runs as planned). A job whose
+    occurrence moves gets a ``replan`` entry in its own change log, made by ``by`` too."""
     timezone, kept, compiled = _checked_definition(name, definition)
     _refuse_if_jobs_would_stop(store, owner, compiled, next(iter(kept), "dates"))
     record = store.replace_calendar(owner, name, timezone, kept, expected_version, by=by)
     for job_id, _ in store.jobs_using_calendar(owner, name):
-        _replan(store, owner, job_id)
+        _replan(store, owner, job_id, record, by)
     return record
 
 
@@ -116,9 +118,28 @@ def _refuse_if_jobs_would_stop(store: CalendarJobStore, owner: str, calendar: Ca
         )
 
 
-def _replan(store: JobStore, owner: str, job_id: str) -> None:
+def replan_change(calendar: CalendarRecord, by: str | None, was: Plan, plan: Plan) -> Change | None:
+    """The ``replan`` entry of a job's change log for a replan by ``calendar`` (replaced by
+    ``by``; None without a caller to name): the calendar's version and the schedule columns that
+    moved, each as ``{"from", "to"}`` like an edit's diff."""
+    if by is None:
+        return None
+    diff: dict[str, Any] = {
+        f"calendars.{calendar.name}.version": {"from": calendar.version - 1, "to": calendar.version}
+    }
+    if plan.state != was.state:
+        diff["state"] = {"from": str(was.state), "to": str(plan.state)}
+    for field in ("scheduled_at", "next_run_at"):
+        before, after = getattr(was, field), getattr(plan, field)
+        if before != after:
+            diff[field] = {"from": format_time(before), "to": format_time(after)}
+    return Change(ChangeAction.REPLAN, by, diff)
+
+
+def _replan(store: JobStore, owner: str, job_id: str, calendar: CalendarRecord, by: str | None) -> None:
     """A job's occurrence in hand computed again with its calendars as they are now (when still to
-    come and no attempt is under way), written if the job is still what was read."""
+    come and no attempt is under way), written if the job is still what was read, with its
+    ``replan`` entry (``replan_change``)."""
     for _ in range(REPLAN_ATTEMPTS):
         try:
             current = store.get_job(owner, job_id)
@@ -132,10 +153,17 @@ def _replan(store: JobStore, owner: str, job_id: str) -> None:
         calendars = job_calendars(store, current)
         # The calendar exclusions before the occurrence in hand are on record: those from it on are new.
         plan = lifecycle.plan_first(current, now, current.state, calendars, recorded_until=current.scheduled_at)
-        if plan == Plan.of(current):
+        was = Plan.of(current)
+        if plan == was:
             return
         written = store.update_job(
-            owner, job_id, current.spec(), plan, version=current.version, planned_from=Plan.of(current)
+            owner,
+            job_id,
+            current.spec(),
+            plan,
+            version=current.version,
+            planned_from=was,
+            change=replan_change(calendar, by, was, plan),
         )
         if written is not None:
             return

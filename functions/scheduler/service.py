@@ -290,7 +290,7 @@ def _write_edit(
 ) -> Job:
     """Read the job, plan the edit, write it (with its change-log entry: ``action`` by ``by``,
     the diff from the job as read) if the job is still what was read; again when it changed
-    meanwhile. ``pause_of`` (a pause or a resume): whether the edit is a pause, and the pause's
+    meanwhile. An update that changes nothing writes nothing (the job answered as read). ``pause_of`` (a pause or a resume): whether the edit is a pause, and the pause's
     record to write (without it, the record as read is kept). ``VersionMismatch`` when the
     caller's version is not the job's, ``EditConflict`` when it kept changing. ``chained`` (an
     update): the spec's chains are checked in the write's transaction (``chain_check``)."""
@@ -302,6 +302,8 @@ def _write_edit(
         pausing, pause = pause_of(current) if pause_of else (False, Pause.of(current))
         before = {**current.spec(), "state": str(current.state)}
         after = {**spec, "state": str(plan.state if plan else current.state)}
+        if action == ChangeAction.UPDATE and plan is None and not spec_diff(before, after):
+            return current  # a PUT or PATCH that changes nothing: no write, no new version, no entry
         written = store.update_job(
             owner,
             job_id,

@@ -230,6 +230,11 @@ def test_export_round_trips_through_apply(api, tmp_path):
         ("kind: calendar\nname: c\n---\nkind: calendar\nname: c\n", "the calendar 'c' is also defined in"),
         ("kind: [job]\nname: x\n", "kind must be one of job, calendar, alert_rules"),
         ("kind: alert_rules\nname: r\ntag: t\nalerts: []\nalertz: oops\n", "alertz: is not a field of an alert"),
+        # A key named twice: PyYAML lets the last one win, which silently drops the first.
+        ('name: j\nschedule: "@daily"\nschedule: "@hourly"\n', "found duplicate key 'schedule'"),
+        ('name: j\ntarget: {url: "http://127.0.0.1:9/", url: "http://127.0.0.1:8/"}\n', "found duplicate key 'url'"),
+        ("name: j\nschedule: @daily\n", "quote a schedule that starts with '@', as in schedule: \"@daily\""),
+        ("name: j\nschedules:\n  - @hourly\n", "quote a schedule that starts with '@'"),
     ],
 )
 def test_apply_refuses_bad_files_before_sending_anything(api, tmp_path, document, message):
@@ -240,6 +245,14 @@ def test_apply_refuses_bad_files_before_sending_anything(api, tmp_path, document
     assert "Traceback" not in done.stderr
     assert api.get("/v1/jobs")["jobs"] == []
     assert api.get("/v1/calendars")["calendars"] == [] and api.get("/v1/alert-rules")["alert_rules"] == []
+
+
+def test_apply_refuses_a_json_object_naming_a_key_twice(api, tmp_path):
+    path = tmp_path / "j.json"
+    path.write_text('{"name": "j", "schedule": "@daily", "schedule": "@hourly"}')
+    done = _cli(api, "apply", "-f", str(path))
+    assert done.returncode == 2 and "not valid JSON: duplicate key 'schedule'" in done.stderr, done.stderr
+    assert api.get("/v1/jobs")["jobs"] == []
 
 
 def test_prune_needs_a_selector(api, tmp_path):

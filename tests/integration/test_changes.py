@@ -138,3 +138,23 @@ def test_an_edit_that_fails_leaves_no_entry(api):
     stale = api("PATCH", f"/v1/jobs/{job['id']}", {"description": "x"}, headers={"If-Match": "7"})
     assert stale.status == 412
     assert [c["action"] for c in changes(api, job["id"])] == ["create"]
+
+
+def test_an_update_that_changes_nothing_writes_nothing(api):
+    """A PATCH of {} or of the values the job has, or a PUT of the job as it is, leaves the job
+    at its version (a client's If-Match still holds) and records no empty entry."""
+    job = create(api)
+    path = f"/v1/jobs/{job['id']}"
+    same_put = {k: v for k, v in job_body().items()}
+    kept_secret = dict(job["target"], auth={"type": "basic", "username": "u", "password": "***"})
+    for method, body in (
+        ("PATCH", {}),
+        ("PATCH", {"description": job["description"], "tags": job["tags"]}),
+        ("PATCH", {"target": kept_secret}),
+        ("PUT", {**same_put, "target": {**same_put["target"], "auth": kept_secret["auth"]}}),
+    ):
+        answer = api(method, path, body, headers={"If-Match": str(job["version"])})
+        assert answer.status == 200, (method, body, answer.body)
+        assert answer.body["version"] == job["version"], (method, body)
+    assert [c["action"] for c in changes(api, job["id"])] == ["create"]
+    assert api("PATCH", path, {"description": "moved"}).body["version"] == job["version"] + 1

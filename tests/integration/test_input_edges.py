@@ -259,3 +259,19 @@ def test_a_yearly_ics_rule_counts_its_dtstart_and_keeps_its_bounds(api):
         bad = ics.replace("FREQ=YEARLY;BYMONTH=3;BYMONTHDAY=1;COUNT=2", rrule)
         answer = api("POST", "/v1/calendars", {"name": "bad", "ics": bad})
         assert answer.status == 400 and answer.fields == ["ics"], (rrule, answer.body)
+
+
+def test_a_spread_past_the_year_9999_fires_at_its_last_instant_not_a_500(api):
+    """An occurrence whose spread offset would overflow the year 9999 fires at the last instant a
+    time holds (it was an OverflowError: a 500 on create, PATCH and the preview)."""
+    spread = {"window_seconds": 86400}
+    late = {"schedule": "@every 1s", "start_at": "9999-12-31T23:59:00Z"}
+    for mode in ("stable", "random"):
+        job = created(api, job_body(f"late-{mode}", **late, spread={**spread, "mode": mode}, timezone="UTC"))
+        assert job["next_run_at"].startswith("9999-12-31T23:59")
+    plain = created(api, job_body("late-plain", **late, timezone="UTC"))
+    patched = api("PATCH", f"/v1/jobs/{plain['id']}", {"spread": spread})
+    assert patched.status == 200, patched.body
+    body = {"schedule": "@every 1s", "spread": spread, "after": "9999-12-31T23:50:00Z", "count": 3}
+    preview = api("POST", "/v1/schedules/preview", body)
+    assert preview.status == 200, preview.body

@@ -128,3 +128,36 @@ def test_calendar_changes_page_with_a_cursor(api):
     first = api("GET", "/v1/calendars/paged/changes", query={"limit": 2}).body["next_cursor"]
     bad = api("GET", "/v1/calendars/other/changes", query={"cursor": first})
     assert bad.status == 400 and bad.fields == ["cursor"]  # a cursor of another log
+
+
+def test_a_calendar_replacement_that_moves_a_jobs_occurrence_leaves_a_replan_entry_in_its_log(api):
+    """A replan moves the job's version on: its log says why (a client's If-Match then fails
+    with the reason on record), by the caller who replaced the calendar."""
+    assert api("POST", "/v1/calendars", {"name": "plant", "timezone": "UTC", "dates": ["2001-01-01"]}).status == 201
+    body = job_body("daily-at-noon", schedule="0 12 * * *", timezone="UTC", exclude_calendars=["plant"])
+    created = api("POST", "/v1/jobs", body)
+    assert created.status == 201
+    job = created.body
+    path = f"/v1/jobs/{job['id']}"
+    occurrence = job["next_run_at"]
+    # The same dates again: nothing moves, no entry.
+    assert api("PUT", "/v1/calendars/plant", {"timezone": "UTC", "dates": ["2001-01-01"]}, principal=BOB).status == 404
+    assert api("PUT", "/v1/calendars/plant", {"timezone": "UTC", "dates": ["2001-01-02"]}).status == 200
+    assert [c["action"] for c in changes(api, path)] == ["create"]
+    # Excluding the day of the occurrence in hand moves it a day on.
+    closed = {"timezone": "UTC", "dates": [occurrence[:10]]}
+    assert api("PUT", "/v1/calendars/plant", closed, principal=ALICE).status == 200
+    replanned = api("GET", path).body
+    assert replanned["version"] == job["version"] + 1 and replanned["next_run_at"] > occurrence
+    entry = changes(api, path)[0]
+    assert (entry["action"], entry["by"], entry["version"]) == ("replan", ALICE, replanned["version"])
+    assert entry["diff"] == {
+        "calendars.plant.version": {"from": 2, "to": 3},
+        "scheduled_at": {"from": occurrence, "to": replanned["next_run_at"]},
+        "next_run_at": {"from": occurrence, "to": replanned["next_run_at"]},
+    }
+    # The If-Match made before it fails; made after it, it holds.
+    stale = api("PATCH", path, {"description": "x"}, headers={"If-Match": str(job["version"])})
+    assert stale.status == 412
+    fresh = api("PATCH", path, {"description": "x"}, headers={"If-Match": str(replanned["version"])})
+    assert fresh.status == 200

@@ -168,3 +168,18 @@ def test_a_calendar_s_own_span_and_one_occurrence_under_skip_and_shift():
     assert apply_calendars([calendar], Z("2026-12-25T09:00"), "skip") is None
     assert apply_calendars([calendar], Z("2026-12-25T09:00"), "shift") == Z("2026-12-27T00:00")
     assert apply_calendars([calendar], Z("2026-12-27T09:00"), "skip") == Z("2026-12-27T09:00")
+
+
+def test_a_range_wholly_in_a_spring_forward_gap_is_refused_as_such():
+    """Its wall times do not exist: both resolve to the instant the clocks jump, so the range
+    would exclude nothing. The refusal says why (it did say the end was not after the start)."""
+    gap = {"start": "2026-03-29T02:10:00", "end": "2026-03-29T02:50"}
+    with pytest.raises(ScheduleError, match="wholly in a gap of Europe/Berlin") as refused:
+        build_calendar("x", {"timezone": "Europe/Berlin", "ranges": [gap]})
+    assert refused.value.field == "ranges.0.end"
+    for same in ({"start": "2026-03-29T04:10", "end": "2026-03-29T04:10:00"}, {**gap, "end": gap["start"]}):
+        with pytest.raises(ScheduleError, match="must be after its start"):
+            build_calendar("x", {"timezone": "Europe/Berlin", "ranges": [same]})
+    # Past the gap's end it holds, from the jump on.
+    across = build_calendar("x", {"timezone": "Europe/Berlin", "ranges": [{**gap, "end": "2026-03-29T03:10"}]})
+    assert across.excludes(Z("2026-03-29T01:00")) and not across.excludes(Z("2026-03-29T01:10"))

@@ -1112,6 +1112,18 @@ def test_unquoted_star_in_yaml_gets_a_hint(tmp_path, api, capsys):
     assert err.count("\n") == 1 and "quote a schedule that starts with '*'" in err and "Traceback" not in err
 
 
+def test_a_definition_naming_a_key_twice_is_a_usage_error(tmp_path, api, capsys):
+    for name, text in (
+        ("job.yaml", "name: x\nname: y\nschedule: '@daily'\ntarget:\n  url: http://h\n"),
+        ("job.json", '{"name": "x", "name": "y", "schedule": "@daily", "target": {"url": "http://h"}}'),
+    ):
+        path = tmp_path / name
+        path.write_text(text)
+        assert run(api, "jobs", "create", "-f", str(path)) == 2
+        err = capsys.readouterr().err
+        assert "duplicate key 'name'" in err and "Traceback" not in err
+
+
 def test_local_busy_port_is_one_line_before_any_migration(capsys):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

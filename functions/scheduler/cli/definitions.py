@@ -8,11 +8,8 @@ else from standard input (one line; a prompt without echo on a terminal).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import sys
-from pathlib import Path
 from typing import Any
 
 from scheduler.cli.aws_flags import (
@@ -26,94 +23,12 @@ from scheduler.cli.aws_flags import (
     type_from_flags,
 )
 from scheduler.cli.common import UsageError, int_list, positive_float, positive_int
+from scheduler.cli.reading import READ_ONLY_FIELDS, parse_definition, read_definition
+
+__all__ = ["READ_ONLY_FIELDS", "parse_definition", "read_definition"]  # read by other commands from here
 
 AUTH_SECRET_ENV = "SCHEDULER_AUTH_SECRET"
-# Fields of a job answer that are not part of its definition: dropped from job files, so that
-# the output of `jobs get -o json` can be edited and sent back.
 CHAIN_FLAGS = ("on_success", "on_failure", "on_complete")
-READ_ONLY_FIELDS = (
-    "id",
-    "owner",
-    "state",
-    "version",
-    "next_run_at",
-    "last_run_at",
-    "created_at",
-    "updated_at",
-    "stats",
-    "pause",  # a paused job's pause (issue 33): set by POST .../pause, not by a definition
-)
-_UNQUOTED_STAR = re.compile(r"^\s*schedule\s*:\s*\*", re.MULTILINE)
-
-
-def _yaml_loader() -> Any:
-    """PyYAML's safe loader without implicit timestamps: ``run_at: 2026-12-01T10:00:00Z`` stays
-    the string it was written as; and a key ``on:`` (or off, yes, no) is that word, not a boolean."""
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            # YAML 1.1 reads a bare on/off/yes/no as a boolean: as a key (an alert rule's
-            # ``on:``) it stays the word written.
-            for key, _ in node.value:
-                if isinstance(key, yaml.ScalarNode) and key.tag == "tag:yaml.org,2002:bool" and key.style is None:
-                    if key.value.lower() not in ("true", "false"):
-                        key.tag = "tag:yaml.org,2002:str"
-            return super().construct_mapping(node, deep)
-
-    Loader.yaml_implicit_resolvers = {
-        key: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-        for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-    }
-    return Loader
-
-
-def parse_definition(text: str, source: str = "-") -> dict[str, Any]:
-    """A job definition from JSON or YAML text (JSON when it is valid JSON or the file ends in
-    ``.json``); it must be a mapping."""
-    data: Any
-    stripped = text.strip()
-    if source.lower().endswith(".json") or stripped.startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            if source.lower().endswith(".json"):
-                raise UsageError(f"{source}: not valid JSON: {exc}") from None
-            data = _parse_yaml(text, source)
-    else:
-        data = _parse_yaml(text, source)
-    if data is None:
-        raise UsageError(f"{source}: empty job definition")
-    if not isinstance(data, dict):
-        raise UsageError(f"{source}: a job definition must be a mapping (JSON object), not {type(data).__name__}")
-    return {k: v for k, v in data.items() if k not in READ_ONLY_FIELDS}
-
-
-def _parse_yaml(text: str, source: str) -> Any:
-    try:
-        import yaml
-    except ImportError:
-        raise UsageError(f"{source}: YAML needs PyYAML (pip install pyyaml); JSON works without it") from None
-    try:
-        return yaml.load(text, Loader=_yaml_loader())
-    except yaml.YAMLError as exc:
-        hint = ""
-        if _UNQUOTED_STAR.search(text):
-            hint = " (hint: quote a schedule that starts with '*', as in schedule: \"*/5 * * * *\")"
-        raise UsageError(f"{source}: not valid YAML or JSON: {' '.join(str(exc).split())}{hint}") from None
-
-
-def read_definition(path: str) -> dict[str, Any]:
-    """The job definition in a file (``-``: standard input)."""
-    if path == "-":
-        return parse_definition(sys.stdin.read(), "<stdin>")
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not UTF-8 text") from None
-    return parse_definition(text, path)
 
 
 def read_secret(args: argparse.Namespace) -> str:

@@ -13,7 +13,6 @@ API never answers a secret back, so an ``export`` could not write one anyway.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.cli.common import UsageError
-from scheduler.cli.definitions import READ_ONLY_FIELDS, _yaml_loader
+from scheduler.cli.reading import READ_ONLY_FIELDS, load_json, yaml_error, yaml_loader
 from scheduler.core.constants import SECRET_MASK
 from scheduler.secrets import map_secrets
 
@@ -92,19 +91,16 @@ def _files(path: str) -> list[Path]:
 def _parse(text: str, source: str) -> list[Any]:
     stripped = text.lstrip()
     if source.lower().endswith(".json") or stripped.startswith(("{", "[")):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{source}: not valid JSON: {exc}") from None
+        data = load_json(text, source)
         return data if isinstance(data, list) else [data]
     try:
         import yaml
     except ImportError:
         raise UsageError(f"{source}: YAML needs PyYAML (pip install pyyaml); JSON works without it") from None
     try:
-        return list(yaml.load_all(text, Loader=_yaml_loader()))
+        return list(yaml.load_all(text, Loader=yaml_loader()))
     except yaml.YAMLError as exc:
-        raise UsageError(f"{source}: not valid YAML: {' '.join(str(exc).split())}") from None
+        raise yaml_error(source, text, exc) from None
 
 
 _RULE_SET_FIELDS = {"name", "tag", "alerts"}

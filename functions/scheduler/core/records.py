@@ -126,7 +126,8 @@ class ChainRun:
 
 class ChangeAction(StrEnum):
     """What a change of a job did (an entry of its change log); a calendar's or a rule set's is
-    one of ``create``, ``update``, ``delete``."""
+    one of ``create``, ``update``, ``delete``. ``replan`` is the system's own change of a job,
+    made by a calendar's replacement (the caller who replaced it named as ``by``)."""
 
     CREATE = "create"
     UPDATE = "update"
@@ -134,6 +135,8 @@ class ChangeAction(StrEnum):
     RESUME = "resume"
     RUN = "run"
     DELETE = "delete"
+    # A calendar's replacement moved the job's occurrence in hand (0024).
+    REPLAN = "replan"
 
 
 @dataclass(frozen=True, slots=True)

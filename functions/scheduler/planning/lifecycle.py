@@ -47,6 +47,7 @@ from scheduler.schedules import (
     UnionSchedule,
     anchored,
     anchored_union,
+    fire_time,
     first_run,
     interval_anchor,
     next_occurrence,
@@ -169,7 +170,7 @@ def _at(occurrence: datetime | None, state: JobState, job: Job) -> Plan:
     if job.spread is None:
         return Plan(state, occurrence, 0, occurrence)
     spread = spread_of(job)
-    return Plan(state, occurrence, 0, occurrence if spread is None else occurrence + spread.offset(occurrence))
+    return Plan(state, occurrence, 0, fire_time(occurrence, spread))
 
 
 def plan_first(

@@ -408,9 +408,22 @@ def _range(
         days.append((first, last + _ONE_DAY))
         return
     begin, finish = _moment(start, tz, f"{where}.start"), _moment(end, tz, f"{where}.end")
+    if finish == begin and (walls := _walls(start, end)) is not None and walls[0] < walls[1]:
+        # Two wall times of a spring-forward gap: both are the instant the clocks jump.
+        raise ScheduleError(
+            f"{where} lies wholly in a gap of {tz.key} (its wall times do not exist: the clocks jump"
+            f" at {begin:%Y-%m-%dT%H:%M:%SZ}), so it would exclude nothing",
+            field=f"{where}.end",
+        )
     if finish <= begin:
         raise ScheduleError(f"{where}.end must be after its start", field=f"{where}.end")
     instants.append((begin, finish))
+
+
+def _walls(*texts: str) -> tuple[datetime, ...] | None:
+    """A range's date-times (valid: ``_moment`` read them) as wall times, None when one has an offset."""
+    values = tuple(datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00")) for text in texts)
+    return None if any(value.tzinfo is not None for value in values) else values
 
 
 def _moment(text: Any, tz: ZoneInfo, where: str) -> datetime:

@@ -172,9 +172,18 @@ def schedule_for(when: When, timezone: str, anchor: datetime) -> Schedule:
     return parse_union(when, timezone, anchor)
 
 
+# The last instant a datetime holds: a spread's fire time past it is held there (near the year
+# 9999, where an offset would overflow).
+_LAST_INSTANT = datetime.max.replace(tzinfo=UTC)
+
+
 def fire_time(occurrence: datetime, spread: Spread | None) -> datetime:
-    """When ``occurrence`` fires: itself, or later by its spread's offset."""
-    return occurrence if spread is None else occurrence + spread.offset(occurrence)
+    """When ``occurrence`` fires: itself, or later by its spread's offset (at most the last
+    instant of the year 9999)."""
+    if spread is None:
+        return occurrence
+    offset = spread.offset(occurrence)
+    return occurrence + offset if occurrence <= _LAST_INSTANT - offset else _LAST_INSTANT
 
 
 def occurrences(

@@ -1,0 +1,122 @@
+"""Reading job definitions and manifests: JSON and YAML text, read strictly (a key named twice
+is refused, a schedule YAML cannot read unquoted gets a hint), and the fields of a job answer
+that are not part of its definition dropped."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from scheduler.cli.common import UsageError
+from scheduler.transport.api_models import READ_ONLY_FIELDS  # dropped from a job file
+
+# A schedule written unquoted that YAML cannot read: ``*/5 * * * *`` (an alias) or ``@daily`` (a
+# reserved indicator).
+_UNQUOTED_SCHEDULE = re.compile(r"^[\s-]*schedules?\s*:\s*(?:-\s*)?([*@])", re.MULTILINE)
+
+
+def refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook``: an object that names a key twice is refused (the
+    last one would silently win)."""
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"duplicate key {key!r}")
+        seen[key] = value
+    return seen
+
+
+def load_json(text: str, source: str) -> Any:
+    """JSON text of a definition or a manifest; ``UsageError`` naming the source when it is not
+    valid JSON or names a key twice in one object."""
+    try:
+        return json.loads(text, object_pairs_hook=refuse_duplicate_keys)
+    except ValueError as exc:  # json.JSONDecodeError is one
+        raise UsageError(f"{source}: not valid JSON: {exc}") from None
+
+
+def yaml_error(source: str, text: str, exc: Exception, what: str = "YAML") -> UsageError:
+    """The usage error of YAML text that does not read, with a hint for an unquoted schedule."""
+    hint = ""
+    if (unquoted := _UNQUOTED_SCHEDULE.search(text)) is not None:
+        example = "*/5 * * * *" if unquoted.group(1) == "*" else "@daily"
+        hint = f" (hint: quote a schedule that starts with '{unquoted.group(1)}', as in schedule: \"{example}\")"
+    return UsageError(f"{source}: not valid {what}: {' '.join(str(exc).split())}{hint}")
+
+
+def yaml_loader() -> Any:
+    """PyYAML's safe loader without implicit timestamps: ``run_at: 2026-12-01T10:00:00Z`` stays
+    the string it was written as; a key ``on:`` (or off, yes, no) is that word, not a boolean; a
+    mapping that names a key twice is refused (PyYAML lets the last one win)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            # YAML 1.1 reads a bare on/off/yes/no as a boolean: as a key (an alert rule's
+            # ``on:``) it stays the word written.
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag == "tag:yaml.org,2002:bool" and key.style is None:
+                    if key.value.lower() not in ("true", "false"):
+                        key.tag = "tag:yaml.org,2002:str"
+            seen: set[Any] = set()
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value in seen:
+                    raise yaml.constructor.ConstructorError(
+                        "while reading a mapping", node.start_mark, f"found duplicate key {key.value!r}", key.start_mark
+                    )
+                seen.add(key.value if isinstance(key, yaml.ScalarNode) else id(key))
+            return super().construct_mapping(node, deep)
+
+    Loader.yaml_implicit_resolvers = {
+        key: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    return Loader
+
+
+def parse_definition(text: str, source: str = "-") -> dict[str, Any]:
+    """A job definition from JSON or YAML text (JSON when it is valid JSON or the file ends in
+    ``.json``); it must be a mapping."""
+    data: Any
+    stripped = text.strip()
+    if source.lower().endswith(".json") or stripped.startswith("{"):
+        try:
+            data = load_json(text, source)
+        except UsageError:
+            if source.lower().endswith(".json"):
+                raise
+            data = _parse_yaml(text, source)
+    else:
+        data = _parse_yaml(text, source)
+    if data is None:
+        raise UsageError(f"{source}: empty job definition")
+    if not isinstance(data, dict):
+        raise UsageError(f"{source}: a job definition must be a mapping (JSON object), not {type(data).__name__}")
+    return {k: v for k, v in data.items() if k not in READ_ONLY_FIELDS}
+
+
+def _parse_yaml(text: str, source: str) -> Any:
+    try:
+        import yaml
+    except ImportError:
+        raise UsageError(f"{source}: YAML needs PyYAML (pip install pyyaml); JSON works without it") from None
+    try:
+        return yaml.load(text, Loader=yaml_loader())
+    except yaml.YAMLError as exc:
+        raise yaml_error(source, text, exc, "YAML or JSON") from None
+
+
+def read_definition(path: str) -> dict[str, Any]:
+    """The job definition in a file (``-``: standard input)."""
+    if path == "-":
+        return parse_definition(sys.stdin.read(), "<stdin>")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text") from None
+    return parse_definition(text, path)
