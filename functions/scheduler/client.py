@@ -274,15 +274,24 @@ class SchedulerClient(AlertRuleCalls, CalendarCalls):
 
     def pause_jobs(self, selection: Mapping[str, Any]) -> dict[str, Any]:
         """``POST /v1/jobs/pause`` with ``{"tag"}`` or ``{"name_prefix"}`` (and ``note``,
-        ``until``): ``{"jobs": [ids], "count": n}``."""
-        return api_wire.expect_fields(
-            self.request("POST", "/v1/jobs/pause", body=dict(selection)), jobs=list, count=int
-        )
+        ``until``), sent again while the answer says ``more``: ``{"jobs": [ids], "count": n}``
+        of them all."""
+        return self._bulk("/v1/jobs/pause", selection)
 
     def resume_jobs(self, selection: Mapping[str, Any]) -> dict[str, Any]:
-        """``POST /v1/jobs/resume`` with ``{"tag"}`` or ``{"name_prefix"}``: ``{"jobs", "count"}``."""
-        answer = self.request("POST", "/v1/jobs/resume", body=dict(selection))
-        return api_wire.expect_fields(answer, jobs=list, count=int)
+        """``POST /v1/jobs/resume`` with ``{"tag"}`` or ``{"name_prefix"}``, sent again while the
+        answer says ``more``: ``{"jobs", "count"}`` of them all."""
+        return self._bulk("/v1/jobs/resume", selection)
+
+    def _bulk(self, path: str, selection: Mapping[str, Any]) -> dict[str, Any]:
+        """A bulk action until it has changed every job selected (a request changes at most
+        1,000; one that changes none ends it, whatever it says)."""
+        jobs: list[Any] = []
+        while True:
+            answer = api_wire.expect_fields(self.request("POST", path, body=dict(selection)), jobs=list, count=int)
+            jobs.extend(answer["jobs"])
+            if answer.get("more") is not True or not answer["jobs"]:
+                return {"jobs": jobs, "count": len(jobs)}
 
     def resume_job(self, job_id: str) -> dict[str, Any]:
         """``POST /v1/jobs/{id}/resume``: the job."""

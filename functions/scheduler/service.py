@@ -15,7 +15,7 @@ import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from msgspec import structs
 
@@ -172,6 +172,14 @@ BULK_LIMIT = 1000
 _BULK_PAGE = 200
 
 
+class BulkChange(NamedTuple):
+    """What a bulk pause or resume changed: the jobs, in name order, and whether jobs it selects
+    are left past ``BULK_LIMIT`` (the same request again changes the next ones)."""
+
+    jobs: list[Job]
+    more: bool
+
+
 def pause_jobs(
     store: JobStore,
     owner: str,
@@ -180,7 +188,7 @@ def pause_jobs(
     name_prefix: str | None = None,
     pause: Pause | None = None,
     by: str | None = None,
-) -> list[Job]:
+) -> BulkChange:
     """Pause the owner's active jobs with ``tag`` or whose name starts with ``name_prefix``
     (at most ``BULK_LIMIT``), each as ``pause_job``; the jobs paused, in name order."""
     return _bulk(
@@ -190,7 +198,7 @@ def pause_jobs(
 
 def resume_jobs(
     store: JobStore, owner: str, *, tag: str | None = None, name_prefix: str | None = None, by: str | None = None
-) -> list[Job]:
+) -> BulkChange:
     """Resume the owner's paused jobs with ``tag`` or whose name starts with ``name_prefix``
     (at most ``BULK_LIMIT``), each as ``resume_job``; the jobs resumed, in name order."""
     return _bulk(
@@ -205,22 +213,23 @@ def _bulk(
     tag: str | None,
     name_prefix: str | None,
     change: Callable[[str], Job],
-) -> list[Job]:
+) -> BulkChange:
     """``change`` applied to each of the owner's jobs in ``state`` that the filter selects (a job
-    deleted meanwhile is left out)."""
+    deleted meanwhile is left out), up to ``BULK_LIMIT``; ``more`` when one more is selected."""
     changed: list[Job] = []
     after: str | None = None
-    while len(changed) < BULK_LIMIT:
+    while True:
         page = store.list_jobs(owner, state=state, tag=tag, name_prefix=name_prefix, limit=_BULK_PAGE, after_name=after)
-        for job in page[: BULK_LIMIT - len(changed)]:
+        for job in page:
+            if len(changed) == BULK_LIMIT:
+                return BulkChange(changed, True)
             try:
                 changed.append(change(str(job.id)))
             except NotFound:
                 continue
         if len(page) < _BULK_PAGE:
-            break
+            return BulkChange(changed, False)
         after = page[-1].name
-    return changed
 
 
 # The most occurrences one backfill request takes, and the least time between two of its deliveries.

@@ -905,12 +905,15 @@ def test_http_adapter_serves_the_api(store, box):
         app, "POST", "/v1/jobs", body, headers={"Content-Type": "application/json", "X-Test-Principal": ALICE}
     )
     assert created["status"] == "201 Created" and created["headers"]["ETag"] == '"1"'
+    assert created["headers"]["Cache-Control"] == "no-store"
+    assert created["headers"]["X-Content-Type-Options"] == "nosniff"
     job = json.loads(created["body"])
     assert int(created["headers"]["Content-Length"]) == len(created["body"])
     got = _wsgi(app, "GET", f"/v1/jobs/{job['id']}", headers={"X-Test-Principal": ALICE})
     assert json.loads(got["body"]) == job
     assert _wsgi(app, "GET", f"/v1/jobs/{job['id']}", headers={"X-Test-Principal": BOB})["status"].startswith("404")
-    assert _wsgi(app, "GET", "/v1/jobs")["status"] == "403 Forbidden"
+    refused = _wsgi(app, "GET", "/v1/jobs")
+    assert refused["status"] == "403 Forbidden" and refused["headers"]["Cache-Control"] == "no-store"
     deleted = _wsgi(app, "DELETE", f"/v1/jobs/{job['id']}", headers={"X-Test-Principal": ALICE})
     assert deleted["status"] == "204 No Content" and deleted["body"] == b""
     bad = _wsgi(app, "POST", "/v1/jobs", b"\xff\xfe", headers={"X-Test-Principal": ALICE})

@@ -96,6 +96,8 @@ def test_console_calls_pass_through_signed(console, signed_api):
     assert created.status_code == 201, created.text
     job = created.json()
     assert job["owner"] == ALICE and job["target"]["auth"]["token"] == "***"
+    # A tenant's answer is kept by no cache and read as nothing but JSON.
+    assert created.headers["Cache-Control"] == "no-store" and created.headers["X-Content-Type-Options"] == "nosniff"
     listed = requests.get(base + "/v1/jobs", params={"tag": "a b", "name_prefix": "via-c", "limit": 5}, timeout=10)
     assert listed.status_code == 200 and [j["id"] for j in listed.json()["jobs"]] == [job["id"]]
     # headers the API cares about go through (a stale If-Match: 412), and errors come back as they are

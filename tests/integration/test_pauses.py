@@ -115,15 +115,15 @@ def test_bulk_pause_and_resume_by_tag_or_name_prefix_touch_only_the_callers_jobs
     bobs = create(api, job_body("etl-bob", tags=["etl"]), principal=BOB)
     paused = api("POST", "/v1/jobs/pause", {"tag": "etl", "note": "warehouse down"})
     assert paused.status == 200, paused.body
-    assert paused.body == {"jobs": [job["id"] for job in ours], "count": 3}
+    assert paused.body == {"jobs": [job["id"] for job in ours], "count": 3, "more": False}
     for job in ours:
         assert api("GET", f"/v1/jobs/{job['id']}").body["pause"]["note"] == "warehouse down"
     assert api("GET", f"/v1/jobs/{other['id']}").body["state"] == "active"
     assert api("GET", f"/v1/jobs/{bobs['id']}", principal=BOB).body["state"] == "active"
     # Only the jobs in the other state are changed: a second pause finds none to pause.
-    assert api("POST", "/v1/jobs/pause", {"tag": "etl"}).body == {"jobs": [], "count": 0}
+    assert api("POST", "/v1/jobs/pause", {"tag": "etl"}).body == {"jobs": [], "count": 0, "more": False}
     resumed = api("POST", "/v1/jobs/resume", {"name_prefix": "etl-"})
-    assert resumed.body == {"jobs": [job["id"] for job in ours], "count": 3}
+    assert resumed.body == {"jobs": [job["id"] for job in ours], "count": 3, "more": False}
     assert all(api("GET", f"/v1/jobs/{job['id']}").body["state"] == "active" for job in ours)
 
 
@@ -140,3 +140,45 @@ def test_bad_bulk_requests_are_400_naming_the_field(api, store):
         answer = api("POST", path, body)
         assert answer.status == 400 and answer.fields == [field], (path, body, answer.body)
     assert api("GET", "/v1/jobs/pause").status in (404, 405)
+
+
+def test_a_bulk_request_stops_at_its_limit_says_more_and_the_client_sends_it_again(api, store, box, monkeypatch):
+    """1,000 a request (3 here): the answer says ``more`` while jobs it selects are left, and the
+    client (CLI, SDK) sends it again until none are (the console's bulk buttons do the same)."""
+    import threading
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from scheduler.api.app import make_app
+    from scheduler.client import SchedulerClient
+    from scheduler.settings import Settings
+    from scheduler.transport.http_adapter import make_wsgi_app
+
+    monkeypatch.setattr(service, "BULK_LIMIT", 3)
+    monkeypatch.setattr(service, "_BULK_PAGE", 2)
+    ours = [create(api, job_body(f"etl-{i}", tags=["etl"])) for i in range(7)]
+    first = api("POST", "/v1/jobs/pause", {"tag": "etl"}).body
+    assert (first["count"], first["more"]) == (3, True)
+    assert first["jobs"] == [job["id"] for job in ours[:3]]
+    second = api("POST", "/v1/jobs/pause", {"tag": "etl"}).body
+    assert (second["count"], second["more"]) == (3, True)
+    last = api("POST", "/v1/jobs/pause", {"tag": "etl"}).body
+    assert (last["count"], last["more"]) == (1, False)
+    # Exactly the limit left: the answer knows none follow.
+    for job in ours[:3]:
+        assert api("POST", f"/v1/jobs/{job['id']}/resume").status == 200
+    assert api("POST", "/v1/jobs/pause", {"tag": "etl"}).body["more"] is False
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    app = make_wsgi_app(make_app(lambda: store, lambda: box, Settings()).resolve, lambda environ: ALICE)
+    server = make_server("127.0.0.1", 0, app, handler_class=Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = SchedulerClient(f"http://127.0.0.1:{server.server_port}", sigv4=False)
+        resumed = client.resume_jobs({"tag": "etl"})
+    finally:
+        server.shutdown()
+    assert resumed == {"jobs": [job["id"] for job in ours], "count": 7}
+    assert all(api("GET", f"/v1/jobs/{job['id']}").body["state"] == "active" for job in ours)

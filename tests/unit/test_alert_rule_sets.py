@@ -79,3 +79,24 @@ def test_a_jobs_own_recovery_keeps_firing_on_any_own_rule():
         ("team", "failure", "fired"),
         (None, "recovery", "recovered"),
     ]
+
+
+def test_the_default_slack_body_escapes_the_message_and_a_body_of_ones_own_does_not():
+    """A target's answer quoted in the message cannot ping a channel or disguise a link in the
+    default (Slack) body."""
+    import json
+
+    from scheduler.core.alerts import render_alert_target
+
+    variables = {
+        "message": "HTTP 500 <!channel> <http://evil.example/login|Re-authenticate> & more",
+        "console_url": "http://127.0.0.1:8080/console/#/jobs/x?a=1&b=2",
+    }
+    default = render_alert_target({"type": "http", "url": "https://hooks.example/"}, variables)
+    text = json.loads(default["body"])["text"]
+    assert text == (
+        "HTTP 500 &lt;!channel&gt; &lt;http://evil.example/login|Re-authenticate&gt; &amp; more\n"
+        "http://127.0.0.1:8080/console/#/jobs/x?a=1&b=2"
+    )
+    own = render_alert_target({"type": "http", "url": "https://hooks.example/", "body": "{{message}}"}, variables)
+    assert own["body"] == variables["message"]

@@ -38,7 +38,7 @@ from scheduler.api.gateway_auth import with_principal
 from scheduler.api.identity import require_owner
 from scheduler.api.routes import allowed_methods, fixed_path_methods, rule
 from scheduler.api.serialize import Health
-from scheduler.core.constants import MAX_REQUEST_BODY_BYTES
+from scheduler.core.constants import ANSWER_HEADERS, MAX_REQUEST_BODY_BYTES
 from scheduler.ports import JobStore
 from scheduler.secrets import SecretBox
 
@@ -170,8 +170,22 @@ class SchedulerResolver(APIGatewayRestResolver):
         try:
             checked = precheck(event, self.identify)
         except ApiError as exc:
-            return _error_result(event, exc)
-        return super().resolve(checked, context)
+            return with_answer_headers(_error_result(event, exc))
+        return with_answer_headers(super().resolve(checked, context))
+
+
+def with_answer_headers(result: dict[str, Any]) -> dict[str, Any]:
+    """The proxy result with ``ANSWER_HEADERS`` added (a route's own ``Cache-Control`` kept)."""
+    multi = result.get("multiValueHeaders")
+    single = result.get("headers")
+    for name, value in ANSWER_HEADERS.items():
+        if multi is not None or single is None:
+            multi = result.setdefault("multiValueHeaders", {}) if multi is None else multi
+            if not any(key.lower() == name.lower() for key in multi):
+                multi[name] = [value]
+        if single is not None and not any(key.lower() == name.lower() for key in single):
+            single[name] = value
+    return result
 
 
 def _error_result(event: Mapping[str, Any], exc: ApiError) -> dict[str, Any]:

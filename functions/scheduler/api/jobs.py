@@ -381,10 +381,12 @@ def backfill_job(
     return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body={"count": len(found)})
 
 
-def bulk_response(jobs: list[DomainJob]) -> Response[Any]:
-    """A bulk action's answer: the ids of the jobs it changed, and how many."""
-    ids = [str(job.id) for job in jobs]
-    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body={"jobs": ids, "count": len(ids)})
+def bulk_response(done: service.BulkChange) -> Response[Any]:
+    """A bulk action's answer: the ids of the jobs it changed, how many, and whether more are
+    selected (the same request changes the next ones)."""
+    ids = [str(job.id) for job in done.jobs]
+    body = {"jobs": ids, "count": len(ids), "more": done.more}
+    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=body)
 
 
 @router.route(
@@ -392,7 +394,8 @@ def bulk_response(jobs: list[DomainJob]) -> Response[Any]:
     summary="Pause the caller's jobs with a tag or a name prefix",
     tags=["jobs"],
     description="Each active job selected is paused as by `POST /v1/jobs/{job_id}/pause` (at most "
-    f"{service.BULK_LIMIT} a request); only the caller's jobs.",
+    f"{service.BULK_LIMIT} a request: `more` says that the same request changes more); only the "
+    "caller's jobs.",
     responses=documented(200, BulkResult, "The jobs paused.", 400, 403, 413, 415),
 )
 def pause_jobs(
@@ -400,9 +403,9 @@ def pause_jobs(
 ) -> Response[Any]:
     check_text(request.model_dump(exclude={"until"}), "body")
     pause = pause_record(PauseRequest(note=request.note, until=request.until), store, owner)
-    jobs = service.pause_jobs(store, owner, tag=request.tag, name_prefix=request.name_prefix, pause=pause, by=caller)
-    logger.info("jobs paused", extra={"count": len(jobs)})
-    return bulk_response(jobs)
+    done = service.pause_jobs(store, owner, tag=request.tag, name_prefix=request.name_prefix, pause=pause, by=caller)
+    logger.info("jobs paused", extra={"count": len(done.jobs), "more": done.more})
+    return bulk_response(done)
 
 
 @router.route(
@@ -410,16 +413,17 @@ def pause_jobs(
     summary="Resume the caller's jobs with a tag or a name prefix",
     tags=["jobs"],
     description="Each paused job selected is resumed as by `POST /v1/jobs/{job_id}/resume` (at most "
-    f"{service.BULK_LIMIT} a request); only the caller's jobs.",
+    f"{service.BULK_LIMIT} a request: `more` says that the same request changes more); only the "
+    "caller's jobs.",
     responses=documented(200, BulkResult, "The jobs resumed.", 400, 403, 413, 415),
 )
 def resume_jobs(
     request: Annotated[BulkResumeRequest, Body()], store: StoreDep, owner: Owner, caller: Caller
 ) -> Response[Any]:
     check_text(request.model_dump(), "body")
-    jobs = service.resume_jobs(store, owner, tag=request.tag, name_prefix=request.name_prefix, by=caller)
-    logger.info("jobs resumed", extra={"count": len(jobs)})
-    return bulk_response(jobs)
+    done = service.resume_jobs(store, owner, tag=request.tag, name_prefix=request.name_prefix, by=caller)
+    logger.info("jobs resumed", extra={"count": len(done.jobs), "more": done.more})
+    return bulk_response(done)
 
 
 @router.route(

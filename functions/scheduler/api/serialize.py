@@ -216,6 +216,7 @@ class BulkResult(BaseModel):
 
     jobs: list[str] = Field(description="their ids")
     count: int
+    more: bool = Field(description="more jobs are selected than one request changes: send it again for the next ones")
 
 
 class ExecutionList(BaseModel):

@@ -34,6 +34,7 @@ from scheduler.client import encode_query, region_of_endpoint
 from scheduler.console import console_app
 from scheduler.console.access import ENV_TOKEN, TokenGate
 from scheduler.console.guard import LOOPBACK_NAMES, guard
+from scheduler.core.constants import ANSWER_HEADERS
 from scheduler.transport.http_adapter import MAX_REQUEST_BODY_BYTES, envelope_server_errors
 from scheduler.transport.sigv4 import wsgi_raw_path
 
@@ -168,6 +169,7 @@ def forwarding_app(endpoint: str, signer: Signer, *, http: requests.Session | No
             return _error(start_response, "502 Bad Gateway", "bad_gateway", f"cannot reach the API at {base}")
         content = answer.content
         out = [(k, v) for k, v in answer.headers.items() if k.lower() in FORWARDED_ANSWER]
+        out.extend(ANSWER_HEADERS.items())  # whatever the API sent: the proxy's own answer
         out.append(("Content-Length", str(len(content))))
         start_response(f"{answer.status_code} {answer.reason or _phrase(answer.status_code)}", out)
         return [content]

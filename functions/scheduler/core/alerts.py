@@ -133,6 +133,12 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def slack_escaped(text: str) -> str:
+    """``text`` as Slack's message text shows it literally: ``&``, ``<`` and ``>`` escaped (no
+    ``<!channel>`` mention, no ``<url|label>`` link)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def render_text(text: str, variables: Mapping[str, Any]) -> str:
     """``text`` with the alert's placeholders replaced. In a text that is JSON (it starts with
     ``{`` or ``[``), each value is escaped for a JSON string, so an error with quotes keeps a
@@ -162,7 +168,10 @@ def render_alert_target(target: Mapping[str, Any], variables: Mapping[str, Any])
         else:
             rendered[name] = value
     if target.get("type") == "http" and not target.get("body") and target.get("method", "POST") not in ("GET", "HEAD"):
-        rendered["body"] = render_text(DEFAULT_ALERT_BODY, variables)
+        # Slack reads <...> in a text as a mention or a link: a target's answer quoted in the
+        # message (its reason phrase, its error) must not ping a channel or disguise a link.
+        message = slack_escaped(_text(variables.get("message")))
+        rendered["body"] = render_text(DEFAULT_ALERT_BODY, {**variables, "message": message})
         headers = dict(rendered.get("headers") or {})
         if not any(k.lower() == "content-type" for k in headers):
             headers["Content-Type"] = "application/json"

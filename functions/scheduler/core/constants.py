@@ -81,3 +81,8 @@ SECRET_MASK = "***"  # a secret as answered; sent back, it keeps the stored one
 # The fan-out function's name is fixed per stack (``<stack name>-<suffix>``), so its environment and
 # its policy can name it without referring to the function itself (no circular reference).
 FANOUT_FUNCTION_SUFFIX = "fanout"
+
+# Headers of every API answer: each carries a tenant's data or says something about it, so no
+# cache keeps it (a shared proxy, the browser's disk), and no browser reads it as anything but its
+# declared type.
+ANSWER_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}

@@ -2,7 +2,7 @@
 // and a job's rules with its recent alerts (on the job's page). Over GET /v1/alerts,
 // GET /v1/alert-rules and the job's "alerts".
 import { useState, useEffect, useCallback } from './vendor/htm-preact-standalone.mjs';
-import { html, api, query, fmtTime, Badge, ErrorBox, useInterval } from './lib.js';
+import { html, api, allPages, query, fmtTime, Badge, ErrorBox, useInterval } from './lib.js';
 import { Changes } from './changes.js';
 
 export const ALERT_STATUSES = ['pending', 'delivered', 'failed'];
@@ -38,8 +38,8 @@ export function JobAlerts({ job }) {
   }, [job.id]);
   useEffect(load, [job.id]);
   useEffect(() => {
-    api('GET', `/alert-rules${query({ limit: 200 })}`)
-      .then((p) => setSets(p.alert_rules.filter((set) => (job.tags || []).includes(set.tag)))).catch(() => {});
+    allPages('/alert-rules', 'alert_rules')
+      .then((all) => setSets(all.filter((set) => (job.tags || []).includes(set.tag)))).catch(() => {});
   }, [job.id, (job.tags || []).join(',')]);
   useInterval(load, 5000);
   const rules = job.alerts || [];
@@ -66,7 +66,7 @@ function RuleSets() {
   const [error, setError] = useState(null);
   const [open, setOpen] = useState(null);
   useEffect(() => {
-    api('GET', `/alert-rules${query({ limit: 200 })}`).then((p) => setSets(p.alert_rules)).catch(setError);
+    allPages('/alert-rules', 'alert_rules').then(setSets).catch(setError);
   }, []);
   if (error) return html`<${ErrorBox} error=${error} />`;
   if (sets === null) return '';

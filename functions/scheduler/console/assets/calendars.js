@@ -3,7 +3,7 @@
 // for a new one; #/calendars/NAME fills the form with that calendar, to replace or delete it, and
 // shows its change log below.
 import { useState, useEffect, useCallback } from './vendor/htm-preact-standalone.mjs';
-import { html, api, ApiError, go, fmtTime, ErrorBox } from './lib.js';
+import { html, api, allPages, ApiError, go, fmtTime, ErrorBox } from './lib.js';
 import { Changes } from './changes.js';
 
 const lines = (text) => text.split('\n').map((s) => s.trim()).filter(Boolean);
@@ -65,8 +65,7 @@ export function Calendars({ name }) {
 
   const load = useCallback(async () => {
     try {
-      const page = await api('GET', '/calendars?limit=200');
-      setCalendars(page.calendars);
+      setCalendars(await allPages('/calendars', 'calendars'));
       setError(null);
     } catch (e) { setError(e); }
   }, []);

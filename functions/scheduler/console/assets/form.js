@@ -17,7 +17,10 @@ const FIELDS = ['name', 'description', 'tags', 'schedule', 'schedules', 'spread'
 // The retry policy's fields: [form key, field, label, placeholder (the API's default)].
 const RETRY_FIELDS = [['attempts', 'max_attempts', 'Max attempts', '3'], ['min_backoff', 'min_backoff_seconds', 'Min backoff (s)', '1'],
                       ['max_backoff', 'max_backoff_seconds', 'Max backoff (s)', '300'], ['max_age', 'max_age_seconds', 'Max age (s)', 'none']];
-const METHODS = ['POST', 'GET', 'PUT', 'PATCH', 'DELETE'];
+const METHODS = ['POST', 'GET', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'];
+// A job's fields the form does not show, sent back as they are (a PUT gives a field it leaves out
+// its default: an edit of the description would drop a job's chains).
+const KEPT_FIELDS = ['after_completion', 'on_success', 'on_failure', 'on_complete'];
 // IANA zone names the browser knows, offered as the time zone is typed (the API decides).
 const ZONES = typeof Intl.supportedValuesOf === 'function' ? ['UTC', ...Intl.supportedValuesOf('timeZone')] : ['UTC'];
 // The form's values and the fields they fill.
@@ -95,8 +98,7 @@ function requestBody(v, job) {
   } else {
     try { target = JSON.parse(v.targetJson); } catch { local.target = 'not valid JSON'; }
   }
-  const body = { name: v.name, tags: v.tags.split(',').map((s) => s.trim()).filter(Boolean),
-                 timezone: v.timezone || 'UTC', missed_runs: v.missed_runs, target };
+  const body = { name: v.name, tags: tagsOf(v, job), timezone: v.timezone || 'UTC', missed_runs: v.missed_runs, target };
   if (v.description) body.description = v.description;
   Object.assign(body, whenOf(v));
   if (v.start_at) body.start_at = v.start_at;
@@ -108,7 +110,7 @@ function requestBody(v, job) {
   // The retry policy as the form shows it: a field left empty takes the API's default.
   const retry = Object.fromEntries(RETRY_FIELDS.filter(([key]) => v[key].trim() !== '').map(([key, name]) => [name, numberOr(v[key])]));
   if (Object.keys(retry).length) body.retry = retry;
-  if (job && job.after_completion) body.after_completion = job.after_completion;
+  for (const field of KEPT_FIELDS) if (job && job[field] != null) body[field] = job[field];
   // Alert rules as JSON (a "***" secret keeps the one stored for the rule at the same place).
   if (v.alerts.trim()) {
     try { body.alerts = JSON.parse(v.alerts); } catch { local.alerts = 'not valid JSON'; }
@@ -134,6 +136,10 @@ function whenOf(v) {
   return out;
 }
 const calendarNames = (v) => v.calendars.split(',').map((s) => s.trim()).filter(Boolean);
+// The tags as typed (comma-separated), or the job's own when the text is as the form showed it:
+// a tag may hold a comma or spaces, which a split would change.
+const tagsOf = (v, job) => (job && v.tags === (job.tags || []).join(', ')
+  ? job.tags || [] : v.tags.split(',').map((s) => s.trim()).filter(Boolean));
 
 function Field({ label, name, errors, hint, children }) {
   const error = errors[name];

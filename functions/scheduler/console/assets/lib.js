@@ -30,6 +30,19 @@ export async function api(method, path, body, headers = {}) {
   return data;
 }
 
+// Every item of a list, page after page (200 a page): an owner's calendars or rule sets, which
+// a page does not bound.
+export async function allPages(path, key, params = {}) {
+  let items = [];
+  let cursor = null;
+  do {
+    const page = await api('GET', `${path}${query({ ...params, limit: 200, cursor })}`);
+    items = items.concat(page[key]);
+    cursor = page.next_cursor;
+  } while (cursor);
+  return items;
+}
+
 export function query(params) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') q.set(k, v);

@@ -17,20 +17,36 @@ export function Jobs({ params }) {
   const [error, setError] = useState(null);
   const [updated, setUpdated] = useState(null);
 
-  const load = useCallback(async (after, size = 50) => {
+  // Every load's number: a refresh answers only when no load started after it. A "More" on its
+  // way holds the refreshes back (its rows follow the list it was asked from).
+  const latest = useRef(0);
+  const paging = useRef(false);
+  const filtersNow = useRef(filters);
+  filtersNow.current = filters;
+  const load = useCallback(async (after, size = 50, refresh = false) => {
+    if (refresh && paging.current) return;
+    const mine = ++latest.current;
+    if (after) paging.current = true;
     try {
-      const page = await api('GET', `/jobs${query({ ...filters, limit: size, cursor: after })}`);
-      setJobs((old) => (after && old ? old.concat(page.jobs) : page.jobs));
+      // The rows asked for, in pages of at most 200 (a refresh reads every row shown).
+      let page = await api('GET', `/jobs${query({ ...filters, limit: Math.min(200, size), cursor: after })}`);
+      let rows = page.jobs;
+      while (page.next_cursor && rows.length < size) {
+        page = await api('GET', `/jobs${query({ ...filters, limit: Math.min(200, size - rows.length), cursor: page.next_cursor })}`);
+        rows = rows.concat(page.jobs);
+      }
+      if (after ? filtersNow.current !== filters : mine !== latest.current) return;
+      setJobs((old) => (after && old ? old.concat(rows) : rows));
       setCursor(page.next_cursor);
       setUpdated(new Date());
       setError(null);
-    } catch (e) { setError(e); }
+    } catch (e) { setError(e); } finally { if (after) paging.current = false; }
   }, [filters]);
   // The list follows the runner (next runs, last statuses, new jobs): the rows shown are read
-  // again every 5 s, pages loaded with "More" included (up to 200).
+  // again every 5 s, pages loaded with "More" included.
   const shown = useRef(0);
   shown.current = jobs ? jobs.length : 0;
-  useInterval(() => load(null, Math.min(200, Math.max(50, shown.current))), 5000);
+  useInterval(() => load(null, Math.max(50, shown.current), true), 5000);
 
   useEffect(() => {
     const t = setTimeout(() => {
@@ -217,20 +233,48 @@ export function Job({ id }) {
   const [note, setNote] = useState('');
   const [confirming, setConfirming] = useState(false);
 
-  const [older, setOlder] = useState({ executions: [], cursor: null });
+  // The next older page's cursor, and whether older pages were read ("Older executions"). The
+  // ref holds them as the answers come (a render may come after the next answer).
+  const [older, setOlder] = useState({ cursor: null, extended: false });
+  const seen = useRef({ rows: [], older, generation: 0 });
+  const show = (rows, next) => {
+    seen.current.rows = rows;
+    seen.current.older = next;
+    setExecutions(rows);
+    setOlder(next);
+  };
 
+  // The newest page read again: with older pages shown, it replaces the rows it covers and the
+  // older rows stay after it. When the runner went further than a page since (no row in common),
+  // the list starts again from the newest page, so that no run between the two is left out.
   const loadExecutions = useCallback(async () => {
     try {
       const page = await api('GET', `/jobs/${id}/executions?limit=50`);
-      setExecutions(page.executions);
-      setOlder((o) => (o.executions.length ? o : { executions: [], cursor: page.next_cursor }));
+      const { rows, older: was } = seen.current;
+      const last = page.executions[page.executions.length - 1];
+      const at = last && was.extended ? rows.findIndex((e) => e.id === last.id) : -1;
+      if (at >= 0) {
+        show(page.executions.concat(rows.slice(at + 1)), was);
+      } else {
+        seen.current.generation += 1;  // an older page on its way follows the rows replaced
+        show(page.executions, { cursor: page.next_cursor, extended: false });
+      }
     } catch (e) { setError(e); }
   }, [id]);
 
-  const loadOlder = async () => {
+  // The page after the rows shown; read again when a refresh replaced them meanwhile (its cursor
+  // would leave a hole between the two).
+  const loadOlder = async (tries = 3) => {
+    const { generation, older: now } = seen.current;
     try {
-      const page = await api('GET', `/jobs/${id}/executions${query({ limit: 50, cursor: older.cursor })}`);
-      setOlder({ executions: older.executions.concat(page.executions), cursor: page.next_cursor });
+      const page = await api('GET', `/jobs/${id}/executions${query({ limit: 50, cursor: now.cursor })}`);
+      if (generation !== seen.current.generation) {
+        if (tries > 1) loadOlder(tries - 1);
+        return;
+      }
+      const { rows } = seen.current;
+      show(rows.concat(page.executions.filter((e) => !rows.some((x) => x.id === e.id))),
+           { cursor: page.next_cursor, extended: true });
     } catch (e) { setError(e); }
   };
 
@@ -341,8 +385,8 @@ export function Job({ id }) {
       </div>
       ${tab === 'changes' ? html`<${Changes} path=${`/jobs/${id}/changes`} version=${job.version} />` : html`
       ${executions.length === 0 ? html`<p class="empty">No executions yet.</p>`
-        : html`<${ExecutionRows} executions=${executions.concat(older.executions.filter((e) => !executions.some((x) => x.id === e.id)))} />`}
-      ${older.cursor ? html`<button class="more" onClick=${loadOlder}>Older executions</button>` : ''}`}
+        : html`<${ExecutionRows} executions=${executions} />`}
+      ${older.cursor ? html`<button class="more" onClick=${() => loadOlder()}>Older executions</button>` : ''}`}
     </section>`;
 }
 

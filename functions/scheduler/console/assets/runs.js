@@ -102,13 +102,24 @@ export function BulkActions({ filters, onDone }) {
   const selection = filters.tag ? { tag: filters.tag } : filters.name_prefix ? { name_prefix: filters.name_prefix } : null;
   if (!selection || (filters.tag && filters.name_prefix)) return null;
   const what = selection.tag ? `tag ${selection.tag}` : `names starting with ${selection.name_prefix}`;
+  // A request changes at most 1,000 jobs: sent again while the answer says more are selected.
   const act = async (action) => {
+    let count = 0;
+    const said = () => `${action === 'pause' ? 'Paused' : 'Resumed'} ${count} job${count === 1 ? '' : 's'} (${what})`;
     try {
-      const done = await api('POST', `/jobs/${action}`, selection);
-      setNote(`${action === 'pause' ? 'Paused' : 'Resumed'} ${done.count} job${done.count === 1 ? '' : 's'} (${what}).`);
+      for (;;) {
+        const done = await api('POST', `/jobs/${action}`, selection);
+        count += done.count;
+        if (!done.more || done.count === 0) break;
+        setNote(`${said()}; more to go…`);
+      }
+      setNote(`${said()}.`);
       setError(null);
-      onDone();
-    } catch (e) { setError(e); }
+    } catch (e) {
+      setError(e);
+      if (count) setNote(`${said()} before the error.`);
+    }
+    onDone();
   };
   return html`
     <div class="bulk">

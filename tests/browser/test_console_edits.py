@@ -1,0 +1,144 @@
+"""The console keeps what it does not show, and its lists keep what they showed: an edit leaves a
+job's chains and its tags as they are, every method the API takes is in the form, the calendars
+past the first page are listed, a job's history has no hole after "Older executions", the jobs
+list keeps every row loaded, and the bulk buttons change every job a filter selects, past the
+1,000 of one request. In Chromium against a real ``scheduler local`` (as test_console.py)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+import requests
+
+from tests.browser.test_console import TIMEOUT_MS, api, browser, target, watched_page  # noqa: F401 - fixtures
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+PARKED = "0 0 1 1 *"  # not due while a test runs
+
+
+def test_an_edit_keeps_the_chains_the_tags_and_the_method_it_does_not_change(browser, api, target):
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    hook = {"type": "http", "timeout_seconds": 5, "url": target.url + "/x"}
+    api.post("/v1/jobs", {"name": "next-step", "schedule": PARKED, "target": {**hook, "method": "POST"}})
+    job = api.post(
+        "/v1/jobs",
+        {
+            "name": "first-step",
+            "schedule": PARKED,
+            "tags": ["team,billing", " padded ", "x"],
+            "on_success": ["next-step"],
+            "on_failure": ["next-step"],
+            "on_complete": ["next-step"],
+            "target": {**hook, "method": "HEAD"},
+        },
+    )
+    page, problems = watched_page(browser)
+    page.goto(f"{api.url}/console/#/jobs/{job['id']}/edit")
+    expect(page.locator("select[name=method]")).to_have_value("HEAD")
+    page.fill("input[name=description]", "only this changes")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("heading", name="first-step")).to_be_visible()
+    saved = api.get(f"/v1/jobs/{job['id']}")
+    assert saved["description"] == "only this changes"
+    assert saved["tags"] == job["tags"]
+    assert (saved["on_success"], saved["on_failure"], saved["on_complete"]) == (["next-step"],) * 3
+    assert saved["target"]["method"] == "HEAD"
+    # Tags typed anew are split on commas, as the form says.
+    page.get_by_role("link", name="Edit", exact=True).click()
+    expect(page.locator("input[name=description]")).to_have_value("only this changes")
+    page.fill("input[name=tags]", "a, b")
+    page.select_option("select[name=method]", "OPTIONS")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("heading", name="first-step")).to_be_visible()
+    saved = api.get(f"/v1/jobs/{job['id']}")
+    assert saved["tags"] == ["a", "b"] and saved["target"]["method"] == "OPTIONS"
+    assert saved["on_success"] == ["next-step"]
+    assert problems == []
+
+
+def test_the_calendars_past_the_first_page_are_listed(browser, api):
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    with requests.Session() as session:
+        for i in range(205):
+            answer = session.post(f"{api.url}/v1/calendars", json={"name": f"cal-{i:03}", "dates": ["2030-01-01"]})
+            assert answer.status_code == 201, answer.text
+    page, problems = watched_page(browser)
+    page.goto(f"{api.url}/console/#/calendars")
+    expect(page.get_by_role("link", name="cal-204", exact=True)).to_be_visible()
+    assert problems == []
+
+
+def _add_executions(db_url: str, job_id: str, seconds_ago: range) -> None:
+    """Finished executions of the job, one a second ago in ``seconds_ago``, recorded oldest first
+    as the runner records them (their ``seq`` follows their ``started_at``: the pages' order)."""
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(
+            """INSERT INTO executions (id, job_id, owner, scheduled_at, due_at, started_at, finished_at, attempt,
+                                       trigger, status, http_status, duration_ms)
+               SELECT gen_random_uuid(), %s, owner, at, at, at, at, 1, 'schedule', 'succeeded', 200, 1
+               FROM job_specs, LATERAL (SELECT now() - make_interval(secs => s) AS at FROM unnest(%s::int[]) s) t
+               WHERE id = %s ORDER BY at""",
+            (job_id, list(seconds_ago), job_id),
+        )
+
+
+def test_a_jobs_history_keeps_no_hole_after_older_executions(browser, api, target, db_url):
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    job = api.post("/v1/jobs", {"name": "busy", "schedule": PARKED, "target": {"type": "http", "url": target.url}})
+    _add_executions(db_url, job["id"], range(1000, 1120))  # 120, the newest 1,000 s ago
+    page, problems = watched_page(browser)
+    page.goto(f"{api.url}/console/#/jobs/{job['id']}")
+    rows = page.locator("table.executions tbody tr.exec")
+    expect(rows).to_have_count(50)
+    page.get_by_role("button", name="Older executions").click()
+    expect(rows).to_have_count(100)
+    # Three more runs: the refresh (every 3 s) adds them above, and keeps the 100 below.
+    _add_executions(db_url, job["id"], range(900, 903))
+    expect(rows).to_have_count(103)
+    # More runs than a page since: the list starts again from the newest page.
+    _add_executions(db_url, job["id"], range(800, 860))
+    expect(rows).to_have_count(50)
+    page.get_by_role("button", name="Older executions").click()
+    expect(rows).to_have_count(100)
+    listed = api.get(f"/v1/jobs/{job['id']}/executions?limit=100")["executions"]
+    shown = page.locator("table.executions tbody tr.exec").evaluate_all("rows => rows.map(r => r.textContent)")
+    assert len(shown) == len(listed) == 100
+    assert problems == []
+
+
+def test_the_jobs_list_keeps_its_rows_and_the_bulk_buttons_change_every_job(browser, api, target, db_url):
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    hook = {"type": "http", "url": target.url + "/x"}
+    with requests.Session() as session:
+        for i in range(1003):
+            body = {"name": f"mass-{i:04}", "tags": ["mass"], "schedule": PARKED, "target": hook}
+            assert session.post(f"{api.url}/v1/jobs", json=body).status_code == 201
+    page, problems = watched_page(browser)
+    page.goto(f"{api.url}/console/#/jobs?tag=mass")
+    rows = page.locator("table.jobs tbody tr")
+    expect(rows).to_have_count(50)
+    for shown in (100, 150, 200, 250):
+        page.get_by_role("button", name="More").click()
+        expect(rows).to_have_count(shown)
+    # Two refreshes (every 5 s) read every row shown again: the list stays at 250.
+    updated = page.locator(".refreshed").text_content()
+    expect(page.locator(".refreshed")).not_to_have_text(updated or "", timeout=12_000)
+    updated = page.locator(".refreshed").text_content()
+    expect(page.locator(".refreshed")).not_to_have_text(updated or "", timeout=12_000)
+    expect(rows).to_have_count(250)
+    # One request pauses at most 1,000: the button sends it again until every job is paused.
+    page.get_by_role("button", name="Pause all matching").click()
+    expect(page.locator(".bulk .note")).to_have_text("Paused 1003 jobs (tag mass).", timeout=60_000)
+    with psycopg.connect(db_url) as conn:
+        [(active,)] = conn.execute("SELECT count(*) FROM job_runs WHERE state = 'active'").fetchall()
+    assert active == 0
+    assert problems == []
