@@ -32,18 +32,24 @@ def check_chains(lookup: ChainLookup, owner: str, job_id: str | None, spec: Mapp
     if not wanted:
         return
     found = lookup.resolve_jobs(owner, wanted)
+    links = lookup.chain_links(owner)
+    # A reference the job already has stays when its job is gone (a run passes it over): an edit
+    # of anything else is not refused for it. A new one must name a job.
+    kept = set(links[job_id][1]) if job_id is not None and job_id in links else set()
     for field, field_refs in refs.items():
         for i, ref in enumerate(field_refs):
-            if ref not in found and not (job_id is not None and ref == job_id) and ref != spec.get("name"):
-                raise ChainError(f"names no job of yours: {ref!r}", f"{field}[{i}]")
+            if ref in found or ref in kept or (job_id is not None and ref == job_id) or ref == spec.get("name"):
+                continue
+            raise ChainError(f"names no job of yours: {ref!r}", f"{field}[{i}]")
     me = job_id or "(new)"
-    links = lookup.chain_links(owner)
     names = {job: name for job, (name, _) in links.items()}
     names.update({found_id: name for found_id, name in found.values()})
     names[me] = str(spec.get("name"))
     by_ref = {ref: found_id for ref, (found_id, _) in found.items()}
-    for job, (name, _) in links.items():
+    # Ids before names: a reference that is a job's id names that job (as the runs read it).
+    for job in links:
         by_ref.setdefault(job, job)
+    for job, (name, _) in links.items():
         by_ref.setdefault(name, job)
     by_ref[names[me]] = me
     if job_id is not None:

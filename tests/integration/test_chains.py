@@ -229,3 +229,38 @@ def test_two_writes_released_together_exactly_one_closes_the_link(store):
     assert isinstance(errors[0], ChainError) and "would make a cycle" in str(errors[0])
     linked = [job.on_success for job in (store.get_job(OWNER, a.id), store.get_job(OWNER, b.id))]
     assert sorted(linked) in ([(), ("a",)], [(), ("b",)])
+
+
+def test_a_reference_that_is_a_jobs_id_names_that_job_only(store, pool):
+    """A job whose name is another job's id (such names are refused since, but may be stored):
+    the cycle check and the chained run both read the reference as the id. Before, the check
+    followed the name and let a cycle through, and the run asked for both jobs, for ever."""
+    a = service.create_job(store, OWNER, http_spec("a1", YEARLY))
+    y = service.create_job(store, OWNER, http_spec("y1", YEARLY, on_success=["a1"]))
+    x = service.create_job(store, OWNER, http_spec("x1", YEARLY))
+    with pool.connection() as conn:
+        conn.execute("UPDATE job_specs SET name = %s WHERE id = %s", (y.id, x.id))
+    with pytest.raises(ChainError, match=r"would make a cycle: a1 -> y1 -> a1"):
+        service.update_job(store, OWNER, a.id, lambda job: {**job.spec(), "on_success": [y.id]})
+    # Without the cycle, the run asks for the job of that id, not the one of that name.
+    with pool.connection() as conn:
+        conn.execute("UPDATE job_specs SET on_success = '{}' WHERE id = %s", (y.id,))
+    service.update_job(store, OWNER, a.id, lambda job: {**job.spec(), "on_success": [y.id]})
+    make_due(pool, a.id)
+    [claim] = store.claim_and_start(10)
+    done = Completion(a.id, claim.lock_token, claim.started.execution_id, Outcome("succeeded"), claim.started, 0.01)
+    assert service.complete_executions(store, [done]) == [True]
+    assert pending(pool, y.id)["manual_run_at"] is not None
+    assert pending(pool, x.id)["manual_run_at"] is None
+
+
+def test_a_chain_to_a_deleted_job_does_not_block_other_edits(store):
+    """A run passes over a reference whose job is gone; an edit of anything else keeps it and is
+    not refused for it (every edit of the job was). A new reference must still name a job."""
+    a, b, c = make_jobs(store, on_success=["b"], on_failure=["c"])
+    service.delete_job(store, OWNER, c.id)
+    edited = service.update_job(store, OWNER, a.id, lambda job: {**job.spec(), "description": "just a note"})
+    assert edited.description == "just a note" and edited.on_failure == ("c",)
+    with pytest.raises(ChainError, match="names no job of yours: 'gone'") as refused:
+        service.update_job(store, OWNER, a.id, lambda job: {**job.spec(), "on_complete": ["gone"]})
+    assert refused.value.field == "on_complete[0]"

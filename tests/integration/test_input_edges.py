@@ -275,3 +275,13 @@ def test_a_spread_past_the_year_9999_fires_at_its_last_instant_not_a_500(api):
     body = {"schedule": "@every 1s", "spread": spread, "after": "9999-12-31T23:50:00Z", "count": 3}
     preview = api("POST", "/v1/schedules/preview", body)
     assert preview.status == 200, preview.body
+
+
+def test_a_job_name_in_the_form_of_a_job_id_is_refused(api):
+    """A chain, a route or the CLI reads such a name as an id: it would name two jobs at once."""
+    other = created(api, job_body("plain"))
+    for name in (other["id"], other["id"].upper()):
+        answer = api("POST", "/v1/jobs", job_body(name))
+        assert answer.status == 400 and answer.body["error"]["details"][0]["field"] == "name", answer.body
+    renamed = api("PATCH", f"/v1/jobs/{other['id']}", {"name": "0f0f0f0f-0000-4000-8000-000000000000"})
+    assert renamed.status == 400

@@ -404,6 +404,9 @@ class JobSpec(_Strict):
     def _name(cls, v: str) -> str:
         if not _NAME_RE.match(v):
             raise ValueError("use letters, digits and . _ : - (starting with a letter or digit)")
+        if is_job_id(v):
+            # A chain, a route or the CLI reads it as a job's id: it would name two jobs at once.
+            raise ValueError("has the form of a job id, which names jobs too: choose a name that is not a UUID")
         return v
 
     @field_validator("tags")

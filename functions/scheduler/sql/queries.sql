@@ -1003,8 +1003,15 @@ WITH chain AS (
            ARRAY(SELECT jsonb_array_elements_text(c->'ids'))::uuid[] AS ids, c->'cause' AS cause, n
     FROM jsonb_array_elements(%(chains)s::jsonb) WITH ORDINALITY AS t(c, n)
 ), target AS (
+    -- A reference that is the id of one of the owner's jobs names that job only, not a job that
+    -- has it as its name (such names are refused since, but may be stored): as resolve_jobs and
+    -- the write's cycle check read it.
     SELECT DISTINCT ON (s.id) s.id, chain.cause
-    FROM chain JOIN job_specs s ON s.owner = chain.owner AND (s.name = ANY(chain.names) OR s.id = ANY(chain.ids))
+    FROM chain JOIN job_specs s ON s.owner = chain.owner
+        AND (s.id = ANY(chain.ids)
+             OR (s.name = ANY(chain.names)
+                 AND NOT EXISTS (SELECT FROM job_specs o
+                                 WHERE o.owner = chain.owner AND o.id = ANY(chain.ids) AND o.id::text = lower(s.name))))
     ORDER BY s.id, chain.n DESC
 ), locked AS (
     SELECT r.job_id, target.cause FROM job_runs r JOIN target ON target.id = r.job_id

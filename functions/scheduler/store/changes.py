@@ -113,10 +113,12 @@ class ChainReads:
         names, ids = split_refs(refs)
         rows = self.conn.execute(QUERIES["resolve_jobs"], {"owner": owner, "names": names, "ids": ids}).fetchall()
         found: dict[str, tuple[str, str]] = {}
-        for row in rows:
-            for ref in (row["id"], row["name"]):
-                if ref in refs:
-                    found[ref] = (row["id"], row["name"])
+        # By id first: a reference that is the id of a job names that job, whatever job has it as
+        # its name (request_chained_runs reads it so too).
+        for key in ("id", "name"):
+            for row in rows:
+                if row[key] in refs:
+                    found.setdefault(row[key], (row["id"], row["name"]))
         return found
 
 
