@@ -194,7 +194,7 @@ class AlertStore(Protocol):
         ...
 
     def claim_alert_deliveries(self, limit: int, lease_seconds: float) -> list[AlertDelivery]:
-        """Pending alerts due for an attempt, leased."""
+        """Pending alerts due for an attempt, leased for their target's timeout and ``lease_seconds``."""
         ...
 
     def purge_alerts(self, retention_days: int) -> int:
@@ -202,9 +202,17 @@ class AlertStore(Protocol):
         ...
 
     def record_alert_delivery(
-        self, delivery_id: str, status: str, *, error: str | None, http_status: int | None, retry_in: float = 0.0
-    ) -> None:
-        """An attempt's outcome (``delivered``, ``failed``, or ``pending`` again in ``retry_in`` s)."""
+        self,
+        delivery_id: str,
+        status: str,
+        *,
+        error: str | None,
+        http_status: int | None,
+        retry_in: float = 0.0,
+        attempt: int | None = None,
+    ) -> bool:
+        """An attempt's outcome (``delivered``, ``failed``, or ``pending`` again in ``retry_in`` s),
+        written only while it is the alert's ``attempt`` (its lease); whether it was written."""
         ...
 
 

@@ -84,7 +84,8 @@ class Dependencies:
         from scheduler.targets import router
 
         def send(target: Any, delivery: Any) -> Any:
-            return router.deliver(self.decrypt_target(dict(target)), delivery, self.target_policy)
+            # Rendered by the alerts in one pass (a value quoted in them is not rendered again).
+            return router.deliver(self.decrypt_target(dict(target)), delivery, self.target_policy, rendered=True)
 
         return Alerts(
             self.store, send, console_url or self.settings.console_url, self.settings.execution_retention_days

@@ -223,3 +223,85 @@ def test_alerts_past_the_retention_are_purged_pending_ones_kept(api, store, pool
         conn.execute("UPDATE alert_deliveries SET status = 'failed'")
     assert store.purge_alerts(30) == 1
     assert api("GET", "/v1/alerts").body["alerts"] == []
+
+
+def test_an_alerts_lease_covers_its_targets_timeout_and_a_late_attempt_records_nothing(api, store, pool):
+    """A hook slower than a fixed lease was sent the alert twice (a second runner took it over
+    while the first still sent it); the lease now covers the target's timeout, and an attempt
+    whose lease was taken over writes no outcome over the new one's."""
+    job = create_with(api, [rule("failure", timeout_seconds=300)], name="slow-hook").body
+    Alerts(store, Recorder()).run_once()
+    add_execution(pool, job["id"], "failed")
+    from scheduler import service
+
+    service.sweep_alerts(store)
+    [first] = store.claim_alert_deliveries(8, 60)
+    with pool.connection() as conn:
+        left = conn.execute("SELECT locked_until - now() AS left FROM alert_deliveries").fetchone()["left"]
+    assert 355 <= left.total_seconds() <= 361
+    assert store.claim_alert_deliveries(8, 60) == []  # held while it is sent
+    with pool.connection() as conn:  # as if its lease had ended: another runner takes it over
+        conn.execute("UPDATE alert_deliveries SET locked_until = now() - interval '1 second'")
+    [second] = store.claim_alert_deliveries(8, 60)
+    assert (first.attempts, second.attempts) == (1, 2)
+    late = Alerts(store, Recorder(Outcome(ExecutionStatus.FAILED, retryable=True, error="late", http_status=500)))
+    assert late.deliver(first) is False  # sent, but its lease is not its own: nothing recorded
+    assert Alerts(store, Recorder()).deliver(second) is True
+    [alert] = api("GET", "/v1/alerts").body["alerts"]
+    assert (alert["status"], alert["attempts"], alert["last_error"]) == ("delivered", 2, None)
+
+
+def test_a_slow_hook_holds_one_sender_not_the_other_alerts(api, store, pool):
+    """Alerts are sent at once, each on a sender of its own: one hook that does not answer keeps
+    neither the sweep nor another job's alert waiting (they waited for it, in turn)."""
+    import threading
+    import time
+
+    slow_url = "https://slow.example.com/hook"
+    released = threading.Event()
+
+    def send(target, delivery):
+        if target["url"] == slow_url:
+            released.wait(30)
+        return Outcome(ExecutionStatus.SUCCEEDED, http_status=200)
+
+    slow = create_with(api, [rule("failure", url=slow_url)], name="slow").body
+    fast = create_with(api, [rule("failure")], name="fast").body
+    alerts = Alerts(store, send)
+    alerts.run_once()
+    add_execution(pool, slow["id"], "failed")
+    add_execution(pool, fast["id"], "failed")
+    stop = threading.Event()
+    runner = threading.Thread(target=alerts.loop, args=(stop, 0.05), daemon=True)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 20
+        statuses: dict[str, str] = {}
+        while time.monotonic() < deadline and statuses.get("fast") != "delivered":
+            statuses = {a["job_name"]: a["status"] for a in api("GET", "/v1/alerts").body["alerts"]}
+            time.sleep(0.05)
+        assert statuses == {"fast": "delivered", "slow": "pending"}
+    finally:
+        released.set()
+        stop.set()
+        runner.join(30)
+    assert {a["status"] for a in api("GET", "/v1/alerts").body["alerts"]} == {"delivered"}
+
+
+def test_an_alert_is_rendered_once_a_value_quoting_a_placeholder_is_sent_as_it_is(api, store, pool):
+    """A target's error quoting ``{{attempt}}`` was rendered a second time by the delivery."""
+    job = create_with(api, [rule("failure", body='{"e": "{{error}}", "a": {{attempt}}, "j": "{{job_id}}"}')]).body
+    recorder = Recorder()
+    alerts = Alerts(store, recorder)
+    alerts.run_once()
+    with pool.connection() as conn:
+        conn.execute(
+            """INSERT INTO executions (id, job_id, scheduled_at, due_at, started_at, finished_at, attempt, trigger,
+                                       status, http_status, error, duration_ms)
+               VALUES (gen_random_uuid(), %s, now(), now(), clock_timestamp(), clock_timestamp(), 1, 'schedule',
+                       'failed', 500, 'HTTP 500 x {{attempt}} {{ job_id }}', 5)""",
+            (job["id"],),
+        )
+    assert alerts.run_once() == (1, 1)
+    [(target, _)] = recorder.sent
+    assert json.loads(target["body"]) == {"e": "HTTP 500 x {{attempt}} {{ job_id }}", "a": 1, "j": job["id"]}

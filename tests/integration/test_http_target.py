@@ -235,6 +235,14 @@ def test_placeholders_are_rendered_in_the_body(server):
     }
 
 
+def test_a_body_rendered_already_is_sent_as_it_is(server):
+    """An alert's target, rendered in one pass with its own placeholders (``rendered=True``):
+    a value that quotes a placeholder is not rendered again."""
+    body = '{"e": "HTTP 500 {{attempt}} {{job_id}}"}'
+    assert deliver(http(server.url("/ok"), body=body), make_delivery(attempt=3), LOCAL, rendered=True).succeeded
+    assert json.loads(server.hits("/ok")[0]["body"]) == {"e": "HTTP 500 {{attempt}} {{job_id}}"}
+
+
 def test_500_then_200_across_two_attempts(server):
     url = server.url(f"/flaky/{uuid.uuid4().hex}")
     first = deliver(http(url), make_delivery(1), LOCAL)

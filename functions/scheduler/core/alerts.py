@@ -104,9 +104,14 @@ class AlertRuleRecord:
         )
 
 
-# The placeholders of an alert's target ({{name}}), besides the delivery's own (job_id,
-# execution_id: the alert's id, scheduled_at, attempt) that the delivery renders after.
+# The placeholders of an alert's target ({{name}}), the delivery's own among them (job_id,
+# execution_id: the alert's id, scheduled_at, attempt): rendered in one pass, so that a value
+# (a target's error quoted in the message) is sent as it is, never rendered again.
 ALERT_PLACEHOLDERS = (
+    "job_id",
+    "execution_id",
+    "scheduled_at",
+    "attempt",
     "job_name",
     "alert",
     "event",

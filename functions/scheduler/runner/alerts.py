@@ -4,7 +4,10 @@ alerts queued, each to its rule's target, retried with a backoff and recorded.
 The delivery is handed in (``send``: the composition root's ``targets.router.deliver`` with the
 secrets opened), so this module loads no target code. Local mode runs it beside its fan-out
 loop, once a second in every runner process; two runners never send one alert twice (each is
-leased) nor decide one incident twice (the job's alert state is held).
+leased for its target's timeout, and an attempt records its outcome only while the lease is its
+own) nor decide one incident twice (the job's alert state is held). Up to ``SENDERS`` alerts are
+sent at once, each on a thread of its own: a slow hook holds one sender, not the sweep or the
+other alerts.
 """
 
 from __future__ import annotations
@@ -13,11 +16,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from scheduler import service
 from scheduler.core.alerts import AlertDelivery, render_alert_target
 from scheduler.core.domain import Delivery, Outcome
+from scheduler.core.timeutil import format_time
 from scheduler.ports import AlertStore
 
 logger = logging.getLogger(__name__)
@@ -25,8 +30,10 @@ logger = logging.getLogger(__name__)
 # Attempts at one alert before it is given up (recorded failed), and the backoff between them.
 MAX_ALERT_ATTEMPTS = 5
 MAX_BACKOFF_SECONDS = 300.0
+# The lease of an attempt beyond its target's own timeout (the claim adds that).
 LEASE_SECONDS = 60.0
-BATCH = 20
+# Alerts sent at once; an attempt is claimed only when a sender is idle, so that it starts at once.
+SENDERS = 8
 PURGE_EVERY_SECONDS = 3600.0
 
 Send = Callable[[Mapping[str, Any], Delivery], Outcome]
@@ -42,34 +49,76 @@ def console_link(console_url: str | None, job_id: str) -> str:
 class Alerts:
     """The sweep and the sending of alerts, on ``store``."""
 
-    def __init__(self, store: AlertStore, send: Send, console_url: str | None = None, retention_days: int = 30):
+    def __init__(
+        self,
+        store: AlertStore,
+        send: Send,
+        console_url: str | None = None,
+        retention_days: int = 30,
+        senders: int = SENDERS,
+    ):
         self.store, self.send, self.console_url = store, send, console_url
         self.retention_days = retention_days
         self.purged_at: float | None = None
+        self.senders = senders
+        self._pool: ThreadPoolExecutor | None = None
+        self._in_flight = 0
+        self._lock = threading.Lock()
 
-    def run_once(self) -> tuple[int, int]:
-        """One sweep, then the alerts due sent: (queued, sent). Once an hour, the alerts past
-        the retention are deleted."""
+    def _sweep(self) -> int:
+        """The alerts the jobs' executions call for, queued (how many). Once an hour, the alerts
+        past the retention are deleted first."""
         if self.purged_at is None or time.monotonic() - self.purged_at > PURGE_EVERY_SECONDS:
             self.purged_at = time.monotonic()
             self.store.purge_alerts(self.retention_days)
-        queued = service.sweep_alerts(self.store)
+        return service.sweep_alerts(self.store)
+
+    def _sending(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.senders, thread_name_prefix="alert-send")
+        return self._pool
+
+    def run_once(self) -> tuple[int, int]:
+        """One sweep, then every alert due sent (``senders`` at once) before it answers: (queued,
+        sent). The deployed executor's alert run; local mode's loop does not wait (``loop``)."""
+        queued = self._sweep()
         sent = 0
         while True:
-            batch = self.store.claim_alert_deliveries(BATCH, LEASE_SECONDS)
-            for alert in batch:
-                sent += self.deliver(alert)
-            if len(batch) < BATCH:
+            batch = self.store.claim_alert_deliveries(self.senders, LEASE_SECONDS)
+            sent += sum(self._sending().map(self.deliver, batch))
+            if len(batch) < self.senders:
                 return queued, sent
 
+    def dispatch(self) -> int:
+        """As many alerts due as there are idle senders claimed, each handed to one; no wait for
+        them. How many were handed."""
+        handed = 0
+        while True:
+            with self._lock:
+                idle = self.senders - self._in_flight
+            if idle <= 0:
+                return handed
+            batch = self.store.claim_alert_deliveries(idle, LEASE_SECONDS)
+            for alert in batch:
+                with self._lock:
+                    self._in_flight += 1
+                self._sending().submit(self._send_released, alert)
+            handed += len(batch)
+            if len(batch) < idle:
+                return handed
+
+    def _send_released(self, alert: AlertDelivery) -> None:
+        try:
+            self.deliver(alert)
+        except Exception:  # the database away: the lease ends, another attempt comes
+            logger.exception("alert %s not recorded; it is sent again when its lease ends", alert.id)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
     def deliver(self, alert: AlertDelivery) -> bool:
-        """Send one alert and record the outcome; True when delivered."""
-        variables = {
-            **alert.vars,
-            "alert_id": alert.id,
-            "console_url": console_link(self.console_url, alert.job_id),
-        }
-        target = render_alert_target(alert.target, variables)
+        """Send one alert and record the outcome (unless another runner took its lease over
+        meanwhile); True when delivered."""
         delivery = Delivery(
             job_id=alert.job_id,
             execution_id=alert.execution_id or alert.id,
@@ -77,6 +126,16 @@ class Alerts:
             attempt=alert.attempts,
             owner=alert.owner,
         )
+        variables = {
+            **alert.vars,
+            "alert_id": alert.id,
+            "console_url": console_link(self.console_url, alert.job_id),
+            "job_id": delivery.job_id,
+            "execution_id": delivery.execution_id,
+            "scheduled_at": format_time(delivery.scheduled_at),
+            "attempt": delivery.attempt,
+        }
+        target = render_alert_target(alert.target, variables)
         outcome = self.send(target, delivery)
         if outcome.succeeded:
             status, retry_in = "delivered", 0.0
@@ -84,9 +143,23 @@ class Alerts:
             status, retry_in = "pending", min(2.0**alert.attempts, MAX_BACKOFF_SECONDS)
         else:
             status, retry_in = "failed", 0.0
-        self.store.record_alert_delivery(
-            alert.id, status, error=outcome.error, http_status=outcome.http_status, retry_in=retry_in
+        written = self.store.record_alert_delivery(
+            alert.id,
+            status,
+            error=outcome.error,
+            http_status=outcome.http_status,
+            retry_in=retry_in,
+            attempt=alert.attempts,
         )
+        if not written:
+            logger.warning(
+                "alert %s: attempt %d outlived its lease; its outcome (%s) is not recorded",
+                alert.id,
+                alert.attempts,
+                status,
+                extra={"job_id": alert.job_id, "alert_id": alert.id},
+            )
+            return False
         logger.info(
             "alert %s %s of job %s: %s",
             alert.rule_on,
@@ -98,9 +171,14 @@ class Alerts:
         return outcome.succeeded
 
     def loop(self, stop: threading.Event, interval: float = 1.0) -> None:
-        """``run_once`` every ``interval`` seconds until ``stop``, surviving database outages."""
+        """A sweep and a ``dispatch`` every ``interval`` seconds until ``stop``, surviving
+        database outages; the alerts being sent are not waited for (a slow hook holds its sender
+        only). At the stop, the sends under way end first."""
         while not stop.wait(interval):
             try:
-                self.run_once()
+                self._sweep()
+                self.dispatch()
             except Exception:
                 logger.exception("alert sweep failed; trying again")
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)

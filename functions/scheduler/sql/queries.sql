@@ -769,7 +769,9 @@ ON CONFLICT (incident_id, rule_key, event) DO NOTHING;
 
 -- name: claim_alert_deliveries
 -- Pending alerts due for an attempt, leased to this runner (SKIP LOCKED: two runners never send
--- one alert at once; an expired lease is taken over). Each claim counts an attempt.
+-- one alert at once; an expired lease is taken over). Each claim counts an attempt. The lease
+-- covers the target's own timeout (up to 900 s) and %(lease_seconds)s more: an attempt still
+-- sending keeps its alert (a fixed 60 s let a second runner send a slow hook's alert again).
 WITH due AS (
     SELECT id FROM alert_deliveries
     WHERE status = 'pending' AND next_attempt_at <= now() AND (locked_until IS NULL OR locked_until < now())
@@ -778,18 +780,22 @@ WITH due AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE alert_deliveries d
-SET locked_until = now() + make_interval(secs => %(lease_seconds)s), attempts = d.attempts + 1
+SET locked_until = now() + make_interval(secs => COALESCE((d.target->>'timeout_seconds')::float, 30)
+                                                 + %(lease_seconds)s),
+    attempts = d.attempts + 1
 FROM due
 WHERE d.id = due.id
 RETURNING d.*;
 
 -- name: record_alert_delivery
 -- An attempt's outcome: delivered, given up (failed), or pending again after %(retry_in)s seconds.
+-- Fenced by the attempt (each claim counts one): an attempt whose lease another runner took over
+-- writes nothing over that runner's.
 UPDATE alert_deliveries
 SET status = %(status)s, locked_until = NULL, last_error = %(error)s, http_status = %(http_status)s,
     delivered_at = CASE WHEN %(status)s = 'delivered' THEN now() END,
     next_attempt_at = now() + make_interval(secs => %(retry_in)s)
-WHERE id = %(id)s;
+WHERE id = %(id)s AND status = 'pending' AND (%(attempt)s::integer IS NULL OR attempts = %(attempt)s::integer);
 
 -- name: list_alerts
 -- The owner's alert deliveries, newest first; keyset pagination on (created_at, id).

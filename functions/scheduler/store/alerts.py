@@ -122,7 +122,8 @@ class AlertRecords:
 
     @retry_on_dead_connection
     def claim_alert_deliveries(self, limit: int, lease_seconds: float) -> list[AlertDelivery]:
-        """Pending alerts due for an attempt, leased (an attempt counted on each)."""
+        """Pending alerts due for an attempt, leased for their target's timeout and
+        ``lease_seconds`` more (an attempt counted on each)."""
         with self.pool.connection() as conn:
             rows = conn.execute(
                 QUERIES["claim_alert_deliveries"], {"limit": limit, "lease_seconds": lease_seconds}
@@ -131,15 +132,28 @@ class AlertRecords:
 
     @retry_on_dead_connection
     def record_alert_delivery(
-        self, delivery_id: str, status: str, *, error: str | None, http_status: int | None, retry_in: float = 0.0
-    ) -> None:
+        self,
+        delivery_id: str,
+        status: str,
+        *,
+        error: str | None,
+        http_status: int | None,
+        retry_in: float = 0.0,
+        attempt: int | None = None,
+    ) -> bool:
         """An attempt's outcome: ``delivered``, ``failed`` (given up) or ``pending`` (again in
-        ``retry_in`` seconds)."""
+        ``retry_in`` seconds); only while ``attempt`` is the alert's last (None: any), so that an
+        attempt whose lease another runner took over writes nothing. Whether it was written."""
+        params = {
+            "id": delivery_id,
+            "status": status,
+            "error": error,
+            "http_status": http_status,
+            "retry_in": retry_in,
+            "attempt": attempt,
+        }
         with self.pool.connection() as conn:
-            conn.execute(
-                QUERIES["record_alert_delivery"],
-                {"id": delivery_id, "status": status, "error": error, "http_status": http_status, "retry_in": retry_in},
-            )
+            return conn.execute(QUERIES["record_alert_delivery"], params).rowcount == 1
 
     @retry_on_dead_connection
     def purge_alerts(self, retention_days: int) -> int:

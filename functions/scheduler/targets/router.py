@@ -26,9 +26,11 @@ def deliver(
     policy: TargetPolicy,
     *,
     timeout_cap: float | None = None,
+    rendered: bool = False,
 ) -> Outcome:
     """Render placeholders in the body (every text field of an AWS target), then deliver to an
-    http, amqp, lambda, sqs, sns or eventbridge target.
+    http, amqp, lambda, sqs, sns or eventbridge target. ``rendered``: the target's text was
+    rendered already (an alert's, in one pass with its own placeholders): sent as it is.
 
     Never raises for a target's failure (returns a failed Outcome); ``timeout_cap`` bounds
     the time further (the executor passes its remaining Lambda time). The time spent is bounded
@@ -42,7 +44,7 @@ def deliver(
         budget = view.timeout_seconds if timeout_cap is None else min(view.timeout_seconds, float(timeout_cap))
         if budget <= 0:
             return Outcome(TIMED_OUT, True, error="no time left for the delivery")
-        return _deliverer(view.type)(_rendered(view, delivery), delivery, policy, budget=budget)
+        return _deliverer(view.type)(view if rendered else _rendered(view, delivery), delivery, policy, budget=budget)
     except Exception as exc:  # the contract: never raise for a delivery
         return Outcome(FAILED, True, error=f"internal error while delivering: {type(exc).__name__}")
 
