@@ -285,3 +285,47 @@ def test_a_job_name_in_the_form_of_a_job_id_is_refused(api):
         assert answer.status == 400 and answer.body["error"]["details"][0]["field"] == "name", answer.body
     renamed = api("PATCH", f"/v1/jobs/{other['id']}", {"name": "0f0f0f0f-0000-4000-8000-000000000000"})
     assert renamed.status == 400
+
+
+def test_run_vars_that_would_render_a_body_past_the_targets_limit_are_refused(api):
+    """A var used many times made a body of megabytes from a request of kilobytes (8 MB sent to
+    an HTTP target, 320 KB to an SQS queue that takes 256 KiB)."""
+    http = created(api, job_body("vars-http", target={"type": "http", "url": "https://example.com/"}))
+    inflated = {"body": "{{vars.a}}" * 1000, "vars": {"a": "A" * 8192}}
+    refused = api("POST", f"/v1/jobs/{http['id']}/run", inflated)
+    assert refused.status == 400 and refused.body["error"]["details"][0]["field"] == "vars", refused.body
+    assert "at most 262144" in refused.body["error"]["details"][0]["message"]
+    fits = {"body": "{{vars.a}}" * 10, "vars": {"a": "A" * 8192}}
+    assert api("POST", f"/v1/jobs/{http['id']}/run", fits).status == 202
+    # Into the target's own body when the run gives none; an AWS target counted in bytes.
+    queue = created(api, job_body("vars-sqs", target={**SQS, "body": "{{vars.a}}" * 40}))
+    refused = api("POST", f"/v1/jobs/{queue['id']}/run", {"vars": {"a": "é" * 4096}})
+    assert refused.status == 400 and refused.body["error"]["details"][0]["field"] == "vars", refused.body
+    assert api("POST", f"/v1/jobs/{queue['id']}/run", {"vars": {"a": "x" * 100}}).status == 202
+
+
+def test_an_aws_body_is_sized_with_a_chained_runs_cause_at_its_longest(api):
+    """The docs' "once rendered (placeholders at their longest)" now counts {{cause.*}}: a body
+    that a cause's answer excerpt would take past the service's limit is refused."""
+    body = "a" * (262144 - 2000) + "{{cause.response_excerpt}}"
+    answer = api("POST", "/v1/jobs", job_body("cause-sqs", target={**SQS, "body": body}))
+    assert answer.status == 400 and answer.body["error"]["details"][0]["field"] == "target.body", answer.body
+    small = "a" * 1000 + "{{cause.response_excerpt}}"
+    assert api("POST", "/v1/jobs", job_body("cause-sqs", target={**SQS, "body": small})).status == 201
+
+
+@pytest.mark.parametrize(
+    ("target", "field"),
+    [
+        ({"routing_key": "é" * 200}, "target.routing_key"),
+        ({"exchange": "x" + "ü" * 130}, "target.exchange"),
+        ({"content_type": "text/" + "é" * 126}, "target.content_type"),
+        ({"headers": {f"h{i}": "v" * 8000 for i in range(20)}}, "target.headers"),
+    ],
+)
+def test_amqp_fields_past_what_the_broker_takes_are_refused_when_written(api, target, field):
+    """Accepted before, then every delivery failed: a routing key or exchange of 255 characters
+    but more bytes; headers past the broker's frame (it closed the connection at each attempt)."""
+    body = job_body("amqp-edge", target={"type": "amqp", "url": "amqp://guest:guest@127.0.0.1:5672/", **target})
+    answer = api("POST", "/v1/jobs", body)
+    assert answer.status == 400 and field in answer.fields, answer.body

@@ -13,11 +13,12 @@ import re
 from typing import Any
 
 from scheduler.api.errors import BadRequest
-from scheduler.core.constants import SECRET_MASK
+from scheduler.core.constants import OVERRIDE_BODY_FIELDS, SECRET_MASK
 from scheduler.core.domain import Job, RunOverrides
 from scheduler.core.json_text import load_strict_json
 from scheduler.schema.actions import RunRequest
-from scheduler.schema.aws_models import sqs_character_problem
+from scheduler.schema.aws_models import override_body_limit, rendered_size, sqs_character_problem
+from scheduler.schema.models import MAX_BODY_LENGTH
 from scheduler.secrets import SecretBox
 
 # Header names whose values are credentials (case-insensitive; a part of the name suffices).
@@ -25,6 +26,8 @@ _SECRET_HEADER = re.compile(r"authorization|cookie|token|secret|passw|api-?key|a
 # Targets whose body must stay JSON (a Lambda payload, an EventBridge detail).
 _JSON_BODIES = ("lambda", "eventbridge")
 _HEADER_TARGETS = ("http", "amqp")
+# A manual run's {{vars.NAME}} placeholder (as the delivery renders it).
+_VAR = re.compile(r"\{\{\s*vars\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
 def is_secret_header(name: str) -> bool:
@@ -39,6 +42,8 @@ def run_overrides(request: RunRequest, job: Job, box: SecretBox) -> RunOverrides
     kind = str(target.get("type"))
     if request.body is not None:
         _check_body(request.body, target)
+    if request.vars:
+        _check_rendered_size(request, target)
     if request.headers and kind not in _HEADER_TARGETS:
         raise BadRequest("headers", f"a {kind} target takes no headers")
     deliver: dict[str, Any] = {}
@@ -54,6 +59,26 @@ def run_overrides(request: RunRequest, job: Job, box: SecretBox) -> RunOverrides
     if request.vars:
         deliver["vars"] = shown["vars"] = dict(request.vars)
     return RunOverrides(deliver=deliver, shown=shown)
+
+
+def _check_rendered_size(request: RunRequest, target: dict[str, Any]) -> None:
+    """The body the vars render into (the run's, else the target's) is refused (400 on ``vars``)
+    past what the target takes: a var used many times made a body of megabytes from a request of
+    kilobytes."""
+    text = (
+        request.body if request.body is not None else target.get(OVERRIDE_BODY_FIELDS.get(str(target.get("type")), ""))
+    )
+    if not isinstance(text, str) or "{{" not in text:
+        return
+    values = request.vars or {}
+    rendered = _VAR.sub(lambda match: values.get(match.group(1), match.group(0)), text)
+    limit = override_body_limit(target)
+    if limit is None:
+        size, limit, unit = len(rendered), MAX_BODY_LENGTH, "characters"
+    else:
+        size, unit = rendered_size(rendered), "bytes"
+    if size > limit:
+        raise BadRequest("vars", f"render the body to {size} {unit}; the target takes at most {limit}")
 
 
 def _check_body(body: str, target: dict[str, Any]) -> None:

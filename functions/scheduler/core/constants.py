@@ -86,3 +86,13 @@ FANOUT_FUNCTION_SUFFIX = "fanout"
 # cache keeps it (a shared proxy, the browser's disk), and no browser reads it as anything but its
 # declared type.
 ANSWER_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+
+# The field of a target that a manual run's body replaces (and its vars render into), by type.
+OVERRIDE_BODY_FIELDS = {
+    "http": "body",
+    "amqp": "body",
+    "lambda": "payload",
+    "sqs": "body",
+    "sns": "message",
+    "eventbridge": "detail",
+}

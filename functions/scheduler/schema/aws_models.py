@@ -12,7 +12,8 @@ counting the identity attributes the delivery adds).
 from __future__ import annotations
 
 import re
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -40,9 +41,24 @@ SNS_LIMIT = 256 * KIB
 EVENTBRIDGE_LIMIT = 256 * KIB
 #: Bytes the delivery's identity attributes take at most (names, types and values).
 IDENTITY_ATTRIBUTES_BYTES = 400
-#: The longest text each placeholder renders to (a UUID, an RFC 3339 instant, an attempt).
-_PLACEHOLDER_WIDTH = {"job_id": 36, "execution_id": 36, "scheduled_at": 32, "attempt": 3}
+#: The longest text each placeholder renders to (a UUID, an RFC 3339 instant, an attempt; a
+#: chained run's cause: a job's name, a status, an answer's excerpt of 4,096 bytes and an error of
+#: 500, each escaped for JSON, where a control character takes 6 bytes).
+_PLACEHOLDER_WIDTH = {
+    "job_id": 36,
+    "execution_id": 36,
+    "scheduled_at": 32,
+    "attempt": 3,
+    "cause.execution_id": 36,
+    "cause.job_id": 36,
+    "cause.job_name": 128,
+    "cause.status": 9,
+    "cause.http_status": 3,
+    "cause.response_excerpt": 6 * 4096,
+    "cause.error": 6 * 500,
+}
 _PLACEHOLDER = re.compile(r"\{\{\s*(job_id|execution_id|scheduled_at|attempt)\s*\}\}")
+_SIZED_PLACEHOLDER = re.compile(r"\{\{\s*(" + "|".join(re.escape(name) for name in _PLACEHOLDER_WIDTH) + r")\s*\}\}")
 _SAMPLE = {
     "job_id": "00000000-0000-0000-0000-000000000000",
     "execution_id": "00000000-0000-0000-0000-000000000000",
@@ -59,7 +75,17 @@ class AwsFieldError(FieldError):
 
 
 def _max_rendered(text: str) -> str:
-    return _PLACEHOLDER.sub(lambda m: "x" * _PLACEHOLDER_WIDTH[m.group(1)], text)
+    return _SIZED_PLACEHOLDER.sub(lambda m: "x" * _PLACEHOLDER_WIDTH[m.group(1)], text)
+
+
+def override_body_limit(target: Mapping[str, Any]) -> int | None:
+    """The UTF-8 bytes a manual run's body for this AWS target may come to once rendered (the
+    delivery's attributes left room for); None for another target."""
+    kind = target.get("type")
+    if kind == "lambda":
+        return LAMBDA_SYNC_LIMIT if target.get("invocation_type") == "RequestResponse" else LAMBDA_EVENT_LIMIT
+    limits = {"sqs": SQS_LIMIT, "sns": SNS_LIMIT, "eventbridge": EVENTBRIDGE_LIMIT}
+    return limits[kind] - IDENTITY_ATTRIBUTES_BYTES if kind in limits else None
 
 
 def rendered_size(*texts: str | None) -> int:

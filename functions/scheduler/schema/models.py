@@ -52,6 +52,9 @@ MAX_HEADERS = 50
 MAX_HEADER_NAME_LENGTH = 256
 MAX_HEADER_VALUE_LENGTH = 8192
 MAX_BODY_LENGTH = 256 * 1024
+# An AMQP target's headers, names and values together (UTF-8 bytes): well inside the broker's
+# default frame_max of 128 KiB that the message's properties travel in.
+MAX_AMQP_HEADER_BYTES = 64 * 1024
 MAX_TIMEOUT_SECONDS = 900
 MAX_ATTEMPTS = 100
 MAX_BACKOFF_SECONDS = 86400
@@ -218,6 +221,14 @@ class AmqpTarget(_Strict):
             raise ValueError(problem)
         return v
 
+    @field_validator("exchange", "routing_key", "content_type")
+    @classmethod
+    def _short_string(cls, v: str | None) -> str | None:
+        # AMQP's short strings are 255 bytes, not characters: "é" * 200 failed every delivery.
+        if v is not None and len(v.encode("utf-8", "surrogatepass")) > 255:
+            raise ValueError("must be at most 255 bytes once encoded as UTF-8 (AMQP's short string)")
+        return v
+
     @field_validator("headers")
     @classmethod
     def _headers(cls, v: dict[str, str]) -> dict[str, str]:
@@ -227,6 +238,14 @@ class AmqpTarget(_Strict):
             if not name or len(name) > MAX_HEADER_NAME_LENGTH or len(value) > MAX_HEADER_VALUE_LENGTH:
                 raise ValueError(f"header {name[:64]!r}: name or value too long")
             _not_the_scheduler_s(name, ("idempotency-key",))  # the message's identity would replace it
+        # The properties travel in one frame (the broker's frame_max: 128 KiB by default), with
+        # the scheduler's own headers: past it the broker closes the connection at every attempt.
+        size = sum(len((name + value).encode("utf-8", "surrogatepass")) for name, value in v.items())
+        if size > MAX_AMQP_HEADER_BYTES:
+            raise ValueError(
+                f"add up to {size} bytes; an AMQP message's headers take at most {MAX_AMQP_HEADER_BYTES}"
+                " (they travel in one frame of the broker's)"
+            )
         return v
 
     @model_validator(mode="after")

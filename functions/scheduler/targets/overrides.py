@@ -9,17 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from scheduler.core.constants import OVERRIDE_BODY_FIELDS
 from scheduler.targets.views import SECRET_HEADER_NAMES
 
 # The field an override's body replaces, by target type.
-BODY_FIELDS = {
-    "http": "body",
-    "amqp": "body",
-    "lambda": "payload",
-    "sqs": "body",
-    "sns": "message",
-    "eventbridge": "detail",
-}
+BODY_FIELDS = OVERRIDE_BODY_FIELDS
 
 
 def apply_overrides(target: Mapping[str, Any], overrides: Mapping[str, Any], secret_headers: Mapping[str, str]) -> dict:
