@@ -155,6 +155,8 @@ class Server(ThreadingHTTPServer):
                 h.close_connection = True
         elif route == "redirect":  # /redirect/<status>?<location>
             h.reply(int(path.split("/")[2]), b"moved", {"Location": query})
+        elif route == "badlocation":  # a Location that is not a URL at all (no closing bracket)
+            h.reply(302, b"moved", {"Location": "http://[::1"})
         elif route == "echo":
             h.reply(200, json.dumps({"headers": record["headers"]}).encode(), {"Content-Type": "application/json"})
         elif route == "bytes":
@@ -403,6 +405,12 @@ def test_a_manual_run_s_secret_headers_are_scrubbed_from_the_excerpt(server):
     result = deliver(target, make_delivery(), LOCAL)
     assert result.succeeded and "X-Api-Token" in result.response_excerpt
     assert "run-token-7771" not in result.response_excerpt
+
+
+def test_a_redirect_to_a_location_that_is_not_a_url_says_so(server):
+    result = deliver(http(server.url("/badlocation"), follow_redirects=True), make_delivery(), LOCAL)
+    assert (result.status, result.retryable) == ("failed", False)
+    assert result.error.startswith("redirect refused: its Location is not a URL"), result.error
 
 
 def test_redirect_loop_is_a_permanent_failure(server):

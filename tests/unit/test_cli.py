@@ -1104,6 +1104,19 @@ def test_empty_columns_and_an_impossible_endpoint_port_are_usage_errors(api, cap
     assert "the port is not a number from 0 to 65535" in capsys.readouterr().err
 
 
+def test_an_endpoint_that_is_not_the_apis_base_url_gets_a_hint(api, capsys):
+    """The API's own 404 of a path no route answers (``no such resource``): a path after the
+    host, or a /v1 too many, in --endpoint. A missing job's 404 gets no such hint."""
+    api.on("GET", r"/wrong/v1/jobs.*", envelope("not_found", "no such resource"), status=404)
+    assert cli.main(["--endpoint", api.url + "/wrong", "jobs", "list"]) == 3
+    err = capsys.readouterr().err
+    assert "error: 404 not_found: no such resource" in err
+    assert f"hint: no route of the API answers this path: is --endpoint ({api.url}/wrong) the API's base URL" in err
+    api.on("GET", r"/v1/jobs/" + "0" * 8 + "-0000-4000-8000-" + "0" * 12, envelope("not_found", "no such job"), 404)
+    assert run(api, "jobs", "get", "00000000-0000-4000-8000-000000000000") == 3
+    assert "hint" not in capsys.readouterr().err
+
+
 def test_unquoted_star_in_yaml_gets_a_hint(tmp_path, api, capsys):
     path = tmp_path / "job.yaml"
     path.write_text("name: x\nschedule: */5 * * * *\ntarget:\n  url: http://h\n")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler.cli.common import EXIT_API_ERROR, EXIT_NOT_FOUND, EXIT_SERVER, UsageError
-from scheduler.cli.hints import flag_hints
+from scheduler.cli.hints import endpoint_hint, flag_hints
 from scheduler.cli.output import exit_code_for_status, print_api_error
 
 
@@ -39,6 +39,9 @@ def client_command(func: Callable[[argparse.Namespace, Any], int]) -> Callable[[
             print_api_error(exc)
             for hint in flag_hints(exc):
                 print(f"  hint: {hint}", file=sys.stderr)
+            wrong_endpoint = endpoint_hint(exc, getattr(args, "endpoint", None))
+            if wrong_endpoint is not None:
+                print(f"  hint: {wrong_endpoint}", file=sys.stderr)
             return EXIT_SERVER if exc.code == "invalid_response" else exit_code_for_status(exc.status)
         except (JobNotFound, ExecutionNotFound) as exc:
             print(f"error: {exc}", file=sys.stderr)

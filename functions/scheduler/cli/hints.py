@@ -57,3 +57,12 @@ def flag_hints(error: Any) -> list[str]:
         if field in FIELD_FLAGS and message == "is required":
             hints.append(f"{field}: give {FIELD_FLAGS[field]}")
     return hints
+
+
+def endpoint_hint(error: Any, endpoint: str | None) -> str | None:
+    """For a 404 of a path no route answers (``no such resource``, not a missing job): the
+    endpoint is likely not the API's base URL (a path after the host, a ``/v1`` too many)."""
+    if getattr(error, "status", None) != 404 or getattr(error, "message", None) != "no such resource":
+        return None
+    where = f" ({endpoint})" if endpoint else ""
+    return f"no route of the API answers this path: is --endpoint{where} the API's base URL, without /v1?"

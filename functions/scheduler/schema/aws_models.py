@@ -30,7 +30,7 @@ from scheduler.core.aws_arns import (
     sqs_endpoint,
 )
 from scheduler.core.json_text import load_strict_json
-from scheduler.schema.messages import FieldError
+from scheduler.schema.messages import FieldError, single_line
 
 KIB = 1024
 #: Payload limits per service, in bytes.
@@ -123,12 +123,6 @@ def sqs_character_problem(text: str) -> str | None:
     """Why SQS would refuse ``text`` as a message body (a character it does not take), or None."""
     bad = _SQS_FORBIDDEN.search(text)
     return f"holds U+{ord(bad.group()):04X}, which SQS does not take in a message" if bad else None
-
-
-def _single_line_text(v: str) -> str:
-    if any(ch < " " or ch == "\x7f" for ch in v):
-        raise ValueError("must be one line of text without control characters")
-    return v
 
 
 def _shape(pattern: re.Pattern[str], value: str, what: str) -> str:
@@ -263,7 +257,7 @@ class EventBridgeTarget(_RoleTarget):
     @field_validator("source", "detail_type")
     @classmethod
     def _one_line(cls, v: str) -> str:
-        return _single_line_text(v)
+        return single_line(v)
 
     @field_validator("source")
     @classmethod

@@ -4,6 +4,7 @@ message reads after the field's name (``name: must not be empty``)."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,6 +18,20 @@ class FieldError(ValueError):
         super().__init__(message)
         self.field = field
         self.message = message
+
+
+def single_line(value: str, latin1: bool = False) -> str:
+    """Refuse what cannot go on one line (of a header, an event's source): CR, LF, U+2028/2029
+    and other control characters; with ``latin1``, characters an HTTP header cannot carry (past
+    U+00FF). The value, when it passes."""
+    for ch in value:
+        if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+            raise ValueError(
+                f"must be single-line printable text (no line breaks or control characters: U+{ord(ch):04X})"
+            )
+        if latin1 and ord(ch) > 0xFF:
+            raise ValueError(f"must be Latin-1 text to go in an HTTP header (U+{ord(ch):04X} is not)")
+    return value
 
 
 def _count(ctx: Context, key: str, unit: str) -> str:

@@ -10,7 +10,6 @@ are plain strings here; the API encrypts them before the store sees them and mas
 from __future__ import annotations
 
 import re
-import unicodedata
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
@@ -42,7 +41,7 @@ from scheduler.schema.aws_models import (
 )
 from scheduler.schema.details import validation_details  # noqa: F401 (re-exported)
 from scheduler.schema.instants import Instant, is_job_id, parse_time  # noqa: F401 (re-exported)
-from scheduler.schema.messages import FieldError
+from scheduler.schema.messages import FieldError, single_line
 
 MAX_NAME_LENGTH = 128
 MAX_DESCRIPTION_LENGTH = 2048
@@ -74,19 +73,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", str_max_length=MAX_BODY_LENGTH, strict=True)
 
 
-def _single_line(value: str, latin1: bool = False) -> str:
-    """Refuse what cannot go on one header line: CR, LF, U+2028/2029 and other control
-    characters; with ``latin1``, characters an HTTP header cannot carry (past U+00FF)."""
-    for ch in value:
-        if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
-            raise ValueError(
-                f"must be single-line printable text (no line breaks or control characters: U+{ord(ch):04X})"
-            )
-        if latin1 and ord(ch) > 0xFF:
-            raise ValueError(f"must be Latin-1 text to go in an HTTP header (U+{ord(ch):04X} is not)")
-    return value
-
-
 def _not_the_scheduler_s(name: str, reserved: tuple[str, ...] | set[str]) -> None:
     if name.lower() in reserved or name.lower().startswith("x-scheduler-"):
         raise ValueError(f"header {name!r} is set by the scheduler and cannot be given")
@@ -102,7 +88,7 @@ def _check_headers(headers: dict[str, str]) -> dict[str, str]:
         if len(value) > MAX_HEADER_VALUE_LENGTH:
             raise _FieldError(name, f"is longer than {MAX_HEADER_VALUE_LENGTH} characters")
         try:
-            _single_line(value, latin1=True)
+            single_line(value, latin1=True)
         except ValueError as exc:
             raise _FieldError(name, str(exc)) from None
     return headers
@@ -118,12 +104,12 @@ class BasicAuth(_Strict):
     def _username(cls, v: str) -> str:
         if ":" in v:
             raise ValueError("must not contain ':' (it ends the username in basic auth)")
-        return _single_line(v)
+        return single_line(v)
 
     @field_validator("password")
     @classmethod
     def _password(cls, v: str) -> str:
-        return _single_line(v)
+        return single_line(v)
 
 
 class BearerAuth(_Strict):
@@ -133,7 +119,7 @@ class BearerAuth(_Strict):
     @field_validator("token")
     @classmethod
     def _token(cls, v: str) -> str:
-        return _single_line(v, latin1=True)
+        return single_line(v, latin1=True)
 
 
 class HeaderAuth(_Strict):
@@ -150,7 +136,7 @@ class HeaderAuth(_Strict):
     @field_validator("value")
     @classmethod
     def _value(cls, v: str) -> str:
-        return _single_line(v, latin1=True)
+        return single_line(v, latin1=True)
 
 
 Auth = Annotated[BasicAuth | BearerAuth | HeaderAuth | SigV4Auth, Field(discriminator="type")]
@@ -345,7 +331,7 @@ class Limits(_Strict):
     @field_validator("key")
     @classmethod
     def _key(cls, v: str | None) -> str | None:
-        return None if v is None else _single_line(v)
+        return None if v is None else single_line(v)
 
     @model_validator(mode="after")
     def _some(self) -> Limits:

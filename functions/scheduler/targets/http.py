@@ -192,7 +192,10 @@ def _send(
         hops += 1
         if hops > MAX_REDIRECTS:
             raise _TooManyRedirects()
-        url = urljoin(url, location.strip())
+        try:
+            url = urljoin(url, location.strip())
+        except ValueError as exc:  # "http://[::1": not a URL at all
+            raise _BadRedirect(f"its Location is not a URL ({exc})") from None
         problem = ssrf.check_url_syntax(url)
         if problem:
             raise _BadRedirect(problem)
