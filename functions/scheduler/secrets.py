@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol, overload, runtime_checkable
 from urllib.parse import quote, unquote, urlsplit
 
-from scheduler.core.constants import SECRET_MASK
+from scheduler.core.constants import SECRET_MASK, is_secret_header
 from scheduler.core.errors import MaskedSecretError, SecretError
 
 TOKEN_PREFIX = "enc:v1:"
@@ -277,6 +277,8 @@ def _map_secrets(target: dict[str, Any] | None, fn: SecretMapper, *, deep: bool 
         return None
     out = copy.deepcopy(target) if deep else dict(target)
     kind = out.get("type")
+    if kind in ("http", "amqp"):
+        _map_secret_headers(out, fn, deep)
     if kind == "http":
         auth = out.get("auth")
         if isinstance(auth, dict):
@@ -292,6 +294,18 @@ def _map_secrets(target: dict[str, Any] | None, fn: SecretMapper, *, deep: bool 
                 head, password, tail = pieces
                 out["url"] = head + fn("target.url", password, "url_password") + tail
     return out
+
+
+def _map_secret_headers(out: dict[str, Any], fn: SecretMapper, deep: bool) -> None:
+    """``fn`` applied to the value of each header of ``out`` whose name says it is a credential
+    (``is_secret_header``: ``Authorization``, ``X-Api-Key``...), as ``target.headers.<name>``."""
+    headers = out.get("headers")
+    if not isinstance(headers, dict) or not any(is_secret_header(name) for name in headers):
+        return
+    headers = out["headers"] = headers if deep else dict(headers)
+    for name, value in headers.items():
+        if isinstance(value, str) and is_secret_header(name):
+            headers[name] = fn(f"target.headers.{name}", value, "value")
 
 
 def map_secrets(target: dict[str, Any], fn: SecretMapper) -> dict[str, Any]:

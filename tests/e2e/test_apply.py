@@ -139,7 +139,7 @@ def test_export_round_trips_through_apply(api, tmp_path):
                 "type": "http",
                 "url": "http://127.0.0.1:9/a",
                 "auth": {"type": "bearer", "token": "s3cret"},
-                "headers": {"X-A": "1"},
+                "headers": {"X-A": "1", "X-Api-Key": "hk3y-secret"},
             },
             "retry": {"max_attempts": 5, "max_age_seconds": 600},
             "missed_runs": "run_all",
@@ -183,9 +183,10 @@ def test_export_round_trips_through_apply(api, tmp_path):
     assert exported.returncode == 0, exported.stderr
     text = exported.stdout
     assert text.startswith("---\nname: a-bearer\n") and text.count("\n---\n") == 3
-    for secret in ("s3cret", "p4ss", "br0ker"):
+    for secret in ("s3cret", "p4ss", "br0ker", "hk3y-secret"):
         assert secret not in text
     assert "token: ${A_BEARER_TOKEN}" in text and "password: ${B_BASIC_PASSWORD}" in text
+    assert "X-Api-Key: ${A_BEARER_HEADER_X_API_KEY}" in text  # a credential header is a secret too
     assert "amqp://guest:${C_AMQP_BROKER_PASSWORD}@127.0.0.1:5672/%2F" in text
     assert "A_BEARER_TOKEN" in exported.stderr
     assert "stats" not in text and "version" not in text and "owner" not in text
@@ -211,6 +212,10 @@ def test_export_round_trips_through_apply(api, tmp_path):
             "target.auth.token: a literal secret",
         ),
         ("schedule: '@daily'\n", "needs its name"),
+        (
+            'name: j\nschedule: "@daily"\ntarget: {url: "http://127.0.0.1:9/", headers: {Authorization: "Bearer x"}}\n',
+            "target.headers.Authorization: a literal secret",
+        ),
         (
             'name: j\nschedule: "@daily"\ntarget: {url: "http://${NO_SUCH_HOST_VAR}/"}\n',
             "${NO_SUCH_HOST_VAR} is not set",

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from scheduler.api.errors import BadRequest
-from scheduler.core.constants import OVERRIDE_BODY_FIELDS, SECRET_MASK
+from scheduler.core.constants import OVERRIDE_BODY_FIELDS, SECRET_MASK, is_secret_header
 from scheduler.core.domain import Job, RunOverrides
 from scheduler.core.json_text import load_strict_json
 from scheduler.schema.actions import RunRequest
@@ -21,18 +21,11 @@ from scheduler.schema.aws_models import override_body_limit, rendered_size, sqs_
 from scheduler.schema.models import MAX_BODY_LENGTH
 from scheduler.secrets import SecretBox
 
-# Header names whose values are credentials (case-insensitive; a part of the name suffices).
-_SECRET_HEADER = re.compile(r"authorization|cookie|token|secret|passw|api-?key|apikey|credential|signature", re.I)
 # Targets whose body must stay JSON (a Lambda payload, an EventBridge detail).
 _JSON_BODIES = ("lambda", "eventbridge")
 _HEADER_TARGETS = ("http", "amqp")
 # A manual run's {{vars.NAME}} placeholder (as the delivery renders it).
 _VAR = re.compile(r"\{\{\s*vars\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
-
-
-def is_secret_header(name: str) -> bool:
-    """Whether a header's value is recorded masked (a credential-like name)."""
-    return _SECRET_HEADER.search(name) is not None
 
 
 def run_overrides(request: RunRequest, job: Job, box: SecretBox) -> RunOverrides:

@@ -254,8 +254,9 @@ _ALERT_FIELD = re.compile(r"^alerts\.(\d+)\.(target\..*)\Z")
 
 def reference_name(name: str, field: str, kind: str = "job") -> str:
     """The environment variable an export names for a secret: ``NIGHTLY_REPORT_TOKEN`` for a
-    job's target, ``NIGHTLY_REPORT_ALERT1_TOKEN`` for its first alert rule's, and
-    ``BILLING_TEAM_RULES_ALERT1_TOKEN`` for a rule set's."""
+    job's target, ``NIGHTLY_REPORT_ALERT1_TOKEN`` for its first alert rule's,
+    ``BILLING_TEAM_RULES_ALERT1_TOKEN`` for a rule set's, and ``NIGHTLY_REPORT_HEADER_X_API_KEY``
+    for a credential header of a target."""
     base = re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_").upper() or "JOB"
     if base[0].isdigit():
         base = "JOB_" + base
@@ -265,9 +266,12 @@ def reference_name(name: str, field: str, kind: str = "job") -> str:
     if alert:
         base += f"_ALERT{int(alert.group(1)) + 1}"
         field = alert.group(2)
-    suffix = {"target.url": "BROKER_PASSWORD", "target.auth.value": "HEADER_VALUE"}.get(
-        field, field.rsplit(".", 1)[-1].upper()
-    )
+    if field.startswith("target.headers."):  # a credential header: HEADER_X_API_KEY
+        suffix = "HEADER_" + re.sub(r"[^A-Za-z0-9]+", "_", field.removeprefix("target.headers.")).strip("_").upper()
+    else:
+        suffix = {"target.url": "BROKER_PASSWORD", "target.auth.value": "HEADER_VALUE"}.get(
+            field, field.rsplit(".", 1)[-1].upper()
+        )
     return f"{base}_{suffix}"
 
 

@@ -1,6 +1,8 @@
 """Names shared by the infrastructure code and the functions: environment-variable keys,
 handler entry points, metric names. One place, so a rename cannot leave the two apart."""
 
+import re
+
 SERVICE_NAME = "scheduler"
 METRICS_NAMESPACE = "Scheduler"
 
@@ -96,3 +98,16 @@ OVERRIDE_BODY_FIELDS = {
     "sns": "message",
     "eventbridge": "detail",
 }
+
+# Header names whose values are credentials (case-insensitive; a part of the name suffices): a
+# target's own headers and a manual run's are secrets by these names, sealed when stored, shown as
+# "***", kept when "***" is sent back, scrubbed from answers' excerpts, dropped on a redirect to
+# another origin.
+SECRET_HEADER_PATTERN = re.compile(
+    r"authorization|cookie|token|secret|passw|api-?key|apikey|credential|signature", re.IGNORECASE
+)
+
+
+def is_secret_header(name: str) -> bool:
+    """Whether a header's value is a secret (a credential-like name: ``SECRET_HEADER_PATTERN``)."""
+    return SECRET_HEADER_PATTERN.search(name) is not None

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from scheduler.core.constants import is_secret_header
 from scheduler.core.urls import check_url_syntax
 from scheduler.targets.aws_views import AWS_TYPES, AwsView, InvalidAwsTarget, SigV4View, aws_view_of, sigv4_of
 
@@ -129,8 +130,13 @@ def _secret_values(headers: Mapping[str, Any], secret: frozenset[str]) -> list[s
 
 
 def _secret_header_names(target: Mapping[str, Any]) -> frozenset[str]:
-    names = target.get(SECRET_HEADER_NAMES) or ()
-    return frozenset(name.lower() for name in names if isinstance(name, str))
+    """The headers whose values are secrets: a manual run's (named by the overrides) and the
+    target's own of credential-like names (``is_secret_header``)."""
+    names = [name for name in target.get(SECRET_HEADER_NAMES) or () if isinstance(name, str)]
+    own = target.get("headers")
+    if isinstance(own, Mapping):
+        names.extend(name for name in own if isinstance(name, str) and is_secret_header(name))
+    return frozenset(name.lower() for name in names)
 
 
 def view_of(target: Any) -> TargetView:
