@@ -299,13 +299,17 @@ def _map_secrets(target: dict[str, Any] | None, fn: SecretMapper, *, deep: bool 
 def _map_secret_headers(out: dict[str, Any], fn: SecretMapper, deep: bool) -> None:
     """``fn`` applied to the value of each header of ``out`` whose name says it is a credential
     (``is_secret_header``: ``Authorization``, ``X-Api-Key``...), as ``target.headers.<name>``."""
-    headers = out.get("headers")
-    if not isinstance(headers, dict) or not any(is_secret_header(name) for name in headers):
+    given = out.get("headers")
+    if not isinstance(given, dict):
         return
-    headers = out["headers"] = headers if deep else dict(headers)
-    for name, value in headers.items():
-        if isinstance(value, str) and is_secret_header(name):
-            headers[name] = fn(f"target.headers.{name}", value, "value")
+    secret = [name for name in given if is_secret_header(name)]
+    if not secret:
+        return
+    headers: dict[str, Any] = given if deep else dict(given)
+    out["headers"] = headers
+    for name in secret:
+        if isinstance(headers[name], str):
+            headers[name] = fn(f"target.headers.{name}", headers[name], "value")
 
 
 def map_secrets(target: dict[str, Any], fn: SecretMapper) -> dict[str, Any]:

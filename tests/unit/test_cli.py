@@ -2091,7 +2091,7 @@ def test_alerts_table_with_filters(api, capsys):
 
 
 def test_an_alert_rules_on_key_in_yaml_stays_a_word(tmp_path):
-    from scheduler.cli.definitions import read_definition
+    from scheduler.cli.reading import read_definition
 
     path = tmp_path / "job.yaml"
     path.write_text("name: x\nalerts:\n  - on: failure\n    target: {type: http, url: https://e.com}\nflag: on\n")

@@ -175,16 +175,18 @@ class SchedulerResolver(APIGatewayRestResolver):
 
 
 def with_answer_headers(result: dict[str, Any]) -> dict[str, Any]:
-    """The proxy result with ``ANSWER_HEADERS`` added (a route's own ``Cache-Control`` kept)."""
-    multi = result.get("multiValueHeaders")
-    single = result.get("headers")
-    for name, value in ANSWER_HEADERS.items():
-        if multi is not None or single is None:
-            multi = result.setdefault("multiValueHeaders", {}) if multi is None else multi
-            if not any(key.lower() == name.lower() for key in multi):
-                multi[name] = [value]
-        if single is not None and not any(key.lower() == name.lower() for key in single):
-            single[name] = value
+    """The proxy result with ``ANSWER_HEADERS`` added to each of its header maps (a route's own
+    ``Cache-Control`` kept); ``multiValueHeaders`` made when it has neither."""
+    if "headers" not in result and "multiValueHeaders" not in result:
+        result["multiValueHeaders"] = {}
+    for key, as_value in (("multiValueHeaders", lambda value: [value]), ("headers", lambda value: value)):
+        headers = result.get(key)
+        if headers is None:
+            continue
+        present = {name.lower() for name in headers}
+        for name, value in ANSWER_HEADERS.items():
+            if name.lower() not in present:
+                headers[name] = as_value(value)
     return result
 
 

@@ -47,8 +47,8 @@ from scheduler.cli.common import (
     UsageError,
     add_client_options,
 )
-from scheduler.cli.definitions import READ_ONLY_FIELDS, parse_definition
 from scheduler.cli.output import format_table
+from scheduler.cli.reading import READ_ONLY_FIELDS, parse_definition
 from scheduler.local.logs import configure_logging
 
 __all__ = [

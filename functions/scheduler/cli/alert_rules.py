@@ -15,9 +15,9 @@ from typing import Any
 
 from scheduler.cli.api import client_command
 from scheduler.cli.common import EXIT_OK, UsageError
-from scheduler.cli.definitions import read_definition
 from scheduler.cli.jobs import add_page_flags, print_listing
 from scheduler.cli.output import format_changes, format_table, print_data
+from scheduler.cli.reading import read_definition
 
 _COLUMNS = ("NAME", "TAG", "RULES", "VERSION", "UPDATED")
 

@@ -21,7 +21,6 @@ from typing import Any
 
 from scheduler.cli.api import client_command
 from scheduler.cli.common import EXIT_OK, JOB_STATES, UsageError
-from scheduler.cli.definitions import READ_ONLY_FIELDS
 from scheduler.cli.manifests import (
     KINDS,
     Resolved,
@@ -33,6 +32,7 @@ from scheduler.cli.manifests import (
     yaml_stream,
 )
 from scheduler.cli.output import print_data
+from scheduler.cli.reading import READ_ONLY_FIELDS
 from scheduler.secrets import mask_target_secrets
 
 

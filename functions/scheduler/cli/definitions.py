@@ -23,9 +23,6 @@ from scheduler.cli.aws_flags import (
     type_from_flags,
 )
 from scheduler.cli.common import UsageError, int_list, positive_float, positive_int
-from scheduler.cli.reading import READ_ONLY_FIELDS, parse_definition, read_definition
-
-__all__ = ["READ_ONLY_FIELDS", "parse_definition", "read_definition"]  # read by other commands from here
 
 AUTH_SECRET_ENV = "SCHEDULER_AUTH_SECRET"
 CHAIN_FLAGS = ("on_success", "on_failure", "on_complete")

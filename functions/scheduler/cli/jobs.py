@@ -12,16 +12,15 @@ from scheduler.cli.aws_flags import check_stdin_once
 from scheduler.cli.columns import JOB_COLUMN_SET, JOB_DEFAULT, choose
 from scheduler.cli.common import EXIT_OK, JOB_STATES, UsageError, non_empty, positive_int, since, until
 from scheduler.cli.definitions import (
-    READ_ONLY_FIELDS,
     add_definition_options,
     add_limits_options,
     full_definition,
     needs_stored_target,
     patch_definition,
-    read_definition,
 )
 from scheduler.cli.hints import check_complete
 from scheduler.cli.output import format_changes, format_job_details, format_jobs, print_data
+from scheduler.cli.reading import READ_ONLY_FIELDS, read_definition
 
 
 def show_job(args: argparse.Namespace, job: dict[str, Any], details: bool = False) -> None:

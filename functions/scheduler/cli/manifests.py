@@ -252,12 +252,17 @@ def _expand_outside_secrets(target: dict[str, Any], where: str, field: str) -> d
 _ALERT_FIELD = re.compile(r"^alerts\.(\d+)\.(target\..*)\Z")
 
 
+def _env_word(text: str) -> str:
+    """``text`` as a part of an environment variable's name: ``svc-a.x`` -> ``SVC_A_X``."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").upper()
+
+
 def reference_name(name: str, field: str, kind: str = "job") -> str:
     """The environment variable an export names for a secret: ``NIGHTLY_REPORT_TOKEN`` for a
     job's target, ``NIGHTLY_REPORT_ALERT1_TOKEN`` for its first alert rule's,
     ``BILLING_TEAM_RULES_ALERT1_TOKEN`` for a rule set's, and ``NIGHTLY_REPORT_HEADER_X_API_KEY``
     for a credential header of a target."""
-    base = re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_").upper() or "JOB"
+    base = _env_word(name) or "JOB"
     if base[0].isdigit():
         base = "JOB_" + base
     if kind == "alert_rules":
@@ -267,7 +272,7 @@ def reference_name(name: str, field: str, kind: str = "job") -> str:
         base += f"_ALERT{int(alert.group(1)) + 1}"
         field = alert.group(2)
     if field.startswith("target.headers."):  # a credential header: HEADER_X_API_KEY
-        suffix = "HEADER_" + re.sub(r"[^A-Za-z0-9]+", "_", field.removeprefix("target.headers.")).strip("_").upper()
+        suffix = "HEADER_" + _env_word(field.removeprefix("target.headers."))
     else:
         suffix = {"target.url": "BROKER_PASSWORD", "target.auth.value": "HEADER_VALUE"}.get(
             field, field.rsplit(".", 1)[-1].upper()

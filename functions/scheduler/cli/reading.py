@@ -55,19 +55,23 @@ def yaml_loader() -> Any:
 
     class Loader(yaml.SafeLoader):
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            # YAML 1.1 reads a bare on/off/yes/no as a boolean: as a key (an alert rule's
-            # ``on:``) it stays the word written.
+            seen: set[str] = set()
             for key, _ in node.value:
-                if isinstance(key, yaml.ScalarNode) and key.tag == "tag:yaml.org,2002:bool" and key.style is None:
-                    if key.value.lower() not in ("true", "false"):
-                        key.tag = "tag:yaml.org,2002:str"
-            seen: set[Any] = set()
-            for key, _ in node.value:
-                if isinstance(key, yaml.ScalarNode) and key.value in seen:
+                if not isinstance(key, yaml.ScalarNode):
+                    continue
+                # YAML 1.1 reads a bare on/off/yes/no as a boolean: as a key (an alert rule's
+                # ``on:``) it stays the word written.
+                if (
+                    key.tag == "tag:yaml.org,2002:bool"
+                    and key.style is None
+                    and key.value.lower() not in ("true", "false")
+                ):
+                    key.tag = "tag:yaml.org,2002:str"
+                if key.value in seen:
                     raise yaml.constructor.ConstructorError(
                         "while reading a mapping", node.start_mark, f"found duplicate key {key.value!r}", key.start_mark
                     )
-                seen.add(key.value if isinstance(key, yaml.ScalarNode) else id(key))
+                seen.add(key.value)
             return super().construct_mapping(node, deep)
 
     Loader.yaml_implicit_resolvers = {

@@ -1,6 +1,7 @@
 """Names shared by the infrastructure code and the functions: environment-variable keys,
 handler entry points, metric names. One place, so a rename cannot leave the two apart."""
 
+import functools
 import re
 
 SERVICE_NAME = "scheduler"
@@ -108,6 +109,8 @@ SECRET_HEADER_PATTERN = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=1024)
 def is_secret_header(name: str) -> bool:
-    """Whether a header's value is a secret (a credential-like name: ``SECRET_HEADER_PATTERN``)."""
+    """Whether a header's value is a secret (a credential-like name: ``SECRET_HEADER_PATTERN``).
+    Asked at every delivery of a target with headers, about the same few names: remembered."""
     return SECRET_HEADER_PATTERN.search(name) is not None

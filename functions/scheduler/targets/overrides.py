@@ -12,15 +12,12 @@ from typing import Any
 from scheduler.core.constants import OVERRIDE_BODY_FIELDS
 from scheduler.targets.views import SECRET_HEADER_NAMES
 
-# The field an override's body replaces, by target type.
-BODY_FIELDS = OVERRIDE_BODY_FIELDS
-
 
 def apply_overrides(target: Mapping[str, Any], overrides: Mapping[str, Any], secret_headers: Mapping[str, str]) -> dict:
     """``target`` (secrets in plaintext) with ``overrides`` (``RunOverrides.deliver``) applied;
     ``secret_headers``: the override's credential headers, decrypted."""
     out = dict(target)
-    field = BODY_FIELDS.get(str(out.get("type")))
+    field = OVERRIDE_BODY_FIELDS.get(str(out.get("type")))
     if field is None:
         return out
     if overrides.get("body") is not None:

@@ -13,9 +13,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from scheduler.core.constants import OVERRIDE_BODY_FIELDS
 from scheduler.targets import templates
 from scheduler.targets.aws_views import AWS_TYPES, TEXT_FIELDS
-from scheduler.targets.overrides import BODY_FIELDS
 from scheduler.targets.results import FAILED, TIMED_OUT, Delivery, Outcome, TargetPolicy, permanent
 from scheduler.targets.views import AmqpView, HttpView, InvalidTarget, TargetView, view_of
 
@@ -82,7 +82,7 @@ def _rendered(view: TargetView, delivery: Delivery) -> TargetView:
     """The view with its text body's placeholders rendered (a binary body is kept); an AWS
     target's every text field."""
     if not isinstance(view, (HttpView, AmqpView)):  # an AWS target: each of its text fields
-        body = BODY_FIELDS.get(view.type)
+        body = OVERRIDE_BODY_FIELDS.get(view.type)
         changes: dict[str, Any] = {
             name: templates.render(value, delivery, with_vars=name == body)
             for name in TEXT_FIELDS[view.type]
