@@ -257,6 +257,14 @@ def _url_password(url: str) -> tuple[str, str, str] | None:
     return head, password, "@" + hostport + url[start + 2 + len(netloc) :]
 
 
+def url_with_password_masked(url: str) -> str:
+    """``url`` with its password, when it carries one, as ``"***"``: a URL as answered, so that
+    a stored URL and one sent back with its password masked compare equal (and differ when any
+    other part, the user name included, changed)."""
+    parts = _url_password(url)
+    return url if parts is None else parts[0] + SECRET_MASK + parts[2]
+
+
 SecretMapper = Callable[[str, str, str], str]
 
 

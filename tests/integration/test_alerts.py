@@ -76,6 +76,25 @@ def test_rules_are_answered_with_secrets_masked_and_stored_sealed(api, pool, box
     assert cleared.status == 200 and cleared.body["alerts"] == []
 
 
+def test_masked_broker_passwords_stay_with_their_rules_when_the_rules_are_reordered(api, pool, box):
+    """A rule's "***" keeps the password of the stored rule with the same URL as answered: the
+    user name counts, so two rules on one broker as different users each keep their own."""
+    amqp = {"type": "amqp", "exchange": "alerts", "routing_key": "ops"}
+    alice = {"on": "failure", "target": {**amqp, "url": "amqp://alice:pw-alice@127.0.0.1:5672/%2F"}}
+    bob = {"on": "failure", "target": {**amqp, "url": "amqp://bob:pw-bob@127.0.0.1:5672/%2F"}}
+    job = create_with(api, [alice, bob], name="brokers").body
+    assert [rule["target"]["url"] for rule in job["alerts"]] == [
+        "amqp://alice:***@127.0.0.1:5672/%2F",
+        "amqp://bob:***@127.0.0.1:5672/%2F",
+    ]
+    answer = api("PUT", f"/v1/jobs/{job['id']}", job_body("brokers", alerts=job["alerts"][::-1]))
+    assert answer.status == 200, answer.body
+    with pool.connection() as conn:
+        stored = conn.execute("SELECT alerts FROM job_specs WHERE id = %s", (job["id"],)).fetchone()["alerts"]
+    urls = [decrypt_target_secrets(rule["target"], box)["url"] for rule in stored]
+    assert urls == ["amqp://bob:pw-bob@127.0.0.1:5672/%2F", "amqp://alice:pw-alice@127.0.0.1:5672/%2F"]
+
+
 def add_execution(pool, job_id: str, status: str, *, late_seconds: float = 0.0, trigger: str = "schedule") -> None:
     with pool.connection() as conn:
         conn.execute(

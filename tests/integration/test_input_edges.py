@@ -11,7 +11,7 @@ from tests.integration.test_alerts import rule
 from tests.integration.test_api import api, box, job_body  # noqa: F401 (pytest fixtures)
 from tests.integration.test_aws_api import AWS_TARGETS, QUEUE, ROLE
 
-LAMBDA, SQS, _, EVENTBRIDGE = AWS_TARGETS
+LAMBDA, SQS, SNS, EVENTBRIDGE = AWS_TARGETS
 DEEP = "[" * 5000 + "]" * 5000  # past Python's recursion limit when read
 
 
@@ -302,6 +302,22 @@ def test_run_vars_that_would_render_a_body_past_the_targets_limit_are_refused(ap
     refused = api("POST", f"/v1/jobs/{queue['id']}/run", {"vars": {"a": "é" * 4096}})
     assert refused.status == 400 and refused.body["error"]["details"][0]["field"] == "vars", refused.body
     assert api("POST", f"/v1/jobs/{queue['id']}/run", {"vars": {"a": "x" * 100}}).status == 202
+
+
+def test_a_runs_vars_are_held_to_the_limit_of_the_targets_own_body(api):
+    """One rule (``body_limit``) for both: an SNS subject counts against a run's message, as it
+    does against the job's; an event's detail has no identity attributes to leave room for."""
+    many = "{{vars.a}}" * 40  # a var is at most 8,192 characters
+    topic = created(api, job_body("vars-sns", target={**SNS, "subject": "s" * 100, "message": many}))
+    room = 262144 - 400 - 100  # less the identity attributes and the subject
+    refused = api("POST", f"/v1/jobs/{topic['id']}/run", {"vars": {"a": "m" * (room // 40 + 1)}})
+    assert refused.status == 400 and refused.body["error"]["details"][0]["field"] == "vars", refused.body
+    assert api("POST", f"/v1/jobs/{topic['id']}/run", {"vars": {"a": "m" * (room // 40)}}).status == 202
+    bus = created(api, job_body("vars-bus", target={**EVENTBRIDGE, "detail": '{"k": "' + many + '"}'}))
+    beside = len(EVENTBRIDGE["source"]) + len(EVENTBRIDGE["detail_type"]) + len(EVENTBRIDGE["event_bus_arn"])
+    fits = (262144 - beside - 9) // 40  # past 262144 - 400, which the run's check alone held to
+    assert 9 + 40 * fits > 262144 - 400
+    assert api("POST", f"/v1/jobs/{bus['id']}/run", {"vars": {"a": "d" * fits}}).status == 202
 
 
 def test_an_aws_body_is_sized_with_a_chained_runs_cause_at_its_longest(api):

@@ -227,6 +227,40 @@ def test_manual_run_is_served_first_and_leaves_the_occurrence(store):
     assert row.next_run_at == job.next_run_at and row.due_at is None
 
 
+def test_an_occurrence_due_before_a_run_request_runs_first(store, pool):
+    """Whichever is due first runs first: run-now requests made one after the other cannot hold
+    back an occurrence that was due before them (they starved an ``@every 1s`` schedule), and
+    a request made before the occurrence came due still goes first."""
+    job_id = str(service.create_job(store, OWNER, http_spec("fair", "0 0 1 1 *")).id)
+    make_due(pool, job_id)  # the occurrence is due since a second ago
+    store.request_run(OWNER, job_id)
+    [claim] = store.claim_and_start(1)
+    assert claim.lease_kind == "schedule" and claim.started.trigger == "schedule"
+    row = complete(
+        store,
+        job_id,
+        claim.lock_token,
+        claim.started.execution_id,
+        Outcome("succeeded"),
+        started=claim.started,
+        elapsed_seconds=0.1,
+    )
+    assert row.manual_run_at is not None  # the request waits its turn, kept
+    [then] = store.claim_due(1, 60)
+    assert then.lease_kind == "manual" and then.scheduled_at == row.manual_run_at
+    started = store.start_execution(job_id, then.lock_token, 60)
+    complete(store, job_id, then.lock_token, started.execution_id, Outcome("succeeded"))
+    # A request older than the occurrence's time: the request goes first (claim_due too).
+    store.request_run(OWNER, job_id)
+    make_due(pool, job_id)
+    with pool.connection() as conn:
+        conn.execute(
+            "UPDATE job_runs SET manual_run_at = next_run_at - interval '1 second' WHERE job_id = %s", (job_id,)
+        )
+    [first] = store.claim_due(1, 60)
+    assert first.lease_kind == "manual"
+
+
 def test_release_makes_the_job_due_again(store, pool):
     job_id = str(service.create_job(store, OWNER, http_spec("rel")).id)
     make_due(pool, job_id)

@@ -7,7 +7,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from pydantic import ValidationError
 
-from scheduler.schema.aws_models import LAMBDA_EVENT_LIMIT, SQS_LIMIT, region_of, rendered_size
+from scheduler.schema.aws_models import LAMBDA_EVENT_LIMIT, SQS_LIMIT, body_limit, region_of, rendered_size
 from scheduler.schema.models import JobSpec, validation_details
 from scheduler.targets.aws import classify
 
@@ -297,3 +297,28 @@ def test_an_sqs_target_takes_the_endpoint_s_queue_urls_and_names_them_when_refus
     SqsTarget.model_validate({**target, "queue_url": "http://127.0.0.1:4566/000000000000/q"})
     with pytest.raises(ValueError, match=r"http://127.0.0.1:4566/<account>/<queue> of the configured endpoint"):
         SqsTarget.model_validate({**target, "queue_url": "http://127.0.0.1:9/000000000000/q"})
+
+
+@pytest.mark.parametrize(
+    ("target", "field"),
+    [
+        (VALID[0], "payload"),
+        (VALID[1], "payload"),
+        (VALID[2], "body"),
+        (VALID[4], "message"),
+        (VALID[6], "detail"),
+    ],
+)
+def test_a_targets_body_is_held_to_body_limit_exactly(target, field):
+    """One rule for a target's own body and a manual run's (``body_limit``): a body of exactly
+    the limit is accepted by the target's model, a byte more refused. The manual run's check
+    had its own table, which left out an SNS subject and counted attributes an event lacks."""
+    limit = body_limit(target)
+    assert limit is not None
+
+    def body(size: int) -> str:  # JSON where the field must be JSON
+        return '{"k": "' + "a" * (size - 9) + '"}' if field in ("payload", "detail") else "a" * size
+
+    assert rendered_size(body(limit)) == limit
+    assert errors({**target, field: body(limit)}) == []
+    assert [e["field"] for e in errors({**target, field: body(limit + 1)})] == [f"target.{field}"]

@@ -1106,9 +1106,10 @@ def test_empty_columns_and_an_impossible_endpoint_port_are_usage_errors(api, cap
 
 def test_an_endpoint_that_is_not_the_apis_base_url_gets_a_hint(api, capsys):
     """The API's own 404 of a path no route answers (``no such resource``): a path after the
-    host, or a /v1 too many, in --endpoint. A missing job's 404 gets no such hint."""
+    host, or a /v1 too many, in --endpoint: exit 5 (not the API), not 3 (absent). A missing
+    job's 404 gets no such hint and exit 3."""
     api.on("GET", r"/wrong/v1/jobs.*", envelope("not_found", "no such resource"), status=404)
-    assert cli.main(["--endpoint", api.url + "/wrong", "jobs", "list"]) == 3
+    assert cli.main(["--endpoint", api.url + "/wrong", "jobs", "list"]) == 5
     err = capsys.readouterr().err
     assert "error: 404 not_found: no such resource" in err
     assert f"hint: no route of the API answers this path: is --endpoint ({api.url}/wrong) the API's base URL" in err

@@ -17,7 +17,7 @@ from scheduler.core.constants import OVERRIDE_BODY_FIELDS, SECRET_MASK, is_secre
 from scheduler.core.domain import Job, RunOverrides
 from scheduler.core.json_text import load_strict_json
 from scheduler.schema.actions import RunRequest
-from scheduler.schema.aws_models import override_body_limit, rendered_size, sqs_character_problem
+from scheduler.schema.aws_models import body_limit, rendered_size, sqs_character_problem
 from scheduler.schema.models import MAX_BODY_LENGTH
 from scheduler.secrets import SecretBox
 
@@ -65,7 +65,7 @@ def _check_rendered_size(request: RunRequest, target: dict[str, Any]) -> None:
         return
     values = request.vars or {}
     rendered = _VAR.sub(lambda match: values.get(match.group(1), match.group(0)), text)
-    limit = override_body_limit(target)
+    limit = body_limit(target)
     if limit is None:
         size, limit, unit = len(rendered), MAX_BODY_LENGTH, "characters"
     else:

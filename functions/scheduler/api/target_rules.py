@@ -10,7 +10,7 @@ from typing import Any
 from scheduler.api.errors import BadRequest
 from scheduler.core.constants import AWS_TARGET_TYPES
 from scheduler.core.errors import MaskedSecretError
-from scheduler.secrets import SecretBox, encrypt_target_secrets, keep_masked_secrets
+from scheduler.secrets import SecretBox, encrypt_target_secrets, keep_masked_secrets, url_with_password_masked
 
 
 def require_broker(data: dict[str, Any], settings: Any) -> None:
@@ -73,9 +73,8 @@ def _stored_rule(alert: Mapping[str, Any], i: int, before: Sequence[Mapping[str,
     def target_of(rule: Mapping[str, Any]) -> tuple[Any, Any]:
         target = rule.get("target") or {}
         url = target.get("url")
-        if isinstance(url, str) and "@" in url:  # a broker's credentials (stored sealed, sent as "***")
-            scheme, _, rest = url.partition("://")
-            url = f"{scheme}://{rest.rsplit('@', 1)[-1]}"
+        if isinstance(url, str):  # a broker's password: stored sealed, sent back as "***"
+            url = url_with_password_masked(url)
         return target.get("type"), url
 
     wanted = target_of(alert)

@@ -42,7 +42,11 @@ def client_command(func: Callable[[argparse.Namespace, Any], int]) -> Callable[[
             wrong_endpoint = endpoint_hint(exc, getattr(args, "endpoint", None))
             if wrong_endpoint is not None:
                 print(f"  hint: {wrong_endpoint}", file=sys.stderr)
-            return EXIT_SERVER if exc.code == "invalid_response" else exit_code_for_status(exc.status)
+            # No route answering a path the CLI knows: the endpoint is not the API (exit 5), not
+            # a missing resource (3), so a script's "absent" branch is never taken for it.
+            if exc.code == "invalid_response" or wrong_endpoint is not None:
+                return EXIT_SERVER
+            return exit_code_for_status(exc.status)
         except (JobNotFound, ExecutionNotFound) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_NOT_FOUND

@@ -78,14 +78,22 @@ def _max_rendered(text: str) -> str:
     return _SIZED_PLACEHOLDER.sub(lambda m: "x" * _PLACEHOLDER_WIDTH[m.group(1)], text)
 
 
-def override_body_limit(target: Mapping[str, Any]) -> int | None:
-    """The UTF-8 bytes a manual run's body for this AWS target may come to once rendered (the
-    delivery's attributes left room for); None for another target."""
+def body_limit(target: Mapping[str, Any]) -> int | None:
+    """The UTF-8 bytes an AWS target's body (``payload``, ``body``, ``message`` or ``detail``)
+    may come to once rendered: the service's limit less what the delivery sends beside it (the
+    identity attributes; an SNS subject; an event's source, detail-type and bus). One rule for
+    the target's own body and a manual run's; None for a target that is not an AWS one."""
     kind = target.get("type")
     if kind == "lambda":
         return LAMBDA_SYNC_LIMIT if target.get("invocation_type") == "RequestResponse" else LAMBDA_EVENT_LIMIT
-    limits = {"sqs": SQS_LIMIT, "sns": SNS_LIMIT, "eventbridge": EVENTBRIDGE_LIMIT}
-    return limits[kind] - IDENTITY_ATTRIBUTES_BYTES if kind in limits else None
+    if kind == "sqs":
+        return SQS_LIMIT - IDENTITY_ATTRIBUTES_BYTES
+    if kind == "sns":
+        return SNS_LIMIT - IDENTITY_ATTRIBUTES_BYTES - rendered_size(target.get("subject"))
+    if kind == "eventbridge":
+        beside = (target.get("source"), target.get("detail_type"), target.get("event_bus_arn"))
+        return EVENTBRIDGE_LIMIT - rendered_size(*beside)
+    return None
 
 
 def rendered_size(*texts: str | None) -> int:
@@ -97,11 +105,13 @@ def _sample_rendered(text: str) -> str:
     return _PLACEHOLDER.sub(lambda m: _SAMPLE[m.group(1)], text)
 
 
-def _check_size(field: str, limit: int, *texts: str | None, extra: int = 0) -> None:
-    size = rendered_size(*texts) + extra
-    if size > limit:
+def _check_size(field: str, target: Any, text: str) -> None:
+    """``text``, the body of the model ``target``, within its :func:`body_limit`."""
+    limit = body_limit(vars(target))
+    size = rendered_size(text)
+    if limit is not None and size > limit:
         raise AwsFieldError(
-            field, f"is {size} bytes once rendered (with the delivery's attributes); the service takes at most {limit}"
+            field, f"is {size} bytes once rendered; at most {limit} fit beside what the delivery sends with it"
         )
 
 
@@ -174,8 +184,7 @@ class LambdaTarget(_RoleTarget):
     def _payload(self) -> LambdaTarget:
         self._same_partition("function_arn", partition_of(self.function_arn))
         _check_json("payload", self.payload)
-        limit = LAMBDA_EVENT_LIMIT if self.invocation_type == "Event" else LAMBDA_SYNC_LIMIT
-        _check_size("payload", limit, self.payload)
+        _check_size("payload", self, self.payload)
         return self
 
 
@@ -207,7 +216,7 @@ class SqsTarget(_RoleTarget):
     def _fifo(self) -> SqsTarget:
         self._same_partition("queue_url", partition_of_region(region_of(self.queue_url)))
         _check_group(self.queue_url.endswith(".fifo"), self.message_group_id, "queue")
-        _check_size("body", SQS_LIMIT, self.body, extra=IDENTITY_ATTRIBUTES_BYTES)
+        _check_size("body", self, self.body)
         return self
 
 
@@ -236,7 +245,7 @@ class SnsTarget(_RoleTarget):
     def _checks(self) -> SnsTarget:
         self._same_partition("topic_arn", partition_of(self.topic_arn))
         _check_group(self.topic_arn.endswith(".fifo"), self.message_group_id, "topic")
-        _check_size("message", SNS_LIMIT, self.message, self.subject, extra=IDENTITY_ATTRIBUTES_BYTES)
+        _check_size("message", self, self.message)
         return self
 
 
@@ -270,7 +279,7 @@ class EventBridgeTarget(_RoleTarget):
     def _checks(self) -> EventBridgeTarget:
         self._same_partition("event_bus_arn", partition_of(self.event_bus_arn))
         _check_json("detail", self.detail, object_only=True)
-        _check_size("detail", EVENTBRIDGE_LIMIT, self.detail, self.source, self.detail_type, self.event_bus_arn)
+        _check_size("detail", self, self.detail)
         return self
 
 

@@ -266,8 +266,11 @@ WITH {{ due_rows }}
 UPDATE job_runs j
 SET lock_token = gen_random_uuid(),
     locked_until = now() + make_interval(secs => %(lease_seconds)s),
-    -- A pending manual run goes first; it does not disturb the occurrence in hand.
-    lease_kind = CASE WHEN j.manual_run_at <= now() THEN 'manual' ELSE 'schedule' END,
+    -- Whichever is due first runs first: a pending manual run, unless the occurrence in hand
+    -- has been due since before the request (due_at is the earlier of the two), so a stream of
+    -- run-now requests cannot hold the schedule back. A manual run does not disturb the
+    -- occurrence in hand.
+    lease_kind = CASE WHEN j.manual_run_at = j.due_at THEN 'manual' ELSE 'schedule' END,
     running_execution_id = NULL,
     last_status = CASE WHEN due.orphan_execution_id IS NULL THEN j.last_status ELSE 'lost' END
 FROM due
@@ -423,8 +426,8 @@ WITH {{ due_leases }}, job AS (
     SET lock_token = gen_random_uuid(),
         locked_until = now() + make_interval(secs => COALESCE((d.target->>'timeout_seconds')::float, 30)
                                                          + %(lease_margin_seconds)s),
-        lease_kind = CASE WHEN j.manual_run_at <= now() THEN 'manual' ELSE 'schedule' END,
-        attempt = CASE WHEN j.manual_run_at <= now() THEN j.attempt ELSE j.attempt + 1 END,
+        lease_kind = CASE WHEN j.manual_run_at = j.due_at THEN 'manual' ELSE 'schedule' END,
+        attempt = CASE WHEN j.manual_run_at = j.due_at THEN j.attempt ELSE j.attempt + 1 END,
         running_execution_id = gen_random_uuid(),
         last_run_at = now(),
         last_status = CASE WHEN due.orphan_execution_id IS NULL THEN j.last_status ELSE 'lost' END
