@@ -453,6 +453,8 @@ def test_executions_newest_first_with_status_and_cursor(api, pool):
         "waited_for",
         "caused_by",
         "caused_by_job_id",
+        "shifted_from",
+        "excluded_by",
     }
     assert got[0]["job_id"] == job["id"] and got[0]["scheduled_at"].endswith("Z") and got[0]["duration_ms"] == 42
 

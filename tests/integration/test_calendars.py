@@ -280,6 +280,42 @@ def test_deployed_executor_plans_the_next_time_with_the_calendar(store, pool, ta
     assert job.next_run_at == _expected(job, end, mode)
 
 
+@pytest.mark.parametrize("runner", ["local", "deployed"])
+def test_an_execution_of_a_shifted_occurrence_records_where_from(api, store, pool, target_server, runner):
+    """The history says why a run came at an odd time: the occurrence a calendar moved it from
+    (the first one of the schedule in the excluded span) and the calendar, as the preview does;
+    a run at an occurrence of the schedule itself says nothing of the kind."""
+    job_id, start, end = _calendar_job(store, f"shifted-{runner}", target_server.url + "/hook", "shift")
+
+    def run_due() -> None:
+        if runner == "local":
+            invoker = InProcessDispatch(Executor(store, lambda t: t, LOCAL), max_workers=2)
+            run_fanout(store, invoker, budget_seconds=0)
+            invoker.close()
+        else:
+            [claim] = store.claim_due(10, 60)
+            assert Executor(store, lambda t: t, LOCAL).run(Claim.from_event(claim.to_event())) is not None
+
+    make_due(pool, job_id)
+    run_due()
+    assert store.get_job(ALICE, job_id).scheduled_at == end  # the occurrence in hand: shifted
+    with pool.connection() as conn:  # its time has come (the occurrence stays the shifted one)
+        conn.execute("UPDATE job_runs SET next_run_at = now() - interval '1 second' WHERE job_id = %s", (job_id,))
+    run_due()
+    target_server.wait_for(2)
+    answer = api("GET", f"/v1/jobs/{job_id}/executions")
+    assert answer.status == 200, answer.body
+    shifted, plain = answer.body["executions"]
+    moved_from = store.get_job(ALICE, job_id).start_at + timedelta(hours=1)  # the first in the blackout
+    assert start <= moved_from < end
+    assert shifted["scheduled_at"] == end.isoformat().replace("+00:00", "Z")
+    assert (shifted["shifted_from"], shifted["excluded_by"]) == (
+        moved_from.isoformat().replace("+00:00", "Z"),
+        "blackout",
+    )
+    assert plain["shifted_from"] is None and plain["excluded_by"] is None
+
+
 def test_resume_applies_the_calendar(store, pool):
     job_id, _, end = _calendar_job(store, "resumed", "https://example.com/hook", "shift")
     job = service.pause_job(store, ALICE, job_id)

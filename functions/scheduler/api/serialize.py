@@ -104,6 +104,8 @@ def execution_json(execution: DomainExecution) -> dict[str, Any]:
         "waited_for": execution.waited_for,
         "caused_by": execution.caused_by,
         "caused_by_job_id": execution.caused_by_job_id,
+        "shifted_from": _time(execution.shifted_from),
+        "excluded_by": execution.excluded_by,
     }
     if execution.overrides is not None:
         answer["overrides"] = dict(execution.overrides)
@@ -202,6 +204,11 @@ class Execution(BaseModel):
         default=None, description="trigger `chain`: the id of the execution whose end ran this one"
     )
     caused_by_job_id: str | None = Field(default=None, description="trigger `chain`: the job of `caused_by`")
+    shifted_from: AwareDatetime | None = Field(
+        default=None,
+        description="the occurrence a calendar moved this one from (`on_excluded: shift`; recorded when it ends)",
+    )
+    excluded_by: str | None = Field(default=None, description="the calendar that moved it (with `shifted_from`)")
 
 
 class BackfillPlan(BaseModel):

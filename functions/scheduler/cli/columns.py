@@ -146,6 +146,7 @@ EXECUTION_COLUMN_SET: dict[str, Column] = {
         Column("job_id", "JOB ID", lambda e: e.get("job_id"), 36),
         Column("response", "RESPONSE", lambda e: truncate(e.get("response_excerpt"), 40), 40),
         Column("caused_by", "CAUSED BY", lambda e: e.get("caused_by"), 36),
+        Column("shifted_from", "SHIFTED FROM", lambda e: e.get("shifted_from"), 20),
     )
 }
 EXECUTION_DEFAULT = (

@@ -250,6 +250,7 @@ def format_execution_details(execution: dict[str, Any]) -> str:
         ("http status", execution.get("http_status")),
         ("trigger", f"{execution.get('trigger')} (attempt {execution.get('attempt')})"),
         ("scheduled at", execution.get("scheduled_at")),
+        *_shifted(execution),
         ("due at", execution.get("due_at")),
         ("started at", execution.get("started_at")),
         ("finished at", execution.get("finished_at")),
@@ -267,6 +268,12 @@ def format_execution_details(execution: dict[str, Any]) -> str:
     else:
         lines.append(f"{'response excerpt:'.ljust(width)}  -")
     return "\n".join(lines)
+
+
+def _shifted(execution: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The row of an occurrence a calendar moved (none for another)."""
+    shifted = execution.get("shifted_from")
+    return [("shifted from", f"{shifted} (calendar {execution.get('excluded_by')})")] if shifted else []
 
 
 def print_api_error(exc: Any, stream: Any = None) -> None:

@@ -34,6 +34,7 @@ from scheduler.core.records import (  # noqa: F401 (the domain's names, re-expor
     PartitionMaintenance,
     Pause,
     RunOverrides,
+    Shift,
     Skip,
     SkipReason,
 )
@@ -257,6 +258,8 @@ class Plan(Struct, frozen=True):
     chain: ChainRun | None = None
     # A failed backfill delivery's completion only: its retry (0019), written with it.
     backfill_retry: BackfillRetry | None = None
+    # A completion's plan only: how a calendar moved the occurrence that ran (0025), on record.
+    shift: Shift | None = None
 
     @classmethod
     def of(cls, job: Job) -> Plan:
@@ -346,6 +349,8 @@ class Execution:
     skipped_count: int | None = None
     caused_by: str | None = None  # a chained run's cause: the execution that ended (0016)
     caused_by_job_id: str | None = None  # and its job
+    shifted_from: datetime | None = None  # the occurrence a calendar moved this one from (0025)
+    excluded_by: str | None = None  # and the calendar
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Execution:
@@ -373,6 +378,8 @@ class Execution:
             skipped_count=row.get("skipped_count"),
             caused_by=str(row["caused_by"]) if row.get("caused_by") else None,
             caused_by_job_id=str(row["caused_by_job_id"]) if row.get("caused_by_job_id") else None,
+            shifted_from=row.get("shifted_from"),
+            excluded_by=row.get("excluded_by"),
         )
 
 
@@ -397,9 +404,9 @@ class Claim(Struct, frozen=True):
             "lock_token": self.lock_token,
             "lease_kind": str(self.lease_kind),
             "scheduled_at": self.scheduled_at.isoformat(),
-            "due_at": _iso(self.due_at),
+            "due_at": self.due_at and self.due_at.isoformat(),
             "claimed_at": self.claimed_at.isoformat(),
-            "locked_until": _iso(self.locked_until),
+            "locked_until": self.locked_until and self.locked_until.isoformat(),
             "reclaimed": self.reclaimed,
         }
 
@@ -425,10 +432,6 @@ class Claim(Struct, frozen=True):
 
 
 _EPOCH = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
-
-
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
 
 
 def _instant(value: Any) -> datetime:

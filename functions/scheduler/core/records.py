@@ -67,6 +67,15 @@ class Skip:
 
 
 @dataclass(frozen=True, slots=True)
+class Shift:
+    """How a calendar moved the occurrence an execution ran (``on_excluded: shift``, 0025): the
+    occurrence it was moved from and the calendar that excluded it."""
+
+    shifted_from: datetime
+    excluded_by: str
+
+
+@dataclass(frozen=True, slots=True)
 class BackfillRetry:
     """A failed backfill delivery's next attempt: the occurrence, the attempt it will be, when,
     and when the failed attempt started (``max_age_seconds``, a float or None, counts from the

@@ -34,6 +34,7 @@ from scheduler.core.domain import (
     Outcome,
     Plan,
     RetryPolicy,
+    Shift,
     Skip,
     SkipReason,
     Trigger,
@@ -61,6 +62,7 @@ from scheduler.schedules.calendars import (
     Calendar,
     CalendarSchedule,
     build_calendar,
+    shifted_from,
     with_calendars,
 )
 
@@ -397,7 +399,8 @@ def plan_completion(
     planned leaves behind are on record as skips (``skipped_at_completion``: ``missed`` or
     ``overlap``, by the attempt's start ``ran_started_at``). A failed backfill delivery
     (``ran_as``: the execution's trigger and attempt) is retried under the same policy
-    (``Plan.backfill_retry``; ``max_age_seconds`` counts from its first attempt).
+    (``Plan.backfill_retry``; ``max_age_seconds`` counts from its first attempt). An occurrence
+    that a calendar moved (``on_excluded: shift``) is on record with where from (``Plan.shift``).
 
     ``common``: a batch's memo (an empty dict to begin with), where the plans that are not the
     job's own (:func:`_common_plan`) are made once for the batch's jobs of one schedule and
@@ -405,6 +408,38 @@ def plan_completion(
     """
     if common is not None and (shared := _common_plan(job, outcome, now, ran_occurrence, common)) is not None:
         return shared
+    plan = _planned_completion(job, outcome, now, rng, ran_occurrence, calendars, ran_started_at, ran_as)
+    shift = shift_of_run(job, ran_occurrence, calendars, ran_as)
+    return plan if shift is None else replace(plan, shift=shift)
+
+
+def shift_of_run(
+    job: Job, ran_occurrence: datetime | None, calendars: Calendars, ran_as: tuple[Trigger, int] | None
+) -> Shift | None:
+    """How a calendar moved the occurrence that ran (``on_excluded: shift``), for its execution's
+    record; None when it was not moved, and for a manual or chained run (its time is its
+    request's). Only a job with calendars pays for the look."""
+    if not calendars or job.on_excluded != "shift" or ran_occurrence is None or job.run_at is not None:
+        return None
+    manual = ran_as[0] in (Trigger.MANUAL, Trigger.CHAIN) if ran_as else job.lease_kind == LeaseKind.MANUAL
+    schedule = schedule_of(job, calendars)
+    if manual or not isinstance(schedule, CalendarSchedule):
+        return None
+    found = shifted_from(schedule.base, schedule.calendars, ran_occurrence)
+    return None if found is None else Shift(*found)
+
+
+def _planned_completion(
+    job: Job,
+    outcome: Outcome,
+    now: datetime,
+    rng: random.Random | None,
+    ran_occurrence: datetime | None,
+    calendars: Calendars,
+    ran_started_at: datetime | None,
+    ran_as: tuple[Trigger, int] | None,
+) -> Plan:
+    """``plan_completion``'s plan of the job's columns, made for this job alone."""
     if job.lease_kind == LeaseKind.MANUAL:
         if ran_as is not None and ran_as[0] == Trigger.BACKFILL and ran_occurrence and ran_started_at:
             return _retry_backfill(job, outcome, now, rng, (ran_occurrence, ran_as[1], ran_started_at))

@@ -442,6 +442,17 @@ def _moment(text: Any, tz: ZoneInfo, where: str) -> datetime:
     return value.astimezone(UTC)
 
 
+def shifted_from(base: Schedule, calendars: Sequence[Calendar], at: datetime) -> tuple[datetime, str] | None:
+    """Where ``on_excluded: shift`` moved the occurrence ``at`` from: the first occurrence of
+    ``base`` in the excluded span that ends at ``at``, and the calendar that excludes it; None
+    when ``at`` was not moved (the preview's ``shifted_from``, and an execution's)."""
+    span = excluded_span(calendars, at - _ONE_US)
+    if span is None or span.end != at:
+        return None
+    moved = base.next_after(span.start - _ONE_US)
+    return (moved, span.by) if moved is not None and moved < at else None
+
+
 # -- the preview's explanation ---------------------------------------------------------------------
 
 
@@ -472,11 +483,9 @@ def explain(
                 budget -= 1
                 raw = base.next_after(raw)
         item: dict[str, Any] = {"at": at}
-        span = excluded_span(calendars, at - _ONE_US) if on_excluded == "shift" else None
-        if span is not None and span.end == at:
-            moved = base.next_after(span.start - _ONE_US)
-            if moved is not None and moved < at:
-                item.update(shifted_from=moved, excluded_by=span.by)
+        shift = shifted_from(base, calendars, at) if on_excluded == "shift" else None
+        if shift is not None:
+            item.update(shifted_from=shift[0], excluded_by=shift[1])
         items.append(item)
         previous = at
     return items

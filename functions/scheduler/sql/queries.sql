@@ -976,6 +976,20 @@ FROM ready JOIN run ON run.job_id = ready.job_id
 WHERE b.id = ready.id
 RETURNING b.id;
 
+-- name: record_shifts
+-- In the transaction of their completions: where a calendar moved each execution's occurrence
+-- from (0025). One element per execution: its job, id and started_at (the partition's key, whose
+-- bounds prune the days read), the occurrence it was moved from and the calendar.
+WITH shift AS (
+    SELECT * FROM jsonb_to_recordset(%(shifts)s::jsonb)
+        AS s(job_id uuid, execution_id uuid, started_at timestamptz, shifted_from timestamptz, excluded_by text)
+)
+UPDATE executions e
+SET shifted_from = shift.shifted_from, excluded_by = shift.excluded_by
+FROM shift
+WHERE e.job_id = shift.job_id AND e.started_at = shift.started_at AND e.id = shift.execution_id
+  AND e.started_at BETWEEN (SELECT min(started_at) FROM shift) AND (SELECT max(started_at) FROM shift);
+
 -- name: record_backfill_retries
 -- In the transaction of their completions (only when a failed backfill delivery is to be retried:
 -- other completions run no such statement): the retry each asks its backfill for, a JSON array of

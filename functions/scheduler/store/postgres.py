@@ -57,7 +57,14 @@ from scheduler.store.rows import (
     started_rows_cursor,
     transaction_if,
 )
-from scheduler.store.skips import RunRecords, pause_params, record_backfill_retries, record_skips, skips_param
+from scheduler.store.skips import (
+    RunRecords,
+    pause_params,
+    record_backfill_retries,
+    record_shifts,
+    record_skips,
+    skips_param,
+)
 from scheduler.store.started import LEASE_KINDS, LOCK_TOKEN_COLUMN, RECLAIMED_COLUMN, STARTED_COLUMNS, read_started
 
 __all__ = ["STARTED_COLUMNS", "Store"]
@@ -403,12 +410,13 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, AlertRuleTables, Tar
         extra = [
             (done, plan)
             for done, plan in planned
-            if plan.delete or plan.skips or plan.backfill_retry or plan.chain is not None
+            if plan.delete or plan.skips or plan.backfill_retry or plan.chain is not None or plan.shift is not None
         ]
         doomed = [str(done.job_id) for done, plan in extra if plan.delete]
         skipping = any(plan.skips or plan.backfill_retry for _, plan in extra)
         chained = [(str(done.job_id), plan.chain) for done, plan in extra if plan.chain is not None]
-        transaction = doomed or skipping or chained
+        shifted = [(done, plan.shift, done.started.started_at) for done, plan in extra if plan.shift and done.started]
+        transaction = doomed or skipping or chained or shifted
         with self.pool.connection() as conn, transaction_if(conn, bool(transaction)):
             # The ids of the outcomes NOT written come back (complete_outcomes), as text, as the
             # callers hold them: nearly always none.
@@ -422,6 +430,8 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, AlertRuleTables, Tar
                 record_backfill_retries(conn, kept)
             if chained:
                 request_chained_runs(conn, [chain for job_id, chain in chained if job_id in written])
+            if shifted:
+                record_shifts(conn, [shift for shift in shifted if str(shift[0].job_id) in written])
             _delete_completed(conn, [job_id for job_id in doomed if job_id in written])
             return written
 
@@ -451,6 +461,8 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, AlertRuleTables, Tar
                 record_backfill_retries(conn, [(str(done.job_id), plan)])
             if written and plan.chain is not None:
                 request_chained_runs(conn, [plan.chain])
+            if written and plan.shift is not None:
+                record_shifts(conn, [(done, plan.shift, leased.ran_started_at)])
             if written and plan.delete:
                 _delete_completed(conn, [done.job_id])
             return written

@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 
-from scheduler.core.domain import Pause, Plan, Skip
+from scheduler.core.domain import Completion, Pause, Plan, Shift, Skip
 from scheduler.sql import QUERIES
 from scheduler.store.rows import retry_on_dead_connection
 
@@ -39,6 +39,23 @@ def record_skips(conn: psycopg.Connection, planned: Sequence[tuple[str, Plan]]) 
     rows = [[job_id, *skip.as_json()] for job_id, plan in planned for skip in plan.skips]
     if rows:
         conn.execute(QUERIES["record_skips"], {"skips": json.dumps(rows)})
+
+
+def record_shifts(conn: psycopg.Connection, shifts: Sequence[tuple[Completion, Shift, datetime]]) -> None:
+    """In the transaction of their completions: where a calendar moved each execution's occurrence
+    from (0025), for the completions written, each with its execution's ``started_at``."""
+    rows = [
+        {
+            "job_id": str(done.job_id),
+            "execution_id": str(done.execution_id),
+            "started_at": started_at.isoformat(),
+            "shifted_from": shift.shifted_from.isoformat(),
+            "excluded_by": shift.excluded_by,
+        }
+        for done, shift, started_at in shifts
+    ]
+    if rows:
+        conn.execute(QUERIES["record_shifts"], {"shifts": json.dumps(rows)})
 
 
 def record_backfill_retries(conn: psycopg.Connection, planned: Sequence[tuple[str, Plan]]) -> None:

@@ -216,6 +216,8 @@ class Execution:
     skipped_count: int | None = None
     caused_by: str | None = None  # trigger "chain": the execution whose end ran this one
     caused_by_job_id: str | None = None  # and its job
+    shifted_from: datetime | None = None  # the occurrence a calendar moved this one from
+    excluded_by: str | None = None  # and the calendar
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -241,6 +243,8 @@ class Execution:
             skipped_count=data.get("skipped_count"),
             caused_by=data.get("caused_by"),
             caused_by_job_id=data.get("caused_by_job_id"),
+            shifted_from=parse_time(data.get("shifted_from")),
+            excluded_by=data.get("excluded_by"),
             raw=_frozen(dict(data)),
         )
 

@@ -175,6 +175,8 @@ function ExecutionDetails({ e }) {
       ${e.caused_by ? row('Caused by', html`<a class="cause" href="#/jobs/${e.caused_by_job_id}">execution <code>${e.caused_by}</code></a>
         <span class="muted"> (its job ran this one: on_success, on_failure or on_complete)</span>`) : ''}
       ${row('Scheduled', fmtTime(e.scheduled_at))}
+      ${e.shifted_from ? row('Shifted from', html`<span class="shifted">${fmtTime(e.shifted_from)}
+        <span class="muted"> (calendar ${e.excluded_by} excluded it; on_excluded: shift)</span></span>`) : ''}
       ${row('Due', e.due_at ? fmtTime(e.due_at) : null)}
       ${row('Started', e.started_at ? fmtTime(e.started_at) : null)}
       ${row('Finished', e.finished_at ? fmtTime(e.finished_at) : null)}
@@ -202,7 +204,9 @@ function ExecutionRows({ executions, withJob }) {
           <td>${e.caused_by_job_id
             ? html`<a class="cause" href="#/jobs/${e.caused_by_job_id}" title=${'caused by execution ' + e.caused_by}
                      onClick=${(ev) => ev.stopPropagation()}>${e.trigger} ←</a>`
-            : e.trigger}${e.overrides ? html` <span class="tag" title="run with overrides">overrides</span>` : ''}</td>
+            : e.trigger}${e.overrides ? html` <span class="tag" title="run with overrides">overrides</span>` : ''}${e.shifted_from
+            ? html` <span class="tag shifted" title=${'shifted from ' + fmtTime(e.shifted_from) + ' by calendar ' + e.excluded_by}>shifted</span>`
+            : ''}</td>
           <td class="num">${e.attempt}</td>
           <td class="num http">${e.http_status ?? '—'}</td>
           <td class="num">${fmtMs(e.duration_ms)}</td>
