@@ -82,33 +82,42 @@ def replace_calendar(
     """Replace a calendar (only at ``expected_version`` when given: If-Match; its change-log
     entry made by ``by``), then replan the jobs that name it (their occurrence in hand, when it is
     still to come and no attempt is under way: one already due runs as planned). A job whose
-    occurrence moves gets a ``replan`` entry in its own change log, made by ``by`` too."""
+    occurrence moves gets a ``replan`` entry in its own change log, made by ``by`` too.
+
+    Every job naming it is read once, with the calendars they name, for both the check and the
+    replan; a job edited in between is read again when its write finds it changed."""
     timezone, kept, compiled = _checked_definition(name, definition)
-    _refuse_if_jobs_would_stop(store, owner, compiled, next(iter(kept), "dates"))
+    jobs = store.jobs_naming_calendar(owner, name)
+    named = calendars_of_batch(store, jobs)
+    _refuse_if_jobs_would_stop(jobs, named, compiled, store.now(), next(iter(kept), "dates"))
     record = store.replace_calendar(owner, name, timezone, kept, expected_version, by=by)
-    for job_id, _ in store.jobs_using_calendar(owner, name):
-        _replan(store, owner, job_id, record, by)
+    named[(owner, name)] = lifecycle.compile_calendar(record)
+    for job in jobs:
+        _replan(store, job, [named[(owner, n)] for n in job.exclude_calendars if (owner, n) in named], record, by)
     return record
 
 
-def _refuse_if_jobs_would_stop(store: CalendarJobStore, owner: str, calendar: Calendar, field: str) -> None:
-    """Refuse (``ScheduleError`` on ``field``) a calendar that would leave a job naming it with no
-    run in the coming 50 years: replanned, the job would complete, for good, without a word."""
-    now, stopped = store.now(), []
-    for job_id, job_name in store.jobs_using_calendar(owner, calendar.name):
-        try:
-            job = store.get_job(owner, job_id)
-        except NotFound:
+def _refuse_if_jobs_would_stop(
+    jobs: Sequence[Job], named: Mapping[tuple[str | None, str], Calendar], calendar: Calendar, now: datetime, field: str
+) -> None:
+    """Refuse (``ScheduleError`` on ``field``) a calendar that would leave a job naming it, active
+    or paused, with no run in the coming 50 years: replanned, the job would complete, for good,
+    without a word (a paused one too: its resume would find it completed)."""
+    stopped = []
+    for job in jobs:
+        if job.state == JobState.COMPLETED or job.run_at is not None:
             continue
-        if job.state != JobState.ACTIVE or job.run_at is not None:
-            continue
-        calendars = [calendar if c.name == calendar.name else c for c in job_calendars(store, job)]
+        calendars = [
+            calendar if n == calendar.name else named[(job.owner, n)]
+            for n in job.exclude_calendars
+            if n == calendar.name or (job.owner, n) in named
+        ]
         try:
             refuse_a_schedule_left_without_runs(
                 job, lifecycle.plan_first(job, now, calendars=calendars), now, calendars
             )
         except ScheduleError:
-            stopped.append(job_name)
+            stopped.append(str(job.name))
     if stopped:
         raise ScheduleError(
             f"would leave no run in the coming 50 years to the jobs {', '.join(sorted(stopped)[:10])}"
@@ -136,40 +145,45 @@ def replan_change(calendar: CalendarRecord, by: str | None, was: Plan, plan: Pla
     return Change(ChangeAction.REPLAN, by, diff)
 
 
-def _replan(store: JobStore, owner: str, job_id: str, calendar: CalendarRecord, by: str | None) -> None:
+def _replan(store: JobStore, job: Job, calendars: Sequence[Calendar], calendar: CalendarRecord, by: str | None) -> None:
     """A job's occurrence in hand computed again with its calendars as they are now (when still to
     come and no attempt is under way), written if the job is still what was read, with its
-    ``replan`` entry (``replan_change``)."""
-    for _ in range(REPLAN_ATTEMPTS):
-        try:
-            current = store.get_job(owner, job_id)
-        except NotFound:
+    ``replan`` entry (``replan_change``); read again when it changed since."""
+    current: Job | None = job
+    for attempt in range(REPLAN_ATTEMPTS):
+        if current is None:
             return
         now = store.now()
         if current.state == JobState.COMPLETED or current.attempt > 0:
             return
         if current.scheduled_at is not None and current.scheduled_at <= now:
             return
-        calendars = job_calendars(store, current)
         # The calendar exclusions before the occurrence in hand are on record: those from it on are new.
         plan = lifecycle.plan_first(current, now, current.state, calendars, recorded_until=current.scheduled_at)
         was = Plan.of(current)
         if plan == was:
             return
         written = store.update_job(
-            owner,
-            job_id,
+            str(current.owner),
+            str(current.id),
             current.spec(),
             plan,
             version=current.version,
             planned_from=was,
             change=replan_change(calendar, by, was, plan),
         )
-        if written is not None:
+        if written is not None or attempt == REPLAN_ATTEMPTS - 1:
             return
+        try:
+            current = store.get_job(str(current.owner), str(current.id))
+        except NotFound:
+            return
+        calendars = job_calendars(store, current)
 
 
-def calendars_of_batch(store: CompletionStore, jobs: Sequence[Job]) -> dict[tuple[str | None, str], Calendar]:
+def calendars_of_batch(
+    store: JobStore | CompletionStore, jobs: Sequence[Job]
+) -> dict[tuple[str | None, str], Calendar]:
     """The calendars the jobs of a batch name, in one read (none when no job names one: the
     hot path of jobs without calendars reads nothing more)."""
     wanted = {(job.owner, name) for job in jobs if job.owner is not None for name in job.exclude_calendars}

@@ -260,8 +260,8 @@ class CalendarStore(Protocol):
         """A page of a calendar's or a rule set's change log, newest first (kept after a delete)."""
         ...
 
-    def jobs_using_calendar(self, owner: str, name: str, limit: int = 1000) -> list[tuple[str, str]]:
-        """``(id, name)`` of the owner's jobs that name the calendar."""
+    def jobs_naming_calendar(self, owner: str, name: str) -> list[Job]:
+        """Every job of the owner's that names the calendar."""
         ...
 
     def calendars_of(self, wanted: Iterable[tuple[str, str]]) -> list[CalendarRecord]:

@@ -85,6 +85,8 @@ def test_executions_across_jobs_newest_first_with_job_names(api, two_owners):
         "waited_for",
         "caused_by",
         "caused_by_job_id",
+        "shifted_from",
+        "excluded_by",
     }
     # Pages of 3 give the same rows in the same order, ties on started_at included.
     assert page_all(api, {"limit": 3}) == got

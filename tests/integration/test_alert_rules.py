@@ -6,10 +6,12 @@ missing_run quiet while the job is paused."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 
+from scheduler.core.domain import ChangedKind
 from scheduler.runner.alerts import Alerts
 from scheduler.secrets import decrypt_target_secrets, is_token
 from tests.integration.test_alerts import SLACK, Recorder, add_execution, rule
@@ -233,3 +235,28 @@ def test_the_state_of_a_job_left_without_rules_is_purged(api, store, pool):
     store.purge_alerts(30)
     with pool.connection() as conn:
         assert conn.execute("SELECT count(*) AS n FROM alert_states").fetchone()["n"] == 0
+
+
+def test_concurrent_puts_creating_one_set_make_one_create_and_updates(store):
+    """A PUT that lost the race to create a set updated the set the winner created without having
+    read it (no prior set: a 500). It now runs again and logs an update of what it replaced."""
+    writers, barrier, errors, created = 8, threading.Barrier(8), [], []
+    alerts = [{"on": "failure", "target": {"type": "http", "url": "https://hooks.example.com/a", "method": "POST"}}]
+
+    def put_one(i: int) -> None:
+        barrier.wait()
+        try:
+            created.append(store.put_alert_rule(ALICE, "raced", f"tag-{i}", alerts, by=ALICE)[1])
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=put_one, args=(i,)) for i in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and sorted(created) == [False] * (writers - 1) + [True]
+    assert store.get_alert_rule(ALICE, "raced").version == writers
+    entries = store.list_resource_changes(ALICE, ChangedKind.ALERT_RULES, "raced")
+    assert sorted(str(entry.action) for entry in entries) == ["create"] + ["update"] * (writers - 1)
+    assert all(entry.diff for entry in entries if str(entry.action) == "update")

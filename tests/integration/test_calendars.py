@@ -26,7 +26,7 @@ from scheduler.store.rows import spec_params as _spec_params
 from scheduler.store.skips import skips_param
 from scheduler.targets.results import TargetPolicy
 from tests.integration.test_api import ALICE, BOB, Client, job_body
-from tests.support import http_spec, make_due, poll
+from tests.support import http_spec, insert_due_jobs, make_due, poll
 
 UK_ICS = (
     "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//uk.gov//EN\r\n"
@@ -149,6 +149,38 @@ def test_a_job_skips_or_shifts_and_a_calendar_in_use_cannot_be_deleted(api):
     for job in (skip.body, shift.body):
         assert api("PATCH", f"/v1/jobs/{job['id']}", {"exclude_calendars": []}).status == 200
     assert api("DELETE", "/v1/calendars/uk").status == 204
+
+
+def test_a_calendar_that_would_stop_a_paused_job_is_refused_too(api):
+    """A replacement that leaves a job no run in 50 years is refused: an active job's was, and a
+    paused one's was completed for good (its resume found it completed)."""
+    api("POST", "/v1/calendars", {"name": "blk", "dates": ["2030-01-01"]})
+    job = api("POST", "/v1/jobs", job_body("paused-blk", schedule="0 9 * * *", exclude_calendars=["blk"])).body
+    assert api("POST", f"/v1/jobs/{job['id']}/pause").status == 200
+    everything = {"ranges": [{"start": "2020-01-01", "end": "9998-12-31"}]}
+    refused = api("PUT", "/v1/calendars/blk", everything)
+    assert refused.status == 400 and "paused-blk" in refused.error["message"], refused.body
+    after = api("GET", f"/v1/jobs/{job['id']}").body
+    assert after["state"] == "paused" and after["next_run_at"] == job["next_run_at"]
+    assert api("GET", "/v1/calendars/blk").body["version"] == 1
+
+
+def test_a_calendar_replacement_replans_every_job_that_names_it(api, store, pool):
+    """Not the first 1,000 only: each job naming it moves off the day it now excludes."""
+    insert_due_jobs(pool, 1003, owner=ALICE, prefix="many", due_offset_seconds=86400, schedule="0 0 1 1 *")
+    api("POST", "/v1/calendars", {"name": "big", "dates": ["2030-01-01"]})
+    with pool.connection() as conn:
+        conn.execute("UPDATE job_specs SET exclude_calendars = '{big}' WHERE owner = %s", (ALICE,))
+    next_new_year = datetime(store.now().year + 1, 1, 1, tzinfo=UTC)
+    answer = api("PUT", "/v1/calendars/big", {"dates": [next_new_year.date().isoformat()]})
+    assert answer.status == 200, answer.body
+    with pool.connection() as conn:
+        moved = conn.execute(
+            "SELECT count(*) AS n FROM job_runs r JOIN job_specs s ON s.id = r.job_id"
+            " WHERE s.owner = %s AND r.next_run_at = %s",
+            (ALICE, next_new_year.replace(year=next_new_year.year + 1)),
+        ).fetchone()["n"]
+    assert moved == 1003
 
 
 def test_preview_applies_calendars_and_explains(api):

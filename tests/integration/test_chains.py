@@ -7,11 +7,12 @@ does not; a chained run records its cause."""
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 import pytest
 
 from scheduler import service
-from scheduler.core.domain import Completion, Outcome, Trigger
+from scheduler.core.domain import Completion, Outcome, RunOverrides, Trigger
 from scheduler.core.errors import ChainError
 from tests.support import http_spec, make_due
 
@@ -264,3 +265,70 @@ def test_a_chain_to_a_deleted_job_does_not_block_other_edits(store):
     with pytest.raises(ChainError, match="names no job of yours: 'gone'") as refused:
         service.update_job(store, OWNER, a.id, lambda job: {**job.spec(), "on_complete": ["gone"]})
     assert refused.value.field == "on_complete[0]"
+
+
+def _finish(store, claim) -> None:
+    """Complete a claim_and_start claim as succeeded (its chains asked for)."""
+    started = claim.started
+    assert service.complete_execution(
+        store,
+        claim.job_id,
+        claim.lock_token,
+        started.execution_id,
+        Outcome("succeeded"),
+        started=started,
+        elapsed_seconds=0.01,
+    )
+
+
+def _claim(store, job_id: str):
+    [claim] = [c for c in store.claim_and_start(10) if c.job_id == job_id]
+    return claim
+
+
+def test_a_chained_run_asked_for_during_a_run_now_carries_none_of_its_overrides(store):
+    """A run now's overrides are for that run only: a chained run asked for while it runs
+    delivered its one-off body and headers (credentials among them) a second time."""
+    a, b, _ = make_jobs(store, on_success=["b"])
+    one_off = {"body": "ONE-OFF", "headers": {"Authorization": "sealed"}}
+    store.request_run(OWNER, b.id, RunOverrides(deliver=one_off, shown={"body": "ONE-OFF"}))
+    running = _claim(store, b.id)
+    assert running.started.overrides == one_off
+    store.request_run(OWNER, a.id)
+    _finish(store, _claim(store, a.id))  # a's success asks for b while b's run now runs
+    _finish(store, running)
+    chained = _claim(store, b.id)
+    assert chained.started.trigger == Trigger.CHAIN and chained.started.overrides is None
+    [execution, _] = store.list_executions(OWNER, b.id)
+    assert execution.trigger == Trigger.CHAIN and execution.overrides is None
+
+
+def test_a_chained_run_asked_for_during_a_backfill_delivery_is_not_lost(store, pool):
+    a, b, _ = make_jobs(store, on_success=["b"])
+    occurrence = store.now().replace(microsecond=0) - timedelta(days=400)
+    assert store.insert_backfill(OWNER, b.id, [occurrence], 1.0)
+    assert store.pump_backfills() == 1
+    delivering = _claim(store, b.id)
+    assert delivering.started.trigger == Trigger.BACKFILL
+    store.request_run(OWNER, a.id)
+    _finish(store, _claim(store, a.id))
+    _finish(store, delivering)
+    chained = _claim(store, b.id)
+    assert chained.started.trigger == Trigger.CHAIN and chained.started.scheduled_at > occurrence
+
+
+def test_run_requests_made_during_a_run_now_are_one_run_that_keeps_the_first_of_them(store):
+    """Requests coalesce until a run starts: the first made during a run now takes the slot for
+    the next run, the others join it (requested_at and overrides stay the first's)."""
+    _, b, _ = make_jobs(store)
+    store.request_run(OWNER, b.id)
+    running = _claim(store, b.id)
+    vars_one = {"vars": {"a": "ONE"}}
+    second = store.request_run(OWNER, b.id, RunOverrides(deliver=vars_one, shown=vars_one))
+    third = store.request_run(OWNER, b.id)
+    assert third.manual_run_at == second.manual_run_at > running.started.started_at
+    _finish(store, running)
+    next_run = _claim(store, b.id)
+    assert next_run.started.scheduled_at == second.manual_run_at and next_run.started.overrides == vars_one
+    _finish(store, next_run)
+    assert store.claim_and_start(10) == []  # one run for the two requests

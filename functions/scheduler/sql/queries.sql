@@ -201,26 +201,31 @@ WITH execution AS (
 )
 DELETE FROM job_specs WHERE id = %(id)s AND owner = %(owner)s RETURNING id;  -- its job_runs row by the key's cascade
 
+-- fragment: new_request
+-- Whether a run request starts a new request rather than joining the one in the job's slot:
+-- none is pending, or the one there is the manual run under way (requested before the run
+-- started: last_run_at is the start). A request made during the run took the slot for the next
+-- run; the requests after it join that one, as requests do until a run starts.
+(r.manual_run_at IS NULL
+ OR (r.lease_kind = 'manual' AND r.running_execution_id IS NOT NULL AND r.manual_run_at <= r.last_run_at))
+
 -- name: request_manual_run
 -- Run now, outside the schedule. If the job is leased, the claim takes it once the lease ends.
--- Requests coalesce until a run starts; one made while a manual run is under way is a new one.
--- The run state's update runs first, its specification's reads its rows (the lock order: see
--- get_job_for_update).
+-- Requests coalesce until a run starts; one made while a manual run is under way is a new one
+-- (new_request). The run state's update runs first, its specification's reads its rows (the
+-- lock order: see get_job_for_update).
 -- The overrides (0015): a request's own replace a pending request's; a request without any keeps
 -- those of the pending one it joins, and a new request starts with its own (or none).
 WITH run AS (
     UPDATE job_runs r
-    SET manual_run_at = CASE WHEN r.manual_run_at IS NULL OR (r.lease_kind = 'manual' AND r.running_execution_id IS NOT NULL)
-                             THEN now() ELSE r.manual_run_at END,
-        manual_overrides = CASE WHEN r.manual_run_at IS NULL OR (r.lease_kind = 'manual' AND r.running_execution_id IS NOT NULL)
-                                THEN %(overrides)s::jsonb
+    SET manual_run_at = CASE WHEN {{ new_request }} THEN now() ELSE r.manual_run_at END,
+        manual_overrides = CASE WHEN {{ new_request }} THEN %(overrides)s::jsonb
                                 -- a pending backfill delivery is kept: the request joins it
                                 WHEN r.manual_overrides ? 'backfill_at' THEN r.manual_overrides
                                 ELSE COALESCE(%(overrides)s::jsonb, r.manual_overrides) END,
         -- A new request of the owner's own is no chained run (one coalesced with a pending
         -- chained run keeps its cause).
-        pending_cause = CASE WHEN r.manual_run_at IS NULL OR (r.lease_kind = 'manual' AND r.running_execution_id IS NOT NULL)
-                             THEN NULL ELSE r.pending_cause END
+        pending_cause = CASE WHEN {{ new_request }} THEN NULL ELSE r.pending_cause END
     FROM job_specs s
     WHERE r.job_id = %(id)s AND s.id = r.job_id AND s.owner = %(owner)s
     RETURNING r.*
@@ -687,6 +692,12 @@ WHERE owner = %(owner)s AND exclude_calendars @> ARRAY[%(name)s::text] AND exclu
 ORDER BY name
 LIMIT %(limit)s;
 
+-- name: jobs_naming_calendar
+-- Every job of the owner's that names the calendar, whole: a replacement checks and replans them.
+SELECT * FROM jobs
+WHERE owner = %(owner)s AND exclude_calendars @> ARRAY[%(name)s::text] AND exclude_calendars <> '{}'
+ORDER BY name;
+
 -- name: delete_calendar
 DELETE FROM calendars WHERE owner = %(owner)s AND name = %(name)s;
 
@@ -1019,7 +1030,7 @@ RETURNING b.id;
 -- name or id that no longer names a job is passed over). %(chains)s is a JSON array of
 -- {"owner", "names": [...], "ids": [...], "cause": {...}}. Each job is asked for as by
 -- request_manual_run (a request pending coalesces; one made while a manual run is under way is a
--- new one), with the cause its run's execution records (caused_by) and renders ({{cause.*}}).
+-- new one, new_request), with the cause its run's execution records (caused_by) and renders ({{cause.*}}).
 -- The rows are locked in id order, so two completions asking for the same jobs cannot deadlock.
 WITH chain AS (
     SELECT c->>'owner' AS owner, ARRAY(SELECT jsonb_array_elements_text(c->'names')) AS names,
@@ -1042,8 +1053,10 @@ WITH chain AS (
     FOR UPDATE OF r
 )
 UPDATE job_runs r
-SET manual_run_at = CASE WHEN r.manual_run_at IS NULL OR (r.lease_kind = 'manual' AND r.running_execution_id IS NOT NULL)
-                         THEN now() ELSE r.manual_run_at END,
+SET manual_run_at = CASE WHEN {{ new_request }} THEN now() ELSE r.manual_run_at END,
+    -- A new request carries no overrides: those in the slot are the run's under way (a run now's
+    -- one-off body and headers, a backfill's occurrence), which must not run again.
+    manual_overrides = CASE WHEN {{ new_request }} THEN NULL ELSE r.manual_overrides END,
     pending_cause = locked.cause
 FROM locked
 WHERE r.job_id = locked.job_id

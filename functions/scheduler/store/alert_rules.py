@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from scheduler.core.alerts import AlertRuleRecord
@@ -15,6 +16,9 @@ from scheduler.core.errors import AlertRuleNotFound, VersionMismatch
 from scheduler.sql import QUERIES
 from scheduler.store.changes import rule_set_fields, write_resource_change
 from scheduler.store.rows import retry_on_dead_connection, transaction_if
+
+# How many times a PUT creating a set runs again when a concurrent PUT created it first.
+RACED_CREATE_ATTEMPTS = 3
 
 
 class AlertRuleTables:
@@ -45,17 +49,23 @@ class AlertRuleTables:
             "expected_version": expected_version,
         }
         query = QUERIES["put_alert_rule" if expected_version is None else "replace_alert_rule"]
-        with self.pool.connection() as conn, transaction_if(conn, by is not None):
-            row = conn.execute(query, params).fetchone()
-            if row is not None:
-                record, created = AlertRuleRecord.from_row(row), bool(row["created"])
-                before = None if created else rule_set_fields(row["prior_tag"], row["prior_alerts"])
-                action = ChangeAction.CREATE if created else ChangeAction.UPDATE
-                after = rule_set_fields(tag, alerts)
-                write_resource_change(
-                    conn, owner, ChangedKind.ALERT_RULES, name, record.version, action, by, before, after
-                )
-                return record, created
+        for _ in range(RACED_CREATE_ATTEMPTS):
+            with self.pool.connection() as conn, conn.transaction():
+                row = conn.execute(query, params).fetchone()
+                if row is not None and not row["created"] and row["prior_tag"] is None:
+                    # Created by a concurrent PUT after this statement's snapshot: it updated a
+                    # set it had not read. Undone, and run again (it now reads that set first).
+                    raise psycopg.Rollback()
+                if row is not None:
+                    record, created = AlertRuleRecord.from_row(row), bool(row["created"])
+                    before = None if created else rule_set_fields(row["prior_tag"], row["prior_alerts"])
+                    action = ChangeAction.CREATE if created else ChangeAction.UPDATE
+                    after = rule_set_fields(tag, alerts)
+                    write_resource_change(
+                        conn, owner, ChangedKind.ALERT_RULES, name, record.version, action, by, before, after
+                    )
+                    return record, created
+                break
         try:  # nothing written: If-Match named another version, or there is no set to replace
             current: int | None = self.get_alert_rule(owner, name).version
         except AlertRuleNotFound:

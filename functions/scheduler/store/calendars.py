@@ -10,7 +10,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from scheduler.core.domain import CalendarRecord, ChangeAction, ChangedKind
+from scheduler.core.domain import CalendarRecord, ChangeAction, ChangedKind, Job
 from scheduler.core.errors import CalendarInUse, CalendarNameTaken, CalendarNotFound, ScheduleError, VersionMismatch
 from scheduler.sql import QUERIES
 from scheduler.store.changes import calendar_fields, write_resource_change
@@ -111,11 +111,12 @@ class CalendarTables:
         raise CalendarNotFound(name)
 
     @retry_on_dead_connection
-    def jobs_using_calendar(self, owner: str, name: str, limit: int = 1000) -> list[tuple[str, str]]:
-        """``(id, name)`` of the owner's jobs that name the calendar, in name order."""
-        params = {"owner": owner, "name": name, "limit": limit}
+    def jobs_naming_calendar(self, owner: str, name: str) -> list[Job]:
+        """Every job of the owner's that names the calendar, in name order, in one read (a
+        replacement checks and replans them all)."""
         with self.pool.connection() as conn:
-            return [(str(row["id"]), row["name"]) for row in conn.execute(QUERIES["jobs_using_calendar"], params)]
+            rows = conn.execute(QUERIES["jobs_naming_calendar"], {"owner": owner, "name": name}).fetchall()
+        return [Job.from_row(row) for row in rows]
 
     @retry_on_dead_connection
     def delete_calendar(self, owner: str, name: str, *, by: str | None = None) -> None:
