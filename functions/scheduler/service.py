@@ -311,8 +311,8 @@ def _write_edit(
         pausing, pause = pause_of(current) if pause_of else (False, Pause.of(current))
         before = {**current.spec(), "state": str(current.state)}
         after = {**spec, "state": str(plan.state if plan else current.state)}
-        if action == ChangeAction.UPDATE and plan is None and not spec_diff(before, after):
-            return current  # a PUT or PATCH that changes nothing: no write, no new version, no entry
+        if _changes_nothing(action, current, plan, spec_diff(before, after), pause):
+            return current  # no write, no new version, no entry
         written = store.update_job(
             owner,
             job_id,
@@ -330,6 +330,16 @@ def _write_edit(
                 on_skips(plan.skips)
             return written
     raise EditConflict(job_id)
+
+
+def _changes_nothing(action: ChangeAction, current: Job, plan: Plan | None, diff: Any, pause: Pause | None) -> bool:
+    """Whether an edit leaves the job as it is: a PUT or PATCH of what it has, a resume of a job
+    that is not paused, a pause of a completed job or again with the same record."""
+    if action == ChangeAction.UPDATE:
+        return plan is None and not diff
+    if action == ChangeAction.RESUME:
+        return current.state != JobState.PAUSED
+    return current.state == JobState.COMPLETED or (current.state == JobState.PAUSED and pause == Pause.of(current))
 
 
 def plan_completion(

@@ -260,3 +260,19 @@ def test_concurrent_puts_creating_one_set_make_one_create_and_updates(store):
     entries = store.list_resource_changes(ALICE, ChangedKind.ALERT_RULES, "raced")
     assert sorted(str(entry.action) for entry in entries) == ["create"] + ["update"] * (writers - 1)
     assert all(entry.diff for entry in entries if str(entry.action) == "update")
+
+
+def test_a_rule_set_put_of_what_it_has_writes_nothing(api):
+    first = put(api, "quiet", "billing", [rule("failure")])
+    assert first.status == 201, first.body
+    again = api(
+        "PUT",
+        "/v1/alert-rules/quiet",
+        {"tag": "billing", "alerts": first.body["alerts"]},
+        headers={"If-Match": f'"{first.body["version"]}"'},
+    )
+    assert again.status == 200 and again.body["version"] == first.body["version"], again.body
+    assert put(api, "quiet", "billing", [rule("failure")]).body["version"] == first.body["version"]
+    changes = api("GET", "/v1/alert-rules/quiet/changes").body["changes"]
+    assert [entry["action"] for entry in changes] == ["create"]
+    assert put(api, "quiet", "ops", [rule("failure")]).body["version"] == first.body["version"] + 1

@@ -456,3 +456,18 @@ def test_an_ics_calendar_with_byday_exdate_and_a_timed_window_through_the_api(ap
         ("2027-01-28T09:00:00Z", None),
         ("2027-01-29T09:00:00Z", None),
     ]
+
+
+def test_a_calendar_put_of_what_it_has_writes_nothing(api):
+    """As a job's: no new version (an If-Match of it stays good), no empty change-log entry."""
+    body = {"timezone": "Europe/London", "dates": ["2030-01-01", "2030-12-25"]}
+    created = api("POST", "/v1/calendars", {"name": "same", **body}).body
+    again = api("PUT", "/v1/calendars/same", body, headers={"If-Match": f'"{created["version"]}"'})
+    assert again.status == 200 and again.body["version"] == created["version"], again.body
+    assert api("PUT", "/v1/calendars/same", body).body["version"] == created["version"]
+    changes = api("GET", "/v1/calendars/same/changes").body["changes"]
+    assert [entry["action"] for entry in changes] == ["create"]
+    stale = api("PUT", "/v1/calendars/same", body, headers={"If-Match": '"7"'})
+    assert stale.status == 412
+    moved = api("PUT", "/v1/calendars/same", {**body, "dates": ["2030-01-01"]})
+    assert moved.body["version"] == created["version"] + 1

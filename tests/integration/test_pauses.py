@@ -182,3 +182,23 @@ def test_a_bulk_request_stops_at_its_limit_says_more_and_the_client_sends_it_aga
         server.shutdown()
     assert resumed == {"jobs": [job["id"] for job in ours], "count": 7}
     assert all(api("GET", f"/v1/jobs/{job['id']}").body["state"] == "active" for job in ours)
+
+
+def test_a_pause_or_resume_that_changes_nothing_writes_nothing(api, store, pool):
+    """No new version and no change-log entry (a client's If-Match stays good): a resume of an
+    active job, a pause again with the same record, a pause of a completed job. The pause names
+    the caller, a session of a role included, as the change log does."""
+    session = "arn:aws:sts::111111111111:assumed-role/Worker/s2"
+    job = create(api, principal=session)
+    path = f"/v1/jobs/{job['id']}"
+    assert api("POST", f"{path}/resume", principal=session).body["version"] == job["version"]
+    paused = api("POST", f"{path}/pause", {"note": "n"}, principal=session).body
+    assert paused["pause"]["by"] == session and paused["version"] == job["version"] + 1
+    assert api("POST", f"{path}/pause", {"note": "n"}, principal=session).body["version"] == paused["version"]
+    assert api("POST", f"{path}/pause", {"note": "m"}, principal=session).body["version"] == paused["version"] + 1
+    with pool.connection() as conn:
+        conn.execute("UPDATE job_runs SET state = 'completed', next_run_at = NULL WHERE job_id = %s", (job["id"],))
+    completed = api("GET", path, principal=session).body
+    assert api("POST", f"{path}/pause", principal=session).body["version"] == completed["version"]
+    actions = [entry["action"] for entry in api("GET", f"{path}/changes", principal=session).body["changes"]]
+    assert actions == ["pause", "pause", "create"]

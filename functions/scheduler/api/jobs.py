@@ -343,18 +343,19 @@ def pause_job(
     caller: Caller,
     request: Annotated[PauseRequest | None, Body()] = None,
 ) -> Response[Any]:
-    pause = pause_record(request, store, owner)
+    pause = pause_record(request, store, caller)
     return job_response(service.pause_job(store, owner, job_id, pause, by=caller))
 
 
-def pause_record(request: PauseRequest | None, store: JobStore, owner: str) -> Pause:
-    """The pause's record of a pause request, by the caller: 400 on ``until`` when it is not in
-    the future (by the database clock), on ``note`` for text that cannot be stored."""
+def pause_record(request: PauseRequest | None, store: JobStore, caller: str) -> Pause:
+    """The pause's record of a pause request, by the caller (the principal, a session of a role
+    included, as the change log names it): 400 on ``until`` when it is not in the future (by the
+    database clock), on ``note`` for text that cannot be stored."""
     request = request or PauseRequest()
     check_text(request.note, "note")
     if request.until is not None and request.until <= store.now():
         raise BadRequest("until", "must be in the future (the job would resume at once)")
-    return Pause(note=request.note, until=request.until, by=owner)
+    return Pause(note=request.note, until=request.until, by=caller)
 
 
 @router.route(
@@ -402,7 +403,7 @@ def pause_jobs(
     request: Annotated[BulkPauseRequest, Body()], store: StoreDep, owner: Owner, caller: Caller
 ) -> Response[Any]:
     check_text(request.model_dump(exclude={"until"}), "body")
-    pause = pause_record(PauseRequest(note=request.note, until=request.until), store, owner)
+    pause = pause_record(PauseRequest(note=request.note, until=request.until), store, caller)
     done = service.pause_jobs(store, owner, tag=request.tag, name_prefix=request.name_prefix, pause=pause, by=caller)
     logger.info("jobs paused", extra={"count": len(done.jobs), "more": done.more})
     return bulk_response(done)

@@ -661,8 +661,9 @@ LIMIT %(limit)s;
 
 -- name: replace_calendar
 -- With an expected version (If-Match), only that version is replaced; the caller tells an absent
--- calendar from a changed one by reading it again. The calendar as it was (prior_*, held by the
--- CTE) is answered too: the change log's diff.
+-- calendar from a changed one, or from one that would not change, by reading it again (a
+-- replacement by what it has writes nothing). The calendar as it was (prior_*, held by the CTE)
+-- is answered too: the change log's diff.
 WITH prior AS (
     SELECT timezone, definition FROM calendars WHERE owner = %(owner)s AND name = %(name)s FOR UPDATE
 )
@@ -671,6 +672,7 @@ SET timezone = %(timezone)s, definition = %(definition)s, version = c.version + 
 FROM prior
 WHERE c.owner = %(owner)s AND c.name = %(name)s
   AND (%(expected_version)s::integer IS NULL OR c.version = %(expected_version)s::integer)
+  AND (c.timezone, c.definition) IS DISTINCT FROM (%(timezone)s::text, %(definition)s::jsonb)
 RETURNING c.*, prior.timezone AS prior_timezone, prior.definition AS prior_definition;
 
 -- name: lock_calendar
@@ -1144,6 +1146,8 @@ INSERT INTO alert_rules (owner, name, tag, alerts)
 SELECT %(owner)s, %(name)s, %(tag)s, %(alerts)s FROM (SELECT 1) AS one LEFT JOIN prior ON true
 ON CONFLICT (owner, name) DO UPDATE
 SET tag = EXCLUDED.tag, alerts = EXCLUDED.alerts, version = alert_rules.version + 1, updated_at = now()
+-- A replacement by what the set has writes nothing (no row: the caller reads it again).
+WHERE (alert_rules.tag, alert_rules.alerts) IS DISTINCT FROM (EXCLUDED.tag, EXCLUDED.alerts)
 RETURNING *, (xmax = 0) AS created, (SELECT tag FROM prior) AS prior_tag, (SELECT alerts FROM prior) AS prior_alerts;
 
 -- name: replace_alert_rule
@@ -1156,6 +1160,7 @@ UPDATE alert_rules r
 SET tag = %(tag)s, alerts = %(alerts)s, version = r.version + 1, updated_at = now()
 FROM prior
 WHERE r.owner = %(owner)s AND r.name = %(name)s AND r.version = %(expected_version)s::integer
+  AND (r.tag, r.alerts) IS DISTINCT FROM (%(tag)s::text, %(alerts)s::jsonb)
 RETURNING r.*, false AS created, prior.tag AS prior_tag, prior.alerts AS prior_alerts;
 
 -- name: get_alert_rule

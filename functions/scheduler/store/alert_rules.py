@@ -66,11 +66,13 @@ class AlertRuleTables:
                     )
                     return record, created
                 break
-        try:  # nothing written: If-Match named another version, or there is no set to replace
-            current: int | None = self.get_alert_rule(owner, name).version
+        try:  # nothing written: If-Match named another version, no set to replace, or no change
+            found = self.get_alert_rule(owner, name)
         except AlertRuleNotFound:
-            current = None
-        raise VersionMismatch(current, "alert rule set")
+            raise VersionMismatch(None, "alert rule set") from None
+        if expected_version not in (None, found.version):
+            raise VersionMismatch(found.version, "alert rule set")
+        return found, False  # a replacement by what the set has: no new version, no entry
 
     @retry_on_dead_connection
     def get_alert_rule(self, owner: str, name: str) -> AlertRuleRecord:

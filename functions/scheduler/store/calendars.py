@@ -106,9 +106,12 @@ class CalendarTables:
                     conn, owner, ChangedKind.CALENDAR, name, record.version, ChangeAction.UPDATE, by, before, after
                 )
                 return record
-        if expected_version is not None:  # absent, or at another version: which one
-            raise VersionMismatch(self.get_calendar(owner, name).version, "calendar")
-        raise CalendarNotFound(name)
+        # Nothing written: absent, at another version, or already what was asked (the statement
+        # writes no new version of what it has).
+        current = self.get_calendar(owner, name)  # CalendarNotFound when absent
+        if expected_version is not None and current.version != expected_version:
+            raise VersionMismatch(current.version, "calendar")
+        return current
 
     @retry_on_dead_connection
     def jobs_naming_calendar(self, owner: str, name: str) -> list[Job]:
