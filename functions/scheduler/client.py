@@ -60,7 +60,9 @@ from scheduler.transport.api_wire import (
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
 ENDPOINT_ENV = "SCHEDULER_ENDPOINT"
 DEFAULT_TIMEOUT = 30.0
-MAX_PAGES = 10_000
+# A listing that has not ended after this many pages is taken for a fault (a cursor the server
+# keeps answering): 200 million jobs at 200 a page, far past any real listing.
+MAX_PAGES = 1_000_000
 
 
 class SchedulerClient(AlertRuleCalls, CalendarCalls):
@@ -390,14 +392,19 @@ class SchedulerClient(AlertRuleCalls, CalendarCalls):
 
     @staticmethod
     def _pages(fetch: Any, filters: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """The pages, to the last (``next_cursor`` null). A cursor answered twice, or a listing
+        past ``MAX_PAGES``, is an ``invalid_response`` error: never a listing cut short in silence."""
         cursor, seen = filters.pop("cursor", None), set()
         for _ in range(MAX_PAGES):
             page = fetch(**filters, cursor=cursor)
             yield page
             cursor = page.get("next_cursor") if isinstance(page, dict) else None
-            if not cursor or cursor in seen:
+            if not cursor:
                 return
+            if cursor in seen:
+                raise ApiCallFailed(200, "invalid_response", "the listing answered a cursor it had answered before")
             seen.add(cursor)
+        raise ApiCallFailed(200, "invalid_response", f"the listing did not end after {MAX_PAGES:,} pages")
 
     def find_job_by_name(self, name: str) -> dict[str, Any]:
         """The job named exactly ``name`` (looked up with ``name_prefix``), or ``JobNotFound``."""

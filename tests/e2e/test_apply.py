@@ -324,6 +324,7 @@ def test_apply_and_export_carry_calendars_and_alert_rule_sets(api, tmp_path):
         "created": [],
         "updated": ["calendar/plant-closures", "alert_rules/plant-team"],
         "deleted": [],
+        "skipped": [],
         "unchanged": ["plant-report"],
     }
     calendar = api.get("/v1/calendars/plant-closures")

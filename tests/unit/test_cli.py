@@ -496,6 +496,7 @@ def test_update_by_name_with_a_patch_file(api, tmp_path):
         "run_at": "2027-01-01T00:00:00Z",
         "schedule": None,
         "schedules": None,
+        "spread": None,  # a one-off has none: the job's goes
         "target": {"exchange": "x", "type": "amqp"},
     }
     assert "If-Match" not in api.requests[-1].headers

@@ -16,6 +16,7 @@ from typing import Any
 from scheduler.cli.api import client_command
 from scheduler.cli.common import EXIT_OK, UsageError
 from scheduler.cli.jobs import add_page_flags, print_listing
+from scheduler.cli.manifests import with_secret_references
 from scheduler.cli.output import format_changes, format_table, print_data
 from scheduler.cli.reading import read_definition
 
@@ -57,7 +58,7 @@ def _flag_rule(text: str, webhook: str | None) -> dict[str, Any]:
 
 def alert_rule_definition(args: argparse.Namespace) -> dict[str, Any]:
     """The rule set of ``-f`` and the flags (the flags' rules added to the file's)."""
-    definition: dict[str, Any] = dict(read_definition(args.file)) if args.file else {}
+    definition: dict[str, Any] = with_secret_references(read_definition(args.file), args.file) if args.file else {}
     if args.name:
         definition["name"] = args.name
     if args.tag:

@@ -16,11 +16,12 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from scheduler.cli.api import client_command
-from scheduler.cli.common import EXIT_OK, JOB_STATES, UsageError
+from scheduler.cli.common import EXIT_API_ERROR, EXIT_OK, JOB_STATES, UsageError
+from scheduler.cli.comparing import differences, normal_form
 from scheduler.cli.manifests import (
     KINDS,
     Resolved,
@@ -33,7 +34,6 @@ from scheduler.cli.manifests import (
 )
 from scheduler.cli.output import print_data
 from scheduler.cli.reading import READ_ONLY_FIELDS
-from scheduler.secrets import mask_target_secrets
 
 
 @dataclass
@@ -48,72 +48,14 @@ class Step:
     definition: dict[str, Any] | None = None
     changes: list[str] = field(default_factory=list)
     kind: str = "job"
+    source: str | None = None  # the document's place (jobs.yaml#2)
+    refused: list[str] = field(default_factory=list)  # what the API's model says is wrong with it
+    done: bool = False  # written
 
     @property
     def shown(self) -> str:
         """How a line names it: a job by its name, the others by kind and name."""
         return self.name if self.kind == "job" else f"{self.kind}/{self.name}"
-
-
-def normal_form(definition: dict[str, Any], kind: str = "job") -> dict[str, Any] | None:
-    """The definition as the API would store it (defaults filled in, secrets masked, empty lists
-    as absent); None when the model refuses it (the API will say why)."""
-    from pydantic import BaseModel, ValidationError
-
-    from scheduler.schema.alert_rules import AlertRuleSetSpec
-    from scheduler.schema.calendars import CalendarDefinition
-    from scheduler.schema.models import JobSpec
-
-    masked = {k: v for k, v in definition.items() if kind == "job" or k != "name"}
-    if isinstance(masked.get("target"), dict):
-        masked["target"] = mask_target_secrets(masked["target"])
-    if isinstance(masked.get("alerts"), list):
-        masked["alerts"] = [
-            {**rule, "target": mask_target_secrets(rule["target"])}
-            if isinstance(rule, dict) and isinstance(rule.get("target"), dict)
-            else rule
-            for rule in masked["alerts"]
-        ]
-    models: dict[str, type[BaseModel]] = {
-        "job": JobSpec,
-        "calendar": CalendarDefinition,
-        "alert_rules": AlertRuleSetSpec,
-    }
-    model = models[kind]
-    try:
-        dumped = model.model_validate(masked).model_dump(mode="python")
-    except (ValidationError, ValueError, TypeError):
-        return None
-    if kind == "job":
-        return dumped
-    return {k: v for k, v in dumped.items() if k != "name" and v is not None and v != []}
-
-
-def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            out.update(_flat(item, f"{prefix}.{key}" if prefix else str(key)))
-        return out or {prefix: {}}
-    return {prefix: value}
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, datetime):
-        return value.isoformat().replace("+00:00", "Z")
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def differences(wanted: dict[str, Any] | None, stored: dict[str, Any] | None) -> list[str]:
-    """``field: old -> new`` for each field that differs (every field when either side is unknown)."""
-    if wanted is None or stored is None:
-        return ["(the definition is checked by the API)"]
-    new, old = _flat(wanted), _flat(stored)
-    return [
-        f"{key}: {_shown(old.get(key))} -> {_shown(new.get(key))}"
-        for key in sorted(set(new) | set(old))
-        if new.get(key) != old.get(key)
-    ]
 
 
 def plan(resolved: list[Resolved], stored: dict[str, dict[str, Any]], *, resend_secrets: bool) -> list[Step]:
@@ -123,23 +65,49 @@ def plan(resolved: list[Resolved], stored: dict[str, dict[str, Any]], *, resend_
     for item in resolved:
         kind, name = item.document.kind, item.document.name
         current = stored.get(kind, {}).get(name)
+        problems: list[str] = []
         if current is None:
             if item.unset_secrets:
                 raise UsageError(
                     f"{item.document.source}: a new {item.document.noun} needs its secrets: "
                     f"set {', '.join(item.unset_secrets)}"
                 )
-            steps.append(Step("create", name, definition=item.definition, kind=kind))
+            if kind == "job" and _ran_and_deleted(item.definition):
+                steps.append(Step("skip", name, changes=[_RAN_AND_DELETED], kind=kind, source=item.document.source))
+                continue
+            normal_form(item.definition, kind, problems)
+            steps.append(Step("create", name, definition=item.definition, kind=kind, source=item.document.source))
+            steps[-1].refused = problems
             continue
         kept = {k: v for k, v in current.items() if k not in READ_ONLY_FIELDS}
-        changes = differences(normal_form(item.definition, kind), normal_form(kept, kind))
+        changes = differences(normal_form(item.definition, kind, problems), normal_form(kept, kind))
         sent_secrets = resend_secrets and _has_secret(item.definition)
         if sent_secrets and not changes:
             changes = ["(secrets sent again: --resend-secrets)"]
         key = current["id"] if kind == "job" else name
         action = "update" if changes else "unchanged"
         steps.append(Step(action, name, key, current.get("version"), item.definition, changes, kind))
+        steps[-1].source, steps[-1].refused = item.document.source, problems
     return steps
+
+
+_RAN_AND_DELETED = (
+    "(a one-off whose run_at has passed and that deletes itself once run: it ran and was deleted, "
+    "and created again it would run again)"
+)
+
+
+def _ran_and_deleted(definition: dict[str, Any]) -> bool:
+    """Whether a job absent from the API is a one-off that deleted itself after it ran
+    (``after_completion: delete``, its ``run_at`` past): apply does not create it again."""
+    run_at = definition.get("run_at")
+    if definition.get("after_completion") != "delete" or not isinstance(run_at, str):
+        return False
+    try:
+        when = datetime.fromisoformat(run_at.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return when.tzinfo is not None and when < datetime.now(UTC)
 
 
 def _has_secret(definition: dict[str, Any]) -> bool:
@@ -210,54 +178,87 @@ def _write(client: Any, step: Step) -> None:
         client.put_alert_rule(step.name, definition.get("tag"), definition.get("alerts") or [], if_match=version)
 
 
+_CHAINS = ("on_success", "on_failure", "on_complete")
+
+
 def chained_after(resolved: list[Resolved]) -> list[Resolved]:
     """``resolved`` with each job after the jobs of the same files its chains name (by name);
-    otherwise in order (a cycle, which the API refuses anyway, keeps its order)."""
+    otherwise in order (a cycle, which the API refuses anyway, keeps its order). Walked without
+    recursion: a chain of thousands of jobs is as good as one of two."""
     jobs = {item.document.name: item for item in resolved if item.document.kind == "job"}
     placed: list[Resolved] = []
     seen: set[int] = set()
 
-    def place(item: Resolved, path: frozenset[str]) -> None:
-        if id(item) in seen:
-            return
-        name = item.document.name
-        for chain in ("on_success", "on_failure", "on_complete"):
-            for ref in item.definition.get(chain) or []:
-                named = jobs.get(ref) if isinstance(ref, str) else None
-                if named is not None and ref not in path and ref != name:
-                    place(named, path | {name})
-        seen.add(id(item))
-        placed.append(item)
+    def named_by(item: Resolved) -> list[Resolved]:
+        refs = [ref for chain in _CHAINS for ref in item.definition.get(chain) or [] if isinstance(ref, str)]
+        return [jobs[ref] for ref in refs if ref in jobs and ref != item.document.name]
 
-    for item in resolved:
-        place(item, frozenset())
+    for first in resolved:
+        if id(first) in seen:
+            continue
+        # A depth-first walk: each job is placed once the jobs it names are; one on the path
+        # already (a cycle) is not walked again.
+        stack = [(first, iter(named_by(first)))]
+        path = {id(first)}
+        while stack:
+            item, pending = stack[-1]
+            following = next((n for n in pending if id(n) not in seen and id(n) not in path), None)
+            if following is not None:
+                stack.append((following, iter(named_by(following))))
+                path.add(id(following))
+                continue
+            stack.pop()
+            path.discard(id(item))
+            if id(item) not in seen:
+                seen.add(id(item))
+                placed.append(item)
     return placed
 
 
-_VERBS = {"create": ("+", "created"), "update": ("~", "updated"), "delete": ("-", "deleted")}
+_VERBS = {"create": ("+", "created"), "update": ("~", "updated"), "delete": ("-", "deleted"), "skip": ("=", "skipped")}
 
 
 def carry_out(client: Any, steps: list[Step], *, dry_run: bool, say: Callable[[str], None]) -> None:
-    """Do each step (or, ``dry_run``, only say it), printing a line per change and its fields."""
-    for step in steps:
+    """Do each step (or, ``dry_run``, only say it), printing a line per change and its fields. A
+    dry run says what the API would refuse, field by field (the model's own checks), instead of
+    what it would change. A step the API refuses stops the run; what it says is led by the
+    document at fault and the steps made before it."""
+    for i, step in enumerate(steps):
         if step.action == "unchanged":
             continue
         mark, done = _VERBS[step.action]
-        if not dry_run:
-            _write(client, step)
-        say(f"{mark} {step.shown} ({'would be ' + done if dry_run else done})")
+        if dry_run and step.refused:
+            say(f"! {step.shown} (would be refused{': ' + step.source if step.source else ''})")
+            for problem in step.refused:
+                say(f"    {problem}")
+            continue
+        if not dry_run and step.action != "skip":
+            try:
+                _write(client, step)
+                step.done = True
+            except Exception:
+                made = sum(s.action not in ("unchanged", "skip") for s in steps[:i])
+                where = f" ({step.source})" if step.source else ""
+                print(
+                    f"apply: {step.shown}{where} could not be {done}; {made} change(s) before it made", file=sys.stderr
+                )
+                raise
+        say(f"{mark} {step.shown} ({'would be ' + done if dry_run and step.action != 'skip' else done})")
         for change in step.changes:
             say(f"    {change}")
 
 
 def summary(steps: list[Step], dry_run: bool) -> str:
     """``2 changed (1 created, 1 updated), 3 unchanged``."""
-    counts = {action: sum(s.action == action for s in steps) for action in ("create", "update", "delete", "unchanged")}
+    counts = {a: sum(s.action == a for s in steps) for a in ("create", "update", "delete", "skip", "unchanged")}
     changed = counts["create"] + counts["update"] + counts["delete"]
     parts = [f"{counts[a]} {_VERBS[a][1]}" for a in ("create", "update", "delete") if counts[a]]
     line = f"{changed} {'would change' if dry_run and changed else 'changed'}"
     line += f" ({', '.join(parts)})" if parts else ""
-    return line + f", {counts['unchanged']} unchanged" + (" (dry run: nothing was changed)" if dry_run else "")
+    line += f", {counts['unchanged']} unchanged" + (f", {counts['skip']} skipped" if counts["skip"] else "")
+    refused = sum(bool(s.refused) for s in steps if s.action in ("create", "update"))
+    line += f", {refused} would be refused" if dry_run and refused else ""
+    return line + (" (dry run: nothing was changed)" if dry_run else "")
 
 
 @client_command
@@ -280,15 +281,33 @@ def apply(args: argparse.Namespace, client: Any) -> int:
     if args.prune:
         steps += prune_steps(client, args.selector, {d.name for d in documents if d.kind == "job"})
     table = args.output == "table"
-    carry_out(client, steps, dry_run=args.dry_run, say=print if table else (lambda line: None))
+    try:
+        carry_out(client, steps, dry_run=args.dry_run, say=print if table else (lambda line: None))
+    except Exception:
+        if not table:  # what was made before the refusal, in the form asked for
+            print_data(args.output, _result(steps, args.dry_run, made_only=True))
+        raise
     if table:
         print(summary(steps, args.dry_run))
     else:
-        result: dict[str, Any] = {"dry_run": args.dry_run}
-        for action in ("create", "update", "delete", "unchanged"):
-            result[_VERBS[action][1] if action in _VERBS else action] = [s.shown for s in steps if s.action == action]
-        print_data(args.output, result)
-    return EXIT_OK
+        print_data(args.output, _result(steps, args.dry_run))
+    refused = args.dry_run and any(s.refused for s in steps if s.action in ("create", "update"))
+    return EXIT_API_ERROR if refused else EXIT_OK
+
+
+def _result(steps: list[Step], dry_run: bool, *, made_only: bool = False) -> dict[str, Any]:
+    """``-o json``'s answer: the objects by what apply did to them (``made_only``: the steps made
+    before one the API refused, and that one as ``failed``)."""
+    result: dict[str, Any] = {"dry_run": dry_run}
+    if made_only:
+        failed = next((s for s in steps if s.action in ("create", "update", "delete") and not s.done), None)
+        steps = steps[: steps.index(failed)] if failed else steps
+        result["failed"] = failed.shown if failed else None
+    for action in ("create", "update", "delete", "skip", "unchanged"):
+        result[_VERBS[action][1] if action in _VERBS else action] = [s.shown for s in steps if s.action == action]
+    if dry_run:
+        result["refused"] = {s.shown: s.refused for s in steps if s.refused and s.action in ("create", "update")}
+    return result
 
 
 @client_command
@@ -302,6 +321,7 @@ def export(args: argparse.Namespace, client: Any) -> int:
     jobs = []
     if "job" in kinds or ("calendar" in kinds and filtered):
         jobs = [job for page in client.iter_job_pages(**filters, limit=200) for job in page.get("jobs") or []]
+    _name_chains(client, jobs)
     documents: list[dict[str, Any]] = []
     references: list[str] = []
     if "calendar" in kinds:
@@ -329,6 +349,27 @@ def export(args: argparse.Namespace, client: Any) -> int:
             file=sys.stderr,
         )
     return EXIT_OK
+
+
+def _name_chains(client: Any, jobs: list[dict[str, Any]]) -> None:
+    """Each chain reference that is a job id written as the job's name, in place: a file names
+    jobs by name, so that it applies anywhere (ids differ from one deployment to another). The
+    jobs outside the export are listed once when a chain names one; an id that names no job (a
+    job deleted since, which a run passes over) stays, and is said on stderr."""
+    from scheduler.transport.api_wire import is_job_id
+
+    ids = {str(ref).lower() for job in jobs for chain in _CHAINS for ref in job.get(chain) or [] if is_job_id(str(ref))}
+    if not ids:
+        return
+    names = {job["id"]: job["name"] for job in jobs}
+    if ids - set(names):
+        names = {job["id"]: job["name"] for page in client.iter_job_pages(limit=200) for job in page.get("jobs") or []}
+    for job in jobs:
+        for chain in _CHAINS:
+            if job.get(chain):
+                job[chain] = [names.get(str(ref).lower(), ref) for ref in job[chain]]
+    if dangling := sorted(ids - set(names)):
+        print(f"export: chains name jobs that no longer exist: {', '.join(dangling)}", file=sys.stderr)
 
 
 def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> None:

@@ -204,6 +204,8 @@ def full_definition(base: dict[str, Any], args: argparse.Namespace) -> dict[str,
             for other in _WHEN_FIELDS:
                 if other != given:
                     spec.pop(other, None)
+    if "run_at" in flags and "spread" not in flags:  # a one-off has no spread
+        spec.pop("spread", None)
     if isinstance(spec.get("target"), dict):
         target = spec["target"] = dict(spec["target"])
         target["type"] = kind
@@ -216,7 +218,7 @@ def patch_definition(
     """A JSON merge patch (``update`` without ``--replace``): the flags over the file's patch.
 
     ``--schedule`` sends ``null`` for the other two of ``schedule``, ``schedules`` and ``run_at``
-    (and so does ``--run-at``) so that a job can switch between them; the AMQP flags set ``target.type`` to ``amqp``,
+    (and so does ``--run-at``, and for ``spread`` too) so that a job can switch between them; the AMQP flags set ``target.type`` to ``amqp``,
     ``--method`` sets it to ``http``, ``--type`` and the AWS resource flags to theirs. ``stored``
     is the stored target when the caller fetched it (see :func:`needs_stored_target`): a change
     of type then sends ``null`` for each stored field that the new type has no field for.
@@ -232,6 +234,8 @@ def patch_definition(
             for other in _WHEN_FIELDS:
                 if other != given:
                     patch[other] = None
+    if "run_at" in flags and "spread" not in flags:  # a one-off has no spread: the job's goes
+        patch["spread"] = None
     target = flags.get("target") or {}
     if named:
         patch.setdefault("target", {})["type"] = named

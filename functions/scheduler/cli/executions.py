@@ -15,6 +15,7 @@ from scheduler.cli.columns import EXECUTION_COLUMN_SET, Column, cell, execution_
 from scheduler.cli.common import EXECUTION_STATUSES, EXIT_OK, UsageError, positive_float, positive_int, since
 from scheduler.cli.jobs import print_listing
 from scheduler.cli.output import execution_row, format_execution_details, format_executions, print_data
+from scheduler.cli.reading import yaml_text
 from scheduler.transport.api_models import thaw
 
 FOLLOW_PAGE = 100
@@ -43,9 +44,7 @@ def _print_one(execution: dict[str, Any], output: str, wide: bool, columns: list
         cells = [cell(v) for v in execution_row(execution, wide=wide, columns=columns)]
         print(_stream_line(cells, columns), file=out, flush=True)
     elif output == "yaml":  # one YAML document each
-        import yaml
-
-        print("---\n" + yaml.safe_dump(execution, sort_keys=False, allow_unicode=True).rstrip(), file=out, flush=True)
+        print("---\n" + yaml_text(execution).rstrip(), file=out, flush=True)
     else:  # one JSON document per line
         print(json.dumps(execution, ensure_ascii=False), file=out, flush=True)
 

@@ -19,6 +19,7 @@ from scheduler.cli.definitions import (
     patch_definition,
 )
 from scheduler.cli.hints import check_complete
+from scheduler.cli.manifests import with_secret_references
 from scheduler.cli.output import format_changes, format_job_details, format_jobs, print_data
 from scheduler.cli.reading import READ_ONLY_FIELDS, read_definition
 
@@ -61,7 +62,7 @@ def add_page_flags(parser: argparse.ArgumentParser) -> None:
 def jobs_create(args: argparse.Namespace, client: Any) -> int:
     """``jobs create``."""
     check_stdin_once(args)
-    base = read_definition(args.file) if args.file else {}
+    base = with_secret_references(read_definition(args.file), args.file) if args.file else {}
     spec = full_definition(base, args)
     if not spec:
         raise UsageError("give a job definition: -f FILE, or --name, --schedule/--run-at and --url")
@@ -98,7 +99,7 @@ def jobs_get(args: argparse.Namespace, client: Any) -> int:
 def jobs_update(args: argparse.Namespace, client: Any) -> int:
     """``jobs update``: a merge patch, or ``--replace``."""
     check_stdin_once(args)
-    base = read_definition(args.file) if args.file else None
+    base = with_secret_references(read_definition(args.file), args.file) if args.file else None
     job_id = client.resolve_job_id(args.job)
     if args.replace:
         if_match = args.if_match

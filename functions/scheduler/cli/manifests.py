@@ -6,8 +6,8 @@ A document is a job, or, with ``kind: calendar`` or ``kind: alert_rules``, a cal
 rule set (the API's objects, with their ``name``); ``kind: job`` may be written, and is the default.
 
 A secret's place (``target.auth.password``, ``token``, a header auth's ``value``, the password of
-an AMQP URL, in a job's target and in every alert rule's target) holds ``${NAME}``, or ``***``
-(keep the stored secret). A literal secret is refused: files are committed and shared, and the
+an AMQP URL, in a job's target and in every alert rule's target) holds ``${NAME}`` (after an auth
+scheme too: ``Bearer ${NAME}``), or ``***`` (keep the stored secret). A literal secret is refused: files are committed and shared, and the
 API never answers a secret back, so an ``export`` could not write one anyway.
 """
 
@@ -16,18 +16,19 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from scheduler.cli.common import UsageError
-from scheduler.cli.reading import READ_ONLY_FIELDS, load_json, yaml_error, yaml_loader
+from scheduler.cli.reading import READ_ONLY_FIELDS, load_json, yaml_error, yaml_loader, yaml_text
 from scheduler.core.constants import SECRET_MASK
 from scheduler.secrets import map_secrets
 
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_WHOLE_REFERENCE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}\Z")
+# A secret's place holds a reference, alone or after an auth scheme (``Bearer ${API_TOKEN}``).
+_SECRET_REFERENCE = re.compile(r"^([A-Za-z][A-Za-z0-9._-]* )?\$\{([A-Za-z_][A-Za-z0-9_]*)\}\Z")
 _SUFFIXES = (".yaml", ".yml", ".json")
 # The order of a job's fields in an exported document.
 FIELD_ORDER = (
@@ -68,7 +69,9 @@ class Document:
 
     @property
     def name(self) -> str:
-        return str(self.definition.get("name"))
+        """The name, its references expanded (``${ENV}-nightly``): what the API knows it by, so
+        what apply matches, prunes and chains by."""
+        return str(_expand(self.definition.get("name"), self.source, "name"))
 
     @property
     def noun(self) -> str:
@@ -79,7 +82,15 @@ class Document:
 def _files(path: str) -> list[Path]:
     where = Path(path)
     if where.is_dir():
-        found = sorted(p for p in where.rglob("*") if p.is_file() and p.suffix.lower() in _SUFFIXES)
+        # Not under a folder or file whose name starts with a dot (.github/workflows/ci.yml is
+        # not a job file).
+        found = sorted(
+            p
+            for p in where.rglob("*")
+            if p.is_file()
+            and p.suffix.lower() in _SUFFIXES
+            and not any(part.startswith(".") for part in p.relative_to(where).parts)
+        )
         if not found:
             raise UsageError(f"{path}: no .yaml, .yml or .json file in this folder")
         return found
@@ -89,8 +100,11 @@ def _files(path: str) -> list[Path]:
 
 
 def _parse(text: str, source: str) -> list[Any]:
-    stripped = text.lstrip()
-    if source.lower().endswith(".json") or stripped.startswith(("{", "[")):
+    """The documents of a file: JSON for a ``.json`` file, YAML for a ``.yaml`` or ``.yml`` one
+    (flow style included: ``{name: x}``), and by its first character from standard input."""
+    suffix = source.lower().rsplit(".", 1)[-1]
+    json_like = text.lstrip("\ufeff \t\r\n").startswith(("{", "["))
+    if suffix == "json" or (suffix not in ("yaml", "yml") and json_like):
         data = load_json(text, source)
         return data if isinstance(data, list) else [data]
     try:
@@ -181,9 +195,8 @@ def resolve(document: Document) -> Resolved:
     definition = dict(document.definition)
     unset: list[str] = []
     target = definition.get("target")
-    if document.kind == "job" and isinstance(target, dict) and not target.get("type"):
-        # as jobs create -f: http, or amqp by its fields
-        definition["target"] = {**target, "type": "amqp" if {"exchange", "routing_key"} & set(target) else "http"}
+    if document.kind == "job" and isinstance(target, dict):
+        definition["target"] = _typed(target)
     expanded = _expand({k: v for k, v in definition.items() if k not in ("target", "alerts")}, document.source, "")
     if "target" in definition:
         expanded["target"] = _resolved_target(document, definition["target"], "", unset)
@@ -195,6 +208,14 @@ def resolve(document: Document) -> Resolved:
             else alerts  # not a list: the API says what is wrong with it
         )
     return Resolved(document, {k: expanded[k] for k in definition}, unset)
+
+
+def _typed(target: dict[str, Any]) -> dict[str, Any]:
+    """A job's target with its type, as ``jobs create -f`` takes one without: http, or amqp by
+    its fields."""
+    if target.get("type"):
+        return target
+    return {**target, "type": "amqp" if {"exchange", "routing_key"} & set(target) else "http"}
 
 
 def _resolved_rule(document: Document, rule: Any, field: str, unset: list[str]) -> Any:
@@ -218,18 +239,52 @@ def _resolved_target(document: Document, target: Any, prefix: str, unset: list[s
         field = prefix + field
         if value == SECRET_MASK or (kind == "url_password" and value in ("***", "%2A%2A%2A")):
             return value
-        if not _WHOLE_REFERENCE.match(value):
+        reference = _SECRET_REFERENCE.match(value)
+        if reference is None:
             raise UsageError(
                 f"{document.source}: {field}: a literal secret in a job file; write a reference such as "
                 f"${{{reference_name(document.name, field, document.kind)}}} and set it in the environment"
             )
-        name = value[2:-1]
+        scheme, name = reference.group(1) or "", reference.group(2)
         if name not in os.environ:
             unset.append(f"{field} (${{{name}}})")
             return SECRET_MASK
-        return os.environ[name]
+        return scheme + os.environ[name]
 
     return _expand_outside_secrets(map_secrets(target, secret), document.source, f"{prefix}target")
+
+
+def with_secret_references(definition: dict[str, Any], source: str) -> dict[str, Any]:
+    """A definition of ``jobs create -f``, ``jobs update -f`` or ``alert-rules apply -f`` with
+    each secret written as a reference (``${NAME}``, ``Bearer ${NAME}``) replaced by the
+    environment's value, as apply does (one that is not set is refused, naming it); the rest as
+    written (a literal secret too: these commands do not read committed files)."""
+
+    def targets(prefix: str) -> Callable[[str, str, str], str]:
+        def one(field: str, value: str, kind: str) -> str:
+            reference = _SECRET_REFERENCE.match(value)
+            if reference is None:
+                return value
+            scheme, name = reference.group(1) or "", reference.group(2)
+            if name not in os.environ:
+                raise UsageError(f"{source}: {prefix}{field}: ${{{name}}} is not set in the environment")
+            return scheme + os.environ[name]
+
+        return one
+
+    out = dict(definition)
+    if isinstance(out.get("target"), dict):
+        # Its secret places are those of its type (a patch's target may not say it: it keeps none)
+        mapped = map_secrets(_typed(out["target"]), targets(""))
+        out["target"] = mapped if "type" in out["target"] else {k: v for k, v in mapped.items() if k != "type"}
+    if isinstance(out.get("alerts"), list):
+        out["alerts"] = [
+            {**rule, "target": map_secrets(rule["target"], targets(f"alerts.{i}."))}
+            if isinstance(rule, dict) and isinstance(rule.get("target"), dict)
+            else rule
+            for i, rule in enumerate(out["alerts"])
+        ]
+    return out
 
 
 def _expand_outside_secrets(target: dict[str, Any], where: str, field: str) -> dict[str, Any]:
@@ -319,7 +374,8 @@ def exported_alert_rules(rule_set: dict[str, Any], taken: Collection[str] = ()) 
     each secret a reference (unique beside ``taken``); and the names used."""
     names: list[str] = list(taken)
     alerts = _referenced_alerts(_escaped(rule_set.get("alerts") or []), str(rule_set.get("name")), "alert_rules", names)
-    document = {"kind": "alert_rules", "name": rule_set.get("name"), "tag": rule_set.get("tag"), "alerts": alerts}
+    tag = _escaped(rule_set.get("tag"))
+    document = {"kind": "alert_rules", "name": rule_set.get("name"), "tag": tag, "alerts": alerts}
     return _clean(document), names[len(taken) :]
 
 
@@ -360,7 +416,5 @@ def _clean(value: Any) -> Any:
 
 def yaml_stream(documents: Iterator[dict[str, Any]]) -> Iterator[str]:
     """YAML documents separated by ``---`` (each block style, keys in their order)."""
-    import yaml
-
     for document in documents:
-        yield "---\n" + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, default_flow_style=False)
+        yield "---\n" + yaml_text(document)

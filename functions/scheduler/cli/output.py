@@ -21,6 +21,7 @@ from scheduler.cli.columns import (
     truncate,
 )
 from scheduler.cli.common import EXIT_API_ERROR, EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_SERVER, UsageError
+from scheduler.cli.reading import yaml_text
 from scheduler.local.logs import printable
 from scheduler.transport.api_models import execution_timing
 
@@ -36,10 +37,10 @@ def print_json(value: Any) -> None:
 def print_yaml(value: Any) -> None:
     """``value`` as block YAML (keys in the API's order)."""
     try:
-        import yaml
+        import yaml  # noqa: F401 (only to say what is missing)
     except ImportError:
         raise UsageError("-o yaml needs PyYAML (pip install pyyaml, or the 'local' extra)") from None
-    print(yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False).rstrip())
+    print(yaml_text(value).rstrip())
 
 
 def print_data(output: str, value: Any) -> bool:
@@ -234,9 +235,17 @@ def format_job_details(job: dict[str, Any]) -> str:
         "updated_at",
         "pause",
     }
-    rows += [(key.replace("_", " "), value) for key, value in job.items() if key not in known]
+    rows += [(key.replace("_", " "), _as_json(value)) for key, value in job.items() if key not in known]
     width = max(len(k) for k, _ in rows) + 1
     return "\n".join(f"{(k + ':').ljust(width)}  {cell(v)}" for k, v in rows)
+
+
+def _as_json(value: Any) -> Any:
+    """A field's value as a line shows it: an object or a list as JSON (``alerts``, ``limits``,
+    chains; ``-`` when empty), not as Python writes it."""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False) if value else None
+    return value
 
 
 def format_execution_details(execution: dict[str, Any]) -> str:

@@ -18,6 +18,27 @@ from scheduler.transport.api_models import READ_ONLY_FIELDS  # dropped from a jo
 _UNQUOTED_SCHEDULE = re.compile(r"^[\s-]*schedules?\s*:\s*(?:-\s*)?([*@])", re.MULTILINE)
 
 
+# The values a YAML document may stand for once its aliases (``*name``) are expanded: far past
+# any real file of jobs (3 MB of them is about 200,000), far short of an alias bomb's billions.
+MAX_EXPANDED_NODES = 2_000_000
+
+
+def yaml_text(value: Any) -> str:
+    """``value`` as block-style YAML, keys in their order, non-ASCII as it is; a string holding a
+    NEL (U+0085, which a plain or single-quoted scalar would turn into a space when read back)
+    double-quoted, so that it reads back as it was."""
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def string(dumper: Any, data: str) -> Any:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style='"' if "\x85" in data else None)
+
+    Dumper.add_representer(str, string)
+    return yaml.dump(value, Dumper=Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
+
+
 def refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """``json.loads``'s ``object_pairs_hook``: an object that names a key twice is refused (the
     last one would silently win)."""
@@ -32,8 +53,8 @@ def refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def load_json(text: str, source: str) -> Any:
     """JSON text of a definition or a manifest; ``UsageError`` naming the source when it is not
     valid JSON or names a key twice in one object."""
-    try:
-        return json.loads(text, object_pairs_hook=refuse_duplicate_keys)
+    try:  # a byte-order mark before the text (some editors write one) is not part of it
+        return json.loads(text.removeprefix("\ufeff"), object_pairs_hook=refuse_duplicate_keys)
     except ValueError as exc:  # json.JSONDecodeError is one
         raise UsageError(f"{source}: not valid JSON: {exc}") from None
 
@@ -54,6 +75,26 @@ def yaml_loader() -> Any:
     import yaml
 
     class Loader(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            # The nodes a node stands for once its aliases are expanded, counted as they are
+            # composed: ten aliases of ten aliases ... of a few bytes stand for a billion (a file
+            # of half a kilobyte that would take gigabytes and minutes to walk) and are refused.
+            alias = self.check_event(yaml.events.AliasEvent)
+            node = super().compose_node(parent, index)
+            sizes = self.__dict__.setdefault("_expanded_sizes", {})
+            if alias:
+                return node
+            children = node.value if isinstance(node, yaml.SequenceNode) else []
+            if isinstance(node, yaml.MappingNode):
+                children = [part for pair in node.value for part in pair]
+            size = 1 + sum(sizes.get(id(child), 1) for child in children)
+            if size > MAX_EXPANDED_NODES:
+                raise yaml.composer.ComposerError(
+                    None, None, f"aliases expand it past {MAX_EXPANDED_NODES:,} values", node.start_mark
+                )
+            sizes[id(node)] = size
+            return node
+
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             seen: set[str] = set()
             for key, _ in node.value:

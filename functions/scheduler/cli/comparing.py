@@ -1,0 +1,104 @@
+"""Comparing a file's definition with the stored one, as ``scheduler apply`` does: both in the
+API's normal form (the model with its defaults filled in, instants as instants, secrets masked),
+field by field; and what the model says is wrong with a definition, as the API's 400 would."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from scheduler.secrets import mask_target_secrets
+
+
+def normal_form(
+    definition: dict[str, Any], kind: str = "job", problems: list[str] | None = None
+) -> dict[str, Any] | None:
+    """The definition as the API would store it (defaults filled in, secrets masked, empty lists
+    as absent); None when the model refuses it (the API will say why; ``problems`` gets the
+    fields at fault, as the API's 400 names them)."""
+    from pydantic import BaseModel, ValidationError
+
+    from scheduler.schema.alert_rules import AlertRuleSetSpec
+    from scheduler.schema.calendars import CalendarDefinition
+    from scheduler.schema.details import validation_details
+    from scheduler.schema.models import JobSpec
+
+    masked = {k: v for k, v in definition.items() if kind == "job" or k != "name"}
+    if isinstance(masked.get("target"), dict):
+        masked["target"] = mask_target_secrets(masked["target"])
+    if isinstance(masked.get("alerts"), list):
+        masked["alerts"] = [
+            {**rule, "target": mask_target_secrets(rule["target"])}
+            if isinstance(rule, dict) and isinstance(rule.get("target"), dict)
+            else rule
+            for rule in masked["alerts"]
+        ]
+    models: dict[str, type[BaseModel]] = {
+        "job": JobSpec,
+        "calendar": CalendarDefinition,
+        "alert_rules": AlertRuleSetSpec,
+    }
+    model = models[kind]
+    queue_url = _emulator_queue_url(masked) if kind == "job" else None
+    if queue_url is not None:  # checked by the server, against the endpoint it is configured with
+        masked["target"] = {**masked["target"], "queue_url": _STAND_IN_QUEUE_URL}
+    try:
+        dumped = model.model_validate(masked).model_dump(mode="python")
+        if queue_url is not None:
+            dumped["target"]["queue_url"] = queue_url
+    except ValidationError as exc:
+        if problems is not None:
+            problems.extend(
+                f"{d['field']}: {d['message']}" if d.get("field") else d["message"] for d in validation_details(exc)
+            )
+        return None
+    except (ValueError, TypeError) as exc:
+        if problems is not None:
+            problems.append(str(exc))
+        return None
+    if kind == "job":
+        return dumped
+    return {k: v for k, v in dumped.items() if k != "name" and v is not None and v != []}
+
+
+# An SQS queue URL that is not AWS's (an emulator's: LocalStack, moto) is valid only where the
+# server is configured with that endpoint, which the CLI cannot know: the model checks the rest
+# of the definition with this one in its place.
+_STAND_IN_QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/000000000000/stand-in"
+
+
+def _emulator_queue_url(definition: dict[str, Any]) -> str | None:
+    """A job's SQS queue URL when it is not one of AWS's own shapes, else None."""
+    from scheduler.core.aws_arns import queue_url_region
+
+    target = definition.get("target")
+    url = target.get("queue_url") if isinstance(target, dict) and target.get("type") == "sqs" else None
+    return url if isinstance(url, str) and queue_url_region(url, endpoint="") is None else None
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_flat(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out or {prefix: {}}
+    return {prefix: value}
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def differences(wanted: dict[str, Any] | None, stored: dict[str, Any] | None) -> list[str]:
+    """``field: old -> new`` for each field that differs (every field when either side is unknown)."""
+    if wanted is None or stored is None:
+        return ["(the definition is checked by the API)"]
+    new, old = _flat(wanted), _flat(stored)
+    return [
+        f"{key}: {_shown(old.get(key))} -> {_shown(new.get(key))}"
+        for key in sorted(set(new) | set(old))
+        if new.get(key) != old.get(key)
+    ]

@@ -1,0 +1,47 @@
+"""The CLI's output and reading at their edges: YAML that reads back as it was written (a NEL),
+a rule set's tag escaped on export, a listing that never ends said so, a job's nested fields
+shown as JSON."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from scheduler.cli.manifests import exported_alert_rules
+from scheduler.cli.output import format_job_details
+from scheduler.cli.reading import yaml_loader, yaml_text
+from scheduler.client import SchedulerClient
+from scheduler.transport.api_wire import ApiCallFailed
+
+
+@pytest.mark.parametrize("text", ["a\x85b", "x\x85", "a\u2028b", "é and ü", "plain"])
+def test_yaml_output_reads_back_as_it_was(text):
+    """``-o yaml`` and ``export`` wrote a NEL raw, which YAML reads back as a space: a job sent
+    back from its YAML changed its body."""
+    assert yaml.load(yaml_text({"body": text}), Loader=yaml_loader())["body"] == text
+
+
+def test_a_rule_sets_tag_is_escaped_on_export():
+    document, _ = exported_alert_rules({"name": "rs", "tag": "t-${X}", "alerts": []})
+    assert document["tag"] == "t-$${X}"
+
+
+def test_a_listing_that_repeats_a_cursor_is_an_error_not_a_short_listing():
+    pages = iter([{"jobs": [1], "next_cursor": "c1"}, {"jobs": [2], "next_cursor": "c1"}])
+    with pytest.raises(ApiCallFailed) as raised:
+        list(SchedulerClient._pages(lambda **_: next(pages), {}))
+    assert raised.value.code == "invalid_response" and "cursor it had answered before" in raised.value.message
+
+
+def test_a_jobs_nested_fields_are_shown_as_json():
+    shown = format_job_details(
+        {
+            "id": "x",
+            "name": "n",
+            "alerts": [{"on": "failure", "auth": None}],
+            "limits": {"max_in_flight": 2},
+            "on_success": [],
+        }
+    )
+    assert "alerts:" in shown and '[{"on": "failure", "auth": null}]' in shown
+    assert '{"max_in_flight": 2}' in shown and "on success:        -" in shown
