@@ -97,14 +97,22 @@ def signed_sender(endpoint: str, credentials: Any, region: str) -> Send:
 
 
 def _set_path(definition: dict[str, Any], path: str, value: str) -> None:
-    node = definition
+    """Put ``value`` at a dotted path (``target.auth.token``, ``target.headers.Authorization``;
+    a number is a list's item: ``alerts.0.target.auth.token``)."""
+    node: Any = definition
     *parents, last = path.split(".")
     for key in parents:
+        if isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            node = node[int(key)]
+            continue
         child = node.get(key)
-        if not isinstance(child, dict):
+        if not isinstance(child, (dict, list)):
             child = node[key] = {}
         node = child
-    node[last] = value
+    if isinstance(node, list) and last.isdigit() and int(last) < len(node):
+        node[int(last)] = value
+    else:
+        node[last] = value
 
 
 def definition_of(properties: Mapping[str, Any], read_secret: Callable[[str], str]) -> dict[str, Any]:

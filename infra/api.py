@@ -36,6 +36,11 @@ GATEWAY_ERRORS = {
 # Already a quoted JSON string.
 ERROR_MESSAGE = "$context.error.messageString"
 
+# The headers every answer carries (the function adds them to its own: scheduler.core.constants
+# ANSWER_HEADERS), on those API Gateway makes itself too: its errors and the health check. Each
+# value a quoted literal, as API Gateway's mappings take it.
+ANSWER_HEADERS = {"Cache-Control": "'no-store'", "X-Content-Type-Options": "'nosniff'"}
+
 #: ``functions/scheduler/api/routes.py``, the API's route table (loaded by path, standard library
 #: only): the resources and methods below are derived from it.
 routes = _load("_scheduler_api_routes", FUNCTIONS_DIR / "scheduler" / "api" / "routes.py")
@@ -127,6 +132,7 @@ class Api(Construct):
                 type=response_type,
                 status_code=status,
                 templates={"application/json": f'{{"error": {{"code": "{code}", "message": {ERROR_MESSAGE}}}}}'},
+                response_headers=ANSWER_HEADERS,
             )
 
         self._parameters = self.rest_api.add_request_validator("ParametersValidator", validate_request_parameters=True)
@@ -187,12 +193,19 @@ class Api(Construct):
                 request_templates={"application/json": '{"statusCode": 200}'},
                 integration_responses=[
                     apigw.IntegrationResponse(
-                        status_code="200", response_templates={"application/json": '{"status": "ok"}'}
+                        status_code="200",
+                        response_templates={"application/json": '{"status": "ok"}'},
+                        response_parameters={f"method.response.header.{k}": v for k, v in ANSWER_HEADERS.items()},
                     )
                 ],
             ),
             authorization_type=apigw.AuthorizationType.NONE,
-            method_responses=[apigw.MethodResponse(status_code="200")],
+            method_responses=[
+                apigw.MethodResponse(
+                    status_code="200",
+                    response_parameters={f"method.response.header.{k}": True for k in ANSWER_HEADERS},
+                )
+            ],
         )
         acknowledge(
             method,

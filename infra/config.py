@@ -70,6 +70,9 @@ DEFAULTS: dict[str, Any] = {
     # The X-Ray SDK in the handlers (a subsegment per invocation and per AWS/HTTP call): about 140 ms
     # more per cold start. Without it Lambda's active tracing still records each invocation.
     "xray_sdk": False,
+    # The console's base URL (where `scheduler console` serves it for the team), for the link in
+    # alerts ({{console_url}}); "" = alerts carry none.
+    "console_url": "",
 }
 
 
@@ -107,6 +110,7 @@ class Config:
     db_reader: bool = DEFAULTS["db_reader"]
     db_io_optimized: bool = DEFAULTS["db_io_optimized"]
     xray_sdk: bool = DEFAULTS["xray_sdk"]
+    console_url: str = DEFAULTS["console_url"]
 
     @property
     def aurora(self) -> bool:
@@ -178,6 +182,7 @@ class Config:
             db_reader=_bool(get("db_reader"), "db_reader"),
             db_io_optimized=_bool(get("db_io_optimized"), "db_io_optimized"),
             xray_sdk=_bool(get("xray_sdk"), "xray_sdk"),
+            console_url=_console_url(get("console_url")),
         )
         if config.db_min_acu > config.db_max_acu:
             raise ValueError(
@@ -188,6 +193,14 @@ class Config:
 
 def _host_architecture() -> str:
     return "arm64" if platform.machine().lower() in {"arm64", "aarch64"} else "x86_64"
+
+
+def _console_url(value: Any) -> str:
+    """The console's base URL: "" (none), or an http(s) URL."""
+    text = str(value or "").strip()
+    if text and not text.startswith(("https://", "http://")):
+        raise ValueError(f"context 'console_url' must be an http(s) URL, not {text!r}")
+    return text
 
 
 def _bool(value: Any, key: str) -> bool:

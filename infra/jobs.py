@@ -52,7 +52,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra.nag import LAMBDA_BASIC, acknowledge
-from infra.shared import FUNCTIONS_DIR
+from infra.shared import FUNCTIONS_DIR, C
 
 RESOURCE_TYPE = "Custom::SchedulerJob"
 HANDLER = "jobs_handler.handler"
@@ -150,22 +150,33 @@ def _url_password(url: str) -> str | None:
 
 def check_definition(definition: Mapping[str, Any]) -> None:
     """Refuse, at synth time, a definition without a name or that would carry a secret in the
-    template (a secret's place holds ``"***"`` or nothing: ``secrets=`` fills it)."""
+    template (a secret's place holds ``"***"`` or nothing: ``secrets=`` fills it): in its target
+    and in each alert rule's (an auth's secret, a URL's password, a credential header)."""
     if not isinstance(definition.get("name"), str) or not definition["name"]:
         raise ValueError("a Job's definition needs its name (a job is kept in step by its name)")
-    given = definition.get("target")
+    _check_target(definition.get("target"), "target")
+    alerts = definition.get("alerts")
+    for i, rule in enumerate(alerts if isinstance(alerts, list) else []):
+        if isinstance(rule, Mapping):
+            _check_target(rule.get("target"), f"alerts.{i}.target")
+
+
+def _check_target(given: Any, where: str) -> None:
     target: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     auth: Mapping[str, Any] = target["auth"] if isinstance(target.get("auth"), Mapping) else {}
-    for key in SECRET_FIELDS:
-        if auth.get(key) not in (None, "", "***"):
-            raise ValueError(
-                f"target.auth.{key}: a secret may not be written in a Job's definition (the template is readable by "
-                f"whoever may read the stack); give secrets={{'target.auth.{key}': <a Secrets Manager secret>}}"
-            )
+    places = [f"auth.{key}" for key in SECRET_FIELDS if auth.get(key) not in (None, "", "***")]
+    headers: Mapping[str, Any] = target["headers"] if isinstance(target.get("headers"), Mapping) else {}
+    places += [f"headers.{name}" for name, value in headers.items() if C.is_secret_header(name) and value != "***"]
+    if places:
+        raise ValueError(
+            f"{where}.{places[0]}: a secret may not be written in a Job's definition (the template is readable by "
+            f"whoever may read the stack); write it as *** and give secrets={{'{where}.{places[0]}': "
+            "<a Secrets Manager secret>}"
+        )
     if _url_password(str(target.get("url") or "")) not in (None, "***"):
         raise ValueError(
-            "target.url: a URL with a password is a secret; write the password as *** and give "
-            "secrets={'target.url': <a secret holding the whole URL>}"
+            f"{where}.url: a URL with a password is a secret; write the password as *** and give "
+            f"secrets={{'{where}.url': <a secret holding the whole URL>}}"
         )
 
 

@@ -97,7 +97,13 @@ class Runner(Construct):
             description="Delivers one claimed job to its target (HTTP, AMQP, AWS) and records the execution",
             timeout=EXECUTOR_TIMEOUT,
             memory_size=512,
-            environment={**database_environment, **executor_environment},
+            environment={
+                **database_environment,
+                **executor_environment,
+                # The executor runs the alert sweep, which purges alerts after the executions' retention.
+                C.ENV_EXECUTION_RETENTION_DAYS: str(config.execution_retention_days),
+                **({C.ENV_CONSOLE_URL: config.console_url} if config.console_url else {}),
+            },
             placement=placement.executor,
             # A bound on deliveries at once (and so on database connections); the fan-out reads it
             # and dispatches no more than that, so no invoke waits in the throttled queue until it expires.

@@ -37,6 +37,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "fanout_max": "1",
         "claims_per_invoke": "1",
         "xray_sdk": "true",
+        "console_url": "https://console.example.com/console/",
     },
     # Same architecture as the AWS variant, so the session builds one layer only.
     "localstack": {"localstack": "true", "architecture": "arm64"},

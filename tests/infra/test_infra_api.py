@@ -124,6 +124,22 @@ def test_gateway_errors_have_the_api_error_shape(aws):
     assert responses["REQUEST_TOO_LARGE"]["StatusCode"] == "413"
 
 
+def test_answers_the_gateway_makes_itself_carry_the_answer_headers(aws):
+    """Every answer carries Cache-Control: no-store and nosniff: the function's own, and the
+    gateway's errors and health check, which the function never sees."""
+    wanted = {"Cache-Control": "'no-store'", "X-Content-Type-Options": "'nosniff'"}
+    for response in aws.resources("AWS::ApiGateway::GatewayResponse").values():
+        parameters = response["Properties"]["ResponseParameters"]
+        assert {k.removeprefix("gatewayresponse.header."): v for k, v in parameters.items()} == wanted
+    [health] = [
+        m["Properties"]
+        for m in aws.resources("AWS::ApiGateway::Method").values()
+        if m["Properties"].get("Integration", {}).get("Type") == "MOCK"
+    ]
+    [answer] = health["Integration"]["IntegrationResponses"]
+    assert {k.removeprefix("method.response.header."): v for k, v in answer["ResponseParameters"].items()} == wanted
+
+
 def test_api_url_is_an_output(aws):
     output = aws.json["Outputs"]["ApiUrl"]
     assert "execute-api" in json.dumps(output["Value"])

@@ -68,6 +68,7 @@ def test_localstack_defaults_to_the_host_architecture_and_has_no_broker():
         {"localstack": "maybe"},
         {"architecture": "ppc64le"},
         {"endpoint_azs": "0"},
+        {"console_url": "console.example.com"},
     ],
 )
 def test_bad_values_are_refused(context):

@@ -78,6 +78,15 @@ def test_fanout_runs_past_its_minute_with_little_concurrency(aws, lean):
     assert lean.function(C.FANOUT_HANDLER)[1]["Environment"]["Variables"][C.ENV_PRECISION] == "minute"
 
 
+def test_the_executor_has_the_retention_and_the_console_url_its_alert_sweep_uses(aws, lean):
+    """The executor runs the alert sweep: it purges alerts after the executions' retention, and
+    links them to the console when one is configured (-c console_url)."""
+    env = aws.function(C.EXECUTOR_HANDLER)[1]["Environment"]["Variables"]
+    assert env[C.ENV_EXECUTION_RETENTION_DAYS] == "30" and C.ENV_CONSOLE_URL not in env
+    lean_env = lean.function(C.EXECUTOR_HANDLER)[1]["Environment"]["Variables"]
+    assert lean_env[C.ENV_CONSOLE_URL] == "https://console.example.com/console/"
+
+
 def test_timeouts_fit_the_work(aws):
     assert aws.function(C.API_HANDLER)[1]["Timeout"] < 29  # API Gateway's integration limit
     assert aws.function(C.EXECUTOR_HANDLER)[1]["Timeout"] == 900  # targets may take up to 900 s

@@ -119,6 +119,36 @@ def test_a_literal_secret_is_refused_at_synth_time(target, field):
     check_definition({"name": "j", "schedule": "@daily", "target": masked})  # "***": filled from secrets=
 
 
+def test_credential_headers_and_alert_targets_secrets_are_refused_at_synth_time_too():
+    """The API treats them as secrets; written in a definition they were in the template in clear."""
+    from infra.jobs import check_definition
+
+    headers = {"type": "http", "url": "https://e.com/h", "headers": {"Authorization": "Bearer LITERAL", "X-Trace": "1"}}
+    with pytest.raises(ValueError, match="target.headers.Authorization"):
+        check_definition({"name": "j", "schedule": "@daily", "target": headers})
+    masked = {**headers, "headers": {"Authorization": "***", "X-Trace": "1"}}
+    check_definition({"name": "j", "schedule": "@daily", "target": masked})
+    alert = {
+        "on": "failure",
+        "target": {"type": "http", "url": "https://hooks.example.com/", "auth": {"type": "bearer", "token": "t0k"}},
+    }
+    with pytest.raises(ValueError, match="alerts.0.target.auth.token"):
+        check_definition({"name": "j", "schedule": "@daily", "target": masked, "alerts": [alert]})
+
+
+def test_secrets_fill_list_items_and_headers():
+    """``secrets=`` paths into an alert rule (a list's item) and a target's header."""
+    import jobs_handler
+
+    definition = {"target": {"headers": {"Authorization": "***"}}, "alerts": [{"target": {"auth": {"token": "***"}}}]}
+    jobs_handler._set_path(definition, "target.headers.Authorization", "Bearer real")
+    jobs_handler._set_path(definition, "alerts.0.target.auth.token", "t0k")
+    assert definition == {
+        "target": {"headers": {"Authorization": "Bearer real"}},
+        "alerts": [{"target": {"auth": {"token": "t0k"}}}],
+    }
+
+
 def test_a_definition_without_a_name_is_refused():
     from infra.jobs import check_definition
 

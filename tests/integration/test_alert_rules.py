@@ -58,7 +58,7 @@ def test_put_creates_then_replaces_with_secrets_sealed_and_masked(api, pool, box
     auth = {"type": "bearer", "token": "rule-token-Zx81"}
     created = put(api, "billing-team", "billing", [rule("failures_in_a_row"), rule("recovery", auth=auth)])
     assert created.status == 201, created.body
-    assert created.headers["Location"] == "/v1/alert-rules/billing-team"
+    assert created.headers["Location"] == "/prod/v1/alert-rules/billing-team"  # under the stage
     body = created.body
     assert (body["name"], body["tag"], body["version"]) == ("billing-team", "billing", 1)
     assert body["alerts"][0]["threshold"] == 3 and body["alerts"][1]["target"]["auth"]["token"] == "***"

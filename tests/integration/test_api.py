@@ -208,7 +208,7 @@ def test_create_and_get(api, pool, box):
     answer = api("POST", "/v1/jobs", job_body())
     assert answer.status == 201
     job = answer.body
-    assert answer.headers["ETag"] == '"1"' and answer.headers["Location"] == f"/v1/jobs/{job['id']}"
+    assert answer.headers["ETag"] == '"1"' and answer.headers["Location"] == f"/prod/v1/jobs/{job['id']}"
     assert set(job) == {
         "id",
         "name",

@@ -47,7 +47,7 @@ def test_calendar_resource_crud_and_owner_scoping(api):
     body = {"name": "uk-holidays", "timezone": "Europe/London", "dates": ["2026-12-25"], "yearly": ["01-01"]}
     created = api("POST", "/v1/calendars", body)
     assert created.status == 201, created.body
-    assert created.headers["Location"] == "/v1/calendars/uk-holidays"
+    assert created.headers["Location"] == "/prod/v1/calendars/uk-holidays"
     assert created.body["version"] == 1 and created.body["dates"] == ["2026-12-25"]
     assert api("POST", "/v1/calendars", body).status == 409
     assert api("POST", "/v1/calendars", {"name": "uk-ics", "timezone": "Europe/London", "ics": UK_ICS}).status == 201

@@ -345,3 +345,23 @@ def test_amqp_fields_past_what_the_broker_takes_are_refused_when_written(api, ta
     body = job_body("amqp-edge", target={"type": "amqp", "url": "amqp://guest:guest@127.0.0.1:5672/", **target})
     answer = api("POST", "/v1/jobs", body)
     assert answer.status == 400 and field in answer.fields, answer.body
+
+
+def test_a_page_of_big_jobs_is_cut_to_what_a_lambda_can_answer(api):
+    """14 jobs whose bodies are 256 KiB of quotes made a page of 7 MB (each quote escaped): past a
+    Lambda's 6 MB. The page is cut by its size, and the next ones carry the rest."""
+    body = '"' * 262_000
+    for i in range(14):
+        target = {"type": "http", "url": "https://example.com/", "body": body}
+        assert api("POST", "/v1/jobs", job_body(f"big-{i:02}", tags=["big"], target=target)).status == 201
+    names, cursor, pages = [], None, 0
+    while True:
+        answer = api("GET", "/v1/jobs", query={"tag": "big", **({"cursor": cursor} if cursor else {})})
+        assert answer.status == 200, answer.body
+        assert len(json.dumps(answer.raw)) < 6_000_000  # the Lambda's answer, its body escaped in it
+        names += [job["name"] for job in answer.body["jobs"]]
+        pages += 1
+        cursor = answer.body["next_cursor"]
+        if cursor is None:
+            break
+    assert names == [f"big-{i:02}" for i in range(14)] and pages > 1

@@ -500,11 +500,18 @@ def database_for(server_url: str, name: str = DEFAULT_DATABASE) -> str:
 
 
 def drop_database(server_url: str, name: str = DEFAULT_DATABASE) -> None:
-    """Drop database ``name`` of the server (the stack's data)."""
+    """Drop database ``name`` of the server (the stack's data), and the roles made for it
+    (migration 0011's application role: roles outlive databases)."""
     import psycopg
+    import psycopg.sql
+
+    from scheduler.store.migrations import database_roles
 
     with contextlib.suppress(psycopg.Error), psycopg.connect(server_url, autocommit=True, connect_timeout=5) as conn:
+        roles = database_roles(conn, name)
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        for role in roles:
+            conn.execute(psycopg.sql.SQL("DROP ROLE IF EXISTS {}").format(psycopg.sql.Identifier(role)))
 
 
 def _as_url(params: dict[str, Any]) -> str:

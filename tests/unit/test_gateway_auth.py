@@ -11,7 +11,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from scheduler.api.app import make_app
+from scheduler.api.app import _located, make_app, precheck
 from scheduler.api.gateway_auth import canonical_query, identifier_for, signed_paths, verify_event, with_principal
 from scheduler.settings import Settings
 from scheduler.transport.sigv4 import SignatureError
@@ -28,9 +28,17 @@ URLS = {
 }
 
 
-def gateway_event(method: str, url: str, *, key: str = "test", secret: str = "test", body: bytes | None = None):
+def gateway_event(
+    method: str,
+    url: str,
+    *,
+    key: str = "test",
+    secret: str = "test",
+    body: bytes | None = None,
+    content_type: str = "application/json",
+):
     """What LocalStack's API Gateway hands the function for a request botocore signed for ``url``."""
-    request = AWSRequest(method=method, url=url, data=body or b"", headers={"Content-Type": "application/json"})
+    request = AWSRequest(method=method, url=url, data=body or b"", headers={"Content-Type": content_type})
     SigV4Auth(Credentials(key, secret), "execute-api", "us-east-1").add_auth(request)
     parts = urlsplit(url)
     path = "/" + parts.path.split(f"/{STAGE}/", 1)[1].removeprefix("_user_request_/")
@@ -152,3 +160,41 @@ def test_the_api_refuses_an_unsigned_request_with_the_reason_and_answers_health(
         "requestContext": {**unsigned["requestContext"], "path": "/prod/v1/health"},
     }
     assert app.resolve(health, None)["statusCode"] == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "content_type", "body"),
+    [
+        ("GET", "application/json; charset=utf-8", None),
+        ("POST", "Application/JSON", b"{}"),
+        ("PATCH", "application/merge-patch+json", b"{}"),
+        ("GET", "text/plain", None),
+    ],
+)
+def test_a_signature_is_checked_on_the_headers_as_signed(method, content_type, body):
+    """The content type is normalized for the routes after the signature is checked: it was
+    checked on the normalized one, and a request signed with any other was refused (403)."""
+    identify = identifier_for(Settings(api_credentials=json.dumps({"test": {"secret_access_key": "test"}})))
+    path = "/v1/jobs/00000000-0000-4000-8000-000000000000" if method == "PATCH" else "/v1/jobs"
+    event = gateway_event(method, f"{URLS['path-style']}{path}", body=body, content_type=content_type)
+    checked = precheck(event, identify)
+    assert checked["requestContext"]["identity"]["userArn"] == "arn:aws:iam::000000000000:user/test"
+
+
+def test_a_percent_encoded_path_is_routed_as_decoded_and_located_under_the_stage():
+    """API Gateway passes the path as sent: a calendar named ``hol:x`` (``hol%3Ax`` from the SDK)
+    was no such resource deployed. A Location answered carries the stage."""
+    identify = identifier_for(Settings(api_credentials=json.dumps({"test": {"secret_access_key": "test"}})))
+    event = gateway_event("GET", f"{URLS['path-style']}/v1/calendars/hol%3Ax")
+    assert precheck(event, identify)["path"] == "/v1/calendars/hol:x"
+    answer = {
+        "statusCode": 201,
+        "multiValueHeaders": {"Location": ["/v1/jobs/1"]},
+        "headers": {"Location": "/v1/jobs/1"},
+    }
+    created = gateway_event("POST", f"{URLS['path-style']}/v1/jobs", body=b"{}")
+    located = _located(answer, created)
+    assert located["multiValueHeaders"]["Location"] == ["/prod/v1/jobs/1"]
+    assert located["headers"]["Location"] == "/prod/v1/jobs/1"
+    local = {**created, "requestContext": {}}
+    assert _located({"headers": {"Location": "/v1/jobs/1"}}, local)["headers"]["Location"] == "/v1/jobs/1"

@@ -16,6 +16,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
@@ -130,6 +131,10 @@ def precheck(event: Mapping[str, Any], identify: Identify | None = None) -> dict
     authenticates nobody (the LocalStack variant), names the caller of the decoded event or
     raises ``Forbidden``; its answer replaces any identity the event carries."""
     out = dict(event)
+    # API Gateway passes the path as the client sent it, percent-encoded (a name with ":" is sent
+    # as %3A by the SDK); a WSGI server decodes it. Routes match the decoded path: no name or id
+    # holds a "%" or a "/" of its own.
+    out["path"] = unquote(str(out.get("path") or ""))
     if any(ch < " " or ch == "\x7f" for ch in str(out.get("path") or "")):
         # No route has a control character (and a final newline would pass a "$" of Python's
         # re, which the routes' patterns no longer end with).
@@ -155,8 +160,9 @@ def precheck(event: Mapping[str, Any], identify: Identify | None = None) -> dict
             code="method_not_allowed",
             headers={"Allow": ", ".join(fixed)},
         )
-    if identify is not None:
-        out = with_principal(out, identify(out))
+    if identify is not None:  # the signature covers the headers as sent, not as normalized here
+        signed = {**out, "headers": event.get("headers"), "multiValueHeaders": event.get("multiValueHeaders")}
+        out = with_principal(out, identify(signed))
     require_owner(out)
     return out
 
@@ -171,7 +177,7 @@ class SchedulerResolver(APIGatewayRestResolver):
             checked = precheck(event, self.identify)
         except ApiError as exc:
             return with_answer_headers(_error_result(event, exc))
-        return with_answer_headers(super().resolve(checked, context))
+        return with_answer_headers(_located(super().resolve(checked, context), event))
 
 
 def with_answer_headers(result: dict[str, Any]) -> dict[str, Any]:
@@ -187,6 +193,26 @@ def with_answer_headers(result: dict[str, Any]) -> dict[str, Any]:
         for name, value in ANSWER_HEADERS.items():
             if name.lower() not in present:
                 headers[name] = as_value(value)
+    return result
+
+
+def _located(result: dict[str, Any], event: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``Location`` of a route (``/v1/jobs/<id>``) under the prefix the client's path has before
+    the route's: the stage (``/prod``) or a custom domain's base path, which API Gateway takes off
+    ``path`` but leaves in ``requestContext.path``. None locally."""
+    route = str(event.get("path") or "")
+    seen = str((event.get("requestContext") or {}).get("path") or "")
+    prefix = seen[: -len(route)] if route and seen.endswith(route) else ""
+    if not prefix:
+        return result
+    for key in ("headers", "multiValueHeaders"):
+        for name, value in (result.get(key) or {}).items():
+            if name.lower() == "location":
+                located = [
+                    prefix + v if str(v).startswith("/v1/") else v
+                    for v in (value if isinstance(value, list) else [value])
+                ]
+                result[key][name] = located if isinstance(value, list) else located[0]
     return result
 
 

@@ -3,6 +3,7 @@ run now. Every store call is scoped to the caller; another principal's job answe
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
@@ -183,6 +184,11 @@ def cursor_position(
     return position
 
 
+# The JSON a page's items may come to: the Lambda's answer (at most 6 MB) holds the page as a
+# string, where each quote and backslash of it is escaped again, so at most twice this.
+PAGE_BUDGET_BYTES = 2_500_000
+
+
 def name_ordered_page(
     cursors: CursorCodec,
     cursor: str | None,
@@ -193,15 +199,23 @@ def name_ordered_page(
     to_json: Callable[[Any], dict[str, Any]],
 ) -> Response[Any]:
     """A page of a listing in name order, ``{key: [...], "next_cursor": ...}``: ``fetch(after_name,
-    count)`` reads one more than the page, to know whether another follows."""
+    count)`` reads one more than the page, to know whether another follows. A page is also cut
+    where its items come to ``PAGE_BUDGET_BYTES`` of JSON (at least one item), the rest left to
+    the next page: a Lambda answers at most 6 MB, and 50 jobs with 256 KiB bodies are more."""
     after_name = cursor_position(cursors, cursor, scope, "after_name", lambda value: isinstance(value, str))
     found = fetch(after_name, limit + 1)
-    page = found[:limit]
-    next_cursor = cursors.encode(scope, {"after_name": page[-1].name}) if len(found) > limit else None
+    items: list[dict[str, Any]] = []
+    spent = 0
+    for record in found[:limit]:
+        item = to_json(record)
+        spent += len(json.dumps(item, ensure_ascii=False, default=str).encode())
+        if items and spent > PAGE_BUDGET_BYTES:
+            break
+        items.append(item)
+    more = len(found) > len(items)
+    next_cursor = cursors.encode(scope, {"after_name": found[len(items) - 1].name}) if more else None
     return Response(
-        status_code=200,
-        content_type=content_types.APPLICATION_JSON,
-        body={key: [to_json(record) for record in page], "next_cursor": next_cursor},
+        status_code=200, content_type=content_types.APPLICATION_JSON, body={key: items, "next_cursor": next_cursor}
     )
 
 

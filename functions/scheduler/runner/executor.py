@@ -465,7 +465,11 @@ def _deliver(
     remaining_seconds: Callable[[], float] | None,
     log: dict[str, Any],
 ) -> Outcome:
-    """Decrypt the target and deliver the started execution (never raises for the target)."""
+    """Decrypt the target and deliver the started execution (never raises for the target). The
+    delivery ends within the lease: the time the decryption took (KMS, slow or retried) comes
+    off the margin first, then off the target's timeout, so the lease never runs out under a
+    delivery that is still going (another runner would deliver it again)."""
+    began = time.monotonic()
     try:
         target = decrypt_target(dict(started.job.target or {}))
         if started.overrides:
@@ -476,9 +480,11 @@ def _deliver(
     except Exception as exc:  # KMS throttled or unreachable: another attempt may do
         logger.warning("decrypting the target's secrets failed", extra={**log, "error": type(exc).__name__})
         return Outcome(FAILED, True, error=f"the target's secrets could not be decrypted now ({type(exc).__name__})")
-    cap = None
+    timeout = float(target.get("timeout_seconds") or 30)
+    cap = timeout + LEASE_MARGIN_SECONDS - DEADLINE_RESERVE_SECONDS - (time.monotonic() - began)
     if remaining_seconds is not None:
-        cap = max(remaining_seconds() - DEADLINE_RESERVE_SECONDS, 0.0)
+        cap = min(cap, remaining_seconds() - DEADLINE_RESERVE_SECONDS)
+    cap = max(cap, 0.0)
     delivery = Delivery(
         job_id=job_id,
         execution_id=started.execution_id,
