@@ -145,3 +145,39 @@ def test_a_calendar_changed_elsewhere_while_edited_is_not_overwritten(browser, a
     page.get_by_role("button", name="Save").click()
     expect(page.locator(".note")).to_contain_text("version 3")
     assert problems == []
+
+
+def test_a_shifted_occurrences_execution_says_where_from(browser, api, db_url):
+    """An execution of an occurrence a calendar moved is tagged ``shifted`` in the history, and
+    its details name the occurrence it was moved from and the calendar."""
+    import psycopg
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    requests.post(api.url + "/v1/calendars", json={"name": "xmas", "dates": ["2026-12-25"]}, timeout=10)
+    job = requests.post(
+        api.url + "/v1/jobs",
+        json={
+            "name": "shifted-one",
+            "schedule": "0 9 * * *",
+            "exclude_calendars": ["xmas"],
+            "on_excluded": "shift",
+            "target": {"type": "http", "url": "https://example.com/hook"},
+        },
+        timeout=10,
+    ).json()
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(
+            """INSERT INTO executions (id, job_id, owner, scheduled_at, due_at, started_at, finished_at, attempt,
+                                       trigger, status, http_status, duration_ms, shifted_from, excluded_by)
+               VALUES (gen_random_uuid(), %s, %s, '2026-12-26T00:00:00Z', '2026-12-26T00:00:00Z', now(), now(), 1,
+                       'schedule', 'succeeded', 200, 5, '2026-12-25T09:00:00Z', 'xmas')""",
+            (job["id"], job["owner"]),
+        )
+    page, problems = watched_page(browser)
+    page.goto(f"{api.url}/console/#/jobs/{job['id']}")
+    row = page.locator("table.executions tbody tr.exec").first
+    expect(row.locator(".tag.shifted")).to_have_text("shifted")
+    row.click()
+    expect(page.locator(".execution-details .shifted")).to_contain_text("calendar xmas excluded it")
+    assert not problems
