@@ -60,9 +60,10 @@ from scheduler.transport.api_wire import (
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
 ENDPOINT_ENV = "SCHEDULER_ENDPOINT"
 DEFAULT_TIMEOUT = 30.0
-# A listing that has not ended after this many pages is taken for a fault (a cursor the server
-# keeps answering): 200 million jobs at 200 a page, far past any real listing.
-MAX_PAGES = 1_000_000
+# A listing that has not ended after this many pages is taken for a fault (a server that keeps
+# answering new cursors): 20 million jobs at 200 a page, 5 million at the default 50, past any
+# real listing, and said within minutes.
+MAX_PAGES = 100_000
 
 
 class SchedulerClient(AlertRuleCalls, CalendarCalls):

@@ -92,9 +92,11 @@ def test_a_dry_run_says_what_the_api_would_refuse_and_fails(api, tmp_path):
     dry = _cli(api, "apply", "-f", str(spec), "--dry-run")
     assert dry.returncode == 1, dry.stdout + dry.stderr
     assert "! bad-cron (would be refused: " in dry.stdout and "schedule: minute field: 61" in dry.stdout
-    assert "+ good (would be created)" in dry.stdout and "1 would be refused" in dry.stdout
+    assert "+ good (would be created)" in dry.stdout
+    assert "1 would change (1 created), 0 unchanged, 1 would be refused" in dry.stdout  # refused: not a change
     as_json = _cli(api, "apply", "-f", str(spec), "--dry-run", "-o", "json")
-    assert as_json.returncode == 1 and list(json.loads(as_json.stdout)["refused"]) == ["bad-cron"]
+    answer = json.loads(as_json.stdout)
+    assert as_json.returncode == 1 and list(answer["refused"]) == ["bad-cron"] and answer["created"] == ["good"]
     real = _cli(api, "apply", "-f", str(spec))
     assert real.returncode == 1 and f"apply: bad-cron ({spec}#1) could not be created" in real.stderr
 
@@ -160,3 +162,13 @@ def test_a_closed_pipe_ends_the_command_without_a_traceback(api):
         answer = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, timeout=60)
         assert "Traceback" not in answer.stderr and "BrokenPipe" not in answer.stderr, answer.stderr
         assert answer.returncode == 0, answer.stderr
+
+
+def test_a_path_is_decoded_once(api):
+    """``%3A`` is a ":" of a name; ``%253A`` is "%3A", which no name holds (the local server
+    decoded the path, then the API again)."""
+    import requests
+
+    assert _cli(api, "calendars", "create", "--name", "a:b", "--date", "2030-01-01").returncode == 0
+    assert requests.get(f"{api.url}/v1/calendars/a%3Ab", timeout=10).status_code == 200
+    assert requests.get(f"{api.url}/v1/calendars/a%253Ab", timeout=10).status_code == 404

@@ -12,6 +12,7 @@ from scheduler.runner.executor import Executor
 from scheduler.secrets import decrypt_target_secrets
 from scheduler.targets.results import TargetPolicy
 from tests.integration.test_api import BOB, api, box, create, job_body  # noqa: F401 - fixtures
+from tests.support import make_due
 
 
 def _hourly(api, target_server, name="hourly"):
@@ -216,3 +217,19 @@ def test_a_backfill_delivery_stops_at_max_attempts_a_permanent_failure_and_max_a
         (1, "failed"),
         (1, "failed"),
     ]
+
+
+def test_a_backfill_is_handed_over_only_to_an_idle_job(api, store, box, pool, target_server):
+    """Not while a scheduled run is under way: handed over then, it waited in the job's request
+    slot, where a chained run asked for meanwhile joined it and never ran on its own."""
+    job = _hourly(api, target_server)
+    make_due(pool, job["id"])
+    [running] = store.claim_and_start(10)  # a scheduled run under way: no request pending
+    assert running.started.trigger == "schedule"
+    now = store.now()
+    window = {"start": format_time(now - timedelta(hours=2)), "end": format_time(now - timedelta(hours=1))}
+    assert api("POST", f"/v1/jobs/{job['id']}/backfill", window).status == 202
+    assert store.pump_backfills() == 0
+    executor = Executor(store, lambda target: target, TargetPolicy(allow_private=True))
+    executor.record([executor.deliver(running.started, running.lock_token)])
+    assert store.pump_backfills() == 1

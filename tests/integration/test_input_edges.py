@@ -365,3 +365,15 @@ def test_a_page_of_big_jobs_is_cut_to_what_a_lambda_can_answer(api):
         if cursor is None:
             break
     assert names == [f"big-{i:02}" for i in range(14)] and pages > 1
+
+
+def test_a_page_of_jobs_with_non_ascii_bodies_is_sized_as_answered(api):
+    """Non-ASCII text is answered escaped (an emoji is 12 bytes of JSON, 4 of UTF-8): the page's
+    budget counts it so, or 9 jobs of 65,000 emojis came to 7 MB."""
+    body = "\U0001f600" * 65_000
+    for i in range(12):
+        target = {"type": "http", "url": "https://example.com/", "body": body}
+        assert api("POST", "/v1/jobs", job_body(f"emoji-{i:02}", tags=["emoji"], target=target)).status == 201
+    answer = api("GET", "/v1/jobs", query={"tag": "emoji", "limit": "50"})
+    assert answer.status == 200 and answer.body["next_cursor"] is not None
+    assert len(json.dumps(answer.raw)) < 6_000_000

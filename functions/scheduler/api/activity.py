@@ -22,8 +22,9 @@ from scheduler.api.serialize import Execution, execution_json
 from scheduler.core.domain import ExecutionStatus
 from scheduler.core.timeutil import format_time
 from scheduler.schedules import Spread, explain_occurrences, schedule_for
-from scheduler.schedules.calendars import Calendar, explain
+from scheduler.schedules.calendars import Calendar
 from scheduler.schedules.planning import Occurrence, When, interval_anchor
+from scheduler.schedules.shifts import explain
 from scheduler.schedules.union import UnionSchedule
 from scheduler.schema.models import MAX_BODY_LENGTH, Instant, JobSpec, is_job_id, parse_time
 

@@ -208,7 +208,7 @@ def name_ordered_page(
     spent = 0
     for record in found[:limit]:
         item = to_json(record)
-        spent += len(json.dumps(item, ensure_ascii=False, default=str).encode())
+        spent += len(json.dumps(item, default=str))  # as answered: non-ASCII escaped (an emoji is 12 bytes)
         if items and spent > PAGE_BUDGET_BYTES:
             break
         items.append(item)

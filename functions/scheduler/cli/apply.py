@@ -250,7 +250,9 @@ def carry_out(client: Any, steps: list[Step], *, dry_run: bool, say: Callable[[s
 
 def summary(steps: list[Step], dry_run: bool) -> str:
     """``2 changed (1 created, 1 updated), 3 unchanged``."""
-    counts = {a: sum(s.action == a for s in steps) for a in ("create", "update", "delete", "skip", "unchanged")}
+    # A dry run's refused steps are said as such, not as changes.
+    counted = [s for s in steps if not (dry_run and s.refused and s.action in ("create", "update"))]
+    counts = {a: sum(s.action == a for s in counted) for a in ("create", "update", "delete", "skip", "unchanged")}
     changed = counts["create"] + counts["update"] + counts["delete"]
     parts = [f"{counts[a]} {_VERBS[a][1]}" for a in ("create", "update", "delete") if counts[a]]
     line = f"{changed} {'would change' if dry_run and changed else 'changed'}"
@@ -303,8 +305,9 @@ def _result(steps: list[Step], dry_run: bool, *, made_only: bool = False) -> dic
         failed = next((s for s in steps if s.action in ("create", "update", "delete") and not s.done), None)
         steps = steps[: steps.index(failed)] if failed else steps
         result["failed"] = failed.shown if failed else None
+    listed = [s for s in steps if not (dry_run and s.refused and s.action in ("create", "update"))]
     for action in ("create", "update", "delete", "skip", "unchanged"):
-        result[_VERBS[action][1] if action in _VERBS else action] = [s.shown for s in steps if s.action == action]
+        result[_VERBS[action][1] if action in _VERBS else action] = [s.shown for s in listed if s.action == action]
     if dry_run:
         result["refused"] = {s.shown: s.refused for s in steps if s.refused and s.action in ("create", "update")}
     return result

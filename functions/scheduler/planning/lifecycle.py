@@ -62,9 +62,9 @@ from scheduler.schedules.calendars import (
     Calendar,
     CalendarSchedule,
     build_calendar,
-    shifted_from,
     with_calendars,
 )
+from scheduler.schedules.shifts import shifted_from
 
 __all__ = ["MAX_CALENDARS_PER_JOB", "Calendar", "check_calendar", "compile_calendar"]
 
@@ -122,7 +122,10 @@ def schedule_of(job: Job, calendars: Calendars = ()) -> Schedule:
             schedule = _anchored_union(schedule, interval_anchor(job.start_at, job.created_at))
     if not job.exclude_calendars or not calendars:
         return schedule
-    return with_calendars(schedule, calendars, job.on_excluded)
+    # The base's occurrences up to the job's creation (or before its start_at) are not the job's:
+    # one of them inside a span is not moved to the span's end (a run no schedule would make).
+    since = job.created_at if job.start_at is None else max(job.created_at, job.start_at - _TINY)
+    return with_calendars(schedule, calendars, job.on_excluded, since=since)
 
 
 # Schedules are immutable: a runner completing the same jobs again and again parses each
@@ -425,7 +428,7 @@ def shift_of_run(
     schedule = schedule_of(job, calendars)
     if manual or not isinstance(schedule, CalendarSchedule):
         return None
-    found = shifted_from(schedule.base, schedule.calendars, ran_occurrence)
+    found = shifted_from(schedule.base, schedule.calendars, ran_occurrence, schedule.since)
     return None if found is None else Shift(*found)
 
 

@@ -270,6 +270,10 @@ class CalendarSchedule(Schedule):
     base: Schedule
     calendars: tuple[Calendar, ...]
     shift: bool = False
+    # The base's occurrences at or before this instant are not the schedule's own (a job's: those
+    # before it was created or before its start_at; a preview's: those not after its "after"):
+    # none of them is moved to the end of a span.
+    since: datetime | None = None
 
     def next_after(self, after: datetime) -> datetime | None:
         """First occurrence strictly after ``after`` (see the module's rule)."""
@@ -278,7 +282,7 @@ class CalendarSchedule(Schedule):
             # An occurrence before ``after`` in the span holding ``after`` moves past it.
             around = excluded_span(self.calendars, after)
             if around is not None:
-                earlier = self.base.next_after(around.start - _ONE_US)
+                earlier = self.base.next_after(floor_in_span(around.start, self.since))
                 if earlier is not None and earlier <= after:
                     return around.end
         occurrence = self.base.next_after(after)
@@ -309,9 +313,17 @@ class CalendarSchedule(Schedule):
         return None
 
 
-def with_calendars(schedule: Schedule, calendars: Sequence[Calendar], on_excluded: str = "skip") -> Schedule:
+def floor_in_span(start: datetime, since: datetime | None) -> datetime:
+    """Where to look for the base's first occurrence in a span starting at ``start``: from the
+    span's start, or after ``since`` when that is later."""
+    return start - _ONE_US if since is None else max(start - _ONE_US, since)
+
+
+def with_calendars(
+    schedule: Schedule, calendars: Sequence[Calendar], on_excluded: str = "skip", *, since: datetime | None = None
+) -> Schedule:
     """``schedule`` with ``calendars`` applied (itself when there are none): the seam of the
-    calendars into the planning."""
+    calendars into the planning. ``since``: see :attr:`CalendarSchedule.since`."""
     if not calendars:
         return schedule
     if on_excluded not in ON_EXCLUDED_MODES:
@@ -322,6 +334,7 @@ def with_calendars(schedule: Schedule, calendars: Sequence[Calendar], on_exclude
         base=schedule,
         calendars=tuple(calendars),
         shift=on_excluded == "shift",
+        since=since,
         kind=schedule.kind,
     )
 
@@ -440,52 +453,3 @@ def _moment(text: Any, tz: ZoneInfo, where: str) -> datetime:
     if value.tzinfo is None:
         return _resolve_wall(value, tz)
     return value.astimezone(UTC)
-
-
-def shifted_from(base: Schedule, calendars: Sequence[Calendar], at: datetime) -> tuple[datetime, str] | None:
-    """Where ``on_excluded: shift`` moved the occurrence ``at`` from: the first occurrence of
-    ``base`` in the excluded span that ends at ``at``, and the calendar that excludes it; None
-    when ``at`` was not moved (the preview's ``shifted_from``, and an execution's)."""
-    span = excluded_span(calendars, at - _ONE_US)
-    if span is None or span.end != at:
-        return None
-    moved = base.next_after(span.start - _ONE_US)
-    return (moved, span.by) if moved is not None and moved < at else None
-
-
-# -- the preview's explanation ---------------------------------------------------------------------
-
-
-def explain(
-    base: Schedule,
-    calendars: Sequence[Calendar],
-    on_excluded: str,
-    found: Sequence[datetime],
-    after: datetime,
-    start_at: datetime | None = None,
-) -> list[dict[str, Any]]:
-    """The preview's items for the occurrences ``found`` (those of ``with_calendars(base, ...)``
-    after ``after``): ``{"at"}``, with ``shifted_from`` (the base occurrence it was moved from,
-    the first when several were) and ``excluded_by`` (the calendar) for a shifted one; and, with
-    ``skip``, the occurrences left out listed between them as ``{"at", "excluded_by"}`` (at most
-    as many as ``found``); none before ``start_at``."""
-    items: list[dict[str, Any]] = []
-    budget = len(found)
-    previous = after if start_at is None else max(after, start_at - _ONE_US)
-    for at in found:
-        if on_excluded == "skip":
-            raw = base.next_after(previous)
-            while raw is not None and raw < at and budget > 0:
-                span = excluded_span(calendars, raw)
-                if span is None or span.end is None:
-                    break
-                items.append({"at": raw, "excluded_by": span.by})
-                budget -= 1
-                raw = base.next_after(raw)
-        item: dict[str, Any] = {"at": at}
-        shift = shifted_from(base, calendars, at) if on_excluded == "shift" else None
-        if shift is not None:
-            item.update(shifted_from=shift[0], excluded_by=shift[1])
-        items.append(item)
-        previous = at
-    return items

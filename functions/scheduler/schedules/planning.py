@@ -249,7 +249,8 @@ def explain_occurrences(
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ScheduleError("count must be a whole number >= 1", field="count")
     base = schedule_for(when, timezone, interval_anchor(start_at, after))
-    schedule = with_calendars(base, calendars, on_excluded)
+    since = after if start_at is None else max(after, start_at - timedelta(microseconds=1))
+    schedule = with_calendars(base, calendars, on_excluded, since=since)  # its own occurrences: after "after"
     found: list[Occurrence] = []
     occurrence = first_run(schedule, after, start_at=start_at, end_at=end_at)
     while occurrence is not None:

@@ -971,7 +971,10 @@ WITH candidate AS (
            CASE WHEN b.retry_at IS NULL THEN b.occurrences[b.position + 1] ELSE b.retry_of END AS at,
            CASE WHEN b.retry_at IS NOT NULL THEN b.retry_attempt END AS attempt
     FROM candidate c JOIN backfills b ON b.id = c.id JOIN job_runs r ON r.job_id = b.job_id
-    WHERE r.manual_run_at IS NULL
+    -- Handed over only to an idle job (no request pending, no lease held): a delivery handed
+    -- over while the job ran waited in its request slot, where a chained run asked for meanwhile
+    -- would join it rather than run on its own.
+    WHERE r.manual_run_at IS NULL AND (r.locked_until IS NULL OR r.locked_until < now())
     FOR UPDATE OF r, b SKIP LOCKED
 ), run AS (
     UPDATE job_runs r

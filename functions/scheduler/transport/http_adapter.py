@@ -112,7 +112,10 @@ def _headers(environ: dict[str, Any]) -> list[tuple[str, str]]:
 def make_event(environ: dict[str, Any], body: bytes, principal: str | None, stage: str = "local") -> dict[str, Any]:
     """The API Gateway REST proxy event (payload 1.0) of a WSGI request."""
     method = environ.get("REQUEST_METHOD", "GET").upper()
-    path = _wsgi_text(environ.get("PATH_INFO") or "/") or "/"
+    # The path as the client sent it, percent-escapes and all, as API Gateway passes it (the API
+    # decodes it once; PATH_INFO, decoded by the server already, would be decoded twice).
+    raw = str(environ.get("REQUEST_URI") or environ.get("RAW_URI") or "").split("?", 1)[0]
+    path = _wsgi_text(raw) if raw.startswith("/") else _wsgi_text(environ.get("PATH_INFO") or "/") or "/"
     query = parse_qsl(_wsgi_text(environ.get("QUERY_STRING") or ""), keep_blank_values=True)
     multi_query: dict[str, list[str]] = {}
     for k, v in query:
