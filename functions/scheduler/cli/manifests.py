@@ -6,9 +6,10 @@ A document is a job, or, with ``kind: calendar`` or ``kind: alert_rules``, a cal
 rule set (the API's objects, with their ``name``); ``kind: job`` may be written, and is the default.
 
 A secret's place (``target.auth.password``, ``token``, a header auth's ``value``, the password of
-an AMQP URL, in a job's target and in every alert rule's target) holds ``${NAME}`` (after an auth
-scheme too: ``Bearer ${NAME}``), or ``***`` (keep the stored secret). A literal secret is refused: files are committed and shared, and the
-API never answers a secret back, so an ``export`` could not write one anyway.
+an AMQP URL, a credential header, in a job's target and in every alert rule's target) holds
+``${NAME}`` (after an auth scheme too: ``Bearer ${NAME}``), or ``***`` (keep the stored secret).
+A literal secret is refused: files are committed and shared, and the API never answers a secret
+back, so an ``export`` could not write one anyway.
 """
 
 from __future__ import annotations
