@@ -467,8 +467,8 @@ def _deliver(
 ) -> Outcome:
     """Decrypt the target and deliver the started execution (never raises for the target). The
     delivery ends within the lease: the time the decryption took (KMS, slow or retried) comes
-    off the margin first, then off the target's timeout, so the lease never runs out under a
-    delivery that is still going (another runner would deliver it again)."""
+    off half the margin first, then off the target's timeout, so the lease never runs out under
+    a delivery that is still going (another runner would deliver it again)."""
     began = time.monotonic()
     try:
         target = decrypt_target(dict(started.job.target or {}))
@@ -480,8 +480,10 @@ def _deliver(
     except Exception as exc:  # KMS throttled or unreachable: another attempt may do
         logger.warning("decrypting the target's secrets failed", extra={**log, "error": type(exc).__name__})
         return Outcome(FAILED, True, error=f"the target's secrets could not be decrypted now ({type(exc).__name__})")
+    # Half the margin is the decryption's; past that, it comes off the timeout, so that the other
+    # half is left for recording the outcome under the lease.
     timeout = float(target.get("timeout_seconds") or 30)
-    cap = timeout + LEASE_MARGIN_SECONDS - DEADLINE_RESERVE_SECONDS - (time.monotonic() - began)
+    cap = timeout - max(0.0, time.monotonic() - began - LEASE_MARGIN_SECONDS / 2)
     if remaining_seconds is not None:
         cap = min(cap, remaining_seconds() - DEADLINE_RESERVE_SECONDS)
     cap = max(cap, 0.0)
