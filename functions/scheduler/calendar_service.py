@@ -89,29 +89,32 @@ def replace_calendar(
     timezone, kept, compiled = _checked_definition(name, definition)
     jobs = store.jobs_naming_calendar(owner, name)
     named = calendars_of_batch(store, jobs)
-    _refuse_if_jobs_would_stop(jobs, named, compiled, store.now(), next(iter(kept), "dates"))
+    candidate = {**named, (owner, name): compiled}  # the calendars as they would be
+    _refuse_if_jobs_would_stop(jobs, candidate, store.now(), next(iter(kept), "dates"))
     record = store.replace_calendar(owner, name, timezone, kept, expected_version, by=by)
     named[(owner, name)] = lifecycle.compile_calendar(record)
     for job in jobs:
-        _replan(store, job, [named[(owner, n)] for n in job.exclude_calendars if (owner, n) in named], record, by)
+        _replan(store, job, _named_by(job, named), record, by)
     return record
 
 
+def _named_by(job: Job, named: Mapping[tuple[str | None, str], Calendar]) -> list[Calendar]:
+    """The calendars of ``named`` that ``job`` names, in its order (one gone since is left out)."""
+    return [named[(job.owner, n)] for n in job.exclude_calendars if (job.owner, n) in named]
+
+
 def _refuse_if_jobs_would_stop(
-    jobs: Sequence[Job], named: Mapping[tuple[str | None, str], Calendar], calendar: Calendar, now: datetime, field: str
+    jobs: Sequence[Job], named: Mapping[tuple[str | None, str], Calendar], now: datetime, field: str
 ) -> None:
     """Refuse (``ScheduleError`` on ``field``) a calendar that would leave a job naming it, active
-    or paused, with no run in the coming 50 years: replanned, the job would complete, for good,
-    without a word (a paused one too: its resume would find it completed)."""
+    or paused, with no run in the coming 50 years (``named``: the calendars as they would be):
+    replanned, the job would complete, for good, without a word (a paused one too: its resume
+    would find it completed)."""
     stopped = []
     for job in jobs:
         if job.state == JobState.COMPLETED or job.run_at is not None:
             continue
-        calendars = [
-            calendar if n == calendar.name else named[(job.owner, n)]
-            for n in job.exclude_calendars
-            if n == calendar.name or (job.owner, n) in named
-        ]
+        calendars = _named_by(job, named)
         try:
             refuse_a_schedule_left_without_runs(
                 job, lifecycle.plan_first(job, now, calendars=calendars), now, calendars

@@ -53,6 +53,11 @@ class Step:
     done: bool = False  # written
 
     @property
+    def refusable(self) -> bool:
+        """A create or update the API's model refuses (a dry run says so instead of the change)."""
+        return bool(self.refused) and self.action in ("create", "update")
+
+    @property
     def shown(self) -> str:
         """How a line names it: a job by its name, the others by kind and name."""
         return self.name if self.kind == "job" else f"{self.kind}/{self.name}"
@@ -227,7 +232,7 @@ def carry_out(client: Any, steps: list[Step], *, dry_run: bool, say: Callable[[s
         if step.action == "unchanged":
             continue
         mark, done = _VERBS[step.action]
-        if dry_run and step.refused:
+        if dry_run and step.refusable:
             say(f"! {step.shown} (would be refused{': ' + step.source if step.source else ''})")
             for problem in step.refused:
                 say(f"    {problem}")
@@ -251,14 +256,14 @@ def carry_out(client: Any, steps: list[Step], *, dry_run: bool, say: Callable[[s
 def summary(steps: list[Step], dry_run: bool) -> str:
     """``2 changed (1 created, 1 updated), 3 unchanged``."""
     # A dry run's refused steps are said as such, not as changes.
-    counted = [s for s in steps if not (dry_run and s.refused and s.action in ("create", "update"))]
+    counted = [s for s in steps if not (dry_run and s.refusable)]
     counts = {a: sum(s.action == a for s in counted) for a in ("create", "update", "delete", "skip", "unchanged")}
     changed = counts["create"] + counts["update"] + counts["delete"]
     parts = [f"{counts[a]} {_VERBS[a][1]}" for a in ("create", "update", "delete") if counts[a]]
     line = f"{changed} {'would change' if dry_run and changed else 'changed'}"
     line += f" ({', '.join(parts)})" if parts else ""
     line += f", {counts['unchanged']} unchanged" + (f", {counts['skip']} skipped" if counts["skip"] else "")
-    refused = sum(bool(s.refused) for s in steps if s.action in ("create", "update"))
+    refused = sum(s.refusable for s in steps)
     line += f", {refused} would be refused" if dry_run and refused else ""
     return line + (" (dry run: nothing was changed)" if dry_run else "")
 
@@ -293,7 +298,7 @@ def apply(args: argparse.Namespace, client: Any) -> int:
         print(summary(steps, args.dry_run))
     else:
         print_data(args.output, _result(steps, args.dry_run))
-    refused = args.dry_run and any(s.refused for s in steps if s.action in ("create", "update"))
+    refused = args.dry_run and any(s.refusable for s in steps)
     return EXIT_API_ERROR if refused else EXIT_OK
 
 
@@ -305,11 +310,11 @@ def _result(steps: list[Step], dry_run: bool, *, made_only: bool = False) -> dic
         failed = next((s for s in steps if s.action in ("create", "update", "delete") and not s.done), None)
         steps = steps[: steps.index(failed)] if failed else steps
         result["failed"] = failed.shown if failed else None
-    listed = [s for s in steps if not (dry_run and s.refused and s.action in ("create", "update"))]
+    listed = [s for s in steps if not (dry_run and s.refusable)]
     for action in ("create", "update", "delete", "skip", "unchanged"):
         result[_VERBS[action][1] if action in _VERBS else action] = [s.shown for s in listed if s.action == action]
     if dry_run:
-        result["refused"] = {s.shown: s.refused for s in steps if s.refused and s.action in ("create", "update")}
+        result["refused"] = {s.shown: s.refused for s in steps if s.refusable}
     return result
 
 

@@ -114,7 +114,7 @@ def make_event(environ: dict[str, Any], body: bytes, principal: str | None, stag
     method = environ.get("REQUEST_METHOD", "GET").upper()
     # The path as the client sent it, percent-escapes and all, as API Gateway passes it (the API
     # decodes it once; PATH_INFO, decoded by the server already, would be decoded twice).
-    raw = str(environ.get("REQUEST_URI") or environ.get("RAW_URI") or "").split("?", 1)[0]
+    raw = _raw_path(environ)
     path = _wsgi_text(raw) if raw.startswith("/") else _wsgi_text(environ.get("PATH_INFO") or "/") or "/"
     query = parse_qsl(_wsgi_text(environ.get("QUERY_STRING") or ""), keep_blank_values=True)
     multi_query: dict[str, list[str]] = {}
@@ -204,8 +204,13 @@ class RequestRefused(Exception):
 def _encoded_slash(environ: dict[str, Any]) -> bool:
     """Whether the request's path, as sent, holds an encoded "/" (``%2F``): the server decodes it
     into ``PATH_INFO``, where ``/v1/calendars/a%2Fchanges`` would read as another route."""
-    raw = str(environ.get("REQUEST_URI") or environ.get("RAW_URI") or "").split("?", 1)[0]
-    return "%2f" in raw.lower()
+    return "%2f" in _raw_path(environ).lower()
+
+
+def _raw_path(environ: dict[str, Any]) -> str:
+    """The request's path as the client sent it (percent-escapes kept), "" when the server does
+    not say it."""
+    return str(environ.get("REQUEST_URI") or environ.get("RAW_URI") or "").split("?", 1)[0]
 
 
 def make_wsgi_app(
