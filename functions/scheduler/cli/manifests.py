@@ -229,6 +229,17 @@ def _resolved_rule(document: Document, rule: Any, field: str, unset: list[str]) 
     return {k: resolved[k] for k in rule}
 
 
+def _secret_of_reference(value: str) -> tuple[str | None, str] | None:
+    """A secret written as a reference (``${NAME}``, ``Bearer ${NAME}``): its value from the
+    environment, the scheme kept (None when the variable is not set), and the variable's name.
+    None when the value is not a reference."""
+    reference = _SECRET_REFERENCE.match(value)
+    if reference is None:
+        return None
+    scheme, name = reference.group(1) or "", reference.group(2)
+    return (scheme + os.environ[name] if name in os.environ else None), name
+
+
 def _resolved_target(document: Document, target: Any, prefix: str, unset: list[str]) -> Any:
     """A target (a job's, or an alert rule's: ``prefix`` ``alerts.N.``) with each secret's
     reference replaced by the environment's value (``***``, keeping the stored secret, when it
@@ -240,17 +251,17 @@ def _resolved_target(document: Document, target: Any, prefix: str, unset: list[s
         field = prefix + field
         if value == SECRET_MASK or (kind == "url_password" and value in ("***", "%2A%2A%2A")):
             return value
-        reference = _SECRET_REFERENCE.match(value)
-        if reference is None:
+        referenced = _secret_of_reference(value)
+        if referenced is None:
             raise UsageError(
                 f"{document.source}: {field}: a literal secret in a job file; write a reference such as "
                 f"${{{reference_name(document.name, field, document.kind)}}} and set it in the environment"
             )
-        scheme, name = reference.group(1) or "", reference.group(2)
-        if name not in os.environ:
+        secret_value, name = referenced
+        if secret_value is None:
             unset.append(f"{field} (${{{name}}})")
             return SECRET_MASK
-        return scheme + os.environ[name]
+        return secret_value
 
     return _expand_outside_secrets(map_secrets(target, secret), document.source, f"{prefix}target")
 
@@ -263,13 +274,13 @@ def with_secret_references(definition: dict[str, Any], source: str) -> dict[str,
 
     def targets(prefix: str) -> Callable[[str, str, str], str]:
         def one(field: str, value: str, kind: str) -> str:
-            reference = _SECRET_REFERENCE.match(value)
-            if reference is None:
+            referenced = _secret_of_reference(value)
+            if referenced is None:
                 return value
-            scheme, name = reference.group(1) or "", reference.group(2)
-            if name not in os.environ:
+            secret_value, name = referenced
+            if secret_value is None:
                 raise UsageError(f"{source}: {prefix}{field}: ${{{name}}} is not set in the environment")
-            return scheme + os.environ[name]
+            return secret_value
 
         return one
 

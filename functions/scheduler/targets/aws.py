@@ -24,7 +24,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from scheduler.targets.aws_credentials import CredentialCache, OwnerNotUsable, RoleCredentials, default_cache
+from scheduler.targets.aws_credentials import (
+    BudgetSpent,
+    CredentialCache,
+    OwnerNotUsable,
+    RoleCredentials,
+    default_cache,
+)
 from scheduler.targets.aws_views import AwsView, EventBridgeView, LambdaView, SigV4View, SnsView, SqsView, region
 from scheduler.targets.results import (
     EXCERPT_LIMIT,
@@ -133,6 +139,8 @@ def _client(
         return cache.client(service, region, role_arn, owner, timeout=budget)
     except OwnerNotUsable as exc:
         return permanent(str(exc))
+    except BudgetSpent as exc:
+        return timed_out(f"sts AssumeRole: {exc}")
     except Exception as exc:
         return classify(exc, "sts AssumeRole", budget)
 

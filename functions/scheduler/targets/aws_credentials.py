@@ -46,6 +46,10 @@ class OwnerNotUsable(ValueError):
     """The job's owner cannot serve as an ExternalId (STS's character set and length)."""
 
 
+class BudgetSpent(TimeoutError):
+    """The delivery's time was gone before its call could be made (spent assuming the role)."""
+
+
 @dataclass(frozen=True)
 class RoleCredentials:
     """Temporary credentials of one assumed role for one owner."""
@@ -191,9 +195,15 @@ class CredentialCache:
         self, service: str, region: str, role_arn: str, owner: str, *, timeout: float
     ) -> tuple[Any, RoleCredentials]:
         """A ``service`` client in ``region`` signing as ``role_arn`` for ``owner``, and its
-        credentials; rebuilt when the credentials were refreshed."""
+        credentials; rebuilt when the credentials were refreshed. The time the credentials took
+        (an AssumeRole, or the wait for another delivery's) comes off ``timeout``, which bounds
+        the whole delivery: ``BudgetSpent`` when nothing is left of it."""
+        began = time.monotonic()
         creds = self.credentials(role_arn, owner)
-        read_timeout = max(1, math.ceil(timeout))
+        left = timeout - (time.monotonic() - began)
+        if left <= 0:
+            raise BudgetSpent(f"assuming the role took the delivery's {timeout:g}s")
+        read_timeout = max(1, math.ceil(left))
         key = (service, region, role_arn, owner, read_timeout)
         with self._lock:
             cached = self._clients.get(key)
