@@ -95,6 +95,36 @@ def test_failed_deliveries_are_retried(local, target):
     assert [e["trigger"] for e in executions] == ["retry", "retry", "schedule"]
 
 
+def test_ctrl_c_lets_an_alert_being_sent_finish_and_be_recorded(local, target):
+    """Stopped while an alert's hook has not answered yet: the stop waits for the answer and
+    records it (the alert went out: it must not go out again), without a traceback."""
+    import threading
+
+    target.responses["/fail"] = [(500, {}, b"no")]
+    target.gates["/hook"] = gate = threading.Event()
+    scheduler = local()
+    job = scheduler.post(
+        "/v1/jobs",
+        {
+            "name": "alerting",
+            "run_at": in_seconds(0.5),
+            "retry": {"max_attempts": 1},
+            "target": http_target(target.url + "/fail"),
+            "alerts": [{"on": "failure", "target": http_target(target.url + "/hook", timeout_seconds=20)}],
+        },
+    )
+    poll(lambda: any(r["path"] == "/hook" for r in target.requests) or None, timeout=30)
+    scheduler.process.send_signal(signal.SIGINT)
+    poll(lambda: any("scheduler local: stopping" in line for line in scheduler.lines) or None)
+    gate.set()  # the hook answers while the stop is under way
+    assert scheduler.stop() == 0
+    assert not any("Traceback" in line or "not recorded" in line for line in scheduler.lines), "".join(scheduler.lines)
+    again = local()
+    [alert] = again.get(f"/v1/alerts?job_id={job['id']}")["alerts"]
+    assert (alert["status"], alert["attempts"]) == ("delivered", 1)
+    assert [r["path"] for r in target.requests].count("/hook") == 1
+
+
 def test_amqp_job_is_published(local, amqp_url, amqp_admin, amqp_queue):
     exchange, queue, routing_key = amqp_queue
     api = local()

@@ -212,6 +212,26 @@ def test_a_failed_delivery_is_retried_then_given_up_and_recorded(api, store, poo
     assert api("GET", "/v1/alerts", query={"job_id": "nope"}).fields == ["job_id"]
 
 
+def test_a_hooks_retry_after_holds_the_next_attempt_back(api, store, pool):
+    """A rate-limited hook (429 with Retry-After 120) is tried again after 120 s, not after the
+    2 s backoff: five quick attempts would give the alert up within its rate limit."""
+    job = create_with(api, [rule("failure")], name="limited").body
+    limited = Outcome(
+        ExecutionStatus.FAILED, retryable=True, error="HTTP 429", http_status=429, retry_after_seconds=120
+    )
+    alerts = Alerts(store, Recorder(limited))
+    alerts.run_once()
+    add_execution(pool, job["id"], "failed")
+    assert alerts.run_once() == (1, 0)
+    with pool.connection() as conn:
+        wait = conn.execute("SELECT extract(epoch FROM next_attempt_at - now()) AS s FROM alert_deliveries").fetchone()[
+            "s"
+        ]
+    assert 110 < wait <= 120
+    [alert] = api("GET", "/v1/alerts").body["alerts"]
+    assert (alert["status"], alert["attempts"]) == ("pending", 1)
+
+
 def test_two_sweeps_at_once_queue_one_alert(api, store, pool):
     job = create_with(api, [rule("failure")], name="raced").body
     Alerts(store, Recorder()).run_once()

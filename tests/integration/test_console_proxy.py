@@ -174,6 +174,10 @@ def test_an_unreachable_api_is_a_502_and_a_large_body_a_413(monkeypatch, tmp_pat
             base + "/v1/jobs", data=b"x" * (1024 * 1024 + 1), timeout=10, headers={"Content-Type": "application/json"}
         )
         assert big.status_code == 413
+        # the proxy's own answers are never cached nor sniffed, as the API's are
+        for own in (answer, big, requests.get(base + "/v1/no-such-route", timeout=10)):
+            assert own.headers["Cache-Control"] == "no-store", own.status_code
+            assert own.headers["X-Content-Type-Options"] == "nosniff", own.status_code
     finally:
         stop.set()
         thread.join(10)

@@ -184,6 +184,16 @@ def test_a_wildcard_bind_serves_addresses_but_not_foreign_names():
     assert not bound.allows("192.168.1.21:8080") and not bound.allows("evil.example")
 
 
+@pytest.mark.parametrize(
+    "header", ["127.0.0.1:8080@evil.example", "localhost:80/evil.example", "127.0.0.1:8o80", "[::1]@evil.example"]
+)
+def test_a_host_header_that_is_not_a_host_and_port_is_refused(header):
+    """The port of a ``Host`` header is digits: anything after a loopback name is not dropped."""
+    for bound in ("127.0.0.1", "0.0.0.0"):
+        assert not HostPolicy(bound).allows(header)
+    assert HostPolicy("127.0.0.1").allows("127.0.0.1:8080") and HostPolicy("127.0.0.1").allows("[::1]:8080")
+
+
 def test_scheduler_local_serves_the_console_behind_the_guard(db_url, tmp_path):
     from tests.support import LocalScheduler
 

@@ -298,6 +298,32 @@ def test_fanout_stops_draining_at_its_limit_while_claims_come_back_full(store, p
     assert 0 < report.claimed < 300
 
 
+def test_a_retry_due_past_its_max_age_is_given_up_not_delivered(store, pool, target_server):
+    """The runners were down while a retry waited: when they come back, the retry would start a
+    minute after its occurrence, past the policy's max_age_seconds (6 s), so it is not made."""
+    spec = http_spec(
+        "stale-retry",
+        "0 0 1 1 *",
+        target={**http_spec("x")["target"], "url": target_server.url},
+        retry={"max_attempts": 5, "min_backoff_seconds": 3, "max_backoff_seconds": 3, "max_age_seconds": 6},
+    )
+    job_id = str(service.create_job(store, OWNER, spec).id)
+    with pool.connection() as conn:  # attempt 1 failed a minute ago; its retry is due since
+        conn.execute(
+            """UPDATE job_runs SET attempt = 1, scheduled_at = date_trunc('second', now()) - interval '60 seconds',
+                                   next_run_at = date_trunc('second', now()) - interval '57 seconds'
+               WHERE job_id = %s""",
+            (job_id,),
+        )
+    [claim] = store.claim_due(1, 60)
+    report = execute_invoke(claim.to_event(), store=store, decrypt_target=lambda t: t, policy=LOCAL)
+    assert report["status"] == "failed" and target_server.requests == []
+    [given_up] = store.list_executions(OWNER, job_id)
+    assert given_up.attempt == 2 and "max_age_seconds (6)" in given_up.error
+    row = store.get_job(OWNER, job_id)
+    assert row.attempt == 0 and row.scheduled_at > claim.scheduled_at  # on to the next occurrence
+
+
 def test_attempts_lost_with_their_runners_count_toward_max_attempts(store, pool, target_server):
     spec = http_spec(
         "poison",

@@ -99,7 +99,7 @@ def console_app(app: Callable) -> Callable:
             return _send(
                 start_response,
                 "404 Not Found",
-                [("Content-Type", "text/plain")] + SECURITY_HEADERS,
+                [("Content-Type", "text/plain; charset=utf-8")] + SECURITY_HEADERS,
                 b"no such file in the console\n",
                 method,
             )

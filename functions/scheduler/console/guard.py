@@ -46,13 +46,24 @@ def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 
 
 def host_name(host_header: str) -> str:
-    """The host of a ``Host`` header, without its port, brackets or trailing dot, in lower case."""
+    """The host of a ``Host`` header, without its port, brackets or trailing dot, in lower case.
+    A header that is not ``host[:port]`` (a port that is not digits: ``127.0.0.1:80@evil.com``)
+    is answered whole, which names no host the policy allows."""
     value = host_header.strip().lower()
     if value.startswith("["):
-        return value[1:].split("]", 1)[0]
+        address, _, rest = value[1:].partition("]")
+        return address if rest == "" or _is_port(rest) else value
     if value.count(":") == 1:
-        value = value.split(":", 1)[0]
+        name, _, port = value.partition(":")
+        if not port.isdigit() or not port.isascii():
+            return value
+        value = name
     return value.rstrip(".")
+
+
+def _is_port(text: str) -> bool:
+    """``:digits`` after a bracketed address."""
+    return text[:1] == ":" and text[1:].isdigit() and text.isascii()
 
 
 class HostPolicy:

@@ -89,7 +89,17 @@ def _error(
     start_response: Callable, status: str, code: str, message: str, headers: list[tuple[str, str]] | None = None
 ) -> list[bytes]:
     body = json.dumps({"error": {"code": code, "message": message, "details": []}}).encode()
-    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))] + (headers or []))
+    start_response(
+        status,
+        [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body))),
+            # as the API's own answers: never cached, never sniffed
+            ("Cache-Control", "no-store"),
+            ("X-Content-Type-Options", "nosniff"),
+        ]
+        + (headers or []),
+    )
     return [body]
 
 

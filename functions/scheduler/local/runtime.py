@@ -25,6 +25,7 @@ from typing import Any
 from scheduler.api.routes import rule
 from scheduler.core import constants as c
 from scheduler.core.errors import MigrationError, SchedulerError
+from scheduler.local.background import ALERTS_STOP_SECONDS, close_delivery_clients, start_alerts
 from scheduler.settings import Settings
 from scheduler.store import database_urls
 
@@ -201,20 +202,6 @@ def run_runner(deps: Any, settings: Settings, dispatch: Any, stop: threading.Eve
             stop.wait(1.0)
 
 
-def _start_alerts(deps: Any, stop: threading.Event, console_url: str | None) -> None:
-    """The alert sweep and sender (``runner.alerts``), once a second beside the runner."""
-    alerts = deps.alerts(console_url)
-    threading.Thread(target=alerts.loop, args=(stop,), name="alerts", daemon=True).start()
-
-
-def _close_delivery_clients() -> None:
-    from scheduler.targets import amqp as amqp_target
-    from scheduler.targets import http as http_target
-
-    http_target.close_connections()
-    amqp_target.close_all()
-
-
 def runner_process(settings: Settings) -> None:
     """An extra runner process (``--runners``): the fan-out loop and its executors, no API. It
     stops on SIGINT or SIGTERM, or when its parent is gone, after its deliveries under way end
@@ -239,12 +226,13 @@ def runner_process(settings: Settings) -> None:
     deps = Dependencies(settings, pool_max_size=8)
     deps.store, deps.secret_box  # built now, before the threads that share them  # noqa: B018
     dispatch = deps.in_process_dispatch()
-    _start_alerts(deps, stop, settings.console_url)
+    alerts = start_alerts(deps, stop, settings.console_url)
     try:
         run_runner(deps, settings, dispatch, stop)
     finally:
         dispatch.close()
-        _close_delivery_clients()
+        alerts.join(timeout=ALERTS_STOP_SECONDS)
+        close_delivery_clients()
         deps.pool.close()
 
 
@@ -306,6 +294,15 @@ def migrate_or_explain(migrate: Callable[[str], Any], url: str) -> Any:
         raise LocalError(f"cannot migrate the database: {exc}") from None
 
 
+def _reachable_name(host: str) -> str:
+    """The name alerts' links give the console: the bound host, or this machine's name when
+    bound to every address (``0.0.0.0`` or ``::`` is no address a recipient can open; the
+    console answers to the machine's name then)."""
+    if host in ("0.0.0.0", "::", ""):
+        return socket.getfqdn() or "127.0.0.1"
+    return host
+
+
 def base_url(host: str, port: int) -> str:
     """``http://host:port``, an IPv6 address in brackets."""
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
@@ -351,7 +348,7 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     server = _api_server(options, deps, resolver)
     dispatch = deps.in_process_dispatch() if options.runners else None
     # The links of alerts (every runner process sends them) go to this console.
-    console = f"{base_url(options.host, server.effective_port)}/console/"
+    console = f"{base_url(_reachable_name(options.host), server.effective_port)}/console/"
     settings = replace(settings, console_url=settings.console_url or console)
     extra = _start_runner_processes(settings, options.runners)
     runner_thread = threading.Thread(
@@ -359,7 +356,7 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     )
     if dispatch is not None:
         runner_thread.start()
-    _start_alerts(deps, stop, settings.console_url)
+    alerts = start_alerts(deps, stop, settings.console_url)
     threading.Thread(target=server.run, name="api", daemon=True).start()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -383,7 +380,9 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
             if process.is_alive():
                 process.kill()
                 process.join()
-        _close_delivery_clients()
+        stop.set()  # (already set, unless the runners' supervision itself failed)
+        alerts.join(timeout=ALERTS_STOP_SECONDS)
+        close_delivery_clients()
         deps.pool.close()
         if embedded is not None:
             embedded.stop()

@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 # Attempts at one alert before it is given up (recorded failed), and the backoff between them.
 MAX_ALERT_ATTEMPTS = 5
 MAX_BACKOFF_SECONDS = 300.0
+# The longest a target's Retry-After holds an alert back (an alert a day late is no alert).
+MAX_RETRY_AFTER_SECONDS = 3600.0
 # The lease of an attempt beyond its target's own timeout (the claim adds that).
 LEASE_SECONDS = 60.0
 # Alerts sent at once; an attempt is claimed only when a sender is idle, so that it starts at once.
@@ -140,7 +142,10 @@ class Alerts:
         if outcome.succeeded:
             status, retry_in = "delivered", 0.0
         elif outcome.retryable and alert.attempts < MAX_ALERT_ATTEMPTS:
-            status, retry_in = "pending", min(2.0**alert.attempts, MAX_BACKOFF_SECONDS)
+            # The target's Retry-After when longer than the backoff (a hook's rate limit), as
+            # for a job's retries.
+            retry_after = min(outcome.retry_after_seconds or 0.0, MAX_RETRY_AFTER_SECONDS)
+            status, retry_in = "pending", max(min(2.0**alert.attempts, MAX_BACKOFF_SECONDS), retry_after)
         else:
             status, retry_in = "failed", 0.0
         written = self.store.record_alert_delivery(

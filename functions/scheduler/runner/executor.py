@@ -27,6 +27,7 @@ from scheduler.core import constants as c
 from scheduler.core.domain import Claim, Completion, Outcome, Skip, StartedExecution, Trigger
 from scheduler.core.errors import SecretError
 from scheduler.core.limits import SlotHandBack, TargetLimit
+from scheduler.planning.attempts import given_up
 from scheduler.ports import ExecutionStore
 from scheduler.runner.telemetry import Metrics, NullMetrics, count_skips
 from scheduler.runner.waiting_room import SLOT_FIRST_PAUSE, SLOT_MAX_PAUSE
@@ -210,28 +211,14 @@ class Executor:
         """Count the occurrences recorded as skipped (the metric, by reason)."""
         count_skips(self.metrics, skips)
 
-    @staticmethod
-    def _given_up(started: StartedExecution) -> Outcome | None:
-        """The failure of an occurrence whose allowed attempts were all made, the last lost with
-        its runner (a target that kills the executor, say): given up rather than redelivered
-        forever. None for every other delivery."""
-        max_attempts = started.job.max_attempts
-        if started.trigger != Trigger.MANUAL and started.attempt > max_attempts:
-            return Outcome(
-                FAILED,
-                False,
-                error=f"gave up: the {max_attempts} attempt(s) allowed were made and the last was lost with its runner",
-            )
-        return None
-
     def deliver(self, started: StartedExecution, lock_token: str) -> Finished | SlotHandBack:
         """Deliver a started execution (never raises for the target's sake); a limited one whose
         key stayed full is handed back instead (``deliver_within_limits``)."""
         began = time.monotonic()
         job_id = str(started.job.id)
-        given_up = self._given_up(started)
-        if given_up is not None:
-            result = given_up
+        refused = given_up(started)
+        if refused is not None:
+            result = refused
         elif started.job.limits:
             within = self.deliver_within_limits(started, lock_token)
             if isinstance(within, SlotHandBack):
@@ -246,7 +233,7 @@ class Executor:
     def waits_for_slot(self, started: StartedExecution) -> bool:
         """Whether delivering a started execution first takes a slot of its target's key (the
         job has ``limits``, and the occurrence is not given up)."""
-        return bool(started.job.limits) and self._given_up(started) is None
+        return bool(started.job.limits) and given_up(started) is None
 
     def slot_wait(self, started: StartedExecution, lock_token: str) -> SlotWait:
         """A limited delivery's wait for its slot, starting now."""
