@@ -252,9 +252,17 @@ def explain_occurrences(
     since = after if start_at is None else max(after, start_at - timedelta(microseconds=1))
     schedule = with_calendars(base, calendars, on_excluded, since=since)  # its own occurrences: after "after"
     found: list[Occurrence] = []
-    occurrence = first_run(schedule, after, start_at=start_at, end_at=end_at)
+    # A spread moves an occurrence up to its window later: an existing job's (a seed: its id)
+    # occurrence at or before "after" may fire after it. A new job's are after its creation only.
+    look_from = after - timedelta(seconds=spread.window_seconds) if spread is not None and spread.seed else after
+    occurrence = first_run(schedule, look_from, start_at=start_at, end_at=end_at)
+    fired: datetime | None = None
     while occurrence is not None:
         at = fire_time(occurrence, spread)
+        # One at a time, in the order of their occurrences: a spread wider than the interval
+        # moves an occurrence no earlier than the one before it fires (the runner's catch-up).
+        at = at if fired is None else max(at, fired)
+        fired = at
         if at > after:  # first_run answers a one-off already past: "at once", not later
             source = base.source_of(occurrence) if isinstance(base, UnionSchedule) else base.expression
             found.append(Occurrence(at, occurrence, source, int((at - occurrence).total_seconds())))
