@@ -471,3 +471,26 @@ def test_a_calendar_put_of_what_it_has_writes_nothing(api):
     assert stale.status == 412
     moved = api("PUT", "/v1/calendars/same", {**body, "dates": ["2030-01-01"]})
     assert moved.body["version"] == created["version"] + 1
+
+
+FREEZE_ICS = (
+    "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nBEGIN:VEVENT\r\nUID:f\r\nDTSTART;VALUE=DATE:20200101\r\n"
+    "RRULE:FREQ=DAILY;UNTIL=20401231\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+)
+
+
+def test_a_long_freeze_is_planned_and_a_search_past_the_time_limit_is_a_400(api, monkeypatch):
+    """Every day excluded until 2040: the job's first run is on 1 January 2041 (it was refused,
+    'no run in the coming 50 years'). A request whose calendar search outlasts its time limit
+    answers 400 on exclude_calendars, in time, rather than running on past API Gateway's 29 s."""
+    from scheduler.api import app as app_module
+
+    assert api("POST", "/v1/calendars", {"name": "freeze", "timezone": "UTC", "ics": FREEZE_ICS}).status == 201
+    body = job_body("frozen", schedule="0 12 * * *", timezone="UTC", exclude_calendars=["freeze"])
+    created = api("POST", "/v1/jobs", body)
+    assert created.status == 201, created.body
+    assert created.body["next_run_at"] == "2041-01-01T12:00:00Z"
+    monkeypatch.setattr(app_module, "CALENDAR_PLANNING_SECONDS", 0.0)
+    late = api("POST", "/v1/jobs", {**body, "name": "frozen-2"})
+    assert late.status == 400 and late.fields == ["exclude_calendars"], late.body
+    assert "too long" in late.body["error"]["details"][0]["message"]

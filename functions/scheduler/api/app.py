@@ -41,6 +41,7 @@ from scheduler.api.routes import allowed_methods, fixed_path_methods, rule
 from scheduler.api.serialize import Health
 from scheduler.core.constants import ANSWER_HEADERS, MAX_REQUEST_BODY_BYTES
 from scheduler.ports import JobStore
+from scheduler.schedules.planning_time import planning_time_limit
 from scheduler.secrets import SecretBox
 
 HEALTH_PATH = rule("health")[0]
@@ -167,6 +168,11 @@ def precheck(event: Mapping[str, Any], identify: Identify | None = None) -> dict
     return out
 
 
+#: The time a request's calendar planning may take (a job's plans, a preview, a calendar's
+#: replacement replanning its jobs), well within API Gateway's 29 s: past it, a 400.
+CALENDAR_PLANNING_SECONDS = 20.0
+
+
 class SchedulerResolver(APIGatewayRestResolver):
     """The REST resolver with the request checks that must come before validation and routing."""
 
@@ -177,7 +183,9 @@ class SchedulerResolver(APIGatewayRestResolver):
             checked = precheck(event, self.identify)
         except ApiError as exc:
             return with_answer_headers(_error_result(event, exc))
-        return with_answer_headers(_located(super().resolve(checked, context), event))
+        with planning_time_limit(CALENDAR_PLANNING_SECONDS):
+            answer = super().resolve(checked, context)
+        return with_answer_headers(_located(answer, event))
 
 
 def with_answer_headers(result: dict[str, Any]) -> dict[str, Any]:

@@ -9,13 +9,17 @@ from datetime import datetime, timedelta
 
 from scheduler.core.domain import Skip, SkipReason
 from scheduler.schedules import IntervalSchedule, Schedule, next_occurrence
-from scheduler.schedules.calendars import MAX_HOPS, CalendarSchedule, excluded_span, next_excluded
+from scheduler.schedules.calendars import CalendarSchedule, excluded_span, next_excluded
 
 # Occurrences counted one by one at most (a calendar expression's; an interval is counted by
 # arithmetic, whatever the gap): a cron job paused for years counts this many, no more.
 COUNT_LIMIT = 10_000
 
 _TINY = timedelta(microseconds=1)
+
+
+#: Excluded spans a count of calendar skips walks at most (past them, the count stops there).
+MAX_SPANS_WALKED = 4000
 
 
 def count_between(
@@ -112,7 +116,7 @@ def excluded_between(
     base, window = schedule.base, {"start_at": start_at, "end_at": end_at}
     exact = isinstance(base, IntervalSchedule)  # counted by arithmetic: no limit
     total, first, at = 0, None, after
-    for _ in range(MAX_HOPS):
+    for _ in range(MAX_SPANS_WALKED):
         occurrence = next_occurrence(base, at, **window)
         if occurrence is None or occurrence >= before:
             break

@@ -30,6 +30,7 @@ from zoneinfo import ZoneInfo
 
 from scheduler.schedules.base import _ONE_US, HORIZON_YEARS, UTC, Schedule, ScheduleError, _require_aware
 from scheduler.schedules.ics import parse_ics
+from scheduler.schedules.planning_time import check_planning_time
 from scheduler.schedules.recurrence import Recurrence, TimedRecurrence
 from scheduler.schedules.zones import _resolve_wall, validate_timezone
 
@@ -40,10 +41,12 @@ MAX_DATES = 1000
 MAX_RANGES = 500
 MAX_YEARLY = 366
 MAX_CALENDARS_PER_JOB = 10
-#: Excluded spans followed one after the other before a time counts as never allowed.
-MAX_CHAIN = 4000
-#: Base occurrences looked at in a row (each in another excluded span) before giving up.
-MAX_HOPS = 4000
+#: Excluded spans followed one after the other, or base occurrences looked at in a row (each in
+#: another excluded span), at most: a bound on the work only. What ends a search is the horizon
+#: (``HORIZON_YEARS`` from where it began: nothing allowed within it counts as never allowed), and
+#: within an API request its time limit (``planning_time_limit``).
+MAX_CHAIN = 1_000_000
+MAX_HOPS = 1_000_000
 #: Local days a look for the next excluded piece reads ahead (``Calendar.next_piece``).
 LOOKAHEAD_DAYS = 400
 
@@ -102,6 +105,9 @@ class Calendar:
     # Yearly single days without bounds (``yearly``'s MM-DD), looked up as (month, day).
     _every_year: frozenset[tuple[int, int]] = field(default=frozenset(), init=False, repr=False)
     _other_yearly: tuple[YearlyRule, ...] = field(default=(), init=False, repr=False)
+    # The recurring events that may start on a day of each month (index 1 to 12): one limited to
+    # other months (BYMONTH) is not asked, a day at a time, whether it starts on this one.
+    _recurring_by_month: tuple[tuple[tuple[Recurrence, int], ...], ...] = field(default=(), init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "days", _merge(self.days))
@@ -111,6 +117,11 @@ class Calendar:
         simple = [r for r in self.yearly if r.days == 1 and r.first_year is None and r.last_year is None]
         object.__setattr__(self, "_every_year", frozenset((r.month, r.day) for r in simple))
         object.__setattr__(self, "_other_yearly", tuple(r for r in self.yearly if r not in simple))
+        by_month = [
+            tuple((r, n) for r, n in self.recurring if n > 1 or not r.by_month or month in r.by_month)
+            for month in range(13)
+        ]
+        object.__setattr__(self, "_recurring_by_month", tuple(by_month))
 
     @property
     def timezone(self) -> str:
@@ -131,7 +142,7 @@ class Calendar:
                 if start is not None and start <= day < start + timedelta(days=rule.days):
                     end = start + timedelta(days=rule.days)
                     found = (min(found[0], start), max(found[1], end)) if found else (start, end)
-        for recurrence, length in self.recurring:
+        for recurrence, length in self._recurring_by_month[day.month] if self.recurring else ():
             for back in range(length):
                 start = day - timedelta(days=back)
                 if recurrence.starts_on(start):
@@ -228,8 +239,9 @@ def excluded_span(calendars: Sequence[Calendar], at: datetime) -> Excluded | Non
 
 def _chain(calendars: Sequence[Calendar], edge: datetime, *, backwards: bool = False) -> datetime | None:
     """Follow excluded pieces from ``edge`` (forwards: while ``edge`` is excluded; backwards:
-    while the instant before it is); None when ``MAX_CHAIN`` pieces were followed."""
-    for _ in range(MAX_CHAIN):
+    while the instant before it is); None when they go on past the horizon."""
+    origin = edge
+    for steps in range(MAX_CHAIN):
         moved = False
         for calendar in calendars:
             found = calendar.piece(edge - _ONE_US if backwards else edge)
@@ -237,6 +249,10 @@ def _chain(calendars: Sequence[Calendar], edge: datetime, *, backwards: bool = F
                 edge, moved = (found[0] if backwards else found[1]), True
         if not moved:
             return edge
+        if abs(edge - origin) > _HORIZON:
+            return None
+        if steps % 64 == 63:
+            check_planning_time()
     return None
 
 
@@ -286,8 +302,8 @@ class CalendarSchedule(Schedule):
                 if earlier is not None and earlier <= after:
                     return around.end
         occurrence = self.base.next_after(after)
-        for _ in range(MAX_HOPS):
-            if occurrence is None:
+        for hops in range(MAX_HOPS):
+            if occurrence is None or occurrence - after > _HORIZON:
                 return None
             span = excluded_span(self.calendars, occurrence)
             if span is None:
@@ -295,14 +311,16 @@ class CalendarSchedule(Schedule):
             if self.shift or span.end is None:
                 return span.end
             occurrence = self.base.next_after(span.end - _ONE_US)
+            if hops % 64 == 63:
+                check_planning_time()
         return None
 
     def last_at_or_before(self, at: datetime) -> datetime | None:
         """Latest occurrence ``<= at``."""
         at = _require_aware(at, "at")
         occurrence = self.base.last_at_or_before(at)
-        for _ in range(MAX_HOPS):
-            if occurrence is None:
+        for hops in range(MAX_HOPS):
+            if occurrence is None or at - occurrence > _HORIZON:
                 return None
             span = excluded_span(self.calendars, occurrence)
             if span is None:
@@ -310,6 +328,8 @@ class CalendarSchedule(Schedule):
             if self.shift and span.end is not None and span.end <= at:
                 return span.end
             occurrence = self.base.last_at_or_before(span.start - _ONE_US)
+            if hops % 64 == 63:
+                check_planning_time()
         return None
 
 
