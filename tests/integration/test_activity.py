@@ -236,7 +236,6 @@ def test_preview_bad_input_is_a_400_like_a_job(api):
         {"schedule": "0 3 * * *", "start_at": "2030-01-02T00:00:00Z", "end_at": "2030-01-01T00:00:00Z"},
         {"schedule": "cron(0 3 * * * *)"},
         {"schedule": "0 0 30 2 *"},
-        {"schedule": "0 0 * * *", "start_at": "0001-01-01T00:00:00Z"},
         {"schedule": "0 0 1 1 *", "start_at": "2027-02-01T00:00:00Z", "end_at": "2027-03-01T00:00:00Z"},
         {"schedule": "s" * 257},
         {"schedule": 5},
@@ -266,4 +265,4 @@ def test_a_preview_names_a_job_in_any_case(api):
     lower = preview(api, {**body, "job_id": "66b94d6b-0d3c-4b5a-9d77-2f8f6a1c9e01"})
     upper = preview(api, {**body, "job_id": "66B94D6B-0D3C-4B5A-9D77-2F8F6A1C9E01"})
     assert lower.status == upper.status == 200 and lower.body == upper.body
-    assert preview(api, {**body, "after": "1969-12-31T23:59:59Z"}).fields == ["after"]
+    assert preview(api, {**body, "start_at": "0001-01-01T00:00:00Z"}).status == 200  # (it was a 500)

@@ -1,11 +1,11 @@
-"""The preview's times as the runner fires them: a spread's occurrences in order, and an
-existing job's time still to come of an occurrence before ``after``."""
+"""The preview's times as the runner fires them: a spread's occurrences in order; and from any
+start_at."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from scheduler.schedules.planning import explain_occurrences, fire_time
+from scheduler.schedules.planning import explain_occurrences
 from scheduler.schedules.spread import Spread
 
 AFTER = datetime(2027, 1, 1, tzinfo=UTC)
@@ -22,14 +22,12 @@ def test_a_random_spread_wider_than_the_interval_keeps_the_occurrences_order():
     assert all(item.at >= item.occurrence for item in found)
 
 
-def test_an_existing_jobs_spread_time_after_after_is_listed():
-    """*/5 * * * * with a stable spread: the 00:00 occurrence fires at 00:00 plus its offset, which
-    is after an ``after`` of 00:00:01 when the offset is more than a second."""
-    spread = Spread(100, "stable", JOB)
-    offset = fire_time(AFTER, spread) - AFTER
-    assert offset > timedelta(seconds=1)  # this id's offset: the case the test is about
-    [first] = explain_occurrences("*/5 * * * *", after=AFTER + timedelta(seconds=1), count=1, spread=spread)
-    assert first.occurrence == AFTER and first.at == AFTER + offset
-    # A new job (no id) created at that instant has no such occurrence: its first is 00:05.
-    [new] = explain_occurrences("*/5 * * * *", after=AFTER + timedelta(seconds=1), count=1, spread=Spread(100))
-    assert new.occurrence == AFTER + timedelta(minutes=5)
+def test_a_preview_from_the_first_instant_a_datetime_holds():
+    """start_at in year 1 (with calendars too): times, not an OverflowError."""
+    from scheduler.schedules.calendars import build_calendar
+
+    calendar = build_calendar("c", {"timezone": "UTC", "dates": ["2027-06-01"]})
+    first = datetime(1, 1, 1, tzinfo=UTC)
+    for calendars in ((), (calendar,)):
+        found = explain_occurrences("0 0 * * *", start_at=first, after=AFTER, count=2, calendars=calendars)
+        assert [item.at for item in found][0] == AFTER + timedelta(days=1)

@@ -26,7 +26,7 @@ from scheduler.schedules.calendars import Calendar
 from scheduler.schedules.planning import Occurrence, When, interval_anchor
 from scheduler.schedules.shifts import explain
 from scheduler.schedules.union import UnionSchedule
-from scheduler.schema.models import EARLIEST_SCHEDULE_INSTANT, MAX_BODY_LENGTH, Instant, JobSpec, is_job_id, parse_time
+from scheduler.schema.models import MAX_BODY_LENGTH, Instant, JobSpec, is_job_id, parse_time
 
 router = APIGatewayRouter()
 
@@ -98,8 +98,6 @@ class SchedulePreview(BaseModel):
     @field_validator("after")
     @classmethod
     def _after_in_utc(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value < EARLIEST_SCHEDULE_INSTANT:
-            raise ValueError("must be 1970-01-01T00:00:00Z or later")
         return None if value is None else value.astimezone(UTC)  # Instant: it converts
 
 

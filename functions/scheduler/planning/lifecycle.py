@@ -57,6 +57,7 @@ from scheduler.schedules import (
     parse_union,
     plan_next,
 )
+from scheduler.schedules.base import just_before
 from scheduler.schedules.calendars import (
     MAX_CALENDARS_PER_JOB,
     Calendar,
@@ -124,7 +125,7 @@ def schedule_of(job: Job, calendars: Calendars = ()) -> Schedule:
         return schedule
     # The base's occurrences up to the job's creation (or before its start_at) are not the job's:
     # one of them inside a span is not moved to the span's end (a run no schedule would make).
-    since = job.created_at if job.start_at is None else max(job.created_at, job.start_at - _TINY)
+    since = job.created_at if job.start_at is None else max(job.created_at, just_before(job.start_at))
     return with_calendars(schedule, calendars, job.on_excluded, since=since)
 
 

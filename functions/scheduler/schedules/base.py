@@ -25,6 +25,15 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_US = timedelta(microseconds=1)
 
 
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
+
+
+def just_before(at: datetime) -> datetime:
+    """The instant just before ``at`` (a microsecond), or ``at`` itself at the first instant a
+    datetime can hold (year 1: a start_at there has nothing before it)."""
+    return at - _ONE_US if at > _EARLIEST else at
+
+
 def _require_aware(value: datetime, what: str) -> datetime:
     if value.__class__ is datetime and value.tzinfo is UTC:  # nearly always: the store's instants
         return value

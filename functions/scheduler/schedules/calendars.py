@@ -118,7 +118,11 @@ class Calendar:
         object.__setattr__(self, "_every_year", frozenset((r.month, r.day) for r in simple))
         object.__setattr__(self, "_other_yearly", tuple(r for r in self.yearly if r not in simple))
         by_month = [
-            tuple((r, n) for r, n in self.recurring if n > 1 or not r.by_month or month in r.by_month)
+            tuple(
+                (r, n)
+                for r, n in self.recurring
+                if n > 1 or not r.by_month or month in r.by_month or month == r.start.month  # DTSTART is one
+            )
             for month in range(13)
         ]
         object.__setattr__(self, "_recurring_by_month", tuple(by_month))

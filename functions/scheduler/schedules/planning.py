@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from scheduler.schedules.base import _ONE_US, UTC, Schedule, ScheduleError, _require_aware
+from scheduler.schedules.base import _ONE_US, UTC, Schedule, ScheduleError, _require_aware, just_before
 from scheduler.schedules.calendars import Calendar, with_calendars
 from scheduler.schedules.intervals import IntervalSchedule
 from scheduler.schedules.oneoff import OneOffSchedule, one_off
@@ -249,13 +249,10 @@ def explain_occurrences(
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ScheduleError("count must be a whole number >= 1", field="count")
     base = schedule_for(when, timezone, interval_anchor(start_at, after))
-    since = after if start_at is None else max(after, start_at - timedelta(microseconds=1))
+    since = after if start_at is None else max(after, just_before(start_at))
     schedule = with_calendars(base, calendars, on_excluded, since=since)  # its own occurrences: after "after"
     found: list[Occurrence] = []
-    # A spread moves an occurrence up to its window later: an existing job's (a seed: its id)
-    # occurrence at or before "after" may fire after it. A new job's are after its creation only.
-    look_from = after - timedelta(seconds=spread.window_seconds) if spread is not None and spread.seed else after
-    occurrence = first_run(schedule, look_from, start_at=start_at, end_at=end_at)
+    occurrence = first_run(schedule, after, start_at=start_at, end_at=end_at)
     fired: datetime | None = None
     while occurrence is not None:
         at = fire_time(occurrence, spread)

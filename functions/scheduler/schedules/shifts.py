@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from scheduler.schedules.base import _ONE_US, Schedule
+from scheduler.schedules.base import _ONE_US, Schedule, just_before
 from scheduler.schedules.calendars import Calendar, excluded_span, floor_in_span
 
 
@@ -41,7 +41,7 @@ def explain(
     as many as ``found``); none before ``start_at``."""
     items: list[dict[str, Any]] = []
     budget = len(found)
-    previous = since = after if start_at is None else max(after, start_at - _ONE_US)
+    previous = since = after if start_at is None else max(after, just_before(start_at))
     for at in found:
         if on_excluded == "skip":
             raw = base.next_after(previous)

@@ -21,11 +21,6 @@ _RFC3339_EXAMPLE = "2026-12-01T10:00:00Z or 2026-12-01T11:00:00+01:00"
 _CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
-#: The earliest instant a schedule's fields (``run_at``, ``start_at``, ``end_at``, a preview's
-#: ``after``) take: the Unix epoch.
-EARLIEST_SCHEDULE_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
-
-
 def is_job_id(value: object) -> bool:
     """Whether ``value`` is a job id in the form every route takes: a UUID in its canonical
     8-4-4-4-12 text form (either case)."""

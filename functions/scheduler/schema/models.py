@@ -10,7 +10,7 @@ are plain strings here; the API encrypts them before the store sees them and mas
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -31,6 +31,7 @@ from scheduler.schedules import (
     parse_union,
     validate_timezone,
 )
+from scheduler.schedules.base import just_before
 from scheduler.schedules.calendars import MAX_CALENDARS_PER_JOB
 from scheduler.schema.aws_models import (
     EventBridgeTarget,
@@ -40,15 +41,8 @@ from scheduler.schema.aws_models import (
     SqsTarget,
 )
 from scheduler.schema.details import validation_details  # noqa: F401 (re-exported)
-from scheduler.schema.instants import (  # noqa: F401 (re-exported)
-    EARLIEST_SCHEDULE_INSTANT,
-    Instant,
-    is_job_id,
-    parse_time,
-)
+from scheduler.schema.instants import Instant, is_job_id, parse_time  # noqa: F401 (re-exported)
 from scheduler.schema.messages import FieldError, single_line
-
-_ONE_US = timedelta(microseconds=1)
 
 MAX_NAME_LENGTH = 128
 MAX_DESCRIPTION_LENGTH = 2048
@@ -432,15 +426,6 @@ class JobSpec(_Strict):
         # An id in any case names the job, as in the job routes: kept in the case ids are stored in.
         return list(dict.fromkeys(ref.lower() if is_job_id(ref) else ref for ref in v))
 
-    @field_validator("run_at", "start_at", "end_at")
-    @classmethod
-    def _not_before_1970(cls, v: datetime | None) -> datetime | None:
-        # A schedule's instants are this era's: a year-1 start_at is a typo, and the planning's
-        # "the instant just before" would leave datetime's range.
-        if v is not None and v < EARLIEST_SCHEDULE_INSTANT:
-            raise ValueError("must be 1970-01-01T00:00:00Z or later")
-        return v
-
     @field_validator("timezone")
     @classmethod
     def _timezone(cls, v: str) -> str:
@@ -465,12 +450,13 @@ class JobSpec(_Strict):
             raise _FieldError("end_at", "must be after start_at")
         schedule = self._parsed()
         if schedule is not None and not schedule.one_off:
-            # From start_at, which may be an occurrence itself, else from now; up to end_at.
-            first = schedule.next_after(self.start_at - _ONE_US if self.start_at else datetime.now(UTC))
+            # From start_at, which may be an occurrence itself, else from now. A window with no
+            # occurrence is refused; an end_at already past without a start_at is a job completed.
+            first = schedule.next_after(just_before(self.start_at) if self.start_at else datetime.now(UTC))
             if first is None:
                 raise _FieldError(given[0], "never fires (no matching time in the coming years)")
-            if self.end_at is not None and first > self.end_at:
-                raise _FieldError(given[0], "never fires before end_at")
+            if self.start_at is not None and self.end_at is not None and first > self.end_at:
+                raise _FieldError(given[0], "never fires between start_at and end_at")
         if self.run_at is not None and self.exclude_calendars:
             raise _FieldError("exclude_calendars", "applies to a schedule, not to a one-off run_at")
         return self
