@@ -143,3 +143,12 @@ def test_answers_the_gateway_makes_itself_carry_the_answer_headers(aws):
 def test_api_url_is_an_output(aws):
     output = aws.json["Outputs"]["ApiUrl"]
     assert "execute-api" in json.dumps(output["Value"])
+
+
+def test_a_requests_calendar_planning_ends_well_before_the_api_function_does():
+    """Past its time limit a calendar search answers 400; the function must still be running to
+    say so (and to answer the rest of the request)."""
+    from infra.api import API_TIMEOUT
+    from scheduler.api.app import CALENDAR_PLANNING_SECONDS
+
+    assert CALENDAR_PLANNING_SECONDS <= API_TIMEOUT.to_seconds() - 5
