@@ -35,7 +35,8 @@ from urllib.parse import urlsplit
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
-_WILDCARDS = frozenset({"0.0.0.0", "::", ""})
+#: The hosts that bind every address (no address a client can name).
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 
 
 def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -71,7 +72,7 @@ class HostPolicy:
 
     def __init__(self, bound_host: str, extra_names: Iterable[str] = ()):
         self.bound = host_name(bound_host) if bound_host else ""
-        self.wildcard = self.bound in _WILDCARDS
+        self.wildcard = self.bound in WILDCARD_HOSTS
         self.names = {n.lower() for n in extra_names} | {self.bound}
         if self.wildcard:
             self.names |= {socket.gethostname().lower(), socket.getfqdn().lower()}

@@ -91,13 +91,8 @@ def _error(
     body = json.dumps({"error": {"code": code, "message": message, "details": []}}).encode()
     start_response(
         status,
-        [
-            ("Content-Type", "application/json"),
-            ("Content-Length", str(len(body))),
-            # as the API's own answers: never cached, never sniffed
-            ("Cache-Control", "no-store"),
-            ("X-Content-Type-Options", "nosniff"),
-        ]
+        # as the API's own answers: never cached, never sniffed
+        [("Content-Type", "application/json"), ("Content-Length", str(len(body))), *ANSWER_HEADERS.items()]
         + (headers or []),
     )
     return [body]

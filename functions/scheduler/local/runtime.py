@@ -298,7 +298,9 @@ def _reachable_name(host: str) -> str:
     """The name alerts' links give the console: the bound host, or this machine's name when
     bound to every address (``0.0.0.0`` or ``::`` is no address a recipient can open; the
     console answers to the machine's name then)."""
-    if host in ("0.0.0.0", "::", ""):
+    from scheduler.console.guard import WILDCARD_HOSTS
+
+    if host in WILDCARD_HOSTS:
         return socket.getfqdn() or "127.0.0.1"
     return host
 

@@ -146,7 +146,7 @@ class Calendar:
                 if start is not None and start <= day < start + timedelta(days=rule.days):
                     end = start + timedelta(days=rule.days)
                     found = (min(found[0], start), max(found[1], end)) if found else (start, end)
-        for recurrence, length in self._recurring_by_month[day.month] if self.recurring else ():
+        for recurrence, length in self._recurring_by_month[day.month]:
             for back in range(length):
                 start = day - timedelta(days=back)
                 if recurrence.starts_on(start):
