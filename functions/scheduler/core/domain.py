@@ -201,8 +201,8 @@ class Job(Struct, frozen=True):
 
     def chained(self, outcome: Outcome) -> tuple[str, ...]:
         """The jobs (names or ids) an execution that ended with ``outcome`` runs next."""
-        if not (self.on_success or self.on_failure or self.on_complete):
-            return ()
+        if not (self.on_success or self.on_failure or self.on_complete) or outcome.status == ExecutionStatus.SKIPPED:
+            return ()  # no chains, or an occurrence that did not run (missed: ended no run)
         first = self.on_success if outcome.succeeded else self.on_failure
         return tuple(dict.fromkeys((*first, *self.on_complete)))
 

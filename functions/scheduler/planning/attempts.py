@@ -1,9 +1,22 @@
-"""Whether an attempt that a runner claimed is to be made at all: the rule the executors apply
+"""Whether an attempt that a runner claimed is to be made at all: the rules the executors apply
 before delivering (local mode's and the deployed ones alike)."""
 
 from __future__ import annotations
 
-from scheduler.core.domain import ExecutionStatus, Outcome, StartedExecution, Trigger
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from scheduler.core.domain import ExecutionStatus, Job, Outcome, StartedExecution, Trigger
+from scheduler.planning.lifecycle import RUN_ALL_CAP, missed_before, schedule_of
+from scheduler.schedules import plan_next
+from scheduler.schedules.base import just_before
+from scheduler.schedules.calendars import Calendar
+
+#: An occurrence first started more than this long after its fire time was missed (its runners
+#: were down, or far behind): its job's ``missed_runs`` policy decides whether it is delivered,
+#: as at a resume. Within it, a late start is lateness, and the occurrence is delivered.
+MISSED_AFTER_SECONDS = 60.0
+_MISSED_AFTER = timedelta(seconds=MISSED_AFTER_SECONDS)
 
 
 def given_up(started: StartedExecution) -> Outcome | None:
@@ -30,3 +43,69 @@ def given_up(started: StartedExecution) -> Outcome | None:
             f"past the retry's max_age_seconds ({max_age:g})",
         )
     return None
+
+
+def maybe_missed(started: StartedExecution) -> bool:
+    """Whether a started execution is the first attempt at a recurring job's occurrence begun
+    more than ``MISSED_AFTER_SECONDS`` after its fire time (the job's ``next_run_at``), so that
+    :func:`missed` is to be asked. A comparison for nearly every delivery. A one-off runs however
+    late; a job with ``limits`` is left out too: an occurrence that waited for its target's slot
+    (handed back meanwhile) is late by that wait, not missed."""
+    job = started.job
+    due = job.next_run_at
+    return (
+        due is not None
+        and started.started_at - due > _MISSED_AFTER
+        and started.trigger is Trigger.SCHEDULE
+        and started.attempt == 1
+        and job.run_at is None
+        and not job.limits
+    )
+
+
+def missed(started: StartedExecution, calendars: Sequence[Calendar] = ()) -> Outcome | None:
+    """The skip of an occurrence that :func:`maybe_missed` found late when its job's
+    ``missed_runs`` policy does not run it, as a resume would not: under ``skip`` never, under
+    ``run_once`` when a later occurrence has passed too (that one runs instead), under
+    ``run_all`` when it is not among the last ``RUN_ALL_CAP`` missed. None when it is to be
+    delivered. ``calendars``: the job's (those it names that exist)."""
+    job = started.job
+    if not _runs_missed(job, started.started_at, calendars):
+        late = (started.started_at - (job.next_run_at or started.scheduled_at)).total_seconds()
+        return Outcome(
+            ExecutionStatus.SKIPPED,
+            False,
+            error=f"missed: a runner could start it only {late:,.0f}s after its fire time (were the runners down?); "
+            f"missed_runs {job.missed_runs} {_INSTEAD.get(job.missed_runs, 'does not run it')}",
+        )
+    return None
+
+
+# What each missed_runs policy does instead of running a missed occurrence (a skip's error).
+_INSTEAD = {
+    "skip": "drops it",
+    "run_once": "runs the latest missed occurrence instead",
+    "run_all": f"runs the last {RUN_ALL_CAP} missed only",
+}
+
+
+def _runs_missed(job: Job, now: datetime, calendars: Sequence[Calendar]) -> bool:
+    """Whether the job's ``missed_runs`` policy, applied at ``now`` from the occurrence in hand
+    on (``plan_next`` as a resume asks it), runs that occurrence: ``skip`` never does; the others
+    do unless they pick another missed occurrence to run instead."""
+    pending = job.scheduled_at
+    if pending is None:
+        return True
+    horizon = missed_before(job, now)
+    occurrence = plan_next(
+        schedule_of(job, calendars),
+        just_before(pending),
+        horizon,
+        job.missed_runs,
+        start_at=job.start_at,
+        end_at=job.end_at,
+        cap=RUN_ALL_CAP,
+    )
+    if job.missed_runs == "skip":
+        return occurrence == pending
+    return occurrence is None or occurrence == pending or occurrence > horizon

@@ -155,7 +155,7 @@ def spread_of(job: Job) -> Spread | None:
     return _spread(job.id, spread["window_seconds"], spread.get("mode") or "stable")
 
 
-def _missed_before(job: Job, now: datetime) -> datetime:
+def missed_before(job: Job, now: datetime) -> datetime:
     """The ``now`` the missed-run policy compares occurrences with: an occurrence is missed when
     its fire time passed, so with a spread, when it is older than ``now`` less its offset (the
     stable one; the whole window for random offsets, so that none is dropped early)."""
@@ -236,7 +236,7 @@ def plan_resume(job: Job, now: datetime, calendars: Calendars = ()) -> Plan:
     occurrence = plan_next(
         schedule_of(job, calendars),
         pending - _TINY,
-        _missed_before(job, now),
+        missed_before(job, now),
         job.missed_runs,
         start_at=job.start_at,
         end_at=job.end_at,
@@ -463,7 +463,7 @@ def _planned_completion(
             if not max_age or retry_at <= (scheduled or now) + timedelta(seconds=max_age):
                 return replace(Plan.of(job), next_run_at=retry_at)
     schedule = schedule_of(job, calendars)
-    horizon = _missed_before(job, now)  # an occurrence is missed once its fire time passed
+    horizon = missed_before(job, now)  # an occurrence is missed once its fire time passed
     occurrence = plan_next(
         schedule, scheduled or now, horizon, job.missed_runs, start_at=job.start_at, end_at=job.end_at, cap=RUN_ALL_CAP
     )

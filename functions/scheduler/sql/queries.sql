@@ -492,9 +492,12 @@ job AS (
         pending_cause = CASE WHEN j.lease_kind = 'manual' AND o.ran_scheduled_at IN (j.manual_run_at,
                              (j.manual_overrides->>'backfill_at')::timestamptz) THEN NULL ELSE j.pending_cause END,
         lock_token = NULL, locked_until = NULL, lease_kind = NULL, running_execution_id = NULL,
-        run_count = j.run_count + 1,
-        failure_count = j.failure_count + CASE WHEN o.status = 'succeeded' THEN 0 ELSE 1 END,
-        last_status = o.status, last_error = o.error
+        -- An occurrence skipped at its start (missed: its runners were down) is no run and no
+        -- failure, and leaves the last run's status as it was.
+        run_count = j.run_count + CASE WHEN o.status = 'skipped' THEN 0 ELSE 1 END,
+        failure_count = j.failure_count + CASE WHEN o.status IN ('succeeded', 'skipped') THEN 0 ELSE 1 END,
+        last_status = CASE WHEN o.status = 'skipped' THEN j.last_status ELSE o.status END,
+        last_error = CASE WHEN o.status = 'skipped' THEN j.last_error ELSE o.error END
     FROM outcome o
     WHERE j.job_id = o.job_id AND j.lock_token = o.lock_token AND j.running_execution_id = o.execution_id
       AND j.version = o.version
@@ -503,6 +506,8 @@ job AS (
     UPDATE executions e
     SET status = o.status, finished_at = now(), http_status = o.http_status,
         response_excerpt = o.response_excerpt, error = o.error,
+        skip_reason = CASE WHEN o.status = 'skipped' THEN 'missed' END,
+        skipped_count = CASE WHEN o.status = 'skipped' THEN 1 END,
         duration_ms = (EXTRACT(EPOCH FROM now() - e.started_at) * 1000)::integer
     FROM outcome o JOIN job ON job.id = o.job_id
     WHERE e.job_id = o.job_id AND e.started_at = o.started_at AND e.id = o.execution_id AND e.status = 'running'
