@@ -3,7 +3,7 @@ before delivering (local mode's and the deployed ones alike)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from scheduler.core.domain import ExecutionStatus, Job, Outcome, StartedExecution, Trigger
@@ -17,6 +17,15 @@ from scheduler.schedules.calendars import Calendar
 #: as at a resume. Within it, a late start is lateness, and the occurrence is delivered.
 MISSED_AFTER_SECONDS = 60.0
 _MISSED_AFTER = timedelta(seconds=MISSED_AFTER_SECONDS)
+
+
+def not_to_make(started: StartedExecution, calendars: Callable[[], Sequence[Calendar]]) -> Outcome | None:
+    """The outcome of a claimed attempt that is not to be made (:func:`given_up`, or
+    :func:`missed`: ``calendars`` reads the job's, only then), or None: deliver it."""
+    refused = given_up(started)
+    if refused is None and maybe_missed(started):
+        refused = missed(started, calendars())
+    return refused
 
 
 def given_up(started: StartedExecution) -> Outcome | None:

@@ -25,10 +25,11 @@ from typing import Any
 from scheduler import service
 from scheduler.calendar_service import job_calendars
 from scheduler.core import constants as c
-from scheduler.core.domain import Claim, Completion, Outcome, Skip, SkipReason, StartedExecution, Trigger
+from scheduler.core.domain import Claim, Completion, ExecutionStatus, Outcome, Skip, StartedExecution, Trigger
 from scheduler.core.errors import SecretError
 from scheduler.core.limits import SlotHandBack, TargetLimit
-from scheduler.planning.attempts import given_up, maybe_missed, missed
+from scheduler.core.records import SkipReason
+from scheduler.planning.attempts import given_up, not_to_make
 from scheduler.ports import ExecutionStore
 from scheduler.runner.telemetry import Metrics, NullMetrics, count_skips
 from scheduler.runner.waiting_room import SLOT_FIRST_PAUSE, SLOT_MAX_PAUSE
@@ -217,7 +218,7 @@ class Executor:
         key stayed full is handed back instead (``deliver_within_limits``)."""
         began = time.monotonic()
         job_id = str(started.job.id)
-        refused = given_up(started) or self.missed(started)
+        refused = not_to_make(started, lambda: job_calendars(self.store, started.job))
         if refused is not None:
             result = refused
         elif started.job.limits:
@@ -230,17 +231,6 @@ class Executor:
                 started, job_id, self.decrypt_target, self.policy, self.remaining_seconds, _log_fields(started)
             )
         return Finished(job_id, lock_token, started, result, time.monotonic() - began)
-
-    def missed(self, started: StartedExecution) -> Outcome | None:
-        """The skip of an occurrence begun so late that it was missed (its runners were down) and
-        its job's ``missed_runs`` policy does not run it (``attempts.missed``); None for nearly
-        every delivery, at the cost of a comparison. The job's calendars are read only then."""
-        if not maybe_missed(started):
-            return None
-        skip = missed(started, job_calendars(self.store, started.job))
-        if skip is not None:
-            self.count_skips([Skip(SkipReason.MISSED, 1, started.scheduled_at)])
-        return skip
 
     def waits_for_slot(self, started: StartedExecution) -> bool:
         """Whether delivering a started execution first takes a slot of its target's key (the
@@ -396,6 +386,8 @@ class Executor:
                 )
                 reports.append(ExecutionReport(done.job_id, "fenced", done.started.execution_id, result.status))
                 continue
+            if result.status == ExecutionStatus.SKIPPED:  # missed (``attempts.missed``): on record as a skip too
+                self.count_skips([Skip(SkipReason.MISSED, 1, done.started.scheduled_at)])
             logger.info(
                 "execution finished",
                 extra={
