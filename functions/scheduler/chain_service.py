@@ -40,7 +40,7 @@ def check_chains(lookup: ChainLookup, owner: str, job_id: str | None, spec: Mapp
         for i, ref in enumerate(field_refs):
             if ref in found or ref in kept or (job_id is not None and ref == job_id) or ref == spec.get("name"):
                 continue
-            raise ChainError(f"names no job of yours: {ref!r}", f"{field}[{i}]")
+            raise ChainError(f"names no job of yours: {ref!r}", f"{field}.{i}")
     me = job_id or "(new)"
     names = {job: name for job, (name, _) in links.items()}
     names.update({found_id: name for found_id, name in found.values()})
@@ -57,6 +57,7 @@ def check_chains(lookup: ChainLookup, owner: str, job_id: str | None, spec: Mapp
     graph = {job: tuple(by_ref[r] for r in targets if r in by_ref) for job, (_, targets) in links.items() if job != me}
     graph[me] = tuple(by_ref[r] for r in wanted if r in by_ref)
     cycle = find_cycle(me, graph)
-    if cycle is not None:
-        field = next(field for field, field_refs in refs.items() if field_refs)
+    if cycle is not None:  # the field naming the cycle's first step from this job
+        naming = [f for f, field_refs in refs.items() if any(by_ref.get(r) == cycle[1] for r in field_refs)]
+        field = naming[0] if naming else next(f for f, field_refs in refs.items() if field_refs)
         raise ChainError("would make a cycle: " + " -> ".join(names.get(job, job) for job in cycle), field)

@@ -373,8 +373,8 @@ def plan_completion(
 
 
 def _retries(job: Job, plan: Plan) -> bool:
-    """Whether ``plan`` is a retry of the occurrence in hand (the outcome is not final yet)."""
-    return (
+    """Whether ``plan`` retries the occurrence in hand, or a backfill's (no final outcome yet)."""
+    return plan.backfill_retry is not None or (
         job.lease_kind != LeaseKind.MANUAL
         and plan.state != JobState.COMPLETED
         and plan.scheduled_at == job.scheduled_at

@@ -108,7 +108,7 @@ def test_a_chain_names_jobs_of_its_owner_only_and_no_cycle(store):
     service.create_job(store, OTHER, http_spec("bobs", YEARLY))
     with pytest.raises(ChainError) as refused:
         service.create_job(store, OWNER, http_spec("a", YEARLY, on_success=["bobs"]))
-    assert refused.value.field == "on_success[0]"
+    assert refused.value.field == "on_success.0"
     a, b, c = make_jobs(store, on_success=["b"])
     service.update_job(store, OWNER, b.id, lambda job: {**job.spec(), "on_complete": [c.id]})
     with pytest.raises(ChainError, match=r"would make a cycle: c -> a -> b -> c"):
@@ -264,7 +264,7 @@ def test_a_chain_to_a_deleted_job_does_not_block_other_edits(store):
     assert edited.description == "just a note" and edited.on_failure == ("c",)
     with pytest.raises(ChainError, match="names no job of yours: 'gone'") as refused:
         service.update_job(store, OWNER, a.id, lambda job: {**job.spec(), "on_complete": ["gone"]})
-    assert refused.value.field == "on_complete[0]"
+    assert refused.value.field == "on_complete.0"
 
 
 def _finish(store, claim) -> None:
@@ -332,3 +332,58 @@ def test_run_requests_made_during_a_run_now_are_one_run_that_keeps_the_first_of_
     assert next_run.started.scheduled_at == second.manual_run_at and next_run.started.overrides == vars_one
     _finish(store, next_run)
     assert store.claim_and_start(10) == []  # one run for the two requests
+
+
+def test_the_cycle_error_names_the_field_that_closes_it(store):
+    a, b, _ = make_jobs(store, on_success=["b"], on_failure=["b"])
+    with pytest.raises(ChainError, match="would make a cycle: a -> a") as refused:
+        service.update_job(store, OWNER, a.id, lambda job: {**job.spec(), "on_complete": [a.id]})
+    assert refused.value.field == "on_complete"
+
+
+def test_a_chained_run_asked_for_while_a_backfill_delivery_waits_runs_as_itself_before_it(store, pool):
+    """A backfill delivery handed over to the idle job but not claimed yet: a chained run asked
+    for then ran as the backfill's occurrence, with the chain's cause, and never as itself."""
+    a, b, _ = make_jobs(store, on_success=["b"])
+    occurrence = store.now().replace(microsecond=0) - timedelta(days=400)
+    store.request_run(OWNER, a.id)
+    ran = _claim(store, a.id)
+    assert store.insert_backfill(OWNER, b.id, [occurrence], 1.0)
+    assert store.pump_backfills() == 1  # handed over: b's request slot holds it
+    _finish(store, ran)  # a's success asks for b
+    chained = _claim(store, b.id)
+    assert chained.started.trigger == Trigger.CHAIN and chained.started.overrides is None
+    assert chained.started.cause["execution_id"] == ran.started.execution_id
+    assert store.pump_backfills() == 0  # not while the chained run holds the job
+    _finish(store, chained)
+    assert store.pump_backfills() == 1  # the occurrence handed over again
+    backfill = _claim(store, b.id)
+    assert backfill.started.trigger == Trigger.BACKFILL and backfill.started.cause is None
+    assert backfill.started.scheduled_at == occurrence
+    _finish(store, backfill)
+    assert store.pump_backfills() == 0 and store.claim_and_start(10) == []
+    rows = sorted(store.list_executions(OWNER, b.id), key=lambda e: e.started_at)
+    assert [(e.trigger, e.caused_by) for e in rows] == [
+        (Trigger.CHAIN, ran.started.execution_id),
+        (Trigger.BACKFILL, None),
+    ]
+
+
+def test_a_failed_backfill_delivery_asks_for_its_chain_after_its_last_attempt_only(store, pool):
+    retry = {"max_attempts": 2, "min_backoff_seconds": 0, "max_backoff_seconds": 0, "max_age_seconds": None}
+    b = service.create_job(store, OWNER, http_spec("b", YEARLY))
+    a = service.create_job(store, OWNER, http_spec("a", YEARLY, on_failure=["b"], retry=retry))
+    occurrence = store.now().replace(microsecond=0) - timedelta(days=400)
+    assert store.insert_backfill(OWNER, a.id, [occurrence], 1.0)
+    failed = Outcome("failed", retryable=True, error="503")
+    for attempt in (1, 2):
+        with pool.connection() as conn:
+            conn.execute("UPDATE backfills SET retry_at = now() WHERE retry_at IS NOT NULL")
+        assert store.pump_backfills() == 1
+        delivery = _claim(store, a.id)
+        assert (delivery.started.trigger, delivery.started.attempt) == (Trigger.BACKFILL, attempt)
+        done = Completion(a.id, delivery.lock_token, delivery.started.execution_id, failed, delivery.started, 0.01)
+        assert service.complete_executions(store, [done]) == [True]
+        asked = pending(pool, b.id)["pending_cause"]
+        assert (asked is None) == (attempt == 1), attempt  # a retry to come asks for nothing
+    assert pending(pool, b.id)["pending_cause"]["execution_id"] == delivery.started.execution_id

@@ -1058,15 +1058,37 @@ WITH chain AS (
                                  WHERE o.owner = chain.owner AND o.id = ANY(chain.ids) AND o.id::text = lower(s.name))))
     ORDER BY s.id, chain.n DESC
 ), locked AS (
-    SELECT r.job_id, target.cause FROM job_runs r JOIN target ON target.id = r.job_id
+    -- A backfill delivery handed over but not started yet (backfill_at in a slot that is no run
+    -- under way) gives the slot up to the chained run: joined, it ran as the backfill's
+    -- occurrence with the chain's cause, and the chained run never ran as itself.
+    SELECT r.job_id, target.cause, {{ new_request }} AS new_request,
+           CASE WHEN NOT {{ new_request }} THEN (r.manual_overrides->>'backfill_at')::timestamptz END AS backfill_at,
+           (r.manual_overrides->>'attempt')::integer AS backfill_attempt
+    FROM job_runs r JOIN target ON target.id = r.job_id
     ORDER BY r.job_id
     FOR UPDATE OF r
+), given_back AS (
+    -- Its backfill (the job's latest that handed the occurrence over) hands it over again, at
+    -- once, once the job is idle: the same occurrence, the same attempt (a retry's is waiting).
+    SELECT DISTINCT ON (locked.job_id) b.id, locked.backfill_attempt
+    FROM locked JOIN backfills b ON b.job_id = locked.job_id
+    WHERE locked.backfill_at IS NOT NULL
+      AND CASE WHEN locked.backfill_attempt IS NULL THEN b.occurrences[b.position] = locked.backfill_at
+               ELSE b.retry_of = locked.backfill_at END
+    ORDER BY locked.job_id, b.created_at DESC, b.id DESC
+), backfill AS (
+    UPDATE backfills b
+    SET position = CASE WHEN given_back.backfill_attempt IS NULL THEN b.position - 1 ELSE b.position END,
+        retry_at = CASE WHEN given_back.backfill_attempt IS NULL THEN b.retry_at ELSE now() END,
+        next_at = now(), finished_at = NULL
+    FROM given_back WHERE b.id = given_back.id
 )
 UPDATE job_runs r
-SET manual_run_at = CASE WHEN {{ new_request }} THEN now() ELSE r.manual_run_at END,
+SET manual_run_at = CASE WHEN locked.new_request OR locked.backfill_at IS NOT NULL THEN now() ELSE r.manual_run_at END,
     -- A new request carries no overrides: those in the slot are the run's under way (a run now's
     -- one-off body and headers, a backfill's occurrence), which must not run again.
-    manual_overrides = CASE WHEN {{ new_request }} THEN NULL ELSE r.manual_overrides END,
+    manual_overrides = CASE WHEN locked.new_request OR locked.backfill_at IS NOT NULL THEN NULL
+                            ELSE r.manual_overrides END,
     pending_cause = locked.cause
 FROM locked
 WHERE r.job_id = locked.job_id
