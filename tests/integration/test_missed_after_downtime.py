@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from scheduler import service
+from scheduler.core.domain import Completion, Outcome
 from scheduler.planning.attempts import MISSED_AFTER_SECONDS
 from scheduler.runner.executor import Executor
 from scheduler.runner.telemetry import MemoryMetrics
@@ -133,3 +134,25 @@ def test_a_missed_occurrence_asks_for_no_chained_run(store, pool, target_server)
     with pool.connection() as conn:
         pending = conn.execute("SELECT count(*) FROM job_runs WHERE manual_run_at IS NOT NULL").fetchone()["count"]
     assert pending == 0
+
+
+def test_an_at_one_off_is_delivered_however_late(store, pool, target_server):
+    past = (store.now() - timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%S")
+    job_id = _create(store, target_server, "at-once", f"at({past})", missed_runs="skip")
+    [report] = _run_due(store, MemoryMetrics())
+    assert report.status == "succeeded" and len(target_server.requests) == 1
+    assert store.get_job(OWNER, job_id).state == "completed"
+
+
+def test_an_occurrence_held_back_by_the_jobs_own_manual_run_is_due_when_it_ends(store, pool, target_server):
+    job_id = _create(store, target_server, "held", "* * * * *", missed_runs="skip")
+    store.request_run(OWNER, job_id)
+    [manual] = store.claim_and_start(10)
+    assert manual.started.trigger == "manual"
+    # The manual run took ten minutes: the occurrence in hand came due meanwhile, held back by it.
+    _down_since(pool, job_id, "date_trunc('minute', now()) - interval '10 minutes'")
+    ended = Completion(job_id, manual.lock_token, manual.started.execution_id, Outcome("succeeded"))
+    assert service.complete_executions(store, [ended]) == [True]  # planned from the job as it is
+    assert store.get_job(OWNER, job_id).next_run_at >= store.now() - timedelta(seconds=5)
+    [report] = _run_due(store, MemoryMetrics())
+    assert report.status == "succeeded" and len(target_server.requests) == 1

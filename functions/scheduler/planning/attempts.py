@@ -8,14 +8,15 @@ from datetime import datetime, timedelta
 
 from scheduler.core.domain import ExecutionStatus, Job, Outcome, StartedExecution, Trigger
 from scheduler.planning.lifecycle import RUN_ALL_CAP, missed_before, schedule_of
-from scheduler.schedules import plan_next
+from scheduler.schedules import Schedule, plan_next
 from scheduler.schedules.base import just_before
 from scheduler.schedules.calendars import Calendar
 
 #: An occurrence first started more than this long after its fire time was missed (its runners
 #: were down, or far behind): its job's ``missed_runs`` policy decides whether it is delivered,
-#: as at a resume. Within it, a late start is lateness, and the occurrence is delivered.
-MISSED_AFTER_SECONDS = 60.0
+#: as at a resume. Within it, a late start is lateness, and the occurrence is delivered. A minute
+#: beyond the longest wait of a runner at minute precision (one claim a minute, a little over).
+MISSED_AFTER_SECONDS = 120.0
 _MISSED_AFTER = timedelta(seconds=MISSED_AFTER_SECONDS)
 
 
@@ -58,8 +59,9 @@ def maybe_missed(started: StartedExecution) -> bool:
     """Whether a started execution is the first attempt at a recurring job's occurrence begun
     more than ``MISSED_AFTER_SECONDS`` after its fire time (the job's ``next_run_at``), so that
     :func:`missed` is to be asked. A comparison for nearly every delivery. A one-off runs however
-    late; a job with ``limits`` is left out too: an occurrence that waited for its target's slot
-    (handed back meanwhile) is late by that wait, not missed."""
+    late (``at()`` too: :func:`missed` tells it by its schedule); a job with ``limits`` is left
+    out too: an occurrence that waited for its target's slot (handed back meanwhile) is late by
+    that wait, not missed."""
     job = started.job
     due = job.next_run_at
     return (
@@ -79,7 +81,8 @@ def missed(started: StartedExecution, calendars: Sequence[Calendar] = ()) -> Out
     ``run_all`` when it is not among the last ``RUN_ALL_CAP`` missed. None when it is to be
     delivered. ``calendars``: the job's (those it names that exist)."""
     job = started.job
-    if not _runs_missed(job, started.started_at, calendars):
+    schedule = schedule_of(job, calendars)
+    if not schedule.one_off and not _runs_missed(job, schedule, started.started_at):
         late = (started.started_at - (job.next_run_at or started.scheduled_at)).total_seconds()
         return Outcome(
             ExecutionStatus.SKIPPED,
@@ -98,7 +101,7 @@ _INSTEAD = {
 }
 
 
-def _runs_missed(job: Job, now: datetime, calendars: Sequence[Calendar]) -> bool:
+def _runs_missed(job: Job, schedule: Schedule, now: datetime) -> bool:
     """Whether the job's ``missed_runs`` policy, applied at ``now`` from the occurrence in hand
     on (``plan_next`` as a resume asks it), runs that occurrence: ``skip`` never does; the others
     do unless they pick another missed occurrence to run instead."""
@@ -107,7 +110,7 @@ def _runs_missed(job: Job, now: datetime, calendars: Sequence[Calendar]) -> bool
         return True
     horizon = missed_before(job, now)
     occurrence = plan_next(
-        schedule_of(job, calendars),
+        schedule,
         just_before(pending),
         horizon,
         job.missed_runs,

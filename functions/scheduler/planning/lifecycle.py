@@ -272,6 +272,13 @@ def backfill_occurrences(
     return found
 
 
+def _held(job: Job, now: datetime, plan: Plan) -> Plan:
+    """``plan`` keeping an active job's occurrence in hand after another run of the job (manual,
+    chained, backfill, or one an edit replaced): due when that run ended if its time passed
+    meanwhile. Held back by the job's own run (one at a time), it is not missed."""
+    return _due_by(now, plan) if job.state == JobState.ACTIVE else plan
+
+
 def _due_by(now: datetime, plan: Plan) -> Plan:
     """``plan`` with a next attempt in the past moved to ``now`` (the occurrence stays as it was)."""
     if plan.next_run_at is not None and plan.next_run_at < now:
@@ -446,13 +453,13 @@ def _planned_completion(
     """``plan_completion``'s plan of the job's columns, made for this job alone."""
     if job.lease_kind == LeaseKind.MANUAL:
         if ran_as is not None and ran_as[0] == Trigger.BACKFILL and ran_occurrence and ran_started_at:
-            return _retry_backfill(job, outcome, now, rng, (ran_occurrence, ran_as[1], ran_started_at))
-        return Plan.of(job)  # the store clears the request that ran
+            return _held(job, now, _retry_backfill(job, outcome, now, rng, (ran_occurrence, ran_as[1], ran_started_at)))
+        return _held(job, now, Plan.of(job))  # the store clears the request that ran
     scheduled = job.scheduled_at
     if ran_occurrence is not None and scheduled != ran_occurrence:
         # The job was edited while this attempt ran: the occurrence in hand is the new plan's
         # first one, not the one that ran. Keep it.
-        return Plan.of(job)
+        return _held(job, now, Plan.of(job))
     attempt = int(job.attempt or 0)
     # The retry policy is read only when the attempt failed (a success needs none of it).
     if outcome.status != ExecutionStatus.SUCCEEDED and outcome.retryable:
