@@ -116,7 +116,7 @@ def test_a_cycle_is_refused_at_write_time_naming_it(local, target):
         json={"name": "d", "schedule": YEARLY, "on_complete": ["c", "nope"], "target": http_target(target.url)},
         timeout=10,
     )
-    assert unknown.status_code == 400 and unknown.json()["error"]["details"][0]["field"] == "on_complete[1]"
+    assert unknown.status_code == 400 and unknown.json()["error"]["details"][0]["field"] == "on_complete.1"
     assert local.get(f"/v1/jobs/{c['id']}")["on_failure"] == []
 
 
