@@ -49,7 +49,7 @@ from scheduler.core.domain import (
     Trigger,
 )
 from scheduler.core.errors import EditConflict, NotFound, ScheduleError, VersionMismatch
-from scheduler.planning import alerts, lifecycle
+from scheduler.planning import alerts, backfills, lifecycle
 from scheduler.planning.lifecycle import Calendar
 from scheduler.ports import AlertStore, CompletionStore, JobStore, PauseStore
 
@@ -248,7 +248,7 @@ def backfill_job(
     job = store.get_job(owner, job_id)
     if end > store.now():  # the schedule runs those to come, each with its own Idempotency-Key
         raise ScheduleError("must not be in the future: a backfill delivers past occurrences", field="end")
-    found = lifecycle.backfill_occurrences(job, start, end, MAX_BACKFILL, job_calendars(store, job))
+    found = backfills.backfill_occurrences(job, start, end, MAX_BACKFILL, job_calendars(store, job))
     if not dry_run and found:
         if store.insert_backfill(owner, job_id, found, BACKFILL_INTERVAL_SECONDS) is None:
             raise NotFound(job_id)

@@ -7,9 +7,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from scheduler.core.domain import ExecutionStatus, Job, Outcome, StartedExecution, Trigger
-from scheduler.planning.lifecycle import RUN_ALL_CAP, missed_before, schedule_of
-from scheduler.schedules import Schedule, plan_next
-from scheduler.schedules.base import just_before
+from scheduler.planning.lifecycle import RUN_ALL_CAP, missed_before, missed_choice, schedule_of
+from scheduler.schedules import Schedule
 from scheduler.schedules.calendars import Calendar
 
 #: An occurrence first started more than this long after its fire time was missed (its runners
@@ -103,21 +102,12 @@ _INSTEAD = {
 
 def _runs_missed(job: Job, schedule: Schedule, now: datetime) -> bool:
     """Whether the job's ``missed_runs`` policy, applied at ``now`` from the occurrence in hand
-    on (``plan_next`` as a resume asks it), runs that occurrence: ``skip`` never does; the others
-    do unless they pick another missed occurrence to run instead."""
+    on (``lifecycle.missed_choice``, as a resume asks it), runs that occurrence: ``skip`` never
+    does; the others do unless they pick another missed occurrence to run instead."""
     pending = job.scheduled_at
     if pending is None:
         return True
-    horizon = missed_before(job, now)
-    occurrence = plan_next(
-        schedule,
-        just_before(pending),
-        horizon,
-        job.missed_runs,
-        start_at=job.start_at,
-        end_at=job.end_at,
-        cap=RUN_ALL_CAP,
-    )
+    occurrence = missed_choice(job, schedule, pending, now)
     if job.missed_runs == "skip":
         return occurrence == pending
-    return occurrence is None or occurrence == pending or occurrence > horizon
+    return occurrence is None or occurrence == pending or occurrence > missed_before(job, now)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import random
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from msgspec.structs import replace
@@ -39,7 +39,6 @@ from scheduler.core.domain import (
     SkipReason,
     Trigger,
 )
-from scheduler.core.errors import ScheduleError
 from scheduler.planning.skips import excluded_between, skipped, skipped_at_completion
 from scheduler.schedules import (
     IntervalSchedule,
@@ -75,7 +74,6 @@ RUN_ALL_CAP = 10
 MAX_RETRY_AFTER_SECONDS = 86400.0
 
 _TINY = timedelta(microseconds=1)
-_FIRST_INSTANT = datetime.min.replace(tzinfo=UTC)
 
 
 Calendars = Sequence[Calendar]
@@ -220,6 +218,21 @@ def plan_pause(job: Job) -> Plan:
     return replace(Plan.of(job), state=JobState.PAUSED)
 
 
+def missed_choice(job: Job, schedule: Schedule, pending: datetime, now: datetime) -> datetime | None:
+    """The occurrence the job's ``missed_runs`` policy runs at ``now``, from ``pending`` (the
+    occurrence in hand, missed) on: a resume's choice, and a late start's (``planning.attempts``)."""
+    horizon = missed_before(job, now)
+    return plan_next(
+        schedule,
+        just_before(pending),
+        horizon,
+        job.missed_runs,
+        start_at=job.start_at,
+        end_at=job.end_at,
+        cap=RUN_ALL_CAP,
+    )
+
+
 def plan_resume(job: Job, now: datetime, calendars: Calendars = ()) -> Plan:
     """Resuming applies the ``missed_runs`` policy to the occurrences missed while paused. An
     attempt whose time passed during the pause (a catch-up, a retry) is due at the resume: its
@@ -233,43 +246,14 @@ def plan_resume(job: Job, now: datetime, calendars: Calendars = ()) -> Plan:
         return plan_first(job, now, calendars=calendars)
     if job.attempt > 0 or pending >= now:
         return _due_by(now, replace(Plan.of(job), state=JobState.ACTIVE))
-    occurrence = plan_next(
-        schedule_of(job, calendars),
-        pending - _TINY,
-        missed_before(job, now),
-        job.missed_runs,
-        start_at=job.start_at,
-        end_at=job.end_at,
-        cap=RUN_ALL_CAP,
-    )
     schedule = schedule_of(job, calendars)
+    occurrence = missed_choice(job, schedule, pending, now)
     bound = now + _TINY if occurrence is None else occurrence
     skips = skipped(schedule, SkipReason.PAUSED, pending - _TINY, bound, start_at=job.start_at, end_at=job.end_at)
     plan = replace(_at(occurrence, JobState.ACTIVE, job), skips=skips)
     if isinstance(schedule, CalendarSchedule):
         plan = _excluding(plan, schedule, job, pending - _TINY, bound)
     return _due_by(now, plan)
-
-
-def backfill_occurrences(
-    job: Job, start: datetime, end: datetime, limit: int, calendars: Calendars = ()
-) -> list[datetime]:
-    """The job's occurrences from ``start`` to ``end`` (both included, inside its start_at/end_at
-    window, its calendars applied), at most ``limit``: ``ScheduleError`` on ``end`` beyond that,
-    and on ``end`` before ``start``."""
-    if end < start:
-        raise ScheduleError("must not be before start", field="end")
-    if start <= _FIRST_INSTANT:  # nothing comes before it (and start - _TINY would overflow)
-        raise ScheduleError("must be after 0001-01-01T00:00:00Z", field="start")
-    schedule = schedule_of(job, calendars)
-    found: list[datetime] = []
-    at = next_occurrence(schedule, start - _TINY, start_at=job.start_at, end_at=job.end_at)
-    while at is not None and at <= end:
-        if len(found) == limit:
-            raise ScheduleError(f"the range holds more than {limit:,} occurrences: backfill it in parts", field="end")
-        found.append(at)
-        at = next_occurrence(schedule, at, start_at=job.start_at, end_at=job.end_at)
-    return found
 
 
 def _held(job: Job, now: datetime, plan: Plan) -> Plan:
