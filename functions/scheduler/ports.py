@@ -402,6 +402,11 @@ class PauseStore(JobStore, Protocol):
         """Hand each due backfill's next occurrence to its job; how many were handed over."""
         ...
 
+    def mark_lost_while_not_due(self, limit: int = 100) -> int:
+        """Mark lost the executions of jobs with nothing due (paused) whose lease expired while
+        they ran; how many were marked."""
+        ...
+
     def expired_pauses(self, limit: int = 100) -> list[tuple[str, str]]:
         """``(owner, job_id)`` of paused jobs whose ``pause_until`` has come, oldest first."""
         ...

@@ -7,12 +7,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 from scheduler import service
+from scheduler.core.domain import Completion, Outcome
 from scheduler.core.timeutil import format_time
 from scheduler.runner.dispatch import InProcessDispatch
 from scheduler.runner.executor import Executor
 from scheduler.runner.fanout import run_fanout
 from scheduler.runner.telemetry import MemoryMetrics
-from scheduler.targets.results import TargetPolicy
+from scheduler.targets.results import SUCCEEDED, TargetPolicy
 from tests.integration.test_api import ALICE, BOB, api, box, create, job_body  # noqa: F401 - fixtures
 
 
@@ -202,3 +203,38 @@ def test_a_pause_or_resume_that_changes_nothing_writes_nothing(api, store, pool)
     assert api("POST", f"{path}/pause", principal=session).body["version"] == completed["version"]
     actions = [entry["action"] for entry in api("GET", f"{path}/changes", principal=session).body["changes"]]
     assert actions == ["pause", "pause", "create"]
+
+
+def test_an_execution_lost_with_its_runner_while_its_job_was_paused_is_marked_lost_and_resumed(api, store, pool):
+    """A runner dies during a delivery, the job is paused meanwhile: nothing of the job is due, so
+    no claim finds the orphan; the fan-out's pause check marks it lost once its lease expired,
+    and a resume delivers the attempt again (at least once)."""
+    from tests.support import expire_lease, make_due
+
+    job = create(api, job_body("dies-paused", retry={"max_attempts": 3}))
+    make_due(pool, job["id"])
+    [claim] = store.claim_and_start(10)  # the runner took it, then died: nothing is recorded
+    assert api("POST", f"/v1/jobs/{job['id']}/pause").status == 200
+    metrics = MemoryMetrics()
+    invoker = InProcessDispatch(Executor(store, lambda t: t, TargetPolicy(), metrics), max_workers=2)
+    run_fanout(store, invoker, budget_seconds=0, metrics=metrics, pauses=store)
+    [running] = api("GET", f"/v1/jobs/{job['id']}/executions").body["executions"]
+    assert running["status"] == "running"  # its lease holds: its runner may still be delivering
+    expire_lease(pool, job["id"])
+    run_fanout(store, invoker, budget_seconds=0, metrics=metrics, pauses=store)
+    invoker.close()
+    [lost] = api("GET", f"/v1/jobs/{job['id']}/executions").body["executions"]
+    assert lost["id"] == claim.started.execution_id and lost["status"] == "lost"
+    assert "runner lost" in lost["error"] and lost["finished_at"] is not None
+    assert metrics.total("Executions", status="lost") == 1
+    paused = api("GET", f"/v1/jobs/{job['id']}").body
+    assert paused["state"] == "paused" and paused["stats"]["last_status"] == "lost"
+    # The stale runner cannot record anything now: its token is gone.
+    done = service.complete_executions(
+        store, [Completion(claim.job_id, claim.lock_token, claim.started.execution_id, Outcome(SUCCEEDED, False))]
+    )
+    assert done == [False]
+    # The resume delivers the lost attempt again, as the next attempt.
+    api("POST", f"/v1/jobs/{job['id']}/resume")
+    [again] = store.claim_and_start(10)
+    assert again.job_id == job["id"] and again.started.attempt == 2

@@ -234,14 +234,19 @@ class _FanoutRun:
             self.checked, self.next_check = self.clock(), self.clock() + self.backlog_check_seconds
 
     def _resume_pauses(self, store: PauseStore) -> None:
-        """Resume the jobs whose pause ended, and hand the backfills' next deliveries to their
-        jobs; a failure is logged (the next check tries again)."""
+        """Resume the jobs whose pause ended, hand the backfills' next deliveries to their jobs,
+        and mark lost the executions of paused jobs whose runner died; a failure is logged (the
+        next check tries again)."""
         try:
             resumed = service.resume_expired_pauses(store, on_skips=lambda skips: count_skips(self.metrics, skips))
             store.pump_backfills()
+            lost = store.mark_lost_while_not_due()
         except Exception:
             logger.exception("resuming pauses or handing over backfills failed; the next check tries again")
             return
+        if lost:  # runners died during deliveries of jobs paused meanwhile (queries.sql)
+            logger.warning("executions of paused jobs lost with their runners", extra={"executions": lost})
+            self.metrics.count(c.METRIC_EXECUTIONS, lost, status="lost")
         if resumed:
             logger.info("pauses ended: jobs resumed", extra={"job_ids": [str(job.id) for job in resumed]})
             self.metrics.count(c.METRIC_RESUMED, len(resumed))

@@ -40,20 +40,17 @@ def parse_named_queries(text: str) -> dict[str, str]:
     return {name: expand(body) for name, body in blocks["name"].items()}
 
 
+# A string literal (to its closing quote, or to the end of an unclosed one: a doubled quote is
+# two literals side by side, which keeps what is between) or a comment to the end of its line.
+_LITERAL_OR_COMMENT = re.compile(r"'[^']*'?|--[^\n]*")
+
+
 def strip_sql_comments(sql: str) -> str:
     """Drop ``--`` comments (outside string literals) and blank lines."""
-    out, i, quoted = [], 0, False
-    while i < len(sql):
-        ch = sql[i]
-        if ch == "'":
-            quoted = not quoted
-        if not quoted and sql.startswith("--", i):
-            end = sql.find("\n", i)
-            i = len(sql) if end < 0 else end
-            continue
-        out.append(ch)
-        i += 1
-    return "\n".join(line.rstrip() for line in "".join(out).splitlines() if line.strip())
+    # One regular expression, not a walk over every character: every handler parses the named
+    # queries at import, and the walk was 8 ms of each cold start.
+    kept = _LITERAL_OR_COMMENT.sub(lambda match: "" if match[0].startswith("--") else match[0], sql)
+    return "\n".join(line.rstrip() for line in kept.splitlines() if line.strip())
 
 
 def compact_sql(sql: str) -> str:

@@ -191,6 +191,30 @@ WHERE pause_until <= now() AND pause_until IS NOT NULL AND state = 'paused'
 ORDER BY pause_until
 LIMIT %(limit)s;
 
+-- name: lost_while_not_due
+-- Executions of jobs with nothing due (paused, most of all) whose lease expired while they ran:
+-- their runner died during the delivery, and the claim, which reads due rows only, never finds
+-- them. Marked lost here, as update_job does for a resume or an edit: the lease is cleared and
+-- last_status is 'lost'; the attempt stays in hand, so a resume delivers it again
+-- (plan_resume), as it did before. The jobs that are not active are found through job_specs'
+-- partial index (state <> 'active'): a lease index on job_runs would end the claim's HOT updates.
+WITH orphan AS (
+    SELECT r.job_id, r.running_execution_id AS execution_id, r.last_run_at AS started_at
+    FROM job_specs s JOIN job_runs r ON r.job_id = s.id
+    WHERE s.state <> 'active' AND r.due_at IS NULL
+      AND r.running_execution_id IS NOT NULL AND r.locked_until < now()
+    LIMIT %(limit)s
+    FOR UPDATE OF r SKIP LOCKED
+), {{ mark_lost }}, released AS (
+    UPDATE job_runs r
+    SET lock_token = NULL, locked_until = NULL, lease_kind = NULL, running_execution_id = NULL,
+        last_status = 'lost'
+    FROM orphan
+    WHERE r.job_id = orphan.job_id AND r.running_execution_id = orphan.execution_id
+    RETURNING r.job_id
+)
+SELECT (SELECT count(*) FROM lost) AS lost, (SELECT count(*) FROM released) AS released;
+
 -- name: delete_job
 -- The job and its executions, once the caller holds the row (get_job_for_update, in the same
 -- transaction): executions reference their job by id only (0006), and with the row held no claim

@@ -96,6 +96,14 @@ class RunRecords:
             return len(conn.execute(QUERIES["pump_backfills"], {"limit": limit}).fetchall())
 
     @retry_on_dead_connection
+    def mark_lost_while_not_due(self, limit: int = 100) -> int:
+        """Mark lost the executions of jobs with nothing due (paused) whose lease expired while
+        they ran, their leases cleared: how many were marked (the claim never sees such a job)."""
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["lost_while_not_due"], {"limit": limit}).fetchone()
+        return int(row["lost"]) if row is not None else 0
+
+    @retry_on_dead_connection
     def expired_pauses(self, limit: int = 100) -> list[tuple[str, str]]:
         """``(owner, job_id)`` of paused jobs whose ``pause_until`` has come, oldest first."""
         with self.pool.connection() as conn:
