@@ -359,9 +359,10 @@ class ExecutionStore(CompletionStore, Protocol):
         ...
 
     def record_wait(
-        self, job_id: str, started_at: datetime, execution_id: str, waited_ms: int, waited_for: str
-    ) -> None:
-        """How long a started execution waited for its target's slot, and why."""
+        self, job_id: str, lock_token: str, started_at: datetime, execution_id: str, waited_ms: int, waited_for: str
+    ) -> datetime | None:
+        """How long a started execution waited for its target's slot, and why; its start moved
+        to now, which it answers (None when the lease was lost: nothing written)."""
         ...
 
     def running_version(self, job_id: str, lock_token: str, execution_id: str) -> int | None:

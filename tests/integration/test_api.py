@@ -355,6 +355,22 @@ def test_replace_with_if_match(api, pool, box):
     assert changed.body["description"] is None and changed.body["tags"] == []
 
 
+def test_an_edit_keeps_whole_backoff_seconds_integers(api):
+    """A whole number of seconds is answered as given, before and after an edit of anything
+    (an edit once answered ``300.0`` where the job had ``300``); a fraction stays one."""
+    job = create(
+        api, job_body("backoffs", retry={"max_attempts": 2, "min_backoff_seconds": 2, "max_backoff_seconds": 7.5})
+    )
+    path = f"/v1/jobs/{job['id']}"
+    for answer in (job, api("PATCH", path, {"description": "x"}).body, api("GET", path).body):
+        retry = answer["retry"]
+        assert type(retry["min_backoff_seconds"]) is int and retry["min_backoff_seconds"] == 2, retry
+        assert retry["max_backoff_seconds"] == 7.5, retry
+    defaults = create(api, job_body("default-backoffs"))
+    edited = api("PATCH", f"/v1/jobs/{defaults['id']}", {"retry": {"max_attempts": 5}}).body["retry"]
+    assert type(edited["min_backoff_seconds"]) is int and type(edited["max_backoff_seconds"]) is int, edited
+
+
 def test_merge_patch(api, pool, box):
     job = create(api)
     path = f"/v1/jobs/{job['id']}"

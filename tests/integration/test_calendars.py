@@ -114,6 +114,10 @@ def test_bad_calendars_are_400_naming_the_field(api, body, field):
     assert field in answer.fields, answer.body
     if field == "ics" and "RRULE" in body.get("ics", ""):
         assert "FREQ=HOURLY" in answer.body["error"]["message"] + str(answer.body["error"]["details"])
+    # The message reads after its field, which it does not repeat ("dates.0: must be ...").
+    for detail in answer.body["error"]["details"]:
+        assert not detail["message"].startswith(detail["field"]), detail
+    assert answer.body["error"]["message"].count(f"{answer.fields[0]}:") == 1, answer.body
 
 
 def test_a_job_skips_or_shifts_and_a_calendar_in_use_cannot_be_deleted(api):

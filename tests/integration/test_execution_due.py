@@ -4,7 +4,7 @@ after a backoff, the resume for a catch-up, the request for a manual run. Real P
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 from scheduler import service
 from scheduler.api.serialize import execution_json
@@ -77,3 +77,24 @@ def test_a_catch_up_after_a_resume_is_due_at_the_resume_not_the_missed_occurrenc
     assert catch_up.scheduled_at == resumed.scheduled_at  # the missed occurrence (run_once) ...
     assert catch_up.due_at == resumed.next_run_at  # ... due at the resume
     assert catch_up.started_at - catch_up.due_at < timedelta(seconds=5)
+
+
+def test_a_one_off_created_after_its_time_is_due_at_its_creation_not_at_its_past_time(store, pool):
+    """Lateness measures the scheduler alone: a one-off whose time had passed when it was created
+    (``run_at`` or ``at()``) fires at once, due from its creation; its occurrence stays its time."""
+    from datetime import datetime
+
+    past = datetime(2020, 1, 1, tzinfo=UTC)
+    for name, spec in [
+        ("run-at", http_spec("run-at", None, run_at=past)),
+        ("at", http_spec("at", "at(2020-01-01T00:00:00)")),
+    ]:
+        before = _now(pool)
+        job = service.create_job(store, OWNER, spec)
+        assert job.next_run_at is not None and job.next_run_at >= before, name
+        claim = _run(store, Outcome("succeeded"))
+        assert claim.job_id == str(job.id)
+        [execution] = store.list_executions(OWNER, str(job.id))
+        assert execution.scheduled_at == past, name
+        assert before <= execution.due_at <= execution.started_at, name
+        assert execution.started_at - execution.due_at < timedelta(seconds=5), name

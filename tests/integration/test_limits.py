@@ -136,6 +136,18 @@ def test_a_limited_delivery_waits_for_a_slot_and_says_why(store, pool, target_se
     executor.record(result)
     [execution] = store.list_executions(ALICE, str(job.id))
     assert execution.waited_ms >= 300 and execution.waited_for == "limits of busy (max_in_flight 1)"
+    _waited_as_lateness(store, execution, job)
+
+
+def _waited_as_lateness(store, execution, job) -> None:
+    """A delivery that waited for its slot starts when it took it: its lateness counts the wait,
+    its duration the target's call alone (the target answers at once), and the job's
+    last_run_at is that start."""
+    from datetime import timedelta
+
+    assert execution.started_at - execution.due_at >= timedelta(milliseconds=execution.waited_ms - 5), execution
+    assert execution.duration_ms is not None and execution.duration_ms < execution.waited_ms, execution
+    assert store.get_job(ALICE, str(job.id)).last_run_at == execution.started_at
 
 
 def test_local_mode_waits_for_slots_without_holding_its_delivery_threads(store, pool, target_server):
@@ -184,6 +196,7 @@ def test_local_mode_waits_for_slots_without_holding_its_delivery_threads(store, 
     for job in limited:
         [execution] = store.list_executions(ALICE, str(job.id))
         assert execution.waited_ms > 0 and execution.waited_for == "limits of held (max_in_flight 1)"
+        _waited_as_lateness(store, execution, job)
     assert [r["path"] for r in target_server.requests] == ["/free"] + ["/held"] * 4
     assert (
         store.take_target_slot(TargetLimit("held", 1, None, ALICE), str(uuid.uuid4()), 60) is not None

@@ -951,6 +951,19 @@ def test_follow_from_start_replays_the_newest_page_first(api):
     assert [line.split()[:2] for line in lines[1:]] == [["a", "e1"], ["b", "e2"]]  # each once, running skipped
 
 
+def test_follow_from_start_with_a_limit_replays_only_the_newest_n(api):
+    """``--from-start --limit N``: the newest N of those finished before, then what finishes."""
+    before = [
+        execution(5, status="succeeded", job_name="c"),
+        execution(4, status="succeeded", job_name="c"),
+        execution(3, status="succeeded", job_name="c"),
+    ]
+    pages = [before, [execution(2, status="failed", job_name="b", error="boom"), *before]]
+    lines, calls = _follow(api, pages, from_start=True, backlog=2)
+    assert [line.split()[:2] for line in lines[1:]] == [["c", "e4"], ["c", "e5"], ["b", "e2"]]
+    assert calls[0]["limit"] == "100"
+
+
 def test_preview_sends_the_schedule_and_prints_local_times(api, capsys):
     api.on("POST", "/v1/schedules/preview", {"occurrences": ["2027-03-28T01:00:00Z", "2027-03-29T01:00:00Z"]})
     assert (

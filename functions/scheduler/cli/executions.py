@@ -60,11 +60,13 @@ def follow(
     stop: threading.Event | None = None,
     out: TextIO | None = None,
     from_start: bool = False,
+    backlog: int | None = None,
     columns: list[Column] | None = None,
 ) -> int:
     """Print the executions that finish from now on, oldest first, polling every ``interval``
     seconds until ``stop`` is set (or Ctrl-C). Those finished before the start are left out,
-    unless ``from_start`` (the newest page's, then). A table's columns keep fixed widths.
+    unless ``from_start`` (the newest page's, then, or its newest ``backlog``: ``--limit``). A
+    table's columns keep fixed widths.
 
     A poll reads the newest page (``FOLLOW_PAGE`` rows): more executions than that finishing
     between two polls would be missed, so keep ``interval`` short for busy owners."""
@@ -80,6 +82,9 @@ def follow(
         while True:
             page = fetch(**query, cursor=None)
             finished = [e for e in reversed(page.get("executions") or []) if e.get("status") != "running"]
+            if first and backlog:  # --from-start --limit N: the newest N of those finished before
+                seen.update(str(execution.get("id")) for execution in finished[:-backlog])
+                finished = finished[-backlog:]
             for execution in finished:
                 if str(execution.get("id")) in seen:
                     continue
@@ -122,6 +127,7 @@ def executions(args: argparse.Namespace, client: Any) -> int:
             job_column=across,
             interval=args.interval,
             from_start=args.from_start,
+            backlog=args.limit,
             columns=columns,
         )
     return print_listing(
@@ -170,7 +176,7 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     parser.add_argument(
         "--from-start",
         action="store_true",
-        help="--follow: print the newest page of those finished before too, then follow",
+        help="--follow: print the newest page of those finished before too (its newest N with --limit N), then follow",
     )
     parser.add_argument(
         "--interval",

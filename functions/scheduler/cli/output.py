@@ -196,7 +196,7 @@ def format_job_details(job: dict[str, Any]) -> str:
             "next run",
             next_run(job)
             if job.get("state") != "paused"
-            else f"paused (the occurrence in hand: {job.get('next_run_at')})",
+            else f"paused (next attempt: {job.get('next_run_at')}; a resume applies missed_runs)",
         ),
         *_pause_lines(job.get("pause")),
         ("last run", job.get("last_run_at")),

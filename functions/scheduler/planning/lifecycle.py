@@ -190,10 +190,11 @@ def plan_first(
     its occurrence on record as skipped (``window``). The occurrences its calendars leave out
     before the one planned are on record as skipped (``calendar``), from ``now`` or, when later,
     from ``recorded_until`` (the occurrence a replanned job had in hand: those before it were
-    on record when it was planned)."""
+    on record when it was planned). A one-off whose time has passed is due at ``now``: its
+    lateness counts from when it could first run, not from its past time."""
     schedule = schedule_of(job, calendars)
     occurrence = first_run(schedule, now, start_at=job.start_at, end_at=job.end_at)
-    plan = _at(occurrence, state, job)
+    plan = _due_by(now, _at(occurrence, state, job))
     if occurrence is None and job.run_at is not None:
         return replace(plan, skips=(Skip(SkipReason.WINDOW, 1, job.run_at),))
     if isinstance(schedule, CalendarSchedule):

@@ -22,6 +22,8 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
+from msgspec import structs
+
 from scheduler import service
 from scheduler.calendar_service import job_calendars
 from scheduler.core import constants as c
@@ -222,10 +224,7 @@ class Executor:
         if refused is not None:
             result = refused
         elif started.job.limits:
-            within = self.deliver_within_limits(started, lock_token)
-            if isinstance(within, SlotHandBack):
-                return within
-            result = within
+            return self.deliver_within_limits(started, lock_token)
         else:
             result = _deliver(
                 started, job_id, self.decrypt_target, self.policy, self.remaining_seconds, _log_fields(started)
@@ -275,23 +274,33 @@ class Executor:
         refused is recorded on the execution (late, and why). A job that changed while it waited
         (an edit, a pause) is handed back instead, to be claimed again as it is now; one whose
         lease was lost (or that was deleted) is not delivered."""
-        started = wait.started
+        started, began = wait.started, wait.began
         if wait.refused:
             stale = self._stale_after_waiting(wait, token)
             if stale is not None:
                 return stale
         try:
-            if wait.refused:
+            if wait.refused:  # its start moves to now: the wait is lateness, not the target's time
                 waited_ms = int((time.monotonic() - wait.began) * 1000)
-                self.store.record_wait(
-                    wait.job_id, started.started_at, started.execution_id, waited_ms, wait.limit.describe()
+                moved = self.store.record_wait(
+                    wait.job_id,
+                    wait.lock_token,
+                    started.started_at,
+                    started.execution_id,
+                    waited_ms,
+                    wait.limit.describe(),
                 )
+                if moved is None:
+                    outcome = Outcome(FAILED, True, error=f"the lease was lost while waiting: {wait.limit.describe()}")
+                    return self.ended_wait(wait, outcome)
+                started, began = structs.replace(started, started_at=moved), time.monotonic()
+                wait.started = started
             result = _deliver(
                 started, wait.job_id, self.decrypt_target, self.policy, self.remaining_seconds, _log_fields(started)
             )
         finally:
             self.store.release_target_slot(token)
-        return self.ended_wait(wait, result)
+        return Finished(wait.job_id, wait.lock_token, started, result, time.monotonic() - began)
 
     def _stale_after_waiting(self, wait: SlotWait, token: str) -> Finished | SlotHandBack | None:
         """None when the job is as it was claimed and its lease stands; else, the slot given
@@ -312,7 +321,7 @@ class Executor:
         """A wait's delivery as ended, with ``result``."""
         return Finished(wait.job_id, wait.lock_token, wait.started, result, time.monotonic() - wait.began)
 
-    def deliver_within_limits(self, started: StartedExecution, lock_token: str) -> Outcome | SlotHandBack:
+    def deliver_within_limits(self, started: StartedExecution, lock_token: str) -> Finished | SlotHandBack:
         """Deliver a job with ``limits`` in this thread (a deployed executor's): take a slot of
         its key first (across every runner). While the key is full it tries again, backing off,
         for at most ``SLOT_WAIT_IN_EXECUTOR_SECONDS``; past that, or when the executor's time is
@@ -330,8 +339,7 @@ class Executor:
             time.sleep(pause * (0.5 + random.random()))
             pause = min(pause * 2, SLOT_MAX_PAUSE)
         self.count_lateness([started])
-        delivered = self.deliver_in_slot(wait, token)
-        return delivered if isinstance(delivered, SlotHandBack) else delivered.result
+        return self.deliver_in_slot(wait, token)
 
     def hand_back_unwaited(self, started: StartedExecution, lock_token: str) -> SlotHandBack:
         """A limited delivery handed back without waiting (local mode's waiting room is full):

@@ -351,7 +351,7 @@ def with_calendars(
     if not calendars:
         return schedule
     if on_excluded not in ON_EXCLUDED_MODES:
-        raise ScheduleError(f"on_excluded must be one of {', '.join(ON_EXCLUDED_MODES)}", field="on_excluded")
+        raise ScheduleError(f"must be one of {', '.join(ON_EXCLUDED_MODES)}", field="on_excluded")
     return CalendarSchedule(
         schedule.expression,
         schedule.tz,
@@ -396,9 +396,9 @@ def _bounded(value: Any, most: int, name: str) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise ScheduleError(f"{name} must be a list", field=name)
+        raise ScheduleError("must be a list", field=name)
     if len(value) > most:
-        raise ScheduleError(f"{name} holds at most {most} items (got {len(value)})", field=name)
+        raise ScheduleError(f"holds at most {most} items (got {len(value)})", field=name)
     return value
 
 
@@ -412,23 +412,23 @@ _DATE_TIME_FORM = re.compile(
 
 def _date(text: Any, where: str) -> date:
     if not isinstance(text, str) or not _DATE_FORM.fullmatch(text):
-        raise ScheduleError(f"{where} must be a date YYYY-MM-DD", field=where)
+        raise ScheduleError("must be a date YYYY-MM-DD", field=where)
     try:
         value = date.fromisoformat(text)
     except ValueError:
-        raise ScheduleError(f"{where} must be a date YYYY-MM-DD (got {text[:20]!r})", field=where) from None
+        raise ScheduleError(f"must be a date YYYY-MM-DD (got {text[:20]!r})", field=where) from None
     if not 1970 <= value.year <= 9998:
-        raise ScheduleError(f"{where}: year {value.year} is out of range 1970-9998", field=where)
+        raise ScheduleError(f"year {value.year} is out of range 1970-9998", field=where)
     return value
 
 
 def _month_day(text: Any, where: str) -> YearlyRule:
     if not isinstance(text, str) or len(text) != 5 or text[2] != "-":
-        raise ScheduleError(f"{where} must be a day of the year MM-DD, like 12-25", field=where)
+        raise ScheduleError("must be a day of the year MM-DD, like 12-25", field=where)
     try:
         date(2000, int(text[:2]), int(text[3:]))  # 2000: a leap year, so 02-29 is a day
     except ValueError:
-        raise ScheduleError(f"{where} must be a day of the year MM-DD (got {text!r})", field=where) from None
+        raise ScheduleError(f"must be a day of the year MM-DD (got {text!r})", field=where) from None
     return YearlyRule(int(text[:2]), int(text[3:]))
 
 
@@ -436,24 +436,24 @@ def _range(
     span: Any, tz: ZoneInfo, where: str, days: list[tuple[date, date]], instants: list[tuple[datetime, datetime]]
 ) -> None:
     if not isinstance(span, Mapping) or set(span) != {"start", "end"}:
-        raise ScheduleError(f"{where} must be an object with start and end", field=where)
+        raise ScheduleError("must be an object with start and end", field=where)
     start, end = span["start"], span["end"]
     if isinstance(start, str) and isinstance(end, str) and len(start) == 10 and len(end) == 10:
         first, last = _date(start, f"{where}.start"), _date(end, f"{where}.end")
         if last < first:
-            raise ScheduleError(f"{where}.end must not be before its start", field=f"{where}.end")
+            raise ScheduleError("must not be before its start", field=f"{where}.end")
         days.append((first, last + _ONE_DAY))
         return
     begin, finish = _moment(start, tz, f"{where}.start"), _moment(end, tz, f"{where}.end")
     if finish == begin and (walls := _walls(start, end)) is not None and walls[0] < walls[1]:
         # Two wall times of a spring-forward gap: both are the instant the clocks jump.
         raise ScheduleError(
-            f"{where} lies wholly in a gap of {tz.key} (its wall times do not exist: the clocks jump"
+            f"the range lies wholly in a gap of {tz.key} (its wall times do not exist: the clocks jump"
             f" at {begin:%Y-%m-%dT%H:%M:%SZ}), so it would exclude nothing",
             field=f"{where}.end",
         )
     if finish <= begin:
-        raise ScheduleError(f"{where}.end must be after its start", field=f"{where}.end")
+        raise ScheduleError("must be after its start", field=f"{where}.end")
     instants.append((begin, finish))
 
 
@@ -465,7 +465,7 @@ def _walls(*texts: str) -> tuple[datetime, ...] | None:
 
 def _moment(text: Any, tz: ZoneInfo, where: str) -> datetime:
     """A date-time of a range: with an offset, that instant; without, a wall time of ``tz``."""
-    message = f"{where} must be a date YYYY-MM-DD (with the other one a date) or a date-time"
+    message = "must be a date YYYY-MM-DD (with the other one a date) or a date-time"
     if not isinstance(text, str) or not _DATE_TIME_FORM.fullmatch(text):
         raise ScheduleError(message, field=where)
     try:
@@ -473,7 +473,7 @@ def _moment(text: Any, tz: ZoneInfo, where: str) -> datetime:
     except ValueError:
         raise ScheduleError(message, field=where) from None
     if not 1970 <= value.year <= 9998:
-        raise ScheduleError(f"{where}: year {value.year} is out of range 1970-9998", field=where)
+        raise ScheduleError(f"year {value.year} is out of range 1970-9998", field=where)
     if value.tzinfo is None:
         return _resolve_wall(value, tz)
     return value.astimezone(UTC)

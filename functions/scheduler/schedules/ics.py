@@ -62,7 +62,7 @@ class Pieces(NamedTuple):
 
 
 def _refuse(message: str) -> ScheduleError:
-    return ScheduleError(f"ics: {message}", field="ics")
+    return ScheduleError(message, field="ics")  # the message reads after its field: "ics: ..."
 
 
 def _lines(text: str) -> list[str]:

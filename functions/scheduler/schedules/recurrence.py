@@ -55,7 +55,7 @@ MAX_INTERVAL = 1000
 
 
 def _refuse(message: str) -> ScheduleError:
-    return ScheduleError(f"ics: {message}", field="ics")
+    return ScheduleError(message, field="ics")  # the message reads after its field: "ics: ..."
 
 
 @dataclass(frozen=True, slots=True)

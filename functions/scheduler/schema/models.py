@@ -261,6 +261,13 @@ class RetryPolicy(_Strict):
     max_backoff_seconds: float = Field(default=300, ge=0, le=MAX_BACKOFF_SECONDS)
     max_age_seconds: int | None = Field(default=None, ge=1, le=MAX_AGE_SECONDS)
 
+    @field_validator("min_backoff_seconds", "max_backoff_seconds")
+    @classmethod
+    def _whole_seconds(cls, value: float) -> float:
+        """A whole number of seconds stays an integer, as given (and as the defaults are): a
+        float field makes every number a float, so an edit turned a stored ``300`` into ``300.0``."""
+        return int(value) if value.is_integer() else value
+
     @model_validator(mode="after")
     def _order(self) -> RetryPolicy:
         if self.max_backoff_seconds < self.min_backoff_seconds:

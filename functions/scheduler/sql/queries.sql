@@ -904,11 +904,24 @@ WHERE job_id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_
 UPDATE target_slots SET released_at = clock_timestamp() WHERE token = %(token)s;
 
 -- name: record_wait
--- A delivery that waited for its target's slot: how long and why, on its execution (one probe of
--- one day's key). Added to what the execution already waited when it started after a hand-back
--- (hand_back_for_slot).
-UPDATE executions SET waited_ms = COALESCE(waited_ms, 0) + %(waited_ms)s, waited_for = %(waited_for)s
-WHERE job_id = %(job_id)s AND started_at = %(started_at)s AND id = %(execution_id)s;
+-- A delivery that waited for its target's slot, about to call the target: how long and why, on
+-- its execution (added to what it already waited when it started after a hand-back,
+-- hand_back_for_slot), and its start moved to now, as a deployed delivery's after a hand-back
+-- starts when it is claimed again: its lateness counts the wait, its duration the target's call.
+-- The job's last_run_at moves with it (the execution's key, job and start), under the lease's
+-- token; nothing is written, and no row answered, if the lease was lost. A wait across midnight
+-- moves the row to the next day's partition.
+WITH run AS (
+    UPDATE job_runs SET last_run_at = now()
+    WHERE job_id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_id = %(execution_id)s
+      AND last_run_at = %(started_at)s
+    RETURNING last_run_at
+)
+UPDATE executions
+SET waited_ms = COALESCE(waited_ms, 0) + %(waited_ms)s, waited_for = %(waited_for)s,
+    started_at = (SELECT last_run_at FROM run)
+WHERE job_id = %(job_id)s AND started_at = %(started_at)s AND id = %(execution_id)s AND EXISTS (SELECT FROM run)
+RETURNING started_at;
 
 -- name: hand_back_for_slot
 -- A deployed executor's limited delivery whose key stayed full: its start undone, in one statement

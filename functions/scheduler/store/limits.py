@@ -88,15 +88,19 @@ class TargetSlots:
 
     @retry_on_dead_connection
     def record_wait(
-        self, job_id: str, started_at: datetime, execution_id: str, waited_ms: int, waited_for: str
-    ) -> None:
-        """How long a started execution waited for its target's slot, and why."""
+        self, job_id: str, lock_token: str, started_at: datetime, execution_id: str, waited_ms: int, waited_for: str
+    ) -> datetime | None:
+        """How long a started execution waited for its target's slot, and why; its start (and
+        the job's ``last_run_at``) moved to now, the database's, which it answers. None when the
+        lease was lost (nothing written)."""
         params = {
             "job_id": job_id,
+            "lock_token": lock_token,
             "started_at": started_at,
             "execution_id": execution_id,
             "waited_ms": waited_ms,
             "waited_for": waited_for,
         }
         with self.pool.connection() as conn:
-            conn.execute(QUERIES["record_wait"], params)
+            row = conn.execute(QUERIES["record_wait"], params).fetchone()
+        return None if row is None else row["started_at"]
