@@ -122,6 +122,18 @@ def test_unroutable_message_is_a_retryable_failure(amqp_url, amqp_queue, amqp_ad
     assert amqp_admin.basic_get(queue, auto_ack=True)[0] is None
 
 
+def test_a_message_that_cannot_be_encoded_is_a_permanent_failure(amqp_url, amqp_queue, amqp_admin):
+    """A header name over AMQP's 255 bytes (a target stored before the API refused it): no
+    attempt can put it in a frame, so none is retried, and nothing reaches the queue."""
+    exchange, queue, routing_key = amqp_queue
+    target = {"type": "amqp", "url": amqp_url, "exchange": exchange, "routing_key": routing_key, "body": "x"}
+    result = deliver({**target, "headers": {"x" * 256: "v"}}, make_delivery(), LOCAL)
+    assert (result.status, result.retryable) == ("failed", False), result
+    assert result.error == "the message cannot be encoded for AMQP: ShortStringTooLong"
+    assert amqp_admin.basic_get(queue, auto_ack=True)[0] is None
+    assert deliver(target, make_delivery(), LOCAL).succeeded  # the next delivery goes through
+
+
 def test_unknown_exchange_is_a_permanent_failure_and_the_connection_survives(amqp_url, amqp_queue, amqp_admin):
     exchange, queue, routing_key = amqp_queue
     missing = f"missing-{uuid.uuid4().hex[:8]}"

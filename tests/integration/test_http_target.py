@@ -119,6 +119,8 @@ class Server(ThreadingHTTPServer):
         elif route == "retry-date":
             when = email.utils.format_datetime(dt.datetime.now(dt.UTC) + dt.timedelta(seconds=120), usegmt=True)
             h.reply(503, b"maintenance", {"Retry-After": when})
+        elif route == "retry-overflow":  # a date email.utils cannot hold: OverflowError
+            h.reply(404, b"gone", {"Retry-After": "Fri, 31 Dec 2026 23:59:59 +99999999999999999999"})
         elif route == "slow":  # answers only when the test is over
             self.stop.wait(15)
             h.reply(200, b"too late")
@@ -295,6 +297,26 @@ def test_retry_after_as_http_date(server):
     result = deliver(http(server.url("/retry-date")), make_delivery(), LOCAL)
     assert (result.status, result.retryable, result.http_status) == ("failed", True, 503)
     assert 110 <= result.retry_after_seconds <= 121
+
+
+def test_a_retry_after_past_any_date_is_ignored_and_the_status_decides(server):
+    result = deliver(http(server.url("/retry-overflow")), make_delivery(), LOCAL)
+    assert (result.status, result.retryable, result.http_status) == ("failed", False, 404), result
+    assert result.retry_after_seconds is None and result.response_excerpt == "gone"
+
+
+def test_an_error_after_a_followed_redirect_names_the_host_that_failed(server):
+    port = _closed_port()
+    target = http(server.url(f"/redirect/302?http://localhost:{port}/x"), follow_redirects=True)
+    result = deliver(target, make_delivery(), LOCAL)
+    assert (result.status, result.retryable) == ("failed", True)
+    assert result.error == "connection refused by localhost", result.error
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def test_parse_retry_after_forms():

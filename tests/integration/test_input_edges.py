@@ -124,6 +124,14 @@ def test_an_amqp_target_cannot_set_the_delivery_s_own_headers(api, name):
     assert answer.status == 400 and answer.fields == ["target.headers"], answer.body
 
 
+@pytest.mark.parametrize("name", ["x" * 256, "\u00e9" * 130])
+def test_an_amqp_header_name_over_255_bytes_is_a_400(api, name):
+    """AMQP field names are short strings (255 bytes): such a name failed every delivery."""
+    target = {"type": "amqp", "url": "amqp://guest:guest@127.0.0.1:5672/", "headers": {name: "v"}}
+    answer = api("POST", "/v1/jobs", job_body("amqp", target=target))
+    assert answer.status == 400 and answer.fields == ["target.headers"], answer.body
+
+
 def test_if_match_star_replaces_a_rule_set_but_never_creates_one(api):
     body = {"tag": "t", "alerts": [rule("failure")]}
     answer = api("PUT", "/v1/alert-rules/team", body, headers={"If-Match": "*"})

@@ -70,3 +70,41 @@ def test_a_secret_echoed_json_escaped_or_percent_encoded_is_masked_too():
         assert "abc" not in redacted and "xyz" not in redacted and "***" in redacted, redacted
     cut = redact_and_cut("x" * 10 + "abc%2Fdef%2Bghi%3D1", [token], 1000)  # a tail starting the encoded form
     assert cut.endswith("***") and "%2F" not in cut
+
+
+def test_a_secret_echoed_in_another_encoding_or_escaping_is_masked_too():
+    """A reason phrase is read as Latin-1 (a UTF-8 secret comes back as mojibake); an excerpt as
+    UTF-8 (a Latin-1 header's bytes come back with replacement characters); ``quote`` keeps
+    ``/`` by default; an HTML page escapes ``&`` and ``<``."""
+    cases = [
+        ("pässwörd-geheim", "HTTP 500 denied " + "pässwörd-geheim".encode().decode("latin-1")),
+        ("tökenGeheim12345", "Authorization: Bearer " + b"t\xf6kenGeheim12345".decode("utf-8", "replace")),
+        ("tok/en+with&<chars>==", "next=tok/en%2Bwith%26%3Cchars%3E%3D%3D&x=1"),
+        ("tok/en+with&<chars>==", "<p>tok/en+with&amp;&lt;chars&gt;==</p>"),
+    ]
+    for secret, echoed in cases:
+        redacted = redact_secrets(echoed, [secret])
+        assert "***" in redacted and "Geheim" not in redacted and "chars" not in redacted, (echoed, redacted)
+
+
+def test_masking_a_long_secret_takes_linear_time_against_a_long_run_of_word_characters():
+    """The masking runs after the delivery's deadline: it must not grow with the square of the
+    text (a word-character run before the secret once made the regular expression backtrack:
+    about 0.85 s of CPU for one 8 KiB secret and a 4 KiB excerpt). Counted in steps, not timed:
+    the text is scanned a bounded number of times whatever its length."""
+    import scheduler.targets.results as results
+
+    secret = "Bearer " + "\u00ff" * 8170 + "00000000"
+    assert redact_secrets("a" * 12_000 + secret + " tail", [secret]) == "*** tail"
+    assert redact_secrets("a" * 12_000, [secret]) == "a" * 12_000
+
+    class Counting(str):
+        calls = 0
+
+        def find(self, *args):  # every search of the text goes through here
+            Counting.calls += 1
+            return super().find(*args)
+
+    many = Counting(" ".join(["prefix" + "x" * 50 + "s3cr3t-value"] * 200))
+    assert results._mask_with_words(many, "s3cr3t-value").count("***") == 200
+    assert Counting.calls == 201  # one search a hit, and the last that finds none

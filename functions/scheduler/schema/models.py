@@ -224,6 +224,8 @@ class AmqpTarget(_Strict):
         for name, value in v.items():
             if not name or len(name) > MAX_HEADER_NAME_LENGTH or len(value) > MAX_HEADER_VALUE_LENGTH:
                 raise ValueError(f"header {name[:64]!r}: name or value too long")
+            if len(name.encode("utf-8", "surrogatepass")) > 255:  # a field name is an AMQP short string
+                raise ValueError(f"header {name[:64]!r}: a name is at most 255 bytes once encoded as UTF-8")
             _not_the_scheduler_s(name, ("idempotency-key",))  # the message's identity would replace it
         # The properties travel in one frame (the broker's frame_max: 128 KiB by default), with
         # the scheduler's own headers: past it the broker closes the connection at every attempt.

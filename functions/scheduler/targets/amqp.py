@@ -376,6 +376,10 @@ def _channel_failure(exc: Exception, spec: AmqpView) -> Outcome:
 def _connection_failure(exc: Exception, broker: Broker, budget: float) -> Outcome:
     chain = exception_chain(exc)
     where = broker.where
+    if isinstance(exc, (pex.ShortStringTooLong, pex.UnsupportedAMQPFieldException)):
+        # The message cannot be put in a frame (a header name over 255 bytes, say, in a target
+        # stored before the API refused it): no attempt can send it.
+        return permanent(f"the message cannot be encoded for AMQP: {type(exc).__name__}")
     if any(isinstance(e, (pex.ProbableAuthenticationError, pex.AuthenticationError)) for e in chain) or any(
         isinstance(e, pex.ConnectionClosedByBroker) and e.reply_code == 403 for e in chain
     ):

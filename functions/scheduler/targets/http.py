@@ -124,9 +124,10 @@ def _deliver(
     body = spec.body.encode("utf-8") if spec.body is not None else None
 
     watchdog = Watchdog(budget)
+    hop = [spec.url]  # the URL being sent to: a redirect's, once followed (errors name its host)
     with running(watchdog):
         try:
-            response = _send(spec, headers, body, watchdog, policy, read_limit, signer, owner=delivery.owner)
+            response = _send(spec, headers, body, watchdog, policy, read_limit, signer, owner=delivery.owner, hop=hop)
         except ssrf.TargetNotAllowed as exc:
             return permanent(str(exc))
         except _TooManyRedirects:
@@ -139,7 +140,7 @@ def _deliver(
                 return permanent(str(refused))
             if watchdog.fired:
                 return timed_out(f"timed out after {budget:g}s")
-            return _classify_exception(exc, _origin(spec.url)[1] or "?", budget)
+            return _classify_exception(exc, _origin(hop[0])[1] or "?", budget)
     excerpt = response.body.decode("utf-8", errors="replace")
     return _classify_response(response, excerpt, spec)
 
@@ -173,15 +174,18 @@ def _send(
     signer: HttpSigner | None = None,
     *,
     owner: str | None = None,
+    hop: list[str] | None = None,
 ) -> Response:
     """Send the request (and follow redirects when asked) on connections of ``owner``, returning
-    the final answer."""
+    the final answer; ``hop[0]`` is set to each URL as it is sent to."""
     method, url = spec.method, spec.url
     origin = _origin(url)
     hops = 0
     while True:
         if watchdog.remaining() <= 0:
             raise TimeoutError("deadline reached")
+        if hop is not None:
+            hop[0] = url
         request = _prepare(method, url, headers, body)
         if signer is not None and _origin(url) == origin:  # never sign for another host
             signer.sign(request)
@@ -283,7 +287,7 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):  # an offset or a year past any date
         return None
     if when is None:
         return None
