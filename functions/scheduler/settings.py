@@ -77,7 +77,9 @@ class Settings:
             local_key_file=env.get(c.ENV_LOCAL_KEY_FILE),
             allow_private_targets=_bool(env.get(c.ENV_ALLOW_PRIVATE_TARGETS)),
             target_allow_list=allow,
-            execution_retention_days=int(env.get(c.ENV_EXECUTION_RETENTION_DAYS, "30")),
+            execution_retention_days=_positive(
+                env.get(c.ENV_EXECUTION_RETENTION_DAYS), c.ENV_EXECUTION_RETENTION_DAYS, default=30
+            ),
             cursor_secret=env.get(c.ENV_CURSOR_SECRET),
             cursor_secret_arn=env.get(c.ENV_CURSOR_SECRET_ARN),
             database_app_secret_arn=env.get(c.ENV_DATABASE_APP_SECRET_ARN),

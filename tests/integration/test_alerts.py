@@ -344,3 +344,47 @@ def test_an_alert_is_rendered_once_a_value_quoting_a_placeholder_is_sent_as_it_i
     assert alerts.run_once() == (1, 1)
     [(target, _)] = recorder.sent
     assert json.loads(target["body"]) == {"e": "HTTP 500 x {{attempt}} {{ job_id }}", "a": 1, "j": job["id"]}
+
+
+def test_an_alerts_placeholders_about_the_execution_are_the_executions(api, store, pool):
+    """``{{execution_id}}`` and ``{{scheduled_at}}`` name the execution the alert is about (they
+    were the alert's own id and creation time); a missing run has no execution (empty) and its
+    ``{{scheduled_at}}`` is the occurrence that did not run. The delivery's identity (its
+    headers, its idempotency key) stays the alert's."""
+    body = '{"e": "{{execution_id}}", "s": "{{scheduled_at}}", "st": "{{started_at}}", "a": "{{attempt}}"}'
+    job = create_with(api, [rule("failure", body=body), rule("missing_run", 60, body=body)], name="placed").body
+    recorder = Recorder()
+    alerts = Alerts(store, recorder)
+    alerts.run_once()
+    add_execution(pool, job["id"], "failed", late_seconds=5)
+    assert alerts.run_once() == (1, 1)
+    [execution] = api("GET", f"/v1/jobs/{job['id']}/executions").body["executions"]
+    sent = json.loads(recorder.sent[0][0]["body"])
+    assert sent == {
+        "e": execution["id"],
+        "s": execution["scheduled_at"],
+        "st": execution["started_at"],
+        "a": "1",
+    }
+    assert recorder.sent[0][1].execution_id == execution["id"]
+    with pool.connection() as conn:
+        conn.execute("UPDATE job_runs SET next_run_at = now() - interval '61 seconds' WHERE job_id = %s", (job["id"],))
+    assert alerts.run_once() == (1, 1)
+    missing = json.loads(recorder.sent[1][0]["body"])  # the occurrence that did not run, no execution
+    due = api("GET", f"/v1/jobs/{job['id']}").body["next_run_at"]
+    assert missing == {"e": "", "s": due, "st": "", "a": "1"}, missing
+
+
+def test_whole_thresholds_are_answered_as_integers(api, store, pool):
+    """A threshold given as a whole number is answered as one, on the job and on its alerts (a
+    float column made them ``2.0`` and ``3.0``)."""
+    job = create_with(api, [rule("late", 2), rule("failures_in_a_row", 3), rule("missing_run", 2.5)], name="whole").body
+    assert [type(r["threshold"]) for r in job["alerts"]] == [int, int, float], job["alerts"]
+    assert [r["threshold"] for r in api("GET", f"/v1/jobs/{job['id']}").body["alerts"]] == [2, 3, 2.5]
+    alerts = Alerts(store, Recorder())
+    alerts.run_once()
+    for _ in range(3):
+        add_execution(pool, job["id"], "failed")
+    alerts.run_once()
+    [fired] = api("GET", "/v1/alerts", query={"job_id": job["id"]}).body["alerts"]
+    assert fired["on"] == "failures_in_a_row" and type(fired["threshold"]) is int, fired

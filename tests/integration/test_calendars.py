@@ -498,3 +498,23 @@ def test_a_long_freeze_is_planned_and_a_search_past_the_time_limit_is_a_400(api,
     late = api("POST", "/v1/jobs", {**body, "name": "frozen-2"})
     assert late.status == 400 and late.fields == ["exclude_calendars"], late.body
     assert "too long" in late.body["error"]["details"][0]["message"]
+
+
+def test_a_past_one_off_with_calendars_fires_at_once_unless_they_leave_it_out(api):
+    """A one-off whose time has passed fires at once with calendars too (it was refused: its
+    calendars were asked for a time after now); a calendar that holds its time skips it, or
+    shifts it to the span's end."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    past = now - timedelta(minutes=1)
+    api("POST", "/v1/calendars", {"name": "far", "dates": ["2030-01-01"]})
+    api("POST", "/v1/calendars", {"name": "today", "dates": [past.date().isoformat()]})
+    at = f"at({past.strftime('%Y-%m-%dT%H:%M:%S')})"
+    created = api("POST", "/v1/jobs", job_body("past-one-off", schedule=at, exclude_calendars=["far"]))
+    assert created.status == 201, created.body  # (run_at takes no calendars: a 400 of its own)
+    assert datetime.fromisoformat(created.body["next_run_at"].replace("Z", "+00:00")) >= now, created.body
+    shifted = api(
+        "POST", "/v1/jobs", job_body("shifted", schedule=at, exclude_calendars=["today"], on_excluded="shift")
+    )
+    assert shifted.status == 201, shifted.body
+    tomorrow = datetime.combine(past.date() + timedelta(days=1), datetime.min.time(), UTC)
+    assert shifted.body["next_run_at"] == tomorrow.strftime("%Y-%m-%dT%H:%M:%SZ"), shifted.body

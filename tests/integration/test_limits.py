@@ -175,8 +175,14 @@ def test_local_mode_waits_for_slots_without_holding_its_delivery_threads(store, 
     free = service.create_job(store, ALICE, http_spec("free", None, run_at=due, url=target_server.url + "/free"))
     blocker = store.take_target_slot(TargetLimit("held", 1, None, ALICE), str(uuid.uuid4()), 60)
     assert blocker is not None
+    from scheduler.core import constants as c
+    from scheduler.runner.telemetry import MemoryMetrics
+
+    metrics = MemoryMetrics()
     dispatch = InProcessDispatch(
-        Executor(store, lambda target: target, TargetPolicy(allow_private=True)), max_workers=2, flush_seconds=0.01
+        Executor(store, lambda target: target, TargetPolicy(allow_private=True), metrics),
+        max_workers=2,
+        flush_seconds=0.01,
     )
     claims = store.claim_and_start(10)
     assert len(claims) == 5
@@ -197,6 +203,9 @@ def test_local_mode_waits_for_slots_without_holding_its_delivery_threads(store, 
         [execution] = store.list_executions(ALICE, str(job.id))
         assert execution.waited_ms > 0 and execution.waited_for == "limits of held (max_in_flight 1)"
         _waited_as_lateness(store, execution, job)
+    # The lateness metric counts each wait too (counted once the slot is taken, not at the claim).
+    waited = sum(store.list_executions(ALICE, str(job.id))[0].waited_ms for job in limited)
+    assert metrics.total(c.METRIC_LATENESS_MS, trigger="schedule") >= waited - 4 * 5
     assert [r["path"] for r in target_server.requests] == ["/free"] + ["/held"] * 4
     assert (
         store.take_target_slot(TargetLimit("held", 1, None, ALICE), str(uuid.uuid4()), 60) is not None

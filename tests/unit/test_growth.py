@@ -139,6 +139,16 @@ def test_settings_read_the_maximum_and_the_function_name():
             Settings.from_env({c.ENV_MAX_FANOUTS: bad})
 
 
+def test_the_execution_retention_is_a_whole_number_of_days_from_one():
+    """0 or less once switched the partitions' upkeep off (no day ahead made, none dropped) while
+    the alerts' purge deleted every finished alert; a bad value is refused naming the variable."""
+    assert Settings.from_env({}).execution_retention_days == 30
+    assert Settings.from_env({c.ENV_EXECUTION_RETENTION_DAYS: "7"}).execution_retention_days == 7
+    for bad in ("0", "-1", "abc", "1.5"):
+        with pytest.raises(ValueError, match=c.ENV_EXECUTION_RETENTION_DAYS):
+            Settings.from_env({c.ENV_EXECUTION_RETENTION_DAYS: bad})
+
+
 def test_a_helper_stops_when_its_primary_counted_it_done_however_late_it_starts():
     """Its ``until`` (epoch) bounds it: an invoke that waited in Lambda's queue past it does nothing."""
     assert helper_seconds({"helper": True, "seconds": 30, "until": 1_000_010.0}, now=lambda: 1_000_000.0) == 10.0

@@ -16,6 +16,7 @@ from scheduler.api.errors import documented
 from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Owner, StoreDep, cursor_position
 from scheduler.api.routes import rule
 from scheduler.core.alerts import AlertDelivery
+from scheduler.core.json_text import whole_if_integral
 from scheduler.core.timeutil import format_time
 from scheduler.secrets import mask_target_secrets
 
@@ -61,7 +62,7 @@ def alert_json(alert: AlertDelivery) -> dict[str, Any]:
         "job_name": alert.job_name,
         "on": alert.rule_on,
         "rule": alert.rule_name,
-        "threshold": alert.threshold,
+        "threshold": whole_if_integral(alert.threshold),
         "event": alert.event,
         "incident_id": alert.incident_id,
         "execution_id": alert.execution_id,

@@ -18,3 +18,11 @@ def load_strict_json(text: str) -> Any:
         return json.loads(text, parse_constant=_refuse_constant)
     except RecursionError:
         raise ValueError("nested too deeply") from None
+
+
+def whole_if_integral(value: float | None) -> float | int | None:
+    """``value`` as an integer when it is a whole number (``3.0`` -> ``3``), else as it is: a
+    number stored or validated as a float is answered as it was given (``3``, not ``3.0``)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value

@@ -19,6 +19,7 @@ from typing import Any
 
 from scheduler.core.alerts import AlertDecision, AlertJobRow, HeldAlertState
 from scheduler.core.domain import Execution, ExecutionStatus, JobState, Trigger
+from scheduler.core.json_text import whole_if_integral
 from scheduler.core.timeutil import format_time
 
 FAILED = frozenset({ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT, ExecutionStatus.LOST})
@@ -190,7 +191,7 @@ class _Incident:
         variables = {
             **found,
             "alert": rule.on,
-            "threshold": rule.threshold,
+            "threshold": whole_if_integral(rule.threshold),
             "event": event,
             "incident_id": incident,
             "message": text,
@@ -265,7 +266,7 @@ def decision(held: HeldAlertState, executions: Sequence[Execution]) -> AlertDeci
             "rule_key": event.rule.key,
             "rule_on": event.rule.on,
             "rule_name": event.rule.source,
-            "threshold": event.rule.threshold,
+            "threshold": whole_if_integral(event.rule.threshold),
             "event": event.event,
             "incident_id": event.incident_id,
             "execution_id": event.execution_id,

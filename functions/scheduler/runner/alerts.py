@@ -22,7 +22,6 @@ from typing import Any
 from scheduler import service
 from scheduler.core.alerts import AlertDelivery, render_alert_target
 from scheduler.core.domain import Delivery, Outcome
-from scheduler.core.timeutil import format_time
 from scheduler.ports import AlertStore
 
 logger = logging.getLogger(__name__)
@@ -128,13 +127,16 @@ class Alerts:
             attempt=alert.attempts,
             owner=alert.owner,
         )
+        # The delivery's identity (its headers, its idempotency key) is the alert's; the
+        # placeholders about the execution are the execution's (none for a run that did not
+        # happen: a missing_run alert), and {{attempt}} is the alert's delivery attempt.
         variables = {
+            "execution_id": None,
+            "scheduled_at": None,
             **alert.vars,
             "alert_id": alert.id,
             "console_url": console_link(self.console_url, alert.job_id),
             "job_id": delivery.job_id,
-            "execution_id": delivery.execution_id,
-            "scheduled_at": format_time(delivery.scheduled_at),
             "attempt": delivery.attempt,
         }
         target = render_alert_target(alert.target, variables)

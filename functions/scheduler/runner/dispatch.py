@@ -393,7 +393,11 @@ class InProcessDispatch:
 
     def dispatch(self, claims: list[Claim]) -> list[Claim]:
         """Deliver claims taken by ``claim_and_start`` (each already started), one thread each."""
-        self.executor.count_lateness(claim.started for claim in claims if claim.started is not None)
+        # A limited delivery's lateness is counted when it takes its slot (the wait is part of it).
+        executor = self.executor
+        executor.count_lateness(
+            c.started for c in claims if c.started is not None and not executor.waits_for_slot(c.started)
+        )
         for claim in claims:
             assert claim.started is not None, "claim_and_start starts what it claims"
             if self.executor.waits_for_slot(claim.started):

@@ -295,6 +295,7 @@ class Executor:
                     return self.ended_wait(wait, outcome)
                 started, began = structs.replace(started, started_at=moved), time.monotonic()
                 wait.started = started
+            self.count_lateness([started])  # a limited delivery's, once it has its slot (its wait in it)
             result = _deliver(
                 started, wait.job_id, self.decrypt_target, self.policy, self.remaining_seconds, _log_fields(started)
             )
@@ -338,7 +339,6 @@ class Executor:
                 )
             time.sleep(pause * (0.5 + random.random()))
             pause = min(pause * 2, SLOT_MAX_PAUSE)
-        self.count_lateness([started])
         return self.deliver_in_slot(wait, token)
 
     def hand_back_unwaited(self, started: StartedExecution, lock_token: str) -> SlotHandBack:

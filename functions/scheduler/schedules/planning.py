@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from scheduler.schedules.base import _ONE_US, UTC, Schedule, ScheduleError, _require_aware, just_before
-from scheduler.schedules.calendars import Calendar, with_calendars
+from scheduler.schedules.calendars import Calendar, CalendarSchedule, excluded_span, with_calendars
 from scheduler.schedules.intervals import IntervalSchedule
 from scheduler.schedules.oneoff import OneOffSchedule, one_off
 from scheduler.schedules.parse import parse_schedule
@@ -63,15 +63,21 @@ def first_run(
     The first occurrence strictly after ``now`` (and ``>= start_at``, ``<= end_at``). Exception:
     a one-off (``run_at``/``at()``) whose time is already past -- or exactly ``now`` -- answers
     its own time, meaning "fire at once" (it is still ``None`` if that time is outside
-    ``start_at``..``end_at``).
+    ``start_at``..``end_at``, or left out by its calendars; shifted by them, the end of the span
+    that holds it).
     """
     now = _require_aware(now, "now")
-    if isinstance(schedule, OneOffSchedule) and schedule.run_at <= now:
-        run_at = schedule.run_at
+    base = schedule.base if isinstance(schedule, CalendarSchedule) else schedule
+    if isinstance(base, OneOffSchedule) and base.run_at <= now:
+        run_at = base.run_at
         if start_at is not None and run_at < _require_aware(start_at, "start_at"):
             return None
         if end_at is not None and run_at > _require_aware(end_at, "end_at"):
             return None
+        if isinstance(schedule, CalendarSchedule):  # its calendars decide, as for a time to come
+            span = excluded_span(schedule.calendars, run_at)
+            if span is not None:
+                return span.end if schedule.shift else None
         return run_at
     return next_occurrence(schedule, now, start_at=start_at, end_at=end_at)
 

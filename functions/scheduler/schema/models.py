@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from scheduler.core.json_text import whole_if_integral
 from scheduler.core.urls import MAX_URL_LENGTH, check_broker_url_syntax, check_url_syntax
 from scheduler.schedules import (
     MAX_SCHEDULES,
@@ -314,6 +315,12 @@ class AlertRule(_Strict):
         "seconds (required); failure and recovery take none.",
     )
     target: Target
+
+    @field_validator("threshold")
+    @classmethod
+    def _whole_threshold(cls, value: float | None) -> float | None:
+        """A whole number stays an integer, as given (``2``, not ``2.0``)."""
+        return whole_if_integral(value)
 
     @model_validator(mode="after")
     def _threshold(self) -> AlertRule:

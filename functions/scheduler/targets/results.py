@@ -72,32 +72,69 @@ _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345678
 _MIN_TAIL = 4
 
 
-def _forms(secrets: Any) -> set[str]:
-    """Each secret as it may come back in an answer: as given, JSON-escaped (``/`` as ``\\/``,
-    quotes, non-ASCII), percent-encoded (every reserved character, or all but ``/`` as
-    ``urllib.parse.quote`` leaves it), HTML-escaped, and as the other encoding reads its bytes
-    (its UTF-8 read as Latin-1, as a status line's reason is; its Latin-1 read as UTF-8, as an
-    excerpt is, where a header went out in Latin-1)."""
+def _forms(secrets: Any, text: str) -> set[str]:
+    """Each secret as it may come back in ``text``: as given; JSON-escaped (non-ASCII escaped or
+    not, ``/`` as ``\\/`` or not, and ``&<>`` as ``\\u0026`` as Go writes them);
+    percent-encoded (every reserved character, or all but ``/``; a space as ``%20`` or ``+``;
+    hex digits in either case); HTML-escaped (``'`` and ``"`` as named or numeric references, or
+    not escaped); and as the other encoding reads its bytes (its UTF-8 read as Latin-1, as a
+    status line's reason is; its Latin-1 read as UTF-8, as an excerpt is, where a header went
+    out in Latin-1). A family is made only when ``text`` holds its mark (a backslash, ``%``,
+    ``&``, a character beyond ASCII): nearly every answer needs the secrets as given only."""
+    marks = (("\\" in text, _json_forms), ("%" in text, _url_forms), ("&" in text, _html_forms))
+    other_encoding = not text.isascii()
     forms: set[str] = set()
     for secret in secrets or ():
         if isinstance(secret, str) and secret:
-            escaped = json.dumps(secret)[1:-1]
-            forms.update(
-                (
-                    secret,
-                    escaped,
-                    escaped.replace("/", "\\/"),
-                    quote(secret, safe=""),
-                    quote(secret),
-                    html.escape(secret),
-                )
-            )
-            forms.add(secret.encode("utf-8").decode("latin-1"))
-            try:
-                forms.add(secret.encode("latin-1").decode("utf-8", "replace"))
-            except UnicodeEncodeError:
-                pass
+            forms.add(secret)
+            for marked, family in marks:
+                if marked:
+                    forms.update(family(secret))
+            if other_encoding:
+                forms.add(secret.encode("utf-8").decode("latin-1"))
+                try:
+                    forms.add(secret.encode("latin-1").decode("utf-8", "replace"))
+                except UnicodeEncodeError:
+                    pass
     return forms
+
+
+_GO_JSON = str.maketrans({"&": "\\u0026", "<": "\\u003c", ">": "\\u003e"})
+
+
+def _json_forms(secret: str) -> set[str]:
+    found: set[str] = set()
+    for ascii_only in (True, False):
+        escaped = json.dumps(secret, ensure_ascii=ascii_only)[1:-1]
+        for form in (escaped, escaped.replace("/", "\\/")):
+            found.update((form, form.translate(_GO_JSON)))
+    return found
+
+
+def _url_forms(secret: str) -> set[str]:
+    # One quote, the others derived: in its output "%" starts a three-character escape only, so
+    # "%2F" and "%20" are exactly the escaped "/" and " ".
+    strict = quote(secret, safe="")
+    found = {strict, strict.replace("%2F", "/")}
+    found |= {form.replace("%20", "+") for form in found}
+    return found | {_lower_escapes(form) for form in found if "%" in form}
+
+
+def _lower_escapes(encoded: str) -> str:
+    """A percent-encoded text with its escapes' hex digits in lower case (``%2f``)."""
+    first, *rest = encoded.split("%")
+    return "%".join([first, *(part[:2].lower() + part[2:] for part in rest)])
+
+
+def _html_forms(secret: str) -> set[str]:
+    plain = html.escape(secret, quote=False)
+    if "'" not in plain and '"' not in plain:
+        return {plain}
+    return {
+        plain.replace("'", single).replace('"', double)
+        for single in ("&#x27;", "&#39;", "&#039;", "'")
+        for double in ("&quot;", "&#34;", "&#034;", '"')
+    }
 
 
 def redact(text: str | None, secrets: Any) -> str | None:
@@ -109,7 +146,11 @@ def redact(text: str | None, secrets: Any) -> str | None:
     """
     if not text:
         return text
-    for secret in sorted(_forms(secrets), key=len, reverse=True):
+    return _redacted(text, _forms(secrets, text))
+
+
+def _redacted(text: str, forms: set[str]) -> str:
+    for secret in sorted(forms, key=len, reverse=True):
         if len(secret) >= MIN_EMBEDDED_SECRET:
             text = _mask_with_words(text, secret)
         else:
@@ -147,17 +188,38 @@ def redact_and_cut(text: str | None, secrets: Any, limit_bytes: int) -> str | No
     own end may stop inside a secret (a body cut off at the deadline): a tail of at least four
     characters that begins a secret is masked too.
     """
-    text = redact(text, secrets)
     if not text:
         return text
+    forms = _forms(secrets, text)
+    text = _redacted(text, forms)
     raw = text.encode("utf-8")
     if len(raw) > limit_bytes:
         text = raw[:limit_bytes].decode("utf-8", "ignore")
-    for secret in {s for s in _forms(secrets) if len(s) >= MIN_EMBEDDED_SECRET}:
-        for size in range(min(len(secret) - 1, len(text)), _MIN_TAIL - 1, -1):
-            if text.endswith(secret[:size]):
-                text = text[:-size] + SECRET_MASK
-                break
+    for secret in {form for form in forms if len(form) >= MIN_EMBEDDED_SECRET}:
+        text = _mask_cut_start(text, secret)
+    return text
+
+
+#: Places where a secret's first characters occur in a text's tail that are compared with the
+#: secret before the rest of the tail is masked unread: a bound on the work of a text and a
+#: secret made of one character repeated (each place a comparison of the whole tail).
+_MAX_TAIL_PLACES = 32
+
+
+def _mask_cut_start(text: str, secret: str) -> str:
+    """``text`` with its end masked if it is the start of ``secret`` (at least ``_MIN_TAIL``
+    characters of it): the longest such end, found from the places where the secret's first
+    characters occur in the last ``len(secret) - 1`` characters, leftmost first. Past
+    ``_MAX_TAIL_PLACES`` places the tail is masked from the next one on (masking more than the
+    secret, never less)."""
+    base = len(text) - min(len(secret) - 1, len(text))
+    head = secret[:_MIN_TAIL]
+    place, tried = text.find(head, base), 0
+    while place >= 0:
+        if tried == _MAX_TAIL_PLACES or secret.startswith(text[place:]):
+            return text[:place] + SECRET_MASK
+        tried += 1
+        place = text.find(head, place + 1)
     return text
 
 
