@@ -108,3 +108,29 @@ def test_masking_a_long_secret_takes_linear_time_against_a_long_run_of_word_char
     many = Counting(" ".join(["prefix" + "x" * 50 + "s3cr3t-value"] * 200))
     assert results._mask_with_words(many, "s3cr3t-value").count("***") == 200
     assert Counting.calls == 201  # one search a hit, and the last that finds none
+
+
+def test_more_spellings_of_a_secret_are_masked():
+    """Template engines and other languages' encoders: numeric HTML references (Jinja2, Go, PHP),
+    Go's JSON (``&<>`` as ``\\u0026``...), JSON that keeps non-ASCII as it is, a space as ``+``
+    in a query, escapes in lower case."""
+    secret = "O'Brien&Sons <2026> é\""
+    for echoed in (
+        "<p>O&#39;Brien&amp;Sons &lt;2026&gt; é&#34;</p>",
+        "<p>O&#039;Brien&amp;Sons &lt;2026&gt; é&quot;</p>",
+        '{"p": "O\'Brien\\u0026Sons \\u003c2026\\u003e é\\""}',
+        "q=O%27Brien%26Sons+%3C2026%3E+%C3%A9%22",
+        "q=o%27brien".replace("o%27brien", "O%27Brien%26Sons%20%3c2026%3e%20%c3%a9%22"),
+    ):
+        redacted = redact_secrets(echoed, [secret])
+        assert "Brien" not in redacted and "2026" not in redacted, (echoed, redacted)
+
+
+def test_a_tail_that_starts_a_secret_is_masked_in_bounded_steps():
+    """A text ending in many places where a secret's first characters occur: at most a bounded
+    number of them is compared, then the tail is masked from the next one (more, never less)."""
+    secret = "ab" * 4000
+    text = "x " + "ab" * 1000 + "a!"  # the secret's start occurs 1,000 times in the tail; none ends it
+    out = redact_and_cut(text, [secret], 100_000)
+    assert out.startswith("x ") and out.endswith("***") and len(out) < len(text)
+    assert redact_and_cut("x " + "ab" * 3, [secret], 1000) == "x ***"  # the longest start, masked
