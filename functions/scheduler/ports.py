@@ -404,8 +404,8 @@ class PauseStore(JobStore, Protocol):
         ...
 
     def mark_lost_while_not_due(self, limit: int = 100) -> int:
-        """Mark lost the executions of jobs with nothing due (paused) whose lease expired while
-        they ran; how many were marked."""
+        """Mark lost the executions of jobs with nothing due (paused, or edited during the run to a
+        later time) whose lease expired while they ran; how many were marked."""
         ...
 
     def expired_pauses(self, limit: int = 100) -> list[tuple[str, str]]:

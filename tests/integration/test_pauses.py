@@ -238,3 +238,55 @@ def test_an_execution_lost_with_its_runner_while_its_job_was_paused_is_marked_lo
     api("POST", f"/v1/jobs/{job['id']}/resume")
     [again] = store.claim_and_start(10)
     assert again.job_id == job["id"] and again.started.attempt == 2
+
+
+def test_an_execution_lost_with_its_runner_after_its_job_was_edited_to_a_later_time_is_marked_lost(api, store, pool):
+    """An edit during a run moved the job's next attempt a year on: no claim would look at it
+    before then. The edit noted the lease; once it ended, the fan-out's check marks the orphan
+    lost, and the job keeps the time its edit planned."""
+    from tests.support import expire_lease, make_due
+
+    job = create(api, job_body("edited-during-run", schedule=None, run_at="2099-01-01T00:00:00Z"))
+    make_due(pool, job["id"])
+    [claim] = store.claim_and_start(10)  # the runner took it, then died
+    edited = api("PATCH", f"/v1/jobs/{job['id']}", {"run_at": "2098-01-01T00:00:00Z"})
+    assert edited.status == 200 and edited.body["next_run_at"] == "2098-01-01T00:00:00Z", edited.body
+    metrics = MemoryMetrics()
+    invoker = InProcessDispatch(Executor(store, lambda t: t, TargetPolicy(), metrics), max_workers=2)
+    run_fanout(store, invoker, budget_seconds=0, metrics=metrics, pauses=store)
+    assert api("GET", f"/v1/jobs/{job['id']}/executions").body["executions"][0]["status"] == "running"
+    expire_lease(pool, job["id"])
+    with pool.connection() as conn:  # the note's time has come with the lease's
+        conn.execute("UPDATE lease_watch SET until = now() - interval '1 second' WHERE job_id = %s", (job["id"],))
+    run_fanout(store, invoker, budget_seconds=0, metrics=metrics, pauses=store)
+    invoker.close()
+    [lost] = api("GET", f"/v1/jobs/{job['id']}/executions").body["executions"]
+    assert lost["id"] == claim.started.execution_id and lost["status"] == "lost"
+    after = api("GET", f"/v1/jobs/{job['id']}").body
+    assert after["state"] == "active" and after["next_run_at"] == "2098-01-01T00:00:00Z"
+    assert after["stats"]["last_status"] == "lost"
+    with pool.connection() as conn:  # the note is gone with its lease
+        assert (
+            conn.execute("SELECT count(*) AS n FROM lease_watch WHERE job_id = %s", (job["id"],)).fetchone()["n"] == 0
+        )
+
+
+def test_a_noted_lease_kept_longer_is_noted_again_and_an_edit_of_an_idle_job_notes_nothing(api, store, pool):
+    from tests.support import make_due
+
+    idle = create(api, job_body("idle-edit"))
+    api("PATCH", f"/v1/jobs/{idle['id']}", {"description": "no run under way"})
+    job = create(api, job_body("kept-lease"))
+    make_due(pool, job["id"])
+    store.claim_and_start(10)  # running, its lease held well past now
+    api("PATCH", f"/v1/jobs/{job['id']}", {"description": "edited during the run"})
+    with pool.connection() as conn:
+        rows = conn.execute("SELECT job_id::text AS job_id FROM lease_watch").fetchall()
+        assert [row["job_id"] for row in rows] == [job["id"]]
+        conn.execute("UPDATE lease_watch SET until = now() - interval '1 second'")  # noted too early
+    assert store.mark_lost_while_not_due() == 0  # the lease holds: nothing lost, the note moved on
+    with pool.connection() as conn:
+        [row] = conn.execute(
+            "SELECT w.until, r.locked_until FROM lease_watch w JOIN job_runs r USING (job_id)"
+        ).fetchall()
+    assert row["until"] == row["locked_until"]

@@ -192,16 +192,22 @@ ORDER BY pause_until
 LIMIT %(limit)s;
 
 -- name: lost_while_not_due
--- Executions of jobs with nothing due (paused, most of all) whose lease expired while they ran:
--- their runner died during the delivery, and the claim, which reads due rows only, never finds
--- them. Marked lost here, as update_job does for a resume or an edit: the lease is cleared and
--- last_status is 'lost'; the attempt stays in hand, so a resume delivers it again
--- (plan_resume), as it did before. The jobs that are not active are found through job_specs'
--- partial index (state <> 'active'): a lease index on job_runs would end the claim's HOT updates.
-WITH orphan AS (
+-- Executions of jobs with nothing due whose lease expired while they ran: their runner died
+-- during the delivery, and the claim, which reads due rows only, does not find them. Two kinds:
+-- jobs that are not active (paused, most of all: found through job_specs' partial index, state
+-- <> 'active'), and jobs edited during the run to a later time (their leases noted in
+-- lease_watch, 0026). Marked lost here, as update_job does for a resume or an edit: the lease is
+-- cleared and last_status is 'lost'; the attempt stays in hand, so a resume delivers it again
+-- (plan_resume), and an active job's next attempt is the one its edit planned. A note whose time
+-- has passed is dropped, or moved to the lease's new end when the lease was kept meanwhile (a
+-- delivery waiting for its slot). A lease index on job_runs would end the claim's HOT updates.
+WITH watched AS (
+    SELECT job_id FROM lease_watch WHERE until < now() ORDER BY until LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+), orphan AS (
     SELECT r.job_id, r.running_execution_id AS execution_id, r.last_run_at AS started_at
-    FROM job_specs s JOIN job_runs r ON r.job_id = s.id
-    WHERE s.state <> 'active' AND r.due_at IS NULL
+    FROM job_runs r
+    WHERE r.job_id IN (SELECT id FROM job_specs WHERE state <> 'active' UNION ALL SELECT job_id FROM watched)
+      AND (r.due_at IS NULL OR r.due_at > now())
       AND r.running_execution_id IS NOT NULL AND r.locked_until < now()
     LIMIT %(limit)s
     FOR UPDATE OF r SKIP LOCKED
@@ -212,8 +218,26 @@ WITH orphan AS (
     FROM orphan
     WHERE r.job_id = orphan.job_id AND r.running_execution_id = orphan.execution_id
     RETURNING r.job_id
+), kept AS (
+    UPDATE lease_watch w SET until = r.locked_until
+    FROM job_runs r
+    WHERE w.job_id IN (SELECT job_id FROM watched) AND r.job_id = w.job_id
+      AND r.running_execution_id IS NOT NULL AND r.locked_until >= now()
+    RETURNING w.job_id
+), dropped AS (
+    DELETE FROM lease_watch
+    WHERE job_id IN (SELECT job_id FROM watched) AND job_id NOT IN (SELECT job_id FROM kept)
 )
 SELECT (SELECT count(*) FROM lost) AS lost, (SELECT count(*) FROM released) AS released;
+
+-- name: watch_lease
+-- A job edited while its execution ran (update_job kept the lease): its lease noted, so that if
+-- that runner dies the orphan is found once the lease ends (lost_while_not_due), whatever time
+-- the edit gave the job's next attempt.
+INSERT INTO lease_watch (job_id, until)
+SELECT job_id, locked_until FROM job_runs
+WHERE job_id = %(id)s AND running_execution_id IS NOT NULL AND locked_until >= now()
+ON CONFLICT (job_id) DO UPDATE SET until = EXCLUDED.until;
 
 -- name: delete_job
 -- The job and its executions, once the caller holds the row (get_job_for_update, in the same

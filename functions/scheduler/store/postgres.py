@@ -230,6 +230,8 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, AlertRuleTables, Tar
                 row = conn.execute(QUERIES["update_job"], params).fetchone()
                 if row is not None:
                     write_change(conn, owner, job_id, row["version"], change)
+                    if row["running_execution_id"] is not None:  # edited during a run: its lease noted
+                        conn.execute(QUERIES["watch_lease"], {"id": job_id})
         except psycopg.errors.UniqueViolation:
             raise NameTaken("name") from None
         return None if row is None else Job.from_row(row)

@@ -97,8 +97,9 @@ class RunRecords:
 
     @retry_on_dead_connection
     def mark_lost_while_not_due(self, limit: int = 100) -> int:
-        """Mark lost the executions of jobs with nothing due (paused) whose lease expired while
-        they ran, their leases cleared: how many were marked (the claim never sees such a job)."""
+        """Mark lost the executions of jobs with nothing due (paused, or edited during the run to a
+        later time) whose lease expired while they ran, their leases cleared: how many were marked
+        (the claim does not see such a job)."""
         with self.pool.connection() as conn:
             row = conn.execute(QUERIES["lost_while_not_due"], {"limit": limit}).fetchone()
         return int(row["lost"]) if row is not None else 0
