@@ -124,6 +124,8 @@ def test_more_spellings_of_a_secret_are_masked():
     ):
         redacted = redact_secrets(echoed, [secret])
         assert "Brien" not in redacted and "2026" not in redacted, (echoed, redacted)
+    # A space as "+", with no "%" in the answer.
+    assert redact_secrets("q=my+long+phrase&x=1", ["my long phrase"]) == "***&x=1"
 
 
 def test_a_tail_that_starts_a_secret_is_masked_in_bounded_steps():

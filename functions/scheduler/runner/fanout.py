@@ -235,17 +235,21 @@ class _FanoutRun:
 
     def _resume_pauses(self, store: PauseStore) -> None:
         """Resume the jobs whose pause ended, hand the backfills' next deliveries to their jobs,
-        and mark lost the executions of paused jobs whose runner died; a failure is logged (the
-        next check tries again)."""
+        and mark lost the executions whose runner died while their job had nothing due (paused, or
+        edited to a later time); a failure is logged (the next check tries again)."""
         try:
             resumed = service.resume_expired_pauses(store, on_skips=lambda skips: count_skips(self.metrics, skips))
             store.pump_backfills()
             lost = store.mark_lost_while_not_due()
         except Exception:
-            logger.exception("resuming pauses or handing over backfills failed; the next check tries again")
+            logger.exception(
+                "resuming pauses, handing over backfills or marking lost failed; the next check tries again"
+            )
             return
-        if lost:  # runners died during deliveries of jobs paused meanwhile (queries.sql)
-            logger.warning("executions of paused jobs lost with their runners", extra={"executions": lost})
+        if lost:  # runners died during deliveries of jobs paused or edited meanwhile (queries.sql)
+            logger.warning(
+                "executions lost with their runners while their jobs had nothing due", extra={"executions": lost}
+            )
             self.metrics.count(c.METRIC_EXECUTIONS, lost, status="lost")
         if resumed:
             logger.info("pauses ended: jobs resumed", extra={"job_ids": [str(job.id) for job in resumed]})

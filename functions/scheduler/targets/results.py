@@ -79,9 +79,10 @@ def _forms(secrets: Any, text: str) -> set[str]:
     hex digits in either case); HTML-escaped (``'`` and ``"`` as named or numeric references, or
     not escaped); and as the other encoding reads its bytes (its UTF-8 read as Latin-1, as a
     status line's reason is; its Latin-1 read as UTF-8, as an excerpt is, where a header went
-    out in Latin-1). A family is made only when ``text`` holds its mark (a backslash, ``%``,
-    ``&``, a character beyond ASCII): nearly every answer needs the secrets as given only."""
-    marks = (("\\" in text, _json_forms), ("%" in text, _url_forms), ("&" in text, _html_forms))
+    out in Latin-1). A family is made only when ``text`` holds its mark (a backslash, ``%`` or
+    ``+``, ``&``, a character beyond ASCII): nearly every answer needs the secrets as given only."""
+    url_marked = "%" in text or "+" in text  # "a b" as a query writes it: "a+b"
+    marks = (("\\" in text, _json_forms), (url_marked, _url_forms), ("&" in text, _html_forms))
     other_encoding = not text.isascii()
     forms: set[str] = set()
     for secret in secrets or ():
