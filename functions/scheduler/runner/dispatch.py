@@ -393,11 +393,7 @@ class InProcessDispatch:
 
     def dispatch(self, claims: list[Claim]) -> list[Claim]:
         """Deliver claims taken by ``claim_and_start`` (each already started), one thread each."""
-        # A limited delivery's lateness is counted when it takes its slot (the wait is part of it).
-        executor = self.executor
-        executor.count_lateness(
-            c.started for c in claims if c.started is not None and not executor.waits_for_slot(c.started)
-        )
+        unlimited: list[StartedExecution] = []
         for claim in claims:
             assert claim.started is not None, "claim_and_start starts what it claims"
             if self.executor.waits_for_slot(claim.started):
@@ -409,6 +405,7 @@ class InProcessDispatch:
                 else:  # claimed again after a pause, its start undone
                     self.outcomes.put(self.executor.hand_back_unwaited(claim.started, claim.lock_token))
                 continue
+            unlimited.append(claim.started)
             with self._lock:
                 self._running += 1
             try:
@@ -416,6 +413,8 @@ class InProcessDispatch:
             except RuntimeError:  # shut down: the lease expires and the job is delivered again
                 with self._lock:
                     self._running -= 1
+        # A limited delivery's lateness is counted when it takes its slot (the wait is part of it).
+        self.executor.count_lateness(unlimited)
         return []
 
     def _deliver(self, execution: StartedExecution, lock_token: str) -> None:

@@ -266,10 +266,10 @@ class RetryPolicy(_Strict):
 
     @field_validator("min_backoff_seconds", "max_backoff_seconds")
     @classmethod
-    def _whole_seconds(cls, value: float) -> float:
+    def _whole_seconds(cls, value: float) -> float | None:
         """A whole number of seconds stays an integer, as given (and as the defaults are): a
         float field makes every number a float, so an edit turned a stored ``300`` into ``300.0``."""
-        return int(value) if value.is_integer() else value
+        return whole_if_integral(value)
 
     @model_validator(mode="after")
     def _order(self) -> RetryPolicy:

@@ -228,7 +228,7 @@ WITH watched AS (
     DELETE FROM lease_watch
     WHERE job_id IN (SELECT job_id FROM watched) AND job_id NOT IN (SELECT job_id FROM kept)
 )
-SELECT (SELECT count(*) FROM lost) AS lost, (SELECT count(*) FROM released) AS released;
+SELECT count(*) AS lost FROM lost;
 
 -- name: watch_lease
 -- A job edited while its execution ran (update_job kept the lease): its lease noted, so that if
