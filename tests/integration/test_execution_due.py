@@ -98,3 +98,34 @@ def test_a_one_off_created_after_its_time_is_due_at_its_creation_not_at_its_past
         assert execution.scheduled_at == past, name
         assert before <= execution.due_at <= execution.started_at, name
         assert execution.started_at - execution.due_at < timedelta(seconds=5), name
+
+
+def test_a_one_off_created_after_its_time_counts_max_age_from_its_creation(store, pool):
+    """Its retries are not cut short by the years before it existed: ``max_age_seconds`` counts
+    from its creation, from which it was due, and the retry, once due, is delivered."""
+    from datetime import datetime
+
+    retry = {"max_attempts": 3, "min_backoff_seconds": 5, "max_backoff_seconds": 5, "max_age_seconds": 60}
+    past = datetime(2020, 1, 1, tzinfo=UTC)
+    job = service.create_job(store, OWNER, http_spec("late", None, run_at=past, retry=retry))
+    _run(store, Outcome("failed", retryable=True))
+    planned = store.get_job(OWNER, str(job.id))
+    assert planned.state == "active" and planned.next_run_at is not None and planned.next_run_at > job.created_at
+    with pool.connection() as conn:  # the retry's time has come
+        conn.execute("UPDATE job_runs SET next_run_at = now() WHERE job_id = %s", (str(job.id),))
+    [claim] = store.claim_and_start(10)
+    assert claim.started.attempt == 2
+    from scheduler.planning.attempts import given_up
+
+    assert given_up(claim.started) is None  # delivered, not given up
+    with pool.connection() as conn:  # a retry past the minute after its creation is given up
+        conn.execute("UPDATE job_specs SET created_at = now() - interval '61 seconds' WHERE id = %s", (str(job.id),))
+    late = store.get_job(OWNER, str(job.id))
+    refused = given_up(type(claim.started)(**{**_fields(claim.started), "job": late}))
+    assert refused is not None and "after the job's creation" in (refused.error or "")
+
+
+def _fields(started) -> dict:
+    from msgspec.structs import asdict
+
+    return asdict(started)

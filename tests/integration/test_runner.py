@@ -315,6 +315,8 @@ def test_a_retry_due_past_its_max_age_is_given_up_not_delivered(store, pool, tar
                WHERE job_id = %s""",
             (job_id,),
         )
+        # created before that occurrence (max_age_seconds counts from the later of the two)
+        conn.execute("UPDATE job_specs SET created_at = now() - interval '1 hour' WHERE id = %s", (job_id,))
     [claim] = store.claim_due(1, 60)
     report = execute_invoke(claim.to_event(), store=store, decrypt_target=lambda t: t, policy=LOCAL)
     assert report["status"] == "failed" and target_server.requests == []

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from scheduler.core.domain import ExecutionStatus, Job, Outcome, StartedExecution, Trigger
-from scheduler.planning.lifecycle import RUN_ALL_CAP, missed_before, missed_choice, schedule_of
+from scheduler.planning.lifecycle import RUN_ALL_CAP, missed_before, missed_choice, retries_since, schedule_of
 from scheduler.schedules import Schedule
 from scheduler.schedules.calendars import Calendar
 
@@ -43,12 +43,16 @@ def given_up(started: StartedExecution) -> Outcome | None:
             error=f"gave up: the {retry.max_attempts} attempt(s) allowed were made and the last was lost with its runner",
         )
     max_age = retry.max_age_seconds
-    late = (started.started_at - started.scheduled_at).total_seconds()
-    if started.trigger == Trigger.RETRY and max_age and late > max_age:
+    if started.trigger != Trigger.RETRY or not max_age:
+        return None
+    since = retries_since(started.job, started.scheduled_at)
+    late = (started.started_at - since).total_seconds()
+    if late > max_age:
+        counted_from = "its occurrence" if since == started.scheduled_at else "the job's creation"
         return Outcome(
             ExecutionStatus.FAILED,
             False,
-            error=f"gave up: attempt {started.attempt} would start {late:.0f}s after its occurrence, "
+            error=f"gave up: attempt {started.attempt} would start {late:.0f}s after {counted_from}, "
             f"past the retry's max_age_seconds ({max_age:g})",
         )
     return None

@@ -264,6 +264,15 @@ def _held(job: Job, now: datetime, plan: Plan) -> Plan:
     return _due_by(now, plan) if job.state == JobState.ACTIVE else plan
 
 
+def retries_since(job: Job, occurrence: datetime) -> datetime:
+    """When ``max_age_seconds`` starts counting for the attempts at ``occurrence``: the
+    occurrence, or the job's creation when that came later (a one-off created after its time
+    was due from then: the time that passed before it existed does not cut its retries short)."""
+    if job.created_at is not None and job.created_at > occurrence:
+        return job.created_at
+    return occurrence
+
+
 def _due_by(now: datetime, plan: Plan) -> Plan:
     """``plan`` with a next attempt in the past moved to ``now`` (the occurrence stays as it was)."""
     if plan.next_run_at is not None and plan.next_run_at < now:
@@ -452,7 +461,7 @@ def _planned_completion(
         if attempt < retry.max_attempts:
             retry_at = now + _retry_delay(retry, attempt, outcome, rng)
             max_age = retry.max_age_seconds
-            if not max_age or retry_at <= (scheduled or now) + timedelta(seconds=max_age):
+            if not max_age or retry_at <= retries_since(job, scheduled or now) + timedelta(seconds=max_age):
                 return replace(Plan.of(job), next_run_at=retry_at)
     schedule = schedule_of(job, calendars)
     horizon = missed_before(job, now)  # an occurrence is missed once its fire time passed
