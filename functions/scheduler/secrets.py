@@ -20,6 +20,7 @@ import copy
 import hashlib
 import hmac
 import os
+import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -119,13 +120,20 @@ class LocalSecretBox:
     def _load_or_create(path: Path) -> bytes:
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
+            # Written whole under another name, then linked into place (which fails if the file
+            # exists): a reader never sees a partial key, and a process killed while writing
+            # leaves no empty key file behind that would refuse every later start.
+            fd, draft = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # mode 0600
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:  # another process created it meanwhile
-                pass
-            else:
                 with os.fdopen(fd, "wb") as f:
                     f.write(os.urandom(_KEY_BYTES))
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.link(draft, path)
+            except FileExistsError:  # another process created it meanwhile: theirs is the key
+                pass
+            finally:
+                os.unlink(draft)
         key = path.read_bytes()
         if len(key) != _KEY_BYTES:
             raise SecretError(f"the key file {path} must hold exactly {_KEY_BYTES} bytes")

@@ -9,6 +9,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from scheduler.core.domain import ExecutionStatus, Outcome
+from scheduler.core.errors import SecretError
 from scheduler.runner.telemetry import Metrics, NullMetrics
 from scheduler.secrets import SecretBox, decrypt_target_secrets, make_secret_box
 from scheduler.settings import Settings
@@ -84,8 +86,12 @@ class Dependencies:
         from scheduler.targets import router
 
         def send(target: Any, delivery: Any) -> Any:
+            try:
+                opened = self.decrypt_target(dict(target))
+            except SecretError:  # another key's token: the alert fails for good, as a job's delivery does
+                return Outcome(ExecutionStatus.FAILED, False, error="the alert target's secrets cannot be decrypted")
             # Rendered by the alerts in one pass (a value quoted in them is not rendered again).
-            return router.deliver(self.decrypt_target(dict(target)), delivery, self.target_policy, rendered=True)
+            return router.deliver(opened, delivery, self.target_policy, rendered=True)
 
         return Alerts(
             self.store, send, console_url or self.settings.console_url, self.settings.execution_retention_days

@@ -97,6 +97,29 @@ def test_environment_variables_configure_local_mode(db_url, tmp_path):
         assert local.stop() == 0
 
 
+def test_a_start_with_a_key_file_that_does_not_open_the_stored_secrets_says_so(db_url, tmp_path):
+    """Local mode started from another folder (or with another --data-dir) makes a key of its
+    own: the jobs' secrets stored with the first key would fail every delivery. The start says so,
+    naming the key file; with the right key it says nothing."""
+    first = Local("--database-url", db_url, "--data-dir", str(tmp_path / "a"), env={})
+    try:
+        job = {"type": "http", "url": "https://example.com/h", "auth": {"type": "bearer", "token": "t0k"}}
+        answer = requests.post(first.url + "/jobs", json={"name": "s", "schedule": "@daily", "target": job}, timeout=10)
+        assert answer.status_code == 201, answer.text
+        assert not any("WARNING" in line for line in first.lines)  # no secret stored yet at its start
+    finally:
+        assert first.stop() == 0
+    for data_dir, warned in (("b", True), ("a", False)):
+        local = Local("--database-url", db_url, "--data-dir", str(tmp_path / data_dir), env={})
+        try:
+            warnings = [line for line in local.lines if "WARNING" in line]
+            assert bool(warnings) == warned, local.lines
+            if warned:
+                assert str(tmp_path / "b" / "secret.key") in warnings[0] and "does not open" in warnings[0]
+        finally:
+            assert local.stop() == 0
+
+
 def test_guard_targets_refuses_loopback_targets(db_url, tmp_path):
     target = RecordingServer()
     local = Local("--database-url", db_url, "--data-dir", str(tmp_path / "d"), "--guard-targets", env={})
@@ -265,3 +288,35 @@ def test_cli_creates_an_sqs_job_that_local_mode_delivers_to_moto(db_url, tmp_pat
             assert shown.returncode == 0 and queue_url in shown.stdout and role in shown.stdout
         finally:
             assert local.stop() == 0
+
+
+def test_the_embedded_postgres_stops_with_the_last_local_even_after_one_was_killed(tmp_path):
+    """A `scheduler local` killed with SIGKILL leaves its embedded Postgres running (nothing ran
+    its exit); the next start reuses it, and once that one stops with Ctrl-C, so does Postgres:
+    the killed process no longer counts as one of its users."""
+    data_dir = tmp_path / "d"
+    first = Local("--data-dir", str(data_dir), env={})
+    postmaster = int((data_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
+    try:
+        first.process.kill()
+        first.process.wait(timeout=10)
+        os.kill(postmaster, 0)  # still running: reused by the next start
+        second = Local("--data-dir", str(data_dir), env={})
+        assert int((data_dir / "pgdata" / "postmaster.pid").read_text().split()[0]) == postmaster
+        assert second.stop() == 0
+        deadline = time.monotonic() + 30
+        while _running(postmaster) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(postmaster), "the embedded Postgres outlived its last user"
+    finally:
+        if _running(postmaster):
+            os.kill(postmaster, signal.SIGTERM)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie is not running
+        return stat.read().rsplit(")", 1)[1].split()[0] != "Z"

@@ -64,3 +64,24 @@ def test_the_delivery_sends_them_opened_and_scrubs_them_from_the_excerpt(server,
     # The target echoed them: the execution's excerpt keeps neither.
     assert "key-secret-Zz9" not in result.response_excerpt and "hdr-secret-Qx7" not in result.response_excerpt
     assert "billing" in result.response_excerpt
+
+
+def test_an_alert_whose_secrets_another_key_sealed_fails_for_good_not_over_and_over(db_url, tmp_path):
+    """Local mode started with another key file: an alert's target with a secret it cannot open
+    is an alert that failed (not retried), where it had raised and been sent again at every lease."""
+    from datetime import UTC, datetime
+
+    from scheduler.core.domain import Delivery
+    from scheduler.secrets import LocalSecretBox
+    from scheduler.settings import Settings
+    from scheduler.wiring import Dependencies
+
+    sealed = encrypt_target_secrets(target(), LocalSecretBox(tmp_path / "first.key"))
+    deps = Dependencies(Settings(database_url=db_url, local_key_file=str(tmp_path / "second.key")))
+    try:
+        alerts = deps.alerts()
+        outcome = alerts.send(sealed, Delivery("j", "e", datetime(2026, 12, 6, tzinfo=UTC), 1))
+        assert (outcome.status, outcome.retryable) == ("failed", False)
+        assert outcome.error == "the alert target's secrets cannot be decrypted"
+    finally:
+        deps.pool.close()

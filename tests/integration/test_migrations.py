@@ -87,6 +87,55 @@ def test_concurrent_migrations_apply_each_once(empty_db_url):
     assert applied == [v for v, _, _ in migration_files()]
 
 
+def _holding_job_runs(url: str) -> psycopg.Connection:
+    """A session with a transaction open that has read job_runs (a report's, a dump's): it
+    holds the table's lock that an ALTER TABLE waits for."""
+    holder = psycopg.connect(url)
+    holder.execute("SELECT count(*) FROM job_runs")
+    return holder
+
+
+def test_a_migration_waiting_for_a_lock_does_not_stop_the_live_traffic(empty_db_url):
+    """Rolling upgrade: while a long transaction holds job_runs, migration 0022's ALTER TABLE
+    gives way every 100 ms rather than queue every claim behind it; applied once it is free."""
+    import threading
+    import time
+
+    migrate(empty_db_url, target=21)
+    holder = _holding_job_runs(empty_db_url)
+    done: list[list[int]] = []
+    upgrade = threading.Thread(target=lambda: done.append(migrate(empty_db_url, target=22)))
+    try:
+        upgrade.start()
+        with psycopg.connect(empty_db_url, autocommit=True) as live:
+            live.execute("SET statement_timeout = '2s'")
+            for _ in range(10):  # the running code's writes to the table go through meanwhile
+                began = time.monotonic()
+                live.execute("UPDATE job_runs SET locked_until = NULL WHERE job_id = gen_random_uuid()")
+                assert time.monotonic() - began < 1.0
+                time.sleep(0.05)
+        assert not done and upgrade.is_alive()  # still waiting for the lock
+    finally:
+        holder.close()
+    upgrade.join(30)
+    assert done == [[22]] and applied_versions(empty_db_url)[-1] == 22
+
+
+def test_a_migration_that_never_gets_its_lock_fails_cleanly(empty_db_url, monkeypatch):
+    from scheduler.store import migrations
+
+    migrate(empty_db_url, target=21)
+    monkeypatch.setattr(migrations, "MIGRATION_LOCK_PATIENCE_SECONDS", 0.5)
+    holder = _holding_job_runs(empty_db_url)
+    try:
+        with pytest.raises(MigrationError, match="0022_.* could not take its locks in 0.5 s"):
+            migrate(empty_db_url, target=22)
+    finally:
+        holder.close()
+    assert applied_versions(empty_db_url)[-1] == 21  # nothing half-applied
+    assert migrate(empty_db_url, target=22) == [22]
+
+
 def test_changed_migration_is_refused(db_url):
     with psycopg.connect(db_url, autocommit=True) as conn:
         conn.execute("UPDATE schema_migrations SET checksum = 'x' WHERE version = 1")

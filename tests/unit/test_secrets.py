@@ -92,6 +92,23 @@ def test_local_key_file_must_hold_a_key(tmp_path):
         LocalSecretBox(bad)
 
 
+def test_local_key_file_is_made_whole_and_once_by_processes_starting_together(tmp_path):
+    """Made under another name and linked into place: racing makers agree on one key, a reader
+    never sees a part of it, and no draft is left behind."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    path = tmp_path / "race" / "secret.key"
+    with ProcessPoolExecutor(4) as pool:
+        keys = list(pool.map(_key_of, [str(path)] * 8))
+    assert len(set(keys)) == 1 and len(keys[0]) == 32
+    assert [p.name for p in path.parent.iterdir()] == ["secret.key"]
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def _key_of(path: str) -> bytes:
+    return LocalSecretBox(path).derive_key("race")
+
+
 def test_kms_envelope_caches_the_data_key(kms):
     counting, key_id, _ = kms
     box = KmsSecretBox(counting, key_id)

@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from msgspec import Struct
 
+from scheduler.core.enums import StoredEnum
 from scheduler.core.records import (  # noqa: F401 (the domain's names, re-exported)
     BackfillRetry,
     CalendarRecord,
@@ -41,7 +41,7 @@ from scheduler.core.records import (  # noqa: F401 (the domain's names, re-expor
 from scheduler.core.timeutil import format_time, idempotency_key, parse_time
 
 
-class JobState(StrEnum):
+class JobState(StoredEnum):
     """A job's state: its schedule fires, is held, or is over."""
 
     ACTIVE = "active"
@@ -49,7 +49,7 @@ class JobState(StrEnum):
     COMPLETED = "completed"  # a one-off that ran, or past end_at
 
 
-class ExecutionStatus(StrEnum):
+class ExecutionStatus(StoredEnum):
     """Where an execution stands: running, or how it ended."""
 
     RUNNING = "running"
@@ -60,7 +60,7 @@ class ExecutionStatus(StrEnum):
     SKIPPED = "skipped"  # an occurrence (or a run of them: skipped_count) that did not run
 
 
-class Trigger(StrEnum):
+class Trigger(StoredEnum):
     """What started an execution."""
 
     SCHEDULE = "schedule"
@@ -70,7 +70,7 @@ class Trigger(StrEnum):
     CHAIN = "chain"  # another job's execution ended so (``on_success``, ``on_failure``, ``on_complete``)
 
 
-class LeaseKind(StrEnum):
+class LeaseKind(StoredEnum):
     """What a lease is for: the occurrence in hand (or its retry), or a manual run."""
 
     SCHEDULE = "schedule"

@@ -7,14 +7,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
+
+from scheduler.core.enums import StoredEnum
 
 if TYPE_CHECKING:
     from scheduler.core.domain import Job
 
 
-class SkipReason(StrEnum):
+class SkipReason(StoredEnum):
     """Why an occurrence did not run (a skipped execution's ``skip_reason``)."""
 
     PAUSED = "paused"  # it fell while the job was paused, and the resume's policy does not run it
@@ -133,7 +134,7 @@ class ChainRun:
     cause: Mapping[str, Any]
 
 
-class ChangeAction(StrEnum):
+class ChangeAction(StoredEnum):
     """What a change of a job did (an entry of its change log); a calendar's or a rule set's is
     one of ``create``, ``update``, ``delete``. ``replan`` is the system's own change of a job,
     made by a calendar's replacement (the caller who replaced it named as ``by``)."""
@@ -158,7 +159,7 @@ class Change:
     diff: Mapping[str, Any]
 
 
-class ChangedKind(StrEnum):
+class ChangedKind(StoredEnum):
     """What, beside jobs, keeps a change log (0023): an owner's calendars and alert rule sets,
     each by its name."""
 

@@ -26,6 +26,7 @@ from scheduler.api.routes import rule
 from scheduler.core import constants as c
 from scheduler.core.errors import MigrationError, SchedulerError
 from scheduler.local.background import ALERTS_STOP_SECONDS, close_delivery_clients, start_alerts
+from scheduler.local.embedded import EmbeddedPostgres
 from scheduler.settings import Settings
 from scheduler.store import database_urls
 
@@ -69,22 +70,6 @@ class LocalOptions:
     runners: int = 1
     guard_targets: bool = False
     region: str = DEFAULT_REGION
-
-
-class EmbeddedPostgres:
-    """A pgserver Postgres kept under ``data_dir/pgdata`` (shared by processes on the same folder)."""
-
-    def __init__(self, data_dir: Path):
-        import pgserver
-
-        pgdata = data_dir / "pgdata"
-        pgdata.mkdir(parents=True, exist_ok=True)
-        self.server = pgserver.get_server(str(pgdata), cleanup_mode="stop")
-        self.url = self.server.get_uri()
-
-    def stop(self) -> None:
-        """Stop the server (pgserver keeps it up while another process still uses it)."""
-        self.server.cleanup()
 
 
 PrincipalForRequest = Callable[[dict[str, Any]], "str | None"]
@@ -225,6 +210,7 @@ def runner_process(settings: Settings) -> None:
     threading.Thread(target=watch_parent, name="parent-watch", daemon=True).start()
     deps = Dependencies(settings, pool_max_size=8)
     deps.store, deps.secret_box  # built now, before the threads that share them  # noqa: B018
+    warn_if_the_key_does_not_open(deps.store, deps.secret_box, settings.local_key_file)
     dispatch = deps.in_process_dispatch()
     alerts = start_alerts(deps, stop, settings.console_url)
     try:
@@ -347,6 +333,7 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     settings, embedded = _open_database(options, data_dir, database_url)
     deps = Dependencies(settings, pool_max_size=24)
     deps.store, deps.secret_box  # built now, before the threads that share them  # noqa: B018
+    warn_if_the_key_does_not_open(deps.store, deps.secret_box, settings.local_key_file)
     server = _api_server(options, deps, resolver)
     dispatch = deps.in_process_dispatch() if options.runners else None
     # The links of alerts (every runner process sends them) go to this console.
@@ -390,6 +377,26 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
             embedded.stop()
         print("scheduler local: stopped", flush=True)
     return 0
+
+
+def warn_if_the_key_does_not_open(store: Any, box: Any, key_file: str | None) -> None:
+    """A warning line at start when the key file does not open the secrets the database holds
+    (another ``--data-dir``, or local mode started from another folder, made a new key): every
+    delivery of a job with a secret would fail, and this says why before the first one does."""
+    from scheduler.secrets import SecretError
+
+    token = store.a_stored_secret()
+    if token is None:
+        return
+    try:
+        box.decrypt(token)
+    except SecretError:
+        print(
+            f"scheduler local: WARNING: the key file {key_file} does not open the secrets stored in this "
+            "database: the deliveries of jobs with secrets will fail. Start with the key file that stored them "
+            f"(--data-dir, or {c.ENV_LOCAL_KEY_FILE}), or send those jobs' secrets again.",
+            flush=True,
+        )
 
 
 def _open_database(

@@ -1267,3 +1267,9 @@ LIMIT %(limit)s;
 -- name: delete_alert_rule
 -- The set deleted, as it was (its change-log entry).
 DELETE FROM alert_rules WHERE owner = %(owner)s AND name = %(name)s RETURNING *;
+
+-- name: a_stored_secret
+-- One secret stored in a job's target (its token), or nothing: local mode checks at start that
+-- its key file opens what the database holds. A scan of the specifications, once a start.
+SELECT substring(target::text FROM 'enc:v1:[A-Za-z0-9_-]+') AS token
+FROM job_specs WHERE target::text LIKE '%%enc:v1:%%' LIMIT 1;

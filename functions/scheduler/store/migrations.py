@@ -4,6 +4,12 @@ A session-level advisory lock serialises concurrent runners (connect to the data
 never through RDS Proxy: the lock would pin the proxy connection). Each migration runs in its own
 transaction together with its ``schema_migrations`` record, so a failure leaves no half-applied
 migration behind.
+
+A migration that alters a table the running scheduler uses waits for that table's lock, and while
+it waits every later request for the table queues behind it (the running code's claims among them:
+a rolling upgrade would stop the deliveries for as long as a report's open transaction holds the
+table). So each migration asks for its locks for at most ``MIGRATION_LOCK_TIMEOUT_MS`` and, refused,
+rolls back and tries again after a pause, for up to ``MIGRATION_LOCK_PATIENCE_SECONDS``.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +32,11 @@ from scheduler.sql import migration_files
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "sql" / "migrations"
 
 logger = logging.getLogger(__name__)
+
+# How long a migration's statement waits for a lock before it gives way (the live traffic queued
+# behind it waits no longer), and how long a migration keeps trying before it fails.
+MIGRATION_LOCK_TIMEOUT_MS = 100
+MIGRATION_LOCK_PATIENCE_SECONDS = 240.0
 
 # An arbitrary constant naming the lock: "sched-mg" in ASCII.
 MIGRATION_LOCK_KEY = 0x7363686564_6D67 & 0x7FFFFFFFFFFFFFFF
@@ -98,16 +110,42 @@ def migrate(conninfo: str, *, target: int | None = None, app_logins: Sequence[st
                         )
                     continue
                 logger.info("applying migration %04d_%s", version, name)
-                with conn.transaction():
-                    conn.execute(sql)
-                    conn.execute(
-                        "INSERT INTO schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
-                        (version, name, checksum(sql)),
-                    )
+                _apply(conn, version, name, sql)
                 applied_now.append(version)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
     return applied_now
+
+
+def _apply(conn: psycopg.Connection, version: int, name: str, sql: str) -> None:
+    """One migration and its record in one transaction, its locks asked for briefly: refused
+    (another session holds a table it alters), it is rolled back and tried again after a pause
+    (doubling, at most 5 s) until ``MIGRATION_LOCK_PATIENCE_SECONDS`` have passed."""
+    deadline = time.monotonic() + MIGRATION_LOCK_PATIENCE_SECONDS
+    pause, told = 0.05, 0.0
+    while True:
+        try:
+            with conn.transaction():
+                conn.execute(f"SET LOCAL lock_timeout = '{MIGRATION_LOCK_TIMEOUT_MS}ms'")
+                conn.execute(sql)
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
+                    (version, name, checksum(sql)),
+                )
+            return
+        except psycopg.errors.LockNotAvailable as exc:
+            now = time.monotonic()
+            if now >= deadline:
+                raise MigrationError(
+                    f"migration {version:04d}_{name} could not take its locks in "
+                    f"{MIGRATION_LOCK_PATIENCE_SECONDS:g} s: another session holds a table it changes "
+                    "(a long transaction: see pg_stat_activity), so it was not applied; try again"
+                ) from exc
+            if now >= told:  # at the first refusal, then every 10 s
+                logger.info("migration %04d_%s waits for a lock another session holds; trying again", version, name)
+                told = now + 10
+            time.sleep(min(pause, deadline - now))
+            pause = min(pause * 2, 5.0)
 
 
 def _log_notice(diagnostic: psycopg.errors.Diagnostic) -> None:

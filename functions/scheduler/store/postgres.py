@@ -120,6 +120,12 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, AlertRuleTables, Tar
         with self.pool.connection() as conn:
             return conn.execute(QUERIES["now"]).fetchone()["now"]
 
+    def a_stored_secret(self) -> str | None:
+        """One secret token that a job's target holds (None when no job has a secret)."""
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["a_stored_secret"]).fetchone()
+        return None if row is None else row["token"]
+
     @retry_on_dead_connection
     def insert_job(
         self,
