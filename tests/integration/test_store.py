@@ -262,6 +262,31 @@ def test_an_occurrence_due_before_a_run_request_runs_first(store, pool):
     assert first.lease_kind == "manual"
 
 
+@pytest.mark.parametrize("planned", [True, False], ids=["batched", "per-job"])
+def test_an_occurrence_due_before_a_manual_run_began_runs_before_a_request_made_during_it(store, pool, planned):
+    """A run-now storm (a request made while each manual run goes on) never held back by the
+    occurrence due before the run began: it was moved to the run's end, after the next request."""
+    job_id = str(service.create_job(store, OWNER, http_spec("storm", "0 0 1 1 *")).id)
+    store.request_run(OWNER, job_id)  # the request, then the occurrence comes due
+    make_due(pool, job_id)
+    with pool.connection() as conn:
+        conn.execute(
+            "UPDATE job_runs SET manual_run_at = next_run_at - interval '1 second' WHERE job_id = %s", (job_id,)
+        )
+    [manual] = store.claim_and_start(1)
+    assert manual.started.trigger == "manual"
+    store.request_run(OWNER, job_id)  # asked for while the manual run goes on
+    extra = {"started": manual.started, "elapsed_seconds": 1.0} if planned else {}
+    row = complete(store, job_id, manual.lock_token, manual.started.execution_id, Outcome("succeeded"), **extra)
+    assert row.next_run_at == manual.started.started_at  # due from the run's start, not its end
+    assert row.manual_run_at > row.next_run_at
+    [then] = store.claim_and_start(1)
+    assert then.started.trigger == "schedule"  # the occurrence, then the request
+    complete(store, job_id, then.lock_token, then.started.execution_id, Outcome("succeeded"), started=then.started)
+    [last] = store.claim_and_start(1)
+    assert last.started.trigger == "manual"
+
+
 def test_release_makes_the_job_due_again(store, pool):
     job_id = str(service.create_job(store, OWNER, http_spec("rel")).id)
     make_due(pool, job_id)

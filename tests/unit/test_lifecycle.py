@@ -231,3 +231,22 @@ def test_intervals_still_count_from_their_own_jobs_anchor(fields):
             assert ours.next_after(probe) == reference.next_after(probe)
             assert ours.last_at_or_before(probe) == reference.last_at_or_before(probe)
             probe = reference.next_after(probe)
+
+
+def test_an_occurrence_held_by_a_manual_run_stays_due_from_the_runs_start_within_a_bound():
+    """Due before the manual run began: due from its start (ahead of a request made during it),
+    but no earlier than a minute before the run's end, so that the runner that starts it next
+    never takes it for missed (MISSED_AFTER_SECONDS)."""
+    from scheduler.core.domain import LeaseKind
+    from scheduler.planning.attempts import MISSED_AFTER_SECONDS
+    from scheduler.planning.lifecycle import HELD_DUE_BOUND
+
+    assert HELD_DUE_BOUND.total_seconds() <= MISSED_AFTER_SECONDS / 2
+    held = job(lease_kind=LeaseKind.MANUAL, attempt=0, scheduled_at=NOW, next_run_at=NOW)
+    for took, due in [(5, NOW + timedelta(seconds=1)), (600, NOW + timedelta(seconds=541))]:
+        began = NOW + timedelta(seconds=1)
+        plan = plan_completion(held, Outcome("succeeded"), began + timedelta(seconds=took), None, NOW, (), began)
+        assert plan.next_run_at == due and plan.scheduled_at == NOW, took
+    later = job(lease_kind=LeaseKind.MANUAL, attempt=0, scheduled_at=NOW, next_run_at=NOW + timedelta(seconds=3))
+    plan = plan_completion(later, Outcome("succeeded"), NOW + timedelta(seconds=5), None, NOW, (), NOW)
+    assert plan.next_run_at == NOW + timedelta(seconds=5)  # came due during the run: due at its end

@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from scheduler.core.domain import ExecutionStatus, Job, Outcome, StartedExecution, Trigger
-from scheduler.planning.lifecycle import RUN_ALL_CAP, missed_before, missed_choice, retries_since, schedule_of
+from scheduler.planning.lifecycle import RUN_ALL_CAP, missed_before, missed_choice, schedule_of
+from scheduler.planning.retries import retries_since
 from scheduler.schedules import Schedule
 from scheduler.schedules.calendars import Calendar
 

@@ -33,11 +33,16 @@ from scheduler.core.domain import (
     LeaseKind,
     Outcome,
     Plan,
-    RetryPolicy,
     Shift,
     Skip,
     SkipReason,
     Trigger,
+)
+from scheduler.planning.retries import (  # noqa: F401 (re-exported)
+    MAX_RETRY_AFTER_SECONDS,
+    backoff_seconds,
+    retries_since,
+    retry_delay,
 )
 from scheduler.planning.skips import excluded_between, skipped, skipped_at_completion
 from scheduler.schedules import (
@@ -70,8 +75,6 @@ __all__ = ["MAX_CALENDARS_PER_JOB", "Calendar", "check_calendar", "compile_calen
 
 # How many missed occurrences `run_all` catches up at most.
 RUN_ALL_CAP = 10
-# A Retry-After beyond this is not honoured in full.
-MAX_RETRY_AFTER_SECONDS = 86400.0
 
 _TINY = timedelta(microseconds=1)
 
@@ -257,20 +260,25 @@ def plan_resume(job: Job, now: datetime, calendars: Calendars = ()) -> Plan:
     return _due_by(now, plan)
 
 
-def _held(job: Job, now: datetime, plan: Plan) -> Plan:
+# How far before the end of the run that held it an occurrence stays due (``_held``): half of
+# the lateness past which a first attempt counts as missed (``planning.attempts``).
+HELD_DUE_BOUND = timedelta(seconds=60)
+
+
+def _held(job: Job, now: datetime, plan: Plan, ran_started_at: datetime | None) -> Plan:
     """``plan`` keeping an active job's occurrence in hand after another run of the job (manual,
     chained, backfill, or one an edit replaced): due when that run ended if its time passed
-    meanwhile. Held back by the job's own run (one at a time), it is not missed."""
-    return _due_by(now, plan) if job.state == JobState.ACTIVE else plan
-
-
-def retries_since(job: Job, occurrence: datetime) -> datetime:
-    """When ``max_age_seconds`` starts counting for the attempts at ``occurrence``: the
-    occurrence, or the job's creation when that came later (a one-off created after its time
-    was due from then: the time that passed before it existed does not cut its retries short)."""
-    if job.created_at is not None and job.created_at > occurrence:
-        return job.created_at
-    return occurrence
+    meanwhile. Held back by the job's own run (one at a time), it is not missed. One already due
+    when that run began (``ran_started_at``) stays due from then: ahead of a run now asked for
+    while that run went on, so that requests made one after another never hold it back. (From
+    no earlier than ``HELD_DUE_BOUND`` before now, so that a long run does not make it look missed
+    to the runner that starts it: only a request made in a run's first part can then go first.)"""
+    if job.state != JobState.ACTIVE:
+        return plan
+    due = plan.next_run_at
+    if due is not None and ran_started_at is not None and due <= ran_started_at:
+        return replace(plan, next_run_at=max(ran_started_at, now - HELD_DUE_BOUND))
+    return _due_by(now, plan)
 
 
 def _due_by(now: datetime, plan: Plan) -> Plan:
@@ -278,23 +286,6 @@ def _due_by(now: datetime, plan: Plan) -> Plan:
     if plan.next_run_at is not None and plan.next_run_at < now:
         return replace(plan, next_run_at=now)
     return plan
-
-
-def backoff_seconds(retry: RetryPolicy, attempt: int, rng: random.Random | None = None) -> float:
-    """Exponential backoff with full jitter between ``min_backoff`` and the attempt's ceiling."""
-    draw = rng.uniform if rng is not None else random.uniform
-    low, high = retry.min_backoff_seconds, retry.max_backoff_seconds
-    ceiling = min(high, low * (2 ** max(attempt - 1, 0))) if low > 0 else min(high, 2 ** max(attempt - 1, 0))
-    return draw(low, max(low, ceiling))
-
-
-def _retry_delay(retry: RetryPolicy, attempt: int, outcome: Outcome, rng: random.Random | None) -> timedelta:
-    """How long after a failed ``attempt`` the next one runs: the backoff, or the target's
-    Retry-After when longer (up to ``MAX_RETRY_AFTER_SECONDS``)."""
-    delay = backoff_seconds(retry, attempt, rng)
-    if outcome.retry_after_seconds:
-        delay = max(delay, min(outcome.retry_after_seconds, MAX_RETRY_AFTER_SECONDS))
-    return timedelta(seconds=delay)
 
 
 def _retry_backfill(
@@ -308,7 +299,7 @@ def _retry_backfill(
     retry = job.retry_policy
     if outcome.status == ExecutionStatus.SUCCEEDED or not outcome.retryable or attempt >= retry.max_attempts:
         return plan
-    at = now + _retry_delay(retry, attempt, outcome, rng)
+    at = now + retry_delay(retry, attempt, outcome, rng)
     again = BackfillRetry(occurrence, attempt + 1, at, started_at, retry.max_age_seconds or None)
     return replace(plan, backfill_retry=again)
 
@@ -447,19 +438,24 @@ def _planned_completion(
     """``plan_completion``'s plan of the job's columns, made for this job alone."""
     if job.lease_kind == LeaseKind.MANUAL:
         if ran_as is not None and ran_as[0] == Trigger.BACKFILL and ran_occurrence and ran_started_at:
-            return _held(job, now, _retry_backfill(job, outcome, now, rng, (ran_occurrence, ran_as[1], ran_started_at)))
-        return _held(job, now, Plan.of(job))  # the store clears the request that ran
+            return _held(
+                job,
+                now,
+                _retry_backfill(job, outcome, now, rng, (ran_occurrence, ran_as[1], ran_started_at)),
+                ran_started_at,
+            )
+        return _held(job, now, Plan.of(job), ran_started_at)  # the store clears the request that ran
     scheduled = job.scheduled_at
     if ran_occurrence is not None and scheduled != ran_occurrence:
         # The job was edited while this attempt ran: the occurrence in hand is the new plan's
         # first one, not the one that ran. Keep it.
-        return _held(job, now, Plan.of(job))
+        return _held(job, now, Plan.of(job), ran_started_at)
     attempt = int(job.attempt or 0)
     # The retry policy is read only when the attempt failed (a success needs none of it).
     if outcome.status != ExecutionStatus.SUCCEEDED and outcome.retryable:
         retry = job.retry_policy
         if attempt < retry.max_attempts:
-            retry_at = now + _retry_delay(retry, attempt, outcome, rng)
+            retry_at = now + retry_delay(retry, attempt, outcome, rng)
             max_age = retry.max_age_seconds
             if not max_age or retry_at <= retries_since(job, scheduled or now) + timedelta(seconds=max_age):
                 return replace(Plan.of(job), next_run_at=retry_at)
