@@ -212,11 +212,16 @@ def test_local_mode_waits_for_slots_without_holding_its_delivery_threads(store, 
     )  # every slot given back
 
 
-def test_a_full_waiting_room_hands_back_the_limited_claims_beyond_it(store, pool):
+def test_a_full_waiting_room_hands_back_the_limited_claims_beyond_it(store, pool, monkeypatch):
     """The room holds ``max_waiting`` claims; a limited claim that finds it full is handed back
     (claimed again after a pause), and the claims go on: one owner's waits never stop the
     runner from claiming the other jobs due."""
     from datetime import timedelta
+
+    from scheduler.runner import dispatch as module
+
+    for share in ("KEY_WAITING_SHARE", "OWNER_WAITING_SHARE"):  # the room alone here (below: the shares)
+        monkeypatch.setattr(module, share, 1.0)
 
     from scheduler import service
     from scheduler.runner.dispatch import InProcessDispatch
@@ -244,6 +249,54 @@ def test_a_full_waiting_room_hands_back_the_limited_claims_beyond_it(store, pool
             (ids,),
         ).fetchall()
     assert sorted((row["runs"], row["handed_back"]) for row in rows) == [(0, True), (1, False), (1, False), (1, False)]
+
+
+def test_one_key_or_one_owner_takes_no_more_than_its_share_of_the_waiting_room(store, pool):
+    """A key's waits take at most a quarter of the room, an owner's at most half: the claims
+    beyond are handed back, so that one owner's full key (1,100 jobs on it starved another
+    owner's limited job for minutes) leaves room to the other keys and owners."""
+    from datetime import timedelta
+
+    from scheduler import service
+    from scheduler.runner.dispatch import InProcessDispatch
+    from scheduler.runner.executor import Executor
+    from scheduler.targets.results import TargetPolicy
+    from tests.support import http_spec
+
+    bob = "arn:aws:iam::222222222222:user/bob"
+    due = store.now() - timedelta(seconds=1)
+    jobs = {}
+    for owner, key, n in [(ALICE, "k1", 3), (ALICE, "k2", 1), (ALICE, "k3", 1), (bob, "k1", 1)]:
+        for i in range(n):
+            spec = http_spec(f"{key}-{i}", None, run_at=due, url="http://127.0.0.1:9/w")
+            job = service.create_job(store, owner, {**spec, "limits": {"key": key, "max_in_flight": 1}})
+            jobs[str(job.id)] = (owner, key)
+    blockers = [
+        store.take_target_slot(TargetLimit(key, 1, None, owner), str(uuid.uuid4()), 60)
+        for owner, key in [(ALICE, "k1"), (ALICE, "k2"), (ALICE, "k3"), (bob, "k1")]
+    ]
+    executor = Executor(store, lambda target: target, TargetPolicy(allow_private=True))
+    dispatch = InProcessDispatch(executor, max_workers=8, max_waiting=4)  # a key: 1 wait, an owner: 2
+    dispatch.dispatch(store.claim_and_start(dispatch.capacity()))
+    assert len(dispatch.waits) == 3
+    for token in blockers:
+        store.release_target_slot(str(token))
+    dispatch.close()
+    with pool.connection() as conn:
+        handed = conn.execute(
+            "SELECT job_id::text, slot_wait_for FROM job_runs WHERE job_id = ANY(%s::uuid[]) AND slot_wait_since IS NOT NULL",
+            (list(jobs),),
+        ).fetchall()
+    # Whichever order the claim took them in: bob's wait on his key "k1" is not held back by
+    # alice's, alice keeps two waits (at most one on her "k1"), and her others are handed back.
+    back = [jobs[row["job_id"]] for row in handed]
+    assert len(back) == 3 and all(owner == ALICE for owner, _ in back)
+    assert sorted(key for _, key in back).count("k1") >= 2
+    assert all(
+        row["slot_wait_for"].split("; ", 1)[1]
+        in ("the key's share of the waiting room is full", "its owner's share of the waiting room is full")
+        for row in handed
+    )
 
 
 def test_a_wait_whose_job_changed_or_went_is_not_delivered_as_it_was(store, pool):

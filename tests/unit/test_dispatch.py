@@ -5,7 +5,10 @@ from __future__ import annotations
 import inspect
 import threading
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -171,14 +174,25 @@ class GatedExecutor:
     keep_waiting = take_slot
 
     def deliver(self, started, lock_token):
-        assert self.gates[started].wait(10)
-        return started
+        assert self.gates[started.execution_id].wait(10)
+        return started.execution_id
+
+    def hand_back_unwaited(self, started, lock_token, why):
+        return f"{started.execution_id} handed back: {why}"
 
     def record(self, batch) -> None:
         self.recorded.extend(batch)
 
 
-def gated_claim(job_id: str) -> Claim:
+@dataclass(frozen=True)
+class GatedStart:
+    """What the gated executor delivers: its job's owner and an execution id (the job's id)."""
+
+    execution_id: str
+    job: Any
+
+
+def gated_claim(job_id: str, owner: str = "alice") -> Claim:
     now = datetime(2026, 1, 1, tzinfo=UTC)
     return Claim(
         job_id=job_id,
@@ -188,7 +202,7 @@ def gated_claim(job_id: str) -> Claim:
         due_at=now,
         claimed_at=now,
         locked_until=now,
-        started=job_id,  # what the gated executor delivers
+        started=GatedStart(job_id, SimpleNamespace(owner=owner)),  # what the gated executor delivers
     )
 
 
@@ -224,3 +238,38 @@ def test_the_room_wait_gives_up_at_its_timeout():
     for gate in executor.gates.values():
         gate.set()
     dispatch.close()
+
+
+def test_an_owners_slow_deliveries_hold_at_most_their_share_of_the_threads(monkeypatch):
+    """Three quarters of the threads: a claim of an owner whose slow deliveries hold them is
+    handed back (claimed again after a pause), and another owner's is delivered."""
+    from scheduler.runner import dispatch as module
+
+    monkeypatch.setattr(module, "SLOW_DELIVERY_SECONDS", -1.0)  # every delivery under way is slow
+    executor = GatedExecutor()
+    dispatch = InProcessDispatch(executor, max_workers=4)
+    executor.gates = {job: threading.Event() for job in ("a-0", "a-1", "a-2", "a-3", "b-0")}
+    dispatch.dispatch([gated_claim(f"a-{n}", owner="alice") for n in range(4)] + [gated_claim("b-0", owner="bob")])
+    assert dispatch.capacity() == 0  # a-0..a-2 and b-0 under way
+    for gate in executor.gates.values():
+        gate.set()
+    dispatch.close()
+    assert sorted(executor.recorded) == [
+        "a-0",
+        "a-1",
+        "a-2",
+        "a-3 handed back: its owner's slow deliveries hold 3 of the 4 delivery threads",
+        "b-0",
+    ]
+
+
+def test_quick_deliveries_of_one_owner_use_every_thread():
+    executor = GatedExecutor()
+    dispatch = InProcessDispatch(executor, max_workers=4)
+    executor.gates = {f"a-{n}": threading.Event() for n in range(4)}
+    dispatch.dispatch([gated_claim(f"a-{n}") for n in range(4)])
+    assert dispatch.capacity() == 0  # none has gone on past a second: not slow
+    for gate in executor.gates.values():
+        gate.set()
+    dispatch.close()
+    assert sorted(executor.recorded) == ["a-0", "a-1", "a-2", "a-3"]

@@ -16,16 +16,17 @@ from __future__ import annotations
 import json
 import logging
 import math
-import queue
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scheduler.core.domain import Claim, Outcome, StartedExecution
+from scheduler.runner.threads import CallThreads, TimedBatchBuffer
 from scheduler.runner.waiting_room import SlotWaitingRoom
 
 if TYPE_CHECKING:  # the fan-out Lambda does not load the delivery code
@@ -35,7 +36,14 @@ if TYPE_CHECKING:  # the fan-out Lambda does not load the delivery code
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
+# Fairness between owners in local mode (InProcessDispatch): the share of the delivery threads
+# that one owner's slow deliveries (going on past SLOW_DELIVERY_SECONDS) may hold, and the shares
+# of the waiting room that one key's and one owner's waits may take.
+SLOW_DELIVERY_SECONDS = 1.0
+OWNER_THREAD_SHARE = 0.75
+KEY_WAITING_SHARE = 0.25
+OWNER_WAITING_SHARE = 0.5
+OWNER, KEY = "owner", "key"
 
 # How long a dispatch whose executors are all busy waits before counting the live leases again: a
 # reserved concurrency of C turns over at most C / FULL_RECHECK_SECONDS invokes a second while full
@@ -221,102 +229,6 @@ class LambdaDispatch:
         self.pool.shutdown(wait=True)
 
 
-class CallThreads:
-    """Up to ``size`` threads running the calls put to them, in order: ``ThreadPoolExecutor``'s
-    ``submit`` without its ``Future`` (a ``Condition`` and its locks made for every call took a
-    tenth of local mode's CPU per delivery in a profile of 1,000 ``@every 1s`` jobs). Nothing
-    is answered: a call reports its own outcome. A thread is started while calls wait and fewer
-    than ``size`` run; ``shutdown`` lets the calls put so far run, then stops the threads."""
-
-    def __init__(self, size: int, name: str):
-        self._calls: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
-        self._size, self._name = size, name
-        self._closed = False
-        self._lock = threading.Lock()
-
-    def submit(self, call: Callable[..., None], *args: Any) -> None:
-        """Run ``call(*args)`` on one of the threads; RuntimeError after ``shutdown``."""
-        if self._closed:
-            raise RuntimeError("cannot run calls after shutdown")
-        self._calls.put((call, args))
-        if len(self._threads) < self._size and self._calls.qsize():
-            with self._lock:
-                if len(self._threads) < self._size and not self._closed:
-                    thread = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
-                    self._threads.append(thread)
-                    thread.start()
-
-    def _work(self) -> None:
-        while (item := self._calls.get()) is not None:
-            call, args = item
-            try:
-                call(*args)
-            except Exception:  # the call's own bug: the thread goes on with the next
-                logger.exception("a call on %s failed", self._name)
-
-    def shutdown(self) -> None:
-        """Run what was submitted, then stop the threads."""
-        with self._lock:
-            self._closed = True
-            threads = list(self._threads)
-        for _ in threads:
-            self._calls.put(None)
-        for thread in threads:
-            thread.join()
-
-
-class TimedBatchBuffer(Generic[T]):
-    """Items put from many threads, handed to ``flush`` in batches by one thread: a batch is
-    whatever arrived within ``flush_seconds`` of its first item, up to ``max_size`` items.
-
-    ``close`` flushes what is left and stops the thread.
-    """
-
-    def __init__(
-        self,
-        flush: Callable[[list[T]], None],
-        *,
-        max_size: int = 200,
-        flush_seconds: float = 0.005,
-        name: str = "batch-buffer",
-    ):
-        self.flush = flush
-        self.max_size = max_size
-        self.flush_seconds = flush_seconds
-        self._items: queue.SimpleQueue[T | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def put(self, item: T) -> None:
-        """Add an item to the next batch."""
-        self._items.put(item)
-
-    def _run(self) -> None:
-        closing = False
-        while not closing:
-            first = self._items.get()
-            if first is None:
-                break
-            batch = [first]
-            flush_at = time.monotonic() + self.flush_seconds
-            while len(batch) < self.max_size:
-                try:
-                    item = self._items.get(timeout=max(flush_at - time.monotonic(), 0))
-                except queue.Empty:
-                    break
-                if item is None:
-                    closing = True
-                    break
-                batch.append(item)
-            self.flush(batch)
-
-    def close(self) -> None:
-        """Flush the items put so far and stop."""
-        self._items.put(None)
-        self._thread.join()
-
-
 class InProcessDispatch:
     """Local mode's stand-in for the async invoke, batched: due jobs are claimed and started in
     one statement, delivered by a pool of threads, and their outcomes recorded in batches (a
@@ -333,6 +245,13 @@ class InProcessDispatch:
     leases are kept in one statement, and only the first wait of a full key asks for a slot);
     a limited claim beyond that is handed back, claimed again after a pause, and the claims go
     on for the other jobs.
+
+    Between owners: one key's waits take at most a quarter of the waiting room, one owner's at
+    most half (``KEY_WAITING_SHARE``, ``OWNER_WAITING_SHARE``), and an owner's slow deliveries
+    (going on past ``SLOW_DELIVERY_SECONDS``) at most three quarters of the threads
+    (``OWNER_THREAD_SHARE``): a claim beyond its share is handed back the same way, so that one
+    owner's hanging targets or full keys leave room to the others. Quick deliveries never count:
+    a burst of one owner's jobs uses every thread.
     """
 
     claim_mode = CLAIM_AND_START
@@ -358,6 +277,10 @@ class InProcessDispatch:
         )
         self._running = 0
         self._waiting = 0
+        # The waits by owner and by key (their shares of the room), and each owner's deliveries
+        # under way by execution id, with when they began (its slow ones' share of the threads).
+        self._waits_of: Counter[tuple[str, str]] = Counter()
+        self._delivering: dict[str, dict[str, float]] = {}
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)  # notified when room_worth_a_claim is free
         self._worth_a_claim = max(1, max_workers // 2)
@@ -392,30 +315,88 @@ class InProcessDispatch:
             self._room.wait_for(lambda: self._room_now() >= self._worth_a_claim, timeout)
 
     def dispatch(self, claims: list[Claim]) -> list[Claim]:
-        """Deliver claims taken by ``claim_and_start`` (each already started), one thread each."""
+        """Deliver claims taken by ``claim_and_start`` (each already started), one thread each;
+        hand back those beyond their owner's (or key's) share."""
         unlimited: list[StartedExecution] = []
+        now = time.monotonic()
         for claim in claims:
-            assert claim.started is not None, "claim_and_start starts what it claims"
-            if self.executor.waits_for_slot(claim.started):
+            started = claim.started
+            assert started is not None, "claim_and_start starts what it claims"
+            owner = str(started.job.owner)
+            if self.executor.waits_for_slot(started):
+                wait = self.executor.slot_wait(started, claim.lock_token)
                 with self._lock:
-                    room = self._waiting < self.max_waiting
-                    self._waiting += room
-                if room:
-                    self.waits.add(self.executor.slot_wait(claim.started, claim.lock_token))
+                    refused = self._no_room_to_wait(owner, wait.limit.slot_key)
+                    if refused is None:
+                        self._waiting += 1
+                        self._waits_of.update(((OWNER, owner), (KEY, wait.limit.slot_key)))
+                if refused is None:
+                    self.waits.add(wait)
                 else:  # claimed again after a pause, its start undone
-                    self.outcomes.put(self.executor.hand_back_unwaited(claim.started, claim.lock_token))
+                    why = f"{wait.limit.describe()}; {refused}"
+                    self.outcomes.put(self.executor.hand_back_unwaited(started, claim.lock_token, why))
                 continue
-            unlimited.append(claim.started)
             with self._lock:
-                self._running += 1
+                busy = self._slow_deliveries(owner, now) >= self._owner_threads
+                if not busy:
+                    self._running += 1
+                    self._delivering.setdefault(owner, {})[started.execution_id] = now
+            if busy:
+                why = (
+                    f"its owner's slow deliveries hold {self._owner_threads} of the {self.max_workers} delivery threads"
+                )
+                self.outcomes.put(self.executor.hand_back_unwaited(started, claim.lock_token, why))
+                continue
+            unlimited.append(started)
             try:
-                self.pool.submit(self._deliver, claim.started, claim.lock_token)
+                self.pool.submit(self._deliver, started, claim.lock_token)
             except RuntimeError:  # shut down: the lease expires and the job is delivered again
                 with self._lock:
                     self._running -= 1
+                    self._delivered(owner, started.execution_id)
         # A limited delivery's lateness is counted when it takes its slot (the wait is part of it).
         self.executor.count_lateness(unlimited)
         return []
+
+    @property
+    def _owner_threads(self) -> int:
+        return max(1, int(self.max_workers * OWNER_THREAD_SHARE))
+
+    def _no_room_to_wait(self, owner: str, key: str) -> str | None:
+        """Under the lock: why a limited claim of ``owner`` on ``key`` cannot wait (the room, the
+        key's share of it or the owner's is full), None when it can."""
+        if self._waiting >= self.max_waiting:
+            return "the waiting room is full"
+        if self._waits_of[(KEY, key)] >= max(1, int(self.max_waiting * KEY_WAITING_SHARE)):
+            return "the key's share of the waiting room is full"
+        if self._waits_of[(OWNER, owner)] >= max(1, int(self.max_waiting * OWNER_WAITING_SHARE)):
+            return "its owner's share of the waiting room is full"
+        return None
+
+    def _slow_deliveries(self, owner: str, now: float) -> int:
+        """Under the lock: the owner's deliveries under way for more than SLOW_DELIVERY_SECONDS."""
+        under_way = self._delivering.get(owner)
+        if not under_way or len(under_way) < self._owner_threads:
+            return 0
+        return sum(1 for began in under_way.values() if now - began > SLOW_DELIVERY_SECONDS)
+
+    def _delivered(self, owner: str, execution_id: str) -> None:
+        """Under the lock: a delivery of ``owner`` is over (or never began)."""
+        under_way = self._delivering.get(owner)
+        if under_way is not None:
+            under_way.pop(execution_id, None)
+            if not under_way:
+                del self._delivering[owner]
+
+    def _left_the_room(self, wait: SlotWait) -> None:
+        """Under the lock: a wait left the waiting room (it has its slot, or it ended)."""
+        self._waiting -= 1
+        for counted in ((OWNER, str(wait.started.job.owner)), (KEY, wait.limit.slot_key)):
+            left = self._waits_of[counted] - 1
+            if left > 0:
+                self._waits_of[counted] = left
+            else:
+                del self._waits_of[counted]
 
     def _deliver(self, execution: StartedExecution, lock_token: str) -> None:
         try:
@@ -425,19 +406,23 @@ class InProcessDispatch:
         finally:
             with self._lock:
                 self._running -= 1
+                self._delivered(str(execution.job.owner), execution.execution_id)
                 self._freed()
 
     def _start_in_slot(self, wait: SlotWait, token: str) -> None:
         """A wait that got its slot: delivered by a thread (the waiting room's call)."""
+        owner, execution_id = str(wait.started.job.owner), wait.started.execution_id
         with self._lock:
-            self._waiting -= 1
+            self._left_the_room(wait)
             self._running += 1
+            self._delivering.setdefault(owner, {})[execution_id] = time.monotonic()
             self._freed()
         try:
             self.pool.submit(self._deliver_in_slot, wait, token)
         except RuntimeError:  # shut down: the slot's lease and the job's expire; delivered again
             with self._lock:
                 self._running -= 1
+                self._delivered(owner, execution_id)
 
     def _deliver_in_slot(self, wait: SlotWait, token: str) -> None:
         try:
@@ -448,12 +433,13 @@ class InProcessDispatch:
             self.waits.nudge(wait.key)  # its slot is free: the next wait of the key need not back off
             with self._lock:
                 self._running -= 1
+                self._delivered(str(wait.started.job.owner), wait.started.execution_id)
                 self._freed()
 
     def _end_wait(self, wait: SlotWait, outcome: Outcome) -> None:
         """A wait that cannot go on (its lease taken over): its outcome recorded as a delivery's."""
         with self._lock:
-            self._waiting -= 1
+            self._left_the_room(wait)
             self._freed()
         self.outcomes.put(self.executor.ended_wait(wait, outcome))
 

@@ -341,11 +341,10 @@ class Executor:
             pause = min(pause * 2, SLOT_MAX_PAUSE)
         return self.deliver_in_slot(wait, token)
 
-    def hand_back_unwaited(self, started: StartedExecution, lock_token: str) -> SlotHandBack:
-        """A limited delivery handed back without waiting (local mode's waiting room is full):
-        claimed again after a pause, as a deployed executor's that waited too long."""
-        limit = _limit_of(started)
-        why = f"{limit.describe()}; the waiting room is full"
+    def hand_back_unwaited(self, started: StartedExecution, lock_token: str, why: str) -> SlotHandBack:
+        """A delivery handed back without waiting, ``why`` (local mode: no room for it to wait
+        for its slot, or its owner's slow deliveries hold their share of the threads): claimed
+        again after a pause, as a deployed executor's that waited too long."""
         return SlotHandBack(str(started.job.id), lock_token, started.execution_id, started.started_at, 0.0, why)
 
     def _short_of_time(self, wait: SlotWait) -> bool:
@@ -359,7 +358,7 @@ class Executor:
             logger.warning("lease lost while waiting for a slot; nothing to hand back", extra=log)
             return ExecutionReport(hand_back.job_id, "fenced", hand_back.execution_id)
         logger.info(
-            "target key full: handed back, to be claimed again",
+            "handed back, to be claimed again",
             extra={**log, "waited_for": hand_back.waited_for, "waited_ms": round(hand_back.waited_seconds * 1000)},
         )
         self.metrics.count(c.METRIC_HANDED_BACK, 1)
