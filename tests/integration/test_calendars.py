@@ -500,6 +500,38 @@ def test_a_long_freeze_is_planned_and_a_search_past_the_time_limit_is_a_400(api,
     assert "too long" in late.body["error"]["details"][0]["message"]
 
 
+def test_a_job_whose_next_run_takes_too_long_to_plan_is_paused_not_the_batch_held(api, store, pool, monkeypatch):
+    """The runner plans a job's next run against its calendars for at most RUNNER_PLANNING_SECONDS
+    (one job's calendars held every owner's completions for a minute): past it, that job is paused,
+    its pause saying why, and the other completions of the batch are written as usual. A resume
+    plans it again, under the API's own limit."""
+    from scheduler.planning import lifecycle
+    from tests.support import succeeded
+
+    assert api("POST", "/v1/calendars", {"name": "freeze", "timezone": "UTC", "ics": FREEZE_ICS}).status == 201
+    frozen = api("POST", "/v1/jobs", job_body("frozen", schedule="0 12 * * *", exclude_calendars=["freeze"])).body
+    plain = api("POST", "/v1/jobs", job_body("plain", schedule="0 12 * * *")).body
+    for job in (frozen, plain):
+        make_due(pool, job["id"])  # now is inside the freeze: its next run is in 2041
+    monkeypatch.setattr(lifecycle, "RUNNER_PLANNING_SECONDS", 0.0)
+    claims = store.claim_and_start(10)
+    assert len(claims) == 2
+    assert (
+        service.complete_executions(store, [succeeded(claim, elapsed_seconds=0.01) for claim in claims]) == [True] * 2
+    )
+    paused = api("GET", f"/v1/jobs/{frozen['id']}").body
+    assert paused["state"] == "paused" and paused["next_run_at"] is None, paused
+    assert paused["pause"]["by"] == "scheduler" and paused["pause"]["at"] is not None
+    assert paused["pause"]["note"].startswith("paused by the scheduler: the calendars take too long to plan")
+    assert api("GET", f"/v1/jobs/{plain['id']}").body["state"] == "active"
+    runs = api("GET", f"/v1/jobs/{frozen['id']}/executions").body["executions"]
+    assert [run["status"] for run in runs if run["status"] != "skipped"] == ["succeeded"]  # the run stands
+    monkeypatch.setattr(lifecycle, "RUNNER_PLANNING_SECONDS", 5.0)
+    resumed = api("POST", f"/v1/jobs/{frozen['id']}/resume")
+    assert resumed.status == 200 and resumed.body["next_run_at"] == frozen["next_run_at"], resumed.body
+    assert "pause" not in resumed.body
+
+
 def test_a_past_one_off_with_calendars_fires_at_once_unless_they_leave_it_out(api):
     """A one-off whose time has passed fires at once with calendars too (it was refused: its
     calendars were asked for a time after now); a calendar that holds its time skips it, or

@@ -196,7 +196,9 @@ def format_job_details(job: dict[str, Any]) -> str:
             "next run",
             next_run(job)
             if job.get("state") != "paused"
-            else f"paused (next attempt: {job.get('next_run_at')}; a resume applies missed_runs)",
+            else f"paused (next attempt: {job.get('next_run_at')}; a resume applies missed_runs)"
+            if job.get("next_run_at")
+            else "paused (a resume plans the next run)",
         ),
         *_pause_lines(job.get("pause")),
         ("last run", job.get("last_run_at")),

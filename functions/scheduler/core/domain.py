@@ -31,6 +31,7 @@ from scheduler.core.records import (  # noqa: F401 (the domain's names, re-expor
     ChangeAction,
     ChangedKind,
     ChangeEntry,
+    LeasedJob,
     PartitionMaintenance,
     Pause,
     RunOverrides,
@@ -260,6 +261,9 @@ class Plan(Struct, frozen=True):
     backfill_retry: BackfillRetry | None = None
     # A completion's plan only: how a calendar moved the occurrence that ran (0025), on record.
     shift: Shift | None = None
+    # A completion's plan only: the job paused by the runner, and why (its pause's note): its
+    # next run took too long to plan (its calendars), so it waits for a resume.
+    parked: str | None = None
 
     @classmethod
     def of(cls, job: Job) -> Plan:
@@ -437,19 +441,6 @@ _EPOCH = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
 def _instant(value: Any) -> datetime:
     """An instant of an invoke payload (the epoch where an older payload has none)."""
     return parse_time(value) if value else _EPOCH
-
-
-@dataclass(frozen=True)
-class LeasedJob:
-    """A job read while an execution's lease on it stands (completion's second path): the job as
-    it is now, the database's now, and the occurrence and start time of the execution."""
-
-    job: Job
-    now: datetime
-    ran_scheduled_at: datetime | None
-    ran_started_at: datetime
-    ran_trigger: Trigger | None = None
-    ran_attempt: int = 1
 
 
 class Completion(Struct, frozen=True):

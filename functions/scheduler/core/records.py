@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from scheduler.core.enums import StoredEnum
 
 if TYPE_CHECKING:
-    from scheduler.core.domain import Job
+    from scheduler.core.domain import Job, Trigger
 
 
 class SkipReason(StoredEnum):
@@ -204,3 +204,16 @@ class PartitionMaintenance:
     default_purged: int = 0  # rows of the DEFAULT partition past the retention, deleted
     skipped: int = 0  # steps left to the next pass (a lock was not free at once)
     changes_purged: int = 0  # change-log entries of jobs, calendars, rule sets deleted past the retention (0016, 0023)
+
+
+@dataclass(frozen=True)
+class LeasedJob:
+    """A job read while an execution's lease on it stands (completion's second path): the job as
+    it is now, the database's now, and the occurrence and start time of the execution."""
+
+    job: Job
+    now: datetime
+    ran_scheduled_at: datetime | None
+    ran_started_at: datetime
+    ran_trigger: Trigger | None = None
+    ran_attempt: int = 1

@@ -25,7 +25,6 @@ from typing import Any
 from msgspec.structs import replace
 
 from scheduler.core.domain import (
-    BackfillRetry,
     CalendarRecord,
     ExecutionStatus,
     Job,
@@ -42,6 +41,7 @@ from scheduler.planning.retries import (  # noqa: F401 (re-exported)
     MAX_RETRY_AFTER_SECONDS,
     backoff_seconds,
     retries_since,
+    retry_backfill,
     retry_delay,
 )
 from scheduler.planning.skips import excluded_between, skipped, skipped_at_completion
@@ -61,7 +61,7 @@ from scheduler.schedules import (
     parse_union,
     plan_next,
 )
-from scheduler.schedules.base import just_before
+from scheduler.schedules.base import ScheduleError, just_before
 from scheduler.schedules.calendars import (
     MAX_CALENDARS_PER_JOB,
     Calendar,
@@ -69,10 +69,14 @@ from scheduler.schedules.calendars import (
     build_calendar,
     with_calendars,
 )
+from scheduler.schedules.planning_time import planning_time_limit
 from scheduler.schedules.shifts import shifted_from
 
 __all__ = ["MAX_CALENDARS_PER_JOB", "Calendar", "check_calendar", "compile_calendar"]
 
+# How long the runner may plan one job's next run against its calendars before it pauses the job
+# (``plan_completion``): the recorder plans a batch of completions one after the other.
+RUNNER_PLANNING_SECONDS = 5.0
 # How many missed occurrences `run_all` catches up at most.
 RUN_ALL_CAP = 10
 
@@ -288,22 +292,6 @@ def _due_by(now: datetime, plan: Plan) -> Plan:
     return plan
 
 
-def _retry_backfill(
-    job: Job, outcome: Outcome, now: datetime, rng: random.Random | None, ran: tuple[datetime, int, datetime]
-) -> Plan:
-    """A backfill delivery's completion (``ran``: its occurrence, attempt and start): when it
-    failed and the job's retry policy allows another attempt, that attempt (the store records it
-    with its backfill, whose next hand-over it is); the job's columns stay as they are."""
-    plan = Plan.of(job)
-    occurrence, attempt, started_at = ran
-    retry = job.retry_policy
-    if outcome.status == ExecutionStatus.SUCCEEDED or not outcome.retryable or attempt >= retry.max_attempts:
-        return plan
-    at = now + retry_delay(retry, attempt, outcome, rng)
-    again = BackfillRetry(occurrence, attempt + 1, at, started_at, retry.max_age_seconds or None)
-    return replace(plan, backfill_retry=again)
-
-
 # A batch's memo of common plans (``plan_completion``'s ``common``): by the fields that make a
 # job's next occurrence, its plan, or what stands for "plan it alone" (_ALONE) or "ask again with
 # the job's creation time" (_BY_ANCHOR, an interval counting from it).
@@ -401,11 +389,21 @@ def plan_completion(
     ``common``: a batch's memo (an empty dict to begin with), where the plans that are not the
     job's own (:func:`_common_plan`) are made once for the batch's jobs of one schedule and
     occurrence; the answer is the same.
+
+    A job whose calendars take more than ``RUNNER_PLANNING_SECONDS`` to plan against (many
+    excluded spans, one after the other) is paused instead (``Plan.parked``, its pause's note):
+    one job's planning never holds up the runner's other completions for longer than that.
     """
     if common is not None and (shared := _common_plan(job, outcome, now, ran_occurrence, common)) is not None:
         return shared
-    plan = _planned_completion(job, outcome, now, rng, ran_occurrence, calendars, ran_started_at, ran_as)
-    shift = shift_of_run(job, ran_occurrence, calendars, ran_as)
+    try:
+        if not calendars:  # (no calendar, no time limit to set: nothing of it is long to plan)
+            return _planned_completion(job, outcome, now, rng, ran_occurrence, calendars, ran_started_at, ran_as)
+        with planning_time_limit(RUNNER_PLANNING_SECONDS):
+            plan = _planned_completion(job, outcome, now, rng, ran_occurrence, calendars, ran_started_at, ran_as)
+            shift = shift_of_run(job, ran_occurrence, calendars, ran_as)
+    except ScheduleError as exc:  # the one job paused, not the batch of completions failed
+        return Plan(JobState.PAUSED, None, 0, None, parked=f"paused by the scheduler: {exc.message}; then resume it")
     return plan if shift is None else replace(plan, shift=shift)
 
 
@@ -441,7 +439,7 @@ def _planned_completion(
             return _held(
                 job,
                 now,
-                _retry_backfill(job, outcome, now, rng, (ran_occurrence, ran_as[1], ran_started_at)),
+                retry_backfill(job, outcome, now, rng, (ran_occurrence, ran_as[1], ran_started_at)),
                 ran_started_at,
             )
         return _held(job, now, Plan.of(job), ran_started_at)  # the store clears the request that ran

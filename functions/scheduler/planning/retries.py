@@ -1,12 +1,15 @@
 """When a job's attempts are retried: the backoff between them (exponential, with full jitter, or
-the target's ``Retry-After`` when longer) and the time ``max_age_seconds`` counts from."""
+the target's ``Retry-After`` when longer), the time ``max_age_seconds`` counts from, and a failed
+backfill delivery's retry."""
 
 from __future__ import annotations
 
 import random
 from datetime import datetime, timedelta
 
-from scheduler.core.domain import Job, Outcome, RetryPolicy
+from msgspec.structs import replace
+
+from scheduler.core.domain import BackfillRetry, ExecutionStatus, Job, Outcome, Plan, RetryPolicy
 
 # A Retry-After beyond this is not honoured in full.
 MAX_RETRY_AFTER_SECONDS = 86400.0
@@ -36,3 +39,19 @@ def retries_since(job: Job, occurrence: datetime) -> datetime:
     if job.created_at is not None and job.created_at > occurrence:
         return job.created_at
     return occurrence
+
+
+def retry_backfill(
+    job: Job, outcome: Outcome, now: datetime, rng: random.Random | None, ran: tuple[datetime, int, datetime]
+) -> Plan:
+    """A backfill delivery's completion (``ran``: its occurrence, attempt and start): when it
+    failed and the job's retry policy allows another attempt, that attempt (the store records it
+    with its backfill, whose next hand-over it is); the job's columns stay as they are."""
+    plan = Plan.of(job)
+    occurrence, attempt, started_at = ran
+    retry = job.retry_policy
+    if outcome.status == ExecutionStatus.SUCCEEDED or not outcome.retryable or attempt >= retry.max_attempts:
+        return plan
+    at = now + retry_delay(retry, attempt, outcome, rng)
+    again = BackfillRetry(occurrence, attempt + 1, at, started_at, retry.max_age_seconds or None)
+    return replace(plan, backfill_retry=again)

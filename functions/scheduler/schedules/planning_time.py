@@ -1,6 +1,7 @@
-"""The time limit of calendar planning within an API request: a job's calendars can make the
-search for its next run long (many excluded spans in a row), and a request must answer before
-API Gateway gives up on it. The runner plans without a limit what the API accepted."""
+"""The time limit of calendar planning: a job's calendars can make the search for its next run
+long (many excluded spans in a row). An API request must answer before API Gateway gives up on
+it; the runner, which plans a batch of completions one after the other, pauses a job that takes
+too long (``planning.lifecycle.RUNNER_PLANNING_SECONDS``) rather than hold up the others."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from contextvars import ContextVar
 from scheduler.schedules.base import ScheduleError
 
 # The time limit of the calendar planning in the current context (an API request's), as a
-# time.monotonic() deadline; None: none (the runner, which plans what the API accepted).
+# time.monotonic() deadline; None: none.
 _PLANNING_DEADLINE: ContextVar[float | None] = ContextVar("calendar_planning_deadline", default=None)
 
 

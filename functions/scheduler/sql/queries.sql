@@ -1273,3 +1273,10 @@ DELETE FROM alert_rules WHERE owner = %(owner)s AND name = %(name)s RETURNING *;
 -- its key file opens what the database holds. A scan of the specifications, once a start.
 SELECT substring(target::text FROM 'enc:v1:[A-Za-z0-9_-]+') AS token
 FROM job_specs WHERE target::text LIKE '%%enc:v1:%%' LIMIT 1;
+
+-- name: record_parked
+-- The pause's record of the jobs the runner paused with their completion (their next run took
+-- too long to plan against their calendars): why, by the scheduler, since now.
+UPDATE job_specs s SET pause_note = p.note, paused_by = 'scheduler', paused_at = now(), pause_until = NULL
+FROM unnest(%(job_id)s::uuid[], %(note)s::text[]) AS p(job_id, note)
+WHERE s.id = p.job_id;

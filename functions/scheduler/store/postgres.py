@@ -60,9 +60,8 @@ from scheduler.store.rows import (
 from scheduler.store.skips import (
     RunRecords,
     pause_params,
-    record_backfill_retries,
+    record_plan_extras,
     record_shifts,
-    record_skips,
     skips_param,
 )
 from scheduler.store.started import LEASE_KINDS, LOCK_TOKEN_COLUMN, RECLAIMED_COLUMN, STARTED_COLUMNS, read_started
@@ -418,10 +417,15 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, AlertRuleTables, Tar
         extra = [
             (done, plan)
             for done, plan in planned
-            if plan.delete or plan.skips or plan.backfill_retry or plan.chain is not None or plan.shift is not None
+            if plan.delete
+            or plan.skips
+            or plan.backfill_retry
+            or plan.parked
+            or plan.chain is not None
+            or plan.shift is not None
         ]
         doomed = [str(done.job_id) for done, plan in extra if plan.delete]
-        skipping = any(plan.skips or plan.backfill_retry for _, plan in extra)
+        skipping = any(plan.skips or plan.backfill_retry or plan.parked for _, plan in extra)
         chained = [(str(done.job_id), plan.chain) for done, plan in extra if plan.chain is not None]
         shifted = [(done, plan.shift, done.started.started_at) for done, plan in extra if plan.shift and done.started]
         transaction = doomed or skipping or chained or shifted
@@ -432,10 +436,10 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, AlertRuleTables, Tar
             written = {str(done.job_id) for done, _ in planned}
             if fenced:
                 written -= fenced
-            if skipping:  # skipped rows, and failed backfill deliveries' retries
-                kept = [(str(done.job_id), plan) for done, plan in planned if str(done.job_id) in written]
-                record_skips(conn, kept)
-                record_backfill_retries(conn, kept)
+            if skipping:  # skipped rows, failed backfill deliveries' retries, pauses by the runner
+                record_plan_extras(
+                    conn, [(str(done.job_id), plan) for done, plan in planned if str(done.job_id) in written]
+                )
             if chained:
                 request_chained_runs(conn, [chain for job_id, chain in chained if job_id in written])
             if shifted:
@@ -464,9 +468,8 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, AlertRuleTables, Tar
         params = completion_row(done, plan, leased.job.version, leased.ran_scheduled_at, leased.ran_started_at)
         with self.pool.connection() as conn, conn.transaction():
             written = conn.execute(QUERIES["complete_job"], params).fetchone() is None  # the unwritten id
-            if written and (plan.skips or plan.backfill_retry):
-                record_skips(conn, [(str(done.job_id), plan)])
-                record_backfill_retries(conn, [(str(done.job_id), plan)])
+            if written and (plan.skips or plan.backfill_retry or plan.parked):
+                record_plan_extras(conn, [(str(done.job_id), plan)])
             if written and plan.chain is not None:
                 request_chained_runs(conn, [plan.chain])
             if written and plan.shift is not None:

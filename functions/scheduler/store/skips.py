@@ -1,5 +1,6 @@
 """The store's part of pauses and skipped occurrences (migration 0015): the pause's record of an
-edit's parameters, the skipped rows written with a completion, and the pauses whose end has come.
+edit's parameters, the skipped rows (and the other rare writes) of a completion, and the pauses
+whose end has come.
 ``Store`` has ``RunRecords`` as a base class; it uses its pool."""
 
 from __future__ import annotations
@@ -63,6 +64,24 @@ def record_backfill_retries(conn: psycopg.Connection, planned: Sequence[tuple[st
     rows = [[job_id, *plan.backfill_retry.as_json()] for job_id, plan in planned if plan.backfill_retry]
     if rows:
         conn.execute(QUERIES["record_backfill_retries"], {"retries": json.dumps(rows)})
+
+
+def record_parked(conn: psycopg.Connection, planned: Sequence[tuple[str, Plan]]) -> None:
+    """In the transaction of their completions: the pause's record of the jobs the runner paused
+    (their next run took too long to plan): why, by the scheduler, since now."""
+    parked = [(job_id, plan.parked) for job_id, plan in planned if plan.parked]
+    if parked:
+        params = {"job_id": [job_id for job_id, _ in parked], "note": [note for _, note in parked]}
+        conn.execute(QUERIES["record_parked"], params)
+
+
+def record_plan_extras(conn: psycopg.Connection, planned: Sequence[tuple[str, Plan]]) -> None:
+    """In the transaction of their completions: what the completion statement alone does not
+    write for the jobs written (``planned``: each job's id and plan): skipped rows, backfill
+    retries, and the pauses of jobs the runner paused."""
+    record_skips(conn, planned)
+    record_backfill_retries(conn, planned)
+    record_parked(conn, planned)
 
 
 class RunRecords:
