@@ -266,3 +266,35 @@ def test_an_extra_runner_does_not_outlive_a_killed_parent(local):
     scheduler.process.wait(timeout=10)
     # Orphaned, it notices within a second, finishes what it was doing and exits.
     poll(lambda: not alive(runner), timeout=15)
+
+
+def test_a_request_held_up_holds_up_no_other(local, db_url):
+    """Requests are served at once: while one waits (a calendar's delete, held here by a row lock
+    the test takes on it), the health check and other requests answer. They were served one at a
+    time: a slow preview (12 s of calendar planning) held up even ``GET /v1/health``."""
+    import threading
+
+    import psycopg
+    import requests
+
+    api = local()
+    api.post("/v1/calendars", {"name": "held", "dates": ["2030-01-01"]})
+    answers: list[requests.Response] = []
+
+    def delete() -> None:
+        answers.append(requests.delete(api.url + "/v1/calendars/held", timeout=60))
+
+    deleting = threading.Thread(target=delete, daemon=True)
+    with psycopg.connect(db_url) as holder, psycopg.connect(db_url, autocommit=True) as watcher:
+        holder.execute("SELECT 1 FROM calendars WHERE name = 'held' FOR UPDATE")
+        deleting.start()
+        waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%'"
+        poll(lambda: watcher.execute(waiting).fetchone()[0], what="the delete waiting for the calendar's row")
+        health = requests.get(api.url + "/v1/health", timeout=10)
+        assert health.status_code == 200 and health.json() == {"status": "ok"}
+        assert [c["name"] for c in api.get("/v1/calendars")["calendars"]] == ["held"]
+        assert deleting.is_alive() and not answers  # still held
+        holder.rollback()  # the row free: the delete goes on
+        deleting.join(timeout=30)
+    assert [answer.status_code for answer in answers] == [204]
+    assert api.get("/v1/calendars")["calendars"] == []

@@ -256,10 +256,15 @@ def make_app(
     settings: Any = None,
     *,
     identify: Identify | None = None,
+    cursors: Callable[[], CursorCodec] | None = None,
 ) -> SchedulerResolver:
     """The API, given how to get its store and secret box (called lazily, on the first request
     that needs them), the settings (``cursor_secret``) and, where the gateway authenticates
-    nobody, how to learn the caller of a request (``identify``, see ``precheck``)."""
+    nobody, how to learn the caller of a request (``identify``, see ``precheck``). ``cursors``
+    gives the cursor codec (by default one of this app's, made on first use).
+
+    The resolver serves one request at a time (it keeps the current one on itself); to serve
+    from several threads, see ``per_thread_handler``."""
     app = SchedulerResolver(enable_validation=True, json_body_deserializer=_loads_json)
     app.identify = identify
     register_error_handlers(app)
@@ -291,7 +296,35 @@ def make_app(
     app.dependency_overrides[providers.get_store] = store_provider
     app.dependency_overrides[providers.get_secret_box] = secret_box_provider
     app.dependency_overrides[providers.get_settings] = lambda: settings
-    app.dependency_overrides[providers.get_cursors] = _once(
+    app.dependency_overrides[providers.get_cursors] = cursors or _once(
         lambda: CursorCodec(cursor_key(settings, secret_box_provider()))
     )
     return app
+
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def per_thread_handler(
+    store_provider: Callable[[], JobStore],
+    secret_box_provider: Callable[[], SecretBox],
+    settings: Any = None,
+    *,
+    identify: Identify | None = None,
+) -> Handler:
+    """A handler of API events that may be called from several threads at once (local mode's
+    server): each thread resolves with an app of its own (``make_app``, built on the thread's
+    first request), since a resolver keeps the current request on itself. The threads share the
+    store (its connection pool is thread-safe), the secret box (immutable, or locked: KMS's
+    cache) and one cursor codec: without a cursor secret its key may be random, and a cursor
+    issued on one thread must be read on another."""
+    cursors = _once(lambda: CursorCodec(cursor_key(settings, secret_box_provider())))
+    mine = threading.local()
+
+    def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        app = getattr(mine, "app", None)
+        if app is None:
+            app = mine.app = make_app(store_provider, secret_box_provider, settings, identify=identify, cursors=cursors)
+        return app.resolve(event, context)
+
+    return handle

@@ -428,12 +428,14 @@ def _api_server(options: LocalOptions, deps: Any, resolver: Callable[[dict[str, 
     """The API and the console behind waitress (the Host/JSON/Origin guard in front)."""
     from waitress import create_server
 
-    from scheduler.api.app import make_app
+    from scheduler.api.app import per_thread_handler
     from scheduler.console import local_app
     from scheduler.transport.http_adapter import MAX_REQUEST_BODY_BYTES, envelope_server_errors, make_wsgi_app
 
-    app = make_app(lambda: deps.store, lambda: deps.secret_box, deps.settings)
-    wsgi = local_app(make_wsgi_app(lambda event, context: app.resolve(event, context), resolver), host=options.host)
+    # Requests run at once on waitress' 8 threads (a resolver each; the pool has 24 connections):
+    # a slow one, a preview planning calendars for seconds, holds up no other.
+    handler = per_thread_handler(lambda: deps.store, lambda: deps.secret_box, deps.settings)
+    wsgi = local_app(make_wsgi_app(handler, resolver), host=options.host)
     # Waitress buffers a body before the app sees it: past its limit it answers 413 itself (the
     # envelope, see envelope_server_errors) without reading on. Its count includes the framing
     # of a chunked body, hence a little slack; the adapter checks the exact limit.

@@ -8,15 +8,15 @@ raises ``RequestRefused`` to answer 403 with its reason); it is called after the
 verify a SigV4 signature, say).
 
 The 1 MiB body limit is enforced here while reading: a larger body answers 413 without being
-read. Handler calls are serialized: a Lambda container serves one event at a time, and the
-Powertools resolver keeps the current request in shared state.
+read. Requests are handled at once on the server's threads: the handler must be safe to call from
+several threads (a Powertools resolver keeps the current request on itself, so local mode gives
+each thread its own, see ``scheduler.api.app.per_thread_handler``).
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -220,8 +220,9 @@ def make_wsgi_app(
     stage: str = "local",
     max_body_bytes: int = MAX_REQUEST_BODY_BYTES,
 ) -> Callable:
-    """A WSGI application calling ``handler(event, context)`` for every request."""
-    lock = threading.Lock()
+    """A WSGI application calling ``handler(event, context)`` for every request, from whichever
+    thread the server serves it on: no lock around it, so a slow request (a preview planning its
+    calendars for seconds) holds up no other (``/v1/health`` included)."""
 
     def app(environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
         try:
@@ -238,8 +239,7 @@ def make_wsgi_app(
         if _encoded_slash(environ):  # no name or id holds a "/": not one of the API's paths
             return _error(start_response, 404, "not_found", "no such resource")
         event = make_event(environ, body, principal, stage)
-        with lock:
-            answer = handler(event, LocalLambdaContext())
+        answer = handler(event, LocalLambdaContext())
         headers: list[tuple[str, str]] = []
         for name, values in (answer.get("multiValueHeaders") or {}).items():
             headers.extend((name, str(v)) for v in values)
