@@ -16,7 +16,8 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 from scheduler import service
 from scheduler.api.cursors import scope_of
 from scheduler.api.errors import BadRequest, documented
-from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Owner, StoreDep, cursor_position
+from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Owner, StoreDep
+from scheduler.api.pages import cursor_position
 from scheduler.api.routes import rule
 from scheduler.api.serialize import Execution, execution_json
 from scheduler.core.domain import ExecutionStatus

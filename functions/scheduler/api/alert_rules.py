@@ -26,9 +26,9 @@ from scheduler.api.jobs import (
     Owner,
     SettingsDep,
     check_text,
-    name_ordered_page,
     parse_if_match,
 )
+from scheduler.api.pages import name_ordered_page
 from scheduler.api.providers import get_store
 from scheduler.api.routes import rule
 from scheduler.api.serialize import masked_alerts

@@ -13,7 +13,8 @@ from pydantic import AwareDatetime, BaseModel, Field
 from scheduler.api.activity import JobFilter, _instant, _position, job_filter
 from scheduler.api.cursors import scope_of
 from scheduler.api.errors import documented
-from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Owner, StoreDep, cursor_position
+from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Owner, StoreDep
+from scheduler.api.pages import cursor_position
 from scheduler.api.routes import rule
 from scheduler.core.alerts import AlertDelivery
 from scheduler.core.json_text import whole_if_integral

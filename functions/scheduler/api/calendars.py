@@ -25,9 +25,9 @@ from scheduler.api.jobs import (
     Limit,
     Owner,
     check_text,
-    name_ordered_page,
     parse_if_match,
 )
+from scheduler.api.pages import name_ordered_page
 from scheduler.api.providers import get_store
 from scheduler.api.routes import rule
 from scheduler.core.constants import SERVICE_NAME

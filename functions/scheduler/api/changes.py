@@ -14,7 +14,8 @@ from scheduler.api.alert_rules import RuleName, existing_rule_set_name
 from scheduler.api.calendars import CalendarName, existing_calendar_name
 from scheduler.api.cursors import CursorCodec, scope_of
 from scheduler.api.errors import documented
-from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, JobId, Limit, Owner, StoreDep, cursor_position
+from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, JobId, Limit, Owner, StoreDep
+from scheduler.api.pages import cursor_position
 from scheduler.api.providers import get_store
 from scheduler.api.routes import rule
 from scheduler.api.serialize import ChangeList, change_json

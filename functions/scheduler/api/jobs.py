@@ -3,9 +3,7 @@ run now. Every store call is scoped to the caller; another principal's job answe
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools import Logger
@@ -15,9 +13,10 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Pat
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from scheduler import service
-from scheduler.api.cursors import MAX_CURSOR_LENGTH, CursorCodec, InvalidCursor, scope_of
+from scheduler.api.cursors import MAX_CURSOR_LENGTH, CursorCodec, scope_of
 from scheduler.api.errors import BadRequest, documented
 from scheduler.api.overrides import run_overrides
+from scheduler.api.pages import name_ordered_page
 from scheduler.api.providers import get_caller, get_cursors, get_owner, get_secret_box, get_settings, get_store
 from scheduler.api.routes import rule
 from scheduler.api.serialize import BackfillPlan, BulkResult, Job, JobList, RunAccepted, job_json, spec_of
@@ -166,57 +165,6 @@ def create_job(
     job = service.create_job(store, owner, data, by=caller)
     logger.info("job created", extra={"job_id": job.id})
     return job_response(job, 201, {"Location": f"/v1/jobs/{job.id}"})
-
-
-def cursor_position(
-    cursors: CursorCodec, cursor: str | None, scope: str, key: str, valid: Callable[[Any], bool]
-) -> Any:
-    """The position ``key`` a page cursor of ``scope`` holds (None without a cursor); a 400 on
-    ``cursor`` when it was not issued for this listing or its position is malformed."""
-    if cursor is None:
-        return None
-    try:
-        position = cursors.decode(cursor, scope).get(key)
-    except InvalidCursor as exc:
-        raise BadRequest("cursor", str(exc)) from None
-    if not valid(position):
-        raise BadRequest("cursor", "malformed cursor")
-    return position
-
-
-# The JSON a page's items may come to: the Lambda's answer (at most 6 MB) holds the page as a
-# string, where each quote and backslash of it is escaped again, so at most twice this.
-PAGE_BUDGET_BYTES = 2_500_000
-
-
-def name_ordered_page(
-    cursors: CursorCodec,
-    cursor: str | None,
-    scope: str,
-    key: str,
-    limit: int,
-    fetch: Callable[[str | None, int], Sequence[Any]],
-    to_json: Callable[[Any], dict[str, Any]],
-) -> Response[Any]:
-    """A page of a listing in name order, ``{key: [...], "next_cursor": ...}``: ``fetch(after_name,
-    count)`` reads one more than the page, to know whether another follows. A page is also cut
-    where its items come to ``PAGE_BUDGET_BYTES`` of JSON (at least one item), the rest left to
-    the next page: a Lambda answers at most 6 MB, and 50 jobs with 256 KiB bodies are more."""
-    after_name = cursor_position(cursors, cursor, scope, "after_name", lambda value: isinstance(value, str))
-    found = fetch(after_name, limit + 1)
-    items: list[dict[str, Any]] = []
-    spent = 0
-    for record in found[:limit]:
-        item = to_json(record)
-        spent += len(json.dumps(item, default=str))  # as answered: non-ASCII escaped (an emoji is 12 bytes)
-        if items and spent > PAGE_BUDGET_BYTES:
-            break
-        items.append(item)
-    more = len(found) > len(items)
-    next_cursor = cursors.encode(scope, {"after_name": found[len(items) - 1].name}) if more else None
-    return Response(
-        status_code=200, content_type=content_types.APPLICATION_JSON, body={key: items, "next_cursor": next_cursor}
-    )
 
 
 @router.route(
