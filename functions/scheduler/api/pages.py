@@ -36,7 +36,7 @@ PAGE_BUDGET_BYTES = 2_500_000
 # biggest item seen so far (plus the one that tells whether another follows), and at most as
 # many as were read before (so a run of small rows ahead of big ones reads at most about twice
 # what the page holds): the rows are read as the page needs them, not all of ``limit`` at once.
-FIRST_READ_ROWS = 4
+FIRST_READ_ROWS = 16
 
 
 def _page_items(
@@ -84,7 +84,7 @@ def name_ordered_page(
     count)`` reads the next ``count`` rows after ``after_name``. A page is cut where its items
     come to ``PAGE_BUDGET_BYTES`` of JSON (at least one item), the rest left to the next page: a
     Lambda answers at most 6 MB, and 50 jobs with 256 KiB bodies are more. The rows are read in
-    steps (see ``FIRST_READ_ROWS``), so a page of 200 big jobs cut after 3 reads about 4 rows,
+    steps (see ``FIRST_READ_ROWS``), so a page of 200 big jobs cut after 3 reads 16 rows,
     not 201; ``next_cursor`` is there when a row was seen past the page."""
     after_name = cursor_position(cursors, cursor, scope, "after_name", lambda value: isinstance(value, str))
     items, last_name, more = _page_items(fetch, after_name, limit, to_json)
