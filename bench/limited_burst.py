@@ -27,8 +27,8 @@ from typing import Any
 
 from common import fresh_database, machine_summary, postgres_server, write_json
 from scheduler import service
-from scheduler.runner.dispatch import InProcessDispatch
 from scheduler.runner.executor import Executor
+from scheduler.runner.in_process import InProcessDispatch
 from scheduler.store.db import make_pool
 from scheduler.store.postgres import Store
 from scheduler.targets.results import TargetPolicy

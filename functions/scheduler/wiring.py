@@ -22,9 +22,9 @@ if TYPE_CHECKING:  # the runner's modules load with the function that needs them
     from psycopg_pool import ConnectionPool
 
     from scheduler.runner.alerts import Alerts
-    from scheduler.runner.dispatch import InProcessDispatch
     from scheduler.runner.executor import Executor
     from scheduler.runner.fanout import FanoutReport
+    from scheduler.runner.in_process import InProcessDispatch
 
 
 @dataclass
@@ -115,7 +115,7 @@ class Dependencies:
     def in_process_dispatch(self) -> InProcessDispatch:
         """Local mode's dispatch: claims delivered by this process's threads, outcomes recorded
         in batches. The HTTP delivery is loaded now, not by the first burst's deliveries."""
-        from scheduler.runner.dispatch import InProcessDispatch
+        from scheduler.runner.in_process import InProcessDispatch
         from scheduler.targets import router
 
         router.preload(("http",))
@@ -147,6 +147,9 @@ class Dependencies:
                 "max_in_flight": settings.executor_concurrency,
                 "in_flight": self.store.live_leases,
                 "claims_per_invoke": settings.claims_per_invoke,
+                # No owner's jobs hold more than their share of those leases.
+                "owners_over_share": self.store.owners_over_lease_share,
+                "defer": self.store.defer_claims,
             },
         )
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 
 from scheduler import service
-from scheduler.runner.dispatch import InProcessDispatch
 from scheduler.runner.executor import Executor
 from scheduler.runner.fanout import run_fanout
+from scheduler.runner.in_process import InProcessDispatch
 from scheduler.targets import amqp as amqp_target
 from scheduler.targets.results import TargetPolicy
 from tests.faults.faultkit import TcpProxy

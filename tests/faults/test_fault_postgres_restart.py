@@ -29,9 +29,9 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from scheduler.runner import executor as executor_module
-from scheduler.runner.dispatch import InProcessDispatch
 from scheduler.runner.executor import Executor, execute_invoke
 from scheduler.runner.fanout import run_fanout
+from scheduler.runner.in_process import InProcessDispatch
 from scheduler.store.db import make_pool
 from scheduler.store.migrations import migrate
 from scheduler.store.postgres import Store

@@ -16,9 +16,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import requests
 
-from scheduler.runner.dispatch import InProcessDispatch
 from scheduler.runner.executor import Executor
 from scheduler.runner.fanout import run_fanout
+from scheduler.runner.in_process import InProcessDispatch
 from scheduler.targets.results import TargetPolicy
 from tests.faults.faultkit import TargetServer, poll
 from tests.support import LocalScheduler, expire_lease

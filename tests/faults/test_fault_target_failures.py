@@ -16,9 +16,9 @@ import pytest
 
 from scheduler import service
 from scheduler.planning.lifecycle import MAX_RETRY_AFTER_SECONDS
-from scheduler.runner.dispatch import InProcessDispatch
 from scheduler.runner.executor import Executor
 from scheduler.runner.fanout import run_fanout
+from scheduler.runner.in_process import InProcessDispatch
 from scheduler.schedules import parse_schedule
 from scheduler.targets.results import TargetPolicy
 from tests.faults.faultkit import TargetServer

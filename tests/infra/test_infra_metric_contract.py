@@ -22,9 +22,9 @@ import pytest
 pytest.importorskip("aws_cdk")
 
 from scheduler import service
-from scheduler.runner.dispatch import InProcessDispatch
 from scheduler.runner.executor import Executor
 from scheduler.runner.fanout import run_fanout
+from scheduler.runner.in_process import InProcessDispatch
 from scheduler.runner.telemetry import EmfMetrics
 from scheduler.targets.results import TargetPolicy
 from tests.support import RecordingServer, expire_lease, http_spec, make_due

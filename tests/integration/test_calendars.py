@@ -15,9 +15,9 @@ from scheduler import service
 from scheduler.api.app import make_app
 from scheduler.core.domain import Claim, JobState, LeaseKind, Plan
 from scheduler.core.errors import CalendarInUse, ScheduleError
-from scheduler.runner.dispatch import InProcessDispatch
 from scheduler.runner.executor import Executor
 from scheduler.runner.fanout import run_fanout
+from scheduler.runner.in_process import InProcessDispatch
 from scheduler.secrets import LocalSecretBox
 from scheduler.settings import Settings
 from scheduler.sql import QUERIES

@@ -70,6 +70,49 @@ def test_the_fanout_dispatches_no_more_than_the_executor_concurrency(store, pool
     assert store.due_backlog()[0] == 6
 
 
+def fan_out_with_shares(store, max_in_flight: int) -> RecordingLambda:
+    """One fan-out run keeping each owner to its share of ``max_in_flight`` leases, as deployed
+    (``wiring.Dependencies.run_fanout_invocation``'s options); the invokes it sent."""
+    client = RecordingLambda()
+    invoker = LambdaDispatch(
+        client,
+        "executor",
+        max_in_flight=max_in_flight,
+        in_flight=store.live_leases,
+        owners_over_share=store.owners_over_lease_share,
+        defer=store.defer_claims,
+    )
+    try:
+        run_fanout(store, invoker, budget_seconds=0)
+    finally:
+        invoker.close()
+    return client
+
+
+def test_no_owner_takes_more_than_its_share_of_the_executors(store, pool):
+    """Three quarters of the reserved concurrency (6 of 8 leases): the claims that would take an
+    owner past it are deferred (not leased, not claimable for a pause), and the others' jobs due
+    later are dispatched (one owner's 1,000 slow jobs had held every executor)."""
+    insert_due_jobs(pool, 10, owner="alice", prefix="a", due_offset_seconds=-2)
+    insert_due_jobs(pool, 3, owner="bob", prefix="b", due_offset_seconds=-1)
+    client = fan_out_with_shares(store, max_in_flight=8)
+    with pool.connection() as conn:
+        owners = {row["id"]: row["owner"] for row in conn.execute("SELECT id::text, owner FROM job_specs")}
+        deferred = conn.execute(
+            "SELECT count(*) AS n FROM job_runs WHERE lock_token IS NULL AND locked_until > now()"
+        ).fetchone()["n"]
+    sent = sorted(owners[payload["job_id"]] for payload in client.payloads)
+    assert sent == ["alice"] * 6 + ["bob"] * 2
+    assert deferred == 4 and store.live_leases() == 8
+    assert store.owners_over_lease_share(6) == {}
+
+
+def test_a_single_owner_has_all_of_the_executors(store, pool):
+    insert_due_jobs(pool, 10, owner="alice", prefix="a")
+    client = fan_out_with_shares(store, max_in_flight=8)
+    assert len(client.payloads) == 8 and store.live_leases() == 8  # no share while alone
+
+
 def test_capacity_frees_as_leases_end(store, pool):
     insert_due_jobs(pool, 5)
     client = RecordingLambda()

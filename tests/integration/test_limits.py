@@ -157,8 +157,8 @@ def test_local_mode_waits_for_slots_without_holding_its_delivery_threads(store, 
     from datetime import timedelta
 
     from scheduler import service
-    from scheduler.runner.dispatch import InProcessDispatch
     from scheduler.runner.executor import Executor
+    from scheduler.runner.in_process import InProcessDispatch
     from scheduler.targets.results import TargetPolicy
     from tests.support import http_spec, poll
 
@@ -218,14 +218,14 @@ def test_a_full_waiting_room_hands_back_the_limited_claims_beyond_it(store, pool
     runner from claiming the other jobs due."""
     from datetime import timedelta
 
-    from scheduler.runner import dispatch as module
+    from scheduler.runner import in_process as module
 
     for share in ("KEY_WAITING_SHARE", "OWNER_WAITING_SHARE"):  # the room alone here (below: the shares)
         monkeypatch.setattr(module, share, 1.0)
 
     from scheduler import service
-    from scheduler.runner.dispatch import InProcessDispatch
     from scheduler.runner.executor import Executor
+    from scheduler.runner.in_process import InProcessDispatch
     from scheduler.targets.results import TargetPolicy
     from tests.support import http_spec
 
@@ -258,8 +258,8 @@ def test_one_key_or_one_owner_takes_no_more_than_its_share_of_the_waiting_room(s
     from datetime import timedelta
 
     from scheduler import service
-    from scheduler.runner.dispatch import InProcessDispatch
     from scheduler.runner.executor import Executor
+    from scheduler.runner.in_process import InProcessDispatch
     from scheduler.targets.results import TargetPolicy
     from tests.support import http_spec
 

@@ -9,9 +9,9 @@ from datetime import timedelta
 from scheduler import service
 from scheduler.core.domain import Completion, Outcome
 from scheduler.core.timeutil import format_time
-from scheduler.runner.dispatch import InProcessDispatch
 from scheduler.runner.executor import Executor
 from scheduler.runner.fanout import run_fanout
+from scheduler.runner.in_process import InProcessDispatch
 from scheduler.runner.telemetry import MemoryMetrics
 from scheduler.targets.results import SUCCEEDED, TargetPolicy
 from tests.integration.test_api import ALICE, BOB, api, box, create, job_body  # noqa: F401 - fixtures

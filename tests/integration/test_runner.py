@@ -11,9 +11,10 @@ import boto3
 from botocore.stub import ANY, Stubber
 
 from scheduler import service
-from scheduler.runner.dispatch import CLAIM_DUE, InProcessDispatch, LambdaDispatch
+from scheduler.runner.dispatch import CLAIM_DUE, LambdaDispatch
 from scheduler.runner.executor import Executor, execute_invoke
 from scheduler.runner.fanout import fanout_deadline, run_fanout
+from scheduler.runner.in_process import InProcessDispatch
 from scheduler.runner.telemetry import MemoryMetrics
 from scheduler.targets.results import TargetPolicy
 from tests.support import http_spec, make_due

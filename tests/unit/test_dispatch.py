@@ -14,14 +14,9 @@ import pytest
 
 from scheduler import ports
 from scheduler.core.domain import Claim
-from scheduler.runner.dispatch import (
-    CLAIM_AND_START,
-    CLAIM_DUE,
-    CallThreads,
-    ClaimMode,
-    InProcessDispatch,
-    TimedBatchBuffer,
-)
+from scheduler.runner.dispatch import CLAIM_AND_START, CLAIM_DUE, ClaimMode
+from scheduler.runner.in_process import InProcessDispatch
+from scheduler.runner.threads import CallThreads, TimedBatchBuffer
 from scheduler.store.postgres import Store
 
 
@@ -243,7 +238,7 @@ def test_the_room_wait_gives_up_at_its_timeout():
 def test_an_owners_slow_deliveries_hold_at_most_their_share_of_the_threads(monkeypatch):
     """Three quarters of the threads: a claim of an owner whose slow deliveries hold them is
     handed back (claimed again after a pause), and another owner's is delivered."""
-    from scheduler.runner import dispatch as module
+    from scheduler.runner import in_process as module
 
     monkeypatch.setattr(module, "SLOW_DELIVERY_SECONDS", -1.0)  # every delivery under way is slow
     executor = GatedExecutor()

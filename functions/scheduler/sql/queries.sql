@@ -330,7 +330,9 @@ FROM due
 WHERE j.ctid = due.row_ctid AND j.job_id = due.id
 RETURNING j.job_id, j.lock_token, j.lease_kind, j.locked_until, j.due_at, now() AS claimed_at,
           CASE WHEN j.lease_kind = 'manual' THEN j.manual_run_at ELSE j.scheduled_at END AS scheduled_at,
-          (due.orphan_execution_id IS NOT NULL) AS reclaimed, due.orphan_execution_id, due.orphan_started_at;
+          (due.orphan_execution_id IS NOT NULL) AS reclaimed, due.orphan_execution_id, due.orphan_started_at,
+          -- the job's owner: the fan-out keeps each owner's leases to a share (owners_over_lease_share)
+          (SELECT d.owner FROM job_specs d WHERE d.id = j.job_id) AS owner;
 
 -- name: mark_executions_lost
 -- The orphans a claim_due found (each array one element per execution: its job, its id and its
@@ -692,8 +694,33 @@ SELECT id FROM job;
 -- or started. The fan-out keeps this under the executor's reserved concurrency, so no invoke
 -- waits throttled until it expires into the dead-letter queue. A leased job stays due (due_at is
 -- in the past until its completion moves next_run_at), so the due index bounds the cost by the due
--- jobs, like the claim's, not by the table (a job paused under its lease is not counted).
-SELECT count(*) AS leases FROM job_runs WHERE due_at <= now() AND locked_until > now();
+-- jobs, like the claim's, not by the table (a job paused under its lease is not counted, nor
+-- one deferred: defer_claims).
+SELECT count(*) AS leases FROM job_runs WHERE due_at <= now() AND locked_until > now() AND lock_token IS NOT NULL;
+
+-- name: owners_over_lease_share
+-- The owners whose jobs hold more than %(share)s of the live leases (count_live_leases), and by how
+-- many: the fan-out defers that many of their claims (defer_claims), so that one owner's slow
+-- targets never hold all of the executors' reserved concurrency. None while the jobs have one
+-- owner (a share would only leave executors idle): two probes of the (owner, name) index each.
+-- Read only when a claim could take an owner past its share; the live leases are at most the
+-- reserved concurrency.
+SELECT d.owner, count(*) - %(share)s AS excess
+FROM job_runs r JOIN job_specs d ON d.id = r.job_id
+WHERE r.due_at <= now() AND r.locked_until > now() AND r.lock_token IS NOT NULL
+GROUP BY d.owner
+HAVING count(*) > %(share)s
+   AND (EXISTS (SELECT FROM job_specs o WHERE o.owner < d.owner) OR EXISTS (SELECT FROM job_specs o WHERE o.owner > d.owner));
+
+-- name: defer_claims
+-- Claims not dispatched because their owner holds its share of the leases: each job is left alone
+-- for a pause (no lease token, so not counted as a lease; not claimable until locked_until), then
+-- claimed again as any due job. Answers the ids deferred.
+UPDATE job_runs j
+SET lock_token = NULL, lease_kind = NULL, locked_until = now() + make_interval(secs => %(seconds)s)
+FROM unnest(%(job_id)s::uuid[], %(lock_token)s::uuid[]) AS c(job_id, lock_token)
+WHERE j.job_id = c.job_id AND j.lock_token = c.lock_token AND j.running_execution_id IS NULL
+RETURNING j.job_id;
 
 -- name: insert_calendar
 -- A new calendar of its owner; nothing is returned when the name is taken.

@@ -48,6 +48,7 @@ from scheduler.store.calendars import CalendarTables, held_calendars
 from scheduler.store.changes import ChangeLog, hold_chains, request_chained_runs, write_change
 from scheduler.store.completions import completion_batch, completion_row
 from scheduler.store.history import JOB_RECENT_DAYS, OWNER_RECENT_DAYS, ExecutionHistory  # noqa: F401 (re-exported)
+from scheduler.store.leases import LeaseLooks
 from scheduler.store.limits import TargetSlots
 from scheduler.store.rows import (
     is_uuid,
@@ -105,7 +106,9 @@ def _held(
         yield
 
 
-class Store(ExecutionHistory, CalendarTables, AlertRecords, AlertRuleTables, TargetSlots, RunRecords, ChangeLog):
+class Store(
+    ExecutionHistory, CalendarTables, AlertRecords, AlertRuleTables, TargetSlots, RunRecords, ChangeLog, LeaseLooks
+):
     """Postgres-backed store of jobs and executions (every port of ``scheduler.ports``)."""
 
     def __init__(self, pool: ConnectionPool):
@@ -301,18 +304,10 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, AlertRuleTables, Tar
                 claimed_at=r["claimed_at"],
                 locked_until=r["locked_until"],
                 reclaimed=r["reclaimed"],
+                owner=r["owner"],
             )
             for r in rows
         ]
-
-    @retry_on_dead_connection
-    def release(self, job_id: str, lock_token: str) -> bool:
-        """Give back a claim that could not be dispatched, so the job is due again at once."""
-        with self.pool.connection() as conn:
-            return (
-                conn.execute(QUERIES["release_lease"], {"job_id": job_id, "lock_token": lock_token}).fetchone()
-                is not None
-            )
 
     @retry_on_dead_connection
     def start_execution(
@@ -477,22 +472,3 @@ class Store(ExecutionHistory, CalendarTables, AlertRecords, AlertRuleTables, Tar
             if written and plan.delete:
                 _delete_completed(conn, [done.job_id])
             return written
-
-    @retry_on_dead_connection
-    def due_backlog(self) -> tuple[int, float]:
-        """(unleased due jobs, age in seconds of the oldest) for the metrics."""
-        with self.pool.connection() as conn:
-            row = conn.execute(QUERIES["due_backlog"]).fetchone()
-        return int(row["due"]), float(row["oldest_due_age_seconds"])
-
-    @retry_on_dead_connection
-    def live_leases(self) -> int:
-        """Jobs under an unexpired lease: executors at work or on their way (the fan-out's bound)."""
-        with self.pool.connection() as conn:
-            return int(conn.execute(QUERIES["count_live_leases"]).fetchone()["leases"])
-
-    @retry_on_dead_connection
-    def next_due_in(self) -> float | None:
-        """Seconds until a job may next be claimed (negative when one is due), None when none."""
-        with self.pool.connection() as conn:
-            return conn.execute(QUERIES["next_due_in"]).fetchone()["seconds"]

@@ -1,0 +1,270 @@
+"""Local mode's dispatch pipeline (``InProcessDispatch``): due jobs claimed and started in one
+statement (``claim_and_start``), delivered by a pool of threads, limited ones waiting for their
+slot in a waiting room, and the outcomes recorded in batches through a ``TimedBatchBuffer``; with
+fair shares of the threads and of the waiting room between owners."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from scheduler.core.domain import Claim, Outcome, StartedExecution
+from scheduler.runner.dispatch import CLAIM_AND_START, ClaimMode
+from scheduler.runner.threads import CallThreads, TimedBatchBuffer
+from scheduler.runner.waiting_room import SlotWaitingRoom
+
+if TYPE_CHECKING:
+    from scheduler.core.limits import SlotHandBack
+    from scheduler.runner.executor import Executor, Finished, SlotWait
+
+logger = logging.getLogger(__name__)
+
+# Fairness between owners in local mode (InProcessDispatch): the share of the delivery threads
+# that one owner's slow deliveries (going on past SLOW_DELIVERY_SECONDS) may hold, and the shares
+# of the waiting room that one key's and one owner's waits may take.
+SLOW_DELIVERY_SECONDS = 1.0
+OWNER_THREAD_SHARE = 0.75
+KEY_WAITING_SHARE = 0.25
+OWNER_WAITING_SHARE = 0.5
+OWNER, KEY = "owner", "key"
+
+
+class InProcessDispatch:
+    """Local mode's stand-in for the async invoke, batched: due jobs are claimed and started in
+    one statement, delivered by a pool of threads, and their outcomes recorded in batches (a
+    ``TimedBatchBuffer``: whatever finished within ``flush_seconds``, up to ``max_batch``).
+
+    It takes no more claims than it has idle threads, so a started execution is delivered at
+    once and never waits in a queue while its lease runs down. If an outcome cannot be
+    recorded (the database is away for longer than the lease), the lease expires and the job is
+    delivered again: at least once, never lost.
+
+    A job with ``limits`` whose key is full waits for its slot in a ``SlotWaitingRoom`` (one
+    thread for all of them), not in a delivery thread: a burst on one limited target leaves the
+    threads to the other jobs. Up to ``max_waiting`` claims wait there (default 1,000: their
+    leases are kept in one statement, and only the first wait of a full key asks for a slot);
+    a limited claim beyond that is handed back, claimed again after a pause, and the claims go
+    on for the other jobs.
+
+    Between owners: one key's waits take at most a quarter of the waiting room, one owner's at
+    most half (``KEY_WAITING_SHARE``, ``OWNER_WAITING_SHARE``), and an owner's slow deliveries
+    (going on past ``SLOW_DELIVERY_SECONDS``) at most three quarters of the threads
+    (``OWNER_THREAD_SHARE``): a claim beyond its share is handed back the same way, so that one
+    owner's hanging targets or full keys leave room to the others. Quick deliveries never count:
+    a burst of one owner's jobs uses every thread.
+    """
+
+    claim_mode = CLAIM_AND_START
+
+    def __init__(
+        self,
+        executor: Executor,
+        *,
+        max_workers: int = 64,
+        flush_seconds: float = 0.005,
+        max_batch: int = 200,
+        record_retry_seconds: float = 60.0,
+        max_waiting: int = 1000,
+    ):
+        self.claim_mode = ClaimMode("claim_and_start", executor.lease_margin_seconds)
+        self.executor = executor
+        self.max_workers = max_workers
+        self.max_waiting = max_waiting
+        self.record_retry_seconds = record_retry_seconds
+        self.pool = CallThreads(max_workers, "executor")
+        self.waits: SlotWaitingRoom[SlotWait] = SlotWaitingRoom(
+            executor.take_slot, executor.keep_waiting, self._start_in_slot, self._end_wait
+        )
+        self._running = 0
+        self._waiting = 0
+        # The waits by owner and by key (their shares of the room), and each owner's deliveries
+        # under way by execution id, with when they began (its slow ones' share of the threads).
+        self._waits_of: Counter[tuple[str, str]] = Counter()
+        self._delivering: dict[str, dict[str, float]] = {}
+        self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)  # notified when room_worth_a_claim is free
+        self._worth_a_claim = max(1, max_workers // 2)
+        # Finished deliveries (a hand-back only in a deployed executor: none here, in practice).
+        self.outcomes: TimedBatchBuffer[Finished | SlotHandBack] = TimedBatchBuffer(
+            self._record, max_size=max_batch, flush_seconds=flush_seconds, name="recorder"
+        )
+
+    def capacity(self) -> int:
+        with self._lock:
+            return self._room_now()
+
+    def _room_now(self) -> int:
+        """Claims it can take now (under the lock): idle threads. A full waiting room does not
+        stop the claims (one owner's waits would hold back every job): a limited claim that
+        finds it full is handed back (``dispatch``)."""
+        return self.max_workers - self._running
+
+    def _freed(self) -> None:
+        """Under the lock, after a thread or a wait's place was freed: wake the fan-out waiting
+        for room."""
+        if self._room_now() >= self._worth_a_claim:
+            self._room.notify_all()
+
+    def room_worth_a_claim(self) -> int:
+        """Half the threads: a claim taken while the other half still delivers overlaps them, and
+        a burst is claimed in batches worth their statement, not a few jobs at a time."""
+        return self._worth_a_claim
+
+    def wait_for_room(self, timeout: float) -> None:
+        with self._room:
+            self._room.wait_for(lambda: self._room_now() >= self._worth_a_claim, timeout)
+
+    def dispatch(self, claims: list[Claim]) -> list[Claim]:
+        """Deliver claims taken by ``claim_and_start`` (each already started), one thread each;
+        hand back those beyond their owner's (or key's) share."""
+        unlimited: list[StartedExecution] = []
+        now = time.monotonic()
+        for claim in claims:
+            started = claim.started
+            assert started is not None, "claim_and_start starts what it claims"
+            owner = str(started.job.owner)
+            if self.executor.waits_for_slot(started):
+                wait = self.executor.slot_wait(started, claim.lock_token)
+                with self._lock:
+                    refused = self._no_room_to_wait(owner, wait.limit.slot_key)
+                    if refused is None:
+                        self._waiting += 1
+                        self._waits_of.update(((OWNER, owner), (KEY, wait.limit.slot_key)))
+                if refused is None:
+                    self.waits.add(wait)
+                else:  # claimed again after a pause, its start undone
+                    why = f"{wait.limit.describe()}; {refused}"
+                    self.outcomes.put(self.executor.hand_back_unwaited(started, claim.lock_token, why))
+                continue
+            with self._lock:
+                busy = self._slow_deliveries(owner, now) >= self._owner_threads
+                if not busy:
+                    self._running += 1
+                    self._delivering.setdefault(owner, {})[started.execution_id] = now
+            if busy:
+                why = (
+                    f"its owner's slow deliveries hold {self._owner_threads} of the {self.max_workers} delivery threads"
+                )
+                self.outcomes.put(self.executor.hand_back_unwaited(started, claim.lock_token, why))
+                continue
+            unlimited.append(started)
+            try:
+                self.pool.submit(self._deliver, started, claim.lock_token)
+            except RuntimeError:  # shut down: the lease expires and the job is delivered again
+                with self._lock:
+                    self._running -= 1
+                    self._delivered(owner, started.execution_id)
+        # A limited delivery's lateness is counted when it takes its slot (the wait is part of it).
+        self.executor.count_lateness(unlimited)
+        return []
+
+    @property
+    def _owner_threads(self) -> int:
+        return max(1, int(self.max_workers * OWNER_THREAD_SHARE))
+
+    def _no_room_to_wait(self, owner: str, key: str) -> str | None:
+        """Under the lock: why a limited claim of ``owner`` on ``key`` cannot wait (the room, the
+        key's share of it or the owner's is full), None when it can."""
+        if self._waiting >= self.max_waiting:
+            return "the waiting room is full"
+        if self._waits_of[(KEY, key)] >= max(1, int(self.max_waiting * KEY_WAITING_SHARE)):
+            return "the key's share of the waiting room is full"
+        if self._waits_of[(OWNER, owner)] >= max(1, int(self.max_waiting * OWNER_WAITING_SHARE)):
+            return "its owner's share of the waiting room is full"
+        return None
+
+    def _slow_deliveries(self, owner: str, now: float) -> int:
+        """Under the lock: the owner's deliveries under way for more than SLOW_DELIVERY_SECONDS."""
+        under_way = self._delivering.get(owner)
+        if not under_way or len(under_way) < self._owner_threads:
+            return 0
+        return sum(1 for began in under_way.values() if now - began > SLOW_DELIVERY_SECONDS)
+
+    def _delivered(self, owner: str, execution_id: str) -> None:
+        """Under the lock: a delivery of ``owner`` is over (or never began)."""
+        under_way = self._delivering.get(owner)
+        if under_way is not None:
+            under_way.pop(execution_id, None)
+            if not under_way:
+                del self._delivering[owner]
+
+    def _left_the_room(self, wait: SlotWait) -> None:
+        """Under the lock: a wait left the waiting room (it has its slot, or it ended)."""
+        self._waiting -= 1
+        for counted in ((OWNER, str(wait.started.job.owner)), (KEY, wait.limit.slot_key)):
+            left = self._waits_of[counted] - 1
+            if left > 0:
+                self._waits_of[counted] = left
+            else:
+                del self._waits_of[counted]
+
+    def _deliver(self, execution: StartedExecution, lock_token: str) -> None:
+        try:
+            self.outcomes.put(self.executor.deliver(execution, lock_token))
+        except Exception:  # a bug, not the target's failure: the lease expires and the job is reclaimed
+            logger.exception("delivery failed", extra={"job_id": str(execution.job.id)})
+        finally:
+            with self._lock:
+                self._running -= 1
+                self._delivered(str(execution.job.owner), execution.execution_id)
+                self._freed()
+
+    def _start_in_slot(self, wait: SlotWait, token: str) -> None:
+        """A wait that got its slot: delivered by a thread (the waiting room's call)."""
+        owner, execution_id = str(wait.started.job.owner), wait.started.execution_id
+        with self._lock:
+            self._left_the_room(wait)
+            self._running += 1
+            self._delivering.setdefault(owner, {})[execution_id] = time.monotonic()
+            self._freed()
+        try:
+            self.pool.submit(self._deliver_in_slot, wait, token)
+        except RuntimeError:  # shut down: the slot's lease and the job's expire; delivered again
+            with self._lock:
+                self._running -= 1
+                self._delivered(owner, execution_id)
+
+    def _deliver_in_slot(self, wait: SlotWait, token: str) -> None:
+        try:
+            self.outcomes.put(self.executor.deliver_in_slot(wait, token))
+        except Exception:  # a bug, not the target's failure: the lease expires and the job is reclaimed
+            logger.exception("delivery failed", extra={"job_id": wait.job_id})
+        finally:
+            self.waits.nudge(wait.key)  # its slot is free: the next wait of the key need not back off
+            with self._lock:
+                self._running -= 1
+                self._delivered(str(wait.started.job.owner), wait.started.execution_id)
+                self._freed()
+
+    def _end_wait(self, wait: SlotWait, outcome: Outcome) -> None:
+        """A wait that cannot go on (its lease taken over): its outcome recorded as a delivery's."""
+        with self._lock:
+            self._left_the_room(wait)
+            self._freed()
+        self.outcomes.put(self.executor.ended_wait(wait, outcome))
+
+    def _record(self, batch: Sequence[Finished | SlotHandBack]) -> None:
+        give_up = time.monotonic() + self.record_retry_seconds
+        while True:
+            try:
+                self.executor.record(batch)
+                return
+            except Exception:  # the database is away: try again until the leases would be gone
+                if time.monotonic() >= give_up:
+                    logger.exception(
+                        "outcomes not recorded; their jobs run again when the leases expire", extra={"jobs": len(batch)}
+                    )
+                    return
+                logger.warning("recording outcomes failed; retrying", exc_info=True)
+                time.sleep(0.5)
+
+    def close(self) -> None:
+        """Wait for the waits to have their slots and the deliveries under way to end, and
+        record their outcomes."""
+        self.waits.close()
+        self.pool.shutdown()
+        self.outcomes.close()

@@ -1,0 +1,69 @@
+"""The fan-out's reads and writes of leases besides the claim itself: a claim given back, the live
+leases (in all, and the owners past their share of them), the claims deferred for their owner's
+share, the due backlog and the time to the next due job. ``Store`` has ``LeaseLooks`` as a base
+class; it uses its pool."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from scheduler.core.domain import Claim
+from scheduler.sql import QUERIES
+from scheduler.store.rows import retry_on_dead_connection
+
+
+class LeaseLooks:
+    """The fan-out's looks at the leases, on ``self.pool`` (a psycopg pool)."""
+
+    pool: Any
+
+    @retry_on_dead_connection
+    def release(self, job_id: str, lock_token: str) -> bool:
+        """Give back a claim that could not be dispatched, so the job is due again at once."""
+        with self.pool.connection() as conn:
+            return (
+                conn.execute(QUERIES["release_lease"], {"job_id": job_id, "lock_token": lock_token}).fetchone()
+                is not None
+            )
+
+    @retry_on_dead_connection
+    def due_backlog(self) -> tuple[int, float]:
+        """(unleased due jobs, age in seconds of the oldest) for the metrics."""
+        with self.pool.connection() as conn:
+            row = conn.execute(QUERIES["due_backlog"]).fetchone()
+        return int(row["due"]), float(row["oldest_due_age_seconds"])
+
+    @retry_on_dead_connection
+    def live_leases(self) -> int:
+        """Jobs under an unexpired lease: executors at work or on their way (the fan-out's bound)."""
+        with self.pool.connection() as conn:
+            return int(conn.execute(QUERIES["count_live_leases"]).fetchone()["leases"])
+
+    @retry_on_dead_connection
+    def next_due_in(self) -> float | None:
+        """Seconds until a job may next be claimed (negative when one is due), None when none."""
+        with self.pool.connection() as conn:
+            return conn.execute(QUERIES["next_due_in"]).fetchone()["seconds"]
+
+    @retry_on_dead_connection
+    def owners_over_lease_share(self, share: int) -> dict[str, int]:
+        """The owners whose jobs hold more than ``share`` of the live leases, each with how many
+        more (read only when a claim could take an owner past its share)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(QUERIES["owners_over_lease_share"], {"share": share}).fetchall()
+        return {row["owner"]: int(row["excess"]) for row in rows}
+
+    @retry_on_dead_connection
+    def defer_claims(self, claims: Sequence[Claim], seconds: float) -> int:
+        """Give claims back for ``seconds`` (their owner holds its share of the leases): neither
+        leased nor claimable meanwhile, then claimed again as any due job. How many were."""
+        if not claims:
+            return 0
+        params = {
+            "job_id": [claim.job_id for claim in claims],
+            "lock_token": [claim.lock_token for claim in claims],
+            "seconds": seconds,
+        }
+        with self.pool.connection() as conn:
+            return len(conn.execute(QUERIES["defer_claims"], params).fetchall())
