@@ -111,3 +111,32 @@ def test_a_cursor_issued_on_one_thread_pages_on_another(store, box):
     second = on_a_thread({"limit": 2, "cursor": first.body["next_cursor"]})
     assert second.status == 200, second.body
     assert [job["name"] for job in second.body["jobs"]] == ["job-2"] and second.body["next_cursor"] is None
+
+
+def test_threads_resolving_at_once_each_read_their_own_request(served, monkeypatch):
+    """Powertools keeps the request in hand on its resolvers' base class: threads that had each
+    set theirs, then read it, read the last one set (two creates made one job twice: a 409 and
+    another request's job as the answer). All ``THREADS`` set their request, meet, then read."""
+    from scheduler.api.app import SchedulerResolver
+
+    met = threading.Barrier(THREADS, timeout=20)
+    resolve = SchedulerResolver._resolve
+
+    def after_all_have_set_theirs(self: SchedulerResolver) -> Any:
+        met.wait()
+        return resolve(self)
+
+    monkeypatch.setattr(SchedulerResolver, "_resolve", after_all_have_set_theirs)
+    names = iter(f"job-{i:02}" for i in range(THREADS))
+    pick = threading.Lock()
+
+    def create() -> tuple[str, requests.Response]:
+        with pick:
+            name = next(names)
+        return name, requests.post(served.url + "/v1/jobs", json=job_body(name), timeout=30)
+
+    results, errors = run_at_once(create, THREADS)
+    assert errors == []
+    assert all(answer.status_code == 201 and answer.json()["name"] == name for name, answer in results), [
+        (name, answer.status_code, answer.text[:80]) for name, answer in results
+    ]

@@ -15,7 +15,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
@@ -175,15 +175,41 @@ CALENDAR_PLANNING_SECONDS = 12.0
 
 
 class SchedulerResolver(APIGatewayRestResolver):
-    """The REST resolver with the request checks that must come before validation and routing."""
+    """The REST resolver with the request checks that must come before validation and routing.
+
+    Powertools keeps the request in hand (``current_event``, ``lambda_context``) on its base
+    class, shared by every resolver of the process: two threads resolving at once would read each
+    other's request (a body, an owner). Here each thread reads its own; local mode's server gives
+    each thread a resolver of its own besides (``per_thread_handler``: a resolver keeps the rest
+    of the request's state, its route's arguments, on itself)."""
 
     identify: Identify | None = None
+    _in_hand = threading.local()
+
+    @property  # type: ignore[override]
+    def current_event(self) -> APIGatewayProxyEvent:
+        return SchedulerResolver._in_hand.event
+
+    @current_event.setter
+    def current_event(self, value: APIGatewayProxyEvent) -> None:
+        SchedulerResolver._in_hand.event = value
+
+    @property
+    def lambda_context(self) -> Any:
+        return SchedulerResolver._in_hand.context
+
+    @lambda_context.setter
+    def lambda_context(self, value: Any) -> None:
+        SchedulerResolver._in_hand.context = value
 
     def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         try:
             checked = precheck(event, self.identify)
         except ApiError as exc:
             return with_answer_headers(_error_result(event, exc))
+        # This thread's request (Powertools sets its base class's too, which no resolver of ours reads).
+        self.current_event = cast(APIGatewayProxyEvent, self._to_proxy_event(dict(checked)))
+        self.lambda_context = context
         with planning_time_limit(CALENDAR_PLANNING_SECONDS):
             answer = super().resolve(checked, context)
         return with_answer_headers(_located(answer, event))
