@@ -143,8 +143,7 @@ class InProcessDispatch:
             with self._lock:
                 busy = self._slow_deliveries(owner, now) >= self._owner_threads
                 if not busy:
-                    self._running += 1
-                    self._delivering.setdefault(owner, {})[started.execution_id] = now
+                    self._began(owner, started.execution_id, now)
             if busy:
                 why = (
                     f"its owner's slow deliveries hold {self._owner_threads} of the {self.max_workers} delivery threads"
@@ -156,7 +155,6 @@ class InProcessDispatch:
                 self.pool.submit(self._deliver, started, claim.lock_token)
             except RuntimeError:  # shut down: the lease expires and the job is delivered again
                 with self._lock:
-                    self._running -= 1
                     self._delivered(owner, started.execution_id)
         # A limited delivery's lateness is counted when it takes its slot (the wait is part of it).
         self.executor.count_lateness(unlimited)
@@ -184,8 +182,14 @@ class InProcessDispatch:
             return 0
         return sum(1 for began in under_way.values() if now - began > SLOW_DELIVERY_SECONDS)
 
+    def _began(self, owner: str, execution_id: str, now: float) -> None:
+        """Under the lock: a delivery of ``owner`` takes a thread."""
+        self._running += 1
+        self._delivering.setdefault(owner, {})[execution_id] = now
+
     def _delivered(self, owner: str, execution_id: str) -> None:
-        """Under the lock: a delivery of ``owner`` is over (or never began)."""
+        """Under the lock: a delivery of ``owner`` gave its thread back (it is over, or never began)."""
+        self._running -= 1
         under_way = self._delivering.get(owner)
         if under_way is not None:
             under_way.pop(execution_id, None)
@@ -209,7 +213,6 @@ class InProcessDispatch:
             logger.exception("delivery failed", extra={"job_id": str(execution.job.id)})
         finally:
             with self._lock:
-                self._running -= 1
                 self._delivered(str(execution.job.owner), execution.execution_id)
                 self._freed()
 
@@ -218,14 +221,12 @@ class InProcessDispatch:
         owner, execution_id = str(wait.started.job.owner), wait.started.execution_id
         with self._lock:
             self._left_the_room(wait)
-            self._running += 1
-            self._delivering.setdefault(owner, {})[execution_id] = time.monotonic()
+            self._began(owner, execution_id, time.monotonic())
             self._freed()
         try:
             self.pool.submit(self._deliver_in_slot, wait, token)
         except RuntimeError:  # shut down: the slot's lease and the job's expire; delivered again
             with self._lock:
-                self._running -= 1
                 self._delivered(owner, execution_id)
 
     def _deliver_in_slot(self, wait: SlotWait, token: str) -> None:
@@ -236,7 +237,6 @@ class InProcessDispatch:
         finally:
             self.waits.nudge(wait.key)  # its slot is free: the next wait of the key need not back off
             with self._lock:
-                self._running -= 1
                 self._delivered(str(wait.started.job.owner), wait.started.execution_id)
                 self._freed()
 
