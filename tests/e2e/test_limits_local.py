@@ -109,6 +109,7 @@ def test_a_limit_of_5_in_flight_holds_at_the_target_under_1000_due_jobs(local, c
         lambda: [e for e in api.get("/v1/executions?limit=200&status=succeeded")["executions"] if e["waited_ms"]],
         what="executions that waited",
     )
-    assert all(e["waited_for"] == "limits of billing-api (max_in_flight 5)" for e in waited)
+    # a delivery handed back for want of room in the waiting room says so after the limit's name
+    assert all(e["waited_for"].startswith("limits of billing-api (max_in_flight 5)") for e in waited)
     completed = poll(lambda: api.get("/v1/jobs?state=completed&limit=200")["jobs"], what="completed jobs listed")
     assert completed

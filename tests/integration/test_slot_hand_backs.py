@@ -157,3 +157,32 @@ def test_a_handed_back_run_now_stays_a_run_now_and_last_run_at_goes_back(store, 
     newest = store.list_executions(ALICE, str(job.id))[0]
     assert newest.trigger == "manual" and newest.waited_for == HELD and newest.waited_ms > 0
     assert len(store.list_executions(ALICE, str(job.id))) == 2
+
+
+def test_local_mode_claims_a_handed_back_job_with_its_wait_behind_it(store, pool, target_server, short_waits):
+    """Local mode claims and starts in one statement (claim_and_start) and hands a limited job back
+    when there is no room for it to wait: the next claim's execution says how long the occurrence
+    has waited since its first hand-back, and the wait is cleared from the job's run state."""
+    job = limited_job(store, "local-held", target_server.url + "/held")
+    executor = Executor(store, lambda target: target, TargetPolicy(allow_private=True))
+    why = f"{HELD}; no room to wait"
+
+    def claim_and_hand_back() -> None:
+        [claim] = poll(lambda: store.claim_and_start(10, 30), timeout=10, what="the job claimed again")
+        assert executor.hand_back(executor.hand_back_unwaited(claim.started, claim.lock_token, why)).outcome == (
+            "handed_back"
+        )
+
+    claim_and_hand_back()
+    first = run_state(pool, job.id)["slot_wait_since"]
+    assert first is not None and store.list_executions(ALICE, str(job.id)) == []
+    claim_and_hand_back()  # again: the wait still counts from the first hand-back
+    assert abs((run_state(pool, job.id)["slot_wait_since"] - first).total_seconds()) < 0.002
+
+    [claim] = poll(lambda: store.claim_and_start(10, 30), timeout=10, what="the job claimed a third time")
+    [execution] = store.list_executions(ALICE, str(job.id))
+    assert execution.status == "running" and execution.waited_for == why
+    assert abs(execution.waited_ms / 1000 - (execution.started_at - first).total_seconds()) < 0.01
+    state = run_state(pool, job.id)
+    assert state["slot_wait_since"] is None and state["slot_wait_for"] is None
+    assert claim.started.execution_id == str(execution.id)

@@ -290,7 +290,9 @@ due AS (
     -- The claim then updates each row it locked by its ctid (a TID scan), not by a second probe
     -- of the primary key: the row is locked, so that version is the one to update; in the rare
     -- race where it changed before the lock, the update finds nothing and the job stays due.
-    SELECT job_id AS id, ctid AS row_ctid, running_execution_id AS orphan_execution_id, last_run_at AS orphan_started_at
+    -- slot_wait_* (0022): an occurrence handed back for its target's slot waited since then.
+    SELECT job_id AS id, ctid AS row_ctid, running_execution_id AS orphan_execution_id, last_run_at AS orphan_started_at,
+           slot_wait_since, slot_wait_for
     FROM job_runs
     WHERE due_at <= now()
       AND (locked_until IS NULL OR locked_until < now())
@@ -354,19 +356,20 @@ RETURNING job_id AS id;
 -- state's (j, job_runs) and its specification's (d, job_specs).
 d.id, d.owner, d.name, d.schedule, d.run_at, d.timezone, d.start_at, d.end_at, d.created_at, d.target,
 d.retry, d.missed_runs, j.state, j.version, j.scheduled_at, j.attempt, j.next_run_at, j.lease_kind,
-d.after_completion, d.schedules, d.spread, j.manual_run_at, j.running_execution_id, d.exclude_calendars,
+d.after_completion, d.schedules, d.spread, j.manual_run_at, j.running_execution_id AS run_id, d.exclude_calendars,
 d.on_excluded, d.limits, CASE WHEN j.lease_kind = 'manual' THEN j.manual_overrides END AS manual_overrides,
 -- The chains (0016) as one value, NULL for a job without any (nearly all: one NULL to read), and
 -- a manual run's pending cause (a chained run's), NULL for every other run: decided here, on the
 -- row in hand, rather than on the CTE's rows below (5,600 instructions a job less for Postgres).
 CASE WHEN d.on_success = '{}' AND d.on_failure = '{}' AND d.on_complete = '{}' THEN NULL
      ELSE jsonb_build_array(d.on_success, d.on_failure, d.on_complete) END AS chains,
-CASE WHEN j.lease_kind = 'manual' THEN j.pending_cause END AS pending_cause
+CASE WHEN j.lease_kind = 'manual' THEN j.pending_cause END AS cause
 
 -- fragment: record_started
--- After a "job" CTE that started jobs (their running_execution_id set, the attempt counted):
--- their executions recorded as running. The query then selects started_columns.
-execution AS (
+-- After a "job" CTE that started jobs (their running_execution_id set, answered as run_id, the
+-- attempt counted): their executions recorded as running ("run"). The query then selects
+-- started_columns.
+run AS (
     -- due_at (0012): when this attempt was due, the run state's next_run_at (the occurrence, a
     -- retry's time, the resume of a catch-up) or the manual run's request.
     -- overrides (0015): a manual run's, as shown (masked). A manual run with a pending cause
@@ -376,7 +379,7 @@ execution AS (
     INSERT INTO executions (id, job_id, owner, scheduled_at, attempt, trigger, status, started_at, due_at, overrides,
                             caused_by, caused_by_job_id, waited_ms, waited_for)
     -- A backfill's delivery (0015) is a manual request carrying its occurrence (backfill_at).
-    SELECT job.running_execution_id, job.id, job.owner,
+    SELECT job.run_id, job.id, job.owner,
            CASE job.lease_kind WHEN 'manual'
                 THEN COALESCE((job.manual_overrides->>'backfill_at')::timestamptz, job.manual_run_at)
                 ELSE job.scheduled_at END,
@@ -384,13 +387,13 @@ execution AS (
            CASE job.lease_kind WHEN 'manual' THEN COALESCE((job.manual_overrides->>'attempt')::integer, 1)
                 ELSE job.attempt END,
            CASE WHEN job.manual_overrides ? 'backfill_at' THEN 'backfill'
-                WHEN job.pending_cause IS NOT NULL THEN 'chain'
+                WHEN job.cause IS NOT NULL THEN 'chain'
                 WHEN job.lease_kind = 'manual' THEN 'manual'
                 WHEN job.attempt > 1 THEN 'retry' ELSE 'schedule' END,
            'running', now(),
            CASE job.lease_kind WHEN 'manual' THEN job.manual_run_at ELSE job.next_run_at END,
            job.manual_overrides->'shown',
-           (job.pending_cause->>'execution_id')::uuid, (job.pending_cause->>'job_id')::uuid,
+           (job.cause->>'execution_id')::uuid, (job.cause->>'job_id')::uuid,
            job.waited_ms, job.waited_for
     FROM job
     RETURNING id, scheduled_at, attempt, trigger, started_at
@@ -405,11 +408,11 @@ execution AS (
 job.id, job.owner, job.name, job.schedule, job.run_at, job.timezone, job.start_at, job.end_at,
 job.created_at, job.target::text, job.retry::text, job.missed_runs, job.state, job.version, job.scheduled_at,
 job.attempt, job.next_run_at, job.lease_kind, job.after_completion, job.schedules, job.spread, job.limits,
-execution.id AS execution_id, execution.scheduled_at AS execution_scheduled_at,
-execution.attempt AS execution_attempt, execution.trigger AS execution_trigger,
-execution.started_at AS execution_started_at, job.exclude_calendars, job.on_excluded,
+run.id AS execution_id, run.scheduled_at AS execution_scheduled_at,
+run.attempt AS execution_attempt, run.trigger AS execution_trigger,
+run.started_at AS execution_started_at, job.exclude_calendars, job.on_excluded,
 job.manual_overrides->'deliver' AS overrides,
-job.chains, job.pending_cause AS cause
+job.chains, job.cause
 
 -- fragment: start_lease
 -- The SET of a start (start_execution, start_executions): the lease covers the target's own
@@ -451,7 +454,7 @@ WITH prior AS (
     RETURNING {{ started_job_columns }}, {{ slot_waited }}
 ), {{ record_started }}
 SELECT {{ started_columns }}
-FROM job JOIN execution ON execution.id = job.running_execution_id;
+FROM job JOIN run ON run.id = job.run_id;
 
 -- name: start_executions
 -- start_execution for a group of claims (an executor invoked with several), in one statement:
@@ -470,7 +473,7 @@ WITH claim AS (
     RETURNING {{ started_job_columns }}, {{ slot_waited }}
 ), {{ record_started }}
 SELECT {{ started_columns }}
-FROM job JOIN execution ON execution.id = job.running_execution_id;
+FROM job JOIN run ON run.id = job.run_id;
 
 -- name: claim_and_start
 -- Both phases of the lease in one statement, for a runner that delivers at once what it claims
@@ -485,18 +488,20 @@ WITH {{ due_leases }}, job AS (
         attempt = CASE WHEN j.manual_run_at = j.due_at THEN j.attempt ELSE j.attempt + 1 END,
         running_execution_id = gen_random_uuid(),
         last_run_at = now(),
-        last_status = CASE WHEN due.orphan_execution_id IS NULL THEN j.last_status ELSE 'lost' END
+        last_status = CASE WHEN due.orphan_execution_id IS NULL THEN j.last_status ELSE 'lost' END,
+        {{ slot_wait_cleared }}
     FROM due JOIN job_specs d ON d.id = due.id
     WHERE j.ctid = due.row_ctid AND j.job_id = due.id
-    -- No wait to write: local mode never hands a job back (its waiting room waits without a
-    -- thread), so its claims leave slot_wait_* alone (and the statement under psycopg's 4 KiB).
+    -- A delivery local mode handed back (no room to wait for its slot, or its owner's share of
+    -- the threads) starts with the wait behind it, as a deployed executor's start does
+    -- (slot_waited, from the claimed row as it was).
     RETURNING {{ started_job_columns }}, j.lock_token, (due.orphan_execution_id IS NOT NULL) AS reclaimed,
-              NULL::integer AS waited_ms, NULL AS waited_for
+              (extract(epoch FROM now() - due.slot_wait_since) * 1000)::int AS waited_ms, due.slot_wait_for AS waited_for
 ), {{ record_started }}
 -- The claim's lease time is its execution's started_at (one now()); its due_at and locked_until
 -- are not read back (nothing of local mode reads them).
 SELECT {{ started_columns }}, job.lock_token, job.reclaimed
-FROM job JOIN execution ON execution.id = job.running_execution_id;
+FROM job JOIN run ON run.id = job.run_id;
 
 -- name: leased_job
 -- Completion's second path (its job changed since the execution started): the job as it is now,
