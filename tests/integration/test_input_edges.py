@@ -53,6 +53,20 @@ def test_a_header_value_with_a_line_break_names_the_header(api):
     assert answer.status == 400 and answer.fields == ["target.headers.X-A"], answer.body
 
 
+def test_a_header_value_beginning_with_a_space_is_refused_where_it_would_fail_every_delivery(api):
+    # http.client reads a value that begins with a space as a continuation line and will not send it
+    target = {"type": "http", "url": "https://example.com/", "headers": {"X-Api-Key": " SPACESECRET01 "}}
+    answer = api("POST", "/v1/jobs", job_body("h", target=target))
+    assert answer.status == 400 and answer.fields == ["target.headers.X-Api-Key"], answer.body
+    assert "SPACESECRET01" not in json.dumps(answer.body)
+    auth = {"type": "header", "name": "X-Api-Key", "value": " SPACESECRET01"}
+    answer = api("POST", "/v1/jobs", job_body("h", target={**target, "headers": {}, "auth": auth}))
+    assert answer.status == 400 and answer.fields == ["target.auth.value"], answer.body
+    job = created(api, job_body("spaced-run", target={**target, "headers": {"X-Ok": "a b "}}))  # inner, final: sent
+    answer = api("POST", f"/v1/jobs/{job['id']}/run", {"headers": {"X-B": " b"}})
+    assert answer.status == 400 and answer.fields == ["headers.X-B"], answer.body
+
+
 def test_a_calendar_name_with_a_final_line_break_is_refused_and_not_stored(api):
     answer = api("POST", "/v1/calendars", {"name": "cal\n", "dates": ["2026-12-25"]})
     assert answer.status == 400 and answer.fields == ["name"], answer.body

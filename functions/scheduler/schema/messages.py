@@ -34,6 +34,16 @@ def single_line(value: str, latin1: bool = False) -> str:
     return value
 
 
+def http_header_value(value: str) -> str:
+    """An HTTP header's value, refused when it cannot go on the wire as it is: on one line, in
+    Latin-1 (no tab: a control character), and not starting with a space (which would read as
+    the previous header's continuation: the delivery refuses to send it)."""
+    single_line(value, latin1=True)
+    if value.startswith(" "):
+        raise ValueError("must not begin with a space")
+    return value
+
+
 def _count(ctx: Context, key: str, unit: str) -> str:
     n = ctx.get(key)
     return f"{n} {unit}{'' if n == 1 else 's'}"

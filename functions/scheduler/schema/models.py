@@ -43,7 +43,7 @@ from scheduler.schema.aws_models import (
 )
 from scheduler.schema.details import validation_details  # noqa: F401 (re-exported)
 from scheduler.schema.instants import Instant, is_job_id, parse_time  # noqa: F401 (re-exported)
-from scheduler.schema.messages import FieldError, single_line
+from scheduler.schema.messages import FieldError, http_header_value, single_line
 
 MAX_NAME_LENGTH = 128
 MAX_DESCRIPTION_LENGTH = 2048
@@ -90,7 +90,7 @@ def _check_headers(headers: dict[str, str]) -> dict[str, str]:
         if len(value) > MAX_HEADER_VALUE_LENGTH:
             raise _FieldError(name, f"is longer than {MAX_HEADER_VALUE_LENGTH} characters")
         try:
-            single_line(value, latin1=True)
+            http_header_value(value)
         except ValueError as exc:
             raise _FieldError(name, str(exc)) from None
     return headers
@@ -138,7 +138,7 @@ class HeaderAuth(_Strict):
     @field_validator("value")
     @classmethod
     def _value(cls, v: str) -> str:
-        return single_line(v, latin1=True)
+        return http_header_value(v)
 
 
 Auth = Annotated[BasicAuth | BearerAuth | HeaderAuth | SigV4Auth, Field(discriminator="type")]

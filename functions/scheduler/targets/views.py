@@ -70,9 +70,7 @@ class HttpView:
             found.extend(v for k in ("password", "token", "value") if isinstance(v := self.auth.get(k), str) and v)
             name_value = self.auth_header
             if name_value is not None:
-                found.append(name_value[1])
-                if " " in name_value[1]:
-                    found.append(name_value[1].split(" ", 1)[1])
+                found.extend(credential_parts(*name_value))
         password = _password(self.url)
         if password:
             found.append(password)
@@ -119,14 +117,50 @@ SECRET_HEADER_NAMES = "secret_header_names"
 
 
 def _secret_values(headers: Mapping[str, Any], secret: frozenset[str]) -> list[str]:
-    """The values of the secret headers, and of each its part after a scheme (``Bearer X``)."""
+    """The values of the secret headers, with the parts of each a target may echo apart
+    (``credential_parts``)."""
     found: list[str] = []
     for name, value in headers.items():
         if name.lower() in secret and isinstance(value, str) and value:
-            found.append(value)
-            if " " in value.strip():
-                found.append(value.strip().split(" ", 1)[1])
+            found.extend(credential_parts(name, value))
     return found
+
+
+#: A cookie's value shorter than this is not masked on its own (``theme=dark``'s ``dark`` would
+#: mask every "dark" of an answer); the header's whole value and each ``name=value`` still are.
+MIN_COOKIE_VALUE_SECRET = 4
+
+
+def credential_parts(name: str, value: str) -> list[str]:
+    """A secret header's value and the parts of it that a target may echo on their own: the
+    credential after a scheme (``Bearer X``); a ``Basic`` credential decoded (``user:password``)
+    and its password; each cookie of a ``Cookie`` header (``name=value``) and its value."""
+    found = [value]
+    stripped = value.strip()
+    if " " in stripped:
+        scheme, credential = stripped.split(" ", 1)
+        found.append(credential)
+        if scheme.lower() == "basic":
+            found.extend(_basic_parts(credential.strip()))
+    if name.lower() == "cookie":
+        for pair in value.split(";"):
+            cookie = pair.strip()
+            found.append(cookie)
+            _, _, cookie_value = cookie.partition("=")
+            if len(cookie_value.strip('"')) >= MIN_COOKIE_VALUE_SECRET:
+                found.append(cookie_value.strip('"'))
+    return [part for part in found if part]
+
+
+def _basic_parts(credential: str) -> list[str]:
+    """A ``Basic`` credential decoded: ``user:password`` and the password (none if it is not
+    base64 of such a pair)."""
+    try:
+        decoded = base64.b64decode(credential, validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return []
+    _, colon, password = decoded.partition(":")
+    return [decoded, password] if colon else []
 
 
 def _secret_header_names(target: Mapping[str, Any]) -> frozenset[str]:
