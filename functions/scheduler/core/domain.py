@@ -311,6 +311,13 @@ class StartedExecution(Struct, frozen=True):
     overrides: Mapping[str, Any] | None = None
     # A chained run's cause (``ChainRun.cause``); None for every other execution.
     cause: Mapping[str, Any] | None = None
+    # This process's ``time.monotonic()`` by which the delivery must end: the lease, set from
+    # the database's now() over the target's timeout plus a margin by a statement sent at a known
+    # instant, certainly holds until that instant plus its length; half the margin is kept back
+    # for recording the outcome. None when not known. A delivery that cannot end by then is not
+    # made: the answer came late (a stalled connection, a paused process), and another runner
+    # may have taken the job over meanwhile.
+    deliver_by: float | None = None
 
     @property
     def lateness_ms(self) -> float:

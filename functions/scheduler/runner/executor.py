@@ -28,23 +28,23 @@ from scheduler import service
 from scheduler.calendar_service import job_calendars
 from scheduler.core import constants as c
 from scheduler.core.domain import Claim, Completion, ExecutionStatus, Outcome, Skip, StartedExecution, Trigger
-from scheduler.core.errors import SecretError
 from scheduler.core.limits import SlotHandBack, TargetLimit
 from scheduler.core.records import SkipReason
 from scheduler.planning.attempts import given_up, not_to_make
 from scheduler.ports import ExecutionStore
+from scheduler.runner.delivering import (
+    DEADLINE_RESERVE_SECONDS,
+    LEASE_MARGIN_SECONDS,
+    deliver_started,
+    lease_too_short,
+    log_fields,
+)
 from scheduler.runner.telemetry import Metrics, NullMetrics, count_skips
 from scheduler.runner.waiting_room import SLOT_FIRST_PAUSE, SLOT_MAX_PAUSE
-from scheduler.targets.overrides import apply_overrides
-from scheduler.targets.results import FAILED, Delivery, TargetPolicy
-from scheduler.targets.router import deliver
+from scheduler.targets.results import FAILED, TargetPolicy
 
 logger = logging.getLogger(__name__)
 
-# Time kept back from the Lambda deadline for recording the outcome.
-DEADLINE_RESERVE_SECONDS = 5.0
-# Added to the target's timeout for the lease taken over the delivery.
-LEASE_MARGIN_SECONDS = 30.0
 # A delivery waiting for its target's slot (per-target limits): the lease it keeps while it waits
 # (extended by that much each half of it). Its pauses between tries: the waiting room's.
 SLOT_LEASE_SECONDS = 30.0
@@ -226,10 +226,32 @@ class Executor:
         elif started.job.limits:
             return self.deliver_within_limits(started, lock_token)
         else:
-            result = _deliver(
-                started, job_id, self.decrypt_target, self.policy, self.remaining_seconds, _log_fields(started)
+            renewed = self._renewed_lease(started, lock_token)
+            if not isinstance(renewed, StartedExecution):
+                return renewed
+            started = renewed
+            result = deliver_started(
+                started, job_id, self.decrypt_target, self.policy, self.remaining_seconds, log_fields(started)
             )
         return Finished(job_id, lock_token, started, result, time.monotonic() - began)
+
+    def _renewed_lease(self, started: StartedExecution, lock_token: str) -> StartedExecution | Finished | SlotHandBack:
+        """The started execution, its lease renewed (fenced by its token) when the one it was
+        claimed or kept with no longer leaves room for the delivery (``lease_too_short``: the
+        database's answer reached this runner late). What to record instead when the lease was
+        taken over meanwhile (nothing is delivered: the job is another runner's), or when the
+        renewal's own answer came late too (handed back, claimed again after a pause)."""
+        if lease_too_short(started) is None:
+            return started
+        job_id = str(started.job.id)
+        timeout = float((started.job.target or {}).get("timeout_seconds") or 30)
+        sent_at = time.monotonic()
+        if job_id not in self.store.extend_leases([(job_id, lock_token, timeout + self.lease_margin_seconds)]):
+            error = "the lease was taken over before the delivery began (the database's answer reached the runner late)"
+            return Finished(job_id, lock_token, started, Outcome(FAILED, True, error=error), 0.0)
+        renewed = structs.replace(started, deliver_by=sent_at + timeout + self.lease_margin_seconds / 2)
+        too_late = lease_too_short(renewed)
+        return renewed if too_late is None else self.hand_back_unwaited(renewed, lock_token, too_late)
 
     def waits_for_slot(self, started: StartedExecution) -> bool:
         """Whether delivering a started execution first takes a slot of its target's key (the
@@ -260,10 +282,13 @@ class Executor:
                 ended.append((one, Outcome(FAILED, True, error=error)))
             elif now >= one.kept_until:
                 due.append(one)
+        sent_at = time.monotonic()
         kept = self.store.extend_leases([(w.job_id, w.lock_token, SLOT_LEASE_SECONDS + w.timeout) for w in due])
         for one in due:
             if one.job_id in kept:
                 one.kept_until = now + SLOT_LEASE_SECONDS / 2
+                deliver_by = sent_at + SLOT_LEASE_SECONDS + one.timeout - self.lease_margin_seconds / 2
+                one.started = structs.replace(one.started, deliver_by=deliver_by)
             else:
                 error = f"the lease was taken over while waiting: {one.limit.describe()}"
                 ended.append((one, Outcome(FAILED, True, error=error)))
@@ -295,9 +320,13 @@ class Executor:
                     return self.ended_wait(wait, outcome)
                 started, began = structs.replace(started, started_at=moved), time.monotonic()
                 wait.started = started
+            renewed = self._renewed_lease(started, wait.lock_token)
+            if not isinstance(renewed, StartedExecution):
+                return renewed
+            started = wait.started = renewed
             self.count_lateness([started])  # a limited delivery's, once it has its slot (its wait in it)
-            result = _deliver(
-                started, wait.job_id, self.decrypt_target, self.policy, self.remaining_seconds, _log_fields(started)
+            result = deliver_started(
+                started, wait.job_id, self.decrypt_target, self.policy, self.remaining_seconds, log_fields(started)
             )
         finally:
             self.store.release_target_slot(token)
@@ -386,7 +415,7 @@ class Executor:
         for status, count in Counter(done.result.status for done in finished).items():
             self.metrics.count(c.METRIC_EXECUTIONS, count, status=status)
         for done, written in zip(finished, recorded):
-            result, log = done.result, _log_fields(done.started)
+            result, log = done.result, log_fields(done.started)
             if not written:
                 logger.warning(
                     "lease lost during the delivery; outcome not recorded", extra={**log, "status": result.status}
@@ -434,64 +463,8 @@ def run_invoke(executor: Executor, event: Mapping[str, Any]) -> dict[str, Any]:
     return {"executions": [report.as_dict() for report in executor.run_group(claims)]}
 
 
-def _overridden(target: dict, overrides: Mapping[str, Any], decrypt_target: Callable[[dict], dict]) -> dict:
-    """The target with a manual run's overrides; their credential headers, stored as secret-box
-    tokens, decrypted through the target's own secret place (a header auth's ``value``)."""
-    secret = {
-        name: decrypt_target({"type": "http", "auth": {"type": "header", "value": token}})["auth"]["value"]
-        for name, token in (overrides.get("secret_headers") or {}).items()
-    }
-    return apply_overrides(target, overrides, secret)
-
-
 def _limit_of(started: StartedExecution) -> TargetLimit:
     """The limits of a started execution's job (one that has some), its owner's key."""
     limit = TargetLimit.of(started.job.limits, started.job.target, started.job.owner or "")
     assert limit is not None, "a job with limits"
     return limit
-
-
-def _log_fields(started: StartedExecution) -> dict[str, Any]:
-    return {"job_id": str(started.job.id), "execution_id": started.execution_id, "attempt": started.attempt}
-
-
-def _deliver(
-    started: StartedExecution,
-    job_id: str,
-    decrypt_target: Callable[[dict], dict],
-    policy: TargetPolicy,
-    remaining_seconds: Callable[[], float] | None,
-    log: dict[str, Any],
-) -> Outcome:
-    """Decrypt the target and deliver the started execution (never raises for the target). The
-    delivery ends within the lease: the time the decryption took (KMS, slow or retried) comes
-    off half the margin first, then off the target's timeout, so the lease never runs out under
-    a delivery that is still going (another runner would deliver it again)."""
-    began = time.monotonic()
-    try:
-        target = decrypt_target(dict(started.job.target or {}))
-        if started.overrides:
-            target = _overridden(target, started.overrides, decrypt_target)
-    except SecretError as exc:  # a token that cannot be read: the job's fault, for good
-        logger.error("cannot decrypt the target's secrets", extra={**log, "error": type(exc).__name__})
-        return Outcome(FAILED, False, error="the target's secrets cannot be decrypted")
-    except Exception as exc:  # KMS throttled or unreachable: another attempt may do
-        logger.warning("decrypting the target's secrets failed", extra={**log, "error": type(exc).__name__})
-        return Outcome(FAILED, True, error=f"the target's secrets could not be decrypted now ({type(exc).__name__})")
-    # Half the margin is the decryption's; past that, it comes off the timeout, so that the other
-    # half is left for recording the outcome under the lease.
-    timeout = float(target.get("timeout_seconds") or 30)
-    cap = timeout - max(0.0, time.monotonic() - began - LEASE_MARGIN_SECONDS / 2)
-    if remaining_seconds is not None:
-        cap = min(cap, remaining_seconds() - DEADLINE_RESERVE_SECONDS)
-    cap = max(cap, 0.0)
-    delivery = Delivery(
-        job_id=job_id,
-        execution_id=started.execution_id,
-        scheduled_at=started.scheduled_at,
-        attempt=started.attempt,
-        owner=started.job.owner,
-        cause=started.cause,
-        vars=(started.overrides or {}).get("vars") or None,
-    )
-    return deliver(target, delivery, policy, timeout_cap=cap)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
@@ -317,6 +318,7 @@ class Store(
         record a running execution; None when the lease was lost (expired and taken over, or
         already started by a duplicate invoke)."""
         with self.pool.connection() as conn:
+            sent_at = time.monotonic()
             row = (
                 started_rows_cursor(conn)
                 .execute(
@@ -330,7 +332,7 @@ class Store(
                 )
                 .fetchone()
             )
-        return None if row is None else read_started(row)
+        return None if row is None else read_started(row, sent_at, lease_margin_seconds)
 
     @retry_on_dead_connection
     def start_executions(
@@ -345,6 +347,7 @@ class Store(
         # lock its rows in the same order: one waits for the other rather than deadlocking.
         claims = sorted(claims)
         with self.pool.connection() as conn:
+            sent_at = time.monotonic()
             rows = (
                 started_rows_cursor(conn)
                 .execute(
@@ -358,7 +361,7 @@ class Store(
                 )
                 .fetchall()
             )
-        return [read_started(row) for row in rows]
+        return [read_started(row, sent_at, lease_margin_seconds) for row in rows]
 
     @retry_on_dead_connection
     def claim_and_start(self, limit: int, lease_margin_seconds: float = 30) -> list[Claim]:
@@ -366,6 +369,7 @@ class Store(
         delivers each claim at once (each lease covers the target's timeout plus the margin).
         Every claim carries its ``started`` execution."""
         with self.pool.connection() as conn:
+            sent_at = time.monotonic()
             rows = (
                 started_rows_cursor(conn)
                 .execute(_claim_and_start_sql(limit), {"lease_margin_seconds": lease_margin_seconds})
@@ -373,7 +377,7 @@ class Store(
             )
         claims = []
         for row in rows:
-            started = read_started(row)
+            started = read_started(row, sent_at, lease_margin_seconds)
             job = started.job
             # Claimed and started by one now(); due_at and locked_until are claim_due's only.
             # By position (Claim's field order), as read_started builds the job: thousands a second.

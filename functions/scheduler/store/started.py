@@ -56,9 +56,11 @@ LEASE_KINDS = {kind.value: kind for kind in LeaseKind}
 _TRIGGERS = {trigger.value: trigger for trigger in Trigger}
 
 
-def read_started(row: Sequence[Any]) -> StartedExecution:
+def read_started(
+    row: Sequence[Any], sent_at: float | None = None, lease_margin_seconds: float = 0.0
+) -> StartedExecution:
     """A started row (``STARTED_COLUMNS``, uuids, the target and the retry read as text): its
-    job and its execution.
+    job and its execution, to be delivered by ``_deliver_by`` its lease's statement ``sent_at``.
     Every column the job takes is NOT NULL in the table or has None for its default."""
     (
         job_id,
@@ -110,7 +112,7 @@ def read_started(row: Sequence[Any]) -> StartedExecution:
         timezone,
         start_at,
         end_at,
-        json_value(target),  # NOT NULL, read as text (started_columns)
+        target_value := json_value(target),  # NOT NULL, read as text (started_columns)
         json_value(retry),
         missed_runs,
         _JOB_STATES[state],
@@ -130,6 +132,15 @@ def read_started(row: Sequence[Any]) -> StartedExecution:
         on_failure,
         on_complete,
     )
+    by, trigger = _deliver_by(sent_at, target_value, lease_margin_seconds), _TRIGGERS[trigger]
     return StartedExecution(
-        job, execution_id, execution_scheduled_at, execution_attempt, _TRIGGERS[trigger], started_at, overrides, cause
+        job, execution_id, execution_scheduled_at, execution_attempt, trigger, started_at, overrides, cause, by
     )
+
+
+def _deliver_by(sent_at: float | None, target: dict[str, Any], lease_margin_seconds: float) -> float | None:
+    """The ``time.monotonic()`` by which a delivery ends (``StartedExecution.deliver_by``): the
+    lease's certain end (its statement sent at ``sent_at``), half its margin kept for the record."""
+    if sent_at is None:
+        return None
+    return sent_at + float(target.get("timeout_seconds") or 30) + lease_margin_seconds / 2
