@@ -304,7 +304,10 @@ def pgbench_script(batch: int) -> str:
         "       COALESCE(max(execution_started_at), now()) AS last_start\n"
         "FROM __claimed"
     )
-    claim = substitute(claim, {"limit": str(batch), "lease_margin_seconds": "30"})
+    # The batch's one lease token (the store's, a parameter): one uuid a statement, as the store's.
+    claim = substitute(
+        claim, {"limit": str(batch), "lease_margin_seconds": "30", "lock_token": "(SELECT gen_random_uuid())"}
+    )
     complete = substitute(
         strip_sql_comments(QUERIES["complete_jobs"]),
         {"outcomes": ":outcomes", "earliest_started_at": ":first_start", "latest_started_at": ":last_start"},

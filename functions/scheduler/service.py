@@ -28,7 +28,7 @@ from scheduler.calendar_service import (  # noqa: F401 (the calendar operations,
     replace_calendar,
 )
 from scheduler.chain_service import chain_check, check_chains  # noqa: F401 (re-exported)
-from scheduler.core.changes import cause_of, spec_diff
+from scheduler.core.changes import SCHEDULER_ACTOR, cause_of, spec_diff
 from scheduler.core.domain import (
     OCCURRENCE_FIELDS,
     SCHEDULE_FIELDS,
@@ -262,7 +262,7 @@ def resume_expired_pauses(store: PauseStore, limit: int = 100, on_skips: SkipHoo
     resumed = []
     for owner, job_id in store.expired_pauses(limit):
         try:
-            job = resume_job(store, owner, job_id, on_skips)
+            job = resume_job(store, owner, job_id, on_skips, by=SCHEDULER_ACTOR)
         except (NotFound, EditConflict):
             continue
         resumed.append(job)

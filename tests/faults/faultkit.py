@@ -150,16 +150,21 @@ class TargetServer:
 
 
 class TcpProxy:
-    """A loopback TCP forwarder to ``upstream`` that a test can cut and restore.
+    """A loopback TCP forwarder to ``upstream`` (a host and port, or a Unix socket's path) that a
+    test can cut and restore.
 
     ``down()`` stops listening (new connections are refused: ECONNREFUSED) and shuts down every
     forwarded connection in both directions; ``up()`` listens again on the same port.
+    ``lose_answer_holding(marker)``: the next answer from upstream that holds ``marker`` is not
+    forwarded, and its connection is cut (an answer lost after the server acted on the request).
     """
 
-    def __init__(self, upstream: tuple[str, int]):
+    def __init__(self, upstream: tuple[str, int] | str):
         self.upstream = upstream
         self.port = 0
         self.accepted = 0
+        self.answers_lost = 0
+        self._lose_marker: bytes | None = None
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
         self._listener: socket.socket | None = None
@@ -190,8 +195,7 @@ class TcpProxy:
             except OSError:
                 return
             try:
-                upstream = socket.create_connection(self.upstream, timeout=5)
-                upstream.settimeout(None)
+                upstream = self._connect_upstream()
             except OSError:
                 client.close()
                 continue
@@ -202,14 +206,36 @@ class TcpProxy:
                     return
                 self.accepted += 1
                 self._sockets.update((client, upstream))
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True, name="proxy-pump").start()
+            for src, dst, answers in ((client, upstream, False), (upstream, client, True)):
+                threading.Thread(target=self._pump, args=(src, dst, answers), daemon=True, name="proxy-pump").start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _connect_upstream(self) -> socket.socket:
+        if isinstance(self.upstream, str):
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            upstream.connect(self.upstream)
+            return upstream
+        upstream = socket.create_connection(self.upstream, timeout=5)
+        upstream.settimeout(None)
+        return upstream
+
+    def lose_answer_holding(self, marker: bytes) -> None:
+        """Lose the next answer from upstream that holds ``marker`` (its connection cut)."""
+        with self._lock:
+            self._lose_marker = marker
+
+    def _to_lose(self, data: bytes) -> bool:
+        with self._lock:
+            if self._lose_marker is None or self._lose_marker not in data:
+                return False
+            self._lose_marker = None
+            self.answers_lost += 1
+            return True
+
+    def _pump(self, src: socket.socket, dst: socket.socket, answers: bool = False) -> None:
         try:
             while True:
                 data = src.recv(65536)
-                if not data:
+                if not data or (answers and self._to_lose(data)):
                     break
                 dst.sendall(data)
         except OSError:

@@ -113,3 +113,20 @@ def test_after_completion_through_the_api(api):
         body = {**job_body("bad"), "after_completion": bad}
         answer = api("POST", "/v1/jobs", body)
         assert answer.status == 400 and answer.fields == ["after_completion"], (bad, answer.body)
+
+
+def test_a_job_deleted_after_its_completion_ends_its_change_log_which_the_retention_purges(api, store, pool):
+    """The delete is the log's last entry, by the scheduler, so the log is purged with the
+    executions' retention as after a delete through the API (it was kept for good)."""
+    body = {k: v for k, v in job_body("tidy-log", after_completion="delete").items() if k != "schedule"}
+    job = create(api, {**body, "run_at": "2026-01-01T00:00:00Z"})  # a one-off, due at once
+    assert api("PATCH", f"/v1/jobs/{job['id']}", {"description": "x"}).status == 200
+    assert run_once(store, Outcome("succeeded"), planned=True)
+    assert api("GET", f"/v1/jobs/{job['id']}").status == 404
+    log = api("GET", f"/v1/jobs/{job['id']}/changes").body["changes"]
+    assert [(c["action"], c["by"], c["version"]) for c in log][0] == ("delete", "scheduler", 2)
+    assert [c["action"] for c in log] == ["delete", "update", "create"]
+    with pool.connection() as conn:
+        conn.execute("UPDATE job_changes SET at = at - interval '31 days'")
+    assert store.maintain_partitions(retention_days=30).changes_purged == 3
+    assert api("GET", f"/v1/jobs/{job['id']}/changes").status == 404

@@ -303,8 +303,11 @@ def test_list_filters_and_cursors(api):
 
     # A cursor is tamper-safe and bound to its query and its caller.
     cursor = first.body["next_cursor"]
+    # A character of the signature changed (not its last two: their spare bits, which base64
+    # ignores, would leave it the same signature once in about a thousand cursors).
+    edited = cursor[:-10] + ("B" if cursor[-10] == "A" else "A") + cursor[-9:]
     for query, principal in (
-        ({"tag": "all", "cursor": cursor[:-2] + "AA"}, ALICE),
+        ({"tag": "all", "cursor": edited}, ALICE),
         ({"tag": "odd", "cursor": cursor}, ALICE),
         ({"tag": "all", "cursor": cursor}, BOB),
         ({"cursor": "not-a-cursor"}, ALICE),

@@ -523,6 +523,9 @@ def test_a_job_whose_next_run_takes_too_long_to_plan_is_paused_not_the_batch_hel
     assert paused["state"] == "paused" and paused["next_run_at"] is None, paused
     assert paused["pause"]["by"] == "scheduler" and paused["pause"]["at"] is not None
     assert paused["pause"]["note"].startswith("paused by the scheduler: the calendars take too long to plan")
+    [pause, _] = api("GET", f"/v1/jobs/{frozen['id']}/changes").body["changes"]  # and the create
+    assert (pause["action"], pause["by"], pause["version"]) == ("pause", "scheduler", paused["version"])
+    assert pause["diff"] == {"state": {"from": "active", "to": "paused"}}
     assert api("GET", f"/v1/jobs/{plain['id']}").body["state"] == "active"
     runs = api("GET", f"/v1/jobs/{frozen['id']}/executions").body["executions"]
     assert [run["status"] for run in runs if run["status"] != "skipped"] == ["succeeded"]  # the run stands

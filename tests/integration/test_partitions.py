@@ -31,6 +31,9 @@ COLUMNS = (
     "http_status, response_excerpt, error, duration_ms"
 )
 
+# claim_and_start's parameters, sent as the store sends them (the batch's lease token its own)
+CLAIM_PARAMS = {"lease_margin_seconds": 30, "lock_token": str(uuid.uuid4())}
+
 
 def partitions(conn: psycopg.Connection) -> list[str]:
     return [
@@ -454,7 +457,7 @@ def test_a_delete_waiting_on_a_claim_deletes_the_execution_the_claim_started(sto
     job_id = str(service.create_job(store, OWNER, http_spec("raced", "0 0 1 1 *")).id)
     store.request_run(OWNER, job_id)
     with psycopg.connect(db_url) as claimer:
-        [row] = claimer.execute(_claim_and_start_sql(1), {"lease_margin_seconds": 30}).fetchall()
+        [row] = claimer.execute(_claim_and_start_sql(1), CLAIM_PARAMS).fetchall()
         deleting = threading.Thread(target=store.delete_job, args=(OWNER, job_id))
         deleting.start()
         with psycopg.connect(db_url, autocommit=True) as watcher:
@@ -497,7 +500,7 @@ def test_a_claim_without_orphans_reads_no_execution(store, db_url, planner):
             r["QUERY PLAN"]
             for r in conn.execute(
                 "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + _claim_and_start_sql(10),
-                {"lease_margin_seconds": 30},
+                CLAIM_PARAMS,
             ).fetchall()
         ]
         conn.execute("ROLLBACK")

@@ -90,6 +90,10 @@ def test_the_runner_resumes_a_job_at_its_pauses_end_under_its_missed_run_policy(
     assert skipped["skip_reason"] == "paused" and skipped["skipped_count"] in (10, 11)
     assert metrics.total("PausesEnded") == 1
     assert metrics.total("SkippedOccurrences", reason="paused") == skipped["skipped_count"]
+    # The resume is in the job's change log, made by the scheduler, at the version it left.
+    resume, pause = api("GET", f"/v1/jobs/{job['id']}/changes").body["changes"][:2]
+    assert (resume["action"], resume["by"], resume["version"]) == ("resume", "scheduler", resumed["version"])
+    assert resume["diff"] == {"state": {"from": "paused", "to": "active"}} and pause["action"] == "pause"
 
 
 def test_the_deployed_fan_outs_primary_resumes_ended_pauses_and_a_helper_does_not(api, store, pool):

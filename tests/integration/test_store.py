@@ -645,7 +645,9 @@ def test_started_rows_are_read_by_position_as_the_store_names_their_columns(stor
     job_id = str(service.create_job(store, OWNER, http_spec("positional", "0 0 1 1 *")).id)
     make_due(pool, job_id)
     with pool.connection() as conn, conn.transaction():
-        cursor = conn.execute(QUERIES["claim_and_start"], {"limit": 1, "lease_margin_seconds": 30})
+        cursor = conn.execute(
+            QUERIES["claim_and_start"], {"limit": 1, "lease_margin_seconds": 30, "lock_token": str(uuid.uuid4())}
+        )
         assert tuple(c.name for c in cursor.description) == (*STARTED_COLUMNS, "lock_token", "reclaimed")
         raise psycopg.Rollback()
     [claim] = store.claim_and_start(10, 30)

@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 # AMQP URL. Every one found in a diff's value is masked, wherever it is (a field to come included).
 _TOKEN = re.compile(r"enc(?::|%3A)v1(?::|%3A)[A-Za-z0-9_\-=%]+", re.IGNORECASE)
 
+# The actor of the changes the scheduler makes itself (a pause's "by" too): a resume at the
+# pause's "until", a pause by the runner, a delete after completion (after_completion: delete).
+SCHEDULER_ACTOR = "scheduler"
+
 
 def _masked(value: Any) -> Any:
     """A JSON value of a diff: times as RFC 3339, tuples as lists, every secret token ``***``."""

@@ -481,7 +481,9 @@ FROM job JOIN run ON run.id = job.run_id;
 -- start of start_execution, the lease set over the target's timeout plus the margin.
 WITH {{ due_leases }}, job AS (
     UPDATE job_runs j
-    SET lock_token = gen_random_uuid(),
+    -- One token for the batch, the runner's (fencing needs one a claim, not one a job): by it, a
+    -- batch whose answer was lost with its connection is read back (started_by_lease).
+    SET lock_token = %(lock_token)s,
         locked_until = now() + make_interval(secs => COALESCE((d.target->>'timeout_seconds')::float, 30)
                                                          + %(lease_margin_seconds)s),
         lease_kind = CASE WHEN j.manual_run_at = j.due_at THEN 'manual' ELSE 'schedule' END,
@@ -500,6 +502,24 @@ WITH {{ due_leases }}, job AS (
 ), {{ record_started }}
 -- The claim's lease time is its execution's started_at (one now()); its due_at and locked_until
 -- are not read back (nothing of local mode reads them).
+SELECT {{ started_columns }}, job.lock_token, job.reclaimed
+FROM job JOIN run ON run.id = job.run_id;
+
+-- name: started_by_lease
+-- The executions a start (claim_and_start, start_execution, start_executions) recorded under
+-- these lease tokens, read back when its connection died after the statement was sent: it may
+-- have committed with its answer lost. The rows the start would have answered (reclaimed is not
+-- known here: false). With execution ids (a deployed executor's start, which chose them), only
+-- those: a duplicate invoke carrying the same token may have started the job itself.
+WITH job AS (
+    SELECT {{ started_job_columns }}, j.lock_token, false AS reclaimed, j.last_run_at
+    FROM job_runs j JOIN job_specs d ON d.id = j.job_id
+    WHERE j.lock_token = ANY (%(lock_token)s::uuid[]) AND j.running_execution_id IS NOT NULL
+      AND (%(execution_id)s::uuid[] IS NULL OR j.running_execution_id = ANY (%(execution_id)s::uuid[]))
+), run AS (
+    SELECT e.id, e.scheduled_at, e.attempt, e.trigger, e.started_at
+    FROM executions e JOIN job ON e.job_id = job.id AND e.started_at = job.last_run_at AND e.id = job.run_id
+)
 SELECT {{ started_columns }}, job.lock_token, job.reclaimed
 FROM job JOIN run ON run.id = job.run_id;
 
@@ -683,14 +703,19 @@ LIMIT %(limit)s;
 -- and no execution can be started for them; the conditions still fence it: a job another runner
 -- holds, or with a manual run pending, is kept (its next completion deletes it once that run is
 -- done).
+-- Each delete is the last entry of its job's change log, by the scheduler (the log is kept for
+-- the executions' retention period from it, then purged, as after a delete by the API).
 WITH job AS (
     DELETE FROM job_specs s
     USING job_runs r
     WHERE s.id = ANY(%(job_ids)s::uuid[]) AND r.job_id = s.id AND s.after_completion = 'delete'
       AND r.state = 'completed' AND r.lock_token IS NULL AND r.manual_run_at IS NULL
-    RETURNING s.id
+    RETURNING s.id, s.owner, r.version
 ), execution AS (
     DELETE FROM executions e USING job WHERE e.job_id = job.id
+), logged AS (
+    INSERT INTO job_changes (job_id, owner, actor, action, version)
+    SELECT id, owner, 'scheduler', 'delete', version FROM job
 )
 SELECT id FROM job;
 
@@ -1308,7 +1333,14 @@ FROM job_specs WHERE target::text LIKE '%%enc:v1:%%' LIMIT 1;
 
 -- name: record_parked
 -- The pause's record of the jobs the runner paused with their completion (their next run took
--- too long to plan against their calendars): why, by the scheduler, since now.
-UPDATE job_specs s SET pause_note = p.note, paused_by = 'scheduler', paused_at = now(), pause_until = NULL
-FROM unnest(%(job_id)s::uuid[], %(note)s::text[]) AS p(job_id, note)
-WHERE s.id = p.job_id;
+-- too long to plan against their calendars): why, by the scheduler, since now; and its entry in
+-- the job's change log (a pause by the scheduler, at the version the completion left).
+WITH parked AS (
+    UPDATE job_specs s SET pause_note = p.note, paused_by = 'scheduler', paused_at = now(), pause_until = NULL
+    FROM unnest(%(job_id)s::uuid[], %(note)s::text[]) AS p(job_id, note)
+    WHERE s.id = p.job_id
+    RETURNING s.id, s.owner
+)
+INSERT INTO job_changes (job_id, owner, actor, action, version, diff)
+SELECT parked.id, parked.owner, 'scheduler', 'pause', r.version, '{"state": {"from": "active", "to": "paused"}}'
+FROM parked JOIN job_runs r ON r.job_id = parked.id;

@@ -33,7 +33,6 @@ from scheduler.core.domain import (
     Job,
     JobState,
     LeasedJob,
-    LeaseKind,
     Pause,
     Plan,
     RunOverrides,
@@ -66,7 +65,7 @@ from scheduler.store.skips import (
     record_shifts,
     skips_param,
 )
-from scheduler.store.started import LEASE_KINDS, LOCK_TOKEN_COLUMN, RECLAIMED_COLUMN, STARTED_COLUMNS, read_started
+from scheduler.store.started import LEASE_KINDS, STARTED_COLUMNS, claims_of, read_started
 
 __all__ = ["STARTED_COLUMNS", "Store"]
 
@@ -310,31 +309,22 @@ class Store(
             for r in rows
         ]
 
-    @retry_on_dead_connection
     def start_execution(
         self, job_id: str, lock_token: str, lease_margin_seconds: float = 30
     ) -> StartedExecution | None:
         """Confirm the claim, extend its lease over the target's timeout plus the margin, and
         record a running execution; None when the lease was lost (expired and taken over, or
         already started by a duplicate invoke)."""
-        with self.pool.connection() as conn:
-            sent_at = time.monotonic()
-            row = (
-                started_rows_cursor(conn)
-                .execute(
-                    QUERIES["start_execution"],
-                    {
-                        "job_id": job_id,
-                        "lock_token": lock_token,
-                        "lease_margin_seconds": lease_margin_seconds,
-                        "execution_id": str(uuid.uuid4()),
-                    },
-                )
-                .fetchone()
-            )
-        return None if row is None else read_started(row, sent_at, lease_margin_seconds)
+        execution_id = str(uuid.uuid4())
+        params = {"job_id": job_id, "lock_token": lock_token, "execution_id": execution_id}
+        rows, sent_at = self._start(
+            QUERIES["start_execution"],
+            {**params, "lease_margin_seconds": lease_margin_seconds},
+            [lock_token],
+            [execution_id],
+        )
+        return read_started(rows[0], sent_at, lease_margin_seconds) if rows else None
 
-    @retry_on_dead_connection
     def start_executions(
         self, claims: Sequence[tuple[str, str]], lease_margin_seconds: float = 30
     ) -> list[StartedExecution]:
@@ -346,55 +336,47 @@ class Store(
         # In id order, so two executors given the same group (Lambda may deliver an event twice)
         # lock its rows in the same order: one waits for the other rather than deadlocking.
         claims = sorted(claims)
-        with self.pool.connection() as conn:
-            sent_at = time.monotonic()
-            rows = (
-                started_rows_cursor(conn)
-                .execute(
-                    QUERIES["start_executions"],
-                    {
-                        "job_id": [job_id for job_id, _ in claims],
-                        "lock_token": [lock_token for _, lock_token in claims],
-                        "execution_id": [str(uuid.uuid4()) for _ in claims],
-                        "lease_margin_seconds": lease_margin_seconds,
-                    },
-                )
-                .fetchall()
-            )
+        tokens, execution_ids = [lock_token for _, lock_token in claims], [str(uuid.uuid4()) for _ in claims]
+        params = {"job_id": [job_id for job_id, _ in claims], "lock_token": tokens, "execution_id": execution_ids}
+        rows, sent_at = self._start(
+            QUERIES["start_executions"], {**params, "lease_margin_seconds": lease_margin_seconds}, tokens, execution_ids
+        )
         return [read_started(row, sent_at, lease_margin_seconds) for row in rows]
 
-    @retry_on_dead_connection
     def claim_and_start(self, limit: int, lease_margin_seconds: float = 30) -> list[Claim]:
         """Lease up to ``limit`` due jobs and start them, in one statement: for a runner that
         delivers each claim at once (each lease covers the target's timeout plus the margin).
-        Every claim carries its ``started`` execution."""
-        with self.pool.connection() as conn:
+        Every claim carries its ``started`` execution. The batch's one lease token is chosen
+        here, so that a batch whose answer was lost is read back by it."""
+        token = str(uuid.uuid4())
+        params = {"lock_token": token, "lease_margin_seconds": lease_margin_seconds}
+        rows, sent_at = self._start(_claim_and_start_sql(limit), params, [token], None)
+        return claims_of(rows, sent_at, lease_margin_seconds)
+
+    def _start(
+        self, query: str, params: dict[str, Any], tokens: list[str], execution_ids: list[str] | None
+    ) -> tuple[list[tuple[Any, ...]], float]:
+        """Run a statement that starts executions under lease tokens: its started rows, and the
+        ``time.monotonic()`` it was sent at (their leases run from no earlier). When its
+        connection dies, the executions it may have started (committed, the answer lost) are read
+        back by their tokens (``started_by_lease``) and delivered now, where they would have
+        waited out their leases to be marked lost, an attempt counted that was never made. None
+        found: it never ran, or rolled back, and runs once more on a fresh connection."""
+        sent_at = time.monotonic()
+        try:
+            return self._started_rows(query, params), sent_at
+        except psycopg.OperationalError:
+            found = self._started_rows(
+                QUERIES["started_by_lease"], {"lock_token": tokens, "execution_id": execution_ids}
+            )
+            if found:
+                return found, sent_at
             sent_at = time.monotonic()
-            rows = (
-                started_rows_cursor(conn)
-                .execute(_claim_and_start_sql(limit), {"lease_margin_seconds": lease_margin_seconds})
-                .fetchall()
-            )
-        claims = []
-        for row in rows:
-            started = read_started(row, sent_at, lease_margin_seconds)
-            job = started.job
-            # Claimed and started by one now(); due_at and locked_until are claim_due's only.
-            # By position (Claim's field order), as read_started builds the job: thousands a second.
-            claims.append(
-                Claim(
-                    job.id,  # type: ignore[arg-type]  # a started row's id, read as text
-                    row[LOCK_TOKEN_COLUMN],
-                    job.lease_kind or LeaseKind.SCHEDULE,
-                    started.scheduled_at,
-                    None,
-                    started.started_at,
-                    None,
-                    row[RECLAIMED_COLUMN],
-                    started,
-                )
-            )
-        return claims
+            return self._started_rows(query, params), sent_at
+
+    def _started_rows(self, query: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        with self.pool.connection() as conn:
+            return started_rows_cursor(conn).execute(query, params).fetchall()
 
     @retry_on_dead_connection
     def write_completions(self, planned: Sequence[tuple[Completion, Plan]]) -> set[str]:

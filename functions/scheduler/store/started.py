@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from scheduler.core.domain import Job, JobState, LeaseKind, StartedExecution, Trigger
+from scheduler.core.domain import Claim, Job, JobState, LeaseKind, StartedExecution, Trigger
 from scheduler.store.rows import json_value
 
 # The columns of a started row (``started_columns`` in queries.sql), in their order: read by
@@ -144,3 +144,28 @@ def _deliver_by(sent_at: float | None, target: dict[str, Any], lease_margin_seco
     if sent_at is None:
         return None
     return sent_at + float(target.get("timeout_seconds") or 30) + lease_margin_seconds / 2
+
+
+def claims_of(rows: Sequence[Sequence[Any]], sent_at: float, lease_margin_seconds: float) -> list[Claim]:
+    """The claims of ``claim_and_start``'s rows (and ``started_by_lease``'s, read back): each
+    with its started execution, its statement sent at ``sent_at``."""
+    claims = []
+    for row in rows:
+        started = read_started(row, sent_at, lease_margin_seconds)
+        job = started.job
+        # Claimed and started by one now(); due_at and locked_until are claim_due's only.
+        # By position (Claim's field order), as read_started builds the job: thousands a second.
+        claims.append(
+            Claim(
+                job.id,  # type: ignore[arg-type]  # a started row's id, read as text
+                row[LOCK_TOKEN_COLUMN],
+                job.lease_kind or LeaseKind.SCHEDULE,
+                started.scheduled_at,
+                None,
+                started.started_at,
+                None,
+                row[RECLAIMED_COLUMN],
+                started,
+            )
+        )
+    return claims
