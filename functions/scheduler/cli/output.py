@@ -250,8 +250,42 @@ def _as_json(value: Any) -> Any:
     return value
 
 
+# The fields an execution's first rows show (``executions get``), then those that follow them, in
+# order, with their labels; any other field of an answer comes last, as JSON.
+_EXECUTION_HEAD = frozenset(
+    {
+        "id",
+        "job_id",
+        "job_name",
+        "status",
+        "http_status",
+        "trigger",
+        "attempt",
+        "scheduled_at",
+        "shifted_from",
+        "excluded_by",
+        "due_at",
+        "started_at",
+        "finished_at",
+        "duration_ms",
+        "error",
+        "waited_ms",
+        "response_excerpt",
+    }
+)
+_EXECUTION_TAIL = (
+    ("waited_for", "waited for"),
+    ("skip_reason", "skip reason"),
+    ("skipped_count", "skipped count"),
+    ("caused_by", "caused by"),
+    ("caused_by_job_id", "caused by job"),
+    ("overrides", "overrides"),
+)
+
+
 def format_execution_details(execution: dict[str, Any]) -> str:
-    """One execution, field by field (``executions get``), its response excerpt and error whole."""
+    """One execution, field by field (``executions get``): every field of the answer (``-`` when
+    null or absent), its response excerpt and error whole."""
     late, backoff = execution_timing(execution)
     job = execution.get("job_name")
     rows: list[tuple[str, Any]] = [
@@ -261,7 +295,8 @@ def format_execution_details(execution: dict[str, Any]) -> str:
         ("http status", execution.get("http_status")),
         ("trigger", f"{execution.get('trigger')} (attempt {execution.get('attempt')})"),
         ("scheduled at", execution.get("scheduled_at")),
-        *_shifted(execution),
+        ("shifted from", execution.get("shifted_from")),
+        ("excluded by", execution.get("excluded_by")),
         ("due at", execution.get("due_at")),
         ("started at", execution.get("started_at")),
         ("finished at", execution.get("finished_at")),
@@ -269,7 +304,11 @@ def format_execution_details(execution: dict[str, Any]) -> str:
         ("backoff", duration(backoff.total_seconds() * 1000) if backoff else None),
         ("duration", duration(execution.get("duration_ms"))),
         ("error", execution.get("error")),
+        ("waited", duration(execution.get("waited_ms"))),
+        *((label, _as_json(execution.get(key))) for key, label in _EXECUTION_TAIL),
     ]
+    known = _EXECUTION_HEAD | {key for key, _ in _EXECUTION_TAIL}
+    rows += [(key.replace("_", " "), _as_json(value)) for key, value in execution.items() if key not in known]
     width = max(len(k) for k, _ in rows + [("response excerpt", None)]) + 1
     lines = [f"{(k + ':').ljust(width)}  {cell(v)}" for k, v in rows]
     excerpt = execution.get("response_excerpt")
@@ -279,12 +318,6 @@ def format_execution_details(execution: dict[str, Any]) -> str:
     else:
         lines.append(f"{'response excerpt:'.ljust(width)}  -")
     return "\n".join(lines)
-
-
-def _shifted(execution: dict[str, Any]) -> list[tuple[str, Any]]:
-    """The row of an occurrence a calendar moved (none for another)."""
-    shifted = execution.get("shifted_from")
-    return [("shifted from", f"{shifted} (calendar {execution.get('excluded_by')})")] if shifted else []
 
 
 def print_api_error(exc: Any, stream: Any = None) -> None:
