@@ -914,18 +914,21 @@ def _follow(api, pages, **options):
     api.on("GET", "/v1/executions", answer)
     client = SchedulerClient(api.url)  # type: ignore[attr-defined]
     out, stop = io.StringIO(), threading.Event()
-    thread = threading.Thread(
-        target=follow,
-        args=(client.list_all_executions, {"status": None}),
-        kwargs={"interval": 0.01, "stop": stop, "out": out, **options},
-    )
+    kwargs = {"interval": 0.01, "stop": stop, "out": out, **options}
+    until_shown("boom", out, stop, lambda: follow(client.list_all_executions, {"status": None}, **kwargs))
+    return out.getvalue().splitlines(), calls
+
+
+def until_shown(text: str, out: io.StringIO, stop: threading.Event, following: Callable[[], Any]) -> None:
+    """Run ``following`` (a --follow) in a thread until ``text`` shows in ``out`` (10 s at most),
+    then stop it."""
+    thread = threading.Thread(target=following)
     thread.start()
     deadline = time.monotonic() + 10
-    while "boom" not in out.getvalue() and time.monotonic() < deadline:
+    while text not in out.getvalue() and time.monotonic() < deadline:
         time.sleep(0.01)
     stop.set()
     thread.join(5)
-    return out.getvalue().splitlines(), calls
 
 
 FOLLOWED = [

@@ -16,9 +16,15 @@ from scheduler.cli.common import EXECUTION_STATUSES, EXIT_OK, UsageError, positi
 from scheduler.cli.jobs import print_listing
 from scheduler.cli.output import execution_row, format_execution_details, format_executions, print_data
 from scheduler.cli.reading import yaml_text
-from scheduler.transport.api_models import thaw
+from scheduler.transport.api_models import parse_time, thaw
+from scheduler.transport.api_wire import InvalidRequest
 
 FOLLOW_PAGE = 100
+# --follow keeps in view at most FOLLOW_TRACKED executions it saw running (the oldest started
+# are let go beyond), and reads those that left the newest page again with at most
+# FOLLOW_LOOKUPS requests a poll, in turn.
+FOLLOW_TRACKED = 1000
+FOLLOW_LOOKUPS = 10
 
 
 def _fetch(args: argparse.Namespace, client: Any) -> tuple[Callable[..., dict[str, Any]], dict[str, Any], bool]:
@@ -49,6 +55,83 @@ def _print_one(execution: dict[str, Any], output: str, wide: bool, columns: list
         print(json.dumps(execution, ensure_ascii=False), file=out, flush=True)
 
 
+def _started(execution: dict[str, Any]) -> float:
+    """When an execution started, as a number to order by (0 when unknown)."""
+    try:
+        started = parse_time(execution.get("started_at"))
+    except (TypeError, ValueError):
+        return 0.0
+    return started.timestamp() if started else 0.0
+
+
+class _Running:
+    """The executions ``follow`` saw running and has not printed. One that left the newest page
+    (a hundred newer ones started meanwhile) is read again on its own, ``GET /v1/executions`` of
+    its job since its start (its own start the oldest there): the cursor of the page that held
+    it is kept, so later reads take one request, and a walk cut by the poll's budget resumes."""
+
+    def __init__(self, listing: Callable[..., dict[str, Any]]):
+        self.listing = listing
+        self.rows: dict[str, dict[str, Any]] = {}  # in the order they are read again
+        self.cursors: dict[str, str | None] = {}
+
+    def saw(self, page: list[dict[str, Any]]) -> None:
+        """Note a page's rows: the running ones kept (or refreshed), the others let go."""
+        for row in page:
+            key = str(row.get("id"))
+            if row.get("status") == "running" and row.get("job_id") and row.get("started_at"):
+                self.rows[key] = row  # a new one at the back of the line, one kept in its place
+            else:
+                self.rows.pop(key, None)
+                self.cursors.pop(key, None)
+        while len(self.rows) > FOLLOW_TRACKED:
+            oldest = min(self.rows, key=lambda k: _started(self.rows[k]))
+            del self.rows[oldest]
+            self.cursors.pop(oldest, None)
+
+    def ended(self, on_page: set[str]) -> list[dict[str, Any]]:
+        """Those that left the page and have ended since (oldest first), read with at most
+        ``FOLLOW_LOOKUPS`` requests; one read still running goes to the back of the line, one
+        not found (its job deleted) is let go."""
+        ended, budget = [], FOLLOW_LOOKUPS
+        for key in [k for k in self.rows if k not in on_page]:
+            if budget <= 0:
+                break
+            row = self.rows.pop(key)
+            found, budget = self._read(key, row, budget)
+            if found is None:
+                self.cursors.pop(key, None)
+            elif found.get("status") == "running":
+                self.rows[key] = found
+            else:
+                self.cursors.pop(key, None)
+                ended.append(found)
+        return sorted(ended, key=_started)
+
+    def _read(self, key: str, row: dict[str, Any], budget: int) -> tuple[dict[str, Any] | None, int]:
+        """The execution as it is now (None when the listing has it no more), and the budget
+        left; ``row`` as it was when the budget ran out first."""
+        query = {"job_id": row.get("job_id"), "since": row.get("started_at"), "limit": FOLLOW_PAGE}
+        cursor = self.cursors.get(key)
+        while budget > 0:
+            budget -= 1
+            try:
+                page = self.listing(**query, cursor=cursor)
+            except InvalidRequest as exc:
+                if cursor is None or exc.field != "cursor":
+                    raise
+                cursor = self.cursors[key] = None  # refused (another container's key, say): from the start
+                continue
+            for item in page.get("executions") or []:
+                if str(item.get("id")) == key:
+                    self.cursors[key] = cursor
+                    return item, budget
+            cursor = self.cursors[key] = page.get("next_cursor")
+            if not cursor:
+                return None, budget
+        return row, budget
+
+
 def follow(
     fetch: Callable[..., dict[str, Any]],
     filters: dict[str, Any],
@@ -62,6 +145,7 @@ def follow(
     from_start: bool = False,
     backlog: int | None = None,
     columns: list[Column] | None = None,
+    lookup: Callable[..., dict[str, Any]] | None = None,
 ) -> int:
     """Print the executions that finish from now on, oldest first, polling every ``interval``
     seconds until ``stop`` is set (or Ctrl-C). Those finished before the start are left out,
@@ -69,22 +153,29 @@ def follow(
     table's columns keep fixed widths.
 
     A poll reads the newest page (``FOLLOW_PAGE`` rows): more executions than that finishing
-    between two polls would be missed, so keep ``interval`` short for busy owners."""
+    between two polls would be missed, so keep ``interval`` short for busy owners. One a poll
+    saw running is printed when it ends even after it left that page: read again through
+    ``lookup`` (``GET /v1/executions``; without a status filter, as only then are running rows
+    seen)."""
     stop = stop or threading.Event()
     out = out or sys.stdout
     columns = columns or execution_columns(None, job_column=job_column)
     seen: set[str] = set()
+    running = _Running(lookup) if lookup is not None and not filters.get("status") else None
     if output == "table":
         print(_stream_line([c.header for c in columns], columns), file=out, flush=True)
     query = {**filters, "limit": FOLLOW_PAGE, "status": filters.get("status")}
     first = True
     try:
         while True:
-            page = fetch(**query, cursor=None)
-            finished = [e for e in reversed(page.get("executions") or []) if e.get("status") != "running"]
+            rows = list(reversed(fetch(**query, cursor=None).get("executions") or []))
+            finished = [e for e in rows if e.get("status") != "running"]
             if first and backlog:  # --from-start --limit N: the newest N of those finished before
                 seen.update(str(execution.get("id")) for execution in finished[:-backlog])
                 finished = finished[-backlog:]
+            if running is not None:  # those that left the page ended before those on it started
+                running.saw(rows)
+                finished = running.ended({str(e.get("id")) for e in rows}) + finished
             for execution in finished:
                 if str(execution.get("id")) in seen:
                     continue
@@ -129,6 +220,7 @@ def executions(args: argparse.Namespace, client: Any) -> int:
             from_start=args.from_start,
             backlog=args.limit,
             columns=columns,
+            lookup=client.list_all_executions,
         )
     return print_listing(
         args,
