@@ -112,9 +112,15 @@ class JobStore(Protocol):
         ...
 
     def insert_backfill(
-        self, owner: str, job_id: str, occurrences: Sequence[datetime], interval_seconds: float
+        self,
+        owner: str,
+        job_id: str,
+        occurrences: Sequence[datetime],
+        interval_seconds: float,
+        change: Change | None = None,
     ) -> str | None:
-        """Record a backfill of the job's occurrences; its id (None: not the owner's job)."""
+        """Record a backfill of the job's occurrences (with ``change``'s entry in its change
+        log); its id (None: not the owner's job)."""
         ...
 
     def request_run(

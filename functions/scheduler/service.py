@@ -54,10 +54,8 @@ from scheduler.planning.lifecycle import Calendar
 from scheduler.ports import AlertStore, CompletionStore, JobStore, PauseStore
 
 # Reads and writes of an edit, before it gives up on a job that keeps changing under it (each
-# attempt reads the job, plans, and writes only if the job is still what was read).
-EDIT_ATTEMPTS = 5
-# The same for recording an outcome whose job changed since the execution started.
-COMPLETION_ATTEMPTS = 10
+# attempt reads the job, plans, and writes only if the job is still what was read); of an outcome.
+EDIT_ATTEMPTS, COMPLETION_ATTEMPTS = 5, 10
 
 # An edit of a job as it was read: its new spec, and its new schedule columns (None: unchanged).
 Edit = tuple[Mapping[str, Any], Plan | None]
@@ -238,19 +236,20 @@ BACKFILL_INTERVAL_SECONDS = 1.0
 
 
 def backfill_job(
-    store: JobStore, owner: str, job_id: str, start: datetime, end: datetime, *, dry_run: bool
+    store: JobStore, owner: str, job_id: str, start: datetime, end: datetime, *, dry_run: bool, by: str | None = None
 ) -> list[datetime]:
     """The job's occurrences from ``start`` to ``end`` (``ScheduleError`` naming ``end`` past
-    ``MAX_BACKFILL``); unless ``dry_run``, recorded for the runner to deliver one at a time, each
-    as itself (its own scheduled time and key), through the job's lease, at most one every
-    ``BACKFILL_INTERVAL_SECONDS``. ``NotFound`` for another owner's job; ``ScheduleError`` on
-    ``end`` in the future (a backfill is of a past range: the schedule runs what is to come)."""
+    ``MAX_BACKFILL``, or in the future: the schedule runs what is to come); unless ``dry_run``,
+    recorded for the runner to deliver one at a time, each as itself (its own scheduled time and
+    key), through the job's lease, at most one every ``BACKFILL_INTERVAL_SECONDS``, and in the
+    change log (by ``by``: the range and the count). ``NotFound`` for another owner's job."""
     job = store.get_job(owner, job_id)
-    if end > store.now():  # the schedule runs those to come, each with its own Idempotency-Key
+    if end > store.now():
         raise ScheduleError("must not be in the future: a backfill delivers past occurrences", field="end")
     found = backfills.backfill_occurrences(job, start, end, MAX_BACKFILL, job_calendars(store, job))
     if not dry_run and found:
-        if store.insert_backfill(owner, job_id, found, BACKFILL_INTERVAL_SECONDS) is None:
+        entry = change(ChangeAction.BACKFILL, by, None, {"backfill": {"start": start, "end": end, "count": len(found)}})
+        if store.insert_backfill(owner, job_id, found, BACKFILL_INTERVAL_SECONDS, entry) is None:
             raise NotFound(job_id)
     return found
 

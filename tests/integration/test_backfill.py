@@ -39,6 +39,25 @@ def test_a_dry_run_answers_the_occurrences_and_writes_nothing(api, store, pool, 
         assert conn.execute("SELECT count(*) AS n FROM backfills").fetchone()["n"] == 0
 
 
+def test_a_backfill_is_in_the_change_log_with_its_range_and_count_a_dry_run_is_not(api, store, target_server):
+    job = _hourly(api, target_server)
+    now = store.now().replace(minute=0, second=0, microsecond=0)
+    body = {"start": format_time(now - timedelta(hours=3)), "end": format_time(now - timedelta(hours=1))}
+    path = f"/v1/jobs/{job['id']}"
+    assert api("POST", f"{path}/backfill", {**body, "dry_run": True}).status == 200
+    assert api("POST", f"{path}/backfill", body).status == 202
+    entry, created = api("GET", f"{path}/changes").body["changes"]
+    assert (entry["action"], entry["by"], entry["version"]) == ("backfill", created["by"], job["version"])
+    assert entry["diff"] == {
+        "backfill.count": {"from": None, "to": 3},
+        "backfill.end": {"from": None, "to": body["end"]},
+        "backfill.start": {"from": None, "to": body["start"]},
+    }
+    # Another owner's backfill is refused and leaves no entry.
+    assert api("POST", f"{path}/backfill", body, principal=BOB).status == 404
+    assert len(api("GET", f"{path}/changes").body["changes"]) == 2
+
+
 def test_each_occurrence_is_delivered_as_itself_one_at_a_time_at_a_bounded_rate(api, store, box, pool, target_server):
     job = _hourly(api, target_server)
     now = store.now().replace(minute=0, second=0, microsecond=0)

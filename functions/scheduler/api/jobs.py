@@ -334,9 +334,10 @@ def pause_record(request: PauseRequest | None, store: JobStore, caller: str) -> 
     },
 )
 def backfill_job(
-    job_id: JobId, request: Annotated[BackfillRequest, Body()], store: StoreDep, owner: Owner
+    job_id: JobId, request: Annotated[BackfillRequest, Body()], store: StoreDep, owner: Owner, caller: Caller
 ) -> Response[Any]:
-    found = service.backfill_job(store, owner, job_id, request.start, request.end, dry_run=request.dry_run)
+    start, end = request.start, request.end
+    found = service.backfill_job(store, owner, job_id, start, end, dry_run=request.dry_run, by=caller)
     if request.dry_run:
         body: dict[str, Any] = {"occurrences": [format_time(at) for at in found], "count": len(found)}
         return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=body)

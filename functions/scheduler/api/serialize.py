@@ -237,7 +237,7 @@ class Change(BaseModel):
 
     at: AwareDatetime = Field(description="when, by the database clock")
     by: str = Field(description="the caller's identity (its IAM principal)")
-    action: Literal["create", "update", "pause", "resume", "run", "delete", "replan"]
+    action: Literal["create", "update", "pause", "resume", "run", "delete", "replan", "backfill"]
     version: int = Field(description="the version after the change (of the job, calendar or rule set)")
     diff: dict[str, Any] = Field(
         description='`{"field.path": {"from": old, "to": new}}`; a secret shows as `"***"` with `"secret": true`'

@@ -147,6 +147,8 @@ class ChangeAction(StoredEnum):
     DELETE = "delete"
     # A calendar's replacement moved the job's occurrence in hand (0024).
     REPLAN = "replan"
+    # Past occurrences queued for delivery (0027): the range and how many.
+    BACKFILL = "backfill"
 
 
 @dataclass(frozen=True, slots=True)

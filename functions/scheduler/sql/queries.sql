@@ -1068,11 +1068,16 @@ WHERE id IN (SELECT id FROM alert_deliveries
              LIMIT 1000);
 -- name: insert_backfill
 -- A backfill's occurrences (0015), planned by the service from the job as read; its deliveries are
--- handed over by pump_backfills.
-INSERT INTO backfills (id, job_id, owner, occurrences, interval_seconds)
-SELECT %(id)s, spec.id, spec.owner, %(occurrences)s::timestamptz[], %(interval_seconds)s
-FROM job_specs spec WHERE spec.id = %(job_id)s AND spec.owner = %(owner)s
-RETURNING id;
+-- handed over by pump_backfills. Answers the job's version too, for its change-log entry (0027).
+WITH spec AS (
+    SELECT s.id, s.owner, r.version FROM job_specs s JOIN job_runs r ON r.job_id = s.id
+    WHERE s.id = %(job_id)s AND s.owner = %(owner)s
+), backfill AS (
+    INSERT INTO backfills (id, job_id, owner, occurrences, interval_seconds)
+    SELECT %(id)s, spec.id, spec.owner, %(occurrences)s::timestamptz[], %(interval_seconds)s FROM spec
+    RETURNING id
+)
+SELECT backfill.id, spec.version FROM backfill, spec;
 
 -- name: pump_backfills
 -- The primary fan-out, every second: each backfill whose next delivery is due hands its next

@@ -13,8 +13,9 @@ from typing import Any
 
 import psycopg
 
-from scheduler.core.domain import Completion, Pause, Plan, Shift, Skip
+from scheduler.core.domain import Change, Completion, Pause, Plan, Shift, Skip
 from scheduler.sql import QUERIES
+from scheduler.store.changes import write_change
 from scheduler.store.rows import retry_on_dead_connection
 
 
@@ -92,10 +93,16 @@ class RunRecords:
 
     @retry_on_dead_connection
     def insert_backfill(
-        self, owner: str, job_id: str, occurrences: Sequence[datetime], interval_seconds: float
+        self,
+        owner: str,
+        job_id: str,
+        occurrences: Sequence[datetime],
+        interval_seconds: float,
+        change: Change | None = None,
     ) -> str | None:
         """Record a backfill of the job's ``occurrences`` (delivered by ``pump_backfills``, one
-        every ``interval_seconds`` at most); its id, None when the job is not the owner's."""
+        every ``interval_seconds`` at most), with ``change``'s entry in the job's change log;
+        its id, None when the job is not the owner's."""
         params = {
             "id": str(uuid.uuid4()),
             "job_id": job_id,
@@ -103,8 +110,10 @@ class RunRecords:
             "occurrences": list(occurrences),
             "interval_seconds": interval_seconds,
         }
-        with self.pool.connection() as conn:
+        with self.pool.connection() as conn, conn.transaction():
             row = conn.execute(QUERIES["insert_backfill"], params).fetchone()
+            if row is not None:
+                write_change(conn, owner, job_id, row["version"], change)
         return None if row is None else str(row["id"])
 
     @retry_on_dead_connection
