@@ -156,7 +156,8 @@ class TcpProxy:
     ``down()`` stops listening (new connections are refused: ECONNREFUSED) and shuts down every
     forwarded connection in both directions; ``up()`` listens again on the same port.
     ``lose_answer_holding(marker)``: the next answer from upstream that holds ``marker`` is not
-    forwarded, and its connection is cut (an answer lost after the server acted on the request).
+    forwarded, and its connection is cut (an answer lost after the server acted on the request);
+    with ``cut_all``, every connection forwarded then is cut too (the network dropped).
     """
 
     def __init__(self, upstream: tuple[str, int] | str):
@@ -165,6 +166,7 @@ class TcpProxy:
         self.accepted = 0
         self.answers_lost = 0
         self._lose_marker: bytes | None = None
+        self._cut_all = False
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
         self._listener: socket.socket | None = None
@@ -218,10 +220,11 @@ class TcpProxy:
         upstream.settimeout(None)
         return upstream
 
-    def lose_answer_holding(self, marker: bytes) -> None:
-        """Lose the next answer from upstream that holds ``marker`` (its connection cut)."""
+    def lose_answer_holding(self, marker: bytes, *, cut_all: bool = False) -> None:
+        """Lose the next answer from upstream that holds ``marker`` (its connection cut; with
+        ``cut_all``, every forwarded connection)."""
         with self._lock:
-            self._lose_marker = marker
+            self._lose_marker, self._cut_all = marker, cut_all
 
     def _to_lose(self, data: bytes) -> bool:
         with self._lock:
@@ -229,6 +232,12 @@ class TcpProxy:
                 return False
             self._lose_marker = None
             self.answers_lost += 1
+            if self._cut_all:
+                for sock in self._sockets:
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
             return True
 
     def _pump(self, src: socket.socket, dst: socket.socket, answers: bool = False) -> None:

@@ -30,7 +30,7 @@ def proxied(db_url):
     host, port = str(info.get("host") or "127.0.0.1"), int(info.get("port") or 5432)
     upstream: tuple[str, int] | str = os.path.join(host, f".s.PGSQL.{port}") if host.startswith("/") else (host, port)
     proxy = TcpProxy(upstream)
-    pool = make_pool(make_conninfo(db_url, host="127.0.0.1", port=str(proxy.port)), min_size=1, max_size=2)
+    pool = make_pool(make_conninfo(db_url, host="127.0.0.1", port=str(proxy.port)), min_size=1, max_size=3)
     yield Store(pool), proxy
     pool.close()
     proxy.close()
@@ -49,11 +49,16 @@ def delivered_once(store, job, target_server, path: str) -> None:
     assert store.get_job(ALICE, str(job.id)).state == "completed"
 
 
-def test_a_claim_whose_answer_was_lost_is_read_back_and_delivered(store, proxied, target_server):
+@pytest.mark.parametrize("cut_all", [False, True], ids=["its-connection", "every-connection"])
+def test_a_claim_whose_answer_was_lost_is_read_back_and_delivered(store, proxied, target_server, cut_all):
+    """With every connection cut (the network dropped), the pool's idle connections died with the
+    claim's: the read-back meets dead ones first (each dropped as it fails), then a new one."""
     runner_store, proxy = proxied
+    with runner_store.pool.connection(), runner_store.pool.connection(), runner_store.pool.connection():
+        pass  # three connections open in the pool, idle
     path = f"/claim-{uuid.uuid4().hex}"
     job = one_off(store, target_server.url + path)
-    proxy.lose_answer_holding(path.encode())
+    proxy.lose_answer_holding(path.encode(), cut_all=cut_all)
 
     [claim] = runner_store.claim_and_start(10, 30)
     assert proxy.answers_lost == 1 and claim.started.attempt == 1

@@ -418,7 +418,7 @@ class Executor:
             result, log = done.result, log_fields(done.started)
             if not written:
                 logger.warning(
-                    "lease lost during the delivery; outcome not recorded", extra={**log, "status": result.status}
+                    "lease lost; outcome not recorded", extra={**log, "status": result.status, "error": result.error}
                 )
                 reports.append(ExecutionReport(done.job_id, "fenced", done.started.execution_id, result.status))
                 continue

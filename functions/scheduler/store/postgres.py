@@ -366,13 +366,21 @@ class Store(
         try:
             return self._started_rows(query, params), sent_at
         except psycopg.OperationalError:
-            found = self._started_rows(
-                QUERIES["started_by_lease"], {"lock_token": tokens, "execution_id": execution_ids}
-            )
-            if found:
-                return found, sent_at
-            sent_at = time.monotonic()
-            return self._started_rows(query, params), sent_at
+            pass
+        # Every connection of the pool may be dead (the server restarted, the network dropped):
+        # each attempt that fails takes one away, so one more than the pool holds reaches a new one.
+        read_back = {"lock_token": tokens, "execution_id": execution_ids}
+        for attempt in range(self.pool.max_size + 1):
+            try:
+                found = self._started_rows(QUERIES["started_by_lease"], read_back)
+                if found:
+                    return found, sent_at
+                sent_at = time.monotonic()
+                return self._started_rows(query, params), sent_at
+            except psycopg.OperationalError:
+                if attempt == self.pool.max_size:
+                    raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _started_rows(self, query: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         with self.pool.connection() as conn:
