@@ -35,6 +35,11 @@ def log_fields(started: StartedExecution) -> dict[str, Any]:
     return {"job_id": str(started.job.id), "execution_id": started.execution_id, "attempt": started.attempt}
 
 
+def target_timeout(started: StartedExecution) -> float:
+    """The target's ``timeout_seconds`` (30 by default), over which its lease is taken."""
+    return float((started.job.target or {}).get("timeout_seconds") or 30)
+
+
 def lease_too_short(started: StartedExecution) -> str | None:
     """Why a started execution is not to be delivered now, None when its lease leaves room for
     the target's whole timeout (``StartedExecution.deliver_by``). The lease is set by the
@@ -44,8 +49,7 @@ def lease_too_short(started: StartedExecution) -> str | None:
     is handed back, its start undone, rather than made beside the other runner's."""
     if started.deliver_by is None:
         return None
-    left = started.deliver_by - time.monotonic()
-    timeout = float((started.job.target or {}).get("timeout_seconds") or 30)
+    left, timeout = started.deliver_by - time.monotonic(), target_timeout(started)
     if left >= timeout:
         return None
     return (

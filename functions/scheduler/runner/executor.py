@@ -38,6 +38,7 @@ from scheduler.runner.delivering import (
     deliver_started,
     lease_too_short,
     log_fields,
+    target_timeout,
 )
 from scheduler.runner.telemetry import Metrics, NullMetrics, count_skips
 from scheduler.runner.waiting_room import SLOT_FIRST_PAUSE, SLOT_MAX_PAUSE
@@ -244,7 +245,7 @@ class Executor:
         if lease_too_short(started) is None:
             return started
         job_id = str(started.job.id)
-        timeout = float((started.job.target or {}).get("timeout_seconds") or 30)
+        timeout = target_timeout(started)
         sent_at = time.monotonic()
         if job_id not in self.store.extend_leases([(job_id, lock_token, timeout + self.lease_margin_seconds)]):
             error = "the lease was taken over before the delivery began (the database's answer reached the runner late)"
@@ -261,7 +262,7 @@ class Executor:
     def slot_wait(self, started: StartedExecution, lock_token: str) -> SlotWait:
         """A limited delivery's wait for its slot, starting now."""
         limit = _limit_of(started)
-        timeout = float((started.job.target or {}).get("timeout_seconds") or 30)
+        timeout = target_timeout(started)
         began = time.monotonic()
         return SlotWait(started, lock_token, limit, timeout, began, began + SLOT_LEASE_SECONDS / 2)
 
