@@ -105,3 +105,39 @@ def test_a_kept_cursor_refused_reads_from_the_start():
     assert [e["status"] for e in tracker.ended(set())] == ["failed"]
     assert [q["cursor"] for q in listing.queries] == ["old", None]
     assert executions_cli.FOLLOW_PAGE == listing.queries[-1]["limit"]
+
+
+def test_under_a_status_filter_a_long_run_that_ends_with_it_is_printed(api, monkeypatch):
+    """``--status failed``: the slow run is seen on the page of running executions, then 100
+    newer failures push it past the filtered page's reach; when it fails it is read again and
+    printed, once. A quick run that left the running page within the filtered page's reach is
+    let go unread (it ended otherwise, else it would be on the page)."""
+    newest = [quick(n) | {"status": "failed"} for n in range(120, 20, -1)]
+    calls: list[dict[str, str]] = []
+    lookups: list[dict[str, str]] = []
+
+    def answer(req) -> tuple[int, Any]:
+        if "since" in req.query and "job_id" in req.query:
+            lookups.append(req.query)
+            failed = len(lookups) >= 2
+            return 200, {
+                "executions": [slow("failed", error="boom") if failed else slow("running")],
+                "next_cursor": None,
+            }
+        calls.append(req.query)
+        polls = sum(1 for q in calls if q.get("status") == "running")
+        if req.query.get("status") == "running":
+            first = [slow("running"), quick(130) | {"status": "running", "started_at": "2026-11-01T03:00:00Z"}]
+            return 200, {"executions": first if polls == 1 else [], "next_cursor": None}
+        return 200, {"executions": [] if polls == 1 else newest, "next_cursor": None}
+
+    api.on("GET", "/v1/executions", answer)
+    out, stop = io.StringIO(), threading.Event()
+    monkeypatch.setattr(executions_cli, "follow", functools.partial(executions_cli.follow, stop=stop, out=out))
+    until_shown(
+        "boom", out, stop, lambda: run(api, "executions", "--status", "failed", "--follow", "--interval", "0.01")
+    )
+    printed = [line.split()[:2] for line in out.getvalue().splitlines()[1:]]
+    assert printed[-1] == ["slow", "e1"] and printed.count(["slow", "e1"]) == 1
+    assert [q["status"] for q in calls[:2]] == ["running", "failed"]  # the running page first
+    assert all(q["job_id"] == JOB_ID2 for q in lookups)  # the quick one was never read again

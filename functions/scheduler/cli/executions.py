@@ -89,6 +89,19 @@ class _Running:
             del self.rows[oldest]
             self.cursors.pop(oldest, None)
 
+    def settled(self, on_running: set[str], page: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Under a status filter: those that left the page of running executions (``on_running``)
+        and ended with that status before the filtered ``page``'s oldest (past its reach: a
+        hundred newer ones of that status started since), read again as :meth:`ended` reads. One
+        within the page's reach is let go unread: it is on the page if it ended with that status."""
+        on_page = {str(e.get("id")) for e in page}
+        oldest = min((_started(e) for e in page), default=0.0) if len(page) >= FOLLOW_PAGE else None
+        for key in [k for k in self.rows if k not in on_running]:
+            if key in on_page or oldest is None or _started(self.rows[key]) >= oldest:
+                del self.rows[key]
+                self.cursors.pop(key, None)
+        return self.ended(on_running)
+
     def ended(self, on_page: set[str]) -> list[dict[str, Any]]:
         """Those that left the page and have ended since (oldest first), read with at most
         ``FOLLOW_LOOKUPS`` requests; one read still running goes to the back of the line, one
@@ -155,25 +168,32 @@ def follow(
     A poll reads the newest page (``FOLLOW_PAGE`` rows): more executions than that finishing
     between two polls would be missed, so keep ``interval`` short for busy owners. One a poll
     saw running is printed when it ends even after it left that page: read again through
-    ``lookup`` (``GET /v1/executions``; without a status filter, as only then are running rows
-    seen)."""
+    ``lookup`` (``GET /v1/executions``). Under a status filter, the running executions are seen
+    on a page of their own, read first (one that ends after it is still running there), and
+    only those that ended beyond the filtered page's reach are read again."""
     stop = stop or threading.Event()
     out = out or sys.stdout
     columns = columns or execution_columns(None, job_column=job_column)
     seen: set[str] = set()
-    running = _Running(lookup) if lookup is not None and not filters.get("status") else None
+    running = _Running(lookup) if lookup is not None else None
+    status = filters.get("status")
     if output == "table":
         print(_stream_line([c.header for c in columns], columns), file=out, flush=True)
     query = {**filters, "limit": FOLLOW_PAGE, "status": filters.get("status")}
     first = True
     try:
         while True:
+            in_flight = _running_page(fetch, query) if running is not None and status else None
             rows = list(reversed(fetch(**query, cursor=None).get("executions") or []))
             finished = [e for e in rows if e.get("status") != "running"]
             if first and backlog:  # --from-start --limit N: the newest N of those finished before
                 seen.update(str(execution.get("id")) for execution in finished[:-backlog])
                 finished = finished[-backlog:]
-            if running is not None:  # those that left the page ended before those on it started
+            if running is not None and in_flight is not None:
+                running.saw(in_flight)
+                ended = running.settled({str(e.get("id")) for e in in_flight}, rows)
+                finished = [e for e in ended if e.get("status") == status] + finished
+            elif running is not None:  # those that left the page ended before those on it started
                 running.saw(rows)
                 finished = running.ended({str(e.get("id")) for e in rows}) + finished
             for execution in finished:
@@ -187,6 +207,11 @@ def follow(
                 return EXIT_OK
     except KeyboardInterrupt:
         return EXIT_OK
+
+
+def _running_page(fetch: Callable[..., dict[str, Any]], query: dict[str, Any]) -> list[dict[str, Any]]:
+    """The newest page of running executions under ``query``'s other filters."""
+    return list(fetch(**{**query, "status": "running"}, cursor=None).get("executions") or [])
 
 
 def execution_get(args: argparse.Namespace, client: Any) -> int:
