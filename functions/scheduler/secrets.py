@@ -408,6 +408,35 @@ def keep_masked_secrets(new_target: dict[str, Any], stored_target: dict[str, Any
     return _map_secrets(new_target, keep)
 
 
+def seal_target_secrets(target: dict[str, Any], box: SecretBox, stored: dict[str, Any] | None) -> dict[str, Any]:
+    """A target sent for an existing one (``stored``), as it is to be stored: each secret
+    encrypted, each ``"***"`` the stored one (``keep_masked_secrets``), and a secret sent again
+    with the value stored at the same place (same scheme, host and port) kept as it was stored,
+    so that sending a job again unchanged changes nothing (no new version, no change-log entry)."""
+    kept = _stored_secrets(stored) if stored is not None and _origin(target) == _origin(stored) else {}
+
+    def seal(field: str, value: str, kind: str) -> str:
+        url = kind == "url_password"  # the URL's raw segment: percent-encoded, as its token is
+        if (unquote(value) if url else value) == SECRET_MASK:
+            return value
+        token = kept.get(f"{field}#{kind}" if url else field)
+        if token is not None and _opens_to(box, unquote(token) if url else token, value):
+            return token
+        return quote(box.encrypt(value), safe="") if url else box.encrypt(value)
+
+    return keep_masked_secrets(_map_secrets(target, seal), stored)
+
+
+def _opens_to(box: SecretBox, token: str, plaintext: str) -> bool:
+    """Whether ``token`` is a secret of ``box`` whose plaintext is ``plaintext`` (in constant time)."""
+    if not is_token(token):
+        return False
+    try:
+        return hmac.compare_digest(box.decrypt(token).encode(), plaintext.encode())
+    except Exception:  # a key that cannot open it, KMS unreachable: sealed anew, as before
+        return False
+
+
 _DEFAULT_PORTS = {"http": 80, "https": 443, "amqp": 5672, "amqps": 5671}
 
 

@@ -158,3 +158,49 @@ def test_an_update_that_changes_nothing_writes_nothing(api):
         assert answer.body["version"] == job["version"], (method, body)
     assert [c["action"] for c in changes(api, job["id"])] == ["create"]
     assert api("PATCH", path, {"description": "moved"}).body["version"] == job["version"] + 1
+
+
+def test_a_secret_sent_again_unchanged_writes_nothing(api, pool):
+    """A job sent again with its secrets in plaintext, as they are stored (a PUT of the whole
+    definition, a PATCH of its target, an AMQP URL's password, a credential header, an alert
+    target's token), is no change: no new version, no entry, the stored encryption kept. A
+    different value is a change; the same value for another host is sealed for it anew."""
+    from tests.integration.test_api import AMQP_PW, amqp_body
+
+    hook = {"type": "http", "url": "https://hooks.example.com/a", "auth": {"type": "bearer", "token": "tok-Zz81"}}
+    body = job_body(alerts=[{"on": "failure", "target": hook}])
+    body["target"]["headers"] = {"Content-Type": "application/json", "X-Api-Key": "key-Hh42"}
+    job = create(api, body)
+    amqp = create(api, amqp_body())
+    path = f"/v1/jobs/{job['id']}"
+
+    def stored() -> list[str]:
+        with pool.connection() as conn:
+            return [
+                str(r["target"]) + str(r["alerts"])
+                for r in conn.execute("SELECT target, alerts FROM job_specs ORDER BY id")
+            ]
+
+    before = stored()
+    for method, where, sent in (
+        ("PUT", path, body),
+        ("PATCH", path, {"target": body["target"]}),
+        ("PATCH", path, {"alerts": body["alerts"]}),
+        ("PUT", f"/v1/jobs/{amqp['id']}", amqp_body()),
+    ):
+        answer = api(method, where, sent)
+        assert answer.status == 200, (method, sent, answer.body)
+        assert answer.body["version"] == 1, (method, sent)
+    assert stored() == before
+    assert [c["action"] for c in changes(api, job["id"])] == ["create"]
+    assert AMQP_PW in amqp_body()["target"]["url"]
+
+    changed = dict(body["target"], headers={"Content-Type": "application/json", "X-Api-Key": "key-Hh43"})
+    answer = api("PATCH", path, {"target": changed})
+    assert answer.body["version"] == 2
+    assert changes(api, job["id"])[0]["diff"] == {
+        "target.headers.X-Api-Key": {"from": "***", "to": "***", "secret": True}
+    }
+    moved = dict(changed, url="https://elsewhere.example.com/hook")
+    assert api("PATCH", path, {"target": moved}).body["version"] == 3
+    assert "target.headers.X-Api-Key" in changes(api, job["id"])[0]["diff"]  # sealed anew for the new host

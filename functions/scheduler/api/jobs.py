@@ -28,7 +28,7 @@ from scheduler.core.timeutil import format_time
 from scheduler.ports import JobStore
 from scheduler.schema.actions import BackfillRequest, BulkPauseRequest, BulkResumeRequest, PauseRequest, RunRequest
 from scheduler.schema.models import MAX_NAME_LENGTH, MAX_TAG_LENGTH, JobSpec
-from scheduler.secrets import SecretBox, encrypt_target_secrets, keep_masked_secrets
+from scheduler.secrets import SecretBox, seal_target_secrets
 
 logger = Logger(service=SERVICE_NAME, child=True)
 router = APIGatewayRouter()
@@ -160,7 +160,7 @@ def create_job(
     require_broker(data, settings)
     require_reachable_target(data, settings)
     require_alert_targets(data, settings)
-    data["target"] = keep_masked_secrets(encrypt_target_secrets(data["target"], box), None)
+    data["target"] = seal_target_secrets(data["target"], box, None)
     data["alerts"] = seal_alerts(data.get("alerts"), box, None)
     job = service.create_job(store, owner, data, by=caller)
     logger.info("job created", extra={"job_id": job.id})
@@ -224,12 +224,11 @@ def replace_job(
     require_broker(data, settings)
     require_reachable_target(data, settings)
     require_alert_targets(data, settings)
-    target = encrypt_target_secrets(data["target"], box)
 
     def build(current: DomainJob) -> dict[str, Any]:
         return {
             **data,
-            "target": keep_masked_secrets(target, dict(current.target or {})),
+            "target": seal_target_secrets(data["target"], box, dict(current.target or {})),
             "alerts": seal_alerts(data.get("alerts"), box, current.alerts),
         }
 
@@ -265,10 +264,9 @@ def patch_job(
         require_broker(data, settings)
         require_reachable_target(data, settings)
         require_alert_targets(data, settings)
-        sealed = encrypt_target_secrets(data["target"], box)
         return {
             **data,
-            "target": keep_masked_secrets(sealed, dict(current.target or {})),
+            "target": seal_target_secrets(data["target"], box, dict(current.target or {})),
             "alerts": seal_alerts(data.get("alerts"), box, current.alerts),
         }
 

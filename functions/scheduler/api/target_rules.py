@@ -10,7 +10,7 @@ from typing import Any
 from scheduler.api.errors import BadRequest
 from scheduler.core.constants import AWS_TARGET_TYPES
 from scheduler.core.errors import MaskedSecretError
-from scheduler.secrets import SecretBox, encrypt_target_secrets, keep_masked_secrets, url_with_password_masked
+from scheduler.secrets import SecretBox, seal_target_secrets, url_with_password_masked
 
 
 def require_broker(data: dict[str, Any], settings: Any) -> None:
@@ -47,7 +47,7 @@ def seal_alerts(alerts: Any, box: SecretBox, stored: Sequence[Mapping[str, Any]]
         match = _stored_rule(alert, i, before)
         kept = dict(match["target"]) if match is not None else None
         try:
-            target = keep_masked_secrets(encrypt_target_secrets(alert["target"], box), kept)
+            target = seal_target_secrets(alert["target"], box, kept)
         except MaskedSecretError as exc:
             raise MaskedSecretError(f"alerts.{i}.{exc.field}", exc.message) from None
         sealed.append({**alert, "target": target})
