@@ -6,6 +6,7 @@ Values given with ``-c`` arrive as strings, values in ``cdk.json`` as JSON: both
 from __future__ import annotations
 
 import platform
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,10 @@ DEFAULTS: dict[str, Any] = {
     # dispatches no more), so a burst cannot take the account's concurrency or the proxy's connections.
     "executor_concurrency": 50,
     "target_role_arns": "",  # roles the executor may assume for AWS targets (ARNs or /paths/); "" = any
+    # The tag a role must carry, with the value "true", for the executor to assume it ("none": no
+    # tag asked). Without it, any role that trusts the executor's account as a whole (its root)
+    # could be named by any tenant: the ExternalId guards only the roles that ask for one.
+    "target_role_tag": "scheduler-target",
     # The most fan-outs claiming at once: the tick's fan-out and the helpers it starts when the
     # due backlog is more than one dispatches in a few seconds (1: no helpers).
     "fanout_max": 4,
@@ -102,6 +107,7 @@ class Config:
     target_allow_list: str
     executor_concurrency: int = DEFAULTS["executor_concurrency"]
     target_role_arns: tuple[str, ...] = ()
+    target_role_tag: str = DEFAULTS["target_role_tag"]
     fanout_max: int = DEFAULTS["fanout_max"]
     claims_per_invoke: int = DEFAULTS["claims_per_invoke"]
     database: str = DEFAULTS["database"]
@@ -172,6 +178,7 @@ class Config:
             target_allow_list=str(get("target_allow_list")).strip(),
             executor_concurrency=_int(get("executor_concurrency"), "executor_concurrency", minimum=1, maximum=1000),
             target_role_arns=_role_arns(get("target_role_arns")),
+            target_role_tag=_role_tag(get("target_role_tag")),
             fanout_max=_int(get("fanout_max"), "fanout_max", minimum=1, maximum=MAX_FANOUT_MAX),
             claims_per_invoke=_int(
                 get("claims_per_invoke"), "claims_per_invoke", minimum=1, maximum=C.MAX_CLAIMS_PER_INVOKE
@@ -247,6 +254,16 @@ def _role_arns(value: Any) -> tuple[str, ...]:
         else:
             raise ValueError(f"context 'target_role_arns': {item!r} is neither a role ARN nor a path like /scheduler/")
     return tuple(found)
+
+
+def _role_tag(value: Any) -> str:
+    """An IAM tag key ("" for none: ``none`` or empty)."""
+    text = str(value if value is not None else "").strip()
+    if text.lower() in ("", "none"):
+        return ""
+    if len(text) > 128 or text.lower().startswith("aws:") or not re.fullmatch(r"[\w\s+=.:/@-]+", text):
+        raise ValueError(f"context 'target_role_tag' must be an IAM tag key (or none), not {value!r}")
+    return text
 
 
 def _acu(value: Any, key: str) -> float:

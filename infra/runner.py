@@ -167,18 +167,33 @@ class Runner(Construct):
     def _allow_target_roles(self, config: Config) -> None:
         """AWS targets: the executor calls them only as a job's role, assumed with the job's owner
         as ExternalId (the role's trust policy names the tenants it serves), and has no other
-        right on those services. Which roles it may assume: context target_role_arns, else any.
+        right on those services. Which roles it may assume: context target_role_arns, else any;
+        by default only those tagged ``scheduler-target=true`` (context target_role_tag), so that
+        a role trusting the executor's whole account, with no ExternalId asked, is out of reach.
         Not granted where the executor cannot reach AWS (``nat_gateways=0``)."""
         partition = Stack.of(self).partition
         roles = [
             f"arn:{partition}:iam::*:role{item}*" if item.startswith("/") else item for item in config.target_role_arns
         ] or [f"arn:{partition}:iam::*:role/*"]
-        self.executor.add_to_role_policy(iam.PolicyStatement(actions=["sts:AssumeRole"], resources=roles))
+        tagged = {"StringEquals": {f"aws:ResourceTag/{config.target_role_tag}": "true"}}
+        self.executor.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["sts:AssumeRole"], resources=roles, conditions=tagged if config.target_role_tag else None
+            )
+        )
+        reason = (
+            "The roles of AWS targets are the users' own, in their accounts: each trusts the executor only "
+            "with the ExternalId of the tenants it names"
+            + (
+                f", and the executor may assume only those tagged {config.target_role_tag}=true."
+                if config.target_role_tag
+                else "."
+            )
+        )
         acknowledge(
             self.executor,
             {
-                f"AwsSolutions-IAM5[Resource::{role.replace(partition, '<AWS::Partition>')}]": "The roles of AWS targets are the users' own; each trusts the executor only with the ExternalId of "
-                "the tenants it names, so a wider pattern here cannot be used across tenants."
+                f"AwsSolutions-IAM5[Resource::{role.replace(partition, '<AWS::Partition>')}]": reason
                 for role in roles
                 if "*" in role
             },

@@ -47,6 +47,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "stack_name": "Other",
         "executor_concurrency": "7",
         "target_role_arns": "/scheduler-targets/,arn:aws:iam::123456789012:role/exact",
+        "target_role_tag": "none",
     },
     # The database as an Aurora Serverless v2 cluster, with every Aurora option on (as infra/lint.py).
     "aurora": {"database": "aurora-serverless", "db_reader": "true", "db_io_optimized": "true", "db_max_acu": "32"},

@@ -20,8 +20,18 @@ def assume_role_resources(synth, handler: str) -> list:
     return [r for s in found for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])]
 
 
-def test_executor_may_assume_any_role_by_default_and_nothing_else_of_the_target_services(aws):
+def assume_role_conditions(synth, handler: str) -> list:
+    return [s.get("Condition") for s in statements(synth, handler) if "sts:AssumeRole" in actions(s)]
+
+
+def test_executor_may_assume_any_role_tagged_for_it_by_default_and_nothing_else_of_the_target_services(aws):
+    """A role that trusts the executor's whole account (its root), with no ExternalId asked,
+    would serve any tenant: by default the executor may assume only roles tagged
+    ``scheduler-target=true`` (the tag is the role owner's consent)."""
     assert assume_role_resources(aws, C.EXECUTOR_HANDLER) == [{"Fn::Join": ["", ["arn:", PARTITION, ":iam::*:role/*"]]}]
+    assert assume_role_conditions(aws, C.EXECUTOR_HANDLER) == [
+        {"StringEquals": {"aws:ResourceTag/scheduler-target": "true"}}
+    ]
     for handler in (C.API_HANDLER, C.FANOUT_HANDLER, C.MIGRATE_HANDLER):
         assert assume_role_resources(aws, handler) == [], handler
     for statement in statements(aws, C.EXECUTOR_HANDLER):
@@ -32,10 +42,26 @@ def test_executor_may_assume_any_role_by_default_and_nothing_else_of_the_target_
         ), statement
 
 
-def test_target_role_arns_restrict_the_roles(synthesize):
-    resources = assume_role_resources(synthesize("other"), C.EXECUTOR_HANDLER)
+def test_target_role_arns_restrict_the_roles_and_the_tag_may_be_another_or_none(synthesize):
+    other = synthesize("other")
+    resources = assume_role_resources(other, C.EXECUTOR_HANDLER)
     assert len(resources) == 2 and "arn:aws:iam::123456789012:role/exact" in resources
     assert {"Fn::Join": ["", ["arn:", PARTITION, ":iam::*:role/scheduler-targets/*"]]} in resources
+    assert assume_role_conditions(other, C.EXECUTOR_HANDLER) == [None]  # target_role_tag=none: the list alone
+
+
+def test_bad_target_role_tags_are_refused():
+    from aws_cdk import App
+
+    from infra.config import Config
+
+    def tag(value: object) -> str:
+        return Config.from_context(App(context={"target_role_tag": value}).node).target_role_tag
+
+    assert tag("team:scheduler") == "team:scheduler" and tag("none") == "" and tag("") == ""
+    for bad in ("aws:anything", "a" * 129, "bad,tag", 'quo"te'):
+        with pytest.raises(ValueError, match="target_role_tag"):
+            tag(bad)
 
 
 def test_bad_target_role_arns_are_refused():
