@@ -10,8 +10,9 @@ from typing import Any
 
 from scheduler.core.domain import CalendarRecord, Change, ChangeAction, Job, JobState, Plan
 from scheduler.core.errors import NotFound, ScheduleError
+from scheduler.core.records import SkipTrim
 from scheduler.core.timeutil import format_time
-from scheduler.planning import lifecycle
+from scheduler.planning import lifecycle, skips
 from scheduler.planning.lifecycle import MAX_CALENDARS_PER_JOB, Calendar
 from scheduler.ports import CalendarJobStore, CalendarStore, CompletionStore, JobStore
 
@@ -37,6 +38,20 @@ def job_calendars(store: JobStore | CompletionStore, job: Job) -> list[Calendar]
         return []
     records = {record.name: record for record in store.calendars_of((job.owner, n) for n in job.exclude_calendars)}
     return [lifecycle.compile_calendar(records[n]) for n in job.exclude_calendars if n in records]
+
+
+def skips_to_trim(store: JobStore, current: Job, now: datetime) -> tuple[SkipTrim, ...]:
+    """When an edit replans ``current`` from ``now`` (its occurrences changed, or it had none in
+    hand), what is left of the calendar-skipped rows it recorded in advance: the new plan records
+    its own from ``now`` (``skips.trimmed_at_replan``, counted with the job as it was, and its
+    calendars as they are). A job without calendars reads nothing."""
+    if not current.exclude_calendars or current.id is None:
+        return ()
+    recorded = store.calendar_skips_ahead(str(current.id), now)
+    if not recorded:
+        return ()
+    schedule = lifecycle.schedule_of(current, job_calendars(store, current))
+    return skips.trimmed_at_replan(schedule, recorded, now, start_at=current.start_at, end_at=current.end_at)
 
 
 def _checked_definition(name: str, definition: Mapping[str, Any]) -> tuple[str, dict[str, Any], Calendar]:

@@ -31,6 +31,7 @@ from scheduler.core.domain import (
     StartedExecution,
 )
 from scheduler.core.limits import SlotHandBack, TargetLimit
+from scheduler.core.records import RecordedSkip, SkipTrim
 
 
 class ChainLookup(Protocol):
@@ -100,11 +101,18 @@ class JobStore(Protocol):
         pausing: bool = False,
         change: Change | None = None,
         chains: ChainCheck | None = None,
+        trims: Sequence[SkipTrim] = (),
     ) -> Job | None:
         """Write the spec, the pause's record (``pause``; ``pausing`` for a pause) and the plan
         with its skipped occurrences, if the job is still ``version`` (and the run state
-        ``planned_from``), with the change-log entry and ``chains`` checked in the same
-        transaction (the owner's chains held); None when it changed meanwhile."""
+        ``planned_from``), with the change-log entry, ``chains`` checked and the skipped rows
+        recorded in advance trimmed (``trims``) in the same transaction (the owner's chains
+        held); None when it changed meanwhile."""
+        ...
+
+    def calendar_skips_ahead(self, job_id: str, now: datetime) -> list[RecordedSkip]:
+        """The job's calendar-skipped rows whose first occurrence is after ``now``, and the latest
+        whose first is not (what an edit replanning it from ``now`` may trim)."""
         ...
 
     def delete_job(self, owner: str, job_id: str, *, change: Change | None = None) -> None:

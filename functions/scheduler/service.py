@@ -26,6 +26,7 @@ from scheduler.calendar_service import (  # noqa: F401 (the calendar operations,
     named_calendars,
     refuse_a_schedule_left_without_runs,
     replace_calendar,
+    skips_to_trim,
 )
 from scheduler.chain_service import chain_check, check_chains  # noqa: F401 (re-exported)
 from scheduler.core.changes import SCHEDULER_ACTOR, cause_of, spec_diff
@@ -39,7 +40,6 @@ from scheduler.core.domain import (
     Completion,
     Job,
     JobState,
-    LeaseKind,
     Outcome,
     Pause,
     Plan,
@@ -49,7 +49,8 @@ from scheduler.core.domain import (
     Trigger,
 )
 from scheduler.core.errors import EditConflict, NotFound, ScheduleError, VersionMismatch
-from scheduler.planning import alerts, backfills, lifecycle
+from scheduler.core.records import SkipTrim
+from scheduler.planning import alerts, backfills, lifecycle, retries
 from scheduler.planning.lifecycle import Calendar
 from scheduler.ports import AlertStore, CompletionStore, JobStore, PauseStore
 
@@ -57,8 +58,9 @@ from scheduler.ports import AlertStore, CompletionStore, JobStore, PauseStore
 # attempt reads the job, plans, and writes only if the job is still what was read); of an outcome.
 EDIT_ATTEMPTS, COMPLETION_ATTEMPTS = 5, 10
 
-# An edit of a job as it was read: its new spec, and its new schedule columns (None: unchanged).
-Edit = tuple[Mapping[str, Any], Plan | None]
+# An edit of a job as it was read: its new spec, its new schedule columns (None: unchanged), and
+# what it leaves of the skipped rows recorded in advance (a replan from now: ``skips_to_trim``).
+Edit = tuple[Mapping[str, Any], Plan | None, Sequence[SkipTrim]]
 # Told of the skipped occurrences a write recorded (the runner counts them in a metric).
 SkipHook = Callable[[Sequence[Skip]], None]
 
@@ -115,7 +117,7 @@ def update_job(
         spec = {k: v for k, v in build(current).items() if k in SPEC_FIELDS}
         new = current.with_spec(spec)
         if all(getattr(current, k) == getattr(new, k) for k in SCHEDULE_FIELDS):
-            return spec, None
+            return spec, None, ()
         state = JobState.PAUSED if current.state == JobState.PAUSED else JobState.ACTIVE
         calendars = named_calendars(store, owner, list(new.exclude_calendars))
         same = all(getattr(current, k) == getattr(new, k) for k in OCCURRENCE_FIELDS)
@@ -123,7 +125,7 @@ def update_job(
         now = store.now()
         plan = lifecycle.plan_first(new, now, state, calendars=calendars, recorded_until=since)
         refuse_a_schedule_left_without_runs(new, plan, now, calendars)
-        return spec, plan
+        return spec, plan, skips_to_trim(store, current, now) if since is None else ()
 
     return _write_edit(store, owner, job_id, edit, expected_version, action=ChangeAction.UPDATE, by=by, chained=True)
 
@@ -134,7 +136,7 @@ def pause_job(store: JobStore, owner: str, job_id: str, pause: Pause | None = No
     stays as it is. Recorded in the change log (by ``by``)."""
 
     def edit(current: Job) -> Edit:
-        return current.spec(), lifecycle.plan_pause(current)
+        return current.spec(), lifecycle.plan_pause(current), ()
 
     def record(current: Job) -> tuple[bool, Pause | None]:
         if current.state == JobState.COMPLETED:
@@ -157,6 +159,7 @@ def resume_job(
         lambda current: (
             current.spec(),
             lifecycle.plan_resume(current, store.now(), calendars=job_calendars(store, current)),
+            (),
         ),
         pause_of=lambda current: (False, None),
         on_skips=on_skips,
@@ -306,7 +309,7 @@ def _write_edit(
         current = store.get_job(owner, job_id)
         if expected_version is not None and current.version != expected_version:
             raise VersionMismatch(current.version)
-        spec, plan = edit(current)
+        spec, plan, trims = edit(current)
         pausing, pause = pause_of(current) if pause_of else (False, Pause.of(current))
         before = {**current.spec(), "state": str(current.state)}
         after = {**spec, "state": str(plan.state if plan else current.state)}
@@ -323,6 +326,7 @@ def _write_edit(
             pausing=pausing,
             change=change(action, by, before, after),
             chains=chain_check(owner, job_id, spec) if chained else None,
+            trims=trims,
         )
         if written is not None:
             if on_skips is not None and plan is not None and plan.skips:
@@ -366,20 +370,9 @@ def plan_completion(
     if plan.state == JobState.COMPLETED and job.after_completion == "delete":
         plan = Plan(plan.state, plan.scheduled_at, plan.attempt, plan.next_run_at, delete=True, skips=plan.skips)
     chained = job.chained(outcome)  # () for a job without chains: nothing more to do
-    if chained and not _retries(job, plan):
+    if chained and not retries.retries_in_hand(job, plan):
         plan = structs.replace(plan, chain=ChainRun(str(job.owner), chained, cause_of(job, outcome, execution_id)))
     return plan
-
-
-def _retries(job: Job, plan: Plan) -> bool:
-    """Whether ``plan`` retries the occurrence in hand, or a backfill's (no final outcome yet)."""
-    return plan.backfill_retry is not None or (
-        job.lease_kind != LeaseKind.MANUAL
-        and plan.state != JobState.COMPLETED
-        and plan.scheduled_at == job.scheduled_at
-        and plan.attempt == job.attempt
-        and plan.next_run_at != job.next_run_at
-    )
 
 
 def complete_executions(

@@ -7,6 +7,7 @@ none."""
 
 from __future__ import annotations
 
+import time as time_module
 from datetime import UTC, date, datetime, time, timedelta
 
 from scheduler.core.domain import Outcome
@@ -93,3 +94,93 @@ def test_a_calendar_replacement_records_what_it_newly_excludes_once(api, store):
         (2, f"{first}T09:00:00Z"),
         (1, f"{day + timedelta(days=2)}T09:00:00Z"),
     ]
+
+
+# -- an edit of the occurrences: the rows recorded in advance for the old schedule ---------------
+
+_WEEKENDS_ICS = "\r\n".join(
+    [
+        "BEGIN:VCALENDAR",
+        "BEGIN:VEVENT",
+        "DTSTART;VALUE=DATE:20300105",  # a Saturday
+        "RRULE:FREQ=WEEKLY;BYDAY=SA,SU",
+        "END:VEVENT",
+        "END:VCALENDAR",
+    ]
+)
+
+
+def _rows(api, job_id: str) -> list[tuple[str, int]]:
+    return sorted(
+        (r["scheduled_at"], r["skipped_count"]) for r in _skipped(api, job_id) if r["skip_reason"] == "calendar"
+    )
+
+
+def test_an_edit_of_the_schedule_drops_the_old_schedule_s_skips_still_to_come(api):
+    """A weekday-only job planned on a Friday evening records the weekend's occurrences at once,
+    ahead of their time; an edit of its schedule (or timezone) plans afresh and records the
+    weekend of the new schedule: the old schedule's, none of which came to pass, are gone."""
+    assert api("POST", "/v1/calendars", {"name": "weekends", "timezone": "UTC", "ics": _WEEKENDS_ICS}).status == 201
+    friday_evening = "2030-01-04T19:00:00Z"  # far ahead: every occurrence here is still to come
+    body = job_body("weekdays", schedule="0 18 * * *", timezone="UTC", start_at=friday_evening)
+    job = create(api, {**body, "exclude_calendars": ["weekends"]})
+    assert job["next_run_at"] == "2030-01-07T18:00:00Z"  # Monday
+    assert _rows(api, job["id"]) == [("2030-01-05T18:00:00Z", 2)]  # Saturday and Sunday, on record
+
+    edited = api("PATCH", f"/v1/jobs/{job['id']}", {"schedule": "0 9 * * *"})
+    assert edited.status == 200 and edited.body["next_run_at"] == "2030-01-07T09:00:00Z", edited.body
+    assert _rows(api, job["id"]) == [("2030-01-05T09:00:00Z", 2)]  # the weekend once, as it now is
+
+    # A timezone that moves the next run to Friday evening itself skips nothing (yet).
+    moved = api("PATCH", f"/v1/jobs/{job['id']}", {"schedule": "0 18 * * *", "timezone": "America/New_York"})
+    assert moved.status == 200 and moved.body["next_run_at"] == "2030-01-04T23:00:00Z", moved.body
+    assert _rows(api, job["id"]) == []
+
+
+def test_an_edit_of_the_schedule_keeps_what_came_to_pass_of_a_row_that_straddles_now(api, store):
+    """A row whose first occurrence passed and whose count reaches past now keeps the part that
+    came to pass (counted with the schedule as it was), and the new schedule's row begins after
+    now: each excluded occurrence on record once."""
+    today = store.now().astimezone(UTC).date()
+    days = [(today + timedelta(days=i)).isoformat() for i in range(3)]
+    assert api("POST", "/v1/calendars", {"name": "off", "timezone": "UTC", "dates": days}).status == 201
+    job = create(api, job_body("ticking", schedule="@every 1s", timezone="UTC", exclude_calendars=["off"]))
+    created = datetime.fromisoformat(job["created_at"]).replace(microsecond=0)
+    [(first, count)] = _rows(api, job["id"])
+    assert first == format_time(created + timedelta(seconds=1)) and count > 2 * 86400
+    time_module.sleep(1.5)  # the first occurrences pass
+
+    before = store.now()
+    edited = api("PATCH", f"/v1/jobs/{job['id']}", {"schedule": "* * * * *"})
+    after = store.now()
+    assert edited.status == 200, edited.body
+    [(kept_first, kept), (new_first, new_count)] = _rows(api, job["id"])
+    assert kept_first == first  # every second from the first up to the edit's now
+    assert int((before - created).total_seconds()) <= kept <= int((after - created).total_seconds())
+    assert datetime.fromisoformat(new_first) > created + timedelta(seconds=kept)  # no occurrence twice
+    end = datetime.combine(today + timedelta(days=3), time(), UTC)
+    assert new_count == (end - datetime.fromisoformat(new_first)).total_seconds() // 60
+
+
+def test_an_edit_that_keeps_the_occurrences_leaves_the_skipped_rows_alone(api, store, pool, monkeypatch):
+    """An edit of a field that changes no occurrence (the description), or of a job without
+    calendars, reads and writes no skipped row: no statement more than before."""
+    assert api("POST", "/v1/calendars", {"name": "weekends", "timezone": "UTC", "ics": _WEEKENDS_ICS}).status == 201
+    body = job_body("weekdays", schedule="0 18 * * *", timezone="UTC", start_at="2030-01-04T19:00:00Z")
+    job = create(api, {**body, "exclude_calendars": ["weekends"]})
+    plain = create(api, job_body("plain", schedule="0 18 * * *", start_at="2030-01-04T19:00:00Z"))
+    with pool.connection() as conn:
+        recorded = conn.execute("SELECT * FROM executions WHERE job_id = %s", (job["id"],)).fetchall()
+    assert len(recorded) == 1
+
+    def refused(*args, **kwargs):
+        raise AssertionError("no skipped row is read for this edit")
+
+    monkeypatch.setattr(type(store), "calendar_skips_ahead", refused, raising=False)
+    touched = api("PATCH", f"/v1/jobs/{job['id']}", {"description": "touched"})
+    assert touched.status == 200 and touched.body["version"] == job["version"] + 1, touched.body
+    ended = api("PATCH", f"/v1/jobs/{job['id']}", {"end_at": "2031-01-01T00:00:00Z"})  # the same occurrences
+    assert ended.status == 200, ended.body
+    assert api("PATCH", f"/v1/jobs/{plain['id']}", {"schedule": "0 9 * * *"}).status == 200
+    with pool.connection() as conn:
+        assert conn.execute("SELECT * FROM executions WHERE job_id = %s", (job["id"],)).fetchall() == recorded

@@ -10,8 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler.core.domain import Job, JobState, Outcome, SkipReason
+from scheduler.core.records import RecordedSkip, SkipTrim
 from scheduler.planning import lifecycle
-from scheduler.planning.skips import COUNT_LIMIT, excluded_between
+from scheduler.planning.skips import COUNT_LIMIT, excluded_between, trimmed_at_replan
 from scheduler.schedules import next_occurrence, parse_schedule
 from scheduler.schedules.calendars import build_calendar, excluded_span, with_calendars
 
@@ -140,3 +141,32 @@ def test_a_resume_records_the_excluded_ones_apart_from_the_paused_ones():
     plan = lifecycle.plan_resume(job, datetime(2026, 12, 27, 12, tzinfo=UTC), calendars=[HOLIDAYS])
     counts = {s.reason: s.count for s in plan.skips}
     assert counts == {SkipReason.PAUSED: 2, SkipReason.CALENDAR: 2}  # the 24th and 27th; the 25th, 26th
+
+
+def test_an_edit_replanning_from_now_keeps_what_came_to_pass_of_the_rows_recorded_in_advance():
+    """``trimmed_at_replan``: an hourly job excluding a weekend (Saturday 26 December 18:00 to
+    Monday 06:00, Berlin), its 36 hours there on record as one row on Friday, edited on Sunday
+    at 12:30 Berlin: the row keeps the hours up to now (18:00 Saturday to 12:00 Sunday: 19); a row
+    still to come is dropped; one over before now stays as it is."""
+    hourly = with_calendars(parse_schedule("0 * * * *", "Europe/Berlin", T0), (WEEKENDS,), "skip")
+    first = datetime(2026, 12, 26, 17, tzinfo=UTC)  # 18:00 Berlin
+    now = datetime(2026, 12, 27, 11, 30, tzinfo=UTC)  # Sunday 12:30 Berlin
+    recorded_at = datetime(2026, 12, 25, 20, tzinfo=UTC)
+    straddling = RecordedSkip("a", recorded_at, first, 36)
+    ahead = RecordedSkip("b", recorded_at, now + timedelta(days=7), 36)
+    past = RecordedSkip("c", recorded_at, first - timedelta(days=7), 36)
+    assert trimmed_at_replan(hourly, [straddling, ahead, past], now) == (SkipTrim(straddling, 19), SkipTrim(ahead, 0))
+    # Never more than the row had.
+    assert trimmed_at_replan(hourly, [RecordedSkip("d", recorded_at, first, 5)], now) == ()
+    # Calendars edited since (or gone): the schedule's occurrences from the row's first are
+    # counted, as a row counts them one after the other.
+    plain = parse_schedule("0 * * * *", "Europe/Berlin", T0)
+    assert trimmed_at_replan(plain, [straddling, ahead], now) == (SkipTrim(straddling, 19), SkipTrim(ahead, 0))
+    a_later_day = build_calendar("later", {"timezone": "Europe/London", "dates": ["2026-12-28"]})
+    moved = with_calendars(plain, (a_later_day,), "skip")  # no longer excludes the row's first
+    assert trimmed_at_replan(moved, [straddling], now) == (SkipTrim(straddling, 19),)
+    # Fewer of the row's span excluded than the schedule has (some allowed between, missed
+    # meanwhile): those its calendars still exclude, when they exclude its first.
+    holidays = with_calendars(plain, (HOLIDAYS,), "skip")  # 25 and 26 December, London
+    row = RecordedSkip("f", recorded_at, datetime(2026, 12, 25, 0, tzinfo=UTC), 70)
+    assert trimmed_at_replan(holidays, [row], datetime(2026, 12, 27, 11, tzinfo=UTC)) == (SkipTrim(row, 48),)

@@ -68,6 +68,27 @@ class Skip:
 
 
 @dataclass(frozen=True, slots=True)
+class RecordedSkip:
+    """A calendar-skipped row on record (its execution's ``id`` and ``started_at``, when it was
+    recorded: its day's partition), its first occurrence and how many it counts. Recorded when
+    a plan moved past them, possibly in advance: its occurrences may be still to come."""
+
+    id: str
+    started_at: datetime
+    first: datetime
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class SkipTrim:
+    """What an edit that replans a job from now keeps of a skipped row recorded in advance:
+    ``kept`` of its occurrences, those that came to pass (0: none, the row is deleted)."""
+
+    row: RecordedSkip
+    kept: int
+
+
+@dataclass(frozen=True, slots=True)
 class Shift:
     """How a calendar moved the occurrence an execution ran (``on_excluded: shift``, 0025): the
     occurrence it was moved from and the calendar that excluded it."""

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from msgspec.structs import replace
 
-from scheduler.core.domain import BackfillRetry, ExecutionStatus, Job, Outcome, Plan, RetryPolicy
+from scheduler.core.domain import BackfillRetry, ExecutionStatus, Job, JobState, LeaseKind, Outcome, Plan, RetryPolicy
 
 # A Retry-After beyond this is not honoured in full.
 MAX_RETRY_AFTER_SECONDS = 86400.0
@@ -55,3 +55,15 @@ def retry_backfill(
     at = now + retry_delay(retry, attempt, outcome, rng)
     again = BackfillRetry(occurrence, attempt + 1, at, started_at, retry.max_age_seconds or None)
     return replace(plan, backfill_retry=again)
+
+
+def retries_in_hand(job: Job, plan: Plan) -> bool:
+    """Whether ``plan`` (a completion's) retries the occurrence in hand, or a backfill's (no
+    final outcome yet)."""
+    return plan.backfill_retry is not None or (
+        job.lease_kind != LeaseKind.MANUAL
+        and plan.state != JobState.COMPLETED
+        and plan.scheduled_at == job.scheduled_at
+        and plan.attempt == job.attempt
+        and plan.next_run_at != job.next_run_at
+    )

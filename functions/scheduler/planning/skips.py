@@ -5,9 +5,11 @@ to its plans (``Plan.skips``), which the store records as one skipped execution 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from scheduler.core.domain import Skip, SkipReason
+from scheduler.core.records import RecordedSkip, SkipTrim
 from scheduler.schedules import IntervalSchedule, Schedule, next_occurrence
 from scheduler.schedules.calendars import CalendarSchedule, excluded_span, next_excluded
 
@@ -136,3 +138,39 @@ def excluded_between(
     if first is None:
         return ()
     return (Skip(SkipReason.CALENDAR, total if exact else min(total, COUNT_LIMIT), first),)
+
+
+def trimmed_at_replan(
+    schedule: Schedule,
+    recorded: Sequence[RecordedSkip],
+    now: datetime,
+    *,
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+) -> tuple[SkipTrim, ...]:
+    """What is left of a job's calendar-skipped rows recorded in advance when its plan is replaced
+    from ``now`` (an edit of its occurrences: the new plan records its own exclusions from
+    ``now``), ``schedule`` being the job's as it was, with its calendars as they are. A row whose
+    first occurrence is still to come is dropped (``kept`` 0): none of it came to pass. One whose
+    first occurrence passed keeps those from it up to ``now``: the schedule's occurrences there
+    (a row counts occurrences one after the other, each excluded), or fewer, those its calendars
+    exclude there when they still exclude its first (a calendar edited since does not make it
+    lose any); never more than it had, never fewer than its first. Rows left whole (those over
+    before ``now``) are not answered."""
+    base = schedule.base if isinstance(schedule, CalendarSchedule) else schedule
+    window = {"start_at": start_at, "end_at": end_at}
+    trims = []
+    for row in recorded:
+        if row.first > now:
+            trims.append(SkipTrim(row, 0))
+            continue
+        # Those at or before now came to pass (the new plan records from after now).
+        passed, _ = count_between(base, row.first - _TINY, now + _TINY, **window)
+        if passed < row.count:  # (else over before now: whole, and nothing more to count)
+            excluded = excluded_between(schedule, row.first - _TINY, now + _TINY, **window)
+            if excluded and excluded[0].first == row.first:
+                passed = min(passed, excluded[0].count)
+        kept = min(row.count, max(1, passed))
+        if kept != row.count:
+            trims.append(SkipTrim(row, kept))
+    return tuple(trims)

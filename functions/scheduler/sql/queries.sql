@@ -183,6 +183,41 @@ WITH run AS (
 {{ insert_skips }}
 FROM run;
 
+-- name: calendar_skips_ahead
+-- The calendar-skipped rows of a job that an edit replanning it from %(now)s may have to trim
+-- (service.update_job; only for an edit of the occurrences of a job with calendars): those whose
+-- first occurrence is after %(now)s, recorded in advance, and the latest whose first is not, the
+-- one that may straddle it (a job's rows count runs of occurrences one after the other). Each
+-- day's partition is probed by the job's key.
+(SELECT id, started_at, scheduled_at, skipped_count FROM executions
+ WHERE job_id = %(job_id)s AND status = 'skipped' AND skip_reason = 'calendar'
+   AND scheduled_at > %(now)s::timestamptz)
+UNION ALL
+(SELECT id, started_at, scheduled_at, skipped_count FROM executions
+ WHERE job_id = %(job_id)s AND status = 'skipped' AND skip_reason = 'calendar'
+   AND scheduled_at <= %(now)s::timestamptz
+ ORDER BY scheduled_at DESC LIMIT 1);
+
+-- name: trim_skips
+-- In the transaction of the edit that replanned the job (update_job, written: the job was still
+-- the version the trims were planned from), what is left of its calendar-skipped rows recorded
+-- in advance: a JSON array of [id, started_at, count read, count kept]; a row keeping none is
+-- deleted. Only a row still as read (its count) is changed.
+WITH t AS (
+    SELECT (o->>0)::uuid AS id, (o->>1)::timestamptz AS started_at, (o->>2)::integer AS was,
+           (o->>3)::integer AS kept
+    FROM jsonb_array_elements(%(trims)s::jsonb) AS o
+), gone AS (
+    DELETE FROM executions e USING t
+    WHERE e.job_id = %(job_id)s AND e.started_at = t.started_at AND e.id = t.id AND t.kept = 0
+      AND e.status = 'skipped' AND e.skip_reason = 'calendar' AND e.skipped_count = t.was
+    RETURNING e.id
+)
+UPDATE executions e SET skipped_count = t.kept
+FROM t
+WHERE e.job_id = %(job_id)s AND e.started_at = t.started_at AND e.id = t.id AND t.kept > 0
+  AND e.status = 'skipped' AND e.skip_reason = 'calendar' AND e.skipped_count = t.was;
+
 -- name: expired_pauses
 -- Paused jobs whose pause_until has come (0015's partial index holds the paused jobs with an
 -- end only): the runner resumes them (service.resume_expired_pauses), oldest end first.

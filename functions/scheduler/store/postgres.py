@@ -40,6 +40,7 @@ from scheduler.core.domain import (
     Trigger,
 )
 from scheduler.core.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
+from scheduler.core.records import SkipTrim
 from scheduler.ports import ChainCheck
 from scheduler.sql import QUERIES
 from scheduler.store.alert_rules import AlertRuleTables
@@ -64,6 +65,7 @@ from scheduler.store.skips import (
     record_plan_extras,
     record_shifts,
     skips_param,
+    trim_skips,
 )
 from scheduler.store.started import LEASE_KINDS, STARTED_COLUMNS, claims_of, read_started
 
@@ -94,12 +96,13 @@ def _held(
     calendars: Sequence[str],
     change: Change | None,
     chains: ChainCheck | None = None,
+    more: bool = False,
 ) -> Iterator[None]:
     """The transaction of a write: with its chains checked, the owner's chains held
-    (``hold_chains``), the calendars it names held, and its change-log entry (none opened for a
-    write alone)."""
+    (``hold_chains``), the calendars it names held, and its change-log entry or ``more`` writes
+    (none opened for a write alone)."""
     with contextlib.ExitStack() as stack:
-        if change is not None or chains is not None:
+        if change is not None or chains is not None or more:
             stack.enter_context(conn.transaction())
         hold_chains(conn, owner, chains)
         stack.enter_context(held_calendars(conn, owner, calendars))
@@ -206,11 +209,13 @@ class Store(
         pausing: bool = False,
         change: Change | None = None,
         chains: ChainCheck | None = None,
+        trims: Sequence[SkipTrim] = (),
     ) -> Job | None:
         """Write the job's spec, its pause's record (``pause``; ``pausing`` for a pause) and,
         when given, its plan with its skipped occurrences as skipped rows (version + 1), if the
         job is still ``version`` and, with a plan, still has the run state ``planned_from`` it
-        was planned from, with its ``change`` entry in the same transaction (``chains`` checked
+        was planned from, with its ``change`` entry and what is left of the skipped rows its
+        ``trims`` name (``trim_skips``) in the same transaction (``chains`` checked
         in it first, the owner's chains held: ``ChainError``). None when it
         changed meanwhile (read it again, plan again); ``NameTaken`` when the spec's name is
         another job's."""
@@ -234,10 +239,12 @@ class Store(
             "skips": skips_param(plan.skips if plan is not None else ()),
         }
         try:
-            with self.pool.connection() as conn, _held(conn, owner, params["exclude_calendars"], change, chains):
+            calendars = params["exclude_calendars"]
+            with self.pool.connection() as conn, _held(conn, owner, calendars, change, chains, bool(trims)):
                 row = conn.execute(QUERIES["update_job"], params).fetchone()
                 if row is not None:
                     write_change(conn, owner, job_id, row["version"], change)
+                    trim_skips(conn, job_id, trims)  # fenced: written only with the job's version
                     if row["running_execution_id"] is not None:  # edited during a run: its lease noted
                         conn.execute(QUERIES["watch_lease"], {"id": job_id})
         except psycopg.errors.UniqueViolation:

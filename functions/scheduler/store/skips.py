@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 
 from scheduler.core.domain import Change, Completion, Pause, Plan, Shift, Skip
+from scheduler.core.records import RecordedSkip, SkipTrim
 from scheduler.sql import QUERIES
 from scheduler.store.changes import write_change
 from scheduler.store.rows import retry_on_dead_connection
@@ -41,6 +42,14 @@ def record_skips(conn: psycopg.Connection, planned: Sequence[tuple[str, Plan]]) 
     rows = [[job_id, *skip.as_json()] for job_id, plan in planned for skip in plan.skips]
     if rows:
         conn.execute(QUERIES["record_skips"], {"skips": json.dumps(rows)})
+
+
+def trim_skips(conn: psycopg.Connection, job_id: str, trims: Sequence[SkipTrim]) -> None:
+    """In the transaction of the edit that replanned the job from now (written): what is left of
+    its calendar-skipped rows recorded in advance (``SkipTrim``: the count kept, none deletes)."""
+    if trims:
+        rows = [[t.row.id, t.row.started_at.isoformat(), t.row.count, t.kept] for t in trims]
+        conn.execute(QUERIES["trim_skips"], {"job_id": job_id, "trims": json.dumps(rows)})
 
 
 def record_shifts(conn: psycopg.Connection, shifts: Sequence[tuple[Completion, Shift, datetime]]) -> None:
@@ -115,6 +124,14 @@ class RunRecords:
             if row is not None:
                 write_change(conn, owner, job_id, row["version"], change)
         return None if row is None else str(row["id"])
+
+    @retry_on_dead_connection
+    def calendar_skips_ahead(self, job_id: str, now: datetime) -> list[RecordedSkip]:
+        """The job's calendar-skipped rows whose first occurrence is after ``now`` (recorded in
+        advance), and the latest whose first is not (it may count some after ``now``)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(QUERIES["calendar_skips_ahead"], {"job_id": job_id, "now": now}).fetchall()
+        return [RecordedSkip(str(r["id"]), r["started_at"], r["scheduled_at"], r["skipped_count"]) for r in rows]
 
     @retry_on_dead_connection
     def pump_backfills(self, limit: int = 100) -> int:
