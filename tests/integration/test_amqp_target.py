@@ -193,6 +193,7 @@ def test_silent_broker_times_out_within_the_budget():
     finally:
         listener.close()
     assert (result.status, result.retryable) == ("timed_out", True), result
+    assert "nothing was published" in result.error, result.error  # no confirmation was awaited
     assert elapsed < 1.6, elapsed
 
 
@@ -346,6 +347,48 @@ def test_publish_waiting_for_a_confirm_is_cut_off_at_the_deadline(amqp_url, amqp
     assert (result.status, result.retryable) == ("timed_out", True), result
     assert 0.6 <= elapsed < 1.7, elapsed
     assert amqp_target.idle_connections(url) == []  # the stuck connection was not pooled again
+
+
+def test_a_broker_that_never_answers_a_close_holds_no_thread_past_the_close_bound(amqp_url, amqp_queue):
+    """A connection the pool lets go (one too many for its broker, the least recently used broker,
+    shutdown) is closed gracefully, but a broker that no longer answers (a blackholed network)
+    holds the closing thread at most CLOSE_SECONDS: the delivery that checked it in is done."""
+    exchange, _, routing_key = amqp_queue
+    proxy = FreezableProxy(urlsplit(amqp_url).port or 5672)
+    try:
+        url = with_port(amqp_url, proxy.port)
+        assert publish(url, exchange, routing_key, "warm").succeeded
+        proxy.flowing.clear()  # Connection.Close will get no Close-Ok
+        started = time.monotonic()
+        closing = threading.Thread(target=amqp_target.close_all, daemon=True)
+        closing.start()
+        closing.join(timeout=amqp_target.CLOSE_SECONDS + 5)
+        elapsed = time.monotonic() - started
+    finally:
+        proxy.close()
+    assert not closing.is_alive() and elapsed < amqp_target.CLOSE_SECONDS + 1.5, elapsed
+
+
+def test_urls_of_one_broker_share_its_connections_and_idle_ones_are_swept(
+    amqp_url, amqp_queue, amqp_admin, monkeypatch
+):
+    """The pool's key is what a connection was opened with, not the URL's spelling (an ignored
+    query, the host's case); a connection idle past MAX_IDLE_SECONDS under a key no delivery asks
+    for again is closed by a later checkin's sweep, so jobs naming many spellings of a broker
+    cannot hold connections (and their descriptors) without end."""
+    exchange, queue, routing_key = amqp_queue
+    assert publish(amqp_url, exchange, routing_key, "1").succeeded
+    (first,) = amqp_target.idle_connections(amqp_url)
+    spelled = amqp_url + "?heartbeat=30"
+    assert publish(spelled, exchange, routing_key, "2").succeeded
+    assert amqp_target.idle_connections(spelled) == [first]  # the same connection served both
+    assert amqp_target._idle.keys == amqp_target.MAX_KEPT_BROKERS  # at most that many brokers kept
+    # A delivery under another key (the host spelled otherwise), later: the first is swept.
+    first.last_used -= amqp_target.MAX_IDLE_SECONDS + 1
+    monkeypatch.setattr(amqp_target, "_last_sweep", [time.monotonic() - amqp_target.SWEEP_SECONDS - 1])
+    assert publish(amqp_url.replace("127.0.0.1", "localhost"), exchange, routing_key, "4").succeeded
+    assert amqp_target.idle_connections(amqp_url) == [] and not first.connection.is_open
+    assert [get_one(amqp_admin, queue)[1] for _ in range(3)] == [b"1", b"2", b"4"]
 
 
 # -------------------------------------------------------------------------------------- TLS

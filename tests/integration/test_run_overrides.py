@@ -132,3 +132,17 @@ def test_another_callers_job_cannot_be_run_with_overrides(api, target_server):
     job = _local_job(api, target_server, name="mine")
     answer = api("POST", f"/v1/jobs/{job['id']}/run", {"body": "x"}, principal=BOB)
     assert answer.status == 404
+
+
+def test_an_amqp_job_s_run_headers_must_fit_one_message_with_its_own(api):
+    """A run's headers merged over an AMQP target's are held to the job's own rules: a name of
+    at most 255 bytes (a short string), and at most 64 KiB in all (one frame of the broker's),
+    else the broker closes the connection at every attempt: a 400 naming ``headers``."""
+    from tests.integration.test_api import amqp_body
+
+    job = create(api, amqp_body("amqp-run"))
+    path = f"/v1/jobs/{job['id']}/run"
+    for headers in ({f"X-Big-{i}": "v" * 8000 for i in range(20)}, {"n" * 256: "x"}):
+        answer = api("POST", path, {"headers": headers})
+        assert answer.status == 400 and answer.fields == ["headers"], answer.body
+    assert api("POST", path, {"headers": {"X-Small": "x" * 1000}}).status == 202

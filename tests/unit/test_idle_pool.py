@@ -34,3 +34,12 @@ def test_close_all_closes_and_forgets_every_connection():
     pool.close_all()
     assert sorted(closed) == ["a1", "b1"]
     assert pool.take("a") is None and pool.take("b") is None
+
+
+def test_a_sweep_takes_out_what_can_no_longer_serve_under_every_key():
+    pool = IdlePool(lambda item: None, per_key=4)
+    for key, item in (("a", "a-old"), ("a", "a-new"), ("b", "b-old")):
+        pool.give(key, item)
+    assert sorted(pool.sweep(lambda item: item.endswith("old"))) == ["a-old", "b-old"]
+    assert pool.kept("a") == ["a-new"] and pool.kept("b") == []
+    assert pool.sweep(lambda item: False) == []

@@ -18,6 +18,7 @@ from scheduler.core.domain import Job, RunOverrides
 from scheduler.core.json_text import load_strict_json
 from scheduler.schema.actions import RunRequest
 from scheduler.schema.aws_models import body_limit, rendered_size, sqs_character_problem
+from scheduler.schema.messages import amqp_headers_problem
 from scheduler.schema.models import MAX_BODY_LENGTH
 from scheduler.secrets import SecretBox
 
@@ -39,6 +40,8 @@ def run_overrides(request: RunRequest, job: Job, box: SecretBox) -> RunOverrides
         _check_rendered_size(request, target)
     if request.headers and kind not in _HEADER_TARGETS:
         raise BadRequest("headers", f"a {kind} target takes no headers")
+    if request.headers and kind == "amqp":
+        _check_amqp_headers(request.headers, target)
     deliver: dict[str, Any] = {}
     shown: dict[str, Any] = {}
     if request.body is not None:
@@ -52,6 +55,16 @@ def run_overrides(request: RunRequest, job: Job, box: SecretBox) -> RunOverrides
     if request.vars:
         deliver["vars"] = shown["vars"] = dict(request.vars)
     return RunOverrides(deliver=deliver, shown=shown)
+
+
+def _check_amqp_headers(headers: dict[str, str], target: dict[str, Any]) -> None:
+    """A run's headers merged over an AMQP target's fit one message (``amqp_headers_problem``).
+    A stored secret header is counted at its sealed size, which is more than its value: the API
+    cannot open it (only the runner can)."""
+    merged = {str(k): str(v) for k, v in (target.get("headers") or {}).items() if isinstance(v, str)}
+    merged.update(headers)
+    if problem := amqp_headers_problem(merged):
+        raise BadRequest("headers", problem + " with the target's own")
 
 
 def _check_rendered_size(request: RunRequest, target: dict[str, Any]) -> None:

@@ -20,6 +20,27 @@ class FieldError(ValueError):
         self.message = message
 
 
+#: An AMQP message's headers, names and values, at most (they travel in one frame).
+MAX_AMQP_HEADER_BYTES = 64 * 1024
+
+
+def amqp_headers_problem(headers: dict[str, str]) -> str | None:
+    """What makes ``headers`` unfit for an AMQP message (a job's, or a manual run's merged over
+    them), or None: a name is a short string (255 bytes), and the properties travel in one frame
+    (the broker's frame_max: 128 KiB by default) with the scheduler's own headers: past it the
+    broker closes the connection at every attempt."""
+    for name in headers:
+        if len(name.encode("utf-8", "surrogatepass")) > 255:
+            return f"header {name[:64]!r}: a name is at most 255 bytes once encoded as UTF-8"
+    size = sum(len((name + value).encode("utf-8", "surrogatepass")) for name, value in headers.items())
+    if size > MAX_AMQP_HEADER_BYTES:
+        return (
+            f"add up to {size} bytes; an AMQP message's headers take at most {MAX_AMQP_HEADER_BYTES}"
+            " (they travel in one frame of the broker's)"
+        )
+    return None
+
+
 def single_line(value: str, latin1: bool = False) -> str:
     """Refuse what cannot go on one line (of a header, an event's source): CR, LF, U+2028/2029
     and other control characters; with ``latin1``, characters an HTTP header cannot carry (past

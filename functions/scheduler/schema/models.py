@@ -43,7 +43,12 @@ from scheduler.schema.aws_models import (
 )
 from scheduler.schema.details import validation_details  # noqa: F401 (re-exported)
 from scheduler.schema.instants import Instant, is_job_id, parse_time  # noqa: F401 (re-exported)
-from scheduler.schema.messages import FieldError, http_header_value, single_line
+from scheduler.schema.messages import (
+    FieldError,
+    amqp_headers_problem,
+    http_header_value,
+    single_line,
+)
 
 MAX_NAME_LENGTH = 128
 MAX_DESCRIPTION_LENGTH = 2048
@@ -55,7 +60,8 @@ MAX_HEADER_VALUE_LENGTH = 8192
 MAX_BODY_LENGTH = 256 * 1024
 # An AMQP target's headers, names and values together (UTF-8 bytes): well inside the broker's
 # default frame_max of 128 KiB that the message's properties travel in.
-MAX_AMQP_HEADER_BYTES = 64 * 1024
+
+
 MAX_TIMEOUT_SECONDS = 900
 MAX_ATTEMPTS = 100
 MAX_BACKOFF_SECONDS = 86400
@@ -225,17 +231,9 @@ class AmqpTarget(_Strict):
         for name, value in v.items():
             if not name or len(name) > MAX_HEADER_NAME_LENGTH or len(value) > MAX_HEADER_VALUE_LENGTH:
                 raise ValueError(f"header {name[:64]!r}: name or value too long")
-            if len(name.encode("utf-8", "surrogatepass")) > 255:  # a field name is an AMQP short string
-                raise ValueError(f"header {name[:64]!r}: a name is at most 255 bytes once encoded as UTF-8")
             _not_the_scheduler_s(name, ("idempotency-key",))  # the message's identity would replace it
-        # The properties travel in one frame (the broker's frame_max: 128 KiB by default), with
-        # the scheduler's own headers: past it the broker closes the connection at every attempt.
-        size = sum(len((name + value).encode("utf-8", "surrogatepass")) for name, value in v.items())
-        if size > MAX_AMQP_HEADER_BYTES:
-            raise ValueError(
-                f"add up to {size} bytes; an AMQP message's headers take at most {MAX_AMQP_HEADER_BYTES}"
-                " (they travel in one frame of the broker's)"
-            )
+        if problem := amqp_headers_problem(v):
+            raise ValueError(problem)
         return v
 
     @model_validator(mode="after")

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -71,6 +72,14 @@ from scheduler.targets.views import AmqpView
 from scheduler.targets.watchdog import Watchdog, running
 
 MAX_IDLE_PER_BROKER = 4
+#: Brokers (URL, user and vhost) whose idle connections are kept at once: the least recently used
+#: one's are closed past it, so that jobs naming many brokers cannot hold connections without end.
+MAX_KEPT_BROKERS = 32
+#: How long a graceful close waits for the broker's answer before the socket is shut: a broker
+#: that stopped answering never holds a delivery's thread.
+CLOSE_SECONDS = 1.0
+#: How often a checkin looks for idle connections past ``MAX_IDLE_SECONDS`` under every key.
+SWEEP_SECONDS = 30.0
 #: A pooled connection idle for longer is closed rather than reused (a frozen Lambda
 #: misses heartbeats; NAT and load balancers drop idle flows silently).
 MAX_IDLE_SECONDS = 300.0
@@ -163,39 +172,62 @@ class PooledConnection:
         return self.connection.is_open
 
     def close(self, graceful: bool = True) -> None:
-        """Close; ``graceful=False`` shuts the socket first so a dead peer cannot block us."""
+        """Close; ``graceful=False`` shuts the socket first so a dead peer cannot block us. A
+        graceful close waits at most ``CLOSE_SECONDS`` for the broker's answer, then shuts it."""
         if not graceful:
-            sock = self.socket()
-            if sock is not None:
-                try:
-                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            self._shut()
+        deadline = threading.Timer(CLOSE_SECONDS, self._shut) if graceful else None
+        if deadline is not None:
+            deadline.daemon = True
+            deadline.start()
         try:
             if self.connection.is_open:
                 self.connection.close()
         except Exception:
             pass
+        finally:
+            if deadline is not None:
+                deadline.cancel()
+
+    def _shut(self) -> None:
+        sock = self.socket()
+        if sock is not None:
+            try:
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
-_idle: IdlePool[PooledConnection] = IdlePool(PooledConnection.close, per_key=MAX_IDLE_PER_BROKER)
+_PoolKey = tuple[bool, str, int, str, str, str]
+_idle: IdlePool[PooledConnection] = IdlePool(PooledConnection.close, per_key=MAX_IDLE_PER_BROKER, keys=MAX_KEPT_BROKERS)
+_last_sweep = [time.monotonic()]
 
 
-def _checkout(key: str) -> PooledConnection | None:
+def _pool_key(broker: Broker) -> _PoolKey:
+    """A broker's connections are shared by what they were opened with (host, port, TLS, user,
+    password, vhost), however its URL spelled them (a query, the case of the host)."""
+    return broker.tls, broker.host.lower(), broker.port, broker.username, broker.password, broker.vhost
+
+
+def _checkout(key: _PoolKey) -> PooledConnection | None:
     return _idle.take(key)
 
 
-def _checkin(key: str, pooled: PooledConnection) -> None:
+def _checkin(key: _PoolKey, pooled: PooledConnection) -> None:
     if not pooled.connection.is_open:
         pooled.close(graceful=False)
         return
-    pooled.last_used = time.monotonic()
+    pooled.last_used = now = time.monotonic()
     _idle.give(key, pooled)
+    if now - _last_sweep[0] > SWEEP_SECONDS:
+        _last_sweep[0] = now
+        for stale in _idle.sweep(lambda p: now - p.last_used > MAX_IDLE_SECONDS or not p.connection.is_open):
+            stale.close(graceful=False)
 
 
 def idle_connections(url: str) -> list[PooledConnection]:
     """The idle pooled connections of a broker URL (a copy; for tests and diagnostics)."""
-    return _idle.kept(url)
+    return _idle.kept(_pool_key(parse_broker_url(url)))
 
 
 def close_all() -> None:
@@ -303,20 +335,23 @@ def _deliver(spec: AmqpView, delivery: Delivery, policy: TargetPolicy, budget: f
         app_id=CONNECTION_NAME,
     )
 
+    published: list[bool] = []  # a publish began (else the time went in connecting)
+
     def publish(pooled: PooledConnection) -> None:
         watchdog.watch(pooled.socket)
-        pooled.ensure_channel().basic_publish(
-            spec.exchange, spec.routing_key, payload, properties=properties, mandatory=True
-        )
+        channel = pooled.ensure_channel()
+        published.append(True)
+        channel.basic_publish(spec.exchange, spec.routing_key, payload, properties=properties, mandatory=True)
 
     watchdog = Watchdog(budget)
+    key = _pool_key(broker)
     pooled: PooledConnection | None = None
     with running(watchdog):
         try:
-            pooled = _checkout(url)
+            pooled = _checkout(key)
             while pooled is not None and not _reusable(pooled, policy, guarded):
                 pooled.close(graceful=False)
-                pooled = _checkout(url)
+                pooled = _checkout(key)
             reused = pooled is not None
             if pooled is None:
                 pooled = _open(broker, guarded, policy, watchdog, delivery.owner)
@@ -329,13 +364,13 @@ def _deliver(spec: AmqpView, delivery: Delivery, policy: TargetPolicy, budget: f
                 pooled = None
                 pooled = _open(broker, guarded, policy, watchdog, delivery.owner)
                 publish(pooled)
-            _release(url, pooled, watchdog)
+            _release(key, pooled, watchdog)
             return Outcome(SUCCEEDED, False)
         except (pex.UnroutableError, pex.NackError, pex.ChannelClosedByBroker) as exc:
             if pooled is not None:
-                _release(url, pooled, watchdog)  # the connection is fine; a closed channel is reopened
+                _release(key, pooled, watchdog)  # the connection is fine; a closed channel is reopened
             if watchdog.fired:
-                return timed_out(f"no confirmation from the broker at {broker.where} within {budget:g}s")
+                return _stalled(broker, budget, bool(published))
             return _channel_failure(exc, spec)
         except ssrf.TargetNotAllowed as exc:
             return permanent(str(exc))
@@ -343,17 +378,25 @@ def _deliver(spec: AmqpView, delivery: Delivery, policy: TargetPolicy, budget: f
             if pooled is not None:
                 pooled.close(graceful=False)
             if watchdog.fired:
-                return timed_out(f"no confirmation from the broker at {broker.where} within {budget:g}s")
+                return _stalled(broker, budget, bool(published))
             return _connection_failure(exc, broker, budget)
 
 
-def _release(url: str, pooled: PooledConnection, watchdog: Watchdog) -> None:
+def _stalled(broker: Broker, budget: float, published: bool) -> Outcome:
+    """The delivery's time ran out: waiting for the publish's confirmation, or before anything
+    was published (connecting, the handshake, opening the channel)."""
+    if published:
+        return timed_out(f"no confirmation from the broker at {broker.where} within {budget:g}s")
+    return timed_out(f"no answer from the broker at {broker.where} within {budget:g}s (nothing was published)")
+
+
+def _release(key: _PoolKey, pooled: PooledConnection, watchdog: Watchdog) -> None:
     """Back to the pool, once this delivery's watchdog can no longer touch the socket."""
     watchdog.stop()
     if watchdog.fired:
         pooled.close(graceful=False)
     else:
-        _checkin(url, pooled)
+        _checkin(key, pooled)
 
 
 def _channel_failure(exc: Exception, spec: AmqpView) -> Outcome:

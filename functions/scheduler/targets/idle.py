@@ -48,6 +48,18 @@ class IdlePool(Generic[T]):
         for old in dropped:
             self._close(old)
 
+    def sweep(self, stale: Callable[[T], bool]) -> list[T]:
+        """Take out every idle connection ``stale`` says can no longer serve, whatever its key
+        (one whose key is never asked for again would stay open otherwise): the caller closes them."""
+        with self._lock:
+            swept = [item for items in self._idle.values() for item in items if stale(item)]
+            if swept:
+                for key in list(self._idle):
+                    self._idle[key] = [item for item in self._idle[key] if not stale(item)]
+                    if not self._idle[key]:
+                        del self._idle[key]
+        return swept
+
     def kept(self, key: Hashable) -> list[T]:
         """The idle connections of ``key`` (a copy; for tests and diagnostics)."""
         with self._lock:
