@@ -31,6 +31,10 @@ ACU_RANGE = (0.5, 256.0)
 DEFAULTS: dict[str, Any] = {
     "stack_name": "Scheduler",
     "broker": "amazonmq",
+    # Who may use that broker (AMQP jobs without a url): "account", the principals of the
+    # deployment's own account; "*", any caller of the API; or comma-separated owner patterns
+    # (``*`` any text). It is one broker login for all of them: one trust domain.
+    "broker_owners": "account",
     "precision": "second",
     "nat_gateways": 1,
     "endpoint_azs": 2,
@@ -108,6 +112,7 @@ class Config:
     executor_concurrency: int = DEFAULTS["executor_concurrency"]
     target_role_arns: tuple[str, ...] = ()
     target_role_tag: str = DEFAULTS["target_role_tag"]
+    broker_owners: tuple[str, ...] = ("account",)
     fanout_max: int = DEFAULTS["fanout_max"]
     claims_per_invoke: int = DEFAULTS["claims_per_invoke"]
     database: str = DEFAULTS["database"]
@@ -117,6 +122,11 @@ class Config:
     db_io_optimized: bool = DEFAULTS["db_io_optimized"]
     xray_sdk: bool = DEFAULTS["xray_sdk"]
     console_url: str = DEFAULTS["console_url"]
+
+    def broker_owner_patterns(self, account: str) -> str:
+        """``SCHEDULER_DEFAULT_BROKER_OWNERS``: the patterns, "account" made the principals of
+        ``account`` (a token at synth time); "" for anyone."""
+        return ",".join(f"arn:*:*::{account}:*" if p == "account" else p for p in self.broker_owners)
 
     @property
     def aurora(self) -> bool:
@@ -179,6 +189,7 @@ class Config:
             executor_concurrency=_int(get("executor_concurrency"), "executor_concurrency", minimum=1, maximum=1000),
             target_role_arns=_role_arns(get("target_role_arns")),
             target_role_tag=_role_tag(get("target_role_tag")),
+            broker_owners=_owner_patterns(get("broker_owners")),
             fanout_max=_int(get("fanout_max"), "fanout_max", minimum=1, maximum=MAX_FANOUT_MAX),
             claims_per_invoke=_int(
                 get("claims_per_invoke"), "claims_per_invoke", minimum=1, maximum=C.MAX_CLAIMS_PER_INVOKE
@@ -254,6 +265,19 @@ def _role_arns(value: Any) -> tuple[str, ...]:
         else:
             raise ValueError(f"context 'target_role_arns': {item!r} is neither a role ARN nor a path like /scheduler/")
     return tuple(found)
+
+
+def _owner_patterns(value: Any) -> tuple[str, ...]:
+    """``broker_owners``: ("account",), () for "*" (anyone), or owner patterns (ARNs, ``*``)."""
+    items = [i.strip() for i in (value if isinstance(value, list) else str(value).split(",")) if str(i).strip()]
+    if not items:
+        raise ValueError("context 'broker_owners' must be account, * or owner patterns (ARNs, * for any text)")
+    if items == ["*"] or items == ["account"]:
+        return () if items == ["*"] else ("account",)
+    for item in items:
+        if not item.startswith("arn:") or "," in item:
+            raise ValueError(f"context 'broker_owners': {item!r} is not an owner pattern (arn:..., * for any text)")
+    return tuple(items)
 
 
 def _role_tag(value: Any) -> str:

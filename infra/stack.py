@@ -112,6 +112,9 @@ class SchedulerStack(Stack):
                 C.ENV_API_CREDENTIALS_SECRET_ARN: self.api_credentials.secret_arn,
             }
             executor_env = {**local_env, C.ENV_DEFAULT_BROKER_URL: broker_url.value_as_string}
+            owners = config.broker_owner_patterns(self.account)
+            if owners:
+                api_env[C.ENV_DEFAULT_BROKER_OWNERS] = executor_env[C.ENV_DEFAULT_BROKER_OWNERS] = owners
             api_placement = migrate_placement = None
             runner_placement = RunnerPlacement(fanout=None, executor=None)
         else:
@@ -148,6 +151,9 @@ class SchedulerStack(Stack):
                     C.ENV_DEFAULT_BROKER_URL: broker.url,
                     C.ENV_DEFAULT_BROKER_SECRET_ARN: broker.secret.secret_arn,
                 }
+                owners = config.broker_owner_patterns(self.account)
+                if owners:
+                    api_env[C.ENV_DEFAULT_BROKER_OWNERS] = executor_env[C.ENV_DEFAULT_BROKER_OWNERS] = owners
             api_placement = Placement(network.vpc, network.isolated, network.api_security_group)
             migrate_placement = Placement(network.vpc, network.isolated, network.migrate_security_group)
             runner_placement = RunnerPlacement(

@@ -28,6 +28,8 @@ class Settings:
     precision: str = "second"  # "second" or "minute"
     default_broker_url: str | None = None
     default_broker_secret_arn: str | None = None
+    # The owners whose AMQP jobs may use the default broker (patterns, ``*`` any text; none: any owner).
+    default_broker_owners: tuple[str, ...] = field(default_factory=tuple)
     kms_key_id: str | None = None
     local_key_file: str | None = None
     allow_private_targets: bool = False
@@ -73,6 +75,9 @@ class Settings:
             precision=precision,
             default_broker_url=env.get(c.ENV_DEFAULT_BROKER_URL),
             default_broker_secret_arn=env.get(c.ENV_DEFAULT_BROKER_SECRET_ARN),
+            default_broker_owners=tuple(
+                x.strip() for x in env.get(c.ENV_DEFAULT_BROKER_OWNERS, "").split(",") if x.strip()
+            ),
             kms_key_id=env.get(c.ENV_KMS_KEY_ID),
             local_key_file=env.get(c.ENV_LOCAL_KEY_FILE),
             allow_private_targets=_bool(env.get(c.ENV_ALLOW_PRIVATE_TARGETS)),

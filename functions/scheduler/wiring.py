@@ -65,6 +65,7 @@ class Dependencies:
             allow_private=self.settings.allow_private_targets,
             allow_list=self.settings.target_allow_list,
             default_broker_url=default_broker_url(self.settings),
+            default_broker_owners=self.settings.default_broker_owners,
         )
 
     @cached_property

@@ -45,6 +45,30 @@ def test_rabbitmq_broker_is_private_and_its_url_is_the_executors_default(aws):
     assert C.ENV_DEFAULT_BROKER_SECRET_ARN not in aws.function(C.API_HANDLER)[1]["Environment"]["Variables"]
 
 
+def test_the_broker_is_open_to_the_deployment_s_own_account_by_default(aws):
+    """One broker login serves every AMQP job without a url: by default only the principals of
+    the deployment's account may use it (broker_owners), in the API (a 400) and the executor."""
+    owners = {"Fn::Join": ["", ["arn:*:*::", {"Ref": "AWS::AccountId"}, ":*"]]}
+    for handler in (C.API_HANDLER, C.EXECUTOR_HANDLER):
+        assert aws.function(handler)[1]["Environment"]["Variables"][C.ENV_DEFAULT_BROKER_OWNERS] == owners, handler
+
+
+def test_broker_owners_are_account_any_or_patterns():
+    from aws_cdk import App
+
+    from infra.config import Config
+
+    def owners(value: object) -> tuple[str, ...]:
+        return Config.from_context(App(context={"broker_owners": value}).node).broker_owners
+
+    assert owners("account") == ("account",) and owners("*") == ()
+    assert owners("arn:aws:iam::1:user/a, arn:aws:sts::2:*") == ("arn:aws:iam::1:user/a", "arn:aws:sts::2:*")
+    assert Config.from_context(App(context={"broker_owners": "*"}).node).broker_owner_patterns("1") == ""
+    for bad in ("", "alice", "account,arn:aws:iam::1:user/a"):
+        with pytest.raises(ValueError, match="broker_owners"):
+            owners(bad)
+
+
 def test_broker_none_means_no_broker_and_no_default(lean):
     assert lean.resources("AWS::AmazonMQ::Broker") == {}
     for handler in (C.API_HANDLER, C.EXECUTOR_HANDLER):

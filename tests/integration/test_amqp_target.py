@@ -113,6 +113,26 @@ def test_default_exchange_and_default_broker(amqp_url, amqp_queue, amqp_admin):
     assert get_one(amqp_admin, queue)[1] == b"hi"
 
 
+def test_the_default_broker_is_open_only_to_the_owners_listed(amqp_url, amqp_queue, amqp_admin):
+    """One broker login serves every job that names no broker: a deployment lists who may use
+    it (broker_owners); another owner's delivery fails for good, before any connection."""
+    _, queue, _ = amqp_queue
+    policy = TargetPolicy(default_broker_url=amqp_url, default_broker_owners=("arn:*:*::111111111111:*",))
+    target = {"type": "amqp", "exchange": "", "routing_key": queue, "body": "hi"}
+    alice, bob = (
+        Delivery(str(uuid.uuid4()), str(uuid.uuid4()), SCHEDULED, 1, owner=f"arn:aws:iam::{account}:user/{name}")
+        for account, name in (("111111111111", "alice"), ("222222222222", "bob"))
+    )
+    assert deliver(target, alice, policy).succeeded
+    refused = deliver(target, bob, policy)
+    assert (refused.status, refused.retryable) == ("failed", False) and "not open" in refused.error
+    assert get_one(amqp_admin, queue)[1] == b"hi" and amqp_admin.basic_get(queue, auto_ack=True)[0] is None
+    # A broker the job names itself is its own business (its own credentials; loopback allowed here).
+    named = TargetPolicy(allow_private=True, default_broker_url=amqp_url, default_broker_owners=("arn:none",))
+    assert deliver({**target, "url": amqp_url + "?heartbeat=30"}, bob, named).succeeded
+    assert get_one(amqp_admin, queue)[1] == b"hi"
+
+
 def test_unroutable_message_is_a_retryable_failure(amqp_url, amqp_queue, amqp_admin):
     exchange, queue, _ = amqp_queue
     target = {"type": "amqp", "url": amqp_url, "exchange": exchange, "routing_key": "nobody-listens", "body": "x"}

@@ -965,3 +965,26 @@ def test_http_adapter_refuses_big_bodies_without_reading_them():
     statuses = []
     app(environ, lambda status, headers: statuses.append(status))
     assert statuses == ["413 Request Entity Too Large"] and environ["wsgi.input"].tell() <= 1024 * 1024 + 64 * 1024
+
+
+def test_the_default_broker_is_refused_to_owners_its_deployment_does_not_list(store, box):
+    """broker_owners (SCHEDULER_DEFAULT_BROKER_OWNERS): an AMQP job or alert without a url of an
+    owner the patterns do not match is a 400 on target.url (give your broker's url); a listed
+    owner's is created, and a job that names its own broker is anyone's."""
+    settings = Settings.from_env(
+        {
+            "SCHEDULER_DEFAULT_BROKER_URL": "amqps://broker.internal:5671",
+            "SCHEDULER_DEFAULT_BROKER_OWNERS": "arn:*:*::111111111111:*",
+        }
+    )
+    assert settings.default_broker_owners == ("arn:*:*::111111111111:*",)
+    client = Client(make_app(lambda: store, lambda: box, settings).resolve)
+    no_url = {"type": "amqp", "exchange": "events", "routing_key": "r", "body": "x"}
+    assert create(client, job_body("alice-amqp", target=no_url), principal=ALICE)["target"]["type"] == "amqp"
+    answer = client("POST", "/v1/jobs", job_body("bob-amqp", target=no_url), principal=BOB)
+    assert answer.status == 400 and answer.fields == ["target.url"] and "not open to you" in str(answer.body)
+    alert = [{"on": "failure", "target": no_url}]
+    answer = client("POST", "/v1/jobs", job_body("bob-alerting", alerts=alert), principal=BOB)
+    assert answer.status == 400 and answer.fields == ["alerts.0.target.url"], answer.body
+    own = {**no_url, "url": "amqps://bob:pw@broker.example.com:5671/bob"}
+    assert create(client, job_body("bob-own", target=own), principal=BOB)["target"]["type"] == "amqp"

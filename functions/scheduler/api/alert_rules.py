@@ -125,7 +125,7 @@ def put_alert_rule(
         raise BadRequest("name", "must be the path's name when given")
     data = spec.model_dump(mode="python", exclude={"name"})
     check_text(data, "body")
-    require_alert_targets(data, settings)
+    require_alert_targets(data, settings, owner)
     try:
         stored = store.get_alert_rule(owner, name).alerts
     except AlertRuleNotFound:

@@ -157,9 +157,9 @@ def create_job(
     caller: Caller,
 ) -> Response[Any]:
     data = spec_data(spec)
-    require_broker(data, settings)
+    require_broker(data, settings, owner)
     require_reachable_target(data, settings)
-    require_alert_targets(data, settings)
+    require_alert_targets(data, settings, owner)
     data["target"] = seal_target_secrets(data["target"], box, None)
     data["alerts"] = seal_alerts(data.get("alerts"), box, None)
     job = service.create_job(store, owner, data, by=caller)
@@ -221,9 +221,9 @@ def replace_job(
 ) -> Response[Any]:
     expected = parse_if_match(if_match)
     data = spec_data(spec)
-    require_broker(data, settings)
+    require_broker(data, settings, owner)
     require_reachable_target(data, settings)
-    require_alert_targets(data, settings)
+    require_alert_targets(data, settings, owner)
 
     def build(current: DomainJob) -> dict[str, Any]:
         return {
@@ -261,9 +261,9 @@ def patch_job(
 
     def build(current: DomainJob) -> dict[str, Any]:
         data = spec_data(JobSpec.model_validate(merge_patch(spec_of(current), patch)))
-        require_broker(data, settings)
+        require_broker(data, settings, owner)
         require_reachable_target(data, settings)
-        require_alert_targets(data, settings)
+        require_alert_targets(data, settings, owner)
         return {
             **data,
             "target": seal_target_secrets(data["target"], box, dict(current.target or {})),

@@ -11,13 +11,21 @@ from scheduler.api.errors import BadRequest
 from scheduler.core.constants import AWS_TARGET_TYPES
 from scheduler.core.errors import MaskedSecretError
 from scheduler.secrets import SecretBox, seal_target_secrets, url_with_password_masked
+from scheduler.targets.results import default_broker_open_to
 
 
-def require_broker(data: dict[str, Any], settings: Any) -> None:
-    """An AMQP target without a url needs the deployment's default broker (400 on target.url)."""
+def require_broker(data: dict[str, Any], settings: Any, owner: str | None) -> None:
+    """An AMQP target without a url needs the deployment's default broker, open to ``owner``
+    (its operator may list who may use it): else a 400 on target.url."""
     target = data.get("target") or {}
-    if target.get("type") == "amqp" and not target.get("url") and not getattr(settings, "default_broker_url", None):
+    if target.get("type") != "amqp" or target.get("url"):
+        return
+    if not getattr(settings, "default_broker_url", None):
         raise BadRequest("target.url", "is required: this deployment has no default broker")
+    if not default_broker_open_to(tuple(getattr(settings, "default_broker_owners", ())), owner):
+        raise BadRequest(
+            "target.url", "is required: this deployment's broker is not open to you (give your broker's url)"
+        )
 
 
 def require_reachable_target(data: dict[str, Any], settings: Any) -> None:
@@ -54,11 +62,11 @@ def seal_alerts(alerts: Any, box: SecretBox, stored: Sequence[Mapping[str, Any]]
     return sealed
 
 
-def require_alert_targets(data: dict[str, Any], settings: Any) -> None:
+def require_alert_targets(data: dict[str, Any], settings: Any, owner: str | None) -> None:
     """The broker and reachability rules of a job target, for each alert rule's target too."""
     for i, alert in enumerate(data.get("alerts") or ()):
         try:
-            require_broker({"target": alert["target"]}, settings)
+            require_broker({"target": alert["target"]}, settings, owner)
             require_reachable_target({"target": alert["target"]}, settings)
         except BadRequest as exc:
             [detail] = exc.details

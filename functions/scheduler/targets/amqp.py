@@ -314,16 +314,29 @@ def deliver_amqp(target: AmqpView, delivery: Delivery, policy: TargetPolicy, *, 
     return result
 
 
-def _deliver(spec: AmqpView, delivery: Delivery, policy: TargetPolicy, budget: float) -> Outcome:
+def _broker_of(spec: AmqpView, policy: TargetPolicy, owner: str | None) -> tuple[Broker, bool] | Outcome:
+    """The broker a delivery goes to and whether it is guarded (one the job named, subject to the
+    SSRF guard; the deployment's is not), or the permanent failure of a target that has none."""
     url = spec.url
     guarded = url is not None and url != policy.default_broker_url
     url = url or policy.default_broker_url
     if not url:
         return permanent("invalid target: no broker url, and the deployment has no default broker")
+    if not guarded and not policy.default_broker_open_to(owner):
+        return permanent(
+            "invalid target: the deployment's broker is not open to this job's owner; give the broker's url"
+        )
     try:
-        broker = parse_broker_url(url)
+        return parse_broker_url(url), guarded
     except _Invalid as exc:
         return permanent(f"invalid target: {exc}")
+
+
+def _deliver(spec: AmqpView, delivery: Delivery, policy: TargetPolicy, budget: float) -> Outcome:
+    found = _broker_of(spec, policy, delivery.owner)
+    if isinstance(found, Outcome):
+        return found
+    broker, guarded = found
     payload = spec.payload
 
     properties = pika.BasicProperties(

@@ -5,6 +5,7 @@ helpers every target module uses to build results and keep secrets out of them.
 
 from __future__ import annotations
 
+import fnmatch
 import html
 import json
 import re
@@ -39,12 +40,23 @@ class TargetPolicy:
     ``allow_private``: local mode; loopback, private and other non-public addresses allowed.
     ``allow_list``: hostnames (exact, or ``*.example.com`` for subdomains) or CIDRs/addresses
     that bypass the SSRF guard. ``default_broker_url``: the broker of AMQP targets without a url
-    (trusted: not subject to the guard).
+    (trusted: not subject to the guard), open to the owners ``default_broker_owners`` match
+    (patterns, ``*`` any text; none: every owner).
     """
 
     allow_private: bool = False
     allow_list: tuple[str, ...] = ()
     default_broker_url: str | None = None
+    default_broker_owners: tuple[str, ...] = ()
+
+    def default_broker_open_to(self, owner: str | None) -> bool:
+        """Whether a job of ``owner`` may use the default broker."""
+        return default_broker_open_to(self.default_broker_owners, owner)
+
+
+def default_broker_open_to(patterns: tuple[str, ...], owner: str | None) -> bool:
+    """Whether ``owner`` matches one of ``patterns`` (``*`` any text), or there are none."""
+    return not patterns or (owner is not None and any(fnmatch.fnmatchcase(owner, p) for p in patterns))
 
 
 def permanent(error: str, **fields: Any) -> Outcome:
