@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -140,7 +141,7 @@ def _client(
     except OwnerNotUsable as exc:
         return permanent(str(exc))
     except BudgetSpent as exc:
-        return timed_out(f"sts AssumeRole: {exc}")
+        return timed_out(f"sts AssumeRole: {exc} ({budget:g}s)")
     except Exception as exc:
         return classify(exc, "sts AssumeRole", budget)
 
@@ -278,17 +279,20 @@ class HttpSigner:
         self.credentials: Any = None
         self.secrets: list[str] = []
 
-    def prepare(self) -> Outcome | None:
-        """Assume the role (cached); a failed result when that is refused or fails."""
+    def prepare(self, budget: float) -> Outcome | None:
+        """Assume the role (cached) within ``budget`` seconds, the delivery's; a failed result
+        when that is refused, fails or takes the whole budget."""
         owner = self.delivery.owner
         if not owner:
             return permanent("no owner known for this delivery: sigv4 signs only as a role assumed for the job's owner")
         try:
-            self.credentials = self.cache.credentials(self.role_arn, owner)
+            self.credentials = self.cache.credentials(self.role_arn, owner, deadline=time.monotonic() + budget)
         except OwnerNotUsable as exc:
             return permanent(str(exc))
+        except BudgetSpent as exc:
+            return timed_out(f"sts AssumeRole: {exc} ({budget:g}s)")
         except Exception as exc:
-            return classify(exc, "sts AssumeRole", STS_BUDGET)
+            return classify(exc, "sts AssumeRole", budget)
         self.secrets = list(self.credentials.secrets)
         return None
 
@@ -318,20 +322,16 @@ class HttpSigner:
 
 
 def sigv4_signer(
-    auth: SigV4View | None, delivery: Delivery, secrets: list[str]
+    auth: SigV4View | None, delivery: Delivery, secrets: list[str], *, budget: float
 ) -> tuple[HttpSigner | None, Outcome | None]:
-    """For an HTTP target's ``sigv4`` auth (``HttpView.sigv4``): its signer (the role assumed,
-    its secrets added to ``secrets``); None without one; or a failed result when the role cannot
-    be assumed."""
+    """For an HTTP target's ``sigv4`` auth (``HttpView.sigv4``): its signer (the role assumed
+    within ``budget`` seconds, its secrets added to ``secrets``); None without one; or a failed
+    result when the role cannot be assumed in time."""
     if auth is None:
         return None, None
     signer = HttpSigner(auth, delivery)
-    refused = signer.prepare()
+    refused = signer.prepare(budget)
     if refused is not None:
         return None, refused
     secrets.extend(signer.secrets)
     return signer, None
-
-
-#: Seconds an STS call may take (its client's timeouts), for the error text of a timeout.
-STS_BUDGET = 5.0

@@ -33,9 +33,12 @@ from scheduler.core.aws_arns import partition_of_region
 REFRESH_MARGIN_SECONDS = 300.0
 #: Lifetime asked of STS (every role allows at least one hour).
 SESSION_SECONDS = 3600
-#: Timeouts of the STS call itself.
+#: Timeouts of the STS call itself, when the delivery has that much time left (less otherwise).
 STS_CONNECT_TIMEOUT = 3.0
 STS_READ_TIMEOUT = 5.0
+#: The step to which an STS client's timeouts are rounded down when the delivery has less than
+#: :data:`STS_READ_TIMEOUT` left (a client per step and region, not one per call).
+STS_TIMEOUT_STEP = 0.25
 
 # What STS accepts as an ExternalId.
 _EXTERNAL_ID = re.compile(r"^[\w+=,.@:/-]{2,1224}\Z", re.ASCII)
@@ -47,7 +50,8 @@ class OwnerNotUsable(ValueError):
 
 
 class BudgetSpent(TimeoutError):
-    """The delivery's time was gone before its call could be made (spent assuming the role)."""
+    """The delivery's time was gone before its call could be made (spent assuming the role, or
+    waiting for another delivery's AssumeRole of the same role and owner)."""
 
 
 @dataclass(frozen=True)
@@ -121,8 +125,9 @@ def create_client(
 class CredentialCache:
     """Assumed-role credentials per ``(role_arn, owner)``, and clients built from them.
 
-    ``sts_client_for(region)`` gives the STS client used to assume roles (default: the
-    process's own credentials); ``clock`` is epoch seconds (tests move it).
+    ``sts_client_for(region)`` gives the STS client used to assume roles (default: clients of
+    the process's own credentials whose timeouts are at most what the delivery has left);
+    ``clock`` is epoch seconds (tests move it).
     """
 
     def __init__(
@@ -133,8 +138,8 @@ class CredentialCache:
         refresh_margin: float = REFRESH_MARGIN_SECONDS,
         max_entries: int = 512,
     ):
-        self._sts_client_for = sts_client_for or self._default_sts
-        self._sts_clients: dict[str, Any] = {}
+        self._sts_client_for = sts_client_for
+        self._sts_clients: OrderedDict[tuple[str, float], Any] = OrderedDict()
         self.clock = clock
         self.refresh_margin = refresh_margin
         self.max_entries = max_entries
@@ -143,31 +148,45 @@ class CredentialCache:
         self._key_locks: dict[tuple[str, str], threading.Lock] = {}
         self._clients: OrderedDict[tuple, tuple[str, Any]] = OrderedDict()
 
-    def _default_sts(self, region: str) -> Any:
+    def _sts(self, region: str, read: float) -> Any:
+        """The STS client of ``region`` whose connect and read timeouts are each at most
+        ``read`` seconds; a factory given to the cache is used as it is."""
+        if self._sts_client_for is not None:
+            return self._sts_client_for(region)
+        key = (region, read)
         with self._lock:
-            client = self._sts_clients.get(region)
+            client = self._sts_clients.get(key)
         if client is None:
-            client = create_client("sts", region, connect_timeout=STS_CONNECT_TIMEOUT, read_timeout=STS_READ_TIMEOUT)
+            client = create_client("sts", region, connect_timeout=min(STS_CONNECT_TIMEOUT, read), read_timeout=read)
             with self._lock:
-                client = self._sts_clients.setdefault(region, client)
+                client = self._sts_clients.setdefault(key, client)
+                while len(self._sts_clients) > 64:
+                    self._sts_clients.popitem(last=False)
         return client
 
-    def credentials(self, role_arn: str, owner: str) -> RoleCredentials:
+    def credentials(self, role_arn: str, owner: str, *, deadline: float | None = None) -> RoleCredentials:
         """Credentials of ``role_arn`` assumed for ``owner`` (``ExternalId=owner``), from the
-        cache while they have more than the refresh margin left. Raises ``OwnerNotUsable``, or
-        botocore's errors of the STS call (``ClientError`` for a denial)."""
+        cache while they have more than the refresh margin left. ``deadline`` (``time.monotonic``
+        seconds) bounds the wait for another delivery's AssumeRole of the same key and the STS
+        call's own timeouts. Raises ``OwnerNotUsable``, ``BudgetSpent`` when the deadline passed
+        before the call could be made, or botocore's errors of the STS call (``ClientError`` for
+        a denial, ``ReadTimeoutError`` when STS did not answer in the time left)."""
         if not isinstance(owner, str) or not _EXTERNAL_ID.match(owner):
             raise OwnerNotUsable("the job's owner cannot serve as the ExternalId of an AssumeRole")
         key = (role_arn, owner)
         with self._lock:
             lock = self._key_locks.setdefault(key, threading.Lock())
-        with lock:  # one STS call per key at a time: concurrent deliveries wait for it
+        # One STS call per key at a time: concurrent deliveries wait for it, each no longer than
+        # its own deadline (a delivery behind a failed call then makes its own, in its own time).
+        if not lock.acquire(timeout=-1 if deadline is None else max(0.0, deadline - time.monotonic())):
+            raise BudgetSpent("the delivery's time ran out waiting for another delivery's AssumeRole of the role")
+        try:
             with self._lock:
                 found = self._credentials.get(key)
             if found is not None and found.expires_at - self.clock() > self.refresh_margin:
                 return found
             try:
-                fresh = self._assume(role_arn, owner)
+                fresh = self._assume(role_arn, owner, deadline)
             except BaseException:
                 with self._lock:  # a refused role leaves no per-key lock behind (the keys are the tenants')
                     if key not in self._credentials:
@@ -180,9 +199,17 @@ class CredentialCache:
                     dropped, _ = self._credentials.popitem(last=False)
                     self._key_locks.pop(dropped, None)
             return fresh
+        finally:
+            lock.release()
 
-    def _assume(self, role_arn: str, owner: str) -> RoleCredentials:
-        sts = self._sts_client_for(_region_for(role_arn))
+    def _assume(self, role_arn: str, owner: str, deadline: float | None) -> RoleCredentials:
+        read = STS_READ_TIMEOUT
+        if deadline is not None:  # rounded down to a step (a client per step): never more than is left
+            left = deadline - time.monotonic()
+            read = min(read, math.floor(left / STS_TIMEOUT_STEP) * STS_TIMEOUT_STEP)
+            if read <= 0:
+                raise BudgetSpent("the delivery's time ran out before the AssumeRole")
+        sts = self._sts(_region_for(role_arn), read)
         answer = sts.assume_role(
             RoleArn=role_arn, ExternalId=owner, RoleSessionName=session_name(owner), DurationSeconds=SESSION_SECONDS
         )
@@ -199,10 +226,10 @@ class CredentialCache:
         (an AssumeRole, or the wait for another delivery's) comes off ``timeout``, which bounds
         the whole delivery: ``BudgetSpent`` when nothing is left of it."""
         began = time.monotonic()
-        creds = self.credentials(role_arn, owner)
+        creds = self.credentials(role_arn, owner, deadline=began + timeout)
         left = timeout - (time.monotonic() - began)
         if left <= 0:
-            raise BudgetSpent(f"assuming the role took the delivery's {timeout:g}s")
+            raise BudgetSpent("assuming the role took the delivery's whole time")
         read_timeout = max(1, math.ceil(left))
         key = (service, region, role_arn, owner, read_timeout)
         with self._lock:

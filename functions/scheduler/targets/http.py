@@ -46,6 +46,7 @@ import functools
 import re
 import socket
 import ssl
+import time
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit
@@ -90,12 +91,18 @@ def deliver_http(target: HttpView, delivery: Delivery, policy: TargetPolicy, *, 
     """
     secrets = target.secrets()
     try:
-        signer, result = sigv4_signer(target.sigv4, delivery, secrets)  # adds the role's secrets
+        began = time.monotonic()
+        signer, result = sigv4_signer(target.sigv4, delivery, secrets, budget=budget)  # adds the role's secrets
+        left = budget
+        if signer is not None:  # the AssumeRole (or the wait for another's) comes off the budget
+            left = budget - (time.monotonic() - began)
+            if left <= 0:
+                result = timed_out(f"sts AssumeRole: assuming the role took the delivery's whole time ({budget:g}s)")
         if result is None:
             # Read past the excerpt's limit by the longest secret, so that one that straddles the cut
             # is whole when redacted; redaction comes before the cut (no part of a secret is kept).
             margin = max((len(secret.encode("utf-8")) for secret in secrets), default=0)
-            result = _deliver(target, delivery, policy, budget, EXCERPT_LIMIT + margin, signer)
+            result = _deliver(target, delivery, policy, left, EXCERPT_LIMIT + margin, signer)
     except Exception as exc:
         result = transient(f"unexpected error during the HTTP delivery: {type(exc).__name__}")
     if result.error or result.response_excerpt:
