@@ -13,7 +13,8 @@ Classification (like HTTP): throttling, a 5xx and network errors are retryable; 
 ``timed_out``; any other AWS error (access denied, a missing resource, a refused payload) is
 permanent. The error names the operation and the AWS error code
 (``sqs SendMessage: AWS.SimpleQueueService.NonExistentQueue: ...``). An STS denial of the
-``AssumeRole`` is permanent too. A ``RequestResponse`` Lambda invoke whose function failed is a
+``AssumeRole`` is permanent too; STS refusing the executor's own credentials (an invalid or
+expired key, a skewed clock) is the scheduler's fault and retryable, as missing ones are. A ``RequestResponse`` Lambda invoke whose function failed is a
 retryable failure (the function's 5xx) with an excerpt of its answer.
 """
 
@@ -84,6 +85,22 @@ TRANSIENT_CODES = frozenset(
         "ExpiredTokenException",
     }
 )
+# Error codes of STS refusing the executor's OWN credentials (a key rotated or mistyped, a clock
+# skewed, its session expired): the scheduler's fault, not the job's, so another attempt may do,
+# as when the executor has no credentials at all. ``AccessDenied`` (the role's trust policy) is
+# the job's, and permanent.
+EXECUTOR_CREDENTIAL_CODES = frozenset(
+    {
+        "InvalidClientTokenId",
+        "SignatureDoesNotMatch",
+        "IncompleteSignature",
+        "RequestExpired",
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "UnrecognizedClientException",
+        "MissingAuthenticationToken",
+    }
+)
 _ERROR_TEXT_LIMIT = 500
 # Bytes of a function's answer read: the excerpt and more, so that a secret (a session token)
 # straddling the excerpt's end is whole when redacted, before the cut.
@@ -143,7 +160,21 @@ def _client(
     except BudgetSpent as exc:
         return timed_out(f"sts AssumeRole: {exc} ({budget:g}s)")
     except Exception as exc:
-        return classify(exc, "sts AssumeRole", budget)
+        return classify_assume(exc, budget)
+
+
+def classify_assume(exc: BaseException, budget: float) -> Outcome:
+    """The result of an ``AssumeRole`` that raised: as :func:`classify`, except that STS
+    refusing the executor's own credentials (:data:`EXECUTOR_CREDENTIAL_CODES`) is retryable,
+    with an error that says so."""
+    from botocore.exceptions import ClientError
+
+    outcome = classify(exc, "sts AssumeRole", budget)
+    if isinstance(exc, ClientError) and (exc.response.get("Error") or {}).get("Code") in EXECUTOR_CREDENTIAL_CODES:
+        detail = (outcome.error or "").removeprefix("sts AssumeRole: ")
+        error = f"sts AssumeRole: STS refused the executor's own AWS credentials, not the job's role ({detail})"
+        return Outcome(FAILED, True, http_status=outcome.http_status, error=error)
+    return outcome
 
 
 def classify(exc: BaseException, operation: str, budget: float) -> Outcome:
@@ -292,7 +323,7 @@ class HttpSigner:
         except BudgetSpent as exc:
             return timed_out(f"sts AssumeRole: {exc} ({budget:g}s)")
         except Exception as exc:
-            return classify(exc, "sts AssumeRole", budget)
+            return classify_assume(exc, budget)
         self.secrets = list(self.credentials.secrets)
         return None
 
