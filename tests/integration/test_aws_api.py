@@ -78,6 +78,26 @@ def test_sigv4_http_job_round_trips(api):
             },
             "target.message_group_id",
         ),
+        (  # 100 characters as written, 120 once {{execution_id}} is rendered
+            {
+                "type": "sns",
+                "role_arn": ROLE,
+                "topic_arn": "arn:aws:sns:eu-west-1:123456789012:t",
+                "message": "m",
+                "subject": "s" * 84 + "{{execution_id}}",
+            },
+            "target.subject",
+        ),
+        (  # may render blanks and characters a group id may not hold
+            {
+                "type": "sqs",
+                "role_arn": ROLE,
+                "queue_url": "https://sqs.eu-west-1.amazonaws.com/123456789012/q.fifo",
+                "body": "b",
+                "message_group_id": "{{cause.error}}",
+            },
+            "target.message_group_id",
+        ),
     ],
 )
 def test_bad_aws_target_is_a_400_naming_the_field(api, target, field):

@@ -322,3 +322,151 @@ def test_a_targets_body_is_held_to_body_limit_exactly(target, field):
     assert rendered_size(body(limit)) == limit
     assert errors({**target, field: body(limit)}) == []
     assert [e["field"] for e in errors({**target, field: body(limit + 1)})] == [f"target.{field}"]
+
+
+# -------------------------------------------- short fields, as rendered (placeholders at their longest)
+
+UUID = "{{execution_id}}"  # 16 characters written, 36 rendered
+
+
+@pytest.mark.parametrize(
+    ("target", "field", "fragment"),
+    [
+        (
+            {"type": "sns", "role_arn": ROLE, "topic_arn": TOPIC, "message": "m", "subject": "s" * 84 + UUID},
+            "target.subject",
+            "may be 120 characters once rendered",
+        ),
+        (
+            {"type": "sns", "role_arn": ROLE, "topic_arn": TOPIC, "message": "m", "subject": "Failed: {{cause.error}}"},
+            "target.subject",
+            "may not hold {{cause.error}}",
+        ),
+        (
+            {
+                "type": "sns",
+                "role_arn": ROLE,
+                "topic_arn": TOPIC,
+                "message": "m",
+                "subject": "{{ cause.response_excerpt }}",
+            },
+            "target.subject",
+            "may not hold {{ cause.response_excerpt }}",
+        ),
+        (
+            {"type": "eventbridge", "role_arn": ROLE, "event_bus_arn": BUS, "source": "s" * 240 + "{{job_id}}"},
+            "target.source",
+            "may be 276 characters once rendered",
+        ),
+        (
+            {
+                "type": "eventbridge",
+                "role_arn": ROLE,
+                "event_bus_arn": BUS,
+                "source": "s",
+                "detail_type": "t" * 112 + UUID,
+            },
+            "target.detail_type",
+            "at most 128",
+        ),
+        (
+            {
+                "type": "eventbridge",
+                "role_arn": ROLE,
+                "event_bus_arn": BUS,
+                "source": "s",
+                "detail_type": "{{cause.error}}",
+            },
+            "target.detail_type",
+            "at most 128",
+        ),
+        (
+            {
+                "type": "sqs",
+                "role_arn": ROLE,
+                "queue_url": QUEUE + ".fifo",
+                "body": "b",
+                "message_group_id": "g" * 100 + "{{cause.job_name}}",
+            },
+            "target.message_group_id",
+            "at most 128",
+        ),
+        (
+            {
+                "type": "sqs",
+                "role_arn": ROLE,
+                "queue_url": QUEUE + ".fifo",
+                "body": "b",
+                "message_group_id": "{{cause.error}}",
+            },
+            "target.message_group_id",
+            "may not hold {{cause.error}}",
+        ),
+        (
+            {
+                "type": "sns",
+                "role_arn": ROLE,
+                "topic_arn": TOPIC + ".fifo",
+                "message": "m",
+                "message_group_id": "g-{{cause.response_excerpt}}",
+            },
+            "target.message_group_id",
+            "may not hold {{cause.response_excerpt}}",
+        ),
+        (
+            {
+                "type": "sqs",
+                "role_arn": ROLE,
+                "queue_url": QUEUE + ".fifo",
+                "body": "b",
+                "message_group_id": "{{cause.http_status}}",
+            },
+            "target.message_group_id",
+            "nothing",
+        ),
+    ],
+)
+def test_short_fields_are_held_to_their_limit_as_rendered(target, field, fragment):
+    if target["type"] == "eventbridge":
+        target = {"detail_type": "t", **target}
+    found = errors(target)
+    assert [d["field"] for d in found] == [field], found
+    assert fragment in found[0]["message"], found
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        {"type": "sns", "role_arn": ROLE, "topic_arn": TOPIC, "message": "m", "subject": "s" * 64 + UUID},
+        {
+            "type": "sns",
+            "role_arn": ROLE,
+            "topic_arn": TOPIC,
+            "message": "m",
+            "subject": "Run {{cause.status}} ({{cause.http_status}})",
+        },
+        {
+            "type": "eventbridge",
+            "role_arn": ROLE,
+            "event_bus_arn": BUS,
+            "source": "s" * 220 + "{{job_id}}",
+            "detail_type": "t" * 92 + UUID,
+        },
+        {
+            "type": "sqs",
+            "role_arn": ROLE,
+            "queue_url": QUEUE + ".fifo",
+            "body": "b",
+            "message_group_id": "g" * 92 + UUID,
+        },
+        {
+            "type": "sqs",
+            "role_arn": ROLE,
+            "queue_url": QUEUE + ".fifo",
+            "body": "b",
+            "message_group_id": "{{cause.job_id}}-{{cause.status}}-{{cause.http_status}}-{{attempt}}",
+        },
+    ],
+)
+def test_short_fields_at_their_limit_as_rendered_are_accepted(target):
+    assert errors(target) == []

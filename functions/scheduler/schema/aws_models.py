@@ -6,7 +6,11 @@ Write-time checks (each a 400 naming its field): ARNs and queue URLs have the sh
 them (partition, region, account, resource), the role and the resource are in one partition,
 and each payload fits its service's limit once its placeholders are rendered (Lambda 256 KiB
 for an ``Event`` invoke and 6 MB for ``RequestResponse``; SQS, SNS and EventBridge 256 KiB,
-counting the identity attributes the delivery adds).
+counting the identity attributes the delivery adds). So do the short fields, in characters with
+each placeholder at its longest: an SNS ``subject`` 100, an EventBridge ``source`` 256 and
+``detail_type`` 128, a FIFO ``message_group_id`` 128; and a subject or a group id may not hold
+a placeholder of a target's free text (``{{cause.error}}``, ``{{cause.response_excerpt}}``),
+which may render characters SNS or SQS refuse there.
 """
 
 from __future__ import annotations
@@ -67,6 +71,18 @@ _SAMPLE = {
 }
 
 _GROUP_ID = re.compile(r"^[\x21-\x7e]{1,128}\Z")
+#: Characters of the short AWS fields (checked once rendered, each placeholder at its longest).
+GROUP_ID_LIMIT = 128
+SUBJECT_LIMIT = 100
+SOURCE_LIMIT = 256
+DETAIL_TYPE_LIMIT = 128
+#: The placeholders whose text comes from a target (an answer's excerpt, an error): any
+#: character but a line break (escaped), non-ASCII and blanks included, or nothing. Refused in an
+#: SNS subject (printable ASCII) and in a FIFO message group id (printable ASCII, no blank); the
+#: others render to printable ASCII without blanks (UUIDs, an instant, numbers, a job's name, a
+#: status), and only ``cause.http_status`` may render to nothing.
+_FREE_TEXT_PLACEHOLDERS = ("cause.response_excerpt", "cause.error")
+_MAY_BE_EMPTY = ("cause.http_status",)
 _SIGV4_SERVICES = ("execute-api", "lambda")
 
 
@@ -99,6 +115,31 @@ def body_limit(target: Mapping[str, Any]) -> int | None:
 def rendered_size(*texts: str | None) -> int:
     """UTF-8 bytes of ``texts`` once their placeholders are rendered, at the longest."""
     return sum(len(_max_rendered(t).encode("utf-8", "surrogatepass")) for t in texts if t)
+
+
+def longest_rendered(text: str) -> int:
+    """Characters of ``text`` once rendered, each placeholder at its longest (or as written, when
+    longer: a cause's placeholder outside a chained run is left so)."""
+    return len(text) + sum(
+        max(0, _PLACEHOLDER_WIDTH[m.group(1)] - len(m.group(0))) for m in _SIZED_PLACEHOLDER.finditer(text)
+    )
+
+
+def _check_rendered_length(field: str, text: str | None, limit: int) -> None:
+    """``text`` (a short field: AWS counts characters) within ``limit`` once rendered."""
+    if text is not None and (longest := longest_rendered(text)) > limit:
+        raise AwsFieldError(
+            field,
+            f"may be {longest} characters once rendered (each placeholder at its longest: a UUID 36, "
+            f"scheduled_at 32, a chained run's cause.job_name 128); at most {limit}",
+        )
+
+
+def _check_no_free_text(field: str, text: str | None, why: str) -> None:
+    """No placeholder of a target's free text in ``text`` (see ``_FREE_TEXT_PLACEHOLDERS``)."""
+    found = next((m for m in _SIZED_PLACEHOLDER.finditer(text or "") if m.group(1) in _FREE_TEXT_PLACEHOLDERS), None)
+    if found is not None:
+        raise AwsFieldError(field, f"may not hold {found.group(0)}: it may render {why}")
 
 
 def _sample_rendered(text: str) -> str:
@@ -194,7 +235,7 @@ class SqsTarget(_RoleTarget):
     type: Literal["sqs"]
     queue_url: str = Field(min_length=1, max_length=2048)
     body: str = Field(min_length=1, max_length=SQS_LIMIT)
-    message_group_id: str | None = Field(default=None, min_length=1, max_length=128)
+    message_group_id: str | None = Field(default=None, min_length=1, max_length=GROUP_ID_LIMIT)
 
     @field_validator("queue_url")
     @classmethod
@@ -226,8 +267,8 @@ class SnsTarget(_RoleTarget):
     type: Literal["sns"]
     topic_arn: str = Field(min_length=1, max_length=2048)
     message: str = Field(min_length=1, max_length=SNS_LIMIT)
-    subject: str | None = Field(default=None, min_length=1, max_length=100)
-    message_group_id: str | None = Field(default=None, min_length=1, max_length=128)
+    subject: str | None = Field(default=None, min_length=1, max_length=SUBJECT_LIMIT)
+    message_group_id: str | None = Field(default=None, min_length=1, max_length=GROUP_ID_LIMIT)
 
     @field_validator("topic_arn")
     @classmethod
@@ -244,6 +285,8 @@ class SnsTarget(_RoleTarget):
     @model_validator(mode="after")
     def _checks(self) -> SnsTarget:
         self._same_partition("topic_arn", partition_of(self.topic_arn))
+        _check_no_free_text("subject", self.subject, "characters SNS does not take in a subject (printable ASCII only)")
+        _check_rendered_length("subject", self.subject, SUBJECT_LIMIT)
         _check_group(self.topic_arn.endswith(".fifo"), self.message_group_id, "topic")
         _check_size("message", self, self.message)
         return self
@@ -254,8 +297,8 @@ class EventBridgeTarget(_RoleTarget):
 
     type: Literal["eventbridge"]
     event_bus_arn: str = Field(min_length=1, max_length=2048)
-    source: str = Field(min_length=1, max_length=256)
-    detail_type: str = Field(min_length=1, max_length=128)
+    source: str = Field(min_length=1, max_length=SOURCE_LIMIT)
+    detail_type: str = Field(min_length=1, max_length=DETAIL_TYPE_LIMIT)
     detail: str = Field(default="{}", max_length=EVENTBRIDGE_LIMIT)
 
     @field_validator("event_bus_arn")
@@ -278,6 +321,8 @@ class EventBridgeTarget(_RoleTarget):
     @model_validator(mode="after")
     def _checks(self) -> EventBridgeTarget:
         self._same_partition("event_bus_arn", partition_of(self.event_bus_arn))
+        _check_rendered_length("source", self.source, SOURCE_LIMIT)
+        _check_rendered_length("detail_type", self.detail_type, DETAIL_TYPE_LIMIT)
         _check_json("detail", self.detail, object_only=True)
         _check_size("detail", self, self.detail)
         return self
@@ -308,8 +353,15 @@ def _check_group(fifo: bool, group: str | None, what: str) -> None:
         raise AwsFieldError("message_group_id", f"is required for a FIFO {what}")
     if not fifo and group is not None:
         raise AwsFieldError("message_group_id", f"is only for a FIFO {what} (a name ending in .fifo)")
-    if group is not None and not _GROUP_ID.fullmatch(_sample_rendered(group)):
+    if group is None:
+        return
+    _check_no_free_text("message_group_id", group, "blanks or characters a group id may not hold, or nothing")
+    if not _GROUP_ID.fullmatch(_sample_rendered(group)):
         raise AwsFieldError("message_group_id", "must be 1 to 128 printable ASCII characters without blanks")
+    _check_rendered_length("message_group_id", group, GROUP_ID_LIMIT)
+    shortest = _SIZED_PLACEHOLDER.sub(lambda m: "" if m.group(1) in _MAY_BE_EMPTY else "x", group)
+    if not shortest:
+        raise AwsFieldError("message_group_id", "may render to nothing (an empty cause.http_status)")
 
 
 #: The ``type`` of each AWS target.
