@@ -10,8 +10,8 @@ from typing import Any
 from scheduler.api.errors import BadRequest
 from scheduler.core.constants import AWS_TARGET_TYPES
 from scheduler.core.errors import MaskedSecretError
+from scheduler.core.urls import default_broker_open_to
 from scheduler.secrets import SecretBox, seal_target_secrets, url_with_password_masked
-from scheduler.targets.results import default_broker_open_to
 
 
 def require_broker(data: dict[str, Any], settings: Any, owner: str | None) -> None:

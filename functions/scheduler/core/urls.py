@@ -8,6 +8,7 @@ so a URL accepted here is sent to the host it reads as.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import ipaddress
 import re
@@ -158,3 +159,9 @@ def _a_label(label: str) -> tuple[str, str | None]:
     if idna2003 != idna2008:
         return "", f"a label reads differently in IDNA 2003 and 2008; write it in its A-label form ({idna2008})"
     return idna2008, None
+
+
+def default_broker_open_to(patterns: tuple[str, ...], owner: str | None) -> bool:
+    """Whether a job of ``owner`` may use the deployment's default broker: ``owner`` matches one
+    of ``patterns`` (``*`` any text), or there are none (anyone may)."""
+    return not patterns or (owner is not None and any(fnmatch.fnmatchcase(owner, p) for p in patterns))

@@ -5,7 +5,6 @@ helpers every target module uses to build results and keep secrets out of them.
 
 from __future__ import annotations
 
-import fnmatch
 import html
 import json
 import re
@@ -24,6 +23,7 @@ from scheduler.core.domain import (  # noqa: F401 (re-exported)
     ExecutionStatus,
     Outcome,
 )
+from scheduler.core.urls import default_broker_open_to
 
 #: Bytes of a response body kept in ``Outcome.response_excerpt`` (and the most ever read).
 EXCERPT_LIMIT = 4096
@@ -52,11 +52,6 @@ class TargetPolicy:
     def default_broker_open_to(self, owner: str | None) -> bool:
         """Whether a job of ``owner`` may use the default broker."""
         return default_broker_open_to(self.default_broker_owners, owner)
-
-
-def default_broker_open_to(patterns: tuple[str, ...], owner: str | None) -> bool:
-    """Whether ``owner`` matches one of ``patterns`` (``*`` any text), or there are none."""
-    return not patterns or (owner is not None and any(fnmatch.fnmatchcase(owner, p) for p in patterns))
 
 
 def permanent(error: str, **fields: Any) -> Outcome:
