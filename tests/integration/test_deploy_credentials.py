@@ -8,10 +8,12 @@ its password.
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -29,7 +31,7 @@ from scheduler.store.db import (
     reauthenticating,
     tls_options,
 )
-from scheduler.store.migrations import ensure_login, migrate
+from scheduler.store.migrations import ensure_login, migrate, scram_verifier
 from scheduler.store.postgres import Store
 from tests.support import http_spec, temporary_database
 
@@ -235,3 +237,52 @@ def test_stack_scoped_names_come_from_the_environment():
     )
     assert Settings.from_env({}).service_name == c.SERVICE_NAME
     assert os.environ.get(c.ENV_CURSOR_SECRET) is None
+
+
+@pytest.fixture
+def scratch_database(pg_server_url) -> Iterator[str]:
+    """A database of this test's own (``fix_infra_<hex>``), and a role to make logins members of."""
+    name = f"fix_infra_{uuid.uuid4().hex[:12]}"
+    role = f"{name}_role"
+    with psycopg.connect(pg_server_url, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+        conn.execute(psycopg.sql.SQL("CREATE ROLE {}").format(psycopg.sql.Identifier(role)))
+    try:
+        yield make_conninfo(pg_server_url, dbname=name)
+    finally:
+        with psycopg.connect(pg_server_url, autocommit=True) as conn:
+            conn.execute(
+                psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(psycopg.sql.Identifier(name))
+            )
+            for login in (f"{name}_app", role):
+                conn.execute(psycopg.sql.SQL("DROP ROLE IF EXISTS {}").format(psycopg.sql.Identifier(login)))
+
+
+def test_the_login_is_created_with_a_scram_verifier_not_its_password(scratch_database):
+    # The statement that creates the login carries the verifier: the server stores it as it is (a
+    # password would be hashed there with a salt of its own), and never sees the password.
+    url = scratch_database
+    name = conninfo_to_dict(url)["dbname"]
+    login = f"{name}_app"
+    assert ensure_login(url, login, "the-app-password", role=f"{name}_role") == "created"
+    with psycopg.connect(url, autocommit=True) as conn:
+        (stored,) = conn.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", (login,)).fetchone()
+    assert stored.startswith("SCRAM-SHA-256$4096:")
+    salt = base64.b64decode(stored.split("$")[1].split(":")[1])
+    assert scram_verifier("the-app-password", salt=salt) == stored
+    assert "the-app-password" not in stored
+
+
+def test_the_login_made_from_a_verifier_logs_in_with_its_password(password_server):
+    """End to end, on the private server that asks ``rotated`` for its password (SCRAM)."""
+    admin = password_server
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP ROLE IF EXISTS {ROTATED}")
+        conn.execute("DROP ROLE IF EXISTS scram_app_role")
+        conn.execute("CREATE ROLE scram_app_role")
+    assert ensure_login(admin, ROTATED, "verifier-made", role="scram_app_role") == "created"
+    with psycopg.connect(make_conninfo(admin, user=ROTATED, password="verifier-made")) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (ROTATED,)
+    with pytest.raises(psycopg.OperationalError) as refused:
+        psycopg.connect(make_conninfo(admin, user=ROTATED, password="wrong"))
+    assert is_login_failure(refused.value)

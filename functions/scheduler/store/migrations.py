@@ -14,9 +14,12 @@ rolls back and tries again after a pause, for up to ``MIGRATION_LOCK_PATIENCE_SE
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import hmac
 import json
 import logging
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,6 +43,10 @@ MIGRATION_LOCK_PATIENCE_SECONDS = 240.0
 
 # An arbitrary constant naming the lock: "sched-mg" in ASCII.
 MIGRATION_LOCK_KEY = 0x7363686564_6D67 & 0x7FFFFFFFFFFFFFFF
+
+# The application login's password as PostgreSQL's own scram-sha-256 encryption stores it.
+SCRAM_ITERATIONS = 4096
+SCRAM_SALT_BYTES = 16
 
 _CREATE_RECORD = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -185,9 +192,10 @@ def ensure_login(conninfo: str, username: str, password: str, *, role: str | Non
     database's own application role (``scheduler_data_role()``, migration 0011), unless it can
     log in already: then its password is the rotation's business and is left alone. Returns
     "created", "enabled" or "exists" ("absent" when the database has no such role: it was
-    migrated by a user without CREATEROLE, or not yet to 0011). The password goes through the
-    client-side quoting of ``psycopg.sql.Literal`` (ALTER ROLE takes no bind parameters) and is
-    never logged.
+    migrated by a user without CREATEROLE, or not yet to 0011). The password itself never
+    reaches the server: the statement carries its SCRAM-SHA-256 verifier (:func:`scram_verifier`,
+    computed here), which PostgreSQL stores as it is, so a statement the server logs (the
+    deployment logs those slower than a second) holds no password. The password must be ASCII.
 
     A login that serves another database, through that database's role, is refused
     (``MigrationError``): one login for two databases would join what the roles keep apart.
@@ -217,7 +225,7 @@ def ensure_login(conninfo: str, username: str, password: str, *, role: str | Non
             verb = "ALTER" if row is not None else "CREATE"
             conn.execute(
                 sql.SQL("{} ROLE {} WITH LOGIN PASSWORD {}").format(
-                    sql.SQL(verb), sql.Identifier(username), sql.Literal(password)
+                    sql.SQL(verb), sql.Identifier(username), sql.Literal(scram_verifier(password))
                 )
             )
             outcome = "enabled" if row is not None else "created"
@@ -228,6 +236,23 @@ def ensure_login(conninfo: str, username: str, password: str, *, role: str | Non
             if role != APP_DATA_ROLE and _scalar(conn, _DIRECT_MEMBER, (APP_DATA_ROLE, login)):
                 conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(APP_DATA_ROLE), sql.Identifier(login)))
     return outcome
+
+
+def scram_verifier(password: str, *, salt: bytes | None = None, iterations: int = SCRAM_ITERATIONS) -> str:
+    """The SCRAM-SHA-256 verifier of ``password`` as PostgreSQL stores it (``pg_authid.rolpassword``):
+    ``SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>``, base64 (RFC 5802, RFC 7677), with
+    a random 16-byte salt unless one is given. ``PASSWORD '<verifier>'`` stores it unchanged, and a
+    client logging in with the password is checked against it. Only ASCII passwords: for those,
+    the SASLprep that the server and libpq apply first changes nothing (Secrets Manager generates
+    ASCII)."""
+    if not password.isascii():
+        raise MigrationError("the login's password must be ASCII (it is sent as a SCRAM-SHA-256 verifier)")
+    salt = os.urandom(SCRAM_SALT_BYTES) if salt is None else salt
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    stored_key = hashlib.sha256(hmac.digest(salted, b"Client Key", "sha256")).digest()
+    server_key = hmac.digest(salted, b"Server Key", "sha256")
+    b64 = [base64.b64encode(part).decode() for part in (salt, stored_key, server_key)]
+    return f"SCRAM-SHA-256${iterations}:{b64[0]}${b64[1]}:{b64[2]}"
 
 
 # Whether the second role was granted the first itself (not through another role).
