@@ -184,8 +184,15 @@ class SchedulerStack(Stack):
         )
         if self.api_credentials is not None:
             self.api_credentials.grant_read(self.api.function)
-        # No tick before the schema exists.
+        # No tick before the schema exists, and no new code before its migrations: on an update
+        # CloudFormation would otherwise replace the functions' code before (or while) the
+        # migrations run, and the new code would meet the old schema. The function resources only
+        # (their roles and log groups need not wait); the migrate function is a separate one.
         self.runner.tick.node.add_dependency(self.migrations.resource)
+        for function in self.migrated_functions:
+            cfn_function = function.node.default_child
+            assert cfn_function is not None
+            cfn_function.node.add_dependency(self.migrations.resource)
 
         # Envelope encryption of job secrets: the API only seals them (a new data key per secret),
         # the executor only opens them. That key only.
@@ -228,6 +235,11 @@ class SchedulerStack(Stack):
             rotations=self.database.rotations if self.database else [],
         )
         self._outputs()
+
+    @property
+    def migrated_functions(self) -> list[lambda_.Function]:
+        """The functions that run against the migrated schema: updated only after the migrations."""
+        return [self.api.function, self.runner.fanout, self.runner.executor]
 
     def _grant_job_secrets(self, function: lambda_.Function, action: str) -> None:
         function.add_to_role_policy(iam.PolicyStatement(actions=[action], resources=[self.job_secrets_key.key_arn]))

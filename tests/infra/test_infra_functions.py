@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytest.importorskip("aws_cdk")
@@ -242,3 +244,69 @@ def test_fanout_name_fits_lambdas_limit_for_any_stack_name():
     long_a, long_b = "A" * 120, "A" * 119 + "B"
     assert len(fanout_function_name(long_a)) <= 64
     assert fanout_function_name(long_a) != fanout_function_name(long_b)
+
+
+@pytest.mark.parametrize("variant", ["aws", "lean", "aurora", "localstack"])
+def test_the_functions_are_updated_only_after_the_migrations(variant, synthesize):
+    # An upgrade must not run new code against the old schema: the api, fan-out and executor
+    # functions wait for the migrations custom resource (the migrate function does not: it runs them).
+    synth = synthesize(variant)
+    (migrations_id,) = synth.resources("Custom::SchedulerMigrations")
+    for handler in (C.API_HANDLER, C.FANOUT_HANDLER, C.EXECUTOR_HANDLER):
+        function_id, _ = synth.function(handler)
+        assert migrations_id in synth.json["Resources"][function_id].get("DependsOn", []), handler
+    migrate_id, _ = synth.function(C.MIGRATE_HANDLER)
+    assert migrations_id not in synth.json["Resources"][migrate_id].get("DependsOn", [])
+    assert dependency_cycle(synth.json) is None
+
+
+def dependency_cycle(template: dict) -> list[str] | None:
+    """A cycle among the template's resources (DependsOn, Ref, Fn::GetAtt, Fn::Sub), or None."""
+    resources = template["Resources"]
+
+    def references(node: object) -> set[str]:
+        if isinstance(node, list):
+            return set().union(*map(references, node)) if node else set()
+        if not isinstance(node, dict):
+            return set()
+        found: set[str] = set()
+        for key, value in node.items():
+            if key == "Ref" and value in resources:
+                found.add(value)
+            elif key == "Fn::GetAtt":
+                name = value[0] if isinstance(value, list) else str(value).split(".")[0]
+                found |= {name} & set(resources)
+            elif key == "Fn::Sub":
+                text = value[0] if isinstance(value, list) else value
+                found |= {m.split(".")[0] for m in re.findall(r"\$\{([^}!]+)\}", text) if m.split(".")[0] in resources}
+                found |= references(value[1] if isinstance(value, list) else None)
+            else:
+                found |= references(value)
+        return found
+
+    edges = {
+        name: references(resource.get("Properties", {})) | set(_as_list(resource.get("DependsOn", [])))
+        for name, resource in resources.items()
+    }
+    state: dict[str, int] = {}
+    for start in edges:
+        stack = [(start, iter(sorted(edges[start])))]
+        if state.get(start):
+            continue
+        state[start] = 1
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                state[node] = 2
+                stack.pop()
+            elif state.get(child) == 1:
+                return [n for n, _ in stack] + [child]
+            elif not state.get(child):
+                state[child] = 1
+                stack.append((child, iter(sorted(edges[child]))))
+    return None
+
+
+def _as_list(value: object) -> list:
+    return value if isinstance(value, list) else [value]
