@@ -36,6 +36,25 @@ GATEWAY_ERRORS = {
 # Already a quoted JSON string.
 ERROR_MESSAGE = "$context.error.messageString"
 
+# One JSON line per request: CDK's standard fields, plus the caller's principal (the ARN the
+# jobs are owned by) and why API Gateway refused or failed a request (already a quoted string).
+ACCESS_LOG_FIELDS = {
+    "requestId": "$context.requestId",
+    "ip": "$context.identity.sourceIp",
+    "user": "$context.identity.user",
+    "caller": "$context.identity.caller",
+    "userArn": "$context.identity.userArn",
+    "requestTime": "$context.requestTime",
+    "httpMethod": "$context.httpMethod",
+    "resourcePath": "$context.resourcePath",
+    "status": "$context.status",
+    "protocol": "$context.protocol",
+    "responseLength": "$context.responseLength",
+}
+ACCESS_LOG_FORMAT = (
+    "{" + ",".join(f'"{k}":"{v}"' for k, v in ACCESS_LOG_FIELDS.items()) + f',"errorMessage":{ERROR_MESSAGE}' + "}"
+)
+
 # The headers every answer carries (the function adds them to its own: scheduler.core.constants
 # ANSWER_HEADERS), on those API Gateway makes itself too: its errors and the health check. Each
 # value a quoted literal, as API Gateway's mappings take it.
@@ -113,17 +132,7 @@ class Api(Construct):
                 throttling_rate_limit=config.api_rate_limit,
                 throttling_burst_limit=config.api_burst_limit,
                 access_log_destination=apigw.LogGroupLogDestination(access_logs),
-                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
-                    caller=True,
-                    http_method=True,
-                    ip=True,
-                    protocol=True,
-                    request_time=True,
-                    resource_path=True,
-                    response_length=True,
-                    status=True,
-                    user=True,
-                ),
+                access_log_format=apigw.AccessLogFormat.custom(ACCESS_LOG_FORMAT),
             ),
         )
         for response_type, (status, code) in GATEWAY_ERRORS.items():

@@ -152,3 +152,15 @@ def test_a_requests_calendar_planning_ends_well_before_the_api_function_does():
     from scheduler.api.app import CALENDAR_PLANNING_SECONDS
 
     assert CALENDAR_PLANNING_SECONDS <= API_TIMEOUT.to_seconds() - 5
+
+
+def test_access_logs_name_the_principal_and_the_error(aws, localstack):
+    for synth in (aws, localstack):
+        (stage,) = [s["Properties"] for s in synth.resources("AWS::ApiGateway::Stage").values()]
+        log_format = stage["AccessLogSetting"]["Format"]
+        # A JSON line once API Gateway has substituted its variables (the message comes quoted).
+        line = json.loads(log_format.replace("$context.error.messageString", '"refused"').replace("$context.", ""))
+        assert line["userArn"] == "identity.userArn"  # the principal: the owner of the jobs it calls for
+        assert line["errorMessage"] == "refused"
+        assert {"requestId", "ip", "caller", "user", "httpMethod", "resourcePath", "status"} <= set(line)
+        assert "$context.identity.userArn" in log_format and "$context.error.message" in log_format
