@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Fn, RemovalPolicy
+from aws_cdk import Duration, Fn
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -10,7 +10,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra.config import Config
-from infra.lambdas import LambdaKit, Placement, retention
+from infra.lambdas import LambdaKit, Placement, kept, retention
 from infra.nag import MANAGED_POLICY, acknowledge
 from infra.shared import FUNCTIONS_DIR, C, _load
 
@@ -112,7 +112,7 @@ class Api(Construct):
             self,
             "AccessLogs",
             retention=retention(config.log_retention_days),
-            removal_policy=RemovalPolicy.DESTROY if config.removal_policy == "destroy" else RemovalPolicy.RETAIN,
+            removal_policy=kept(config),
         )
         self.rest_api = apigw.RestApi(
             self,

@@ -12,7 +12,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IConstruct
 
 from infra.config import Config
-from infra.lambdas import retention
+from infra.lambdas import kept, retention
 from infra.nag import LAMBDA_BASIC, acknowledge
 from infra.network import Network, allow
 from infra.rds_ca import regions as rds_ca_regions
@@ -63,7 +63,7 @@ class Database(Construct):
             "Key",
             description="Scheduler database: storage, snapshots and credentials",
             enable_key_rotation=True,
-            removal_policy=RemovalPolicy.DESTROY if removal == RemovalPolicy.DESTROY else RemovalPolicy.RETAIN,
+            removal_policy=kept(config),
         )
         self.security_group = ec2.SecurityGroup(
             self, "SecurityGroup", vpc=network.vpc, description="PostgreSQL instance", allow_all_outbound=False
@@ -160,6 +160,13 @@ class Database(Construct):
             max_connections_percent=90,
         )
 
+        # Both secrets are deleted with the stack only under removal_policy=destroy (CDK's default
+        # deletes them): a final snapshot or a retained database still needs its passwords.
+        for secret in (self.secret, self.app_secret):
+            resource = _secret_resource(secret)
+            assert isinstance(resource, CfnResource)
+            resource.apply_removal_policy(kept(config))
+
         self.database_name = DATABASE_NAME
         self.proxy_endpoint = self.proxy.endpoint
         self._require_a_ca_bundle_for_the_region()
@@ -174,10 +181,8 @@ class Database(Construct):
         """The master secret and its attachment to the database (which adds the host), without
         their rotation schedule: what the migrations need before they run."""
         attachment = self.secret.node.default_child
-        owner = self.secret.node.scope  # the DatabaseSecret the attachment belongs to
-        secret = owner.node.default_child if owner is not None else None
-        assert attachment is not None and secret is not None
-        return [secret, attachment]
+        assert attachment is not None
+        return [_secret_resource(self.secret), attachment]
 
     def rotate_after(self, *dependencies: IConstruct) -> None:
         """Create (or change) the rotation schedules only once ``dependencies`` are done: each
@@ -424,3 +429,12 @@ class Database(Construct):
         """Open PostgreSQL from ``group``: to the proxy, or to the instance itself."""
         target = self.proxy_security_group if through_proxy else self.security_group
         allow(group, target, ec2.Port.tcp(PORT), "PostgreSQL")
+
+
+def _secret_resource(attached: secretsmanager.ISecret) -> IConstruct:
+    """The ``AWS::SecretsManager::Secret`` of a secret attached to the database (``attach()``
+    answers the attachment, a child of the DatabaseSecret it belongs to)."""
+    owner = attached.node.scope
+    secret = owner.node.default_child if owner is not None else None
+    assert secret is not None
+    return secret

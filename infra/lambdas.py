@@ -119,7 +119,7 @@ class LambdaKit(Construct):
             scope,
             f"{construct_id}Logs",
             retention=retention(self._config.log_retention_days),
-            removal_policy=RemovalPolicy.DESTROY if self._config.removal_policy == "destroy" else RemovalPolicy.RETAIN,
+            removal_policy=kept(self._config),
         )
         function = lambda_.Function(
             scope,
@@ -179,6 +179,14 @@ _RETENTION = {
     1827: "FIVE_YEARS",
     3653: "TEN_YEARS",
 }
+
+
+def kept(config: Config) -> RemovalPolicy:
+    """What deleting the stack does to what outlives a deployment but is not the database itself
+    (log groups, KMS keys, the database's secrets): ``removal_policy=destroy`` deletes them, the
+    other policies keep them (a snapshot or a retained database still needs its keys and its
+    master password)."""
+    return RemovalPolicy.DESTROY if config.removal_policy == "destroy" else RemovalPolicy.RETAIN
 
 
 def retention(days: int) -> logs.RetentionDays:

@@ -3,14 +3,14 @@ deploy and on every deploy in which a file of ``functions/scheduler/sql/migratio
 
 from __future__ import annotations
 
-from aws_cdk import CfnElement, CustomResource, Duration, RemovalPolicy, Stack
+from aws_cdk import CfnElement, CustomResource, Duration, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from infra.config import Config
-from infra.lambdas import LambdaKit, Placement, retention
+from infra.lambdas import LambdaKit, Placement, kept, retention
 from infra.nag import LAMBDA_BASIC, acknowledge
 from infra.shared import C, migrations_hash
 
@@ -60,7 +60,7 @@ class Migrations(Construct):
                 self,
                 "ProviderLogs",
                 retention=retention(config.log_retention_days),
-                removal_policy=RemovalPolicy.DESTROY,
+                removal_policy=kept(config),
             )
             self.provider = cr.Provider(self, "Provider", on_event_handler=self.function, log_group=provider_logs)
             service_token = self.provider.service_token

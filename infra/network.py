@@ -3,12 +3,13 @@ endpoints so the functions in isolated subnets reach AWS APIs without a NAT gate
 
 from __future__ import annotations
 
-from aws_cdk import Annotations, RemovalPolicy
+from aws_cdk import Annotations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.config import Config
+from infra.lambdas import kept, retention
 
 HTTPS = ec2.Port.tcp(443)
 
@@ -57,11 +58,12 @@ class Network(Construct):
             subnet_configuration=subnets,
             restrict_default_security_group=True,
         )
+        # Kept as long as the functions' logs, and deleted with the stack only when they are.
         flow_logs = logs.LogGroup(
             self,
             "FlowLogs",
-            retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=RemovalPolicy.DESTROY,
+            retention=retention(config.log_retention_days),
+            removal_policy=kept(config),
         )
         # Rejected traffic only: what a security-group mistake or a probe looks like, at low volume.
         self.vpc.add_flow_log(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from aws_cdk import CfnOutput, CfnParameter, RemovalPolicy, SecretValue, Stack, Tags
+from aws_cdk import CfnOutput, CfnParameter, SecretValue, Stack, Tags
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -21,7 +21,7 @@ from infra.broker import Broker
 from infra.config import Config
 from infra.database import Database
 from infra.jobs import SchedulerApiExports
-from infra.lambdas import LambdaKit, Placement
+from infra.lambdas import LambdaKit, Placement, kept
 from infra.migrations import Migrations
 from infra.nag import acknowledge
 from infra.network import Network
@@ -55,7 +55,7 @@ class SchedulerStack(Stack):
             "JobSecretsKey",
             description="Scheduler: envelope encryption of job secrets (target passwords and tokens)",
             enable_key_rotation=True,
-            removal_policy=RemovalPolicy.DESTROY if config.removal_policy == "destroy" else RemovalPolicy.RETAIN,
+            removal_policy=kept(config),
         )
         targets_env = {C.ENV_TARGET_ALLOW_LIST: config.target_allow_list} if config.target_allow_list else {}
 

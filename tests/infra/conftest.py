@@ -2,7 +2,8 @@
 
 Variants: ``aws`` (cdk.json as it is), ``lean`` (the other side of every option: no broker, no NAT
 gateway, minute precision, throw-away database, alarm e-mail), ``localstack``, ``other`` (a
-second stack with its own name, executor concurrency and target roles) and ``aurora`` (the database as an
+second stack with its own name, executor concurrency and target roles, kept on deletion and its
+logs kept 90 days) and ``aurora`` (the database as an
 Aurora Serverless v2 cluster with a reader).
 """
 
@@ -45,6 +46,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # lean variant has no NAT gateway, so no AWS targets and no role to assume at all).
     "other": {
         "stack_name": "Other",
+        # Kept on deletion, logs kept longer: what follows removal_policy and log_retention_days.
+        "removal_policy": "retain",
+        "log_retention_days": "90",
         "executor_concurrency": "7",
         "target_role_arns": "/scheduler-targets/,arn:aws:iam::123456789012:role/exact",
         "target_role_tag": "none",

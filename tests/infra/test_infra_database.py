@@ -130,3 +130,28 @@ def test_functions_reach_the_database_through_the_proxy_but_migrate_goes_direct(
         assert C.ENV_DATABASE_SECRET_ARN in env
     env = aws.function(C.MIGRATE_HANDLER)[1]["Environment"]["Variables"]
     assert env[C.ENV_DATABASE_HOST] == {"Fn::GetAtt": [instance_id, "Endpoint.Address"]}
+
+
+@pytest.mark.parametrize(
+    ("variant", "policy", "days"),
+    [("aws", "Retain", 30), ("other", "Retain", 90), ("aurora", "Retain", 30), ("lean", "Delete", 30)],
+)
+def test_log_groups_and_the_database_secrets_follow_removal_policy_and_log_retention_days(
+    variant, policy, days, synthesize
+):
+    """Every log group of the stack (the functions', the access log, the VPC flow logs, the
+    migrations provider's) is kept log_retention_days, and it and the database's two secrets are
+    deleted with the stack only under removal_policy=destroy (snapshot, retain: kept)."""
+    synth = synthesize(variant)
+    groups = synth.resources("AWS::Logs::LogGroup")
+    assert any(name.startswith("NetworkFlowLogs") for name in groups)
+    assert any(name.startswith("MigrationsProviderLogs") for name in groups)
+    for name, group in groups.items():
+        assert group["Properties"]["RetentionInDays"] == days, name
+        assert (group.get("DeletionPolicy"), group.get("UpdateReplacePolicy")) == (policy, policy), name
+    (flow_log,) = synth.resources("AWS::EC2::FlowLog").values()
+    assert flow_log["Properties"]["LogGroupName"]["Ref"] in groups
+    secrets = {k: v for k, v in synth.resources("AWS::SecretsManager::Secret").items() if "Database" in k}
+    assert len(secrets) == 2, sorted(secrets)
+    for name, secret in secrets.items():
+        assert (secret.get("DeletionPolicy"), secret.get("UpdateReplacePolicy")) == (policy, policy), name
