@@ -162,3 +162,24 @@ def test_the_reachability_check_fails_without_the_database_rule(aws):
             return broken
 
     assert not opens(Broken(stack=None, template=None), rotation, database_group, POSTGRES)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_rotation_functions_are_serverless_application_repository_apps(shape, synthesize):
+    """What the README says is deployed: AWS's two PostgreSQL rotation applications from the
+    Serverless Application Repository, through the SAM transform (CAPABILITY_AUTO_EXPAND), and no
+    rotation function or log group of this stack's own."""
+    synth = synthesize(shape)
+    assert "AWS::Serverless-2016-10-31" in synth.json["Transform"]
+    apps = synth.resources("AWS::Serverless::Application")
+    mappings = synth.json["Mappings"]
+    names = set()
+    for app in apps.values():
+        mapping, _, key = app["Properties"]["Location"]["ApplicationId"]["Fn::FindInMap"]
+        names.add(mappings[mapping]["aws"][key].rsplit("/", 1)[1])
+    assert names == {
+        "SecretsManagerRDSPostgreSQLRotationSingleUser",
+        "SecretsManagerRDSPostgreSQLRotationMultiUser",
+    }
+    functions = synth.resources("AWS::Lambda::Function")
+    assert not [name for name in functions if "Rotation" in name]
