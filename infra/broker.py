@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 
-from aws_cdk import Fn, Names
+from aws_cdk import Fn, Names, Stack
 from aws_cdk import aws_amazonmq as mq
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from infra.config import Config
+from infra.lambdas import retention
 from infra.nag import acknowledge
 from infra.network import Network, allow
 
@@ -17,17 +21,34 @@ AMQPS_PORT = 5671
 USERNAME = "scheduler"
 # RabbitMQ 4.2 runs on mq.m7g only; 3.13 is the newest release on the small mq.t3 instances.
 ENGINE_VERSION = "3.13"
+# One small instance: for evaluation and light use (README, "Amazon MQ"); Amazon MQ's cluster
+# deployment (three nodes across AZs) needs a larger instance type.
 INSTANCE_TYPE = "mq.t3.micro"
+DEPLOYMENT_MODE = "SINGLE_INSTANCE"
+# Minor versions (and Amazon MQ's patches) are applied in this weekly window.
+MAINTENANCE_WINDOW = mq.CfnBroker.MaintenanceWindowProperty(day_of_week="SUNDAY", time_of_day="03:00", time_zone="UTC")
 
 
 class Broker(Construct):
     """A single-instance RabbitMQ broker in an isolated subnet, reachable only from the executor.
 
     ``url`` is the AMQPS endpoint without credentials; the user and password are in ``secret``
-    (JSON ``{"username", "password"}``).
+    (JSON ``{"username", "password"}``). Its general log goes to CloudWatch Logs, in a group Amazon
+    MQ creates and names after the broker's id (``log_groups``), whose retention CDK's
+    log-retention function sets to ``log_retention_days`` under ``log_retention_role`` (which must
+    be allowed that group: ``Database.allow_log_retention``). ``name`` is the ``Broker``
+    dimension of its metrics.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, network: Network) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: Config,
+        network: Network,
+        log_retention_role: iam.IRole,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.security_group = ec2.SecurityGroup(
             self, "SecurityGroup", vpc=network.vpc, description="Amazon MQ for RabbitMQ", allow_all_outbound=False
@@ -44,16 +65,21 @@ class Broker(Construct):
                 password_length=32,
             ),
         )
+        self.name = Names.unique_resource_name(self, max_length=50, separator="-")
         self.broker = mq.CfnBroker(
             self,
             "Broker",
-            broker_name=Names.unique_resource_name(self, max_length=50, separator="-"),
+            broker_name=self.name,
             engine_type="RABBITMQ",
             engine_version=ENGINE_VERSION,
             host_instance_type=INSTANCE_TYPE,
-            deployment_mode="SINGLE_INSTANCE",
+            deployment_mode=DEPLOYMENT_MODE,
             publicly_accessible=False,
+            # Required with a major.minor engine version; applied in the maintenance window.
             auto_minor_version_upgrade=True,
+            maintenance_window_start_time=MAINTENANCE_WINDOW,
+            # RabbitMQ has a general log only (no audit log).
+            logs=mq.CfnBroker.LogListProperty(general=True),
             subnet_ids=[network.vpc.select_subnets(subnet_group_name="Isolated").subnet_ids[0]],
             security_groups=[self.security_group.security_group_id],
             users=[
@@ -64,6 +90,21 @@ class Broker(Construct):
             ],
         )
         self.url = Fn.select(0, self.broker.attr_amqp_endpoints)
+
+        # (log group name, its form in a cdk-nag finding: the broker's id written as <LogicalId>)
+        broker_id = Stack.of(self).resolve(self.broker.logical_id)
+        self.log_groups = [
+            (f"/aws/amazonmq/broker/{self.broker.ref}/general", f"/aws/amazonmq/broker/<{broker_id}>/general")
+        ]
+        self.log_retention = logs.LogRetention(
+            self,
+            "GeneralLogRetention",
+            log_group_name=self.log_groups[0][0],
+            retention=retention(config.log_retention_days),
+            role=log_retention_role,
+        )
+        # Its custom resource waits for the role's policy (CDK does so only for a role it made).
+        self.log_retention.node.add_dependency(log_retention_role)
 
         acknowledge(
             self.secret,

@@ -254,6 +254,14 @@ class Database(Construct):
             (f"/aws/rds/{kind}/{identifier}/{log}", f"/aws/rds/{kind}/<{database_id}>/{log}") for log in LOG_EXPORTS
         ]
         groups.append((f"/aws/lambda/{function.ref}", f"/aws/lambda/<{function_id}>"))
+        self.allow_log_retention(groups)
+        for log in LOG_EXPORTS:
+            target.node.find_child(f"LogRetention{log}").node.add_dependency(self.log_retention_role)
+
+    def allow_log_retention(self, groups: list[tuple[str, str]]) -> None:
+        """Let CDK's log-retention function (``log_retention_role``) set the retention of these
+        log groups, each given as (name, its form in a cdk-nag finding), and no other."""
+        stack = Stack.of(self)
         self.log_retention_role.add_to_policy(
             iam.PolicyStatement(
                 actions=["logs:PutRetentionPolicy", "logs:DeleteRetentionPolicy"],
@@ -273,13 +281,12 @@ class Database(Construct):
             self.log_retention_role,
             {
                 "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:"
-                f"{nag_name}:*]": "One named log group (the database's exported log, or the log-retention "
-                "function's own): CloudWatch Logs names a log group's resources with a trailing ':*'."
+                f"{nag_name}:*]": "One named log group (the database's exported log, the broker's general log, "
+                "or the log-retention function's own): CloudWatch Logs names a log group's resources with a "
+                "trailing ':*'."
                 for _, nag_name in groups
             },
         )
-        for log in LOG_EXPORTS:
-            target.node.find_child(f"LogRetention{log}").node.add_dependency(self.log_retention_role)
 
     def _instance(self, config: Config, network: Network, removal: RemovalPolicy) -> rds.DatabaseInstance:
         """One RDS PostgreSQL instance of ``db_instance_type`` (``db_multi_az``: a standby)."""

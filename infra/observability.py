@@ -49,6 +49,10 @@ PROXY_BORROW_LATENCY_US = 500_000
 AURORA_ACU_PERCENT = 90
 ACU_MEMORY_BYTES = 2 * 1024**3  # each ACU brings about 2 GiB of memory
 AURORA_FREEABLE_MEMORY_FRACTION = 0.1
+# Amazon MQ for RabbitMQ: memory used, in % of the broker's limit (RabbitMQ blocks publishers at
+# 100%), and free disk, in multiples of its free-disk limit (blocked at 1).
+BROKER_MEMORY_PERCENT = 80
+BROKER_DISK_FREE_RATIO = 2
 # Triggers of an execution (the ``trigger`` dimension of LatenessMs).
 TRIGGERS = ("schedule", "retry", "manual")
 # The alarm-status row at the top of the dashboard: every alarm, a few per line.
@@ -106,6 +110,7 @@ class Observability(Construct):
         database: rds.DatabaseInstance | rds.DatabaseCluster | None,
         proxy: rds.DatabaseProxy | None,
         rotations: list[secretsmanager.SecretRotation] | None = None,
+        broker_name: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         metrics = self.metrics = SchedulerMetrics(config.metrics_namespace, config.service_name)
@@ -287,6 +292,8 @@ class Observability(Construct):
                 )
         if isinstance(database, rds.DatabaseCluster):
             self._aurora_alarms(database, config)
+        if broker_name is not None:
+            self._broker_alarms(broker_name)
         if database is not None:
             self.alarms["DatabaseCpu"] = database.metric_cpu_utilization(period=FIVE_MINUTES).create_alarm(
                 self,
@@ -449,6 +456,22 @@ class Observability(Construct):
                     width=12,
                 ),
             )
+        if broker_name is not None:
+            memory, disk = broker_usage(broker_name, MINUTE)
+            self.dashboard.add_widgets(
+                cw.GraphWidget(
+                    title="Amazon MQ memory used (% of its limit)",
+                    left=[memory],
+                    left_annotations=[cw.HorizontalAnnotation(value=BROKER_MEMORY_PERCENT, label="alarm")],
+                    width=12,
+                ),
+                cw.GraphWidget(
+                    title="Amazon MQ free disk (x its limit)",
+                    left=[disk],
+                    left_annotations=[cw.HorizontalAnnotation(value=BROKER_DISK_FREE_RATIO, label="alarm")],
+                    width=12,
+                ),
+            )
         if isinstance(database, rds.DatabaseCluster):
             self.dashboard.add_widgets(
                 cw.GraphWidget(
@@ -473,6 +496,31 @@ class Observability(Construct):
                     width=12,
                 ),
             )
+
+    def _broker_alarms(self, broker_name: str) -> None:
+        """RabbitMQ blocks every publisher (the executor's AMQP deliveries) once its memory use
+        reaches its limit, or its free disk falls to its limit: alarm well before either."""
+        memory, disk = broker_usage(broker_name, FIVE_MINUTES)
+        self.alarms["BrokerMemory"] = memory.create_alarm(
+            self,
+            "BrokerMemory",
+            alarm_description=f"The Amazon MQ broker used more than {BROKER_MEMORY_PERCENT}% of its memory limit "
+            "for 15 minutes: at the limit RabbitMQ blocks publishers (AMQP deliveries wait, then time out).",
+            threshold=BROKER_MEMORY_PERCENT,
+            evaluation_periods=3,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.MISSING,
+        )
+        self.alarms["BrokerDiskFree"] = disk.create_alarm(
+            self,
+            "BrokerDiskFree",
+            alarm_description=f"The Amazon MQ broker's free disk was less than {BROKER_DISK_FREE_RATIO} times its "
+            "free-disk limit for 15 minutes: at the limit RabbitMQ blocks publishers (drain the queues).",
+            threshold=BROKER_DISK_FREE_RATIO,
+            evaluation_periods=3,
+            comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.MISSING,
+        )
 
     def _aurora_alarms(self, cluster: rds.DatabaseCluster, config: Config) -> None:
         """An Aurora Serverless v2 cluster has no storage to run out of and no CPU credits: what
@@ -509,6 +557,40 @@ class Observability(Construct):
 def aurora_freeable_memory_limit(max_acu: float) -> int:
     """The FreeableMemory alarm threshold: 10% of the memory of ``max_acu`` ACUs."""
     return int(max_acu * ACU_MEMORY_BYTES * AURORA_FREEABLE_MEMORY_FRACTION)
+
+
+def broker_metric(broker_name: str, name: str, statistic: str, period: Duration) -> cw.Metric:
+    """An Amazon MQ for RabbitMQ metric of the whole broker (dimension ``Broker``, its name)."""
+    return cw.Metric(
+        namespace="AWS/AmazonMQ",
+        metric_name=name,
+        dimensions_map={"Broker": broker_name},
+        statistic=statistic,
+        period=period,
+    )
+
+
+def broker_usage(broker_name: str, period: Duration) -> tuple[cw.MathExpression, cw.MathExpression]:
+    """The broker's memory used in % of its limit, and its free disk in multiples of its limit."""
+    memory = cw.MathExpression(
+        expression="100 * used / limit",
+        using_metrics={
+            "used": broker_metric(broker_name, "RabbitMQMemUsed", "Maximum", period),
+            "limit": broker_metric(broker_name, "RabbitMQMemLimit", "Minimum", period),
+        },
+        label="memory used (% of limit)",
+        period=period,
+    )
+    disk = cw.MathExpression(
+        expression="free / limit",
+        using_metrics={
+            "free": broker_metric(broker_name, "RabbitMQDiskFree", "Minimum", period),
+            "limit": broker_metric(broker_name, "RabbitMQDiskFreeLimit", "Maximum", period),
+        },
+        label="free disk (x limit)",
+        period=period,
+    )
+    return memory, disk
 
 
 def proxy_metric(

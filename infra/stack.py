@@ -145,7 +145,10 @@ class SchedulerStack(Stack):
                 api_env[C.ENV_AWS_TARGETS] = "false"
             executor_env = {}
             if config.with_broker:
-                broker = self.broker = Broker(self, "Broker", network=network)
+                broker = self.broker = Broker(
+                    self, "Broker", config=config, network=network, log_retention_role=database.log_retention_role
+                )
+                database.allow_log_retention(broker.log_groups)
                 api_env[C.ENV_DEFAULT_BROKER_URL] = broker.url
                 executor_env = {
                     C.ENV_DEFAULT_BROKER_URL: broker.url,
@@ -233,6 +236,7 @@ class SchedulerStack(Stack):
             database=(self.database.cluster or self.database.instance) if self.database else None,
             proxy=self.database.proxy if self.database else None,
             rotations=self.database.rotations if self.database else [],
+            broker_name=self.broker.name if self.broker else None,
         )
         self._outputs()
 

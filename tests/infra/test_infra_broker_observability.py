@@ -190,3 +190,45 @@ def test_the_dashboard_shows_the_proxys_borrow_latency_and_pinned_sessions(varia
     assert [m[:4] for m in pinned["metrics"]] == [
         ["AWS/RDS", "DatabaseConnectionsCurrentlySessionPinned", "ProxyName", f"${{{proxy_id}}}"]
     ]
+
+
+@pytest.mark.parametrize("variant", ["aws", "other"])
+def test_the_broker_logs_keeps_a_maintenance_window_and_is_alarmed(variant, synthesize):
+    """The broker's general log goes to CloudWatch Logs, kept log_retention_days (set by CDK's
+    log-retention function: Amazon MQ makes that group); minor upgrades wait for Sunday 03:00 UTC;
+    two alarms watch what makes RabbitMQ block publishers (memory, free disk)."""
+    synth = synthesize(variant)
+    ((broker_id, broker),) = synth.resources("AWS::AmazonMQ::Broker").items()
+    props = broker["Properties"]
+    assert props["Logs"] == {"General": True}
+    assert props["MaintenanceWindowStartTime"] == {"DayOfWeek": "SUNDAY", "TimeOfDay": "03:00", "TimeZone": "UTC"}
+    assert props["DeploymentMode"] == "SINGLE_INSTANCE"
+    (retention,) = [
+        r
+        for r in synth.resources("Custom::LogRetention").values()
+        if r["Properties"]["LogGroupName"]
+        == {"Fn::Join": ["", ["/aws/amazonmq/broker/", {"Ref": broker_id}, "/general"]]}
+    ]
+    assert retention["Properties"]["RetentionInDays"] == synth.stack.config.log_retention_days
+    found = alarms(synth)
+    (topic_id,) = synth.resources("AWS::SNS::Topic")
+    watched = {
+        "BrokerMemory": {"RabbitMQMemUsed", "RabbitMQMemLimit"},
+        "BrokerDiskFree": {"RabbitMQDiskFree", "RabbitMQDiskFreeLimit"},
+    }
+    for name, metrics in watched.items():
+        alarm = found[name]
+        assert metric_names(alarm) == metrics, name
+        for metric in alarm["Metrics"]:
+            if "MetricStat" in metric:
+                assert metric["MetricStat"]["Metric"]["Namespace"] == "AWS/AmazonMQ"
+                assert metric["MetricStat"]["Metric"]["Dimensions"] == [
+                    {"Name": "Broker", "Value": props["BrokerName"]}
+                ]
+        assert alarm["AlarmActions"] == [{"Ref": topic_id}], name
+    assert found["BrokerMemory"]["ComparisonOperator"] == "GreaterThanThreshold"
+    assert found["BrokerDiskFree"]["ComparisonOperator"] == "LessThanThreshold"
+
+
+def test_no_broker_no_broker_alarms(lean):
+    assert not {"BrokerMemory", "BrokerDiskFree"} & set(alarms(lean))

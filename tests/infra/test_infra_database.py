@@ -60,10 +60,12 @@ def test_postgres_log_goes_to_cloudwatch_logs_with_a_retention(aws):
     log-retention resource keeps it for log_retention_days (30), like the functions' logs."""
     instance_id, instance = next(iter(aws.resources("AWS::RDS::DBInstance").items()))
     assert instance["Properties"]["EnableCloudwatchLogsExports"] == ["postgresql"]
-    (retention,) = aws.resources("Custom::LogRetention").values()
-    assert retention["Properties"]["LogGroupName"] == {
-        "Fn::Join": ["", ["/aws/rds/instance/", {"Ref": instance_id}, "/postgresql"]]
-    }
+    (retention,) = [
+        r
+        for r in aws.resources("Custom::LogRetention").values()
+        if r["Properties"]["LogGroupName"]
+        == {"Fn::Join": ["", ["/aws/rds/instance/", {"Ref": instance_id}, "/postgresql"]]}
+    ]
     assert retention["Properties"]["RetentionInDays"] == 30
     parameters = only(aws.resources("AWS::RDS::DBParameterGroup"))["Properties"]["Parameters"]
     assert parameters["log_min_duration_statement"] == "1000"
@@ -71,11 +73,12 @@ def test_postgres_log_goes_to_cloudwatch_logs_with_a_retention(aws):
     assert parameters["log_min_error_statement"] == "panic"
 
 
-def test_the_log_retention_function_may_touch_two_log_groups_only(aws):
+def test_the_log_retention_function_may_touch_three_log_groups_only(aws):
     """CDK's log-retention function would get logs:PutRetentionPolicy on every log group; its role
-    here names the database's exported log and the function's own (it sets that to one day), and
-    the retention waits for that policy."""
+    here names the database's exported log, the broker's general log and the function's own (it
+    sets that to one day), and each retention waits for that policy."""
     instance_id = next(iter(aws.resources("AWS::RDS::DBInstance")))
+    broker_id = next(iter(aws.resources("AWS::AmazonMQ::Broker")))
     (function_id,) = [k for k in aws.resources("AWS::Lambda::Function") if k.startswith("LogRetention")]
     role_id = aws.json["Resources"][function_id]["Properties"]["Role"]["Fn::GetAtt"][0]
     assert role_id.startswith("DatabaseLogRetentionRole")
@@ -95,10 +98,14 @@ def test_the_log_retention_function_may_touch_two_log_groups_only(aws):
             f"/aws/lambda/<{function_id}>:*",
             f"/aws/rds/instance/<{instance_id}>/postgresql",
             f"/aws/rds/instance/<{instance_id}>/postgresql:*",
+            f"/aws/amazonmq/broker/<{broker_id}>/general",
+            f"/aws/amazonmq/broker/<{broker_id}>/general:*",
         )
     )
-    (retention,) = aws.resources("Custom::LogRetention").values()
-    assert policy_id in retention["DependsOn"]
+    retentions = aws.resources("Custom::LogRetention").values()
+    assert len(retentions) == 2
+    for retention in retentions:
+        assert policy_id in retention["DependsOn"]
 
 
 def test_performance_insights_free_tier_encrypted_with_the_database_key(aws, lean):
