@@ -3,8 +3,9 @@ endpoints so the functions in isolated subnets reach AWS APIs without a NAT gate
 
 from __future__ import annotations
 
-from aws_cdk import Annotations
+from aws_cdk import Annotations, Stack
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -98,6 +99,19 @@ class Network(Construct):
             )
             for name, service in ENDPOINT_SERVICES.items()
         }
+        # Secrets Manager and KMS through these endpoints reach this account's resources only: a
+        # function taken over cannot use them to read or write another account's secrets or keys
+        # (nothing of the stack needs another's). Lambda's stays open: the executor invokes the
+        # users' functions, in their accounts, as their roles.
+        for name in ("SecretsManager", "Kms"):
+            self.endpoints[name].add_to_policy(
+                iam.PolicyStatement(
+                    principals=[iam.AnyPrincipal()],
+                    actions=["*"],
+                    resources=["*"],
+                    conditions={"StringEquals": {"aws:ResourceAccount": Stack.of(self).account}},
+                )
+            )
 
         self.api_security_group = self._group("Api", "api function")
         self.fanout_security_group = self._group("Fanout", "fan-out function")

@@ -89,6 +89,22 @@ def test_interface_endpoints_let_isolated_functions_reach_aws_apis(aws):
     assert services == ENDPOINT_SERVICES
 
 
+def test_the_secrets_and_kms_endpoints_reach_this_account_s_resources_only(aws):
+    """A function taken over cannot use the endpoints to reach another account's secrets or keys;
+    the Lambda endpoint stays open (the executor invokes users' functions in their accounts)."""
+    policies = {}
+    for endpoint in aws.resources("AWS::EC2::VPCEndpoint").values():
+        service = endpoint["Properties"]["ServiceName"]
+        name = service["Fn::Join"][1][-1].lstrip(".") if isinstance(service, dict) else service.split(".")[-1]
+        policies[name] = endpoint["Properties"].get("PolicyDocument")
+    for name in ("secretsmanager", "kms"):
+        (statement,) = policies[name]["Statement"]
+        assert statement["Effect"] == "Allow" and statement["Condition"] == {
+            "StringEquals": {"aws:ResourceAccount": {"Ref": "AWS::AccountId"}}
+        }, name
+    assert policies["lambda"] is None
+
+
 def test_no_function_needs_a_cloudwatch_endpoint(aws, lean):
     """The functions publish metrics as EMF lines in their logs, and Lambda ships a function's logs
     itself (not through the function's network): no `monitoring` or `logs` endpoint, about $7.30
