@@ -100,3 +100,38 @@ def test_the_default_slack_body_escapes_the_message_and_a_body_of_ones_own_does_
     )
     own = render_alert_target({"type": "http", "url": "https://hooks.example/", "body": "{{message}}"}, variables)
     assert own["body"] == variables["message"]
+
+
+def test_an_aws_alert_target_s_short_fields_are_fitted_to_what_its_service_takes():
+    """An alert renders its message and error, of any length and any characters, into an SNS
+    subject, an event's source and detail-type, a FIFO group id: fitted (cut, unfit characters
+    replaced) rather than refused by the service, so the alert still goes out."""
+    from scheduler.core.alerts import render_alert_target
+
+    message = "Job \u00e9t\u00e9 failed:\nHTTP 500 " + "x" * 400
+    variables = {"message": message, "job_name": "nightly report"}
+    sns = render_alert_target(
+        {
+            "type": "sns",
+            "topic_arn": "arn:aws:sns:eu-west-1:1:t.fifo",
+            "subject": "  {{message}}",
+            "message": "{{message}}",
+            "message_group_id": "{{job_name}}",
+        },
+        variables,
+    )
+    assert len(sns["subject"]) == 99 and sns["subject"].startswith("Job  t  failed: HTTP 500 x")
+    assert sns["subject"].isascii() and sns["subject"].isprintable()
+    assert sns["message_group_id"] == "nightly_report" and sns["message"] == message  # the body is whole
+    events = render_alert_target(
+        {
+            "type": "eventbridge",
+            "event_bus_arn": "arn:aws:events:eu-west-1:1:event-bus/b",
+            "source": "acme.alerts",
+            "detail_type": "{{message}}",
+            "detail": "{}",
+        },
+        variables,
+    )
+    assert len(events["detail_type"]) == 128 and "\n" not in events["detail_type"]
+    assert events["source"] == "acme.alerts"

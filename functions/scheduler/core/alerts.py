@@ -132,6 +132,17 @@ _PLACEHOLDER = re.compile(r"\{\{\s*(" + "|".join(ALERT_PLACEHOLDERS) + r")\s*\}\
 # A target's fields that are never rendered (where it goes, how it signs in).
 _NOT_RENDERED = frozenset({"type", "url", "auth", "method", "queue_url", "topic_arn", "event_bus_arn", "role_arn"})
 DEFAULT_ALERT_BODY = '{"text": "{{message}}\\n{{console_url}}"}'
+# The short fields of AWS targets, at most (characters), and the characters each takes: a job's
+# are checked at write time as they render (schema.aws_models); an alert's render its message and
+# its error, of any length and any characters, so they are fitted when rendered: an alert cut
+# short is better than one its service refuses.
+_SHORT_FIELDS = {"subject": 99, "source": 256, "detail_type": 128, "message_group_id": 128}
+_UNFIT = {
+    "subject": re.compile(r"[^\x20-\x7e]"),  # printable ASCII (SNS)
+    "message_group_id": re.compile(r"[^\x21-\x7e]"),  # printable ASCII, no blank (SQS, SNS FIFO)
+    "source": re.compile(r"[\x00-\x1f\x7f]"),
+    "detail_type": re.compile(r"[\x00-\x1f\x7f]"),
+}
 
 
 def _text(value: Any) -> str:
@@ -146,11 +157,12 @@ def slack_escaped(text: str) -> str:
 
 def render_text(text: str, variables: Mapping[str, Any]) -> str:
     """``text`` with the alert's placeholders replaced. In a text that is JSON (it starts with
-    ``{`` or ``[``), each value is escaped for a JSON string, so an error with quotes keeps a
-    Slack body valid."""
+    ``{`` or ``[``, not a placeholder's ``{{``), each value is escaped for a JSON string, so an
+    error with quotes keeps a Slack body valid."""
     if "{{" not in text:
         return text
-    as_json = text.lstrip()[:1] in ("{", "[")
+    start = text.lstrip()
+    as_json = start[:1] in ("{", "[") and not start.startswith("{{")
 
     def value(match: re.Match[str]) -> str:
         found = _text(variables.get(match.group(1)))
@@ -160,8 +172,9 @@ def render_text(text: str, variables: Mapping[str, Any]) -> str:
 
 
 def render_alert_target(target: Mapping[str, Any], variables: Mapping[str, Any]) -> dict[str, Any]:
-    """The alert's target with its text fields rendered (headers' values too); an HTTP target
-    without a body gets the Slack-compatible ``DEFAULT_ALERT_BODY`` (as JSON)."""
+    """The alert's target with its text fields rendered (headers' values too), an AWS target's
+    short fields fitted to what its service takes (``_SHORT_FIELDS``); an HTTP target without a
+    body gets the Slack-compatible ``DEFAULT_ALERT_BODY`` (as JSON)."""
     rendered: dict[str, Any] = {}
     for name, value in target.items():
         if name in _NOT_RENDERED:
@@ -172,6 +185,10 @@ def render_alert_target(target: Mapping[str, Any], variables: Mapping[str, Any])
             rendered[name] = {k: render_text(v, variables) if isinstance(v, str) else v for k, v in value.items()}
         else:
             rendered[name] = value
+    for name, limit in _SHORT_FIELDS.items():
+        if isinstance(rendered.get(name), str) and target.get("type") != "http":
+            fitted = _UNFIT[name].sub("_" if name == "message_group_id" else " ", rendered[name]).strip()
+            rendered[name] = fitted[:limit] or "-"
     if target.get("type") == "http" and not target.get("body") and target.get("method", "POST") not in ("GET", "HEAD"):
         # Slack reads <...> in a text as a mention or a link: a target's answer quoted in the
         # message (its reason phrase, its error) must not ping a channel or disguise a link.
