@@ -41,8 +41,9 @@ def job_calendars(store: JobStore | CompletionStore, job: Job) -> list[Calendar]
 
 
 def skips_to_trim(store: JobStore, current: Job, now: datetime) -> tuple[SkipTrim, ...]:
-    """When an edit replans ``current`` from ``now`` (its occurrences changed, or it had none in
-    hand), what is left of the calendar-skipped rows it recorded in advance: the new plan records
+    """When an edit replans ``current`` from ``now`` (its occurrences or its exclusions changed:
+    its calendars, ``on_excluded``; or it had none in hand), what is left of the calendar-skipped
+    rows it recorded in advance: the new plan records
     its own from ``now`` (``skips.trimmed_at_replan``, counted with the job as it was, and its
     calendars as they are). A job without calendars reads nothing."""
     if not current.exclude_calendars or current.id is None:

@@ -120,8 +120,10 @@ def update_job(
             return spec, None, ()
         state = JobState.PAUSED if current.state == JobState.PAUSED else JobState.ACTIVE
         calendars = named_calendars(store, owner, list(new.exclude_calendars))
-        same = all(getattr(current, k) == getattr(new, k) for k in OCCURRENCE_FIELDS)
-        since = current.scheduled_at if same else None  # exclusions before it are on record
+        # The same occurrences and exclusions: those excluded before the one in hand are on record.
+        kept = (*OCCURRENCE_FIELDS, "exclude_calendars", "on_excluded")
+        same = all(getattr(current, k) == getattr(new, k) for k in kept)
+        since = current.scheduled_at if same else None
         now = store.now()
         plan = lifecycle.plan_first(new, now, state, calendars=calendars, recorded_until=since)
         refuse_a_schedule_left_without_runs(new, plan, now, calendars)

@@ -160,3 +160,21 @@ def test_without_a_route_to_aws_a_sigv4_target_is_a_400_and_plain_targets_pass(a
     patched = api_without_aws("PATCH", job, {"target": to_sigv4}, principal=ALICE)
     assert patched.status == 400 and patched.fields == ["target.auth.type"], patched.body
     assert api_without_aws("GET", job, principal=ALICE).body["target"]["type"] == "http"
+
+
+def test_an_alert_s_aws_target_is_not_held_to_a_job_s_rendered_lengths(api):
+    """An alert renders placeholders of its own (its message, its error) and fits its short
+    fields once rendered, so a subject or detail-type that a job's placeholders would render too
+    long is a job target's 400 only: an alert rule (of a job, or of a rule set) takes it."""
+    topic = "arn:aws:sns:eu-west-1:123456789012:alerts"
+    long_subject = "Failure of {{job_id}} at {{scheduled_at}} attempt {{attempt}} {{execution_id}}"
+    sns = {"type": "sns", "role_arn": ROLE, "topic_arn": topic, "message": "{{message}}", "subject": long_subject}
+    assert api("POST", "/v1/jobs", job_body("sns-job", target=sns)).fields == ["target.subject"]
+    answer = api("POST", "/v1/jobs", job_body("alerting", alerts=[{"on": "failure", "target": sns}]))
+    assert answer.status == 201, answer.body
+    answer = api("PUT", "/v1/alert-rules/ops", {"tag": "ops", "alerts": [{"on": "failure", "target": sns}]})
+    assert answer.status in (200, 201), answer.body
+    # The rest of a target's rules hold for an alert's too.
+    bad = {**sns, "topic_arn": "not-an-arn"}
+    answer = api("POST", "/v1/jobs", job_body("alerting-bad", alerts=[{"on": "failure", "target": bad}]))
+    assert answer.status == 400 and answer.fields == ["alerts.0.target.topic_arn"], answer.body

@@ -184,3 +184,27 @@ def test_an_edit_that_keeps_the_occurrences_leaves_the_skipped_rows_alone(api, s
     assert api("PATCH", f"/v1/jobs/{plain['id']}", {"schedule": "0 9 * * *"}).status == 200
     with pool.connection() as conn:
         assert conn.execute("SELECT * FROM executions WHERE job_id = %s", (job["id"],)).fetchall() == recorded
+
+
+def test_an_edit_of_the_exclusions_drops_the_skips_recorded_for_the_old_ones(api):
+    """Unnaming the calendars, or shifting rather than skipping what they exclude, runs the
+    occurrences the rows recorded in advance said were skipped: those rows go (the new plan
+    records what its own exclusions leave out, from now), and a later edit finds none left."""
+    assert api("POST", "/v1/calendars", {"name": "weekends", "timezone": "UTC", "ics": _WEEKENDS_ICS}).status == 201
+    body = job_body("weekdays", schedule="0 18 * * *", timezone="UTC", start_at="2030-01-04T19:00:00Z")
+    for change in ({"exclude_calendars": []}, {"on_excluded": "shift"}):
+        job = create(
+            api, {**body, "name": f"weekdays-{len(change)}-{next(iter(change))}", "exclude_calendars": ["weekends"]}
+        )
+        assert _rows(api, job["id"]) == [("2030-01-05T18:00:00Z", 2)]
+        edited = api("PATCH", f"/v1/jobs/{job['id']}", change)
+        assert edited.status == 200, edited.body
+        assert _rows(api, job["id"]) == [], change  # the weekend now runs (or is shifted): not skipped
+    # Another calendar instead (Sundays only): Saturday runs now, so nothing is skipped before it
+    # (Sunday goes on record when Saturday's run plans past it); the old row is gone.
+    sundays = _WEEKENDS_ICS.replace("DTSTART;VALUE=DATE:20300105", "DTSTART;VALUE=DATE:20300106").replace("SA,SU", "SU")
+    assert api("POST", "/v1/calendars", {"name": "sundays", "timezone": "UTC", "ics": sundays}).status == 201
+    job = create(api, {**body, "name": "weekdays-moved", "exclude_calendars": ["weekends"]})
+    moved = api("PATCH", f"/v1/jobs/{job['id']}", {"exclude_calendars": ["sundays"]})
+    assert moved.status == 200 and moved.body["next_run_at"] == "2030-01-05T18:00:00Z", moved.body
+    assert _rows(api, job["id"]) == []

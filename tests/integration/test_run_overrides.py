@@ -146,3 +146,9 @@ def test_an_amqp_job_s_run_headers_must_fit_one_message_with_its_own(api):
         answer = api("POST", path, {"headers": headers})
         assert answer.status == 400 and answer.fields == ["headers"], answer.body
     assert api("POST", path, {"headers": {"X-Small": "x" * 1000}}).status == 202
+    # Names compared without case, as the delivery merges them: an override replaces its header.
+    body = amqp_body("amqp-big")
+    body["target"]["headers"] = {f"X-Data-{i}": "v" * 8000 for i in range(6)}
+    big = create(api, body)
+    again = {f"x-data-{i}": "w" * 8000 for i in range(6)}
+    assert api("POST", f"/v1/jobs/{big['id']}/run", {"headers": again}).status == 202

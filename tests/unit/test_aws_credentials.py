@@ -93,3 +93,19 @@ def test_a_delivery_whose_time_went_to_the_role_times_out(monkeypatch):
     outcome = aws.deliver_aws(target, delivery, None, budget=10, cache=cache)  # type: ignore[arg-type]
     assert outcome.status == "timed_out" and outcome.retryable
     assert "assuming the role" in (outcome.error or "")
+
+
+def test_an_sts_call_s_timeouts_together_fit_in_what_is_left_of_the_delivery():
+    """A slow connect then a silent read take the connect and the read timeouts one after the
+    other: together they are no more than the time left (in steps), else the usual 3 and 5 s."""
+    import pytest
+
+    from scheduler.targets.aws_credentials import BudgetSpent, sts_timeouts
+
+    assert sts_timeouts(None) == sts_timeouts(30.0) == (3.0, 5.0)
+    for left in (7.9, 5.0, 2.0, 1.3, 0.5):
+        connect, read = sts_timeouts(left)
+        assert connect > 0 and read > 0 and connect + read <= left, left
+    assert sts_timeouts(2.0) == (1.0, 1.0)
+    with pytest.raises(BudgetSpent):
+        sts_timeouts(0.3)

@@ -61,7 +61,9 @@ def _check_amqp_headers(headers: dict[str, str], target: dict[str, Any]) -> None
     """A run's headers merged over an AMQP target's fit one message (``amqp_headers_problem``).
     A stored secret header is counted at its sealed size, which is more than its value: the API
     cannot open it (only the runner can)."""
-    merged = {str(k): str(v) for k, v in (target.get("headers") or {}).items() if isinstance(v, str)}
+    overridden = {name.lower() for name in headers}  # names compared without case, as delivered
+    own = (target.get("headers") or {}).items()
+    merged = {str(k): v for k, v in own if isinstance(v, str) and str(k).lower() not in overridden}
     merged.update(headers)
     if problem := amqp_headers_problem(merged):
         raise BadRequest("headers", problem + " with the target's own")

@@ -162,6 +162,19 @@ def _a_label(label: str) -> tuple[str, str | None]:
 
 
 def default_broker_open_to(patterns: tuple[str, ...], owner: str | None) -> bool:
-    """Whether a job of ``owner`` may use the deployment's default broker: ``owner`` matches one
-    of ``patterns`` (``*`` any text), or there are none (anyone may)."""
-    return not patterns or (owner is not None and any(fnmatch.fnmatchcase(owner, p) for p in patterns))
+    """Whether a job of ``owner`` may use the deployment's default broker: there are no
+    ``patterns`` (anyone may), or ``owner`` matches one, part by part: an ARN's partition,
+    service, region and account each against the pattern's (``*`` any text within the part),
+    then its resource (the rest, where ``*`` is any text). A ``*`` never reaches across a ``:``
+    into the account: an IAM path may hold ``:``, and ``arn:aws:iam::2:user/::1:/x`` is not of
+    account 1."""
+    if not patterns:
+        return True
+    if owner is None:
+        return False
+    parts = owner.split(":", 5)
+    return any(_arn_matches(parts, pattern.split(":", 5)) for pattern in patterns)
+
+
+def _arn_matches(parts: list[str], pattern: list[str]) -> bool:
+    return len(parts) == len(pattern) and all(fnmatch.fnmatchcase(part, p) for part, p in zip(parts, pattern))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -125,8 +126,26 @@ def longest_rendered(text: str) -> int:
     )
 
 
+#: Set while an alert rule's target is validated: an alert renders placeholders of its own (its
+#: message, its error: of any length) and fits its short fields once rendered
+#: (``core.alerts.render_alert_target``), so they are not held to a job's rendered lengths.
+FITTED_AT_RENDER: ContextVar[bool] = ContextVar("fitted_at_render", default=False)
+
+
+def as_alert_target(handler: Any, value: Any) -> Any:
+    """``handler(value)`` (pydantic's validation of a target) as an alert rule's target, whose
+    short fields are fitted once rendered (``FITTED_AT_RENDER``)."""
+    token = FITTED_AT_RENDER.set(True)
+    try:
+        return handler(value)
+    finally:
+        FITTED_AT_RENDER.reset(token)
+
+
 def _check_rendered_length(field: str, text: str | None, limit: int) -> None:
     """``text`` (a short field: AWS counts characters) within ``limit`` once rendered."""
+    if FITTED_AT_RENDER.get():
+        return
     if text is not None and (longest := longest_rendered(text)) > limit:
         raise AwsFieldError(
             field,
@@ -137,6 +156,8 @@ def _check_rendered_length(field: str, text: str | None, limit: int) -> None:
 
 def _check_no_free_text(field: str, text: str | None, why: str) -> None:
     """No placeholder of a target's free text in ``text`` (see ``_FREE_TEXT_PLACEHOLDERS``)."""
+    if FITTED_AT_RENDER.get():
+        return
     found = next((m for m in _SIZED_PLACEHOLDER.finditer(text or "") if m.group(1) in _FREE_TEXT_PLACEHOLDERS), None)
     if found is not None:
         raise AwsFieldError(field, f"may not hold {found.group(0)}: it may render {why}")

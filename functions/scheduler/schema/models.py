@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -40,6 +40,7 @@ from scheduler.schema.aws_models import (
     SigV4Auth,
     SnsTarget,
     SqsTarget,
+    as_alert_target,
 )
 from scheduler.schema.details import validation_details  # noqa: F401 (re-exported)
 from scheduler.schema.instants import Instant, is_job_id, parse_time  # noqa: F401 (re-exported)
@@ -313,6 +314,11 @@ class AlertRule(_Strict):
         "seconds (required); failure and recovery take none.",
     )
     target: Target
+
+    @field_validator("target", mode="wrap")
+    @classmethod
+    def _fitted_at_render(cls, value: Any, handler: Any) -> Any:
+        return as_alert_target(handler, value)
 
     @field_validator("threshold")
     @classmethod

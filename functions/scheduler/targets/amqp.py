@@ -199,7 +199,16 @@ class PooledConnection:
 
 
 _PoolKey = tuple[bool, str, int, str, str, str]
-_idle: IdlePool[PooledConnection] = IdlePool(PooledConnection.close, per_key=MAX_IDLE_PER_BROKER, keys=MAX_KEPT_BROKERS)
+
+
+def _let_go(pooled: PooledConnection) -> None:
+    """Close a connection the pool drops (one too many for its broker, a broker let go, shutdown)
+    on a thread of its own: each close waits up to ``CLOSE_SECONDS``, and a delivery that checked
+    one in, which may drop several, has its outcome already."""
+    threading.Thread(target=pooled.close, name="amqp-close", daemon=True).start()
+
+
+_idle: IdlePool[PooledConnection] = IdlePool(_let_go, per_key=MAX_IDLE_PER_BROKER, keys=MAX_KEPT_BROKERS)
 _last_sweep = [time.monotonic()]
 
 

@@ -122,6 +122,20 @@ def create_client(
         return _botocore_session.create_client(service, region_name=region, config=config, **keys)
 
 
+def sts_timeouts(left: float | None) -> tuple[float, float]:
+    """The connect and read timeouts of an STS call made with ``left`` seconds of the delivery
+    (None: no bound): ``STS_CONNECT_TIMEOUT`` and ``STS_READ_TIMEOUT`` when they fit, else the two
+    together no more than what is left (a slow connect then a silent read included), rounded down
+    to steps (a client per step). ``BudgetSpent`` when too little is left to make the call."""
+    if left is None or left >= STS_CONNECT_TIMEOUT + STS_READ_TIMEOUT:
+        return STS_CONNECT_TIMEOUT, STS_READ_TIMEOUT
+    steps = math.floor(left / STS_TIMEOUT_STEP)
+    connect = min(STS_CONNECT_TIMEOUT, (steps // 2) * STS_TIMEOUT_STEP)
+    if connect <= 0:
+        raise BudgetSpent("the delivery's time ran out before the AssumeRole")
+    return connect, steps * STS_TIMEOUT_STEP - connect
+
+
 class CredentialCache:
     """Assumed-role credentials per ``(role_arn, owner)``, and clients built from them.
 
@@ -139,7 +153,7 @@ class CredentialCache:
         max_entries: int = 512,
     ):
         self._sts_client_for = sts_client_for
-        self._sts_clients: OrderedDict[tuple[str, float], Any] = OrderedDict()
+        self._sts_clients: OrderedDict[tuple[str, float, float], Any] = OrderedDict()
         self.clock = clock
         self.refresh_margin = refresh_margin
         self.max_entries = max_entries
@@ -148,16 +162,16 @@ class CredentialCache:
         self._key_locks: dict[tuple[str, str], threading.Lock] = {}
         self._clients: OrderedDict[tuple, tuple[str, Any]] = OrderedDict()
 
-    def _sts(self, region: str, read: float) -> Any:
-        """The STS client of ``region`` whose connect and read timeouts are each at most
-        ``read`` seconds; a factory given to the cache is used as it is."""
+    def _sts(self, region: str, connect: float, read: float) -> Any:
+        """The STS client of ``region`` with these connect and read timeouts; a factory given to
+        the cache is used as it is."""
         if self._sts_client_for is not None:
             return self._sts_client_for(region)
-        key = (region, read)
+        key = (region, connect, read)
         with self._lock:
             client = self._sts_clients.get(key)
         if client is None:
-            client = create_client("sts", region, connect_timeout=min(STS_CONNECT_TIMEOUT, read), read_timeout=read)
+            client = create_client("sts", region, connect_timeout=connect, read_timeout=read)
             with self._lock:
                 client = self._sts_clients.setdefault(key, client)
                 while len(self._sts_clients) > 64:
@@ -203,13 +217,8 @@ class CredentialCache:
             lock.release()
 
     def _assume(self, role_arn: str, owner: str, deadline: float | None) -> RoleCredentials:
-        read = STS_READ_TIMEOUT
-        if deadline is not None:  # rounded down to a step (a client per step): never more than is left
-            left = deadline - time.monotonic()
-            read = min(read, math.floor(left / STS_TIMEOUT_STEP) * STS_TIMEOUT_STEP)
-            if read <= 0:
-                raise BudgetSpent("the delivery's time ran out before the AssumeRole")
-        sts = self._sts(_region_for(role_arn), read)
+        connect, read = sts_timeouts(None if deadline is None else deadline - time.monotonic())
+        sts = self._sts(_region_for(role_arn), connect, read)
         answer = sts.assume_role(
             RoleArn=role_arn, ExternalId=owner, RoleSessionName=session_name(owner), DurationSeconds=SESSION_SECONDS
         )
