@@ -268,15 +268,19 @@ def _role_arns(value: Any) -> tuple[str, ...]:
 
 
 def _owner_patterns(value: Any) -> tuple[str, ...]:
-    """``broker_owners``: ("account",), () for "*" (anyone), or owner patterns (ARNs, ``*``)."""
-    items = [i.strip() for i in (value if isinstance(value, list) else str(value).split(",")) if str(i).strip()]
+    """``broker_owners``: () for "*" (anyone), else "account" and owner patterns (ARNs of six
+    ``:``-separated parts, ``*`` any text within a part), comma-separated."""
+    items = [str(i).strip() for i in (value if isinstance(value, list) else str(value).split(",")) if str(i).strip()]
     if not items:
         raise ValueError("context 'broker_owners' must be account, * or owner patterns (ARNs, * for any text)")
-    if items == ["*"] or items == ["account"]:
-        return () if items == ["*"] else ("account",)
+    if items == ["*"]:
+        return ()
     for item in items:
-        if not item.startswith("arn:") or "," in item:
-            raise ValueError(f"context 'broker_owners': {item!r} is not an owner pattern (arn:..., * for any text)")
+        if item != "account" and (not item.startswith("arn:") or len(item.split(":", 5)) != 6):
+            raise ValueError(
+                f"context 'broker_owners': {item!r} is not an owner pattern (arn:partition:service::account:resource, "
+                "* for any text within a part), account, or * alone"
+            )
     return tuple(items)
 
 

@@ -112,6 +112,13 @@ class Network(Construct):
                     conditions={"StringEquals": {"aws:ResourceAccount": Stack.of(self).account}},
                 )
             )
+        # The rotation functions ask for a new password (GetRandomPassword), which names no
+        # resource, so has no account to compare: allowed as it is (it reaches no one's data).
+        self.endpoints["SecretsManager"].add_to_policy(
+            iam.PolicyStatement(
+                principals=[iam.AnyPrincipal()], actions=["secretsmanager:GetRandomPassword"], resources=["*"]
+            )
+        )
 
         self.api_security_group = self._group("Api", "api function")
         self.fanout_security_group = self._group("Fanout", "fan-out function")

@@ -109,8 +109,13 @@ def _open(key: bytes, header: bytes, rest: bytes) -> str:
 class LocalSecretBox:
     """AES-256-GCM with a key kept in a local file (local mode and tests).
 
+    It opens what it seals, in the API too: a secret sent again is compared with the stored one
+    (``opens_stored``).
+
     The file holds 32 random bytes; it is created with mode 0600 when absent.
     """
+
+    opens_stored = True
 
     def __init__(self, key_file_path: str | os.PathLike[str]):
         self.path = Path(key_file_path)
@@ -159,11 +164,17 @@ class LocalSecretBox:
 class KmsSecretBox:
     """Envelope encryption with AWS KMS.
 
+    A deployment's API may only seal (``kms:GenerateDataKey``); only its executor may open
+    (``kms:Decrypt``), so a secret sent again is not compared with the stored one
+    (``opens_stored`` False: no KMS call refused at every edit).
+
     One data key is generated per box (per Lambda container) on the first ``encrypt``; its
     plaintext stays in memory only and its KMS-encrypted form travels inside every token. A
     token is decrypted by asking KMS to decrypt its data key once per distinct encrypted data
     key (cached), then AES-GCM locally.
     """
+
+    opens_stored = False
 
     def __init__(self, kms_client: Any, key_id: str, *, cache_size: int = 256):
         self.kms = kms_client
@@ -412,8 +423,10 @@ def seal_target_secrets(target: dict[str, Any], box: SecretBox, stored: dict[str
     """A target sent for an existing one (``stored``), as it is to be stored: each secret
     encrypted, each ``"***"`` the stored one (``keep_masked_secrets``), and a secret sent again
     with the value stored at the same place (same scheme, host and port) kept as it was stored,
-    so that sending a job again unchanged changes nothing (no new version, no change-log entry)."""
-    kept = _stored_secrets(stored) if stored is not None and _origin(target) == _origin(stored) else {}
+    so that sending a job again unchanged changes nothing (no new version, no change-log entry),
+    where ``box`` can open the stored one (``opens_stored``: local mode; not a deployment's API)."""
+    comparable = getattr(box, "opens_stored", False) and stored is not None and _origin(target) == _origin(stored)
+    kept = _stored_secrets(stored) if comparable else {}
 
     def seal(field: str, value: str, kind: str) -> str:
         url = kind == "url_password"  # the URL's raw segment: percent-encoded, as its token is

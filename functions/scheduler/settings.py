@@ -10,6 +10,18 @@ from functools import lru_cache
 from scheduler.core import constants as c
 
 
+def _owner_patterns(text: str) -> tuple[str, ...]:
+    """``SCHEDULER_DEFAULT_BROKER_OWNERS``: comma-separated ARN patterns (six ``:``-separated
+    parts, ``*`` any text within a part); none, or ``*`` alone: anyone."""
+    patterns = tuple(x.strip() for x in text.split(",") if x.strip())
+    if patterns == ("*",):
+        return ()
+    for pattern in patterns:
+        if len(pattern.split(":", 5)) != 6:
+            raise ValueError(f"{c.ENV_DEFAULT_BROKER_OWNERS}: {pattern!r} is not an ARN pattern (arn:*:*::account:*)")
+    return patterns
+
+
 def _bool(value: str | None, default: bool = False) -> bool:
     if value is None or value == "":
         return default
@@ -75,9 +87,7 @@ class Settings:
             precision=precision,
             default_broker_url=env.get(c.ENV_DEFAULT_BROKER_URL),
             default_broker_secret_arn=env.get(c.ENV_DEFAULT_BROKER_SECRET_ARN),
-            default_broker_owners=tuple(
-                x.strip() for x in env.get(c.ENV_DEFAULT_BROKER_OWNERS, "").split(",") if x.strip()
-            ),
+            default_broker_owners=_owner_patterns(env.get(c.ENV_DEFAULT_BROKER_OWNERS, "")),
             kms_key_id=env.get(c.ENV_KMS_KEY_ID),
             local_key_file=env.get(c.ENV_LOCAL_KEY_FILE),
             allow_private_targets=_bool(env.get(c.ENV_ALLOW_PRIVATE_TARGETS)),

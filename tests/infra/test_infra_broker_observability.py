@@ -62,9 +62,16 @@ def test_broker_owners_are_account_any_or_patterns():
         return Config.from_context(App(context={"broker_owners": value}).node).broker_owners
 
     assert owners("account") == ("account",) and owners("*") == ()
+    assert owners("account, arn:aws:iam::2:user/*") == ("account", "arn:aws:iam::2:user/*")
+    assert (
+        Config.from_context(App(context={"broker_owners": "account,arn:aws:iam::2:user/*"}).node).broker_owner_patterns(
+            "1"
+        )
+        == "arn:*:*::1:*,arn:aws:iam::2:user/*"
+    )
     assert owners("arn:aws:iam::1:user/a, arn:aws:sts::2:*") == ("arn:aws:iam::1:user/a", "arn:aws:sts::2:*")
     assert Config.from_context(App(context={"broker_owners": "*"}).node).broker_owner_patterns("1") == ""
-    for bad in ("", "alice", "account,arn:aws:iam::1:user/a"):
+    for bad in ("", "alice", "arn:*", "*,account"):
         with pytest.raises(ValueError, match="broker_owners"):
             owners(bad)
 

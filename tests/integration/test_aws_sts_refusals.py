@@ -94,3 +94,20 @@ def test_sts_refusing_the_role_stays_permanent(sts, kind):
     outcome = delivered(kind)
     assert outcome.status == "failed" and not outcome.retryable
     assert (outcome.error or "").startswith("sts AssumeRole: AccessDenied: not authorized"), outcome.error
+
+
+def test_a_role_of_another_partition_is_the_job_s_fault_and_permanent(sts, monkeypatch):
+    """A role in aws-cn on a commercial deployment: that partition's STS knows none of the
+    executor's credentials (InvalidClientTokenId), which says nothing of the executor's own:
+    a permanent failure naming the partition, not a retry blamed on the scheduler."""
+    cn_role = "arn:aws-cn:iam::123456789012:role/scheduler-target"
+    target = {
+        **TARGETS["sqs"],
+        "role_arn": cn_role,
+        "queue_url": "https://sqs.cn-north-1.amazonaws.com.cn/123456789012/q",
+    }
+    sts.responses["/"] = [sts_error("InvalidClientTokenId", "The security token included in the request is invalid.")]
+    delivery = Delivery(str(uuid.uuid4()), str(uuid.uuid4()), datetime.now(UTC), 1, owner=OWNER)
+    outcome = deliver(target, delivery, TargetPolicy(allow_private=True))
+    assert outcome.status == "failed" and not outcome.retryable, outcome
+    assert "aws-cn partition" in (outcome.error or ""), outcome.error

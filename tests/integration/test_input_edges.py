@@ -330,8 +330,8 @@ def test_a_runs_vars_are_held_to_the_limit_of_the_targets_own_body(api):
     """One rule (``body_limit``) for both: an SNS subject counts against a run's message, as it
     does against the job's; an event's detail has no identity attributes to leave room for."""
     many = "{{vars.a}}" * 40  # a var is at most 8,192 characters
-    topic = created(api, job_body("vars-sns", target={**SNS, "subject": "s" * 100, "message": many}))
-    room = 262144 - 400 - 100  # less the identity attributes and the subject
+    topic = created(api, job_body("vars-sns", target={**SNS, "subject": "s" * 99, "message": many}))
+    room = 262144 - 400 - 99  # less the identity attributes and the subject
     refused = api("POST", f"/v1/jobs/{topic['id']}/run", {"vars": {"a": "m" * (room // 40 + 1)}})
     assert refused.status == 400 and refused.body["error"]["details"][0]["field"] == "vars", refused.body
     assert api("POST", f"/v1/jobs/{topic['id']}/run", {"vars": {"a": "m" * (room // 40)}}).status == 202

@@ -29,3 +29,18 @@ def test_patterns_of_the_operator_and_no_patterns():
     assert not default_broker_open_to(users, "arn:aws:iam::111111111111:user/other/dave")
     assert not default_broker_open_to(users, "not-an-arn")
     assert default_broker_open_to((), "anyone") and default_broker_open_to((), None)
+
+
+def test_the_environment_s_patterns_are_arns_or_star_alone():
+    import pytest
+
+    from scheduler.settings import Settings
+
+    def owners(text: str) -> tuple[str, ...]:
+        return Settings.from_env({"SCHEDULER_DEFAULT_BROKER_OWNERS": text}).default_broker_owners
+
+    assert owners("") == () and owners("*") == ()  # anyone
+    assert owners(" arn:*:*::1:* , arn:aws:iam::2:user/x ") == ("arn:*:*::1:*", "arn:aws:iam::2:user/x")
+    for bad in ("arn:*", "alice", "*,arn:*:*::1:*"):
+        with pytest.raises(ValueError, match="SCHEDULER_DEFAULT_BROKER_OWNERS"):
+            owners(bad)

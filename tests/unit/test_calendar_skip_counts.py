@@ -170,3 +170,24 @@ def test_an_edit_replanning_from_now_keeps_what_came_to_pass_of_the_rows_recorde
     holidays = with_calendars(plain, (HOLIDAYS,), "skip")  # 25 and 26 December, London
     row = RecordedSkip("f", recorded_at, datetime(2026, 12, 25, 0, tzinfo=UTC), 70)
     assert trimmed_at_replan(holidays, [row], datetime(2026, 12, 27, 11, tzinfo=UTC)) == (SkipTrim(row, 48),)
+
+
+def test_a_row_whose_occurrences_lie_apart_keeps_those_its_calendars_excluded_up_to_now():
+    """A row may count excluded occurrences that lie apart (between them, allowed ones that were
+    missed or overlapped, on record as rows of their own): what came to pass of it is counted as
+    the row counted, by its calendars, not by every occurrence of the base schedule since its first."""
+    spans = build_calendar(
+        "spans",
+        {
+            "timezone": "UTC",
+            "ranges": [
+                {"start": "2026-12-26T12:00", "end": "2026-12-26T12:03"},
+                {"start": "2026-12-26T12:10", "end": "2026-12-26T12:14"},
+            ],
+        },
+    )
+    minutely = with_calendars(parse_schedule("* * * * *", "UTC", T0), (spans,), "skip")
+    first = datetime(2026, 12, 26, 12, tzinfo=UTC)
+    row = RecordedSkip("a", first - timedelta(hours=1), first, 7)  # 12:00-12:02 and 12:10-12:13
+    now = datetime(2026, 12, 26, 12, 11, 30, tzinfo=UTC)
+    assert trimmed_at_replan(minutely, [row], now) == (SkipTrim(row, 5),)  # 12:00-12:02, 12:10, 12:11

@@ -220,3 +220,20 @@ def test_a_sent_token_is_encrypted_like_any_value(local_box):
     stolen = local_box.encrypt("someone-elses")
     sealed = encrypt_target_secrets({**HTTP_TARGET, "auth": {"type": "bearer", "token": stolen}}, local_box)
     assert decrypt_target_secrets(sealed, local_box)["auth"]["token"] == stolen
+
+
+def test_a_secret_sent_again_is_compared_where_the_box_opens_what_is_stored(kms, local_box):
+    """Local mode's box opens what it sealed, so a plaintext secret equal to the stored one keeps
+    the stored token (nothing changes); a deployment's API may only seal (the executor alone
+    opens), so its box does not compare, and asks KMS nothing to open."""
+    from scheduler.secrets import seal_target_secrets
+
+    target = {"type": "http", "url": "https://hooks.example.com/a", "auth": {"type": "bearer", "token": "tok-Zz81"}}
+    stored = seal_target_secrets(target, local_box, None)
+    assert seal_target_secrets(target, local_box, stored) == stored
+    counting, key_id, _ = kms
+    box = KmsSecretBox(counting, key_id)
+    stored = seal_target_secrets(target, box, None)
+    counting.calls.clear()
+    again = seal_target_secrets(target, box, stored)
+    assert again["auth"]["token"] != stored["auth"]["token"] and "Decrypt" not in counting.calls

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from scheduler.core.constants import AWS_SHORT_FIELD_LIMITS
 from scheduler.core.domain import JobState
 
 
@@ -136,7 +137,7 @@ DEFAULT_ALERT_BODY = '{"text": "{{message}}\\n{{console_url}}"}'
 # are checked at write time as they render (schema.aws_models); an alert's render its message and
 # its error, of any length and any characters, so they are fitted when rendered: an alert cut
 # short is better than one its service refuses.
-_SHORT_FIELDS = {"subject": 99, "source": 256, "detail_type": 128, "message_group_id": 128}
+_SHORT_FIELDS = AWS_SHORT_FIELD_LIMITS
 _UNFIT = {
     "subject": re.compile(r"[^\x20-\x7e]"),  # printable ASCII (SNS)
     "message_group_id": re.compile(r"[^\x21-\x7e]"),  # printable ASCII, no blank (SQS, SNS FIFO)

@@ -37,6 +37,10 @@ ENV_EXECUTOR_CONCURRENCY = "SCHEDULER_EXECUTOR_CONCURRENCY"
 ENV_AWS_TARGETS = "SCHEDULER_AWS_TARGETS"
 # The target types that call AWS as a job's role (refused where ENV_AWS_TARGETS is false).
 AWS_TARGET_TYPES = ("lambda", "sqs", "sns", "eventbridge")
+# The short fields of AWS targets, at most (characters): an SNS subject (SNS: "less than 100
+# characters"), an event's source and detail-type, a FIFO message group id. A job's are checked
+# at write time as they render (schema.aws_models), an alert's fitted once rendered (core.alerts).
+AWS_SHORT_FIELD_LIMITS = {"subject": 99, "source": 256, "detail_type": 128, "message_group_id": 128}
 # "true": the handlers trace with the X-Ray SDK (Powertools' Tracer: a subsegment per invocation and
 # per AWS or HTTP call it makes). Off by default: loading the SDK costs a cold start about 140 ms
 # (docs/benchmarks.md); Lambda's active tracing records each invocation without it.

@@ -164,12 +164,15 @@ def trimmed_at_replan(
         if row.first > now:
             trims.append(SkipTrim(row, 0))
             continue
-        # Those at or before now came to pass (the new plan records from after now).
-        passed, _ = count_between(base, row.first - _TINY, now + _TINY, **window)
-        if passed < row.count:  # (else over before now: whole, and nothing more to count)
-            excluded = excluded_between(schedule, row.first - _TINY, now + _TINY, **window)
-            if excluded and excluded[0].first == row.first:
-                passed = min(passed, excluded[0].count)
+        # Those at or before now came to pass (the new plan records from after now): counted as
+        # the row counted them, the calendars' exclusions, while they still exclude its first (a
+        # row's occurrences may lie apart, others between them recorded as missed or overlap);
+        # else the base schedule's.
+        excluded = excluded_between(schedule, row.first - _TINY, now + _TINY, **window)
+        if excluded and excluded[0].first == row.first:
+            passed = excluded[0].count
+        else:
+            passed, _ = count_between(base, row.first - _TINY, now + _TINY, **window)
         kept = min(row.count, max(1, passed))
         if kept != row.count:
             trims.append(SkipTrim(row, kept))

@@ -7,7 +7,7 @@ them (partition, region, account, resource), the role and the resource are in on
 and each payload fits its service's limit once its placeholders are rendered (Lambda 256 KiB
 for an ``Event`` invoke and 6 MB for ``RequestResponse``; SQS, SNS and EventBridge 256 KiB,
 counting the identity attributes the delivery adds). So do the short fields, in characters with
-each placeholder at its longest: an SNS ``subject`` 100, an EventBridge ``source`` 256 and
+each placeholder at its longest: an SNS ``subject`` 99, an EventBridge ``source`` 256 and
 ``detail_type`` 128, a FIFO ``message_group_id`` 128; and a subject or a group id may not hold
 a placeholder of a target's free text (``{{cause.error}}``, ``{{cause.response_excerpt}}``),
 which may render characters SNS or SQS refuse there.
@@ -34,6 +34,7 @@ from scheduler.core.aws_arns import (
     region_of,
     sqs_endpoint,
 )
+from scheduler.core.constants import AWS_SHORT_FIELD_LIMITS
 from scheduler.core.json_text import load_strict_json
 from scheduler.schema.messages import FieldError, single_line
 
@@ -73,10 +74,10 @@ _SAMPLE = {
 
 _GROUP_ID = re.compile(r"^[\x21-\x7e]{1,128}\Z")
 #: Characters of the short AWS fields (checked once rendered, each placeholder at its longest).
-GROUP_ID_LIMIT = 128
-SUBJECT_LIMIT = 100
-SOURCE_LIMIT = 256
-DETAIL_TYPE_LIMIT = 128
+GROUP_ID_LIMIT = AWS_SHORT_FIELD_LIMITS["message_group_id"]
+SUBJECT_LIMIT = AWS_SHORT_FIELD_LIMITS["subject"]
+SOURCE_LIMIT = AWS_SHORT_FIELD_LIMITS["source"]
+DETAIL_TYPE_LIMIT = AWS_SHORT_FIELD_LIMITS["detail_type"]
 #: The placeholders whose text comes from a target (an answer's excerpt, an error): any
 #: character but a line break (escaped), non-ASCII and blanks included, or nothing. Refused in an
 #: SNS subject (printable ASCII) and in a FIFO message group id (printable ASCII, no blank); the

@@ -59,10 +59,6 @@ MAX_HEADERS = 50
 MAX_HEADER_NAME_LENGTH = 256
 MAX_HEADER_VALUE_LENGTH = 8192
 MAX_BODY_LENGTH = 256 * 1024
-# An AMQP target's headers, names and values together (UTF-8 bytes): well inside the broker's
-# default frame_max of 128 KiB that the message's properties travel in.
-
-
 MAX_TIMEOUT_SECONDS = 900
 MAX_ATTEMPTS = 100
 MAX_BACKOFF_SECONDS = 86400

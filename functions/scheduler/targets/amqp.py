@@ -34,7 +34,8 @@ on several threads at once in local mode. Connections are therefore kept in a sm
 per-broker *checkout pool*: a delivery takes an idle connection out of the pool (under a
 lock), uses it alone, and puts it back when it is healthy. No connection is ever used by two
 threads at once, publishes to one broker from several threads do not wait for each other,
-and the pool is bounded (4 idle connections per broker URL). The pool lives at module level,
+and the pool is bounded (4 idle connections per broker, as opened: TLS, host, port, user,
+password and vhost; 32 brokers at most; idle ones swept). The pool lives at module level,
 so warm Lambda invocations reuse their connection. A pooled connection is checked before use
 (I/O pumped to notice a close by the broker, idle age, the policy of this delivery), and a
 publish that fails on a reused connection because the connection died is retried once on a
@@ -240,8 +241,14 @@ def idle_connections(url: str) -> list[PooledConnection]:
 
 
 def close_all() -> None:
-    """Close every pooled connection (tests; local mode at shutdown)."""
-    _idle.close_all()
+    """Close every pooled connection (tests; local mode at shutdown), all at once: done when
+    they are closed, or ``CLOSE_SECONDS`` (and a little) have passed (their sockets then shut)."""
+    closing = [threading.Thread(target=p.close, daemon=True) for p in _idle.sweep(lambda p: True)]
+    for thread in closing:
+        thread.start()
+    deadline = time.monotonic() + CLOSE_SECONDS + 0.5
+    for thread in closing:
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _reusable(pooled: PooledConnection, policy: TargetPolicy, guarded: bool) -> bool:

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Callable
 from typing import Any
 
+from scheduler.core.aws_arns import partition_of, partition_of_region
 from scheduler.targets.aws_credentials import (
     BudgetSpent,
     CredentialCache,
@@ -160,21 +162,33 @@ def _client(
     except BudgetSpent as exc:
         return timed_out(f"sts AssumeRole: {exc} ({budget:g}s)")
     except Exception as exc:
-        return classify_assume(exc, budget)
+        return classify_assume(exc, budget, role_arn)
 
 
-def classify_assume(exc: BaseException, budget: float) -> Outcome:
+def classify_assume(exc: BaseException, budget: float, role_arn: str) -> Outcome:
     """The result of an ``AssumeRole`` that raised: as :func:`classify`, except that STS
     refusing the executor's own credentials (:data:`EXECUTOR_CREDENTIAL_CODES`) is retryable,
-    with an error that says so."""
+    with an error that says so, when the role is in the executor's own partition (another
+    partition's STS knows none of its credentials: the job's role cannot be used from here)."""
     from botocore.exceptions import ClientError
 
     outcome = classify(exc, "sts AssumeRole", budget)
-    if isinstance(exc, ClientError) and (exc.response.get("Error") or {}).get("Code") in EXECUTOR_CREDENTIAL_CODES:
+    code = (exc.response.get("Error") or {}).get("Code") if isinstance(exc, ClientError) else None
+    if code in EXECUTOR_CREDENTIAL_CODES and not _in_own_partition(role_arn):
+        error = f"sts AssumeRole: the role is in the {partition_of(role_arn)} partition, which this executor's credentials do not reach ({code})"
+        return permanent(error)
+    if code in EXECUTOR_CREDENTIAL_CODES:
         detail = (outcome.error or "").removeprefix("sts AssumeRole: ")
         error = f"sts AssumeRole: STS refused the executor's own AWS credentials, not the job's role ({detail})"
         return Outcome(FAILED, True, http_status=outcome.http_status, error=error)
     return outcome
+
+
+def _in_own_partition(role_arn: str) -> bool:
+    """Whether ``role_arn`` is in the partition of the executor's region (``AWS_REGION``;
+    unknown: taken as the same)."""
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    return not region or partition_of(role_arn) == partition_of_region(region)
 
 
 def classify(exc: BaseException, operation: str, budget: float) -> Outcome:
@@ -323,7 +337,7 @@ class HttpSigner:
         except BudgetSpent as exc:
             return timed_out(f"sts AssumeRole: {exc} ({budget:g}s)")
         except Exception as exc:
-            return classify_assume(exc, budget)
+            return classify_assume(exc, budget, self.role_arn)
         self.secrets = list(self.credentials.secrets)
         return None
 

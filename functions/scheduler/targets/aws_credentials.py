@@ -126,7 +126,9 @@ def sts_timeouts(left: float | None) -> tuple[float, float]:
     """The connect and read timeouts of an STS call made with ``left`` seconds of the delivery
     (None: no bound): ``STS_CONNECT_TIMEOUT`` and ``STS_READ_TIMEOUT`` when they fit, else the two
     together no more than what is left (a slow connect then a silent read included), rounded down
-    to steps (a client per step). ``BudgetSpent`` when too little is left to make the call."""
+    to steps (a client per step). urllib3 applies them per address tried and per read, so the
+    call keeps to their sum with one address and an answer read at once (STS's case: one
+    attempt, a short answer). ``BudgetSpent`` when too little is left to make the call."""
     if left is None or left >= STS_CONNECT_TIMEOUT + STS_READ_TIMEOUT:
         return STS_CONNECT_TIMEOUT, STS_READ_TIMEOUT
     steps = math.floor(left / STS_TIMEOUT_STEP)

@@ -51,13 +51,16 @@ class IdlePool(Generic[T]):
     def sweep(self, stale: Callable[[T], bool]) -> list[T]:
         """Take out every idle connection ``stale`` says can no longer serve, whatever its key
         (one whose key is never asked for again would stay open otherwise): the caller closes them."""
+        swept: list[T] = []
         with self._lock:
-            swept = [item for items in self._idle.values() for item in items if stale(item)]
-            if swept:
-                for key in list(self._idle):
-                    self._idle[key] = [item for item in self._idle[key] if not stale(item)]
-                    if not self._idle[key]:
-                        del self._idle[key]
+            for key in list(self._idle):
+                kept: list[T] = []
+                for item in self._idle[key]:  # each asked once: what it says goes
+                    (swept if stale(item) else kept).append(item)
+                if kept:
+                    self._idle[key] = kept
+                else:
+                    del self._idle[key]
         return swept
 
     def kept(self, key: Hashable) -> list[T]:
