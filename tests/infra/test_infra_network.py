@@ -98,10 +98,20 @@ def test_the_secrets_and_kms_endpoints_reach_this_account_s_resources_only(aws):
         name = service["Fn::Join"][1][-1].lstrip(".") if isinstance(service, dict) else service.split(".")[-1]
         policies[name] = endpoint["Properties"].get("PolicyDocument")
     for name in ("secretsmanager", "kms"):
-        (statement,) = policies[name]["Statement"]
+        statement, *others = policies[name]["Statement"]
         assert statement["Effect"] == "Allow" and statement["Condition"] == {
             "StringEquals": {"aws:ResourceAccount": {"Ref": "AWS::AccountId"}}
         }, name
+        # The rotations' GetRandomPassword names no resource (no account to compare): alone, as it is.
+        expected = [
+            {
+                "Action": "secretsmanager:GetRandomPassword",
+                "Effect": "Allow",
+                "Principal": {"AWS": "*"},
+                "Resource": "*",
+            }
+        ]
+        assert others == (expected if name == "secretsmanager" else []), name
     assert policies["lambda"] is None
 
 
