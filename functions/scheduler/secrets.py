@@ -349,15 +349,23 @@ def map_secrets(target: dict[str, Any], fn: SecretMapper) -> dict[str, Any]:
 def encrypt_target_secrets(target: dict[str, Any], box: SecretBox) -> dict[str, Any]:
     """The target with each secret encrypted. A ``"***"`` is left as it is (see
     ``keep_masked_secrets``); every other value is encrypted, even one that looks like a token."""
+    return _map_secrets(target, _sealer(box, {}))
 
-    def enc(field: str, value: str, kind: str) -> str:
-        if kind == "url_password":
-            if unquote(value) == SECRET_MASK:
-                return value
-            return quote(box.encrypt(value), safe="")
-        return value if value == SECRET_MASK else box.encrypt(value)
 
-    return _map_secrets(target, enc)
+def _sealer(box: SecretBox, kept: dict[str, str]) -> SecretMapper:
+    """A secret's sealing: a ``"***"`` left as it is, a value whose token ``kept`` holds at its
+    place (``_stored_secrets``) and opens to it kept as stored, any other encrypted anew."""
+
+    def seal(field: str, value: str, kind: str) -> str:
+        url = kind == "url_password"  # the URL's raw segment: percent-encoded, as its token is
+        if (unquote(value) if url else value) == SECRET_MASK:
+            return value
+        token = kept.get(f"{field}#{kind}" if url else field)
+        if token is not None and _opens_to(box, unquote(token) if url else token, value):
+            return token
+        return quote(box.encrypt(value), safe="") if url else box.encrypt(value)
+
+    return seal
 
 
 def decrypt_target_secrets(target: dict[str, Any], box: SecretBox) -> dict[str, Any]:
@@ -427,17 +435,7 @@ def seal_target_secrets(target: dict[str, Any], box: SecretBox, stored: dict[str
     where ``box`` can open the stored one (``opens_stored``: local mode; not a deployment's API)."""
     comparable = getattr(box, "opens_stored", False) and stored is not None and _origin(target) == _origin(stored)
     kept = _stored_secrets(stored) if comparable else {}
-
-    def seal(field: str, value: str, kind: str) -> str:
-        url = kind == "url_password"  # the URL's raw segment: percent-encoded, as its token is
-        if (unquote(value) if url else value) == SECRET_MASK:
-            return value
-        token = kept.get(f"{field}#{kind}" if url else field)
-        if token is not None and _opens_to(box, unquote(token) if url else token, value):
-            return token
-        return quote(box.encrypt(value), safe="") if url else box.encrypt(value)
-
-    return keep_masked_secrets(_map_secrets(target, seal), stored)
+    return keep_masked_secrets(_map_secrets(target, _sealer(box, kept)), stored)
 
 
 def _opens_to(box: SecretBox, token: str, plaintext: str) -> bool:
