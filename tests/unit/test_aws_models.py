@@ -333,9 +333,9 @@ UUID = "{{execution_id}}"  # 16 characters written, 36 rendered
     ("target", "field", "fragment"),
     [
         (
-            {"type": "sns", "role_arn": ROLE, "topic_arn": TOPIC, "message": "m", "subject": "s" * 84 + UUID},
+            {"type": "sns", "role_arn": ROLE, "topic_arn": TOPIC, "message": "m", "subject": "s" * 83 + UUID},
             "target.subject",
-            "may be 120 characters once rendered",
+            "may be 119 characters once rendered",
         ),
         (
             {"type": "sns", "role_arn": ROLE, "topic_arn": TOPIC, "message": "m", "subject": "Failed: {{cause.error}}"},
@@ -437,7 +437,7 @@ def test_short_fields_are_held_to_their_limit_as_rendered(target, field, fragmen
 @pytest.mark.parametrize(
     "target",
     [
-        {"type": "sns", "role_arn": ROLE, "topic_arn": TOPIC, "message": "m", "subject": "s" * 64 + UUID},
+        {"type": "sns", "role_arn": ROLE, "topic_arn": TOPIC, "message": "m", "subject": "s" * 63 + UUID},
         {
             "type": "sns",
             "role_arn": ROLE,
