@@ -40,19 +40,34 @@ def job_calendars(store: JobStore | CompletionStore, job: Job) -> list[Calendar]
     return [lifecycle.compile_calendar(records[n]) for n in job.exclude_calendars if n in records]
 
 
-def skips_to_trim(store: JobStore, current: Job, now: datetime) -> tuple[SkipTrim, ...]:
+def skips_to_trim(store: JobStore, current: Job, now: datetime | None) -> tuple[SkipTrim, ...]:
     """When an edit replans ``current`` from ``now`` (its occurrences or its exclusions changed:
-    its calendars, ``on_excluded``; or it had none in hand), what is left of the calendar-skipped
-    rows it recorded in advance: the new plan records
-    its own from ``now`` (``skips.trimmed_at_replan``, counted with the job as it was, and its
-    calendars as they are). A job without calendars reads nothing."""
-    if not current.exclude_calendars or current.id is None:
+    its calendars, ``on_excluded``; or it had none in hand), or ends it there (a new ``end_at``
+    before the occurrence in hand), what is left of the calendar-skipped rows it recorded in
+    advance: the new plan records its own from ``now`` (``skips.trimmed_at_replan``, counted with
+    the job as it was, and its calendars as they are). A job without calendars, or an edit with
+    no ``now`` (its plan keeps what was recorded), reads nothing."""
+    if now is None or not current.exclude_calendars or current.id is None:
         return ()
     recorded = store.calendar_skips_ahead(str(current.id), now)
     if not recorded:
         return ()
     schedule = lifecycle.schedule_of(current, job_calendars(store, current))
     return skips.trimmed_at_replan(schedule, recorded, now, start_at=current.start_at, end_at=current.end_at)
+
+
+def replanned_from(current: Job, new: Job, now: datetime, since: datetime | None) -> datetime | None:
+    """From when an edit's plan (``since``: it keeps the occurrence in hand) no longer holds the
+    calendar-skipped rows ``current`` recorded in advance (None: it holds them all): ``now`` when
+    its occurrences or exclusions changed; when its new ``end_at`` ends it before the occurrence
+    in hand, that end (``now`` if it passed): the rows past it record occurrences that will not
+    come."""
+    if since is None:
+        return now
+    ends = new.end_at
+    if ends is not None and current.scheduled_at is not None and ends < current.scheduled_at:
+        return max(now, ends)
+    return None
 
 
 def _checked_definition(name: str, definition: Mapping[str, Any]) -> tuple[str, dict[str, Any], Calendar]:

@@ -26,6 +26,7 @@ from scheduler.calendar_service import (  # noqa: F401 (the calendar operations,
     named_calendars,
     refuse_a_schedule_left_without_runs,
     replace_calendar,
+    replanned_from,
     skips_to_trim,
 )
 from scheduler.chain_service import chain_check, check_chains  # noqa: F401 (re-exported)
@@ -127,7 +128,7 @@ def update_job(
         now = store.now()
         plan = lifecycle.plan_first(new, now, state, calendars=calendars, recorded_until=since)
         refuse_a_schedule_left_without_runs(new, plan, now, calendars)
-        return spec, plan, skips_to_trim(store, current, now) if since is None else ()
+        return spec, plan, skips_to_trim(store, current, replanned_from(current, new, now, since))
 
     return _write_edit(store, owner, job_id, edit, expected_version, action=ChangeAction.UPDATE, by=by, chained=True)
 

@@ -137,10 +137,10 @@ def test_an_edit_of_the_schedule_drops_the_old_schedule_s_skips_still_to_come(ap
     assert _rows(api, job["id"]) == []
 
 
-def test_an_edit_of_the_schedule_keeps_what_came_to_pass_of_a_row_that_straddles_now(api, store):
-    """A row whose first occurrence passed and whose count reaches past now keeps the part that
-    came to pass (counted with the schedule as it was), and the new schedule's row begins after
-    now: each excluded occurrence on record once."""
+def _ticking_through_three_days_off(api, store) -> tuple[dict, datetime, str]:
+    """A job every second under a calendar excluding today and the next two days, its row on
+    record at once (every second to come), once its first seconds passed (the database's
+    clock): the job, its creation to the second, the row's first occurrence."""
     today = store.now().astimezone(UTC).date()
     days = [(today + timedelta(days=i)).isoformat() for i in range(3)]
     assert api("POST", "/v1/calendars", {"name": "off", "timezone": "UTC", "dates": days}).status == 201
@@ -152,6 +152,14 @@ def test_an_edit_of_the_schedule_keeps_what_came_to_pass_of_a_row_that_straddles
     while store.now() < created + timedelta(seconds=2.5):  # the first occurrences pass (the database's clock)
         assert time_module.monotonic() < deadline, "the database's clock did not move"
         time_module.sleep(0.05)
+    return job, created, first
+
+
+def test_an_edit_of_the_schedule_keeps_what_came_to_pass_of_a_row_that_straddles_now(api, store):
+    """A row whose first occurrence passed and whose count reaches past now keeps the part that
+    came to pass (counted with the schedule as it was), and the new schedule's row begins after
+    now: each excluded occurrence on record once."""
+    job, created, first = _ticking_through_three_days_off(api, store)
 
     before = store.now()
     edited = api("PATCH", f"/v1/jobs/{job['id']}", {"schedule": "* * * * *"})
@@ -161,7 +169,7 @@ def test_an_edit_of_the_schedule_keeps_what_came_to_pass_of_a_row_that_straddles
     assert kept_first == first  # every second from the first up to the edit's now
     assert int((before - created).total_seconds()) <= kept <= int((after - created).total_seconds())
     assert datetime.fromisoformat(new_first) > created + timedelta(seconds=kept)  # no occurrence twice
-    end = datetime.combine(today + timedelta(days=3), time(), UTC)
+    end = datetime.combine(created.date() + timedelta(days=3), time(), UTC)
     assert new_count == (end - datetime.fromisoformat(new_first)).total_seconds() // 60
 
 
@@ -211,3 +219,19 @@ def test_an_edit_of_the_exclusions_drops_the_skips_recorded_for_the_old_ones(api
     moved = api("PATCH", f"/v1/jobs/{job['id']}", {"exclude_calendars": ["sundays"]})
     assert moved.status == 200 and moved.body["next_run_at"] == "2030-01-05T18:00:00Z", moved.body
     assert _rows(api, job["id"]) == []
+
+
+def test_an_end_moved_before_the_occurrence_in_hand_drops_the_skips_past_it(api, store):
+    """A job every second under a calendar excluding three days has them on record at once (a
+    row counting every second to come); an ``end_at`` moved into the past completes it, and the
+    row keeps the seconds that came to pass only (those after will not come). An ``end_at`` past
+    the occurrence in hand (the test above: 2031) keeps the row whole."""
+    job, created, first = _ticking_through_three_days_off(api, store)
+
+    before = store.now()
+    ended = api("PATCH", f"/v1/jobs/{job['id']}", {"end_at": format_time(created)})
+    after = store.now()
+    assert ended.status == 200 and ended.body["state"] == "completed", ended.body
+    [(kept_first, kept)] = _rows(api, job["id"])
+    assert kept_first == first  # every second from the first up to the edit's now, no more
+    assert int((before - created).total_seconds()) <= kept <= int((after - created).total_seconds())
