@@ -29,6 +29,7 @@ from scheduler.core.domain import (
     Plan,
     RunOverrides,
     StartedExecution,
+    Trigger,
 )
 from scheduler.core.limits import SlotHandBack, TargetLimit
 from scheduler.core.records import RecordedSkip, SkipTrim
@@ -358,6 +359,10 @@ class ExecutionStore(CompletionStore, Protocol):
     ) -> list[StartedExecution]: ...
 
     def claim_and_start(self, limit: int, lease_margin_seconds: float = 30) -> list[Claim]: ...
+
+    def lost_runs(self, job_id: str, scheduled_at: datetime, trigger: Trigger) -> int:
+        """How often a manual or chained run (of its request's time) was lost with its runner."""
+        ...
 
     def take_target_slot(self, limit: TargetLimit, job_id: str, lease_seconds: float) -> str | None:
         """A slot of the limit's key (its token) when the key is under its limits, else None."""

@@ -349,6 +349,57 @@ def test_attempts_lost_with_their_runners_count_toward_max_attempts(store, pool,
     assert row.attempt == 0 and row.scheduled_at > again.scheduled_at  # the next occurrence
 
 
+def _expire_lease(pool, job_id: str) -> None:
+    with pool.connection() as conn:
+        conn.execute("UPDATE job_runs SET locked_until = now() - interval '1 second' WHERE job_id = %s", (job_id,))
+
+
+def test_a_manual_run_lost_with_its_runners_max_attempts_times_is_given_up(store, pool, target_server):
+    """A manual run is one attempt, delivered again when its runner dies (at-least-once): a
+    target that kills its runner every time is tried ``max_attempts`` times in all, then given
+    up (not delivered) and the manual request cleared, on the deployed path and local mode's."""
+    spec = http_spec(
+        "poison-run",
+        "0 0 1 1 *",
+        target={**http_spec("x")["target"], "url": target_server.url},
+        retry={"max_attempts": 2, "min_backoff_seconds": 1, "max_backoff_seconds": 1},
+    )
+    job_id = str(service.create_job(store, OWNER, spec).id)
+    store.request_run(OWNER, job_id)
+    [claim] = store.claim_due(1, 60)
+    assert store.start_execution(job_id, claim.lock_token).trigger == "manual"  # ...and its runner dies
+    _expire_lease(pool, job_id)
+    [claim] = store.claim_and_start(1)  # local mode: lost once, delivered again (2 allowed)
+    assert claim.reclaimed and Executor(store, lambda t: t, LOCAL).with_losses(claim.started).lost_before == 1
+    _expire_lease(pool, job_id)  # ...and this runner dies too
+    [again] = store.claim_due(1, 60)
+    report = execute_invoke(again.to_event(), store=store, decrypt_target=lambda t: t, policy=LOCAL)
+    assert report["status"] == "failed" and target_server.requests == []  # given up, not delivered
+    newest, *lost = store.list_executions(OWNER, job_id)
+    assert [e.status for e in lost] == ["lost", "lost"] and {e.trigger for e in (newest, *lost)} == {"manual"}
+    assert "lost with its runner 2 time(s)" in newest.error and "max_attempts (2)" in newest.error
+    assert store.get_job(OWNER, job_id).manual_run_at is None  # the request is done with
+    assert store.claim_due(1, 60) == []  # and nothing is due again
+
+
+def test_a_reclaimed_manual_run_within_max_attempts_is_delivered_by_local_mode(store, pool, target_server):
+    spec = http_spec("lost-once", "0 0 1 1 *", target={**http_spec("x")["target"], "url": target_server.url})
+    job_id = str(service.create_job(store, OWNER, spec).id)
+    store.request_run(OWNER, job_id)
+    [claim] = store.claim_and_start(1)  # ...and its runner dies
+    _expire_lease(pool, job_id)
+    invoker = InProcessDispatch(Executor(store, lambda t: t, LOCAL), max_workers=2, flush_seconds=0.05)
+    delivered = threading.Event()
+    threading.Thread(target=lambda: (target_server.wait_for(1), delivered.set()), daemon=True).start()
+    try:
+        run_fanout(store, invoker, budget_seconds=30, batch_size=10, stop=delivered)
+    finally:
+        invoker.close()
+    assert len(target_server.requests) == 1
+    delivered, lost = store.list_executions(OWNER, job_id)
+    assert (delivered.status, delivered.trigger, lost.status) == ("succeeded", "manual", "lost")
+
+
 class CallCountingStore:
     """A store that records the size of each batched start and completion."""
 

@@ -315,9 +315,9 @@ class StartedExecution(Struct, frozen=True):
     # the database's now() over the target's timeout plus a margin by a statement sent at a known
     # instant, certainly holds until that instant plus its length; half the margin is kept back
     # for recording the outcome. None when not known. A delivery that cannot end by then is not
-    # made: the answer came late (a stalled connection, a paused process), and another runner
-    # may have taken the job over meanwhile.
+    # made: the answer came late (a stalled connection, a paused process); another runner may own it.
     deliver_by: float | None = None
+    lost_before: int = 0  # a reclaimed manual or chained run's losses with its runners (given_up)
 
     @property
     def lateness_ms(self) -> float:

@@ -33,10 +33,21 @@ def given_up(started: StartedExecution) -> Outcome | None:
     """The failure of an attempt that is not to be made: every attempt allowed was made, the
     last lost with its runner (a target that kills the executor, say), or a retry starts past
     its ``max_age_seconds`` after the occurrence (its runners were down meanwhile): given up
-    rather than delivered. None for every other delivery (a first attempt at once)."""
-    if started.attempt <= 1 or started.trigger == Trigger.MANUAL:
-        return None
+    rather than delivered. A manual or chained run is one attempt, delivered again when lost with
+    its runner (at-least-once): given up once lost ``max_attempts`` times (``lost_before``, read
+    when its lease is reclaimed). None for every other delivery (a first attempt at once)."""
     retry = started.job.retry_policy
+    if started.trigger in (Trigger.MANUAL, Trigger.CHAIN):
+        if started.lost_before < retry.max_attempts:
+            return None
+        return Outcome(
+            ExecutionStatus.FAILED,
+            False,
+            error=f"gave up: this {started.trigger} run was lost with its runner {started.lost_before} time(s), "
+            f"the job's max_attempts ({retry.max_attempts})",
+        )
+    if started.attempt <= 1:
+        return None
     if started.attempt > retry.max_attempts:
         return Outcome(
             ExecutionStatus.FAILED,

@@ -174,7 +174,11 @@ class Executor:
         soon as its delivery ends, with those that ended within ``RECORD_GATHER_SECONDS`` of it
         (a slow target holds back no other job's completion)."""
         tokens = {claim.job_id: claim.lock_token for claim in claims}
-        started = self.store.start_executions(list(tokens.items()), LEASE_MARGIN_SECONDS)
+        reclaimed = {claim.job_id for claim in claims if claim.reclaimed}
+        started = [
+            self.with_losses(execution) if str(execution.job.id) in reclaimed else execution
+            for execution in self.store.start_executions(list(tokens.items()), LEASE_MARGIN_SECONDS)
+        ]
         begun = {str(execution.job.id) for execution in started}
         reports = [ExecutionReport(job_id, "lease_lost") for job_id in tokens if job_id not in begun]
         for report in reports:
@@ -197,9 +201,21 @@ class Executor:
         if started is None:
             logger.info("claim no longer holds the job; nothing to do", extra={"job_id": job_id})
             return ExecutionReport(job_id, "lease_lost")
+        if claim.reclaimed:
+            started = self.with_losses(started)
         if not self.waits_for_slot(started):  # counted once it has its slot (it may be handed back)
             self.count_lateness([started])
         return started
+
+    def with_losses(self, started: StartedExecution) -> StartedExecution:
+        """``started``, whose lease was reclaimed (its last runner died or stalled), with how often
+        it was lost with its runners when it is a manual or chained run (one read, on that rare
+        path only): ``given_up`` bounds such a run by the job's ``max_attempts`` (a target that
+        kills its runner every time)."""
+        if started.trigger not in (Trigger.MANUAL, Trigger.CHAIN):
+            return started
+        lost = self.store.lost_runs(str(started.job.id), started.scheduled_at, started.trigger)
+        return structs.replace(started, lost_before=lost)
 
     def count_lateness(self, executions: Iterable[StartedExecution]) -> None:
         """Count how late each started execution began (the lateness metric: one document per

@@ -124,8 +124,8 @@ class InProcessDispatch:
         unlimited: list[StartedExecution] = []
         now = time.monotonic()
         for claim in claims:
-            started = claim.started
-            assert started is not None, "claim_and_start starts what it claims"
+            assert claim.started is not None, "claim_and_start starts what it claims"
+            started = self.executor.with_losses(claim.started) if claim.reclaimed else claim.started
             owner = str(started.job.owner)
             if self.executor.waits_for_slot(started):
                 wait = self.executor.slot_wait(started, claim.lock_token)

@@ -371,6 +371,14 @@ RETURNING j.job_id, j.lock_token, j.lease_kind, j.locked_until, j.due_at, now() 
           -- the job's owner: the fan-out keeps each owner's leases to a share (owners_over_lease_share)
           (SELECT d.owner FROM job_specs d WHERE d.id = j.job_id) AS owner;
 
+-- name: lost_runs
+-- How often a manual or chained run (its trigger and scheduled_at: the request's) was lost with
+-- its runner, read when its lease is reclaimed (attempts.given_up bounds it). The execution
+-- started at or after its request: the day partitions before are pruned, the rest probed by key.
+SELECT count(*) AS lost FROM executions
+WHERE job_id = %(job_id)s AND started_at >= %(scheduled_at)s::timestamptz
+  AND scheduled_at = %(scheduled_at)s::timestamptz AND trigger = %(trigger)s AND status = 'lost';
+
 -- name: mark_executions_lost
 -- The orphans a claim_due found (each array one element per execution: its job, its id and its
 -- started_at), marked lost if still running.

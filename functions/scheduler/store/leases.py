@@ -1,14 +1,15 @@
 """The fan-out's reads and writes of leases besides the claim itself: a claim given back, the live
 leases (in all, and the owners past their share of them), the claims deferred for their owner's
-share, the due backlog and the time to the next due job. ``Store`` has ``LeaseLooks`` as a base
+share, the due backlog, the time to the next due job and a reclaimed manual run's losses. ``Store`` has ``LeaseLooks`` as a base
 class; it uses its pool."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-from scheduler.core.domain import Claim
+from scheduler.core.domain import Claim, Trigger
 from scheduler.sql import QUERIES
 from scheduler.store.rows import retry_on_dead_connection
 
@@ -26,6 +27,14 @@ class LeaseLooks:
                 conn.execute(QUERIES["release_lease"], {"job_id": job_id, "lock_token": lock_token}).fetchone()
                 is not None
             )
+
+    @retry_on_dead_connection
+    def lost_runs(self, job_id: str, scheduled_at: datetime, trigger: Trigger) -> int:
+        """How often the job's manual or chained run of ``scheduled_at`` (its request's time) was
+        lost with its runner (its executions marked lost)."""
+        params = {"job_id": job_id, "scheduled_at": scheduled_at, "trigger": str(trigger)}
+        with self.pool.connection() as conn:
+            return int(conn.execute(QUERIES["lost_runs"], params).fetchone()["lost"])
 
     @retry_on_dead_connection
     def due_backlog(self) -> tuple[int, float]:
