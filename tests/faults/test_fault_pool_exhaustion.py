@@ -4,7 +4,7 @@
   connection during the delivery (the target keeps all twenty requests open at once), and the
   bookkeeping around them waits for a connection instead of failing: all twenty complete.
 - With a tiny pool timeout, a connection that cannot be had is an infrastructure fault:
-  ``execute_invoke`` raises (so Lambda's async retry, then the dead-letter queue, take over).
+  ``execute_invoke`` raises ``StoreUnavailable`` (so Lambda's async retry, then the dead-letter queue, take over).
   Before the delivery, the retry of the same event delivers it; after the delivery, the retry
   does nothing (the execution already started on that lease), and the job comes back when the
   lease expires: the killed execution is ``lost`` and the job delivered again. Nothing lost.
@@ -22,6 +22,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from scheduler import service
+from scheduler.core.errors import StoreUnavailable
 from scheduler.runner.executor import execute_invoke
 from scheduler.store.db import make_pool
 from scheduler.store.postgres import Store
@@ -120,7 +121,7 @@ def test_pool_timeout_raises_from_execute_invoke_and_the_lease_brings_the_job_ba
         make_due(pool, job_id)
         [claim] = store.claim_due(1, 60)
         with pool.connection():
-            with pytest.raises(PoolTimeout):
+            with pytest.raises(StoreUnavailable):
                 run(claim.to_event())
         assert target.requests == [] and store.list_executions(OWNER, job_id) == []
         # Lambda's retry of the same event: the claim still holds the job, so it is delivered.
@@ -150,7 +151,7 @@ def test_pool_timeout_raises_from_execute_invoke_and_the_lease_brings_the_job_ba
         finally:
             pool.putconn(held)
         [error] = outcome
-        assert isinstance(error, PoolTimeout)
+        assert isinstance(error, StoreUnavailable) and isinstance(error.__cause__, PoolTimeout)
         [running, _] = store.list_executions(OWNER, job_id)
         job = store.get_job(OWNER, job_id)
         assert running.status == "running" and str(job.running_execution_id) == running.id

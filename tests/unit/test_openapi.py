@@ -26,7 +26,8 @@ def test_openapi_documents_every_route_and_the_envelope():
         assert operation["operationId"].startswith(route.operation + "_"), route
     create = schema["paths"]["/v1/jobs"]["post"]
     assert create["requestBody"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/JobSpec"}
-    assert set(create["responses"]) == {"201", "400", "403", "409", "413", "415"}
+    assert set(create["responses"]) == {"201", "400", "403", "409", "413", "415", "503"}
+    assert set(schema["paths"]["/v1/health"]["get"]["responses"]) == {"200"}  # it reads no database
     assert "422" not in json.dumps(schema["paths"])
     models = set(schema["components"]["schemas"])
     assert {"JobSpec", "Job", "JobList", "Execution", "ExecutionList", "RunAccepted", "ErrorEnvelope"} <= models

@@ -295,7 +295,12 @@ def make_app(
     app.identify = identify
     register_error_handlers(app)
 
-    @app.route(*rule("health"), summary="Health", tags=["health"], responses=documented(200, Health, "Up."))
+    @app.route(
+        *rule("health"),
+        summary="Health",
+        tags=["health"],
+        responses=documented(200, Health, "Up.", reads_database=False),
+    )
     def health() -> dict[str, str]:
         return {"status": "ok"}
 

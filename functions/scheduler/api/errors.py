@@ -30,6 +30,7 @@ from scheduler.core.errors import (
     NotFound,
     ScheduleError,
     SchedulerError,
+    StoreUnavailable,
     VersionMismatch,
 )
 from scheduler.schema.messages import plain_message
@@ -117,6 +118,11 @@ class MalformedBody(ApiError):
         super().__init__(message or self.message, [{"field": "body", "message": message or self.message}])
 
 
+# How long a caller is asked to wait after a 503 (the database unavailable): about the pool's
+# first reconnection attempts.
+UNAVAILABLE_RETRY_AFTER_SECONDS = 5
+
+
 def domain_error(exc: SchedulerError) -> ApiError | None:
     """The API's answer to a domain error (the one place they are mapped to HTTP); None for an
     error that is the server's fault (answered 500)."""
@@ -155,6 +161,14 @@ def domain_error(exc: SchedulerError) -> ApiError | None:
     if isinstance(exc, (MaskedSecretError, ScheduleError, ChainError)):
         details = [{"field": exc.field, "message": exc.message}]
         return ApiError(_summary(details), details)
+    if isinstance(exc, StoreUnavailable):
+        logger.warning("database unavailable", extra={"error": str(exc)})
+        return ApiError(
+            f"{exc}; send the request again shortly",
+            headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_SECONDS)},
+            status=503,
+            code="database_unavailable",
+        )
     return None
 
 
@@ -285,6 +299,7 @@ _ERROR_DESCRIPTIONS = {
     412: "`If-Match` names another version than the current one (the answer's `ETag`).",
     413: "The request body is larger than 1 MiB.",
     415: "The request body is not JSON (`application/json`, or `application/merge-patch+json` for PATCH).",
+    503: "The database is unavailable (`database_unavailable`): send the request again after `Retry-After`.",
 }
 
 
@@ -294,10 +309,16 @@ _VERSIONED = ("Job", "Calendar", "AlertRuleSet")
 
 
 def documented(
-    status: int, model: type[BaseModel] | None, description: str, *errors: int, headers: dict[str, Any] | None = None
+    status: int,
+    model: type[BaseModel] | None,
+    description: str,
+    *errors: int,
+    headers: dict[str, Any] | None = None,
+    reads_database: bool = True,
 ) -> dict[int, Any]:
-    """The OpenAPI ``responses`` of a route: its answer and the error answers it can give. A
-    versioned answer (a job's, a calendar's, a rule set's) documents its ``ETag`` header."""
+    """The OpenAPI ``responses`` of a route: its answer and the error answers it can give (a 503
+    too when it ``reads_database``). A versioned answer (a job's, a calendar's, a rule set's)
+    documents its ``ETag`` header."""
     ok: dict[str, Any] = {"description": description}
     if model is not None:
         ok["content"] = {content_types.APPLICATION_JSON: {"model": model}}
@@ -308,7 +329,8 @@ def documented(
     if headers:
         ok["headers"] = headers
     out: dict[int, Any] = {status: ok}
-    for code in errors:
+    # A route that reads the database (every one but the health check) may answer 503.
+    for code in (*errors, *((503,) if reads_database else ())):
         out[code] = {
             "description": _ERROR_DESCRIPTIONS[code],
             "content": {content_types.APPLICATION_JSON: {"model": ErrorEnvelope}},

@@ -100,6 +100,12 @@ class MaskedSecretError(SchedulerError, ValueError):
         self.message = str(self)
 
 
+class StoreUnavailable(SchedulerError):
+    """The database could not serve a call now: it gave no connection within the pool's wait
+    (it is down, unreachable, or every connection is busy), or failed again on a fresh
+    connection. Nothing was written; the call may be made again shortly (the API's 503)."""
+
+
 class InvalidCursor(SchedulerError, ValueError):
     """The cursor was not made by this service for this query."""
 

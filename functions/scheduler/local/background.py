@@ -1,10 +1,50 @@
-"""What local mode's processes run beside their runner and close at their stop: the alert
-sweep and sender, and the delivery clients' connections."""
+"""What local mode's processes run besides the API, and close at their stop: the runner's loop,
+the alert sweep and sender, and the delivery clients' connections."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
+
+from scheduler.core.errors import StoreUnavailable
+from scheduler.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+def run_runner(deps: Any, settings: Settings, dispatch: Any, stop: threading.Event) -> None:
+    """The runner's loop: fan-out after fan-out until ``stop``, surviving database outages (the
+    leases protect the jobs meanwhile)."""
+    from scheduler.runner.fanout import run_fanout
+    from scheduler.runner.outage import Outage
+
+    outage = Outage("deliveries")
+    while not stop.is_set():
+        try:
+            if outage.began is not None:
+                deps.store.now()  # the database answers again: the fan-out resumes
+                outage.ended()
+            budget = 60.0 if settings.precision == "second" else 0.0
+            run_fanout(
+                deps.store,
+                dispatch,
+                budget_seconds=budget,
+                batch_size=settings.claim_batch_size,
+                lease_seconds=settings.claim_lease_seconds,
+                metrics=deps.metrics,
+                stop=stop,
+                retention_days=settings.execution_retention_days,
+                pauses=deps.store,
+            )
+            if settings.precision == "minute":
+                stop.wait(60.0)
+        except StoreUnavailable as exc:  # one line when it begins, one a minute while it lasts
+            outage.goes_on(exc)
+            stop.wait(1.0)
+        except Exception:  # a failure of another kind: keep trying
+            logger.exception("fan-out failed; retrying in 1 s")
+            stop.wait(1.0)
 
 
 def start_alerts(deps: Any, stop: threading.Event, console_url: str | None) -> threading.Thread:

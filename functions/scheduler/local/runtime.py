@@ -25,7 +25,7 @@ from typing import Any
 from scheduler.api.routes import rule
 from scheduler.core import constants as c
 from scheduler.core.errors import MigrationError, SchedulerError
-from scheduler.local.background import ALERTS_STOP_SECONDS, close_delivery_clients, start_alerts
+from scheduler.local.background import ALERTS_STOP_SECONDS, close_delivery_clients, run_runner, start_alerts
 from scheduler.local.embedded import EmbeddedPostgres
 from scheduler.settings import Settings
 from scheduler.store import database_urls
@@ -159,32 +159,6 @@ def signature_resolver(credentials: dict[str, tuple[str, str]], *, region: str |
             raise RequestRefused(exc.message) from None
 
     return resolve
-
-
-def run_runner(deps: Any, settings: Settings, dispatch: Any, stop: threading.Event) -> None:
-    """The runner's loop: fan-out after fan-out until ``stop``, surviving database outages (the
-    leases protect the jobs meanwhile)."""
-    from scheduler.runner.fanout import run_fanout
-
-    while not stop.is_set():
-        try:
-            budget = 60.0 if settings.precision == "second" else 0.0
-            run_fanout(
-                deps.store,
-                dispatch,
-                budget_seconds=budget,
-                batch_size=settings.claim_batch_size,
-                lease_seconds=settings.claim_lease_seconds,
-                metrics=deps.metrics,
-                stop=stop,
-                retention_days=settings.execution_retention_days,
-                pauses=deps.store,
-            )
-            if settings.precision == "minute":
-                stop.wait(60.0)
-        except Exception:  # the database went away: keep trying
-            logger.exception("fan-out failed; retrying in 1 s")
-            stop.wait(1.0)
 
 
 def runner_process(settings: Settings) -> None:

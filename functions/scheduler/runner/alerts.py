@@ -22,7 +22,9 @@ from typing import Any
 from scheduler import service
 from scheduler.core.alerts import AlertDelivery, render_alert_target
 from scheduler.core.domain import Delivery, Outcome
+from scheduler.core.errors import StoreUnavailable
 from scheduler.ports import AlertStore
+from scheduler.runner.outage import Outage
 
 logger = logging.getLogger(__name__)
 
@@ -181,10 +183,14 @@ class Alerts:
         """A sweep and a ``dispatch`` every ``interval`` seconds until ``stop``, surviving
         database outages; the alerts being sent are not waited for (a slow hook holds its sender
         only). At the stop, the sends under way end first."""
+        outage = Outage("alert sweeps")
         while not stop.wait(interval):
             try:
                 self._sweep()
                 self.dispatch()
+                outage.ended()
+            except StoreUnavailable as exc:
+                outage.goes_on(exc)
             except Exception:
                 logger.exception("alert sweep failed; trying again")
         if self._pool is not None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
@@ -92,6 +93,28 @@ def utc_session(conn: psycopg.Connection) -> None:
     conn.execute("SET TIME ZONE 'UTC'")
 
 
+# How long a call waits for a connection before it fails (``StoreUnavailable``: the API's 503):
+# the database is down, unreachable, or every connection is busy. Shorter than the API
+# function's timeout (20 s), so a caller hears an answer.
+POOL_WAIT_SECONDS = 10.0
+# How long the pool keeps trying one lost connection (backing off 1, 2, 4, 8 s...) before it
+# gives it up; the next call that finds none starts again from a 1 s backoff. Without it the
+# backoff grew to minutes during a long outage, and the pool came back that long after Postgres.
+RECONNECT_SECONDS = 30.0
+# The link's own limits (libpq's, unless the URL sets them): a connection attempt that gets no
+# answer, an idle link whose peer went away (keepalives), and sent data left unacknowledged
+# (a network that drops everything) end in seconds rather than hang a runner for minutes. A live
+# server answers the keepalives however long its statement runs.
+LINK_DEFAULTS: dict[str, Any] = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,
+}
+
+
 def make_pool(
     conninfo: str | Credentials | Callable[[], str],
     *,
@@ -99,6 +122,7 @@ def make_pool(
     max_size: int = 4,
     through_proxy: bool = False,
     open_wait: bool = True,
+    wait_seconds: float = POOL_WAIT_SECONDS,
 ) -> ConnectionPool:
     """A connection pool returning dict rows, in autocommit: a single statement costs one round
     trip, and the store opens a transaction (``conn.transaction()``) where it needs several.
@@ -110,9 +134,16 @@ def make_pool(
     client, so psycopg's automatic preparation is turned off there. Elsewhere each connection's
     session is set to UTC (``utc_session``); through the proxy a SET would pin it too, and RDS
     runs in UTC unless told otherwise.
+
+    A call waits at most ``wait_seconds`` for a connection; the link's limits (``LINK_DEFAULTS``)
+    apply unless the URL sets its own.
     """
     kwargs: dict[str, Any] = {"row_factory": dict_row, "autocommit": True}
-    extra: dict[str, Any] = {}
+    if isinstance(conninfo, str):  # what the URL sets itself is kept
+        kwargs.update({k: v for k, v in LINK_DEFAULTS.items() if k not in conninfo_to_dict(conninfo)})
+    else:
+        kwargs.update(LINK_DEFAULTS)
+    extra: dict[str, Any] = {"timeout": wait_seconds, "reconnect_timeout": RECONNECT_SECONDS}
     if through_proxy:
         kwargs["prepare_threshold"] = None
     else:

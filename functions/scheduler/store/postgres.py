@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from scheduler.core.domain import (
     Change,
@@ -58,6 +58,7 @@ from scheduler.store.rows import (
     spec_params,
     started_rows_cursor,
     transaction_if,
+    unavailable,
 )
 from scheduler.store.skips import (
     RunRecords,
@@ -372,10 +373,13 @@ class Store(
         sent_at = time.monotonic()
         try:
             return self._started_rows(query, params), sent_at
+        except PoolTimeout as exc:  # no connection: nothing was sent
+            raise unavailable(exc) from exc
         except psycopg.OperationalError:
             pass
         # Every connection of the pool may be dead (the server restarted, the network dropped):
-        # each attempt that fails takes one away, so one more than the pool holds reaches a new one.
+        # each attempt that fails takes one away, so one more than the pool holds reaches a new
+        # one. A wait for a connection that ends empty (the server is down) ends the attempts.
         read_back = {"lock_token": tokens, "execution_id": execution_ids}
         for attempt in range(self.pool.max_size + 1):
             try:
@@ -384,9 +388,9 @@ class Store(
                     return found, sent_at
                 sent_at = time.monotonic()
                 return self._started_rows(query, params), sent_at
-            except psycopg.OperationalError:
-                if attempt == self.pool.max_size:
-                    raise
+            except psycopg.OperationalError as exc:
+                if attempt == self.pool.max_size or isinstance(exc, PoolTimeout):
+                    raise unavailable(exc) from exc
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _started_rows(self, query: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:

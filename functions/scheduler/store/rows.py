@@ -16,8 +16,10 @@ from psycopg.adapt import Loader
 from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 from psycopg.types.string import TextLoader
+from psycopg_pool import PoolTimeout
 
 from scheduler.core.domain import CHAIN_FIELDS, SPEC_FIELDS, Plan
+from scheduler.core.errors import StoreUnavailable
 
 try:  # the `local` extra: an order of magnitude faster than json.loads on a started row's target
     import orjson
@@ -27,20 +29,44 @@ except ImportError:  # pragma: no cover - without it, psycopg's default (json.lo
 
 def retry_on_dead_connection(method: Callable) -> Callable:
     """Run a method once more when its pooled connection turned out dead (the server restarted,
-    or RDS Proxy closed an idle client): the pool drops the broken connection and the retry gets
-    a fresh one. A dead connection fails at the method's first statement, before anything was
-    written; in the rare case of a reply lost after a commit, the runner's writes are fenced by
-    their lease tokens (a start answers "lease lost" on the retry and its lease is reclaimed
-    later; a claim's first batch waits out its lease)."""
+    or RDS Proxy closed an idle client): the pool drops the broken connection (and tests its
+    idle ones) and the retry gets a working one. When the retry fails too, or no connection came
+    within the pool's wait, the call raises ``StoreUnavailable`` (the API's 503). A dead
+    connection fails at the method's first statement, before anything was written; in the rare
+    case of a reply lost after a commit, the runner's writes are fenced by their lease tokens (a
+    start answers "lease lost" on the retry and its lease is reclaimed later; a claim's first
+    batch waits out its lease)."""
 
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
+        except PoolTimeout as exc:  # no connection in the pool's wait: another wait would not help
+            raise unavailable(exc) from exc
         except psycopg.OperationalError:
+            drop_dead_connections(self.pool)
+        try:
             return method(self, *args, **kwargs)
+        except psycopg.OperationalError as exc:
+            raise unavailable(exc) from exc
 
     return wrapper
+
+
+def drop_dead_connections(pool: Any) -> None:
+    """After a connection died: the pool's idle connections tested (a statement each) and the
+    dead ones replaced, so that the retry does not take another of those a restarted server
+    left dead. On that path only: a call's connection is not tested before its use."""
+    with contextlib.suppress(Exception):  # a test that fails leaves it to the retry
+        pool.check()
+
+
+def unavailable(exc: psycopg.OperationalError) -> StoreUnavailable:
+    """The domain's error for a call the database could not serve (``exc``: the pool's wait
+    ended, or a fresh connection failed too), naming the cause without the connection string."""
+    if isinstance(exc, PoolTimeout):
+        return StoreUnavailable("the database gave no connection in time (it is down, unreachable or busy)")
+    return StoreUnavailable(f"the database could not serve the call ({type(exc).__name__})")
 
 
 # 19 digits in a row may be an integer beyond 64 bits, which orjson turns into a float (lossy).
