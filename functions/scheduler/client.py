@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit
 
 import requests
 
@@ -60,6 +60,9 @@ from scheduler.transport.api_wire import (
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
 ENDPOINT_ENV = "SCHEDULER_ENDPOINT"
 DEFAULT_TIMEOUT = 30.0
+# How often a request answered 429 (throttled) or 503 (the database away) is sent again
+# (``api_wire.retry_delay``: which answers, for which methods, after how long).
+DEFAULT_RETRIES = 3
 # A listing that has not ended after this many pages is taken for a fault (a server that keeps
 # answering new cursors): 20 million jobs at 200 a page, 5 million at the default 50, past any
 # real listing, and said within minutes.
@@ -78,7 +81,10 @@ class SchedulerClient(AlertRuleCalls, CalendarCalls):
     only AWS endpoints, True/False force it. ``region``: the signing region (default: the one in
     an ``execute-api`` host name, else ``AWS_REGION``, else the AWS config chain, else
     ``us-east-1``). ``profile``: the AWS profile of the credential chain. ``credentials``:
-    botocore credentials to sign with, instead of the chain (tests).
+    botocore credentials to sign with, instead of the chain (tests). ``retries``: how often a
+    request is sent again after a throttle (429, any method) or the database's absence (503; GET,
+    PUT, PATCH, DELETE; also 502 and 504 for a GET), after the answer's ``Retry-After`` or a
+    backoff from 0.5 s, at most 30 s a wait; 0 never.
     """
 
     def __init__(
@@ -92,26 +98,16 @@ class SchedulerClient(AlertRuleCalls, CalendarCalls):
         session: requests.Session | None = None,
         credentials: Any = None,
         user_agent: str = "scheduler-cli/0.1",
+        retries: int = DEFAULT_RETRIES,
     ):
         endpoint = (endpoint or os.environ.get(ENDPOINT_ENV) or DEFAULT_ENDPOINT).strip()
-        if "://" not in endpoint:
-            endpoint = "http://" + endpoint
-        parts = urlsplit(endpoint)
-        if parts.query or parts.fragment:
-            raise ValueError(f"an endpoint has no query or fragment: {endpoint}")
-        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {endpoint}")
-        try:
-            parts.port  # noqa: B018 - it checks the port (urlsplit reads it lazily)
-        except ValueError:
-            raise ValueError(f"the port is not a number from 0 to 65535: {endpoint}") from None
-        # botocore signs the host name in lower case: send it so
-        self.endpoint = parts._replace(scheme=parts.scheme.lower(), netloc=parts.netloc.lower()).geturl().rstrip("/")
-        self.sigv4 = is_aws_endpoint(endpoint) if sigv4 is None else sigv4
+        self.endpoint = api_wire.base_url(endpoint)
+        self.sigv4 = is_aws_endpoint(self.endpoint) if sigv4 is None else sigv4
         self.profile = profile
         self.timeout = timeout
         self.http = session or requests.Session()
         self.user_agent = user_agent
+        self.retries = retries
         self._region = region
         self._credentials = credentials
         self._botocore_session: Any = None
@@ -188,15 +184,12 @@ class SchedulerClient(AlertRuleCalls, CalendarCalls):
         if data is not None:
             signed_headers["Content-Type"] = "application/json"
         signed_headers.update(headers or {})
-        if self.sigv4:
-            signed_headers = self._sign(method, url, signed_headers, data)
-        send_headers = {"User-Agent": self.user_agent, **signed_headers}
-        try:
-            response = self.http.request(
-                method, url, data=data, headers=send_headers, timeout=self.timeout, allow_redirects=False
-            )
-        except requests.RequestException as exc:
-            raise ConnectionFailed(f"cannot connect to {self.endpoint}: {_short(exc)}") from None
+        for attempt in range(self.retries + 1):
+            response = self._send(method, url, data, signed_headers)
+            again = api_wire.retry_delay(method, response.status_code, response.headers.get("Retry-After"), attempt)
+            if again is None or attempt == self.retries:
+                break
+            time.sleep(again)  # a throttle, or the database away: the same request again (signed anew)
         text = response.content.decode("utf-8", "replace")
         if response.status_code >= 400:
             raise error_from_response(response.status_code, text)
@@ -210,6 +203,21 @@ class SchedulerClient(AlertRuleCalls, CalendarCalls):
             raise ApiCallFailed(
                 response.status_code, "invalid_response", f"the answer is not JSON: {' '.join(text.split())[:200]}"
             ) from None
+
+    def _send(self, method: str, url: str, data: bytes | None, headers: dict[str, str]) -> requests.Response:
+        """One sending of a request, signed now when the client signs (``ConnectionFailed``)."""
+        signed = self._sign(method, url, headers, data) if self.sigv4 else headers
+        try:
+            return self.http.request(
+                method,
+                url,
+                data=data,
+                headers={"User-Agent": self.user_agent, **signed},
+                timeout=self.timeout,
+                allow_redirects=False,
+            )
+        except requests.RequestException as exc:
+            raise ConnectionFailed(f"cannot connect to {self.endpoint}: {_short(exc)}") from None
 
     # -- jobs ----------------------------------------------------------------------------------
 

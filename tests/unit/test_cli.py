@@ -666,13 +666,15 @@ def test_error_envelope_on_stderr_exit_1(api, capsys):
 
 
 @pytest.mark.parametrize("status, code", [(404, 3), (409, 4), (412, 4), (413, 1), (403, 1), (500, 5), (503, 5)])
-def test_exit_codes_of_api_errors(api, capsys, status, code):
+def test_exit_codes_of_api_errors(api, capsys, monkeypatch, status, code):
+    monkeypatch.setattr("scheduler.client.time.sleep", lambda seconds: None)  # a 503 is sent again first
     api.on("PATCH", f"/v1/jobs/{JOB_ID}", envelope("some_code", "some message"), status)
     assert run(api, "jobs", "update", JOB_ID, "--name", "n") == code
     assert capsys.readouterr().err.startswith(f"error: {status} some_code: some message")
 
 
-def test_api_gateway_style_and_non_json_errors(api, capsys):
+def test_api_gateway_style_and_non_json_errors(api, capsys, monkeypatch):
+    monkeypatch.setattr("scheduler.client.time.sleep", lambda seconds: None)  # a GET's 502 is sent again first
     api.on("GET", f"/v1/jobs/{JOB_ID}", {"message": "Missing Authentication Token"}, 403)
     assert run(api, "jobs", "get", JOB_ID) == 1
     assert capsys.readouterr().err.strip() == "error: 403 forbidden: Missing Authentication Token"

@@ -105,6 +105,24 @@ def is_aws_endpoint(endpoint: str) -> bool:
     return host.endswith(".amazonaws.com") or host.endswith(".amazonaws.com.cn")
 
 
+def base_url(endpoint: str) -> str:
+    """An endpoint as requests go to it (``http://`` when it names no scheme; scheme and host in
+    lower case, as botocore signs the host; no trailing ``/``); ``ValueError`` saying what is
+    wrong with one that is not an http(s) URL without query or fragment, or has a bad port."""
+    if "://" not in endpoint:
+        endpoint = "http://" + endpoint
+    parts = urlsplit(endpoint)
+    if parts.query or parts.fragment:
+        raise ValueError(f"an endpoint has no query or fragment: {endpoint}")
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL: {endpoint}")
+    try:
+        parts.port  # noqa: B018 - it checks the port (urlsplit reads it lazily)
+    except ValueError:
+        raise ValueError(f"the port is not a number from 0 to 65535: {endpoint}") from None
+    return parts._replace(scheme=parts.scheme.lower(), netloc=parts.netloc.lower()).geturl().rstrip("/")
+
+
 def region_of_endpoint(endpoint: str) -> str | None:
     """The region in an ``execute-api`` host name (``abc.execute-api.eu-west-1.amazonaws.com``)."""
     match = _EXECUTE_API_HOST.search((urlsplit(endpoint).hostname or "").lower().rstrip("."))
@@ -125,6 +143,38 @@ def encode_query(params: Mapping[str, Any] | None) -> str:
                 v = "true" if v else "false"
             pairs.append((quote(str(key), safe="-_.~"), quote(str(v), safe="-_.~")))
     return "&".join(f"{k}={v}" for k, v in sorted(pairs))
+
+
+# The answers a client sends its request again after (``retry_delay``), by method: a throttle
+# (429: API Gateway refused it before the function ran) whatever the method; the database away
+# (503) where sending it again does no more than once (a read, a replacement, a merge patch, a
+# deletion); a gateway's timeout or bad answer (502, 504) for reads only (the function may have
+# acted). A POST (a creation, a run) only after a throttle.
+_RETRIED_AFTER = {
+    "GET": frozenset({429, 502, 503, 504}),
+    "HEAD": frozenset({429, 502, 503, 504}),
+    "PUT": frozenset({429, 503}),
+    "PATCH": frozenset({429, 503}),
+    "DELETE": frozenset({429, 503}),
+}
+_THROTTLED_ONLY = frozenset({429})
+#: The longest a client waits before sending again, whatever ``Retry-After`` asks.
+RETRY_WAIT_CAP_SECONDS = 30.0
+
+
+def retry_delay(method: str, status: int, retry_after: str | None, attempt: int) -> float | None:
+    """How long to wait before sending again a request answered ``status`` (its ``attempt``-th
+    retry, from 0), or None when it is not to be sent again: ``Retry-After`` in seconds when the
+    answer has one, else 0.5 s doubled each time; at most ``RETRY_WAIT_CAP_SECONDS``."""
+    if status not in _RETRIED_AFTER.get(method.upper(), _THROTTLED_ONLY):
+        return None
+    try:
+        wait = float(retry_after) if retry_after else -1.0
+    except ValueError:  # an HTTP date: the backoff instead
+        wait = -1.0
+    if not wait >= 0:  # absent, negative or NaN
+        wait = 0.5 * 2**attempt
+    return min(wait, RETRY_WAIT_CAP_SECONDS)
 
 
 def _reason(status: int) -> str:
