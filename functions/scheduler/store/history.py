@@ -49,6 +49,8 @@ class ExecutionHistory:
             "since": None,
             "until": None,
         }
+        # Never prepared (here and below): planned with its values, the page's conditions are the
+        # index's and prune the partitions; a generic plan read every execution of the job.
         # As list_owner_executions: the recent days first (seq and started_at order a job's
         # executions alike, see queries.sql), before now or the cursor's instant, as many as the
         # job's rate so far says hold a page; the older ones only for a page left short. A
@@ -66,13 +68,15 @@ class ExecutionHistory:
         days = None if newest is None or status is not None else _days_for_a_page(job, now, limit)
         with self.pool.connection() as conn:
             if days is None or newest is None:
-                rows = conn.execute(QUERIES["list_executions"], params).fetchall()
+                rows = conn.execute(QUERIES["list_executions"], params, prepare=False).fetchall()
             else:
                 recent = _days_before(newest, days)
-                rows = conn.execute(QUERIES["list_executions"], {**params, "since": recent}).fetchall()
+                rows = conn.execute(QUERIES["list_executions"], {**params, "since": recent}, prepare=False).fetchall()
                 if len(rows) < limit:
                     rows += conn.execute(
-                        QUERIES["list_executions"], {**params, "until": recent, "limit": limit - len(rows)}
+                        QUERIES["list_executions"],
+                        {**params, "until": recent, "limit": limit - len(rows)},
+                        prepare=False,
                     ).fetchall()
         return [Execution.from_row(row) for row in rows]
 
@@ -141,12 +145,16 @@ class ExecutionHistory:
         recent = _days_before(before_started_at or datetime.now(UTC), OWNER_RECENT_DAYS)
         with self.pool.connection() as conn:
             if since is not None and since >= recent:
-                rows = conn.execute(QUERIES["list_owner_executions"], params).fetchall()
+                rows = conn.execute(QUERIES["list_owner_executions"], params, prepare=False).fetchall()
             else:
-                rows = conn.execute(QUERIES["list_owner_executions"], {**params, "since": recent}).fetchall()
+                rows = conn.execute(
+                    QUERIES["list_owner_executions"], {**params, "since": recent}, prepare=False
+                ).fetchall()
                 if len(rows) < limit:
                     rows += conn.execute(
-                        QUERIES["list_owner_executions"], {**params, "until": recent, "limit": limit - len(rows)}
+                        QUERIES["list_owner_executions"],
+                        {**params, "until": recent, "limit": limit - len(rows)},
+                        prepare=False,
                     ).fetchall()
         return [Execution.from_row(row) for row in rows]
 

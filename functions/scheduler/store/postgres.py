@@ -194,7 +194,7 @@ class Store(
             "limit": limit,
         }
         with self.pool.connection() as conn:
-            return [Job.from_row(row) for row in conn.execute(QUERIES["list_jobs"], params).fetchall()]
+            return [Job.from_row(row) for row in conn.execute(QUERIES["list_jobs"], params, prepare=False).fetchall()]
 
     @retry_on_dead_connection
     def update_job(
