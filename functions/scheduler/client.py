@@ -343,6 +343,10 @@ class SchedulerClient(AlertRuleCalls, CalendarCalls):
         """Every page of ``list_changes``, following ``next_cursor``."""
         return self._pages(lambda **kw: self.list_changes(job_id, **kw), filters)
 
+    def get_execution(self, execution_id: str) -> dict[str, Any]:
+        """``GET /v1/executions/{id}``: one of the caller's executions, whole, with its job's name."""
+        return api_wire.expect_fields(self.request("GET", api_wire.execution_path(execution_id)), id=str)
+
     def list_all_executions(
         self,
         *,

@@ -166,6 +166,10 @@ class JobStore(Protocol):
         """The calendars named by ``(owner, name)`` pairs, those that exist (a job's planning)."""
         ...
 
+    def find_owner_execution(self, owner: str, execution_id: str) -> Execution | None:
+        """One of the owner's executions by id, with its job's name; None when not the owner's."""
+        ...
+
     def list_owner_executions(
         self,
         owner: str,

@@ -27,6 +27,7 @@ ROUTES = {
     ("GET", "/v1/jobs/{id}/executions"),
     ("GET", "/v1/jobs/{id}/changes"),
     ("GET", "/v1/executions"),
+    ("GET", "/v1/executions/{id}"),  # one execution by its id
     ("POST", "/v1/schedules/preview"),
     ("GET", "/v1/calendars"),
     ("POST", "/v1/calendars"),

@@ -266,3 +266,16 @@ def test_a_preview_names_a_job_in_any_case(api):
     upper = preview(api, {**body, "job_id": "66B94D6B-0D3C-4B5A-9D77-2F8F6A1C9E01"})
     assert lower.status == upper.status == 200 and lower.body == upper.body
     assert preview(api, {**body, "start_at": "0001-01-01T00:00:00Z"}).status == 200  # (it was a 500)
+
+
+def test_one_execution_by_its_id_whichever_job_it_is_of_and_only_its_owners(api, two_owners):
+    nightly, hourly, bobs = two_owners
+    listed = page_all(api, {})
+    for wanted in (listed[0], listed[-1]):
+        answer = api("GET", f"/v1/executions/{wanted['id']}")
+        assert answer.status == 200 and answer.body == wanted, answer.body  # as listed, job_name included
+    bobs_own = page_all(api, {}, principal=BOB)[0]
+    for missing in (bobs_own["id"], "0b6f6c5e-0000-4000-8000-000000000000", "not-a-uuid"):
+        answer = api("GET", f"/v1/executions/{missing}")  # another principal's, none, not an id
+        assert answer.status == 404 and answer.body["error"]["message"] == "no such execution", answer.body
+    assert api("GET", f"/v1/executions/{bobs_own['id']}", principal=BOB).body["job_name"] == SECOND_OWNER_JOB

@@ -40,8 +40,9 @@ def test_a_field_the_cli_does_not_know_is_shown_too():
 
 
 def _get(api, capsys, wanted: dict[str, Any]) -> dict[str, str]:
-    api.on("GET", "/v1/executions", {"executions": [wanted], "next_cursor": None})
+    api.on("GET", f"/v1/executions/{wanted['id']}", {**wanted, "job_name": "nightly"})
     assert run(api, "executions", "get", wanted["id"]) == 0
+    assert [r.path for r in api.requests][-1] == f"/v1/executions/{wanted['id']}"  # one call
     out = capsys.readouterr().out
     return {label.strip(): value.strip() for label, _, value in (line.partition(":") for line in out.splitlines())}
 
@@ -76,3 +77,15 @@ def test_a_chained_shifted_manual_run_shows_its_cause_calendar_and_overrides(api
     assert rows["caused by"] == "e1" and rows["caused by job"] == "job-1"
     assert rows["shifted from"] == "2026-12-25T09:00:00Z" and rows["excluded by"] == "uk"
     assert rows["overrides"] == '{"vars": {"region": "eu"}}'
+
+
+def test_get_walks_the_listing_against_an_api_without_the_route_and_says_when_none_has_it(api, capsys):
+    wanted = execution(6)
+    api.on("GET", "/v1/executions", {"executions": [execution(7), wanted], "next_cursor": None})
+    assert run(api, "executions", "get", wanted["id"]) == 0  # the route answers 404 "no route": walked
+    assert [r.path for r in api.requests][-2:] == [f"/v1/executions/{wanted['id']}", "/v1/executions"]
+    capsys.readouterr()
+    api.on("GET", "/v1/executions/.*", {"error": {"code": "not_found", "message": "no such execution"}}, 404)
+    assert run(api, "executions", "get", wanted["id"]) == 3  # the route says none has it: no walk
+    assert [r.path for r in api.requests][-1] == f"/v1/executions/{wanted['id']}"
+    assert "no execution" in capsys.readouterr().err

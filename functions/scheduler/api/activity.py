@@ -9,17 +9,18 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response, content_types
-from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from scheduler import service
 from scheduler.api.cursors import scope_of
-from scheduler.api.errors import BadRequest, documented
+from scheduler.api.errors import ApiError, BadRequest, documented
 from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Owner, StoreDep
 from scheduler.api.pages import cursor_position
 from scheduler.api.routes import rule
 from scheduler.api.serialize import Execution, execution_json
+from scheduler.core.constants import NO_SUCH_EXECUTION
 from scheduler.core.domain import ExecutionStatus
 from scheduler.core.timeutil import format_time
 from scheduler.schedules import Spread, explain_occurrences, schedule_for
@@ -125,6 +126,7 @@ Status = Annotated[
     Literal["running", "succeeded", "failed", "timed_out", "lost", "skipped"],
     Query(description="Only executions with this status."),
 ]
+ExecutionId = Annotated[str, Path(description="The execution's id (a UUID).")]
 JobFilter = Annotated[str, Query(max_length=64, description="Only this job's executions (its id).")]
 Since = Annotated[
     str, Query(max_length=64, description="Only executions started at or after this RFC 3339 instant (with an offset).")
@@ -207,6 +209,25 @@ def list_owner_executions(
         status_code=200,
         content_type=content_types.APPLICATION_JSON,
         body={"executions": [{**execution_json(e), "job_name": e.job_name} for e in page], "next_cursor": next_cursor},
+    )
+
+
+@router.route(
+    *rule("get_execution"),
+    summary="Get an execution",
+    tags=["executions"],
+    description="One of the caller's executions by its id, whole, with its job's name, whichever job "
+    "and day it is of (every day kept is read: up to a few tenths of a second with millions of executions).",
+    responses=documented(200, OwnerExecution, "The execution.", 403, 404),
+)
+def get_execution(execution_id: ExecutionId, store: StoreDep, owner: Owner) -> Response[Any]:
+    found = store.find_owner_execution(owner, execution_id)
+    if found is None:
+        raise ApiError(NO_SUCH_EXECUTION, status=404, code="not_found")
+    return Response(
+        status_code=200,
+        content_type=content_types.APPLICATION_JSON,
+        body={**execution_json(found), "job_name": found.job_name},
     )
 
 

@@ -54,6 +54,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", f"{_JOB}/executions", "list_executions", query=("status", "limit", "cursor")),
     Route("GET", f"{_JOB}/changes", "list_changes", query=("limit", "cursor")),
     Route("GET", "/v1/executions", "list_owner_executions", query=("status", "job_id", "since", "limit", "cursor")),
+    Route("GET", "/v1/executions/{execution_id}", "get_execution"),
     Route("POST", "/v1/schedules/preview", "preview_schedule", body=True),
     Route("GET", "/v1/calendars", "list_calendars", query=("limit", "cursor")),
     Route("POST", "/v1/calendars", "create_calendar", body=True),

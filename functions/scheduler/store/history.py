@@ -91,6 +91,18 @@ class ExecutionHistory:
         return None if row is None else Execution.from_row(row)
 
     @retry_on_dead_connection
+    def find_owner_execution(self, owner: str, execution_id: str) -> Execution | None:
+        """One of the owner's executions by its id, with its ``job_name``; None when the owner
+        has none of that id (an id that is not a UUID included)."""
+        if not is_uuid(execution_id):
+            return None
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                QUERIES["find_owner_execution"], {"owner": owner, "execution_id": execution_id}, prepare=False
+            ).fetchone()
+        return None if row is None else Execution.from_row(row)
+
+    @retry_on_dead_connection
     def maintain_partitions(self, retention_days: int, days_ahead: int = 3) -> PartitionMaintenance:
         """Retention by whole days: create the executions' partitions of today and the next
         ``days_ahead`` days (0 to 7: the function refuses more, migration 0011), drop those

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from scheduler.transport.api_models import Change, Execution, Job, Page, RunRequest, parse_time
-from scheduler.transport.api_wire import ExecutionNotFound
+from scheduler.transport.api_wire import NO_SUCH_EXECUTION, AccessDenied, ExecutionNotFound, ResourceNotFound
 
 if TYPE_CHECKING:
     from scheduler.client import SchedulerClient
@@ -181,12 +181,20 @@ class Executions:
                 yield Execution.from_json(item)
 
     def get(self, execution_id: str, *, job: str | Job | None = None, since: Instant | None = None) -> Execution:
-        """The execution of this id, whole (its response excerpt and error included).
+        """The execution of this id, whole (its response excerpt and error included), with its
+        job's name: one call (``GET /v1/executions/{id}``). ``ExecutionNotFound`` when the caller
+        has none of that id.
 
-        The API lists executions rather than answering one by id, so this reads the caller's
-        executions newest first until it meets the id: fast for a recent one; ``job`` (its
-        job) or ``since`` (no earlier than its start) narrow the walk. ``ExecutionNotFound`` when
-        none of those read has it."""
+        Against an API older than that route, the caller's executions are read newest first
+        until the id is met (fast for a recent one): ``job`` (its job) or ``since`` (no earlier
+        than its start) narrow that walk; they are not needed otherwise."""
+        try:
+            return Execution.from_json(self._client.get_execution(execution_id))
+        except (ResourceNotFound, AccessDenied) as exc:  # AccessDenied: API Gateway's answer to no route
+            if exc.message == NO_SUCH_EXECUTION:
+                raise ExecutionNotFound(f"no execution {execution_id} among your executions") from None
+            if exc.status not in (403, 404):
+                raise
         wanted = execution_id.lower()
         for execution in self.list(job=job, since=since, page_size=200):
             if execution.id.lower() == wanted:

@@ -13,6 +13,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from scheduler.core.constants import NO_SUCH_EXECUTION  # noqa: F401 (the clients' name for it)
 from scheduler.core.errors import SchedulerError
 
 API_PREFIX = "/v1"
@@ -265,3 +266,8 @@ def if_match(version: str | int | None) -> dict[str, str]:
 def job_path(job_id: str, suffix: str = "") -> str:
     """``/v1/jobs/{id}`` (and a suffix: ``/pause``), the id percent-encoded."""
     return f"{API_PREFIX}/jobs/{quote(job_id, safe='')}{suffix}"
+
+
+def execution_path(execution_id: str) -> str:
+    """``/v1/executions/{id}``, the id percent-encoded."""
+    return f"{API_PREFIX}/executions/{quote(execution_id, safe='')}"
