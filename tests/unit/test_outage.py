@@ -1,5 +1,7 @@
 """What a loop says of a database outage (``runner.outage.Outage``): one error when it begins,
-a reminder a minute while it lasts, one line when it ends; nothing while the database answers."""
+a reminder a minute while it lasts, one line once the database has answered for 30 s; a
+database that answers and fails by turns (a full disk: reads pass, writes fail) is one outage;
+nothing while the database answers."""
 
 from __future__ import annotations
 
@@ -9,24 +11,45 @@ from scheduler.core.errors import StoreUnavailable
 from scheduler.runner import outage as outage_module
 from scheduler.runner.outage import Outage
 
+ERROR = StoreUnavailable("the database gave no connection in time (it is down, unreachable or busy)")
+
+
+def _said(caplog) -> list[tuple[str, str]]:
+    return [(r.levelname, r.getMessage()) for r in caplog.records]
+
 
 def test_an_outage_is_said_once_then_each_minute_then_its_end(caplog, monkeypatch):
     clock = [1000.0]
     monkeypatch.setattr(outage_module.time, "monotonic", lambda: clock[0])
     outage = Outage("deliveries")
     caplog.set_level(logging.INFO, logger="scheduler.runner.outage")
-    outage.ended()  # the database answers: nothing to say
-    error = StoreUnavailable("the database gave no connection in time (it is down, unreachable or busy)")
+    outage.answers()  # the database answers: nothing to say
     for _ in range(60):  # a failure a second for a minute
-        outage.goes_on(error)
+        outage.goes_on(ERROR)
         clock[0] += 1.0
-    outage.goes_on(error)  # a minute on: reminded once
-    clock[0] += 30.0
-    outage.ended()
-    outage.ended()
-    lines = [(r.levelname, r.getMessage()) for r in caplog.records]
-    assert lines == [
-        ("ERROR", f"the database is unavailable ({error}); deliveries wait for it, trying again every second"),
-        ("ERROR", f"the database is still unavailable after 60 s ({error}); deliveries wait"),
-        ("WARNING", "the database is available again after 90 s; deliveries resume"),
+    outage.goes_on(ERROR)  # a minute on: reminded once
+    clock[0] += 5.0
+    outage.answers()  # it answers at 1065...
+    clock[0] += 29.0
+    outage.answers()  # ...not yet for 30 s
+    clock[0] += 1.0
+    outage.answers()  # now it has
+    outage.answers()
+    assert _said(caplog) == [
+        ("ERROR", f"the database is unavailable ({ERROR}); deliveries wait for it, trying again every second"),
+        ("ERROR", f"the database is still unavailable after 60 s ({ERROR}); deliveries wait"),
+        ("WARNING", "the database is available again (it was not for 65 s); deliveries go on"),
     ]
+    assert outage.began is None
+
+
+def test_a_database_that_answers_and_fails_by_turns_is_one_outage(caplog, monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(outage_module.time, "monotonic", lambda: clock[0])
+    outage = Outage("alert sweeps")
+    caplog.set_level(logging.INFO, logger="scheduler.runner.outage")
+    for _ in range(30):  # a read passes, the write after it fails, every second
+        outage.goes_on(ERROR)
+        outage.answers()
+        clock[0] += 1.0
+    assert [level for level, _ in _said(caplog)] == ["ERROR"] and outage.began == 0.0

@@ -24,7 +24,7 @@ def run_runner(deps: Any, settings: Settings, dispatch: Any, stop: threading.Eve
         try:
             if outage.began is not None:
                 deps.store.now()  # the database answers again: the fan-out resumes
-                outage.ended()
+                outage.answers()
             budget = 60.0 if settings.precision == "second" else 0.0
             run_fanout(
                 deps.store,
@@ -37,6 +37,7 @@ def run_runner(deps: Any, settings: Settings, dispatch: Any, stop: threading.Eve
                 retention_days=settings.execution_retention_days,
                 pauses=deps.store,
             )
+            outage.answers()  # a fan-out ended well (it ran a minute, or was the minute's claim)
             if settings.precision == "minute":
                 stop.wait(60.0)
         except StoreUnavailable as exc:  # one line when it begins, one a minute while it lasts

@@ -188,7 +188,7 @@ class Alerts:
             try:
                 self._sweep()
                 self.dispatch()
-                outage.ended()
+                outage.answers()
             except StoreUnavailable as exc:
                 outage.goes_on(exc)
             except Exception:
