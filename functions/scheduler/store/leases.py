@@ -1,7 +1,7 @@
 """The fan-out's reads and writes of leases besides the claim itself: a claim given back, the live
 leases (in all, and the owners past their share of them), the claims deferred for their owner's
-share, the due backlog, the time to the next due job and a reclaimed manual run's losses. ``Store`` has ``LeaseLooks`` as a base
-class; it uses its pool."""
+share, the due backlog, the time to the next due job, and a reclaimed manual run's losses.
+``Store`` has ``LeaseLooks`` as a base class; it uses its pool."""
 
 from __future__ import annotations
 
