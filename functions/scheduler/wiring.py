@@ -11,7 +11,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from scheduler.core.domain import ExecutionStatus, Outcome
 from scheduler.core.errors import SecretError
-from scheduler.runner.telemetry import Metrics, NullMetrics
+from scheduler.runner.telemetry import Metrics, NullMetrics, share_stdout_lock
 from scheduler.secrets import SecretBox, decrypt_target_secrets, make_secret_box
 from scheduler.settings import Settings
 from scheduler.store.db import conninfo_source, make_pool
@@ -209,10 +209,14 @@ def default_broker_url(settings: Settings, secrets_client: Any = None) -> str | 
 
 def route_domain_logs_to(powertools_logger: Any) -> None:
     """Give the domain package's stdlib loggers the Powertools JSON formatter (Lambda only), so
-    their lines carry the same keys (job and execution ids, request id)."""
+    their lines carry the same keys (job and execution ids, request id); and the handler the lock
+    of the EMF documents (``telemetry.share_stdout_lock``), so that a log line and a metric
+    written by two threads at once never fuse."""
     import logging
 
     from aws_lambda_powertools.logging import utils
 
     names = {name for name in logging.root.manager.loggerDict if name.startswith("scheduler")}
     utils.copy_config_to_registered_loggers(source_logger=powertools_logger, include=names)
+    for handler in powertools_logger.handlers:
+        share_stdout_lock(handler)

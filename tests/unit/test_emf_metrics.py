@@ -4,11 +4,16 @@
 from __future__ import annotations
 
 import json
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable
 
 import pytest
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-from scheduler.runner.telemetry import EmfMetrics
+from scheduler.runner.telemetry import EmfMetrics, share_stdout_lock
 
 
 def _powertools(capsys, name: str, unit: str, value: float, dimensions: dict[str, str]) -> dict:
@@ -72,3 +77,100 @@ def test_a_groups_durations_share_a_document_of_at_most_a_hundred_values():
             "LatenessMs": None,
             "_aws": {**expected["_aws"], "Timestamp": 0},
         }
+
+
+class ChoppyStdout:
+    """A stdout whose writes reach the pipe in pieces, letting other threads in between (as an
+    unbuffered stream flushing each write does): two lines written at once without a lock come
+    out fused."""
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+
+    def write(self, text: str) -> int:
+        for start in range(0, len(text), 16):
+            self.pieces.append(text[start : start + 16])
+            time.sleep(0)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def lines(self) -> list[str]:
+        return "".join(self.pieces).splitlines()
+
+
+def _at_once(*work: Callable[[], None], threads: int = 8) -> None:
+    """Each of ``work`` on ``threads`` threads, all started together."""
+    start = threading.Barrier(threads * len(work))
+
+    def run(task: Callable[[], None]) -> None:
+        start.wait()
+        task()
+
+    running = [threading.Thread(target=run, args=(task,)) for task in work for _ in range(threads)]
+    for thread in running:
+        thread.start()
+    for thread in running:
+        thread.join()
+
+
+def _whole(line: str) -> bool:
+    """A whole EMF document or a whole log line (``log <n>`` or the JSON of one)."""
+    if line.startswith("log "):
+        return line[4:].isdigit()
+    try:
+        document = json.loads(line)
+    except ValueError:
+        return False
+    return document.get("message", "").startswith("log ") or document.get("Executions") == [1.0]
+
+
+def test_emf_lines_and_log_lines_written_by_threads_at_once_never_fuse(monkeypatch):
+    """Delivery threads count lateness while others log: every line of stdout stays whole."""
+    stdout = ChoppyStdout()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    metrics = EmfMetrics("Scheduler", "scheduler")
+    handler = logging.StreamHandler(stdout)
+    share_stdout_lock(handler)
+    log = logging.getLogger("tests.emf.threads")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        _at_once(
+            lambda: [metrics.count("Executions", status="succeeded") for _ in range(100)],
+            lambda: [log.warning("log %d", n) for n in range(100)],
+        )
+    finally:
+        log.removeHandler(handler)
+    lines = stdout.lines()
+    assert len(lines) == 1600
+    assert [line for line in lines if not _whole(line)] == []
+
+
+def test_the_lambdas_log_handler_shares_the_lock_of_the_emf_lines(monkeypatch):
+    """``route_domain_logs_to`` (every handler module calls it): the Powertools handler's JSON lines,
+    a domain logger's included, and the EMF documents never fuse either."""
+    from aws_lambda_powertools import Logger
+
+    from scheduler.wiring import route_domain_logs_to
+
+    stdout = ChoppyStdout()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    domain = logging.getLogger("scheduler")
+    kept = (domain.handlers[:], domain.propagate, domain.level)
+    logging.getLogger("scheduler.tests.emf")  # a domain logger, as the handler modules' imports make
+    try:
+        route_domain_logs_to(Logger(service="emf-threads-test", logger_output_stream=stdout))
+        metrics = EmfMetrics("Scheduler", "scheduler")
+        log = logging.getLogger("scheduler.tests.emf")
+        _at_once(
+            lambda: [metrics.count("Executions", status="succeeded") for _ in range(50)],
+            lambda: [log.info("log %d", n) for n in range(50)],
+        )
+    finally:
+        domain.handlers[:], domain.propagate = kept[0], kept[1]
+        domain.setLevel(kept[2])
+    lines = stdout.lines()
+    assert len(lines) == 800
+    assert [line for line in lines if not _whole(line)] == []

@@ -4,6 +4,8 @@ in local mode and tests. Metric names live in ``scheduler.core.constants``."""
 from __future__ import annotations
 
 import json
+import logging
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -89,7 +91,7 @@ class EmfMetrics:
     def __init__(self, namespace: str, service: str, write: Callable[[str], Any] | None = None):
         self.namespace = namespace
         self.service = service
-        self._write = write or _print_line
+        self._write = write or write_line
 
     def _emit(self, name: str, unit: str, value: float | Sequence[float], dimensions: dict[str, str]) -> None:
         if unit not in self.units:
@@ -125,9 +127,24 @@ class EmfMetrics:
         self._emit(name, unit, value, dimensions)
 
 
-def _print_line(line: str) -> None:
-    # Lambda sends stdout to CloudWatch Logs, which extracts EMF documents line by line.
-    print(line)
+#: The lock of every line a Lambda writes to stdout: its EMF documents (``write_line``) and its
+#: log lines (the Powertools handler's, given this lock by ``share_stdout_lock``). CloudWatch Logs
+#: reads stdout line by line, and delivery threads count metrics while others log: two lines
+#: written at once must never fuse into one.
+STDOUT_LOCK = threading.RLock()
+
+
+def write_line(line: str) -> None:
+    """One line on stdout, whole: a single write, under ``STDOUT_LOCK`` (``print`` writes the
+    line and its newline apart, and another thread's line could come between them)."""
+    with STDOUT_LOCK:
+        sys.stdout.write(line + "\n")
+
+
+def share_stdout_lock(handler: logging.Handler) -> None:
+    """Have a log handler that writes to stdout take ``STDOUT_LOCK`` for each record, so that its
+    lines and the EMF documents are written one after the other, never into each other."""
+    handler.lock = STDOUT_LOCK
 
 
 def count_skips(metrics: Metrics, skips: Sequence[Skip]) -> None:
