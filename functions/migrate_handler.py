@@ -20,8 +20,12 @@ from scheduler.settings import Settings, get_settings
 from scheduler.store.db import conninfo_from_settings, read_secret
 from scheduler.store.migrations import ensure_login, files_hash, migrate, migrations_digest
 from scheduler.transport.custom_resources import respond
+from scheduler.wiring import route_domain_logs_to
 
 logger = Logger()
+# The migrations' own lines (each one applied, a wait for a lock) are the domain package's: in
+# the function's JSON log, as the other functions' (Lambda's root logger drops INFO).
+route_domain_logs_to(logger)
 
 PHYSICAL_ID = "migrations"
 

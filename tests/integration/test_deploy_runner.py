@@ -3,8 +3,11 @@ within its reserved concurrency, and the migrate function ignores events of anot
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
+import logging
+import sys
 import threading
 import uuid
 
@@ -206,6 +209,31 @@ def test_its_own_hash_migrates_and_sets_up_the_application_login(migrate_handler
     finally:
         with psycopg.connect(empty_db_url, autocommit=True) as conn:
             conn.execute(psycopg.sql.SQL("DROP ROLE IF EXISTS {}").format(psycopg.sql.Identifier(username)))
+
+
+def test_the_migrate_functions_progress_lines_reach_its_log(empty_db_url, capsys, monkeypatch):
+    """The migrations' lines (each migration applied, a wait for a lock) are written by the
+    domain package's logger: the function routes them to its JSON log on stdout, as the other
+    functions do (Lambda's root logger, at WARNING, would drop them)."""
+    pytest.importorskip("aws_lambda_powertools")
+    # A Powertools logger of its own, writing to this test's stdout (one made before keeps its stream).
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", f"migrate-{uuid.uuid4().hex[:8]}")
+    domain = logging.getLogger("scheduler")
+    kept = (domain.handlers[:], domain.propagate, domain.level)
+    domain.handlers[:], domain.propagate = [], True  # as in a fresh process (another test may have routed it)
+    domain.setLevel(logging.NOTSET)
+    sys.modules.pop("migrate_handler", None)
+    try:
+        handler = importlib.import_module("migrate_handler")
+        handler.on_event(_event("Create", files_hash()), Settings(database_url=empty_db_url))
+    finally:
+        domain.handlers[:], domain.propagate = kept[0], kept[1]
+        domain.setLevel(kept[2])
+        sys.modules.pop("migrate_handler", None)
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    applied = [line for line in lines if line["message"].startswith("applying migration")]
+    assert applied and applied[0]["message"] == "applying migration 0001_initial", lines
+    assert {(line["level"], line["name"]) for line in applied} == {("INFO", "scheduler.store.migrations")}
 
 
 def test_an_upgrade_through_the_migrate_function_never_refuses_its_login(migrate_handler, empty_db_url):
