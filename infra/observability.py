@@ -184,7 +184,9 @@ class Observability(Construct):
             "FanoutNotRunning",
             alarm_description="The once-a-minute tick invoked the fan-out fewer than 3 times in 5 minutes.",
             threshold=3,
-            evaluation_periods=2,
+            # One period of 5 minutes, as the description says (two made it 10 before it fired).
+            evaluation_periods=1,
+            datapoints_to_alarm=1,
             comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
             treat_missing_data=cw.TreatMissingData.BREACHING,
         )

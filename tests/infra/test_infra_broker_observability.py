@@ -132,6 +132,18 @@ def test_alarms_notify_the_topic(aws):
     assert "IF(" in json.dumps(found["FailureRate"]["Metrics"])
 
 
+def test_the_fanout_heartbeat_alarm_fires_after_one_period_of_five_minutes(aws):
+    """Fewer than 3 ticks in 5 minutes (the README's and the description's words), at once: one
+    period, one datapoint, and no tick at all is a breach."""
+    alarm = alarms(aws)["FanoutNotRunning"]
+    assert metric_names(alarm) == {"Invocations"}
+    assert (alarm["Period"], alarm["Statistic"], alarm["Threshold"]) == (300, "Sum", 3)
+    assert alarm["ComparisonOperator"] == "LessThanThreshold"
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (1, 1)
+    assert alarm["TreatMissingData"] == "breaching"
+    assert "fewer than 3 times in 5 minutes" in alarm["AlarmDescription"]
+
+
 def test_alarm_email_is_optional(aws, lean):
     assert aws.resources("AWS::SNS::Subscription") == {}
     (subscription,) = lean.resources("AWS::SNS::Subscription").values()
