@@ -426,9 +426,9 @@ class PauseStore(JobStore, Protocol):
         """Hand each due backfill's next occurrence to its job; how many were handed over."""
         ...
 
-    def mark_lost_while_not_due(self, limit: int = 100) -> int:
+    def mark_lost_while_not_due(self, limit: int = 100) -> list[tuple[str, str]]:
         """Mark lost the executions of jobs with nothing due (paused, or edited during the run to a
-        later time) whose lease expired while they ran; how many were marked."""
+        later time) whose lease expired while they ran: ``(job_id, execution_id)`` of each marked."""
         ...
 
     def expired_pauses(self, limit: int = 100) -> list[tuple[str, str]]:

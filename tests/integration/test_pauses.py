@@ -209,7 +209,18 @@ def test_a_pause_or_resume_that_changes_nothing_writes_nothing(api, store, pool)
     assert actions == ["pause", "pause", "create"]
 
 
-def test_an_execution_lost_with_its_runner_while_its_job_was_paused_is_marked_lost_and_resumed(api, store, pool):
+def _lost_lines(caplog) -> list[tuple[str, str]]:
+    """``(job_id, execution_id)`` of each warning that names an execution lost with its runner."""
+    return [
+        (record.job_id, record.execution_id)
+        for record in caplog.records
+        if record.levelname == "WARNING" and record.getMessage().startswith("execution lost with its runner")
+    ]
+
+
+def test_an_execution_lost_with_its_runner_while_its_job_was_paused_is_marked_lost_and_resumed(
+    api, store, pool, caplog
+):
     """A runner dies during a delivery, the job is paused meanwhile: nothing of the job is due, so
     no claim finds the orphan; the fan-out's pause check marks it lost once its lease expired,
     and a resume delivers the attempt again (at least once)."""
@@ -231,6 +242,7 @@ def test_an_execution_lost_with_its_runner_while_its_job_was_paused_is_marked_lo
     assert lost["id"] == claim.started.execution_id and lost["status"] == "lost"
     assert "runner lost" in lost["error"] and lost["finished_at"] is not None
     assert metrics.total("Executions", status="lost") == 1
+    assert _lost_lines(caplog) == [(job["id"], claim.started.execution_id)]  # named in the log
     paused = api("GET", f"/v1/jobs/{job['id']}").body
     assert paused["state"] == "paused" and paused["stats"]["last_status"] == "lost"
     # The stale runner cannot record anything now: its token is gone.
@@ -244,7 +256,9 @@ def test_an_execution_lost_with_its_runner_while_its_job_was_paused_is_marked_lo
     assert again.job_id == job["id"] and again.started.attempt == 2
 
 
-def test_an_execution_lost_with_its_runner_after_its_job_was_edited_to_a_later_time_is_marked_lost(api, store, pool):
+def test_an_execution_lost_with_its_runner_after_its_job_was_edited_to_a_later_time_is_marked_lost(
+    api, store, pool, caplog
+):
     """An edit during a run moved the job's next attempt a year on: no claim would look at it
     before then. The edit noted the lease; once it ended, the fan-out's check marks the orphan
     lost, and the job keeps the time its edit planned."""
@@ -266,6 +280,7 @@ def test_an_execution_lost_with_its_runner_after_its_job_was_edited_to_a_later_t
     invoker.close()
     [lost] = api("GET", f"/v1/jobs/{job['id']}/executions").body["executions"]
     assert lost["id"] == claim.started.execution_id and lost["status"] == "lost"
+    assert _lost_lines(caplog) == [(job["id"], claim.started.execution_id)]
     after = api("GET", f"/v1/jobs/{job['id']}").body
     assert after["state"] == "active" and after["next_run_at"] == "2098-01-01T00:00:00Z"
     assert after["stats"]["last_status"] == "lost"
@@ -288,7 +303,7 @@ def test_a_noted_lease_kept_longer_is_noted_again_and_an_edit_of_an_idle_job_not
         rows = conn.execute("SELECT job_id::text AS job_id FROM lease_watch").fetchall()
         assert [row["job_id"] for row in rows] == [job["id"]]
         conn.execute("UPDATE lease_watch SET until = now() - interval '1 second'")  # noted too early
-    assert store.mark_lost_while_not_due() == 0  # the lease holds: nothing lost, the note moved on
+    assert store.mark_lost_while_not_due() == []  # the lease holds: nothing lost, the note moved on
     with pool.connection() as conn:
         [row] = conn.execute(
             "SELECT w.until, r.locked_until FROM lease_watch w JOIN job_runs r USING (job_id)"

@@ -349,6 +349,40 @@ def test_attempts_lost_with_their_runners_count_toward_max_attempts(store, pool,
     assert row.attempt == 0 and row.scheduled_at > again.scheduled_at  # the next occurrence
 
 
+def _lost_lines(caplog) -> list[tuple[str, str]]:
+    return [
+        (record.job_id, record.execution_id)
+        for record in caplog.records
+        if record.levelname == "WARNING" and record.getMessage().startswith("execution lost with its runner")
+    ]
+
+
+def test_the_fanout_names_each_execution_it_marks_lost_in_its_log(store, pool, caplog):
+    """A lease that expired while its execution ran: the claim marks the execution lost, and the
+    fan-out logs the job and the execution (the count alone named neither), whichever statement
+    claimed it (the deployment's claim_due, local mode's claim_and_start)."""
+    from tests.integration.test_deploy_runner import RecordingLambda
+
+    dead = [str(service.create_job(store, OWNER, http_spec(f"dies-{n}", "0 0 1 1 *")).id) for n in range(2)]
+    make_due(pool, dead[0])
+    [local] = store.claim_and_start(1)  # a local runner died delivering it
+    _expire_lease(pool, local.job_id)
+    metrics = MemoryMetrics()
+    deployed = LambdaDispatch(RecordingLambda(), "executor")
+    try:
+        run_fanout(store, deployed, budget_seconds=0, metrics=metrics)  # claim_due takes it back
+    finally:
+        deployed.close()
+    assert _lost_lines(caplog) == [(local.job_id, local.started.execution_id)]
+    make_due(pool, dead[1])
+    [leased] = store.claim_due(1, 60)
+    started = store.start_execution(leased.job_id, leased.lock_token)  # a deployed executor died
+    _expire_lease(pool, leased.job_id)
+    drain(store, metrics)  # claim_and_start takes it back
+    assert _lost_lines(caplog)[1:] == [(leased.job_id, started.execution_id)]
+    assert metrics.total("Executions", status="lost") == 2
+
+
 def _expire_lease(pool, job_id: str) -> None:
     with pool.connection() as conn:
         conn.execute("UPDATE job_runs SET locked_until = now() - interval '1 second' WHERE job_id = %s", (job_id,))

@@ -105,6 +105,7 @@ def test_stale_token_cannot_complete_and_lost_execution_is_marked(store, pool):
     expire_lease(pool, job_id)
     [second] = store.claim_due(10, 60)
     assert second.reclaimed and second.lock_token != first.lock_token
+    assert second.lost_execution_id == slow.execution_id  # named: the fan-out logs it
     assert second.scheduled_at == first.scheduled_at  # the same occurrence, delivered again
     lost = store.get_execution(slow.execution_id)
     assert lost.status == "lost" and "lease expired" in lost.error
@@ -577,6 +578,8 @@ def test_claim_and_start_leases_and_starts_in_one_statement(store, pool):
     assert claims[manual].started.trigger == "manual" and claims[manual].lease_kind == "manual"
     assert claims[scheduled].started.trigger == "schedule" and claims[scheduled].started.attempt == 1
     assert claims[orphaned].reclaimed and claims[orphaned].started.trigger == "retry"
+    assert claims[orphaned].lost_execution_id == first.started.execution_id
+    assert claims[scheduled].lost_execution_id is None and not claims[scheduled].reclaimed
     assert claims[orphaned].started.attempt == 2
     assert store.get_execution(first.started.execution_id).status == "lost"
     # The started row is enough to record the outcome on the fast path.
@@ -648,7 +651,7 @@ def test_started_rows_are_read_by_position_as_the_store_names_their_columns(stor
         cursor = conn.execute(
             QUERIES["claim_and_start"], {"limit": 1, "lease_margin_seconds": 30, "lock_token": str(uuid.uuid4())}
         )
-        assert tuple(c.name for c in cursor.description) == (*STARTED_COLUMNS, "lock_token", "reclaimed")
+        assert tuple(c.name for c in cursor.description) == (*STARTED_COLUMNS, "lock_token", "lost")
         raise psycopg.Rollback()
     [claim] = store.claim_and_start(10, 30)
     job = store.get_job(OWNER, job_id)

@@ -408,6 +408,7 @@ class Claim(Struct, frozen=True):
     # Set by claim_and_start: the execution already recorded as running on this claim.
     started: StartedExecution | None = None
     owner: str | None = None  # the job's owner (claim_due's: the fan-out keeps owners to a share)
+    lost_execution_id: str | None = None  # a reclaimed lease's execution, which the claim marked lost
 
     def to_event(self) -> dict[str, Any]:
         """The executor's invoke payload: the lease (``from_event`` reads it back)."""

@@ -247,10 +247,12 @@ class _FanoutRun:
             )
             return
         if lost:  # runners died during deliveries of jobs paused or edited meanwhile (queries.sql)
-            logger.warning(
-                "executions lost with their runners while their jobs had nothing due", extra={"executions": lost}
-            )
-            self.metrics.count(c.METRIC_EXECUTIONS, lost, status="lost")
+            for job_id, execution_id in lost:
+                logger.warning(
+                    "execution lost with its runner while its job had nothing due (paused or edited meanwhile)",
+                    extra={"job_id": job_id, "execution_id": execution_id},
+                )
+            self.metrics.count(c.METRIC_EXECUTIONS, len(lost), status="lost")
         if resumed:
             logger.info("pauses ended: jobs resumed", extra={"job_ids": [str(job.id) for job in resumed]})
             self.metrics.count(c.METRIC_RESUMED, len(resumed))
@@ -279,9 +281,14 @@ class _FanoutRun:
         if not claims:
             return False
         report.claimed += len(claims)
-        lost = sum(1 for claim in claims if claim.reclaimed)
+        lost = [claim for claim in claims if claim.reclaimed]
         if lost:  # their runners died: the claim marked the executions lost (queries.sql)
-            self.metrics.count(c.METRIC_EXECUTIONS, lost, status="lost")
+            for claim in lost:
+                logger.warning(
+                    "execution lost with its runner (its lease expired before it finished); the job runs again",
+                    extra={"job_id": claim.job_id, "execution_id": claim.lost_execution_id},
+                )
+            self.metrics.count(c.METRIC_EXECUTIONS, len(lost), status="lost")
         report.job_ids.extend(claim.job_id for claim in claims)
         refused = self.dispatch.dispatch(claims)
         for claim in refused:

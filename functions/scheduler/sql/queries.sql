@@ -267,7 +267,9 @@ WITH watched AS (
     DELETE FROM lease_watch
     WHERE job_id IN (SELECT job_id FROM watched) AND job_id NOT IN (SELECT job_id FROM kept)
 )
-SELECT count(*) AS lost FROM lost;
+-- Each execution marked lost, with its job (the runner logs them by name).
+SELECT orphan.job_id::text AS job_id, lost.id::text AS execution_id
+FROM lost JOIN orphan ON orphan.execution_id = lost.id;
 
 -- name: watch_lease
 -- A job edited while its execution ran (update_job kept the lease): its lease noted, so that if
@@ -544,22 +546,24 @@ WITH {{ due_leases }}, job AS (
     -- A delivery local mode handed back (no room to wait for its slot, or its owner's share of
     -- the threads) starts with the wait behind it, as a deployed executor's start does
     -- (slot_waited, from the claimed row as it was).
-    RETURNING {{ started_job_columns }}, j.lock_token, (due.orphan_execution_id IS NOT NULL) AS reclaimed,
+    -- lost: the execution of an expired lease marked lost (mark_lost), NULL for nearly every claim.
+    RETURNING {{ started_job_columns }}, j.lock_token, due.orphan_execution_id AS lost,
               (extract(epoch FROM now() - due.slot_wait_since) * 1000)::int AS waited_ms, due.slot_wait_for AS waited_for
 ), {{ record_started }}
 -- The claim's lease time is its execution's started_at (one now()); its due_at and locked_until
 -- are not read back (nothing of local mode reads them).
-SELECT {{ started_columns }}, job.lock_token, job.reclaimed
+SELECT {{ started_columns }}, job.lock_token, job.lost
 FROM job JOIN run ON run.id = job.run_id;
 
 -- name: started_by_lease
 -- The executions a start (claim_and_start, start_execution, start_executions) recorded under
 -- these lease tokens, read back when its connection died after the statement was sent: it may
--- have committed with its answer lost. The rows the start would have answered (reclaimed is not
--- known here: false). With execution ids (a deployed executor's start, which chose them), only
--- those: a duplicate invoke carrying the same token may have started the job itself.
+-- have committed with its answer lost. The rows the start would have answered (the execution the
+-- claim marked lost is not known here: NULL). With execution ids (a deployed executor's start,
+-- which chose them), only those: a duplicate invoke carrying the same token may have started the
+-- job itself.
 WITH job AS (
-    SELECT {{ started_job_columns }}, j.lock_token, false AS reclaimed, j.last_run_at
+    SELECT {{ started_job_columns }}, j.lock_token, NULL::uuid AS lost, j.last_run_at
     FROM job_runs j JOIN job_specs d ON d.id = j.job_id
     WHERE j.lock_token = ANY (%(lock_token)s::uuid[]) AND j.running_execution_id IS NOT NULL
       AND (%(execution_id)s::uuid[] IS NULL OR j.running_execution_id = ANY (%(execution_id)s::uuid[]))
@@ -567,7 +571,7 @@ WITH job AS (
     SELECT e.id, e.scheduled_at, e.attempt, e.trigger, e.started_at
     FROM executions e JOIN job ON e.job_id = job.id AND e.started_at = job.last_run_at AND e.id = job.run_id
 )
-SELECT {{ started_columns }}, job.lock_token, job.reclaimed
+SELECT {{ started_columns }}, job.lock_token, job.lost
 FROM job JOIN run ON run.id = job.run_id;
 
 -- name: leased_job

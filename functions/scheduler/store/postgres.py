@@ -313,6 +313,7 @@ class Store(
                 locked_until=r["locked_until"],
                 reclaimed=r["reclaimed"],
                 owner=r["owner"],
+                lost_execution_id=str(r["orphan_execution_id"]) if r["orphan_execution_id"] is not None else None,
             )
             for r in rows
         ]

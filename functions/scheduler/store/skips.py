@@ -141,13 +141,13 @@ class RunRecords:
             return len(conn.execute(QUERIES["pump_backfills"], {"limit": limit}).fetchall())
 
     @retry_on_dead_connection
-    def mark_lost_while_not_due(self, limit: int = 100) -> int:
+    def mark_lost_while_not_due(self, limit: int = 100) -> list[tuple[str, str]]:
         """Mark lost the executions of jobs with nothing due (paused, or edited during the run to a
-        later time) whose lease expired while they ran, their leases cleared: how many were marked
-        (the claim does not see such a job)."""
+        later time) whose lease expired while they ran, their leases cleared: ``(job_id,
+        execution_id)`` of each marked (the claim does not see such a job)."""
         with self.pool.connection() as conn:
-            row = conn.execute(QUERIES["lost_while_not_due"], {"limit": limit}).fetchone()
-        return int(row["lost"]) if row is not None else 0
+            rows = conn.execute(QUERIES["lost_while_not_due"], {"limit": limit}).fetchall()
+        return [(row["job_id"], row["execution_id"]) for row in rows]
 
     @retry_on_dead_connection
     def expired_pauses(self, limit: int = 100) -> list[tuple[str, str]]:

@@ -10,7 +10,7 @@ from scheduler.core.domain import Claim, Job, JobState, LeaseKind, StartedExecut
 from scheduler.store.rows import json_value
 
 # The columns of a started row (``started_columns`` in queries.sql), in their order: read by
-# position, as the runner reads thousands a second (claim_and_start adds lock_token, reclaimed).
+# position, as the runner reads thousands a second (claim_and_start adds lock_token, lost).
 STARTED_COLUMNS = (
     "id",
     "owner",
@@ -45,9 +45,10 @@ STARTED_COLUMNS = (
     "chains",
     "cause",
 )
-# claim_and_start's two columns after them: the lease's token, and whether it was reclaimed.
+# claim_and_start's two columns after them: the lease's token, and the execution of the expired
+# lease it reclaimed, marked lost (NULL when it reclaimed none).
 LOCK_TOKEN_COLUMN = len(STARTED_COLUMNS)
-RECLAIMED_COLUMN = LOCK_TOKEN_COLUMN + 1
+LOST_COLUMN = LOCK_TOKEN_COLUMN + 1
 
 
 # The enums of a row's texts, read by a dict lookup (the runner reads thousands of rows a second).
@@ -152,7 +153,7 @@ def claims_of(rows: Sequence[Sequence[Any]], sent_at: float, lease_margin_second
     claims = []
     for row in rows:
         started = read_started(row, sent_at, lease_margin_seconds)
-        job = started.job
+        job, lost = started.job, row[LOST_COLUMN]
         # Claimed and started by one now(); due_at and locked_until are claim_due's only.
         # By position (Claim's field order), as read_started builds the job: thousands a second.
         claims.append(
@@ -164,8 +165,10 @@ def claims_of(rows: Sequence[Sequence[Any]], sent_at: float, lease_margin_second
                 None,
                 started.started_at,
                 None,
-                row[RECLAIMED_COLUMN],
+                lost is not None,
                 started,
+                None,
+                None if lost is None else str(lost),
             )
         )
     return claims
