@@ -26,6 +26,13 @@ from infra.shared import C
 
 MINUTE = Duration.minutes(1)
 FIVE_MINUTES = Duration.minutes(5)
+# The comparisons of the alarms, and what missing data is to them.
+AT_LEAST = cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+ABOVE = cw.ComparisonOperator.GREATER_THAN_THRESHOLD
+BELOW = cw.ComparisonOperator.LESS_THAN_THRESHOLD
+NOT_BREACHING = cw.TreatMissingData.NOT_BREACHING
+BREACHING = cw.TreatMissingData.BREACHING
+MISSING = cw.TreatMissingData.MISSING
 # Final statuses of an execution, as the executor reports them.
 STATUSES = ("succeeded", "failed", "timed_out", "lost")
 FAILED_STATUSES = ("failed", "timed_out", "lost")
@@ -130,14 +137,12 @@ class Observability(Construct):
         dlq_depth = dead_letter_queue.metric_approximate_number_of_messages_visible(period=MINUTE, statistic="Maximum")
 
         self.alarms: dict[str, cw.Alarm] = {}
-        self.alarms["DeadLetterQueueNotEmpty"] = dlq_depth.create_alarm(
-            self,
+        self._alarm(
             "DeadLetterQueueNotEmpty",
-            alarm_description="Executor invocations failed or expired before running (see the DLQ messages).",
-            threshold=1,
-            evaluation_periods=1,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            dlq_depth,
+            "Executor invocations failed or expired before running (see the DLQ messages).",
+            1,
+            AT_LEAST,
         )
         rate_metrics = {f"s_{k}": v for k, v in execution_metrics(FIVE_MINUTES).items()}
         failed_sum = " + ".join(f"FILL(s_{status}, 0)" for status in FAILED_STATUSES)
@@ -149,162 +154,141 @@ class Observability(Construct):
             label="failure rate (%)",
             period=FIVE_MINUTES,
         )
-        self.alarms["FailureRate"] = failure_rate.create_alarm(
-            self,
+        self._alarm(
             "FailureRate",
-            alarm_description=f"More than {FAILURE_RATE_PERCENT}% of executions failed, timed out or were lost "
-            "for 10 minutes.",
-            threshold=FAILURE_RATE_PERCENT,
-            evaluation_periods=2,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            failure_rate,
+            f"More than {FAILURE_RATE_PERCENT}% of executions failed, timed out or were lost for 10 minutes.",
+            FAILURE_RATE_PERCENT,
+            ABOVE,
+            periods=2,
         )
         oldest_due = scheduler_metric(C.METRIC_OLDEST_DUE_AGE_S, "Maximum", label="oldest due job age (s)")
-        self.alarms["BacklogAge"] = oldest_due.create_alarm(
-            self,
+        self._alarm(
             "BacklogAge",
-            alarm_description=f"A due job has waited more than {BACKLOG_AGE_LIMIT_SECONDS} s for 3 minutes: the "
+            oldest_due,
+            f"A due job has waited more than {BACKLOG_AGE_LIMIT_SECONDS} s for 3 minutes: the "
             "runner is not keeping up.",
-            threshold=BACKLOG_AGE_LIMIT_SECONDS,
-            evaluation_periods=3,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            BACKLOG_AGE_LIMIT_SECONDS,
+            ABOVE,
+            periods=3,
         )
-        self.alarms["FanoutErrors"] = fanout.metric_errors(period=FIVE_MINUTES, statistic="Sum").create_alarm(
-            self,
+        self._alarm(
             "FanoutErrors",
-            alarm_description="The fan-out failed at least twice in 5 minutes: due jobs are not being claimed.",
-            threshold=2,
-            evaluation_periods=1,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            fanout.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
+            "The fan-out failed at least twice in 5 minutes: due jobs are not being claimed.",
+            2,
+            AT_LEAST,
         )
-        self.alarms["FanoutNotRunning"] = fanout.metric_invocations(period=FIVE_MINUTES, statistic="Sum").create_alarm(
-            self,
+        self._alarm(
             "FanoutNotRunning",
-            alarm_description="The once-a-minute tick invoked the fan-out fewer than 3 times in 5 minutes.",
-            threshold=3,
-            # One period of 5 minutes, as the description says (two made it 10 before it fired).
-            evaluation_periods=1,
-            datapoints_to_alarm=1,
-            comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.BREACHING,
+            fanout.metric_invocations(period=FIVE_MINUTES, statistic="Sum"),
+            "The once-a-minute tick invoked the fan-out fewer than 3 times in 5 minutes.",
+            3,
+            BELOW,
+            # One period of 5 minutes and one datapoint, as the description says (two periods made it 10).
+            datapoints=1,
+            missing=BREACHING,
         )
         lateness_limit = LATENESS_P99_LIMIT_MS[config.precision]
         lateness_p99 = scheduler_metric(
             C.METRIC_LATENESS_MS, "p99", label="lateness p99 (ms), scheduled", trigger="schedule"
         )
-        self.alarms["LatenessP99"] = lateness_p99.create_alarm(
-            self,
+        self._alarm(
             "LatenessP99",
-            alarm_description=f"Scheduled executions started more than {lateness_limit} ms late (p99) for 3 minutes.",
-            threshold=lateness_limit,
-            evaluation_periods=3,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            lateness_p99,
+            f"Scheduled executions started more than {lateness_limit} ms late (p99) for 3 minutes.",
+            lateness_limit,
+            ABOVE,
+            periods=3,
         )
-        self.alarms["Api5xx"] = rest_api.metric_server_error(period=FIVE_MINUTES, statistic="Sum").create_alarm(
-            self,
+        self._alarm(
             "Api5xx",
-            alarm_description=f"The API answered {API_5XX_PER_5_MINUTES} or more 5xx in 5 minutes.",
-            threshold=API_5XX_PER_5_MINUTES,
-            evaluation_periods=1,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            rest_api.metric_server_error(period=FIVE_MINUTES, statistic="Sum"),
+            f"The API answered {API_5XX_PER_5_MINUTES} or more 5xx in 5 minutes.",
+            API_5XX_PER_5_MINUTES,
+            AT_LEAST,
         )
-        self.alarms["ApiLatency"] = rest_api.metric_latency(period=FIVE_MINUTES, statistic="p99").create_alarm(
-            self,
+        self._alarm(
             "ApiLatency",
-            alarm_description=f"API latency p99 above {API_LATENCY_P99_MS} ms for 15 minutes.",
-            threshold=API_LATENCY_P99_MS,
-            evaluation_periods=3,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            rest_api.metric_latency(period=FIVE_MINUTES, statistic="p99"),
+            f"API latency p99 above {API_LATENCY_P99_MS} ms for 15 minutes.",
+            API_LATENCY_P99_MS,
+            ABOVE,
+            periods=3,
         )
-        self.alarms["ExecutorErrors"] = executor.metric_errors(period=FIVE_MINUTES, statistic="Sum").create_alarm(
-            self,
+        self._alarm(
             "ExecutorErrors",
-            alarm_description="The executor failed (an infrastructure fault, not a target's failure) "
+            executor.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
+            "The executor failed (an infrastructure fault, not a target's failure) "
             f"{EXECUTOR_ERRORS_PER_5_MINUTES} or more times in 5 minutes; see the dead-letter queue.",
-            threshold=EXECUTOR_ERRORS_PER_5_MINUTES,
-            evaluation_periods=1,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            EXECUTOR_ERRORS_PER_5_MINUTES,
+            AT_LEAST,
         )
-        self.alarms["ExecutorThrottles"] = executor.metric_throttles(period=FIVE_MINUTES, statistic="Sum").create_alarm(
-            self,
+        self._alarm(
             "ExecutorThrottles",
-            alarm_description=f"The executor was throttled {EXECUTOR_THROTTLES_PER_5_MINUTES} or more times in 5 "
+            executor.metric_throttles(period=FIVE_MINUTES, statistic="Sum"),
+            f"The executor was throttled {EXECUTOR_THROTTLES_PER_5_MINUTES} or more times in 5 "
             "minutes: its reserved concurrency (-c executor_concurrency) is spent.",
-            threshold=EXECUTOR_THROTTLES_PER_5_MINUTES,
-            evaluation_periods=1,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            EXECUTOR_THROTTLES_PER_5_MINUTES,
+            AT_LEAST,
         )
         for index, rotation in enumerate(rotations or []):
             name = "RotationFailures" if index == 0 else f"RotationFailures{index + 1}"
-            self.alarms[name] = rotation_errors(rotation).create_alarm(
-                self,
+            self._alarm(
                 name,
-                alarm_description="A Secrets Manager rotation of the database credentials failed: the password "
+                rotation_errors(rotation),
+                "A Secrets Manager rotation of the database credentials failed: the password "
                 "did not change (see the rotation function's logs and the secret's AWSPENDING stage).",
-                threshold=1,
-                evaluation_periods=1,
-                comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+                1,
+                AT_LEAST,
             )
         if proxy is not None:
             borrow = proxy_metric(proxy, "DatabaseConnectionsBorrowLatency", "Average", period=FIVE_MINUTES)
-            self.alarms["ProxyConnections"] = borrow.create_alarm(
-                self,
+            self._alarm(
                 "ProxyConnections",
-                alarm_description="RDS Proxy waited on average more than "
+                borrow,
+                "RDS Proxy waited on average more than "
                 f"{PROXY_BORROW_LATENCY_US // 1000} ms for a database connection over 10 minutes: its "
                 "connections to the instance are spent (lower -c executor_concurrency or size the instance up).",
-                threshold=PROXY_BORROW_LATENCY_US,
-                evaluation_periods=2,
-                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+                PROXY_BORROW_LATENCY_US,
+                ABOVE,
+                periods=2,
             )
         if isinstance(database, rds.DatabaseInstance):
-            self.alarms["DatabaseFreeStorage"] = database.metric_free_storage_space(
-                period=FIVE_MINUTES, statistic="Minimum"
-            ).create_alarm(
-                self,
+            self._alarm(
                 "DatabaseFreeStorage",
-                alarm_description=f"Less than {RDS_FREE_STORAGE_BYTES // 1024**3} GiB of database storage free "
+                database.metric_free_storage_space(period=FIVE_MINUTES, statistic="Minimum"),
+                f"Less than {RDS_FREE_STORAGE_BYTES // 1024**3} GiB of database storage free "
                 "for 15 minutes (storage autoscaling stops at max_allocated_storage).",
-                threshold=RDS_FREE_STORAGE_BYTES,
-                evaluation_periods=3,
-                comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
-                treat_missing_data=cw.TreatMissingData.MISSING,
+                RDS_FREE_STORAGE_BYTES,
+                BELOW,
+                periods=3,
+                missing=MISSING,
             )
             if config.db_instance_type.split(".")[0].startswith("t"):
-                self.alarms["DatabaseCpuCredits"] = database.metric(
-                    "CPUCreditBalance", period=FIVE_MINUTES, statistic="Minimum"
-                ).create_alarm(
-                    self,
+                self._alarm(
                     "DatabaseCpuCredits",
-                    alarm_description=f"The burstable database instance has fewer than {RDS_CPU_CREDITS} CPU "
+                    database.metric("CPUCreditBalance", period=FIVE_MINUTES, statistic="Minimum"),
+                    f"The burstable database instance has fewer than {RDS_CPU_CREDITS} CPU "
                     "credits left: it runs at baseline (or bills surplus credits) soon.",
-                    threshold=RDS_CPU_CREDITS,
-                    evaluation_periods=3,
-                    comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
-                    treat_missing_data=cw.TreatMissingData.MISSING,
+                    RDS_CPU_CREDITS,
+                    BELOW,
+                    periods=3,
+                    missing=MISSING,
                 )
         if isinstance(database, rds.DatabaseCluster):
             self._aurora_alarms(database, config)
         if broker_name is not None:
             self._broker_alarms(broker_name)
         if database is not None:
-            self.alarms["DatabaseCpu"] = database.metric_cpu_utilization(period=FIVE_MINUTES).create_alarm(
-                self,
+            self._alarm(
                 "DatabaseCpu",
-                alarm_description=f"Database CPU above {RDS_CPU_PERCENT}% for 15 minutes.",
-                threshold=RDS_CPU_PERCENT,
-                evaluation_periods=3,
-                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                treat_missing_data=cw.TreatMissingData.MISSING,
+                database.metric_cpu_utilization(period=FIVE_MINUTES),
+                f"Database CPU above {RDS_CPU_PERCENT}% for 15 minutes.",
+                RDS_CPU_PERCENT,
+                ABOVE,
+                periods=3,
+                missing=MISSING,
             )
         for alarm in self.alarms.values():
             alarm.add_alarm_action(action)
@@ -499,60 +483,84 @@ class Observability(Construct):
                 ),
             )
 
+    def _alarm(
+        self,
+        name: str,
+        metric: cw.Metric | cw.MathExpression,
+        description: str,
+        threshold: float,
+        comparison: cw.ComparisonOperator,
+        *,
+        periods: int = 1,
+        datapoints: int | None = None,
+        missing: cw.TreatMissingData = NOT_BREACHING,
+    ) -> cw.Alarm:
+        """An alarm on ``metric`` (construct id and key in ``self.alarms``: ``name``): ``threshold``
+        crossed as ``comparison`` says for ``periods`` periods of the metric (``datapoints`` of
+        them, when given), ``missing`` data counted as that."""
+        alarm = metric.create_alarm(
+            self,
+            name,
+            alarm_description=description,
+            threshold=threshold,
+            evaluation_periods=periods,
+            datapoints_to_alarm=datapoints,
+            comparison_operator=comparison,
+            treat_missing_data=missing,
+        )
+        self.alarms[name] = alarm
+        return alarm
+
     def _broker_alarms(self, broker_name: str) -> None:
         """RabbitMQ blocks every publisher (the executor's AMQP deliveries) once its memory use
         reaches its limit, or its free disk falls to its limit: alarm well before either."""
         memory, disk = broker_usage(broker_name, FIVE_MINUTES)
-        self.alarms["BrokerMemory"] = memory.create_alarm(
-            self,
+        self._alarm(
             "BrokerMemory",
-            alarm_description=f"The Amazon MQ broker used more than {BROKER_MEMORY_PERCENT}% of its memory limit "
+            memory,
+            f"The Amazon MQ broker used more than {BROKER_MEMORY_PERCENT}% of its memory limit "
             "for 15 minutes: at the limit RabbitMQ blocks publishers (AMQP deliveries wait, then time out).",
-            threshold=BROKER_MEMORY_PERCENT,
-            evaluation_periods=3,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.MISSING,
+            BROKER_MEMORY_PERCENT,
+            ABOVE,
+            periods=3,
+            missing=MISSING,
         )
-        self.alarms["BrokerDiskFree"] = disk.create_alarm(
-            self,
+        self._alarm(
             "BrokerDiskFree",
-            alarm_description=f"The Amazon MQ broker's free disk was less than {BROKER_DISK_FREE_RATIO} times its "
+            disk,
+            f"The Amazon MQ broker's free disk was less than {BROKER_DISK_FREE_RATIO} times its "
             "free-disk limit for 15 minutes: at the limit RabbitMQ blocks publishers (drain the queues).",
-            threshold=BROKER_DISK_FREE_RATIO,
-            evaluation_periods=3,
-            comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.MISSING,
+            BROKER_DISK_FREE_RATIO,
+            BELOW,
+            periods=3,
+            missing=MISSING,
         )
 
     def _aurora_alarms(self, cluster: rds.DatabaseCluster, config: Config) -> None:
         """An Aurora Serverless v2 cluster has no storage to run out of and no CPU credits: what
         runs out is capacity (``db_max_acu``) and the memory that comes with it."""
-        self.alarms["DatabaseCapacity"] = cluster.metric_acu_utilization(
-            period=FIVE_MINUTES, statistic="Average"
-        ).create_alarm(
-            self,
+        self._alarm(
             "DatabaseCapacity",
-            alarm_description=f"The Aurora cluster used more than {AURORA_ACU_PERCENT}% of its maximum capacity "
+            cluster.metric_acu_utilization(period=FIVE_MINUTES, statistic="Average"),
+            f"The Aurora cluster used more than {AURORA_ACU_PERCENT}% of its maximum capacity "
             f"({config.db_max_acu:g} ACUs) for 15 minutes: raise -c db_max_acu before it is the limit.",
-            threshold=AURORA_ACU_PERCENT,
-            evaluation_periods=3,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.MISSING,
+            AURORA_ACU_PERCENT,
+            ABOVE,
+            periods=3,
+            missing=MISSING,
         )
         # Serverless v2 reports the memory free at maximum capacity: little left means the cluster
         # is at db_max_acu and its working set no longer fits.
         memory_limit = aurora_freeable_memory_limit(config.db_max_acu)
-        self.alarms["DatabaseFreeableMemory"] = cluster.metric_freeable_memory(
-            period=FIVE_MINUTES, statistic="Minimum"
-        ).create_alarm(
-            self,
+        self._alarm(
             "DatabaseFreeableMemory",
-            alarm_description=f"Less than {memory_limit / 1024**3:.1f} GiB of the Aurora cluster's memory "
+            cluster.metric_freeable_memory(period=FIVE_MINUTES, statistic="Minimum"),
+            f"Less than {memory_limit / 1024**3:.1f} GiB of the Aurora cluster's memory "
             "free at its maximum capacity for 15 minutes: raise -c db_max_acu.",
-            threshold=memory_limit,
-            evaluation_periods=3,
-            comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.MISSING,
+            memory_limit,
+            BELOW,
+            periods=3,
+            missing=MISSING,
         )
 
 
