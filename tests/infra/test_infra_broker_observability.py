@@ -26,6 +26,7 @@ DASHBOARD_TITLES = (
     "Dead-letter queue depth",
     "RDS Proxy borrow latency (us)",
     "RDS Proxy pinned sessions",
+    "Partition upkeep: steps left to the next run",
 )
 
 
@@ -142,6 +143,19 @@ def test_the_fanout_heartbeat_alarm_fires_after_one_period_of_five_minutes(aws):
     assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (1, 1)
     assert alarm["TreatMissingData"] == "breaching"
     assert "fewer than 3 times in 5 minutes" in alarm["AlarmDescription"]
+
+
+def test_partition_upkeep_left_undone_for_a_day_is_alarmed(aws):
+    """Every fan-out run for 24 hours left steps to the next (the fewest in each hour above 0):
+    a lock that never comes free, while the days ahead run out 3 days later."""
+    alarm = alarms(aws)["PartitionsSkipped"]
+    assert metric_names(alarm) == {C.METRIC_PARTITIONS_SKIPPED}
+    assert (alarm["Statistic"], alarm["Period"], alarm["EvaluationPeriods"]) == ("Minimum", 3600, 24)
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+    assert alarm["TreatMissingData"] == "notBreaching"  # no fan-out at all is FanoutNotRunning's
+    assert {"Name": "service", "Value": aws.stack.config.service_name} in alarm["Dimensions"]
+    widget = graph(dashboard_body(aws), "Partition upkeep: steps left to the next run")
+    assert {m[1] for m in widget["metrics"]} == {C.METRIC_PARTITIONS_SKIPPED}
 
 
 def test_alarm_email_is_optional(aws, lean):

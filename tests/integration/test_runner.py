@@ -274,6 +274,27 @@ def test_fanout_keeps_the_day_partitions_once_per_run(store, pool):
     assert store.list_executions(OWNER, job_id) == []
 
 
+def test_partition_steps_left_to_the_next_run_are_reported_and_counted(store, db_url):
+    """A reader holding the executions' partitions: the upkeep's steps are left to the next run,
+    and the fan-out says how many, in its report (its log line) and as PartitionsSkipped (0 once
+    every step was done: the alarm watches for a count that never falls to 0)."""
+    import psycopg
+
+    metrics = MemoryMetrics()
+    with psycopg.connect(db_url) as reader:
+        reader.execute("SELECT count(*) FROM executions")  # holds every partition, DEFAULT included
+        invoker = local_invoker(store)
+        report = run_fanout(store, invoker, budget_seconds=0, retention_days=30, metrics=metrics)
+        invoker.close()
+    assert report.partitions_skipped == 3 and report.partitions_created == 0
+    assert report.as_dict()["partitions_skipped"] == 3
+    invoker = local_invoker(store)
+    again = run_fanout(store, invoker, budget_seconds=0, retention_days=30, metrics=metrics)
+    invoker.close()
+    assert (again.partitions_skipped, again.partitions_created) == (0, 3)
+    assert metrics.values[("PartitionsSkipped", ())] == [3.0, 0.0]
+
+
 def test_fanout_stops_draining_at_its_limit_while_claims_come_back_full(store, pool):
     from tests.support import insert_due_jobs
 

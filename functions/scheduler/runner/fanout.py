@@ -54,11 +54,12 @@ class FanoutReport:
     dispatched: int = 0
     released: int = 0
     rounds: int = 0
-    # Retention (scheduler_maintain_partitions): day partitions created and dropped, and rows
-    # deleted from the DEFAULT partition.
+    # Retention (scheduler_maintain_partitions): day partitions created and dropped, rows deleted
+    # from the DEFAULT partition, and steps left to the next run (a lock was not free at once).
     partitions_created: int = 0
     partitions_dropped: int = 0
     purged: int = 0
+    partitions_skipped: int = 0
     helpers: int = 0
     duration_ms: float = 0.0
     job_ids: list[str] = field(default_factory=list, repr=False)
@@ -73,6 +74,7 @@ class FanoutReport:
             "partitions_created": self.partitions_created,
             "partitions_dropped": self.partitions_dropped,
             "purged": self.purged,
+            "partitions_skipped": self.partitions_skipped,
             "helpers": self.helpers,
             "duration_ms": round(self.duration_ms),
         }
@@ -92,16 +94,19 @@ def drain_limit(remaining_seconds: float) -> float:
     return max(remaining_seconds - DEADLINE_RESERVE_SECONDS, 0.0)
 
 
-def _maintain_partitions(store: FanoutStore, retention_days: int, report: FanoutReport) -> None:
-    """The day partitions' upkeep (``FanoutStore.maintain_partitions``). A failure is logged, never
-    raised: retention must not stop the dispatch of due jobs (the next run tries again)."""
+def _maintain_partitions(store: FanoutStore, retention_days: int, report: FanoutReport, metrics: Metrics) -> None:
+    """The day partitions' upkeep (``FanoutStore.maintain_partitions``), its steps left to the next
+    run counted (``PartitionsSkipped``, 0 when none: a count above zero run after run is a lock
+    that never comes free). A failure is logged, never raised: retention must not stop the
+    dispatch of due jobs (the next run tries again)."""
     try:
         done = store.maintain_partitions(retention_days)
     except Exception:
         logger.exception("partition maintenance failed; the next fan-out run tries again")
         return
     report.partitions_created, report.partitions_dropped = done.created, done.dropped
-    report.purged = done.default_purged
+    report.purged, report.partitions_skipped = done.default_purged, done.skipped
+    metrics.count(c.METRIC_PARTITIONS_SKIPPED, done.skipped)
 
 
 def run_fanout(
@@ -260,7 +265,7 @@ class _FanoutRun:
     def _maintain(self) -> None:
         self.maintain = False
         assert self.retention_days is not None
-        _maintain_partitions(self.store, self.retention_days, self.report)
+        _maintain_partitions(self.store, self.retention_days, self.report, self.metrics)
 
     def wait_for_room(self) -> bool:
         """A short pause while the executors are saturated (until they have room for a claim
