@@ -401,6 +401,16 @@ class Observability(Construct):
             ),
         )
         self.dashboard.add_widgets(
+            # A limited job's wait for its target's slot (its own limits): not in the lateness above.
+            cw.GraphWidget(
+                title="Waits for a target's slot",
+                left=[
+                    scheduler_metric(C.METRIC_SLOT_WAIT_MS, "p50", label="wait p50 (ms)"),
+                    scheduler_metric(C.METRIC_SLOT_WAIT_MS, "p99", label="wait p99 (ms)"),
+                ],
+                right=[scheduler_metric(C.METRIC_HANDED_BACK, label="handed back, per minute")],
+                width=6,
+            ),
             cw.GraphWidget(
                 title="Partition upkeep: steps left to the next run",
                 left=[

@@ -27,6 +27,7 @@ DASHBOARD_TITLES = (
     "RDS Proxy borrow latency (us)",
     "RDS Proxy pinned sessions",
     "Partition upkeep: steps left to the next run",
+    "Waits for a target's slot",
 )
 
 
@@ -156,6 +157,18 @@ def test_partition_upkeep_left_undone_for_a_day_is_alarmed(aws):
     assert {"Name": "service", "Value": aws.stack.config.service_name} in alarm["Dimensions"]
     widget = graph(dashboard_body(aws), "Partition upkeep: steps left to the next run")
     assert {m[1] for m in widget["metrics"]} == {C.METRIC_PARTITIONS_SKIPPED}
+
+
+def test_a_limited_jobs_wait_for_its_slot_is_graphed_apart_from_the_lateness(aws):
+    body = dashboard_body(aws)
+    waits = graph(body, "Waits for a target's slot")
+    assert [(m[1], m[-1].get("stat")) for m in waits["metrics"]] == [
+        (C.METRIC_SLOT_WAIT_MS, "p50"),
+        (C.METRIC_SLOT_WAIT_MS, "p99"),
+        (C.METRIC_HANDED_BACK, "Sum"),
+    ]
+    assert C.METRIC_SLOT_WAIT_MS not in json.dumps(graph(body, "Lateness (ms)"))
+    assert C.METRIC_SLOT_WAIT_MS not in json.dumps(alarms(aws)["LatenessP99"])
 
 
 def test_alarm_email_is_optional(aws, lean):

@@ -166,6 +166,15 @@ def _run_every_emitting_path(store, pool, metrics) -> None:
         make_due(pool, str(retried.id))
         _drain(store, metrics)  # the retry (trigger=retry)
 
+        # A limited job, its key free: its wait for the slot (none) is counted apart from its lateness.
+        one_off("limited", ok.url + "/limited", limits={"key": "free", "max_in_flight": 1})
+        _drain(store, metrics)
+        # A limited delivery handed back (local mode's, with no room to wait): HandedBackForSlot.
+        one_off("held", ok.url + "/held", limits={"key": "held", "max_in_flight": 1})
+        [claim] = store.claim_and_start(1)
+        executor = Executor(store, lambda target: target, TargetPolicy(allow_private=True), metrics)
+        assert executor.record([executor.hand_back_unwaited(claim.started, claim.lock_token, "no room")])
+
         # A runner that died holding its lease: the next claim marks its execution lost.
         dead = one_off("dead", ok.url + "/dead")
         claims = store.claim_and_start(1)
@@ -202,6 +211,8 @@ def test_every_metric_the_dashboard_and_alarms_read_is_emitted(aws_config, emitt
         "OldestDueAgeSeconds",
         "FanoutDurationMs",
         "PartitionsSkipped",
+        "SlotWaitMs",
+        "HandedBackForSlot",
     } <= names
     assert ("Executions" in names) and any(("status", "lost") in dims for _, _, dims in read)
     assert unmatched(read, emitted) == []

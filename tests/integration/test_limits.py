@@ -9,7 +9,9 @@ import uuid
 
 import pytest
 
+from scheduler.core import constants as c
 from scheduler.core.limits import TargetLimit, origin
+from scheduler.runner.telemetry import MemoryMetrics
 from tests.integration.test_api import ALICE, api, box, job_body  # noqa: F401  # noqa: F401 (pytest fixtures)
 from tests.support import run_at_once
 
@@ -121,7 +123,8 @@ def test_a_limited_delivery_waits_for_a_slot_and_says_why(store, pool, target_se
     spec = http_spec("waits", None, run_at=store.now() - timedelta(seconds=1), url=target_server.url + "/w")
     job = service.create_job(store, ALICE, {**spec, "limits": {"key": "busy", "max_in_flight": 1}})
     blocker = store.take_target_slot(TargetLimit("busy", 1, None, ALICE), str(job.id), 30)
-    executor = Executor(store, lambda target: target, TargetPolicy(allow_private=True))
+    metrics = MemoryMetrics()
+    executor = Executor(store, lambda target: target, TargetPolicy(allow_private=True), metrics)
     [claim] = store.claim_and_start(1)
     done = threading.Event()
     result: list = []
@@ -137,6 +140,11 @@ def test_a_limited_delivery_waits_for_a_slot_and_says_why(store, pool, target_se
     [execution] = store.list_executions(ALICE, str(job.id))
     assert execution.waited_ms >= 300 and execution.waited_for == "limits of busy (max_in_flight 1)"
     _waited_as_lateness(store, execution, job)
+    # Its lateness metric is the scheduler's own, the wait left out (its limits held it); the wait
+    # is SlotWaitMs.
+    assert metrics.values[(c.METRIC_SLOT_WAIT_MS, ())] == [float(execution.waited_ms)]
+    own = (execution.started_at - execution.due_at).total_seconds() * 1000 - execution.waited_ms
+    assert metrics.values[(c.METRIC_LATENESS_MS, (("trigger", "schedule"),))] == [pytest.approx(own)]
 
 
 def _waited_as_lateness(store, execution, job) -> None:
@@ -175,9 +183,6 @@ def test_local_mode_waits_for_slots_without_holding_its_delivery_threads(store, 
     free = service.create_job(store, ALICE, http_spec("free", None, run_at=due, url=target_server.url + "/free"))
     blocker = store.take_target_slot(TargetLimit("held", 1, None, ALICE), str(uuid.uuid4()), 60)
     assert blocker is not None
-    from scheduler.core import constants as c
-    from scheduler.runner.telemetry import MemoryMetrics
-
     metrics = MemoryMetrics()
     dispatch = InProcessDispatch(
         Executor(store, lambda target: target, TargetPolicy(allow_private=True), metrics),
@@ -203,9 +208,13 @@ def test_local_mode_waits_for_slots_without_holding_its_delivery_threads(store, 
         [execution] = store.list_executions(ALICE, str(job.id))
         assert execution.waited_ms > 0 and execution.waited_for == "limits of held (max_in_flight 1)"
         _waited_as_lateness(store, execution, job)
-    # The lateness metric counts each wait too (counted once the slot is taken, not at the claim).
-    waited = sum(store.list_executions(ALICE, str(job.id))[0].waited_ms for job in limited)
-    assert metrics.total(c.METRIC_LATENESS_MS, trigger="schedule") >= waited - 4 * 5
+    # Each wait is SlotWaitMs (counted once the slot is taken, not at the claim), left out of the
+    # lateness metric: the scheduler's own lateness, as the job without limits has it.
+    executions = [store.list_executions(ALICE, str(job.id))[0] for job in limited]
+    assert sorted(metrics.values[(c.METRIC_SLOT_WAIT_MS, ())]) == sorted(float(e.waited_ms) for e in executions)
+    own = [(e.started_at - e.due_at).total_seconds() * 1000 - e.waited_ms for e in executions]
+    free_late, *late = metrics.values[(c.METRIC_LATENESS_MS, (("trigger", "schedule"),))]  # the free job's first
+    assert sorted(late) == pytest.approx(sorted(own))
     assert [r["path"] for r in target_server.requests] == ["/free"] + ["/held"] * 4
     assert (
         store.take_target_slot(TargetLimit("held", 1, None, ALICE), str(uuid.uuid4()), 60) is not None

@@ -11,9 +11,11 @@ from datetime import timedelta
 import pytest
 
 from scheduler import service
+from scheduler.core import constants as c
 from scheduler.core.limits import TargetLimit
 from scheduler.runner import executor as executor_module
 from scheduler.runner.executor import Executor
+from scheduler.runner.telemetry import MemoryMetrics
 from scheduler.targets.results import TargetPolicy
 from tests.integration.test_api import ALICE
 from tests.support import http_spec, poll
@@ -29,9 +31,11 @@ def short_waits(monkeypatch):
     monkeypatch.setattr(executor_module, "HAND_BACK_MAX_PAUSE_SECONDS", 0.4)
 
 
-def deployed_executor(store, remaining: float = 600.0) -> Executor:
+def deployed_executor(store, remaining: float = 600.0, metrics=None) -> Executor:
     """An executor as the Lambda makes it: with the time its invocation has left."""
-    return Executor(store, lambda target: target, TargetPolicy(allow_private=True), remaining_seconds=lambda: remaining)
+    return Executor(
+        store, lambda target: target, TargetPolicy(allow_private=True), metrics, remaining_seconds=lambda: remaining
+    )
 
 
 def limited_job(store, name: str, url: str, **extra):
@@ -64,7 +68,8 @@ def test_a_full_key_hands_the_job_back_and_the_delivery_says_how_long_it_waited(
 ):
     job = limited_job(store, "held", target_server.url + "/held")
     blocker = hold_the_key(store)
-    executor = deployed_executor(store)
+    metrics = MemoryMetrics()
+    executor = deployed_executor(store, metrics=metrics)
 
     [claim] = store.claim_due(10, 60)
     report = executor.run(claim)
@@ -90,6 +95,13 @@ def test_a_full_key_hands_the_job_back_and_the_delivery_says_how_long_it_waited(
     after = run_state(pool, job.id)
     assert after["slot_wait_since"] is None and after["slot_wait_for"] is None
     assert [r["path"] for r in target_server.requests] == ["/held"]
+    # The metrics: the wait as SlotWaitMs, the scheduler's own lateness without it (the job's
+    # limits held it back, not the scheduler), each counted once, by the delivery that had its slot.
+    assert metrics.values[(c.METRIC_SLOT_WAIT_MS, ())] == [float(execution.waited_ms)]
+    own = (execution.started_at - execution.due_at).total_seconds() * 1000 - execution.waited_ms
+    assert metrics.values[(c.METRIC_LATENESS_MS, (("trigger", "schedule"),))] == [pytest.approx(own)]
+    assert 0 <= own < execution.waited_ms  # due a second before the first claim: the wait is most of it
+    assert metrics.total(c.METRIC_HANDED_BACK) == 2
 
 
 def test_an_executor_short_of_time_hands_back_at_once(store, pool, target_server):

@@ -38,3 +38,15 @@ def test_a_manual_run_counts_from_its_request_and_a_backfill_not_at_all():
     manual = started(Trigger.MANUAL, None, 12)  # a manual run's scheduled_at is its request
     assert manual.lateness_ms == pytest.approx(12)
     assert started(Trigger.BACKFILL, None, 3_600_000).lateness_ms == 0.0
+
+
+def test_the_wait_for_a_targets_slot_is_lateness_to_the_api_but_not_the_schedulers_own():
+    """A limited delivery that waited 5 s for its slot (its own limits): the API's lateness
+    (``started_at - due_at``) counts the wait, the lateness metric (``own_lateness_ms``) not."""
+    from msgspec import structs
+
+    from scheduler.runner.telemetry import own_lateness_ms
+
+    waited = structs.replace(started(Trigger.SCHEDULE, OCCURRENCE, 5_035), waited_ms=5_000)
+    assert waited.lateness_ms == pytest.approx(5_035)
+    assert own_lateness_ms(waited) == pytest.approx(35)

@@ -49,13 +49,14 @@ def _row() -> dict[str, object]:
         "overrides": {"body": "x"},
         "chains": [["next-ok"], ["next-failed"], ["next-any"]],
         "cause": {"execution_id": "33333333-3333-4333-8333-333333333333"},
+        "waited_ms": 1234,
     }
 
 
 def test_read_started_builds_the_job_that_the_keyword_form_builds():
     values = _row()
     assert tuple(values) == STARTED_COLUMNS
-    row = (*values.values(), "44444444-4444-4444-8444-444444444444", False)
+    row = (*values.values(), "44444444-4444-4444-8444-444444444444", None)
     assert len(row) == LOCK_TOKEN_COLUMN + 2
 
     started = read_started(row)
@@ -96,6 +97,8 @@ def test_read_started_builds_the_job_that_the_keyword_form_builds():
     assert started.started_at == values["execution_started_at"]
     assert started.overrides == values["overrides"]
     assert started.cause == values["cause"]
+    assert started.waited_ms == 1234
+    assert read_started((*row[: LOCK_TOKEN_COLUMN - 1], None, *row[LOCK_TOKEN_COLUMN:])).waited_ms == 0  # NULL: none
 
 
 def test_a_json_text_reads_as_json_loads_reads_it():

@@ -72,7 +72,8 @@ MIGRATE_HANDLER = "migrate_handler.handler"
 
 # EMF metric names (the dashboard and alarms in infra/ refer to these).
 METRIC_EXECUTIONS = "Executions"  # dimension: status
-METRIC_LATENESS_MS = "LatenessMs"
+METRIC_LATENESS_MS = "LatenessMs"  # dimension: trigger; the scheduler's own (a slot's wait left out)
+METRIC_SLOT_WAIT_MS = "SlotWaitMs"  # a limited delivery's wait for its target's slot, once it has it
 METRIC_CLAIMED = "Claimed"
 METRIC_DISPATCHED = "Dispatched"
 METRIC_DUE_BACKLOG = "DueBacklog"

@@ -307,22 +307,21 @@ class StartedExecution(Struct, frozen=True):
     attempt: int
     trigger: Trigger
     started_at: datetime
-    # A manual run's overrides (``RunOverrides.deliver``), None for every other run.
-    overrides: Mapping[str, Any] | None = None
-    # A chained run's cause (``ChainRun.cause``); None for every other execution.
-    cause: Mapping[str, Any] | None = None
+    overrides: Mapping[str, Any] | None = None  # a manual run's (``RunOverrides.deliver``), else None
+    cause: Mapping[str, Any] | None = None  # a chained run's cause (``ChainRun.cause``), else None
     # This process's ``time.monotonic()`` by which the delivery must end: the lease, set from
     # the database's now() over the target's timeout plus a margin by a statement sent at a known
     # instant, certainly holds until that instant plus its length; half the margin is kept back
     # for recording the outcome. None when not known. A delivery that cannot end by then is not
     # made: the answer came late (a stalled connection, a paused process); another runner may own it.
     deliver_by: float | None = None
+    waited_ms: int = 0  # its wait for its target's slot so far (since a hand-back, then record_wait's)
     lost_before: int = 0  # a reclaimed manual or chained run's losses with its runners (given_up)
 
     @property
     def lateness_ms(self) -> float:
         """How late the execution started after it was due (its ``due_at``), by the database
-        clock: the scheduler's own delay, as the API's ``started_at - due_at``. A scheduled run
+        clock, as the API's ``started_at - due_at`` (with any ``waited_ms``). A scheduled run
         or a retry was due at the job's ``next_run_at`` (a retry's backoff, or a pause's
         catch-up, then is not lateness); a manual or chained run at its request (its
         ``scheduled_at``). A backfill delivers a past occurrence by design: 0."""

@@ -40,7 +40,7 @@ from scheduler.runner.delivering import (
     log_fields,
     target_timeout,
 )
-from scheduler.runner.telemetry import Metrics, NullMetrics, count_skips
+from scheduler.runner.telemetry import Metrics, NullMetrics, count_lateness, count_skips, count_slot_wait
 from scheduler.runner.waiting_room import SLOT_FIRST_PAUSE, SLOT_MAX_PAUSE
 from scheduler.targets.results import FAILED, TargetPolicy
 
@@ -218,15 +218,8 @@ class Executor:
         return structs.replace(started, lost_before=lost)
 
     def count_lateness(self, executions: Iterable[StartedExecution]) -> None:
-        """Count how late each started execution began (the lateness metric: one document per
-        trigger, each execution a value of it)."""
-        by_trigger: dict[str, list[float]] = {}
-        for execution in executions:
-            if execution.trigger == Trigger.BACKFILL:
-                continue  # an occurrence of a past range: its age is not the scheduler's lateness
-            by_trigger.setdefault(execution.trigger, []).append(max(execution.lateness_ms, 0.0))
-        for trigger, values in by_trigger.items():
-            self.metrics.milliseconds_each(c.METRIC_LATENESS_MS, values, trigger=trigger)
+        """Count how late each started execution began (``telemetry.count_lateness``)."""
+        count_lateness(self.metrics, executions)
 
     def count_skips(self, skips: Sequence[Skip]) -> None:
         """Count the occurrences recorded as skipped (the metric, by reason)."""
@@ -335,13 +328,16 @@ class Executor:
                 if moved is None:
                     outcome = Outcome(FAILED, True, error=f"the lease was lost while waiting: {wait.limit.describe()}")
                     return self.ended_wait(wait, outcome)
-                started, began = structs.replace(started, started_at=moved), time.monotonic()
-                wait.started = started
+                waited_ms += started.waited_ms  # with its wait before a hand-back, as record_wait adds them
+                started = structs.replace(started, started_at=moved, waited_ms=waited_ms)
+                wait.started, began = started, time.monotonic()
             renewed = self._renewed_lease(started, wait.lock_token)
             if not isinstance(renewed, StartedExecution):
                 return renewed
             started = wait.started = renewed
-            self.count_lateness([started])  # a limited delivery's, once it has its slot (its wait in it)
+            # A limited delivery's, once it has its slot: its lateness without the wait, and the wait.
+            self.count_lateness([started])
+            count_slot_wait(self.metrics, started)
             result = deliver_started(
                 started, wait.job_id, self.decrypt_target, self.policy, self.remaining_seconds, log_fields(started)
             )

@@ -156,7 +156,7 @@ class InProcessDispatch:
             except RuntimeError:  # shut down: the lease expires and the job is delivered again
                 with self._lock:
                     self._delivered(owner, started.execution_id)
-        # A limited delivery's lateness is counted when it takes its slot (the wait is part of it).
+        # A limited delivery's lateness is counted when it takes its slot (its wait left out, counted apart).
         self.executor.count_lateness(unlimited)
         return []
 

@@ -445,7 +445,7 @@ run AS (
            (job.cause->>'execution_id')::uuid, (job.cause->>'job_id')::uuid,
            job.waited_ms, job.waited_for
     FROM job
-    RETURNING id, scheduled_at, attempt, trigger, started_at
+    RETURNING id, scheduled_at, attempt, trigger, started_at, waited_ms
 )
 
 -- fragment: started_columns
@@ -453,7 +453,8 @@ run AS (
 -- the columns of its job that its delivery and its completion's plan need, no more, then its
 -- execution's. No other: the runner turns every column of every row into a Python value. The
 -- target and retry as text, parsed in read_started (a loader's Python frame a value cost more
--- than the parse).
+-- than the parse). waited_ms last: the wait for its target's slot it starts with (after a
+-- hand-back), which the lateness metric leaves out.
 job.id, job.owner, job.name, job.schedule, job.run_at, job.timezone, job.start_at, job.end_at,
 job.created_at, job.target::text, job.retry::text, job.missed_runs, job.state, job.version, job.scheduled_at,
 job.attempt, job.next_run_at, job.lease_kind, job.after_completion, job.schedules, job.spread, job.limits,
@@ -461,7 +462,7 @@ run.id AS execution_id, run.scheduled_at AS execution_scheduled_at,
 run.attempt AS execution_attempt, run.trigger AS execution_trigger,
 run.started_at AS execution_started_at, job.exclude_calendars, job.on_excluded,
 job.manual_overrides->'deliver' AS overrides,
-job.chains, job.cause
+job.chains, job.cause, run.waited_ms
 
 -- fragment: start_lease
 -- The SET of a start (start_execution, start_executions): the lease covers the target's own
@@ -568,7 +569,7 @@ WITH job AS (
     WHERE j.lock_token = ANY (%(lock_token)s::uuid[]) AND j.running_execution_id IS NOT NULL
       AND (%(execution_id)s::uuid[] IS NULL OR j.running_execution_id = ANY (%(execution_id)s::uuid[]))
 ), run AS (
-    SELECT e.id, e.scheduled_at, e.attempt, e.trigger, e.started_at
+    SELECT e.id, e.scheduled_at, e.attempt, e.trigger, e.started_at, e.waited_ms
     FROM executions e JOIN job ON e.job_id = job.id AND e.started_at = job.last_run_at AND e.id = job.run_id
 )
 SELECT {{ started_columns }}, job.lock_token, job.lost
