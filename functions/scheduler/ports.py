@@ -19,6 +19,7 @@ from scheduler.core.domain import (
     ChangeEntry,
     Claim,
     Completion,
+    DueBacklog,
     Execution,
     ExecutionStatus,
     Job,
@@ -409,7 +410,7 @@ class FanoutStore(Protocol):
 
     def release(self, job_id: str, lock_token: str) -> bool: ...
 
-    def due_backlog(self) -> tuple[int, float]: ...
+    def due_backlog(self) -> DueBacklog: ...
 
     def live_leases(self) -> int: ...
 

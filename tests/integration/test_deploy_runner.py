@@ -70,7 +70,7 @@ def test_the_fanout_dispatches_no_more_than_the_executor_concurrency(store, pool
     assert 3 <= len(counts) <= 1.2 / FULL_RECHECK_SECONDS + 4, counts
     assert store.live_leases() == 4
     # The rest were never claimed: due and unleased, for when executors are free.
-    assert store.due_backlog()[0] == 6
+    assert store.due_backlog().claimable == 6
 
 
 def fan_out_with_shares(store, max_in_flight: int) -> RecordingLambda:
@@ -108,6 +108,10 @@ def test_no_owner_takes_more_than_its_share_of_the_executors(store, pool):
     assert sent == ["alice"] * 6 + ["bob"] * 2
     assert deferred == 4 and store.live_leases() == 8
     assert store.owners_over_lease_share(6) == {}
+    # The deferred claims are due and not under way: in the backlog and its age (alice's, due
+    # first), though no claim can take them before their pause ends (no helper is started for them).
+    backlog = store.due_backlog()
+    assert (backlog.due, backlog.claimable) == (5, 1) and backlog.oldest_age_seconds >= 2.0
 
 
 def test_a_single_owner_has_all_of_the_executors(store, pool):
@@ -140,7 +144,7 @@ def test_what_cannot_be_dispatched_is_released_not_sent_to_the_dead_letter_queue
     finally:
         invoker.close()
     assert report.claimed == 3 and report.dispatched == 0 and report.released == 3
-    assert store.live_leases() == 0 and store.due_backlog()[0] == 3
+    assert store.live_leases() == 0 and store.due_backlog().claimable == 3
 
 
 def test_unbounded_without_a_concurrency(store, pool):

@@ -79,6 +79,7 @@ def test_a_full_key_hands_the_job_back_and_the_delivery_says_how_long_it_waited(
     assert first["attempt"] == 0 and first["running_execution_id"] is None and first["last_run_at"] is None
     assert first["leased"] and first["slot_wait_for"] == HELD and first["slot_wait_since"] is not None
     assert store.claim_due(10, 60) == []  # not claimed again during its pause
+    assert store.due_backlog().due == 0  # waiting for its own limits (SlotWaitMs), not for the scheduler
 
     # Still full at the next claim: handed back again, the wait counted from the first time.
     assert executor.run(claim_when_free(store)[0]).outcome == "handed_back"

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from scheduler import service
+from scheduler.core.domain import DueBacklog
 from scheduler.planning.lifecycle import Outcome
 from scheduler.store.db import make_pool
 from scheduler.store.postgres import Completion, NameTaken, NotFound, Store, VersionMismatch
@@ -383,11 +384,11 @@ def test_expired_executions_without_their_day_partition_are_purged_from_default(
 
 
 def test_backlog_and_next_due(store, pool):
-    assert store.due_backlog() == (0, 0.0)
+    assert store.due_backlog() == DueBacklog(0, 0.0, 0)
     assert store.next_due_in() is None
     insert_due_jobs(pool, 5, due_offset_seconds=-30)
-    due, age = store.due_backlog()
-    assert due == 5 and 29 <= age <= 60
+    backlog = store.due_backlog()
+    assert backlog.due == backlog.claimable == 5 and 29 <= backlog.oldest_age_seconds <= 60
     assert store.next_due_in() < 0
 
 

@@ -31,6 +31,7 @@ from scheduler.core.records import (  # noqa: F401 (the domain's names, re-expor
     ChangeAction,
     ChangedKind,
     ChangeEntry,
+    DueBacklog,
     LeasedJob,
     PartitionMaintenance,
     Pause,

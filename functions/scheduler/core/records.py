@@ -218,6 +218,16 @@ class ChangeEntry:
 
 
 @dataclass(frozen=True)
+class DueBacklog:
+    """The jobs due and not under way (no live lease: unleased, their lease expired, or their
+    claim deferred for their owner's share of the leases), for the metrics and the helpers."""
+
+    due: int = 0
+    oldest_age_seconds: float = 0.0  # how long the one due longest has been due
+    claimable: int = 0  # of them, those a claim can take now (not deferred): what helpers would claim
+
+
+@dataclass(frozen=True)
 class PartitionMaintenance:
     """What one retention pass over the executions' day partitions did."""
 

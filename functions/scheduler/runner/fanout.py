@@ -203,15 +203,15 @@ class _FanoutRun:
         self.retention_days = retention_days
         self.on_backlog = on_backlog
         self.backlog_check_seconds = backlog_check_seconds
-        backlog, oldest = store.due_backlog()
-        metrics.gauge(c.METRIC_DUE_BACKLOG, backlog)
-        metrics.gauge(c.METRIC_OLDEST_DUE_AGE_S, oldest, unit="Seconds")
+        backlog = store.due_backlog()
+        metrics.gauge(c.METRIC_DUE_BACKLOG, backlog.due)
+        metrics.gauge(c.METRIC_OLDEST_DUE_AGE_S, backlog.oldest_age_seconds, unit="Seconds")
         # Helpers add dispatch, not executors: while the executors' reserved concurrency is what
         # holds the backlog back (no room for a claim within the last check), none is started for it.
         saturated = dispatch.capacity() <= 0
         self.saturated_at = self.began if saturated else float("-inf")
         if on_backlog is not None:
-            self.report.helpers += on_backlog(0 if saturated else backlog)
+            self.report.helpers += on_backlog(0 if saturated else backlog.claimable)
         self.checked, self.next_check = self.began, self.began + backlog_check_seconds
         # Retention: the day partitions are kept (created ahead, dropped past the retention) once
         # per run, at its first round without a full claim, so it never delays due jobs; under a
@@ -235,7 +235,7 @@ class _FanoutRun:
             self._resume_pauses(self.pauses)
         if self.on_backlog is not None and self.clock() >= self.next_check:
             saturated = self.clock() - self.saturated_at < self.backlog_check_seconds
-            self.report.helpers += self.on_backlog(0 if saturated else self.store.due_backlog()[0])
+            self.report.helpers += self.on_backlog(0 if saturated else self.store.due_backlog().claimable)
             self.checked, self.next_check = self.clock(), self.clock() + self.backlog_check_seconds
 
     def _resume_pauses(self, store: PauseStore) -> None:

@@ -716,11 +716,17 @@ ORDER BY e.started_at DESC, e.seq DESC
 LIMIT %(limit)s;
 
 -- name: due_backlog
--- For the metrics: how many unleased jobs are due now, and how late the oldest is.
+-- For the metrics: how many jobs are due and not under way (no live lease token), and how late the
+-- oldest is; and how many of them a claim can take now (the helpers' count). A claim deferred
+-- for its owner's share of the leases (defer_claims) has no token but is not claimable until its
+-- pause ends: it is due, and counted. A delivery handed back for its target's slot keeps its
+-- token (hand_back_for_slot): it waits for its job's own limits (SlotWaitMs), not for the
+-- scheduler. The due index bounds the cost by the due jobs, as the claim's.
 SELECT count(*) AS due,
+       count(*) FILTER (WHERE locked_until IS NULL OR locked_until < now()) AS claimable,
        COALESCE(EXTRACT(EPOCH FROM now() - min(due_at)), 0)::float AS oldest_due_age_seconds
 FROM job_runs
-WHERE due_at <= now() AND (locked_until IS NULL OR locked_until < now());
+WHERE due_at <= now() AND (lock_token IS NULL OR locked_until IS NULL OR locked_until < now());
 
 -- name: next_due_in
 -- Seconds until the earliest due job that is not leased (or whose lease has expired), read from

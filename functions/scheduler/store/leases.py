@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from scheduler.core.domain import Claim, Trigger
+from scheduler.core.domain import Claim, DueBacklog, Trigger
 from scheduler.sql import QUERIES
 from scheduler.store.rows import retry_on_dead_connection
 
@@ -37,11 +37,12 @@ class LeaseLooks:
             return int(conn.execute(QUERIES["lost_runs"], params).fetchone()["lost"])
 
     @retry_on_dead_connection
-    def due_backlog(self) -> tuple[int, float]:
-        """(unleased due jobs, age in seconds of the oldest) for the metrics."""
+    def due_backlog(self) -> DueBacklog:
+        """The due jobs not under way, the oldest's age and how many a claim can take now (one
+        read of the due index, as the claim's)."""
         with self.pool.connection() as conn:
             row = conn.execute(QUERIES["due_backlog"]).fetchone()
-        return int(row["due"]), float(row["oldest_due_age_seconds"])
+        return DueBacklog(int(row["due"]), float(row["oldest_due_age_seconds"]), int(row["claimable"]))
 
     @retry_on_dead_connection
     def live_leases(self) -> int:
