@@ -183,9 +183,11 @@ def test_two_runners_deliver_each_job_exactly_once(local, target):
     keys = [r["headers"]["Idempotency-Key"] for r in target.requests]
     assert len(keys) == count and len(set(keys)) == count
     # Both processes did some of the work.
-    # (one line per finished execution: name, id, status, HTTP status, duration, lateness)
+    # (one line per finished execution: name, id, status, HTTP status, duration, lateness, the
+    # execution's id, the owner, the time)
     finished = re.compile(
-        r"scheduler\.runner\.executor: bulk-\d{3} [0-9a-f-]{36} succeeded http=200 took=\d+ms late=-?\d+ms$"
+        r"scheduler\.runner\.executor: bulk-\d{3} [0-9a-f-]{36} succeeded http=200 took=\d+ms late=-?\d+ms "
+        r"execution=[0-9a-f-]{36} owner=\S+ at=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"
     )
     assert all(any(finished.search(line.rstrip()) for line in p.lines) for p in (first, second))
 

@@ -132,6 +132,7 @@ def test_the_readme_tour_runs_against_a_live_local_server_and_echo(db_url, tmp_p
                 echo.wait_for(r"^X-Scheduler-Job-Id: [0-9a-f-]{36}$", timeout=5)
                 local.wait_for(
                     r"scheduler\.runner\.executor: hello [0-9a-f-]{36} succeeded http=200 took=\d+ms late=-?\d+ms"
+                    r" execution=[0-9a-f-]{36} owner=\S+ at=\S+Z$"
                 )
         assert ["jobs", "create"] in ran and ["jobs", "run"] in ran and ["jobs", "delete"] in ran
         assert ["preview", "30 2 * * *"] in ran and ["executions", "--status"] in ran

@@ -838,6 +838,19 @@ def api_handler(db_url, tmp_path, monkeypatch):
     get_settings.cache_clear()
 
 
+def test_the_apis_log_lines_name_their_module_and_local_mode_shows_their_fields(api, caplog):
+    """The API's loggers are named after their modules (``scheduler.api.jobs``, not the doubled
+    ``scheduler.scheduler.api.jobs`` of Powertools' child loggers), and local mode's line of a
+    record shows the fields attached to it (the job's id)."""
+    from scheduler.local.logs import LocalFormatter
+
+    caplog.set_level(logging.INFO)
+    job = create(api, job_body("logged"))
+    [record] = [r for r in caplog.records if r.getMessage() == "job created"]
+    assert record.name == "scheduler.api.jobs" and str(record.job_id) == job["id"]
+    assert LocalFormatter().format(record) == f"INFO scheduler.api.jobs: job created job_id={job['id']}"
+
+
 def test_lambda_handler_module(api_handler, tmp_path, caplog):
     caplog.set_level(logging.DEBUG)
     api = Client(api_handler.handler)

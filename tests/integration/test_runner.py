@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import threading
 from datetime import timedelta
 
@@ -35,7 +36,7 @@ def drain(store, metrics=None):
     return report
 
 
-def test_one_off_http_job_is_delivered_with_its_identity(store, target_server):
+def test_one_off_http_job_is_delivered_with_its_identity(store, target_server, caplog):
     spec = http_spec(
         "once",
         None,
@@ -50,6 +51,7 @@ def test_one_off_http_job_is_delivered_with_its_identity(store, target_server):
     )
     job = service.create_job(store, OWNER, spec)
     metrics = MemoryMetrics()
+    caplog.set_level(logging.INFO)
     report = drain(store, metrics)
     assert report.claimed == report.dispatched == 1
     [request] = target_server.wait_for(1)
@@ -65,6 +67,10 @@ def test_one_off_http_job_is_delivered_with_its_identity(store, target_server):
     assert execution.response_excerpt == "ok" and execution.trigger == "schedule"
     assert store.get_job(OWNER, job_id).state == "completed"
     assert metrics.total("Executions", status="succeeded") == 1 and metrics.total("Claimed") == 1
+    # Its log line (the Lambda's JSON keys): the job, the execution, whose job it is.
+    [finished] = [r for r in caplog.records if r.getMessage() == "execution finished"]
+    assert (finished.job_id, finished.execution_id, finished.owner) == (job_id, str(execution.id), OWNER)
+    assert (finished.job_name, finished.status) == ("once", "succeeded")
 
 
 def test_failure_then_durable_retry_then_success(store, pool, target_server):

@@ -1618,37 +1618,65 @@ def test_the_log_line_of_a_finished_execution():
 
     from scheduler.local.logs import LocalFormatter
 
+    at = 1796549400.085  # 2026-12-06T09:30:00.085Z
+
     def line(**extra: Any) -> str:
         record = logging.LogRecord(
             "scheduler.runner.executor", logging.INFO, __file__, 1, "execution finished", None, None
         )
-        record.__dict__.update(extra)
+        record.__dict__.update(extra, created=at)
         return LocalFormatter().format(record)
 
     assert (
         line(
             job_name="nightly",
             job_id="3f2a",
+            execution_id="7d0c",
+            owner="alice",
             status="succeeded",
             http_status=200,
             duration_ms=85,
             lateness_ms=12,
             attempt=1,
         )
-        == "INFO scheduler.runner.executor: nightly 3f2a succeeded http=200 took=85ms late=12ms"
+        == "INFO scheduler.runner.executor: nightly 3f2a succeeded http=200 took=85ms late=12ms execution=7d0c "
+        "owner=alice at=2026-12-06T09:30:00.085Z"
     )
     assert line(
         job_name="amqp-job",
         job_id="9",
+        execution_id="8e1d",
+        owner="bob",
         status="failed",
         http_status=None,
         duration_ms=3,
         lateness_ms=-1,
         attempt=2,
         error="broker said:\n  no route",
-    ) == ("INFO scheduler.runner.executor: amqp-job 9 failed took=3ms late=-1ms attempt=2 error=broker said: no route")
+    ) == (
+        "INFO scheduler.runner.executor: amqp-job 9 failed took=3ms late=-1ms attempt=2 execution=8e1d owner=bob "
+        "at=2026-12-06T09:30:00.085Z error=broker said: no route"
+    )
     other = logging.LogRecord("x", logging.WARNING, __file__, 1, "something %s", ("else",), None)
     assert LocalFormatter("runner-2").format(other) == "WARNING [runner-2] x: something else"
+
+
+def test_a_local_log_line_carries_the_fields_attached_to_its_record():
+    """An API record (``job created`` and its job id), a runner's warning: the message, then each
+    field attached to it, ``key=value``, None left out, each on the one line."""
+    import logging
+
+    from scheduler.local.logs import LocalFormatter
+
+    created = logging.LogRecord("scheduler.api.jobs", logging.INFO, __file__, 1, "job created", None, None)
+    created.job_id = "3f2a"
+    assert LocalFormatter().format(created) == "INFO scheduler.api.jobs: job created job_id=3f2a"
+    handed = logging.LogRecord("scheduler.runner.executor", logging.INFO, __file__, 1, "handed back", None, None)
+    handed.__dict__.update(job_id="9", execution_id=None, waited_for="limits of k\n(max_in_flight 1)", ids=["a", "b"])
+    assert (
+        LocalFormatter("runner-2").format(handed)
+        == "INFO [runner-2] scheduler.runner.executor: handed back job_id=9 waited_for=limits of k (max_in_flight 1) ids=a,b"
+    )
 
 
 def test_a_server_without_the_new_routes_is_named_as_such(api, capsys):

@@ -4,9 +4,9 @@ sealing of secrets and ``"***"`` answers); the alert sweep applies them to the t
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path
@@ -34,14 +34,13 @@ from scheduler.api.routes import rule
 from scheduler.api.serialize import masked_alerts
 from scheduler.api.target_rules import require_alert_targets, seal_alerts
 from scheduler.core.alerts import AlertRuleRecord
-from scheduler.core.constants import SERVICE_NAME
 from scheduler.core.errors import AlertRuleNotFound, VersionMismatch
 from scheduler.core.timeutil import format_time
 from scheduler.ports import AlertRuleStore
 from scheduler.schema.alert_rules import AlertRuleSetSpec
 from scheduler.schema.models import _NAME_RE, MAX_NAME_LENGTH
 
-logger = Logger(service=SERVICE_NAME, child=True)
+logger = logging.getLogger(__name__)
 router = APIGatewayRouter()
 
 AlertRuleStoreDep = Annotated[AlertRuleStore, Depends(get_store)]

@@ -4,9 +4,9 @@ one that a job names answers 409 naming the jobs."""
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path
@@ -30,7 +30,6 @@ from scheduler.api.jobs import (
 from scheduler.api.pages import name_ordered_page
 from scheduler.api.providers import get_store
 from scheduler.api.routes import rule
-from scheduler.core.constants import SERVICE_NAME
 from scheduler.core.domain import CalendarRecord
 from scheduler.core.errors import CalendarNotFound
 from scheduler.core.timeutil import format_time
@@ -38,7 +37,7 @@ from scheduler.ports import CalendarJobStore, CalendarStore
 from scheduler.schema.calendars import CalendarDefinition, CalendarSpec
 from scheduler.schema.models import _NAME_RE, MAX_NAME_LENGTH
 
-logger = Logger(service=SERVICE_NAME, child=True)
+logger = logging.getLogger(__name__)
 router = APIGatewayRouter()
 
 CalendarStoreDep = Annotated[CalendarStore, Depends(get_store)]

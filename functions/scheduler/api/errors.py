@@ -8,16 +8,16 @@ logged with its traceback but without the request body (which may hold secrets).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from http import HTTPStatus
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
 from pydantic import BaseModel, ValidationError
 
-from scheduler.core.constants import MAX_REQUEST_BODY_BYTES, SERVICE_NAME
+from scheduler.core.constants import MAX_REQUEST_BODY_BYTES
 from scheduler.core.errors import (
     AlertRuleNotFound,
     CalendarInUse,
@@ -36,7 +36,7 @@ from scheduler.core.errors import (
 from scheduler.schema.messages import plain_message
 from scheduler.schema.models import validation_details
 
-logger = Logger(service=SERVICE_NAME, child=True)
+logger = logging.getLogger(__name__)
 
 
 class ErrorDetail(BaseModel):

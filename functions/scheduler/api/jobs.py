@@ -3,10 +3,10 @@ run now. Every store call is scoped to the caller; another principal's job answe
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Annotated, Any, Literal
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
@@ -21,7 +21,6 @@ from scheduler.api.providers import get_caller, get_cursors, get_owner, get_secr
 from scheduler.api.routes import rule
 from scheduler.api.serialize import BackfillPlan, BulkResult, Job, JobList, RunAccepted, job_json, spec_of
 from scheduler.api.target_rules import require_alert_targets, require_broker, require_reachable_target, seal_alerts
-from scheduler.core.constants import SERVICE_NAME
 from scheduler.core.domain import Job as DomainJob
 from scheduler.core.domain import JobState, Pause
 from scheduler.core.timeutil import format_time
@@ -30,7 +29,7 @@ from scheduler.schema.actions import BackfillRequest, BulkPauseRequest, BulkResu
 from scheduler.schema.models import MAX_NAME_LENGTH, MAX_TAG_LENGTH, JobSpec
 from scheduler.secrets import SecretBox, seal_target_secrets
 
-logger = Logger(service=SERVICE_NAME, child=True)
+logger = logging.getLogger(__name__)
 router = APIGatewayRouter()
 
 DEFAULT_PAGE_SIZE = 50

@@ -1,21 +1,27 @@
 """Log lines of the command line and local mode (stderr, one line per record).
 
 A finished execution is one line that carries what a reader looks for, taken from the fields
-the executor attaches to its record (``extra``)::
+the executor attaches to its record (``extra``): the job's name and id, the status, then
+``key=value`` pairs, the error last::
 
-    INFO scheduler.runner.executor: nightly 3f2a... succeeded http=200 took=85ms late=12ms
+    INFO scheduler.runner.executor: nightly 3f2a... succeeded http=200 took=85ms late=12ms execution=7d0c... owner=alice at=2026-12-06T09:30:00.085Z
 
-Errors are printed whole (the executor's error text is redacted before it is recorded, so no
-secret reaches it).
+Any other record is its message followed by the fields attached to it (``job created
+job_id=...``). Errors are printed whole (the executor's error text is redacted before it is
+recorded, so no secret reaches it).
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import time
 import warnings
+from typing import Any
 
 FINISHED_MESSAGE = "execution finished"
+# The attributes every record has: what is not one of them was attached by ``extra``.
+_RECORD_FIELDS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
 
 
 def execution_line(record: logging.LogRecord) -> str | None:
@@ -32,10 +38,34 @@ def execution_line(record: logging.LogRecord) -> str | None:
         parts.append(f"late={fields['lateness_ms']}ms")
     if fields.get("attempt") not in (None, 1):
         parts.append(f"attempt={fields['attempt']}")
+    for key, name in (("execution_id", "execution"), ("owner", "owner")):
+        if fields.get(key):
+            parts.append(f"{name}={fields[key]}")
+    parts.append(f"at={utc_instant(record.created)}")
     if fields.get("error"):
         parts.append(f"error={' '.join(str(fields['error']).split())}")
     # what a target answered never acts on the terminal (ESC and other controls shown escaped)
     return printable(" ".join(parts))
+
+
+def utc_instant(created: float) -> str:
+    """A record's time as the API writes instants, to the millisecond (``2026-12-06T09:30:00.085Z``)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{int(created * 1000) % 1000:03d}Z"
+
+
+def with_fields(record: logging.LogRecord) -> str:
+    """A record's message followed by the fields attached to it (``extra``), ``key=value`` each,
+    in the order given; None values left out."""
+    extra = [(key, value) for key, value in record.__dict__.items() if key not in _RECORD_FIELDS and value is not None]
+    if not extra:
+        return record.message
+    return printable(" ".join([record.message, *(f"{key}={_field(value)}" for key, value in extra)]))
+
+
+def _field(value: Any) -> str:
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ",".join(str(item) for item in value)
+    return " ".join(str(value).split())  # one line, whatever it holds
 
 
 def printable(text: str) -> str:
@@ -48,7 +78,8 @@ def printable(text: str) -> str:
 
 
 class LocalFormatter(logging.Formatter):
-    """``LEVEL [process] logger: message``; a finished execution as its one-line summary."""
+    """``LEVEL [process] logger: message key=value ...``; a finished execution as its one-line
+    summary."""
 
     def __init__(self, process: str | None = None):
         where = f"[{process}] " if process else ""
@@ -56,8 +87,7 @@ class LocalFormatter(logging.Formatter):
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         line = execution_line(record)
-        if line is not None:
-            record.message = line
+        record.message = line if line is not None else with_fields(record)
         return super().formatMessage(record)
 
 

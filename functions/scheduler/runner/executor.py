@@ -445,6 +445,7 @@ class Executor:
                     "http_status": result.http_status,
                     "lateness_ms": round(done.started.lateness_ms),
                     "job_name": done.started.job.name,
+                    "owner": done.started.job.owner,
                     "duration_ms": round(done.elapsed_seconds * 1000),
                     "error": result.error,
                 },
