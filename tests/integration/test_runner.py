@@ -18,6 +18,7 @@ from scheduler.runner.fanout import fanout_deadline, run_fanout
 from scheduler.runner.in_process import InProcessDispatch
 from scheduler.runner.telemetry import MemoryMetrics
 from scheduler.targets.results import TargetPolicy
+from tests.integration.test_deploy_runner import RecordingLambda
 from tests.support import http_spec, make_due
 
 OWNER = "arn:aws:iam::111111111111:user/alice"
@@ -384,12 +385,34 @@ def _lost_lines(caplog) -> list[tuple[str, str]]:
     ]
 
 
+def test_an_outcome_recorded_after_its_lease_was_taken_over_is_not_counted(store, pool, target_server):
+    """A delivery that outlived its lease: the claim that took the job over marked its execution
+    lost (counted lost), and its own outcome, refused, is counted as nothing else (it was counted
+    twice: its status and lost)."""
+    job_id = str(service.create_job(store, OWNER, http_spec("overrun", "0 0 1 1 *", url=target_server.url)).id)
+    make_due(pool, job_id)
+    metrics = MemoryMetrics()
+    executor = Executor(store, lambda t: t, LOCAL, metrics)
+    [claim] = store.claim_due(1, 60)
+    started = executor.start(claim)
+    finished = executor.deliver(started, claim.lock_token)  # succeeded, but past its lease:
+    _expire_lease(pool, job_id)
+    reclaiming = LambdaDispatch(RecordingLambda(), "executor")
+    try:
+        run_fanout(store, reclaiming, budget_seconds=0, metrics=metrics)  # the next claim takes it over
+    finally:
+        reclaiming.close()
+    [report] = executor.record([finished])
+    assert report.outcome == "fenced" and report.status == "succeeded"
+    assert store.get_execution(started.execution_id).status == "lost"
+    assert metrics.total("Executions", status="lost") == 1
+    assert metrics.total("Executions", status="succeeded") == 0
+
+
 def test_the_fanout_names_each_execution_it_marks_lost_in_its_log(store, pool, caplog):
     """A lease that expired while its execution ran: the claim marks the execution lost, and the
     fan-out logs the job and the execution (the count alone named neither), whichever statement
     claimed it (the deployment's claim_due, local mode's claim_and_start)."""
-    from tests.integration.test_deploy_runner import RecordingLambda
-
     dead = [str(service.create_job(store, OWNER, http_spec(f"dies-{n}", "0 0 1 1 *")).id) for n in range(2)]
     make_due(pool, dead[0])
     [local] = store.claim_and_start(1)  # a local runner died delivering it

@@ -425,7 +425,8 @@ class Executor:
             for done in finished
         ]
         recorded = service.complete_executions(self.store, completions, on_skips=self.count_skips)
-        for status, count in Counter(done.result.status for done in finished).items():
+        # The outcomes written only: one refused (the lease taken over) was counted lost by the claim.
+        for status, count in Counter(done.result.status for done, ok in zip(finished, recorded) if ok).items():
             self.metrics.count(c.METRIC_EXECUTIONS, count, status=status)
         for done, written in zip(finished, recorded):
             result, log = done.result, log_fields(done.started)
