@@ -2,9 +2,10 @@
 
 The scheduler's own metrics are EMF metrics written by the functions: namespace
 ``Config.metrics_namespace``, dimension ``service`` = ``Config.service_name`` (both scoped to the
-stack), plus ``status`` on ``C.METRIC_EXECUTIONS`` and ``trigger`` on ``C.METRIC_LATENESS_MS``.
-CloudWatch matches exact dimension sets: ``tests/infra/test_infra_metric_contract.py`` checks
-that every metric read here is one the code emits.
+stack), plus ``status`` on ``C.METRIC_EXECUTIONS`` and ``C.METRIC_ALERT_DELIVERIES``, ``trigger``
+on ``C.METRIC_LATENESS_MS`` and ``reason`` on ``C.METRIC_SKIPPED`` (graphed by a search, a line per
+reason). CloudWatch matches exact dimension sets: ``tests/infra/test_infra_metric_contract.py``
+checks that every metric read here is one the code emits.
 """
 
 from __future__ import annotations
@@ -33,9 +34,14 @@ BELOW = cw.ComparisonOperator.LESS_THAN_THRESHOLD
 NOT_BREACHING = cw.TreatMissingData.NOT_BREACHING
 BREACHING = cw.TreatMissingData.BREACHING
 MISSING = cw.TreatMissingData.MISSING
-# Final statuses of an execution, as the executor reports them.
+# Final statuses of an execution, as the executor reports them (the failure rate's), and those
+# graphed: with the occurrences skipped (missed) in place of a delivery.
 STATUSES = ("succeeded", "failed", "timed_out", "lost")
 FAILED_STATUSES = ("failed", "timed_out", "lost")
+GRAPHED_STATUSES = (*STATUSES, "skipped")
+# An alert's status after an attempt (the ``status`` dimension of AlertDeliveries): ``pending``
+# is tried again, ``failed`` given up.
+ALERT_STATUSES = ("delivered", "pending", "failed")
 
 BACKLOG_AGE_LIMIT_SECONDS = 120
 FAILURE_RATE_PERCENT = 25
@@ -64,8 +70,8 @@ BROKER_DISK_FREE_RATIO = 2
 # minimum above 0): a lock that never comes free. The days ahead are made 3 days early.
 PARTITIONS_SKIPPED_PERIOD = Duration.hours(1)
 PARTITIONS_SKIPPED_HOURS = 24
-# Triggers of an execution (the ``trigger`` dimension of LatenessMs).
-TRIGGERS = ("schedule", "retry", "manual")
+# Triggers of an execution (the ``trigger`` dimension of LatenessMs; a backfill counts none).
+TRIGGERS = ("schedule", "retry", "manual", "chain")
 # The alarm-status row at the top of the dashboard: every alarm, a few per line.
 ALARM_STATUS_TITLE = "Alarms"
 ALARM_STATUS_COLUMNS = 4
@@ -206,6 +212,14 @@ class Observability(Construct):
             periods=3,
         )
         self._alarm(
+            "AlertDeliveriesFailed",
+            scheduler_metric(C.METRIC_ALERT_DELIVERIES, period=FIVE_MINUTES, status="failed"),
+            "An alert was given up (its target refused it, or kept failing through every attempt): an incident "
+            "went unannounced. The executor's log names it (alert <rule> <event> of job <name>: failed).",
+            1,
+            AT_LEAST,
+        )
+        self._alarm(
             "PartitionsSkipped",
             scheduler_metric(C.METRIC_PARTITIONS_SKIPPED, "Minimum", period=PARTITIONS_SKIPPED_PERIOD),
             f"For {PARTITIONS_SKIPPED_HOURS} hours every fan-out run left steps of the executions' partition upkeep "
@@ -332,7 +346,7 @@ class Observability(Construct):
         self.dashboard.add_widgets(
             cw.GraphWidget(
                 title="Executions per minute by status",
-                left=list(execution_metrics(MINUTE).values()),
+                left=list(execution_metrics(MINUTE, GRAPHED_STATUSES).values()),
                 stacked=True,
                 width=8,
             ),
@@ -344,6 +358,7 @@ class Observability(Construct):
                     lateness_p99,
                     scheduler_metric(C.METRIC_LATENESS_MS, "p99", label="retries p99", trigger="retry"),
                     scheduler_metric(C.METRIC_LATENESS_MS, "p99", label="manual runs p99", trigger="manual"),
+                    scheduler_metric(C.METRIC_LATENESS_MS, "p99", label="chained runs p99", trigger="chain"),
                 ],
                 left_annotations=[cw.HorizontalAnnotation(value=lateness_limit, label="alarm")],
                 width=8,
@@ -356,6 +371,7 @@ class Observability(Construct):
                     scheduler_metric(C.METRIC_CLAIMED, label="claimed"),
                     scheduler_metric(C.METRIC_DISPATCHED, label="dispatched"),
                 ],
+                right=[scheduler_metric(C.METRIC_FANOUT_HELPERS, label="helper fan-outs started")],
                 width=8,
             ),
             cw.GraphWidget(
@@ -400,26 +416,7 @@ class Observability(Construct):
                 width=8,
             ),
         )
-        self.dashboard.add_widgets(
-            # A limited job's wait for its target's slot (its own limits): not in the lateness above.
-            cw.GraphWidget(
-                title="Waits for a target's slot",
-                left=[
-                    scheduler_metric(C.METRIC_SLOT_WAIT_MS, "p50", label="wait p50 (ms)"),
-                    scheduler_metric(C.METRIC_SLOT_WAIT_MS, "p99", label="wait p99 (ms)"),
-                ],
-                right=[scheduler_metric(C.METRIC_HANDED_BACK, label="handed back, per minute")],
-                width=6,
-            ),
-            cw.GraphWidget(
-                title="Partition upkeep: steps left to the next run",
-                left=[
-                    scheduler_metric(C.METRIC_PARTITIONS_SKIPPED, "Maximum", label="most in a run"),
-                    scheduler_metric(C.METRIC_PARTITIONS_SKIPPED, "Minimum", label="fewest in a run"),
-                ],
-                width=6,
-            ),
-        )
+        self.dashboard.add_widgets(*self._runner_widgets(metrics))
         self.dashboard.add_widgets(
             cw.GraphWidget(
                 title="API 4xx / 5xx",
@@ -516,6 +513,49 @@ class Observability(Construct):
                     width=12,
                 ),
             )
+
+    def _runner_widgets(self, metrics: SchedulerMetrics) -> list[cw.IWidget]:
+        """The runner's other figures, a row: the waits for a target's slot, the occurrences
+        skipped and the pauses ended, the alerts sent, the partitions' upkeep left undone."""
+        metric = metrics.metric
+        skipped = cw.MathExpression(  # one line per reason, those there are (reasons may be added)
+            expression=f'SEARCH(\'{{"{metrics.namespace}",reason,service}} MetricName="{C.METRIC_SKIPPED}" '
+            f"service=\"{metrics.service}\"', 'Sum', 60)",
+            using_metrics={},
+            label="skipped: ${PROP('Dim.reason')}",
+            period=MINUTE,
+        )
+        return [
+            # A limited job's wait for its target's slot (its own limits): not in the lateness.
+            cw.GraphWidget(
+                title="Waits for a target's slot",
+                left=[
+                    metric(C.METRIC_SLOT_WAIT_MS, "p50", label="wait p50 (ms)"),
+                    metric(C.METRIC_SLOT_WAIT_MS, "p99", label="wait p99 (ms)"),
+                ],
+                right=[metric(C.METRIC_HANDED_BACK, label="handed back, per minute")],
+                width=6,
+            ),
+            cw.GraphWidget(
+                title="Occurrences skipped, pauses ended (per minute)",
+                left=[skipped],
+                right=[metric(C.METRIC_RESUMED, label="pauses ended")],
+                width=6,
+            ),
+            cw.GraphWidget(
+                title="Alert deliveries per minute",
+                left=[metric(C.METRIC_ALERT_DELIVERIES, label=status, status=status) for status in ALERT_STATUSES],
+                width=6,
+            ),
+            cw.GraphWidget(
+                title="Partition upkeep: steps left to the next run",
+                left=[
+                    metric(C.METRIC_PARTITIONS_SKIPPED, "Maximum", label="most in a run"),
+                    metric(C.METRIC_PARTITIONS_SKIPPED, "Minimum", label="fewest in a run"),
+                ],
+                width=6,
+            ),
+        ]
 
     def _alarm(
         self,

@@ -95,7 +95,11 @@ class Dependencies:
             return router.deliver(opened, delivery, self.target_policy, rendered=True)
 
         return Alerts(
-            self.store, send, console_url or self.settings.console_url, self.settings.execution_retention_days
+            self.store,
+            send,
+            console_url or self.settings.console_url,
+            self.settings.execution_retention_days,
+            metrics=self.metrics,
         )
 
     def start_alert_sweep(self) -> bool:

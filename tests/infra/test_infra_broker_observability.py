@@ -28,6 +28,8 @@ DASHBOARD_TITLES = (
     "RDS Proxy pinned sessions",
     "Partition upkeep: steps left to the next run",
     "Waits for a target's slot",
+    "Occurrences skipped, pauses ended (per minute)",
+    "Alert deliveries per minute",
 )
 
 
@@ -169,6 +171,34 @@ def test_a_limited_jobs_wait_for_its_slot_is_graphed_apart_from_the_lateness(aws
     ]
     assert C.METRIC_SLOT_WAIT_MS not in json.dumps(graph(body, "Lateness (ms)"))
     assert C.METRIC_SLOT_WAIT_MS not in json.dumps(alarms(aws)["LatenessP99"])
+
+
+def test_the_dashboard_graphs_every_figure_the_runner_emits(aws):
+    """What the code emitted and no widget showed: skipped occurrences (as executions, and by
+    reason), chained runs' lateness, helper fan-outs, pauses ended, hand-backs, alert deliveries."""
+    body = dashboard_body(aws)
+
+    def lines(title: str) -> list[tuple]:
+        return [tuple(part for part in m if not isinstance(part, dict))[1:] for m in graph(body, title)["metrics"]]
+
+    service = ("service", aws.stack.config.service_name)
+    assert (C.METRIC_EXECUTIONS, *service, "status", "skipped") in lines("Executions per minute by status")
+    assert (C.METRIC_LATENESS_MS, *service, "trigger", "chain") in lines("Lateness (ms)")
+    assert (C.METRIC_FANOUT_HELPERS, *service) in lines("Claimed vs dispatched per minute")
+    skipped = graph(body, "Occurrences skipped, pauses ended (per minute)")["metrics"]
+    assert "SEARCH(" in skipped[0][0]["expression"] and C.METRIC_SKIPPED in skipped[0][0]["expression"]
+    assert (C.METRIC_RESUMED, *service) in lines("Occurrences skipped, pauses ended (per minute)")
+    assert (C.METRIC_HANDED_BACK, *service) in lines("Waits for a target's slot")
+    assert [line[-1] for line in lines("Alert deliveries per minute")] == ["delivered", "pending", "failed"]
+
+
+def test_an_alert_given_up_is_alarmed(aws):
+    alarm = alarms(aws)["AlertDeliveriesFailed"]
+    assert metric_names(alarm) == {C.METRIC_ALERT_DELIVERIES}
+    assert {"Name": "status", "Value": "failed"} in alarm["Dimensions"]
+    assert (alarm["Statistic"], alarm["Period"], alarm["EvaluationPeriods"]) == ("Sum", 300, 1)
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+    assert alarm["TreatMissingData"] == "notBreaching"
 
 
 def test_alarm_email_is_optional(aws, lean):

@@ -12,6 +12,7 @@ widgets and alarms read API Gateway's metrics).
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 from datetime import timedelta
@@ -68,6 +69,25 @@ def read_metrics(template: dict, namespace: str) -> set[Metric]:
                     ns, name, *pairs = parts
                     found.add((ns, name, frozenset(zip(pairs[::2], pairs[1::2]))))
     return {metric for metric in found if metric[0] == namespace}
+
+
+# A dashboard's search expression: its namespace, dimension names and metric name (a search
+# matches the metrics of exactly that dimension set, whatever their values).
+_SEARCH = re.compile(r"SEARCH\('\{\"?([^\",]+)\"?,([^}]*)\} MetricName=\"([^\"]+)\"")
+
+
+def searched_metrics(template: dict, namespace: str) -> set[tuple[str, str, frozenset]]:
+    """(namespace, name, dimension names) of each search expression of the dashboard."""
+    found = set()
+    for resource in template["Resources"].values():
+        if resource["Type"] != "AWS::CloudWatch::Dashboard":
+            continue
+        for widget in json.loads(_resolved(resource["Properties"]["DashboardBody"]))["widgets"]:
+            for line in widget.get("properties", {}).get("metrics", []):
+                expressions = [part["expression"] for part in line if isinstance(part, dict) and "expression" in part]
+                for ns, names, metric in (match for e in expressions for match in _SEARCH.findall(e)):
+                    found.add((ns, metric, frozenset(name.strip().strip('"') for name in names.split(","))))
+    return {search for search in found if search[0] == namespace}
 
 
 def emitted_metrics(lines: list[str]) -> set[Metric]:
@@ -175,6 +195,8 @@ def _run_every_emitting_path(store, pool, metrics) -> None:
         executor = Executor(store, lambda target: target, TargetPolicy(allow_private=True), metrics)
         assert executor.record([executor.hand_back_unwaited(claim.started, claim.lock_token, "no room")])
 
+        _run_the_rarer_paths(store, pool, metrics, ok.url)
+
         # A runner that died holding its lease: the next claim marks its execution lost.
         dead = one_off("dead", ok.url + "/dead")
         claims = store.claim_and_start(1)
@@ -185,6 +207,51 @@ def _run_every_emitting_path(store, pool, metrics) -> None:
         ok.close()
         failing.close()
         silent.close()
+
+
+def _run_the_rarer_paths(store, pool, metrics, url: str) -> None:
+    """An occurrence missed (skipped), a pause ended, a helper fan-out started, a chained run, and
+    alerts delivered, retried and given up."""
+    from scheduler.core.domain import Outcome, Pause
+    from scheduler.runner.alerts import Alerts
+
+    missed = service.create_job(store, OWNER, http_spec("missed", "* * * * *", url=url + "/missed", missed_runs="skip"))
+    held = service.create_job(store, OWNER, http_spec("held-paused", "0 0 1 1 *", url=url + "/paused"))
+    service.pause_job(store, OWNER, str(held.id), Pause(until=store.now() + timedelta(hours=1)))
+    service.create_job(store, OWNER, http_spec("then", "0 0 1 1 *", url=url + "/then"))
+    first = service.create_job(store, OWNER, http_spec("first", "0 0 1 1 *", url=url + "/first", on_success=["then"]))
+    target = {"type": "http", "url": url + "/alert", "method": "POST"}
+    alerting = service.create_job(
+        store,
+        OWNER,
+        http_spec("alerting", "0 0 1 1 *", url=url + "/alerting", alerts=[{"on": "failure", "target": target}] * 3),
+    )
+    with pool.connection() as conn:
+        conn.execute(  # its runners were down for 5 minutes
+            "UPDATE job_runs SET next_run_at = date_trunc('minute', now()) - interval '5 minutes',"
+            " scheduled_at = date_trunc('minute', now()) - interval '5 minutes' WHERE job_id = %s",
+            (str(missed.id),),
+        )
+        conn.execute("UPDATE job_specs SET pause_until = now() - interval '1 second' WHERE id = %s", (str(held.id),))
+    make_due(pool, str(first.id))
+    alerts = Alerts(store, lambda target, delivery: next(outcomes), metrics=metrics)
+    alerts.run_once()  # the rules' state starts now
+    _drain(store, metrics, pauses=store, on_backlog=lambda backlog: 1)  # missed, resumed, first; a helper
+    _drain(store, metrics)  # the chained run
+    with pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO executions (id, job_id, scheduled_at, due_at, started_at, finished_at, attempt, trigger,"
+            " status, error) VALUES (gen_random_uuid(), %s, now(), now(), now(), now(), 1, 'schedule', 'failed', 'x')",
+            (str(alerting.id),),
+        )
+    outcomes = iter(
+        [
+            Outcome("succeeded", http_status=200),
+            Outcome("failed", retryable=True, error="HTTP 503"),
+            Outcome("failed", retryable=False, error="HTTP 404"),
+        ]
+    )
+    assert alerts.run_once() == (3, 1)
 
 
 @pytest.fixture
@@ -215,7 +282,19 @@ def test_every_metric_the_dashboard_and_alarms_read_is_emitted(aws_config, emitt
         "HandedBackForSlot",
     } <= names
     assert ("Executions" in names) and any(("status", "lost") in dims for _, _, dims in read)
+    assert {
+        "SlotWaitMs",
+        "HandedBackForSlot",
+        "PausesEnded",
+        "FanoutHelpers",
+        "AlertDeliveries",
+    } <= names
+    assert {("status", "skipped"), ("trigger", "chain"), ("status", "failed")} <= {pair for *_, d in read for pair in d}
     assert unmatched(read, emitted) == []
+    # A search (the occurrences skipped, a line per reason) finds the metrics of its dimension set.
+    searched = searched_metrics(aws_config.json, config.metrics_namespace)
+    assert {name for _, name, _ in searched} == {"SkippedOccurrences"}
+    assert searched <= {(ns, name, frozenset(key for key, _ in dims)) for ns, name, dims in emitted}
 
 
 def test_a_wrong_dimension_name_or_service_is_caught(aws_config, emitted):

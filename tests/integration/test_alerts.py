@@ -11,6 +11,7 @@ import pytest
 
 from scheduler.core.domain import Delivery, ExecutionStatus, Outcome
 from scheduler.runner.alerts import Alerts
+from scheduler.runner.telemetry import MemoryMetrics
 from scheduler.secrets import decrypt_target_secrets, is_token
 from tests.integration.test_api import ALICE, BOB, Client, api, box, job_body  # noqa: F401 (fixtures below)  # noqa: F401 (pytest fixtures)
 
@@ -123,7 +124,8 @@ def test_one_alert_per_incident_then_the_recovery(api, store, pool):
         api, [rule("failure"), rule("failures_in_a_row", 3), rule("recovery", body='{"t": "{{message}}"}')]
     ).body
     recorder = Recorder()
-    alerts = Alerts(store, recorder, console_url="http://console.example/console/")
+    metrics = MemoryMetrics()
+    alerts = Alerts(store, recorder, console_url="http://console.example/console/", metrics=metrics)
     alerts.run_once()  # the state starts at the rules' writing: nothing to read yet
     for _ in range(5):
         add_execution(pool, job["id"], "failed")
@@ -144,6 +146,7 @@ def test_one_alert_per_incident_then_the_recovery(api, store, pool):
     # A new incident fires again.
     add_execution(pool, job["id"], "timed_out")
     assert alerts.run_once() == (1, 1)
+    assert metrics.values == {("AlertDeliveries", (("status", "delivered"),)): [1.0] * 4}
     listed = api("GET", "/v1/alerts", query={"job_id": job["id"]})
     assert listed.status == 200
     assert [(a["on"], a["event"], a["status"]) for a in listed.body["alerts"]] == [
@@ -191,10 +194,12 @@ def test_a_failed_delivery_is_retried_then_given_up_and_recorded(api, store, poo
     job = create_with(api, [rule("failure")], name="noisy").body
     failing = Outcome(ExecutionStatus.FAILED, retryable=True, error="HTTP 503", http_status=503)
     recorder = Recorder(failing, Outcome(ExecutionStatus.FAILED, retryable=False, error="HTTP 404", http_status=404))
-    alerts = Alerts(store, recorder)
+    metrics = MemoryMetrics()
+    alerts = Alerts(store, recorder, metrics=metrics)
     alerts.run_once()
     add_execution(pool, job["id"], "failed")
     assert alerts.run_once() == (1, 0)
+    assert metrics.values == {("AlertDeliveries", (("status", "pending"),)): [1.0]}  # each attempt, as recorded
     [alert] = api("GET", "/v1/alerts").body["alerts"]
     assert (alert["status"], alert["attempts"], alert["last_error"], alert["http_status"]) == (
         "pending",
@@ -208,6 +213,8 @@ def test_a_failed_delivery_is_retried_then_given_up_and_recorded(api, store, poo
     [alert] = api("GET", "/v1/alerts").body["alerts"]
     assert (alert["status"], alert["attempts"], alert["http_status"]) == ("failed", 2, 404)
     assert [d.attempt for _, d in recorder.sent] == [1, 2]
+    assert metrics.total("AlertDeliveries", status="failed") == 1  # given up: the alarm's
+    assert metrics.total("AlertDeliveries", status="delivered") == 0
     assert api("GET", "/v1/alerts", query={"status": "bogus"}).status == 400
     assert api("GET", "/v1/alerts", query={"job_id": "nope"}).fields == ["job_id"]
 

@@ -83,6 +83,7 @@ METRIC_FANOUT_HELPERS = "FanoutHelpers"  # helper fan-outs started by a primary
 METRIC_SKIPPED = "SkippedOccurrences"  # dimension: reason; occurrences on record as skipped by the runner
 METRIC_HANDED_BACK = "HandedBackForSlot"  # limited deliveries an executor handed back (key full)
 METRIC_RESUMED = "PausesEnded"  # jobs the fan-out resumed at their pause's until
+METRIC_ALERT_DELIVERIES = "AlertDeliveries"  # dimension: status (delivered, pending: tried again, failed)
 METRIC_PARTITIONS_SKIPPED = "PartitionsSkipped"  # partition upkeep steps left to the next run (a lock was busy)
 
 # Limits and markers of the API contract (the API, its local HTTP adapter and the models).

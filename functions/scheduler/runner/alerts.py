@@ -20,11 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from scheduler import service
+from scheduler.core import constants as c
 from scheduler.core.alerts import AlertDelivery, render_alert_target
 from scheduler.core.domain import Delivery, Outcome
 from scheduler.core.errors import StoreUnavailable
 from scheduler.ports import AlertStore
 from scheduler.runner.outage import Outage
+from scheduler.runner.telemetry import Metrics, NullMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +61,10 @@ class Alerts:
         console_url: str | None = None,
         retention_days: int = 30,
         senders: int = SENDERS,
+        metrics: Metrics | None = None,
     ):
         self.store, self.send, self.console_url = store, send, console_url
+        self.metrics = metrics or NullMetrics()
         self.retention_days = retention_days
         self.purged_at: float | None = None
         self.senders = senders
@@ -121,7 +125,8 @@ class Alerts:
 
     def deliver(self, alert: AlertDelivery) -> bool:
         """Send one alert and record the outcome (unless another runner took its lease over
-        meanwhile); True when delivered."""
+        meanwhile), counted as ``AlertDeliveries`` by the alert's status after it (``delivered``,
+        ``pending``: to be tried again, ``failed``: given up); True when delivered."""
         delivery = Delivery(
             job_id=alert.job_id,
             execution_id=alert.execution_id or alert.id,
@@ -169,6 +174,7 @@ class Alerts:
                 extra={"job_id": alert.job_id, "alert_id": alert.id},
             )
             return False
+        self.metrics.count(c.METRIC_ALERT_DELIVERIES, 1, status=status)
         logger.info(
             "alert %s %s of job %s: %s",
             alert.rule_on,
