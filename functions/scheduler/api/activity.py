@@ -20,8 +20,8 @@ from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Own
 from scheduler.api.pages import cursor_position
 from scheduler.api.routes import rule
 from scheduler.api.serialize import Execution, execution_json
-from scheduler.core.constants import NO_SUCH_EXECUTION
 from scheduler.core.domain import ExecutionStatus
+from scheduler.core.errors import NO_SUCH_EXECUTION
 from scheduler.core.timeutil import format_time
 from scheduler.schedules import Spread, explain_occurrences, schedule_for
 from scheduler.schedules.calendars import Calendar

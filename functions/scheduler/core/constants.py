@@ -123,8 +123,3 @@ def is_secret_header(name: str) -> bool:
     """Whether a header's value is a secret (a credential-like name: ``SECRET_HEADER_PATTERN``).
     Asked at every delivery of a target with headers, about the same few names: remembered."""
     return SECRET_HEADER_PATTERN.search(name) is not None
-
-
-#: The API's message for an execution id the caller has none of (``GET /v1/executions/{id}``):
-#: a client tells it from a route an older API lacks by it.
-NO_SUCH_EXECUTION = "no such execution"

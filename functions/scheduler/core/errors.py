@@ -8,6 +8,11 @@ exception) are not domain errors and live with their transport.
 
 from __future__ import annotations
 
+#: The API's message for an execution id the caller has none of (``GET /v1/executions/{id}``):
+#: a client tells it from a route an older API lacks by it. (Here, beside the errors, as the
+#: clients' standard-library modules read it: the ``Job`` construct's function ships this file.)
+NO_SUCH_EXECUTION = "no such execution"
+
 
 class SchedulerError(Exception):
     """Base of every error the domain raises on purpose."""

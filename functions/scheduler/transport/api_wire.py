@@ -13,8 +13,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from scheduler.core.constants import NO_SUCH_EXECUTION  # noqa: F401 (the clients' name for it)
-from scheduler.core.errors import SchedulerError
+from scheduler.core.errors import NO_SUCH_EXECUTION, SchedulerError  # noqa: F401 (the clients' name for it)
 
 API_PREFIX = "/v1"
 SERVICE = "execute-api"
