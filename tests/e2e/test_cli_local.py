@@ -320,3 +320,36 @@ def _running(pid: int) -> bool:
         return False
     with open(f"/proc/{pid}/stat") as stat:  # a zombie is not running
         return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_stale_postmaster_pid_naming_another_process_is_neither_used_nor_stopped(tmp_path):
+    """After a crash (or a reboot), ``postmaster.pid`` may name a PID another process has by
+    now: the next start neither takes that process for the server nor signals it; it starts a
+    Postgres of its own, and stops it at Ctrl-C."""
+    import psutil
+
+    data_dir = tmp_path / "d"
+    pid_file = data_dir / "pgdata" / "postmaster.pid"
+    first = Local("--data-dir", str(data_dir), env={})
+    postmaster = int(pid_file.read_text().split()[0])
+    children = psutil.Process(postmaster).children()
+    first.process.kill()
+    first.process.wait(timeout=10)
+    os.kill(postmaster, signal.SIGKILL)  # the crash: the file stays behind
+    psutil.wait_procs([psutil.Process(postmaster), *children], timeout=30)
+    bystander = subprocess.Popen(["sleep", "300"])
+    try:
+        lines = pid_file.read_text().splitlines()
+        pid_file.write_text("\n".join([str(bystander.pid), *lines[1:]]) + "\n")
+        second = Local("--data-dir", str(data_dir), env={})
+        server = int(pid_file.read_text().split()[0])
+        assert server != bystander.pid and _running(server)
+        assert second.stop() == 0, "".join(second.lines)
+        deadline = time.monotonic() + 30
+        while _running(server) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(server), "the embedded Postgres outlived its last user"
+        assert bystander.poll() is None, "the process named by the stale postmaster.pid was signalled"
+    finally:
+        bystander.kill()
+        bystander.wait()
