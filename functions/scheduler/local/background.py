@@ -7,6 +7,7 @@ import logging
 import threading
 from typing import Any
 
+from scheduler.core import constants as c
 from scheduler.core.errors import StoreUnavailable
 from scheduler.settings import Settings
 
@@ -69,3 +70,23 @@ def close_delivery_clients() -> None:
 
     http_target.close_connections()
     amqp_target.close_all()
+
+
+def warn_if_the_key_does_not_open(store: Any, box: Any, key_file: str | None) -> None:
+    """A warning line at start when the key file does not open the secrets the database holds
+    (another ``--data-dir``, or local mode started from another folder, made a new key): every
+    delivery of a job with a secret would fail, and this says why before the first one does."""
+    from scheduler.secrets import SecretError
+
+    token = store.a_stored_secret()
+    if token is None:
+        return
+    try:
+        box.decrypt(token)
+    except SecretError:
+        print(
+            f"scheduler local: WARNING: the key file {key_file} does not open the secrets stored in this "
+            "database: the deliveries of jobs with secrets will fail. Start with the key file that stored them "
+            f"(--data-dir, or {c.ENV_LOCAL_KEY_FILE}), or send those jobs' secrets again.",
+            flush=True,
+        )

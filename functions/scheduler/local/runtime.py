@@ -25,8 +25,15 @@ from typing import Any
 from scheduler.api.routes import rule
 from scheduler.core import constants as c
 from scheduler.core.errors import MigrationError, SchedulerError
-from scheduler.local.background import ALERTS_STOP_SECONDS, close_delivery_clients, run_runner, start_alerts
+from scheduler.local.background import (
+    ALERTS_STOP_SECONDS,
+    close_delivery_clients,
+    run_runner,
+    start_alerts,
+    warn_if_the_key_does_not_open,
+)
 from scheduler.local.embedded import EmbeddedPostgres
+from scheduler.local.runners import start_runner_process, start_runner_processes, supervise_runners
 from scheduler.settings import Settings
 from scheduler.store import database_urls
 
@@ -161,41 +168,6 @@ def signature_resolver(credentials: dict[str, tuple[str, str]], *, region: str |
     return resolve
 
 
-def runner_process(settings: Settings) -> None:
-    """An extra runner process (``--runners``): the fan-out loop and its executors, no API. It
-    stops on SIGINT or SIGTERM, or when its parent is gone, after its deliveries under way end
-    and are recorded."""
-    import multiprocessing
-
-    from scheduler.local.logs import configure_logging
-    from scheduler.wiring import Dependencies
-
-    configure_logging(multiprocessing.current_process().name)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    parent = multiprocessing.parent_process()  # its sentinel ends with the parent, however it died
-
-    def watch_parent() -> None:  # a killed parent (SIGKILL): do not run on as an orphan
-        while not stop.wait(0.5):
-            if parent is None or not parent.is_alive():
-                stop.set()
-
-    threading.Thread(target=watch_parent, name="parent-watch", daemon=True).start()
-    deps = Dependencies(settings, pool_max_size=8)
-    deps.store, deps.secret_box  # built now, before the threads that share them  # noqa: B018
-    warn_if_the_key_does_not_open(deps.store, deps.secret_box, settings.local_key_file)
-    dispatch = deps.in_process_dispatch()
-    alerts = start_alerts(deps, stop, settings.console_url)
-    try:
-        run_runner(deps, settings, dispatch, stop)
-    finally:
-        dispatch.close()
-        alerts.join(timeout=ALERTS_STOP_SECONDS)
-        close_delivery_clients()
-        deps.pool.close()
-
-
 def check_port(host: str, port: int) -> None:
     """``LocalError`` when ``host:port`` cannot be bound (checked before migrating anything)."""
     if port == 0:
@@ -313,7 +285,7 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     # The links of alerts (every runner process sends them) go to this console.
     console = f"{base_url(_reachable_name(options.host), server.effective_port)}/console/"
     settings = replace(settings, console_url=settings.console_url or console)
-    extra = _start_runner_processes(settings, options.runners)
+    extra = start_runner_processes(settings, options.runners)
     runner_thread = threading.Thread(
         target=run_runner, args=(deps, settings, dispatch, stop), name="fanout", daemon=True
     )
@@ -329,7 +301,7 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     if ready is not None:
         ready.set()
     try:
-        supervise_runners(extra, lambda name: _runner_process(settings, name), stop)
+        supervise_runners(extra, lambda name: start_runner_process(settings, name), stop)
     finally:
         print("scheduler local: stopping", flush=True)
         server.close()
@@ -351,26 +323,6 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
             embedded.stop()
         print("scheduler local: stopped", flush=True)
     return 0
-
-
-def warn_if_the_key_does_not_open(store: Any, box: Any, key_file: str | None) -> None:
-    """A warning line at start when the key file does not open the secrets the database holds
-    (another ``--data-dir``, or local mode started from another folder, made a new key): every
-    delivery of a job with a secret would fail, and this says why before the first one does."""
-    from scheduler.secrets import SecretError
-
-    token = store.a_stored_secret()
-    if token is None:
-        return
-    try:
-        box.decrypt(token)
-    except SecretError:
-        print(
-            f"scheduler local: WARNING: the key file {key_file} does not open the secrets stored in this "
-            "database: the deliveries of jobs with secrets will fail. Start with the key file that stored them "
-            f"(--data-dir, or {c.ENV_LOCAL_KEY_FILE}), or send those jobs' secrets again.",
-            flush=True,
-        )
 
 
 def _open_database(
@@ -423,50 +375,3 @@ def _api_server(options: LocalOptions, deps: Any, resolver: Callable[[dict[str, 
             max_request_body_size=MAX_REQUEST_BODY_BYTES + 64 * 1024,
         )
     )
-
-
-def _runner_process(settings: Settings, name: str) -> Any:
-    import multiprocessing
-
-    process = multiprocessing.get_context("spawn").Process(target=runner_process, args=(settings,), name=name)
-    process.start()
-    return process
-
-
-def _start_runner_processes(settings: Settings, runners: int) -> list[Any]:
-    """The runner processes beyond this one (one Python process delivers about a thousand jobs a
-    second on one core); they share the database, so their claims never overlap."""
-    return [_runner_process(settings, f"scheduler-runner-{i + 2}") for i in range(runners - 1)]
-
-
-# A runner process that ends on its own is started again after this pause, doubled (up to the
-# longest) each time one ends within a minute of its start: a crash loop does not spin.
-RESTART_FIRST_PAUSE = 1.0
-RESTART_MAX_PAUSE = 60.0
-
-
-def supervise_runners(processes: list[Any], start: Callable[[str], Any], stop: threading.Event) -> None:
-    """Until ``stop``: a runner process that ended (killed, or crashed) is reported and started
-    again in its place in ``processes``, so ``--runners N`` keeps N. Its claims were leased: the
-    jobs it held are reclaimed when their leases expire, as after any runner's death."""
-    import time
-
-    pauses = {process.name: RESTART_FIRST_PAUSE for process in processes}
-    restart_at: dict[str, float] = {}
-    started = {process.name: time.monotonic() for process in processes}
-    while not stop.wait(0.5):
-        for i, process in enumerate(processes):
-            name, now = process.name, time.monotonic()
-            if process.is_alive():
-                continue
-            if name not in restart_at:
-                pause = pauses[name] if now - started[name] < 60 else RESTART_FIRST_PAUSE
-                pauses[name] = min(pause * 2, RESTART_MAX_PAUSE)
-                restart_at[name] = now + pause
-                logger.error(
-                    "runner process ended; starting it again: %s, exit code %s, in %g s", name, process.exitcode, pause
-                )
-            elif now >= restart_at[name]:
-                del restart_at[name]
-                processes[i] = start(name)
-                started[name] = time.monotonic()
