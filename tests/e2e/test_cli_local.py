@@ -353,3 +353,51 @@ def test_a_stale_postmaster_pid_naming_another_process_is_neither_used_nor_stopp
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_a_closed_terminal_stops_local_mode_cleanly(tmp_path):
+    """The terminal that runs `scheduler local` goes away (closed, an SSH session dropped): the
+    hangup (SIGHUP) stops it as Ctrl-C does, with its embedded Postgres; it did not die at once,
+    losing its deliveries under way and orphaning the Postgres."""
+    import fcntl
+    import pty
+    import termios
+
+    data_dir = tmp_path / "d"
+    terminal, its_end = pty.openpty()
+
+    def on_the_terminal() -> None:  # a session of its own, whose controlling terminal this is
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "SCHEDULER_DATABASE_URL")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "scheduler.cli", "local", "--port", "0", "--data-dir", str(data_dir)],
+        stdin=its_end,
+        stdout=its_end,
+        stderr=its_end,
+        preexec_fn=on_the_terminal,
+        env={**env, "PYTHONPATH": os.path.join(ROOT, "functions")},
+    )
+    os.close(its_end)
+    postmaster = None
+    try:
+        shown, deadline = b"", time.monotonic() + 60
+        while b"Ctrl-C to stop" not in shown and time.monotonic() < deadline:
+            shown += os.read(terminal, 4096)
+        assert b"Ctrl-C to stop" in shown, shown.decode(errors="replace")
+        postmaster = int((data_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
+        os.close(terminal)  # the hangup
+        terminal = -1
+        assert process.wait(timeout=30) == 0
+        deadline = time.monotonic() + 30
+        while _running(postmaster) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(postmaster), "the embedded Postgres outlived the closed terminal"
+    finally:
+        if terminal >= 0:
+            os.close(terminal)
+        if process.poll() is None:
+            process.kill()
+        if postmaster is not None and _running(postmaster):
+            os.kill(postmaster, signal.SIGTERM)

@@ -4,7 +4,6 @@ supervision by the process that serves the API."""
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +15,7 @@ from scheduler.local.background import (
     start_alerts,
     warn_if_the_key_does_not_open,
 )
+from scheduler.local.stopping import stop_on_signals
 from scheduler.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 def runner_process(settings: Settings) -> None:
     """An extra runner process (``--runners``): the fan-out loop and its executors, no API. It
-    stops on SIGINT or SIGTERM, or when its parent is gone, after its deliveries under way end
+    stops on SIGINT, SIGTERM or SIGHUP, or when its parent is gone, after its deliveries under way end
     and are recorded."""
     import multiprocessing
 
@@ -32,8 +32,7 @@ def runner_process(settings: Settings) -> None:
 
     configure_logging(multiprocessing.current_process().name)
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop_on_signals(stop)
     parent = multiprocessing.parent_process()  # its sentinel ends with the parent, however it died
 
     def watch_parent() -> None:  # a killed parent (SIGKILL): do not run on as an orphan

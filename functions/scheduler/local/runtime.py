@@ -5,7 +5,7 @@ loop calls the fan-out, and a thread pool stands in for the asynchronous Lambda 
 executor (claims started, and outcomes recorded, a batch per statement). Postgres is embedded
 (pgserver, data kept under ``--data-dir``) unless a database URL is given; migrations are
 applied at start; ``serve`` takes a typed ``LocalOptions``. Several processes on one database act as several runners (``--runners``
-starts them). Ctrl-C (or SIGTERM) stops the intake, lets running executions finish and records
+starts them). Ctrl-C (or SIGTERM, or SIGHUP: the terminal closed) stops the intake, lets running executions finish and records
 them, and stops the embedded Postgres (the runner claims only what it can start at once, so no
 claim waits in a queue).
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
 import threading
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from scheduler.local.background import (
 )
 from scheduler.local.embedded import EmbeddedPostgres
 from scheduler.local.runners import start_runner_process, start_runner_processes, supervise_runners
+from scheduler.local.stopping import say, stop_on_signals
 from scheduler.settings import Settings
 from scheduler.store import database_urls
 
@@ -294,8 +294,7 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     alerts = start_alerts(deps, stop, settings.console_url)
     threading.Thread(target=server.run, name="api", daemon=True).start()
     if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
+        stop_on_signals(stop)
     where = f"embedded Postgres under {data_dir / 'pgdata'}" if embedded else f"the given database ({source})"
     print_start_up(options, server.effective_port, auth_words, f"{where}; precision {settings.precision}")
     if ready is not None:
@@ -303,7 +302,7 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     try:
         supervise_runners(extra, lambda name: start_runner_process(settings, name), stop)
     finally:
-        print("scheduler local: stopping", flush=True)
+        say("scheduler local: stopping")
         server.close()
         for process in extra:
             process.terminate()  # SIGTERM: it finishes and records its deliveries under way
@@ -321,7 +320,7 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
         deps.pool.close()
         if embedded is not None:
             embedded.stop()
-        print("scheduler local: stopped", flush=True)
+        say("scheduler local: stopped")
     return 0
 
 
