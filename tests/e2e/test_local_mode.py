@@ -300,3 +300,99 @@ def test_a_request_held_up_holds_up_no_other(local, db_url):
         deleting.join(timeout=30)
     assert [answer.status_code for answer in answers] == [204]
     assert api.get("/v1/calendars")["calendars"] == []
+
+
+class HeldTarget:
+    """An HTTP target that holds the requests of one process (``hold_from``, a PID) until
+    ``release`` (at most ``hold_at_most`` seconds), and answers the others at once: deliveries
+    held under way in that process alone."""
+
+    def __init__(self, hold_at_most: float = 300.0):
+        import http.server
+        import threading
+
+        import psutil
+
+        self.release = threading.Event()
+        self.hold_from: int | None = None
+        self.held = self.answered = 0
+        lock = threading.Lock()
+        target = self
+
+        def sent_by(pid: int | None, port: int) -> bool:
+            try:
+                return pid is not None and any(
+                    c.laddr and c.laddr.port == port for c in psutil.Process(pid).net_connections("tcp")
+                )
+            except psutil.Error:
+                return False
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                held = sent_by(target.hold_from, self.client_address[1])
+                with lock:
+                    target.held += held
+                if held:
+                    target.release.wait(hold_at_most)
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                with lock:
+                    target.answered += 1
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/held"
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.slow
+def test_a_stop_waits_past_a_minute_for_the_deliveries_of_an_extra_runner(local, db_url):
+    """Ctrl-C lets the deliveries under way finish and be recorded, in the extra runner processes
+    too: a delivery of an extra runner still going a minute into the stop (its target's timeout
+    allows it) is waited for. That runner was killed after 60 s, its deliveries lost (delivered
+    again after their leases)."""
+    import time
+
+    import psycopg
+
+    target = HeldTarget()
+    try:
+        scheduler = local("--runners", "2")
+        [runner] = poll(lambda: runner_children(scheduler.process.pid) or None)
+        target.hold_from = runner
+        count = 60  # due over 3 s: the extra runner claims some of them (held), this process others
+        for i in range(count):
+            scheduler.post(
+                "/v1/jobs",
+                {
+                    "name": f"held-{i:03d}",
+                    "run_at": in_seconds(2 + i / 20),
+                    "target": http_target(target.url, timeout_seconds=300),
+                },
+            )
+        poll(lambda: target.held + target.answered >= count, timeout=60, what="every delivery made")
+        assert target.held, "the extra runner delivered none of them"
+        scheduler.process.send_signal(signal.SIGINT)
+        poll(lambda: any("scheduler local: stopping" in line for line in scheduler.lines))
+        time.sleep(65)  # the scenario itself: past the minute after which the extra runner was killed
+        assert alive(runner), "".join(scheduler.lines)
+        target.release.set()
+        assert scheduler.process.wait(timeout=60) == 0
+        assert not any("killed" in line for line in scheduler.lines), "".join(scheduler.lines)
+        with psycopg.connect(db_url) as connection:
+            statuses = dict(connection.execute("SELECT status, count(*) FROM executions GROUP BY status").fetchall())
+        assert statuses == {"succeeded": count}, statuses
+    finally:
+        target.close()

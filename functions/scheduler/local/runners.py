@@ -70,6 +70,37 @@ def start_runner_processes(settings: Settings, runners: int) -> list[Any]:
     return [start_runner_process(settings, f"scheduler-runner-{i + 2}") for i in range(runners - 1)]
 
 
+def runner_stop_seconds() -> float:
+    """How long a stop waits for an extra runner process: its longest delivery (the longest
+    target timeout the API accepts, and the lease margin over it: by then the lease is gone and
+    the job is another runner's to deliver again), then its alerts being sent."""
+    from scheduler.runner.delivering import LEASE_MARGIN_SECONDS
+    from scheduler.schema.models import MAX_TIMEOUT_SECONDS
+
+    return MAX_TIMEOUT_SECONDS + LEASE_MARGIN_SECONDS + ALERTS_STOP_SECONDS
+
+
+def stop_runner_processes(processes: list[Any], timeout: float | None = None) -> None:
+    """Wait for the runner processes (sent SIGTERM) to finish and record their deliveries under
+    way, up to ``timeout`` (default ``runner_stop_seconds()``) in all; one still running then is
+    killed, after a line that names it."""
+    import time
+
+    timeout = runner_stop_seconds() if timeout is None else timeout
+    deadline = time.monotonic() + timeout
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            logger.error(
+                "runner process %s still running %g s into the stop: killed; the jobs it was delivering "
+                "are delivered again when their leases expire",
+                process.name,
+                timeout,
+            )
+            process.kill()
+            process.join()
+
+
 # A runner process that ends on its own is started again after this pause, doubled (up to the
 # longest) each time one ends within a minute of its start: a crash loop does not spin.
 RESTART_FIRST_PAUSE = 1.0

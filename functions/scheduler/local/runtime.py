@@ -32,7 +32,12 @@ from scheduler.local.background import (
     warn_if_the_key_does_not_open,
 )
 from scheduler.local.embedded import EmbeddedPostgres
-from scheduler.local.runners import start_runner_process, start_runner_processes, supervise_runners
+from scheduler.local.runners import (
+    start_runner_process,
+    start_runner_processes,
+    stop_runner_processes,
+    supervise_runners,
+)
 from scheduler.local.stopping import say, stop_on_signals
 from scheduler.settings import Settings
 from scheduler.store import database_urls
@@ -309,11 +314,7 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
         if dispatch is not None:
             runner_thread.join(timeout=10)
             dispatch.close()
-        for process in extra:
-            process.join(timeout=60)
-            if process.is_alive():
-                process.kill()
-                process.join()
+        stop_runner_processes(extra)
         stop.set()  # (already set, unless the runners' supervision itself failed)
         alerts.join(timeout=ALERTS_STOP_SECONDS)
         close_delivery_clients()
