@@ -401,3 +401,47 @@ def test_a_closed_terminal_stops_local_mode_cleanly(tmp_path):
             process.kill()
         if postmaster is not None and _running(postmaster):
             os.kill(postmaster, signal.SIGTERM)
+
+
+def _start_fails(*argv: str) -> str:
+    """Start `scheduler local` (embedded Postgres) expecting it to fail: its whole output."""
+    env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "SCHEDULER_DATABASE_URL")}
+    done = subprocess.run(
+        [sys.executable, "-m", "scheduler.cli", "local", "--port", "0", *argv],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": os.path.join(ROOT, "functions")},
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+def test_a_data_dir_of_another_postgres_version_is_one_line_naming_the_version(tmp_path):
+    pgdata = tmp_path / "d" / "pgdata"
+    pgdata.mkdir(parents=True)
+    (pgdata / "PG_VERSION").write_text("15\n")  # what Postgres checks first of a data folder
+    (pgdata / "postgresql.conf").write_text("")
+    pgdata.chmod(0o700)
+    [line] = _start_fails("--data-dir", str(tmp_path / "d")).splitlines()
+    assert line.startswith("scheduler local: error: cannot start the embedded Postgres under "), line
+    assert "initialized by PostgreSQL version 15" in line and "needs PostgreSQL 15" in line, line
+
+
+def test_a_pgdata_holding_other_files_is_one_line(tmp_path):
+    pgdata = tmp_path / "d" / "pgdata"
+    pgdata.mkdir(parents=True)
+    (pgdata / "notes.txt").write_text("not a database")
+    [line] = _start_fails("--data-dir", str(tmp_path / "d")).splitlines()
+    assert "exists but is not empty" in line and "--data-dir" in line, line
+
+
+def test_a_data_dir_that_is_a_file_is_one_line(tmp_path):
+    (tmp_path / "file").write_text("")
+    [line] = _start_fails("--data-dir", str(tmp_path / "file")).splitlines()
+    assert line == (
+        f"scheduler local: error: cannot use --data-dir {tmp_path / 'file'}: {tmp_path / 'file'} is a file, "
+        "not a folder (give another --data-dir)"
+    )
+    [line] = _start_fails("--data-dir", str(tmp_path / "file" / "d")).splitlines()
+    assert f"{tmp_path / 'file'} is a file, not a folder" in line, line

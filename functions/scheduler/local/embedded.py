@@ -10,24 +10,33 @@ directory; a file naming any other process is stale, and is removed before pgser
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from scheduler.local.errors import LocalError
 
 
 class EmbeddedPostgres:
     """A pgserver Postgres kept under ``data_dir/pgdata`` (shared by processes on the same folder)."""
 
     def __init__(self, data_dir: Path):
-        import pgserver
-
+        """Start (or join) the server; ``LocalError`` of one line when it cannot be."""
         pgdata = data_dir / "pgdata"
-        pgdata.mkdir(parents=True, exist_ok=True)
-        self.pgdata = pgdata.resolve()
-        with _pgserver_lock():
-            forget_dead_users(self.pgdata)
-            remove_stale_lock_files(self.pgdata)
-        self.server = pgserver.get_server(str(self.pgdata), cleanup_mode="stop")
+        try:
+            pgdata.mkdir(parents=True, exist_ok=True)
+            self.pgdata = pgdata.resolve()
+            with _pgserver_lock():
+                forget_dead_users(self.pgdata)
+                remove_stale_lock_files(self.pgdata)
+            self.server = _start(self.pgdata)
+        except OSError as exc:
+            raise LocalError(data_dir_error(data_dir, exc)) from None
         self.url = self.server.get_uri()
 
     def stop(self) -> None:
@@ -37,6 +46,120 @@ class EmbeddedPostgres:
         if info is not None and not is_this_postgres(info.pid, self.pgdata):
             self.server._postmaster_info = None  # pgserver would stop (signal) whatever has that PID now
         self.server.cleanup()
+
+
+def prepare_data_dir(data_dir: Path) -> Path:
+    """``data_dir`` made (if need be) and resolved; ``LocalError`` of one line when it cannot be."""
+    try:
+        data_dir = data_dir.resolve()
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LocalError(data_dir_error(data_dir, exc)) from None
+    return data_dir
+
+
+def data_dir_error(data_dir: Path, exc: OSError) -> str:
+    """The line for a data directory that cannot be used (a file, a read-only file system...)."""
+    where = exc.filename or data_dir
+    if isinstance(exc, (FileExistsError, NotADirectoryError)):
+        file = next((part for part in [Path(where), *Path(where).parents] if part.is_file()), Path(where))
+        reason = f"{file} is a file, not a folder"
+    else:
+        reason = f"{where}: {exc.strerror or exc}"
+    return f"cannot use --data-dir {data_dir}: {reason} (give another --data-dir)"
+
+
+def _start(pgdata: Path) -> Any:
+    """pgserver's server on ``pgdata``, started if need be; ``LocalError`` quoting what initdb or
+    Postgres said when it cannot be (pgserver's transcripts of the failure held back)."""
+    import pgserver
+
+    log = pgdata / "log"
+    seen = _size(log)
+    with _held_back(logging.getLogger("pgserver")) as said:
+        try:
+            return pgserver.get_server(str(pgdata), cleanup_mode="stop")
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            transcripts = [text for text in said if "contents of postgres server log" not in text]  # (the whole log)
+            raise LocalError(start_failure(pgdata, exc, [*transcripts, _read_from(log, seen)])) from None
+
+
+def start_failure(pgdata: Path, exc: subprocess.SubprocessError, texts: list[str]) -> str:
+    """The line for an embedded Postgres that did not start: what initdb or Postgres said (from
+    ``texts``: pgserver's transcripts, the server's new log lines), and what to do."""
+    command = getattr(exc, "cmd", None) or ["postgres"]
+    program = os.path.basename(str(command[0] if isinstance(command, list) else command).split()[0])
+    reasons = useful_lines(texts)
+    if isinstance(exc, subprocess.TimeoutExpired):
+        reasons.insert(0, f"{program} did not finish within {exc.timeout:g} s")
+    reason = "; ".join(reasons) or f"{program} failed (exit code {getattr(exc, 'returncode', '?')})"
+    version = re.search(r"initialized by PostgreSQL version (\d+)", reason)
+    if version:
+        hint = (
+            f"its data needs PostgreSQL {version.group(1)}: give another --data-dir, or --database-url "
+            f"of a PostgreSQL {version.group(1)} server with that data"
+        )
+    elif "exists but is not empty" in reason:
+        hint = "it holds files but no database: give another --data-dir, or empty that folder"
+    else:
+        hint = f"see {pgdata / 'log'}; give another --data-dir, or --database-url"
+    return f"cannot start the embedded Postgres under {pgdata}: {reason} ({hint})"
+
+
+# The lines worth quoting of initdb's and pg_ctl's output and of the server's log (its errors and
+# their details); not their advice (it is about running initdb by hand) nor pg_ctl's "see the log".
+_SERVER_LINE = re.compile(r"\b(?:FATAL|PANIC|ERROR|DETAIL):\s+(.*)")
+_PROGRAM_LINE = re.compile(r"^(?:initdb|pg_ctl|postgres): (?!hint:)(?:error: )?(.*)")
+_NOT_WORTH_QUOTING = ("could not start server", "Examine the log output")
+
+
+def useful_lines(texts: list[str], most: int = 3) -> list[str]:
+    """The first ``most`` distinct lines of ``texts`` that say why a start failed."""
+    found: list[str] = []
+    for text in texts:
+        for line in text.splitlines():
+            match = _SERVER_LINE.search(line) or _PROGRAM_LINE.match(line.strip())
+            quoted = " ".join(match.group(1).split()) if match else ""
+            if quoted and quoted not in found and not any(words in quoted for words in _NOT_WORTH_QUOTING):
+                found.append(quoted)
+    return found[:most]
+
+
+@contextmanager
+def _held_back(logger: logging.Logger) -> Iterator[list[str]]:
+    """The error records of ``logger`` kept in a list, not printed: a failure is said in one line."""
+    said: list[str] = []
+
+    class Hold(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    hold, propagate = Hold(logging.ERROR), logger.propagate
+    logger.addHandler(hold)
+    logger.propagate = False
+    try:
+        yield said
+    finally:
+        logger.removeHandler(hold)
+        logger.propagate = propagate
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _read_from(path: Path, offset: int) -> str:
+    """What was written to ``path`` after ``offset`` (all of it, if it was shorter since)."""
+    try:
+        with path.open("rb") as file:
+            if _size(path) >= offset:
+                file.seek(offset)
+            return file.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _pgserver_lock() -> Any:

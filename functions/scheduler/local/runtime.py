@@ -23,7 +23,7 @@ from typing import Any
 
 from scheduler.api.routes import rule
 from scheduler.core import constants as c
-from scheduler.core.errors import MigrationError, SchedulerError
+from scheduler.core.errors import MigrationError
 from scheduler.local.background import (
     ALERTS_STOP_SECONDS,
     close_delivery_clients,
@@ -31,7 +31,8 @@ from scheduler.local.background import (
     start_alerts,
     warn_if_the_key_does_not_open,
 )
-from scheduler.local.embedded import EmbeddedPostgres
+from scheduler.local.embedded import EmbeddedPostgres, prepare_data_dir
+from scheduler.local.errors import LocalError, OptionError
 from scheduler.local.runners import (
     start_runner_process,
     start_runner_processes,
@@ -47,16 +48,6 @@ logger = logging.getLogger(__name__)
 LOCAL_PRINCIPAL = "arn:aws:iam::000000000000:user/local"
 DEFAULT_REGION = "us-east-1"
 MISSING_EXTRA = "scheduler local needs the 'local' extra: pip install -e '.[local]' (or make dev)"
-
-
-class LocalError(SchedulerError):
-    """Local mode cannot start (busy port, unreachable database, missing package...): one line
-    for the user, no traceback."""
-
-
-class OptionError(LocalError):
-    """An option, or the environment variable standing for it, is wrong (a malformed database
-    URL, ``--credentials`` with ``--auth none``...): a usage error, exit code 2."""
 
 
 @dataclass(frozen=True)
@@ -279,8 +270,7 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     resolver, auth_words = local_auth(options)
     database_url, source = resolve_database_url(options.database_url)
     check_port(options.host, options.port)
-    data_dir = Path(options.data_dir or ".scheduler").resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = prepare_data_dir(Path(options.data_dir or ".scheduler"))
     settings, embedded = _open_database(options, data_dir, database_url)
     deps = Dependencies(settings, pool_max_size=24)
     deps.store, deps.secret_box  # built now, before the threads that share them  # noqa: B018
