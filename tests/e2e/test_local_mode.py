@@ -396,3 +396,45 @@ def test_a_stop_waits_past_a_minute_for_the_deliveries_of_an_extra_runner(local,
         assert statuses == {"succeeded": count}, statuses
     finally:
         target.close()
+
+
+def test_a_port_taken_after_the_check_is_one_line_not_a_traceback(db_url):
+    """Two started at once on one port: the loser's check finds it free, then its bind fails.
+    It says so in the line of a busy port (and stops what it started), not in a traceback."""
+    import socket
+    import subprocess
+    import sys
+
+    import psycopg
+
+    from scheduler.store.migrations import MIGRATION_LOCK_KEY
+    from tests.support import ROOT
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    with psycopg.connect(db_url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))  # holds it in its migrations
+        process = subprocess.Popen(
+            [sys.executable, "-m", "scheduler.cli", "local", "--port", str(port), "--database-url", db_url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "functions")},
+        )
+        try:
+            waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            poll(lambda: holder.execute(waiting).fetchone()[0], timeout=30, what="the start past its port check")
+            with socket.socket() as other:  # the other one, bound meanwhile
+                other.bind(("127.0.0.1", port))
+                other.listen()
+                holder.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+                output, _ = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 1, output
+    assert output.splitlines()[-1] == (
+        f"scheduler local: error: port {port} on 127.0.0.1 is in use (another scheduler local?); give --port"
+    )
+    assert "Traceback" not in output, output

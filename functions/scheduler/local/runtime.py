@@ -178,9 +178,14 @@ def check_port(host: str, port: int) -> None:
         try:
             probe.bind(address)
         except OSError as exc:
-            busy = exc.errno in (98, 48, 10048)  # EADDRINUSE on Linux, macOS, Windows
-            reason = "is in use (another scheduler local?); give --port" if busy else f"cannot be bound: {exc.strerror}"
-            raise LocalError(f"port {port} on {host} {reason}") from None
+            raise bind_error(host, port, exc) from None
+
+
+def bind_error(host: str, port: int, exc: OSError) -> LocalError:
+    """The one line for a port that cannot be bound (in use: another ``scheduler local``?)."""
+    busy = exc.errno in (98, 48, 10048)  # EADDRINUSE on Linux, macOS, Windows
+    reason = "is in use (another scheduler local?); give --port" if busy else f"cannot be bound: {exc.strerror}"
+    return LocalError(f"port {port} on {host} {reason}")
 
 
 def local_settings(
@@ -275,7 +280,13 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     deps = Dependencies(settings, pool_max_size=24)
     deps.store, deps.secret_box  # built now, before the threads that share them  # noqa: B018
     warn_if_the_key_does_not_open(deps.store, deps.secret_box, settings.local_key_file)
-    server = _api_server(options, deps, resolver)
+    try:
+        server = _api_server(options, deps, resolver)
+    except LocalError:  # the port taken since check_port (another one started at the same time)
+        deps.pool.close()
+        if embedded is not None:
+            embedded.stop()
+        raise
     dispatch = deps.in_process_dispatch() if options.runners else None
     # The links of alerts (every runner process sends them) go to this console.
     console = f"{base_url(_reachable_name(options.host), server.effective_port)}/console/"
@@ -355,8 +366,8 @@ def _api_server(options: LocalOptions, deps: Any, resolver: Callable[[dict[str, 
     # Waitress buffers a body before the app sees it: past its limit it answers 413 itself (the
     # envelope, see envelope_server_errors) without reading on. Its count includes the framing
     # of a chunked body, hence a little slack; the adapter checks the exact limit.
-    return envelope_server_errors(
-        create_server(
+    try:
+        server = create_server(
             wsgi,
             host=options.host,
             port=options.port,
@@ -364,4 +375,6 @@ def _api_server(options: LocalOptions, deps: Any, resolver: Callable[[dict[str, 
             ident="scheduler-local",
             max_request_body_size=MAX_REQUEST_BODY_BYTES + 64 * 1024,
         )
-    )
+    except OSError as exc:
+        raise bind_error(options.host, options.port, exc) from None
+    return envelope_server_errors(server)
