@@ -117,7 +117,7 @@ def test_ctrl_c_lets_an_alert_being_sent_finish_and_be_recorded(local, target):
     scheduler.process.send_signal(signal.SIGINT)
     poll(lambda: any("scheduler local: stopping" in line for line in scheduler.lines) or None)
     gate.set()  # the hook answers while the stop is under way
-    assert scheduler.stop() == 0
+    assert scheduler.process.wait(timeout=30) == 0  # (a second Ctrl-C would quit at once)
     assert not any("Traceback" in line or "not recorded" in line for line in scheduler.lines), "".join(scheduler.lines)
     again = local()
     [alert] = again.get(f"/v1/alerts?job_id={job['id']}")["alerts"]
@@ -438,3 +438,32 @@ def test_a_port_taken_after_the_check_is_one_line_not_a_traceback(db_url):
         f"scheduler local: error: port {port} on 127.0.0.1 is in use (another scheduler local?); give --port"
     )
     assert "Traceback" not in output, output
+
+
+def test_a_stop_says_what_it_waits_for_and_a_second_ctrl_c_quits_at_once(local, target):
+    """The stop says how many deliveries it waits for, for how long at most, and that Ctrl-C
+    again quits at once; the second Ctrl-C does (it was ignored: the stop waited in silence)."""
+    import threading
+
+    target.gates["/held"] = gate = threading.Event()
+    scheduler = local()
+    try:
+        scheduler.post(
+            "/v1/jobs",
+            {
+                "name": "held",
+                "run_at": in_seconds(0.5),
+                "target": http_target(target.url + "/held", timeout_seconds=60),
+            },
+        )
+        poll(lambda: any(r["path"] == "/held" for r in target.requests), timeout=30)
+        scheduler.process.send_signal(signal.SIGINT)
+        [line] = poll(lambda: [line for line in scheduler.lines if "scheduler local: stopping" in line])
+        assert re.search(r"stopping: waiting for 1 delivery under way \(up to \d+ s\); Ctrl-C again to quit now", line)
+        assert "delivered again when their leases expire" in line, line
+        scheduler.process.send_signal(signal.SIGINT)
+        assert scheduler.process.wait(timeout=15) == 128 + signal.SIGINT
+        assert any("scheduler local: quitting now" in line for line in scheduler.lines), "".join(scheduler.lines)
+        assert not any("Traceback" in line for line in scheduler.lines), "".join(scheduler.lines)
+    finally:
+        gate.set()

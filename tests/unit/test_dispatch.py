@@ -185,6 +185,7 @@ class GatedStart:
 
     execution_id: str
     job: Any
+    deliver_by: float | None = None  # (a StartedExecution's lease end: unknown here)
 
 
 def gated_claim(job_id: str, owner: str = "alice") -> Claim:

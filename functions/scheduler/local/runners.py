@@ -15,7 +15,7 @@ from scheduler.local.background import (
     start_alerts,
     warn_if_the_key_does_not_open,
 )
-from scheduler.local.stopping import stop_on_signals
+from scheduler.local.stopping import stop_on_signals, waiting_for
 from scheduler.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -49,6 +49,9 @@ def runner_process(settings: Settings) -> None:
     try:
         run_runner(deps, settings, dispatch, stop)
     finally:
+        waiting = waiting_for(dispatch)
+        if waiting:
+            logger.info("stopping: %s", waiting)
         dispatch.close()
         alerts.join(timeout=ALERTS_STOP_SECONDS)
         close_delivery_clients()

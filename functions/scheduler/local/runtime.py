@@ -39,7 +39,7 @@ from scheduler.local.runners import (
     stop_runner_processes,
     supervise_runners,
 )
-from scheduler.local.stopping import say, stop_on_signals
+from scheduler.local.stopping import Stop, say, stopping_line
 from scheduler.settings import Settings
 from scheduler.store import database_urls
 
@@ -299,8 +299,9 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
         runner_thread.start()
     alerts = start_alerts(deps, stop, settings.console_url)
     threading.Thread(target=server.run, name="api", daemon=True).start()
+    stopping = Stop(stop, extra, embedded)
     if threading.current_thread() is threading.main_thread():
-        stop_on_signals(stop)
+        stopping.on_signals()
     where = f"embedded Postgres under {data_dir / 'pgdata'}" if embedded else f"the given database ({source})"
     print_start_up(options, server.effective_port, auth_words, f"{where}; precision {settings.precision}")
     if ready is not None:
@@ -308,7 +309,7 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     try:
         supervise_runners(extra, lambda name: start_runner_process(settings, name), stop)
     finally:
-        say("scheduler local: stopping")
+        say(stopping_line(dispatch, len(extra)))
         server.close()
         for process in extra:
             process.terminate()  # SIGTERM: it finishes and records its deliveries under way
@@ -321,6 +322,7 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
         close_delivery_clients()
         deps.pool.close()
         if embedded is not None:
+            stopping.postgres_stopping()
             embedded.stop()
         say("scheduler local: stopped")
     return 0

@@ -85,6 +85,7 @@ class InProcessDispatch:
         # under way by execution id, with when they began (its slow ones' share of the threads).
         self._waits_of: Counter[tuple[str, str]] = Counter()
         self._delivering: dict[str, dict[str, float]] = {}
+        self._ends: dict[str, float] = {}  # by execution id: by when each delivery ends (its lease)
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)  # notified when room_worth_a_claim is free
         self._worth_a_claim = max(1, max_workers // 2)
@@ -143,7 +144,7 @@ class InProcessDispatch:
             with self._lock:
                 busy = self._slow_deliveries(owner, now) >= self._owner_threads
                 if not busy:
-                    self._began(owner, started.execution_id, now)
+                    self._began(owner, started.execution_id, now, started.deliver_by)
             if busy:
                 why = (
                     f"its owner's slow deliveries hold {self._owner_threads} of the {self.max_workers} delivery threads"
@@ -182,14 +183,17 @@ class InProcessDispatch:
             return 0
         return sum(1 for began in under_way.values() if now - began > SLOW_DELIVERY_SECONDS)
 
-    def _began(self, owner: str, execution_id: str, now: float) -> None:
-        """Under the lock: a delivery of ``owner`` takes a thread."""
+    def _began(self, owner: str, execution_id: str, now: float, deliver_by: float | None) -> None:
+        """Under the lock: a delivery of ``owner`` takes a thread (to end by ``deliver_by``)."""
         self._running += 1
         self._delivering.setdefault(owner, {})[execution_id] = now
+        if deliver_by is not None:
+            self._ends[execution_id] = deliver_by
 
     def _delivered(self, owner: str, execution_id: str) -> None:
         """Under the lock: a delivery of ``owner`` gave its thread back (it is over, or never began)."""
         self._running -= 1
+        self._ends.pop(execution_id, None)
         under_way = self._delivering.get(owner)
         if under_way is not None:
             under_way.pop(execution_id, None)
@@ -221,7 +225,7 @@ class InProcessDispatch:
         owner, execution_id = str(wait.started.job.owner), wait.started.execution_id
         with self._lock:
             self._left_the_room(wait)
-            self._began(owner, execution_id, time.monotonic())
+            self._began(owner, execution_id, time.monotonic(), wait.started.deliver_by)
             self._freed()
         try:
             self.pool.submit(self._deliver_in_slot, wait, token)
@@ -261,6 +265,13 @@ class InProcessDispatch:
                     return
                 logger.warning("recording outcomes failed; retrying", exc_info=True)
                 time.sleep(0.5)
+
+    def under_way(self) -> tuple[int, float | None]:
+        """The deliveries under way (and waiting for their slot), and the seconds until the last
+        of them must end (its lease), None when that is not known (a wait's)."""
+        with self._lock:
+            count, ends = self._running + self._waiting, list(self._ends.values())
+        return count, (max(0.0, max(ends) - time.monotonic()) if ends else None)
 
     def close(self) -> None:
         """Wait for the waits to have their slots and the deliveries under way to end, and
