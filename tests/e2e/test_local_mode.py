@@ -467,3 +467,38 @@ def test_a_stop_says_what_it_waits_for_and_a_second_ctrl_c_quits_at_once(local, 
         assert not any("Traceback" in line for line in scheduler.lines), "".join(scheduler.lines)
     finally:
         gate.set()
+
+
+def test_a_stop_while_clients_poll_closes_the_api_without_a_traceback(local):
+    """Ctrl-C while clients keep polling the API: the requests being answered are answered and
+    the connections closed, without a traceback (waitress' sockets were closed under the requests
+    still being answered: an ``OSError: [Errno 9] Bad file descriptor`` traceback each)."""
+    import threading
+
+    import requests
+
+    scheduler = local()
+    done = threading.Event()
+    answered = [0]
+
+    def client() -> None:
+        with requests.Session() as session:  # keep-alive connections, as a console's
+            while not done.is_set():
+                try:
+                    session.get(scheduler.url + "/v1/jobs", timeout=5)
+                    answered[0] += 1
+                except requests.RequestException:
+                    if scheduler.process.poll() is not None:
+                        return
+
+    clients = [threading.Thread(target=client, daemon=True) for _ in range(8)]
+    for thread in clients:
+        thread.start()
+    try:
+        poll(lambda: answered[0] > 50, what="clients being answered")
+        assert scheduler.stop() == 0
+    finally:
+        done.set()
+    output = "".join(scheduler.lines)
+    assert "Traceback" not in output and "Bad file descriptor" not in output, output
+    assert "scheduler local: stopped" in output

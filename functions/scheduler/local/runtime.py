@@ -39,7 +39,7 @@ from scheduler.local.runners import (
     stop_runner_processes,
     supervise_runners,
 )
-from scheduler.local.stopping import Stop, say, stopping_line
+from scheduler.local.stopping import Stop, close_api, say, stopping_line
 from scheduler.settings import Settings
 from scheduler.store import database_urls
 
@@ -298,7 +298,8 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     if dispatch is not None:
         runner_thread.start()
     alerts = start_alerts(deps, stop, settings.console_url)
-    threading.Thread(target=server.run, name="api", daemon=True).start()
+    api = threading.Thread(target=server.run, name="api", daemon=True)
+    api.start()
     stopping = Stop(stop, extra, embedded)
     if threading.current_thread() is threading.main_thread():
         stopping.on_signals()
@@ -310,7 +311,7 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
         supervise_runners(extra, lambda name: start_runner_process(settings, name), stop)
     finally:
         say(stopping_line(dispatch, len(extra)))
-        server.close()
+        close_api(server, api)
         for process in extra:
             process.terminate()  # SIGTERM: it finishes and records its deliveries under way
         if dispatch is not None:

@@ -1,6 +1,6 @@
 """How local mode stops: the signals that stop it (Ctrl-C, SIGTERM, and SIGHUP: the terminal
 closed, an SSH session dropped), each a clean stop, and a second one that quits at once; what
-the stop says while it waits."""
+the stop says while it waits; the API's close."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ logger = logging.getLogger(__name__)
 STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
+#: How long the API's stop waits for the requests being answered.
+API_STOP_SECONDS = 10.0
 QUITTING = (
     "scheduler local: quitting now: the deliveries under way are left to their leases "
     "(their jobs are delivered again when those expire)\n"
@@ -93,6 +95,28 @@ def stopping_line(dispatch: Any | None, runners: int) -> str:
         f"scheduler local: stopping: {here}; Ctrl-C again to quit now (their jobs are then "
         "delivered again when their leases expire)"
     )
+
+
+def close_api(server: Any, api: threading.Thread, timeout: float = API_STOP_SECONDS) -> None:
+    """Stop waitress cleanly: no new connection, the requests being answered answered (up to
+    ``timeout``), then every connection closed by the server's own thread (``api``, whose loop
+    then ends). Closing its sockets under that thread made the requests still being answered
+    fail on them, a traceback each (``OSError: [Errno 9] Bad file descriptor``)."""
+    from waitress import wasyncore
+
+    trigger = server.trigger
+    trigger.pull_trigger(lambda: wasyncore.dispatcher.close(server))  # the listening socket
+    server.task_dispatcher.shutdown(cancel_pending=True, timeout=timeout)
+    server.pull_trigger = lambda: None  # a request still running past the timeout: its answer is dropped
+
+    def close_connections() -> None:  # in the server's thread
+        for channel in list(server._map.values()):
+            if channel is not trigger:
+                channel.close_when_flushed = True  # once what it has to send is sent
+        trigger.close()
+
+    trigger.pull_trigger(close_connections)
+    api.join(timeout)
 
 
 def say(line: str) -> None:
