@@ -445,3 +445,24 @@ def test_a_data_dir_that_is_a_file_is_one_line(tmp_path):
     )
     [line] = _start_fails("--data-dir", str(tmp_path / "file" / "d")).splitlines()
     assert f"{tmp_path / 'file'} is a file, not a folder" in line, line
+
+
+def test_the_embedded_postgres_stops_with_the_last_local_when_another_was_killed_meanwhile(tmp_path):
+    """Two `scheduler local` share an embedded Postgres; one is killed with SIGKILL while the
+    other runs: once the other stops with Ctrl-C, so does Postgres (the killed one was still on
+    pgserver's list of its users, and kept it running for good)."""
+    data_dir = tmp_path / "d"
+    first = Local("--data-dir", str(data_dir), env={})
+    second = Local("--data-dir", str(data_dir), env={})
+    postmaster = int((data_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
+    try:
+        first.process.kill()
+        first.process.wait(timeout=10)
+        assert second.stop() == 0
+        deadline = time.monotonic() + 30
+        while _running(postmaster) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(postmaster), "the embedded Postgres outlived its last user"
+    finally:
+        if _running(postmaster):
+            os.kill(postmaster, signal.SIGTERM)

@@ -41,7 +41,10 @@ class EmbeddedPostgres:
 
     def stop(self) -> None:
         """Stop the server (pgserver keeps it up while another process still uses it). Only a
-        process seen to be this data directory's postgres is ever signalled."""
+        process seen to be this data directory's postgres is ever signalled. A user that died
+        without stopping (SIGKILL) since this one started does not keep it running."""
+        with _pgserver_lock():
+            forget_dead_users(self.pgdata)
         info = getattr(self.server, "_postmaster_info", None)
         if info is not None and not is_this_postgres(info.pid, self.pgdata):
             self.server._postmaster_info = None  # pgserver would stop (signal) whatever has that PID now
@@ -236,11 +239,16 @@ def forget_dead_users(pgdata: Path) -> None:
 
 
 def _alive(pid: int) -> bool:
-    """Whether a process ``pid`` exists (another user's counts)."""
+    """Whether a process ``pid`` exists (another user's counts); a zombie (dead, not yet reaped
+    by its parent) does not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): it exists
