@@ -502,3 +502,21 @@ def test_a_stop_while_clients_poll_closes_the_api_without_a_traceback(local):
     output = "".join(scheduler.lines)
     assert "Traceback" not in output and "Bad file descriptor" not in output, output
     assert "scheduler local: stopped" in output
+
+
+@pytest.mark.slow
+def test_minute_precision_fans_out_on_the_minute(local, target):
+    """With ``--precision minute`` a job due on the minute starts on it: the fan-out ran once a
+    minute from the process's start, so a ``* * * * *`` job started as late as the start was
+    into its minute."""
+    # Started 10 to 40 s into a minute: ticking from the start would be at least 10 s late.
+    poll(lambda: 10 <= datetime.now(UTC).second <= 40, timeout=60, interval=0.2, what="10 s into a minute")
+    scheduler = local("--precision", "minute")
+    assert any("precision minute" in line for line in scheduler.lines)
+    scheduler.post(
+        "/v1/jobs", {"name": "every-minute", "schedule": "* * * * *", "target": http_target(target.url + "/minute")}
+    )
+    [request] = target.wait_for(1, timeout=90)
+    scheduled = datetime.fromisoformat(request["headers"]["X-Scheduler-Scheduled-At"].replace("Z", "+00:00"))
+    assert scheduled.second == 0
+    assert (datetime.now(UTC) - scheduled).total_seconds() < 5

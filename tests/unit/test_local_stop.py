@@ -49,3 +49,12 @@ def test_a_runner_still_running_at_the_deadline_is_killed_after_a_line_naming_it
     assert process.exitcode == -signal.SIGKILL and time.monotonic() - began < 10
     [line] = [record.getMessage() for record in caplog.records]
     assert "scheduler-runner-2" in line and "killed" in line and "leases expire" in line
+
+
+def test_a_minute_fan_out_waits_until_just_past_the_next_minute():
+    from datetime import UTC, datetime
+
+    from scheduler.local.background import MINUTE_TICK_OFFSET, until_next_minute
+
+    assert until_next_minute(datetime(2030, 1, 1, 12, 0, 0, 500_000, tzinfo=UTC)) == 59.5 + MINUTE_TICK_OFFSET
+    assert until_next_minute(datetime(2030, 1, 1, 12, 0, 56, tzinfo=UTC)) == 4 + MINUTE_TICK_OFFSET

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import datetime
 from typing import Any
 
 from scheduler.core import constants as c
@@ -39,14 +40,26 @@ def run_runner(deps: Any, settings: Settings, dispatch: Any, stop: threading.Eve
                 pauses=deps.store,
             )
             outage.answers()  # a fan-out ended well (it ran a minute, or was the minute's claim)
-            if settings.precision == "minute":
-                stop.wait(60.0)
+            if settings.precision == "minute":  # the next fan-out on the next minute (the database's)
+                stop.wait(until_next_minute(deps.store.now()))
         except StoreUnavailable as exc:  # one line when it begins, one a minute while it lasts
             outage.goes_on(exc)
             stop.wait(1.0)
         except Exception:  # a failure of another kind: keep trying
             logger.exception("fan-out failed; retrying in 1 s")
             stop.wait(1.0)
+
+
+#: A fan-out of minute precision runs this long past each minute (by the database's clock), so
+#: that what is due on the minute is due by then.
+MINUTE_TICK_OFFSET = 0.05
+
+
+def until_next_minute(now: datetime) -> float:
+    """Seconds from ``now`` to ``MINUTE_TICK_OFFSET`` past the next minute. (A wait of 60 s
+    after each fan-out ticked on the minute of the process's start: a job due on the minute
+    started up to a minute late.)"""
+    return 60.0 - (now.second + now.microsecond / 1e6) + MINUTE_TICK_OFFSET
 
 
 def start_alerts(deps: Any, stop: threading.Event, console_url: str | None) -> threading.Thread:
