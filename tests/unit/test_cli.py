@@ -370,6 +370,22 @@ def test_argparse_usage_errors_exit_2(api, capsys):
     capsys.readouterr()
 
 
+def test_a_usage_error_is_two_short_lines_not_the_whole_usage_block(api, capsys):
+    """The command's usage in brief and the error; the 30 lines of its options are for ``-h``."""
+    with pytest.raises(SystemExit) as info:
+        run(api, "jobs", "create", "--timeout", "abc")
+    assert info.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "usage: scheduler jobs create [options] (see scheduler jobs create -h)",
+        "scheduler jobs create: error: argument --timeout: not a whole number: 'abc'",
+    ]
+    with pytest.raises(SystemExit):
+        run(api, "jobs", "get")
+    assert (
+        capsys.readouterr().err.splitlines()[0] == "usage: scheduler jobs get [options] JOB (see scheduler jobs get -h)"
+    )
+
+
 # -- list, get -----------------------------------------------------------------------------------
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from scheduler.cli import (
     alert_rules,
@@ -82,9 +82,24 @@ def version() -> str:
         return "0+unknown"
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose error is two short lines, the command's usage in brief and the
+    error (``usage: scheduler jobs create [options] NAME`` and ``scheduler jobs create: error:
+    ...``), not the whole usage block of its options (``-h`` shows them). Its subcommands'
+    parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        positionals = [action for action in self._actions if not action.option_strings]
+        formatter = self._get_formatter()
+        formatter.add_usage(None, positionals, [], prefix="")
+        brief = " ".join(formatter.format_help().split()).removeprefix(self.prog).strip()
+        usage = " ".join(part for part in (self.prog, "[options]", brief) if part)
+        self.exit(EXIT_USAGE, f"usage: {usage} (see {self.prog} -h)\n{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="scheduler",
         description="A distributed job scheduler.",
         epilog=EXIT_CODES_HELP,
