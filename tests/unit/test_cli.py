@@ -386,6 +386,15 @@ def test_a_usage_error_is_two_short_lines_not_the_whole_usage_block(api, capsys)
     )
 
 
+def test_an_empty_calendar_file_is_said_to_be_a_calendar_s(api, capsys, tmp_path):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    assert run(api, "calendars", "apply", "-f", str(empty)) == 2
+    assert capsys.readouterr().err == f"scheduler calendars apply: error: {empty}: empty calendar definition\n"
+    assert run(api, "alert-rules", "apply", "-f", str(empty)) == 2
+    assert "empty alert rule set definition" in capsys.readouterr().err
+
+
 # -- list, get -----------------------------------------------------------------------------------
 
 

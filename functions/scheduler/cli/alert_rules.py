@@ -58,7 +58,9 @@ def _flag_rule(text: str, webhook: str | None) -> dict[str, Any]:
 
 def alert_rule_definition(args: argparse.Namespace) -> dict[str, Any]:
     """The rule set of ``-f`` and the flags (the flags' rules added to the file's)."""
-    definition: dict[str, Any] = with_secret_references(read_definition(args.file), args.file) if args.file else {}
+    definition: dict[str, Any] = (
+        with_secret_references(read_definition(args.file, "alert rule set"), args.file) if args.file else {}
+    )
     if args.name:
         definition["name"] = args.name
     if args.tag:

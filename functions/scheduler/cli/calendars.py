@@ -48,7 +48,7 @@ def calendar_definition(args: argparse.Namespace) -> dict[str, Any]:
         if args.file.lower().endswith((".ics", ".ical", ".ifb")):
             definition["ics"] = _read_text(args.file)
         else:
-            definition = dict(read_definition(args.file))
+            definition = dict(read_definition(args.file, "calendar"))
     if args.name:
         definition["name"] = args.name
     if args.timezone:

@@ -122,9 +122,9 @@ def yaml_loader() -> Any:
     return Loader
 
 
-def parse_definition(text: str, source: str = "-") -> dict[str, Any]:
-    """A job definition from JSON or YAML text (JSON when it is valid JSON or the file ends in
-    ``.json``); it must be a mapping."""
+def parse_definition(text: str, source: str = "-", kind: str = "job") -> dict[str, Any]:
+    """A job definition (or another ``kind``'s: ``calendar``...) from JSON or YAML text (JSON
+    when it is valid JSON or the file ends in ``.json``); it must be a mapping."""
     data: Any
     stripped = text.strip()
     if source.lower().endswith(".json") or stripped.startswith("{"):
@@ -137,9 +137,9 @@ def parse_definition(text: str, source: str = "-") -> dict[str, Any]:
     else:
         data = _parse_yaml(text, source)
     if data is None:
-        raise UsageError(f"{source}: empty job definition")
+        raise UsageError(f"{source}: empty {kind} definition")
     if not isinstance(data, dict):
-        raise UsageError(f"{source}: a job definition must be a mapping (JSON object), not {type(data).__name__}")
+        raise UsageError(f"{source}: a {kind} definition must be a mapping (JSON object), not {type(data).__name__}")
     return {k: v for k, v in data.items() if k not in READ_ONLY_FIELDS}
 
 
@@ -154,14 +154,14 @@ def _parse_yaml(text: str, source: str) -> Any:
         raise yaml_error(source, text, exc, "YAML or JSON") from None
 
 
-def read_definition(path: str) -> dict[str, Any]:
-    """The job definition in a file (``-``: standard input)."""
+def read_definition(path: str, kind: str = "job") -> dict[str, Any]:
+    """The job definition (or another ``kind``'s) in a file (``-``: standard input)."""
     if path == "-":
-        return parse_definition(sys.stdin.read(), "<stdin>")
+        return parse_definition(sys.stdin.read(), "<stdin>", kind)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise UsageError(f"{path}: not UTF-8 text") from None
-    return parse_definition(text, path)
+    return parse_definition(text, path, kind)
