@@ -200,3 +200,18 @@ def test_dot_segments_and_clear_text_endpoints_are_refused(console):
         connection.close()
     with pytest.raises(ValueError, match="https"):
         make_server(endpoint="http://abc123.execute-api.eu-west-1.amazonaws.com/prod", port=0, region="eu-west-1")
+
+
+def test_a_busy_port_is_said_in_words(monkeypatch, tmp_path, capsys):
+    """Not the bind's raw ``[Errno 98] Address already in use``."""
+    import socket
+
+    _aws_env(monkeypatch, tmp_path, "AKID", "secret")
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        assert run_console(endpoint="http://127.0.0.1:9", port=port, region="eu-west-1") == 1
+    assert capsys.readouterr().out == (
+        f"scheduler console: port {port} on 127.0.0.1 is in use (another scheduler console?); give --port\n"
+    )

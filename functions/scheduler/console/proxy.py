@@ -284,7 +284,12 @@ def run_console(
             )
             return 1
         server = make_server(endpoint=endpoint, port=port, region=region, host=host, signer=signer, token=token)
-    except (ValueError, OSError) as exc:
+    except OSError as exc:  # the port cannot be bound
+        busy = exc.errno in (98, 48, 10048)  # EADDRINUSE on Linux, macOS, Windows
+        reason = "is in use (another scheduler console?); give --port" if busy else f"cannot be bound: {exc.strerror}"
+        print(f"scheduler console: port {port} on {host} {reason}", flush=True)
+        return 1
+    except ValueError as exc:
         print(f"scheduler console: {exc}", flush=True)
         return 1
     except BotoCoreError as exc:  # a broken AWS config, an unknown profile
