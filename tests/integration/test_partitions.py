@@ -365,9 +365,9 @@ class RecordingPool:
         pool = self
 
         class Recording:
-            def execute(self, query, params=None):
+            def execute(self, query, params=None, **kwargs):
                 pool.statements.append((query, params))
-                return conn.execute(query, params)
+                return conn.execute(query, params, **kwargs)
 
         return Recording()
 
