@@ -105,7 +105,10 @@ def close_api(server: Any, api: threading.Thread, timeout: float = API_STOP_SECO
     from waitress import wasyncore
 
     trigger = server.trigger
-    trigger.pull_trigger(lambda: wasyncore.dispatcher.close(server))  # the listening socket
+    try:
+        trigger.pull_trigger(lambda: wasyncore.dispatcher.close(server))  # the listening socket
+    except (OSError, ValueError):  # the server's loop has ended (its trigger closed): close it here
+        wasyncore.dispatcher.close(server)
     server.task_dispatcher.shutdown(cancel_pending=True, timeout=timeout)
     server.pull_trigger = lambda: None  # a request still running past the timeout: its answer is dropped
 
@@ -115,7 +118,10 @@ def close_api(server: Any, api: threading.Thread, timeout: float = API_STOP_SECO
                 channel.close_when_flushed = True  # once what it has to send is sent
         trigger.close()
 
-    trigger.pull_trigger(close_connections)
+    try:
+        trigger.pull_trigger(close_connections)
+    except (OSError, ValueError):  # the trigger is closed already: the server's loop has ended
+        close_connections()
     api.join(timeout)
 
 
