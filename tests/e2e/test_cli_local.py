@@ -304,13 +304,18 @@ def test_the_embedded_postgres_stops_with_the_last_local_even_after_one_was_kill
         second = Local("--data-dir", str(data_dir), env={})
         assert int((data_dir / "pgdata" / "postmaster.pid").read_text().split()[0]) == postmaster
         assert second.stop() == 0
-        deadline = time.monotonic() + 30
-        while _running(postmaster) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _running(postmaster), "the embedded Postgres outlived its last user"
+        _assert_stops(postmaster)
     finally:
         if _running(postmaster):
             os.kill(postmaster, signal.SIGTERM)
+
+
+def _assert_stops(postmaster: int) -> None:
+    """The embedded Postgres of PID ``postmaster`` ends within 30 s (its last user stopped)."""
+    deadline = time.monotonic() + 30
+    while _running(postmaster) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(postmaster), "the embedded Postgres outlived its last user"
 
 
 def _running(pid: int) -> bool:
@@ -459,10 +464,7 @@ def test_the_embedded_postgres_stops_with_the_last_local_when_another_was_killed
         first.process.kill()
         first.process.wait(timeout=10)
         assert second.stop() == 0
-        deadline = time.monotonic() + 30
-        while _running(postmaster) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _running(postmaster), "the embedded Postgres outlived its last user"
+        _assert_stops(postmaster)
     finally:
         if _running(postmaster):
             os.kill(postmaster, signal.SIGTERM)
