@@ -12,7 +12,7 @@ import boto3
 from botocore.stub import ANY, Stubber
 
 from scheduler import service
-from scheduler.runner.dispatch import CLAIM_DUE, LambdaDispatch
+from scheduler.runner.dispatch import CLAIM_DUE, ClaimMode, LambdaDispatch
 from scheduler.runner.executor import Executor, execute_invoke
 from scheduler.runner.fanout import fanout_deadline, run_fanout
 from scheduler.runner.in_process import InProcessDispatch
@@ -545,3 +545,28 @@ def test_local_invoker_claims_starts_and_records_in_batches_within_its_idle_work
         assert execution.status == "succeeded" and execution.http_status == 200
         assert store.get_job(OWNER, job_id).lock_token is None
     assert invoker.capacity() == 8
+
+
+def test_a_runner_with_39_idle_executors_claims_32(store, pool):
+    """claim_and_start's claims come in few sizes (ClaimMode.sized): 39 idle executors claim 32,
+    and the next round the rest."""
+    from tests.support import insert_due_jobs
+
+    insert_due_jobs(pool, 50)
+    claimed: list[int] = []
+
+    class ThirtyNineIdle:
+        claim_mode = ClaimMode("claim_and_start")
+
+        def capacity(self) -> int:
+            return 39
+
+        def dispatch(self, claims):
+            claimed.append(len(claims))
+            return []
+
+        def close(self) -> None:
+            pass
+
+    run_fanout(store, ThirtyNineIdle(), budget_seconds=0, batch_size=100)
+    assert claimed == [32, 18]

@@ -755,3 +755,23 @@ def test_the_runners_sessions_read_instants_in_utc_whatever_the_servers_zone(db_
     finally:
         direct.close()
         proxied.close()
+
+
+def test_the_pool_hands_out_the_connection_returned_last_so_a_busy_statement_gets_prepared(db_url):
+    """psycopg prepares a statement at its fifth use on a connection: a pool taken in turn spread
+    a runner's claims over every connection it had opened, and they stayed unprepared (planned at
+    each call). Taken most recent first, eight claims run on one connection, which prepares it."""
+    pool = make_pool(db_url, min_size=1, max_size=4)
+    try:
+        held = [pool.getconn() for _ in range(3)]
+        for conn in held:
+            pool.putconn(conn)
+        store = Store(pool)
+        for _ in range(8):
+            assert store.claim_and_start(32) == []
+        with pool.connection() as conn:
+            assert conn.info.backend_pid == held[-1].info.backend_pid
+            prepared = [row["statement"] for row in conn.execute("SELECT statement FROM pg_prepared_statements")]
+        assert any("FOR UPDATE SKIP LOCKED" in statement for statement in prepared)
+    finally:
+        pool.close()

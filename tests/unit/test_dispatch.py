@@ -269,3 +269,18 @@ def test_quick_deliveries_of_one_owner_use_every_thread():
         gate.set()
     dispatch.close()
     assert sorted(executor.recorded) == ["a-0", "a-1", "a-2", "a-3"]
+
+
+def test_claim_and_start_claims_in_few_sizes_and_claim_due_as_asked():
+    """A runner's room (its idle executors) is any number from half of them to all: each limit is
+    a statement of its own for claim_and_start, so the room is rounded down to few sizes, never
+    more than asked and at most a fifth less; claim_due's limit is a parameter, taken as asked."""
+    mode = ClaimMode("claim_and_start")
+    for room in range(0, 300):
+        size = mode.sized(room)
+        assert size <= room
+        assert size >= 0.8 * room
+        assert mode.sized(size) == size  # a size is its own rounding
+    assert [mode.sized(n) for n in (1, 8, 9, 33, 39, 40, 47, 63, 64, 100)] == [1, 8, 8, 32, 32, 40, 40, 56, 64, 96]
+    assert {mode.sized(room) for room in range(32, 65)} == {32, 40, 48, 56, 64}
+    assert CLAIM_DUE.sized(39) == 39

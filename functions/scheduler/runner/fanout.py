@@ -160,7 +160,7 @@ def run_fanout(
     more_due = False  # the last claim was full: more may be due right now
     while not run.stop.is_set():
         run.keep_up()
-        room = min(batch_size, dispatch.capacity())
+        room = dispatch.claim_mode.sized(min(batch_size, dispatch.capacity()))
         if more_due and 0 < room < min(batch_size, run.worth_a_claim) and run.room is not None:
             more_due = False  # a burst: a moment (at most) for a batch's room, then whatever room there is
             run.room.wait_for_room(MIN_IDLE_SECONDS)

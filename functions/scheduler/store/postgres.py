@@ -78,8 +78,8 @@ def _claim_and_start_sql(limit: int) -> str:
     """``claim_and_start`` with its limit written in: a parameter there would have Postgres plan
     each execution afresh (its generic plan assumes a tenth of the table is claimed), a third of
     a millisecond a batch; a constant lets the prepared statement keep its plan. A runner asks
-    for few distinct limits (its batch size, or its idle executors when fewer), each text made
-    once: the same string object keeps its hash for psycopg's caches of the query."""
+    for few distinct limits (its batch size, or its idle executors rounded by
+    ``ClaimMode.sized``), each text made once: the same string object keeps its hash for psycopg's caches of the query."""
     return QUERIES["claim_and_start"].replace("%(limit)s", str(int(limit)))
 
 
