@@ -628,6 +628,9 @@ job AS (
     FROM outcome o
     WHERE j.job_id = o.job_id AND j.lock_token = o.lock_token AND j.running_execution_id = o.execution_id
       AND j.version = o.version
+      -- The jobs' keys again, as an array: the planner takes a batch of outcomes for 100 rows
+      -- and, below a few thousand jobs, read every job to join them rather than probe each key.
+      AND j.job_id = ANY (ARRAY(SELECT job_id FROM outcome))
     RETURNING j.job_id AS id
 ), execution AS (
     UPDATE executions e
