@@ -77,12 +77,19 @@ RUNNERS = min(os.cpu_count() or 1, 4)
 # -- /proc ------------------------------------------------------------------------------------------
 
 
-def cpu_ticks(pid: int) -> int | None:
+def cpu_seconds(pid: int, one_thread: bool = False) -> float | None:
+    """CPU time of a process so far: for a process of one thread (a Postgres backend), its
+    nanoseconds on a CPU (``/proc/<pid>/schedstat``); else its threads' user and
+    system time in clock ticks (``/proc/<pid>/stat``, dead threads included). A tick is a
+    hundredth of a second: a dozen backends read in ticks could each be 10 ms off, on a burst
+    that costs Postgres a few tenths of a second in all."""
     try:
+        if one_thread:
+            return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
+    except (OSError, IndexError, ValueError):
         return None
-    return int(fields[11]) + int(fields[12])
+    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def rss_bytes(pid: int) -> int:
@@ -123,8 +130,8 @@ class CpuMeter:
         self.root_pid, self.target_pid = root_pid, target_pid
         self._conn = psycopg.connect(database_url, autocommit=True) if database_url else None
         self._own = self._conn.info.backend_pid if self._conn else None
-        self.last: dict[tuple[str, int], int] = {}
-        self.start: dict[tuple[str, int], int] = {}
+        self.last: dict[tuple[str, int], float] = {}
+        self.start: dict[tuple[str, int], float] = {}
         self.peak_rss = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -142,9 +149,9 @@ class CpuMeter:
         groups = [("scheduler", tree), ("postgres", self._backends()), ("target", [self.target_pid])]
         for group, pids in groups:
             for pid in pids:
-                ticks = cpu_ticks(pid)
-                if ticks is not None:
-                    self.last[(group, pid)] = ticks
+                seconds = cpu_seconds(pid, one_thread=group == "postgres")
+                if seconds is not None:
+                    self.last[(group, pid)] = seconds
         self.peak_rss = max(self.peak_rss, sum(rss_bytes(pid) for pid in tree))
 
     def begin(self) -> None:
@@ -166,8 +173,8 @@ class CpuMeter:
         if self._conn is not None:
             self._conn.close()
         out = {"scheduler": 0.0, "postgres": 0.0, "target": 0.0}
-        for (group, pid), ticks in self.last.items():
-            out[group] += (ticks - self.start.get((group, pid), 0)) / TICK
+        for (group, pid), seconds in self.last.items():
+            out[group] += seconds - self.start.get((group, pid), 0.0)
         return out
 
 
@@ -441,7 +448,7 @@ def _measure(system: str, workload: str, jobs: int, args: argparse.Namespace, se
     print(
         f"  {system:<19} {workload:<13} p50 {late_s['p50']:6.2f} s  p99 {late_s['p99']:6.2f} s{bound}  "
         f"{result['deliveries_per_s']:6.0f}/s  CPU {result['cpu_ms_per_delivery']:.2f} ms/delivery "
-        f"(sched {cpu['scheduler']:.1f} s, pg {cpu['postgres']:.1f} s, target {cpu['target']:.1f} s; c "
+        f"(sched {cpu['scheduler']:.2f} s, pg {cpu['postgres']:.2f} s, target {cpu['target']:.2f} s; c "
         f"{result['c_ms']:.2f} ms)  RSS {result['peak_rss_mb']:.0f} MB  "
         f"{len(late)}/{occurrences} in window{'' if result['complete'] else ' INCOMPLETE'}",
         flush=True,
