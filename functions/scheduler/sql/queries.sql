@@ -771,6 +771,97 @@ WHERE e.owner = %(owner)s
 ORDER BY e.started_at DESC, e.id DESC
 LIMIT %(limit)s;
 
+-- fragment: live_run
+-- A job's live run (after a job_runs row r): its execution, one probe of one day's primary key.
+-- Every running execution is one, and each job has at most one: a start (start_execution,
+-- start_executions, claim_and_start) writes running_execution_id and last_run_at with the row it
+-- inserts as running, started at that same now(); record_wait moves both together; and every
+-- statement that clears running_execution_id ends its execution in the same transaction (the
+-- completion writes its outcome, mark_lost marks it lost, hand_back_for_slot deletes it, a
+-- job's delete deletes both). The status is checked all the same: claim_and_start marks the
+-- orphan of the row it locked lost even when its update then misses that row (the race due_rows
+-- tells of), which leaves the run named. OFFSET 0 keeps the probe a subquery run with the row's
+-- values, so that run-time pruning reads that day's index only.
+SELECT * FROM executions e
+WHERE e.job_id = r.job_id AND e.started_at = r.last_run_at AND e.id = r.running_execution_id
+  AND e.status = 'running'
+OFFSET 0
+
+-- name: list_owner_running
+-- list_owner_executions with status=running: the owner's jobs with a live run (job_runs), each run
+-- probed (live_run), in the listing's order and with its conditions (the run's last_run_at and
+-- running_execution_id are the execution's started_at and id). No index can name the running ones
+-- (a claim's and a start's updates of job_runs, as a completion's of executions, are heap-only
+-- only while no index holds what they write), so the owner's jobs are read: by the (owner, name)
+-- index and each run state by its key, or job_runs whole when the owner holds most jobs (the
+-- planner's choice): about 0.15-0.5 ms a thousand jobs, whatever their executions. An owner of
+-- many jobs pages by the walk instead (Store.list_owner_executions, RUNNING_JOBS_CAP).
+SELECT e.*, s.name AS job_name
+FROM job_specs s
+JOIN job_runs r ON r.job_id = s.id
+CROSS JOIN LATERAL ({{ live_run }}) e
+WHERE s.owner = %(owner)s AND e.owner = %(owner)s
+  AND r.running_execution_id IS NOT NULL
+  AND (%(job_id)s::uuid IS NULL OR s.id = %(job_id)s::uuid)
+  AND (%(since)s::timestamptz IS NULL OR r.last_run_at >= %(since)s::timestamptz)
+  AND (%(before_started_at)s::timestamptz IS NULL
+       OR (r.last_run_at, r.running_execution_id) < (%(before_started_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY e.started_at DESC, e.id DESC
+LIMIT %(limit)s;
+
+-- name: owner_jobs_up_to
+-- How many jobs the owner has, counted up to %(cap)s: list_owner_running reads them all, so an
+-- owner of that many pages status=running by the walk of its executions instead (Store.
+-- list_owner_executions). In the index's order, so that the count reads the (owner, name) index
+-- alone (index-only), not the specifications.
+SELECT count(*) AS jobs FROM (
+    SELECT FROM job_specs WHERE owner = %(owner)s ORDER BY name LIMIT %(cap)s
+) owned;
+
+-- name: list_job_running
+-- list_executions with status=running: the job's live run, if any (live_run), with the page's
+-- cursor conditions.
+SELECT e.* FROM job_runs r
+CROSS JOIN LATERAL ({{ live_run }}) e
+WHERE r.job_id = %(job_id)s AND r.running_execution_id IS NOT NULL
+  AND (%(before_seq)s::bigint IS NULL OR e.seq < %(before_seq)s::bigint)
+  AND (%(before_started_at)s::timestamptz IS NULL
+       OR (e.started_at, e.seq) < (%(before_started_at)s::timestamptz, %(before_seq)s::bigint))
+LIMIT %(limit)s;
+
+-- fragment: lost_execution
+-- A lost execution (after a lost_executions row l, 0028), one probe of its day's primary key.
+SELECT * FROM executions e
+WHERE e.job_id = l.job_id AND e.started_at = l.started_at AND e.seq = l.seq AND e.status = 'lost'
+OFFSET 0
+
+-- name: list_owner_lost
+-- list_owner_executions with status=lost: the owner's entries of lost_executions (0028, kept by
+-- triggers) in the listing's order, its own index's, each execution probed (lost_execution).
+SELECT e.*, j.name AS job_name
+FROM lost_executions l
+CROSS JOIN LATERAL ({{ lost_execution }}) e
+JOIN job_specs j ON j.id = e.job_id
+WHERE l.owner = %(owner)s AND e.owner = %(owner)s
+  AND (%(job_id)s::uuid IS NULL OR l.job_id = %(job_id)s::uuid)
+  AND (%(since)s::timestamptz IS NULL OR l.started_at >= %(since)s::timestamptz)
+  AND (%(before_started_at)s::timestamptz IS NULL
+       OR (l.started_at, l.id) < (%(before_started_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY l.started_at DESC, l.id DESC
+LIMIT %(limit)s;
+
+-- name: list_job_lost
+-- list_executions with status=lost: the job's entries of lost_executions, its primary key read
+-- backwards (the listing's order), each execution probed (lost_execution).
+SELECT e.* FROM lost_executions l
+CROSS JOIN LATERAL ({{ lost_execution }}) e
+WHERE l.job_id = %(job_id)s
+  AND (%(before_seq)s::bigint IS NULL OR l.seq < %(before_seq)s::bigint)
+  AND (%(before_started_at)s::timestamptz IS NULL
+       OR (l.started_at, l.seq) < (%(before_started_at)s::timestamptz, %(before_seq)s::bigint))
+ORDER BY l.started_at DESC, l.seq DESC
+LIMIT %(limit)s;
+
 -- name: delete_completed_jobs
 -- after_completion = 'delete': jobs whose completion, written just before in the same
 -- transaction, left them completed are deleted with their executions (as delete_job). The

@@ -49,14 +49,20 @@ class ExecutionHistory:
             "since": None,
             "until": None,
         }
+        if status in RARE_STATUS_QUERIES:  # running or lost: read where they are named, not walked
+            with self.pool.connection() as conn:
+                query = QUERIES[RARE_STATUS_QUERIES[status][1]]
+                rows = conn.execute(query, params, prepare=False).fetchall()
+            return [Execution.from_row(row) for row in rows]
         # Never prepared (here and below): planned with its values, the page's conditions are the
         # index's and prune the partitions; a generic plan read every execution of the job.
         # As list_owner_executions: the recent days first (seq and started_at order a job's
         # executions alike, see queries.sql), before now or the cursor's instant, as many as the
         # job's rate so far says hold a page; the older ones only for a page left short. A
         # cursor's day also bounds the page above (its later days pruned). A job too rare for a
-        # week to hold a page, a status filter, and a cursor without an instant (issued before
-        # cursors carried one) read every day at once (up to the cursor's, when known).
+        # week to hold a page, a status filter (but running and lost, above), and a cursor without
+        # an instant (issued before cursors carried one) read every day at once (up to the
+        # cursor's, when known).
         now = datetime.now(UTC)
         if before_seq is None:
             newest = now
@@ -135,7 +141,8 @@ class ExecutionHistory:
     ) -> list[Execution]:
         """A page of the owner's executions across all their jobs, newest first by ``started_at``
         (then id), each with its ``job_name``; ``before`` is the keyset cursor, the (started_at,
-        id) of the previous page's last row. A ``job_id`` that is not a UUID matches nothing."""
+        id) of the previous page's last row. A ``job_id`` that is not a UUID matches nothing. A
+        page of running or lost executions is read where they are named (RARE_STATUS_QUERIES)."""
         if job_id is not None and not is_uuid(job_id):
             return []
         before_started_at, before_id = before if before is not None else (None, None)
@@ -156,7 +163,10 @@ class ExecutionHistory:
         # places the bound: the two tries cover every instant, so a skewed clock costs a second try.
         recent = _days_before(before_started_at or datetime.now(UTC), OWNER_RECENT_DAYS)
         with self.pool.connection() as conn:
-            if since is not None and since >= recent:
+            rare = _rare_status_page(conn, status, params) if status in RARE_STATUS_QUERIES else None
+            if rare is not None:
+                rows = rare
+            elif since is not None and since >= recent:
                 rows = conn.execute(QUERIES["list_owner_executions"], params, prepare=False).fetchall()
             else:
                 rows = conn.execute(
@@ -169,6 +179,38 @@ class ExecutionHistory:
                         prepare=False,
                     ).fetchall()
         return [Execution.from_row(row) for row in rows]
+
+
+# The statuses too rare for a walk of the executions in the page's order to find a page soon
+# (it read every day kept, 0.25-0.38 s at a million executions), and no index may lead with the
+# status (the completion writes it: it would end the completions' heap-only updates). Their pages
+# come from where such executions are named, the listing's order and conditions kept: a running
+# execution is its job's live run (job_runs), a lost one has its entry in lost_executions (0028).
+# Each: the query across the owner's jobs (list_owner_executions), then one job's (list_executions).
+RARE_STATUS_QUERIES = {
+    ExecutionStatus.RUNNING: ("list_owner_running", "list_job_running"),
+    ExecutionStatus.LOST: ("list_owner_lost", "list_job_lost"),
+}
+
+# list_owner_running reads every job of the owner (about 0.15-0.5 ms a thousand: no index can
+# name the running ones, see RARE_STATUS_QUERIES), where the walk reads the owner's executions in
+# the page's order until it has a page: the fewer of the two for an owner of few jobs, unless
+# they seldom run. An owner of this many jobs or more pages status=running by the walk, as before
+# (a count of its jobs up to this, from its index alone, tells which: 1-3 ms at the cap), so that
+# no page reads more than this many jobs (5-10 ms) where the walk would have read a few rows.
+RUNNING_JOBS_CAP = 20_000
+
+
+def _rare_status_page(conn: Any, status: ExecutionStatus, params: dict[str, Any]) -> list[Any] | None:
+    """The rows of a page of the owner's executions of a rare status (RARE_STATUS_QUERIES), read
+    where such executions are named; None for the walk of the owner's executions instead (an owner
+    of RUNNING_JOBS_CAP jobs or more, status=running across its jobs), which the caller takes."""
+    if status == ExecutionStatus.RUNNING and params["job_id"] is None:
+        counted = {"owner": params["owner"], "cap": RUNNING_JOBS_CAP}
+        jobs = conn.execute(QUERIES["owner_jobs_up_to"], counted, prepare=False).fetchone()["jobs"]
+        if jobs >= RUNNING_JOBS_CAP:
+            return None
+    return conn.execute(QUERIES[RARE_STATUS_QUERIES[status][0]], params, prepare=False).fetchall()
 
 
 # Days of executions a history page's first try reads (see list_owner_executions): an owner's
