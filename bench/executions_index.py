@@ -10,8 +10,11 @@ calls (``Store.list_owner_executions``, newest first, a page of --limit plus one
 alternately in one run, and prints the median and p95 in ms and their ratio: with the index on
 (owner, started_at DESC, id DESC) a page reads about --limit index entries, so the ratio should
 stay near 1. The same for the page after a cursor, and for the status filter (2% of the
-executions failed). The plan of the first page on the large table is printed with the buffers
-it touched. ``--quick`` shrinks the run (100,000 executions, 50 repeats).
+executions failed), and for the rare statuses, fewer than a page in either table: RUNNING live
+runs (their jobs' run states name them, as a start writes them) and LOST executions spread over
+the history (a walk in the page's order would read every execution for them; they are read where
+they are named, job_runs and lost_executions). The plan of the first page on the large table is
+printed with the buffers it touched. ``--quick`` shrinks the run (100,000 executions, 50 repeats).
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ OWNER = "arn:aws:iam::111111111111:user/bench"
 # Another tenant's executions in the same table (--others): the page must not read them.
 OTHER_OWNER = "arn:aws:iam::222222222222:user/neighbour"
 FAILED_EVERY = 50  # 2% of the executions failed: the status filter's case
+# The rare statuses' case, as many in either table (fewer than a page): live runs, lost executions.
+RUNNING = 20
+LOST = 30
 
 
 def fill(
@@ -72,6 +78,43 @@ def fill(
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE job_specs, job_runs")
         conn.execute("VACUUM ANALYZE executions")
+
+
+def add_rare(url: str, owner: str = OWNER) -> None:
+    """``owner``'s rare executions: LOST of its executions, evenly spread over their starts, marked
+    lost (lost_executions takes them, by its trigger), and RUNNING live runs, each of another job
+    started in the last hour, written as a start writes them (the execution running, the job's
+    run state naming it, started at its last_run_at, under a live lease)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            """
+            WITH numbered AS (
+                SELECT job_id, started_at, seq, row_number() OVER (ORDER BY started_at) AS n, count(*) OVER () AS total
+                FROM executions WHERE owner = %(owner)s AND status = 'succeeded'
+            )
+            UPDATE executions e SET status = 'lost', http_status = NULL,
+                error = 'the lease expired before the execution finished (runner lost)'
+            FROM numbered p
+            WHERE p.n %% greatest(p.total / %(lost)s, 1) = 0 AND p.n / greatest(p.total / %(lost)s, 1) <= %(lost)s
+              AND e.job_id = p.job_id AND e.started_at = p.started_at AND e.seq = p.seq""",
+            {"owner": owner, "lost": LOST},
+        )
+        conn.execute(
+            """
+            WITH run AS (
+                UPDATE job_runs r
+                SET running_execution_id = gen_random_uuid(), lock_token = gen_random_uuid(), lease_kind = 'schedule',
+                    locked_until = now() + interval '1 hour', last_run_at = now() - make_interval(secs => 60 * k.n)
+                FROM (SELECT id, row_number() OVER (ORDER BY name) AS n FROM job_specs WHERE owner = %(owner)s
+                      ORDER BY name LIMIT %(running)s) k
+                WHERE r.job_id = k.id
+                RETURNING r.job_id, r.running_execution_id, r.last_run_at
+            )
+            INSERT INTO executions (id, job_id, owner, scheduled_at, started_at, attempt, trigger, status)
+            SELECT running_execution_id, job_id, %(owner)s, last_run_at, last_run_at, 1, 'schedule', 'running' FROM run""",
+            {"owner": owner, "running": RUNNING},
+        )
+        conn.execute("VACUUM ANALYZE job_runs, executions, lost_executions")
 
 
 def first_page_plan(url: str, limit: int) -> tuple[str, int]:
@@ -142,6 +185,7 @@ def main() -> None:
                 fill(url, args.jobs, executions)
                 if args.others:
                     fill(url, max(args.jobs // 10, 1), args.others, OTHER_OWNER)
+                add_rare(url)
             results["fill_seconds"] = round(time.monotonic() - began, 1)
             plan, buffers = first_page_plan(large, args.limit)
             results["large_first_page_plan"], results["large_first_page_buffers"] = plan, buffers
@@ -157,6 +201,8 @@ def main() -> None:
                 "first_page": lambda name: {"limit": args.limit + 1},
                 "after_cursor": lambda name: {"limit": args.limit + 1, "before": cursors[name]},
                 "status_failed": lambda name: {"limit": args.limit + 1, "status": "failed"},
+                "status_running": lambda name: {"limit": args.limit + 1, "status": "running"},
+                "status_lost": lambda name: {"limit": args.limit + 1, "status": "lost"},
             }
             samples = {case: {"small": [], "large": []} for case in cases}
             for _ in range(10):  # warm up both
