@@ -17,8 +17,9 @@ from scheduler.cli.api import client_command
 from scheduler.cli.common import EXIT_OK, UsageError
 from scheduler.cli.jobs import add_page_flags, print_listing
 from scheduler.cli.manifests import with_secret_references
-from scheduler.cli.output import format_changes, format_table, print_data
+from scheduler.cli.output import CHANGE_ROWS, format_changes, format_table, print_data
 from scheduler.cli.reading import read_definition
+from scheduler.cli.streaming import Rows
 
 _COLUMNS = ("NAME", "TAG", "RULES", "VERSION", "UPDATED")
 
@@ -28,19 +29,19 @@ def _rule_text(rule: dict[str, Any]) -> str:
     return str(rule.get("on")) if threshold is None else f"{rule.get('on')}>{threshold:g}"
 
 
+def _row(rule_set: dict[str, Any]) -> list[Any]:
+    return [
+        rule_set.get("name"),
+        rule_set.get("tag"),
+        ", ".join(_rule_text(a) for a in rule_set.get("alerts") or []),
+        rule_set.get("version"),
+        rule_set.get("updated_at"),
+    ]
+
+
 def format_alert_rules(rule_sets: list[dict[str, Any]]) -> str:
     """The rule sets as a table: name, tag, their rules (``on>threshold``), version, update."""
-    rows = (
-        [
-            r.get("name"),
-            r.get("tag"),
-            ", ".join(_rule_text(a) for a in r.get("alerts") or []),
-            r.get("version"),
-            r.get("updated_at"),
-        ]
-        for r in rule_sets
-    )
-    return format_table(_COLUMNS, rows)
+    return format_table(_COLUMNS, (_row(r) for r in rule_sets))
 
 
 def _flag_rule(text: str, webhook: str | None) -> dict[str, Any]:
@@ -81,7 +82,7 @@ def alert_rules_list(args: argparse.Namespace, client: Any) -> int:
     return print_listing(
         args,
         "alert_rules",
-        format_alert_rules,
+        (format_alert_rules, Rows(_COLUMNS, _row)),
         lambda: client.list_alert_rules(limit=args.limit, cursor=args.cursor),
         lambda: client.iter_alert_rule_pages(limit=args.limit, cursor=args.cursor),
     )
@@ -119,7 +120,7 @@ def alert_rules_history(args: argparse.Namespace, client: Any) -> int:
     return print_listing(
         args,
         "changes",
-        format_changes,
+        (format_changes, CHANGE_ROWS),
         lambda: client.list_alert_rule_changes(args.rule_set, limit=args.limit, cursor=args.cursor),
         lambda: client.iter_alert_rule_change_pages(args.rule_set, limit=args.limit, cursor=args.cursor),
     )

@@ -11,36 +11,35 @@ from scheduler.cli.api import client_command
 from scheduler.cli.common import positive_int
 from scheduler.cli.jobs import print_listing
 from scheduler.cli.output import format_table
+from scheduler.cli.streaming import Rows
 
 ALERT_STATUSES = ("pending", "delivered", "failed")
 HEADERS = ("CREATED", "JOB", "ON", "EVENT", "STATUS", "ATTEMPTS", "MESSAGE")
 MESSAGE_WIDTH = 80
 
 
+def alert_row(alert: dict[str, Any], *, wide: bool = False) -> tuple[Any, ...]:
+    """An alert's cells: when, the job, the rule (``set/on>threshold`` for a rule set's by tag),
+    fired or recovered, the delivery (the message cut to ``MESSAGE_WIDTH`` unless ``wide``)."""
+    message = str(alert.get("message") or "")
+    rule = str(alert.get("on")) if alert.get("threshold") is None else f"{alert.get('on')}>{alert.get('threshold'):g}"
+    status = alert.get("status")
+    return (
+        alert.get("created_at"),
+        alert.get("job_name"),
+        (f"{alert['rule']}/" if alert.get("rule") else "") + rule,
+        alert.get("event"),
+        status if not alert.get("last_error") else f"{status} ({alert.get('last_error')})",
+        alert.get("attempts"),
+        message if wide or len(message) <= MESSAGE_WIDTH else message[: MESSAGE_WIDTH - 1] + "…",
+    )
+
+
 def format_alerts(alerts: list[dict[str, Any]], *, wide: bool = False) -> str:
-    """The alerts as a table: when, the job, the rule (``set/on>threshold`` for a rule set's by
-    tag), fired or recovered, the delivery."""
-
-    def short(text: Any) -> str:
-        text = str(text or "")
-        return text if wide or len(text) <= MESSAGE_WIDTH else text[: MESSAGE_WIDTH - 1] + "…"
-
+    """The alerts as a table (``alert_row``)."""
     if not alerts:
         return "no alerts"
-    rows = [
-        (
-            a.get("created_at"),
-            a.get("job_name"),
-            (f"{a['rule']}/" if a.get("rule") else "")
-            + (str(a.get("on")) if a.get("threshold") is None else f"{a.get('on')}>{a.get('threshold'):g}"),
-            a.get("event"),
-            a.get("status") if not a.get("last_error") else f"{a.get('status')} ({a.get('last_error')})",
-            a.get("attempts"),
-            short(a.get("message")),
-        )
-        for a in alerts
-    ]
-    return format_table(HEADERS, rows)
+    return format_table(HEADERS, (alert_row(a, wide=wide) for a in alerts))
 
 
 @client_command
@@ -51,7 +50,7 @@ def alerts(args: argparse.Namespace, client: Any) -> int:
     return print_listing(
         args,
         "alerts",
-        lambda rows: format_alerts(rows, wide=args.wide),
+        (lambda rows: format_alerts(rows, wide=args.wide), Rows(HEADERS, lambda a: alert_row(a, wide=args.wide))),
         lambda: client.list_alerts(cursor=args.cursor, **filters),
         lambda: client.pages(client.list_alerts, {**filters, "cursor": args.cursor}),
     )

@@ -15,8 +15,9 @@ from typing import Any
 from scheduler.cli.api import client_command
 from scheduler.cli.common import EXIT_OK, UsageError
 from scheduler.cli.jobs import add_page_flags, print_listing
-from scheduler.cli.output import format_changes, format_table, print_data
+from scheduler.cli.output import CHANGE_ROWS, format_changes, format_table, print_data
 from scheduler.cli.reading import read_definition
+from scheduler.cli.streaming import Rows
 
 _COLUMNS = ("NAME", "TIMEZONE", "DAYS", "VERSION", "UPDATED")
 
@@ -28,10 +29,19 @@ def _summary(calendar: dict[str, Any]) -> str:
     return ", ".join(parts) or "none"
 
 
+def _row(calendar: dict[str, Any]) -> list[Any]:
+    return [
+        calendar["name"],
+        calendar.get("timezone"),
+        _summary(calendar),
+        calendar.get("version"),
+        calendar.get("updated_at"),
+    ]
+
+
 def format_calendars(calendars: list[dict[str, Any]]) -> str:
     """The calendars as a table."""
-    rows = ([c["name"], c.get("timezone"), _summary(c), c.get("version"), c.get("updated_at")] for c in calendars)
-    return format_table(_COLUMNS, rows)
+    return format_table(_COLUMNS, (_row(c) for c in calendars))
 
 
 def _read_text(path: str) -> str:
@@ -79,7 +89,7 @@ def calendars_list(args: argparse.Namespace, client: Any) -> int:
     return print_listing(
         args,
         "calendars",
-        format_calendars,
+        (format_calendars, Rows(_COLUMNS, _row)),
         lambda: client.list_calendars(limit=args.limit, cursor=args.cursor),
         lambda: client.iter_calendar_pages(limit=args.limit, cursor=args.cursor),
     )
@@ -128,7 +138,7 @@ def calendars_history(args: argparse.Namespace, client: Any) -> int:
     return print_listing(
         args,
         "changes",
-        format_changes,
+        (format_changes, CHANGE_ROWS),
         lambda: client.list_calendar_changes(args.calendar, limit=args.limit, cursor=args.cursor),
         lambda: client.iter_calendar_change_pages(args.calendar, limit=args.limit, cursor=args.cursor),
     )

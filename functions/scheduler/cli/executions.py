@@ -16,6 +16,7 @@ from scheduler.cli.common import EXECUTION_STATUSES, EXIT_OK, UsageError, positi
 from scheduler.cli.jobs import print_listing
 from scheduler.cli.output import execution_row, format_execution_details, format_executions, print_data
 from scheduler.cli.reading import yaml_text
+from scheduler.cli.streaming import Rows
 from scheduler.transport.api_models import parse_time, thaw
 from scheduler.transport.api_wire import InvalidRequest
 
@@ -250,7 +251,10 @@ def executions(args: argparse.Namespace, client: Any) -> int:
     return print_listing(
         args,
         "executions",
-        lambda rows: format_executions(rows, wide=args.wide, columns=columns),
+        (
+            lambda rows: format_executions(rows, wide=args.wide, columns=columns),
+            Rows([c.header for c in columns], lambda e: execution_row(e, wide=args.wide, columns=columns)),
+        ),
         lambda: fetch(cursor=args.cursor, **filters),
         lambda: client.pages(fetch, {**filters, "cursor": args.cursor}),
     )

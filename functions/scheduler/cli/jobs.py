@@ -20,8 +20,17 @@ from scheduler.cli.definitions import (
 )
 from scheduler.cli.hints import check_complete
 from scheduler.cli.manifests import with_secret_references
-from scheduler.cli.output import format_changes, format_job_details, format_jobs, print_data
+from scheduler.cli.output import (
+    CHANGE_ROWS,
+    format_changes,
+    format_job_details,
+    format_jobs,
+    job_row,
+    print_data,
+    require_yaml,
+)
 from scheduler.cli.reading import READ_ONLY_FIELDS, read_definition
+from scheduler.cli.streaming import Rows, emit, listing_pieces
 
 
 def show_job(args: argparse.Namespace, job: dict[str, Any], details: bool = False) -> None:
@@ -33,16 +42,21 @@ def show_job(args: argparse.Namespace, job: dict[str, Any], details: bool = Fals
 def print_listing(
     args: argparse.Namespace,
     key: str,
-    format_rows: Callable[[list[dict[str, Any]]], str],
+    table: tuple[Callable[[list[dict[str, Any]]], str], Rows],
     one_page: Callable[[], dict[str, Any]],
     every_page: Callable[[], Iterable[dict[str, Any]]],
 ) -> int:
-    """Print a listing: one page, or with ``--all`` every page as one; the API's JSON (or YAML)
-    with ``-o``, else a table (and, on stderr, how to get the next page)."""
+    """Print a listing: one page, or with ``--all`` every page as one, printed as the pages
+    arrive (``streaming``); the API's JSON (or YAML) with ``-o``, else a table (``table``: the
+    table of a list, and the headers and cells a streamed one is made of) and, on stderr, how
+    to get the next page."""
+    format_rows, rows = table
     if args.all:
-        page = {key: [row for each in every_page() for row in each.get(key) or []], "next_cursor": None}
-    else:
-        page = one_page()
+        if args.output == "yaml":
+            require_yaml()
+        emit(listing_pieces(args.output, key, every_page(), rows, format_rows([])))
+        return EXIT_OK
+    page = one_page()
     if print_data(args.output, page):
         return EXIT_OK
     print(format_rows(page.get(key) or []))
@@ -79,7 +93,7 @@ def jobs_list(args: argparse.Namespace, client: Any) -> int:
     return print_listing(
         args,
         "jobs",
-        lambda rows: format_jobs(rows, columns),
+        (lambda rows: format_jobs(rows, columns), Rows([c.header for c in columns], lambda j: job_row(j, columns))),
         lambda: client.list_jobs(cursor=args.cursor, **filters),
         lambda: client.iter_job_pages(cursor=args.cursor, **filters),
     )
@@ -237,7 +251,7 @@ def jobs_history(args: argparse.Namespace, client: Any) -> int:
     return print_listing(
         args,
         "changes",
-        format_changes,
+        (format_changes, CHANGE_ROWS),
         lambda: client.list_changes(job_id, limit=args.limit, cursor=args.cursor),
         lambda: client.iter_change_pages(job_id, limit=args.limit, cursor=args.cursor),
     )

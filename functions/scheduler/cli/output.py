@@ -22,6 +22,7 @@ from scheduler.cli.columns import (
 )
 from scheduler.cli.common import EXIT_API_ERROR, EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_SERVER, UsageError
 from scheduler.cli.reading import yaml_text
+from scheduler.cli.streaming import Rows
 from scheduler.local.logs import printable
 from scheduler.transport.api_models import execution_timing
 
@@ -34,12 +35,17 @@ def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False))
 
 
-def print_yaml(value: Any) -> None:
-    """``value`` as block YAML (keys in the API's order)."""
+def require_yaml() -> None:
+    """A usage error when PyYAML, which ``-o yaml`` needs, is missing."""
     try:
         import yaml  # noqa: F401 (only to say what is missing)
     except ImportError:
         raise UsageError("-o yaml needs PyYAML (pip install pyyaml, or the 'local' extra)") from None
+
+
+def print_yaml(value: Any) -> None:
+    """``value`` as block YAML (keys in the API's order)."""
+    require_yaml()
     print(yaml_text(value).rstrip())
 
 
@@ -128,21 +134,25 @@ def _diff_text(diff: dict[str, Any]) -> str:
     return "; ".join(parts) or "-"
 
 
+def change_row(change: dict[str, Any]) -> tuple[Any, ...]:
+    """A change's cells: when, the action, the version it made, by whom, the fields it changed."""
+    return (
+        change.get("at") or "-",
+        change.get("action") or "-",
+        str(change.get("version")),
+        change.get("by") or "-",
+        _diff_text(change.get("diff") or {}),
+    )
+
+
+CHANGE_ROWS = Rows(("AT", "ACTION", "VERSION", "BY", "CHANGES"), change_row)
+
+
 def format_changes(changes: list[dict[str, Any]]) -> str:
     """The table of a change log, a job's, a calendar's or a rule set's (newest first)."""
     if not changes:
         return "no changes"
-    rows = (
-        (
-            c.get("at") or "-",
-            c.get("action") or "-",
-            str(c.get("version")),
-            c.get("by") or "-",
-            _diff_text(c.get("diff") or {}),
-        )
-        for c in changes
-    )
-    return format_table(["AT", "ACTION", "VERSION", "BY", "CHANGES"], rows)
+    return format_table(CHANGE_ROWS.headers, (change_row(c) for c in changes))
 
 
 def _target_lines(target: dict[str, Any]) -> list[tuple[str, Any]]:
