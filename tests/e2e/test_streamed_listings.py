@@ -1,13 +1,13 @@
-"""``jobs list --all`` prints page by page, against a live ``scheduler local`` on a
+"""``jobs list --all`` and ``export`` print page by page, against a live ``scheduler local`` on a
 real Postgres, seen through a proxy on loopback that records the listing's requests, can hold
 one back until the CLI has printed something, and can answer one with an error.
 
-- the output is the bytes one document of every page was (JSON, YAML);
+- the output is the bytes one document of every page was (JSON, YAML, the export's stream);
 - a page is printed without waiting for the next (the proxy holds page k's answer until the
   CLI's output shows page k-1's last job: a CLI that waited for the last page would never get
   it), so the first line comes before the last page, and a page at a time is held;
 - a listing that fails on page 7 exits non-zero with the error on stderr, and its output ends
-  with ``%INCOMPLETE`` (not JSON, not YAML).
+  with ``%INCOMPLETE`` (not JSON, not YAML), which ``apply`` refuses as such.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import requests
 
+from scheduler.cli.manifests import exported, yaml_stream
 from scheduler.cli.reading import yaml_text
 from scheduler.local.runtime import LOCAL_PRINCIPAL
 from scheduler.store.db import make_pool
@@ -210,6 +211,19 @@ def test_a_listing_of_many_pages_prints_the_bytes_of_one_document(api, db_url):
     assert empty.stdout == json.dumps({"jobs": [], "next_cursor": None}, indent=2) + "\n"
 
 
+def test_export_of_many_pages_is_the_stream_of_every_job(api, db_url):
+    fill(db_url, 450)  # three pages of 200
+    documents = [exported(job)[0] for job in every_job(api)]
+    as_yaml = run_cli(api.url, "export")
+    assert as_yaml.returncode == 0, as_yaml.stderr
+    assert as_yaml.stdout == "".join(yaml_stream(iter(documents)))
+    as_json = run_cli(api.url, "export", "-o", "json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert as_json.stdout == json.dumps(documents, indent=2, ensure_ascii=False) + "\n"
+    tagged = run_cli(api.url, "export", "--tag", "tenth", "-o", "json")
+    assert [d["name"] for d in json.loads(tagged.stdout)] == [f"job-{n:03}" for n in range(10, 451, 10)]
+
+
 def _gate_on_output(proxy: ListingProxy, output: list[Output], last_of_page: Callable[[int], str]) -> list[int]:
     """Hold the n-th page's request (n > 1) until the output shows ``last_of_page(n - 1)``; the
     pages that waited in vain."""
@@ -241,6 +255,16 @@ def test_each_page_is_printed_without_waiting_for_the_next(api, db_url, proxy):
     assert json.loads(output[0].text)["jobs"][-1]["name"] == "job-030"
 
 
+def test_export_prints_each_page_without_waiting_for_the_next(api, db_url, proxy):
+    fill(db_url, 450)
+    output: list[Output] = []
+    missed = _gate_on_output(proxy, output, lambda page: f"name: job-{page * 200:03}\n")
+    process = start_cli(proxy.url, "export", "--kind", "job")
+    output.append(Output(process, proxy.log, proxy.lock))
+    assert process.wait(timeout=120) == 0, process.stderr.read() if process.stderr else ""
+    assert missed == [] and proxy.pages == 3
+
+
 @pytest.mark.parametrize("output", ["json", "yaml", "table"])
 def test_a_listing_failing_on_page_7_exits_non_zero_and_its_output_says_it_is_cut(api, db_url, proxy, output):
     fill(db_url, 40)
@@ -262,6 +286,45 @@ def test_a_listing_failing_on_page_7_exits_non_zero_and_its_output_says_it_is_cu
 
         with pytest.raises(yaml.YAMLError):
             yaml.safe_load(result.stdout)
+
+
+def test_an_export_cut_short_is_refused_by_apply(api, db_url, proxy, tmp_path):
+    fill(db_url, 450)
+    proxy.fail_at = 2
+    for output, suffix in (("yaml", "yaml"), ("json", "json")):
+        proxy.pages = 0
+        result = run_cli(proxy.url, "export", "-o", output)
+        assert result.returncode == 5 and "error: 500 internal: injected on page 2" in result.stderr
+        assert result.stdout.count("name: job-") == 200 or result.stdout.count('"name": "job-') == 200
+        path = tmp_path / f"cut.{suffix}"
+        path.write_text(result.stdout, encoding="utf-8")
+        applied = run_cli(api.url, "apply", "-f", str(path), "--dry-run")
+        assert applied.returncode == 2
+        assert f"{path}: the output of an export that failed midway" in applied.stderr
+        # Without the line, still no whole document: JSON's array is open.
+        if output == "json":
+            path.write_text(result.stdout.rsplit("%INCOMPLETE", 1)[0], encoding="utf-8")
+            assert "not valid JSON" in run_cli(api.url, "apply", "-f", str(path), "--dry-run").stderr
+
+
+def test_export_names_a_chain_to_a_job_of_another_page_and_says_which_ids_name_none(api, db_url, proxy):
+    fill(db_url, 250)  # two pages of 200 (with the jobs below)
+    target = next(job for job in every_job(api) if job["name"] == "job-250")
+    gone = api.post(
+        "/v1/jobs", {"name": "zz-gone", "schedule": "@daily", "target": {"type": "http", "url": "http://127.0.0.1:9/g"}}
+    )
+    spec = {"schedule": "@daily", "target": {"type": "http", "url": "http://127.0.0.1:9/c"}}
+    api.post("/v1/jobs", {**spec, "name": "aaa-chainer", "on_success": [target["id"]], "on_failure": [gone["id"]]})
+    api.post("/v1/jobs", {**spec, "name": "aab-chainer", "on_complete": ["aaa-chainer"]})
+    assert requests.delete(f"{api.url}/v1/jobs/{gone['id']}", timeout=10).status_code == 204
+    result = run_cli(proxy.url, "export", "--kind", "job", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    documents = {d["name"]: d for d in json.loads(result.stdout)}
+    assert documents["aaa-chainer"]["on_success"] == ["job-250"]  # by name, from page 2
+    assert documents["aaa-chainer"]["on_failure"] == [gone["id"]]  # names no job: kept, and said
+    assert documents["aab-chainer"]["on_complete"] == ["aaa-chainer"]
+    assert f"export: chains name jobs that no longer exist: {gone['id']}" in result.stderr
+    assert proxy.pages == 4  # the export's two pages, and one listing of every job's name (two pages)
 
 
 def test_a_reader_that_goes_away_ends_a_listing_without_a_traceback(api, db_url):

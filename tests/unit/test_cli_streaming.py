@@ -1,7 +1,7 @@
 """Printing a page at a time (``scheduler.cli.streaming``): the JSON and YAML written piece by
 piece are the bytes of one document of every page, whatever the values and however the pages
 split them; a streamed table widens a column from the page that needs it; an output cut short
-ends with ``%INCOMPLETE``, which no YAML or JSON reader takes."""
+ends with ``%INCOMPLETE``, which ``apply`` refuses."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import string
 
 import pytest
 
+from scheduler.cli.common import UsageError
+from scheduler.cli.manifests import read_documents
 from scheduler.cli.output import format_table
 from scheduler.cli.reading import yaml_text
 from scheduler.cli.streaming import INCOMPLETE, Rows, TableLines, emit, json_close, json_items, listing_pieces
@@ -136,9 +138,13 @@ def test_a_reader_gone_gets_no_incomplete_line():
         emit(iter(["a\n"]), Closed())
 
 
-def test_yaml_readers_refuse_an_output_cut_short():
+def test_yaml_readers_refuse_an_output_cut_short(tmp_path):
     import yaml
 
     cut = "---\nname: a\nschedule: '@daily'\n" + INCOMPLETE + " output: the listing failed\n"
     with pytest.raises(yaml.YAMLError):
         list(yaml.safe_load_all(cut))
+    path = tmp_path / "cut.yaml"
+    path.write_text(cut, encoding="utf-8")
+    with pytest.raises(UsageError, match="the output of an export that failed midway"):
+        read_documents([str(path)])

@@ -1,18 +1,20 @@
 """``scheduler apply -f FILE|DIR``: make your calendars, alert rule sets and jobs what the files
 say, each matched by kind and name (created, replaced with ``If-Match`` of the version read, and
-with ``--prune --selector tag=T`` jobs deleted); ``scheduler export``: them as the files ``apply``
-reads. ``apply`` of ``export``'s output changes nothing (``0 changed``).
+with ``--prune --selector tag=T`` jobs deleted); ``scheduler export`` (``exporting``): them as
+the files ``apply`` reads (the command's parser is here). ``apply`` of ``export``'s output changes
+nothing (``0 changed``).
 
 Two definitions are compared in the API's normal form (the model with its defaults, instants as
 instants, secrets masked): a secret's value cannot be compared (the API answers ``***``), so an
-object is sent again only when something else changed, or with ``--resend-secrets``. Calendars
-and rule sets are written before jobs, so a job may name a calendar the same files create.
+object is sent again only when something else changed, or with ``--resend-secrets``. Each
+stored object is compared with its document as its page of the listing arrives, and only the
+step is kept. Calendars and rule sets are written before jobs, so a job may name a calendar the
+same files create.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,15 +24,12 @@ from typing import Any
 from scheduler.cli.api import client_command
 from scheduler.cli.common import EXIT_API_ERROR, EXIT_OK, JOB_STATES, UsageError
 from scheduler.cli.comparing import differences, normal_form
+from scheduler.cli.exporting import export
 from scheduler.cli.manifests import (
     KINDS,
     Resolved,
-    exported,
-    exported_alert_rules,
-    exported_calendar,
     read_documents,
     resolve,
-    yaml_stream,
 )
 from scheduler.cli.output import print_data
 from scheduler.cli.reading import READ_ONLY_FIELDS
@@ -63,37 +62,55 @@ class Step:
         return self.name if self.kind == "job" else f"{self.kind}/{self.name}"
 
 
-def plan(resolved: list[Resolved], stored: dict[str, dict[str, Any]], *, resend_secrets: bool) -> list[Step]:
-    """One step per document: create what is absent, update what differs. ``stored``: each
-    kind's objects by name, as answered."""
-    steps = []
-    for item in resolved:
-        kind, name = item.document.kind, item.document.name
-        current = stored.get(kind, {}).get(name)
-        problems: list[str] = []
-        if current is None:
-            if item.unset_secrets:
-                raise UsageError(
-                    f"{item.document.source}: a new {item.document.noun} needs its secrets: "
-                    f"set {', '.join(item.unset_secrets)}"
-                )
-            if kind == "job" and _ran_and_deleted(item.definition):
-                steps.append(Step("skip", name, changes=[_RAN_AND_DELETED], kind=kind, source=item.document.source))
-                continue
-            normal_form(item.definition, kind, problems)
-            steps.append(Step("create", name, definition=item.definition, kind=kind, source=item.document.source))
-            steps[-1].refused = problems
+def plan(resolved: list[Resolved], client: Any, *, resend_secrets: bool) -> list[Step]:
+    """One step per document: create what is absent, update what differs. Each kind the files
+    hold is listed once, and each stored object compared with its document as its page arrives:
+    what is held is the documents, their steps and a page, not every stored object too (a
+    listing of 50,000 jobs is some 500 MB of answers)."""
+    wanted = {(item.document.kind, item.document.name): i for i, item in enumerate(resolved)}
+    steps: list[Step | None] = [None] * len(resolved)
+    for kind in KINDS:
+        if not any(item.document.kind == kind for item in resolved):
             continue
-        kept = {k: v for k, v in current.items() if k not in READ_ONLY_FIELDS}
-        changes = differences(normal_form(item.definition, kind, problems), normal_form(kept, kind))
-        sent_secrets = resend_secrets and _has_secret(item.definition)
-        if sent_secrets and not changes:
-            changes = ["(secrets sent again: --resend-secrets)"]
-        key = current["id"] if kind == "job" else name
-        action = "update" if changes else "unchanged"
-        steps.append(Step(action, name, key, current.get("version"), item.definition, changes, kind))
-        steps[-1].source, steps[-1].refused = item.document.source, problems
-    return steps
+        for page in _LISTINGS[kind](client):
+            for current in page.get(_PAGE_ITEMS[kind]) or []:
+                i = wanted.get((kind, current.get("name")))
+                if i is not None:
+                    steps[i] = _compared(resolved[i], current, resend_secrets)
+    return [step or _created(item) for item, step in zip(resolved, steps)]
+
+
+def _created(item: Resolved) -> Step:
+    """The step of a document whose object is absent: create it (a one-off that ran and deleted
+    itself: skip it)."""
+    kind, name = item.document.kind, item.document.name
+    if item.unset_secrets:
+        raise UsageError(
+            f"{item.document.source}: a new {item.document.noun} needs its secrets: set {', '.join(item.unset_secrets)}"
+        )
+    if kind == "job" and _ran_and_deleted(item.definition):
+        return Step("skip", name, changes=[_RAN_AND_DELETED], kind=kind, source=item.document.source)
+    problems: list[str] = []
+    normal_form(item.definition, kind, problems)
+    step = Step("create", name, definition=item.definition, kind=kind, source=item.document.source)
+    step.refused = problems
+    return step
+
+
+def _compared(item: Resolved, current: dict[str, Any], resend_secrets: bool) -> Step:
+    """The step of a document whose object is stored (``current``, as answered): update it when
+    they differ."""
+    kind, name = item.document.kind, item.document.name
+    problems: list[str] = []
+    kept = {k: v for k, v in current.items() if k not in READ_ONLY_FIELDS}
+    changes = differences(normal_form(item.definition, kind, problems), normal_form(kept, kind))
+    if resend_secrets and _has_secret(item.definition) and not changes:
+        changes = ["(secrets sent again: --resend-secrets)"]
+    key = current["id"] if kind == "job" else name
+    action = "update" if changes else "unchanged"
+    step = Step(action, name, key, current.get("version"), item.definition, changes, kind)
+    step.source, step.refused = item.document.source, problems
+    return step
 
 
 _RAN_AND_DELETED = (
@@ -141,8 +158,13 @@ def prune_steps(client: Any, selector: str, keep: set[str]) -> list[Step]:
     key, sep, value = selector.partition("=")
     if key.strip() != "tag" or not sep or not value.strip():
         raise UsageError(f"--selector takes tag=TAG, not {selector!r}")
-    selected = [job for page in client.iter_job_pages(tag=value.strip(), limit=200) for job in page.get("jobs") or []]
-    return [Step("delete", job["name"], job["id"]) for job in selected if job["name"] not in keep]
+    pages = client.iter_job_pages(tag=value.strip(), limit=200)
+    return [
+        Step("delete", job["name"], job["id"])
+        for page in pages
+        for job in page.get("jobs") or []
+        if job["name"] not in keep
+    ]
 
 
 # Where each kind's objects are listed, created and replaced (with If-Match of the version read).
@@ -153,15 +175,6 @@ _LISTINGS: dict[str, Callable[[Any], Iterator[dict[str, Any]]]] = {
 }
 _PAGE_ITEMS = {"job": "jobs", "calendar": "calendars", "alert_rules": "alert_rules"}
 _APPLY_ORDER = {"calendar": 0, "alert_rules": 1, "job": 2}
-
-
-def stored_objects(client: Any, kinds: set[str]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Each kind's objects by name, listed once (only the kinds the files hold)."""
-    return {
-        kind: {item["name"]: item for page in _LISTINGS[kind](client) for item in page.get(_PAGE_ITEMS[kind]) or []}
-        for kind in KINDS
-        if kind in kinds
-    }
 
 
 def _write(client: Any, step: Step) -> None:
@@ -283,8 +296,7 @@ def apply(args: argparse.Namespace, client: Any) -> int:
     # Calendars and rule sets first: a job may name a calendar the same files create; and a job
     # after those its chains name (the API refuses a chain to a job that does not exist yet).
     resolved = chained_after(sorted(resolved, key=lambda item: _APPLY_ORDER[item.document.kind]))
-    stored = stored_objects(client, {item.document.kind for item in resolved} | {"job"})
-    steps = plan(resolved, stored, resend_secrets=args.resend_secrets)
+    steps = plan(resolved, client, resend_secrets=args.resend_secrets)
     if args.prune:
         steps += prune_steps(client, args.selector, {d.name for d in documents if d.kind == "job"})
     table = args.output == "table"
@@ -316,68 +328,6 @@ def _result(steps: list[Step], dry_run: bool, *, made_only: bool = False) -> dic
     if dry_run:
         result["refused"] = {s.shown: s.refused for s in steps if s.refusable}
     return result
-
-
-@client_command
-def export(args: argparse.Namespace, client: Any) -> int:
-    """``scheduler export``: calendars, alert rule sets and jobs as a YAML stream (JSON with
-    ``-o json``), in the order apply needs them. A job filter keeps the calendars its jobs name,
-    ``--tag`` the rule sets of that tag."""
-    kinds = set(args.kinds or KINDS)
-    filters = {"tag": args.tag, "state": args.state, "name_prefix": args.name_prefix}
-    filtered = any(value is not None for value in filters.values())
-    jobs = []
-    if "job" in kinds or ("calendar" in kinds and filtered):
-        jobs = [job for page in client.iter_job_pages(**filters, limit=200) for job in page.get("jobs") or []]
-    _name_chains(client, jobs)
-    documents: list[dict[str, Any]] = []
-    references: list[str] = []
-    if "calendar" in kinds:
-        named = {name for job in jobs for name in job.get("exclude_calendars") or []}
-        calendars = stored_objects(client, {"calendar"})["calendar"].values()
-        documents += [exported_calendar(c) for c in calendars if not filtered or c["name"] in named]
-    if "alert_rules" in kinds and (args.tag is not None or not filtered):
-        for rule_set in stored_objects(client, {"alert_rules"})["alert_rules"].values():
-            if args.tag is None or rule_set.get("tag") == args.tag:
-                document, names = exported_alert_rules(rule_set, references)
-                documents.append(document)
-                references += names
-    if "job" in kinds:
-        for job in jobs:
-            document, names = exported(job, references)
-            documents.append(document)
-            references += names
-    if args.output == "json":
-        print(json.dumps(documents, indent=2, ensure_ascii=False))
-    else:
-        sys.stdout.write("".join(yaml_stream(iter(documents))))
-    if references:
-        print(
-            f"export: secrets written as references: {', '.join(references)} (unset, apply keeps the stored ones)",
-            file=sys.stderr,
-        )
-    return EXIT_OK
-
-
-def _name_chains(client: Any, jobs: list[dict[str, Any]]) -> None:
-    """Each chain reference that is a job id written as the job's name, in place: a file names
-    jobs by name, so that it applies anywhere (ids differ from one deployment to another). The
-    jobs outside the export are listed once when a chain names one; an id that names no job (a
-    job deleted since, which a run passes over) stays, and is said on stderr."""
-    from scheduler.transport.api_wire import is_job_id
-
-    ids = {str(ref).lower() for job in jobs for chain in _CHAINS for ref in job.get(chain) or [] if is_job_id(str(ref))}
-    if not ids:
-        return
-    names = {job["id"]: job["name"] for job in jobs}
-    if ids - set(names):
-        names = {job["id"]: job["name"] for page in client.iter_job_pages(limit=200) for job in page.get("jobs") or []}
-    for job in jobs:
-        for chain in _CHAINS:
-            if job.get(chain):
-                job[chain] = [names.get(str(ref).lower(), ref) for ref in job[chain]]
-    if dangling := sorted(ids - set(names)):
-        print(f"export: chains name jobs that no longer exist: {', '.join(dangling)}", file=sys.stderr)
 
 
 def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> None:

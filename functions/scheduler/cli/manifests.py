@@ -24,6 +24,7 @@ from typing import Any
 
 from scheduler.cli.common import UsageError
 from scheduler.cli.reading import READ_ONLY_FIELDS, load_json, yaml_error, yaml_loader, yaml_text
+from scheduler.cli.streaming import INCOMPLETE
 from scheduler.core.constants import SECRET_MASK
 from scheduler.secrets import map_secrets
 
@@ -103,6 +104,11 @@ def _files(path: str) -> list[Path]:
 def _parse(text: str, source: str) -> list[Any]:
     """The documents of a file: JSON for a ``.json`` file, YAML for a ``.yaml`` or ``.yml`` one
     (flow style included: ``{name: x}``), and by its first character from standard input."""
+    if re.search(f"^{re.escape(INCOMPLETE)}\\b", text, re.MULTILINE):  # (a YAML or JSON error otherwise)
+        raise UsageError(
+            f"{source}: the output of an export that failed midway (its last line is {INCOMPLETE}), not a "
+            "whole one: export again"
+        )
     suffix = source.lower().rsplit(".", 1)[-1]
     json_like = text.lstrip("\ufeff \t\r\n").startswith(("{", "["))
     if suffix == "json" or (suffix not in ("yaml", "yml") and json_like):
@@ -360,19 +366,20 @@ def _escaped(value: Any) -> Any:
 def exported(job: dict[str, Any], taken: Collection[str] = ()) -> tuple[dict[str, Any], list[str]]:
     """A job answer as a document of a job file: its definition in ``FIELD_ORDER``, nothing
     empty, its own ``${`` escaped, each secret (``***`` in the answer) a ``${NAME}`` reference
-    (unique beside ``taken``, the names already used by the export); and the names used."""
-    names: list[str] = list(taken)
+    (unique beside ``taken``, the names already used by the export: a set, for an export of
+    many, as each name is looked up in it); and the names used."""
+    names: list[str] = []
     definition = _escaped({k: v for k, v in job.items() if k not in READ_ONLY_FIELDS and v is not None})
     target = definition.get("target")
     if isinstance(target, dict):
-        masked = _referenced(target, str(job.get("name")), "", "job", names)
+        masked = _referenced(target, str(job.get("name")), "", "job", (names, taken))
         definition["target"] = {"type": masked.get("type"), **masked}
     if isinstance(definition.get("alerts"), list):
-        definition["alerts"] = _referenced_alerts(definition["alerts"], str(job.get("name")), "job", names)
+        definition["alerts"] = _referenced_alerts(definition["alerts"], str(job.get("name")), "job", (names, taken))
     definition = _clean(definition)
     ordered = {key: definition[key] for key in FIELD_ORDER if key in definition}
     ordered.update({k: v for k, v in definition.items() if k not in ordered})
-    return ordered, names[len(taken) :]
+    return ordered, names
 
 
 def exported_calendar(calendar: dict[str, Any]) -> dict[str, Any]:
@@ -384,29 +391,35 @@ def exported_calendar(calendar: dict[str, Any]) -> dict[str, Any]:
 def exported_alert_rules(rule_set: dict[str, Any], taken: Collection[str] = ()) -> tuple[dict[str, Any], list[str]]:
     """An alert rule set answer as a document (``kind: alert_rules``), its own ``${`` escaped,
     each secret a reference (unique beside ``taken``); and the names used."""
-    names: list[str] = list(taken)
-    alerts = _referenced_alerts(_escaped(rule_set.get("alerts") or []), str(rule_set.get("name")), "alert_rules", names)
+    names: list[str] = []
+    alerts = _escaped(rule_set.get("alerts") or [])
+    alerts = _referenced_alerts(alerts, str(rule_set.get("name")), "alert_rules", (names, taken))
     tag = _escaped(rule_set.get("tag"))
     document = {"kind": "alert_rules", "name": rule_set.get("name"), "tag": tag, "alerts": alerts}
-    return _clean(document), names[len(taken) :]
+    return _clean(document), names
 
 
-def _referenced(target: dict[str, Any], owner_name: str, prefix: str, kind: str, names: list[str]) -> dict[str, Any]:
+# The names a document's references take (appended to), and those taken before it.
+_Names = tuple[list[str], Collection[str]]
+
+
+def _referenced(target: dict[str, Any], owner_name: str, prefix: str, kind: str, names: _Names) -> dict[str, Any]:
     """A target as answered (secrets ``***``) with each secret a ``${NAME}`` reference."""
+    new, taken = names
 
     def reference(field: str, value: str, secret_kind: str) -> str:
         name = base = reference_name(owner_name, prefix + field, kind)
         count = 1
-        while name in names:  # two jobs whose names read alike ("svc-a", "Svc.A"): one variable each
+        while name in new or name in taken:  # two jobs whose names read alike ("svc-a", "Svc.A"): one variable each
             count += 1
             name = f"{base}_{count}"
-        names.append(name)
+        new.append(name)
         return f"${{{name}}}"
 
     return map_secrets(target, reference) or {}
 
 
-def _referenced_alerts(alerts: list[Any], owner_name: str, kind: str, names: list[str]) -> list[Any]:
+def _referenced_alerts(alerts: list[Any], owner_name: str, kind: str, names: _Names) -> list[Any]:
     return [
         {**rule, "target": _referenced(rule["target"], owner_name, f"alerts.{i}.", kind, names)}
         if isinstance(rule, dict) and isinstance(rule.get("target"), dict)

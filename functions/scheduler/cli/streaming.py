@@ -1,6 +1,6 @@
-"""Printing what comes a page at a time (``--all`` listings) as the pages arrive: each
-page written and flushed before the next is asked for, so the first line comes after one page,
-not after them all, and what is held is a page.
+"""Printing what comes a page at a time (``--all`` listings, ``export``) as the pages arrive:
+each page written and flushed before the next is asked for, so the first line comes after one
+page, not after them all, and what is held is a page.
 
 JSON and YAML are the bytes one document of every page would be (``json.dumps(..., indent=2)``,
 ``yaml_text``), written piece by piece (of items as JSON gives them: no object shared by two,
@@ -12,7 +12,8 @@ later page holds a wider cell; one that does widens its column from there on.
 A listing that fails midway (an error answer, a lost connection, Ctrl-C) ends its output with
 the line ``%INCOMPLETE ...`` (no JSON or YAML reader takes it: a ``%`` line is a YAML directive,
 which cannot follow a document; JSON's array is left open too) before the error goes on to
-stderr and the exit code: a file the output was sent to can never pass for a whole listing."""
+stderr and the exit code: a file the output was sent to can never pass for a whole listing
+(``apply`` refuses it by name)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from typing import Any
 from scheduler.cli.columns import cell
 from scheduler.cli.reading import yaml_text
 
-# The first word of the last line of an output cut short.
+# The first word of the last line of an output cut short (``apply`` refuses such a file).
 INCOMPLETE = "%INCOMPLETE"
 INCOMPLETE_LINE = f"{INCOMPLETE} output: the listing failed before its end (the error is on stderr)\n"
 
