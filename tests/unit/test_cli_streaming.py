@@ -15,7 +15,7 @@ import pytest
 from scheduler.cli.common import UsageError
 from scheduler.cli.manifests import read_documents
 from scheduler.cli.output import format_table
-from scheduler.cli.reading import yaml_text
+from scheduler.cli.reading import yaml_loader, yaml_text
 from scheduler.cli.streaming import INCOMPLETE, Rows, TableLines, emit, json_close, json_items, listing_pieces
 
 # Values that print differently from one place to another if anything does: quotes, escapes,
@@ -148,3 +148,14 @@ def test_yaml_readers_refuse_an_output_cut_short(tmp_path):
     path.write_text(cut, encoding="utf-8")
     with pytest.raises(UsageError, match="the output of an export that failed midway"):
         read_documents([str(path)])
+
+
+def test_the_alias_guard_holds_for_each_document_of_a_stream():
+    import yaml
+
+    bomb = ['a0: &a0 ["lol"]'] + [f"a{i}: &a{i} [{', '.join(['*a' + str(i - 1)] * 10)}]" for i in range(1, 10)]
+    text = "name: fine\n---\nname: bomb\n" + "\n".join(bomb) + "\n"
+    with pytest.raises(yaml.YAMLError, match="aliases expand it past"):
+        list(yaml.load_all(text, Loader=yaml_loader()))
+    small = "---\n".join(f"name: n{i}\nx: &x [1, 2]\ny: *x\n" for i in range(50))
+    assert len(list(yaml.load_all(small, Loader=yaml_loader()))) == 50

@@ -95,6 +95,12 @@ def yaml_loader() -> Any:
             sizes[id(node)] = size
             return node
 
+        def compose_document(self) -> Any:
+            # An alias names an anchor of its own document: each document's sizes start afresh,
+            # so a stream of 50,000 documents does not keep a size for each of its million nodes.
+            self.__dict__["_expanded_sizes"] = {}
+            return super().compose_document()
+
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             seen: set[str] = set()
             for key, _ in node.value:
