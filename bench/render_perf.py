@@ -178,7 +178,8 @@ def schedules_section(sv: dict[str, Any], command: str) -> list[str]:
         "start): every job due at the same instant, once a minute, as `* * * * *` at a minute boundary, "
         "without waiting for one; the first burst is measured. `@every 1s` is measured over "
         f"{sv['window_s']} s. Lateness: arrival minus the occurrence's due time. CPU: `/proc/<pid>/stat` of the "
-        "scheduler's processes and of the Postgres backends connected to its database, from just before the due "
+        "scheduler's processes, `/proc/<pid>/schedstat` (nanoseconds) of the Postgres backends connected to its "
+        "database, from just before the due "
         "time to the last expected arrival, per delivery; c adds the target's. RSS: the scheduler's processes' "
         f"peak. Load average {_load(sv)} at the start, {_load(sv, 'load_average_after')} at the end."
     )

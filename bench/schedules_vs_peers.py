@@ -28,8 +28,8 @@ asyncio server of ``common.LoopbackServer``):
 Figures, per workload and system: lateness (arrival at the target minus the occurrence's due time:
 local mode sends it in ``X-Scheduler-Scheduled-At``; for APScheduler the k-th arrival of a job is
 its k-th occurrence) p50/p99; deliveries/s; CPU per delivery of the scheduler's processes plus its
-Postgres backends (``/proc/<pid>/stat`` of the processes and of the backends connected to its
-database, sampled every 0.2 s, between just before the first due time and the last expected
+Postgres backends (``/proc/<pid>/stat`` of the processes, ``/proc/<pid>/schedstat`` of the
+backends connected to its database, sampled every 0.2 s, between just before the first due time and the last expected
 arrival), and with the target's CPU (``c``); peak RSS of the scheduler's processes. Targets
 (issue 36): CPU per delivery at most 0.4 ms; at least 2x APScheduler's firings per CPU second
 against both stores; the burst's p99 at most 1.2 x N x c / 2 (two cores).
