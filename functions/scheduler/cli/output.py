@@ -22,7 +22,7 @@ from scheduler.cli.columns import (
 )
 from scheduler.cli.common import EXIT_API_ERROR, EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_SERVER, UsageError
 from scheduler.cli.reading import yaml_text
-from scheduler.cli.streaming import Rows
+from scheduler.cli.streaming import Rows, TableLines
 from scheduler.local.logs import printable
 from scheduler.transport.api_models import execution_timing
 
@@ -61,13 +61,9 @@ def print_data(output: str, value: Any) -> bool:
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A plain text table: left-aligned columns two spaces apart, ``-`` for empty cells."""
-    cells = [[cell(v) for v in row] for row in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
-    for row in cells:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
-    return "\n".join(lines)
+    """A plain text table: left-aligned columns two spaces apart, ``-`` for empty cells (a
+    streamed table's one page, all rows known)."""
+    return TableLines(headers).page(rows).removesuffix("\n")
 
 
 def job_row(job: dict[str, Any], columns: Sequence[Column] | None = None) -> list[Any]:
