@@ -544,11 +544,15 @@ def test_a_past_one_off_with_calendars_fires_at_once_unless_they_leave_it_out(ap
     api("POST", "/v1/calendars", {"name": "far", "dates": ["2030-01-01"]})
     api("POST", "/v1/calendars", {"name": "today", "dates": [past.date().isoformat()]})
     at = f"at({past.strftime('%Y-%m-%dT%H:%M:%S')})"
-    created = api("POST", "/v1/jobs", job_body("past-one-off", schedule=at, exclude_calendars=["far"]))
+    # In UTC, as the calendars' dates and the expected instants (the job's own zone, Berlin, put
+    # at(...) on the day before for the first hour after midnight UTC).
+    created = api("POST", "/v1/jobs", job_body("past-one-off", schedule=at, timezone="UTC", exclude_calendars=["far"]))
     assert created.status == 201, created.body  # (run_at takes no calendars: a 400 of its own)
     assert datetime.fromisoformat(created.body["next_run_at"].replace("Z", "+00:00")) >= now, created.body
     shifted = api(
-        "POST", "/v1/jobs", job_body("shifted", schedule=at, exclude_calendars=["today"], on_excluded="shift")
+        "POST",
+        "/v1/jobs",
+        job_body("shifted", schedule=at, timezone="UTC", exclude_calendars=["today"], on_excluded="shift"),
     )
     assert shifted.status == 201, shifted.body
     tomorrow = datetime.combine(past.date() + timedelta(days=1), datetime.min.time(), UTC)
