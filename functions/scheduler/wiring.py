@@ -119,12 +119,14 @@ class Dependencies:
 
     def in_process_dispatch(self) -> InProcessDispatch:
         """Local mode's dispatch: claims delivered by this process's threads, outcomes recorded
-        in batches. The HTTP delivery is loaded now, not by the first burst's deliveries."""
+        in batches, each batch's log lines written at once. The HTTP delivery is loaded now, not
+        by the first burst's deliveries."""
+        from scheduler.local.logs import lines_held
         from scheduler.runner.in_process import InProcessDispatch
         from scheduler.targets import router
 
         router.preload(("http",))
-        return InProcessDispatch(self.executor())
+        return InProcessDispatch(self.executor(), record_logging=lines_held)
 
     def run_fanout_invocation(self, event: Any, remaining_seconds: float) -> tuple[FanoutReport, bool]:
         """One invocation of the fan-out function with this deployment's settings: the report,

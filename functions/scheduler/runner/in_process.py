@@ -9,7 +9,8 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from scheduler.core.domain import Claim, Outcome, StartedExecution
@@ -69,7 +70,11 @@ class InProcessDispatch:
         max_batch: int = 200,
         record_retry_seconds: float = 60.0,
         max_waiting: int = 1000,
+        record_logging: Callable[[], AbstractContextManager[None]] = nullcontext,
     ):
+        """``record_logging`` is entered around each recording of a batch (local mode's
+        ``lines_held``: the batch's log lines written at once)."""
+        self.record_logging = record_logging
         self.claim_mode = ClaimMode("claim_and_start", executor.lease_margin_seconds)
         self.executor = executor
         self.max_workers = max_workers
@@ -255,7 +260,8 @@ class InProcessDispatch:
         give_up = time.monotonic() + self.record_retry_seconds
         while True:
             try:
-                self.executor.record(batch)
+                with self.record_logging():
+                    self.executor.record(batch)
                 return
             except Exception:  # the database is away: try again until the leases would be gone
                 if time.monotonic() >= give_up:
