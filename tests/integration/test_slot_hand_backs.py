@@ -17,7 +17,7 @@ from scheduler.runner import executor as executor_module
 from scheduler.runner.executor import Executor
 from scheduler.runner.telemetry import MemoryMetrics
 from scheduler.targets.results import TargetPolicy
-from tests.integration.test_api import ALICE
+from tests.integration.test_api import ALICE, BOB
 from tests.support import http_spec, poll
 
 HELD = "limits of held (max_in_flight 1)"
@@ -199,3 +199,29 @@ def test_local_mode_claims_a_handed_back_job_with_its_wait_behind_it(store, pool
     state = run_state(pool, job.id)
     assert state["slot_wait_since"] is None and state["slot_wait_for"] is None
     assert claim.started.execution_id == str(execution.id)
+
+
+def test_a_handed_back_job_holds_no_executor_and_its_old_claim_cannot_start(store, pool, target_server, short_waits):
+    """During its pause a handed-back job is not a live lease: no executor is at work on it, so
+    the fan-out's bound (``live_leases``, the reserved concurrency) and each owner's share of it
+    leave it out, and one key's waits never hold back the other jobs' deliveries. Its old claim
+    is spent: a duplicate invoke of it starts nothing. It is still not due backlog (it waits for
+    its own limits), and the fan-out claims it again once the pause is over."""
+    job = limited_job(store, "paused-back", target_server.url + "/held")
+    service.create_job(store, BOB, http_spec("not-due", "0 0 1 1 *", url=target_server.url + "/bob"))  # a share
+    blocker = hold_the_key(store)
+    executor = deployed_executor(store)
+    [claim] = store.claim_due(10, 60)
+    assert store.live_leases() == 1 and store.owners_over_lease_share(0) == {ALICE: 1}  # an executor on its way
+    assert executor.run(claim).outcome == "handed_back"
+    assert run_state(pool, job.id)["leased"]  # the pause
+    assert store.live_leases() == 0 and store.owners_over_lease_share(0) == {}
+    assert store.due_backlog().due == 0
+    assert executor.start(claim).outcome == "lease_lost"  # a duplicate invoke of the spent claim
+    assert store.list_executions(ALICE, str(job.id)) == []
+
+    again = claim_when_free(store)
+    assert store.live_leases() == 1  # claimed again after its pause: counted as any claim
+    store.release_target_slot(blocker)
+    assert executor.run(again[0]).outcome == "completed"
+    assert store.live_leases() == 0

@@ -722,14 +722,16 @@ LIMIT %(limit)s;
 -- For the metrics: how many jobs are due and not under way (no live lease token), and how late the
 -- oldest is; and how many of them a claim can take now (the helpers' count). A claim deferred
 -- for its owner's share of the leases (defer_claims) has no token but is not claimable until its
--- pause ends: it is due, and counted. A delivery handed back for its target's slot keeps its
--- token (hand_back_for_slot): it waits for its job's own limits (SlotWaitMs), not for the
--- scheduler. The due index bounds the cost by the due jobs, as the claim's.
+-- pause ends: it is due, and counted. A delivery handed back for its target's slot, in its pause
+-- (hand_back_for_slot: no token, a wait recorded, not claimable yet), is not: it waits for its
+-- job's own limits (SlotWaitMs), not for the scheduler (nor, then, does a claim of it deferred
+-- before its start). The due index bounds the cost by the due jobs, as the claim's.
 SELECT count(*) AS due,
        count(*) FILTER (WHERE locked_until IS NULL OR locked_until < now()) AS claimable,
        COALESCE(EXTRACT(EPOCH FROM now() - min(due_at)), 0)::float AS oldest_due_age_seconds
 FROM job_runs
-WHERE due_at <= now() AND (lock_token IS NULL OR locked_until IS NULL OR locked_until < now());
+WHERE due_at <= now() AND (lock_token IS NULL OR locked_until IS NULL OR locked_until < now())
+  AND (slot_wait_for IS NULL OR locked_until IS NULL OR locked_until < now());
 
 -- name: next_due_in
 -- Seconds until the earliest due job that is not leased (or whose lease has expired), read from
@@ -1179,8 +1181,10 @@ RETURNING started_at;
 -- job). The wait began at the first hand-back of this occurrence (an execution started after one
 -- carries that wait in waited_ms), else when this delivery began to wait; the pause is half the
 -- wait so far, within its bounds, with a quarter of jitter either way, so that the waits of one
--- key spread out and back off. Answers the job's id when handed back, nothing when the lease was
--- taken over.
+-- key spread out and back off. The claim is spent (its token cleared, as defer_claims does): no
+-- executor is at work on the job during its pause, so it is not a live lease (count_live_leases,
+-- owners_over_lease_share), and a duplicate invoke of the claim starts nothing. Answers the job's
+-- id when handed back, nothing when the lease was taken over.
 WITH waited AS (
     SELECT COALESCE(
         (SELECT e.started_at - make_interval(secs => e.waited_ms / 1000.0) FROM executions e
@@ -1196,7 +1200,9 @@ WITH waited AS (
         last_run_at = (SELECT max(e.started_at) FROM executions e
                        WHERE e.job_id = j.job_id AND NOT (e.started_at = %(started_at)s AND e.id = %(execution_id)s)),
         slot_wait_since = waited.since,
-        slot_wait_for = %(waited_for)s
+        slot_wait_for = %(waited_for)s,
+        lock_token = NULL,
+        lease_kind = NULL
     FROM waited
     WHERE j.job_id = %(job_id)s AND j.lock_token = %(lock_token)s AND j.running_execution_id = %(execution_id)s
     RETURNING j.job_id
