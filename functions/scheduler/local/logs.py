@@ -103,9 +103,9 @@ def lines_held() -> Iterator[None]:
 
     The recorder logs a line for each execution of the batch it records: written one by one,
     each line is a system call, and each system call lets the GIL go to one of the delivery
-    threads, which the recorder then waits to have back (at 10,000 deliveries a burst, nearly
-    half of the recorder's CPU). Held, a batch is one write. Lines logged by other threads are
-    written as they come; an inner ``lines_held`` adds to the outer one's.
+    threads, which the recorder then waits to have back (in a burst of 10,000 deliveries, twice
+    the recorder's involuntary switches). Held, a batch is one write. Lines logged by other
+    threads are written as they come; an inner ``lines_held`` adds to the outer one's.
     """
     if getattr(_held, "lines", None) is not None:
         yield
