@@ -208,7 +208,7 @@ def test_a_handed_back_job_holds_no_executor_and_its_old_claim_cannot_start(stor
     is spent: a duplicate invoke of it starts nothing. It is still not due backlog (it waits for
     its own limits), and the fan-out claims it again once the pause is over."""
     job = limited_job(store, "paused-back", target_server.url + "/held")
-    service.create_job(store, BOB, http_spec("not-due", "0 0 1 1 *", url=target_server.url + "/bob"))  # a share
+    service.create_job(store, BOB, http_spec("not-due", "0 0 1 1 *", url=target_server.url + "/bob"))  # shares apply
     blocker = hold_the_key(store)
     executor = deployed_executor(store)
     [claim] = store.claim_due(10, 60)

@@ -26,12 +26,17 @@ class CountingStream:
         pass
 
 
-@pytest.fixture
-def logged(monkeypatch) -> Iterator[tuple[logging.Logger, CountingStream]]:
-    """A logger writing local mode's lines to stderr, and a ``CountingStream`` to stand for it
-    (``use``: pytest sets its own stderr after the fixtures, so each test sets this one)."""
+def counting_stderr(monkeypatch) -> CountingStream:
+    """A ``CountingStream`` as stderr, set by the test itself (pytest sets its own stderr after
+    the fixtures)."""
     stream = CountingStream()
-    stream.use = lambda: monkeypatch.setattr(sys, "stderr", stream)  # type: ignore[attr-defined]
+    monkeypatch.setattr(sys, "stderr", stream)
+    return stream
+
+
+@pytest.fixture
+def logger() -> Iterator[logging.Logger]:
+    """A logger writing local mode's lines to stderr, whatever stderr is when it logs."""
     logger = logging.getLogger("test.local.logs")
     handler = _StderrHandler()
     handler.setFormatter(LocalFormatter())
@@ -39,14 +44,13 @@ def logged(monkeypatch) -> Iterator[tuple[logging.Logger, CountingStream]]:
     logger.setLevel(logging.INFO)
     logger.propagate = False
     try:
-        yield logger, stream
+        yield logger
     finally:
         logger.removeHandler(handler)
 
 
-def test_held_lines_are_written_at_once_at_the_end(logged):
-    logger, stream = logged
-    stream.use()
+def test_held_lines_are_written_at_once_at_the_end(logger, monkeypatch):
+    stream = counting_stderr(monkeypatch)
     with lines_held():
         for i in range(3):
             logger.info("execution finished", extra={"job_name": f"job-{i}", "job_id": str(i), "status": "succeeded"})
@@ -58,9 +62,8 @@ def test_held_lines_are_written_at_once_at_the_end(logged):
     assert lines[3] == "WARNING test.local.logs: lease lost; outcome not recorded"
 
 
-def test_other_threads_write_as_they_log_and_nested_holds_end_with_the_outer(logged):
-    logger, stream = logged
-    stream.use()
+def test_other_threads_write_as_they_log_and_nested_holds_end_with_the_outer(logger, monkeypatch):
+    stream = counting_stderr(monkeypatch)
     with lines_held():
         logger.info("first")
         with lines_held():
@@ -75,9 +78,8 @@ def test_other_threads_write_as_they_log_and_nested_holds_end_with_the_outer(log
     assert stream.writes[2:] == ["INFO test.local.logs: after\n"]
 
 
-def test_held_lines_are_written_when_the_work_fails(logged):
-    logger, stream = logged
-    stream.use()
+def test_held_lines_are_written_when_the_work_fails(logger, monkeypatch):
+    stream = counting_stderr(monkeypatch)
     with pytest.raises(RuntimeError), lines_held():
         logger.info("before the failure")
         raise RuntimeError("the database is away")
