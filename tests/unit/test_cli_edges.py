@@ -63,12 +63,12 @@ _JSON_VALUES = st.recursive(
 
 
 @settings(max_examples=1000, deadline=None)
-@given(st.dictionaries(_KEYS, _JSON_VALUES, max_size=4) | st.lists(_JSON_VALUES, max_size=4))
+@given(st.dictionaries(_KEYS, _JSON_VALUES, max_size=4) | st.lists(_JSON_VALUES, max_size=4) | _JSON_VALUES)
 def test_yaml_output_is_pyyamls_own_text_whichever_emitter_writes_it(value):
     """``yaml_text`` writes with libyaml's emitter where it can (five times faster) and with
-    PyYAML's where libyaml would write otherwise (characters beyond the BMP, lone surrogates):
-    the text is PyYAML's own either way, any text in any key or value of an object or a list
-    (what the CLI writes: a lone scalar's end marker is the emitters' one difference left)."""
+    PyYAML's where libyaml would write otherwise (characters beyond the BMP, lone surrogates,
+    odd keys, a lone scalar's end marker): the text is PyYAML's own either way, any text in any
+    key or value."""
     pure = yaml.dump(
         value, Dumper=yaml_dumper(pure=True), sort_keys=False, allow_unicode=True, default_flow_style=False
     )

@@ -30,7 +30,9 @@ def yaml_text(value: Any) -> str:
     double-quoted, so that it reads back as it was."""
     import yaml
 
-    dumper = yaml_dumper(pure=_beyond_libyaml(value))
+    # A lone scalar: libyaml leaves out PyYAML's document end marker (``...``).
+    lone = not isinstance(value, (dict, list, tuple))
+    dumper = yaml_dumper(pure=lone or _beyond_libyaml(value))
     return yaml.dump(value, Dumper=dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
 
 
