@@ -7,6 +7,7 @@ list keeps every row loaded, and the bulk buttons change every job a filter sele
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -147,4 +148,47 @@ def test_the_jobs_list_keeps_its_rows_and_the_bulk_buttons_change_every_job(brow
     with psycopg.connect(db_url) as conn:
         [(active,)] = conn.execute("SELECT count(*) FROM job_runs WHERE state = 'active'").fetchall()
     assert active == 0
+    assert problems == []
+
+
+# The page's visibility as the browser reports it when its tab goes to the background or comes back.
+_SHOW = """(hidden) => {
+  Object.defineProperty(document, 'hidden', { configurable: true, get: () => hidden });
+  Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => (hidden ? 'hidden' : 'visible') });
+  document.dispatchEvent(new Event('visibilitychange'));
+}"""
+
+
+def test_a_console_tab_in_the_background_reads_nothing_and_reads_at_once_when_shown_again(browser, api, target):
+    """The lists refresh every 5 s while they are seen; a hidden tab makes no request however
+    long it stays hidden (each is an API call, billed in a deployment), and a tab shown again
+    reads at once rather than at its next 5 s. The page's timers run on Playwright's clock."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    hook = {"type": "http", "url": target.url + "/x"}
+    api.post("/v1/jobs", {"name": "seen-first", "schedule": PARKED, "target": hook})
+    page, problems = watched_page(browser)
+    page.clock.install()
+    page.goto(f"{api.url}/console/#/jobs")
+    expect(page.get_by_role("link", name="seen-first", exact=True)).to_be_visible()
+    reads: list[str] = []
+    page.on("request", lambda request: reads.append(urlsplit(request.url).path))
+    with page.expect_request(re.compile(r"/v1/jobs\?")):  # seen: read again at its 5 s
+        page.clock.run_for(5_000)
+
+    page.evaluate(_SHOW, True)
+    reads.clear()
+    page.clock.run_for(120_000)  # 24 refreshes' worth
+    api.post("/v1/jobs", {"name": "made-while-hidden", "schedule": PARKED, "target": hook})
+    # A request of the test's own after the clock ran: the browser reports requests in order, so
+    # any read the refreshes made while the tab was hidden would be reported before it.
+    with page.expect_request(re.compile(r"/v1/health$")):
+        page.evaluate("() => fetch(new URL('../v1/health', location.href))")
+    assert [path for path in reads if path.endswith("/v1/jobs")] == []
+    expect(page.get_by_role("link", name="made-while-hidden", exact=True)).to_have_count(0)
+
+    with page.expect_request(re.compile(r"/v1/jobs\?")):  # shown: read now, no timer fired
+        page.evaluate(_SHOW, False)
+    expect(page.get_by_role("link", name="made-while-hidden", exact=True)).to_be_visible()
     assert problems == []

@@ -130,12 +130,24 @@ export function parseHash() {
 
 export function go(hash) { location.hash = hash; }
 
+// Calls fn every ms while the page is visible. A tab in the background reads nothing (each read
+// is a request to the API, an invocation billed in a deployment, and a console left open in a
+// tab all day would make 17,280 of them a page), and a tab shown again that missed a read reads
+// at once.
 export function useInterval(fn, ms) {
   const saved = useRef(fn);
   saved.current = fn;
   useEffect(() => {
-    const id = setInterval(() => saved.current(), ms);
-    return () => clearInterval(id);
+    let missed = false;
+    const tick = () => { if (document.hidden) missed = true; else saved.current(); };
+    const shown = () => {
+      if (document.hidden || !missed) return;
+      missed = false;
+      saved.current();
+    };
+    const id = setInterval(tick, ms);
+    document.addEventListener('visibilitychange', shown);
+    return () => { clearInterval(id); document.removeEventListener('visibilitychange', shown); };
   }, [ms]);
 }
 
