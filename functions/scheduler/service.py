@@ -15,7 +15,7 @@ import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
 from msgspec import structs
 
@@ -133,10 +133,19 @@ def update_job(
     return _write_edit(store, owner, job_id, edit, expected_version, action=ChangeAction.UPDATE, by=by, chained=True)
 
 
-def pause_job(store: JobStore, owner: str, job_id: str, pause: Pause | None = None, *, by: str | None = None) -> Job:
+def pause_job(
+    store: JobStore,
+    owner: str,
+    job_id: str,
+    pause: Pause | None = None,
+    *,
+    by: str | None = None,
+    as_read: Job | None = None,
+) -> Job:
     """Stop firing the job's schedule (a manual run still runs), with the pause's record (its
     note, its end ``until``, who paused it): the runner resumes it at ``until``. A completed job
-    stays as it is. Recorded in the change log (by ``by``)."""
+    stays as it is. Recorded in the change log (by ``by``). ``as_read``: the job as the caller
+    just read it, planned from without reading it again (the write still checks its version)."""
 
     def edit(current: Job) -> Edit:
         return current.spec(), lifecycle.plan_pause(current), ()
@@ -146,15 +155,21 @@ def pause_job(store: JobStore, owner: str, job_id: str, pause: Pause | None = No
             return False, Pause.of(current)
         return True, dataclasses.replace(pause or Pause(), at=current.paused_at)
 
-    return _write_edit(store, owner, job_id, edit, pause_of=record, action=ChangeAction.PAUSE, by=by)
+    return _write_edit(store, owner, job_id, edit, pause_of=record, action=ChangeAction.PAUSE, by=by, as_read=as_read)
 
 
 def resume_job(
-    store: JobStore, owner: str, job_id: str, on_skips: SkipHook | None = None, *, by: str | None = None
+    store: JobStore,
+    owner: str,
+    job_id: str,
+    on_skips: SkipHook | None = None,
+    *,
+    by: str | None = None,
+    as_read: Job | None = None,
 ) -> Job:
     """Fire the schedule again, applying ``missed_runs`` to what was missed (the occurrences it
     does not run on record as skipped, ``paused``, and passed to ``on_skips``); the pause's
-    record is cleared. Recorded in the change log (by ``by``)."""
+    record is cleared. Recorded in the change log (by ``by``). ``as_read`` as ``pause_job``'s."""
     return _write_edit(
         store,
         owner,
@@ -168,72 +183,8 @@ def resume_job(
         on_skips=on_skips,
         action=ChangeAction.RESUME,
         by=by,
+        as_read=as_read,
     )
-
-
-# The most jobs one bulk pause or resume changes, and the page it reads them by.
-BULK_LIMIT = 1000
-_BULK_PAGE = 200
-
-
-class BulkChange(NamedTuple):
-    """What a bulk pause or resume changed: the jobs, in name order, and whether jobs it selects
-    are left past ``BULK_LIMIT`` (the same request again changes the next ones)."""
-
-    jobs: list[Job]
-    more: bool
-
-
-def pause_jobs(
-    store: JobStore,
-    owner: str,
-    *,
-    tag: str | None = None,
-    name_prefix: str | None = None,
-    pause: Pause | None = None,
-    by: str | None = None,
-) -> BulkChange:
-    """Pause the owner's active jobs with ``tag`` or whose name starts with ``name_prefix``
-    (at most ``BULK_LIMIT``), each as ``pause_job``; the jobs paused, in name order."""
-    return _bulk(
-        store, owner, JobState.ACTIVE, tag, name_prefix, lambda job_id: pause_job(store, owner, job_id, pause, by=by)
-    )
-
-
-def resume_jobs(
-    store: JobStore, owner: str, *, tag: str | None = None, name_prefix: str | None = None, by: str | None = None
-) -> BulkChange:
-    """Resume the owner's paused jobs with ``tag`` or whose name starts with ``name_prefix``
-    (at most ``BULK_LIMIT``), each as ``resume_job``; the jobs resumed, in name order."""
-    return _bulk(
-        store, owner, JobState.PAUSED, tag, name_prefix, lambda job_id: resume_job(store, owner, job_id, by=by)
-    )
-
-
-def _bulk(
-    store: JobStore,
-    owner: str,
-    state: JobState,
-    tag: str | None,
-    name_prefix: str | None,
-    change: Callable[[str], Job],
-) -> BulkChange:
-    """``change`` applied to each of the owner's jobs in ``state`` that the filter selects (a job
-    deleted meanwhile is left out), up to ``BULK_LIMIT``; ``more`` when one more is selected."""
-    changed: list[Job] = []
-    after: str | None = None
-    while True:
-        page = store.list_jobs(owner, state=state, tag=tag, name_prefix=name_prefix, limit=_BULK_PAGE, after_name=after)
-        for job in page:
-            if len(changed) == BULK_LIMIT:
-                return BulkChange(changed, True)
-            try:
-                changed.append(change(str(job.id)))
-            except NotFound:
-                continue
-        if len(page) < _BULK_PAGE:
-            return BulkChange(changed, False)
-        after = page[-1].name
 
 
 # The most occurrences one backfill request takes, and the least time between two of its deliveries.
@@ -301,15 +252,17 @@ def _write_edit(
     action: ChangeAction = ChangeAction.UPDATE,
     by: str | None = None,
     chained: bool = False,
+    as_read: Job | None = None,
 ) -> Job:
     """Read the job, plan the edit, write it (with its change-log entry: ``action`` by ``by``,
     the diff from the job as read) if the job is still what was read; again when it changed
     meanwhile. An update that changes nothing writes nothing (the job answered as read). ``pause_of`` (a pause or a resume): whether the edit is a pause, and the pause's
     record to write (without it, the record as read is kept). ``VersionMismatch`` when the
     caller's version is not the job's, ``EditConflict`` when it kept changing. ``chained`` (an
-    update): the spec's chains are checked in the write's transaction (``chain_check``)."""
-    for _ in range(EDIT_ATTEMPTS):
-        current = store.get_job(owner, job_id)
+    update): the spec's chains are checked in the write's transaction (``chain_check``).
+    ``as_read``: the job as the caller just read it, the first attempt's (the next ones read it)."""
+    for attempt in range(EDIT_ATTEMPTS):
+        current = as_read if attempt == 0 and as_read is not None else store.get_job(owner, job_id)
         if expected_version is not None and current.version != expected_version:
             raise VersionMismatch(current.version)
         spec, plan, trims = edit(current)

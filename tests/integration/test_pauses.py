@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from scheduler import service
-from scheduler.core.domain import Completion, Outcome
+from scheduler import bulk_service, service
+from scheduler.core.domain import Completion, Outcome, Pause
 from scheduler.core.timeutil import format_time
 from scheduler.runner.executor import Executor
 from scheduler.runner.fanout import run_fanout
@@ -132,6 +132,37 @@ def test_bulk_pause_and_resume_by_tag_or_name_prefix_touch_only_the_callers_jobs
     assert all(api("GET", f"/v1/jobs/{job['id']}").body["state"] == "active" for job in ours)
 
 
+def test_a_bulk_change_plans_from_its_page_and_reads_again_only_a_job_changed_since(api, store, monkeypatch):
+    """Each job is planned from the page that listed it (no second read of each: a round trip a
+    job fewer); the write still checks its version, so a job edited after the page was read is
+    read again and paused as it now is, and one deleted meanwhile is left out."""
+    edited, deleted, plain = (create(api, job_body(f"etl-{i}", tags=["etl"])) for i in range(3))
+    listed, pages, read_again = store.list_jobs, [], []
+
+    def list_then_change(*args, **kwargs):
+        page = listed(*args, **kwargs)
+        pages.append(page)
+        if len(pages) == 1:  # two of the first page's jobs change after it was read (the API shares the store)
+            api("PATCH", f"/v1/jobs/{edited['id']}", {"description": "edited after the page was read"})
+            api("DELETE", f"/v1/jobs/{deleted['id']}")
+            read_again.clear()
+        return page
+
+    def get_job(owner, job_id):
+        read_again.append(job_id)
+        return type(store).get_job(store, owner, job_id)
+
+    monkeypatch.setattr(store, "list_jobs", list_then_change)
+    monkeypatch.setattr(store, "get_job", get_job)
+    changed = bulk_service.pause_jobs(store, ALICE, tag="etl", pause=Pause(note="warehouse down"))
+    assert [str(job.id) for job in changed.jobs] == [edited["id"], plain["id"]] and not changed.more
+    assert sorted(read_again) == sorted([edited["id"], deleted["id"]])  # not the unchanged one
+    now = api("GET", f"/v1/jobs/{edited['id']}").body
+    assert now["state"] == "paused" and now["pause"]["note"] == "warehouse down"
+    assert now["description"] == "edited after the page was read" and now["version"] == edited["version"] + 2
+    assert api("GET", f"/v1/jobs/{plain['id']}").body["version"] == plain["version"] + 1
+
+
 def test_bad_bulk_requests_are_400_naming_the_field(api, store):
     past = format_time(_db_now(store) - timedelta(minutes=1))
     for path, body, field in [
@@ -158,8 +189,8 @@ def test_a_bulk_request_stops_at_its_limit_says_more_and_the_client_sends_it_aga
     from scheduler.settings import Settings
     from scheduler.transport.http_adapter import make_wsgi_app
 
-    monkeypatch.setattr(service, "BULK_LIMIT", 3)
-    monkeypatch.setattr(service, "_BULK_PAGE", 2)
+    monkeypatch.setattr(bulk_service, "BULK_LIMIT", 3)
+    monkeypatch.setattr(bulk_service, "_BULK_PAGE", 2)
     ours = [create(api, job_body(f"etl-{i}", tags=["etl"])) for i in range(7)]
     first = api("POST", "/v1/jobs/pause", {"tag": "etl"}).body
     assert (first["count"], first["more"]) == (3, True)

@@ -12,7 +12,7 @@ from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
-from scheduler import service
+from scheduler import bulk_service, service
 from scheduler.api.cursors import MAX_CURSOR_LENGTH, CursorCodec, scope_of
 from scheduler.api.errors import BadRequest, documented
 from scheduler.api.overrides import run_overrides
@@ -342,7 +342,7 @@ def backfill_job(
     return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body={"count": len(found)})
 
 
-def bulk_response(done: service.BulkChange) -> Response[Any]:
+def bulk_response(done: bulk_service.BulkChange) -> Response[Any]:
     """A bulk action's answer: the ids of the jobs it changed, how many, and whether more are
     selected (the same request changes the next ones)."""
     ids = [str(job.id) for job in done.jobs]
@@ -355,7 +355,7 @@ def bulk_response(done: service.BulkChange) -> Response[Any]:
     summary="Pause the caller's jobs with a tag or a name prefix",
     tags=["jobs"],
     description="Each active job selected is paused as by `POST /v1/jobs/{job_id}/pause` (at most "
-    f"{service.BULK_LIMIT} a request: `more` says that the same request changes more); only the "
+    f"{bulk_service.BULK_LIMIT} a request: `more` says that the same request changes more); only the "
     "caller's jobs.",
     responses=documented(200, BulkResult, "The jobs paused.", 400, 403, 413, 415),
 )
@@ -364,7 +364,9 @@ def pause_jobs(
 ) -> Response[Any]:
     check_text(request.model_dump(exclude={"until"}), "body")
     pause = pause_record(PauseRequest(note=request.note, until=request.until), store, caller)
-    done = service.pause_jobs(store, owner, tag=request.tag, name_prefix=request.name_prefix, pause=pause, by=caller)
+    done = bulk_service.pause_jobs(
+        store, owner, tag=request.tag, name_prefix=request.name_prefix, pause=pause, by=caller
+    )
     logger.info("jobs paused", extra={"count": len(done.jobs), "more": done.more})
     return bulk_response(done)
 
@@ -374,7 +376,7 @@ def pause_jobs(
     summary="Resume the caller's jobs with a tag or a name prefix",
     tags=["jobs"],
     description="Each paused job selected is resumed as by `POST /v1/jobs/{job_id}/resume` (at most "
-    f"{service.BULK_LIMIT} a request: `more` says that the same request changes more); only the "
+    f"{bulk_service.BULK_LIMIT} a request: `more` says that the same request changes more); only the "
     "caller's jobs.",
     responses=documented(200, BulkResult, "The jobs resumed.", 400, 403, 413, 415),
 )
@@ -382,7 +384,7 @@ def resume_jobs(
     request: Annotated[BulkResumeRequest, Body()], store: StoreDep, owner: Owner, caller: Caller
 ) -> Response[Any]:
     check_text(request.model_dump(), "body")
-    done = service.resume_jobs(store, owner, tag=request.tag, name_prefix=request.name_prefix, by=caller)
+    done = bulk_service.resume_jobs(store, owner, tag=request.tag, name_prefix=request.name_prefix, by=caller)
     logger.info("jobs resumed", extra={"count": len(done.jobs), "more": done.more})
     return bulk_response(done)
 
