@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from aws_cdk import Duration, Fn
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_lambda as lambda_
@@ -135,6 +137,13 @@ class Api(Construct):
                 access_log_format=apigw.AccessLogFormat.custom(ACCESS_LOG_FORMAT),
             ),
         )
+        # The TLS versions and ciphers the endpoint accepts: a regional API without a policy takes
+        # TLS 1.0 too. An enhanced policy needs an endpoint access mode: STRICT (the request's SNI
+        # host is the API's, and it came through a regional endpoint).
+        api_resource = cast(apigw.CfnRestApi, self.rest_api.node.default_child)
+        api_resource.security_policy = config.api_security_policy
+        if config.api_security_policy.startswith("SecurityPolicy_"):
+            api_resource.endpoint_access_mode = "STRICT"
         for response_type, (status, code) in GATEWAY_ERRORS.items():
             self.rest_api.add_gateway_response(
                 f"Error{response_type.response_type}",

@@ -54,6 +54,10 @@ DEFAULTS: dict[str, Any] = {
     "execution_retention_days": 30,
     "api_rate_limit": 50,
     "api_burst_limit": 100,
+    # The API's TLS security policy (what versions and ciphers its endpoint accepts): TLS_1_2 (TLS
+    # 1.2 and 1.3; a regional API without one accepts TLS 1.0 too), TLS_1_0, or one of API Gateway's
+    # enhanced policies (SecurityPolicy_..., with the endpoint access mode STRICT).
+    "api_security_policy": "TLS_1_2",
     "target_allow_list": "",
     # Reserved concurrency of the executor: at most this many deliveries at once (the fan-out
     # dispatches no more), so a burst cannot take the account's concurrency or the proxy's connections.
@@ -122,6 +126,7 @@ class Config:
     db_io_optimized: bool = DEFAULTS["db_io_optimized"]
     xray_sdk: bool = DEFAULTS["xray_sdk"]
     console_url: str = DEFAULTS["console_url"]
+    api_security_policy: str = DEFAULTS["api_security_policy"]
 
     def broker_owner_patterns(self, account: str) -> str:
         """``SCHEDULER_DEFAULT_BROKER_OWNERS``: the patterns, "account" made the principals of
@@ -201,6 +206,7 @@ class Config:
             db_io_optimized=_bool(get("db_io_optimized"), "db_io_optimized"),
             xray_sdk=_bool(get("xray_sdk"), "xray_sdk"),
             console_url=_console_url(get("console_url")),
+            api_security_policy=_security_policy(get("api_security_policy")),
         )
         if config.db_min_acu > config.db_max_acu:
             raise ValueError(
@@ -218,6 +224,24 @@ def _console_url(value: Any) -> str:
     text = str(value or "").strip()
     if text and not text.startswith(("https://", "http://")):
         raise ValueError(f"context 'console_url' must be an http(s) URL, not {text!r}")
+    return text
+
+
+# API Gateway's legacy policies, and the names of its enhanced ones (which it checks itself).
+LEGACY_SECURITY_POLICIES = ("TLS_1_0", "TLS_1_2")
+_ENHANCED_SECURITY_POLICY = re.compile(r"SecurityPolicy_[A-Za-z0-9_]+")
+
+
+def _security_policy(value: Any) -> str:
+    """``api_security_policy``: TLS_1_0, TLS_1_2 or an enhanced policy's name (SecurityPolicy_...)."""
+    text = str(value or "").strip()
+    if text.upper() in LEGACY_SECURITY_POLICIES:
+        return text.upper()
+    if not _ENHANCED_SECURITY_POLICY.fullmatch(text):
+        raise ValueError(
+            f"context 'api_security_policy' must be TLS_1_2, TLS_1_0 or an enhanced policy of API Gateway "
+            f"(SecurityPolicy_TLS13_1_2_PFS_PQ_2025_09, say), not {value!r}"
+        )
     return text
 
 

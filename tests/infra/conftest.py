@@ -39,6 +39,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "claims_per_invoke": "1",
         "xray_sdk": "true",
         "console_url": "https://console.example.com/console/",
+        "api_security_policy": "SecurityPolicy_TLS13_1_2_PFS_PQ_2025_09",
     },
     # Same architecture as the AWS variant, so the session builds one layer only.
     "localstack": {"localstack": "true", "architecture": "arm64"},

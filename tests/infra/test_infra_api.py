@@ -114,6 +114,15 @@ def test_stage_logs_traces_and_throttles(aws):
     assert aws.json["Resources"][access_log]["Properties"]["RetentionInDays"] == 30
 
 
+def test_the_endpoint_refuses_tls_below_1_2_and_an_enhanced_policy_is_strict(aws, lean):
+    """A regional API without a policy accepts TLS 1.0: the stack sets TLS_1_2 (``api_security_policy``),
+    and an enhanced policy (the lean variant's) comes with the endpoint access mode it requires."""
+    (api,) = [r["Properties"] for r in aws.resources("AWS::ApiGateway::RestApi").values()]
+    assert api["SecurityPolicy"] == "TLS_1_2" and "EndpointAccessMode" not in api
+    (api,) = [r["Properties"] for r in lean.resources("AWS::ApiGateway::RestApi").values()]
+    assert (api["SecurityPolicy"], api["EndpointAccessMode"]) == ("SecurityPolicy_TLS13_1_2_PFS_PQ_2025_09", "STRICT")
+
+
 def test_gateway_errors_have_the_api_error_shape(aws):
     responses = {
         r["Properties"]["ResponseType"]: r["Properties"]

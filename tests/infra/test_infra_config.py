@@ -69,6 +69,8 @@ def test_localstack_defaults_to_the_host_architecture_and_has_no_broker():
         {"architecture": "ppc64le"},
         {"endpoint_azs": "0"},
         {"console_url": "console.example.com"},
+        {"api_security_policy": "TLS_1_3"},
+        {"api_security_policy": "SecurityPolicy_"},
     ],
 )
 def test_bad_values_are_refused(context):
@@ -88,3 +90,10 @@ def test_claims_per_invoke_defaults_to_25_and_is_bounded():
     for bad in ("0", "51", "some"):
         with pytest.raises(ValueError, match="claims_per_invoke"):
             config(claims_per_invoke=bad)
+
+
+def test_the_api_takes_tls_1_2_and_up_unless_told_otherwise():
+    assert config().api_security_policy == "TLS_1_2"
+    assert config(api_security_policy="tls_1_0").api_security_policy == "TLS_1_0"
+    enhanced = "SecurityPolicy_TLS13_1_2_PFS_PQ_2025_09"
+    assert config(api_security_policy=f" {enhanced} ").api_security_policy == enhanced
