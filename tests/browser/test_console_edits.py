@@ -1,8 +1,9 @@
 """The console keeps what it does not show, and its lists keep what they showed: an edit leaves a
 job's chains and its tags as they are, every method the API takes is in the form, the calendars
 past the first page are listed, a job's history has no hole after "Older executions", the jobs
-list keeps every row loaded, and the bulk buttons change every job a filter selects, past the
-1,000 of one request. In Chromium against a real ``scheduler local`` (as test_console.py)."""
+list keeps every row loaded, the bulk buttons change every job a filter selects, past the
+1,000 of one request, and a tab in the background refreshes nothing. In Chromium against a real
+``scheduler local`` (as test_console.py)."""
 
 from __future__ import annotations
 
