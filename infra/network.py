@@ -122,8 +122,14 @@ class Network(Construct):
 
         self.api_security_group = self._group("Api", "api function")
         self.fanout_security_group = self._group("Fanout", "fan-out function")
-        self.executor_security_group = self._group(
-            "Executor", "executor function: reaches arbitrary targets", allow_all_outbound=True
+        self.executor_security_group = self._group("Executor", "executor function: reaches arbitrary targets")
+        # Its targets are HTTP and AMQP, over TCP, on any host and port a job names (the executor's
+        # SSRF guard refuses the private, loopback and metadata addresses), and the AWS APIs over
+        # HTTPS. Nothing it does needs UDP or ICMP, which stay closed: a taken-over function cannot
+        # use them to carry data out. Name resolution is the VPC's resolver, which no security
+        # group filters.
+        self.executor_security_group.add_egress_rule(
+            ec2.Peer.any_ipv4(), ec2.Port.all_tcp(), "targets: HTTP and AMQP over TCP, any host and port"
         )
         self.migrate_security_group = self._group("Migrate", "migrate function")
         for group in (
@@ -138,11 +144,8 @@ class Network(Construct):
         """Let ``group`` call the AWS APIs through the interface endpoints (HTTPS)."""
         allow(group, self.endpoint_security_group, HTTPS, "AWS APIs through the interface endpoints")
 
-    def _group(self, construct_id: str, description: str, *, allow_all_outbound: bool = False) -> ec2.SecurityGroup:
+    def _group(self, construct_id: str, description: str) -> ec2.SecurityGroup:
+        """A security group that lets nothing out until a rule says so."""
         return ec2.SecurityGroup(
-            self,
-            f"{construct_id}SecurityGroup",
-            vpc=self.vpc,
-            description=description,
-            allow_all_outbound=allow_all_outbound,
+            self, f"{construct_id}SecurityGroup", vpc=self.vpc, description=description, allow_all_outbound=False
         )
