@@ -4,6 +4,7 @@ deliveries in flight per job, a TCP forwarder that can cut a link, and a poll wi
 from __future__ import annotations
 
 import http.server
+import os
 import select
 import socket
 import threading
@@ -147,6 +148,17 @@ class TargetServer:
         self.release()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def postgres_upstream(db_url: str) -> tuple[str, int] | str:
+    """Where a ``TcpProxy`` reaches the Postgres of ``db_url``: its host and port, or its Unix
+    socket when the host is a directory (the embedded Postgres of a machine without
+    ``DATABASE_URL``)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    info = conninfo_to_dict(db_url)
+    host, port = str(info.get("host") or "127.0.0.1"), int(info.get("port") or 5432)
+    return os.path.join(host, f".s.PGSQL.{port}") if host.startswith("/") else (host, port)
 
 
 class TcpProxy:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 
 from scheduler.api.app import make_app
 from scheduler.core.errors import StoreUnavailable
@@ -20,7 +20,7 @@ from scheduler.secrets import LocalSecretBox
 from scheduler.settings import Settings
 from scheduler.store.db import LINK_DEFAULTS, make_pool
 from scheduler.store.postgres import Store
-from tests.faults.faultkit import TcpProxy, poll
+from tests.faults.faultkit import TcpProxy, poll, postgres_upstream
 from tests.integration.test_api import Client
 
 WAIT = 1.0
@@ -29,8 +29,7 @@ WAIT = 1.0
 @pytest.fixture
 def cut(db_url):
     """(the forwarder, a store whose pool connects through it, waiting ``WAIT`` for a connection)."""
-    params = conninfo_to_dict(db_url)
-    proxy = TcpProxy((params.get("host") or "127.0.0.1", int(params.get("port") or 5432)))
+    proxy = TcpProxy(postgres_upstream(db_url))
     pool = make_pool(make_conninfo(db_url, host="127.0.0.1", port=proxy.port), max_size=4, wait_seconds=WAIT)
     yield proxy, Store(pool)
     pool.close(timeout=1)

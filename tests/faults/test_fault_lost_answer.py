@@ -6,19 +6,18 @@ attempt counted that was never made (a job allowed one attempt was given up unde
 
 from __future__ import annotations
 
-import os
 import uuid
 from datetime import timedelta
 
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 
 from scheduler import service
 from scheduler.runner.executor import Executor
 from scheduler.store.db import make_pool
 from scheduler.store.postgres import Store
 from scheduler.targets.results import TargetPolicy
-from tests.faults.faultkit import TcpProxy
+from tests.faults.faultkit import TcpProxy, postgres_upstream
 from tests.integration.test_api import ALICE
 from tests.support import http_spec
 
@@ -26,10 +25,7 @@ from tests.support import http_spec
 @pytest.fixture
 def proxied(db_url):
     """A store whose connections go through a proxy that can lose an answer, and the proxy."""
-    info = conninfo_to_dict(db_url)
-    host, port = str(info.get("host") or "127.0.0.1"), int(info.get("port") or 5432)
-    upstream: tuple[str, int] | str = os.path.join(host, f".s.PGSQL.{port}") if host.startswith("/") else (host, port)
-    proxy = TcpProxy(upstream)
+    proxy = TcpProxy(postgres_upstream(db_url))
     pool = make_pool(make_conninfo(db_url, host="127.0.0.1", port=str(proxy.port)), min_size=1, max_size=3)
     yield Store(pool), proxy
     pool.close()
