@@ -382,6 +382,10 @@ class ExecutionStore(CompletionStore, Protocol):
         ids of the jobs whose lease was kept (the others were taken over)."""
         ...
 
+    def extend_target_slots(self, slots: Sequence[tuple[str, float]]) -> set[str]:
+        """Keep held slots, each ``(token, seconds)`` that much more from now: the tokens kept."""
+        ...
+
     def record_wait(
         self, job_id: str, lock_token: str, started_at: datetime, execution_id: str, waited_ms: int, waited_for: str
     ) -> datetime | None:

@@ -148,6 +148,13 @@ def test_local_mode_loads_the_http_delivery_before_its_first_burst():
     assert result.returncode == 0, result.stderr
 
 
+class Done(str):
+    """A gated delivery's outcome: its execution id (or why it was handed back), with the
+    claim's lock token that the dispatch lets go once it is recorded."""
+
+    lock_token = "token"
+
+
 class GatedExecutor:
     """An executor whose deliveries end when the test opens their gate."""
 
@@ -170,10 +177,10 @@ class GatedExecutor:
 
     def deliver(self, started, lock_token):
         assert self.gates[started.execution_id].wait(10)
-        return started.execution_id
+        return Done(started.execution_id)
 
     def hand_back_unwaited(self, started, lock_token, why):
-        return f"{started.execution_id} handed back: {why}"
+        return Done(f"{started.execution_id} handed back: {why}")
 
     def record(self, batch) -> None:
         self.recorded.extend(batch)

@@ -108,9 +108,11 @@ def test_the_recorder_records_each_batch_inside_its_record_logging():
         def record(self, batch: list) -> None:
             events.append(f"record {len(batch)}")
 
+    from types import SimpleNamespace
+
     dispatch = InProcessDispatch(Recording(), record_logging=around)  # type: ignore[arg-type]
     try:
-        dispatch._record(["a", "b"])  # type: ignore[list-item]
+        dispatch._record([SimpleNamespace(lock_token="a"), SimpleNamespace(lock_token="b")])  # type: ignore[list-item]
     finally:
         dispatch.close()
     assert events == ["enter", "record 2", "exit"]

@@ -17,6 +17,7 @@ from scheduler.core.domain import Claim, Outcome, StartedExecution
 from scheduler.runner.dispatch import CLAIM_AND_START, ClaimMode
 from scheduler.runner.threads import CallThreads, TimedBatchBuffer
 from scheduler.runner.waiting_room import SlotWaitingRoom
+from scheduler.runner.wakes import WakeGuard
 
 if TYPE_CHECKING:
     from scheduler.core.limits import SlotHandBack
@@ -51,6 +52,10 @@ class InProcessDispatch:
     a limited claim beyond that is handed back, claimed again after a pause, and the claims go
     on for the other jobs.
 
+    A laptop that slept: before each claim a ``WakeGuard`` checks whether the machine slept; if
+    it did, the leases (and target slots) of every delivery this process holds are kept first,
+    so that no claim takes them as lost while they go on (``keep_held_leases``).
+
     Between owners: one key's waits take at most a quarter of the waiting room, one owner's at
     most half (``KEY_WAITING_SHARE``, ``OWNER_WAITING_SHARE``), and an owner's slow deliveries
     (going on past ``SLOW_DELIVERY_SECONDS``) at most three quarters of the threads
@@ -71,9 +76,11 @@ class InProcessDispatch:
         record_retry_seconds: float = 60.0,
         max_waiting: int = 1000,
         record_logging: Callable[[], AbstractContextManager[None]] = nullcontext,
+        wakes: Callable[[Callable[[], None]], WakeGuard] = WakeGuard,
     ):
         """``record_logging`` is entered around each recording of a batch (local mode's
-        ``lines_held``: the batch's log lines written at once)."""
+        ``lines_held``: the batch's log lines written at once); ``wakes`` makes the guard checked
+        before each claim from the call that keeps the leases held (a test's has its own clock)."""
         self.record_logging = record_logging
         self.claim_mode = ClaimMode("claim_and_start", executor.lease_margin_seconds)
         self.executor = executor
@@ -91,6 +98,13 @@ class InProcessDispatch:
         self._waits_of: Counter[tuple[str, str]] = Counter()
         self._delivering: dict[str, dict[str, float]] = {}
         self._ends: dict[str, float] = {}  # by execution id: by when each delivery ends (its lease)
+        # The leases this process holds until their outcomes are recorded, by token: the job and by
+        # when the delivery ends (time.monotonic()); and the target slots its deliveries hold, by
+        # token: until when. Kept after the machine slept (keep_held_leases).
+        self._held: dict[str, tuple[str, float | None]] = {}
+        self._slots: dict[str, float] = {}
+        self._wakes = wakes(self.keep_held_leases)
+        self._closing = threading.Event()
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)  # notified when room_worth_a_claim is free
         self._worth_a_claim = max(1, max_workers // 2)
@@ -100,8 +114,31 @@ class InProcessDispatch:
         )
 
     def capacity(self) -> int:
+        """Claims it can take now; called before each claim, so a wake from a sleep is noticed
+        (and this process's leases kept) before the claim that would take them."""
+        hold = self._wakes.check()
+        if hold:
+            self._closing.wait(hold)
         with self._lock:
             return self._room_now()
+
+    def keep_held_leases(self) -> None:
+        """Keep the leases of the deliveries this process holds (under way, waiting for their
+        slot, or waiting to be recorded) and their target slots, each to the end of its delivery
+        plus the lease margin: after a sleep, in one statement each."""
+        now, margin = time.monotonic(), self.executor.lease_margin_seconds
+        with self._lock:
+            held, slots = list(self._held.items()), list(self._slots.items())
+        store = self.executor.store
+        kept = store.extend_leases([(job, token, max(0.0, (by or now) - now) + margin) for token, (job, by) in held])
+        kept_slots = store.extend_target_slots([(token, max(0.0, until - now) + margin) for token, until in slots])
+        logger.info(
+            "after the sleep: kept %d of %d leases held and %d of %d target slots",
+            len(kept),
+            len(held),
+            len(kept_slots),
+            len(slots),
+        )
 
     def _room_now(self) -> int:
         """Claims it can take now (under the lock): idle threads. A full waiting room does not
@@ -129,6 +166,11 @@ class InProcessDispatch:
         hand back those beyond their owner's (or key's) share."""
         unlimited: list[StartedExecution] = []
         now = time.monotonic()
+        with self._lock:  # held until recorded (_record)
+            self._held.update(
+                (claim.lock_token, (claim.job_id, claim.started.deliver_by if claim.started else None))
+                for claim in claims
+            )
         for claim in claims:
             assert claim.started is not None, "claim_and_start starts what it claims"
             started = self.executor.with_losses(claim.started) if claim.reclaimed else claim.started
@@ -162,6 +204,7 @@ class InProcessDispatch:
             except RuntimeError:  # shut down: the lease expires and the job is delivered again
                 with self._lock:
                     self._delivered(owner, started.execution_id)
+                    self._held.pop(claim.lock_token, None)
         # A limited delivery's lateness is counted when it takes its slot (its wait left out, counted apart).
         self.executor.count_lateness(unlimited)
         return []
@@ -220,6 +263,8 @@ class InProcessDispatch:
             self.outcomes.put(self.executor.deliver(execution, lock_token))
         except Exception:  # a bug, not the target's failure: the lease expires and the job is reclaimed
             logger.exception("delivery failed", extra={"job_id": str(execution.job.id)})
+            with self._lock:
+                self._held.pop(lock_token, None)
         finally:
             with self._lock:
                 self._delivered(str(execution.job.owner), execution.execution_id)
@@ -228,25 +273,32 @@ class InProcessDispatch:
     def _start_in_slot(self, wait: SlotWait, token: str) -> None:
         """A wait that got its slot: delivered by a thread (the waiting room's call)."""
         owner, execution_id = str(wait.started.job.owner), wait.started.execution_id
+        now = time.monotonic()
         with self._lock:
             self._left_the_room(wait)
-            self._began(owner, execution_id, time.monotonic(), wait.started.deliver_by)
+            self._began(owner, execution_id, now, wait.started.deliver_by)
+            self._slots[token] = now + wait.timeout + self.executor.lease_margin_seconds  # as take_slot leased it
             self._freed()
         try:
             self.pool.submit(self._deliver_in_slot, wait, token)
         except RuntimeError:  # shut down: the slot's lease and the job's expire; delivered again
             with self._lock:
                 self._delivered(owner, execution_id)
+                self._slots.pop(token, None)
+                self._held.pop(wait.lock_token, None)
 
     def _deliver_in_slot(self, wait: SlotWait, token: str) -> None:
         try:
             self.outcomes.put(self.executor.deliver_in_slot(wait, token))
         except Exception:  # a bug, not the target's failure: the lease expires and the job is reclaimed
             logger.exception("delivery failed", extra={"job_id": wait.job_id})
+            with self._lock:
+                self._held.pop(wait.lock_token, None)
         finally:
             self.waits.nudge(wait.key)  # its slot is free: the next wait of the key need not back off
             with self._lock:
                 self._delivered(str(wait.started.job.owner), wait.started.execution_id)
+                self._slots.pop(token, None)
                 self._freed()
 
     def _end_wait(self, wait: SlotWait, outcome: Outcome) -> None:
@@ -257,6 +309,14 @@ class InProcessDispatch:
         self.outcomes.put(self.executor.ended_wait(wait, outcome))
 
     def _record(self, batch: Sequence[Finished | SlotHandBack]) -> None:
+        try:
+            self._record_or_give_up(batch)
+        finally:  # recorded (or given up on: their leases left to expire)
+            with self._lock:
+                for done in batch:
+                    self._held.pop(done.lock_token, None)
+
+    def _record_or_give_up(self, batch: Sequence[Finished | SlotHandBack]) -> None:
         give_up = time.monotonic() + self.record_retry_seconds
         while True:
             try:
@@ -282,6 +342,7 @@ class InProcessDispatch:
     def close(self) -> None:
         """Wait for the waits to have their slots and the deliveries under way to end, and
         record their outcomes."""
+        self._closing.set()
         self.waits.close()
         self.pool.shutdown()
         self.outcomes.close()

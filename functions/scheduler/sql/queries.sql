@@ -1152,6 +1152,15 @@ WHERE job_id = %(job_id)s AND lock_token = %(lock_token)s AND running_execution_
 -- name: release_target_slot
 UPDATE target_slots SET released_at = clock_timestamp() WHERE token = %(token)s;
 
+-- name: extend_target_slots
+-- Slots still held (each by its token) kept that many more seconds, in one statement however
+-- many: local mode's deliveries under way when the machine woke from a sleep, whose slots'
+-- leases ran out while it slept (the limit would let others take them). Answers the tokens kept.
+UPDATE target_slots s SET until = GREATEST(s.until, clock_timestamp() + make_interval(secs => h.seconds))
+FROM unnest(%(token)s::uuid[], %(seconds)s::float8[]) AS h(token, seconds)
+WHERE s.token = h.token AND s.released_at IS NULL
+RETURNING s.token::text AS token;
+
 -- name: record_wait
 -- A delivery that waited for its target's slot, about to call the target: how long and why, on
 -- its execution (added to what it already waited when it started after a hand-back,

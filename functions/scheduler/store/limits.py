@@ -54,6 +54,16 @@ class TargetSlots:
             conn.execute(QUERIES["release_target_slot"], {"token": token})
 
     @retry_on_dead_connection
+    def extend_target_slots(self, slots: Sequence[tuple[str, float]]) -> set[str]:
+        """Keep held slots, each ``(token, seconds)`` that much more from now, in one statement:
+        the tokens kept (a slot released, or deleted once expired, is not)."""
+        if not slots:
+            return set()
+        params = {"token": [token for token, _ in slots], "seconds": [float(seconds) for _, seconds in slots]}
+        with self.pool.connection() as conn:
+            return {row["token"] for row in conn.execute(QUERIES["extend_target_slots"], params)}
+
+    @retry_on_dead_connection
     def extend_leases(self, leases: Sequence[tuple[str, str, float]]) -> set[str]:
         """Keep started jobs' leases while they wait for their slots, each ``(job_id,
         lock_token, seconds)`` that much more, in one statement: the ids of the jobs whose lease

@@ -1,0 +1,69 @@
+"""Local mode on a laptop: noticing that the machine slept, so that the deliveries under way when
+it went to sleep keep their leases when it wakes (``WakeGuard``)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+#: The wall clock ran this much ahead of the monotonic clock between two checks: the machine
+#: slept (an NTP correction moves it by far less).
+SLEPT_SECONDS = 2.0
+#: After a wake, the claims wait this long, so that every runner of the database (a claimer
+#: checks at least once a second in second precision; minute precision's claimers all wake on
+#: the same minute) has kept its own leases before any claim could take them as lost.
+WAKE_GRACE_SECONDS = 2.0
+
+
+class WakeGuard:
+    """Checked before each claim: after the machine slept, ``keep`` is called (this process's
+    leases kept) and the claims hold off for ``grace_seconds``.
+
+    While a machine sleeps (a laptop's lid closed), the wall clock, and so the database's
+    ``now()``, runs on, but the monotonic clock stops (Linux's ``CLOCK_MONOTONIC``, macOS's
+    ``mach_absolute_time``): the leases of the deliveries under way have expired when it wakes,
+    though those deliveries slept too and go on. Unguarded, the first claim after the wake took
+    their jobs as lost and delivered them again, and the deliveries that then ended were refused
+    their record (their tokens had changed): a target on the same laptop, which slept as well,
+    received the same occurrence twice."""
+
+    def __init__(
+        self,
+        keep: Callable[[], None],
+        *,
+        slept_seconds: float = SLEPT_SECONDS,
+        grace_seconds: float = WAKE_GRACE_SECONDS,
+        wall_clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ):
+        self._keep = keep
+        self.slept_seconds, self.grace_seconds = slept_seconds, grace_seconds
+        self._wall_clock, self._monotonic = wall_clock, monotonic
+        self._offset = wall_clock() - monotonic()
+        self._keep_pending = False
+        self._claims_from = float("-inf")  # time.monotonic(): the end of a wake's grace
+        self._lock = threading.Lock()
+
+    def check(self) -> float:
+        """Seconds the next claim should still wait (0 but in a wake's grace). After a sleep, the
+        leases are kept first; when the database does not answer, ``keep``'s error propagates
+        (the claim it precedes would fail alike) and the next check tries again."""
+        with self._lock:
+            now = self._monotonic()
+            offset = self._wall_clock() - now
+            slept, self._offset = offset - self._offset, offset
+            if slept > self.slept_seconds:
+                logger.warning(
+                    "the machine slept for about %.0f s: the leases of the deliveries under way are kept before the next claim",
+                    slept,
+                )
+                self._keep_pending = True
+                self._claims_from = now + self.grace_seconds
+            if self._keep_pending:
+                self._keep()
+                self._keep_pending = False
+            return max(0.0, self._claims_from - now)

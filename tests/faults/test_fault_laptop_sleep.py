@@ -1,0 +1,132 @@
+"""Local mode on a laptop that sleeps in the middle of a delivery.
+
+While the machine sleeps, the wall clock (and Postgres's ``now()``) runs on and the monotonic
+clock stops: on waking, the leases of the deliveries that were under way have expired though
+the deliveries go on. The sleep is staged here: the lease made to look expired in the database
+(``expire_lease``) and the guard's wall clock moved ahead, the monotonic clock left as it is.
+The claim after the wake must not take the job as lost: the delivery under way ends and is
+recorded, and the target receives the occurrence once.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+import pytest
+
+from scheduler import service
+from scheduler.runner.executor import Executor
+from scheduler.runner.fanout import run_fanout
+from scheduler.runner.in_process import InProcessDispatch
+from scheduler.runner.wakes import WakeGuard
+from scheduler.targets.results import TargetPolicy
+from tests.faults.faultkit import TargetServer, poll
+from tests.support import expire_lease, http_spec
+
+OWNER = "arn:aws:iam::111111111111:user/alice"
+
+
+class Clock:
+    """A wall clock that a test moves ahead: the sleep, as the guard sees it."""
+
+    def __init__(self) -> None:
+        import time
+
+        self.ahead = 0.0
+        self._time = time.time
+
+    def __call__(self) -> float:
+        return self._time() + self.ahead
+
+
+@pytest.fixture
+def target():
+    server = TargetServer()
+    yield server
+    server.close()
+
+
+def _dispatch(store, wall: Clock) -> InProcessDispatch:
+    return InProcessDispatch(
+        Executor(store, lambda t: t, TargetPolicy(allow_private=True)),
+        max_workers=4,
+        wakes=lambda keep: WakeGuard(keep, grace_seconds=0.05, wall_clock=wall),
+    )
+
+
+def _held_job(store, target, name: str, **extra) -> str:
+    spec = http_spec(name, None, url=target.url + "/held", run_at=store.now() - timedelta(seconds=1), **extra)
+    return str(service.create_job(store, OWNER, spec).id)
+
+
+def test_a_delivery_under_way_when_the_laptop_slept_is_not_taken_as_lost(store, pool, target, caplog):
+    caplog.set_level(logging.INFO, logger="scheduler.runner")
+    target.behaviour["/held"] = [("hold", 20.0)]
+    job_id = _held_job(store, target, "asleep-mid-delivery")
+    wall = Clock()
+    dispatch = _dispatch(store, wall)
+    try:
+        assert run_fanout(store, dispatch, budget_seconds=0).claimed == 1
+        target.wait_for(lambda s: len(s.requests) == 1, timeout=10, what="the delivery")
+
+        # The laptop sleeps for ten minutes: the lease has run out when it wakes.
+        expire_lease(pool, job_id)
+        wall.ahead = 600.0
+        assert run_fanout(store, dispatch, budget_seconds=0).claimed == 0
+        assert store.get_job(OWNER, job_id).locked_until > store.now() + timedelta(seconds=20)  # timeout 5 s + 30 s
+
+        target.release()  # the delivery under way ends after the wake
+        executions = poll(
+            lambda: (lambda es: es if es[0].status != "running" else None)(store.list_executions(OWNER, job_id)),
+            timeout=10,
+            what="the delivery recorded",
+        )
+    finally:
+        dispatch.close()
+    [execution] = executions
+    assert execution.status == "succeeded" and execution.attempt == 1
+    assert store.get_job(OWNER, job_id).state == "completed"
+    assert len(target.requests) == 1 and target.max_inflight[job_id] == 1
+    assert "the machine slept for about 600 s" in caplog.text
+    assert "kept 1 of 1 leases held" in caplog.text
+
+
+def test_a_limited_delivery_keeps_its_target_slot_through_the_sleep(store, pool, target):
+    target.behaviour["/held"] = [("hold", 20.0), ("answer", 200, {}, b"")]
+    limits = {"key": "one-at-a-time", "max_in_flight": 1}
+    first = _held_job(store, target, "holds-the-slot", limits=limits)
+    wall = Clock()
+    dispatch = _dispatch(store, wall)
+    try:
+        assert run_fanout(store, dispatch, budget_seconds=0).claimed == 1
+        target.wait_for(lambda s: len(s.requests) == 1, timeout=10, what="the limited delivery")
+        with pool.connection() as conn:  # the sleep outlasts the slot's lease and the job's
+            conn.execute("UPDATE target_slots SET until = now() - interval '1 second' WHERE released_at IS NULL")
+        expire_lease(pool, first)
+        wall.ahead = 600.0
+        second = _held_job(store, target, "waits-for-the-slot", limits=limits)
+
+        # The second job is claimed and waits: the slot held through the sleep is still held.
+        assert run_fanout(store, dispatch, budget_seconds=0).claimed == 1
+        with pool.connection() as conn:
+            [held] = conn.execute(
+                "SELECT count(*) AS held FROM target_slots WHERE key LIKE '%one-at-a-time' AND released_at IS NULL "
+                "AND until > now() + interval '20 seconds'"
+            ).fetchall()
+        assert held == {"held": 1}
+        assert len(target.requests) == 1
+
+        target.release()
+        done = poll(
+            lambda: (lambda a, b: (a, b) if "running" not in (a.status, b.status) else None)(
+                *[store.list_executions(OWNER, job)[0] for job in (first, second)]
+            ),
+            timeout=15,
+            what="both deliveries recorded",
+        )
+    finally:
+        dispatch.close()
+    assert [execution.status for execution in done] == ["succeeded", "succeeded"]
+    assert len(target.requests) == 2
+    assert target.requests[1]["arrived"] > target.requests[0]["ended"]  # one at a time
