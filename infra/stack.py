@@ -57,6 +57,16 @@ class SchedulerStack(Stack):
             enable_key_rotation=True,
             removal_policy=kept(config),
         )
+        # The API's keyed hash of each secret it seals (kms:GenerateMac), stored in the token: a
+        # secret sent again is compared with the stored one by its HMAC, as the API cannot open it.
+        self.job_secrets_mac_key = kms.Key(
+            self,
+            "JobSecretsMacKey",
+            description="Scheduler: HMAC of job secrets, to tell a secret sent again from a new one",
+            key_spec=kms.KeySpec.HMAC_256,
+            key_usage=kms.KeyUsage.GENERATE_VERIFY_MAC,
+            removal_policy=kept(config),
+        )
         targets_env = {C.ENV_TARGET_ALLOW_LIST: config.target_allow_list} if config.target_allow_list else {}
 
         self.network: Network | None = None
@@ -171,7 +181,12 @@ class SchedulerStack(Stack):
             config=config,
             kit=kit,
             placement=api_placement,
-            environment={**api_env, **key_env, **targets_env},
+            environment={
+                **api_env,
+                **key_env,
+                C.ENV_KMS_MAC_KEY_ID: self.job_secrets_mac_key.key_arn,
+                **targets_env,
+            },
         )
         self.runner = Runner(
             self,
@@ -196,10 +211,18 @@ class SchedulerStack(Stack):
             cfn_function = function.node.default_child
             assert cfn_function is not None
             cfn_function.node.add_dependency(self.migrations.resource)
+        # The executor opens what the API seals: on an update it takes its new code first, so no
+        # executor of the code before meets a token of a format only the new code reads.
+        api_function, executor_function = self.api.function.node.default_child, self.runner.executor.node.default_child
+        assert api_function is not None and executor_function is not None
+        api_function.node.add_dependency(executor_function)
 
-        # Envelope encryption of job secrets: the API only seals them (a new data key per secret),
-        # the executor only opens them. That key only.
+        # Envelope encryption of job secrets: the API only seals them (a new data key per secret)
+        # and signs their HMACs, the executor only opens them. Those keys only.
         self._grant_job_secrets(self.api.function, "kms:GenerateDataKey")
+        self.api.function.add_to_role_policy(
+            iam.PolicyStatement(actions=["kms:GenerateMac"], resources=[self.job_secrets_mac_key.key_arn])
+        )
         self._grant_job_secrets(self.runner.executor, "kms:Decrypt")
         if self.database is not None and self.network is not None:
             for function in (self.api.function, self.runner.fanout, self.runner.executor, self.migrations.function):

@@ -43,6 +43,8 @@ class Settings:
     # The owners whose AMQP jobs may use the default broker (patterns, ``*`` any text; none: any owner).
     default_broker_owners: tuple[str, ...] = field(default_factory=tuple)
     kms_key_id: str | None = None
+    # A KMS HMAC key the API signs each secret's digest with, so a secret sent again is compared.
+    kms_mac_key_id: str | None = None
     local_key_file: str | None = None
     allow_private_targets: bool = False
     target_allow_list: tuple[str, ...] = field(default_factory=tuple)
@@ -89,6 +91,7 @@ class Settings:
             default_broker_secret_arn=env.get(c.ENV_DEFAULT_BROKER_SECRET_ARN),
             default_broker_owners=_owner_patterns(env.get(c.ENV_DEFAULT_BROKER_OWNERS, "")),
             kms_key_id=env.get(c.ENV_KMS_KEY_ID),
+            kms_mac_key_id=env.get(c.ENV_KMS_MAC_KEY_ID),
             local_key_file=env.get(c.ENV_LOCAL_KEY_FILE),
             allow_private_targets=_bool(env.get(c.ENV_ALLOW_PRIVATE_TARGETS)),
             target_allow_list=allow,

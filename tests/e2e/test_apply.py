@@ -108,6 +108,20 @@ def test_apply_creates_then_changes_nothing_then_prunes(api, tmp_path):
     again = _cli(api, "apply", "-f", str(folder), env=SECRETS)
     assert again.returncode == 0 and again.stdout.strip() == "0 changed, 3 unchanged", again.stdout
 
+    # --resend-secrets sends the two jobs with secrets: the API compares each with the one stored
+    # and keeps it, so nothing changed; a rotated token is one update.
+    resent = _cli(api, "apply", "-f", str(folder), "--resend-secrets", env=SECRETS)
+    assert resent.returncode == 0 and resent.stdout.strip() == "0 changed, 3 unchanged", resent.stdout
+    assert api.get("/v1/jobs?name_prefix=nightly")["jobs"][0]["version"] == 1
+    rotated = _cli(api, "apply", "-f", str(folder), "--resend-secrets", env={**SECRETS, "REPORT_TOKEN": "r3port-2"})
+    assert rotated.returncode == 0, rotated.stderr
+    assert rotated.stdout.splitlines() == [
+        "~ nightly-report (updated)",
+        "    (secrets sent again: --resend-secrets)",
+        "1 changed (1 updated), 2 unchanged",
+    ]
+    _cli(api, "apply", "-f", str(folder), "--resend-secrets", env=SECRETS)  # the first token back
+
     # A change to one file is one update, field by field; the prune deletes the managed job no
     # file defines (handmade), not the one outside the selector (other-team).
     (folder / "jobs.yaml").write_text(JOBS_YAML.replace('"0 3 * * *"', '"30 3 * * *"'))
@@ -123,8 +137,8 @@ def test_apply_creates_then_changes_nothing_then_prunes(api, tmp_path):
         "other-team",
         "to-queue",
     ]
-    # the token stayed the one first sent (sent again with the update)
-    assert api.get("/v1/jobs?name_prefix=nightly")["jobs"][0]["version"] == 2
+    # the token stayed the one sent last (sent again with the update)
+    assert api.get("/v1/jobs?name_prefix=nightly")["jobs"][0]["version"] == 4
 
 
 def test_export_round_trips_through_apply(api, tmp_path):

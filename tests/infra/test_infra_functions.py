@@ -176,6 +176,27 @@ def test_job_secrets_key_is_granted_to_the_api_and_the_executor_only(aws):
         assert job_key == [], handler
 
 
+def test_the_api_takes_its_new_code_after_the_executor(aws):
+    """What the API seals the executor opens: on an update the executor's code changes first."""
+    executor_id, _ = aws.function(C.EXECUTOR_HANDLER)
+    api_id, _ = aws.function(C.API_HANDLER)
+    assert executor_id in aws.json["Resources"][api_id]["DependsOn"]
+
+
+def test_the_secrets_hmac_key_is_the_api_s_alone_to_sign_with(aws):
+    """The API signs each secret's digest with a KMS HMAC key (``kms:GenerateMac`` on that key
+    only), so that a secret sent again is compared with the stored one; no other function sees it."""
+    api_env = aws.function(C.API_HANDLER)[1]["Environment"]["Variables"]
+    mac_key = api_env[C.ENV_KMS_MAC_KEY_ID]["Fn::GetAtt"][0]
+    properties = aws.json["Resources"][mac_key]["Properties"]
+    assert (properties["KeySpec"], properties["KeyUsage"]) == ("HMAC_256", "GENERATE_VERIFY_MAC")
+    signs = [s for s in statements(aws, C.API_HANDLER) if s["Resource"] == {"Fn::GetAtt": [mac_key, "Arn"]}]
+    assert signs == [{"Action": "kms:GenerateMac", "Effect": "Allow", "Resource": {"Fn::GetAtt": [mac_key, "Arn"]}}]
+    for handler in (C.EXECUTOR_HANDLER, C.FANOUT_HANDLER, C.MIGRATE_HANDLER):
+        assert C.ENV_KMS_MAC_KEY_ID not in aws.function(handler)[1]["Environment"]["Variables"]
+        assert [s for s in statements(aws, handler) if s["Resource"] == {"Fn::GetAtt": [mac_key, "Arn"]}] == [], handler
+
+
 def test_no_wildcard_actions_and_no_wildcard_resources_on_data(aws):
     for policy_id, policy in aws.resources("AWS::IAM::Policy").items():
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:

@@ -76,7 +76,9 @@ def role_arn(aws):
     return aws("iam").create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
 
 
-def _cli(deployment, *arguments: str, key: str = "test", secret: str = "test") -> subprocess.CompletedProcess:
+def _cli(
+    deployment, *arguments: str, key: str = "test", secret: str = "test", extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(
         {
@@ -84,6 +86,7 @@ def _cli(deployment, *arguments: str, key: str = "test", secret: str = "test") -
             "AWS_SECRET_ACCESS_KEY": secret,
             "AWS_REGION": REGION,
             "SCHEDULER_AUTH_SECRET": "t0ken-xyz",
+            **(extra_env or {}),
         }
     )
     return subprocess.run(
@@ -128,6 +131,36 @@ def test_the_cli_creates_a_job_the_deployed_runner_delivers(deployment, target):
     [execution] = poll(recorded, timeout=30, interval=1, what="the execution recorded")
     assert execution["status"] == "succeeded" and execution["http_status"] == 200
     assert execution["id"] == headers["X-Scheduler-Execution-Id"]
+
+
+def test_apply_resend_secrets_keeps_an_unrotated_secret_and_delivers_a_rotated_one(deployment, target, tmp_path):
+    """The deployed API cannot open a stored secret; it compares one sent again by its HMAC
+    (the stack's KMS HMAC key): an unrotated token changes nothing, a rotated one is an update,
+    and the executor delivers the rotated one."""
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(
+        "name: resent-secret\n"
+        f'run_at: "{_soon(3600)}"\n'
+        "target:\n"
+        "  type: http\n"
+        f'  url: "{target.url}/resent"\n'
+        '  auth: {type: bearer, token: "${RESENT_TOKEN}"}\n'
+    )
+
+    def apply(token: str) -> list[str]:
+        done = _cli(deployment, "apply", "-f", str(jobs), "--resend-secrets", extra_env={"RESENT_TOKEN": token})
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    assert apply("first-t0ken")[-1] == "1 changed (1 created), 0 unchanged"
+    assert apply("first-t0ken") == ["0 changed, 1 unchanged"]
+    assert apply("second-t0ken")[-1] == "1 changed (1 updated), 0 unchanged"
+    shown = json.loads(_cli(deployment, "jobs", "get", "resent-secret", "-o", "json").stdout)
+    assert shown["version"] == 2 and shown["target"]["auth"]["token"] == "***"
+
+    assert _cli(deployment, "jobs", "run", "resent-secret").returncode == 0
+    request = target.wait_for(1, timeout=DELIVERY_TIMEOUT)[0]
+    assert request["headers"]["Authorization"] == "Bearer second-t0ken"
 
 
 def test_an_every_job_is_delivered_on_its_interval(api, target):

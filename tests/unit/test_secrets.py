@@ -10,11 +10,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from scheduler.core.constants import SECRET_MASK
+from scheduler.core.errors import MaskedSecretError
 from scheduler.secrets import (
-    SECRET_MASK,
     KmsSecretBox,
     LocalSecretBox,
-    MaskedSecretError,
     SecretBox,
     SecretError,
     decrypt_target_secrets,
@@ -24,6 +24,7 @@ from scheduler.secrets import (
     make_secret_box,
     mask_target_secrets,
 )
+from scheduler.secrets.boxes import TOKEN_PREFIX, _b64encode, _payload
 from scheduler.settings import Settings
 
 
@@ -54,6 +55,10 @@ class _CountingKms:
         self.calls.append("Decrypt")
         return self.client.decrypt(**kwargs)
 
+    def generate_mac(self, **kwargs):
+        self.calls.append("GenerateMac")
+        return self.client.generate_mac(**kwargs)
+
 
 @pytest.fixture
 def kms():
@@ -61,6 +66,13 @@ def kms():
         client = boto3.client("kms", region_name="eu-central-1")
         key_id = client.create_key(Description="scheduler secrets")["KeyMetadata"]["KeyId"]
         yield _CountingKms(client), key_id, client
+
+
+@pytest.fixture
+def mac_key(kms):
+    """A KMS HMAC key beside the envelope key (the API's ``kms:GenerateMac``)."""
+    _, _, client = kms
+    return client.create_key(KeySpec="HMAC_256", KeyUsage="GENERATE_VERIFY_MAC")["KeyMetadata"]["KeyId"]
 
 
 def test_local_round_trip_and_key_file(tmp_path, local_box):
@@ -141,6 +153,10 @@ def test_kms_tamper_detected_and_boxes_not_mixed(kms, local_box):
 def test_make_secret_box(tmp_path, kms):
     _, key_id, client = kms
     assert isinstance(make_secret_box(Settings(kms_key_id=key_id), kms_client=client), KmsSecretBox)
+    with_mac = make_secret_box(Settings(kms_key_id=key_id, kms_mac_key_id="mac-key"), kms_client=client)
+    assert isinstance(with_mac, KmsSecretBox) and with_mac.mac_key_id == "mac-key" and with_mac.compares_stored
+    read = Settings.from_env({"SCHEDULER_KMS_KEY_ID": key_id, "SCHEDULER_KMS_MAC_KEY_ID": "mac-key"})
+    assert (read.kms_key_id, read.kms_mac_key_id) == (key_id, "mac-key")
     local = make_secret_box(Settings(local_key_file=str(tmp_path / "k")))
     assert isinstance(local, LocalSecretBox) and (tmp_path / "k").exists()
 
@@ -237,3 +253,53 @@ def test_a_secret_sent_again_is_compared_where_the_box_opens_what_is_stored(kms,
     counting.calls.clear()
     again = seal_target_secrets(target, box, stored)
     assert again["auth"]["token"] != stored["auth"]["token"] and "Decrypt" not in counting.calls
+
+
+def test_a_deployment_s_api_with_an_hmac_key_compares_a_secret_sent_again_without_opening_it(kms, mac_key):
+    """Each token carries its plaintext's HMAC (KMS ``GenerateMac``): the same secret sent again
+    keeps its stored token (no new version), another value is sealed anew, and nothing is
+    opened (the API has no ``kms:Decrypt``); the executor's box, without the HMAC key, opens it."""
+    from scheduler.secrets import seal_target_secrets
+
+    counting, key_id, client = kms
+    api_box = KmsSecretBox(counting, key_id, mac_key_id=mac_key)
+    target = {"type": "http", "url": "https://hooks.example.com/a", "auth": {"type": "bearer", "token": "tok-Zz81"}}
+    stored = seal_target_secrets(target, api_box, None)
+    assert seal_target_secrets(target, KmsSecretBox(counting, key_id, mac_key_id=mac_key), stored) == stored
+    rotated = {**target, "auth": {"type": "bearer", "token": "tok-Zz82"}}
+    assert seal_target_secrets(rotated, api_box, stored)["auth"]["token"] != stored["auth"]["token"]
+    assert "Decrypt" not in counting.calls
+    # Another container of the API: one GenerateMac per value it compares, then remembered.
+    counting.calls.clear()
+    other = KmsSecretBox(counting, key_id, mac_key_id=mac_key)
+    for _ in range(3):
+        assert seal_target_secrets(target, other, stored) == stored
+    assert counting.calls == ["GenerateMac"]
+    executor_box = KmsSecretBox(client, key_id)
+    assert decrypt_target_secrets(stored, executor_box)["auth"]["token"] == "tok-Zz81"
+
+
+def test_a_token_sealed_without_an_hmac_is_sealed_anew_and_a_changed_hmac_fails_to_open(kms, mac_key):
+    counting, key_id, client = kms
+    plain_box = KmsSecretBox(counting, key_id)
+    api_box = KmsSecretBox(counting, key_id, mac_key_id=mac_key)
+    old = plain_box.encrypt("s3cret")
+    assert not api_box.holds(old, "s3cret")  # from before the HMAC key: not comparable
+    token = api_box.encrypt("s3cret")
+    assert api_box.holds(token, "s3cret") and not api_box.holds(token, "s3cret!")
+    assert not plain_box.holds(token, "s3cret")  # a box without the key never says it does
+    # The HMAC is authenticated with the token: one changed makes the token fail to open.
+    raw = bytearray(_payload(token))
+    raw[5] ^= 1
+    with pytest.raises(SecretError):
+        KmsSecretBox(client, key_id).decrypt(TOKEN_PREFIX + _b64encode(bytes(raw)))
+
+
+def test_a_secret_is_sealed_without_its_hmac_when_kms_makes_none(kms, caplog):
+    """A role without ``kms:GenerateMac`` (or that call's outage) loses the comparison only: the
+    secret is sealed, without an HMAC, and the box says so once per seal."""
+    counting, key_id, client = kms
+    box = KmsSecretBox(counting, key_id, mac_key_id="alias/no-such-key")
+    token = box.encrypt("s3cret")
+    assert _payload(token)[:1] == b"K" and KmsSecretBox(client, key_id).decrypt(token) == "s3cret"
+    assert "KMS made no HMAC of a secret (NotFoundException)" in caplog.text

@@ -50,6 +50,7 @@ class Step:
     source: str | None = None  # the document's place (jobs.yaml#2)
     refused: list[str] = field(default_factory=list)  # what the API's model says is wrong with it
     done: bool = False  # written
+    resend_only: bool = False  # an update for --resend-secrets alone: nothing else differs
 
     @property
     def refusable(self) -> bool:
@@ -104,12 +105,13 @@ def _compared(item: Resolved, current: dict[str, Any], resend_secrets: bool) -> 
     problems: list[str] = []
     kept = {k: v for k, v in current.items() if k not in READ_ONLY_FIELDS}
     changes = differences(normal_form(item.definition, kind, problems), normal_form(kept, kind))
-    if resend_secrets and _has_secret(item.definition) and not changes:
+    resend_only = resend_secrets and _has_secret(item.definition) and not changes
+    if resend_only:
         changes = ["(secrets sent again: --resend-secrets)"]
     key = current["id"] if kind == "job" else name
     action = "update" if changes else "unchanged"
     step = Step(action, name, key, current.get("version"), item.definition, changes, kind)
-    step.source, step.refused = item.document.source, problems
+    step.source, step.refused, step.resend_only = item.document.source, problems, resend_only
     return step
 
 
@@ -177,23 +179,31 @@ _PAGE_ITEMS = {"job": "jobs", "calendar": "calendars", "alert_rules": "alert_rul
 _APPLY_ORDER = {"calendar": 0, "alert_rules": 1, "job": 2}
 
 
-def _write(client: Any, step: Step) -> None:
+def _write(client: Any, step: Step) -> Any:
+    """Carry out one step; the API's answer (None for a delete)."""
     definition = step.definition or {}
     if step.kind == "job":
         if step.action == "create":
-            step.key = client.create_job(definition)["id"]
-        elif step.action == "update":
-            client.replace_job(step.key, definition, if_match=step.version)
-        else:
-            client.delete_job(step.key)
-    elif step.kind == "calendar":
+            answer = client.create_job(definition)
+            step.key = answer["id"]
+            return answer
+        if step.action == "update":
+            return client.replace_job(step.key, definition, if_match=step.version)
+        return client.delete_job(step.key)
+    if step.kind == "calendar":
         if step.action == "create":
-            client.create_calendar(definition)
-        else:
-            client.replace_calendar(step.name, definition, if_match=step.version)
-    else:  # a rule set: a PUT creates it; with If-Match it only replaces the version read
-        version = step.version if step.action == "update" else None
-        client.put_alert_rule(step.name, definition.get("tag"), definition.get("alerts") or [], if_match=version)
+            return client.create_calendar(definition)
+        return client.replace_calendar(step.name, definition, if_match=step.version)
+    # a rule set: a PUT creates it; with If-Match it only replaces the version read
+    version = step.version if step.action == "update" else None
+    return client.put_alert_rule(step.name, definition.get("tag"), definition.get("alerts") or [], if_match=version)
+
+
+def _kept_as_stored(step: Step, answer: Any) -> bool:
+    """Whether a step that only sent its secrets again changed nothing: the API compared them
+    with the stored ones and kept its version (local mode's, and a deployment's whose API has its
+    KMS HMAC key)."""
+    return step.resend_only and isinstance(answer, dict) and answer.get("version") == step.version
 
 
 _CHAINS = ("on_success", "on_failure", "on_complete")
@@ -252,7 +262,7 @@ def carry_out(client: Any, steps: list[Step], *, dry_run: bool, say: Callable[[s
             continue
         if not dry_run and step.action != "skip":
             try:
-                _write(client, step)
+                answer = _write(client, step)
                 step.done = True
             except Exception:
                 made = sum(s.action not in ("unchanged", "skip") for s in steps[:i])
@@ -261,6 +271,9 @@ def carry_out(client: Any, steps: list[Step], *, dry_run: bool, say: Callable[[s
                     f"apply: {step.shown}{where} could not be {done}; {made} change(s) before it made", file=sys.stderr
                 )
                 raise
+            if _kept_as_stored(step, answer):  # counted unchanged: the secrets sent were those stored
+                step.action = "unchanged"
+                continue
         say(f"{mark} {step.shown} ({'would be ' + done if dry_run and step.action != 'skip' else done})")
         for change in step.changes:
             say(f"    {change}")
