@@ -3,7 +3,8 @@ gives its API a KMS HMAC key; and ``make_secret_box``, the box a process's setti
 
 The HMAC lets a deployment's API, which may seal but not open, tell whether a secret sent again
 is the one stored: it asks KMS for the HMAC of the value sent (``kms:GenerateMac``) and compares.
-The key never leaves KMS, so the stored HMAC tells a reader of the database nothing.
+The key never leaves KMS, so a reader of the database cannot test guesses against a stored HMAC;
+it shows only which stored secrets are equal.
 """
 
 from __future__ import annotations
