@@ -68,21 +68,29 @@ class KmsSecretBox:
                     KeyId=self.key_id, KeySpec="AES_256", EncryptionContext=_KMS_CONTEXT
                 )
                 self._data_key = (answer["Plaintext"], answer["CiphertextBlob"])
-                self._remember(answer["CiphertextBlob"], answer["Plaintext"])
+                self._remember(self._cache, answer["CiphertextBlob"], answer["Plaintext"])
             return self._data_key
 
-    def _remember(self, encrypted: bytes, plaintext: bytes) -> None:
-        self._cache[encrypted] = plaintext
-        self._cache.move_to_end(encrypted)
-        while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+    def _recall(self, cache: OrderedDict[bytes, bytes], key: bytes) -> bytes | None:
+        """Under the lock: what ``cache`` (the data keys' or the HMACs') holds for ``key``, kept
+        as the most recently used."""
+        value = cache.get(key)
+        if value is not None:
+            cache.move_to_end(key)
+        return value
+
+    def _remember(self, cache: OrderedDict[bytes, bytes], key: bytes, value: bytes) -> None:
+        """Under the lock: ``value`` kept for ``key``, the least recently used let go past the size."""
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > self._cache_size:
+            cache.popitem(last=False)
 
     def _key_for(self, encrypted: bytes) -> bytes:
         with self._lock:
-            key = self._cache.get(encrypted)
-            if key is not None:
-                self._cache.move_to_end(encrypted)
-                return key
+            key = self._recall(self._cache, encrypted)
+        if key is not None:
+            return key
         try:
             answer = self.kms.decrypt(CiphertextBlob=encrypted, KeyId=self.key_id, EncryptionContext=_KMS_CONTEXT)
         except Exception as exc:  # botocore ClientError: InvalidCiphertextException and friends
@@ -92,7 +100,7 @@ class KmsSecretBox:
             raise
         key = answer["Plaintext"]
         with self._lock:
-            self._remember(encrypted, key)
+            self._remember(self._cache, encrypted, key)
         return key
 
     def _mac(self, plaintext: str) -> bytes:
@@ -100,16 +108,14 @@ class KmsSecretBox:
         assert self.mac_key_id is not None
         digest = hashlib.sha256(_MAC_LABEL + plaintext.encode("utf-8")).digest()
         with self._lock:
-            mac = self._macs.get(digest)
+            mac = self._recall(self._macs, digest)
         if mac is None:
             answer = self.kms.generate_mac(KeyId=self.mac_key_id, MacAlgorithm=_MAC_ALGORITHM, Message=digest)
             mac = bytes(answer["Mac"])
             if len(mac) != _MAC_BYTES:
                 raise SecretError(f"the KMS key {self.mac_key_id} made a MAC of {len(mac)} bytes, not {_MAC_BYTES}")
             with self._lock:
-                self._macs[digest] = mac
-                while len(self._macs) > self._cache_size:
-                    self._macs.popitem(last=False)
+                self._remember(self._macs, digest, mac)
         return mac
 
     def encrypt(self, plaintext: str) -> str:
