@@ -217,6 +217,10 @@ class AlertStore(Protocol):
         """Pending alerts due for an attempt, leased for their target's timeout and ``lease_seconds``."""
         ...
 
+    def extend_alert_leases(self, leases: Sequence[tuple[str, int, float]]) -> set[str]:
+        """Keep alerts being sent, each ``(id, attempt, seconds)`` more from now: the ids kept."""
+        ...
+
     def purge_alerts(self, retention_days: int) -> int:
         """Delete alerts past the retention (delivered or given up): how many."""
         ...

@@ -297,6 +297,97 @@ def test_an_alerts_lease_covers_its_targets_timeout_and_a_late_attempt_records_n
     assert (alert["status"], alert["attempts"], alert["last_error"]) == ("delivered", 2, None)
 
 
+def test_an_alert_being_sent_when_the_laptop_slept_is_not_sent_again(api, store, pool, caplog):
+    """While a laptop sleeps, the wall clock (and the database's now()) runs on: an alert being
+    sent had its lease run out on waking, and the next dispatch (this runner's or another's) took
+    it over and sent it a second time. The loop's ``WakeGuard`` now keeps the leases of the
+    alerts being sent before it claims again. The sleep is staged as in
+    tests/faults/test_fault_laptop_sleep.py: the lease expired in the database, the guard's wall
+    clock moved ahead."""
+    import logging
+    import threading
+    import time
+
+    from scheduler.runner.wakes import WakeGuard
+
+    caplog.set_level(logging.INFO, logger="scheduler.runner")
+    released, sent = threading.Event(), []
+
+    def send(target, delivery):
+        sent.append(delivery.attempt)
+        if len(sent) == 1:
+            released.wait(30)  # the first attempt is under way through the sleep
+        return Outcome(ExecutionStatus.SUCCEEDED, http_status=200)
+
+    wall_ahead = [0.0]
+    job = create_with(api, [rule("failure", timeout_seconds=5)], name="asleep-mid-alert").body
+    alerts = Alerts(
+        store,
+        send,
+        wakes=lambda keep: WakeGuard(keep, grace_seconds=0.05, wall_clock=lambda: time.time() + wall_ahead[0]),
+    )
+    alerts.run_once()
+    add_execution(pool, job["id"], "failed")
+    stop = threading.Event()
+    runner = threading.Thread(target=alerts.loop, args=(stop, 0.05), daemon=True)
+    runner.start()
+
+    def lease_left() -> float:
+        with pool.connection() as conn:
+            return conn.execute(
+                "SELECT extract(epoch FROM locked_until - now()) AS s FROM alert_deliveries"
+            ).fetchone()["s"]
+
+    try:
+        deadline = time.monotonic() + 20
+        while not sent and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert sent == [1]
+        # The laptop sleeps for ten minutes: the alert's lease has run out when it wakes.
+        with pool.connection() as conn:
+            conn.execute("UPDATE alert_deliveries SET locked_until = now() - interval '1 second'")
+        wall_ahead[0] = 600.0
+        while lease_left() < 20 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert lease_left() > 20  # its send's timeout (5 s) and the 60 s lease beyond it
+        assert store.claim_alert_deliveries(8, 60) == []  # another runner finds nothing to take over
+        for _ in range(5):  # several rounds of the loop after the wake's grace: nothing sent again
+            time.sleep(0.06)
+        assert sent == [1]
+    finally:
+        released.set()
+        while time.monotonic() < deadline and api("GET", "/v1/alerts").body["alerts"][0]["status"] != "delivered":
+            time.sleep(0.02)
+        stop.set()
+        runner.join(30)
+    [alert] = api("GET", "/v1/alerts").body["alerts"]
+    assert (alert["status"], alert["attempts"]) == ("delivered", 1)
+    assert sent == [1]
+    assert "kept 1 of 1 alerts being sent" in caplog.text
+
+
+def test_a_kept_alert_lease_is_the_attempts_own(api, store, pool):
+    """``extend_alert_leases`` keeps an alert only while the attempt given is its last: one taken
+    over by another runner (a later attempt), or recorded, is not kept."""
+    from scheduler import service
+
+    job = create_with(api, [rule("failure")], name="kept-lease").body
+    Alerts(store, Recorder()).run_once()
+    add_execution(pool, job["id"], "failed")
+    service.sweep_alerts(store)
+    [first] = store.claim_alert_deliveries(8, 60)
+    assert store.extend_alert_leases([(first.id, first.attempts, 600)]) == {first.id}
+    with pool.connection() as conn:
+        left = conn.execute("SELECT locked_until - now() AS left FROM alert_deliveries").fetchone()["left"]
+        assert 595 <= left.total_seconds() <= 601
+        conn.execute("UPDATE alert_deliveries SET locked_until = now() - interval '1 second'")
+    [second] = store.claim_alert_deliveries(8, 60)
+    assert store.extend_alert_leases([(first.id, first.attempts, 600)]) == set()  # taken over
+    assert Alerts(store, Recorder()).deliver(second) is True
+    assert store.extend_alert_leases([(second.id, second.attempts, 600)]) == set()  # recorded
+    assert store.extend_alert_leases([]) == set()
+
+
 def test_a_slow_hook_holds_one_sender_not_the_other_alerts(api, store, pool):
     """Alerts are sent at once, each on a sender of its own: one hook that does not answer keeps
     neither the sweep nor another job's alert waiting (they waited for it, in turn)."""

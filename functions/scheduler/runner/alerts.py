@@ -7,7 +7,8 @@ loop, once a second in every runner process; two runners never send one alert tw
 leased for its target's timeout, and an attempt records its outcome only while the lease is its
 own) nor decide one incident twice (the job's alert state is held). Up to ``SENDERS`` alerts are
 sent at once, each on a thread of its own: a slow hook holds one sender, not the sweep or the
-other alerts.
+other alerts. After the machine slept (a laptop), the alerts being sent keep their leases before
+the next claim (``WakeGuard``), as the jobs' deliveries do.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from scheduler.core.errors import StoreUnavailable
 from scheduler.ports import AlertStore
 from scheduler.runner.outage import Outage
 from scheduler.runner.telemetry import Metrics, NullMetrics
+from scheduler.runner.wakes import WakeGuard
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +64,10 @@ class Alerts:
         retention_days: int = 30,
         senders: int = SENDERS,
         metrics: Metrics | None = None,
+        wakes: Callable[[Callable[[], None]], WakeGuard] = WakeGuard,
     ):
+        """``wakes`` makes the guard that ``loop`` checks before each claim (a test's moves its
+        wall clock)."""
         self.store, self.send, self.console_url = store, send, console_url
         self.metrics = metrics or NullMetrics()
         self.retention_days = retention_days
@@ -70,7 +75,11 @@ class Alerts:
         self.senders = senders
         self._pool: ThreadPoolExecutor | None = None
         self._in_flight = 0
+        # The alerts being sent, by id: the attempt held and by when its send ends
+        # (time.monotonic()). Kept after the machine slept (keep_held_leases).
+        self._held: dict[str, tuple[int, float]] = {}
         self._lock = threading.Lock()
+        self._wakes = wakes(self.keep_held_leases)
 
     def _sweep(self) -> int:
         """The alerts the jobs' executions call for, queued (how many). Once an hour, the alerts
@@ -107,8 +116,10 @@ class Alerts:
                 return handed
             batch = self.store.claim_alert_deliveries(idle, LEASE_SECONDS)
             for alert in batch:
+                timeout = float(alert.target.get("timeout_seconds") or 30)
                 with self._lock:
                     self._in_flight += 1
+                    self._held[alert.id] = (alert.attempts, time.monotonic() + timeout)
                 self._sending().submit(self._send_released, alert)
             handed += len(batch)
             if len(batch) < idle:
@@ -122,6 +133,18 @@ class Alerts:
         finally:
             with self._lock:
                 self._in_flight -= 1
+                self._held.pop(alert.id, None)
+
+    def keep_held_leases(self) -> None:
+        """Keep the leases of the alerts being sent, each to the end of its send plus
+        ``LEASE_SECONDS``: after a sleep, in one statement."""
+        now = time.monotonic()
+        with self._lock:
+            held = list(self._held.items())
+        kept = self.store.extend_alert_leases(
+            [(alert_id, attempt, max(0.0, by - now) + LEASE_SECONDS) for alert_id, (attempt, by) in held]
+        )
+        logger.info("after the sleep: kept %d of %d alerts being sent", len(kept), len(held))
 
     def deliver(self, alert: AlertDelivery) -> bool:
         """Send one alert and record the outcome (unless another runner took its lease over
@@ -188,12 +211,15 @@ class Alerts:
     def loop(self, stop: threading.Event, interval: float = 1.0) -> None:
         """A sweep and a ``dispatch`` every ``interval`` seconds until ``stop``, surviving
         database outages; the alerts being sent are not waited for (a slow hook holds its sender
-        only). At the stop, the sends under way end first."""
+        only). At the stop, the sends under way end first. After the machine slept, the alerts
+        being sent keep their leases first, and nothing is claimed for the wake's grace."""
         outage = Outage("alert sweeps")
         while not stop.wait(interval):
             try:
+                hold = self._wakes.check()
                 self._sweep()
-                self.dispatch()
+                if not hold:
+                    self.dispatch()
                 outage.answers()
             except StoreUnavailable as exc:
                 outage.goes_on(exc)

@@ -131,6 +131,20 @@ class AlertRecords:
         return [_delivery(row) for row in rows]
 
     @retry_on_dead_connection
+    def extend_alert_leases(self, leases: Sequence[tuple[str, int, float]]) -> set[str]:
+        """Keep the leases of alerts being sent, each ``(id, attempt, seconds)`` that much more
+        from now, in one statement: the ids kept (an attempt taken over, or recorded, is not)."""
+        if not leases:
+            return set()
+        params = {
+            "id": [alert_id for alert_id, _, _ in leases],
+            "attempt": [attempt for _, attempt, _ in leases],
+            "seconds": [float(seconds) for _, _, seconds in leases],
+        }
+        with self.pool.connection() as conn:
+            return {row["id"] for row in conn.execute(QUERIES["extend_alert_leases"], params)}
+
+    @retry_on_dead_connection
     def record_alert_delivery(
         self,
         delivery_id: str,
