@@ -295,6 +295,36 @@ def test_a_token_sealed_without_an_hmac_is_sealed_anew_and_a_changed_hmac_fails_
         KmsSecretBox(client, key_id).decrypt(TOKEN_PREFIX + _b64encode(bytes(raw)))
 
 
+def test_each_secret_has_a_salt_of_its_own_so_stored_hmacs_do_not_show_equal_secrets(kms, mac_key):
+    """Two seals of one value (two jobs', or two owners') carry different salts and different
+    HMACs: a reader of the database cannot tell that they are equal; each still compares with
+    the value sent again, by the HMAC made under its own salt."""
+    counting, key_id, client = kms
+    api_box = KmsSecretBox(counting, key_id, mac_key_id=mac_key)
+    first, second = api_box.encrypt("shared-s3cret"), api_box.encrypt("shared-s3cret")
+    raw_first, raw_second = _payload(first), _payload(second)
+    assert raw_first[:1] == raw_second[:1] == b"S"
+    assert raw_first[1:17] != raw_second[1:17] and raw_first[17:49] != raw_second[17:49]  # salts, HMACs
+    other = KmsSecretBox(counting, key_id, mac_key_id=mac_key)  # another container compares
+    assert other.holds(first, "shared-s3cret") and other.holds(second, "shared-s3cret")
+    assert not other.holds(first, "shared-s3cret!")
+    assert KmsSecretBox(client, key_id).decrypt(second) == "shared-s3cret"
+
+
+def test_a_token_of_scheme_m_sealed_before_the_salt_is_still_compared_and_opened(kms, mac_key):
+    """Tokens sealed by the previous version (``M``: the HMAC of the value alone) keep their
+    comparison, so sending them again unchanged still writes nothing, and the executor opens them."""
+    from scheduler.secrets.boxes import _KMS_MAC, _seal
+
+    counting, key_id, client = kms
+    api_box = KmsSecretBox(counting, key_id, mac_key_id=mac_key)
+    key, encrypted = api_box._current_key()
+    header = _KMS_MAC + api_box._mac("old-s3cret", b"") + len(encrypted).to_bytes(2, "big") + encrypted
+    old = _seal(key, header, "old-s3cret")
+    assert api_box.holds(old, "old-s3cret") and not api_box.holds(old, "new-s3cret")
+    assert KmsSecretBox(client, key_id).decrypt(old) == "old-s3cret"
+
+
 def test_a_secret_is_sealed_without_its_hmac_when_kms_makes_none(kms, caplog):
     """A role without ``kms:GenerateMac`` (or that call's outage) loses the comparison only: the
     secret is sealed, without an HMAC, and the box says so once per seal."""

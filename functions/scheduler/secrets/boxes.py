@@ -2,10 +2,12 @@
 
 A token is a self-describing string ``enc:v1:<base64url>``. Its payload starts with one byte
 naming the scheme: ``L`` (local key file: nonce, ciphertext), ``K`` (KMS envelope: the
-encrypted data key, nonce, ciphertext) or ``M`` (KMS envelope with the plaintext's keyed hash:
-a 32-byte HMAC made by a KMS HMAC key, then as ``K``; ``kms``). All use AES-256-GCM with a
-random 96-bit nonce; the token's header (with the HMAC) is authenticated as associated data, so
-any change to a token is detected.
+encrypted data key, nonce, ciphertext), ``S`` (KMS envelope with the plaintext's salted keyed
+hash: a random 16-byte salt and the 32-byte HMAC a KMS HMAC key made of the salt and the
+plaintext, then as ``K``; ``kms``) or ``M`` (sealed before ``S``: the HMAC of the plaintext
+alone, no salt, then as ``K``; still opened and compared). All use AES-256-GCM with a random
+96-bit nonce; the token's header (with the salt and the HMAC) is authenticated as associated
+data, so any change to a token is detected.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ DEFAULT_LOCAL_KEY_FILE = ".scheduler/secret.key"
 _LOCAL = b"L"
 _KMS = b"K"
 _KMS_MAC = b"M"
+_KMS_SALTED_MAC = b"S"
 _MAC_BYTES = 32
+_SALT_BYTES = 16
 _MAC_ALGORITHM = "HMAC_SHA_256"
 # What the KMS HMAC key is asked to sign: a digest of the secret under this label (a message of
 # at most 4,096 bytes, whatever the secret's length).

@@ -2,9 +2,12 @@
 gives its API a KMS HMAC key; and ``make_secret_box``, the box a process's settings ask for.
 
 The HMAC lets a deployment's API, which may seal but not open, tell whether a secret sent again
-is the one stored: it asks KMS for the HMAC of the value sent (``kms:GenerateMac``) and compares.
-The key never leaves KMS, so a reader of the database cannot test guesses against a stored HMAC;
-it shows only which stored secrets are equal.
+is the one stored: it asks KMS for the HMAC of the stored token's salt and the value sent
+(``kms:GenerateMac``) and compares. The key never leaves KMS, so a reader of the database cannot
+test guesses against a stored HMAC; and each secret is sealed with a salt of its own, so two
+stored HMACs of one value differ: the database does not show which secrets are equal, within an
+owner or across owners. (Tokens of scheme ``M``, sealed before the salt, hash the value alone:
+equal values have equal HMACs until they are sent again or rotated.)
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import os
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -21,9 +25,11 @@ from scheduler.secrets.boxes import (
     _KMS,
     _KMS_CONTEXT,
     _KMS_MAC,
+    _KMS_SALTED_MAC,
     _MAC_ALGORITHM,
     _MAC_BYTES,
     _MAC_LABEL,
+    _SALT_BYTES,
     DEFAULT_LOCAL_KEY_FILE,
     LocalSecretBox,
     SecretBox,
@@ -40,9 +46,10 @@ class KmsSecretBox:
 
     A deployment's API may only seal (``kms:GenerateDataKey``); only its executor may open
     (``kms:Decrypt``). With ``mac_key_id`` (a KMS HMAC key the API may sign with,
-    ``kms:GenerateMac``) each token carries its plaintext's HMAC (scheme ``M``), and a secret sent
-    again is compared by its HMAC (``compares_stored``, ``holds``); without it, it is not (no
-    KMS call refused at every edit), and each is sealed anew.
+    ``kms:GenerateMac``) each token carries a random salt and the HMAC of the salt and its
+    plaintext (scheme ``S``), and a secret sent again is compared by its HMAC under the stored
+    token's salt (``compares_stored``, ``holds``); without it, it is not (no KMS call refused at
+    every edit), and each is sealed anew.
 
     One data key is generated per box (per Lambda container) on the first ``encrypt``; its
     plaintext stays in memory only and its KMS-encrypted form travels inside every token. A
@@ -55,7 +62,7 @@ class KmsSecretBox:
         self.key_id = key_id
         self.mac_key_id = mac_key_id
         self.compares_stored = mac_key_id is not None
-        self._macs: OrderedDict[bytes, bytes] = OrderedDict()  # by the secret's labelled digest
+        self._macs: OrderedDict[bytes, bytes] = OrderedDict()  # by the labelled digest of salt and secret
         self._lock = threading.Lock()
         self._data_key: tuple[bytes, bytes] | None = None  # (plaintext, encrypted)
         self._cache: OrderedDict[bytes, bytes] = OrderedDict()
@@ -103,10 +110,12 @@ class KmsSecretBox:
             self._remember(self._cache, encrypted, key)
         return key
 
-    def _mac(self, plaintext: str) -> bytes:
-        """The KMS HMAC of ``plaintext`` (one ``GenerateMac`` per distinct value, remembered)."""
+    def _mac(self, plaintext: str, salt: bytes) -> bytes:
+        """The KMS HMAC of ``salt`` and ``plaintext`` (one ``GenerateMac`` per distinct pair,
+        remembered: a token compared again in this container costs no call). An empty salt is
+        scheme ``M``'s HMAC of the value alone."""
         assert self.mac_key_id is not None
-        digest = hashlib.sha256(_MAC_LABEL + plaintext.encode("utf-8")).digest()
+        digest = hashlib.sha256(_MAC_LABEL + salt + plaintext.encode("utf-8")).digest()
         with self._lock:
             mac = self._recall(self._macs, digest)
         if mac is None:
@@ -128,11 +137,12 @@ class KmsSecretBox:
         return _seal(key, header, plaintext)
 
     def _mac_scheme(self, plaintext: str) -> bytes:
-        """``M`` and the plaintext's HMAC; ``K`` alone when KMS does not make it (a role without
-        ``kms:GenerateMac``, an outage of that call): the secret is sealed all the same, and only
-        its comparison when sent again is lost."""
+        """``S``, a new random salt and the HMAC of both; ``K`` alone when KMS does not make it (a
+        role without ``kms:GenerateMac``, an outage of that call): the secret is sealed all the
+        same, and only its comparison when sent again is lost."""
+        salt = os.urandom(_SALT_BYTES)
         try:
-            return _KMS_MAC + self._mac(plaintext)
+            return _KMS_SALTED_MAC + salt + self._mac(plaintext, salt)
         except Exception as exc:  # botocore's ClientError and friends
             code = getattr(exc, "response", {}).get("Error", {}).get("Code") or type(exc).__name__
             logger.warning("KMS made no HMAC of a secret (%s): sealed without one", code)
@@ -150,17 +160,20 @@ class KmsSecretBox:
         return _open(self._key_for(encrypted), header, raw[start + 2 + size :])
 
     def holds(self, token: str, plaintext: str) -> bool:
-        """Whether ``token`` holds ``plaintext``, told without opening it: by the HMAC it carries
-        (a token sealed without one, or without this box's HMAC key, is never said to)."""
+        """Whether ``token`` holds ``plaintext``, told without opening it: by the HMAC it carries,
+        made again under its salt (a token sealed without one, or without this box's HMAC key, is
+        never said to)."""
         raw = _payload(token)
-        if self.mac_key_id is None or raw[:1] != _KMS_MAC or len(raw) < 1 + _MAC_BYTES:
+        salt_bytes = {_KMS_SALTED_MAC: _SALT_BYTES, _KMS_MAC: 0}.get(raw[:1])
+        if self.mac_key_id is None or salt_bytes is None or len(raw) < 1 + salt_bytes + _MAC_BYTES:
             return False
-        return hmac.compare_digest(raw[1 : 1 + _MAC_BYTES], self._mac(plaintext))
+        salt, mac = raw[1 : 1 + salt_bytes], raw[1 + salt_bytes : 1 + salt_bytes + _MAC_BYTES]
+        return hmac.compare_digest(mac, self._mac(plaintext, salt))
 
 
 def _kms_data_key_at(raw: bytes) -> int:
     """Where a KMS token's data key (its 2-byte length first) begins in its payload."""
-    start = {_KMS: 1, _KMS_MAC: 1 + _MAC_BYTES}.get(raw[:1])
+    start = {_KMS: 1, _KMS_MAC: 1 + _MAC_BYTES, _KMS_SALTED_MAC: 1 + _SALT_BYTES + _MAC_BYTES}.get(raw[:1])
     if start is None:
         raise SecretError("this token was not made by KMS envelope encryption")
     if len(raw) < start + 2:
