@@ -19,18 +19,21 @@ from infra.network import Network, allow
 
 AMQPS_PORT = 5671
 USERNAME = "scheduler"
-# RabbitMQ 4.2 runs on mq.m7g only; 3.13 is the newest release on the small mq.t3 instances.
+# RabbitMQ 4.2 runs on mq.m7g only; 3.13 is the newest release on the small mq.t3 instances
+# (and runs on mq.m5 and mq.m7g too).
 ENGINE_VERSION = "3.13"
-# One small instance: for evaluation and light use (README, "Amazon MQ"); Amazon MQ's cluster
-# deployment (three nodes across AZs) needs a larger instance type.
-INSTANCE_TYPE = "mq.t3.micro"
-DEPLOYMENT_MODE = "SINGLE_INSTANCE"
+# broker_deployment: one node (by default a small instance, for evaluation and light use: README,
+# "Amazon MQ"), or Amazon MQ's cluster of three nodes across AZs behind one endpoint (a larger
+# instance type: config.BROKER_INSTANCE_TYPES).
+DEPLOYMENT_MODES = {"single": "SINGLE_INSTANCE", "cluster": "CLUSTER_MULTI_AZ"}
 # Minor versions (and Amazon MQ's patches) are applied in this weekly window.
 MAINTENANCE_WINDOW = mq.CfnBroker.MaintenanceWindowProperty(day_of_week="SUNDAY", time_of_day="03:00", time_zone="UTC")
 
 
 class Broker(Construct):
-    """A single-instance RabbitMQ broker in an isolated subnet, reachable only from the executor.
+    """A RabbitMQ broker, reachable only from the executor: one node in an isolated subnet, or
+    (``broker_deployment=cluster``) three nodes across AZs, their endpoint in the isolated subnet
+    of each of the VPC's AZs.
 
     ``url`` is the AMQPS endpoint without credentials; the user and password are in ``secret``
     (JSON ``{"username", "password"}``). Its general log goes to CloudWatch Logs, in a group Amazon
@@ -66,21 +69,23 @@ class Broker(Construct):
             ),
         )
         self.name = Names.unique_resource_name(self, max_length=50, separator="-")
+        # One isolated subnet in each AZ (a cluster's endpoint in each; subnets of one AZ would be refused).
+        subnets = network.vpc.select_subnets(subnet_group_name="Isolated", one_per_az=True).subnet_ids
         self.broker = mq.CfnBroker(
             self,
             "Broker",
             broker_name=self.name,
             engine_type="RABBITMQ",
             engine_version=ENGINE_VERSION,
-            host_instance_type=INSTANCE_TYPE,
-            deployment_mode=DEPLOYMENT_MODE,
+            host_instance_type=config.broker_instance_type,
+            deployment_mode=DEPLOYMENT_MODES[config.broker_deployment],
             publicly_accessible=False,
             # Required with a major.minor engine version; applied in the maintenance window.
             auto_minor_version_upgrade=True,
             maintenance_window_start_time=MAINTENANCE_WINDOW,
             # RabbitMQ has a general log only (no audit log).
             logs=mq.CfnBroker.LogListProperty(general=True),
-            subnet_ids=[network.vpc.select_subnets(subnet_group_name="Isolated").subnet_ids[0]],
+            subnet_ids=subnets if config.broker_deployment == "cluster" else subnets[:1],
             security_groups=[self.security_group.security_group_id],
             users=[
                 mq.CfnBroker.UserProperty(

@@ -15,6 +15,12 @@ from constructs import Node
 from infra.shared import C, layer_build
 
 BROKERS = ("amazonmq", "none")
+# Amazon MQ's deployment of that broker: one node, or a cluster of three across AZs.
+BROKER_DEPLOYMENTS = ("single", "cluster")
+# Amazon MQ for RabbitMQ's instance types (RabbitMQ 3.13 runs on all three families); a cluster
+# needs an mq.m5 or mq.m7g one.
+_BROKER_INSTANCE_TYPE = re.compile(r"^mq\.(t3|m5|m7g)\.[a-z0-9]+$")
+BROKER_INSTANCE_TYPES = {"single": "mq.t3.micro", "cluster": "mq.m7g.large"}
 PRECISIONS = ("second", "minute")
 REMOVAL_POLICIES = ("snapshot", "retain", "destroy")
 ARCHITECTURES = tuple(sorted(layer_build.MACHINES))
@@ -35,6 +41,9 @@ DEFAULTS: dict[str, Any] = {
     # deployment's own account; "*", any caller of the API; or comma-separated owner patterns
     # (``*`` any text). It is one broker login for all of them: one trust domain.
     "broker_owners": "account",
+    # "single": one RabbitMQ node; "cluster": three nodes across AZs behind one endpoint.
+    "broker_deployment": "single",
+    "broker_instance_type": "",  # mq.t3.micro for one node, mq.m7g.large for a cluster
     "precision": "second",
     "nat_gateways": 1,
     "endpoint_azs": 2,
@@ -117,6 +126,8 @@ class Config:
     target_role_arns: tuple[str, ...] = ()
     target_role_tag: str = DEFAULTS["target_role_tag"]
     broker_owners: tuple[str, ...] = ("account",)
+    broker_deployment: str = DEFAULTS["broker_deployment"]
+    broker_instance_type: str = BROKER_INSTANCE_TYPES["single"]
     fanout_max: int = DEFAULTS["fanout_max"]
     claims_per_invoke: int = DEFAULTS["claims_per_invoke"]
     database: str = DEFAULTS["database"]
@@ -169,6 +180,7 @@ class Config:
             return DEFAULTS[key] if value is None else value
 
         localstack = _bool(get("localstack"), "localstack")
+        broker_deployment = _choice(get("broker_deployment"), BROKER_DEPLOYMENTS, "broker_deployment")
         architecture = str(get("architecture")).strip() or (_host_architecture() if localstack else "arm64")
         config = cls(
             stack_name=str(get("stack_name")),
@@ -195,6 +207,8 @@ class Config:
             target_role_arns=_role_arns(get("target_role_arns")),
             target_role_tag=_role_tag(get("target_role_tag")),
             broker_owners=_owner_patterns(get("broker_owners")),
+            broker_deployment=broker_deployment,
+            broker_instance_type=_broker_instance_type(get("broker_instance_type"), broker_deployment),
             fanout_max=_int(get("fanout_max"), "fanout_max", minimum=1, maximum=MAX_FANOUT_MAX),
             claims_per_invoke=_int(
                 get("claims_per_invoke"), "claims_per_invoke", minimum=1, maximum=C.MAX_CLAIMS_PER_INVOKE
@@ -264,6 +278,23 @@ def _int(value: Any, key: str, *, minimum: int | None = None, maximum: int | Non
     if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
         raise ValueError(f"context {key!r} must be between {minimum} and {maximum}, not {number}")
     return number
+
+
+def _broker_instance_type(value: Any, deployment: str) -> str:
+    """Amazon MQ's instance type of the broker (``mq.<family>.<size>``), by default the
+    deployment's; a cluster refuses the mq.t3 types, which Amazon MQ runs as one node only."""
+    text = str(value or "").strip().lower() or BROKER_INSTANCE_TYPES[deployment]
+    if not _BROKER_INSTANCE_TYPE.match(text):
+        raise ValueError(
+            f"context 'broker_instance_type' must be an Amazon MQ for RabbitMQ instance type "
+            f"(mq.t3.micro, mq.m5.large, mq.m7g.large, ...), not {value!r}"
+        )
+    if deployment == "cluster" and text.startswith("mq.t3."):
+        raise ValueError(
+            f"context 'broker_instance_type' {text!r} cannot run a cluster (broker_deployment=cluster): "
+            "use an mq.m5 or mq.m7g type"
+        )
+    return text
 
 
 def _choice(value: Any, choices: tuple[str, ...], key: str) -> str:

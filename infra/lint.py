@@ -49,8 +49,15 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "removal_policy": "destroy",
         "alarm_email": "ops@example.com",
     },
-    # The database as an Aurora Serverless v2 cluster, with every Aurora option on.
-    "aurora": {"database": "aurora-serverless", "db_reader": "true", "db_io_optimized": "true", "db_max_acu": "32"},
+    # The database as an Aurora Serverless v2 cluster, with every Aurora option on, and the broker
+    # as a three-node cluster.
+    "aurora": {
+        "database": "aurora-serverless",
+        "db_reader": "true",
+        "db_io_optimized": "true",
+        "db_max_acu": "32",
+        "broker_deployment": "cluster",
+    },
     "localstack": {
         "localstack": "true",
         "architecture": "arm64",

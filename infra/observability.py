@@ -644,7 +644,9 @@ def aurora_freeable_memory_limit(max_acu: float) -> int:
 
 
 def broker_metric(broker_name: str, name: str, statistic: str, period: Duration) -> cw.Metric:
-    """An Amazon MQ for RabbitMQ metric of the whole broker (dimension ``Broker``, its name)."""
+    """An Amazon MQ for RabbitMQ metric of the whole broker (dimension ``Broker``, its name): of a
+    cluster, the sum of its three nodes' (so a ratio of two is the nodes' together; Amazon MQ's
+    per-node metrics carry a ``Node`` dimension whose names are known only once it runs)."""
     return cw.Metric(
         namespace="AWS/AmazonMQ",
         metric_name=name,

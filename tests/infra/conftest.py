@@ -3,8 +3,8 @@
 Variants: ``aws`` (cdk.json as it is), ``lean`` (the other side of every option: no broker, no NAT
 gateway, minute precision, throw-away database, alarm e-mail), ``localstack``, ``other`` (a
 second stack with its own name, executor concurrency and target roles, kept on deletion and its
-logs kept 90 days) and ``aurora`` (the database as an
-Aurora Serverless v2 cluster with a reader).
+logs kept 90 days) and ``aurora`` (the production shape: the database as an Aurora Serverless v2
+cluster with a reader, the broker a three-node cluster).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from infra.lint import VARIANTS as LINTED_VARIANTS
 
 # Node 20 is past its end of life for jsii; the banner would fill every test report.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
@@ -54,8 +56,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "target_role_arns": "/scheduler-targets/,arn:aws:iam::123456789012:role/exact",
         "target_role_tag": "none",
     },
-    # The database as an Aurora Serverless v2 cluster, with every Aurora option on (as infra/lint.py).
-    "aurora": {"database": "aurora-serverless", "db_reader": "true", "db_io_optimized": "true", "db_max_acu": "32"},
+    # The database as an Aurora Serverless v2 cluster, with every Aurora option on, and the broker as
+    # a cluster: the template infra/lint.py lints under that name.
+    "aurora": LINTED_VARIANTS["aurora"],
 }
 
 

@@ -49,6 +49,25 @@ def test_rabbitmq_broker_is_private_and_its_url_is_the_executors_default(aws):
     assert C.ENV_DEFAULT_BROKER_SECRET_ARN not in aws.function(C.API_HANDLER)[1]["Environment"]["Variables"]
 
 
+def test_a_cluster_broker_runs_three_nodes_with_its_endpoint_in_each_az(aurora, aws):
+    """broker_deployment=cluster: Amazon MQ's cluster (three nodes across AZs, one endpoint), on an
+    instance type that runs one (mq.m7g.large by default), its endpoint in the isolated subnet of
+    each of the VPC's AZs; the rest as one node's (private, the executor's default, alarmed)."""
+    ((broker_id, broker),) = aurora.resources("AWS::AmazonMQ::Broker").items()
+    props = broker["Properties"]
+    assert (props["DeploymentMode"], props["HostInstanceType"]) == ("CLUSTER_MULTI_AZ", "mq.m7g.large")
+    assert props["EngineVersion"] == "3.13" and props["PubliclyAccessible"] is False
+    subnets = aurora.resources("AWS::EC2::Subnet")
+    zones = [subnets[ref["Ref"]]["Properties"]["AvailabilityZone"] for ref in props["SubnetIds"]]
+    assert len(zones) == 2 and len({json.dumps(z) for z in zones}) == 2  # one per AZ of the VPC
+    assert all("Isolated" in ref["Ref"] for ref in props["SubnetIds"])
+    env = aurora.function(C.EXECUTOR_HANDLER)[1]["Environment"]["Variables"]
+    assert env[C.ENV_DEFAULT_BROKER_URL] == {"Fn::Select": [0, {"Fn::GetAtt": [broker_id, "AmqpEndpoints"]}]}
+    assert {"BrokerMemory", "BrokerDiskFree"} <= set(alarms(aurora))
+    ((_, single),) = aws.resources("AWS::AmazonMQ::Broker").items()
+    assert single["Properties"]["DeploymentMode"] == "SINGLE_INSTANCE"
+
+
 def test_the_broker_is_open_to_the_deployment_s_own_account_by_default(aws):
     """One broker login serves every AMQP job without a url: by default only the principals of
     the deployment's account may use it (broker_owners), in the API (a 400) and the executor."""

@@ -38,6 +38,22 @@ def test_command_line_strings_are_parsed():
     assert parsed.alarm_email == "ops@example.com"
 
 
+def test_the_broker_is_one_node_or_a_cluster_on_an_instance_type_that_runs_it():
+    assert (config().broker_deployment, config().broker_instance_type) == ("single", "mq.t3.micro")
+    cluster = config(broker_deployment="Cluster")
+    assert (cluster.broker_deployment, cluster.broker_instance_type) == ("cluster", "mq.m7g.large")
+    assert (
+        config(broker_deployment="cluster", broker_instance_type="mq.m5.xlarge").broker_instance_type == "mq.m5.xlarge"
+    )
+    assert config(broker_instance_type=" MQ.M7G.Medium ").broker_instance_type == "mq.m7g.medium"
+    with pytest.raises(ValueError, match="'broker_instance_type' 'mq.t3.micro' cannot run a cluster"):
+        config(broker_deployment="cluster", broker_instance_type="mq.t3.micro")
+    with pytest.raises(ValueError, match="'broker_instance_type' must be an Amazon MQ for RabbitMQ instance type"):
+        config(broker_instance_type="m5.large")
+    with pytest.raises(ValueError, match="'broker_deployment' must be one of single, cluster"):
+        config(broker_deployment="active-standby")
+
+
 def test_the_runtime_s_python_is_an_option():
     assert config().python_version == "3.13"
     assert config(python_version="3.12").python_version == "3.12"
