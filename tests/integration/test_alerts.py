@@ -367,8 +367,9 @@ def test_an_alert_being_sent_when_the_laptop_slept_is_not_sent_again(api, store,
 
 
 def test_a_kept_alert_lease_is_the_attempts_own(api, store, pool):
-    """``extend_alert_leases`` keeps an alert only while the attempt given is its last: one taken
-    over by another runner (a later attempt), or recorded, is not kept."""
+    """``extend_alert_leases`` keeps an alert only while the attempt given is its last and under
+    way: one taken over by another runner (a later attempt), or recorded (even as a retry to come,
+    which keeps its status and its count), is not kept."""
     from scheduler import service
 
     job = create_with(api, [rule("failure")], name="kept-lease").body
@@ -383,8 +384,14 @@ def test_a_kept_alert_lease_is_the_attempts_own(api, store, pool):
         conn.execute("UPDATE alert_deliveries SET locked_until = now() - interval '1 second'")
     [second] = store.claim_alert_deliveries(8, 60)
     assert store.extend_alert_leases([(first.id, first.attempts, 600)]) == set()  # taken over
-    assert Alerts(store, Recorder()).deliver(second) is True
-    assert store.extend_alert_leases([(second.id, second.attempts, 600)]) == set()  # recorded
+    retry = Recorder(Outcome(ExecutionStatus.FAILED, retryable=True, error="HTTP 503", http_status=503))
+    assert Alerts(store, retry).deliver(second) is False  # recorded: pending again, its lease released
+    assert store.extend_alert_leases([(second.id, second.attempts, 600)]) == set()
+    with pool.connection() as conn:
+        assert conn.execute("SELECT status, locked_until FROM alert_deliveries").fetchone() == {
+            "status": "pending",
+            "locked_until": None,
+        }
     assert store.extend_alert_leases([]) == set()
 
 

@@ -1085,10 +1085,11 @@ RETURNING d.*;
 -- Alerts being sent (each by its id and the attempt its sender holds) kept that many more seconds,
 -- in one statement however many: local mode's sends under way when the machine woke from a sleep,
 -- whose leases ran out while it slept (another runner would take them over and send them again).
--- An attempt already taken over is not kept. Answers the ids kept.
+-- An attempt already taken over is not kept, nor one recorded (its lease released: a retry to come
+-- keeps its status and its count). Answers the ids kept.
 UPDATE alert_deliveries d SET locked_until = GREATEST(d.locked_until, now() + make_interval(secs => h.seconds))
 FROM unnest(%(id)s::uuid[], %(attempt)s::integer[], %(seconds)s::float8[]) AS h(id, attempt, seconds)
-WHERE d.id = h.id AND d.status = 'pending' AND d.attempts = h.attempt
+WHERE d.id = h.id AND d.status = 'pending' AND d.attempts = h.attempt AND d.locked_until IS NOT NULL
 RETURNING d.id::text AS id;
 
 -- name: record_alert_delivery
