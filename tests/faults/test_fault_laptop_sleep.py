@@ -47,11 +47,12 @@ def target():
     server.close()
 
 
-def _dispatch(store, wall: Clock) -> InProcessDispatch:
+def _dispatch(store, wall: Clock, grace: float = 0.05) -> InProcessDispatch:
     return InProcessDispatch(
         Executor(store, lambda t: t, TargetPolicy(allow_private=True)),
         max_workers=4,
-        wakes=lambda keep: WakeGuard(keep, grace_seconds=0.05, wall_clock=wall),
+        wakes=lambda keep: WakeGuard(keep, grace_seconds=grace, wall_clock=wall),
+        wake_check_seconds=0.05,
     )
 
 
@@ -130,3 +131,65 @@ def test_a_limited_delivery_keeps_its_target_slot_through_the_sleep(store, pool,
     assert [execution.status for execution in done] == ["succeeded", "succeeded"]
     assert len(target.requests) == 2
     assert target.requests[1]["arrived"] > target.requests[0]["ended"]  # one at a time
+
+
+def test_another_process_waiting_for_the_slot_does_not_take_it_in_the_instant_after_the_wake(store, pool, target):
+    """Two runner processes of one database (``--runners 2``), a limit of one on their key: the
+    first delivers, the second's claim waits in its waiting room, asking for the slot every tenth
+    of a second. On waking, the first's slot has expired, and the second's next ask deleted it and
+    took the key while the first still delivered: two at once. Now a process takes no slot in a
+    wake's grace, and each keeps its own within its check's interval (a watcher beside the
+    claims), so the second waits for the first's delivery to end."""
+    target.behaviour["/held"] = [("hold", 20.0), ("answer", 200, {}, b"")]
+    limits = {"key": "one-across-processes", "max_in_flight": 1}
+    walls = Clock(), Clock()
+    first, second = (_dispatch(store, wall, grace=1.0) for wall in walls)
+    try:
+        one = _held_job(store, target, "first-process", limits=limits)
+        assert run_fanout(store, first, budget_seconds=0).claimed == 1
+        target.wait_for(lambda s: len(s.requests) == 1, timeout=10, what="the first process's delivery")
+        two = _held_job(store, target, "second-process", limits=limits)
+        assert run_fanout(store, second, budget_seconds=0).claimed == 1
+        assert poll(lambda: len(second.waits) == 1 or None, timeout=10, what="the second's wait") is True
+
+        # The laptop sleeps: the first's slot and both leases have run out when it wakes. Staged
+        # with both guards held, so that no check (nor the second's ask for the slot, which checks
+        # first) falls between the expiry and the clocks' jump, which a real sleep makes one.
+        with first._wakes._lock, second._wakes._lock:
+            with pool.connection() as conn:
+                conn.execute("UPDATE target_slots SET until = now() - interval '1 second' WHERE released_at IS NULL")
+            expire_lease(pool, one)
+            expire_lease(pool, two)
+            for wall in walls:
+                wall.ahead = 600.0
+        poll(
+            lambda: _slot_held_past(pool, "one-across-processes", 20) or None,
+            timeout=10,
+            what="the first process's slot kept",
+        )
+        target.release()
+        done = poll(
+            lambda: (lambda a, b: (a, b) if "running" not in (a.status, b.status) else None)(
+                *[store.list_executions(OWNER, job)[0] for job in (one, two)]
+            ),
+            timeout=20,
+            what="both deliveries recorded",
+        )
+    finally:
+        first.close()
+        second.close()
+    assert [(e.status, e.attempt) for e in done] == [("succeeded", 1), ("succeeded", 1)]
+    assert len(target.requests) == 2
+    assert target.requests[1]["arrived"] > target.requests[0]["ended"]  # one at a time
+
+
+def _slot_held_past(pool, key: str, seconds: float) -> bool:
+    """Whether a slot of ``key`` is held (not released) until more than ``seconds`` from now."""
+    with pool.connection() as conn:
+        return bool(
+            conn.execute(
+                "SELECT count(*) AS n FROM target_slots WHERE key LIKE %s AND released_at IS NULL "
+                "AND until > now() + make_interval(secs => %s)",
+                (f"%{key}", seconds),
+            ).fetchone()["n"]
+        )

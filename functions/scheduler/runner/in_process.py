@@ -32,6 +32,8 @@ SLOW_DELIVERY_SECONDS = 1.0
 OWNER_THREAD_SHARE = 0.75
 KEY_WAITING_SHARE = 0.25
 OWNER_WAITING_SHARE = 0.5
+# How often each process checks for a sleep besides its claims (runner.wakes: within the grace).
+WAKE_CHECK_SECONDS = 1.0
 OWNER, KEY = "owner", "key"
 
 
@@ -77,10 +79,12 @@ class InProcessDispatch:
         max_waiting: int = 1000,
         record_logging: Callable[[], AbstractContextManager[None]] = nullcontext,
         wakes: Callable[[Callable[[], None]], WakeGuard] = WakeGuard,
+        wake_check_seconds: float = WAKE_CHECK_SECONDS,
     ):
         """``record_logging`` is entered around each recording of a batch (local mode's
         ``lines_held``: the batch's log lines written at once); ``wakes`` makes the guard checked
-        before each claim from the call that keeps the leases held (a test's has its own clock)."""
+        before each claim and each slot taken, and every ``wake_check_seconds`` besides, from the
+        call that keeps the leases held (a test's has its own clock)."""
         self.record_logging = record_logging
         self.claim_mode = ClaimMode("claim_and_start", executor.lease_margin_seconds)
         self.executor = executor
@@ -88,8 +92,9 @@ class InProcessDispatch:
         self.max_waiting = max_waiting
         self.record_retry_seconds = record_retry_seconds
         self.pool = CallThreads(max_workers, "executor")
+        self._wakes = wakes(self.keep_held_leases)
         self.waits: SlotWaitingRoom[SlotWait] = SlotWaitingRoom(
-            executor.take_slot, executor.keep_waiting, self._start_in_slot, self._end_wait
+            self._take_slot_awake, executor.keep_waiting, self._start_in_slot, self._end_wait
         )
         self._running = 0
         self._waiting = 0
@@ -103,7 +108,6 @@ class InProcessDispatch:
         # token: until when. Kept after the machine slept (keep_held_leases).
         self._held: dict[str, tuple[str, float | None]] = {}
         self._slots: dict[str, float] = {}
-        self._wakes = wakes(self.keep_held_leases)
         self._closing = threading.Event()
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)  # notified when room_worth_a_claim is free
@@ -112,6 +116,7 @@ class InProcessDispatch:
         self.outcomes: TimedBatchBuffer[Finished | SlotHandBack] = TimedBatchBuffer(
             self._record, max_size=max_batch, flush_seconds=flush_seconds, name="recorder"
         )
+        threading.Thread(target=self._watch_wakes, args=(wake_check_seconds,), name="wake-watch", daemon=True).start()
 
     def capacity(self) -> int:
         """Claims it can take now; called before each claim, so a wake from a sleep is noticed
@@ -121,6 +126,25 @@ class InProcessDispatch:
             self._closing.wait(hold)
         with self._lock:
             return self._room_now()
+
+    def _watch_wakes(self, every: float) -> None:
+        """The guard checked every ``every`` seconds beside the claims, until the close: this
+        process keeps its leases and slots within that long of a wake whatever its fan-out does
+        (at minute precision it sleeps to the next minute), before the other processes' grace ends
+        and their claims or slot takes could find them expired."""
+        while not self._closing.wait(every):
+            try:
+                self._wakes.check()
+            except Exception:  # the database away: the next check keeps them
+                logger.warning("keeping the leases held after a sleep failed; trying again", exc_info=True)
+
+    def _take_slot_awake(self, wait: SlotWait) -> str | None:
+        """``Executor.take_slot``, but no slot in a wake's grace (the waiting room tries again
+        after its backoff): a slot taken in the instant after a wake would delete another
+        process's slot, expired while the machine slept, before that process could keep it."""
+        if self._wakes.check():
+            return None
+        return self.executor.take_slot(wait)
 
     def keep_held_leases(self) -> None:
         """Keep the leases of the deliveries this process holds (under way, waiting for their

@@ -13,9 +13,9 @@ logger = logging.getLogger(__name__)
 #: The wall clock ran this much ahead of the monotonic clock between two checks: the machine
 #: slept (an NTP correction moves it by far less).
 SLEPT_SECONDS = 2.0
-#: After a wake, the claims wait this long, so that every runner of the database (a claimer
-#: checks at least once a second in second precision; minute precision's claimers all wake on
-#: the same minute) has kept its own leases before any claim could take them as lost.
+#: After a wake, the claims (and local mode's slot takes) wait this long, so that every runner
+#: process of the database (each checks at least once a second: in_process.WAKE_CHECK_SECONDS)
+#: has kept its own leases before any claim could take them as lost.
 WAKE_GRACE_SECONDS = 2.0
 
 
