@@ -119,13 +119,7 @@ def test_a_limited_delivery_keeps_its_target_slot_through_the_sleep(store, pool,
         assert len(target.requests) == 1
 
         target.release()
-        done = poll(
-            lambda: (lambda a, b: (a, b) if "running" not in (a.status, b.status) else None)(
-                *[store.list_executions(OWNER, job)[0] for job in (first, second)]
-            ),
-            timeout=15,
-            what="both deliveries recorded",
-        )
+        done = _both_recorded(store, first, second, timeout=15)
     finally:
         dispatch.close()
     assert [execution.status for execution in done] == ["succeeded", "succeeded"]
@@ -168,13 +162,7 @@ def test_another_process_waiting_for_the_slot_does_not_take_it_in_the_instant_af
             what="the first process's slot kept",
         )
         target.release()
-        done = poll(
-            lambda: (lambda a, b: (a, b) if "running" not in (a.status, b.status) else None)(
-                *[store.list_executions(OWNER, job)[0] for job in (one, two)]
-            ),
-            timeout=20,
-            what="both deliveries recorded",
-        )
+        done = _both_recorded(store, one, two, timeout=20)
     finally:
         first.close()
         second.close()
@@ -193,3 +181,14 @@ def _slot_held_past(pool, key: str, seconds: float) -> bool:
                 (f"%{key}", seconds),
             ).fetchone()["n"]
         )
+
+
+def _both_recorded(store, first: str, second: str, timeout: float) -> tuple:
+    """The two jobs' latest executions, once neither is running."""
+    return poll(
+        lambda: (lambda a, b: (a, b) if "running" not in (a.status, b.status) else None)(
+            *[store.list_executions(OWNER, job)[0] for job in (first, second)]
+        ),
+        timeout=timeout,
+        what="both deliveries recorded",
+    )
