@@ -144,7 +144,8 @@ class Alerts:
         kept = self.store.extend_alert_leases(
             [(alert_id, attempt, max(0.0, by - now) + LEASE_SECONDS) for alert_id, (attempt, by) in held]
         )
-        logger.info("after the sleep: kept %d of %d alerts being sent", len(kept), len(held))
+        if held:  # none being sent: nothing more to say than the guard's warning
+            logger.info("after the sleep: kept %d of %d alerts being sent", len(kept), len(held))
 
     def deliver(self, alert: AlertDelivery) -> bool:
         """Send one alert and record the outcome (unless another runner took its lease over

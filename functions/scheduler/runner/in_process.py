@@ -156,7 +156,8 @@ class InProcessDispatch:
         store = self.executor.store
         kept = store.extend_leases([(job, token, max(0.0, (by or now) - now) + margin) for token, (job, by) in held])
         kept_slots = store.extend_target_slots([(token, max(0.0, until - now) + margin) for token, until in slots])
-        logger.info(
+        logger.log(
+            logging.INFO if held or slots else logging.DEBUG,  # a process that held nothing says nothing more
             "after the sleep: kept %d of %d leases held and %d of %d target slots",
             len(kept),
             len(held),
