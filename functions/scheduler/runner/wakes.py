@@ -20,8 +20,9 @@ WAKE_GRACE_SECONDS = 2.0
 
 
 class WakeGuard:
-    """Checked before each claim: after the machine slept, ``keep`` is called (this process's
-    leases kept) and the claims hold off for ``grace_seconds``.
+    """Checked before each claim (and, in local mode, each slot taken and every second besides):
+    after the machine slept, ``keep`` is called (this process's leases kept) and the claims hold
+    off for ``grace_seconds``.
 
     While a machine sleeps (a laptop's lid closed), the wall clock, and so the database's
     ``now()``, runs on, but the monotonic clock stops (Linux's ``CLOCK_MONOTONIC``, macOS's
