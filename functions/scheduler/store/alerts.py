@@ -14,7 +14,7 @@ from psycopg.types.json import Jsonb
 from scheduler.core.alerts import AlertDecision, AlertDelivery, AlertJobRow, HeldAlertState
 from scheduler.core.domain import Execution, JobState
 from scheduler.sql import QUERIES
-from scheduler.store.rows import retry_on_dead_connection
+from scheduler.store.rows import extend_held, retry_on_dead_connection
 
 # Executions a sweep reads of one job at a time (the rest at its next sweep).
 EXECUTIONS_PER_SWEEP = 500
@@ -134,15 +134,7 @@ class AlertRecords:
     def extend_alert_leases(self, leases: Sequence[tuple[str, int, float]]) -> set[str]:
         """Keep the leases of alerts being sent, each ``(id, attempt, seconds)`` that much more
         from now, in one statement: the ids kept (an attempt taken over, or recorded, is not)."""
-        if not leases:
-            return set()
-        params = {
-            "id": [alert_id for alert_id, _, _ in leases],
-            "attempt": [attempt for _, attempt, _ in leases],
-            "seconds": [float(seconds) for _, _, seconds in leases],
-        }
-        with self.pool.connection() as conn:
-            return {row["id"] for row in conn.execute(QUERIES["extend_alert_leases"], params)}
+        return extend_held(self.pool, QUERIES["extend_alert_leases"], ("id", "attempt", "seconds"), leases, "id")
 
     @retry_on_dead_connection
     def record_alert_delivery(

@@ -12,7 +12,7 @@ from typing import Any
 
 from scheduler.core.limits import SlotHandBack, TargetLimit
 from scheduler.sql import QUERIES
-from scheduler.store.rows import retry_on_dead_connection
+from scheduler.store.rows import extend_held, retry_on_dead_connection
 
 
 class TargetSlots:
@@ -57,26 +57,15 @@ class TargetSlots:
     def extend_target_slots(self, slots: Sequence[tuple[str, float]]) -> set[str]:
         """Keep held slots, each ``(token, seconds)`` that much more from now, in one statement:
         the tokens kept (a slot released, or deleted once expired, is not)."""
-        if not slots:
-            return set()
-        params = {"token": [token for token, _ in slots], "seconds": [float(seconds) for _, seconds in slots]}
-        with self.pool.connection() as conn:
-            return {row["token"] for row in conn.execute(QUERIES["extend_target_slots"], params)}
+        return extend_held(self.pool, QUERIES["extend_target_slots"], ("token", "seconds"), slots, "token")
 
     @retry_on_dead_connection
     def extend_leases(self, leases: Sequence[tuple[str, str, float]]) -> set[str]:
         """Keep started jobs' leases while they wait for their slots, each ``(job_id,
         lock_token, seconds)`` that much more, in one statement: the ids of the jobs whose lease
         was kept (the others were taken over)."""
-        if not leases:
-            return set()
-        params = {
-            "job_id": [job_id for job_id, _, _ in leases],
-            "lock_token": [token for _, token, _ in leases],
-            "seconds": [float(seconds) for _, _, seconds in leases],
-        }
-        with self.pool.connection() as conn:
-            return {row["job_id"] for row in conn.execute(QUERIES["extend_leases"], params)}
+        names = ("job_id", "lock_token", "seconds")
+        return extend_held(self.pool, QUERIES["extend_leases"], names, leases, "job_id")
 
     @retry_on_dead_connection
     def hand_back_for_slot(self, hand_back: SlotHandBack, min_pause_seconds: float, max_pause_seconds: float) -> bool:

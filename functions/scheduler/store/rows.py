@@ -7,7 +7,7 @@ import contextlib
 import functools
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -25,6 +25,19 @@ try:  # the `local` extra: an order of magnitude faster than json.loads on a sta
     import orjson
 except ImportError:  # pragma: no cover - without it, psycopg's default (json.loads)
     orjson = None  # type: ignore[assignment]
+
+
+def extend_held(pool: Any, query: str, names: Sequence[str], rows: Sequence[Sequence[Any]], answer: str) -> set[str]:
+    """Run a statement that keeps what a runner holds (leases, slots) that many more seconds,
+    once for all of ``rows``: each row's values in ``names``' order, the last its seconds (sent
+    as floats: psycopg types a list by its values), one array parameter a name, which the
+    statement unnests. The ``answer`` column of the rows it kept; nothing is run for no rows."""
+    if not rows:
+        return set()
+    params: dict[str, list[Any]] = {name: [row[i] for row in rows] for i, name in enumerate(names)}
+    params[names[-1]] = [float(seconds) for seconds in params[names[-1]]]
+    with pool.connection() as conn:
+        return {row[answer] for row in conn.execute(query, params)}
 
 
 def retry_on_dead_connection(method: Callable) -> Callable:
