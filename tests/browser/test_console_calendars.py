@@ -137,8 +137,10 @@ def test_a_calendar_changed_elsewhere_while_edited_is_not_overwritten(browser, a
     expect(page.locator("table.calendars tbody tr").filter(has_text="shop").locator("td.num")).to_have_text("2")
     _shoot(page, "calendar-changed-elsewhere")
     assert requests.get(f"{api.url}/v1/calendars/shop", timeout=10).json()["dates"] == ["2026-12-31"]
-    # Opened again, it shows the change and saves over version 2.
+    # Opened again, it shows the change and saves over version 2. The list's empty form first: two
+    # hash changes in a row may reach the page as one, which leaves the edited form as it was.
     page.goto(api.url + "/console/#/calendars")
+    expect(page.locator("textarea[name=dates]")).to_have_value("")
     page.goto(api.url + "/console/#/calendars/shop")
     expect(page.locator("textarea[name=dates]")).to_have_value("2026-12-31")
     page.fill("textarea[name=dates]", "2026-12-25")
