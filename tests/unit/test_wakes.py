@@ -66,3 +66,22 @@ def test_leases_not_kept_when_the_database_is_away_are_kept_at_the_next_check():
     assert calls == [50.0, 51.0]
     clocks.run(1.0)
     assert guard.check() == 0.0 and len(calls) == 2
+
+
+def test_the_warning_names_what_its_guard_keeps(caplog):
+    from scheduler.runner.alerts import Alerts
+
+    clocks = Clocks()
+    deliveries = _guard(clocks, lambda: None)
+    alerts = WakeGuard(
+        lambda: None, held="the alerts being sent", wall_clock=lambda: clocks.wall, monotonic=lambda: clocks.monotonic
+    )
+    clocks.sleep(300.0)
+    with caplog.at_level("WARNING", logger="scheduler.runner.wakes"):
+        deliveries.check()
+        alerts.check()
+    assert [r.getMessage() for r in caplog.records] == [
+        "the machine slept for about 300 s: the leases of the deliveries under way are kept before the next claim",
+        "the machine slept for about 300 s: the leases of the alerts being sent are kept before the next claim",
+    ]
+    assert Alerts(store=None, send=None)._wakes._held == "the alerts being sent"  # type: ignore[arg-type]  # the alert loop's own

@@ -13,6 +13,7 @@ the next claim (``WakeGuard``), as the jobs' deliveries do.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -53,6 +54,10 @@ def console_link(console_url: str | None, job_id: str) -> str:
     return f"{console_url.rstrip('/')}/#/jobs/{job_id}"
 
 
+# The alert loop's guard: its warning after a wake names the alerts (the dispatch's, the deliveries).
+_ALERT_WAKES = functools.partial(WakeGuard, held="the alerts being sent")
+
+
 class Alerts:
     """The sweep and the sending of alerts, on ``store``."""
 
@@ -64,7 +69,7 @@ class Alerts:
         retention_days: int = 30,
         senders: int = SENDERS,
         metrics: Metrics | None = None,
-        wakes: Callable[[Callable[[], None]], WakeGuard] = WakeGuard,
+        wakes: Callable[[Callable[[], None]], WakeGuard] = _ALERT_WAKES,
     ):
         """``wakes`` makes the guard that ``loop`` checks before each claim (a test's moves its
         wall clock)."""

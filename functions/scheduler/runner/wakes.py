@@ -22,7 +22,8 @@ WAKE_GRACE_SECONDS = 2.0
 class WakeGuard:
     """Checked before each claim (and, in local mode, each slot taken and every second besides):
     after the machine slept, ``keep`` is called (this process's leases kept) and the claims hold
-    off for ``grace_seconds``.
+    off for ``grace_seconds``. ``held`` names what ``keep`` keeps, in the warning it logs (a
+    process has a guard for its deliveries and one for its alerts: two lines, each saying its own).
 
     While a machine sleeps (a laptop's lid closed), the wall clock, and so the database's
     ``now()``, runs on, but the monotonic clock stops (Linux's ``CLOCK_MONOTONIC``, macOS's
@@ -36,12 +37,13 @@ class WakeGuard:
         self,
         keep: Callable[[], None],
         *,
+        held: str = "the deliveries under way",
         slept_seconds: float = SLEPT_SECONDS,
         grace_seconds: float = WAKE_GRACE_SECONDS,
         wall_clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ):
-        self._keep = keep
+        self._keep, self._held = keep, held
         self.slept_seconds, self.grace_seconds = slept_seconds, grace_seconds
         self._wall_clock, self._monotonic = wall_clock, monotonic
         self._offset = wall_clock() - monotonic()
@@ -59,8 +61,9 @@ class WakeGuard:
             slept, self._offset = offset - self._offset, offset
             if slept > self.slept_seconds:
                 logger.warning(
-                    "the machine slept for about %.0f s: the leases of the deliveries under way are kept before the next claim",
+                    "the machine slept for about %.0f s: the leases of %s are kept before the next claim",
                     slept,
+                    self._held,
                 )
                 self._keep_pending = True
                 self._claims_from = now + self.grace_seconds
