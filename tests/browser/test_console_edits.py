@@ -7,6 +7,7 @@ list keeps every row loaded, the bulk buttons change every job a filter selects,
 
 from __future__ import annotations
 
+import contextlib
 import re
 from urllib.parse import urlsplit
 
@@ -192,4 +193,42 @@ def test_a_console_tab_in_the_background_reads_nothing_and_reads_at_once_when_sh
     with page.expect_request(re.compile(r"/v1/jobs\?")):  # shown: read now, no timer fired
         page.evaluate(_SHOW, False)
     expect(page.get_by_role("link", name="made-while-hidden", exact=True)).to_be_visible()
+    assert problems == []
+
+
+def test_a_job_deleted_while_its_page_refreshes_reads_nothing_of_it_after(browser, api, target):
+    """Delete confirmed while the job page's refresh is on its way: the delete waits for that
+    refresh's answer, and nothing of the job is read after it (a read answered 404 is an error in
+    the browser's console). The refresh's read of the executions is held by the test."""
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    job = api.post("/v1/jobs", {"name": "to-delete", "schedule": PARKED, "target": {"type": "http", "url": target.url}})
+    page, problems = watched_page(browser)
+    page.clock.install()
+    page.goto(f"{api.url}/console/#/jobs/{job['id']}")
+    expect(page.get_by_role("heading", name="to-delete")).to_be_visible()
+    executions = re.compile(rf"/v1/jobs/{job['id']}/executions")
+    held: list = []
+    page.route(executions, lambda route: held.append(route))
+    with page.expect_request(executions):
+        page.clock.run_for(3_000)  # the page's refresh, its read of the executions held
+
+    reads: list[str] = []
+    page.on("request", lambda request: reads.append(f"{request.method} {urlsplit(request.url).path}"))
+    page.get_by_role("button", name="Delete").click()
+    page.locator(".confirm").get_by_role("button", name="Delete").click()
+    with contextlib.suppress(PlaywrightError):  # a second for the delete to be sent (it must not be)
+        page.wait_for_event("request", lambda request: request.method == "DELETE", timeout=1_000)
+    assert [read for read in reads if read.startswith("DELETE")] == [], "deleted before the refresh's read ended"
+    with page.expect_request(lambda request: request.method == "DELETE"):
+        for route in held:
+            route.continue_()
+        page.unroute(executions)
+    expect(page).to_have_url(re.compile(r"#/jobs$"))
+    page.clock.run_for(10_000)  # the job page's timers, had they outlived it
+    expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
+    assert requests.get(f"{api.url}/v1/jobs/{job['id']}", timeout=10).status_code == 404
+    assert [read for read in reads if job["id"] in read] == [f"DELETE /v1/jobs/{job['id']}"]
     assert problems == []

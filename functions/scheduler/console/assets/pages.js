@@ -236,6 +236,10 @@ export function Job({ id }) {
   const [error, setError] = useState(null);
   const [note, setNote] = useState('');
   const [confirming, setConfirming] = useState(false);
+  // A delete under way: no refresh is sent meanwhile, and the delete waits for the one in flight
+  // (a refresh answered after it would be a 404, which the browser reports as an error).
+  const deleting = useRef(false);
+  const refreshing = useRef(null);
 
   // The next older page's cursor, and whether older pages were read ("Older executions"). The
   // ref holds them as the answers come (a render may come after the next answer).
@@ -252,6 +256,7 @@ export function Job({ id }) {
   // older rows stay after it. When the runner went further than a page since (no row in common),
   // the list starts again from the newest page, so that no run between the two is left out.
   const loadExecutions = useCallback(async () => {
+    if (deleting.current) return;
     try {
       const page = await api('GET', `/jobs/${id}/executions?limit=50`);
       const { rows, older: was } = seen.current;
@@ -301,8 +306,8 @@ export function Job({ id }) {
   }, [job && job.next_run_at, job && job.version, job && job.state]);
   // The job's summary and executions follow what the runner does (a run, a retry, a completion).
   useInterval(() => {
-    api('GET', `/jobs/${id}`).then(setJob).catch(() => {});
-    loadExecutions();
+    if (deleting.current) return;
+    refreshing.current = Promise.allSettled([api('GET', `/jobs/${id}`).then(setJob), loadExecutions()]);
   }, 3000);
 
   const act = async (what) => {
@@ -312,7 +317,14 @@ export function Job({ id }) {
         setNote('Run requested: the execution appears below when it starts.');
         setTimeout(loadExecutions, 700);
       } else if (what === 'delete') {
-        await api('DELETE', `/jobs/${id}`);
+        deleting.current = true;
+        await refreshing.current;
+        try {
+          await api('DELETE', `/jobs/${id}`);
+        } catch (e) {
+          deleting.current = false;  // not deleted: the page goes on as it was
+          throw e;
+        }
         go('#/jobs');
         return;
       } else {
