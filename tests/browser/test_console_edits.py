@@ -232,3 +232,37 @@ def test_a_job_deleted_while_its_page_refreshes_reads_nothing_of_it_after(browse
     assert requests.get(f"{api.url}/v1/jobs/{job['id']}", timeout=10).status_code == 404
     assert [read for read in reads if job["id"] in read] == [f"DELETE /v1/jobs/{job['id']}"]
     assert problems == []
+
+
+def test_the_bulk_buttons_offer_only_what_changes_jobs_of_the_state_listed(browser, api, target):
+    """A pause changes active jobs and a resume paused ones: with the list filtered by state, the
+    button that would change jobs the list does not show is not offered."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    hook = {"type": "http", "url": target.url + "/x"}
+    api.post("/v1/jobs", {"name": "fast-active", "tags": ["fast"], "schedule": PARKED, "target": hook})
+    paused = api.post("/v1/jobs", {"name": "fast-paused", "tags": ["fast"], "schedule": PARKED, "target": hook})
+    api.post(f"/v1/jobs/{paused['id']}/pause", {})
+    page, problems = watched_page(browser)
+    pause, resume = (page.get_by_role("button", name=f"{what} all matching") for what in ("Pause", "Resume"))
+
+    page.goto(f"{api.url}/console/#/jobs?tag=fast&state=paused")
+    expect(page.locator("table.jobs tbody tr")).to_have_count(1)
+    expect(resume).to_be_visible()
+    expect(pause).to_have_count(0)
+    page.select_option("select[name=state]", "active")
+    expect(page.locator("table.jobs tbody tr").first).to_contain_text("fast-active")
+    expect(pause).to_be_visible()
+    expect(resume).to_have_count(0)
+    page.select_option("select[name=state]", "completed")
+    expect(page.locator(".empty")).to_be_visible()
+    expect(page.locator(".bulk")).to_have_count(0)
+    page.select_option("select[name=state]", "")
+    expect(pause).to_be_visible()
+    expect(resume).to_be_visible()
+    assert {j["name"]: j["state"] for j in api.get("/v1/jobs?tag=fast")["jobs"]} == {
+        "fast-active": "active",
+        "fast-paused": "paused",
+    }
+    assert problems == []

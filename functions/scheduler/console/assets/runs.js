@@ -100,7 +100,7 @@ export function BulkActions({ filters, onDone }) {
   const [note, setNote] = useState(null);
   const [error, setError] = useState(null);
   const selection = filters.tag ? { tag: filters.tag } : filters.name_prefix ? { name_prefix: filters.name_prefix } : null;
-  if (!selection || (filters.tag && filters.name_prefix)) return null;
+  if (!selection || (filters.tag && filters.name_prefix) || filters.state === 'completed') return null;
   const what = selection.tag ? `tag ${selection.tag}` : `names starting with ${selection.name_prefix}`;
   // A request changes at most 1,000 jobs: sent again while the answer says more are selected.
   const act = async (action) => {
@@ -121,10 +121,13 @@ export function BulkActions({ filters, onDone }) {
     }
     onDone();
   };
+  // A pause changes active jobs only and a resume paused ones: with a State filter, only the
+  // button that changes jobs of that state is offered (the other would change jobs not listed).
+  const state = filters.state || '';
   return html`
     <div class="bulk">
-      <button onClick=${() => act('pause')}>Pause all matching</button>
-      <button onClick=${() => act('resume')}>Resume all matching</button>
+      ${state === '' || state === 'active' ? html`<button onClick=${() => act('pause')}>Pause all matching</button>` : ''}
+      ${state === '' || state === 'paused' ? html`<button onClick=${() => act('resume')}>Resume all matching</button>` : ''}
       ${note ? html`<span class="note" role="status">${note}</span>` : ''}
       ${error ? html`<span class="alert" role="alert">${error.message}</span>` : ''}
     </div>`;
