@@ -93,6 +93,16 @@ def test_environment_variables_configure_local_mode(db_url, tmp_path):
             timeout=10,
         )
         assert big.status_code == 413
+        # every answer, the server's own refusals included, is neither cached nor sniffed
+        unsupported = requests.post(local.url + "/jobs", data="x", headers={"Content-Type": "text/plain"}, timeout=10)
+        foreign = requests.get(local.url + "/jobs", headers={"Host": "elsewhere.example"}, timeout=10)
+        huge = requests.post(  # past waitress' own limit: refused by waitress, before the app
+            local.url + "/jobs", data=b" " * (2 * 1024 * 1024), headers={"Content-Type": "application/json"}, timeout=10
+        )
+        assert (unsupported.status_code, foreign.status_code, huge.status_code) == (415, 403, 413)
+        for answer in (big, unsupported, foreign, huge):
+            assert answer.headers["Cache-Control"] == "no-store", answer.status_code
+            assert answer.headers["X-Content-Type-Options"] == "nosniff", answer.status_code
     finally:
         assert local.stop() == 0
 

@@ -186,9 +186,10 @@ def _error(text: str) -> dict[str, Any]:
 @pytest.mark.parametrize("path", ["/v1/jobs", "/v1/executions?status=failed", "/v1/health"])
 def test_8_reads_from_another_site_are_refused_and_not_forwarded(console, recorder, headers, path):
     proxy = console(recorder.url)
-    status, _, text = proxy.raw("GET", path, headers)
+    status, answer_headers, text = proxy.raw("GET", path, headers)
     assert status == 403, text
     assert _error(text)["details"][0]["field"] in ("Origin", "Sec-Fetch-Site")
+    assert answer_headers["cache-control"] == "no-store" and answer_headers["x-content-type-options"] == "nosniff"
     assert recorder.calls == []
 
 
@@ -317,6 +318,9 @@ def test_8_the_token_is_printed_at_start_and_required_on_every_request(recorder,
             answer = requests.get(base + path, timeout=10, allow_redirects=False)
             assert answer.status_code == 401, path
             assert token not in answer.text and token not in str(answer.headers)
+            assert (
+                answer.headers["Cache-Control"] == "no-store" and answer.headers["X-Content-Type-Options"] == "nosniff"
+            )
         wrong = requests.get(base + "/v1/jobs", headers={"Authorization": "Bearer " + "x" * len(token)}, timeout=10)
         assert wrong.status_code == 401
         assert requests.get(base + "/v1/jobs", headers={"Authorization": f"Bearer {token}"}, timeout=10).ok

@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
+from scheduler.core.constants import ANSWER_HEADERS
+
 ENV_TOKEN = "SCHEDULER_CONSOLE_TOKEN"
 MIN_TOKEN_LENGTH = 16
 QUERY_PARAMETER = "token"
@@ -60,8 +62,7 @@ def _same(offered: str, expected: str) -> bool:
 def _answer(start_response: Callable, status: str, headers: list[tuple[str, str]], body: bytes) -> list[bytes]:
     start_response(
         status,
-        headers
-        + [("Cache-Control", "no-store"), ("Referrer-Policy", "no-referrer"), ("Content-Length", str(len(body)))],
+        headers + [*ANSWER_HEADERS.items(), ("Referrer-Policy", "no-referrer"), ("Content-Length", str(len(body)))],
     )
     return [body]
 

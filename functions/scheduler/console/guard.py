@@ -33,6 +33,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
+from scheduler.core.constants import ANSWER_HEADERS
+
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
 #: The hosts that bind every address (no address a client can name).
@@ -106,7 +108,7 @@ def _refuse(start_response: Callable, status: str, code: str, field: str, messag
     ).encode()
     start_response(
         status,
-        [("Content-Type", "application/json"), ("Content-Length", str(len(body))), ("Cache-Control", "no-store")],
+        [("Content-Type", "application/json"), ("Content-Length", str(len(body))), *ANSWER_HEADERS.items()],
     )
     return [body]
 

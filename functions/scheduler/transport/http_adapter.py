@@ -25,7 +25,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl
 
-from scheduler.core.constants import MAX_REQUEST_BODY_BYTES
+from scheduler.core.constants import ANSWER_HEADERS, MAX_REQUEST_BODY_BYTES
 
 # The request body, once read, is left in the WSGI environ under this key.
 BODY_KEY = "scheduler.body"
@@ -189,7 +189,7 @@ def _error(start_response: Callable, code: int, error: str, message: str) -> Ite
     # and waitress answers 500 to one that does. Waitress closes the connection itself when it
     # did not read the whole body.
     body = json.dumps({"error": {"code": error, "message": message, "details": []}}).encode()
-    return _respond(start_response, code, [("Content-Type", "application/json")], body)
+    return _respond(start_response, code, [("Content-Type", "application/json"), *ANSWER_HEADERS.items()], body)
 
 
 class RequestRefused(Exception):
@@ -289,6 +289,7 @@ def envelope_server_errors(server: Any, max_body_bytes: int = MAX_REQUEST_BODY_B
             ).encode()
             self.status = f"{error.code} {error.reason}"
             self.response_headers.append(("Content-Type", "application/json"))
+            self.response_headers.extend(ANSWER_HEADERS.items())
             self.set_close_on_finish()
             self.content_length = len(body)
             self.write(body)
