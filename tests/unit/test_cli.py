@@ -395,6 +395,26 @@ def test_an_empty_calendar_file_is_said_to_be_a_calendar_s(api, capsys, tmp_path
     assert "empty alert rule set definition" in capsys.readouterr().err
 
 
+def test_calendars_and_alert_rules_apply_with_if_match_replace_that_version_only(api, capsys):
+    calendar = {"name": "holidays", "timezone": "UTC", "dates": ["2026-12-25"], "version": 4}
+    api.on("PUT", "/v1/calendars/holidays", calendar)
+    assert run(api, "calendars", "apply", "--name", "holidays", "--date", "2026-12-25", "--if-match", "3") == 0
+    assert api.requests[-1].headers["If-Match"] == '"3"'
+    # stale: 412, exit 4; missing: nothing is created, whatever the version named
+    api.on("PUT", "/v1/calendars/holidays", envelope("precondition_failed", "the calendar is at version 5"), 412)
+    assert run(api, "calendars", "apply", "--name", "holidays", "--date", "2026-12-25", "--if-match", "3") == 4
+    api.on("PUT", "/v1/calendars/holidays", envelope("not_found", "no such calendar"), 404)
+    assert run(api, "calendars", "apply", "--name", "holidays", "--date", "2026-12-25", "--if-match", "3") == 3
+    assert [r.method for r in api.requests].count("POST") == 0
+    rules = {"name": "team", "tag": "billing", "alerts": [{"on": "failure"}], "version": 2}
+    api.on("PUT", "/v1/alert-rules/team", rules)
+    argv = ["alert-rules", "apply", "--name", "team", "--tag", "billing", "--alert", "failure"]
+    assert run(api, *argv, "--webhook", "https://hooks.example.com/x", "--if-match", "1") == 0
+    assert api.requests[-1].headers["If-Match"] == '"1"'
+    assert run(api, *argv, "--webhook", "https://hooks.example.com/x") == 0
+    assert "If-Match" not in api.requests[-1].headers
+
+
 # -- list, get -----------------------------------------------------------------------------------
 
 
@@ -2122,6 +2142,14 @@ def test_preview_of_several_expressions_explained(api, capsys):
     assert out[0].split() == ["UTC", "EXPRESSION", "SPREAD", "CALENDAR"]
     assert out[1].split() == ["2027-01-04T06:03:20Z", "rate(6", "hours)", "+200s", "-"]
     assert out[2].split() == ["2027-01-04T09:03:20Z", "0", "9", "*", "*", "1-5", "+200s", "-"]
+
+
+def test_preview_takes_the_job_by_name_as_every_job_argument_does(api, capsys):
+    api.on("GET", "/v1/jobs", {"jobs": [job()], "next_cursor": None})
+    api.on("POST", "/v1/schedules/preview", {"occurrences": ["2027-01-04T09:03:20Z"]})
+    assert run(api, "preview", "0 9 * * 1-5", "--spread", "300", "--job", "nightly-report") == 0
+    assert api.requests[-1].json["job_id"] == JOB_ID
+    assert capsys.readouterr().out.strip() == "2027-01-04T09:03:20Z"
 
 
 # -- alerts ------------------------------------------------------------------------------------

@@ -45,9 +45,21 @@ def details(body: dict) -> dict[str, str]:
         ),
         ({"name": "a", "schedule": "@daily", "target": HTTP, "missed_runs": "never"}, "missed_runs", "must be one of"),
         ({"name": "a", "schedule": "@daily", "target": HTTP, "tags": [""]}, "tags.0", "must not be empty"),
+        # a number field's whole bound reads as written, not 86400.0
+        (
+            {"name": "a", "schedule": "@daily", "target": HTTP, "retry": {"max_backoff_seconds": 86401}},
+            "retry.max_backoff_seconds",
+            "must be at most 86400",
+        ),
+        (
+            {"name": "a", "schedule": "@daily", "target": HTTP, "limits": {"per_second": 0}},
+            "limits.per_second",
+            "must be more than 0",
+        ),
     ],
 )
 def test_each_refusal_is_worded_by_the_api(body, field, message):
     found = details(body)
     assert found[field].startswith(message), found
+    assert not found[field].startswith(message + ".0"), found
     assert not any("should" in text or "Field required" in text for text in found.values()), found

@@ -295,7 +295,8 @@ _ERROR_DESCRIPTIONS = {
     400: "Bad input: `details` names each field at fault.",
     403: "The request carries no caller identity.",
     404: "No such job (or it belongs to another principal).",
-    409: "The caller already has a job of that name (`name_taken`).",
+    409: "A conflict, by its `code`: `name_taken` (the caller already has one of that name), `conflict` (an edit "
+    "found the job changed by others five times in a row: send it again) or `calendar_in_use` (jobs name it).",
     412: "`If-Match` names another version than the current one (the answer's `ETag`).",
     413: "The request body is larger than 1 MiB.",
     415: "The request body is not JSON (`application/json`, or `application/merge-patch+json` for PATCH).",

@@ -293,7 +293,7 @@ def delete_job(job_id: JobId, store: StoreDep, owner: Owner, caller: Caller) -> 
     tags=["jobs"],
     description="An optional body gives the pause a `note` and an end (`until`), at which the runner resumes "
     "the job under its missed-run policy; the job then shows `pause`.",
-    responses=documented(200, Job, "The job.", 400, 403, 404, 413, 415),
+    responses=documented(200, Job, "The job.", 400, 403, 404, 409, 413, 415),
 )
 def pause_job(
     job_id: JobId,
@@ -393,7 +393,7 @@ def resume_jobs(
     *rule("resume_job"),
     summary="Resume a job's schedule",
     tags=["jobs"],
-    responses=documented(200, Job, "The job.", 403, 404),
+    responses=documented(200, Job, "The job.", 403, 404, 409),
 )
 def resume_job(job_id: JobId, store: StoreDep, owner: Owner, caller: Caller) -> Response[Any]:
     return job_response(service.resume_job(store, owner, job_id, by=caller))

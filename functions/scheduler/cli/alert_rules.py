@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler.cli.api import client_command
-from scheduler.cli.common import EXIT_OK, UsageError
+from scheduler.cli.common import EXIT_OK, UsageError, non_empty
 from scheduler.cli.jobs import add_page_flags, print_listing
 from scheduler.cli.manifests import with_secret_references
 from scheduler.cli.output import CHANGE_ROWS, format_changes, format_table, print_data
@@ -99,7 +99,9 @@ def alert_rules_get(args: argparse.Namespace, client: Any) -> int:
 def alert_rules_apply(args: argparse.Namespace, client: Any) -> int:
     """``alert-rules apply``: create the rule set, or replace the one of that name."""
     definition = alert_rule_definition(args)
-    found = client.put_alert_rule(definition["name"], definition.get("tag"), definition["alerts"])
+    found = client.put_alert_rule(
+        definition["name"], definition.get("tag"), definition["alerts"], if_match=args.if_match
+    )
     if not print_data(args.output, found):
         print(format_alert_rules([found]))
     return EXIT_OK
@@ -152,6 +154,12 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
         help="a rule: failure, failures_in_a_row=3, recovery, missing_run=SECONDS, late=SECONDS (repeatable)",
     )
     apply.add_argument("--webhook", metavar="URL", help="where the --alert rules go (an HTTP POST, Slack-compatible)")
+    apply.add_argument(
+        "--if-match",
+        metavar="VERSION",
+        type=non_empty,
+        help="only replace the rule set if it is still at this version (else exit 4); never creates one",
+    )
     apply.set_defaults(func=alert_rules_apply)
     delete = subparser(actions, "delete", "delete a rule set (its jobs keep their own rules)")
     delete.add_argument("rule_set", metavar="NAME")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.cli.api import client_command
-from scheduler.cli.common import EXIT_OK, UsageError
+from scheduler.cli.common import EXIT_OK, UsageError, non_empty
 from scheduler.cli.jobs import add_page_flags, print_listing
 from scheduler.cli.output import CHANGE_ROWS, format_changes, format_table, print_data
 from scheduler.cli.reading import read_definition
@@ -116,8 +116,10 @@ def calendars_apply(args: argparse.Namespace, client: Any) -> int:
 
     definition = calendar_definition(args)
     try:
-        calendar = client.replace_calendar(definition["name"], definition)
+        calendar = client.replace_calendar(definition["name"], definition, if_match=args.if_match)
     except ResourceNotFound:
+        if args.if_match is not None:  # a version named: only that calendar is replaced, none created
+            raise
         calendar = client.create_calendar(definition)
     _show(args, calendar)
     return EXIT_OK
@@ -179,6 +181,12 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     create.set_defaults(func=calendars_create)
     apply = subparser(actions, "apply", "create a calendar, or replace the one of that name (its jobs replanned)")
     _definition_flags(apply)
+    apply.add_argument(
+        "--if-match",
+        metavar="VERSION",
+        type=non_empty,
+        help="only replace the calendar if it is still at this version (else exit 4); never creates one",
+    )
     apply.set_defaults(func=calendars_apply)
     delete = subparser(actions, "delete", "delete a calendar (refused while a job names it)")
     delete.add_argument("calendar", metavar="NAME")

@@ -75,6 +75,8 @@ def preview(args: argparse.Namespace, client: Any) -> int:
     """``scheduler preview``."""
     if not all(schedule.strip() for schedule in args.schedule):
         raise UsageError("SCHEDULE is empty")
+    if args.job_id is not None:  # a name, as every other JOB argument takes, or an id
+        args.job_id = client.resolve_job_id(args.job_id)
     answer = client.preview_schedule(preview_request(args))
     if print_data(args.output, answer):
         return EXIT_OK
@@ -109,7 +111,7 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     add_spread_options(parser)
     add_calendar_flags(parser)
     parser.add_argument(
-        "--job", dest="job_id", metavar="JOB_ID", help="the job whose id seeds --spread (its real times)"
+        "--job", dest="job_id", metavar="JOB", help="the job (id or name) whose id seeds --spread (its real times)"
     )
     parser.add_argument(
         "--explain",

@@ -78,6 +78,13 @@ def _too_short(ctx: Context) -> str:
     )
 
 
+def _bound(ctx: Context, key: str) -> str:
+    """A bound as written: a whole number without its ``.0`` (a float field's bound of 86400 is
+    86400.0 in pydantic's context)."""
+    bound = ctx.get(key)
+    return str(int(bound)) if isinstance(bound, float) and bound.is_integer() else str(bound)
+
+
 def _choices(ctx: Context) -> str:
     return f"must be one of {ctx.get('expected', 'the allowed values')}"
 
@@ -89,10 +96,10 @@ _MESSAGES: dict[str, Callable[[Context], str]] = {
     "string_too_long": lambda ctx: f"must be at most {_count(ctx, 'max_length', 'character')}",
     "too_short": lambda ctx: f"must have at least {_count(ctx, 'min_length', 'item')}",
     "too_long": lambda ctx: f"must have at most {_count(ctx, 'max_length', 'item')}",
-    "greater_than_equal": lambda ctx: f"must be at least {ctx.get('ge')}",
-    "greater_than": lambda ctx: f"must be more than {ctx.get('gt')}",
-    "less_than_equal": lambda ctx: f"must be at most {ctx.get('le')}",
-    "less_than": lambda ctx: f"must be less than {ctx.get('lt')}",
+    "greater_than_equal": lambda ctx: f"must be at least {_bound(ctx, 'ge')}",
+    "greater_than": lambda ctx: f"must be more than {_bound(ctx, 'gt')}",
+    "less_than_equal": lambda ctx: f"must be at most {_bound(ctx, 'le')}",
+    "less_than": lambda ctx: f"must be less than {_bound(ctx, 'lt')}",
     "int_type": lambda ctx: "must be a whole number (a JSON integer)",
     "int_parsing": lambda ctx: "must be a whole number (a JSON integer)",
     "int_from_float": lambda ctx: "must be a whole number (a JSON integer)",
