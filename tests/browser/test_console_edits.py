@@ -122,6 +122,50 @@ def test_a_jobs_history_keeps_no_hole_after_older_executions(browser, api, targe
     assert problems == []
 
 
+def test_recent_activity_pages_back_and_filters_by_since_and_job(browser, api, target, db_url):
+    """Recent activity lists the newest 50 executions across jobs, older ones a page at a time,
+    keeps them through its refreshes, and narrows to those since an instant, or to one job."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    hook = {"type": "http", "url": target.url}
+    busy = api.post("/v1/jobs", {"name": "busy", "schedule": PARKED, "target": hook})
+    quiet = api.post("/v1/jobs", {"name": "quiet", "schedule": PARKED, "target": hook})
+    _add_executions(db_url, busy["id"], range(1000, 1110))  # 110, the newest 1,000 s ago
+    _add_executions(db_url, quiet["id"], range(5000, 5010))  # 10 older ones
+    page, problems = watched_page(browser, expected=(400,))  # the refused "since" below
+    page.goto(f"{api.url}/console/#/activity")
+    rows = page.locator("table.executions tbody tr.exec")
+    older = page.get_by_role("button", name="Older executions")
+    expect(rows).to_have_count(50)
+    older.click()
+    expect(rows).to_have_count(100)
+    _add_executions(db_url, busy["id"], range(900, 902))  # a refresh adds them above the 100
+    expect(rows).to_have_count(102)
+    older.click()
+    expect(rows).to_have_count(122)
+    expect(older).to_have_count(0)
+    expect(rows.last).to_contain_text("quiet")
+
+    # Since an instant: 1,001 s ago takes the two newest and the newest two of the 110.
+    since = api.get("/v1/executions?limit=4")["executions"][-1]["started_at"]
+    page.fill("input[name=since]", since)
+    expect(rows).to_have_count(4)
+    expect(page).to_have_url(re.compile(r"#/activity\?since="))
+    page.fill("input[name=since]", "yesterday")
+    expect(page.get_by_role("alert")).to_contain_text("since")
+    page.fill("input[name=since]", "")
+    expect(rows).to_have_count(50)
+
+    # One job's, as a link can ask (#/activity?job_id=...), and back to all jobs.
+    page.goto(f"{api.url}/console/#/activity?job_id={quiet['id']}")
+    expect(rows).to_have_count(10)
+    expect(page.locator(".job-filter")).to_contain_text("quiet")
+    page.get_by_role("button", name="all jobs").click()
+    expect(rows).to_have_count(50)
+    assert problems == []
+
+
 def test_the_jobs_list_keeps_its_rows_and_the_bulk_buttons_change_every_job(browser, api, target, db_url):
     from playwright.sync_api import expect
 
@@ -265,4 +309,8 @@ def test_the_bulk_buttons_offer_only_what_changes_jobs_of_the_state_listed(brows
         "fast-active": "active",
         "fast-paused": "paused",
     }
+    # Another hash of filters on the same page (a link, an edited address) lists with them.
+    page.goto(f"{api.url}/console/#/jobs?tag=nothing-here")
+    expect(page.locator("input[name=tag]")).to_have_value("nothing-here")
+    expect(page.locator(".empty")).to_be_visible()
     assert problems == []

@@ -8,15 +8,18 @@ import { JobForm } from './form.js';
 import { Calendars } from './calendars.js';
 import { Alerts } from './alerts.js';
 
+// A list's filters come from the hash when it opens: a hash of other filters (a link, a bookmark,
+// an edited address) opens the list again with them (key); a list's own edits of its filters
+// replace the hash without a hashchange, so they keep it as it is.
 function page(route) {
   const [first, second, third] = route.parts;
-  if (first === 'alerts') return ['alerts', html`<${Alerts} params=${route.params} />`];
-  if (first === 'activity') return ['activity', html`<${Activity} params=${route.params} />`];
+  if (first === 'alerts') return ['alerts', html`<${Alerts} key=${route.query} params=${route.params} />`];
+  if (first === 'activity') return ['activity', html`<${Activity} key=${route.query} params=${route.params} />`];
   if (first === 'calendars') return ['calendars', html`<${Calendars} name=${second ? decodeURIComponent(second) : null} />`];
   if (first === 'jobs' && second === 'new') return ['jobs', html`<${JobForm} />`];
   if (first === 'jobs' && second && third === 'edit') return ['jobs', html`<${JobForm} key=${second} id=${second} />`];
   if (first === 'jobs' && second) return ['jobs', html`<${Job} key=${second} id=${second} />`];
-  return ['jobs', html`<${Jobs} params=${route.params} />`];
+  return ['jobs', html`<${Jobs} key=${route.query} params=${route.params} />`];
 }
 
 function App() {

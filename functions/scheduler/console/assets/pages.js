@@ -5,7 +5,7 @@ import { html, api, query, fmtTime, fmtMs, fmtZoned, fromNow, lateness, backoff,
 import { TargetSummary } from './targets.js';
 import { Changes } from './changes.js';
 import { JobAlerts } from './alerts.js';
-import { BulkActions, PauseSummary, RunOptions, skippedText } from './runs.js';
+import { BulkActions, PauseSummary, RunOptions, skippedText, useExecutionPages } from './runs.js';
 
 // -- jobs --------------------------------------------------------------------------------------
 
@@ -228,10 +228,11 @@ function Chains({ job }) {
     <div key=${when}>${when}: ${refs.join(', ')}</div>`)}</dd>`;
 }
 
+const NONE = [];  // the executions before the first page: one array, not a new one each render
+
 export function Job({ id }) {
   const [job, setJob] = useState(null);
   const [tab, setTab] = useState('executions');
-  const [executions, setExecutions] = useState([]);
   const [occurrences, setOccurrences] = useState(null);
   const [error, setError] = useState(null);
   const [note, setNote] = useState('');
@@ -241,51 +242,13 @@ export function Job({ id }) {
   const deleting = useRef(false);
   const refreshing = useRef(null);
 
-  // The next older page's cursor, and whether older pages were read ("Older executions"). The
-  // ref holds them as the answers come (a render may come after the next answer).
-  const [older, setOlder] = useState({ cursor: null, extended: false });
-  const seen = useRef({ rows: [], older, generation: 0 });
-  const show = (rows, next) => {
-    seen.current.rows = rows;
-    seen.current.older = next;
-    setExecutions(rows);
-    setOlder(next);
-  };
-
-  // The newest page read again: with older pages shown, it replaces the rows it covers and the
-  // older rows stay after it. When the runner went further than a page since (no row in common),
-  // the list starts again from the newest page, so that no run between the two is left out.
+  // The job's executions, newest first; "Older executions" reads the page after them.
+  const pages = useExecutionPages(`/jobs/${id}/executions`, {}, setError);
+  const { older, loadOlder } = pages;
+  const executions = pages.executions || NONE;
   const loadExecutions = useCallback(async () => {
-    if (deleting.current) return;
-    try {
-      const page = await api('GET', `/jobs/${id}/executions?limit=50`);
-      const { rows, older: was } = seen.current;
-      const last = page.executions[page.executions.length - 1];
-      const at = last && was.extended ? rows.findIndex((e) => e.id === last.id) : -1;
-      if (at >= 0) {
-        show(page.executions.concat(rows.slice(at + 1)), was);
-      } else {
-        seen.current.generation += 1;  // an older page on its way follows the rows replaced
-        show(page.executions, { cursor: page.next_cursor, extended: false });
-      }
-    } catch (e) { setError(e); }
-  }, [id]);
-
-  // The page after the rows shown; read again when a refresh replaced them meanwhile (its cursor
-  // would leave a hole between the two).
-  const loadOlder = async (tries = 3) => {
-    const { generation, older: now } = seen.current;
-    try {
-      const page = await api('GET', `/jobs/${id}/executions${query({ limit: 50, cursor: now.cursor })}`);
-      if (generation !== seen.current.generation) {
-        if (tries > 1) loadOlder(tries - 1);
-        return;
-      }
-      const { rows } = seen.current;
-      show(rows.concat(page.executions.filter((e) => !rows.some((x) => x.id === e.id))),
-           { cursor: page.next_cursor, extended: true });
-    } catch (e) { setError(e); }
-  };
+    if (!deleting.current) await pages.loadNewest();
+  }, [pages.loadNewest]);
 
   const load = useCallback(async () => {
     try {
@@ -409,41 +372,51 @@ export function Job({ id }) {
 // -- recent activity ---------------------------------------------------------------------------
 
 export function Activity({ params }) {
-  const [status, setStatus] = useState(params.get('status') || '');
-  const [executions, setExecutions] = useState(null);
+  const [filters, setFilters] = useState({ status: params.get('status') || '', since: params.get('since') || '',
+                                            job_id: params.get('job_id') || '' });
+  // The filters the list is read with: a typed "since" is sent once the typing pauses.
+  const [applied, setApplied] = useState(filters);
   const [updated, setUpdated] = useState(null);
   const [error, setError] = useState(null);
-
+  const { executions, older, loadNewest, loadOlder } = useExecutionPages('/executions', applied, setError);
   const load = useCallback(async () => {
-    try {
-      const page = await api('GET', `/executions${query({ status, limit: 50 })}`);
-      setExecutions(page.executions);
-      setUpdated(new Date());
-      setError(null);
-    } catch (e) { setError(e); }
-  }, [status]);
+    await loadNewest();
+    setUpdated(new Date());
+  }, [loadNewest]);
 
   useEffect(() => {
-    history.replaceState(null, '', `#/activity${query({ status })}`);
+    const t = setTimeout(() => setApplied(filters), filters.since === applied.since ? 0 : 300);
+    return () => clearTimeout(t);
+  }, [filters]);
+  useEffect(() => {
+    history.replaceState(null, '', `#/activity${query(applied)}`);
+    setError(null);
     load();
-  }, [status]);
+  }, [applied]);
   useInterval(load, 5000);
 
+  const set = (k, value) => setFilters({ ...filters, [k]: value });
+  const status = filters.status;
+  const one = applied.job_id && executions && executions[0] ? executions[0].job_name : null;
   return html`
     <section>
       <div class="head"><h1>Recent activity</h1>
         <span class="muted">refreshes every 5 s${updated ? `; updated ${updated.toISOString().slice(11, 19)} UTC` : ''}</span></div>
       <form class="filters" onSubmit=${(ev) => ev.preventDefault()}>
-        <label>Status <select name="status" value=${status} onChange=${(ev) => setStatus(ev.target.value)}>
+        <label>Status <select name="status" value=${status} onChange=${(ev) => set('status', ev.target.value)}>
           <option value="">all</option>${EXEC_STATUSES.map((s) => html`<option value=${s} selected=${s === status}>${s.replace('_', ' ')}</option>`)}
         </select></label>
         <label class="check"><input type="checkbox" name="failures" checked=${status === 'failed'}
-          onChange=${(ev) => setStatus(ev.target.checked ? 'failed' : '')} /> failures only</label>
+          onChange=${(ev) => set('status', ev.target.checked ? 'failed' : '')} /> failures only</label>
+        <label>Since <input name="since" value=${filters.since} placeholder="2026-12-01T00:00:00Z"
+          onInput=${(ev) => set('since', ev.target.value.trim())} /></label>
+        ${filters.job_id ? html`<span class="job-filter">one job${one ? html`: <a href="#/jobs/${filters.job_id}">${one}</a>` : ''}
+          <button type="button" onClick=${() => set('job_id', '')}>all jobs</button></span>` : ''}
       </form>
       <${ErrorBox} error=${error} />
       ${executions === null ? html`<p class="muted">Loading…</p>` : executions.length === 0
         ? html`<p class="empty">No executions${status ? ` with status ${status}` : ''}.</p>`
         : html`<${ExecutionRows} executions=${executions} withJob=${true} />`}
+      ${older.cursor ? html`<button class="more" onClick=${() => loadOlder()}>Older executions</button>` : ''}
     </section>`;
 }
-

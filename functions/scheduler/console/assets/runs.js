@@ -1,7 +1,62 @@
 // Issue 33's run controls: a pause with a note and an end, a run with overrides, the bulk pause
-// and resume of the jobs a filter selects, and how a paused job and a skipped row read.
-import { useState } from './vendor/htm-preact-standalone.mjs';
-import { html, api, fmtTime, fromNow } from './lib.js';
+// and resume of the jobs a filter selects, and how a paused job and a skipped row read; and the
+// paged lists of executions (a job's, and the recent activity across jobs).
+import { useState, useRef, useCallback } from './vendor/htm-preact-standalone.mjs';
+import { html, api, query, fmtTime, fromNow } from './lib.js';
+
+// A list of executions that follows the runner, read from ``path`` (a route and its filters as
+// an object): ``loadNewest`` reads the newest page again, and with older pages shown it replaces
+// the rows it covers, the older rows staying after it; when the runner went further than a page
+// since (no row in common), the list starts again from the newest page, so that no run between
+// the two is left out. ``loadOlder`` reads the page after the rows shown, again when a refresh
+// replaced them meanwhile (its cursor would leave a hole). An answer for filters since changed
+// is dropped. ``executions`` is null until the first page.
+export function useExecutionPages(route, filters, setError) {
+  const [executions, setExecutions] = useState(null);
+  const [older, setOlder] = useState({ cursor: null, extended: false });
+  const key = `${route}${query(filters)}`;
+  // The ref holds what the answers left (a render may come after the next answer).
+  const seen = useRef({ rows: [], older, generation: 0, key });
+  const keyNow = useRef(key);
+  keyNow.current = key;
+  const show = (rows, next) => {
+    seen.current.rows = rows;
+    seen.current.older = next;
+    setExecutions(rows);
+    setOlder(next);
+  };
+  const loadNewest = useCallback(async () => {
+    try {
+      const page = await api('GET', `${route}${query({ ...filters, limit: 50 })}`);
+      if (keyNow.current !== key) return;
+      const { rows, older: was } = seen.current;
+      const last = page.executions[page.executions.length - 1];
+      const same = seen.current.key === key;
+      const at = same && last && was.extended ? rows.findIndex((e) => e.id === last.id) : -1;
+      if (at >= 0) {
+        show(page.executions.concat(rows.slice(at + 1)), was);
+      } else {
+        seen.current.generation += 1;  // an older page on its way follows the rows replaced
+        seen.current.key = key;
+        show(page.executions, { cursor: page.next_cursor, extended: false });
+      }
+    } catch (e) { setError(e); }
+  }, [key]);
+  const loadOlder = async (tries = 3) => {
+    const { generation, older: now } = seen.current;
+    try {
+      const page = await api('GET', `${route}${query({ ...filters, limit: 50, cursor: now.cursor })}`);
+      if (generation !== seen.current.generation || keyNow.current !== key) {
+        if (tries > 1 && keyNow.current === key) loadOlder(tries - 1);
+        return;
+      }
+      const { rows } = seen.current;
+      show(rows.concat(page.executions.filter((e) => !rows.some((x) => x.id === e.id))),
+           { cursor: page.next_cursor, extended: true });
+    } catch (e) { setError(e); }
+  };
+  return { executions, older, loadNewest, loadOlder };
+}
 
 // "Name: value" lines (headers) or "name=value" lines (vars) as an object; blank lines ignored.
 export function pairs(text, sep) {
