@@ -11,6 +11,7 @@ recorded, and the target receives the occurrence once.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from datetime import timedelta
 
@@ -45,12 +46,12 @@ def target():
     server.close()
 
 
-def _dispatch(store, wall: Clock, grace: float = 0.05) -> InProcessDispatch:
+def _dispatch(store, wall: Clock, grace: float = 0.05, check_every: float = 0.05) -> InProcessDispatch:
     return InProcessDispatch(
         Executor(store, lambda t: t, TargetPolicy(allow_private=True)),
         max_workers=4,
         wakes=lambda keep: WakeGuard(keep, grace_seconds=grace, wall_clock=wall),
-        wake_check_seconds=0.05,
+        wake_check_seconds=check_every,
     )
 
 
@@ -89,6 +90,70 @@ def test_a_delivery_under_way_when_the_laptop_slept_is_not_taken_as_lost(store, 
     assert len(target.requests) == 1 and target.max_inflight[job_id] == 1
     assert "the machine slept for about 600 s" in caplog.text
     assert "kept 1 of 1 leases held" in caplog.text
+
+
+def test_a_paused_jobs_delivery_under_way_when_the_laptop_slept_is_not_marked_lost(store, pool, target):
+    """A job paused while its delivery goes on, then the laptop sleeps: the fan-out's check of
+    the paused jobs (every second) marks lost an execution whose lease ran out while its job had
+    nothing due (its runner died), and in the fan-out's loop it came before the guard's check,
+    so the delivery still under way was marked lost and delivered again at the resume. The
+    fan-out now lets the guard notice the wake (the leases kept) before it. The process's own
+    watcher is left out (it checks every 30 s here): only the fan-out's loop can notice the wake."""
+    target.behaviour["/held"] = [("hold", 20.0), ("answer", 200, {}, b"")]
+    job_id = _held_job(store, target, "paused-mid-delivery")
+    wall = Clock()
+    dispatch = _dispatch(store, wall, check_every=30.0)
+    stop = threading.Event()
+    loop = threading.Thread(
+        target=lambda: run_fanout(store, dispatch, budget_seconds=60, pauses=store, stop=stop), daemon=True
+    )
+    try:
+        loop.start()
+        target.wait_for(lambda s: len(s.requests) == 1, timeout=10, what="the delivery")
+        service.pause_job(store, OWNER, job_id)
+        with dispatch._wakes._lock:  # the lease's expiry and the clock's jump as one, as a sleep makes them
+            expire_lease(pool, job_id)
+            wall.ahead = 600.0
+        # The loop's next check of the pauses (within its second) keeps the lease first.
+        poll(lambda: _lease_left(store, job_id) > 20 or None, timeout=10, what="the lease kept")
+        time.sleep(1.5)  # a check of the pauses after the wake's grace: nothing to mark lost
+        [execution] = store.list_executions(OWNER, job_id)
+        assert execution.status == "running"
+        target.release()
+        poll(lambda: store.list_executions(OWNER, job_id)[0].status != "running" or None, timeout=10, what="the record")
+        service.resume_job(store, OWNER, job_id)
+        time.sleep(1.5)  # a round of the loop after the resume: nothing to run again
+    finally:
+        stop.set()
+        loop.join(10)
+        dispatch.close()
+    assert [(e.status, e.attempt) for e in store.list_executions(OWNER, job_id)] == [("succeeded", 1)]
+    assert len(target.requests) == 1
+
+
+def _lease_left(store, job_id: str) -> float:
+    locked_until = store.get_job(OWNER, job_id).locked_until
+    return (locked_until - store.now()).total_seconds() if locked_until else 0.0
+
+
+def test_a_kept_lease_covers_a_whole_delivery_after_a_long_wait_for_its_slot(store, target):
+    """A limited delivery that waited for its slot longer than its claim's lease: the end of its
+    delivery as known at the claim had passed, and after a sleep its lease was kept for the
+    margin alone (30 s), less than its delivery could still take; reclaimed, it was delivered a
+    second time. A kept lease now covers at least the target's whole timeout."""
+    spec = http_spec("waited-long", None, url=target.url + "/held", run_at=store.now() - timedelta(seconds=1))
+    spec["target"]["timeout_seconds"] = 45
+    job_id = str(service.create_job(store, OWNER, spec).id)
+    dispatch = _dispatch(store, Clock(), check_every=30.0)
+    try:
+        [claim] = store.claim_and_start(10, dispatch.executor.lease_margin_seconds)
+        with dispatch._lock:  # held as dispatch() holds it, the end known at its claim long past
+            dispatch._held[claim.lock_token] = (job_id, time.monotonic() - 60.0, 45.0)
+        dispatch.keep_held_leases()
+    finally:
+        dispatch.close()
+    left = (store.get_job(OWNER, job_id).locked_until - store.now()).total_seconds()
+    assert 45 + 30 - 5 < left <= 45 + 30  # the target's timeout and the margin
 
 
 def test_a_limited_delivery_keeps_its_target_slot_through_the_sleep(store, pool, target):

@@ -297,80 +297,130 @@ def test_an_alerts_lease_covers_its_targets_timeout_and_a_late_attempt_records_n
     assert (alert["status"], alert["attempts"], alert["last_error"]) == ("delivered", 2, None)
 
 
-def test_an_alert_being_sent_when_the_laptop_slept_is_not_sent_again(api, store, pool, caplog):
-    """While a laptop sleeps, the wall clock (and the database's now()) runs on: an alert being
-    sent had its lease run out on waking, and the next dispatch (this runner's or another's) took
-    it over and sent it a second time. The loop's ``WakeGuard`` now keeps the leases of the
-    alerts being sent before it claims again. The sleep is staged as in
-    tests/faults/test_fault_laptop_sleep.py: the lease expired in the database, the guard's wall
-    clock moved ahead."""
-    import logging
-    import threading
-    import time
+class _SendingThroughASleep:
+    """An alert handed to a sender that holds it (its first attempt under way) until
+    ``released``, and an alert loop whose guard's wall clock moves ``ahead`` on demand: a sleep
+    staged as in tests/faults/test_fault_laptop_sleep.py (the lease expired in the database, the
+    guard's wall clock moved ahead)."""
 
-    from scheduler.runner.wakes import WakeGuard
+    def __init__(self, api, store, pool, name: str) -> None:
+        import threading
+        import time
 
-    caplog.set_level(logging.INFO, logger="scheduler.runner")
-    released, sent = threading.Event(), []
+        from scheduler import service
+        from scheduler.runner.wakes import WakeGuard
 
-    def send(target, delivery):
-        sent.append(delivery.attempt)
-        if len(sent) == 1:
-            released.wait(30)  # the first attempt is under way through the sleep
-        return Outcome(ExecutionStatus.SUCCEEDED, http_status=200)
+        self.pool, self.api = pool, api
+        self.released, self.sent, self.ahead = threading.Event(), [], 0.0
+        self.stop = threading.Event()
 
-    wall_ahead = [0.0]
-    job = create_with(api, [rule("failure", timeout_seconds=5)], name="asleep-mid-alert").body
-    alerts = Alerts(
-        store,
-        send,
-        wakes=lambda keep: WakeGuard(keep, grace_seconds=0.05, wall_clock=lambda: time.time() + wall_ahead[0]),
-    )
-    from scheduler import service
+        def send(target, delivery):
+            self.sent.append(delivery.attempt)
+            if len(self.sent) == 1:
+                self.released.wait(30)  # the first attempt is under way through the sleep
+            return Outcome(ExecutionStatus.SUCCEEDED, http_status=200)
 
-    alerts.run_once()
-    add_execution(pool, job["id"], "failed")
-    assert service.sweep_alerts(store) == 1
-    assert alerts.dispatch() == 1  # handed to a sender, which holds it
-    stop = threading.Event()
-    runner = threading.Thread(target=alerts.loop, args=(stop, 0.05), daemon=True)
+        job = create_with(api, [rule("failure", timeout_seconds=5)], name=name).body
+        self.alerts = Alerts(
+            store,
+            send,
+            wakes=lambda keep: WakeGuard(keep, grace_seconds=0.05, wall_clock=lambda: time.time() + self.ahead),
+        )
+        self.alerts.run_once()
+        add_execution(pool, job["id"], "failed")
+        assert service.sweep_alerts(store) == 1
+        assert self.alerts.dispatch() == 1  # handed to a sender, which holds it
+        self.deadline = time.monotonic() + 20
+        while not self.sent and time.monotonic() < self.deadline:
+            time.sleep(0.02)
+        assert self.sent == [1]
+        self.runner = threading.Thread(target=self.alerts.loop, args=(self.stop, 0.05), daemon=True)
 
-    def lease_left() -> float:
-        with pool.connection() as conn:
+    def sleep(self) -> None:
+        """Ten minutes asleep: the alert's lease has run out when the machine wakes."""
+        with self.pool.connection() as conn:
+            conn.execute("UPDATE alert_deliveries SET locked_until = now() - interval '1 second'")
+        self.ahead = 600.0
+
+    def lease_left(self) -> float:
+        with self.pool.connection() as conn:
             return conn.execute(
                 "SELECT extract(epoch FROM locked_until - now()) AS s FROM alert_deliveries"
             ).fetchone()["s"]
 
+    def end(self) -> dict:
+        """Release the first send, wait for its record, stop the loop: the alert as listed."""
+        import time
+
+        self.released.set()
+        while (
+            time.monotonic() < self.deadline
+            and self.api("GET", "/v1/alerts").body["alerts"][0]["status"] != "delivered"
+        ):
+            time.sleep(0.02)
+        self.stop.set()
+        if self.runner.is_alive():
+            self.runner.join(30)
+        [alert] = self.api("GET", "/v1/alerts").body["alerts"]
+        return alert
+
+
+def test_an_alert_being_sent_when_the_laptop_slept_is_not_sent_again(api, store, pool, caplog):
+    """While a laptop sleeps, the wall clock (and the database's now()) runs on: an alert being
+    sent had its lease run out on waking, and the next dispatch (this runner's or another's) took
+    it over and sent it a second time. The loop's ``WakeGuard`` now keeps the leases of the
+    alerts being sent before it claims again."""
+    import logging
+    import time
+
+    caplog.set_level(logging.INFO, logger="scheduler.runner")
+    staged = _SendingThroughASleep(api, store, pool, "asleep-mid-alert")
     try:
-        deadline = time.monotonic() + 20
-        while not sent and time.monotonic() < deadline:
+        # The loop starts after the sleep (a round between the expiry and the clock's jump, which
+        # a real sleep makes one, would take the alert over as any expired lease).
+        staged.sleep()
+        staged.runner.start()
+        while staged.lease_left() < 20 and time.monotonic() < staged.deadline:
             time.sleep(0.02)
-        assert sent == [1]
-        # The laptop sleeps for ten minutes: the alert's lease has run out when it wakes. The
-        # loop starts after (a round between the expiry and the clock's jump, which a real sleep
-        # makes one, would take the alert over as any expired lease).
-        with pool.connection() as conn:
-            conn.execute("UPDATE alert_deliveries SET locked_until = now() - interval '1 second'")
-        wall_ahead[0] = 600.0
-        runner.start()
-        while lease_left() < 20 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert lease_left() > 20  # its send's timeout (5 s) and the 60 s lease beyond it
+        assert staged.lease_left() > 20  # its send's timeout (5 s) and the 60 s lease beyond it
         assert store.claim_alert_deliveries(8, 60) == []  # another runner finds nothing to take over
         for _ in range(5):  # several rounds of the loop after the wake's grace: nothing sent again
             time.sleep(0.06)
-        assert sent == [1]
+        assert staged.sent == [1]
     finally:
-        released.set()
-        while time.monotonic() < deadline and api("GET", "/v1/alerts").body["alerts"][0]["status"] != "delivered":
-            time.sleep(0.02)
-        stop.set()
-        if runner.is_alive():
-            runner.join(30)
-    [alert] = api("GET", "/v1/alerts").body["alerts"]
+        alert = staged.end()
     assert (alert["status"], alert["attempts"]) == ("delivered", 1)
-    assert sent == [1]
+    assert staged.sent == [1]
     assert "kept 1 of 1 alerts being sent" in caplog.text
+
+
+def test_an_alert_being_sent_when_the_laptop_slept_during_a_sweep_is_not_sent_again(api, store, pool):
+    """A sleep that began while the loop swept (its sweep grows with the jobs that have alert
+    rules) is noticed before the claim that follows the sweep: the guard is checked after the
+    sweep, just before the claim (checked before the sweep only, the claim took the alert over)."""
+    import time
+
+    staged = _SendingThroughASleep(api, store, pool, "asleep-mid-sweep")
+    sweep, sweeps = staged.alerts._sweep, []
+
+    def sweep_then_sleep() -> int:
+        queued = sweep()
+        sweeps.append(1)
+        if len(sweeps) == 2:  # the lid closed during the loop's second sweep
+            staged.sleep()
+        return queued
+
+    staged.alerts._sweep = sweep_then_sleep  # type: ignore[method-assign]
+    try:
+        staged.runner.start()
+        while len(sweeps) < 8 and time.monotonic() < staged.deadline:  # rounds after the wake's grace
+            time.sleep(0.02)
+        assert len(sweeps) >= 8
+        assert staged.sent == [1]
+        assert staged.lease_left() > 20
+    finally:
+        alert = staged.end()
+    assert (alert["status"], alert["attempts"]) == ("delivered", 1)
 
 
 def test_a_kept_alert_lease_is_the_attempts_own(api, store, pool):

@@ -205,7 +205,7 @@ def gated_claim(job_id: str, owner: str = "alice") -> Claim:
         due_at=now,
         claimed_at=now,
         locked_until=now,
-        started=GatedStart(job_id, SimpleNamespace(owner=owner)),  # what the gated executor delivers
+        started=GatedStart(job_id, SimpleNamespace(owner=owner, target={})),  # what the gated executor delivers
     )
 
 

@@ -222,9 +222,11 @@ class Alerts:
         outage = Outage("alert sweeps")
         while not stop.wait(interval):
             try:
-                hold = self._wakes.check()
                 self._sweep()
-                if not hold:
+                # Checked after the sweep, just before the claim: a sleep that began during the
+                # sweep (it grows with the jobs that have alert rules) is noticed before the
+                # claim that would take the alerts being sent as expired.
+                if not self._wakes.check():
                     self.dispatch()
                 outage.answers()
             except StoreUnavailable as exc:

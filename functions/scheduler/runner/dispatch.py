@@ -113,6 +113,15 @@ class WaitsForRoom(Protocol):
         """Return once ``room_worth_a_claim`` executors are free, or after ``timeout`` seconds."""
 
 
+@runtime_checkable
+class NoticesWakes(Protocol):
+    """A dispatch on a machine that may sleep (local mode on a laptop): the fan-out lets it notice
+    a wake before anything that takes expired leases as lost, not only before its claims."""
+
+    def settle(self) -> None:
+        """After a wake: this process's leases kept, then the wake's grace waited out."""
+
+
 def release_connection(answer: dict[str, Any]) -> None:
     """Read an accepted invoke's (empty) body to its end, which gives the connection back to the
     client's pool; left unread, every invoke would open a new one (a TLS handshake on AWS). The

@@ -20,7 +20,7 @@ from typing import Any
 from scheduler import service
 from scheduler.core import constants as c
 from scheduler.ports import FanoutStore, PauseStore
-from scheduler.runner.dispatch import Dispatch, LambdaDispatch, WaitsForRoom
+from scheduler.runner.dispatch import Dispatch, LambdaDispatch, NoticesWakes, WaitsForRoom
 from scheduler.runner.growth import (
     BACKLOG_CHECK_SECONDS,
     BACKLOG_RECHECK_FULL_SECONDS,
@@ -231,6 +231,10 @@ class _FanoutRun:
         if self.maintain and self.clock() >= self.maintain_by:
             self._maintain()
         if self.pauses is not None and self.clock() >= self.next_pause_check:
+            # A wake first (local mode): the deliveries of jobs paused meanwhile, whose leases
+            # ran out while the machine slept, are kept before they could be marked lost.
+            if isinstance(self.dispatch, NoticesWakes):
+                self.dispatch.settle()
             self.next_pause_check = self.clock() + PAUSE_CHECK_SECONDS
             self._resume_pauses(self.pauses)
         if self.on_backlog is not None and self.clock() >= self.next_check:

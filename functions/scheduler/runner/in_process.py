@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from scheduler.core.domain import Claim, Outcome, StartedExecution
+from scheduler.runner.delivering import target_timeout
 from scheduler.runner.dispatch import CLAIM_AND_START, ClaimMode
 from scheduler.runner.threads import CallThreads, TimedBatchBuffer
 from scheduler.runner.waiting_room import SlotWaitingRoom
@@ -105,8 +106,10 @@ class InProcessDispatch:
         self._ends: dict[str, float] = {}  # by execution id: by when each delivery ends (its lease)
         # The leases this process holds until their outcomes are recorded, by token: the job and by
         # when the delivery ends (time.monotonic()); and the target slots its deliveries hold, by
-        # token: until when. Kept after the machine slept (keep_held_leases).
-        self._held: dict[str, tuple[str, float | None]] = {}
+        # token: until when. Kept after the machine slept (keep_held_leases). A delivery's end as
+        # known at its claim moves later when it waits for its slot (the waiting room renews its
+        # lease), so its target's timeout is kept beside it: a kept lease covers a whole delivery.
+        self._held: dict[str, tuple[str, float | None, float]] = {}
         self._slots: dict[str, float] = {}
         self._closing = threading.Event()
         self._lock = threading.Lock()
@@ -121,11 +124,16 @@ class InProcessDispatch:
     def capacity(self) -> int:
         """Claims it can take now; called before each claim, so a wake from a sleep is noticed
         (and this process's leases kept) before the claim that would take them."""
+        self.settle()
+        with self._lock:
+            return self._room_now()
+
+    def settle(self) -> None:
+        """A wake noticed (this process's leases kept) and its grace waited out: before each
+        claim, and before the fan-out marks lost the executions of jobs paused meanwhile."""
         hold = self._wakes.check()
         if hold:
             self._closing.wait(hold)
-        with self._lock:
-            return self._room_now()
 
     def _watch_wakes(self, every: float) -> None:
         """The guard checked every ``every`` seconds beside the claims, until the close: this
@@ -149,12 +157,15 @@ class InProcessDispatch:
     def keep_held_leases(self) -> None:
         """Keep the leases of the deliveries this process holds (under way, waiting for their
         slot, or waiting to be recorded) and their target slots, each to the end of its delivery
-        plus the lease margin: after a sleep, in one statement each."""
+        plus the lease margin: after a sleep, in one statement each. A delivery's end is at most
+        its target's timeout away (a wait for a slot renewed its lease since its claim)."""
         now, margin = time.monotonic(), self.executor.lease_margin_seconds
         with self._lock:
             held, slots = list(self._held.items()), list(self._slots.items())
         store = self.executor.store
-        kept = store.extend_leases([(job, token, max(0.0, (by or now) - now) + margin) for token, (job, by) in held])
+        kept = store.extend_leases(
+            [(job, token, max((by or now) - now, timeout) + margin) for token, (job, by, timeout) in held]
+        )
         kept_slots = store.extend_target_slots([(token, max(0.0, until - now) + margin) for token, until in slots])
         logger.log(
             logging.INFO if held or slots else logging.DEBUG,  # a process that held nothing says nothing more
@@ -193,8 +204,9 @@ class InProcessDispatch:
         now = time.monotonic()
         with self._lock:  # held until recorded (_record)
             self._held.update(
-                (claim.lock_token, (claim.job_id, claim.started.deliver_by if claim.started else None))
+                (claim.lock_token, (claim.job_id, claim.started.deliver_by, target_timeout(claim.started)))
                 for claim in claims
+                if claim.started is not None
             )
         for claim in claims:
             assert claim.started is not None, "claim_and_start starts what it claims"

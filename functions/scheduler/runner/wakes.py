@@ -13,9 +13,9 @@ logger = logging.getLogger(__name__)
 #: The wall clock ran this much ahead of the monotonic clock between two checks: the machine
 #: slept (an NTP correction moves it by far less).
 SLEPT_SECONDS = 2.0
-#: After a wake, the claims (and local mode's slot takes) wait this long, so that every runner
-#: process of the database (each checks at least once a second: in_process.WAKE_CHECK_SECONDS)
-#: has kept its own leases before any claim could take them as lost.
+#: After a wake, the claims (and local mode's slot takes) wait this long once this process has
+#: kept its leases, so that every runner process of the database (each checks at least once a
+#: second: in_process.WAKE_CHECK_SECONDS) has kept its own before any claim could take them as lost.
 WAKE_GRACE_SECONDS = 2.0
 
 
@@ -53,8 +53,9 @@ class WakeGuard:
 
     def check(self) -> float:
         """Seconds the next claim should still wait (0 but in a wake's grace). After a sleep, the
-        leases are kept first; when the database does not answer, ``keep``'s error propagates
-        (the claim it precedes would fail alike) and the next check tries again."""
+        leases are kept first, and the grace counts from then; when the database does not answer,
+        ``keep``'s error propagates (the claim it precedes would fail alike) and the next check
+        tries again."""
         with self._lock:
             now = self._monotonic()
             offset = self._wall_clock() - now
@@ -70,4 +71,8 @@ class WakeGuard:
             if self._keep_pending:
                 self._keep()
                 self._keep_pending = False
+                # The grace counts from the leases kept, not from the wake: with the database
+                # away longer than the grace, the other processes keep theirs (each checks every
+                # second) once it answers, before this one claims.
+                self._claims_from = max(self._claims_from, self._monotonic() + self.grace_seconds)
             return max(0.0, self._claims_from - now)
