@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import platform
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,9 +18,24 @@ from infra.shared import C, layer_build
 BROKERS = ("amazonmq", "none")
 # Amazon MQ's deployment of that broker: one node, or a cluster of three across AZs.
 BROKER_DEPLOYMENTS = ("single", "cluster")
-# Amazon MQ for RabbitMQ's instance types (RabbitMQ 3.13 runs on all three families); a cluster
-# needs an mq.m5 or mq.m7g one.
-_BROKER_INSTANCE_TYPE = re.compile(r"^mq\.(t3|m5|m7g)\.[a-z0-9]+$")
+# Amazon MQ for RabbitMQ's instance types (RabbitMQ 3.13 runs on all three families), as its
+# developer guide lists them; the two small ones, for evaluation, run a single node only.
+RABBITMQ_INSTANCE_TYPES = (
+    "mq.t3.micro",
+    "mq.m5.large",
+    "mq.m5.xlarge",
+    "mq.m5.2xlarge",
+    "mq.m5.4xlarge",
+    "mq.m7g.medium",
+    "mq.m7g.large",
+    "mq.m7g.xlarge",
+    "mq.m7g.2xlarge",
+    "mq.m7g.4xlarge",
+    "mq.m7g.8xlarge",
+    "mq.m7g.12xlarge",
+    "mq.m7g.16xlarge",
+)
+SINGLE_NODE_ONLY = ("mq.t3.micro", "mq.m7g.medium")
 BROKER_INSTANCE_TYPES = {"single": "mq.t3.micro", "cluster": "mq.m7g.large"}
 PRECISIONS = ("second", "minute")
 REMOVAL_POLICIES = ("snapshot", "retain", "destroy")
@@ -181,6 +197,7 @@ class Config:
 
         localstack = _bool(get("localstack"), "localstack")
         broker_deployment = _choice(get("broker_deployment"), BROKER_DEPLOYMENTS, "broker_deployment")
+        _sized_broker(get, _choice(get("broker"), BROKERS, "broker"), localstack)
         architecture = str(get("architecture")).strip() or (_host_architecture() if localstack else "arm64")
         config = cls(
             stack_name=str(get("stack_name")),
@@ -281,20 +298,34 @@ def _int(value: Any, key: str, *, minimum: int | None = None, maximum: int | Non
 
 
 def _broker_instance_type(value: Any, deployment: str) -> str:
-    """Amazon MQ's instance type of the broker (``mq.<family>.<size>``), by default the
-    deployment's; a cluster refuses the mq.t3 types, which Amazon MQ runs as one node only."""
+    """Amazon MQ's instance type of the broker (one of ``RABBITMQ_INSTANCE_TYPES``), by default
+    the deployment's; a cluster refuses the small ones, which Amazon MQ runs as one node only.
+    Checked here, since a type Amazon MQ does not have synthesizes and fails only at deploy time."""
     text = str(value or "").strip().lower() or BROKER_INSTANCE_TYPES[deployment]
-    if not _BROKER_INSTANCE_TYPE.match(text):
+    if text not in RABBITMQ_INSTANCE_TYPES:
         raise ValueError(
             f"context 'broker_instance_type' must be an Amazon MQ for RabbitMQ instance type "
-            f"(mq.t3.micro, mq.m5.large, mq.m7g.large, ...), not {value!r}"
+            f"({', '.join(RABBITMQ_INSTANCE_TYPES)}), not {value!r}"
         )
-    if deployment == "cluster" and text.startswith("mq.t3."):
+    if deployment == "cluster" and text in SINGLE_NODE_ONLY:
         raise ValueError(
             f"context 'broker_instance_type' {text!r} cannot run a cluster (broker_deployment=cluster): "
-            "use an mq.m5 or mq.m7g type"
+            "use mq.m5.large, mq.m7g.large or a larger type"
         )
     return text
+
+
+def _sized_broker(get: Callable[[str], Any], broker: str, localstack: bool) -> None:
+    """``broker_deployment`` and ``broker_instance_type`` shape the stack's Amazon MQ broker: given
+    where the stack has none (``broker=none``, or on LocalStack, which runs no Amazon MQ), they are
+    refused rather than ignored."""
+    if broker == "amazonmq" and not localstack:
+        return
+    why = "broker=none" if broker != "amazonmq" else "localstack=true (no Amazon MQ there)"
+    if str(get("broker_instance_type") or "").strip():
+        raise ValueError(f"context 'broker_instance_type' sizes the stack's broker, and with {why} it has none")
+    if str(get("broker_deployment")).strip().lower() != DEFAULTS["broker_deployment"]:
+        raise ValueError(f"context 'broker_deployment' shapes the stack's broker, and with {why} it has none")
 
 
 def _choice(value: Any, choices: tuple[str, ...], key: str) -> str:

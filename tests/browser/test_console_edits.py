@@ -68,6 +68,48 @@ def test_an_edit_keeps_the_chains_the_tags_and_the_method_it_does_not_change(bro
     assert problems == []
 
 
+def test_the_form_sets_a_jobs_chains_and_what_becomes_of_it_once_it_completes(browser, api, target):
+    """Chains (the jobs a job runs next) and after_completion are fields of the form: set on a new
+    job, shown and changed on its edit, a reference to no job of yours refused at its field."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    hook = {"type": "http", "url": target.url + "/x"}
+    for name in ("report", "cleanup"):
+        api.post("/v1/jobs", {"name": name, "schedule": PARKED, "target": hook})
+    page, problems = watched_page(browser, expected=(400,))  # the refused chain below
+    page.goto(f"{api.url}/console/#/jobs/new")
+    page.fill("input[name=name]", "extract")
+    page.fill("input[name=schedule]", PARKED)
+    page.fill("input[name=url]", target.url + "/x")
+    page.fill("input[name=on_success]", "report, cleanup")
+    page.select_option("select[name=after_completion]", "delete")
+    page.get_by_role("button", name="Create").click()
+    expect(page).to_have_url(re.compile(r"#/jobs/[0-9a-f-]{36}$"))
+    job_id = page.url.rsplit("/", 1)[1]
+    saved = api.get(f"/v1/jobs/{job_id}")
+    assert (saved["on_success"], saved["on_failure"], saved["after_completion"]) == (
+        ["report", "cleanup"],
+        [],
+        "delete",
+    )
+
+    page.get_by_role("link", name="Edit", exact=True).click()
+    expect(page.locator("input[name=on_success]")).to_have_value("report, cleanup")
+    expect(page.locator("select[name=after_completion]")).to_have_value("delete")
+    page.fill("input[name=on_success]", "")
+    page.fill("input[name=on_failure]", "nope")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator('.field-error[data-field="on_failure"]')).to_contain_text("names no job of yours")
+    page.fill("input[name=on_failure]", "cleanup")
+    page.select_option("select[name=after_completion]", "keep")
+    page.get_by_role("button", name="Save").click()
+    expect(page).to_have_url(re.compile(rf"#/jobs/{job_id}$"))
+    saved = api.get(f"/v1/jobs/{job_id}")
+    assert (saved["on_success"], saved["on_failure"], saved["after_completion"]) == ([], ["cleanup"], "keep")
+    assert problems == []
+
+
 def test_the_calendars_past_the_first_page_are_listed(browser, api):
     from playwright.sync_api import expect
 

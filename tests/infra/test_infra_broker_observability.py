@@ -64,8 +64,12 @@ def test_a_cluster_broker_runs_three_nodes_with_its_endpoint_in_each_az(aurora, 
     env = aurora.function(C.EXECUTOR_HANDLER)[1]["Environment"]["Variables"]
     assert env[C.ENV_DEFAULT_BROKER_URL] == {"Fn::Select": [0, {"Fn::GetAtt": [broker_id, "AmqpEndpoints"]}]}
     assert {"BrokerMemory", "BrokerDiskFree"} <= set(alarms(aurora))
-    ((_, single),) = aws.resources("AWS::AmazonMQ::Broker").items()
+    ((single_id, single),) = aws.resources("AWS::AmazonMQ::Broker").items()
     assert single["Properties"]["DeploymentMode"] == "SINGLE_INSTANCE"
+    # A switch between the two replaces the broker, which CloudFormation does for a named
+    # resource only under a new name: the cluster's name is its own, the single node's as ever.
+    assert broker_id == single_id
+    assert props["BrokerName"].endswith("-cluster") and not single["Properties"]["BrokerName"].endswith("-cluster")
 
 
 def test_the_broker_is_open_to_the_deployment_s_own_account_by_default(aws):

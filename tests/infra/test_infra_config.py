@@ -52,6 +52,22 @@ def test_the_broker_is_one_node_or_a_cluster_on_an_instance_type_that_runs_it():
         config(broker_instance_type="m5.large")
     with pytest.raises(ValueError, match="'broker_deployment' must be one of single, cluster"):
         config(broker_deployment="active-standby")
+    # Types Amazon MQ does not have would synthesize and fail at CreateBroker: refused here.
+    for unknown in ("mq.t3.large", "mq.t3.nano", "mq.m5.medium", "mq.m7g.tiny", "mq.m7g.2xl"):
+        with pytest.raises(ValueError, match="must be an Amazon MQ for RabbitMQ instance type"):
+            config(broker_instance_type=unknown)
+    with pytest.raises(ValueError, match="'mq.m7g.medium' cannot run a cluster"):
+        config(broker_deployment="cluster", broker_instance_type="mq.m7g.medium")
+    assert config(broker_deployment="cluster", broker_instance_type="mq.m7g.16xlarge").broker_instance_type
+
+
+def test_the_broker_options_are_refused_where_the_stack_has_no_broker():
+    for where in ({"broker": "none"}, {"localstack": "true"}):
+        with pytest.raises(ValueError, match="'broker_instance_type' sizes the stack's broker"):
+            config(broker_instance_type="mq.m5.large", **where)
+        with pytest.raises(ValueError, match="'broker_deployment' shapes the stack's broker"):
+            config(broker_deployment="cluster", **where)
+        assert config(broker_deployment="single", **where).broker_deployment == "single"
 
 
 def test_the_runtime_s_python_is_an_option():

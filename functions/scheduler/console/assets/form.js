@@ -6,6 +6,8 @@ import { previewBody, occurrenceItems } from './pages.js';
 import { FORM_TYPES, SECRET_AUTH, TARGET_FIELDS, AwsFields, SecretAuthFields, SigV4Fields, awsTarget, httpAuth,
          initialTarget, numberOr } from './targets.js';
 
+// The jobs a job runs next (its chains), each a list of job names or ids.
+const CHAINS = ['on_success', 'on_failure', 'on_complete'];
 // The fields of the form, by the API's field path; an error on a deeper path (target.headers.X)
 // is shown at the nearest of these.
 const FIELDS = ['name', 'description', 'tags', 'schedule', 'schedules', 'spread', 'spread.window_seconds', 'spread.mode',
@@ -13,14 +15,11 @@ const FIELDS = ['name', 'description', 'tags', 'schedule', 'schedules', 'spread'
                 'missed_runs', 'exclude_calendars', 'on_excluded', 'target.url', 'target.method', 'target.headers', 'target.body',
                 'target.timeout_seconds', 'target', 'retry.max_attempts', 'retry.min_backoff_seconds',
                 'retry.max_backoff_seconds', 'retry.max_age_seconds', 'retry', 'alerts', 'limits.key',
-                'limits.max_in_flight', 'limits.per_second', 'limits', ...TARGET_FIELDS];
+                'limits.max_in_flight', 'limits.per_second', 'limits', ...CHAINS, 'after_completion', ...TARGET_FIELDS];
 // The retry policy's fields: [form key, field, label, placeholder (the API's default)].
 const RETRY_FIELDS = [['attempts', 'max_attempts', 'Max attempts', '3'], ['min_backoff', 'min_backoff_seconds', 'Min backoff (s)', '1'],
                       ['max_backoff', 'max_backoff_seconds', 'Max backoff (s)', '300'], ['max_age', 'max_age_seconds', 'Max age (s)', 'none']];
 const METHODS = ['POST', 'GET', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'];
-// A job's fields the form does not show, sent back as they are (a PUT gives a field it leaves out
-// its default: an edit of the description would drop a job's chains).
-const KEPT_FIELDS = ['after_completion', 'on_success', 'on_failure', 'on_complete'];
 // IANA zone names the browser knows, offered as the time zone is typed (the API decides).
 const ZONES = typeof Intl.supportedValuesOf === 'function' ? ['UTC', ...Intl.supportedValuesOf('timeZone')] : ['UTC'];
 // The form's values and the fields they fill.
@@ -31,6 +30,8 @@ const KEY_FIELDS = { name: 'name', description: 'description', tags: 'tags', sch
                      url: 'target.url', method: 'target.method', headers: 'target.headers', body: 'target.body',
                      timeout: 'target.timeout_seconds', targetJson: 'target', alerts: 'alerts',
                      limit_key: 'limits.key', max_in_flight: 'limits.max_in_flight', per_second: 'limits.per_second',
+                     on_success: 'on_success', on_failure: 'on_failure', on_complete: 'on_complete',
+                     after_completion: 'after_completion',
                      ...Object.fromEntries(RETRY_FIELDS.map(([key, name]) => [key, `retry.${name}`])) };
 
 function fieldOf(path) {
@@ -76,6 +77,8 @@ function initial(job) {
     limit_key: (job && job.limits && job.limits.key) || '',
     max_in_flight: job && job.limits && job.limits.max_in_flight != null ? String(job.limits.max_in_flight) : '',
     per_second: job && job.limits && job.limits.per_second != null ? String(job.limits.per_second) : '',
+    ...Object.fromEntries(CHAINS.map((chain) => [chain, ((job && job[chain]) || []).join(', ')])),
+    after_completion: (job && job.after_completion) || 'keep',
     ...Object.fromEntries(RETRY_FIELDS.map(([key, name]) => [key, job && job.retry && job.retry[name] != null ? String(job.retry[name]) : ''])),
   };
 }
@@ -110,7 +113,9 @@ function requestBody(v, job) {
   // The retry policy as the form shows it: a field left empty takes the API's default.
   const retry = Object.fromEntries(RETRY_FIELDS.filter(([key]) => v[key].trim() !== '').map(([key, name]) => [name, numberOr(v[key])]));
   if (Object.keys(retry).length) body.retry = retry;
-  for (const field of KEPT_FIELDS) if (job && job[field] != null) body[field] = job[field];
+  // The jobs it runs next, by name or id (no name holds a comma), and what becomes of it once it completes.
+  for (const chain of CHAINS) body[chain] = v[chain].split(',').map((s) => s.trim()).filter(Boolean);
+  body.after_completion = v.after_completion;
   // Alert rules as JSON (a "***" secret keeps the one stored for the rule at the same place).
   if (v.alerts.trim()) {
     try { body.alerts = JSON.parse(v.alerts); } catch { local.alerts = 'not valid JSON'; }
@@ -332,6 +337,18 @@ export function JobForm({ id }) {
             <${Field} label="Key" name="limits.key" errors=${errors} hint="shared by every job with the same key; default: the target's origin">${input('limit_key', 'limit_key', { placeholder: 'the target\'s origin' })}<//>
           </div>
           ${errors.limits ? html`<div class="field-error" data-field="limits">${errors.limits}</div>` : ''}
+        </fieldset>
+        <fieldset><legend>Chains and completion</legend>
+          <div class="row">${CHAINS.map((chain) => html`
+            <${Field} label=${`Runs next ${chain.replace('on_', 'on ')}`} name=${chain} errors=${errors}
+              hint="jobs of yours, by name or id, comma-separated">${input(chain, chain, { placeholder: 'none' })}<//>`)}
+          </div>
+          <${Field} label="Once it completes" name="after_completion" errors=${errors}
+            hint="a one-off, or a schedule that ended: kept (its history too), or deleted with its executions">
+            <select name="after_completion" value=${v.after_completion} onChange=${on('after_completion')}>
+              ${[['keep', 'keep it'], ['delete', 'delete it']].map(([value, label]) => html`
+                <option value=${value} selected=${value === v.after_completion}>${label}</option>`)}
+            </select><//>
         </fieldset>
         <fieldset><legend>Alerts</legend>
           <${Field} label="Alert rules (JSON)" name="alerts" errors=${errors}
