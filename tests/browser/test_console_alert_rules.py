@@ -5,6 +5,9 @@ tagged job's page names the sets that cover it."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 import requests
 
@@ -61,4 +64,66 @@ def test_the_alerts_page_lists_the_rule_sets_and_their_alerts(browser, api, targ
     expect(page.locator(".job-rule-sets")).to_contain_text("billing-team (billing)")
     expect(page.locator(".job-alerts tr.alert-row")).to_have_count(1)
     expect(page.locator(".job-alerts tr.alert-row")).to_contain_text("billing-team/failure")
+    assert problems == []
+
+
+def test_rule_sets_are_made_changed_and_deleted_in_the_console(browser, api, target):
+    """The Alerts page makes a rule set, edits it (a secret shown as *** and kept; a set changed
+    elsewhere since the form opened is not overwritten) and deletes it after a confirmation."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    page, problems = watched_page(browser, expected=(400, 412))  # the refusals the test provokes
+    page.goto(api.url + "/console/#/alerts")
+    expect(page.locator(".no-rule-sets")).to_be_visible()
+    rows = page.locator("tr.rule-set-row")
+    hook = {"type": "http", "url": target.url + "/ops", "auth": {"type": "bearer", "token": "ops-secret-K2"}}
+
+    page.get_by_role("button", name="New rule set").click()
+    page.fill("input[name=rule_set_name]", "ops")
+    page.fill("input[name=rule_set_tag]", "ops")
+    page.fill(
+        "textarea[name=rule_set_alerts]", json.dumps([{"on": "failures_in_a_row", "threshold": 0, "target": hook}])
+    )
+    page.get_by_role("button", name="Create").click()
+    expect(page.locator('.rule-set-form .field-error[data-field="alerts"]')).to_contain_text("alerts.0.threshold")
+    page.fill(
+        "textarea[name=rule_set_alerts]", json.dumps([{"on": "failures_in_a_row", "threshold": 3, "target": hook}])
+    )
+    page.get_by_role("button", name="Create").click()
+    expect(page.locator(".rule-sets .note")).to_have_text("Saved ops (version 1).")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("failures_in_a_row > 3")
+
+    # An edit: the secret shown as ***, kept when the rules are saved with it.
+    rows.first.get_by_role("button", name="Edit").click()
+    rules = page.locator("textarea[name=rule_set_alerts]")
+    expect(rules).to_have_value(re.compile(r'"token": "\*\*\*"'))
+    assert "ops-secret-K2" not in page.content()
+    edited = json.loads(rules.input_value())
+    edited.append({"on": "recovery", "target": edited[0]["target"]})
+    page.fill("textarea[name=rule_set_alerts]", json.dumps(edited))
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator(".rule-sets .note")).to_have_text("Saved ops (version 2).")
+    expect(rows.first).to_contain_text("recovery")
+    [change] = requests.get(api.url + "/v1/alert-rules/ops/changes?limit=1", timeout=10).json()["changes"]
+    assert change["version"] == 2 and "alerts.1.on" in change["diff"]
+    assert "alerts.0.target.auth.token" not in change["diff"]  # the first rule's secret kept as it was
+
+    # Changed elsewhere while its form is open: the save is refused, nothing overwritten.
+    rows.first.get_by_role("button", name="Edit").click()
+    elsewhere = requests.put(
+        api.url + "/v1/alert-rules/ops", json={"tag": "ops", "alerts": [{"on": "failure", "target": hook}]}, timeout=10
+    )
+    assert elsewhere.status_code == 200, elsewhere.text
+    page.fill("input[name=rule_set_tag]", "operations")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator(".rule-set-form .alert")).to_contain_text("changed since it was opened")
+    assert requests.get(api.url + "/v1/alert-rules/ops", timeout=10).json()["tag"] == "ops"
+    page.get_by_role("button", name="Cancel").click()
+
+    rows.first.get_by_role("button", name="Delete").click()
+    rows.first.locator(".confirm").get_by_role("button", name="Delete").click()
+    expect(rows).to_have_count(0)
+    assert requests.get(api.url + "/v1/alert-rules/ops", timeout=10).status_code == 404
     assert problems == []

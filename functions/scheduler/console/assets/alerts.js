@@ -60,22 +60,44 @@ export function JobAlerts({ job }) {
 }
 
 // Your rule sets by tag (scheduler alert-rules apply, PUT /v1/alert-rules/NAME): every job with
-// the tag has their rules. A set's name opens its change log below the table.
+// the tag has their rules. A set's name opens its change log below the table; "New rule set" and
+// each row's Edit open the form (the rules as JSON, as a job's; a secret shown as "***" is kept
+// unless something is typed over it); an edit replaces the version it was opened at (If-Match).
+// The table is read again every 5 s, as the alerts are.
 function RuleSets() {
   const [sets, setSets] = useState(null);
   const [error, setError] = useState(null);
   const [open, setOpen] = useState(null);
-  useEffect(() => {
-    allPages('/alert-rules', 'alert_rules').then(setSets).catch(setError);
-  }, []);
-  if (error) return html`<${ErrorBox} error=${error} />`;
-  if (sets === null) return '';
+  const [editing, setEditing] = useState(null);  // null, {} (a new set) or the set being edited
+  const [confirming, setConfirming] = useState(null);
+  const [note, setNote] = useState('');
+  const load = useCallback(() => allPages('/alert-rules', 'alert_rules').then((all) => { setSets(all); setError(null); })
+    .catch(setError), []);
+  useEffect(() => { load(); }, []);
+  useInterval(load, 5000);
+  const remove = async (name) => {
+    try {
+      await api('DELETE', `/alert-rules/${encodeURIComponent(name)}`);
+      setConfirming(null);
+      setNote(`Deleted ${name}.`);
+      if (open === name) setOpen(null);
+      load();
+    } catch (e) { setError(e); }
+  };
+  if (sets === null) return error ? html`<${ErrorBox} error=${error} />` : '';
   return html`
     <div class="rule-sets">
-      <h2>Rules by tag</h2>
-      ${sets.length === 0 ? html`<p class="muted no-rule-sets">No rule sets by tag (scheduler alert-rules apply).</p>` : html`
+      <div class="head"><h2>Rules by tag</h2>
+        ${editing ? '' : html`<button onClick=${() => { setNote(''); setEditing({}); }}>New rule set</button>`}</div>
+      <${ErrorBox} error=${error} />
+      ${note ? html`<p class="note" role="status">${note}</p>` : ''}
+      ${editing ? html`<${RuleSetForm} set=${editing} onDone=${(saved) => {
+        setEditing(null);
+        if (saved) { setNote(`Saved ${saved.name} (version ${saved.version}).`); load(); }
+      }} />` : ''}
+      ${sets.length === 0 ? html`<p class="muted no-rule-sets">No rule sets by tag yet.</p>` : html`
         <table class="list rule-sets">
-          <thead><tr><th>Name</th><th>Tag</th><th>Rules</th><th class="num">Version</th><th>Updated</th></tr></thead>
+          <thead><tr><th>Name</th><th>Tag</th><th>Rules</th><th class="num">Version</th><th>Updated</th><th></th></tr></thead>
           <tbody>${sets.map((set) => html`
             <tr key=${set.name} class="rule-set-row">
               <td><button class="link" aria-expanded=${open === set.name ? 'true' : 'false'}
@@ -85,6 +107,13 @@ function RuleSets() {
                 <span class="muted">${whereTo(r.target)}</span></div>`)}</td>
               <td class="num">${set.version}</td>
               <td>${fmtTime(set.updated_at)}</td>
+              <td class="actions">
+                <button onClick=${() => { setNote(''); setEditing(set); }}>Edit</button>
+                ${confirming === set.name ? html`<span class="confirm">Delete ${set.name}? Its jobs keep their own rules.
+                    <button class="danger" onClick=${() => remove(set.name)}>Delete</button>
+                    <button onClick=${() => setConfirming(null)}>Cancel</button></span>`
+                  : html`<button class="danger" onClick=${() => setConfirming(set.name)}>Delete</button>`}
+              </td>
             </tr>`)}
           </tbody>
         </table>`}
@@ -95,6 +124,55 @@ function RuleSets() {
                       version=${(sets.find((set) => set.name === open) || {}).version} />
         </div>` : ''}
     </div>`;
+}
+
+// A rule set's form: its name (fixed once made), its tag and its rules as JSON; each error the
+// API names shown at its field; a set changed elsewhere since it was opened is not overwritten (412).
+function RuleSetForm({ set, onDone }) {
+  const made = Boolean(set.name);
+  const [v, setV] = useState({ name: set.name || '', tag: set.tag || '',
+                               alerts: set.alerts ? JSON.stringify(set.alerts, null, 2) : '' });
+  const [errors, setErrors] = useState({});
+  const [busy, setBusy] = useState(false);
+  const on = (k) => (ev) => setV({ ...v, [k]: ev.target.value });
+  const submit = async (ev) => {
+    ev.preventDefault();
+    let alerts;
+    try { alerts = JSON.parse(v.alerts || '[]'); } catch { setErrors({ alerts: 'not valid JSON' }); return; }
+    setBusy(true);
+    try {
+      const headers = made ? { 'If-Match': String(set.version) } : {};
+      onDone(await api('PUT', `/alert-rules/${encodeURIComponent(v.name.trim())}`, { tag: v.tag.trim(), alerts }, headers));
+    } catch (e) {
+      const out = {};
+      for (const d of (e.details || [])) {
+        const key = d.field === 'If-Match' ? '_' : ['name', 'tag'].includes(d.field) ? d.field : 'alerts';
+        const text = key === 'alerts' && d.field !== 'alerts' ? `${d.field}: ${d.message}` : d.message;
+        out[key] = out[key] ? `${out[key]}; ${text}` : text;
+      }
+      if (e.status === 412) out._ = `${e.message}: it changed since it was opened; cancel and open it again.`;
+      else if (!Object.keys(out).length) out._ = e.message;
+      setErrors(out);
+    } finally { setBusy(false); }
+  };
+  const error = (k) => errors[k] ? html`<div class="field-error" data-field=${k} role="alert">${errors[k]}</div>` : '';
+  return html`
+    <form class="rule-set-form" onSubmit=${submit} novalidate>
+      ${errors._ ? html`<div class="alert" role="alert" data-field="_">${errors._}</div>` : ''}
+      <div class="row">
+        <div class="field"><label>Name<input name="rule_set_name" value=${v.name} onInput=${on('name')} disabled=${made}
+          placeholder="billing-team" /></label>${error('name')}</div>
+        <div class="field"><label>Tag<input name="rule_set_tag" value=${v.tag} onInput=${on('tag')} placeholder="billing" /></label>
+          <div class="hint">every job of yours with this tag, now or tagged later</div>${error('tag')}</div>
+      </div>
+      <div class="field"><label>Rules (JSON)<textarea name="rule_set_alerts" rows="6" value=${v.alerts} onInput=${on('alerts')}
+        spellcheck="false" placeholder='[{"on": "failures_in_a_row", "threshold": 3, "target": {"type": "http", "url": "(your Slack webhook URL)"}}]'></textarea></label>
+        <div class="hint">on: failure, failures_in_a_row, recovery, missing_run, late; a secret shown as *** is kept</div>${error('alerts')}</div>
+      <div class="actions">
+        <button class="primary" type="submit" disabled=${busy}>${made ? 'Save' : 'Create'}</button>
+        <button type="button" onClick=${() => onDone(null)}>Cancel</button>
+      </div>
+    </form>`;
 }
 
 export function Alerts({ params }) {
