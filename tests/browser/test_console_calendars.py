@@ -101,8 +101,21 @@ def test_calendars_page_and_the_job_forms_calendar_fields(browser, api):
     expect(changes.first).to_contain_text('dates: ∅ → ["2026-12-26"]')
     expect(changes.nth(1)).to_contain_text("create")
     _shoot(page, "calendar-changes")
-    page.get_by_role("button", name="Delete").click()
+    page.get_by_role("button", name="Delete").click()  # asks first
+    page.locator(".calendar-form .confirm").get_by_role("button", name="Delete").click()
     expect(page.locator(".calendar-form .alert")).to_contain_text("daily-report")
+    # A calendar no job names is deleted, and the list says so.
+    api.post("/v1/calendars", {"name": "spare", "timezone": "UTC", "dates": ["2027-01-02"]})
+    page.goto(f"{api.url}/console/#/calendars/spare")
+    expect(page.locator(".calendar-form legend")).to_have_text("Calendar spare")
+    page.get_by_role("button", name="Delete").click()
+    page.locator(".calendar-form .confirm").get_by_role("button", name="Cancel").click()
+    expect(page.locator(".calendar-form .confirm")).to_have_count(0)
+    page.get_by_role("button", name="Delete").click()
+    page.locator(".calendar-form .confirm").get_by_role("button", name="Delete").click()
+    expect(page).to_have_url(re.compile(r"#/calendars$"))
+    expect(page.locator(".note")).to_have_text("Deleted spare.")
+    assert requests.get(f"{api.url}/v1/calendars/spare", timeout=10).status_code == 404
 
     # A job every minute under a calendar excluding today: its skipped row, reason calendar.
     today = datetime.now(UTC).date()

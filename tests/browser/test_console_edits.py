@@ -356,3 +356,21 @@ def test_the_bulk_buttons_offer_only_what_changes_jobs_of_the_state_listed(brows
     expect(page.locator("input[name=tag]")).to_have_value("nothing-here")
     expect(page.locator(".empty")).to_be_visible()
     assert problems == []
+
+
+def test_a_jobs_changes_tab_shows_a_run_made_elsewhere_without_a_reload(browser, api, target):
+    """A run (or a backfill) is in the job's change log but moves no version: the open Changes
+    tab reads its newest page again (every 5 s), as the executions do."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    job = api.post("/v1/jobs", {"name": "logged", "schedule": PARKED, "target": {"type": "http", "url": target.url}})
+    page, problems = watched_page(browser)
+    page.goto(f"{api.url}/console/#/jobs/{job['id']}")
+    page.get_by_role("tab", name="Changes").click()
+    changes = page.locator("table.changes tbody tr")
+    expect(changes).to_have_count(1)
+    api.post(f"/v1/jobs/{job['id']}/run", {})
+    expect(changes).to_have_count(2)
+    expect(changes.first.locator(".action")).to_have_text("run")
+    assert problems == []

@@ -2,7 +2,7 @@
 // /v1/calendars), which jobs leave out with exclude_calendars. #/calendars lists them with a form
 // for a new one; #/calendars/NAME fills the form with that calendar, to replace or delete it, and
 // shows its change log below.
-import { useState, useEffect, useCallback } from './vendor/htm-preact-standalone.mjs';
+import { useState, useEffect, useCallback, useRef } from './vendor/htm-preact-standalone.mjs';
 import { html, api, allPages, ApiError, go, fmtTime, ErrorBox } from './lib.js';
 import { Changes } from './changes.js';
 
@@ -62,6 +62,8 @@ export function Calendars({ name }) {
   const [errors, setErrors] = useState({});
   const [error, setError] = useState(null);
   const [note, setNote] = useState('');
+  const [confirming, setConfirming] = useState(false);
+  const kept = useRef('');  // a note to show after the navigation that follows it (a delete's)
 
   const load = useCallback(async () => {
     try {
@@ -71,7 +73,7 @@ export function Calendars({ name }) {
   }, []);
   useEffect(() => { load(); }, []);
   useEffect(() => {
-    setErrors({}); setNote('');
+    setErrors({}); setNote(kept.current); kept.current = ''; setConfirming(false);
     if (!name) { setCurrent(null); setV(initial(null)); return; }
     api('GET', `/calendars/${encodeURIComponent(name)}`)
       .then((c) => { setCurrent(c); setV(initial(c)); })
@@ -99,10 +101,10 @@ export function Calendars({ name }) {
   const remove = async () => {
     try {
       await api('DELETE', `/calendars/${encodeURIComponent(current.name)}`);
-      setNote(`Deleted ${current.name}.`);
+      kept.current = `Deleted ${current.name}.`;
       await load();
       go('#/calendars');
-    } catch (e) { setErrors({ _: e.message }); }
+    } catch (e) { setConfirming(false); setErrors({ _: e.message }); }
   };
 
   return html`
@@ -147,7 +149,10 @@ export function Calendars({ name }) {
         </fieldset>
         <div class="actions">
           <button class="primary" type="submit">${current ? 'Save' : 'Create'}</button>
-          ${current ? html`<button type="button" class="danger" onClick=${remove}>Delete</button>` : ''}
+          ${!current ? '' : confirming ? html`<span class="confirm">Delete ${current.name}? (refused while a job names it)
+              <button type="button" class="danger" onClick=${remove}>Delete</button>
+              <button type="button" onClick=${() => setConfirming(false)}>Cancel</button></span>`
+            : html`<button type="button" class="danger" onClick=${() => setConfirming(true)}>Delete</button>`}
         </div>
       </form>
       ${current ? html`

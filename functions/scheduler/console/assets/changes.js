@@ -1,8 +1,8 @@
 // A change log, newest first: who changed what and when. A job's (its Changes tab), a calendar's
 // (under its form) or a rule set's (under its row): GET .../changes, read again when the version
-// moves on.
-import { useState, useEffect } from './vendor/htm-preact-standalone.mjs';
-import { html, api, query, fmtTime, ErrorBox } from './lib.js';
+// moves on, and every 5 s.
+import { useState, useEffect, useRef } from './vendor/htm-preact-standalone.mjs';
+import { html, api, query, fmtTime, ErrorBox, useInterval } from './lib.js';
 
 // One change's diff: a line a field, "from -> to"; a secret only says that it changed.
 function Diff({ diff }) {
@@ -19,15 +19,20 @@ export function Changes({ path, version }) {
   const [changes, setChanges] = useState(null);
   const [cursor, setCursor] = useState(null);
   const [error, setError] = useState(null);
+  const older = useRef(false);  // whether older pages are shown ("Older changes")
   const load = async (after) => {
     try {
       const page = await api('GET', `${path}${query({ limit: 50, cursor: after })}`);
+      older.current = Boolean(after);
       setChanges((old) => (after && old ? old.concat(page.changes) : page.changes));
       setCursor(page.next_cursor);
       setError(null);
     } catch (e) { setError(e); }
   };
   useEffect(() => { load(null); }, [path, version]);
+  // Runs and backfills are in the log but move no version: the newest page is read again every
+  // 5 s, while no older page is shown (a reload would drop it).
+  useInterval(() => { if (!older.current) load(null); }, 5000);
   if (changes === null) return html`<${ErrorBox} error=${error} />${error ? '' : html`<p class="muted">Loading…</p>`}`;
   return html`
     <${ErrorBox} error=${error} />
