@@ -374,3 +374,38 @@ def test_a_jobs_changes_tab_shows_a_run_made_elsewhere_without_a_reload(browser,
     expect(changes).to_have_count(2)
     expect(changes.first.locator(".action")).to_have_text("run")
     assert problems == []
+
+
+def test_the_run_options_say_their_errors_in_their_own_card_and_a_bulk_pause_takes_a_note(browser, api, target):
+    """A refused backfill or run with overrides is said in its own card, by the form it came
+    from, not at the top of the page; the bulk pause carries a note and an end, as one job's does."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    hook = {"type": "http", "url": target.url + "/x"}
+    job = api.post("/v1/jobs", {"name": "nightly", "tags": ["night"], "schedule": PARKED, "target": hook})
+    api.post("/v1/jobs", {"name": "nightly-2", "tags": ["night"], "schedule": PARKED, "target": hook})
+    page, problems = watched_page(browser, expected=(400,))  # the refused backfill
+    page.goto(f"{api.url}/console/#/jobs/{job['id']}")
+    page.locator("details.run-options summary").click()
+    page.fill("input[name=backfill_start]", "2026-01-01T00:00:00Z")
+    page.fill("input[name=backfill_end]", "2999-01-01T00:00:00Z")
+    page.get_by_role("button", name="Preview backfill", exact=True).click()
+    expect(page.locator(".backfill-form [role=alert]")).to_contain_text("future")
+    page.fill("textarea[name=run_headers]", "no colon here")
+    page.get_by_role("button", name="Run with overrides", exact=True).click()
+    expect(page.locator(".run-form [role=alert]")).to_contain_text("Name: value")
+    expect(page.locator(".backfill-form [role=alert]")).to_contain_text("future")  # each card its own
+    expect(page.locator("section > .alert")).to_have_count(0)
+
+    page.goto(f"{api.url}/console/#/jobs?tag=night")
+    expect(page.locator("table.jobs tbody tr")).to_have_count(2)
+    page.fill("input[name=bulk_pause_note]", "db migration")
+    page.fill("input[name=bulk_pause_minutes]", "30")
+    page.get_by_role("button", name="Pause all matching").click()
+    expect(page.locator(".bulk .note")).to_have_text("Paused 2 jobs (tag night).")
+    paused = api.get("/v1/jobs?tag=night")["jobs"]
+    assert {j["state"] for j in paused} == {"paused"}
+    assert {j["pause"]["note"] for j in paused} == {"db migration"}
+    assert all(j["pause"]["until"] for j in paused)
+    assert problems == []

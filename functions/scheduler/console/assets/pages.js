@@ -318,7 +318,7 @@ export function Job({ id }) {
       </div>
       <${ErrorBox} error=${error} />
       ${note ? html`<div class="note" role="status">${note}</div>` : ''}
-      <${RunOptions} job=${job} onError=${setError}
+      <${RunOptions} job=${job}
         onPaused=${(j) => { setJob(j); setError(null); setNote('Paused.'); }}
         onRun=${() => { setError(null); setNote('Run with overrides requested: the execution appears below when it starts.'); setTimeout(loadExecutions, 700); }} />
       <div class="cards">

@@ -78,18 +78,31 @@ export const PauseSummary = ({ pause }) => pause ? html`
     ? html`${fmtTime(pause.until)} <span class="muted">by itself, ${fromNow(pause.until)}</span>`
     : html`<span class="muted">when resumed</span>`}</dd>` : null;
 
-// The options behind a job's buttons: a pause with a note and an end, a run with overrides.
-export function RunOptions({ job, onPaused, onRun, onError }) {
+// A pause's body: its note and when it ends by itself (minutes from now), each when given.
+function pauseBody(pause) {
+  const body = {};
+  if (pause.note.trim()) body.note = pause.note.trim();
+  if (pause.minutes) body.until = new Date(Date.now() + Number(pause.minutes) * 60000).toISOString();
+  return body;
+}
+
+// An error of one of the option cards, shown in that card (not at the top of the page).
+const CardError = ({ error }) => error ? html`<div class="alert" role="alert">${error.message}</div>` : '';
+
+// The options behind a job's buttons: a pause with a note and an end, a run with overrides, a
+// backfill; each card says its own errors.
+export function RunOptions({ job, onPaused, onRun }) {
   const [pause, setPause] = useState({ note: '', minutes: '' });
   const [run, setRun] = useState({ body: '', headers: '', vars: '' });
+  const [failed, setFailed] = useState({});
+  const fails = (card) => (e) => setFailed({ ...failed, [card]: e });
+  const ok = (card) => { if (failed[card]) setFailed({ ...failed, [card]: null }); };
   const pauseNow = async (ev) => {
     ev.preventDefault();
     try {
-      const body = {};
-      if (pause.note.trim()) body.note = pause.note.trim();
-      if (pause.minutes) body.until = new Date(Date.now() + Number(pause.minutes) * 60000).toISOString();
-      onPaused(await api('POST', `/jobs/${job.id}/pause`, body));
-    } catch (e) { onError(e); }
+      onPaused(await api('POST', `/jobs/${job.id}/pause`, pauseBody(pause)));
+      ok('pause');
+    } catch (e) { fails('pause')(e); }
   };
   const runNow = async (ev) => {
     ev.preventDefault();
@@ -101,8 +114,9 @@ export function RunOptions({ job, onPaused, onRun, onError }) {
       if (Object.keys(headers).length) body.headers = headers;
       if (Object.keys(vars).length) body.vars = vars;
       await api('POST', `/jobs/${job.id}/run`, body);
+      ok('run');
       onRun();
-    } catch (e) { onError(e); }
+    } catch (e) { fails('run')(e); }
   };
   const set = (state, update, k) => (ev) => update({ ...state, [k]: ev.target.value });
   const [range, setRange] = useState({ start: '', end: '' });
@@ -111,7 +125,8 @@ export function RunOptions({ job, onPaused, onRun, onError }) {
     try {
       const answer = await api('POST', `/jobs/${job.id}/backfill`, { start: range.start, end: range.end, dry_run: dryRun });
       setPlanned({ ...answer, dryRun });
-    } catch (e) { setPlanned(null); onError(e); }
+      ok('backfill');
+    } catch (e) { setPlanned(null); fails('backfill')(e); }
   };
   return html`
     <details class="run-options"><summary>More: a note and an end, overrides…</summary>
@@ -123,6 +138,7 @@ export function RunOptions({ job, onPaused, onRun, onError }) {
           <label>Resume by itself after (minutes) <input name="pause_minutes" type="number" min="1" value=${pause.minutes}
             onInput=${set(pause, setPause, 'minutes')} placeholder="empty: until resumed" /></label>
           <button type="submit" disabled=${job.state === 'completed'}>Pause with note</button>
+          <${CardError} error=${failed.pause} />
         </form>
         <form class="card grow run-form" onSubmit=${runNow}>
           <h2>Run with overrides</h2>
@@ -133,6 +149,7 @@ export function RunOptions({ job, onPaused, onRun, onError }) {
           <label>Vars, for {{vars.NAME}} <textarea name="run_vars" rows="2" value=${run.vars} onInput=${set(run, setRun, 'vars')}
             placeholder="region=eu-west-1"></textarea></label>
           <button type="submit">Run with overrides</button>
+          <${CardError} error=${failed.run} />
         </form>
         <form class="card backfill-form" onSubmit=${(ev) => { ev.preventDefault(); backfill(false); }}>
           <h2>Backfill a past range</h2>
@@ -145,6 +162,7 @@ export function RunOptions({ job, onPaused, onRun, onError }) {
           ${planned ? html`<p class="backfill-result" role="status">${planned.dryRun
             ? `${planned.count} occurrence${planned.count === 1 ? '' : 's'} would run${planned.count ? `, from ${fmtTime(planned.occurrences[0])}` : ''}.`
             : `Queued ${planned.count} occurrence${planned.count === 1 ? '' : 's'}: one a second, each as itself (trigger backfill).`}</p>` : ''}
+          <${CardError} error=${failed.backfill} />
         </form>
       </div>
     </details>`;
@@ -154,6 +172,7 @@ export function RunOptions({ job, onPaused, onRun, onError }) {
 export function BulkActions({ filters, onDone }) {
   const [note, setNote] = useState(null);
   const [error, setError] = useState(null);
+  const [pause, setPause] = useState({ note: '', minutes: '' });
   const selection = filters.tag ? { tag: filters.tag } : filters.name_prefix ? { name_prefix: filters.name_prefix } : null;
   if (!selection || (filters.tag && filters.name_prefix) || filters.state === 'completed') return null;
   const what = selection.tag ? `tag ${selection.tag}` : `names starting with ${selection.name_prefix}`;
@@ -163,7 +182,7 @@ export function BulkActions({ filters, onDone }) {
     const said = () => `${action === 'pause' ? 'Paused' : 'Resumed'} ${count} job${count === 1 ? '' : 's'} (${what})`;
     try {
       for (;;) {
-        const done = await api('POST', `/jobs/${action}`, selection);
+        const done = await api('POST', `/jobs/${action}`, action === 'pause' ? { ...selection, ...pauseBody(pause) } : selection);
         count += done.count;
         if (!done.more || done.count === 0) break;
         setNote(`${said()}; more to go…`);
@@ -181,7 +200,11 @@ export function BulkActions({ filters, onDone }) {
   const state = filters.state || '';
   return html`
     <div class="bulk">
-      ${state === '' || state === 'active' ? html`<button onClick=${() => act('pause')}>Pause all matching</button>` : ''}
+      ${state === '' || state === 'active' ? html`<button onClick=${() => act('pause')}>Pause all matching</button>
+        <label>with note <input name="bulk_pause_note" value=${pause.note} maxlength="1024" placeholder="optional"
+          onInput=${(ev) => setPause({ ...pause, note: ev.target.value })} /></label>
+        <label>resuming after (minutes) <input name="bulk_pause_minutes" type="number" min="1" class="short"
+          value=${pause.minutes} placeholder="never" onInput=${(ev) => setPause({ ...pause, minutes: ev.target.value })} /></label>` : ''}
       ${state === '' || state === 'paused' ? html`<button onClick=${() => act('resume')}>Resume all matching</button>` : ''}
       ${note ? html`<span class="note" role="status">${note}</span>` : ''}
       ${error ? html`<span class="alert" role="alert">${error.message}</span>` : ''}
