@@ -72,8 +72,9 @@ class Broker(Construct):
         # mode in place, and CloudFormation replaces a named resource only under a new name, so a
         # switch of broker_deployment creates the new broker beside the old, then deletes it.
         # (A single node keeps the name it always had: its deployments are not replaced.)
-        name = Names.unique_resource_name(self, max_length=50, separator="-")
-        self.name = name if config.broker_deployment == "single" else f"{name[:42]}-cluster"
+        single = config.broker_deployment == "single"
+        name = Names.unique_resource_name(self, max_length=50 if single else 42, separator="-")
+        self.name = name if single else f"{name}-cluster"
         # One isolated subnet in each AZ (a cluster's endpoint in each; subnets of one AZ would be refused).
         subnets = network.vpc.select_subnets(subnet_group_name="Isolated", one_per_az=True).subnet_ids
         self.broker = mq.CfnBroker(

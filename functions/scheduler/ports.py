@@ -305,10 +305,12 @@ class AlertRuleStore(Protocol):
         expected_version: int | None = None,
         *,
         by: str | None = None,
+        create_only: bool = False,
     ) -> tuple[AlertRuleRecord, bool]:
         """Create or replace a rule set: the record, and whether it was created. With
         ``expected_version``, only replace that version (``VersionMismatch`` otherwise, its
-        ``current`` None when there is no set to replace). Its change-log entry made by ``by``."""
+        ``current`` None when there is no set to replace); with ``create_only``, only create it
+        (``AlertRuleExists`` otherwise). Its change-log entry made by ``by``."""
         ...
 
     def get_alert_rule(self, owner: str, name: str) -> AlertRuleRecord:

@@ -94,6 +94,17 @@ def test_rule_sets_are_made_changed_and_deleted_in_the_console(browser, api, tar
     expect(page.locator(".rule-sets .note")).to_have_text("Saved ops (version 1).")
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text("failures_in_a_row > 3")
+    # A new set never replaces one of its name (If-None-Match: *): said at the name.
+    page.get_by_role("button", name="New rule set").click()
+    page.fill("input[name=rule_set_name]", "ops")
+    page.fill("input[name=rule_set_tag]", "elsewhere")
+    page.fill("textarea[name=rule_set_alerts]", json.dumps([{"on": "failure", "target": hook}]))
+    page.get_by_role("button", name="Create").click()
+    expect(page.locator('.rule-set-form .field-error[data-field="name"]')).to_contain_text(
+        "a rule set named ops exists"
+    )
+    assert requests.get(api.url + "/v1/alert-rules/ops", timeout=10).json()["tag"] == "ops"
+    page.get_by_role("button", name="Cancel").click()
 
     # An edit: the secret shown as ***, kept when the rules are saved with it.
     rows.first.get_by_role("button", name="Edit").click()

@@ -196,6 +196,8 @@ def test_recent_activity_pages_back_and_filters_by_since_and_job(browser, api, t
     expect(page).to_have_url(re.compile(r"#/activity\?since="))
     page.fill("input[name=since]", "yesterday")
     expect(page.get_by_role("alert")).to_contain_text("since")
+    expect(rows).to_have_count(0)  # the rows of the filters before are not left under the refused ones
+    expect(older).to_have_count(0)
     page.fill("input[name=since]", "")
     expect(rows).to_have_count(50)
 
@@ -408,4 +410,121 @@ def test_the_run_options_say_their_errors_in_their_own_card_and_a_bulk_pause_tak
     assert {j["state"] for j in paused} == {"paused"}
     assert {j["pause"]["note"] for j in paused} == {"db migration"}
     assert all(j["pause"]["until"] for j in paused)
+    assert problems == []
+
+
+def _release(page, pattern, held: list) -> None:
+    """Let the held requests of ``pattern`` go on, once their answers reached the page and it
+    had its turn to read them."""
+    with page.expect_response(pattern):
+        for route in held:
+            route.continue_()
+    page.unroute(pattern)
+    held.clear()
+    page.evaluate("() => null")
+
+
+def test_a_change_log_shows_only_its_own_and_keeps_older_pages_through_its_refreshes(browser, api, db_url):
+    """Two calendars' logs: the answer for the first's older changes, held until the page shows
+    the second, is dropped (it was listed under the second); and a refresh sent before "Older
+    changes" was clicked does not replace the older rows it brought."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    api.post("/v1/calendars", {"name": "busy-cal", "timezone": "UTC", "dates": ["2027-01-01"]})
+    for day in range(2, 62):  # 61 versions: two pages of its log
+        body = {"timezone": "UTC", "dates": ["2027-01-01", f"2027-03-{day % 28 + 1:02}"]}
+        assert requests.put(f"{api.url}/v1/calendars/busy-cal", json=body, timeout=10).ok
+    api.post("/v1/calendars", {"name": "quiet-cal", "timezone": "UTC", "dates": ["2027-01-01"]})
+    page, problems = watched_page(browser)
+    page.clock.install()
+    page.goto(f"{api.url}/console/#/calendars/busy-cal")
+    changes = page.locator(".calendar-changes table.changes tbody tr")
+    expect(changes).to_have_count(50)
+
+    # A refresh on its way (held) when "Older changes" is clicked: the older rows stay.
+    held: list = []
+    newest = re.compile(r"/v1/calendars/busy-cal/changes\?limit=50$")
+    page.route(newest, lambda route: held.append(route))
+    with page.expect_request(newest):
+        page.clock.run_for(5_000)
+    page.get_by_role("button", name="Older changes").click()
+    expect(changes).to_have_count(61)
+    _release(page, newest, held)
+    page.clock.run_for(10_000)  # and the refreshes after it leave them alone
+    expect(changes).to_have_count(61)
+
+    # The first page's log again, its older page held while the page moves to the second calendar.
+    page.goto(f"{api.url}/console/#/calendars")
+    page.goto(f"{api.url}/console/#/calendars/busy-cal")
+    expect(changes).to_have_count(50)
+    older = re.compile(r"/v1/calendars/busy-cal/changes\?limit=50&cursor=")
+    page.route(older, lambda route: held.append(route))
+    with page.expect_request(older):
+        page.get_by_role("button", name="Older changes").click()
+    page.get_by_role("link", name="quiet-cal").click()
+    expect(changes).to_have_count(1)
+    _release(page, older, held)
+    page.clock.run_for(10_000)
+    expect(changes).to_have_count(1)
+    expect(changes.first.locator(".action")).to_have_text("create")
+    assert problems == []
+
+
+def test_a_list_opened_from_the_menu_or_an_address_lists_with_that_addresss_filters(browser, api, target):
+    """A list's own filter edits write the address without a navigation; the menu's link, or an
+    address of other filters, opens the list again with its own filters (none for the menu's)."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    hook = {"type": "http", "url": target.url}
+    for name, tag in (("b-one", "billing"), ("b-two", "billing"), ("o-one", "other")):
+        api.post("/v1/jobs", {"name": name, "tags": [tag], "schedule": PARKED, "target": hook})
+    page, problems = watched_page(browser)
+    rows = page.locator("table.jobs tbody tr")
+    page.goto(f"{api.url}/console/#/jobs?tag=other")
+    expect(rows).to_have_count(1)
+    page.fill("input[name=tag]", "billing")
+    expect(rows).to_have_count(2)
+    expect(page).to_have_url(re.compile(r"#/jobs\?tag=billing$"))
+    page.evaluate("() => { location.hash = '#/jobs?tag=other'; }")  # the address it was opened with
+    expect(page.locator("input[name=tag]")).to_have_value("other")
+    expect(rows).to_have_count(1)
+    page.get_by_role("link", name="Jobs", exact=True).click()  # the menu: every job
+    expect(page.locator("input[name=tag]")).to_have_value("")
+    expect(rows).to_have_count(3)
+    assert problems == []
+
+
+def test_a_job_deleted_while_its_older_executions_are_read_reads_nothing_of_it_after(browser, api, target, db_url):
+    """Delete confirmed while "Older executions" is on its way: the delete waits for that read,
+    as for a refresh, and nothing of the job is read after it (no 404 in the browser's console)."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    job = api.post(
+        "/v1/jobs", {"name": "long-history", "schedule": PARKED, "target": {"type": "http", "url": target.url}}
+    )
+    _add_executions(db_url, job["id"], range(1000, 1060))
+    page, problems = watched_page(browser)
+    page.goto(f"{api.url}/console/#/jobs/{job['id']}")
+    expect(page.locator("table.executions tbody tr.exec")).to_have_count(50)
+    held: list = []
+    older = re.compile(rf"/v1/jobs/{job['id']}/executions\?limit=50&cursor=")
+    page.route(older, lambda route: held.append(route))
+    with page.expect_request(older):
+        page.get_by_role("button", name="Older executions").click()
+    reads: list[str] = []
+    page.on("request", lambda request: reads.append(request.method))
+    page.get_by_role("button", name="Delete").click()
+    page.locator(".confirm").get_by_role("button", name="Delete").click()
+    with contextlib.suppress(Exception):  # a second for the delete to be sent (it must not be)
+        page.wait_for_event("request", lambda request: request.method == "DELETE", timeout=1_000)
+    assert "DELETE" not in reads
+    with page.expect_request(lambda request: request.method == "DELETE"):
+        for route in held:
+            route.continue_()
+        page.unroute(older)
+    expect(page).to_have_url(re.compile(r"#/jobs$"))
+    assert requests.get(f"{api.url}/v1/jobs/{job['id']}", timeout=10).status_code == 404
     assert problems == []

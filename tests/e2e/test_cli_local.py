@@ -103,6 +103,12 @@ def test_environment_variables_configure_local_mode(db_url, tmp_path):
         for answer in (big, unsupported, foreign, huge):
             assert answer.headers["Cache-Control"] == "no-store", answer.status_code
             assert answer.headers["X-Content-Type-Options"] == "nosniff", answer.status_code
+        # the console's own answers (its redirect, its refusal of a write) are not sniffed either
+        base = local.url.removesuffix("/v1")
+        redirect = requests.get(base + "/", allow_redirects=False, timeout=10)
+        write = requests.post(base + "/console/app.js", timeout=10)
+        assert (redirect.status_code, write.status_code) == (302, 405)
+        assert redirect.headers["X-Content-Type-Options"] == write.headers["X-Content-Type-Options"] == "nosniff"
     finally:
         assert local.stop() == 0
 

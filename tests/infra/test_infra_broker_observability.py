@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -70,6 +71,8 @@ def test_a_cluster_broker_runs_three_nodes_with_its_endpoint_in_each_az(aurora, 
     # resource only under a new name: the cluster's name is its own, the single node's as ever.
     assert broker_id == single_id
     assert props["BrokerName"].endswith("-cluster") and not single["Properties"]["BrokerName"].endswith("-cluster")
+    # Its name keeps the hash of the construct's path (two stacks' long names differ by it alone).
+    assert re.search(r"-[0-9A-F]{8}-cluster$", props["BrokerName"]) and len(props["BrokerName"]) <= 50
 
 
 def test_the_broker_is_open_to_the_deployment_s_own_account_by_default(aws):

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from scheduler.core.domain import ChangedKind
+from scheduler.core.errors import AlertRuleExists
 from scheduler.runner.alerts import Alerts
 from scheduler.secrets import decrypt_target_secrets, is_token
 from tests.integration.test_alerts import SLACK, Recorder, add_execution, rule
@@ -125,6 +126,26 @@ def test_a_put_with_if_match_replaces_only_the_version_named_and_never_creates(a
         principal=BOB,
     )
     assert other.status == 412 and api("GET", "/v1/alert-rules/team").body["tag"] == "billing"
+
+
+def test_a_put_with_if_none_match_only_creates(api, store):
+    """``If-None-Match: *`` (a console's "New rule set"): the set is created, and a set of that
+    name is never replaced (412 naming the header), even by a create that lost a race to it."""
+    body = {"tag": "billing", "alerts": [rule("failure")]}
+    made = api("PUT", "/v1/alert-rules/team", body, headers={"If-None-Match": "*"})
+    assert made.status == 201 and made.body["version"] == 1
+    again = api("PUT", "/v1/alert-rules/team", {**body, "tag": "ops"}, headers={"If-None-Match": "*"})
+    assert again.status == 412 and again.fields == ["If-None-Match"], again.body
+    assert "an alert rule set named 'team' exists" in again.body["error"]["message"]
+    assert api("GET", "/v1/alert-rules/team").body["tag"] == "billing"
+    assert api("PUT", "/v1/alert-rules/mine", body, headers={"If-None-Match": "*"}, principal=BOB).status == 201
+    for headers in ({"If-None-Match": '"1"'}, {"If-None-Match": "*", "If-Match": "1"}):
+        refused = api("PUT", "/v1/alert-rules/team", body, headers=headers)
+        assert refused.status == 400 and refused.fields == ["If-None-Match"], refused.body
+    # Created meanwhile (after the API's read): the store's create-only statement writes nothing.
+    with pytest.raises(AlertRuleExists):
+        store.put_alert_rule(ALICE, "team", "ops", body["alerts"], by=ALICE, create_only=True)
+    assert store.get_alert_rule(ALICE, "team").version == 1
 
 
 def test_each_owner_sees_only_its_own_rule_sets(api):

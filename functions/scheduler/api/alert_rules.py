@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
-from aws_lambda_powertools.event_handler.openapi.params import Body, Path
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from pydantic import AwareDatetime, BaseModel, Field
 
@@ -34,7 +34,7 @@ from scheduler.api.routes import rule
 from scheduler.api.serialize import masked_alerts
 from scheduler.api.target_rules import require_alert_targets, seal_alerts
 from scheduler.core.alerts import AlertRuleRecord
-from scheduler.core.errors import AlertRuleNotFound, VersionMismatch
+from scheduler.core.errors import AlertRuleExists, AlertRuleNotFound, VersionMismatch
 from scheduler.core.timeutil import format_time
 from scheduler.ports import AlertRuleStore
 from scheduler.schema.alert_rules import AlertRuleSetSpec
@@ -46,6 +46,26 @@ router = APIGatewayRouter()
 AlertRuleStoreDep = Annotated[AlertRuleStore, Depends(get_store)]
 RuleName = Annotated[str, Path(description="The rule set's name.")]
 _LOCATION = {"Location": {"description": "The rule set's path.", "schema": {"type": "string"}}}
+IfNoneMatch = Annotated[
+    str,
+    Header(
+        alias="If-None-Match",
+        max_length=64,
+        description="`*`: create the rule set only, never replace one of that name (412 if there is one).",
+    ),
+]
+
+
+def _create_only(if_none_match: str | None, if_match: str | None) -> bool:
+    """Whether ``If-None-Match`` asks for a create only (``*``, the one form a PUT of a named
+    resource takes here); given with ``If-Match``, the two cannot both hold."""
+    if if_none_match is None:
+        return False
+    if if_none_match.strip() != "*":
+        raise BadRequest("If-None-Match", "must be * (create only)")
+    if if_match is not None:
+        raise BadRequest("If-None-Match", "cannot be given with If-Match")
+    return True
 
 
 class AlertRuleSet(AlertRuleSetSpec):
@@ -101,7 +121,8 @@ def existing_rule_set_name(name: str) -> str:
     description="Alert rules (as a job's `alerts`) for every job of yours that carries `tag`, "
     'now or tagged later. A secret sent as `"***"` keeps the one stored for the rule at the same '
     "place. 201 when created, 200 when replaced. With `If-Match`, only the version named is "
-    "replaced, and nothing is created (412 otherwise).",
+    "replaced, and nothing is created (412 otherwise); with `If-None-Match: *`, the set is only "
+    "created, and one of that name is left as it is (412).",
     responses={
         **documented(200, AlertRuleSet, "The rule set, replaced.", 400, 403, 404, 412, 413, 415),
         **documented(201, AlertRuleSet, "The rule set, created.", headers=_LOCATION),
@@ -116,8 +137,10 @@ def put_alert_rule(
     settings: SettingsDep,
     caller: Caller,
     if_match: IfMatch = None,
+    if_none_match: IfNoneMatch = None,
 ) -> Response[Any]:
     expected = parse_if_match(if_match)
+    create_only = _create_only(if_none_match, if_match)
     if not _valid_name(name):
         raise BadRequest("name", "use letters, digits and . _ : - (starting with a letter or digit), at most 128")
     if spec.name is not None and spec.name != name:
@@ -131,8 +154,12 @@ def put_alert_rule(
         if if_match is not None:  # "*" too: it matches a rule set that exists, so never creates one
             raise VersionMismatch(None, "alert rule set") from None
         stored = None
+    if create_only and stored is not None:
+        raise AlertRuleExists(name)
     alerts = seal_alerts(data["alerts"], box, stored) or []
-    record, created = store.put_alert_rule(owner, name, data["tag"], alerts, expected, by=caller)
+    record, created = store.put_alert_rule(
+        owner, name, data["tag"], alerts, expected, by=caller, create_only=create_only
+    )
     logger.info("alert rules written", extra={"alert_rule": name, "version": record.version})
     if created:
         return _answer(record, 201, {"Location": f"/v1/alert-rules/{name}"})

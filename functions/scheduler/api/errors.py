@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from scheduler.core.constants import MAX_REQUEST_BODY_BYTES
 from scheduler.core.errors import (
+    AlertRuleExists,
     AlertRuleNotFound,
     CalendarInUse,
     CalendarNameTaken,
@@ -138,6 +139,18 @@ def domain_error(exc: SchedulerError) -> ApiError | None:
             [{"field": "name", "message": "is already taken by another of your jobs"}],
             status=409,
             code="name_taken",
+        )
+    if isinstance(exc, AlertRuleExists):
+        return ApiError(
+            f"{exc} (If-None-Match: *)",
+            [
+                {
+                    "field": "If-None-Match",
+                    "message": "a rule set of that name exists: replace it, or choose another name",
+                }
+            ],
+            status=412,
+            code="version_mismatch",
         )
     if isinstance(exc, VersionMismatch):
         if exc.current is None:  # a rule set deleted since its version was read

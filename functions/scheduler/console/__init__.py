@@ -80,7 +80,7 @@ def console_app(app: Callable) -> Callable:
             return _send(
                 start_response,
                 "302 Found",
-                [("Location", PREFIX), ("Content-Type", "text/plain")],
+                [("Location", PREFIX), ("Content-Type", "text/plain")] + SECURITY_HEADERS,
                 b"see /console/\n",
                 method,
             )
@@ -90,7 +90,7 @@ def console_app(app: Callable) -> Callable:
             return _send(
                 start_response,
                 "405 Method Not Allowed",
-                [("Allow", "GET, HEAD"), ("Content-Type", "text/plain")],
+                [("Allow", "GET, HEAD"), ("Content-Type", "text/plain")] + SECURITY_HEADERS,
                 b"the console's files are read-only\n",
                 method,
             )

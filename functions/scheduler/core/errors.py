@@ -42,6 +42,14 @@ class AlertRuleNotFound(SchedulerError, LookupError):
         self.name = name
 
 
+class AlertRuleExists(SchedulerError, ValueError):
+    """A rule set asked to be created only (If-None-Match: *) names one the owner has."""
+
+    def __init__(self, name: str):
+        super().__init__(f"an alert rule set named {name!r} exists")
+        self.name = name
+
+
 class CalendarNameTaken(SchedulerError, ValueError):
     """The owner already has a calendar of that name."""
 

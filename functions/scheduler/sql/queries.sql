@@ -1495,6 +1495,14 @@ SET tag = EXCLUDED.tag, alerts = EXCLUDED.alerts, version = alert_rules.version 
 WHERE (alert_rules.tag, alert_rules.alerts) IS DISTINCT FROM (EXCLUDED.tag, EXCLUDED.alerts)
 RETURNING *, (xmax = 0) AS created, (SELECT tag FROM prior) AS prior_tag, (SELECT alerts FROM prior) AS prior_alerts;
 
+-- name: create_alert_rule
+-- A rule set created only when the owner has none of that name (If-None-Match: *): no row when
+-- it has one, which is left as it is.
+INSERT INTO alert_rules (owner, name, tag, alerts)
+VALUES (%(owner)s, %(name)s, %(tag)s, %(alerts)s)
+ON CONFLICT (owner, name) DO NOTHING
+RETURNING *, true AS created, NULL::text AS prior_tag, NULL::jsonb AS prior_alerts;
+
 -- name: replace_alert_rule
 -- A rule set replaced only at the version expected (If-Match): never created. No row: absent or
 -- changed, which the caller tells apart by reading it again. With the set as it was (prior_*).

@@ -12,7 +12,7 @@ from psycopg.types.json import Jsonb
 
 from scheduler.core.alerts import AlertRuleRecord
 from scheduler.core.domain import ChangeAction, ChangedKind
-from scheduler.core.errors import AlertRuleNotFound, VersionMismatch
+from scheduler.core.errors import AlertRuleExists, AlertRuleNotFound, VersionMismatch
 from scheduler.sql import QUERIES
 from scheduler.store.changes import rule_set_fields, write_resource_change
 from scheduler.store.rows import retry_on_dead_connection, transaction_if
@@ -36,11 +36,13 @@ class AlertRuleTables:
         expected_version: int | None = None,
         *,
         by: str | None = None,
+        create_only: bool = False,
     ) -> tuple[AlertRuleRecord, bool]:
         """Create or replace a rule set (version + 1): the record, and whether it was created.
         With ``expected_version`` (If-Match), only replace that version: ``VersionMismatch``
-        naming the current one, or None when there is no set to replace (never created). Its
-        change-log entry, made by ``by``, in the same transaction."""
+        naming the current one, or None when there is no set to replace (never created); with
+        ``create_only`` (If-None-Match: *), only create it: ``AlertRuleExists`` when the owner
+        has one of that name. Its change-log entry, made by ``by``, in the same transaction."""
         params = {
             "owner": owner,
             "name": name,
@@ -48,7 +50,13 @@ class AlertRuleTables:
             "alerts": Jsonb([dict(rule) for rule in alerts]),
             "expected_version": expected_version,
         }
-        query = QUERIES["put_alert_rule" if expected_version is None else "replace_alert_rule"]
+        query = QUERIES[
+            "create_alert_rule"
+            if create_only
+            else "put_alert_rule"
+            if expected_version is None
+            else "replace_alert_rule"
+        ]
         for _ in range(RACED_CREATE_ATTEMPTS):
             with self.pool.connection() as conn, conn.transaction():
                 row = conn.execute(query, params).fetchone()
@@ -66,6 +74,8 @@ class AlertRuleTables:
                     )
                     return record, created
                 break
+        if create_only:  # nothing written: the owner has a set of that name
+            raise AlertRuleExists(name)
         try:  # nothing written: If-Match named another version, no set to replace, or no change
             found = self.get_alert_rule(owner, name)
         except AlertRuleNotFound:

@@ -120,7 +120,7 @@ function RuleSets() {
       ${open ? html`
         <div class="rule-set-changes">
           <h3>Changes of ${open}</h3>
-          <${Changes} path=${`/alert-rules/${encodeURIComponent(open)}/changes`}
+          <${Changes} key=${open} path=${`/alert-rules/${encodeURIComponent(open)}/changes`}
                       version=${(sets.find((set) => set.name === open) || {}).version} />
         </div>` : ''}
     </div>`;
@@ -141,16 +141,18 @@ function RuleSetForm({ set, onDone }) {
     try { alerts = JSON.parse(v.alerts || '[]'); } catch { setErrors({ alerts: 'not valid JSON' }); return; }
     setBusy(true);
     try {
-      const headers = made ? { 'If-Match': String(set.version) } : {};
+      // An edit replaces the version it was opened at; a new set never replaces one of its name.
+      const headers = made ? { 'If-Match': String(set.version) } : { 'If-None-Match': '*' };
       onDone(await api('PUT', `/alert-rules/${encodeURIComponent(v.name.trim())}`, { tag: v.tag.trim(), alerts }, headers));
     } catch (e) {
       const out = {};
       for (const d of (e.details || [])) {
+        if (d.field === 'If-None-Match') { out.name = `a rule set named ${v.name.trim()} exists: edit it, or choose another name`; continue; }
         const key = d.field === 'If-Match' ? '_' : ['name', 'tag'].includes(d.field) ? d.field : 'alerts';
         const text = key === 'alerts' && d.field !== 'alerts' ? `${d.field}: ${d.message}` : d.message;
         out[key] = out[key] ? `${out[key]}; ${text}` : text;
       }
-      if (e.status === 412) out._ = `${e.message}: it changed since it was opened; cancel and open it again.`;
+      if (e.status === 412 && made) out._ = `${e.message}: it changed since it was opened; cancel and open it again.`;
       else if (!Object.keys(out).length) out._ = e.message;
       setErrors(out);
     } finally { setBusy(false); }

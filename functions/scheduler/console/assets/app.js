@@ -8,24 +8,25 @@ import { JobForm } from './form.js';
 import { Calendars } from './calendars.js';
 import { Alerts } from './alerts.js';
 
-// A list's filters come from the hash when it opens: a hash of other filters (a link, a bookmark,
-// an edited address) opens the list again with them (key); a list's own edits of its filters
-// replace the hash without a hashchange, so they keep it as it is.
+// A list's filters come from the hash when it opens: every navigation (a link, a bookmark, an
+// edited address: each a hashchange) opens the list again with the hash's filters (key); a list's
+// own edits of its filters replace the hash without a hashchange, so they keep it as it is.
 function page(route) {
   const [first, second, third] = route.parts;
-  if (first === 'alerts') return ['alerts', html`<${Alerts} key=${route.query} params=${route.params} />`];
-  if (first === 'activity') return ['activity', html`<${Activity} key=${route.query} params=${route.params} />`];
+  if (first === 'alerts') return ['alerts', html`<${Alerts} key=${route.visit} params=${route.params} />`];
+  if (first === 'activity') return ['activity', html`<${Activity} key=${route.visit} params=${route.params} />`];
   if (first === 'calendars') return ['calendars', html`<${Calendars} name=${second ? decodeURIComponent(second) : null} />`];
   if (first === 'jobs' && second === 'new') return ['jobs', html`<${JobForm} />`];
   if (first === 'jobs' && second && third === 'edit') return ['jobs', html`<${JobForm} key=${second} id=${second} />`];
   if (first === 'jobs' && second) return ['jobs', html`<${Job} key=${second} id=${second} />`];
-  return ['jobs', html`<${Jobs} key=${route.query} params=${route.params} />`];
+  return ['jobs', html`<${Jobs} key=${route.visit} params=${route.params} />`];
 }
 
 function App() {
-  const [route, setRoute] = useState(parseHash());
+  const [route, setRoute] = useState({ ...parseHash(), visit: 0 });
   useEffect(() => {
-    const onChange = () => setRoute(parseHash());
+    let visits = 0;  // the navigations so far: each opens its page afresh
+    const onChange = () => setRoute({ ...parseHash(), visit: ++visits });
     addEventListener('hashchange', onChange);
     return () => removeEventListener('hashchange', onChange);
   }, []);

@@ -158,7 +158,7 @@ export function Calendars({ name }) {
       ${current ? html`
         <div class="calendar-changes">
           <h2>Changes of ${current.name}</h2>
-          <${Changes} path=${`/calendars/${encodeURIComponent(current.name)}/changes`} version=${current.version} />
+          <${Changes} key=${current.name} path=${`/calendars/${encodeURIComponent(current.name)}/changes`} version=${current.version} />
         </div>` : ''}
     </section>`;
 }

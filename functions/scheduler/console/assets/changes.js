@@ -15,24 +15,31 @@ function Diff({ diff }) {
 }
 
 // path: the log's API path (/jobs/ID/changes, /calendars/NAME/changes, /alert-rules/NAME/changes).
+// An answer for another path than the one shown now (a slow one, the page moved on) is dropped,
+// and so is a refresh's once older pages were asked for (it would replace them).
 export function Changes({ path, version }) {
   const [changes, setChanges] = useState(null);
   const [cursor, setCursor] = useState(null);
   const [error, setError] = useState(null);
-  const older = useRef(false);  // whether older pages are shown ("Older changes")
-  const load = async (after) => {
+  const shown = useRef({ path, older: false });
+  shown.current.path = path;
+  const read = async (after, apply) => {
     try {
       const page = await api('GET', `${path}${query({ limit: 50, cursor: after })}`);
-      older.current = Boolean(after);
+      if (shown.current.path !== path || !apply()) return;
       setChanges((old) => (after && old ? old.concat(page.changes) : page.changes));
       setCursor(page.next_cursor);
       setError(null);
-    } catch (e) { setError(e); }
+    } catch (e) { if (shown.current.path === path) setError(e); }
   };
-  useEffect(() => { load(null); }, [path, version]);
+  useEffect(() => {
+    shown.current.older = false;
+    read(null, () => true);
+  }, [path, version]);
   // Runs and backfills are in the log but move no version: the newest page is read again every
   // 5 s, while no older page is shown (a reload would drop it).
-  useInterval(() => { if (!older.current) load(null); }, 5000);
+  useInterval(() => { if (!shown.current.older) read(null, () => !shown.current.older); }, 5000);
+  const older = () => { shown.current.older = true; read(cursor, () => true); };
   if (changes === null) return html`<${ErrorBox} error=${error} />${error ? '' : html`<p class="muted">Loading…</p>`}`;
   return html`
     <${ErrorBox} error=${error} />
@@ -46,5 +53,5 @@ export function Changes({ path, version }) {
         </tr>`)}
       </tbody>
     </table>`}
-    ${cursor ? html`<button class="more" onClick=${() => load(cursor)}>Older changes</button>` : ''}`;
+    ${cursor ? html`<button class="more" onClick=${older}>Older changes</button>` : ''}`;
 }

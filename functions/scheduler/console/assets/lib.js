@@ -125,7 +125,7 @@ export const ErrorBox = ({ error }) => error ? html`
 export function parseHash() {
   const raw = location.hash.replace(/^#\/?/, '');
   const [path, qs] = raw.split('?');
-  return { parts: path.split('/').filter(Boolean), params: new URLSearchParams(qs || ''), query: qs || '' };
+  return { parts: path.split('/').filter(Boolean), params: new URLSearchParams(qs || '') };
 }
 
 export function go(hash) { location.hash = hash; }

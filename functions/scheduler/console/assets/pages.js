@@ -249,6 +249,7 @@ export function Job({ id }) {
   const loadExecutions = useCallback(async () => {
     if (!deleting.current) await pages.loadNewest();
   }, [pages.loadNewest]);
+  const stopReads = () => Promise.allSettled([refreshing.current, pages.stop()]);
 
   const load = useCallback(async () => {
     try {
@@ -281,11 +282,12 @@ export function Job({ id }) {
         setTimeout(loadExecutions, 700);
       } else if (what === 'delete') {
         deleting.current = true;
-        await refreshing.current;
+        await stopReads();  // every read of the job under way answered first (a later one would be a 404)
         try {
           await api('DELETE', `/jobs/${id}`);
         } catch (e) {
           deleting.current = false;  // not deleted: the page goes on as it was
+          pages.resume();
           throw e;
         }
         go('#/jobs');
@@ -379,9 +381,12 @@ export function Activity({ params }) {
   const [updated, setUpdated] = useState(null);
   const [error, setError] = useState(null);
   const { executions, older, loadNewest, loadOlder } = useExecutionPages('/executions', applied, setError);
+  // Filters the API refused (a "since" that is no instant) are not read again every 5 s.
+  const refused = useRef(false);
   const load = useCallback(async () => {
-    await loadNewest();
-    setUpdated(new Date());
+    const read = await loadNewest();
+    if (read !== null) refused.current = !read;
+    if (read) setUpdated(new Date());
   }, [loadNewest]);
 
   useEffect(() => {
@@ -393,7 +398,7 @@ export function Activity({ params }) {
     setError(null);
     load();
   }, [applied]);
-  useInterval(load, 5000);
+  useInterval(() => { if (!refused.current) load(); }, 5000);
 
   const set = (k, value) => setFilters({ ...filters, [k]: value });
   const status = filters.status;

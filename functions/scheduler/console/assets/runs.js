@@ -4,13 +4,17 @@
 import { useState, useRef, useCallback } from './vendor/htm-preact-standalone.mjs';
 import { html, api, query, fmtTime, fromNow } from './lib.js';
 
-// A list of executions that follows the runner, read from ``path`` (a route and its filters as
-// an object): ``loadNewest`` reads the newest page again, and with older pages shown it replaces
-// the rows it covers, the older rows staying after it; when the runner went further than a page
-// since (no row in common), the list starts again from the newest page, so that no run between
-// the two is left out. ``loadOlder`` reads the page after the rows shown, again when a refresh
-// replaced them meanwhile (its cursor would leave a hole). An answer for filters since changed
-// is dropped. ``executions`` is null until the first page.
+// A list of executions that follows the runner, read from ``route`` with ``filters``:
+// ``loadNewest`` reads the newest page again, and with older pages shown it replaces the rows it
+// covers, the older rows staying after it; when the runner went further than a page since (no
+// row in common), the list starts again from the newest page, so that no run between the two is
+// left out. ``loadOlder`` reads the page after the rows shown, again when a refresh replaced them
+// meanwhile (its cursor would leave a hole). An answer for filters since changed is dropped; a
+// first read of new filters that fails empties the list (its rows were the old filters'), and
+// ``loadNewest`` answers true when it read, false when the API refused the filters, null when it
+// read nothing for these filters (stopped, or filters since changed). ``stop`` ends the reads (the job is being deleted) and
+// answers once those under way have ended; ``resume`` undoes it. ``executions`` is null until the
+// first page.
 export function useExecutionPages(route, filters, setError) {
   const [executions, setExecutions] = useState(null);
   const [older, setOlder] = useState({ cursor: null, extended: false });
@@ -19,6 +23,14 @@ export function useExecutionPages(route, filters, setError) {
   const seen = useRef({ rows: [], older, generation: 0, key });
   const keyNow = useRef(key);
   keyNow.current = key;
+  const reads = useRef({ stopped: false, underWay: new Set() });
+  const read = (path) => {
+    const answer = api('GET', path);
+    reads.current.underWay.add(answer);
+    const done = () => reads.current.underWay.delete(answer);
+    answer.then(done, done);
+    return answer;
+  };
   const show = (rows, next) => {
     seen.current.rows = rows;
     seen.current.older = next;
@@ -26,9 +38,10 @@ export function useExecutionPages(route, filters, setError) {
     setOlder(next);
   };
   const loadNewest = useCallback(async () => {
+    if (reads.current.stopped) return null;
     try {
-      const page = await api('GET', `${route}${query({ ...filters, limit: 50 })}`);
-      if (keyNow.current !== key) return;
+      const page = await read(`${route}${query({ ...filters, limit: 50 })}`);
+      if (keyNow.current !== key) return null;
       const { rows, older: was } = seen.current;
       const last = page.executions[page.executions.length - 1];
       const same = seen.current.key === key;
@@ -40,12 +53,23 @@ export function useExecutionPages(route, filters, setError) {
         seen.current.key = key;
         show(page.executions, { cursor: page.next_cursor, extended: false });
       }
-    } catch (e) { setError(e); }
+      return true;
+    } catch (e) {
+      if (keyNow.current !== key) return null;
+      if (seen.current.key !== key) {  // the rows shown are the old filters': none of the new
+        seen.current.generation += 1;
+        seen.current.key = key;
+        show([], { cursor: null, extended: false });
+      }
+      setError(e);
+      return false;
+    }
   }, [key]);
   const loadOlder = async (tries = 3) => {
     const { generation, older: now } = seen.current;
+    if (reads.current.stopped || !now.cursor) return;
     try {
-      const page = await api('GET', `${route}${query({ ...filters, limit: 50, cursor: now.cursor })}`);
+      const page = await read(`${route}${query({ ...filters, limit: 50, cursor: now.cursor })}`);
       if (generation !== seen.current.generation || keyNow.current !== key) {
         if (tries > 1 && keyNow.current === key) loadOlder(tries - 1);
         return;
@@ -55,7 +79,12 @@ export function useExecutionPages(route, filters, setError) {
            { cursor: page.next_cursor, extended: true });
     } catch (e) { setError(e); }
   };
-  return { executions, older, loadNewest, loadOlder };
+  const stop = () => {
+    reads.current.stopped = true;
+    return Promise.allSettled([...reads.current.underWay]);
+  };
+  const resume = () => { reads.current.stopped = false; };
+  return { executions, older, loadNewest, loadOlder, stop, resume };
 }
 
 // "Name: value" lines (headers) or "name=value" lines (vars) as an object; blank lines ignored.
