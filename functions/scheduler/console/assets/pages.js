@@ -386,7 +386,7 @@ export function Activity({ params }) {
   const load = useCallback(async () => {
     const read = await loadNewest();
     if (read !== null) refused.current = !read;
-    if (read) setUpdated(new Date());
+    if (read) { setUpdated(new Date()); setError(null); }
   }, [loadNewest]);
 
   useEffect(() => {

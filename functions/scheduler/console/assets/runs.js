@@ -12,9 +12,9 @@ import { html, api, query, fmtTime, fromNow } from './lib.js';
 // meanwhile (its cursor would leave a hole). An answer for filters since changed is dropped; a
 // first read of new filters that fails empties the list (its rows were the old filters'), and
 // ``loadNewest`` answers true when it read, false when the API refused the filters, null when it
-// read nothing for these filters (stopped, or filters since changed). ``stop`` ends the reads (the job is being deleted) and
-// answers once those under way have ended; ``resume`` undoes it. ``executions`` is null until the
-// first page.
+// read nothing for these filters (stopped, or filters since changed). ``stop`` ends the reads
+// (the job is being deleted) and answers once those under way have ended; ``resume`` undoes it.
+// ``executions`` is null until the first page.
 export function useExecutionPages(route, filters, setError) {
   const [executions, setExecutions] = useState(null);
   const [older, setOlder] = useState({ cursor: null, extended: false });
