@@ -528,3 +528,33 @@ def test_a_job_deleted_while_its_older_executions_are_read_reads_nothing_of_it_a
     expect(page).to_have_url(re.compile(r"#/jobs$"))
     assert requests.get(f"{api.url}/v1/jobs/{job['id']}", timeout=10).status_code == 404
     assert problems == []
+
+
+def test_a_jobs_page_lists_its_executions_of_one_status(browser, api, target, db_url):
+    """A job's executions filtered by status on its page (running, lost, failed...), paged back
+    as the whole list is."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    job = api.post("/v1/jobs", {"name": "mixed", "schedule": PARKED, "target": {"type": "http", "url": target.url}})
+    _add_executions(db_url, job["id"], range(1000, 1060))  # 60 succeeded
+    with psycopg.connect(db_url, autocommit=True) as conn:  # 3 of them failed
+        conn.execute(
+            "UPDATE executions SET status = 'failed', error = 'HTTP 500' WHERE id IN "
+            "(SELECT id FROM executions WHERE job_id = %s ORDER BY started_at LIMIT 3)",
+            (job["id"],),
+        )
+    page, problems = watched_page(browser)
+    page.goto(f"{api.url}/console/#/jobs/{job['id']}")
+    rows = page.locator("table.executions tbody tr.exec")
+    expect(rows).to_have_count(50)
+    page.select_option("select[name=execution_status]", "failed")
+    expect(rows).to_have_count(3)
+    expect(rows.locator(".badge.b-failed")).to_have_count(3)
+    page.select_option("select[name=execution_status]", "lost")
+    expect(page.locator(".empty")).to_have_text("No executions with status lost.")
+    page.select_option("select[name=execution_status]", "")
+    expect(rows).to_have_count(50)
+    page.get_by_role("button", name="Older executions").click()
+    expect(rows).to_have_count(60)
+    assert problems == []

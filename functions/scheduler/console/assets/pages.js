@@ -242,14 +242,23 @@ export function Job({ id }) {
   const deleting = useRef(false);
   const refreshing = useRef(null);
 
-  // The job's executions, newest first; "Older executions" reads the page after them.
-  const pages = useExecutionPages(`/jobs/${id}/executions`, {}, setError);
+  // The job's executions, newest first (of one status, when chosen); "Older executions" reads the
+  // page after them.
+  const [status, setStatus] = useState('');
+  const pages = useExecutionPages(`/jobs/${id}/executions`, { status }, setError);
   const { older, loadOlder } = pages;
   const executions = pages.executions || NONE;
   const loadExecutions = useCallback(async () => {
     if (!deleting.current) await pages.loadNewest();
   }, [pages.loadNewest]);
   const stopReads = () => Promise.allSettled([refreshing.current, pages.stop()]);
+  // Another status chosen: its executions read at once (the page's first read is load's).
+  const statusRead = useRef(status);
+  useEffect(() => {
+    if (statusRead.current === status) return;
+    statusRead.current = status;
+    loadExecutions();
+  }, [status, loadExecutions]);
 
   const load = useCallback(async () => {
     try {
@@ -365,7 +374,12 @@ export function Job({ id }) {
                   onClick=${() => setTab(key)}>${label}</button>`)}
       </div>
       ${tab === 'changes' ? html`<${Changes} path=${`/jobs/${id}/changes`} version=${job.version} />` : html`
-      ${executions.length === 0 ? html`<p class="empty">No executions yet.</p>`
+      <form class="filters" onSubmit=${(ev) => ev.preventDefault()}>
+        <label>Status <select name="execution_status" value=${status} onChange=${(ev) => setStatus(ev.target.value)}>
+          <option value="">all</option>${EXEC_STATUSES.map((s) => html`<option value=${s} selected=${s === status}>${s.replace('_', ' ')}</option>`)}
+        </select></label>
+      </form>
+      ${executions.length === 0 ? html`<p class="empty">${status ? `No executions with status ${status}.` : 'No executions yet.'}</p>`
         : html`<${ExecutionRows} executions=${executions} />`}
       ${older.cursor ? html`<button class="more" onClick=${() => loadOlder()}>Older executions</button>` : ''}`}
     </section>`;
