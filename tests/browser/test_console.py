@@ -460,7 +460,7 @@ def test_alert_rules_in_the_form_the_job_page_and_the_alerts_page(browser, api, 
     expect(page.locator(".job-alerts tr.alert-row")).to_have_count(1)
     expect(page.locator(".job-alerts tr.alert-row")).to_contain_text("delivered")
     expect(page.locator(".job-alerts tr.alert-row")).to_contain_text("failed 2 times in a row")
-    page.get_by_role("link", name="Alerts").click()
+    page.get_by_role("link", name="Alerts", exact=True).click()
     expect(page.locator("tr.alert-row")).to_have_count(1)
     expect(page.locator("tr.alert-row")).to_contain_text("always-failing")
     _shoot(page, "alerts")

@@ -138,3 +138,53 @@ def test_rule_sets_are_made_changed_and_deleted_in_the_console(browser, api, tar
     expect(rows).to_have_count(0)
     assert requests.get(api.url + "/v1/alert-rules/ops", timeout=10).status_code == 404
     assert problems == []
+
+
+def _add_alerts(db_url: str, job_id: str, count: int) -> None:
+    """Delivered alerts of the job, one a second back from now (the sender has nothing to send)."""
+    import psycopg
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(
+            """INSERT INTO alert_deliveries (id, owner, job_id, job_name, rule_key, rule_on, event, incident_id,
+                                             target, vars, created_at, status, attempts, delivered_at)
+               SELECT gen_random_uuid(), owner, id, name, 'failure', 'failure', 'fired', gen_random_uuid(),
+                      '{"type": "http", "url": "https://hooks.example.com/x"}', '{}',
+                      now() - make_interval(secs => g), 'delivered', 1, now()
+               FROM job_specs, generate_series(1, %s) AS g WHERE id = %s""",
+            (count, job_id),
+        )
+
+
+def test_the_alerts_page_pages_back_and_lists_one_jobs_alerts(browser, api, target, db_url):
+    """The Alerts page lists the newest 50 alerts, older ones a page at a time; a job's page links
+    to all of its alerts (#/alerts?job_id=), and "all jobs" lists every job's again."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    hook = {"type": "http", "url": target.url}
+    noisy = api.post("/v1/jobs", {"name": "noisy", "schedule": "0 0 1 1 *", "target": hook})
+    quiet = api.post("/v1/jobs", {"name": "quiet", "schedule": "0 0 1 1 *", "target": hook})
+    _add_alerts(db_url, noisy["id"], 55)
+    _add_alerts(db_url, quiet["id"], 3)
+    page, problems = watched_page(browser)
+    rows = page.locator("tr.alert-row")
+    older = page.get_by_role("button", name="Older alerts")
+    page.goto(api.url + "/console/#/alerts")
+    expect(rows).to_have_count(50)
+    older.click()
+    expect(rows).to_have_count(58)
+    expect(older).to_have_count(0)
+
+    page.goto(f"{api.url}/console/#/jobs/{noisy['id']}")
+    page.locator("a.all-alerts").click()
+    expect(page).to_have_url(re.compile(rf"#/alerts\?job_id={noisy['id']}$"))
+    expect(page.locator(".job-filter")).to_contain_text("noisy")
+    expect(rows).to_have_count(50)
+    older.click()
+    expect(rows).to_have_count(55)
+    expect(rows.filter(has_text="quiet")).to_have_count(0)
+    page.get_by_role("button", name="all jobs").click()
+    expect(rows).to_have_count(50)
+    expect(rows.filter(has_text="quiet")).to_have_count(3)
+    assert problems == []

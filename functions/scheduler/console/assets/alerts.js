@@ -4,6 +4,7 @@
 import { useState, useEffect, useCallback } from './vendor/htm-preact-standalone.mjs';
 import { html, api, allPages, query, fmtTime, Badge, ErrorBox, useInterval } from './lib.js';
 import { Changes } from './changes.js';
+import { usePagedList } from './runs.js';
 
 export const ALERT_STATUSES = ['pending', 'delivered', 'failed'];
 
@@ -54,7 +55,8 @@ export function JobAlerts({ job }) {
       ${sets.length ? html`
         <p class="job-rule-sets">From its tags: ${sets.map((set) => html`<a key=${set.name} class="tag" href="#/alerts"
           title=${set.alerts.map(ruleText).join(', ')}>${set.name} (${set.tag})</a> `)}</p>` : ''}
-      ${alerts && alerts.length ? html`<${AlertRows} alerts=${alerts} withJob=${false} />`
+      ${alerts && alerts.length ? html`<${AlertRows} alerts=${alerts} withJob=${false} />
+        <p><a class="all-alerts" href="#/alerts${query({ job_id: job.id })}">All of its alerts</a></p>`
         : covered ? html`<p class="empty">No alert fired yet.</p>` : ''}
     </div>`;
 }
@@ -179,19 +181,19 @@ function RuleSetForm({ set, onDone }) {
 
 export function Alerts({ params }) {
   const [status, setStatus] = useState(params.get('status') || '');
-  const [alerts, setAlerts] = useState(null);
+  const [jobId, setJobId] = useState(params.get('job_id') || '');
   const [error, setError] = useState(null);
-  const load = useCallback(async () => {
-    try {
-      setAlerts((await api('GET', `/alerts${query({ status, limit: 50 })}`)).alerts);
-      setError(null);
-    } catch (e) { setError(e); }
-  }, [status]);
+  // The newest 50, older ones a page at a time (kept through the refreshes), of one job when asked
+  // (#/alerts?job_id=ID: a job's page links here).
+  const filters = { status, job_id: jobId };
+  const { rows: alerts, older, loadNewest, loadOlder } = usePagedList('/alerts', filters, setError, 'alerts');
+  const load = useCallback(async () => { if (await loadNewest()) setError(null); }, [loadNewest]);
   useEffect(() => {
-    history.replaceState(null, '', `#/alerts${query({ status })}`);
+    history.replaceState(null, '', `#/alerts${query(filters)}`);
     load();
-  }, [status]);
+  }, [status, jobId]);
   useInterval(load, 5000);
+  const one = jobId && alerts && alerts[0] ? alerts[0].job_name : null;
   return html`
     <section>
       <div class="head"><h1>Alerts</h1><span class="muted">refreshes every 5 s</span></div>
@@ -199,11 +201,14 @@ export function Alerts({ params }) {
         <label>Delivery <select name="status" value=${status} onChange=${(ev) => setStatus(ev.target.value)}>
           <option value="">all</option>${ALERT_STATUSES.map((s) => html`<option value=${s} selected=${s === status}>${s}</option>`)}
         </select></label>
+        ${jobId ? html`<span class="job-filter">one job${one ? html`: <a href="#/jobs/${jobId}">${one}</a>` : ''}
+          <button type="button" onClick=${() => setJobId('')}>all jobs</button></span>` : ''}
       </form>
       <${ErrorBox} error=${error} />
       ${alerts === null ? html`<p class="muted">Loading…</p>` : alerts.length === 0
         ? html`<p class="empty">No alerts${status ? ` ${status}` : ''}.</p>`
         : html`<${AlertRows} alerts=${alerts} withJob=${true} />`}
+      ${older.cursor ? html`<button class="more" onClick=${() => loadOlder()}>Older alerts</button>` : ''}
       <${RuleSets} />
     </section>`;
 }

@@ -5,7 +5,7 @@ import { html, api, query, fmtTime, fmtMs, fmtZoned, fromNow, lateness, backoff,
 import { TargetSummary } from './targets.js';
 import { Changes } from './changes.js';
 import { JobAlerts } from './alerts.js';
-import { BulkActions, PauseSummary, RunOptions, skippedText, useExecutionPages } from './runs.js';
+import { BulkActions, PauseSummary, RunOptions, skippedText, usePagedList } from './runs.js';
 
 // -- jobs --------------------------------------------------------------------------------------
 
@@ -245,9 +245,9 @@ export function Job({ id }) {
   // The job's executions, newest first (of one status, when chosen); "Older executions" reads the
   // page after them.
   const [status, setStatus] = useState('');
-  const pages = useExecutionPages(`/jobs/${id}/executions`, { status }, setError);
+  const pages = usePagedList(`/jobs/${id}/executions`, { status }, setError);
   const { older, loadOlder } = pages;
-  const executions = pages.executions || NONE;
+  const executions = pages.rows || NONE;
   const loadExecutions = useCallback(async () => {
     if (!deleting.current) await pages.loadNewest();
   }, [pages.loadNewest]);
@@ -394,7 +394,7 @@ export function Activity({ params }) {
   const [applied, setApplied] = useState(filters);
   const [updated, setUpdated] = useState(null);
   const [error, setError] = useState(null);
-  const { executions, older, loadNewest, loadOlder } = useExecutionPages('/executions', applied, setError);
+  const { rows: executions, older, loadNewest, loadOlder } = usePagedList('/executions', applied, setError);
   // Filters the API refused (a "since" that is no instant) are not read again every 5 s.
   const refused = useRef(false);
   const load = useCallback(async () => {

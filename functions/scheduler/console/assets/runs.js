@@ -4,7 +4,8 @@
 import { useState, useRef, useCallback } from './vendor/htm-preact-standalone.mjs';
 import { html, api, query, fmtTime, fromNow } from './lib.js';
 
-// A list of executions that follows the runner, read from ``route`` with ``filters``:
+// A list, newest first, that follows the runner (executions, or alerts: the answer's ``field``),
+// read from ``route`` with ``filters``:
 // ``loadNewest`` reads the newest page again, and with older pages shown it replaces the rows it
 // covers, the older rows staying after it; when the runner went further than a page since (no
 // row in common), the list starts again from the newest page, so that no run between the two is
@@ -14,8 +15,8 @@ import { html, api, query, fmtTime, fromNow } from './lib.js';
 // ``loadNewest`` answers true when it read, false when the API refused the filters, null when it
 // read nothing for these filters (stopped, or filters since changed). ``stop`` ends the reads
 // (the job is being deleted) and answers once those under way have ended; ``resume`` undoes it.
-// ``executions`` is null until the first page.
-export function useExecutionPages(route, filters, setError) {
+// ``rows`` is null until the first page.
+export function usePagedList(route, filters, setError, field = 'executions') {
   const [executions, setExecutions] = useState(null);
   const [older, setOlder] = useState({ cursor: null, extended: false });
   const key = `${route}${query(filters)}`;
@@ -40,18 +41,19 @@ export function useExecutionPages(route, filters, setError) {
   const loadNewest = useCallback(async () => {
     if (reads.current.stopped) return null;
     try {
-      const page = await read(`${route}${query({ ...filters, limit: 50 })}`);
+      const answer = await read(`${route}${query({ ...filters, limit: 50 })}`);
       if (keyNow.current !== key) return null;
+      const page = { rows: answer[field], next_cursor: answer.next_cursor };
       const { rows, older: was } = seen.current;
-      const last = page.executions[page.executions.length - 1];
+      const last = page.rows[page.rows.length - 1];
       const same = seen.current.key === key;
       const at = same && last && was.extended ? rows.findIndex((e) => e.id === last.id) : -1;
       if (at >= 0) {
-        show(page.executions.concat(rows.slice(at + 1)), was);
+        show(page.rows.concat(rows.slice(at + 1)), was);
       } else {
         seen.current.generation += 1;  // an older page on its way follows the rows replaced
         seen.current.key = key;
-        show(page.executions, { cursor: page.next_cursor, extended: false });
+        show(page.rows, { cursor: page.next_cursor, extended: false });
       }
       return true;
     } catch (e) {
@@ -69,14 +71,14 @@ export function useExecutionPages(route, filters, setError) {
     const { generation, older: now } = seen.current;
     if (reads.current.stopped || !now.cursor) return;
     try {
-      const page = await read(`${route}${query({ ...filters, limit: 50, cursor: now.cursor })}`);
+      const answer = await read(`${route}${query({ ...filters, limit: 50, cursor: now.cursor })}`);
       if (generation !== seen.current.generation || keyNow.current !== key) {
         if (tries > 1 && keyNow.current === key) loadOlder(tries - 1);
         return;
       }
       const { rows } = seen.current;
-      show(rows.concat(page.executions.filter((e) => !rows.some((x) => x.id === e.id))),
-           { cursor: page.next_cursor, extended: true });
+      show(rows.concat(answer[field].filter((e) => !rows.some((x) => x.id === e.id))),
+           { cursor: answer.next_cursor, extended: true });
     } catch (e) { setError(e); }
   };
   const stop = () => {
@@ -84,7 +86,7 @@ export function useExecutionPages(route, filters, setError) {
     return Promise.allSettled([...reads.current.underWay]);
   };
   const resume = () => { reads.current.stopped = false; };
-  return { executions, older, loadNewest, loadOlder, stop, resume };
+  return { rows: executions, older, loadNewest, loadOlder, stop, resume };
 }
 
 // "Name: value" lines (headers) or "name=value" lines (vars) as an object; blank lines ignored.
