@@ -197,11 +197,12 @@ class Config:
 
         localstack = _bool(get("localstack"), "localstack")
         broker_deployment = _choice(get("broker_deployment"), BROKER_DEPLOYMENTS, "broker_deployment")
-        _sized_broker(get, _choice(get("broker"), BROKERS, "broker"), localstack)
+        broker = _choice(get("broker"), BROKERS, "broker")
+        _sized_broker(get, broker, localstack)
         architecture = str(get("architecture")).strip() or (_host_architecture() if localstack else "arm64")
         config = cls(
             stack_name=str(get("stack_name")),
-            broker=_choice(get("broker"), BROKERS, "broker"),
+            broker=broker,
             precision=_choice(get("precision"), PRECISIONS, "precision"),
             nat_gateways=_int(get("nat_gateways"), "nat_gateways", minimum=0, maximum=2),
             endpoint_azs=_int(get("endpoint_azs"), "endpoint_azs", minimum=1, maximum=2),

@@ -284,11 +284,30 @@ def test_a_console_tab_in_the_background_reads_nothing_and_reads_at_once_when_sh
     assert problems == []
 
 
+def _delete_while_held(page, pattern, held: list) -> list[str]:
+    """Confirm the job page's Delete while the requests of ``pattern`` are held (``held``): no
+    DELETE is sent in the second after (the delete waits for them); once they go on, it follows.
+    The requests seen from the click on, as "METHOD path", for the caller's own checks."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    reads: list[str] = []
+    page.on("request", lambda request: reads.append(f"{request.method} {urlsplit(request.url).path}"))
+    page.get_by_role("button", name="Delete").click()
+    page.locator(".confirm").get_by_role("button", name="Delete").click()
+    with contextlib.suppress(PlaywrightError):  # a second for the delete to be sent (it must not be)
+        page.wait_for_event("request", lambda request: request.method == "DELETE", timeout=1_000)
+    assert [read for read in reads if read.startswith("DELETE")] == [], "deleted before the held reads ended"
+    with page.expect_request(lambda request: request.method == "DELETE"):
+        for route in held:
+            route.continue_()
+        page.unroute(pattern)
+    return reads
+
+
 def test_a_job_deleted_while_its_page_refreshes_reads_nothing_of_it_after(browser, api, target):
     """Delete confirmed while the job page's refresh is on its way: the delete waits for that
     refresh's answer, and nothing of the job is read after it (a read answered 404 is an error in
     the browser's console). The refresh's read of the executions is held by the test."""
-    from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import expect
 
     expect.set_options(timeout=TIMEOUT_MS)
@@ -303,17 +322,7 @@ def test_a_job_deleted_while_its_page_refreshes_reads_nothing_of_it_after(browse
     with page.expect_request(executions):
         page.clock.run_for(3_000)  # the page's refresh, its read of the executions held
 
-    reads: list[str] = []
-    page.on("request", lambda request: reads.append(f"{request.method} {urlsplit(request.url).path}"))
-    page.get_by_role("button", name="Delete").click()
-    page.locator(".confirm").get_by_role("button", name="Delete").click()
-    with contextlib.suppress(PlaywrightError):  # a second for the delete to be sent (it must not be)
-        page.wait_for_event("request", lambda request: request.method == "DELETE", timeout=1_000)
-    assert [read for read in reads if read.startswith("DELETE")] == [], "deleted before the refresh's read ended"
-    with page.expect_request(lambda request: request.method == "DELETE"):
-        for route in held:
-            route.continue_()
-        page.unroute(executions)
+    reads = _delete_while_held(page, executions, held)
     expect(page).to_have_url(re.compile(r"#/jobs$"))
     page.clock.run_for(10_000)  # the job page's timers, had they outlived it
     expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
@@ -514,17 +523,7 @@ def test_a_job_deleted_while_its_older_executions_are_read_reads_nothing_of_it_a
     page.route(older, lambda route: held.append(route))
     with page.expect_request(older):
         page.get_by_role("button", name="Older executions").click()
-    reads: list[str] = []
-    page.on("request", lambda request: reads.append(request.method))
-    page.get_by_role("button", name="Delete").click()
-    page.locator(".confirm").get_by_role("button", name="Delete").click()
-    with contextlib.suppress(Exception):  # a second for the delete to be sent (it must not be)
-        page.wait_for_event("request", lambda request: request.method == "DELETE", timeout=1_000)
-    assert "DELETE" not in reads
-    with page.expect_request(lambda request: request.method == "DELETE"):
-        for route in held:
-            route.continue_()
-        page.unroute(older)
+    _delete_while_held(page, older, held)
     expect(page).to_have_url(re.compile(r"#/jobs$"))
     assert requests.get(f"{api.url}/v1/jobs/{job['id']}", timeout=10).status_code == 404
     assert problems == []

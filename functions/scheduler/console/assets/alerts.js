@@ -2,7 +2,7 @@
 // and a job's rules with its recent alerts (on the job's page). Over GET /v1/alerts,
 // GET /v1/alert-rules and the job's "alerts".
 import { useState, useEffect, useCallback } from './vendor/htm-preact-standalone.mjs';
-import { html, api, allPages, query, fmtTime, Badge, ErrorBox, useInterval } from './lib.js';
+import { html, api, allPages, query, fmtTime, Badge, ErrorBox, OneJob, useInterval } from './lib.js';
 import { Changes } from './changes.js';
 import { usePagedList } from './runs.js';
 
@@ -193,7 +193,6 @@ export function Alerts({ params }) {
     load();
   }, [status, jobId]);
   useInterval(load, 5000);
-  const one = jobId && alerts && alerts[0] ? alerts[0].job_name : null;
   return html`
     <section>
       <div class="head"><h1>Alerts</h1><span class="muted">refreshes every 5 s</span></div>
@@ -201,8 +200,7 @@ export function Alerts({ params }) {
         <label>Delivery <select name="status" value=${status} onChange=${(ev) => setStatus(ev.target.value)}>
           <option value="">all</option>${ALERT_STATUSES.map((s) => html`<option value=${s} selected=${s === status}>${s}</option>`)}
         </select></label>
-        ${jobId ? html`<span class="job-filter">one job${one ? html`: <a href="#/jobs/${jobId}">${one}</a>` : ''}
-          <button type="button" onClick=${() => setJobId('')}>all jobs</button></span>` : ''}
+        <${OneJob} jobId=${jobId} rows=${alerts} onAll=${() => setJobId('')} />
       </form>
       <${ErrorBox} error=${error} />
       ${alerts === null ? html`<p class="muted">Loading…</p>` : alerts.length === 0

@@ -122,6 +122,15 @@ export const ErrorBox = ({ error }) => error ? html`
 
 // -- routing -----------------------------------------------------------------------------------
 
+// A list narrowed to one job (its address's job_id): the job, named by its first row, and a
+// button that lists every job's again.
+export const OneJob = ({ jobId, rows, onAll }) => {
+  if (!jobId) return '';
+  const name = rows && rows[0] ? rows[0].job_name : null;
+  return html`<span class="job-filter">one job${name ? html`: <a href="#/jobs/${jobId}">${name}</a>` : ''}
+    <button type="button" onClick=${onAll}>all jobs</button></span>`;
+};
+
 export function parseHash() {
   const raw = location.hash.replace(/^#\/?/, '');
   const [path, qs] = raw.split('?');

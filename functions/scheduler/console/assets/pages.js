@@ -1,7 +1,7 @@
 // The console's pages: jobs, one job, recent activity.
 import { useState, useEffect, useRef, useCallback } from './vendor/htm-preact-standalone.mjs';
 import { html, api, query, fmtTime, fmtMs, fmtZoned, fromNow, lateness, backoff, nextRun, anchorOf, Badge, ErrorBox,
-         go, useInterval, STATES, EXEC_STATUSES } from './lib.js';
+         go, OneJob, useInterval, STATES, EXEC_STATUSES } from './lib.js';
 import { TargetSummary } from './targets.js';
 import { Changes } from './changes.js';
 import { JobAlerts } from './alerts.js';
@@ -416,7 +416,6 @@ export function Activity({ params }) {
 
   const set = (k, value) => setFilters({ ...filters, [k]: value });
   const status = filters.status;
-  const one = applied.job_id && executions && executions[0] ? executions[0].job_name : null;
   return html`
     <section>
       <div class="head"><h1>Recent activity</h1>
@@ -429,8 +428,7 @@ export function Activity({ params }) {
           onChange=${(ev) => set('status', ev.target.checked ? 'failed' : '')} /> failures only</label>
         <label>Since <input name="since" value=${filters.since} placeholder="2026-12-01T00:00:00Z"
           onInput=${(ev) => set('since', ev.target.value.trim())} /></label>
-        ${filters.job_id ? html`<span class="job-filter">one job${one ? html`: <a href="#/jobs/${filters.job_id}">${one}</a>` : ''}
-          <button type="button" onClick=${() => set('job_id', '')}>all jobs</button></span>` : ''}
+        <${OneJob} jobId=${filters.job_id} rows=${executions} onAll=${() => set('job_id', '')} />
       </form>
       <${ErrorBox} error=${error} />
       ${executions === null ? html`<p class="muted">Loading…</p>` : executions.length === 0
