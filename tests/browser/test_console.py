@@ -554,7 +554,7 @@ def test_pause_notes_bulk_actions_overrides_and_skipped_rows_in_the_console(brow
 
 def test_a_jobs_changes_tab_and_the_cause_of_a_chained_run(browser, api, target):
     """The job view's Changes tab lists who changed what (a secret only said to have changed);
-    a chained run's execution links to the job whose execution caused it."""
+    a chained run's execution links to the execution that caused it, and that to its job."""
     from playwright.sync_api import expect
 
     expect.set_options(timeout=TIMEOUT_MS)
@@ -603,5 +603,9 @@ def test_a_jobs_changes_tab_and_the_cause_of_a_chained_run(browser, api, target)
     page.locator("table.executions tr.exec").first.click()
     expect(page.locator(".execution-details")).to_contain_text("Caused by")
     page.locator(".execution-details a.cause").click()
+    # The cause: the extract's execution, on a page of its own, which leads to its job.
+    expect(page.get_by_role("heading", name="Execution of extract")).to_be_visible()
+    expect(page.locator(".execution-summary")).to_contain_text("manual")
+    page.locator(".execution-summary a.job").click()
     expect(page.get_by_role("heading", name="extract")).to_be_visible()
     assert problems == []

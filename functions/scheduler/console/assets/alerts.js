@@ -5,6 +5,7 @@ import { useState, useEffect, useCallback } from './vendor/htm-preact-standalone
 import { html, api, allPages, query, fmtTime, Badge, ErrorBox, OneJob, useInterval } from './lib.js';
 import { Changes } from './changes.js';
 import { usePagedList } from './runs.js';
+import { executionHref } from './executions.js';
 
 export const ALERT_STATUSES = ['pending', 'delivered', 'failed'];
 
@@ -21,7 +22,8 @@ function AlertRows({ alerts, withJob }) {
           <td>${fmtTime(a.created_at)}</td>
           ${withJob ? html`<td><a href="#/jobs/${a.job_id}">${a.job_name}</a></td>` : ''}
           <td><code>${a.rule ? `${a.rule}/` : ''}${ruleText(a)}</code></td>
-          <td><${Badge} value=${a.event} /></td>
+          <td>${a.execution_id ? html`<a class="alert-execution" href=${executionHref(a.execution_id)} title="the execution it is about"><${Badge} value=${a.event} /></a>`
+            : html`<${Badge} value=${a.event} />`}</td>
           <td><${Badge} value=${a.status} />${a.last_error ? html` <span class="error-text">${a.last_error}</span>` : ''}</td>
           <td class="num">${a.attempts}</td>
           <td class="message">${a.message}</td>

@@ -1,10 +1,11 @@
 // The scheduler's web console: a few pages over the public /v1 API (Preact + htm, uPlot; both
 // vendored). Routes live in the URL's hash: #/jobs, #/jobs/new, #/jobs/ID, #/jobs/ID/edit,
-// #/activity, #/calendars, #/calendars/NAME, #/alerts.
+// #/activity, #/executions/ID, #/calendars, #/calendars/NAME, #/alerts.
 import { render, useState, useEffect } from './vendor/htm-preact-standalone.mjs';
 import { html, parseHash } from './lib.js';
 import { Jobs, Job, Activity } from './pages.js';
 import { JobForm } from './form.js';
+import { Execution } from './executions.js';
 import { Calendars } from './calendars.js';
 import { Alerts } from './alerts.js';
 
@@ -14,6 +15,7 @@ import { Alerts } from './alerts.js';
 function page(route) {
   const [first, second, third] = route.parts;
   if (first === 'alerts') return ['alerts', html`<${Alerts} key=${route.visit} params=${route.params} />`];
+  if (first === 'executions' && second) return ['activity', html`<${Execution} key=${second} id=${decodeURIComponent(second)} />`];
   if (first === 'activity') return ['activity', html`<${Activity} key=${route.visit} params=${route.params} />`];
   if (first === 'calendars') return ['calendars', html`<${Calendars} name=${second ? decodeURIComponent(second) : null} />`];
   if (first === 'jobs' && second === 'new') return ['jobs', html`<${JobForm} />`];

@@ -1,11 +1,12 @@
-// The console's pages: jobs, one job, recent activity.
+// The console's pages: jobs, one job, recent activity (their rows of executions: executions.js).
 import { useState, useEffect, useRef, useCallback } from './vendor/htm-preact-standalone.mjs';
-import { html, api, query, fmtTime, fmtMs, fmtZoned, fromNow, lateness, backoff, nextRun, anchorOf, Badge, ErrorBox,
+import { html, api, query, fmtTime, fmtZoned, fromNow, lateness, backoff, nextRun, anchorOf, Badge, ErrorBox,
          go, OneJob, useInterval, STATES, EXEC_STATUSES } from './lib.js';
 import { TargetSummary } from './targets.js';
 import { Changes } from './changes.js';
 import { JobAlerts } from './alerts.js';
-import { BulkActions, PauseSummary, RunOptions, skippedText, usePagedList } from './runs.js';
+import { BulkActions, PauseSummary, RunOptions, usePagedList } from './runs.js';
+import { ExecutionRows } from './executions.js';
 
 // -- jobs --------------------------------------------------------------------------------------
 
@@ -166,59 +167,6 @@ function Chart({ executions }) {
   return html`<div class="chart" ref=${box}></div>`;
 }
 
-// One execution, whole: its times, its error and the first bytes of its target's answer.
-function ExecutionDetails({ e }) {
-  const row = (label, value) => html`<dt>${label}</dt><dd>${value ?? html`<span class="muted">—</span>`}</dd>`;
-  return html`
-    <dl class="execution-details">
-      ${row('Execution', html`<code>${e.id}</code>`)}
-      ${e.caused_by ? row('Caused by', html`<a class="cause" href="#/jobs/${e.caused_by_job_id}">execution <code>${e.caused_by}</code></a>
-        <span class="muted"> (its job ran this one: on_success, on_failure or on_complete)</span>`) : ''}
-      ${row('Scheduled', fmtTime(e.scheduled_at))}
-      ${e.shifted_from ? row('Shifted from', html`<span class="shifted">${fmtTime(e.shifted_from)}
-        <span class="muted"> (calendar ${e.excluded_by} excluded it; on_excluded: shift)</span></span>`) : ''}
-      ${row('Due', e.due_at ? fmtTime(e.due_at) : null)}
-      ${row('Started', e.started_at ? fmtTime(e.started_at) : null)}
-      ${row('Finished', e.finished_at ? fmtTime(e.finished_at) : null)}
-      ${row('Waited', e.waited_ms ? html`<span class="waited">${fmtMs(e.waited_ms)} for ${e.waited_for}</span>` : null)}
-      ${row('Error', e.error ? html`<span class="error-text">${e.error}</span>` : null)}
-      ${e.overrides ? row('Overrides', html`<pre class="overrides">${JSON.stringify(e.overrides, null, 2)}</pre>`) : ''}
-      ${row('Response', e.response_excerpt ? html`<pre class="excerpt">${e.response_excerpt}</pre>` : null)}
-    </dl>`;
-}
-
-function ExecutionRows({ executions, withJob }) {
-  const [open, setOpen] = useState(null);
-  const wait = (e) => { const b = backoff(e); return b > 0 ? fmtMs(b) : '—'; };
-  return html`
-    <table class="list executions">
-      <thead><tr>${withJob ? html`<th>Job</th>` : ''}<th>Started</th><th>Status</th><th>Trigger</th><th class="num">Attempt</th>
-        <th class="num">HTTP</th><th class="num">Duration</th><th class="num" title="start against the time the attempt was due">Late</th>
-        <th class="num" title="how long after its occurrence the attempt was due: a retry's backoff, a catch-up's pause">Backoff</th>
-        <th>Error</th></tr></thead>
-      <tbody>${executions.map((e) => [html`
-        <tr key=${e.id} class=${`exec${open === e.id ? ' open' : ''}`} onClick=${() => setOpen(open === e.id ? null : e.id)}>
-          ${withJob ? html`<td><a href="#/jobs/${e.job_id}">${e.job_name || e.job_id}</a></td>` : ''}
-          <td title=${'scheduled ' + fmtTime(e.scheduled_at)}>${fmtTime(e.started_at)}</td>
-          <td><${Badge} value=${e.status} /></td>
-          <td>${e.caused_by_job_id
-            ? html`<a class="cause" href="#/jobs/${e.caused_by_job_id}" title=${'caused by execution ' + e.caused_by}
-                     onClick=${(ev) => ev.stopPropagation()}>${e.trigger} ←</a>`
-            : e.trigger}${e.overrides ? html` <span class="tag" title="run with overrides">overrides</span>` : ''}${e.shifted_from
-            ? html` <span class="tag shifted" title=${'shifted from ' + fmtTime(e.shifted_from) + ' by calendar ' + e.excluded_by}>shifted</span>`
-            : ''}</td>
-          <td class="num">${e.attempt}</td>
-          <td class="num http">${e.http_status ?? '—'}</td>
-          <td class="num">${fmtMs(e.duration_ms)}</td>
-          <td class="num late">${fmtMs(lateness(e))}</td>
-          <td class="num backoff">${wait(e)}</td>
-          <td class="error-text">${e.error || skippedText(e) || ''}</td>
-        </tr>`, open === e.id ? html`
-        <tr key=${e.id + '-details'} class="details"><td colspan=${withJob ? 10 : 9}><${ExecutionDetails} e=${e} /></td></tr>` : null])}
-      </tbody>
-    </table>`;
-}
-
 // What an execution of the job runs next (its chains), as a summary row.
 function Chains({ job }) {
   const parts = [['on success', job.on_success], ['on failure', job.on_failure], ['on complete', job.on_complete]]
@@ -226,6 +174,24 @@ function Chains({ job }) {
   if (!parts.length) return '';
   return html`<dt>Runs next</dt><dd class="chains">${parts.map(([when, refs]) => html`
     <div key=${when}>${when}: ${refs.join(', ')}</div>`)}</dd>`;
+}
+
+// A job that is no more: deleted (its change log, kept after the delete for the executions'
+// retention period, says who deleted it and when), or never the caller's (the 404 alone).
+function GoneJob({ id, error }) {
+  const [changes, setChanges] = useState(undefined);  // undefined: not read yet; null: no log either
+  useEffect(() => {
+    api('GET', `/jobs/${id}/changes?limit=1`).then((p) => setChanges(p.changes), () => setChanges(null));
+  }, [id]);
+  const deleted = changes && changes[0] && changes[0].action === 'delete' ? changes[0] : null;
+  if (!deleted) return html`<section><${ErrorBox} error=${error} /></section>`;
+  return html`
+    <section>
+      <div class="head"><h1>Deleted job</h1></div>
+      <p class="gone" role="status">Deleted ${fmtTime(deleted.at)} by ${deleted.by}, with its executions. Its changes
+        are kept for the executions' retention period:</p>
+      <${Changes} path=${`/jobs/${id}/changes`} version=${null} />
+    </section>`;
 }
 
 const NONE = [];  // the executions before the first page: one array, not a new one each render
@@ -237,9 +203,10 @@ export function Job({ id }) {
   const [error, setError] = useState(null);
   const [note, setNote] = useState('');
   const [confirming, setConfirming] = useState(false);
-  // A delete under way: no refresh is sent meanwhile, and the delete waits for the one in flight
-  // (a refresh answered after it would be a 404, which the browser reports as an error).
-  const deleting = useRef(false);
+  // No read of the job is sent once it is no more (a 404), nor while a delete is under way: the
+  // delete waits for the reads in flight (one answered after it would be a 404, which the
+  // browser reports as an error).
+  const stopped = useRef(false);
   const refreshing = useRef(null);
 
   // The job's executions, newest first (of one status, when chosen); "Older executions" reads the
@@ -249,7 +216,7 @@ export function Job({ id }) {
   const { older, loadOlder } = pages;
   const executions = pages.rows || NONE;
   const loadExecutions = useCallback(async () => {
-    if (!deleting.current) await pages.loadNewest();
+    if (!stopped.current) await pages.loadNewest();
   }, [pages.loadNewest]);
   const stopReads = () => Promise.allSettled([refreshing.current, pages.stop()]);
   // Another status chosen: its executions read at once (the page's first read is load's).
@@ -265,7 +232,10 @@ export function Job({ id }) {
       const j = await api('GET', `/jobs/${id}`);
       setJob(j);
       setError(null);
-    } catch (e) { setError(e); }
+    } catch (e) {
+      setError(e);
+      if (e.status === 404) { stopped.current = true; return; }
+    }
     loadExecutions();
   }, [id]);
 
@@ -279,8 +249,10 @@ export function Job({ id }) {
   }, [job && job.next_run_at, job && job.version, job && job.state]);
   // The job's summary and executions follow what the runner does (a run, a retry, a completion).
   useInterval(() => {
-    if (deleting.current) return;
-    refreshing.current = Promise.allSettled([api('GET', `/jobs/${id}`).then(setJob), loadExecutions()]);
+    if (stopped.current) return;
+    // A job deleted elsewhere meanwhile: the page says so (GoneJob).
+    const gone = (e) => { if (e.status === 404 && !stopped.current) { stopped.current = true; setError(e); setJob(null); } };
+    refreshing.current = Promise.allSettled([api('GET', `/jobs/${id}`).then(setJob, gone), loadExecutions()]);
   }, 3000);
 
   const act = async (what) => {
@@ -290,12 +262,12 @@ export function Job({ id }) {
         setNote('Run requested: the execution appears below when it starts.');
         setTimeout(loadExecutions, 700);
       } else if (what === 'delete') {
-        deleting.current = true;
+        stopped.current = true;
         await stopReads();  // every read of the job under way answered first (a later one would be a 404)
         try {
           await api('DELETE', `/jobs/${id}`);
         } catch (e) {
-          deleting.current = false;  // not deleted: the page goes on as it was
+          stopped.current = false;  // not deleted: the page goes on as it was
           pages.resume();
           throw e;
         }
@@ -309,6 +281,7 @@ export function Job({ id }) {
     } catch (e) { setError(e); }
   };
 
+  if (!job && error && error.status === 404) return html`<${GoneJob} id=${id} error=${error} />`;
   if (!job) return html`<section><${ErrorBox} error=${error} />${error ? '' : html`<p class="muted">Loading…</p>`}</section>`;
   const definition = { ...job };
   for (const k of ['id', 'owner', 'version', 'created_at', 'updated_at', 'stats', 'next_run_at', 'last_run_at', 'state', 'pause']) delete definition[k];
