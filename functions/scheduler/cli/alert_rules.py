@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler.cli.api import client_command
-from scheduler.cli.common import EXIT_OK, UsageError, non_empty
+from scheduler.cli.common import EXIT_OK, UsageError, add_if_match_flag
 from scheduler.cli.jobs import add_page_flags, print_listing
 from scheduler.cli.manifests import with_secret_references
 from scheduler.cli.output import CHANGE_ROWS, format_changes, format_table, print_data
@@ -154,12 +154,7 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
         help="a rule: failure, failures_in_a_row=3, recovery, missing_run=SECONDS, late=SECONDS (repeatable)",
     )
     apply.add_argument("--webhook", metavar="URL", help="where the --alert rules go (an HTTP POST, Slack-compatible)")
-    apply.add_argument(
-        "--if-match",
-        metavar="VERSION",
-        type=non_empty,
-        help="only replace the rule set if it is still at this version (else exit 4); never creates one",
-    )
+    add_if_match_flag(apply, "the rule set", creates=False)
     apply.set_defaults(func=alert_rules_apply)
     delete = subparser(actions, "delete", "delete a rule set (its jobs keep their own rules)")
     delete.add_argument("rule_set", metavar="NAME")

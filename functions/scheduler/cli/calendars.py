@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.cli.api import client_command
-from scheduler.cli.common import EXIT_OK, UsageError, non_empty
+from scheduler.cli.common import EXIT_OK, UsageError, add_if_match_flag
 from scheduler.cli.jobs import add_page_flags, print_listing
 from scheduler.cli.output import CHANGE_ROWS, format_changes, format_table, print_data
 from scheduler.cli.reading import read_definition
@@ -181,12 +181,7 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     create.set_defaults(func=calendars_create)
     apply = subparser(actions, "apply", "create a calendar, or replace the one of that name (its jobs replanned)")
     _definition_flags(apply)
-    apply.add_argument(
-        "--if-match",
-        metavar="VERSION",
-        type=non_empty,
-        help="only replace the calendar if it is still at this version (else exit 4); never creates one",
-    )
+    add_if_match_flag(apply, "the calendar", creates=False)
     apply.set_defaults(func=calendars_apply)
     delete = subparser(actions, "delete", "delete a calendar (refused while a job names it)")
     delete.add_argument("calendar", metavar="NAME")

@@ -103,6 +103,18 @@ def non_empty(text: str) -> str:
     return text
 
 
+def add_if_match_flag(parser: argparse.ArgumentParser, what: str, *, creates: bool = True) -> None:
+    """``--if-match VERSION``: the change only applies to ``what`` while it is at that version
+    (else exit 4); ``creates=False`` says that, given, it never creates one."""
+    never = "; never creates one" if not creates else ""
+    parser.add_argument(
+        "--if-match",
+        metavar="VERSION",
+        type=non_empty,
+        help=f"only if {what} is still at this version (else exit 4){never}",
+    )
+
+
 def http_status(text: str) -> int:
     """An HTTP status code, 100 to 599."""
     try:

@@ -10,7 +10,16 @@ from typing import Any
 from scheduler.cli.api import client_command
 from scheduler.cli.aws_flags import check_stdin_once
 from scheduler.cli.columns import JOB_COLUMN_SET, JOB_DEFAULT, choose
-from scheduler.cli.common import EXIT_OK, JOB_STATES, UsageError, non_empty, positive_int, since, until
+from scheduler.cli.common import (
+    EXIT_OK,
+    JOB_STATES,
+    UsageError,
+    add_if_match_flag,
+    non_empty,
+    positive_int,
+    since,
+    until,
+)
 from scheduler.cli.definitions import (
     add_definition_options,
     add_limits_options,
@@ -292,9 +301,7 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
         action="store_true",
         help="send a full definition (PUT): the file, else the stored job, with the flags over it",
     )
-    update.add_argument(
-        "--if-match", metavar="VERSION", type=non_empty, help="only if the job is still at this version (else exit 4)"
-    )
+    add_if_match_flag(update, "the job")
     add_definition_options(update)
     add_limits_options(update)
     update.set_defaults(func=jobs_update)
