@@ -111,7 +111,9 @@ def update_job(
 
     ``build`` takes the job as read (no row is held), so it may merge with the current values
     (PATCH, a ``"***"`` secret kept). When a schedule field changed, the occurrences start afresh
-    from now; otherwise the occurrence in hand is kept.
+    from now; otherwise the occurrence in hand is kept. A completed one-off whose time has passed
+    stays completed unless its ``run_at`` changes: its occurrence ran (or was skipped) at that
+    time, and another field's edit (its zone, its window, its calendars) does not bring it back.
     """
 
     def edit(current: Job) -> Edit:
@@ -119,18 +121,30 @@ def update_job(
         new = current.with_spec(spec)
         if all(getattr(current, k) == getattr(new, k) for k in SCHEDULE_FIELDS):
             return spec, None, ()
+        now = store.now()
+        if _one_off_done(current, new, now):
+            return spec, None, ()
         state = JobState.PAUSED if current.state == JobState.PAUSED else JobState.ACTIVE
         calendars = named_calendars(store, owner, list(new.exclude_calendars))
         # The same occurrences and exclusions: those excluded before the one in hand are on record.
         kept = (*OCCURRENCE_FIELDS, "exclude_calendars", "on_excluded")
         same = all(getattr(current, k) == getattr(new, k) for k in kept)
         since = current.scheduled_at if same else None
-        now = store.now()
         plan = lifecycle.plan_first(new, now, state, calendars=calendars, recorded_until=since)
         refuse_a_schedule_left_without_runs(new, plan, now, calendars)
         return spec, plan, skips_to_trim(store, current, replanned_from(current, new, now, since))
 
     return _write_edit(store, owner, job_id, edit, expected_version, action=ChangeAction.UPDATE, by=by, chained=True)
+
+
+def _one_off_done(current: Job, new: Job, now: datetime) -> bool:
+    """Whether an edit leaves a completed one-off completed: its ``run_at`` unchanged and past."""
+    return (
+        current.state == JobState.COMPLETED
+        and new.run_at is not None
+        and new.run_at == current.run_at
+        and new.run_at <= now
+    )
 
 
 def pause_job(
