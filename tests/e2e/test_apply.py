@@ -379,7 +379,7 @@ def test_prune_with_no_document_deletes_nothing(api, tmp_path):
     for empty in ("", "---\n"):
         (tmp_path / "empty.yaml").write_text(empty)
         done = _cli(api, "apply", "-f", str(tmp_path / "empty.yaml"), "--prune", "--selector", "tag=bulk")
-        assert done.returncode == 2 and "--prune with no document read" in done.stderr, done.stderr
+        assert done.returncode == 2 and "--prune with no job document read" in done.stderr, done.stderr
     assert [job["name"] for job in api.get("/v1/jobs")["jobs"]] == ["keep-me"]
 
 

@@ -153,9 +153,9 @@ def domain_error(exc: SchedulerError) -> ApiError | None:
             code="version_mismatch",
         )
     if isinstance(exc, VersionMismatch):
-        if exc.current is None:  # a rule set deleted since its version was read
+        if exc.current is None:  # no rule set of the name: never made, or deleted since its version was read
             return ApiError(
-                f"the {exc.what} no longer exists (If-Match)",
+                f"there is no {exc.what} of that name (If-Match)",
                 [{"field": "If-Match", "message": f"there is no {exc.what} of that name to match"}],
                 status=412,
                 code="version_mismatch",

@@ -24,7 +24,7 @@ from typing import Any
 from scheduler.cli.api import client_command
 from scheduler.cli.common import EXIT_API_ERROR, EXIT_OK, JOB_STATES, UsageError
 from scheduler.cli.comparing import differences, normal_form
-from scheduler.cli.exporting import export
+from scheduler.cli.exporting import ChainNames, export
 from scheduler.cli.manifests import (
     KINDS,
     Resolved,
@@ -63,22 +63,61 @@ class Step:
         return self.name if self.kind == "job" else f"{self.kind}/{self.name}"
 
 
-def plan(resolved: list[Resolved], client: Any, *, resend_secrets: bool) -> list[Step]:
+def plan(
+    resolved: list[Resolved], client: Any, *, resend_secrets: bool, chained: dict[str, set[str]] | None = None
+) -> list[Step]:
     """One step per document: create what is absent, update what differs. Each kind the files
     hold is listed once, and each stored object compared with its document as its page arrives:
     what is held is the documents, their steps and a page, not every stored object too (a
-    listing of 50,000 jobs is some 500 MB of answers)."""
+    listing of 50,000 jobs is some 500 MB of answers). A stored chain that names a job by its id
+    is the same as the file's by that job's name (as ``export`` writes it). ``chained`` gets,
+    for each job a chain names (by name or id), the jobs whose chains name it: the stored jobs
+    no file defines, and the files' jobs."""
     wanted = {(item.document.kind, item.document.name): i for i, item in enumerate(resolved)}
     steps: list[Step | None] = [None] * len(resolved)
+    names = ChainNames(client)
     for kind in KINDS:
         if not any(item.document.kind == kind for item in resolved):
             continue
         for page in _LISTINGS[kind](client):
-            for current in page.get(_PAGE_ITEMS[kind]) or []:
+            items = page.get(_PAGE_ITEMS[kind]) or []
+            by_name = _chains_by_name(names, items) if kind == "job" else {}
+            for current in items:
                 i = wanted.get((kind, current.get("name")))
                 if i is not None:
-                    steps[i] = _compared(resolved[i], current, resend_secrets)
+                    steps[i] = _compared(resolved[i], current, resend_secrets, by_name.get(current.get("id")))
+                elif kind == "job" and chained is not None:
+                    _note_chains(chained, current)
+    if chained is not None:
+        for item in resolved:
+            if item.document.kind == "job":
+                _note_chains(chained, item.definition, item.document.name)
     return [step or _created(item) for item, step in zip(resolved, steps)]
+
+
+def _chains_by_name(names: ChainNames, jobs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The page's jobs whose chains name a job by its id, as they read with names instead."""
+    chained = [job for job in jobs if any(_is_id(ref) for chain in _CHAINS for ref in job.get(chain) or [])]
+    if not chained:
+        return {}
+    renamed = [{**job, **{chain: list(job[chain]) for chain in _CHAINS if job.get(chain)}} for job in chained]
+    names.rename(renamed)
+    return {job["id"]: job for job in renamed}
+
+
+def _is_id(ref: Any) -> bool:
+    from scheduler.transport.api_wire import is_job_id
+
+    return isinstance(ref, str) and is_job_id(ref)
+
+
+def _note_chains(chained: dict[str, set[str]], job: dict[str, Any], name: str | None = None) -> None:
+    """Each job ``job``'s chains name (by name or id), with ``job`` among those naming it."""
+    for chain in _CHAINS:
+        refs = job.get(chain)
+        for ref in refs if isinstance(refs, list) else []:
+            if isinstance(ref, str):
+                chained.setdefault(ref.lower() if _is_id(ref) else ref, set()).add(name or job.get("name") or "?")
 
 
 def _created(item: Resolved) -> Step:
@@ -98,13 +137,20 @@ def _created(item: Resolved) -> Step:
     return step
 
 
-def _compared(item: Resolved, current: dict[str, Any], resend_secrets: bool) -> Step:
+def _compared(
+    item: Resolved, current: dict[str, Any], resend_secrets: bool, by_name: dict[str, Any] | None = None
+) -> Step:
     """The step of a document whose object is stored (``current``, as answered): update it when
-    they differ."""
+    they differ. ``by_name``: the stored job with the ids of its chains as names, the same too."""
     kind, name = item.document.kind, item.document.name
     problems: list[str] = []
     kept = {k: v for k, v in current.items() if k not in READ_ONLY_FIELDS}
-    changes = differences(normal_form(item.definition, kind, problems), normal_form(kept, kind))
+    wanted = normal_form(item.definition, kind, problems)
+    changes = differences(wanted, normal_form(kept, kind))
+    if changes and by_name is not None:
+        renamed = {k: v for k, v in by_name.items() if k not in READ_ONLY_FIELDS}
+        if not differences(wanted, normal_form(renamed, kind)):
+            changes = []
     resend_only = resend_secrets and _has_secret(item.definition) and not changes
     if resend_only:
         changes = ["(secrets sent again: --resend-secrets)"]
@@ -169,6 +215,22 @@ def prune_steps(client: Any, selector: str, keep: set[str]) -> list[Step]:
     ]
 
 
+def refuse_pruning_chained(pruned: list[Step], chained: dict[str, set[str]]) -> None:
+    """Refuse (before anything is written) a prune that would delete a job another job's chain
+    names, by name or id: the files' jobs and the stored jobs that stay."""
+    deleted = {step.name for step in pruned}
+    named = []
+    for step in pruned:
+        by = sorted((chained.get(step.name, set()) | chained.get(str(step.key).lower(), set())) - deleted)
+        if by:
+            named.append(f"{step.name} (named by {', '.join(by)})")
+    if named:
+        raise UsageError(
+            f"--prune would delete jobs that chains name: {'; '.join(named)}: keep them in the files, "
+            "or take them out of those chains first"
+        )
+
+
 # Where each kind's objects are listed, created and replaced (with If-Match of the version read).
 _LISTINGS: dict[str, Callable[[Any], Iterator[dict[str, Any]]]] = {
     "job": lambda client: client.iter_job_pages(limit=200),
@@ -188,15 +250,47 @@ def _write(client: Any, step: Step) -> Any:
             step.key = answer["id"]
             return answer
         if step.action == "update":
-            return client.replace_job(step.key, definition, if_match=step.version)
+            return _replace_job(client, step, definition)
         return client.delete_job(step.key)
     if step.kind == "calendar":
         if step.action == "create":
             return client.create_calendar(definition)
         return client.replace_calendar(step.name, definition, if_match=step.version)
-    # a rule set: a PUT creates it; with If-Match it only replaces the version read
+    # a rule set: a PUT with If-None-Match: * creates it (not one made meanwhile); with If-Match
+    # it only replaces the version read
     version = step.version if step.action == "update" else None
-    return client.put_alert_rule(step.name, definition.get("tag"), definition.get("alerts") or [], if_match=version)
+    return client.put_alert_rule(
+        step.name, definition.get("tag"), definition.get("alerts") or [], if_match=version, create_only=version is None
+    )
+
+
+def _replace_job(client: Any, step: Step, definition: dict[str, Any]) -> Any:
+    """Replace a job at the version read. When it moved on since by replans only (a calendar it
+    names replaced, by this apply or by someone else: a replan moves the job's plan and version,
+    never its definition), it is replaced at the version they left; any other change since is
+    the 412 it was."""
+    from scheduler.client import ApiCallFailed
+
+    try:
+        return client.replace_job(step.key, definition, if_match=step.version)
+    except ApiCallFailed as exc:
+        version = _replanned_to(client, step) if exc.status == 412 else None
+        if version is None:
+            raise
+    step.version = version
+    return client.replace_job(step.key, definition, if_match=version)
+
+
+def _replanned_to(client: Any, step: Step) -> int | None:
+    """The job's version when every change since the version read is a replan (on the newest
+    page of its change log), else None."""
+    page = client.list_changes(step.key, limit=50)
+    later = [c for c in page.get("changes") or [] if isinstance(c.get("version"), int) and c["version"] > step.version]
+    if not later or (len(later) == len(page.get("changes") or []) and page.get("next_cursor")):
+        return None  # none, or more than a page: not known to be replans only
+    if any(c.get("action") != "replan" for c in later):
+        return None
+    return max(c["version"] for c in later)
 
 
 def _kept_as_stored(step: Step, answer: Any) -> bool:
@@ -300,8 +394,9 @@ def apply(args: argparse.Namespace, client: Any) -> int:
     if args.prune and not args.selector:
         raise UsageError("--prune needs --selector tag=TAG (the jobs it may delete)")
     documents = read_documents(args.files)
-    if args.prune and not documents:  # an empty file (a failed export) would delete them all
-        raise UsageError("--prune with no document read would delete every job of the selector: give the job files")
+    if args.prune and not any(d.kind == "job" for d in documents):
+        # An empty file (a failed export), or one of calendars only: it would delete them all.
+        raise UsageError("--prune with no job document read would delete every job of the selector: give the job files")
     resolved = [resolve(document) for document in documents]
     for item in resolved:
         for secret in item.unset_secrets:
@@ -309,9 +404,12 @@ def apply(args: argparse.Namespace, client: Any) -> int:
     # Calendars and rule sets first: a job may name a calendar the same files create; and a job
     # after those its chains name (the API refuses a chain to a job that does not exist yet).
     resolved = chained_after(sorted(resolved, key=lambda item: _APPLY_ORDER[item.document.kind]))
-    steps = plan(resolved, client, resend_secrets=args.resend_secrets)
+    chained: dict[str, set[str]] = {}
+    steps = plan(resolved, client, resend_secrets=args.resend_secrets, chained=chained if args.prune else None)
     if args.prune:
-        steps += prune_steps(client, args.selector, {d.name for d in documents if d.kind == "job"})
+        pruned = prune_steps(client, args.selector, {d.name for d in documents if d.kind == "job"})
+        refuse_pruning_chained(pruned, chained)
+        steps += pruned
     table = args.output == "table"
     try:
         carry_out(client, steps, dry_run=args.dry_run, say=print if table else (lambda line: None))

@@ -218,8 +218,8 @@ def resolve(document: Document) -> Resolved:
 
 
 def _typed(target: dict[str, Any]) -> dict[str, Any]:
-    """A job's target with its type, as ``jobs create -f`` takes one without: http, or amqp by
-    its fields."""
+    """A target (a job's, an alert rule's) with its type, as ``jobs create -f`` takes one
+    without: http, or amqp by its fields."""
     if target.get("type"):
         return target
     return {**target, "type": "amqp" if {"exchange", "routing_key"} & set(target) else "http"}
@@ -231,7 +231,8 @@ def _resolved_rule(document: Document, rule: Any, field: str, unset: list[str]) 
         return rule
     resolved = _expand({k: v for k, v in rule.items() if k != "target"}, document.source, field)
     if "target" in rule:
-        resolved["target"] = _resolved_target(document, rule["target"], f"{field}.", unset)
+        target = _typed(rule["target"]) if isinstance(rule["target"], dict) else rule["target"]
+        resolved["target"] = _resolved_target(document, target, f"{field}.", unset)
     return {k: resolved[k] for k in rule}
 
 

@@ -27,12 +27,23 @@ class AlertRuleCalls:
         return f"{PATH}/{quote(name, safe='')}"
 
     def put_alert_rule(
-        self, name: str, tag: str, alerts: Sequence[Mapping[str, Any]], *, if_match: str | int | None = None
+        self,
+        name: str,
+        tag: str | None,
+        alerts: Sequence[Mapping[str, Any]],
+        *,
+        if_match: str | int | None = None,
+        create_only: bool = False,
     ) -> dict[str, Any]:
         """``PUT /v1/alert-rules/{name}``: create or replace the rule set; the rule set. With
-        ``if_match`` (a version), only replace that version (412 otherwise; nothing is created)."""
-        body = {"tag": tag, "alerts": list(alerts)}
-        answer = self.request("PUT", self._alert_rule_path(name), body=body, headers=api_wire.if_match(if_match))
+        ``if_match`` (a version), only replace that version (412 otherwise; nothing is created);
+        with ``create_only``, only create it (``If-None-Match: *``: 412 when the name is taken).
+        A ``tag`` of None is left out (the API answers that it is required)."""
+        body: dict[str, Any] = {"alerts": list(alerts)} if tag is None else {"tag": tag, "alerts": list(alerts)}
+        headers = api_wire.if_match(if_match)
+        if create_only:
+            headers["If-None-Match"] = "*"
+        answer = self.request("PUT", self._alert_rule_path(name), body=body, headers=headers)
         return api_wire.expect_fields(answer, name=str)
 
     def list_alert_rules(self, *, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
