@@ -175,3 +175,37 @@ def test_a_rule_set_made_meanwhile_is_not_overwritten_and_a_missing_tag_reads_al
                  "--webhook", "http://127.0.0.1:9/x", "--if-match", "1")  # fmt: skip
     assert never.returncode == 4 and "there is no alert rule set of that name" in never.stderr, never.stderr
     assert json.loads(_cli(api, "alert-rules", "list", "-o", "json").stdout)["alert_rules"][0]["name"] == "ops"
+
+
+def test_a_dry_run_refuses_the_secrets_the_api_would_refuse(api, tmp_path):
+    path = tmp_path / "job.yaml"
+    masked = 'name: m\nschedule: "@daily"\ntarget: {url: "http://127.0.0.1:9/m", auth: {type: bearer, token: "***"}}\n'
+    path.write_text(masked)
+    dry = _cli(api, "apply", "-f", str(path), "--dry-run")
+    assert dry.returncode == 1 and 'target.auth.token: is masked ("***")' in dry.stdout, dry.stdout + dry.stderr
+    path.write_text(
+        'name: k\nschedule: "@daily"\ntarget: {url: "http://127.0.0.1:9/k", headers: {X-Api-Key: "${KEY}"}}\n'
+    )
+    dry = _cli(api, "apply", "-f", str(path), "--dry-run", env={"KEY": "kk\u20ac"})
+    assert dry.returncode == 1 and "target.headers.X-Api-Key: must be Latin-1" in dry.stdout, dry.stdout
+    assert "kk\u20ac" not in dry.stdout + dry.stderr
+    # A stored secret kept (its reference unset) while the url moves to another host.
+    path.write_text(
+        'name: b\nschedule: "@daily"\ntarget: {url: "http://127.0.0.1:9/b", auth: {type: bearer, token: "${TOK}"}}\n'
+    )
+    assert _cli(api, "apply", "-f", str(path), env={"TOK": "t0k"}).returncode == 0
+    path.write_text(path.read_text().replace("127.0.0.1:9", "localhost:9"))
+    dry = _cli(api, "apply", "-f", str(path), "--dry-run")
+    assert dry.returncode == 1 and "moved to another scheme, host or port" in dry.stdout, dry.stdout + dry.stderr
+
+
+def test_export_says_which_jobs_lose_their_state_and_apply_which_run_at_once(api, tmp_path):
+    hook = {"type": "http", "url": "http://127.0.0.1:9/p"}
+    paused = api.post("/v1/jobs", {"name": "held", "schedule": "@daily", "target": hook})
+    api.post(f"/v1/jobs/{paused['id']}/pause", {})
+    exported = _cli(api, "export")
+    assert "export: 1 paused job written without their state" in exported.stderr, exported.stderr
+    path = tmp_path / "late.yaml"
+    path.write_text('name: late\nrun_at: "2020-01-01T00:00:00Z"\ntarget: {url: "http://127.0.0.1:9/late"}\n')
+    dry = _cli(api, "apply", "-f", str(path), "--dry-run")
+    assert dry.returncode == 0 and "(a one-off whose run_at has passed: created, it runs at once)" in dry.stdout

@@ -22,9 +22,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from scheduler.cli.api import client_command
+from scheduler.cli.chaining import ChainNames, chained_after, chains_by_name, note_chains
 from scheduler.cli.common import EXIT_API_ERROR, EXIT_OK, JOB_STATES, UsageError
-from scheduler.cli.comparing import differences, normal_form
-from scheduler.cli.exporting import ChainNames, export
+from scheduler.cli.comparing import differences, masked_secret_problems, normal_form
+from scheduler.cli.exporting import export
 from scheduler.cli.manifests import (
     KINDS,
     Resolved,
@@ -81,43 +82,18 @@ def plan(
             continue
         for page in _LISTINGS[kind](client):
             items = page.get(_PAGE_ITEMS[kind]) or []
-            by_name = _chains_by_name(names, items) if kind == "job" else {}
+            by_name = chains_by_name(names, items) if kind == "job" else {}
             for current in items:
                 i = wanted.get((kind, current.get("name")))
                 if i is not None:
                     steps[i] = _compared(resolved[i], current, resend_secrets, by_name.get(current.get("id")))
                 elif kind == "job" and chained is not None:
-                    _note_chains(chained, current)
+                    note_chains(chained, current)
     if chained is not None:
         for item in resolved:
             if item.document.kind == "job":
-                _note_chains(chained, item.definition, item.document.name)
+                note_chains(chained, item.definition, item.document.name)
     return [step or _created(item) for item, step in zip(resolved, steps)]
-
-
-def _chains_by_name(names: ChainNames, jobs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The page's jobs whose chains name a job by its id, as they read with names instead."""
-    chained = [job for job in jobs if any(_is_id(ref) for chain in _CHAINS for ref in job.get(chain) or [])]
-    if not chained:
-        return {}
-    renamed = [{**job, **{chain: list(job[chain]) for chain in _CHAINS if job.get(chain)}} for job in chained]
-    names.rename(renamed)
-    return {job["id"]: job for job in renamed}
-
-
-def _is_id(ref: Any) -> bool:
-    from scheduler.transport.api_wire import is_job_id
-
-    return isinstance(ref, str) and is_job_id(ref)
-
-
-def _note_chains(chained: dict[str, set[str]], job: dict[str, Any], name: str | None = None) -> None:
-    """Each job ``job``'s chains name (by name or id), with ``job`` among those naming it."""
-    for chain in _CHAINS:
-        refs = job.get(chain)
-        for ref in refs if isinstance(refs, list) else []:
-            if isinstance(ref, str):
-                chained.setdefault(ref.lower() if _is_id(ref) else ref, set()).add(name or job.get("name") or "?")
 
 
 def _created(item: Resolved) -> Step:
@@ -133,7 +109,9 @@ def _created(item: Resolved) -> Step:
     problems: list[str] = []
     normal_form(item.definition, kind, problems)
     step = Step("create", name, definition=item.definition, kind=kind, source=item.document.source)
-    step.refused = problems
+    step.refused = problems + masked_secret_problems(item.definition, None)
+    if kind == "job" and _run_at_passed(item.definition):
+        step.changes = ["(a one-off whose run_at has passed: created, it runs at once)"]
     return step
 
 
@@ -156,6 +134,8 @@ def _compared(
         changes = ["(secrets sent again: --resend-secrets)"]
     key = current["id"] if kind == "job" else name
     action = "update" if changes else "unchanged"
+    if kind == "job" and changes:
+        problems += masked_secret_problems(item.definition, current)
     step = Step(action, name, key, current.get("version"), item.definition, changes, kind)
     step.source, step.refused, step.resend_only = item.document.source, problems, resend_only
     return step
@@ -170,8 +150,13 @@ _RAN_AND_DELETED = (
 def _ran_and_deleted(definition: dict[str, Any]) -> bool:
     """Whether a job absent from the API is a one-off that deleted itself after it ran
     (``after_completion: delete``, its ``run_at`` past): apply does not create it again."""
+    return definition.get("after_completion") == "delete" and _run_at_passed(definition)
+
+
+def _run_at_passed(definition: dict[str, Any]) -> bool:
+    """Whether a definition is a one-off whose ``run_at`` has passed (by this machine's clock)."""
     run_at = definition.get("run_at")
-    if definition.get("after_completion") != "delete" or not isinstance(run_at, str):
+    if not isinstance(run_at, str):
         return False
     try:
         when = datetime.fromisoformat(run_at.replace("Z", "+00:00"))
@@ -298,43 +283,6 @@ def _kept_as_stored(step: Step, answer: Any) -> bool:
     with the stored ones and kept its version (local mode's, and a deployment's whose API has its
     KMS HMAC key)."""
     return step.resend_only and isinstance(answer, dict) and answer.get("version") == step.version
-
-
-_CHAINS = ("on_success", "on_failure", "on_complete")
-
-
-def chained_after(resolved: list[Resolved]) -> list[Resolved]:
-    """``resolved`` with each job after the jobs of the same files its chains name (by name);
-    otherwise in order (a cycle, which the API refuses anyway, keeps its order). Walked without
-    recursion: a chain of thousands of jobs is as good as one of two."""
-    jobs = {item.document.name: item for item in resolved if item.document.kind == "job"}
-    placed: list[Resolved] = []
-    seen: set[int] = set()
-
-    def named_by(item: Resolved) -> list[Resolved]:
-        refs = [ref for chain in _CHAINS for ref in item.definition.get(chain) or [] if isinstance(ref, str)]
-        return [jobs[ref] for ref in refs if ref in jobs and ref != item.document.name]
-
-    for first in resolved:
-        if id(first) in seen:
-            continue
-        # A depth-first walk: each job is placed once the jobs it names are; one on the path
-        # already (a cycle) is not walked again.
-        stack = [(first, iter(named_by(first)))]
-        path = {id(first)}
-        while stack:
-            item, pending = stack[-1]
-            following = next((n for n in pending if id(n) not in seen and id(n) not in path), None)
-            if following is not None:
-                stack.append((following, iter(named_by(following))))
-                path.add(id(following))
-                continue
-            stack.pop()
-            path.discard(id(item))
-            if id(item) not in seen:
-                seen.add(id(item))
-                placed.append(item)
-    return placed
 
 
 _VERBS = {"create": ("+", "created"), "update": ("~", "updated"), "delete": ("-", "deleted"), "skip": ("=", "skipped")}

@@ -47,6 +47,13 @@ def normal_form(
         dumped = model.model_validate(masked).model_dump(mode="python")
         if queue_url is not None:
             dumped["target"]["queue_url"] = queue_url
+        if problems is not None and masked != definition:
+            # The secrets' own values too (a line break, a header's non-Latin-1 character), as
+            # the API checks them; its messages name the character, never the value.
+            unmasked = {k: v for k, v in definition.items() if kind == "job" or k != "name"}
+            if queue_url is not None:
+                unmasked["target"] = {**unmasked["target"], "queue_url": _STAND_IN_QUEUE_URL}
+            model.model_validate(unmasked)
     except ValidationError as exc:
         if problems is not None:
             problems.extend(
@@ -60,6 +67,30 @@ def normal_form(
     if kind == "job":
         return dumped
     return {k: v for k, v in dumped.items() if k != "name" and v is not None and v != []}
+
+
+def masked_secret_problems(definition: dict[str, Any], stored: dict[str, Any] | None) -> list[str]:
+    """What the API answers of a ``"***"`` it has nothing to keep for: one anywhere in a definition
+    to create (``stored`` None: a job's target, an alert rule's), or one in a stored job's target
+    whose url moves to another scheme, host or port (a secret never follows it there)."""
+    from scheduler.core.errors import MaskedSecretError
+    from scheduler.secrets import keep_masked_secrets
+
+    targets: list[tuple[str, Any, Any]] = [("", definition.get("target"), (stored or {}).get("target"))]
+    alerts = definition.get("alerts")
+    if stored is None and isinstance(alerts, list):
+        targets += [
+            (f"alerts.{i}.", rule.get("target"), None) for i, rule in enumerate(alerts) if isinstance(rule, dict)
+        ]
+    problems = []
+    for prefix, target, was in targets:
+        if not isinstance(target, dict) or not target.get("type"):
+            continue
+        try:
+            keep_masked_secrets(target, was if isinstance(was, dict) else None)
+        except MaskedSecretError as exc:
+            problems.append(f"{prefix}{exc.field}: {exc.message}")
+    return problems
 
 
 # An SQS queue URL that is not AWS's (an emulator's: LocalStack, moto) is valid only where the

@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from scheduler.cli.api import client_command
+from scheduler.cli.chaining import ChainNames
 from scheduler.cli.common import EXIT_OK
 from scheduler.cli.manifests import KINDS, exported, exported_alert_rules, exported_calendar, yaml_stream
 from scheduler.cli.streaming import emit, json_close, json_items
 
 PAGE = 200  # the API's largest page: the fewest requests
-_CHAINS = ("on_success", "on_failure", "on_complete")
 
 
 @client_command
@@ -34,8 +35,17 @@ def export(args: argparse.Namespace, client: Any) -> int:
     the calendars its jobs name, ``--tag`` the rule sets of that tag."""
     references: list[str] = []
     chains = ChainNames(client)
-    pages = _document_pages(args, client, references, chains)
+    states: Counter[str] = Counter()
+    pages = _document_pages(args, client, references, chains, states)
     emit(_json_pieces(pages) if args.output == "json" else ("".join(yaml_stream(iter(page))) for page in pages))
+    if states:
+        # A file has no state: applied where the jobs are not, they are created active.
+        held = " and ".join(f"{n} {state} job{'s' if n > 1 else ''}" for state, n in sorted(states.items()))
+        print(
+            f"export: {held} written without their state: apply creates them active where they do not exist "
+            "(a one-off whose run_at has passed runs at once)",
+            file=sys.stderr,
+        )
     if chains.dangling:
         print(f"export: chains name jobs that no longer exist: {', '.join(sorted(chains.dangling))}", file=sys.stderr)
     if references:
@@ -57,10 +67,11 @@ def _json_pieces(pages: Iterable[list[dict[str, Any]]]) -> Iterator[str]:
 
 
 def _document_pages(
-    args: argparse.Namespace, client: Any, references: list[str], chains: ChainNames
+    args: argparse.Namespace, client: Any, references: list[str], chains: ChainNames, states: Counter[str]
 ) -> Iterator[list[dict[str, Any]]]:
     """The documents, a page of them at a time: the calendars, the rule sets, then the jobs;
-    ``references`` gets the secrets' names as they are written."""
+    ``references`` gets the secrets' names as they are written, ``states`` the number of jobs
+    written paused or completed."""
     kinds = set(args.kinds or KINDS)
     filters = {"tag": args.tag, "state": args.state, "name_prefix": args.name_prefix}
     filtered = any(value is not None for value in filters.values())
@@ -89,6 +100,8 @@ def _document_pages(
             chains.rename(jobs)
             documents = []
             for job in jobs:
+                if job.get("state") in ("paused", "completed"):
+                    states[job["state"]] += 1
                 document, names = exported(job, taken)
                 documents.append(document)
                 written(names)
@@ -104,34 +117,3 @@ def _calendars_named(client: Any, filters: dict[str, Any], calendars: set[str]) 
         if calendars <= named:
             break
     return named
-
-
-class ChainNames:
-    """Each chain reference that is a job id written as the job's name: a file names jobs by
-    name, so that it applies anywhere (ids differ from one deployment to another). An id that
-    names no job (a job deleted since, which a run passes over) stays, and is kept in
-    ``dangling`` for stderr."""
-
-    def __init__(self, client: Any) -> None:
-        self.client = client
-        self.every: dict[str, str] | None = None  # every job's name by id, once a chain needs it
-        self.dangling: set[str] = set()
-
-    def rename(self, jobs: list[dict[str, Any]]) -> None:
-        """The chains of a page's jobs, in place."""
-        from scheduler.transport.api_wire import is_job_id
-
-        ids = {str(r).lower() for job in jobs for chain in _CHAINS for r in job.get(chain) or [] if is_job_id(str(r))}
-        if not ids:
-            return
-        names = {job["id"]: job["name"] for job in jobs}
-        if ids - set(names):
-            if self.every is None:
-                pages = self.client.iter_job_pages(limit=PAGE)
-                self.every = {job["id"]: job["name"] for page in pages for job in page.get("jobs") or []}
-            names = self.every
-        for job in jobs:
-            for chain in _CHAINS:
-                if job.get(chain):
-                    job[chain] = [names.get(str(ref).lower(), ref) for ref in job[chain]]
-        self.dangling.update(i for i in ids if i not in names)
