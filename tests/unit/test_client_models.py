@@ -64,6 +64,18 @@ def test_a_job_is_typed_frozen_and_keeps_its_answer():
     assert job.target["url"] == "https://example.com/h"
 
 
+def test_a_job_carries_its_alerts_and_limits_and_is_hashable():
+    rules = [{"on": "failure", "threshold": None, "target": {"type": "http", "url": "https://x", "auth": None}}]
+    job = Job.from_json({**JOB, "alerts": rules, "limits": {"max_in_flight": 2, "per_second": None, "key": None}})
+    assert job.alerts[0]["on"] == "failure" and job.limits is not None and job.limits["max_in_flight"] == 2
+    with pytest.raises(TypeError):
+        job.limits["max_in_flight"] = 3  # type: ignore[index]
+    plain = Job.from_json(JOB)
+    assert plain.alerts == () and plain.limits is None
+    assert {plain, Job.from_json(JOB)} == {plain} and hash(job) == hash(plain)  # one version of one job
+    assert Job.from_json({**JOB, "version": 4}) not in {plain}
+
+
 def _execution(**fields):
     base = {
         "id": "e1",

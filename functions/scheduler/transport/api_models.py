@@ -133,7 +133,15 @@ class Job:
     stats: JobStats = field(default_factory=JobStats)
     # A paused job's pause: {"note", "until", "by", "at"} (None when not paused).
     pause: Mapping[str, Any] | None = None
+    # Its own alert rules ({"on", "threshold", "target"}, secrets as ***) and its target's limits
+    # ({"max_in_flight", "per_second", "key"}; None: none).
+    alerts: tuple[Mapping[str, Any], ...] = ()
+    limits: Mapping[str, Any] | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        # By what names one version of one job (its mappings are read-only views, unhashable).
+        return hash((self.id, self.version))
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Job:
@@ -168,6 +176,8 @@ class Job:
             updated_at=parse_time(data.get("updated_at")),
             stats=JobStats.from_json(data.get("stats")),
             pause=_frozen(dict(data["pause"])) if isinstance(data.get("pause"), dict) else None,
+            alerts=tuple(_frozen(dict(rule)) for rule in data.get("alerts") or () if isinstance(rule, dict)),
+            limits=_frozen(dict(data["limits"])) if isinstance(data.get("limits"), dict) else None,
             raw=_frozen(dict(data)),
         )
 
