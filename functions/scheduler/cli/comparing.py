@@ -109,9 +109,16 @@ def _emulator_queue_url(definition: dict[str, Any]) -> str | None:
 
 
 def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Each leaf by its dotted path; a list of objects (alert rules) item by item, by index, so
+    that a change says which rule's field moved; other lists (tags, dates) whole."""
+    items: Any = None
     if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+        items = enumerate(value)
+    if items is not None:
         out: dict[str, Any] = {}
-        for key, item in value.items():
+        for key, item in items:
             out.update(_flat(item, f"{prefix}.{key}" if prefix else str(key)))
         return out or {prefix: {}}
     return {prefix: value}
