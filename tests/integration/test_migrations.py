@@ -80,6 +80,15 @@ def test_migrate_is_idempotent(db_url):
     assert migrate(db_url) == []
 
 
+def test_a_database_migrated_by_a_newer_version_is_said_to_be(db_url, caplog):
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO schema_migrations (version, name, checksum) VALUES (9999, 'from_the_future', 'x')")
+    with caplog.at_level("WARNING", logger="scheduler.store.migrations"):
+        assert migrate(db_url) == []
+    [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "does not know (9999): a newer version migrated it" in warning, warning
+
+
 def test_concurrent_migrations_apply_each_once(empty_db_url):
     results, errors = run_at_once(lambda: migrate(empty_db_url), 4)
     assert not errors

@@ -1644,6 +1644,29 @@ def test_echo_prints_amqp_messages():
     assert "message_id: job:1\n" in text and "header X-Scheduler-Attempt: 1\n" in text and text.endswith("\nhello\n\n")
 
 
+@pytest.mark.amqp
+def test_echo_says_in_one_line_that_the_broker_refused_its_queue():
+    import os
+    import uuid
+
+    pika = pytest.importorskip("pika")
+    from scheduler.cli.common import CommandFailed
+    from scheduler.cli.echo import consume_amqp
+
+    url = os.environ.get("SCHEDULER_TEST_AMQP_URL") or "amqp://guest:guest@127.0.0.1:5672/%2F"
+    queue, exchange = f"echo-test-{uuid.uuid4().hex[:8]}", f"no-such-exchange-{uuid.uuid4().hex[:8]}"
+    try:
+        with pytest.raises(CommandFailed) as refused:
+            consume_amqp(url, queue, exchange, None, threading.Event())
+    finally:  # the queue was declared before the bind was refused
+        connection = pika.BlockingConnection(pika.URLParameters(url))
+        connection.channel().queue_delete(queue)
+        connection.close()
+    assert str(refused.value).startswith(f"the broker refused the queue {queue!r}: 404 NOT_FOUND - no exchange"), (
+        refused.value
+    )
+
+
 def test_an_error_the_message_already_says_is_printed_once(api, capsys):
     message = "schedule: minute field: 61 is out of range 0-59"
     api.on(

@@ -53,3 +53,43 @@ def test_a_database_that_answers_and_fails_by_turns_is_one_outage(caplog, monkey
         outage.answers()
         clock[0] += 1.0
     assert [level for level, _ in _said(caplog)] == ["ERROR"] and outage.began == 0.0
+
+
+class _RecordFails:
+    """An executor whose recording fails the way it is told (an outage, or a fault)."""
+
+    lease_margin_seconds = 30.0
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def record(self, batch) -> None:
+        raise self.error
+
+    def keep_waiting(self, waits) -> None:  # the waiting room's, never called here
+        raise AssertionError("nothing waits")
+
+
+def _recorded(caplog, error: Exception) -> list[tuple[str, str, bool]]:
+    from scheduler.runner.in_process import InProcessDispatch
+
+    dispatch = InProcessDispatch(_RecordFails(error), max_workers=1, record_retry_seconds=1.2)
+    caplog.set_level(logging.WARNING, logger="scheduler.runner.in_process")
+    try:
+        dispatch._record_or_give_up([object()])
+    finally:
+        dispatch.close()
+    return [(r.levelname, r.getMessage(), bool(r.exc_info)) for r in caplog.records]
+
+
+def test_outcomes_unrecorded_through_an_outage_say_so_twice_without_tracebacks(caplog):
+    assert _recorded(caplog, ERROR) == [
+        ("WARNING", f"recording outcomes failed ({ERROR}); retrying until the leases would expire", False),
+        ("ERROR", f"outcomes not recorded ({ERROR}); their jobs run again when the leases expire", False),
+    ]
+
+
+def test_a_fault_while_recording_keeps_its_traceback(caplog):
+    said = _recorded(caplog, RuntimeError("a bug"))
+    assert said[0] == ("WARNING", "recording outcomes failed; retrying until the leases would expire", True)
+    assert said[-1] == ("ERROR", "outcomes not recorded; their jobs run again when the leases expire", True)

@@ -37,7 +37,13 @@ def run(args: argparse.Namespace) -> int:
     if refused:
         raise UsageError(refused)
     return int(
-        run_console(endpoint=args.endpoint, port=args.port, region=args.console_region, host=args.host, token=token)
+        run_console(
+            endpoint=args.endpoint,
+            port=args.port,
+            region=args.console_region or getattr(args, "region", None),
+            host=args.host,
+            token=token,
+        )
         or 0
     )
 

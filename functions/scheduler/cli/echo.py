@@ -9,6 +9,7 @@ given) and prints each message (properties, headers, body).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -89,10 +90,15 @@ def consume_amqp(
         connection = pika.BlockingConnection(pika.URLParameters(url))
     except Exception as exc:  # pika's errors have no common useful base for the user
         raise CommandFailed(f"cannot connect to the AMQP broker: {type(exc).__name__} {exc}".strip()) from None
-    channel = connection.channel()
-    channel.queue_declare(queue=queue)
-    if exchange:
-        channel.queue_bind(queue=queue, exchange=exchange, routing_key=routing_key or queue)
+    try:
+        channel = connection.channel()
+        channel.queue_declare(queue=queue)
+        if exchange:
+            channel.queue_bind(queue=queue, exchange=exchange, routing_key=routing_key or queue)
+    except pika.exceptions.ChannelClosedByBroker as exc:  # no such exchange, a queue declared otherwise...
+        with contextlib.suppress(Exception):
+            connection.close()
+        raise CommandFailed(f"the broker refused the queue {queue!r}: {exc.reply_code} {exc.reply_text}") from None
     if ready is not None:
         ready.set()
     try:

@@ -23,7 +23,9 @@ def local_options(args: argparse.Namespace) -> Any:
         precision=args.precision,
         runners=args.runners,
         guard_targets=args.guard_targets,
-        region=args.local_region,
+        # ``scheduler --region R local``: the client option before the command says it too
+        region=args.local_region or getattr(args, "region", None) or "us-east-1",
+        allow_unauthenticated=args.allow_unauthenticated,
     )
 
 
@@ -94,7 +96,7 @@ def add_parsers(sub: Any) -> None:
     local.add_argument(
         "--region",
         dest="local_region",
-        default="us-east-1",
+        default=None,
         metavar="REGION",
         help="--auth sigv4: the region signatures must be made for (default: us-east-1)",
     )
@@ -109,9 +111,15 @@ def add_parsers(sub: Any) -> None:
         type=runner_count,
         default=1,
         metavar="N",
-        help="runner processes claiming and delivering jobs (default: 1; one delivers about a "
-        "thousand jobs a second on one core: use more for bursts on a multi-core machine; 0: "
+        help="runner processes claiming and delivering jobs (default: 1; one delivers several thousand "
+        "jobs a second to a fast target on one core: use more for bursts on a multi-core machine; 0: "
         "the API and the alerts only, another process runs the jobs)",
+    )
+    local.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        help="serve --auth none on a --host other than loopback (refused without it: whoever reaches "
+        "the API could make this machine call its network)",
     )
     local.add_argument(
         "--guard-targets",

@@ -39,7 +39,7 @@ from scheduler.local.runners import (
     stop_runner_processes,
     supervise_runners,
 )
-from scheduler.local.stopping import Stop, close_api, say, stopping_line
+from scheduler.local.stopping import Stop, close_api, interrupt_start_on_signals, say, stopping_line
 from scheduler.settings import Settings
 from scheduler.store import database_urls
 
@@ -60,7 +60,8 @@ class LocalOptions:
     (private and loopback targets refused, as deployed); off by default in local mode.
     ``region``: the region SigV4 signatures must name (``auth="sigv4"``). ``auth``: ``none``,
     ``sigv4``, or None for ``sigv4`` when ``credentials_file`` is given, else ``none``
-    (``auth_mode``).
+    (``auth_mode``). ``allow_unauthenticated``: serve ``--auth none`` on an address other than
+    loopback (refused otherwise: whoever reaches it could make this machine call its network).
     """
 
     host: str = "127.0.0.1"
@@ -73,6 +74,7 @@ class LocalOptions:
     runners: int = 1
     guard_targets: bool = False
     region: str = DEFAULT_REGION
+    allow_unauthenticated: bool = False  # --auth none on an address other than loopback
 
 
 PrincipalForRequest = Callable[[dict[str, Any]], "str | None"]
@@ -95,7 +97,19 @@ def auth_mode(options: LocalOptions) -> str:
         )
     if mode == "sigv4" and not options.credentials_file:
         raise OptionError("--auth sigv4 needs --credentials FILE (the access keys it accepts)")
+    if mode == "none" and not options.allow_unauthenticated and not _loopback(options.host):
+        raise OptionError(
+            f"--host {options.host} is not a loopback address and --auth is none: whoever reaches it could "
+            "create jobs that call this machine's and its network's services and read their answers; give "
+            "--credentials FILE (--auth sigv4), listen on 127.0.0.1, or say --allow-unauthenticated"
+        )
     return mode
+
+
+def _loopback(host: str) -> bool:
+    from scheduler.console.proxy import is_loopback
+
+    return is_loopback(host)
 
 
 def read_credentials(credentials_file: str) -> dict[str, tuple[str, str]]:
@@ -128,8 +142,8 @@ def local_auth(options: LocalOptions) -> tuple[PrincipalForRequest, str]:
     else:
         credentials = read_credentials(str(options.credentials_file))
         resolve = signature_resolver(credentials, region=options.region)
-        count = f"{len(credentials)} access key{'s' if len(credentials) > 1 else ''}"
-        words = f"auth sigv4: signed for {options.region} by one of the {count} of {options.credentials_file}"
+        keys = f"one of the {len(credentials)} access keys" if len(credentials) > 1 else "the access key"
+        words = f"auth sigv4: signed for {options.region} by {keys} of {options.credentials_file}"
     return health_needs_no_identity(resolve), words
 
 
@@ -197,6 +211,7 @@ def local_settings(
         base = Settings.from_env(dict(env))
     except ValueError as exc:
         raise LocalError(str(exc)) from None
+    _check_target_settings(base)
     return replace(
         base,
         database_url=database_url,
@@ -204,6 +219,33 @@ def local_settings(
         precision=options.precision or base.precision,
         local_key_file=env.get(c.ENV_LOCAL_KEY_FILE) or str(data_dir / "secret.key"),
     )
+
+
+def _check_target_settings(settings: Settings) -> None:
+    """The default broker's URL and the SSRF allow-list, checked before anything starts (a bad
+    one would otherwise fail every AMQP delivery without a URL, or match nothing, in silence)."""
+    from scheduler.core.urls import check_broker_url_syntax
+    from scheduler.targets.ssrf import allow_list_problems
+
+    if settings.default_broker_url and (problem := check_broker_url_syntax(settings.default_broker_url)):
+        raise LocalError(f"{c.ENV_DEFAULT_BROKER_URL}: {problem}")  # (never the URL: it holds a password)
+    if problems := allow_list_problems(settings.target_allow_list):
+        raise LocalError(f"{c.ENV_TARGET_ALLOW_LIST}: {'; '.join(problems)}")
+
+
+def check_key_file(path: str) -> None:
+    """The secret key file opened (made when absent) before the database is touched: one that
+    cannot be is a ``LocalError`` naming it and how to give another."""
+    from scheduler.core.errors import SecretError
+    from scheduler.secrets import LocalSecretBox
+
+    try:
+        LocalSecretBox(path)
+    except (SecretError, OSError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise LocalError(
+            f"cannot use the key file {path}: {reason} (give another --data-dir, or {c.ENV_LOCAL_KEY_FILE})"
+        ) from None
 
 
 def resolve_database_url(given: str | None, environ: dict[str, str] | None = None) -> tuple[str | None, str]:
@@ -272,17 +314,19 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     from scheduler.wiring import Dependencies
 
     stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        interrupt_start_on_signals()  # until the clean stop's own handlers (Stop.on_signals)
     resolver, auth_words = local_auth(options)
     database_url, source = resolve_database_url(options.database_url)
     check_port(options.host, options.port)
     data_dir = prepare_data_dir(Path(options.data_dir or ".scheduler"))
     settings, embedded = _open_database(options, data_dir, database_url)
     deps = Dependencies(settings, pool_max_size=24)
-    deps.store, deps.secret_box  # built now, before the threads that share them  # noqa: B018
-    warn_if_the_key_does_not_open(deps.store, deps.secret_box, settings.local_key_file)
     try:
+        deps.store, deps.secret_box  # built now, before the threads that share them  # noqa: B018
+        warn_if_the_key_does_not_open(deps.store, deps.secret_box, settings.local_key_file)
         server = _api_server(options, deps, resolver)
-    except LocalError:  # the port taken since check_port (another one started at the same time)
+    except BaseException:  # the port taken since check_port (another start at the same time), a signal
         deps.pool.close()
         if embedded is not None:
             embedded.stop()
@@ -337,6 +381,7 @@ def _open_database(
     from scheduler.store.migrations import migrate
 
     settings = local_settings(options, data_dir, database_url or "")  # a bad setting: said before anything starts
+    check_key_file(str(settings.local_key_file))
     embedded = None
     if not database_url:
         try:
@@ -347,7 +392,7 @@ def _open_database(
         settings = replace(settings, database_url=database_url)
     try:
         migrate_or_explain(migrate, database_url)
-    except LocalError:
+    except BaseException:  # not migrated, or interrupted (Ctrl-C, SIGTERM): the Postgres started is stopped
         if embedded is not None:
             embedded.stop()
         raise

@@ -28,6 +28,20 @@ QUITTING = (
 )
 
 
+def interrupt_start_on_signals() -> None:
+    """While local mode starts (Postgres, migrations, the API), SIGTERM and SIGHUP interrupt it as
+    Ctrl-C does (``KeyboardInterrupt``): what it started is stopped (an embedded Postgres, a
+    migration's transaction), where their default would kill the process as it stands and leave
+    the embedded Postgres running. From the main thread only."""
+
+    def interrupt(signum: int, frame: object) -> NoReturn:
+        raise KeyboardInterrupt
+
+    for sig in STOP_SIGNALS:
+        if sig != signal.SIGINT:
+            signal.signal(sig, interrupt)
+
+
 def stop_on_signals(stop: threading.Event) -> None:
     """``stop`` set by any of the ``STOP_SIGNALS`` (from the main thread only)."""
     for sig in STOP_SIGNALS:

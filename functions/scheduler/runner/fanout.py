@@ -19,6 +19,7 @@ from typing import Any
 
 from scheduler import service
 from scheduler.core import constants as c
+from scheduler.core.errors import StoreUnavailable
 from scheduler.ports import FanoutStore, PauseStore
 from scheduler.runner.dispatch import Dispatch, LambdaDispatch, NoticesWakes, WaitsForRoom
 from scheduler.runner.growth import (
@@ -250,6 +251,8 @@ class _FanoutRun:
             resumed = service.resume_expired_pauses(store, on_skips=lambda skips: count_skips(self.metrics, skips))
             store.pump_backfills()
             lost = store.mark_lost_while_not_due()
+        except StoreUnavailable:  # an outage: the loop says so once (Outage), not each check a traceback
+            return
         except Exception:
             logger.exception(
                 "resuming pauses, handing over backfills or marking lost failed; the next check tries again"

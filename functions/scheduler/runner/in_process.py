@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from scheduler.core.domain import Claim, Outcome, StartedExecution
+from scheduler.core.errors import StoreUnavailable
 from scheduler.runner.delivering import target_timeout
 from scheduler.runner.dispatch import CLAIM_AND_START, ClaimMode
 from scheduler.runner.threads import CallThreads, TimedBatchBuffer
@@ -354,19 +355,33 @@ class InProcessDispatch:
                     self._held.pop(done.lock_token, None)
 
     def _record_or_give_up(self, batch: Sequence[Finished | SlotHandBack]) -> None:
+        """Record the batch's outcomes, again while the database is away, until the leases would
+        be gone. An outage is said in a line when the retries begin and one when they end
+        unrecorded; another failure (a fault, not an outage) with its traceback."""
         give_up = time.monotonic() + self.record_retry_seconds
+        tries = 0
         while True:
             try:
                 with self.record_logging():
                     self.executor.record(batch)
                 return
-            except Exception:  # the database is away: try again until the leases would be gone
+            except Exception as exc:  # the database is away: try again until the leases would be gone
+                outage = isinstance(exc, StoreUnavailable)
                 if time.monotonic() >= give_up:
-                    logger.exception(
-                        "outcomes not recorded; their jobs run again when the leases expire", extra={"jobs": len(batch)}
+                    logger.error(
+                        "outcomes not recorded%s; their jobs run again when the leases expire",
+                        f" ({exc})" if outage else "",
+                        extra={"jobs": len(batch)},
+                        exc_info=not outage,
                     )
                     return
-                logger.warning("recording outcomes failed; retrying", exc_info=True)
+                if tries == 0 or not outage:
+                    logger.warning(
+                        "recording outcomes failed%s; retrying until the leases would expire",
+                        f" ({exc})" if outage else "",
+                        exc_info=not outage,
+                    )
+                tries += 1
                 time.sleep(0.5)
 
     def under_way(self) -> tuple[int, float | None]:

@@ -119,9 +119,24 @@ def migrate(conninfo: str, *, target: int | None = None, app_logins: Sequence[st
                 logger.info("applying migration %04d_%s", version, name)
                 _apply(conn, version, name, sql)
                 applied_now.append(version)
+            _warn_if_ahead(done)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
     return applied_now
+
+
+def _warn_if_ahead(done: dict[int, str]) -> None:
+    """A warning when the database holds migrations this code does not have: a newer version of
+    the scheduler migrated it, and this one may not read what that one writes."""
+    known = {version for version, _, _ in migration_files()}
+    ahead = sorted(set(done) - known)
+    if not ahead:
+        return
+    logger.warning(
+        "the database holds migrations this version of the scheduler does not know (%s): a newer version "
+        "migrated it; run that version (this one may fail on what it finds)",
+        ", ".join(f"{version:04d}" for version in ahead),
+    )
 
 
 def _apply(conn: psycopg.Connection, version: int, name: str, sql: str) -> None:

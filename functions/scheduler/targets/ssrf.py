@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import re
 import socket
 import threading
 import time
@@ -171,6 +172,27 @@ def _allow_list(entries: tuple[str, ...]) -> tuple[tuple[Any, ...], frozenset[st
         else:
             names.add(entry.rstrip("."))
     return tuple(networks), frozenset(names), tuple(suffixes)
+
+
+_ALLOW_LIST_NAME = re.compile(r"(?:\*\.|\.)?[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?")
+
+
+def allow_list_problems(entries: Iterable[str]) -> list[str]:
+    """The entries of an allow-list that are neither an address, a network (CIDR) nor a host
+    name (``*.example.com`` and ``.example.com`` for its subdomains): each would match nothing."""
+    problems = []
+    for raw in entries:
+        entry = raw.strip().lower()
+        if not entry:
+            continue
+        try:
+            ipaddress.ip_network(entry.strip("[]"), strict=False)
+            continue
+        except ValueError:
+            pass
+        if not _ALLOW_LIST_NAME.fullmatch(entry) or entry.replace(".", "").replace("/", "").isdigit():
+            problems.append(f"{raw.strip()!r} is neither an address, a network (CIDR) nor a host name")
+    return problems
 
 
 def host_allow_listed(host: str, policy: TargetPolicy) -> bool:
