@@ -59,7 +59,7 @@ def test_held_lines_are_written_at_once_at_the_end(logger, monkeypatch):
     assert len(stream.writes) == 1
     lines = stream.writes[0].splitlines()
     assert [line.split()[2:5] for line in lines[:3]] == [[f"job-{i}", str(i), "succeeded"] for i in range(3)]
-    assert lines[3] == "WARNING test.local.logs: lease lost; outcome not recorded"
+    assert lines[3].startswith("WARNING test.local.logs: lease lost; outcome not recorded at=")
 
 
 def test_other_threads_write_as_they_log_and_nested_holds_end_with_the_outer(logger, monkeypatch):
@@ -116,3 +116,18 @@ def test_the_recorder_records_each_batch_inside_its_record_logging():
     finally:
         dispatch.close()
     assert events == ["enter", "record 2", "exit"]
+
+
+def test_a_warning_or_an_error_says_when_and_an_info_line_stays_as_it_was():
+    formatter = LocalFormatter()
+
+    def line(level: int, message: str, **extra) -> str:
+        record = logging.makeLogRecord({"name": "scheduler.x", "levelno": level, "levelname": logging.getLevelName(level),
+                                        "msg": message, "created": 1796549400.085, **extra})  # fmt: skip
+        return formatter.format(record)
+
+    assert line(logging.INFO, "job created", job_id="j1") == "INFO scheduler.x: job created job_id=j1"
+    assert line(logging.WARNING, "execution lost", job_id="j1") == (
+        "WARNING scheduler.x: execution lost job_id=j1 at=2026-12-06T09:30:00.085Z"
+    )
+    assert line(logging.ERROR, "the database is unavailable").endswith(" at=2026-12-06T09:30:00.085Z")

@@ -82,7 +82,8 @@ def printable(text: str) -> str:
 
 class LocalFormatter(logging.Formatter):
     """``LEVEL [process] logger: message key=value ...``; a finished execution as its one-line
-    summary."""
+    summary (its time in ``at=``). A warning or an error ends with its time too (``at=...``):
+    what went wrong, and when, read off one line."""
 
     def __init__(self, process: str | None = None):
         where = f"[{process}] " if process else ""
@@ -90,7 +91,11 @@ class LocalFormatter(logging.Formatter):
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         line = execution_line(record)
-        record.message = line if line is not None else with_fields(record)
+        if line is None:
+            line = with_fields(record)
+            if record.levelno >= logging.WARNING:
+                line += f" at={utc_instant(record.created)}"
+        record.message = line
         return super().formatMessage(record)
 
 
