@@ -76,9 +76,10 @@ def _recorded(caplog, error: Exception) -> list[tuple[str, str, bool]]:
     dispatch = InProcessDispatch(_RecordFails(error), max_workers=1, record_retry_seconds=1.2)
     caplog.set_level(logging.WARNING, logger="scheduler.runner.in_process")
     try:
-        dispatch._record_or_give_up([object()])
+        dispatch._record_or_give_up([object(), object()])
     finally:
         dispatch.close()
+    assert dispatch.unrecorded == 2  # what the stop then says (and its exit code 1)
     return [(r.levelname, r.getMessage(), bool(r.exc_info)) for r in caplog.records]
 
 

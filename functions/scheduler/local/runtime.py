@@ -369,8 +369,14 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
         if embedded is not None:
             stopping.postgres_stopping()
             embedded.stop()
-        say("scheduler local: stopped")
-    return 0
+        unrecorded = dispatch.unrecorded if dispatch is not None else 0
+        say(
+            f"scheduler local: stopped; {unrecorded} outcome{'s' if unrecorded > 1 else ''} not recorded (the database "
+            "was away): their jobs are delivered again when their leases expire"
+            if unrecorded
+            else "scheduler local: stopped"
+        )
+    return 1 if unrecorded else 0
 
 
 def _open_database(

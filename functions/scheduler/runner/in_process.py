@@ -100,6 +100,7 @@ class InProcessDispatch:
         )
         self._running = 0
         self._waiting = 0
+        self.unrecorded = 0  # outcomes given up on (the database away past their leases)
         # The waits by owner and by key (their shares of the room), and each owner's deliveries
         # under way by execution id, with when they began (its slow ones' share of the threads).
         self._waits_of: Counter[tuple[str, str]] = Counter()
@@ -368,6 +369,7 @@ class InProcessDispatch:
             except Exception as exc:  # the database is away: try again until the leases would be gone
                 outage = isinstance(exc, StoreUnavailable)
                 if time.monotonic() >= give_up:
+                    self.unrecorded += len(batch)
                     logger.error(
                         "outcomes not recorded%s; their jobs run again when the leases expire",
                         f" ({exc})" if outage else "",
