@@ -266,6 +266,11 @@ def _replace_job(client: Any, step: Step, definition: dict[str, Any]) -> Any:
     return client.replace_job(step.key, definition, if_match=version)
 
 
+# The change-log entries that leave a job's definition as it was: a replan (a calendar's), and
+# runs and backfills made at a version a replan left.
+_DEFINITION_KEPT = frozenset({"replan", "run", "backfill"})
+
+
 def _replanned_to(client: Any, step: Step) -> int | None:
     """The job's version when every change since the version read is a replan (on the newest
     page of its change log), else None."""
@@ -273,7 +278,7 @@ def _replanned_to(client: Any, step: Step) -> int | None:
     later = [c for c in page.get("changes") or [] if isinstance(c.get("version"), int) and c["version"] > step.version]
     if not later or (len(later) == len(page.get("changes") or []) and page.get("next_cursor")):
         return None  # none, or more than a page: not known to be replans only
-    if any(c.get("action") != "replan" for c in later):
+    if any(c.get("action") not in _DEFINITION_KEPT for c in later) or all(c.get("action") != "replan" for c in later):
         return None
     return max(c["version"] for c in later)
 
