@@ -241,6 +241,8 @@ def test_export_round_trips_through_apply(api, tmp_path):
         ("name: j\n---\nname: j\n", "is also defined in"),
         ("kind: cronjob\nname: j\n", "kind must be one of job, calendar, alert_rules"),
         ("kind: calendar\ndates: ['2026-12-24']\n", "a calendar needs its name"),
+        ("name: 5\nschedule: '@daily'\n", 'name: must be a string (quote it: name: "5")'),
+        ("name: j\ntags: [ops, on]\n", "tags.1: YAML reads a bare on, off, yes, no, true or false as a boolean"),
         (
             "kind: alert_rules\nname: team\ntag: t\nalerts:\n  - on: failure\n"
             "    target: {type: http, url: 'http://127.0.0.1:9/', auth: {type: bearer, token: plain}}\n",

@@ -127,6 +127,23 @@ def _parse(text: str, source: str) -> list[Any]:
 _RULE_SET_FIELDS = {"name", "tag", "alerts"}
 
 
+# Lists of names or expressions, where YAML 1.1 reads a bare on, off, yes or no as a boolean.
+_LISTS_OF_TEXT = ("tags", "schedules", "exclude_calendars", "on_success", "on_failure", "on_complete")
+
+
+def _refuse_yaml_booleans(where: str, data: dict[str, Any]) -> None:
+    """A boolean in a list of text (``tags: [on, yes]``): YAML read a bare word as true or false,
+    which the API would refuse as ``must be a string`` without saying why."""
+    for field in _LISTS_OF_TEXT:
+        items = data.get(field)
+        for i, item in enumerate(items if isinstance(items, list) else []):
+            if isinstance(item, bool):
+                raise UsageError(
+                    f"{where}: {field}.{i}: YAML reads a bare on, off, yes, no, true or false as a boolean: "
+                    'quote it ("on")'
+                )
+
+
 def read_documents(paths: list[str]) -> list[Document]:
     """Every document of the files and folders (``-`` is standard input), in order; names
     unique within a kind."""
@@ -143,8 +160,11 @@ def read_documents(paths: list[str]) -> list[Document]:
                 kind = data.get("kind", "job")
                 if not isinstance(kind, str) or kind not in KINDS:
                     raise UsageError(f"{where}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
+                if data.get("name") is not None and not isinstance(data["name"], str):
+                    raise UsageError(f'{where}: name: must be a string (quote it: name: "{data["name"]}")')
                 if not isinstance(data.get("name"), str) or not data["name"]:
                     raise UsageError(f"{where}: a {KINDS[kind]} needs its name (apply matches by name)")
+                _refuse_yaml_booleans(where, data)
                 definition = {k: v for k, v in data.items() if k != "kind" and k not in READ_ONLY_FIELDS}
                 unknown = sorted(set(definition) - _RULE_SET_FIELDS) if kind == "alert_rules" else []
                 if unknown:  # (a job's and a calendar's unknown fields are the API's 400)
