@@ -184,3 +184,30 @@ def test_timed_rules_agree_with_dateutil_instant_by_instant(seed):
         inside = any(b <= at < e for b, e in spans[max(0, i - 3) : i])
         assert calendar.excludes(at) == inside, (rule, at, zone_name)
         at += timedelta(minutes=rng.choice([17, 59, 113]))
+
+
+@pytest.mark.parametrize(
+    ("zone", "start", "until", "last"),
+    [
+        # Google's and Outlook's exports: the local end of a day, written in UTC.
+        ("America/Los_Angeles", "20261228T200000", "20261231T050000Z", date(2026, 12, 30)),
+        ("Asia/Tokyo", "20261228T080000", "20261230T235900Z", date(2026, 12, 31)),
+        ("Europe/Berlin", "20261228T090000", "20261230T080000Z", date(2026, 12, 30)),  # exactly the last start
+        ("Europe/Berlin", "20261228T090000", "20261230T075959Z", date(2026, 12, 29)),
+        ("Europe/Berlin", "20261228T090000", "20261230T090000", date(2026, 12, 30)),  # a time of its own zone
+    ],
+)
+def test_a_timed_rules_until_is_an_instant_not_a_day(zone, start, until, last):
+    """RFC 5545: a DATE-TIME UNTIL with a Z is a UTC instant, and bounds the instances' starts;
+    it was cut to its UTC date, which gained or lost an instance in zones off UTC."""
+    rule = f"FREQ=DAILY;UNTIL={until}"
+    calendar = build_calendar(
+        "c", {"timezone": zone, "ics": _ics(f"DTSTART;TZID={zone}:{start}", "DURATION:PT1H", f"RRULE:{rule}")}
+    )
+    tz = ZoneInfo(zone)
+    first = datetime.strptime(start, "%Y%m%dT%H%M%S").replace(tzinfo=tz)
+    days = {first.date() + timedelta(days=n) for n in range(6)}
+    excluded = {d for d in days if calendar.excludes(datetime.combine(d, first.time(), tzinfo=tz).astimezone(UTC))}
+    assert excluded == {d for d in days if d <= last}
+    if until.endswith("Z"):  # the reference takes a UTC UNTIL only with a zoned start
+        assert excluded == {d.date() for d in rrulestr(rule, dtstart=first)}

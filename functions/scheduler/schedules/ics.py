@@ -229,8 +229,9 @@ def _timed(
             raise _refuse(f"a recurring timed VEVENT lasts at most {_MAX_TIMED_DAYS} days")
         local = start.astimezone(zone)
         days = frozenset(v.astimezone(zone).date() if isinstance(v, datetime) else v for v in excluded)
-        rule = parse_rrule(event["RRULE"][1], local.date(), days, reader.budget)
-        reader.timed.append(TimedRecurrence(rule, zone, local.time().replace(tzinfo=None), duration))
+        wall = local.time().replace(tzinfo=None)
+        rule = parse_rrule(event["RRULE"][1], local.date(), days, reader.budget, timed=(wall, zone))
+        reader.timed.append(TimedRecurrence(rule, zone, wall, duration))
     elif start not in excluded:
         reader.instants.append((start, end))
     for added in _values(listed, "RDATE", reader.tz):

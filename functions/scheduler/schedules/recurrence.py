@@ -21,7 +21,7 @@ import calendar as _months
 import dataclasses
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from scheduler.schedules.base import ScheduleError
@@ -140,11 +140,18 @@ def _weekday_matches(day: date, ordinal: int, weekday: int) -> bool:
 
 
 def parse_rrule(
-    text: str, start: date, exdates: frozenset[date] = frozenset(), budget: CountBudget | None = None
+    text: str,
+    start: date,
+    exdates: frozenset[date] = frozenset(),
+    budget: CountBudget | None = None,
+    timed: tuple[time, ZoneInfo] | None = None,
 ) -> Recurrence:
-    """The rule of an ``RRULE`` value for an event starting on the local day ``start`` (its
-    ``UNTIL`` read as a day of the event's zone); ``ScheduleError`` on ``ics`` naming what is
-    not supported. ``budget``: the days its ``COUNT`` may walk (shared by a calendar's rules)."""
+    """The rule of an ``RRULE`` value for an event starting on the local day ``start``;
+    ``ScheduleError`` on ``ics`` naming what is not supported. ``budget``: the days its
+    ``COUNT`` may walk (shared by a calendar's rules). ``UNTIL`` is the last day an instance
+    starts on: for a timed event (``timed``: its wall time and zone), the last whose start is at
+    or before ``UNTIL``'s instant (RFC 5545: a UTC one with a ``Z``, else a time of the event's
+    zone); for an all-day event, its date."""
     parts: dict[str, str] = {}
     for part in text.split(";"):
         key, _, value = part.partition("=")
@@ -163,7 +170,7 @@ def parse_rrule(
         freq,
         start,
         interval=_number(parts.get("INTERVAL", "1"), "INTERVAL", 1, MAX_INTERVAL),
-        until=_until(parts["UNTIL"]) if "UNTIL" in parts else None,
+        until=_until(parts["UNTIL"], timed) if "UNTIL" in parts else None,
         by_month=tuple(_number(m, "BYMONTH", 1, 12) for m in _list(parts, "BYMONTH")),
         by_month_day=tuple(_month_day(d) for d in _list(parts, "BYMONTHDAY")),
         by_day=tuple(_by_day(d, freq, "BYMONTH" in parts) for d in _list(parts, "BYDAY")),
@@ -216,14 +223,27 @@ def _by_day(text: str, freq: str, by_month: bool) -> tuple[int, int]:
     return ordinal, WEEKDAYS.index(found.group(2))
 
 
-def _until(text: str) -> date:
+def _until(text: str, timed: tuple[time, ZoneInfo] | None = None) -> date:
+    """The last local day an instance may start on (see ``parse_rrule``)."""
     found = _UNTIL.fullmatch(text)
     if found is None:
         raise _refuse(f"RRULE UNTIL={text[:30]} is not a DATE or DATE-TIME")
+    clock = found.group(4)
     try:
-        return date(int(found.group(1)), int(found.group(2)), int(found.group(3)))
+        day = date(int(found.group(1)), int(found.group(2)), int(found.group(3)))
+        at = time(int(clock[1:3]), int(clock[3:5]), int(clock[5:7])) if clock else None
     except ValueError:
         raise _refuse(f"RRULE UNTIL={text[:30]} is not a valid date") from None
+    if timed is None or at is None:
+        return day
+    wall, zone = timed
+    if clock.endswith("Z"):  # a UTC instant: the day it is in the event's zone
+        end = datetime.combine(day, at, tzinfo=UTC).astimezone(zone)
+    else:  # a time of the event's own zone
+        end = _resolve_wall(datetime.combine(day, at), zone)
+    last = end.astimezone(zone).date()
+    # That day's instance starts after UNTIL: the day before is the last
+    return last if _resolve_wall(datetime.combine(last, wall), zone) <= end else last - timedelta(days=1)
 
 
 def _with_count(rule: Recurrence, count: int, budget: CountBudget) -> Recurrence:
