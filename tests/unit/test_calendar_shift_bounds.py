@@ -64,3 +64,13 @@ def test_a_job_created_inside_a_span_runs_at_its_first_occurrence_not_at_the_spa
     plan = lifecycle.plan_first(job, created + timedelta(milliseconds=5), calendars=later)
     assert plan.scheduled_at == at("2027-01-04T10:00:40")
     assert lifecycle.shift_of_run(job, plan.scheduled_at, later, None).shifted_from == at("2027-01-04T10:00:31")
+
+
+def test_a_shift_across_chained_calendars_names_the_one_that_excluded_the_occurrence():
+    """Christmas in one calendar, Boxing Day in another: the 25th's 09:00 moves past both, and is
+    said excluded by the first (it named the calendar holding the span's end)."""
+    christmas = build_calendar("xa", {"dates": ["2027-12-25"]})
+    boxing_day = build_calendar("xb", {"dates": ["2027-12-26"]})
+    base = lifecycle._parse_schedule("0 9 * * *", "UTC")
+    assert shifted_from(base, [christmas, boxing_day], at("2027-12-27T00:00:00")) == (at("2027-12-25T09:00:00"), "xa")
+    assert shifted_from(base, [boxing_day, christmas], at("2027-12-27T00:00:00")) == (at("2027-12-25T09:00:00"), "xa")

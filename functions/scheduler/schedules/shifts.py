@@ -23,7 +23,12 @@ def shifted_from(
     if span is None or span.end != at:
         return None
     moved = base.next_after(floor_in_span(span.start, since))
-    return (moved, span.by) if moved is not None and moved < at else None
+    if moved is None or moved >= at:
+        return None
+    # The calendar that excludes the occurrence itself: a chained span's last calendar (a 26
+    # December after another's 25th) may not be the one that excluded it.
+    first = excluded_span(calendars, moved)
+    return moved, first.by if first is not None else span.by
 
 
 def explain(
