@@ -1,7 +1,7 @@
 """The occurrences a calendar leaves out, on record (``planning.skips.excluded_between``): counted
 span by span, agreeing with a brute-force walk of the base schedule; attached to the plans of a
-creation, an edit or a replan, a completion and a resume as one ``calendar`` skip; none under
-``shift`` or without calendars."""
+creation, an edit or a replan, a completion and a resume as one ``calendar`` skip; none without
+calendars, nor under ``shift`` but for the occurrences it cannot move (past ``end_at``)."""
 
 from __future__ import annotations
 
@@ -67,6 +67,24 @@ def test_nothing_under_shift_or_without_calendars():
     end = T0 + timedelta(days=5)
     assert excluded_between(with_calendars(base, (HOLIDAYS,), "shift"), T0, end) == ()
     assert excluded_between(base, T0, end) == ()
+
+
+def test_a_shift_past_end_at_records_the_occurrences_it_could_not_move():
+    """Under ``shift``, an excluded occurrence whose span ends past ``end_at`` has no allowed time
+    to move to: it does not run, and was lost without a row; it is on record now, as under skip."""
+    ran = datetime(2026, 12, 24, 9, tzinfo=UTC)
+    end_at = datetime(2026, 12, 26, 12, tzinfo=UTC)  # the holidays end at the 27th's midnight
+    job = _job("0 9 * * *", scheduled_at=ran, next_run_at=ran, attempt=1, on_excluded="shift", end_at=end_at)
+    now = ran + timedelta(seconds=2)
+    plan = lifecycle.plan_completion(job, Outcome("succeeded"), now, None, ran, [HOLIDAYS], now)
+    assert plan.state == JobState.COMPLETED
+    assert [(s.reason, s.count, s.first) for s in plan.skips] == [
+        (SkipReason.CALENDAR, 2, datetime(2026, 12, 25, 9, tzinfo=UTC))
+    ]
+    # Within the window, the shift runs them at the span's end: nothing on record.
+    later = _job("0 9 * * *", scheduled_at=ran, next_run_at=ran, attempt=1, on_excluded="shift")
+    moved = lifecycle.plan_completion(later, Outcome("succeeded"), now, None, ran, [HOLIDAYS], now)
+    assert moved.scheduled_at == datetime(2026, 12, 27, tzinfo=UTC) and moved.skips == ()
 
 
 def _job(schedule: str, **fields) -> Job:

@@ -467,7 +467,10 @@ def _planned_completion(
     if scheduled is None or schedule.one_off:
         return plan
     if isinstance(schedule, CalendarSchedule):  # only a job with calendars pays for them
-        plan = _excluding(plan, schedule, job, scheduled, horizon + _TINY if occurrence is None else occurrence)
+        # None: the calendars leave out every occurrence still to come in the window, on record
+        # up to its end (an end_at: those after now too)
+        last = horizon if job.end_at is None else max(horizon, job.end_at)
+        plan = _excluding(plan, schedule, job, scheduled, last + _TINY if occurrence is None else occurrence)
     if occurrence is not None and occurrence > horizon and job.missed_runs != "skip":
         return plan  # run_once and run_all plan a later occurrence only when none was missed
     skips = skipped_at_completion(

@@ -106,14 +106,16 @@ def excluded_between(
 ) -> tuple[Skip, ...]:
     """The occurrences strictly between ``after`` and ``before`` that the calendars of
     ``schedule`` leave out (``on_excluded: skip``), as one skip of reason ``calendar`` (none when
-    there are none, and always none for a schedule without calendars or under ``shift``).
+    there are none, and always none for a schedule without calendars). Under ``shift``, only
+    those whose span ends past ``end_at`` (or nowhere within reach): they had no allowed time to
+    move to, and do not run; the others run at their span's end.
 
     The base schedule's occurrences are walked span by span: an excluded span's are counted
     as :func:`count_between` counts them (an interval's by arithmetic, whatever the span), and
     from an allowed one (one missed, or run before) the walk goes on at the next instant a
     calendar excludes (``next_excluded``). When nothing
     was excluded (the common case) it costs one look-up of the base's next occurrence."""
-    if not isinstance(schedule, CalendarSchedule) or schedule.shift:
+    if not isinstance(schedule, CalendarSchedule):
         return ()
     base, window = schedule.base, {"start_at": start_at, "end_at": end_at}
     exact = isinstance(base, IntervalSchedule)  # counted by arithmetic: no limit
@@ -130,6 +132,11 @@ def excluded_between(
             at = ahead - _TINY
             continue
         bound = before if span.end is None else min(span.end, before)
+        if schedule.shift and span.end is not None and (end_at is None or span.end <= end_at):
+            at = bound - _TINY  # moved to the span's end, which the window holds: it runs there
+            if bound == before:
+                break
+            continue
         count, _ = count_between(base, occurrence - _TINY, bound, **window)
         total, first = total + count, first or occurrence
         if bound == before or (total >= COUNT_LIMIT and not exact):
