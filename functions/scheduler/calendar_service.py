@@ -86,8 +86,9 @@ def refuse_a_schedule_left_without_runs(job: Job, plan: Plan, now: datetime, cal
         return
     if lifecycle.plan_first(job, now, calendars=()).state == JobState.COMPLETED:
         return  # it ends without them too (its end_at)
+    within = "before its end_at" if job.end_at is not None else "in the coming 50 years"
     raise ScheduleError(
-        "leave no run of the schedule in the coming 50 years (the job would complete at once, for good)",
+        f"leave no run of the schedule {within} (the job would complete at once, for good)",
         field="exclude_calendars",
     )
 

@@ -209,3 +209,15 @@ def test_a_row_whose_occurrences_lie_apart_keeps_those_its_calendars_excluded_up
     row = RecordedSkip("a", first - timedelta(hours=1), first, 7)  # 12:00-12:02 and 12:10-12:13
     now = datetime(2026, 12, 26, 12, 11, 30, tzinfo=UTC)
     assert trimmed_at_replan(minutely, [row], now) == (SkipTrim(row, 5),)  # 12:00-12:02, 12:10, 12:11
+
+
+def test_a_job_its_calendars_leave_no_run_before_its_end_at_is_refused_naming_end_at():
+    from scheduler.calendar_service import refuse_a_schedule_left_without_runs
+    from scheduler.schedules.base import ScheduleError
+
+    now = datetime(2026, 12, 24, 23, 0, tzinfo=UTC)
+    job = _job("0 9 * * *", on_excluded="shift", end_at=datetime(2026, 12, 26, 12, tzinfo=UTC), created_at=now)
+    plan = lifecycle.plan_first(job, now, calendars=[HOLIDAYS])
+    assert plan.state == JobState.COMPLETED and [s.reason for s in plan.skips] == [SkipReason.CALENDAR]
+    with pytest.raises(ScheduleError, match="leave no run of the schedule before its end_at"):
+        refuse_a_schedule_left_without_runs(job, plan, now, [HOLIDAYS])
