@@ -74,3 +74,24 @@ def test_a_shift_across_chained_calendars_names_the_one_that_excluded_the_occurr
     base = lifecycle._parse_schedule("0 9 * * *", "UTC")
     assert shifted_from(base, [christmas, boxing_day], at("2027-12-27T00:00:00")) == (at("2027-12-25T09:00:00"), "xa")
     assert shifted_from(base, [boxing_day, christmas], at("2027-12-27T00:00:00")) == (at("2027-12-25T09:00:00"), "xa")
+
+
+def test_a_day_whose_clocks_turned_back_across_midnight_moves_nothing_backwards():
+    """St. John's turned its clocks back at 00:01 until 2010: the second pass of 23:01 to 00:00
+    reads the day just excluded, after its end. A span not holding the instant asked about moved
+    an occurrence back (shift: 02:45Z to 02:30Z, again and again) or spun for seconds (skip)."""
+    from scheduler.schedules import parse_schedule
+    from scheduler.schedules.calendars import with_calendars
+
+    closed = build_calendar("c", {"timezone": "America/St_Johns", "dates": ["2010-11-06"]})
+    assert closed.piece(at("2010-11-07T02:45:00")) is None  # 23:15, read a second time
+    base = parse_schedule("45 2 * * *", "UTC", at("2010-11-01T00:00:00"))
+    for mode, expected in (
+        ("shift", ["2010-11-07T02:30:00", "2010-11-07T02:45:00", "2010-11-08T02:45:00"]),
+        ("skip", ["2010-11-07T02:45:00", "2010-11-08T02:45:00", "2010-11-09T02:45:00"]),
+    ):
+        schedule, found, t = with_calendars(base, [closed], mode), [], at("2010-11-05T12:00:00")
+        for _ in range(3):
+            t = schedule.next_after(t)
+            found.append(t)
+        assert found == [at(e) for e in expected], mode

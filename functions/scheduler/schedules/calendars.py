@@ -159,9 +159,16 @@ class Calendar:
         """The span ``[start, end)`` of this calendar's pieces containing the instant ``at``
         (aware UTC), or None when none excludes it."""
         found: tuple[datetime, datetime] | None = None
-        days = self._day_span(at.astimezone(self.tz).date())
-        if days is not None:
-            found = (self._local_start(days[0]), self._local_start(days[1]))
+        local = at.astimezone(self.tz)
+        # A wall time read twice (fold 1: the clocks turned back) may be past its day's end when
+        # they turned back across midnight (St. John's until 2010): the span must hold ``at``.
+        for day in (local.date(), local.date() + _ONE_DAY) if local.fold else (local.date(),):
+            days = self._day_span(day)
+            if days is not None:
+                start, end = self._local_start(days[0]), self._local_start(days[1])
+                if start <= at < end:
+                    found = (start, end)
+                    break
         i = bisect.bisect_right(self._instant_starts, at) - 1
         if i >= 0 and self.instants[i][1] > at:
             start, end = self.instants[i]
