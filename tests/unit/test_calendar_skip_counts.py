@@ -211,6 +211,23 @@ def test_a_row_whose_occurrences_lie_apart_keeps_those_its_calendars_excluded_up
     assert trimmed_at_replan(minutely, [row], now) == (SkipTrim(row, 5),)  # 12:00-12:02, 12:10, 12:11
 
 
+@pytest.mark.parametrize("on_excluded", ["skip", "shift"])
+def test_a_resume_that_completes_the_job_records_the_excluded_ones_up_to_end_at(on_excluded):
+    pending = datetime(2026, 12, 24, 9, tzinfo=UTC)
+    job = _job(
+        "0 9 * * *",
+        state=JobState.PAUSED,
+        scheduled_at=pending,
+        next_run_at=pending,
+        on_excluded=on_excluded,
+        end_at=datetime(2026, 12, 26, 12, tzinfo=UTC),
+    )
+    plan = lifecycle.plan_resume(job, datetime(2026, 12, 25, 10, tzinfo=UTC), calendars=[HOLIDAYS])
+    assert plan.state == JobState.COMPLETED
+    counts = {s.reason: s.count for s in plan.skips}
+    assert counts == {SkipReason.PAUSED: 1, SkipReason.CALENDAR: 2}  # the 24th; the 25th and the 26th
+
+
 def test_a_job_its_calendars_leave_no_run_before_its_end_at_is_refused_naming_end_at():
     from scheduler.calendar_service import refuse_a_schedule_left_without_runs
     from scheduler.schedules.base import ScheduleError

@@ -1726,7 +1726,10 @@ def test_the_log_line_of_a_finished_execution():
         "at=2026-12-06T09:30:00.085Z error=broker said: no route"
     )
     other = logging.LogRecord("x", logging.WARNING, __file__, 1, "something %s", ("else",), None)
-    assert LocalFormatter("runner-2").format(other) == "WARNING [runner-2] x: something else"
+    other.created = 1796549400.085
+    assert (
+        LocalFormatter("runner-2").format(other) == "WARNING [runner-2] x: something else at=2026-12-06T09:30:00.085Z"
+    )
 
 
 def test_a_local_log_line_carries_the_fields_attached_to_its_record():

@@ -26,7 +26,7 @@ def chains_by_name(names: ChainNames, jobs: list[dict[str, Any]]) -> dict[str, d
     if not chained:
         return {}
     renamed = [{**job, **{chain: list(job[chain]) for chain in CHAINS if job.get(chain)}} for job in chained]
-    names.rename(renamed)
+    names.rename(renamed, page=jobs)  # the whole page's names: a listing of every job only for the others
     return {job["id"]: job for job in renamed}
 
 
@@ -84,14 +84,15 @@ class ChainNames:
         self.every: dict[str, str] | None = None  # every job's name by id, once a chain needs it
         self.dangling: set[str] = set()
 
-    def rename(self, jobs: list[dict[str, Any]]) -> None:
-        """The chains of a page's jobs, in place."""
+    def rename(self, jobs: list[dict[str, Any]], page: list[dict[str, Any]] | None = None) -> None:
+        """The chains of a page's jobs, in place (``page``: the whole page they are of, whose
+        names are known without another listing; default ``jobs``)."""
         from scheduler.transport.api_wire import is_job_id
 
         ids = {str(r).lower() for job in jobs for chain in CHAINS for r in job.get(chain) or [] if is_job_id(str(r))}
         if not ids:
             return
-        names = {job["id"]: job["name"] for job in jobs}
+        names = {job["id"]: job["name"] for job in (jobs if page is None else page)}
         if ids - set(names):
             if self.every is None:
                 pages = self.client.iter_job_pages(limit=_PAGE)

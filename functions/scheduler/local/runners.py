@@ -68,8 +68,8 @@ def start_runner_process(settings: Settings, name: str) -> Any:
 
 
 def start_runner_processes(settings: Settings, runners: int) -> list[Any]:
-    """The runner processes beyond this one (one Python process delivers about a thousand jobs a
-    second on one core); they share the database, so their claims never overlap."""
+    """The runner processes beyond this one (one Python process delivers several thousand jobs a
+    second to a fast target on one core); they share the database, so their claims never overlap."""
     return [start_runner_process(settings, f"scheduler-runner-{i + 2}") for i in range(runners - 1)]
 
 

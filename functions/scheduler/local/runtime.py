@@ -331,11 +331,17 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
         if embedded is not None:
             embedded.stop()
         raise
+    # From here a stop signal is the clean stop (it sets ``stop``; what follows starts, then
+    # stops in order): none is left to the start's handlers.
+    extra: list[Any] = []
+    stopping = Stop(stop, extra, embedded)
+    if threading.current_thread() is threading.main_thread():
+        stopping.on_signals()
     dispatch = deps.in_process_dispatch() if options.runners else None
     # The links of alerts (every runner process sends them) go to this console.
     console = f"{base_url(_reachable_name(options.host), server.effective_port)}/console/"
     settings = replace(settings, console_url=settings.console_url or console)
-    extra = start_runner_processes(settings, options.runners)
+    extra.extend(start_runner_processes(settings, options.runners))
     runner_thread = threading.Thread(
         target=run_runner, args=(deps, settings, dispatch, stop), name="fanout", daemon=True
     )
@@ -344,9 +350,6 @@ def serve(options: LocalOptions, *, ready: threading.Event | None = None, stop: 
     alerts = start_alerts(deps, stop, settings.console_url)
     api = threading.Thread(target=server.run, name="api", daemon=True)
     api.start()
-    stopping = Stop(stop, extra, embedded)
-    if threading.current_thread() is threading.main_thread():
-        stopping.on_signals()
     where = f"embedded Postgres under {data_dir / 'pgdata'}" if embedded else f"the given database ({source})"
     print_start_up(options, server.effective_port, auth_words, f"{where}; precision {settings.precision}")
     if ready is not None:

@@ -260,7 +260,9 @@ def plan_resume(job: Job, now: datetime, calendars: Calendars = ()) -> Plan:
     skips = skipped(schedule, SkipReason.PAUSED, pending - _TINY, bound, start_at=job.start_at, end_at=job.end_at)
     plan = replace(_at(occurrence, JobState.ACTIVE, job), skips=skips)
     if isinstance(schedule, CalendarSchedule):
-        plan = _excluding(plan, schedule, job, pending - _TINY, bound)
+        # None left: the calendars leave out the rest of the window, on record up to its end
+        last = bound if occurrence is not None or job.end_at is None else max(now, job.end_at) + _TINY
+        plan = _excluding(plan, schedule, job, pending - _TINY, last)
     return _due_by(now, plan)
 
 

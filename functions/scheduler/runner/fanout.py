@@ -251,7 +251,10 @@ class _FanoutRun:
             resumed = service.resume_expired_pauses(store, on_skips=lambda skips: count_skips(self.metrics, skips))
             store.pump_backfills()
             lost = store.mark_lost_while_not_due()
-        except StoreUnavailable:  # an outage: the loop says so once (Outage), not each check a traceback
+        except StoreUnavailable as exc:  # the database away or refusing (a deadlock...): a line, no traceback
+            logger.warning(
+                "resuming pauses, handing over backfills or marking lost failed (%s); the next check tries again", exc
+            )
             return
         except Exception:
             logger.exception(

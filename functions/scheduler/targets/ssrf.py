@@ -174,7 +174,7 @@ def _allow_list(entries: tuple[str, ...]) -> tuple[tuple[Any, ...], frozenset[st
     return tuple(networks), frozenset(names), tuple(suffixes)
 
 
-_ALLOW_LIST_NAME = re.compile(r"(?:\*\.|\.)?[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?")
+_ALLOW_LIST_NAME = re.compile(r"(?:\*\.|\.)?[\w-]+(?:\.[\w-]+)*\.?")  # \w: internationalised names too
 
 
 def allow_list_problems(entries: Iterable[str]) -> list[str]:

@@ -1,7 +1,7 @@
 // Executions: the rows of a job's history and of the recent activity, one execution's details
 // (a click on its row), and the page of one execution (#/executions/ID, over
 // GET /v1/executions/{id}), which a row, an alert and a chained run's cause link to.
-import { useState, useEffect, useCallback } from './vendor/htm-preact-standalone.mjs';
+import { useState, useEffect, useCallback, useRef } from './vendor/htm-preact-standalone.mjs';
 import { html, api, fmtTime, fmtMs, lateness, backoff, Badge, ErrorBox, useInterval } from './lib.js';
 import { skippedText } from './runs.js';
 
@@ -69,15 +69,26 @@ export function ExecutionRows({ executions, withJob }) {
     </table>`;
 }
 
-// The page of one execution: read again every 3 s while it runs (an ended one changes no more).
+// The page of one execution: read again every 3 s while it runs (an ended one changes no more),
+// one read at a time (an older answer never follows a newer one); one gone (its job deleted
+// meanwhile: a 404) is read no more.
 export function Execution({ id }) {
   const [e, setExecution] = useState(null);
   const [error, setError] = useState(null);
+  const reads = useRef({ busy: false, gone: false });
   const load = useCallback(async () => {
+    if (reads.current.busy || reads.current.gone) return;
+    reads.current.busy = true;
     try {
       setExecution(await api('GET', `/executions/${encodeURIComponent(id)}`));
       setError(null);
-    } catch (err) { setError(err); }
+    } catch (err) {
+      setError(err);
+      if (err.status === 404) {
+        reads.current.gone = true;
+        setExecution(null);
+      }
+    } finally { reads.current.busy = false; }
   }, [id]);
   useEffect(() => { load(); }, [id]);
   useInterval(() => { if (e && e.status === 'running') load(); }, 3000);

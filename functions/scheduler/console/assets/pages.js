@@ -248,11 +248,15 @@ export function Job({ id }) {
     return () => { live = false; };
   }, [job && job.next_run_at, job && job.version, job && job.state]);
   // The job's summary and executions follow what the runner does (a run, a retry, a completion).
+  // One refresh at a time (a slow one's answer never follows a newer one's); a job deleted
+  // elsewhere meanwhile: the page says so (GoneJob), and no answer brings it back.
+  const busy = useRef(false);
   useInterval(() => {
-    if (stopped.current) return;
-    // A job deleted elsewhere meanwhile: the page says so (GoneJob).
+    if (stopped.current || busy.current) return;
+    busy.current = true;
     const gone = (e) => { if (e.status === 404 && !stopped.current) { stopped.current = true; setError(e); setJob(null); } };
-    refreshing.current = Promise.allSettled([api('GET', `/jobs/${id}`).then(setJob, gone), loadExecutions()]);
+    const read = api('GET', `/jobs/${id}`).then((j) => { if (!stopped.current) setJob(j); }, gone);
+    refreshing.current = Promise.allSettled([read, loadExecutions()]).finally(() => { busy.current = false; });
   }, 3000);
 
   const act = async (what) => {
