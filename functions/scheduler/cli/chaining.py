@@ -87,9 +87,7 @@ class ChainNames:
     def rename(self, jobs: list[dict[str, Any]], page: list[dict[str, Any]] | None = None) -> None:
         """The chains of a page's jobs, in place (``page``: the whole page they are of, whose
         names are known without another listing; default ``jobs``)."""
-        from scheduler.transport.api_wire import is_job_id
-
-        ids = {str(r).lower() for job in jobs for chain in CHAINS for r in job.get(chain) or [] if is_job_id(str(r))}
+        ids = {r.lower() for job in jobs for chain in CHAINS for r in job.get(chain) or [] if is_id(r)}
         if not ids:
             return
         names = {job["id"]: job["name"] for job in (jobs if page is None else page)}

@@ -219,6 +219,15 @@ def _excluding(plan: Plan, schedule: Schedule, job: Job, after: datetime, before
     return replace(plan, skips=plan.skips + excluded) if excluded else plan
 
 
+def _excluded_until(job: Job, occurrence: datetime | None, now: datetime) -> datetime:
+    """Where a resume's or a completion's calendar skips end: at the occurrence planned; with none
+    left, the calendars leave out the rest of the window: on record past its ``end_at`` (those
+    after ``now`` too), else past ``now``."""
+    if occurrence is not None:
+        return occurrence
+    return (now if job.end_at is None else max(now, job.end_at)) + _TINY
+
+
 def plan_pause(job: Job) -> Plan:
     """Pausing keeps the occurrence in hand (shown as next_run_at) but nothing is due."""
     if job.state != JobState.ACTIVE:
@@ -260,9 +269,7 @@ def plan_resume(job: Job, now: datetime, calendars: Calendars = ()) -> Plan:
     skips = skipped(schedule, SkipReason.PAUSED, pending - _TINY, bound, start_at=job.start_at, end_at=job.end_at)
     plan = replace(_at(occurrence, JobState.ACTIVE, job), skips=skips)
     if isinstance(schedule, CalendarSchedule):
-        # None left: the calendars leave out the rest of the window, on record up to its end
-        last = bound if occurrence is not None or job.end_at is None else max(now, job.end_at) + _TINY
-        plan = _excluding(plan, schedule, job, pending - _TINY, last)
+        plan = _excluding(plan, schedule, job, pending - _TINY, _excluded_until(job, occurrence, now))
     return _due_by(now, plan)
 
 
@@ -469,10 +476,7 @@ def _planned_completion(
     if scheduled is None or schedule.one_off:
         return plan
     if isinstance(schedule, CalendarSchedule):  # only a job with calendars pays for them
-        # None: the calendars leave out every occurrence still to come in the window, on record
-        # up to its end (an end_at: those after now too)
-        last = horizon if job.end_at is None else max(horizon, job.end_at)
-        plan = _excluding(plan, schedule, job, scheduled, last + _TINY if occurrence is None else occurrence)
+        plan = _excluding(plan, schedule, job, scheduled, _excluded_until(job, occurrence, horizon))
     if occurrence is not None and occurrence > horizon and job.missed_runs != "skip":
         return plan  # run_once and run_all plan a later occurrence only when none was missed
     skips = skipped_at_completion(

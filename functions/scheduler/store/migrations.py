@@ -106,7 +106,8 @@ def migrate(conninfo: str, *, target: int | None = None, app_logins: Sequence[st
         try:
             conn.execute(_CREATE_RECORD)
             done = {row[0]: row[1] for row in conn.execute("SELECT version, checksum FROM schema_migrations")}
-            for version, name, sql in migration_files():
+            files = migration_files()
+            for version, name, sql in files:
                 if target is not None and version > target:
                     break
                 if version in done:
@@ -119,16 +120,15 @@ def migrate(conninfo: str, *, target: int | None = None, app_logins: Sequence[st
                 logger.info("applying migration %04d_%s", version, name)
                 _apply(conn, version, name, sql)
                 applied_now.append(version)
-            _warn_if_ahead(done)
+            _warn_if_ahead(done, {version for version, _, _ in files})
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
     return applied_now
 
 
-def _warn_if_ahead(done: dict[int, str]) -> None:
-    """A warning when the database holds migrations this code does not have: a newer version of
-    the scheduler migrated it, and this one may not read what that one writes."""
-    known = {version for version, _, _ in migration_files()}
+def _warn_if_ahead(done: dict[int, str], known: set[int]) -> None:
+    """A warning when the database holds migrations this code does not have (``known``): a newer
+    version of the scheduler migrated it, and this one may not read what that one writes."""
     ahead = sorted(set(done) - known)
     if not ahead:
         return
