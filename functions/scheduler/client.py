@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -84,7 +84,9 @@ class SchedulerClient(AlertRuleCalls, CalendarCalls):
     botocore credentials to sign with, instead of the chain (tests). ``retries``: how often a
     request is sent again after a throttle (429, any method) or the database's absence (503; GET,
     PUT, PATCH, DELETE; also 502 and 504 for a GET), after the answer's ``Retry-After`` or a
-    backoff from 0.5 s, at most 30 s a wait; 0 never.
+    backoff from 0.5 s, at most 30 s a wait; 0 never. ``on_retry``: called before each such wait
+    with the answer's error, the seconds about to be waited, the retry's number (from 1) and
+    ``retries``: the CLI says on stderr why a command is waiting.
     """
 
     def __init__(
@@ -99,6 +101,7 @@ class SchedulerClient(AlertRuleCalls, CalendarCalls):
         credentials: Any = None,
         user_agent: str = "scheduler-cli/0.1",
         retries: int = DEFAULT_RETRIES,
+        on_retry: Callable[[ApiCallFailed, float, int, int], None] | None = None,
     ):
         endpoint = (endpoint or os.environ.get(ENDPOINT_ENV) or DEFAULT_ENDPOINT).strip()
         self.endpoint = api_wire.base_url(endpoint)
@@ -108,6 +111,7 @@ class SchedulerClient(AlertRuleCalls, CalendarCalls):
         self.http = session or requests.Session()
         self.user_agent = user_agent
         self.retries = retries
+        self.on_retry = on_retry
         self._region = region
         self._credentials = credentials
         self._botocore_session: Any = None
@@ -189,6 +193,9 @@ class SchedulerClient(AlertRuleCalls, CalendarCalls):
             again = api_wire.retry_delay(method, response.status_code, response.headers.get("Retry-After"), attempt)
             if again is None or attempt == self.retries:
                 break
+            if self.on_retry is not None:
+                text = response.content.decode("utf-8", "replace")
+                self.on_retry(error_from_response(response.status_code, text), again, attempt + 1, self.retries)
             time.sleep(again)  # a throttle, or the database away: the same request again (signed anew)
         text = response.content.decode("utf-8", "replace")
         if response.status_code >= 400:

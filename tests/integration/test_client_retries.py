@@ -89,3 +89,34 @@ def test_each_retry_is_signed_anew(server, monkeypatch):
 )
 def test_retry_delay(method, status, retry_after, attempt, expected):
     assert retry_delay(method, status, retry_after, attempt) == expected
+
+
+def test_each_retry_is_told_before_its_wait(server, monkeypatch):
+    """``on_retry`` hears of each retry before its wait: the answer's error, the wait, the retry's
+    number and how many there may be; never of the last answer, which is raised."""
+    monkeypatch.setattr("scheduler.client.time.sleep", lambda seconds: None)
+    heard: list[tuple[int, str, float, int, int]] = []
+    client = SchedulerClient(
+        server.url,
+        retries=2,
+        on_retry=lambda error, wait, retry, of: heard.append((error.status, error.code, wait, retry, of)),
+    )
+    server.responses[f"/v1/jobs/{JOB['id']}"] = [AWAY]
+    with pytest.raises(ServerError):
+        client.get_job(JOB["id"])
+    assert heard == [(503, "database_unavailable", 0.0, 1, 2), (503, "database_unavailable", 0.0, 2, 2)]
+
+
+def test_the_cli_says_why_it_waits(server, monkeypatch, capsys):
+    """A command waiting through the API's retries says so on stderr, a line a retry, before it
+    says the last answer's error."""
+    from scheduler import cli
+
+    monkeypatch.setattr("scheduler.client.time.sleep", lambda seconds: None)
+    server.responses["/v1/jobs"] = [AWAY]
+    assert cli.main(["--endpoint", server.url, "jobs", "list"]) != 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[:3] == [
+        f"waiting: 503 database_unavailable: later; sending again in 0 s (retry {n} of 3)" for n in (1, 2, 3)
+    ]
+    assert "database_unavailable" in err[3] and len(server.requests) == 4

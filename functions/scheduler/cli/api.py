@@ -20,10 +20,24 @@ def make_client(args: argparse.Namespace) -> Any:
 
     try:
         return SchedulerClient(
-            args.endpoint, region=args.region, profile=args.profile, sigv4=args.sigv4, timeout=args.http_timeout
+            args.endpoint,
+            region=args.region,
+            profile=args.profile,
+            sigv4=args.sigv4,
+            timeout=args.http_timeout,
+            on_retry=say_retry,
         )
     except ValueError as exc:
         raise UsageError(f"--endpoint: {exc}") from None
+
+
+def say_retry(error: Any, wait_seconds: float, retry: int, retries: int) -> None:
+    """A line on stderr before the client sends a request again (a throttle, the database away),
+    so that a command waiting through the retries says why."""
+    print(
+        f"waiting: {error}; sending again in {wait_seconds:g} s (retry {retry} of {retries})",
+        file=sys.stderr,
+    )
 
 
 def client_command(func: Callable[[argparse.Namespace, Any], int]) -> Callable[[argparse.Namespace], int]:
