@@ -34,11 +34,50 @@ def _rule(on: str, threshold: float | None = None) -> dict:
 
 def test_the_rules_of_a_set_follow_the_jobs_own_with_keys_of_their_own():
     job = _job([_rule("failure")], ("team", [_rule("failure"), _rule("recovery")]))
-    assert [(r.source, r.key) for r in job.rules] == [
-        (None, "0:failure:"),
-        ("team", "team/0:failure:"),
-        ("team", "team/1:recovery:"),
-    ]
+    keys = [(r.source, r.key.rsplit(":", 1)[0]) for r in job.rules]
+    assert keys == [(None, "failure:"), ("team", "team/failure:"), ("team", "team/recovery:")]
+    assert len({r.key.rsplit(":", 1)[1] for r in job.rules}) == 1  # one destination, one digest
+
+
+def test_a_rule_keeps_its_key_wherever_it_stands_in_the_list():
+    """A rule added, removed or moved before another leaves the other's key (and so its "fired
+    once in this incident") as it was; another destination or threshold is another rule."""
+    rows = (
+        _job([_rule("failures_in_a_row", 2)]).rules[0],
+        _job([_rule("late", 5), _rule("failures_in_a_row", 2)]).rules[1],
+    )
+    assert rows[0].key == rows[1].key and rows[0].place_key != rows[1].place_key
+    other = {"on": "failures_in_a_row", "threshold": 2, "target": {"type": "http", "url": "https://pager.example.com/"}}
+    assert _job([other]).rules[0].key != rows[0].key
+    assert _job([_rule("failures_in_a_row", 3)]).rules[0].key != rows[0].key
+    # How it is sent (headers, auth, body) is not where: the same rule.
+    sent_otherwise = {
+        **_rule("failures_in_a_row", 2),
+        "target": {**HOOK, "headers": {"X-Team": "a"}, "body": "{{message}}"},
+    }
+    assert _job([sent_otherwise]).rules[0].key == rows[0].key
+
+
+def test_an_edit_of_the_rules_mid_incident_fires_no_rule_twice():
+    """The audit's case: a job's rule fired; a rule put in front of it; the incident goes on and
+    the rule (unchanged but for its place) does not fire again."""
+    before = _job([_rule("failures_in_a_row", 2)])
+    runs = [_execution(i, ExecutionStatus.FAILED) for i in range(1, 3)]
+    state, events = decide(before, AlertState(), runs, T0 + timedelta(hours=1), new_id=lambda: "incident-1")
+    assert [e.rule.on for e in events] == ["failures_in_a_row"]
+    after = _job([_rule("late", 60), _rule("failures_in_a_row", 2)])
+    more = [_execution(i, ExecutionStatus.FAILED) for i in range(3, 6)]
+    state, events = decide(after, state, more, T0 + timedelta(hours=2))
+    assert events == [] and state.incident_id == "incident-1"
+
+
+def test_an_incident_opened_before_the_keys_were_the_rules_content_fires_nothing_again():
+    """An incident opened by an earlier version holds keys by place (``0:failures_in_a_row:2``):
+    its rules do not fire again after an upgrade."""
+    job = _job([_rule("failures_in_a_row", 2)])
+    held = AlertState(failures_in_row=2, incident_id="incident-0", fired=("0:failures_in_a_row:2",))
+    state, events = decide(job, held, [_execution(3, ExecutionStatus.FAILED)], T0 + timedelta(hours=1))
+    assert events == [] and state.incident_id == "incident-0"
 
 
 def test_each_rule_fires_once_in_the_jobs_one_incident():

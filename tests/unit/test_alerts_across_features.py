@@ -52,3 +52,20 @@ def test_a_skipped_row_after_the_last_run_only_moves_the_watermark():
         _job(), AlertState(failures_in_row=1), [_execution(4, ExecutionStatus.SKIPPED)], T0 + timedelta(hours=1)
     )
     assert events == [] and state.failures_in_row == 1 and state.seen_seq == 4
+
+
+def test_missing_run_counts_the_schedules_runs_only():
+    """A run that ended past ``missing_run``'s threshold from when it was due is a missing run only
+    when the schedule made it (or retried it): a chained run of a paused job, a run now or a
+    backfill of the past is not (the audit's case: a chained run that succeeded fired it)."""
+    from dataclasses import replace
+
+    from scheduler.planning.alerts import holds
+
+    rule = AlertRule.of(0, {"on": "missing_run", "threshold": 2, "target": HOOK})
+    ran = replace(
+        _execution(1, ExecutionStatus.SUCCEEDED), finished_at=T0 + timedelta(minutes=1, seconds=4)
+    )  # 4 s after it was due
+    assert holds(rule, ran, 0) and holds(rule, replace(ran, trigger=Trigger.RETRY), 0)
+    for trigger in (Trigger.CHAIN, Trigger.MANUAL, Trigger.BACKFILL):
+        assert not holds(rule, replace(ran, trigger=trigger), 0), trigger

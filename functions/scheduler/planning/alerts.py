@@ -11,6 +11,8 @@ tag) that alerted in the incident. The store holds the job's alert state while t
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -54,7 +56,16 @@ class AlertRule:
 
     @property
     def key(self) -> str:
-        """The rule's identity within an incident (``[source/]index:on:threshold``)."""
+        """The rule's identity within an incident: what it fires on and where it sends
+        (``[source/]on:threshold:destination``), not its place in the list, so that a rule
+        added, removed or moved before it never makes it fire again in the same incident."""
+        threshold = "" if self.threshold is None else f"{self.threshold:g}"
+        return f"{self.prefix}{self.on}:{threshold}:{_destination(self.target)}"
+
+    @property
+    def place_key(self) -> str:
+        """The key by the rule's place (``[source/]index:on:threshold``) that incidents opened
+        before ``key`` was the rule's content hold in their ``fired``."""
         return f"{self.prefix}{self.index}:{self.on}:{'' if self.threshold is None else f'{self.threshold:g}'}"
 
     def alerted(self, fired: Sequence[str]) -> bool:
@@ -62,6 +73,27 @@ class AlertRule:
         if self.source is None:
             return any("/" not in key for key in fired)
         return any(key.startswith(self.prefix) for key in fired)
+
+
+# The fields of a target that say where it sends (not how: its headers, auth and texts, which an
+# edit may change and a key rotation re-seals).
+_DESTINATION_FIELDS = (
+    "type",
+    "url",
+    "exchange",
+    "routing_key",
+    "function_arn",
+    "queue_url",
+    "topic_arn",
+    "event_bus_arn",
+)
+
+
+def _destination(target: Mapping[str, Any]) -> str:
+    """A short digest of where ``target`` sends: rules of one condition alerting two places are
+    two rules; the same rule written twice is one."""
+    where = [[name, target.get(name)] for name in _DESTINATION_FIELDS if target.get(name) is not None]
+    return hashlib.sha256(json.dumps(where, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -112,6 +144,9 @@ def _seconds(later: datetime, earlier: datetime | None) -> float:
     return 0.0 if earlier is None else (later - earlier).total_seconds()
 
 
+_SCHEDULED = frozenset({Trigger.SCHEDULE, Trigger.RETRY})
+
+
 def holds(rule: AlertRule, execution: Execution, failures_in_row: int) -> bool:
     """Whether ``rule``'s condition holds after ``execution`` (``failures_in_row`` counted with it)."""
     threshold = rule.threshold or 0.0
@@ -122,9 +157,11 @@ def holds(rule: AlertRule, execution: Execution, failures_in_row: int) -> bool:
     if rule.on == "late":
         return _seconds(execution.started_at, execution.due_at or execution.scheduled_at) > threshold
     if rule.on == "missing_run":  # a scheduled run that did not succeed within the threshold
+        # Only the schedule's own runs (and their retries): a run now, a chained run (the job
+        # may be paused to run only when chained) or a backfill of the past is not one missing.
         ended = execution.finished_at or execution.started_at
         return (
-            execution.trigger != Trigger.MANUAL
+            execution.trigger in _SCHEDULED
             and _seconds(ended, execution.due_at or execution.scheduled_at) > threshold
         )
     return False
@@ -170,7 +207,7 @@ class _Incident:
         self.events: list[AlertEvent] = []
 
     def fire(self, rule: AlertRule, found: dict[str, Any], now: datetime) -> None:
-        if rule.key in self.state.fired:
+        if rule.key in self.state.fired or rule.place_key in self.state.fired:
             return
         if self.state.incident_id is None:
             self.state = replace(self.state, incident_id=self.new_id(), incident_opened_at=now, fired=())
