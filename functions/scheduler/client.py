@@ -273,15 +273,19 @@ class SchedulerClient(AlertRuleCalls, CalendarCalls):
         answer = self.request("PATCH", self._job_path(job_id), body=patch, headers=api_wire.if_match(if_match))
         return api_wire.expect_job(answer)
 
-    def delete_job(self, job_id: str) -> None:
-        """``DELETE /v1/jobs/{id}`` (and its executions)."""
-        api_wire.expect_empty(self.request("DELETE", self._job_path(job_id)))
+    def delete_job(self, job_id: str, *, if_match: str | int | None = None) -> None:
+        """``DELETE /v1/jobs/{id}`` (and its executions); ``If-Match`` when ``if_match`` is given
+        (412, nothing deleted, if the job is at another version)."""
+        api_wire.expect_empty(self.request("DELETE", self._job_path(job_id), headers=api_wire.if_match(if_match)))
 
-    def pause_job(self, job_id: str, *, note: str | None = None, until: str | None = None) -> dict[str, Any]:
+    def pause_job(
+        self, job_id: str, *, note: str | None = None, until: str | None = None, if_match: str | int | None = None
+    ) -> dict[str, Any]:
         """``POST /v1/jobs/{id}/pause``: the job (with a ``note``, and ``until``, an RFC 3339
-        instant at which the runner resumes it)."""
+        instant at which the runner resumes it); ``If-Match`` when ``if_match`` is given."""
         body = {k: v for k, v in (("note", note), ("until", until)) if v is not None}
-        return api_wire.expect_job(self.request("POST", self._job_path(job_id, "/pause"), body=body or None))
+        path, headers = self._job_path(job_id, "/pause"), api_wire.if_match(if_match)
+        return api_wire.expect_job(self.request("POST", path, body=body or None, headers=headers))
 
     def backfill_job(self, job_id: str, start: str, end: str, *, dry_run: bool = False) -> dict[str, Any]:
         """``POST /v1/jobs/{id}/backfill``: a dry run's ``{"occurrences", "count"}``, else ``{"count"}``."""
@@ -311,9 +315,10 @@ class SchedulerClient(AlertRuleCalls, CalendarCalls):
             if answer.get("more") is not True or not answer["jobs"]:
                 return {"jobs": jobs, "count": len(jobs)}
 
-    def resume_job(self, job_id: str) -> dict[str, Any]:
-        """``POST /v1/jobs/{id}/resume``: the job."""
-        return api_wire.expect_job(self.request("POST", self._job_path(job_id, "/resume")))
+    def resume_job(self, job_id: str, *, if_match: str | int | None = None) -> dict[str, Any]:
+        """``POST /v1/jobs/{id}/resume``: the job; ``If-Match`` when ``if_match`` is given."""
+        path, headers = self._job_path(job_id, "/resume"), api_wire.if_match(if_match)
+        return api_wire.expect_job(self.request("POST", path, headers=headers))
 
     def run_job(self, job_id: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """``POST /v1/jobs/{id}/run``: ``{"job_id", "status": "queued", "requested_at", "job"}``;

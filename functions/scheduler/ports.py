@@ -117,7 +117,9 @@ class JobStore(Protocol):
         whose first is not (what an edit replanning it from ``now`` may trim)."""
         ...
 
-    def delete_job(self, owner: str, job_id: str, *, change: Change | None = None) -> None:
+    def delete_job(
+        self, owner: str, job_id: str, *, change: Change | None = None, expected_version: int | None = None
+    ) -> None:
         """Delete the job and its executions, keep its change log with ``change`` (``NotFound``)."""
         ...
 
@@ -273,7 +275,9 @@ class CalendarStore(Protocol):
         ``by``."""
         ...
 
-    def delete_calendar(self, owner: str, name: str, *, by: str | None = None) -> None:
+    def delete_calendar(
+        self, owner: str, name: str, *, by: str | None = None, expected_version: int | None = None
+    ) -> None:
         """Delete a calendar no job names (``CalendarNotFound``, ``CalendarInUse``); its
         change-log entry made by ``by``."""
         ...
@@ -321,7 +325,9 @@ class AlertRuleStore(Protocol):
         """A page of the owner's rule sets in name order."""
         ...
 
-    def delete_alert_rule(self, owner: str, name: str, *, by: str | None = None) -> None:
+    def delete_alert_rule(
+        self, owner: str, name: str, *, by: str | None = None, expected_version: int | None = None
+    ) -> None:
         """Delete a rule set (``AlertRuleNotFound``); its change-log entry made by ``by``."""
         ...
 

@@ -155,11 +155,13 @@ def pause_job(
     *,
     by: str | None = None,
     as_read: Job | None = None,
+    expected_version: int | None = None,
 ) -> Job:
     """Stop firing the job's schedule (a manual run still runs), with the pause's record (its
     note, its end ``until``, who paused it): the runner resumes it at ``until``. A completed job
     stays as it is. Recorded in the change log (by ``by``). ``as_read``: the job as the caller
-    just read it, planned from without reading it again (the write still checks its version)."""
+    just read it, planned from without reading it again (the write still checks its version).
+    ``expected_version`` (If-Match): ``VersionMismatch`` when the job is at another."""
 
     def edit(current: Job) -> Edit:
         return current.spec(), lifecycle.plan_pause(current), ()
@@ -169,7 +171,9 @@ def pause_job(
             return False, Pause.of(current)
         return True, dataclasses.replace(pause or Pause(), at=current.paused_at)
 
-    return _write_edit(store, owner, job_id, edit, pause_of=record, action=ChangeAction.PAUSE, by=by, as_read=as_read)
+    return _write_edit(
+        store, owner, job_id, edit, expected_version, pause_of=record, action=ChangeAction.PAUSE, by=by, as_read=as_read
+    )
 
 
 def resume_job(
@@ -180,10 +184,12 @@ def resume_job(
     *,
     by: str | None = None,
     as_read: Job | None = None,
+    expected_version: int | None = None,
 ) -> Job:
     """Fire the schedule again, applying ``missed_runs`` to what was missed (the occurrences it
     does not run on record as skipped, ``paused``, and passed to ``on_skips``); the pause's
-    record is cleared. Recorded in the change log (by ``by``). ``as_read`` as ``pause_job``'s."""
+    record is cleared. Recorded in the change log (by ``by``). ``as_read`` and
+    ``expected_version`` as ``pause_job``'s."""
     return _write_edit(
         store,
         owner,
@@ -193,6 +199,7 @@ def resume_job(
             lifecycle.plan_resume(current, store.now(), calendars=job_calendars(store, current)),
             (),
         ),
+        expected_version,
         pause_of=lambda current: (False, None),
         on_skips=on_skips,
         action=ChangeAction.RESUME,
@@ -239,9 +246,14 @@ def resume_expired_pauses(store: PauseStore, limit: int = 100, on_skips: SkipHoo
     return resumed
 
 
-def delete_job(store: JobStore, owner: str, job_id: str, *, by: str | None = None) -> None:
-    """Delete the job and its executions; its change log stays for the retention period."""
-    store.delete_job(owner, job_id, change=change(ChangeAction.DELETE, by, None, None))
+def delete_job(
+    store: JobStore, owner: str, job_id: str, *, by: str | None = None, expected_version: int | None = None
+) -> None:
+    """Delete the job and its executions; its change log stays for the retention period.
+    ``expected_version`` (If-Match): ``VersionMismatch``, nothing deleted, when it is at another."""
+    store.delete_job(
+        owner, job_id, change=change(ChangeAction.DELETE, by, None, None), expected_version=expected_version
+    )
 
 
 def request_run(

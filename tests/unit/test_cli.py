@@ -415,6 +415,33 @@ def test_calendars_and_alert_rules_apply_with_if_match_replace_that_version_only
     assert "If-Match" not in api.requests[-1].headers
 
 
+def test_deletes_pauses_and_resumes_send_if_match(api, capsys):
+    """``--if-match`` on ``jobs delete|pause|resume``, ``calendars delete`` and ``alert-rules
+    delete``: sent as ``If-Match``; a stale version is the API's 412 (exit 4); not with a bulk
+    pause or resume (a version is one job's)."""
+    job = {"id": JOB_ID, "name": "n", "version": 3, "state": "paused"}
+    api.on("DELETE", f"/v1/jobs/{JOB_ID}", None, 204)
+    api.on("POST", f"/v1/jobs/{JOB_ID}/pause", job)
+    api.on("POST", f"/v1/jobs/{JOB_ID}/resume", {**job, "state": "active"})
+    api.on("DELETE", "/v1/calendars/holidays", None, 204)
+    api.on("DELETE", "/v1/alert-rules/team", None, 204)
+    for argv in (
+        ("jobs", "delete", JOB_ID),
+        ("jobs", "pause", JOB_ID),
+        ("jobs", "resume", JOB_ID),
+        ("calendars", "delete", "holidays"),
+        ("alert-rules", "delete", "team"),
+    ):
+        assert run(api, *argv, "--if-match", "2") == 0, argv
+        assert api.requests[-1].headers["If-Match"] == '"2"', argv
+        assert run(api, *argv) == 0 and "If-Match" not in api.requests[-1].headers, argv
+    api.on("DELETE", f"/v1/jobs/{JOB_ID}", envelope("version_mismatch", "the job changed: it is at version 3"), 412)
+    assert run(api, "jobs", "delete", JOB_ID, "--if-match", "2") == 4
+    capsys.readouterr()
+    assert run(api, "jobs", "pause", "--tag", "billing", "--if-match", "2") == 2
+    assert "--if-match is for one JOB" in capsys.readouterr().err
+
+
 # -- list, get -----------------------------------------------------------------------------------
 
 

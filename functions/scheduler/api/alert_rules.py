@@ -9,10 +9,11 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
-from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from pydantic import AwareDatetime, BaseModel, Field
 
+from scheduler.api.conditions import IfMatch, IfNoneMatch, create_only, parse_if_match
 from scheduler.api.cursors import scope_of
 from scheduler.api.errors import BadRequest, documented
 from scheduler.api.jobs import (
@@ -21,12 +22,10 @@ from scheduler.api.jobs import (
     Caller,
     Cursor,
     CursorsDep,
-    IfMatch,
     Limit,
     Owner,
     SettingsDep,
     check_text,
-    parse_if_match,
 )
 from scheduler.api.pages import name_ordered_page
 from scheduler.api.providers import get_store
@@ -46,26 +45,6 @@ router = APIGatewayRouter()
 AlertRuleStoreDep = Annotated[AlertRuleStore, Depends(get_store)]
 RuleName = Annotated[str, Path(description="The rule set's name.")]
 _LOCATION = {"Location": {"description": "The rule set's path.", "schema": {"type": "string"}}}
-IfNoneMatch = Annotated[
-    str,
-    Header(
-        alias="If-None-Match",
-        max_length=64,
-        description="`*`: create the rule set only, never replace one of that name (412 if there is one).",
-    ),
-]
-
-
-def _create_only(if_none_match: str | None, if_match: str | None) -> bool:
-    """Whether ``If-None-Match`` asks for a create only (``*``, the one form a PUT of a named
-    resource takes here); given with ``If-Match``, the two cannot both hold."""
-    if if_none_match is None:
-        return False
-    if if_none_match.strip() != "*":
-        raise BadRequest("If-None-Match", "must be * (create only)")
-    if if_match is not None:
-        raise BadRequest("If-None-Match", "cannot be given with If-Match")
-    return True
 
 
 class AlertRuleSet(AlertRuleSetSpec):
@@ -140,7 +119,7 @@ def put_alert_rule(
     if_none_match: IfNoneMatch = None,
 ) -> Response[Any]:
     expected = parse_if_match(if_match)
-    create_only = _create_only(if_none_match, if_match)
+    only_create = create_only(if_none_match, if_match)
     if not _valid_name(name):
         raise BadRequest("name", "use letters, digits and . _ : - (starting with a letter or digit), at most 128")
     if spec.name is not None and spec.name != name:
@@ -154,11 +133,11 @@ def put_alert_rule(
         if if_match is not None:  # "*" too: it matches a rule set that exists, so never creates one
             raise VersionMismatch(None, "alert rule set") from None
         stored = None
-    if create_only and stored is not None:
+    if only_create and stored is not None:
         raise AlertRuleExists(name)
     alerts = seal_alerts(data["alerts"], box, stored) or []
     record, created = store.put_alert_rule(
-        owner, name, data["tag"], alerts, expected, by=caller, create_only=create_only
+        owner, name, data["tag"], alerts, expected, by=caller, create_only=only_create
     )
     logger.info("alert rules written", extra={"alert_rule": name, "version": record.version})
     if created:
@@ -201,10 +180,14 @@ def get_alert_rule(name: RuleName, store: AlertRuleStoreDep, owner: Owner) -> Re
     status_code=204,
     summary="Delete an alert rule set",
     tags=["alerts"],
-    description="Its jobs no longer have its rules; the alerts it fired stay listed.",
-    responses=documented(204, None, "Deleted.", 403, 404),
+    description="Its jobs no longer have its rules; the alerts it fired stay listed. With `If-Match`, only the "
+    "version named is deleted (412 otherwise).",
+    responses=documented(204, None, "Deleted.", 400, 403, 404, 412),
 )
-def delete_alert_rule(name: RuleName, store: AlertRuleStoreDep, owner: Owner, caller: Caller) -> Response[Any]:
-    store.delete_alert_rule(owner, existing_rule_set_name(name), by=caller)
+def delete_alert_rule(
+    name: RuleName, store: AlertRuleStoreDep, owner: Owner, caller: Caller, if_match: IfMatch = None
+) -> Response[Any]:
+    expected = parse_if_match(if_match)
+    store.delete_alert_rule(owner, existing_rule_set_name(name), by=caller, expected_version=expected)
     logger.info("alert rules deleted", extra={"alert_rule": name})
     return Response(status_code=204, content_type=None, body=None)

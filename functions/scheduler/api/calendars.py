@@ -14,6 +14,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from pydantic import AwareDatetime, BaseModel, Field
 
 from scheduler import service
+from scheduler.api.conditions import IfMatch, IfNoneMatch, parse_if_match, refuse_over_existing
 from scheduler.api.cursors import scope_of
 from scheduler.api.errors import documented
 from scheduler.api.jobs import (
@@ -21,11 +22,9 @@ from scheduler.api.jobs import (
     Caller,
     Cursor,
     CursorsDep,
-    IfMatch,
     Limit,
     Owner,
     check_text,
-    parse_if_match,
 )
 from scheduler.api.pages import name_ordered_page
 from scheduler.api.providers import get_store
@@ -154,8 +153,12 @@ def replace_calendar(
     owner: Owner,
     caller: Caller,
     if_match: IfMatch = None,
+    if_none_match: IfNoneMatch = None,
 ) -> Response[Any]:
     expected = parse_if_match(if_match)
+    refuse_over_existing(
+        if_none_match, if_match, lambda: store.get_calendar(owner, existing_calendar_name(name)), "calendar"
+    )
     record = service.replace_calendar(
         store, owner, existing_calendar_name(name), _definition(definition), expected, by=caller
     )
@@ -168,10 +171,14 @@ def replace_calendar(
     status_code=204,
     summary="Delete a calendar",
     tags=["calendars"],
-    description="409 naming the jobs while any job names it in `exclude_calendars`.",
-    responses=documented(204, None, "Deleted.", 403, 404, 409),
+    description="409 naming the jobs while any job names it in `exclude_calendars`. With `If-Match`, only the "
+    "version named is deleted (412 otherwise).",
+    responses=documented(204, None, "Deleted.", 400, 403, 404, 409, 412),
 )
-def delete_calendar(name: CalendarName, store: CalendarStoreDep, owner: Owner, caller: Caller) -> Response[Any]:
-    store.delete_calendar(owner, existing_calendar_name(name), by=caller)
+def delete_calendar(
+    name: CalendarName, store: CalendarStoreDep, owner: Owner, caller: Caller, if_match: IfMatch = None
+) -> Response[Any]:
+    expected = parse_if_match(if_match)
+    store.delete_calendar(owner, existing_calendar_name(name), by=caller, expected_version=expected)
     logger.info("calendar deleted", extra={"calendar": name})
     return Response(status_code=204, content_type=None, body=None)

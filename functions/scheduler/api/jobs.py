@@ -4,15 +4,15 @@ run now. Every store call is scoped to the caller; another principal's job answe
 from __future__ import annotations
 
 import logging
-import re
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
-from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from scheduler import bulk_service, service
+from scheduler.api.conditions import IfMatch, IfNoneMatch, parse_if_match, refuse_over_existing
 from scheduler.api.cursors import MAX_CURSOR_LENGTH, CursorCodec, scope_of
 from scheduler.api.errors import BadRequest, documented
 from scheduler.api.overrides import run_overrides
@@ -43,16 +43,6 @@ Owner = Annotated[str, Depends(get_owner)]
 Caller = Annotated[str, Depends(get_caller)]
 SettingsDep = Annotated[Any, Depends(get_settings)]
 JobId = Annotated[str, Path(description="The job's id (a UUID).")]
-# Optional parameters are typed without None (their default is None), so the OpenAPI document
-# says "a string, optional" rather than "a string or null".
-IfMatch = Annotated[
-    str,
-    Header(
-        alias="If-Match",
-        max_length=64,
-        description='The version the change is based on: `3` or `"3"`. A stale one answers 412.',
-    ),
-]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description="Page size.")]
 Cursor = Annotated[str, Query(max_length=MAX_CURSOR_LENGTH, description="`next_cursor` of the previous page (opaque).")]
 State = Annotated[Literal["active", "paused", "completed"], Query(description="Only jobs in this state.")]
@@ -62,23 +52,8 @@ NamePrefix = Annotated[
 ]
 _LOCATION = {"Location": {"description": "The job's path.", "schema": {"type": "string"}}}
 
-_IF_MATCH = re.compile(r'^(?:W/)?"(\d{1,9})"\Z|^(\d{1,9})\Z')
-
 
 # -- helpers -----------------------------------------------------------------------------------
-
-
-def parse_if_match(value: str | None) -> int | None:
-    """The expected version of ``If-Match`` (``3``, ``"3"``, ``W/"3"``); None when absent or ``*``."""
-    if value is None:
-        return None
-    value = value.strip()
-    if value == "*":
-        return None
-    match = _IF_MATCH.match(value)
-    if not match:
-        raise BadRequest("If-Match", 'must be a version, like 3 or "3"')
-    return int(match.group(1) or match.group(2))
 
 
 def check_text(value: Any, field: str) -> None:
@@ -217,8 +192,10 @@ def replace_job(
     settings: SettingsDep,
     caller: Caller,
     if_match: IfMatch = None,
+    if_none_match: IfNoneMatch = None,
 ) -> Response[Any]:
     expected = parse_if_match(if_match)
+    refuse_over_existing(if_none_match, if_match, lambda: store.get_job(owner, job_id), "job")
     data = spec_data(spec)
     require_broker(data, settings, owner)
     require_reachable_target(data, settings)
@@ -253,8 +230,10 @@ def patch_job(
     settings: SettingsDep,
     caller: Caller,
     if_match: IfMatch = None,
+    if_none_match: IfNoneMatch = None,
 ) -> Response[Any]:
     expected = parse_if_match(if_match)
+    refuse_over_existing(if_none_match, if_match, lambda: store.get_job(owner, job_id), "job")
     check_text(patch, "body")
     merge_patch({}, patch)  # depth check before anything is read
 
@@ -279,10 +258,11 @@ def patch_job(
     status_code=204,
     summary="Delete a job and its executions",
     tags=["jobs"],
-    responses=documented(204, None, "Deleted, with its executions.", 403, 404),
+    description="With `If-Match`, only the version named is deleted (412 otherwise, nothing deleted).",
+    responses=documented(204, None, "Deleted, with its executions.", 400, 403, 404, 412),
 )
-def delete_job(job_id: JobId, store: StoreDep, owner: Owner, caller: Caller) -> Response[Any]:
-    service.delete_job(store, owner, job_id, by=caller)
+def delete_job(job_id: JobId, store: StoreDep, owner: Owner, caller: Caller, if_match: IfMatch = None) -> Response[Any]:
+    service.delete_job(store, owner, job_id, by=caller, expected_version=parse_if_match(if_match))
     logger.info("job deleted", extra={"job_id": job_id})
     return Response(status_code=204, content_type=None, body=None)
 
@@ -293,7 +273,7 @@ def delete_job(job_id: JobId, store: StoreDep, owner: Owner, caller: Caller) -> 
     tags=["jobs"],
     description="An optional body gives the pause a `note` and an end (`until`), at which the runner resumes "
     "the job under its missed-run policy; the job then shows `pause`.",
-    responses=documented(200, Job, "The job.", 400, 403, 404, 409, 413, 415),
+    responses=documented(200, Job, "The job.", 400, 403, 404, 409, 412, 413, 415),
 )
 def pause_job(
     job_id: JobId,
@@ -301,9 +281,11 @@ def pause_job(
     owner: Owner,
     caller: Caller,
     request: Annotated[PauseRequest | None, Body()] = None,
+    if_match: IfMatch = None,
 ) -> Response[Any]:
+    expected = parse_if_match(if_match)
     pause = pause_record(request, store, caller)
-    return job_response(service.pause_job(store, owner, job_id, pause, by=caller))
+    return job_response(service.pause_job(store, owner, job_id, pause, by=caller, expected_version=expected))
 
 
 def pause_record(request: PauseRequest | None, store: JobStore, caller: str) -> Pause:
@@ -393,10 +375,11 @@ def resume_jobs(
     *rule("resume_job"),
     summary="Resume a job's schedule",
     tags=["jobs"],
-    responses=documented(200, Job, "The job.", 403, 404, 409),
+    responses=documented(200, Job, "The job.", 400, 403, 404, 409, 412),
 )
-def resume_job(job_id: JobId, store: StoreDep, owner: Owner, caller: Caller) -> Response[Any]:
-    return job_response(service.resume_job(store, owner, job_id, by=caller))
+def resume_job(job_id: JobId, store: StoreDep, owner: Owner, caller: Caller, if_match: IfMatch = None) -> Response[Any]:
+    expected = parse_if_match(if_match)
+    return job_response(service.resume_job(store, owner, job_id, by=caller, expected_version=expected))
 
 
 @router.route(

@@ -110,7 +110,7 @@ def alert_rules_apply(args: argparse.Namespace, client: Any) -> int:
 @client_command
 def alert_rules_delete(args: argparse.Namespace, client: Any) -> int:
     """``alert-rules delete NAME``."""
-    client.delete_alert_rule(args.rule_set)
+    client.delete_alert_rule(args.rule_set, if_match=args.if_match)
     if args.output == "table":
         print(f"deleted alert rule set {args.rule_set}")
     return EXIT_OK
@@ -158,6 +158,7 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     apply.set_defaults(func=alert_rules_apply)
     delete = subparser(actions, "delete", "delete a rule set (its jobs keep their own rules)")
     delete.add_argument("rule_set", metavar="NAME")
+    add_if_match_flag(delete, "the rule set")
     delete.set_defaults(func=alert_rules_delete)
     history = subparser(actions, "history", "a rule set's change log: who changed what, when (newest first)")
     history.add_argument("rule_set", metavar="NAME")

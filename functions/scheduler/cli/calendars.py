@@ -128,7 +128,7 @@ def calendars_apply(args: argparse.Namespace, client: Any) -> int:
 @client_command
 def calendars_delete(args: argparse.Namespace, client: Any) -> int:
     """``calendars delete NAME`` (refused, exit 4, while a job names it)."""
-    client.delete_calendar(args.calendar)
+    client.delete_calendar(args.calendar, if_match=args.if_match)
     if args.output == "table":
         print(f"deleted calendar {args.calendar}")
     return EXIT_OK
@@ -185,6 +185,7 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     apply.set_defaults(func=calendars_apply)
     delete = subparser(actions, "delete", "delete a calendar (refused while a job names it)")
     delete.add_argument("calendar", metavar="NAME")
+    add_if_match_flag(delete, "the calendar")
     delete.set_defaults(func=calendars_delete)
     history = subparser(actions, "history", "a calendar's change log: who changed what, when (newest first)")
     history.add_argument("calendar", metavar="NAME")

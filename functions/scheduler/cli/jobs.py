@@ -147,7 +147,7 @@ def jobs_update(args: argparse.Namespace, client: Any) -> int:
 def jobs_delete(args: argparse.Namespace, client: Any) -> int:
     """``jobs delete``."""
     job_id = client.resolve_job_id(args.job)
-    client.delete_job(job_id)
+    client.delete_job(job_id, if_match=args.if_match)
     if args.output == "table":
         print(f"deleted job {job_id}" + (f" ({args.job})" if args.job.lower() != job_id else ""))
     return EXIT_OK
@@ -158,6 +158,8 @@ def _selection(args: argparse.Namespace) -> dict[str, Any] | None:
     chosen = {k: v for k, v in (("tag", args.tag), ("name_prefix", args.name_prefix)) if v is not None}
     if len(chosen) > 1 or (chosen and args.job) or not (chosen or args.job):
         raise UsageError(f"give a JOB, or one of --tag or --name-prefix (for the {args.action} of several jobs)")
+    if chosen and args.if_match is not None:
+        raise UsageError("--if-match is for one JOB (the version of that job), not with --tag or --name-prefix")
     return chosen or None
 
 
@@ -176,7 +178,8 @@ def jobs_pause(args: argparse.Namespace, client: Any) -> int:
     if selection is not None:
         extra = {k: v for k, v in (("note", args.note), ("until", args.until)) if v is not None}
         return _bulk_done(args, client.pause_jobs({**selection, **extra}), "paused")
-    show_job(args, client.pause_job(client.resolve_job_id(args.job), note=args.note, until=args.until))
+    job_id = client.resolve_job_id(args.job)
+    show_job(args, client.pause_job(job_id, note=args.note, until=args.until, if_match=args.if_match))
     return EXIT_OK
 
 
@@ -186,7 +189,7 @@ def jobs_resume(args: argparse.Namespace, client: Any) -> int:
     selection = _selection(args)
     if selection is not None:
         return _bulk_done(args, client.resume_jobs(selection), "resumed")
-    show_job(args, client.resume_job(client.resolve_job_id(args.job)))
+    show_job(args, client.resume_job(client.resolve_job_id(args.job), if_match=args.if_match))
     return EXIT_OK
 
 
@@ -308,6 +311,7 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
 
     delete = subparser(actions, "delete", "delete a job and its executions")
     delete.add_argument("job", metavar="JOB", type=non_empty, help="job id or name")
+    add_if_match_flag(delete, "the job")
     delete.set_defaults(func=jobs_delete)
     _add_pause_parsers(actions, subparser)
 
@@ -347,6 +351,7 @@ def _add_pause_parsers(actions: Any, subparser: Callable[..., argparse.ArgumentP
         action.add_argument("job", metavar="JOB", type=non_empty, nargs="?", help="job id or name")
         action.add_argument("--tag", help=f"{name} the active/paused jobs with this tag")
         action.add_argument("--name-prefix", metavar="PREFIX", help=f"{name} the jobs whose name starts so")
+        add_if_match_flag(action, "the job")
         if name == "pause":
             action.add_argument("--note", help="why the job is paused (shown with the job)")
             action.add_argument(

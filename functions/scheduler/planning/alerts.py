@@ -161,8 +161,7 @@ def holds(rule: AlertRule, execution: Execution, failures_in_row: int) -> bool:
         # may be paused to run only when chained) or a backfill of the past is not one missing.
         ended = execution.finished_at or execution.started_at
         return (
-            execution.trigger in _SCHEDULED
-            and _seconds(ended, execution.due_at or execution.scheduled_at) > threshold
+            execution.trigger in _SCHEDULED and _seconds(ended, execution.due_at or execution.scheduled_at) > threshold
         )
     return False
 

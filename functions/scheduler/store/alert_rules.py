@@ -101,13 +101,18 @@ class AlertRuleTables:
             return [AlertRuleRecord.from_row(row) for row in conn.execute(QUERIES["list_alert_rules"], params)]
 
     @retry_on_dead_connection
-    def delete_alert_rule(self, owner: str, name: str, *, by: str | None = None) -> None:
-        """Delete a rule set (``AlertRuleNotFound``); the alerts it fired stay listed. Its
+    def delete_alert_rule(
+        self, owner: str, name: str, *, by: str | None = None, expected_version: int | None = None
+    ) -> None:
+        """Delete a rule set (``AlertRuleNotFound``; ``VersionMismatch``, nothing deleted, when
+        ``expected_version`` is given and it is at another); the alerts it fired stay listed. Its
         change-log entry (its rules, as ``from``), made by ``by``, in the same transaction."""
-        with self.pool.connection() as conn, transaction_if(conn, by is not None):
+        with self.pool.connection() as conn, transaction_if(conn, by is not None or expected_version is not None):
             row = conn.execute(QUERIES["delete_alert_rule"], {"owner": owner, "name": name}).fetchone()
             if row is None:
                 raise AlertRuleNotFound(name)
+            if expected_version is not None and row["version"] != expected_version:  # rolled back
+                raise VersionMismatch(row["version"], "alert rule set")
             before = rule_set_fields(row["tag"], row["alerts"])
             write_resource_change(
                 conn, owner, ChangedKind.ALERT_RULES, name, row["version"], ChangeAction.DELETE, by, before, None

@@ -122,15 +122,20 @@ class CalendarTables:
         return [Job.from_row(row) for row in rows]
 
     @retry_on_dead_connection
-    def delete_calendar(self, owner: str, name: str, *, by: str | None = None) -> None:
+    def delete_calendar(
+        self, owner: str, name: str, *, by: str | None = None, expected_version: int | None = None
+    ) -> None:
         """Delete a calendar no job names (``CalendarNotFound``; ``CalendarInUse`` naming the
-        jobs that name it, read while the calendar is held), its change-log entry made by ``by``
+        jobs that name it, read while the calendar is held; ``VersionMismatch`` when
+        ``expected_version`` is given and it is at another), its change-log entry made by ``by``
         (what it excluded, as ``from``) in the same transaction."""
         params = {"owner": owner, "name": name}
         with self.pool.connection() as conn, conn.transaction():
             held = conn.execute(QUERIES["lock_calendar"], params).fetchone()
             if held is None:
                 raise CalendarNotFound(name)
+            if expected_version is not None and held["version"] != expected_version:
+                raise VersionMismatch(held["version"], "calendar")
             rows = conn.execute(QUERIES["jobs_using_calendar"], {**params, "limit": MAX_JOBS_NAMED}).fetchall()
             if rows:
                 raise CalendarInUse(name, [(str(row["id"]), row["name"]) for row in rows])

@@ -39,7 +39,7 @@ from scheduler.core.domain import (
     StartedExecution,
     Trigger,
 )
-from scheduler.core.errors import NameTaken, NotFound, VersionMismatch  # noqa: F401 (re-exported)
+from scheduler.core.errors import NameTaken, NotFound, VersionMismatch
 from scheduler.core.records import SkipTrim
 from scheduler.ports import ChainCheck
 from scheduler.sql import QUERIES
@@ -253,9 +253,12 @@ class Store(
         return None if row is None else Job.from_row(row)
 
     @retry_on_dead_connection
-    def delete_job(self, owner: str, job_id: str, *, change: Change | None = None) -> None:
+    def delete_job(
+        self, owner: str, job_id: str, *, change: Change | None = None, expected_version: int | None = None
+    ) -> None:
         """Delete the job and its executions (its change log stays, with ``change``). Raises
-        ``NotFound``."""
+        ``NotFound``, and ``VersionMismatch`` (nothing deleted) when ``expected_version`` is
+        given and the job is at another."""
         if not is_uuid(job_id):
             raise NotFound(job_id)
         params = {"id": job_id, "owner": owner}
@@ -263,6 +266,8 @@ class Store(
             held = conn.execute(QUERIES["get_job_for_update"], params).fetchone()
             if held is None:
                 raise NotFound(job_id)
+            if expected_version is not None and held["version"] != expected_version:
+                raise VersionMismatch(held["version"])
             conn.execute(QUERIES["delete_job"], params)
             write_change(conn, owner, job_id, held["version"], change)
 

@@ -59,9 +59,11 @@ class AlertRuleCalls:
         """``GET /v1/alert-rules/{name}``."""
         return api_wire.expect_fields(self.request("GET", self._alert_rule_path(name)), name=str)
 
-    def delete_alert_rule(self, name: str) -> None:
-        """``DELETE /v1/alert-rules/{name}``: its jobs no longer have its rules."""
-        api_wire.expect_empty(self.request("DELETE", self._alert_rule_path(name)))
+    def delete_alert_rule(self, name: str, *, if_match: str | int | None = None) -> None:
+        """``DELETE /v1/alert-rules/{name}``: its jobs no longer have its rules; ``If-Match`` when
+        ``if_match`` is given (412, nothing deleted, if the set is at another version)."""
+        headers = api_wire.if_match(if_match)
+        api_wire.expect_empty(self.request("DELETE", self._alert_rule_path(name), headers=headers))
 
     def list_alert_rule_changes(
         self, name: str, *, limit: int | None = None, cursor: str | None = None

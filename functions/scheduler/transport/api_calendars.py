@@ -52,9 +52,11 @@ class CalendarCalls:
         answer = self.request("PUT", self._calendar_path(name), body=body, headers=api_wire.if_match(if_match))
         return api_wire.expect_fields(answer, name=str)
 
-    def delete_calendar(self, name: str) -> None:
-        """``DELETE /v1/calendars/{name}`` (409 naming the jobs while any names it)."""
-        api_wire.expect_empty(self.request("DELETE", self._calendar_path(name)))
+    def delete_calendar(self, name: str, *, if_match: str | int | None = None) -> None:
+        """``DELETE /v1/calendars/{name}`` (409 naming the jobs while any names it); ``If-Match``
+        when ``if_match`` is given (412, nothing deleted, if the calendar is at another version)."""
+        headers = api_wire.if_match(if_match)
+        api_wire.expect_empty(self.request("DELETE", self._calendar_path(name), headers=headers))
 
     def list_calendar_changes(
         self, name: str, *, limit: int | None = None, cursor: str | None = None

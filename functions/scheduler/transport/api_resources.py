@@ -84,14 +84,23 @@ class Jobs:
         """``PUT /v1/jobs/{id}``: the whole definition (``Job.definition()`` is one)."""
         return Job.from_json(self._client.replace_job(self._id(job), definition, if_match=if_match))
 
-    def delete(self, job: str | Job) -> None:
-        """``DELETE /v1/jobs/{id}``: the job and its executions."""
-        self._client.delete_job(self._id(job))
+    def delete(self, job: str | Job, *, if_match: int | str | None = None) -> None:
+        """``DELETE /v1/jobs/{id}``: the job and its executions (with ``if_match``, only at that
+        version: ``Conflict`` otherwise, nothing deleted)."""
+        self._client.delete_job(self._id(job), if_match=if_match)
 
-    def pause(self, job: str | Job, *, note: str | None = None, until: Instant | None = None) -> Job:
+    def pause(
+        self,
+        job: str | Job,
+        *,
+        note: str | None = None,
+        until: Instant | None = None,
+        if_match: int | str | None = None,
+    ) -> Job:
         """Pause the job's schedule (a manual run still runs), with a ``note``; at ``until`` the
-        runner resumes it by itself."""
-        return Job.from_json(self._client.pause_job(self._id(job), note=note, until=rfc3339(until)))
+        runner resumes it by itself (with ``if_match``, only at that version)."""
+        answer = self._client.pause_job(self._id(job), note=note, until=rfc3339(until), if_match=if_match)
+        return Job.from_json(answer)
 
     def pause_all(
         self,
@@ -119,9 +128,10 @@ class Jobs:
         answer = self._client.resume_jobs({k: v for k, v in selection.items() if v is not None})
         return tuple(str(job_id) for job_id in (answer or {}).get("jobs") or [])
 
-    def resume(self, job: str | Job) -> Job:
-        """Resume the job's schedule (``missed_runs`` says what happens to the occurrences missed)."""
-        return Job.from_json(self._client.resume_job(self._id(job)))
+    def resume(self, job: str | Job, *, if_match: int | str | None = None) -> Job:
+        """Resume the job's schedule (``missed_runs`` says what happens to the occurrences
+        missed; with ``if_match``, only at that version)."""
+        return Job.from_json(self._client.resume_job(self._id(job), if_match=if_match))
 
     def run(
         self,

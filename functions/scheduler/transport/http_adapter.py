@@ -96,16 +96,19 @@ def _read_body(environ: dict[str, Any], limit: int) -> bytes:
 
 
 def _headers(environ: dict[str, Any]) -> list[tuple[str, str]]:
+    """The request's headers. A header sent with an empty value stays (as API Gateway passes
+    it): an empty ``If-None-Match`` or ``If-Match`` is refused, where, left out, the request
+    was made without its condition. ``CONTENT_TYPE`` and ``CONTENT_LENGTH`` are left out when
+    empty (a WSGI server may set them so for a request without them)."""
     out = []
     for key, value in environ.items():
         if key.startswith("HTTP_"):
             name = key[5:].replace("_", "-").title()
-        elif key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+        elif key in ("CONTENT_TYPE", "CONTENT_LENGTH") and value:
             name = key.replace("_", "-").title()
         else:
             continue
-        if value:
-            out.append((name, _wsgi_text(str(value))))
+        out.append((name, _wsgi_text(str(value))))
     return out
 
 

@@ -1,0 +1,81 @@
+"""Conditional requests on every route that changes a job, a calendar or a rule set (RFC 9110:
+a condition the server does not evaluate must not be ignored): ``If-Match`` on a delete, a pause
+and a resume (412 and nothing changed when stale, with the current version in ``ETag``), and
+``If-None-Match: *`` on a replacement that never creates (412 when the resource exists, 404 as
+without it when it does not). An outside audit found each of them ignored."""
+
+from __future__ import annotations
+
+from tests.integration.test_alerts import rule
+from tests.integration.test_api import ALICE, BOB, Client, api, box, create, job_body  # noqa: F401 (pytest fixtures)
+
+CALENDAR = {"timezone": "UTC", "dates": ["2030-01-01"]}
+
+
+def _stale(answer, current: int) -> None:
+    assert answer.status == 412 and answer.fields == ["If-Match"], answer.body
+    assert answer.headers.get("ETag") == f'"{current}"'
+
+
+def test_a_delete_with_a_stale_if_match_deletes_nothing(api: Client):
+    job = create(api)
+    assert api("PATCH", f"/v1/jobs/{job['id']}", {"description": "moved on"}).body["version"] == 2
+    _stale(api("DELETE", f"/v1/jobs/{job['id']}", headers={"If-Match": '"1"'}), 2)
+    assert api("GET", f"/v1/jobs/{job['id']}").status == 200
+    bad = api("DELETE", f"/v1/jobs/{job['id']}", headers={"If-Match": "yesterday"})
+    assert bad.status == 400 and bad.fields == ["If-Match"]
+    assert api("DELETE", f"/v1/jobs/{job['id']}", headers={"If-Match": "1"}, principal=BOB).status == 404
+    assert api("DELETE", f"/v1/jobs/{job['id']}", headers={"If-Match": '"2"'}).status == 204
+    assert api("GET", f"/v1/jobs/{job['id']}").status == 404
+
+
+def test_a_calendar_and_a_rule_set_deleted_only_at_the_version_named(api: Client):
+    assert api("POST", "/v1/calendars", {"name": "closures", **CALENDAR}).status == 201
+    assert api("PUT", "/v1/calendars/closures", {**CALENDAR, "dates": ["2030-01-02"]}).body["version"] == 2
+    _stale(api("DELETE", "/v1/calendars/closures", headers={"If-Match": "1"}), 2)
+    assert api("GET", "/v1/calendars/closures").status == 200
+    assert api("DELETE", "/v1/calendars/closures", headers={"If-Match": "2"}).status == 204
+
+    body = {"tag": "billing", "alerts": [rule("failure")]}
+    assert api("PUT", "/v1/alert-rules/team", body).status == 201
+    assert api("PUT", "/v1/alert-rules/team", {**body, "tag": "ops"}).body["version"] == 2
+    _stale(api("DELETE", "/v1/alert-rules/team", headers={"If-Match": "1"}), 2)
+    assert api("GET", "/v1/alert-rules/team").body["tag"] == "ops"
+    assert api("DELETE", "/v1/alert-rules/team", headers={"If-Match": "2"}).status == 204
+    assert api("GET", "/v1/alert-rules/team").status == 404
+
+
+def test_a_pause_and_a_resume_with_a_stale_if_match_change_nothing(api: Client):
+    job = create(api)
+    path = f"/v1/jobs/{job['id']}"
+    assert api("PATCH", path, {"description": "moved on"}).body["version"] == 2
+    _stale(api("POST", f"{path}/pause", headers={"If-Match": "1"}), 2)
+    assert api("GET", path).body["state"] == "active"
+    paused = api("POST", f"{path}/pause", headers={"If-Match": "2"})
+    assert paused.status == 200 and paused.body["state"] == "paused" and paused.body["version"] == 3
+    _stale(api("POST", f"{path}/resume", headers={"If-Match": "2"}), 3)
+    assert api("GET", path).body["state"] == "paused"
+    assert api("POST", f"{path}/resume", headers={"If-Match": '"3"'}).body["state"] == "active"
+
+
+def test_if_none_match_on_a_replacement_that_never_creates(api: Client):
+    """A job's PUT and PATCH and a calendar's PUT only change what exists: ``If-None-Match: *``
+    answers 412 (nothing written) over one that exists, 404 where there is none; another value,
+    or both conditions, is a 400."""
+    job = create(api)
+    path = f"/v1/jobs/{job['id']}"
+    for method, body in (("PUT", {**job_body(), "description": "x"}), ("PATCH", {"description": "x"})):
+        refused = api(method, path, body, headers={"If-None-Match": "*"})
+        assert refused.status == 412 and refused.fields == ["If-None-Match"], refused.body
+    assert api("GET", path).body["version"] == 1
+    gone = "/v1/jobs/8d2f5c1e-8a3b-4d51-9f0e-3c1f0b7a2e61"
+    assert api("PATCH", gone, {"description": "x"}, headers={"If-None-Match": "*"}).status == 404
+    for headers in ({"If-None-Match": '"1"'}, {"If-None-Match": "*", "If-Match": "1"}, {"If-None-Match": ""}):
+        bad = api("PATCH", path, {"description": "x"}, headers=headers)
+        assert bad.status == 400 and bad.fields == ["If-None-Match"], (headers, bad.body)
+
+    assert api("POST", "/v1/calendars", {"name": "closures", **CALENDAR}).status == 201
+    refused = api("PUT", "/v1/calendars/closures", CALENDAR, headers={"If-None-Match": "*"})
+    assert refused.status == 412 and refused.fields == ["If-None-Match"], refused.body
+    assert api("PUT", "/v1/calendars/nope", CALENDAR, headers={"If-None-Match": "*"}).status == 404
+    assert api("GET", "/v1/calendars/closures").body["version"] == 1
