@@ -9,10 +9,45 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.core.changes import find_cycle
-from scheduler.core.domain import CHAIN_FIELDS
+from msgspec import structs
+
+from scheduler.core.changes import cause_of, find_cycle
+from scheduler.core.domain import CHAIN_FIELDS, ExecutionStatus, Job, Outcome, Plan
 from scheduler.core.errors import ChainError
-from scheduler.ports import ChainCheck, ChainLookup
+from scheduler.core.records import ChainRun
+from scheduler.ports import ChainCheck, ChainLookup, JobStore
+
+# How many of a job's newest executions are looked through for the attempt a dropped retry
+# follows (skipped rows recorded since may come before it).
+_LOOK_BACK = 5
+_ENDED_FAILED = frozenset({ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT, ExecutionStatus.LOST})
+
+
+def chains_of_a_dropped_retry(store: JobStore, current: Job, plan: Plan) -> Plan:
+    """``plan`` (an edit's, which starts the occurrences afresh) with the chained runs of the
+    occurrence in hand when it drops that occurrence's pending retry: its last attempt failed,
+    and with no attempt to come it was the final one, so its ``on_failure`` and ``on_complete``
+    run, as they would have after the retry's failure. Nothing when no retry was pending (no
+    attempt made, or one under way: its end is recorded against the new plan and runs its
+    chains then), or the job chains to nothing."""
+    if not (current.on_failure or current.on_complete) or current.attempt <= 0 or current.lease_kind is not None:
+        return plan
+    if plan.scheduled_at == current.scheduled_at and plan.attempt == current.attempt:
+        return plan  # the occurrence in hand kept: its retry still comes
+    assert current.id is not None and current.owner is not None
+    for execution in store.list_executions(current.owner, current.id, limit=_LOOK_BACK):
+        if execution.scheduled_at == current.scheduled_at and execution.attempt == current.attempt:
+            if execution.status not in _ENDED_FAILED:
+                return plan
+            outcome = Outcome(
+                execution.status,
+                error=execution.error,
+                http_status=execution.http_status,
+                response_excerpt=execution.response_excerpt,
+            )
+            cause = cause_of(current, outcome, execution.id)
+            return structs.replace(plan, chain=ChainRun(current.owner, current.chained(outcome), cause))
+    return plan
 
 
 def chain_check(owner: str, job_id: str | None, spec: Mapping[str, Any]) -> ChainCheck | None:

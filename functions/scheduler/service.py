@@ -29,7 +29,7 @@ from scheduler.calendar_service import (  # noqa: F401 (the calendar operations,
     replanned_from,
     skips_to_trim,
 )
-from scheduler.chain_service import chain_check, check_chains  # noqa: F401 (re-exported)
+from scheduler.chain_service import chain_check, chains_of_a_dropped_retry, check_chains  # noqa: F401 (re-exported)
 from scheduler.core.changes import SCHEDULER_ACTOR, cause_of, spec_diff
 from scheduler.core.domain import (
     OCCURRENCE_FIELDS,
@@ -132,6 +132,7 @@ def update_job(
         since = current.scheduled_at if same else None
         plan = lifecycle.plan_first(new, now, state, calendars=calendars, recorded_until=since)
         refuse_a_schedule_left_without_runs(new, plan, now, calendars)
+        plan = chains_of_a_dropped_retry(store, current, plan)
         return spec, plan, skips_to_trim(store, current, replanned_from(current, new, now, since))
 
     return _write_edit(store, owner, job_id, edit, expected_version, action=ChangeAction.UPDATE, by=by, chained=True)

@@ -387,3 +387,36 @@ def test_a_failed_backfill_delivery_asks_for_its_chain_after_its_last_attempt_on
         asked = pending(pool, b.id)["pending_cause"]
         assert (asked is None) == (attempt == 1), attempt  # a retry to come asks for nothing
     assert pending(pool, b.id)["pending_cause"]["execution_id"] == delivery.started.execution_id
+
+
+def test_an_edit_that_drops_a_pending_retry_runs_the_occurrences_failure_chains(store, pool):
+    """An outside audit's case: a's attempt failed with a retry to come; an edit of its schedule
+    started its occurrences afresh and dropped the retry, so the failed attempt was the last and
+    ``on_failure`` never ran. It runs now, in the edit's transaction, naming that attempt; an
+    edit that keeps the retry (no schedule field changed) asks for nothing, and a job with no
+    retry pending (none made, or one under way) neither."""
+    a, b, c = make_jobs(store, on_failure=["b"], on_complete=["c"], on_success=[])
+    make_due(pool, a.id)
+    [claim] = store.claim_and_start(10)
+    failed = Outcome("failed", retryable=True, error="503 from the target", http_status=503)
+    done = Completion(a.id, claim.lock_token, claim.started.execution_id, failed, claim.started, 0.01)
+    assert service.complete_executions(store, [done]) == [True]
+    assert store.get_job(OWNER, a.id).attempt == 1  # a retry pending
+    service.update_job(store, OWNER, a.id, lambda job: {**job.spec(), "description": "not a schedule field"})
+    assert pending(pool, b.id)["manual_run_at"] is None  # the retry is kept: nothing final yet
+
+    service.update_job(store, OWNER, a.id, lambda job: {**job.spec(), "schedule": "0 0 2 1 *"})
+    edited = store.get_job(OWNER, a.id)
+    assert edited.attempt == 0 and edited.scheduled_at != claim.started.scheduled_at  # the retry dropped
+    for chained in (b, c):
+        cause = pending(pool, chained.id)["pending_cause"]
+        assert cause["execution_id"] == claim.started.execution_id and cause["status"] == "failed", cause
+        assert (cause["http_status"], cause["error"], cause["job_name"]) == (503, "503 from the target", "a")
+
+    # Edited again: no retry pending any more, so no chained run asked for again.
+    with pool.connection() as conn:
+        conn.execute(
+            "UPDATE job_runs SET manual_run_at = NULL, pending_cause = NULL WHERE job_id = ANY(%s)", ([b.id, c.id],)
+        )
+    service.update_job(store, OWNER, a.id, lambda job: {**job.spec(), "schedule": "0 0 3 1 *"})
+    assert pending(pool, b.id)["manual_run_at"] is None and pending(pool, c.id)["manual_run_at"] is None

@@ -216,7 +216,8 @@ class Store(
         when given, its plan with its skipped occurrences as skipped rows (version + 1), if the
         job is still ``version`` and, with a plan, still has the run state ``planned_from`` it
         was planned from, with its ``change`` entry and what is left of the skipped rows its
-        ``trims`` name (``trim_skips``) in the same transaction (``chains`` checked
+        ``trims`` name (``trim_skips``) and the chained runs of ``plan.chain`` (the occurrence
+        whose pending retry the edit drops) in the same transaction (``chains`` checked
         in it first, the owner's chains held: ``ChainError``). None when it
         changed meanwhile (read it again, plan again); ``NameTaken`` when the spec's name is
         another job's."""
@@ -241,11 +242,15 @@ class Store(
         }
         try:
             calendars = params["exclude_calendars"]
-            with self.pool.connection() as conn, _held(conn, owner, calendars, change, chains, bool(trims)):
+            chained = plan.chain if plan is not None else None
+            more = bool(trims) or chained is not None
+            with self.pool.connection() as conn, _held(conn, owner, calendars, change, chains, more):
                 row = conn.execute(QUERIES["update_job"], params).fetchone()
                 if row is not None:
                     write_change(conn, owner, job_id, row["version"], change)
                     trim_skips(conn, job_id, trims)  # fenced: written only with the job's version
+                    if chained is not None:  # a dropped retry's occurrence ended: its chained runs
+                        request_chained_runs(conn, [chained])
                     if row["running_execution_id"] is not None:  # edited during a run: its lease noted
                         conn.execute(QUERIES["watch_lease"], {"id": job_id})
         except psycopg.errors.UniqueViolation:
