@@ -120,7 +120,8 @@ class JobStore(Protocol):
     def delete_job(
         self, owner: str, job_id: str, *, change: Change | None = None, expected_version: int | None = None
     ) -> None:
-        """Delete the job and its executions, keep its change log with ``change`` (``NotFound``)."""
+        """Delete the job and its executions, keep its change log with ``change`` (``NotFound``;
+        ``VersionMismatch``, nothing deleted, when ``expected_version`` is not the job's)."""
         ...
 
     def insert_backfill(
@@ -278,8 +279,9 @@ class CalendarStore(Protocol):
     def delete_calendar(
         self, owner: str, name: str, *, by: str | None = None, expected_version: int | None = None
     ) -> None:
-        """Delete a calendar no job names (``CalendarNotFound``, ``CalendarInUse``); its
-        change-log entry made by ``by``."""
+        """Delete a calendar no job names (``CalendarNotFound``, ``CalendarInUse``;
+        ``VersionMismatch`` when ``expected_version`` is not its version); its change-log entry
+        made by ``by``."""
         ...
 
     def list_resource_changes(
@@ -328,7 +330,8 @@ class AlertRuleStore(Protocol):
     def delete_alert_rule(
         self, owner: str, name: str, *, by: str | None = None, expected_version: int | None = None
     ) -> None:
-        """Delete a rule set (``AlertRuleNotFound``); its change-log entry made by ``by``."""
+        """Delete a rule set (``AlertRuleNotFound``; ``VersionMismatch``, nothing deleted, when
+        ``expected_version`` is not its version); its change-log entry made by ``by``."""
         ...
 
     def list_resource_changes(

@@ -6,8 +6,13 @@ without it when it does not). An outside audit found each of them ignored."""
 
 from __future__ import annotations
 
+import requests
+
+from scheduler.client import SchedulerClient
+from scheduler.core.errors import SchedulerError
 from tests.integration.test_alerts import rule
 from tests.integration.test_api import ALICE, BOB, Client, api, box, create, job_body  # noqa: F401 (pytest fixtures)
+from tests.integration.test_concurrent_api import served  # noqa: F401 (pytest fixtures)
 
 CALENDAR = {"timezone": "UTC", "dates": ["2030-01-01"]}
 
@@ -79,3 +84,69 @@ def test_if_none_match_on_a_replacement_that_never_creates(api: Client):
     assert refused.status == 412 and refused.fields == ["If-None-Match"], refused.body
     assert api("PUT", "/v1/calendars/nope", CALENDAR, headers={"If-None-Match": "*"}).status == 404
     assert api("GET", "/v1/calendars/closures").body["version"] == 1
+
+
+def _history(api: Client, path: str) -> list[str]:
+    return [entry["action"] for entry in api("GET", f"{path}/changes").body["changes"]]
+
+
+def test_a_refused_delete_writes_no_change_log_entry(api: Client):
+    """The delete and its entry are one transaction: a stale version refuses both."""
+    job = create(api)
+    api("PATCH", f"/v1/jobs/{job['id']}", {"description": "moved on"})
+    assert api("DELETE", f"/v1/jobs/{job['id']}", headers={"If-Match": "1"}).status == 412
+    assert _history(api, f"/v1/jobs/{job['id']}") == ["update", "create"]
+    assert api("POST", "/v1/calendars", {"name": "closures", **CALENDAR}).status == 201
+    api("PUT", "/v1/calendars/closures", {**CALENDAR, "dates": ["2030-01-02"]})
+    assert api("DELETE", "/v1/calendars/closures", headers={"If-Match": "1"}).status == 412
+    assert _history(api, "/v1/calendars/closures") == ["update", "create"]
+    body = {"tag": "billing", "alerts": [rule("failure")]}
+    api("PUT", "/v1/alert-rules/team", body)
+    api("PUT", "/v1/alert-rules/team", {**body, "tag": "ops"})
+    assert api("DELETE", "/v1/alert-rules/team", headers={"If-Match": "1"}).status == 412
+    assert _history(api, "/v1/alert-rules/team") == ["update", "create"]
+
+
+def test_a_malformed_if_match_on_a_pause_and_a_calendar_in_use_at_its_version(api: Client):
+    job = create(api)
+    for action in ("pause", "resume"):
+        bad = api("POST", f"/v1/jobs/{job['id']}/{action}", headers={"If-Match": "soon"})
+        assert bad.status == 400 and bad.fields == ["If-Match"], bad.body
+    assert api("GET", f"/v1/jobs/{job['id']}").body["state"] == "active"
+    assert api("POST", "/v1/calendars", {"name": "closures", **CALENDAR}).status == 201
+    assert api("PATCH", f"/v1/jobs/{job['id']}", {"exclude_calendars": ["closures"]}).status == 200
+    in_use = api("DELETE", "/v1/calendars/closures", headers={"If-Match": "1"})  # its version: still named
+    assert in_use.status == 409 and in_use.body["error"]["code"] == "calendar_in_use", in_use.body
+
+
+def test_an_empty_if_none_match_through_local_mode_leaves_a_rule_set_as_it_is(served):
+    """The audit's case end to end, through waitress and local mode's adapter: an empty
+    ``If-None-Match`` is refused (400), where it was dropped and the set replaced."""
+    body = {"tag": "billing", "alerts": [rule("failure")]}
+    assert requests.put(served.url + "/v1/alert-rules/team", json=body, timeout=10).status_code == 201
+    refused = requests.put(
+        served.url + "/v1/alert-rules/team", json={**body, "tag": "ops"}, headers={"If-None-Match": ""}, timeout=10
+    )
+    assert refused.status_code == 400, refused.text
+    assert requests.get(served.url + "/v1/alert-rules/team", timeout=10).json()["tag"] == "billing"
+
+
+def test_the_sdk_sends_if_match_on_a_delete_a_pause_and_a_resume(served):
+    client = SchedulerClient(served.url)
+    job = client.jobs.create(job_body("sdk-held"))
+    client.jobs.update(job, {"description": "moved on"})
+    for call in (
+        lambda: client.jobs.pause(job, if_match=1),
+        lambda: client.jobs.resume(job, if_match=1),
+        lambda: client.jobs.delete(job, if_match=1),
+    ):
+        try:
+            call()
+        except SchedulerError as exc:
+            assert getattr(exc, "status", None) == 412, exc
+        else:
+            raise AssertionError("a stale version was not refused")
+    paused = client.jobs.pause(job, if_match=2)
+    assert paused.paused and client.jobs.resume(job, if_match=paused.version).version == 4
+    client.jobs.delete(job, if_match=4)
+    assert [j.name for j in client.jobs.list()] == []

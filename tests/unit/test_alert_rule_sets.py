@@ -174,3 +174,31 @@ def test_an_aws_alert_target_s_short_fields_are_fitted_to_what_its_service_takes
     )
     assert len(events["detail_type"]) == 128 and "\n" not in events["detail_type"]
     assert events["source"] == "acme.alerts"
+
+
+def test_rules_to_one_address_told_apart_by_their_bodies_are_two_rules():
+    """PagerDuty's one URL for every team (the routing key in the body), Opsgenie's (a team's key in
+    a header): two rules of one condition to one address both fire, once each (the review's case:
+    keyed by condition and address alone, the second team was never alerted)."""
+    url = "https://events.pagerduty.com/v2/enqueue"
+    rules = [{"on": "failure", "target": {"type": "http", "url": url, "body": team}} for team in ("TEAM_A", "TEAM_B")]
+    job = _job(rules)
+    assert len({rule.key for rule in job.rules}) == 2
+    _, events = decide(job, AlertState(), [_execution(1, ExecutionStatus.FAILED)], T0 + timedelta(hours=1))
+    assert [e.rule.target["body"] for e in events] == ["TEAM_A", "TEAM_B"]
+    # A rule of another address put before them leaves both keys as they were.
+    other = {"on": "failure", "target": {"type": "http", "url": "https://hooks.example.com/y"}}
+    assert [r.key for r in _job([other, *rules]).rules[1:]] == [r.key for r in job.rules]
+
+
+def test_a_broker_password_sealed_again_leaves_the_rule_as_it_was():
+    """An AMQP alert target's URL holds its password sealed, a new token each time it is sealed
+    (sent again): the rule stays the same rule (it does not fire again in the open incident)."""
+
+    def amqp(token: str) -> dict:
+        url = f"amqps://alerts:{token}@broker.example.com:5671/vhost"
+        return {"on": "failure", "target": {"type": "amqp", "url": url, "exchange": "alerts"}}
+
+    assert _job([amqp("enc%3Av1%3AAAAA")]).rules[0].key == _job([amqp("enc%3Av1%3ABBBB")]).rules[0].key
+    other_broker = {**amqp("x"), "target": {**amqp("x")["target"], "url": "amqps://alerts:x@other.example.com/"}}
+    assert _job([other_broker]).rules[0].key != _job([amqp("x")]).rules[0].key

@@ -1,6 +1,8 @@
 """Conditional requests (RFC 9110): ``If-Match`` (the version a change is based on: a stale one
-answers 412 and nothing is written) and ``If-None-Match: *`` (never over a resource that
-exists), on every route that changes a job, a calendar or an alert rule set."""
+answers 412 and nothing is written) on the PUT, PATCH and DELETE of a job, a calendar or a rule
+set and on a job's pause and resume; ``If-None-Match: *`` (never over one that exists) on those
+PUTs and a job's PATCH. The other routes (a creation, a run now, a backfill, a bulk pause) read
+neither (docs/api.md says which do)."""
 
 from __future__ import annotations
 

@@ -310,8 +310,8 @@ _ERROR_DESCRIPTIONS = {
     404: "No such job (or it belongs to another principal).",
     409: "A conflict, by its `code`: `name_taken` (the caller already has one of that name), `conflict` (an edit "
     "found the job changed by others five times in a row: send it again) or `calendar_in_use` (jobs name it).",
-    412: "`If-Match` names another version than the current one (the answer's `ETag`), or a rule set's "
-    "`If-None-Match: *` found one of that name.",
+    412: "`If-Match` names another version than the current one (the answer's `ETag`), or "
+    "`If-None-Match: *` found one (a rule set of that name; the job or calendar a PUT or PATCH would change).",
     413: "The request body is larger than 1 MiB.",
     415: "The request body is not JSON (`application/json`, or `application/merge-patch+json` for PATCH).",
     503: "The database is unavailable (`database_unavailable`): send the request again after `Retry-After`.",

@@ -32,21 +32,38 @@ DEFAULT_FAILURES_IN_A_ROW = 3
 @dataclass(frozen=True)
 class AlertRule:
     """One rule of a job's ``alerts`` (``source`` None) or of the owner's rule set by tag named
-    ``source``: when (``on``, ``threshold``) and where (``target``)."""
+    ``source``: when (``on``, ``threshold``) and where (``target``). ``ordinal`` tells apart the
+    rules of one list that fire on the same condition to the same address (one URL for several
+    teams, told apart by a body or a header): the first is 0, the next 1, ..."""
 
     index: int
     on: str
     threshold: float | None
     target: Mapping[str, Any]
     source: str | None = None
+    ordinal: int = 0
 
     @classmethod
-    def of(cls, index: int, rule: Mapping[str, Any], source: str | None = None) -> AlertRule:
+    def of(cls, index: int, rule: Mapping[str, Any], source: str | None = None, ordinal: int = 0) -> AlertRule:
         """The rule at ``index`` of a stored ``alerts`` (of the rule set ``source``)."""
         threshold = rule.get("threshold")
         if rule["on"] == "failures_in_a_row" and threshold is None:
             threshold = DEFAULT_FAILURES_IN_A_ROW
-        return cls(index, rule["on"], None if threshold is None else float(threshold), rule["target"], source)
+        value = None if threshold is None else float(threshold)
+        return cls(index, rule["on"], value, rule["target"], source, ordinal)
+
+    @classmethod
+    def all_of(cls, rules: Sequence[Mapping[str, Any]], source: str | None = None) -> list[AlertRule]:
+        """The rules of one stored list, each with its ``ordinal`` among those of its condition
+        and address before it."""
+        made: list[AlertRule] = []
+        seen: dict[str, int] = {}
+        for i, rule in enumerate(rules):
+            first = cls.of(i, rule, source)
+            ordinal = seen.get(first.key, 0)
+            seen[first.key] = ordinal + 1
+            made.append(replace(first, ordinal=ordinal) if ordinal else first)
+        return made
 
     @property
     def prefix(self) -> str:
@@ -57,10 +74,12 @@ class AlertRule:
     @property
     def key(self) -> str:
         """The rule's identity within an incident: what it fires on and where it sends
-        (``[source/]on:threshold:destination``), not its place in the list, so that a rule
-        added, removed or moved before it never makes it fire again in the same incident."""
+        (``[source/]on:threshold:destination``, and ``#ordinal`` for a second rule of both),
+        not its place in the list, so that a rule added, removed or moved before it never makes
+        it fire again in the same incident."""
         threshold = "" if self.threshold is None else f"{self.threshold:g}"
-        return f"{self.prefix}{self.on}:{threshold}:{_destination(self.target)}"
+        again = f"#{self.ordinal}" if self.ordinal else ""
+        return f"{self.prefix}{self.on}:{threshold}:{_destination(self.target)}{again}"
 
     @property
     def place_key(self) -> str:
@@ -91,9 +110,24 @@ _DESTINATION_FIELDS = (
 
 def _destination(target: Mapping[str, Any]) -> str:
     """A short digest of where ``target`` sends: rules of one condition alerting two places are
-    two rules; the same rule written twice is one."""
-    where = [[name, target.get(name)] for name in _DESTINATION_FIELDS if target.get(name) is not None]
+    two rules. A URL's password is left out: a broker's is stored sealed, and sealed again (a
+    new token) whenever it is sent again."""
+    where = [
+        [name, _without_password(target.get(name))] for name in _DESTINATION_FIELDS if target.get(name) is not None
+    ]
     return hashlib.sha256(json.dumps(where, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def _without_password(value: Any) -> Any:
+    """``value`` less the password of a URL's user information (``scheme://user:***@host``)."""
+    if not isinstance(value, str) or "@" not in value or "://" not in value:
+        return value
+    scheme, _, rest = value.partition("://")
+    authority, slash, path = rest.partition("/")
+    userinfo, at, host = authority.rpartition("@")
+    if not at or ":" not in userinfo:
+        return value
+    return f"{scheme}://{userinfo.partition(':')[0]}:***@{host}{slash}{path}"
 
 
 @dataclass(frozen=True)
@@ -123,9 +157,9 @@ class AlertJob:
     @classmethod
     def of(cls, row: AlertJobRow) -> AlertJob:
         """The job of a sweep's row, its stored rules read, then those of its tags' rule sets."""
-        rules = [AlertRule.of(i, rule) for i, rule in enumerate(row.alerts)]
+        rules = AlertRule.all_of(row.alerts)
         for rule_set in row.tag_rules:
-            rules.extend(AlertRule.of(i, rule, rule_set["name"]) for i, rule in enumerate(rule_set["alerts"]))
+            rules.extend(AlertRule.all_of(rule_set["alerts"], rule_set["name"]))
         return cls(row.id, row.owner, row.name, tuple(rules), row.state, row.next_run_at)
 
 
