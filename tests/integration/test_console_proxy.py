@@ -105,6 +105,14 @@ def test_console_calls_pass_through_signed(console, signed_api):
         f"{base}/v1/jobs/{job['id']}", json={"description": "x"}, timeout=10, headers={"If-Match": '"99"'}
     )
     assert stale.status_code == 412
+    # If-None-Match too: the console's "New rule set" creates only (412 over one of that name).
+    rules = {
+        "tag": "a b",
+        "alerts": [{"on": "failure", "target": {"type": "http", "url": "https://hooks.example.com/x"}}],
+    }
+    for status in (201, 412):
+        made = requests.put(base + "/v1/alert-rules/via-c", json=rules, timeout=10, headers={"If-None-Match": "*"})
+        assert made.status_code == status, made.text
     bad = requests.post(base + "/v1/jobs", json={**body, "name": "other", "schedule": "61 * * * *"}, timeout=10)
     assert bad.status_code == 400 and bad.json()["error"]["details"][0]["field"] == "schedule"
     paused = requests.post(f"{base}/v1/jobs/{job['id']}/pause", timeout=10)

@@ -43,7 +43,7 @@ logger = logging.getLogger("scheduler.console")
 SERVICE = "execute-api"
 TIMEOUT_SECONDS = 30.0
 # Request headers passed on to the API (the rest, cookies and Origin among them, stay here).
-FORWARDED_REQUEST = ("Accept", "Content-Type", "If-Match")
+FORWARDED_REQUEST = ("Accept", "Content-Type", "If-Match", "If-None-Match")
 FORWARDED_ANSWER = ("content-type", "etag", "location", "retry-after")
 
 

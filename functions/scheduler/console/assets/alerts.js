@@ -79,14 +79,19 @@ function RuleSets() {
     .catch(setError), []);
   useEffect(() => { load(); }, []);
   useInterval(load, 5000);
-  const remove = async (name) => {
+  // A delete names the version shown (If-Match): a set changed meanwhile is not deleted unseen (412).
+  const remove = async (name, version) => {
     try {
-      await api('DELETE', `/alert-rules/${encodeURIComponent(name)}`);
+      await api('DELETE', `/alert-rules/${encodeURIComponent(name)}`, undefined, { 'If-Match': String(version) });
       setConfirming(null);
       setNote(`Deleted ${name}.`);
       if (open === name) setOpen(null);
       load();
-    } catch (e) { setError(e); }
+    } catch (e) {
+      setConfirming(null);
+      if (e.status === 412) load();  // changed since it was shown: the list shows it as it is now
+      setError(e);
+    }
   };
   if (sets === null) return error ? html`<${ErrorBox} error=${error} />` : '';
   return html`
@@ -97,7 +102,8 @@ function RuleSets() {
       ${note ? html`<p class="note" role="status">${note}</p>` : ''}
       ${editing ? html`<${RuleSetForm} set=${editing} onDone=${(saved) => {
         setEditing(null);
-        if (saved) { setNote(`Saved ${saved.name} (version ${saved.version}).`); load(); }
+        if (saved) setNote(`Saved ${saved.name} (version ${saved.version}).`);
+        load();  // saved, or cancelled after a change made elsewhere: the list shows what is stored
       }} />` : ''}
       ${sets.length === 0 ? html`<p class="muted no-rule-sets">No rule sets by tag yet.</p>` : html`
         <table class="list rule-sets">
@@ -114,7 +120,7 @@ function RuleSets() {
               <td class="actions">
                 <button onClick=${() => { setNote(''); setEditing(set); }}>Edit</button>
                 ${confirming === set.name ? html`<span class="confirm">Delete ${set.name}? Its jobs keep their own rules.
-                    <button class="danger" onClick=${() => remove(set.name)}>Delete</button>
+                    <button class="danger" onClick=${() => remove(set.name, set.version)}>Delete</button>
                     <button onClick=${() => setConfirming(null)}>Cancel</button></span>`
                   : html`<button class="danger" onClick=${() => setConfirming(set.name)}>Delete</button>`}
               </td>

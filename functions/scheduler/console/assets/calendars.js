@@ -100,11 +100,15 @@ export function Calendars({ name }) {
   };
   const remove = async () => {
     try {
-      await api('DELETE', `/calendars/${encodeURIComponent(current.name)}`);
+      await api('DELETE', `/calendars/${encodeURIComponent(current.name)}`, undefined, { 'If-Match': String(current.version) });
       kept.current = `Deleted ${current.name}.`;
       await load();
       go('#/calendars');
-    } catch (e) { setConfirming(false); setErrors({ _: e.message }); }
+    } catch (e) {
+      setConfirming(false);
+      setErrors({ _: e.message });
+      if (e instanceof ApiError && e.status === 412) await load();  // changed since it was shown: read it again
+    }
   };
 
   return html`

@@ -269,7 +269,7 @@ export function Job({ id }) {
         stopped.current = true;
         await stopReads();  // every read of the job under way answered first (a later one would be a 404)
         try {
-          await api('DELETE', `/jobs/${id}`);
+          await api('DELETE', `/jobs/${id}`, undefined, { 'If-Match': String(job.version) });  // not one changed unseen
         } catch (e) {
           stopped.current = false;  // not deleted: the page goes on as it was
           pages.resume();
