@@ -124,7 +124,7 @@ def test_a_rule_set_by_tag_from_the_command_line_alerts_for_a_job_tagged_later(l
         target.url + "/slack",
     )
     assert applied.returncode == 0, applied.stderr
-    assert "billing-team" in applied.stdout and "failures_in_a_row>2, recovery" in applied.stdout
+    assert "billing-team" in applied.stdout and "failures_in_a_row>=2, recovery" in applied.stdout
     listed = cli(api.url, "alert-rules", "list")
     assert [line.split()[:2] for line in listed.stdout.splitlines()[1:]] == [["billing-team", "billing"]]
     assert json.loads(cli(api.url, "alert-rules", "get", "billing-team").stdout)["tag"] == "billing"
@@ -152,6 +152,6 @@ def test_a_rule_set_by_tag_from_the_command_line_alerts_for_a_job_tagged_later(l
         ("failures_in_a_row", "fired", "billing-team"),
     ]
     shown = cli(api.url, "alerts")
-    assert "billing-team/failures_in_a_row>2" in shown.stdout, shown.stdout
+    assert "billing-team/failures_in_a_row>=2" in shown.stdout, shown.stdout
     assert cli(api.url, "alert-rules", "delete", "billing-team").returncode == 0
     assert cli(api.url, "alert-rules", "get", "billing-team").returncode != 0

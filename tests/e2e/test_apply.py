@@ -209,7 +209,7 @@ def test_export_round_trips_through_apply(api, tmp_path):
     back = _cli(api, "apply", "-f", "-", stdin=text)
     assert back.returncode == 0, back.stderr
     assert back.stdout.strip() == "0 changed, 4 unchanged", back.stdout
-    assert "A_BEARER_TOKEN" in back.stderr and "the stored secret is kept" in back.stderr
+    assert "A_BEARER_TOKEN" in back.stderr and "sent as ***, which keeps a stored secret" in back.stderr
     # the export of a tag only, as JSON that apply takes too
     tagged = _cli(api, "export", "--tag", "x", "-o", "json")
     assert [d["name"] for d in json.loads(tagged.stdout)] == ["a-bearer"]
@@ -356,7 +356,7 @@ def test_apply_and_export_carry_calendars_and_alert_rule_sets(api, tmp_path):
     assert "al3rt" not in text and "version" not in text
     back = _cli(api, "apply", "-f", "-", stdin=text)
     assert back.returncode == 0 and back.stdout.strip() == "0 changed, 3 unchanged", (back.stdout, back.stderr)
-    assert "alerts.0.target.auth.token (${PLANT_TEAM_RULES_ALERT1_TOKEN}) is not set: the stored secret is kept" in (
+    assert "alerts.0.target.auth.token (${PLANT_TEAM_RULES_ALERT1_TOKEN}) is not set: sent as ***, which keeps" in (
         back.stderr
     )
 

@@ -2192,10 +2192,12 @@ def test_preview_of_several_expressions_explained(api, capsys):
         {"at": "2027-01-04T09:03:20Z", "expression": "0 9 * * 1-5", "spread_seconds": 200},
     ]
     api.on("POST", "/v1/schedules/preview", {"occurrences": items})
+    api.on("GET", f"/v1/jobs/{JOB_ID}", job(created_at="2026-12-04T02:39:08Z"))
     argv = ["preview", "0 9 * * 1-5", "rate(6 hours)", "--spread", "300", "--job", JOB_ID, "--explain"]
     assert run(api, *argv) == 0
-    assert api.requests[0].json == {
+    assert api.requests[-1].json == {  # the job's rate() counted from its creation, as its runs are
         "schedules": ["0 9 * * 1-5", "rate(6 hours)"],
+        "start_at": "2026-12-04T02:39:08Z",
         "spread": {"window_seconds": 300, "mode": "stable"},
         "job_id": JOB_ID,
         "explain": True,
@@ -2208,10 +2210,14 @@ def test_preview_of_several_expressions_explained(api, capsys):
 
 def test_preview_takes_the_job_by_name_as_every_job_argument_does(api, capsys):
     api.on("GET", "/v1/jobs", {"jobs": [job()], "next_cursor": None})
+    api.on("GET", f"/v1/jobs/{JOB_ID}", job(start_at="2026-12-01T00:00:00Z", created_at="2026-12-04T02:39:08Z"))
     api.on("POST", "/v1/schedules/preview", {"occurrences": ["2027-01-04T09:03:20Z"]})
     assert run(api, "preview", "0 9 * * 1-5", "--spread", "300", "--job", "nightly-report") == 0
     assert api.requests[-1].json["job_id"] == JOB_ID
+    assert api.requests[-1].json["start_at"] == "2026-12-01T00:00:00Z"  # its start_at before its creation
     assert capsys.readouterr().out.strip() == "2027-01-04T09:03:20Z"
+    given = ["preview", "0 9 * * 1-5", "--job", "nightly-report", "--start-at", "2027-01-01T00:00:00Z"]
+    assert run(api, *given) == 0 and api.requests[-1].json["start_at"] == "2027-01-01T00:00:00Z"
 
 
 # -- alerts ------------------------------------------------------------------------------------
@@ -2244,7 +2250,7 @@ def test_alerts_table_with_filters(api, capsys):
     captured = capsys.readouterr()
     lines = captured.out.splitlines()
     assert lines[0].split() == ["CREATED", "JOB", "ON", "EVENT", "STATUS", "ATTEMPTS", "MESSAGE"]
-    assert "failures_in_a_row>3  fired  pending (HTTP 503)  2" in lines[1]
+    assert "failures_in_a_row>=3  fired  pending (HTTP 503)  2" in lines[1]
     assert "--cursor c2" in captured.err
     assert run(api, "alerts", "-o", "json") == 0
     assert json.loads(capsys.readouterr().out)["alerts"][0]["id"] == "a1"
@@ -2288,3 +2294,40 @@ def test_limits_flags_on_create_and_update(api):
     assert run(api, "jobs", "update", JOB_ID, "--max-in-flight", "2") == 0
     patch = [r for r in api.requests if r.method == "PATCH"][-1]
     assert patch.json == {"limits": {"max_in_flight": 2}}
+
+
+def test_backoff_flags_take_what_the_api_takes(api, capsys):
+    """``--min-backoff 0`` (retry at once) was refused as not positive, and ``--max-backoff
+    100000`` passed the CLI to be refused by the API: the flags take 0 to a day, as the API does."""
+    from scheduler.cli.common import MAX_BACKOFF_SECONDS
+    from scheduler.schema.models import MAX_BACKOFF_SECONDS as API_MAX_BACKOFF_SECONDS
+
+    assert MAX_BACKOFF_SECONDS == API_MAX_BACKOFF_SECONDS
+    api.on("POST", "/v1/jobs", {"id": JOB_ID, "name": "b", "version": 1}, 201)
+    argv = ["jobs", "create", "--name", "b", "--schedule", "@hourly", "--url", "https://example.com/h"]
+    assert run(api, *argv, "--min-backoff", "0", "--max-backoff", "86400") == 0
+    retry = api.requests[-1].json["retry"]
+    assert (retry["min_backoff_seconds"], retry["max_backoff_seconds"]) == (0, 86400)
+    with pytest.raises(SystemExit):
+        run(api, *argv, "--max-backoff", "100000")
+    assert "must be 0 to 86,400 seconds" in capsys.readouterr().err
+
+
+def test_a_credential_header_comes_from_the_environment(api, capsys, monkeypatch):
+    """``--header-env NAME=VARIABLE``: the header's value is the variable's, never on the
+    command line (which any user of the machine can read); an unset variable is a usage error
+    naming it, before anything is sent."""
+    monkeypatch.setenv("RUN_TOKEN", "Bearer s3cr3t=tail")
+    api.on("POST", f"/v1/jobs/{JOB_ID}/run", {"job_id": JOB_ID, "status": "queued"}, 202)
+    argv = ["jobs", "run", JOB_ID, "--header", "X-Env=staging", "--header-env", "Authorization=RUN_TOKEN"]
+    assert run(api, *argv) == 0
+    assert api.requests[-1].json["headers"] == {"X-Env": "staging", "Authorization": "Bearer s3cr3t=tail"}
+    api.on("POST", "/v1/jobs", {"id": JOB_ID, "name": "h", "version": 1}, 201)
+    create = ["jobs", "create", "--name", "h", "--schedule", "@hourly", "--url", "https://example.com/h"]
+    assert run(api, *create, "--header-env", "X-Api-Key=RUN_TOKEN") == 0
+    assert api.requests[-1].json["target"]["headers"] == {"X-Api-Key": "Bearer s3cr3t=tail"}
+    sent = len(api.requests)
+    with pytest.raises(SystemExit):
+        run(api, *create, "--header-env", "X-Api-Key=NOT_SET_ANYWHERE")
+    assert "the environment variable NOT_SET_ANYWHERE is not set" in capsys.readouterr().err
+    assert len(api.requests) == sent

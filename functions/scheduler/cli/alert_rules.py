@@ -13,6 +13,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from scheduler.cli.alerts import rule_text
 from scheduler.cli.api import client_command
 from scheduler.cli.common import EXIT_OK, UsageError, add_if_match_flag
 from scheduler.cli.jobs import add_page_flags, print_listing
@@ -25,8 +26,7 @@ _COLUMNS = ("NAME", "TAG", "RULES", "VERSION", "UPDATED")
 
 
 def _rule_text(rule: dict[str, Any]) -> str:
-    threshold = rule.get("threshold")
-    return str(rule.get("on")) if threshold is None else f"{rule.get('on')}>{threshold:g}"
+    return rule_text(rule.get("on"), rule.get("threshold"))
 
 
 def _row(rule_set: dict[str, Any]) -> list[Any]:

@@ -18,11 +18,20 @@ HEADERS = ("CREATED", "JOB", "ON", "EVENT", "STATUS", "ATTEMPTS", "MESSAGE")
 MESSAGE_WIDTH = 80
 
 
+def rule_text(on: Any, threshold: Any) -> str:
+    """A rule as a table shows it: ``failures_in_a_row>=3`` (that many in a row fire it),
+    ``late>60`` and ``missing_run>600`` (more than that many seconds), ``failure``."""
+    if threshold is None:
+        return str(on)
+    return f"{on}{'>=' if on == 'failures_in_a_row' else '>'}{threshold:g}"
+
+
 def alert_row(alert: dict[str, Any], *, wide: bool = False) -> tuple[Any, ...]:
-    """An alert's cells: when, the job, the rule (``set/on>threshold`` for a rule set's by tag),
+    """An alert's cells: when, the job, the rule (``set/on>threshold`` for a rule set's by tag,
+    ``rule_text``),
     fired or recovered, the delivery (the message cut to ``MESSAGE_WIDTH`` unless ``wide``)."""
     message = str(alert.get("message") or "")
-    rule = str(alert.get("on")) if alert.get("threshold") is None else f"{alert.get('on')}>{alert.get('threshold'):g}"
+    rule = rule_text(alert.get("on"), alert.get("threshold"))
     status = alert.get("status")
     return (
         alert.get("created_at"),

@@ -353,7 +353,11 @@ def apply(args: argparse.Namespace, client: Any) -> int:
     resolved = [resolve(document) for document in documents]
     for item in resolved:
         for secret in item.unset_secrets:
-            print(f"{item.document.source}: {secret} is not set: the stored secret is kept", file=sys.stderr)
+            print(
+                f"{item.document.source}: {secret} is not set: sent as ***, which keeps a stored secret "
+                "(what this applies creates has none to keep, and is refused)",
+                file=sys.stderr,
+            )
     # Calendars and rule sets first: a job may name a calendar the same files create; and a job
     # after those its chains name (the API refuses a chain to a job that does not exist yet).
     resolved = chained_after(sorted(resolved, key=lambda item: _APPLY_ORDER[item.document.kind]))

@@ -4,6 +4,7 @@ options and the wrapper that turns the client's errors into one line and an exit
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -94,6 +95,54 @@ def positive_float(text: str) -> float:
     if not 0 < value <= MAX_FLOAT_ARGUMENT:  # nan fails both comparisons
         raise argparse.ArgumentTypeError(f"must be a positive number up to {MAX_FLOAT_ARGUMENT:g}, got {text!r}")
     return value
+
+
+# The API's limit of a retry's backoff (``schema.models.MAX_BACKOFF_SECONDS``, held equal by a
+# unit test): the CLI does not load the API's models (pydantic) to parse its flags.
+MAX_BACKOFF_SECONDS = 86_400
+
+
+def backoff_seconds(text: str) -> float:
+    """A retry's backoff in seconds: 0 (retry at once) to a day, as the API takes it."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= value <= MAX_BACKOFF_SECONDS:  # nan fails both comparisons
+        raise argparse.ArgumentTypeError(f"must be 0 to {MAX_BACKOFF_SECONDS:,} seconds (a day), got {text!r}")
+    return value
+
+
+class HeaderFromEnvironment(argparse.Action):
+    """``--header-env NAME=VAR``: the header ``NAME`` with the value of the environment variable
+    ``VAR``, added to ``--header``'s (``dest``): a credential never on the command line, where
+    any user of the machine can read a process's arguments."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        name, sep, variable = str(values).partition("=")
+        if not sep or not name.strip() or not variable.strip():
+            parser.error(
+                f"--header-env takes NAME=VARIABLE (the environment variable holding the value), not {values!r}"
+            )
+        value = os.environ.get(variable.strip())
+        if value is None:
+            parser.error(f"--header-env {name.strip()}: the environment variable {variable.strip()} is not set")
+        headers = list(getattr(namespace, self.dest, None) or [])
+        headers.append(f"{name.strip()}={value}")
+        setattr(namespace, self.dest, headers)
+
+
+def add_header_env_flag(parser: Any, what: str) -> None:
+    """``--header-env NAME=VARIABLE`` (repeatable) beside ``--header`` (dest ``headers``)."""
+    parser.add_argument(
+        "--header-env",
+        dest="headers",
+        action=HeaderFromEnvironment,
+        metavar="NAME=VARIABLE",
+        help=f"{what} whose value is the environment variable's (a credential: never on the command line)",
+    )
 
 
 def non_empty(text: str) -> str:

@@ -22,7 +22,14 @@ from scheduler.cli.aws_flags import (
     sigv4_auth,
     type_from_flags,
 )
-from scheduler.cli.common import UsageError, int_list, positive_float, positive_int
+from scheduler.cli.common import (
+    UsageError,
+    add_header_env_flag,
+    backoff_seconds,
+    int_list,
+    positive_float,
+    positive_int,
+)
 
 AUTH_SECRET_ENV = "SCHEDULER_AUTH_SECRET"
 CHAIN_FLAGS = ("on_success", "on_failure", "on_complete")
@@ -358,6 +365,7 @@ def add_definition_options(parser: argparse.ArgumentParser) -> None:
     target.add_argument(
         "--header", dest="headers", action="append", metavar="NAME=VALUE", help="a target header (repeatable)"
     )
+    add_header_env_flag(target, "a target header")
     target.add_argument(
         "--body",
         help="the target body (HTTP, AMQP, SQS; the message of SNS), or @FILE for a "
@@ -393,13 +401,24 @@ def add_definition_options(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--amqp-exchange", metavar="EXCHANGE", help="AMQP target: the exchange")
     target.add_argument("--routing-key", metavar="KEY", help="AMQP target: the routing key")
     add_aws_options(target)
+    _add_retry_options(parser)
+
+
+def _add_retry_options(parser: argparse.ArgumentParser) -> None:
+    """The retry policy's flags (``retry``), as the API takes them."""
     retry = parser.add_argument_group("retries")
     retry.add_argument("--max-attempts", type=positive_int, metavar="N", help="attempts per occurrence (default 3)")
     retry.add_argument(
-        "--min-backoff", type=positive_float, metavar="SECONDS", help="wait before the first retry (default 1)"
+        "--min-backoff",
+        type=backoff_seconds,
+        metavar="SECONDS",
+        help="wait before the first retry (default 1; 0 to 86400)",
     )
     retry.add_argument(
-        "--max-backoff", type=positive_float, metavar="SECONDS", help="longest wait between retries (default 300)"
+        "--max-backoff",
+        type=backoff_seconds,
+        metavar="SECONDS",
+        help="longest wait between retries (default 300; 0 to 86400)",
     )
     retry.add_argument(
         "--max-age", type=positive_int, metavar="SECONDS", help="no retry this long after the scheduled time"

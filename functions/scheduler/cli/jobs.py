@@ -14,6 +14,7 @@ from scheduler.cli.common import (
     EXIT_OK,
     JOB_STATES,
     UsageError,
+    add_header_env_flag,
     add_if_match_flag,
     non_empty,
     positive_int,
@@ -323,6 +324,7 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
     run.add_argument(
         "--header", dest="headers", action="append", metavar="NAME=VALUE", help="a header for this run (repeatable)"
     )
+    add_header_env_flag(run, "a header for this run")
     run.add_argument(
         "--var", dest="vars", action="append", metavar="NAME=VALUE", help="a {{vars.NAME}} of the body (repeatable)"
     )
