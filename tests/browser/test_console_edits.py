@@ -557,3 +557,34 @@ def test_a_jobs_page_lists_its_executions_of_one_status(browser, api, target, db
     page.get_by_role("button", name="Older executions").click()
     expect(rows).to_have_count(60)
     assert problems == []
+
+
+def test_a_job_changed_since_its_page_was_read_is_not_deleted_unseen(browser, api, target):
+    """The job page's Delete names the version it shows (If-Match): a job changed elsewhere since
+    (before the page's next read) is not deleted; the page says so, and once it has read the job
+    again a Delete deletes it. The page's timers run on Playwright's clock, so no refresh comes
+    between the change and the click."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    job = api.post("/v1/jobs", {"name": "kept-seen", "schedule": PARKED, "target": {"type": "http", "url": target.url}})
+    page, problems = watched_page(browser, expected=(412,))
+    page.clock.install()
+    page.goto(f"{api.url}/console/#/jobs/{job['id']}")
+    expect(page.get_by_role("heading", name="kept-seen")).to_be_visible()
+    changed = requests.patch(f"{api.url}/v1/jobs/{job['id']}", json={"description": "changed elsewhere"}, timeout=10)
+    assert changed.status_code == 200 and changed.json()["version"] == 2
+
+    page.get_by_role("button", name="Delete").click()
+    page.locator(".confirm").get_by_role("button", name="Delete").click()
+    expect(page.locator(".alert").first).to_contain_text("version 2")
+    assert requests.get(f"{api.url}/v1/jobs/{job['id']}", timeout=10).status_code == 200
+    expect(page).to_have_url(re.compile(rf"#/jobs/{job['id']}$"))
+
+    with page.expect_response(re.compile(rf"/v1/jobs/{job['id']}$")):
+        page.clock.run_for(3_000)  # the page's refresh: it shows version 2 now
+    page.get_by_role("button", name="Delete").click()
+    page.locator(".confirm").get_by_role("button", name="Delete").click()
+    expect(page).to_have_url(re.compile(r"#/jobs$"))
+    assert requests.get(f"{api.url}/v1/jobs/{job['id']}", timeout=10).status_code == 404
+    assert problems == []

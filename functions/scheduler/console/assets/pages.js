@@ -273,6 +273,7 @@ export function Job({ id }) {
         } catch (e) {
           stopped.current = false;  // not deleted: the page goes on as it was
           pages.resume();
+          setConfirming(false);  // asked again after the error is read (a 412: the job changed)
           throw e;
         }
         go('#/jobs');
