@@ -355,7 +355,7 @@ def apply(args: argparse.Namespace, client: Any) -> int:
         for secret in item.unset_secrets:
             print(
                 f"{item.document.source}: {secret} is not set: sent as ***, which keeps a stored secret "
-                "(what this applies creates has none to keep, and is refused)",
+                "(a job or rule set this creates has none to keep: it is refused)",
                 file=sys.stderr,
             )
     # Calendars and rule sets first: a job may name a calendar the same files create; and a job
