@@ -455,7 +455,7 @@ def test_alert_rules_in_the_form_the_job_page_and_the_alerts_page(browser, api, 
     expect(page.get_by_role("heading", name="always-failing")).to_be_visible()
     expect(page.locator("dd.limits")).to_contain_text("2 in flight")
     expect(page.locator("dd.limits")).to_contain_text("key flaky-api")
-    expect(page.locator(".alert-rules")).to_contain_text("failures_in_a_row > 2")
+    expect(page.locator(".alert-rules")).to_contain_text("failures_in_a_row >= 2")
     # The rule fires once (the job keeps failing: one incident); the job's page lists it.
     expect(page.locator(".job-alerts tr.alert-row")).to_have_count(1)
     expect(page.locator(".job-alerts tr.alert-row")).to_contain_text("delivered")

@@ -588,3 +588,33 @@ def test_a_job_changed_since_its_page_was_read_is_not_deleted_unseen(browser, ap
     expect(page).to_have_url(re.compile(r"#/jobs$"))
     assert requests.get(f"{api.url}/v1/jobs/{job['id']}", timeout=10).status_code == 404
     assert problems == []
+
+
+def test_a_job_changed_while_its_form_is_open_is_loaded_again_from_the_alert(browser, api, target):
+    """A save refused because the job changed since the form read it (412) says so plainly and
+    offers to load it again; loaded, the form shows the change, and a save then goes (an outside
+    audit: the form kept its old version, and every save was refused until the page was reloaded)."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    job = api.post(
+        "/v1/jobs", {"name": "edited-twice", "schedule": PARKED, "target": {"type": "http", "url": target.url}}
+    )
+    page, problems = watched_page(browser, expected=(412,))
+    page.goto(f"{api.url}/console/#/jobs/{job['id']}/edit")
+    expect(page.locator("input[name=description]")).to_have_value("")
+    changed = requests.patch(f"{api.url}/v1/jobs/{job['id']}", json={"description": "from elsewhere"}, timeout=10)
+    assert changed.status_code == 200 and changed.json()["version"] == 2
+    page.fill("input[name=description]", "from the form")
+    page.get_by_role("button", name="Save").click()
+    alert = page.locator(".alert").first
+    expect(alert).to_contain_text("This job changed since you opened it: it is now at version 2.")
+    assert requests.get(f"{api.url}/v1/jobs/{job['id']}", timeout=10).json()["description"] == "from elsewhere"
+
+    alert.get_by_role("button", name="Load it again").click()
+    expect(page.locator("input[name=description]")).to_have_value("from elsewhere")
+    page.fill("input[name=description]", "from the form, seen")
+    page.get_by_role("button", name="Save").click()
+    expect(page).to_have_url(re.compile(rf"#/jobs/{job['id']}$"))
+    assert requests.get(f"{api.url}/v1/jobs/{job['id']}", timeout=10).json()["description"] == "from the form, seen"
+    assert problems == []

@@ -150,3 +150,25 @@ def test_the_sdk_sends_if_match_on_a_delete_a_pause_and_a_resume(served):
     assert paused.paused and client.jobs.resume(job, if_match=paused.version).version == 4
     client.jobs.delete(job, if_match=4)
     assert [j.name for j in client.jobs.list()] == []
+
+
+def test_a_stale_rule_set_edit_is_a_412_even_where_its_secret_is_gone(api: Client):
+    """The console's case: a rule set edited with its bearer token kept (``***``), while elsewhere
+    it was replaced by rules without one. The edit is stale: 412, said before the secrets are read
+    (it was a 400 about a masked secret with nothing stored, which hid that the set had changed)."""
+    hook = {"type": "http", "url": "https://hooks.example.com/x"}
+    sealed = {**hook, "auth": {"type": "bearer", "token": "s3cret-token"}}
+    assert (
+        api("PUT", "/v1/alert-rules/team", {"tag": "ops", "alerts": [{"on": "failure", "target": sealed}]}).status
+        == 201
+    )
+    replaced = api("PUT", "/v1/alert-rules/team", {"tag": "ops", "alerts": [{"on": "failure", "target": hook}]})
+    assert replaced.status == 200 and replaced.body["version"] == 2
+    kept = {**hook, "auth": {"type": "bearer", "token": "***"}}
+    stale = api(
+        "PUT",
+        "/v1/alert-rules/team",
+        {"tag": "ops", "alerts": [{"on": "failure", "target": kept}]},
+        headers={"If-Match": "1"},
+    )
+    _stale(stale, 2)

@@ -128,11 +128,16 @@ def put_alert_rule(
     check_text(data, "body")
     require_alert_targets(data, settings, owner)
     try:
-        stored = store.get_alert_rule(owner, name).alerts
+        found = store.get_alert_rule(owner, name)
     except AlertRuleNotFound:
         if if_match is not None:  # "*" too: it matches a rule set that exists, so never creates one
             raise VersionMismatch(None, "alert rule set") from None
-        stored = None
+        found = None
+    # A stale version is said before the secrets are read: a set changed meanwhile may have no
+    # secret where the edit sends "***" (a 400 would hide the 412). The write checks it again.
+    if found is not None and expected is not None and found.version != expected:
+        raise VersionMismatch(found.version, "alert rule set")
+    stored = found.alerts if found is not None else None
     if only_create and stored is not None:
         raise AlertRuleExists(name)
     alerts = seal_alerts(data["alerts"], box, stored) or []

@@ -9,7 +9,7 @@ import { executionHref } from './executions.js';
 
 export const ALERT_STATUSES = ['pending', 'delivered', 'failed'];
 
-const ruleText = (r) => r.threshold == null ? r.on : `${r.on} > ${r.threshold}${r.on === 'failures_in_a_row' ? '' : ' s'}`;
+const ruleText = (r) => r.threshold == null ? r.on : r.on === 'failures_in_a_row' ? `${r.on} >= ${r.threshold}` : `${r.on} > ${r.threshold} s`;
 const whereTo = (t) => t.url || t.queue_url || t.topic_arn || t.event_bus_arn || t.function_arn || t.exchange || t.type;
 
 function AlertRows({ alerts, withJob }) {
@@ -113,16 +113,15 @@ function RuleSets() {
               <td><button class="link" aria-expanded=${open === set.name ? 'true' : 'false'}
                           title="its change log" onClick=${() => setOpen(open === set.name ? null : set.name)}>${set.name}</button></td>
               <td><a href="#/jobs${query({ tag: set.tag })}"><code>${set.tag}</code></a></td>
-              <td>${set.alerts.map((r, i) => html`<div key=${i}><code>${ruleText(r)}</code> → ${r.target.type}
-                <span class="muted">${whereTo(r.target)}</span></div>`)}</td>
+              <td>${set.alerts.map((r, i) => html`<div key=${i}><code>${ruleText(r)}</code> → ${r.target.type} <span class="muted">${whereTo(r.target)}</span></div>`)}</td>
               <td class="num">${set.version}</td>
               <td>${fmtTime(set.updated_at)}</td>
               <td class="actions">
                 <button onClick=${() => { setNote(''); setEditing(set); }}>Edit</button>
-                ${confirming === set.name ? html`<span class="confirm">Delete ${set.name}? Its jobs keep their own rules.
-                    <button class="danger" onClick=${() => remove(set.name, set.version)}>Delete</button>
+                ${confirming && confirming.name === set.name ? html`<span class="confirm">Delete ${set.name} (version ${confirming.version})? Its jobs keep their own rules.
+                    <button class="danger" onClick=${() => remove(set.name, confirming.version)}>Delete</button>
                     <button onClick=${() => setConfirming(null)}>Cancel</button></span>`
-                  : html`<button class="danger" onClick=${() => setConfirming(set.name)}>Delete</button>`}
+                  : html`<button class="danger" onClick=${() => setConfirming({ name: set.name, version: set.version })}>Delete</button>`}
               </td>
             </tr>`)}
           </tbody>

@@ -3,14 +3,17 @@
 // for a new one; #/calendars/NAME fills the form with that calendar, to replace or delete it, and
 // shows its change log below.
 import { useState, useEffect, useCallback, useRef } from './vendor/htm-preact-standalone.mjs';
-import { html, api, allPages, ApiError, go, fmtTime, ErrorBox } from './lib.js';
+import { html, api, allPages, ApiError, go, fmtTime, ErrorBox, changedSince } from './lib.js';
 import { Changes } from './changes.js';
 
 const lines = (text) => text.split('\n').map((s) => s.trim()).filter(Boolean);
 
+const ONE = { dates: 'date', ranges: 'range', yearly: 'yearly day', events: 'event' };
+const counted = (n, k) => `${n} ${n === 1 ? ONE[k] : k === 'yearly' ? 'yearly days' : k}`;
+
 function summary(c) {
-  if (c.ics) return `iCalendar: ${(c.ics.match(/BEGIN:VEVENT/gi) || []).length} events`;
-  const parts = ['dates', 'ranges', 'yearly'].filter((k) => (c[k] || []).length).map((k) => `${c[k].length} ${k}`);
+  if (c.ics) return `iCalendar: ${counted((c.ics.match(/BEGIN:VEVENT/gi) || []).length, 'events')}`;
+  const parts = ['dates', 'ranges', 'yearly'].filter((k) => (c[k] || []).length).map((k) => counted(c[k].length, k));
   return parts.join(', ') || 'nothing excluded';
 }
 
@@ -38,7 +41,7 @@ function requestBody(v) {
 function errorsOf(error) {
   const out = {};
   for (const d of (error instanceof ApiError ? error.details : [])) {
-    if (d.field === 'If-Match') { out._ = `${error.message}: open it again to see the change, then edit it.`; continue; }
+    if (d.field === 'If-Match') { out._ = `${changedSince(error, 'calendar')} Load it again to see the change, then edit it.`; continue; }
     const key = String(d.field).split('.')[0];
     out[key] = out[key] ? `${out[key]}; ${d.field}: ${d.message}` : `${d.field}: ${d.message}`;
   }
@@ -64,6 +67,7 @@ export function Calendars({ name }) {
   const [note, setNote] = useState('');
   const [confirming, setConfirming] = useState(false);
   const kept = useRef('');  // a note to show after the navigation that follows it (a delete's)
+  const [stale, setStale] = useState(false);  // a save or delete refused: it changed since it was read
 
   const load = useCallback(async () => {
     try {
@@ -72,13 +76,18 @@ export function Calendars({ name }) {
     } catch (e) { setError(e); }
   }, []);
   useEffect(() => { load(); }, []);
-  useEffect(() => {
-    setErrors({}); setNote(kept.current); kept.current = ''; setConfirming(false);
+  // The calendar as stored, and the form with it (what was typed is replaced).
+  const read = useCallback(() => {
     if (!name) { setCurrent(null); setV(initial(null)); return; }
     api('GET', `/calendars/${encodeURIComponent(name)}`)
-      .then((c) => { setCurrent(c); setV(initial(c)); })
+      .then((c) => { setCurrent(c); setV(initial(c)); setStale(false); })
       .catch((e) => setError(e));
   }, [name]);
+  useEffect(() => {
+    setErrors({}); setNote(kept.current); kept.current = ''; setConfirming(false); setStale(false);
+    read();
+  }, [name]);
+  const readAgain = () => { setErrors({}); setNote(''); read(); load(); };
 
   const on = (k) => (ev) => setV({ ...v, [k]: ev.target.value });
   const save = async (ev) => {
@@ -89,13 +98,17 @@ export function Calendars({ name }) {
         ? await api('PUT', `/calendars/${encodeURIComponent(current.name)}`, requestBody(v), { 'If-Match': String(current.version) })
         : await api('POST', '/calendars', { name: v.name, ...requestBody(v) });
       setErrors({});
-      setNote(current ? `Saved ${saved.name} (version ${saved.version}); the jobs that use it were replanned.` : `Created ${saved.name}.`);
       await load();
-      if (!current) go(`#/calendars/${encodeURIComponent(saved.name)}`);
-      else setCurrent(saved);
+      if (!current) {
+        kept.current = `Created ${saved.name}.`;  // shown once the page for it is open
+        go(`#/calendars/${encodeURIComponent(saved.name)}`);
+      } else {
+        setNote(`Saved ${saved.name} (version ${saved.version}); the jobs that use it were replanned.`);
+        setCurrent(saved);
+      }
     } catch (e) {
       setErrors(errorsOf(e));
-      if (e instanceof ApiError && e.status === 412) await load(); // the list shows the version it is at
+      if (e instanceof ApiError && e.status === 412) { setStale(true); await load(); } // the list shows the version it is at
     }
   };
   const remove = async () => {
@@ -106,8 +119,9 @@ export function Calendars({ name }) {
       go('#/calendars');
     } catch (e) {
       setConfirming(false);
-      setErrors({ _: e.message });
-      if (e instanceof ApiError && e.status === 412) await load();  // changed since it was shown: read it again
+      const changed = e instanceof ApiError && e.status === 412;
+      setErrors(changed ? errorsOf(e) : { _: e.message });  // a 409 names the jobs that use it in its message
+      if (changed) { setStale(true); await load(); }  // changed since it was shown
     }
   };
 
@@ -130,7 +144,8 @@ export function Calendars({ name }) {
         </table>`}
       <form class="job-form calendar-form" onSubmit=${save} novalidate>
         <fieldset><legend>${current ? `Calendar ${current.name}` : 'New calendar'}</legend>
-          ${errors._ ? html`<div class="alert" role="alert">${errors._}</div>` : ''}
+          ${errors._ ? html`<div class="alert" role="alert">${errors._}
+            ${stale ? html` <button type="button" class="load-again" onClick=${readAgain}>Load it again</button>` : ''}</div>` : ''}
           <div class="row">
             ${current ? '' : html`<${Field} label="Name" name="name" errors=${errors}><input name="name" value=${v.name} onInput=${on('name')} placeholder="uk-holidays" /><//>`}
             <${Field} label="Time zone" name="timezone" errors=${errors} hint="a date excludes that local day"><input name="timezone" value=${v.timezone} onInput=${on('timezone')} /><//>

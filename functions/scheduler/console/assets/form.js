@@ -1,7 +1,7 @@
 // The create/edit form: each error the API names (details[].field) is shown at its field, and the
 // schedule is previewed (POST /v1/schedules/preview) as it is typed.
 import { useState, useEffect } from './vendor/htm-preact-standalone.mjs';
-import { html, api, ApiError, go, ErrorBox, anchorOf } from './lib.js';
+import { html, api, ApiError, go, ErrorBox, anchorOf, changedSince } from './lib.js';
 import { previewBody, occurrenceItems } from './pages.js';
 import { FORM_TYPES, SECRET_AUTH, TARGET_FIELDS, AwsFields, SecretAuthFields, SigV4Fields, awsTarget, httpAuth,
          initialTarget, numberOr } from './targets.js';
@@ -198,10 +198,10 @@ export function JobForm({ id }) {
   const [busy, setBusy] = useState(false);
   const [loadError, setLoadError] = useState(null);
 
-  useEffect(() => {
-    if (!id) return;
-    api('GET', `/jobs/${id}`).then((j) => { setJob(j); setV(initial(j)); }).catch(setLoadError);
-  }, [id]);
+  const [stale, setStale] = useState(false);  // a save refused: the job changed since it was read
+  const read = () => api('GET', `/jobs/${id}`).then((j) => { setJob(j); setV(initial(j)); setStale(false); }).catch(setLoadError);
+  useEffect(() => { if (id) read(); }, [id]);
+  const readAgain = () => { setErrors({}); read(); };
 
   // An edited field loses its error (it is checked again on the next save).
   const on = (k) => (ev) => {
@@ -227,7 +227,11 @@ export function JobForm({ id }) {
                        : await api('POST', '/jobs', body);
       go(`#/jobs/${saved.id}`);
     } catch (e) {
-      setErrors(errorsByField(e));
+      const found = errorsByField(e);
+      // Changed elsewhere since the form read it (412): said plainly, with a way to read it again.
+      if (e instanceof ApiError && e.status === 412) found._ = changedSince(e, 'job');
+      setStale(e instanceof ApiError && e.status === 412);
+      setErrors(found);
     } finally { setBusy(false); }
   };
 
@@ -236,7 +240,9 @@ export function JobForm({ id }) {
   return html`
     <section>
       <div class="head"><h1>${id ? `Edit ${job.name}` : 'New job'}</h1></div>
-      ${errors._ ? html`<div class="alert" role="alert" data-field="_">${errors._}</div>` : ''}
+      ${errors._ ? html`<div class="alert" role="alert" data-field="_">${errors._}
+        ${stale ? html` <button type="button" class="load-again" onClick=${readAgain}>Load it again</button>
+          <span class="muted">(what you typed here is replaced by the job as it is now)</span>` : ''}</div>` : ''}
       <form class="job-form" onSubmit=${submit} novalidate>
         <fieldset><legend>Job</legend>
           <${Field} label="Name" name="name" errors=${errors}>${input('name', 'name', { autocomplete: 'off' })}<//>

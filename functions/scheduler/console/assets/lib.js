@@ -16,6 +16,12 @@ export class ApiError extends Error {
   }
 }
 
+// What a 412 (If-Match) says in plain words: "it is now at version N" (the API's message names it).
+export function changedSince(error, what) {
+  const at = /version (\d+)/.exec((error && error.message) || '');
+  return `This ${what} changed since you opened it${at ? `: it is now at version ${at[1]}` : ''}.`;
+}
+
 export async function api(method, path, body, headers = {}) {
   const init = { method, headers: { Accept: 'application/json', ...headers }, credentials: 'same-origin' };
   if (body !== undefined) {

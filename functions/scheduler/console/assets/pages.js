@@ -255,7 +255,11 @@ export function Job({ id }) {
     if (stopped.current || busy.current) return;
     busy.current = true;
     const gone = (e) => { if (e.status === 404 && !stopped.current) { stopped.current = true; setError(e); setJob(null); } };
-    const read = api('GET', `/jobs/${id}`).then((j) => { if (!stopped.current) setJob(j); }, gone);
+    // A note of this page's own action ("Paused.") goes once the job's state moves on (resumed elsewhere).
+    const read = api('GET', `/jobs/${id}`).then((j) => {
+      if (stopped.current) return;
+      setJob((was) => { if (was && was.state !== j.state) setNote(''); return j; });
+    }, gone);
     refreshing.current = Promise.allSettled([read, loadExecutions()]).finally(() => { busy.current = false; });
   }, 3000);
 
