@@ -12,15 +12,15 @@ from typing import Any
 from msgspec import structs
 
 from scheduler.core.changes import cause_of, find_cycle
-from scheduler.core.domain import CHAIN_FIELDS, ExecutionStatus, Job, Outcome, Plan
+from scheduler.core.domain import CHAIN_FIELDS, Job, Outcome, Plan
 from scheduler.core.errors import ChainError
 from scheduler.core.records import ChainRun
+from scheduler.planning.alerts import FAILED
 from scheduler.ports import ChainCheck, ChainLookup, JobStore
 
 # How many of a job's newest executions are looked through for the attempt a dropped retry
 # follows (skipped rows recorded since may come before it).
 _LOOK_BACK = 5
-_ENDED_FAILED = frozenset({ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT, ExecutionStatus.LOST})
 
 
 def chains_of_a_dropped_retry(store: JobStore, current: Job, plan: Plan) -> Plan:
@@ -37,7 +37,7 @@ def chains_of_a_dropped_retry(store: JobStore, current: Job, plan: Plan) -> Plan
     assert current.id is not None and current.owner is not None
     for execution in store.list_executions(current.owner, current.id, limit=_LOOK_BACK):
         if execution.scheduled_at == current.scheduled_at and execution.attempt == current.attempt:
-            if execution.status not in _ENDED_FAILED:
+            if execution.status not in FAILED:  # the statuses that count as a failure for alerts too
                 return plan
             outcome = Outcome(
                 execution.status,
