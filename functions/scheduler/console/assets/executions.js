@@ -8,7 +8,8 @@ import { skippedText } from './runs.js';
 export const executionHref = (id) => `#/executions/${encodeURIComponent(id)}`;
 
 // One execution, whole: its times, its error and the first bytes of its target's answer. In a
-// list, its id leads to its own page (``linked``).
+// list, its id leads to its own page (``linked``), and its attempt and backoff are said again
+// (a narrow window leaves those columns out).
 function ExecutionDetails({ e, linked = true }) {
   const row = (label, value) => html`<dt>${label}</dt><dd>${value ?? html`<span class="muted">—</span>`}</dd>`;
   return html`
@@ -20,6 +21,7 @@ function ExecutionDetails({ e, linked = true }) {
         onClick=${(ev) => ev.stopPropagation()}>execution <code>${e.caused_by}</code></a>
         <span class="muted"> of <a class="cause-job" href="#/jobs/${e.caused_by_job_id}">its job</a>, whose end ran this one
         (on_success, on_failure or on_complete)</span>`) : ''}
+      ${linked ? row('Attempt', html`${e.attempt}${backoff(e) > 0 ? html`<span class="muted">, due ${waitOf(e)} after its occurrence</span>` : ''}`) : ''}
       ${row('Scheduled', fmtTime(e.scheduled_at))}
       ${e.shifted_from ? row('Shifted from', html`<span class="shifted">${fmtTime(e.shifted_from)}
         <span class="muted"> (calendar ${e.excluded_by} excluded it; on_excluded: shift)</span></span>`) : ''}
@@ -47,9 +49,9 @@ export function ExecutionRows({ executions, withJob }) {
   const [open, setOpen] = useState(null);
   return html`
     <table class="list executions">
-      <thead><tr>${withJob ? html`<th>Job</th>` : ''}<th>Started</th><th>Status</th><th>Trigger</th><th class="num">Attempt</th>
+      <thead><tr>${withJob ? html`<th>Job</th>` : ''}<th>Started</th><th>Status</th><th>Trigger</th><th class="num attempt">Attempt</th>
         <th class="num">HTTP</th><th class="num">Duration</th><th class="num" title="start against the time the attempt was due">Late</th>
-        <th class="num" title="how long after its occurrence the attempt was due: a retry's backoff, a catch-up's pause">Backoff</th>
+        <th class="num backoff" title="how long after its occurrence the attempt was due: a retry's backoff, a catch-up's pause">Backoff</th>
         <th>Error</th></tr></thead>
       <tbody>${executions.map((e) => [html`
         <tr key=${e.id} class=${`exec${open === e.id ? ' open' : ''}`} onClick=${() => setOpen(open === e.id ? null : e.id)}>
@@ -57,7 +59,7 @@ export function ExecutionRows({ executions, withJob }) {
           <td title=${'scheduled ' + fmtTime(e.scheduled_at)}>${fmtTime(e.started_at)}</td>
           <td><${Badge} value=${e.status} /></td>
           <td><${Trigger} e=${e} /></td>
-          <td class="num">${e.attempt}</td>
+          <td class="num attempt">${e.attempt}</td>
           <td class="num http">${e.http_status ?? '—'}</td>
           <td class="num">${fmtMs(e.duration_ms)}</td>
           <td class="num late">${fmtMs(lateness(e))}</td>

@@ -70,7 +70,7 @@ export function Jobs({ params }) {
         <label>Tag <input name="tag" value=${filters.tag} onInput=${set('tag')} placeholder="billing" /></label>
         <label>Name starts with <input name="name_prefix" value=${filters.name_prefix} onInput=${set('name_prefix')} /></label>
       </form>
-      <${BulkActions} filters=${filters} onDone=${() => load(null)} />
+      <${BulkActions} filters=${filters} listed=${jobs === null ? null : jobs.length} onDone=${() => load(null)} />
       <${ErrorBox} error=${error} />
       ${jobs === null ? html`<p class="muted">Loading…</p>` : jobs.length === 0 ? html`<p class="empty">No jobs match.</p>` : html`
         <table class="list jobs">
@@ -144,7 +144,8 @@ export const Occurrence = ({ at, zone, expression, spread, item }) => {
 export const occurrenceItems = (items, zone, several) => items.map((o) => html`
   <${Occurrence} key=${o.at + (o.excluded_by || '')} at=${o.at} zone=${zone} expression=${several ? o.expression : null} spread=${o.spread_seconds} item=${o} />`);
 
-function Chart({ executions }) {
+// The chart of the executions listed (of the status chosen, when one is).
+function Chart({ executions, status }) {
   const box = useRef(null);
   useEffect(() => {
     const points = executions.filter((e) => e.started_at).map((e) => ({
@@ -153,7 +154,8 @@ function Chart({ executions }) {
     if (!box.current || points.length === 0 || typeof uPlot === 'undefined') return undefined;
     const plot = new uPlot({
       width: Math.max(300, box.current.clientWidth), height: 220,
-      scales: { x: { time: true } },
+      // One start only: a minute either side of it (uPlot would stretch the axis over years).
+      scales: { x: { time: true, range: (u, min, max) => (points.length === 1 ? [points[0].x - 60, points[0].x + 60] : [min, max]) } },
       tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
       series: [{}, { label: 'lateness (ms)', stroke: '#c2410c', width: 2, points: { show: true } },
                { label: 'duration (ms)', stroke: '#2563eb', width: 2, points: { show: true } },
@@ -161,9 +163,13 @@ function Chart({ executions }) {
       axes: [{}, { label: 'ms' }],
     }, [points.map((p) => p.x), points.map((p) => p.late), points.map((p) => p.took ?? null),
         points.map((p) => p.wait)], box.current);
+    box.current.plot = plot;  // its scales, for the browser tests
     return () => plot.destroy();
   }, [executions]);
-  if (!executions.some((e) => e.started_at)) return html`<p class="muted">No execution has started yet.</p>`;
+  if (!executions.some((e) => e.started_at)) {
+    return html`<p class="muted chart-empty">${status ? `No execution with status ${status.replace('_', ' ')} has started.`
+      : 'No execution has started yet.'}</p>`;
+  }
   return html`<div class="chart" ref=${box}></div>`;
 }
 
@@ -349,7 +355,7 @@ export function Job({ id }) {
       </div>
       <${JobAlerts} job=${job} />
       <h2>Lateness, backoff and duration</h2>
-      <${Chart} executions=${executions} />
+      <${Chart} executions=${executions} status=${status} />
       <div class="tabs" role="tablist">
         ${[['executions', 'Executions'], ['changes', 'Changes']].map(([key, label]) => html`
           <button key=${key} role="tab" aria-selected=${tab === key ? 'true' : 'false'} class=${tab === key ? 'here' : ''}

@@ -1,7 +1,7 @@
 // Issue 33's run controls: a pause with a note and an end, a run with overrides, the bulk pause
 // and resume of the jobs a filter selects, and how a paused job and a skipped row read; and the
 // paged lists of executions (a job's, and the recent activity across jobs).
-import { useState, useRef, useCallback } from './vendor/htm-preact-standalone.mjs';
+import { useState, useEffect, useRef, useCallback } from './vendor/htm-preact-standalone.mjs';
 import { html, api, query, fmtTime, fromNow } from './lib.js';
 
 // A list, newest first, that follows the runner (executions, or alerts: the answer's ``field``),
@@ -199,14 +199,19 @@ export function RunOptions({ job, onPaused, onRun }) {
     </details>`;
 }
 
-// Pause or resume every job the list's tag or name filter selects (one of them, not both).
-export function BulkActions({ filters, onDone }) {
+// Pause or resume every job the list's tag or name filter selects (one of them, not both). No
+// button for a list with no jobs (``listed``: the rows shown, null while loading); what an action
+// did is said until the filters change.
+export function BulkActions({ filters, listed, onDone }) {
   const [note, setNote] = useState(null);
   const [error, setError] = useState(null);
   const [pause, setPause] = useState({ note: '', minutes: '' });
   const selection = filters.tag ? { tag: filters.tag } : filters.name_prefix ? { name_prefix: filters.name_prefix } : null;
+  const what = selection && (selection.tag ? `tag ${selection.tag}` : `names starting with ${selection.name_prefix}`);
+  useEffect(() => { setNote(null); setError(null); }, [what, filters.state]);
   if (!selection || (filters.tag && filters.name_prefix) || filters.state === 'completed') return null;
-  const what = selection.tag ? `tag ${selection.tag}` : `names starting with ${selection.name_prefix}`;
+  // Once every listed job was changed (a pause of the active ones), the list is empty: the note stays.
+  if (listed === 0 && !note && !error) return null;
   // A request changes at most 1,000 jobs: sent again while the answer says more are selected.
   const act = async (action) => {
     let count = 0;
@@ -231,12 +236,12 @@ export function BulkActions({ filters, onDone }) {
   const state = filters.state || '';
   return html`
     <div class="bulk">
-      ${state === '' || state === 'active' ? html`<button onClick=${() => act('pause')}>Pause all matching</button>
+      ${listed !== 0 && (state === '' || state === 'active') ? html`<button onClick=${() => act('pause')}>Pause all matching</button>
         <label>with note <input name="bulk_pause_note" value=${pause.note} maxlength="1024" placeholder="optional"
           onInput=${(ev) => setPause({ ...pause, note: ev.target.value })} /></label>
         <label>resuming after (minutes) <input name="bulk_pause_minutes" type="number" min="1" class="short"
           value=${pause.minutes} placeholder="never" onInput=${(ev) => setPause({ ...pause, minutes: ev.target.value })} /></label>` : ''}
-      ${state === '' || state === 'paused' ? html`<button onClick=${() => act('resume')}>Resume all matching</button>` : ''}
+      ${listed !== 0 && (state === '' || state === 'paused') ? html`<button onClick=${() => act('resume')}>Resume all matching</button>` : ''}
       ${note ? html`<span class="note" role="status">${note}</span>` : ''}
       ${error ? html`<span class="alert" role="alert">${error.message}</span>` : ''}
     </div>`;
