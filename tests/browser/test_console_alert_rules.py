@@ -129,9 +129,18 @@ def test_rule_sets_are_made_changed_and_deleted_in_the_console(browser, api, tar
     assert elsewhere.status_code == 200, elsewhere.text
     page.fill("input[name=rule_set_tag]", "operations")
     page.get_by_role("button", name="Save").click()
-    expect(page.locator(".rule-set-form .alert")).to_contain_text("changed since it was opened")
+    expect(page.locator(".rule-set-form .alert")).to_contain_text(
+        "This rule set changed since you opened it: it is now at version 3."
+    )
     assert requests.get(api.url + "/v1/alert-rules/ops", timeout=10).json()["tag"] == "ops"
-    page.get_by_role("button", name="Cancel").click()
+    # Loaded again, the form holds the set as it is now, and a save of that version goes.
+    page.locator(".rule-set-form").get_by_role("button", name="Load it again").click()
+    expect(page.locator("input[name=rule_set_tag]")).to_have_value("ops")
+    expect(page.locator(".rule-set-form .alert")).to_have_count(0)
+    page.fill("input[name=rule_set_tag]", "operations")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator(".rule-sets .note")).to_have_text("Saved ops (version 4).")
+    assert requests.get(api.url + "/v1/alert-rules/ops", timeout=10).json()["tag"] == "operations"
 
     rows.first.get_by_role("button", name="Delete").click()
     rows.first.locator(".confirm").get_by_role("button", name="Delete").click()

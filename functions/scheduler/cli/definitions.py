@@ -66,10 +66,11 @@ def _auth(args: argparse.Namespace) -> dict[str, Any]:
     return {"type": "header", "name": args.auth_header, "value": read_secret(args)}
 
 
-def _parse_header(value: str) -> tuple[str, str]:
+def name_value(value: str, flag: str = "--header") -> tuple[str, str]:
+    """A ``NAME=VALUE`` flag's (``--header``, ``--var``) name, stripped, and its value as given."""
     name, sep, val = value.partition("=")
     if not sep or not name.strip():
-        raise UsageError(f"--header takes NAME=VALUE, not {value!r}")
+        raise UsageError(f"{flag} takes NAME=VALUE, not {value!r}")
     return name.strip(), val
 
 
@@ -133,7 +134,7 @@ def definition_flags(args: argparse.Namespace, kind: str | None = None) -> dict[
     if getattr(args, "body", None) is not None:
         target["message" if kind == "sns" else "body"] = read_text_flag("--body", args.body)
     if getattr(args, "headers", None):
-        target["headers"] = dict(_parse_header(h) for h in args.headers)
+        target["headers"] = dict(name_value(h) for h in args.headers)
     content_type = getattr(args, "content_type", None)
     if content_type is not None:
         if kind == "amqp":

@@ -25,6 +25,7 @@ from scheduler.cli.definitions import (
     add_definition_options,
     add_limits_options,
     full_definition,
+    name_value,
     needs_stored_target,
     patch_definition,
 )
@@ -200,9 +201,9 @@ def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
     if args.body is not None:
         overrides["body"] = read_definition_text(args.body)
     if args.headers:
-        overrides["headers"] = dict(_pair(value, "--header") for value in args.headers)
+        overrides["headers"] = dict(name_value(value, "--header") for value in args.headers)
     if args.vars:
-        overrides["vars"] = dict(_pair(value, "--var") for value in args.vars)
+        overrides["vars"] = dict(name_value(value, "--var") for value in args.vars)
     return overrides
 
 
@@ -219,13 +220,6 @@ def jobs_backfill(args: argparse.Namespace, client: Any) -> int:
     else:
         print(f"queued a backfill of {answer.get('count', 0)} occurrence(s) of job {job_id} (one a second at most)")
     return EXIT_OK
-
-
-def _pair(value: str, flag: str) -> tuple[str, str]:
-    name, sep, text = value.partition("=")
-    if not sep or not name.strip():
-        raise UsageError(f"{flag} takes NAME=VALUE, not {value!r}")
-    return name.strip(), text
 
 
 def read_definition_text(value: str) -> str:

@@ -2,7 +2,7 @@
 // and a job's rules with its recent alerts (on the job's page). Over GET /v1/alerts,
 // GET /v1/alert-rules and the job's "alerts".
 import { useState, useEffect, useCallback } from './vendor/htm-preact-standalone.mjs';
-import { html, api, allPages, query, fmtTime, Badge, ErrorBox, OneJob, useInterval } from './lib.js';
+import { html, api, allPages, query, fmtTime, changedSince, Badge, ErrorBox, OneJob, useInterval } from './lib.js';
 import { Changes } from './changes.js';
 import { usePagedList } from './runs.js';
 import { executionHref } from './executions.js';
@@ -136,13 +136,24 @@ function RuleSets() {
 }
 
 // A rule set's form: its name (fixed once made), its tag and its rules as JSON; each error the
-// API names shown at its field; a set changed elsewhere since it was opened is not overwritten (412).
-function RuleSetForm({ set, onDone }) {
+// API names shown at its field; a set changed elsewhere since it was opened is not overwritten
+// (412): said as the job form says it, with a way to load it again.
+const ruleSetFields = (set) => ({ name: set.name || '', tag: set.tag || '',
+                                  alerts: set.alerts ? JSON.stringify(set.alerts, null, 2) : '' });
+
+function RuleSetForm({ set: opened, onDone }) {
+  const [set, setSet] = useState(opened);  // the version edited: read again after a 412
   const made = Boolean(set.name);
-  const [v, setV] = useState({ name: set.name || '', tag: set.tag || '',
-                               alerts: set.alerts ? JSON.stringify(set.alerts, null, 2) : '' });
+  const [v, setV] = useState(ruleSetFields(opened));
   const [errors, setErrors] = useState({});
   const [busy, setBusy] = useState(false);
+  const [stale, setStale] = useState(false);
+  const readAgain = async () => {
+    try {
+      const now = await api('GET', `/alert-rules/${encodeURIComponent(set.name)}`);
+      setSet(now); setV(ruleSetFields(now)); setErrors({}); setStale(false);
+    } catch (e) { setErrors({ _: e.message }); setStale(false); }
+  };
   const on = (k) => (ev) => setV({ ...v, [k]: ev.target.value });
   const submit = async (ev) => {
     ev.preventDefault();
@@ -161,15 +172,18 @@ function RuleSetForm({ set, onDone }) {
         const text = key === 'alerts' && d.field !== 'alerts' ? `${d.field}: ${d.message}` : d.message;
         out[key] = out[key] ? `${out[key]}; ${text}` : text;
       }
-      if (e.status === 412 && made) out._ = `${e.message}: it changed since it was opened; cancel and open it again.`;
+      if (e.status === 412 && made) out._ = changedSince(e, 'rule set');
       else if (!Object.keys(out).length) out._ = e.message;
+      setStale(e.status === 412 && made);
       setErrors(out);
     } finally { setBusy(false); }
   };
   const error = (k) => errors[k] ? html`<div class="field-error" data-field=${k} role="alert">${errors[k]}</div>` : '';
   return html`
     <form class="rule-set-form" onSubmit=${submit} novalidate>
-      ${errors._ ? html`<div class="alert" role="alert" data-field="_">${errors._}</div>` : ''}
+      ${errors._ ? html`<div class="alert" role="alert" data-field="_">${errors._}
+        ${stale ? html` <button type="button" class="load-again" onClick=${readAgain}>Load it again</button>
+          <span class="muted">(what you typed here is replaced by the rule set as it is now)</span>` : ''}</div>` : ''}
       <div class="row">
         <div class="field"><label>Name<input name="rule_set_name" value=${v.name} onInput=${on('name')} disabled=${made}
           placeholder="billing-team" /></label>${error('name')}</div>
