@@ -11,6 +11,8 @@ for the answer at ``ResponseURL`` (``scheduler.transport.custom_resources.respon
 - ``Secrets``: JSON ``{"target.auth.token": "<secret ARN>" or ["<ARN>", "<json key>"]}``, each
   read from Secrets Manager and put at its path (a definition holds no secret value: a template
   is readable by whoever may read the stack);
+- ``SecretsVersion`` (optional, not read): text the user changes when a secret is rotated, so
+  that CloudFormation sends an Update, which reads the secrets anew;
 - ``SigningSecretArn`` (optional): a secret ``{"access_key_id", "secret_access_key"}`` to sign
   with, for an API that verifies signatures against access keys of its own (the LocalStack
   variant); without it the function signs with its execution role's credentials, which API

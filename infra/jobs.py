@@ -28,17 +28,21 @@ those keys, which the function signs with instead.
 
 Secrets: a definition is template text, readable by whoever may read the stack, so it may hold
 no secret value: ``secrets=`` maps a field's path to a Secrets Manager secret (or
-``JobSecret(secret, json_field)``), read by the function at each deployment; a literal secret
-in ``definition`` is refused at synth time (``"***"`` there is fine: it is replaced).
+``JobSecret(secret, json_field)``), read by the function whenever CloudFormation creates or
+updates the resource; a literal secret in ``definition``, or a path that is no secret's place,
+is refused at synth time (``"***"`` there is fine: it is replaced). A rotated secret changes
+nothing in the template, so CloudFormation would not update the job: give ``secrets_version=``
+a text that changes with the rotation (the secret's version id, a date) to send it again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,6 +165,30 @@ def check_definition(definition: Mapping[str, Any]) -> None:
             _check_target(rule.get("target"), f"alerts.{i}.target")
 
 
+# The paths ``secrets=`` may fill: a target's (a job's, an alert rule's) auth secret, its URL (an
+# AMQP URL with its password) or a credential header.
+_SECRET_PATH = re.compile(r"^(alerts\.\d+\.)?target\.(auth\.(password|token|value)|url|headers\.([^.]+))\Z")
+
+
+def check_secret_paths(paths: Iterable[str]) -> None:
+    """Refuse, at synth time, a ``secrets=`` path that names no secret's place (a typo such as
+    ``target.auth.tokne`` would be a 400 at deployment), or a header whose name is not a
+    credential's (its value would be stored and answered as written)."""
+    for path in paths:
+        found = _SECRET_PATH.match(path)
+        if found is None:
+            raise ValueError(
+                f"secrets: {path}: not a secret's place; one of target.auth.password, target.auth.token, "
+                "target.auth.value, target.url, target.headers.<credential header>, the same under alerts.<n>."
+            )
+        header = found.group(4)
+        if header is not None and not C.is_secret_header(header):
+            raise ValueError(
+                f"secrets: {path}: {header} is not a credential header (Authorization, *token*, *key*, *secret*, "
+                "*password*...): its value would be stored and answered as written"
+            )
+
+
 def _check_target(given: Any, where: str) -> None:
     target: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     auth: Mapping[str, Any] = target["auth"] if isinstance(target.get("auth"), Mapping) else {}
@@ -269,12 +297,17 @@ class Job(Construct):
         api: SchedulerApi,
         definition: Mapping[str, Any],
         secrets: Mapping[str, secretsmanager.ISecret | JobSecret] | None = None,
+        secrets_version: str | None = None,
         python_version: str = LATEST_PYTHON,
         role: iam.IRole | None = None,
     ) -> None:
+        """``secrets_version``: any text that changes when a secret is rotated (a version id, a
+        date): a deployment sends the job again, with the secrets read anew, only when one of the
+        resource's properties changed, and a rotation changes none of them."""
         super().__init__(scope, construct_id)
         secrets = dict(secrets or {})
         check_definition(definition)
+        check_secret_paths(secrets)
         provider = JobProvider.of(self, api, python_version, role)
         wired: dict[str, Any] = {}
         for path, given in secrets.items():
@@ -287,6 +320,8 @@ class Job(Construct):
             "Definition": Stack.of(self).to_json_string(dict(definition)),
             "Secrets": Stack.of(self).to_json_string(wired) if wired else "{}",
         }
+        if secrets_version is not None:
+            properties["SecretsVersion"] = secrets_version
         if api.signing_secret is not None:
             properties["SigningSecretArn"] = api.signing_secret.secret_arn
         self.resource = CustomResource(

@@ -98,7 +98,10 @@ def test_a_dry_run_says_what_the_api_would_refuse_and_fails(api, tmp_path):
     answer = json.loads(as_json.stdout)
     assert as_json.returncode == 1 and list(answer["refused"]) == ["bad-cron"] and answer["created"] == ["good"]
     real = _cli(api, "apply", "-f", str(spec))
-    assert real.returncode == 1 and f"apply: bad-cron ({spec}#1) could not be created" in real.stderr
+    # The real run refuses before its first write: no file half applied ("good" is not created).
+    assert real.returncode == 1 and f"apply: bad-cron ({spec}#1) would be refused:" in real.stderr
+    assert "schedule: minute field: 61" in real.stderr and "nothing was changed" in real.stderr
+    assert "good" not in _jobs(api)
 
 
 def test_a_one_off_that_deleted_itself_is_not_created_again(api, tmp_path):

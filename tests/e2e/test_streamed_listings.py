@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import requests
 
-from scheduler.cli.manifests import exported, yaml_stream
+from scheduler.cli.export_documents import exported, yaml_stream
 from scheduler.cli.reading import yaml_text
 from scheduler.local.runtime import LOCAL_PRINCIPAL
 from scheduler.store.db import make_pool

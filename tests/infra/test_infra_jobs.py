@@ -195,3 +195,28 @@ def test_jobs_of_one_stack_share_their_function_so_they_agree_on_its_role():
     Job(stack, "A", api=api, definition={"name": "a", "schedule": "@daily", "target": target}, role=role)
     with pytest.raises(ValueError, match="same role"):
         Job(stack, "B", api=api, definition={"name": "b", "schedule": "@daily", "target": target})
+
+
+def test_a_secrets_path_is_checked_at_synth_and_a_rotation_is_a_property():
+    import pytest
+
+    with pytest.raises(ValueError, match=r"target\.auth\.tokne: not a secret's place"):
+        _user_stack_with_secret_path("target.auth.tokne")
+    with pytest.raises(ValueError, match="X-Team is not a credential header"):
+        _user_stack_with_secret_path("target.headers.X-Team")
+    _user_stack_with_secret_path("alerts.0.target.headers.X-Api-Key")  # a place of an alert rule's target
+    # A rotation changes nothing in the template unless secrets_version says so.
+    _, template = _user_stack(secrets_version="2026-12-08")
+    jobs = [v["Properties"] for v in template.to_json()["Resources"].values() if v["Type"] == "Custom::SchedulerJob"]
+    assert {job.get("SecretsVersion") for job in jobs} == {"2026-12-08"}
+
+
+def _user_stack_with_secret_path(path: str) -> None:
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_secretsmanager as secretsmanager
+
+    from infra.jobs import Job, SchedulerApi
+
+    stack = Stack(App(), "Paths")
+    api = SchedulerApi.from_stack_exports(stack, "Scheduler")
+    Job(stack, "J", api=api, definition=DEFINITION, secrets={path: secretsmanager.Secret(stack, "S")})

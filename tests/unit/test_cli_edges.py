@@ -9,7 +9,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.cli.manifests import exported_alert_rules
+from scheduler.cli.export_documents import exported_alert_rules
 from scheduler.cli.output import format_job_details
 from scheduler.cli.reading import yaml_dumper, yaml_loader, yaml_text
 from scheduler.client import SchedulerClient

@@ -11,7 +11,7 @@ from scheduler.api.errors import BadRequest
 from scheduler.core.constants import AWS_TARGET_TYPES
 from scheduler.core.errors import MaskedSecretError
 from scheduler.core.urls import default_broker_open_to
-from scheduler.secrets import SecretBox, seal_target_secrets, url_with_password_masked
+from scheduler.secrets import SecretBox, seal_target_secrets, stored_rule
 
 
 def require_broker(data: dict[str, Any], settings: Any, owner: str | None) -> None:
@@ -44,7 +44,7 @@ def require_reachable_target(data: dict[str, Any], settings: Any) -> None:
 
 def seal_alerts(alerts: Any, box: SecretBox, stored: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]] | None:
     """The alert rules as stored: each target's secrets sealed, a ``"***"`` keeping the one
-    stored for the same rule of ``stored`` (``_stored_rule``: matched by its target, not by its
+    stored for the same rule of ``stored`` (``stored_rule``: matched by its target, not by its
     place alone, so a reordered or shortened list never hands one hook's secret to another;
     None: no rules)."""
     if not alerts:
@@ -52,7 +52,7 @@ def seal_alerts(alerts: Any, box: SecretBox, stored: Sequence[Mapping[str, Any]]
     before = list(stored or ())
     sealed = []
     for i, alert in enumerate(alerts):
-        match = _stored_rule(alert, i, before)
+        match = stored_rule(alert, i, before)
         kept = dict(match["target"]) if match is not None else None
         try:
             target = seal_target_secrets(alert["target"], box, kept)
@@ -71,24 +71,3 @@ def require_alert_targets(data: dict[str, Any], settings: Any, owner: str | None
         except BadRequest as exc:
             [detail] = exc.details
             raise BadRequest(f"alerts.{i}.{detail['field']}", detail["message"]) from None
-
-
-def _stored_rule(alert: Mapping[str, Any], i: int, before: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    """The stored rule whose secrets a rule's ``"***"`` keeps: the one at its place when its
-    target is the same (type and URL), else the only stored rule with that target (and the same
-    ``on`` when several share it); None when none is the same rule."""
-
-    def target_of(rule: Mapping[str, Any]) -> tuple[Any, Any]:
-        target = rule.get("target") or {}
-        url = target.get("url")
-        if isinstance(url, str):  # a broker's password: stored sealed, sent back as "***"
-            url = url_with_password_masked(url)
-        return target.get("type"), url
-
-    wanted = target_of(alert)
-    if i < len(before) and target_of(before[i]) == wanted:
-        return before[i]
-    same = [rule for rule in before if target_of(rule) == wanted]
-    if len(same) > 1:
-        same = [rule for rule in same if rule.get("on") == alert.get("on")]
-    return same[0] if len(same) == 1 else None

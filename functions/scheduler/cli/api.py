@@ -51,7 +51,7 @@ def client_command(func: Callable[[argparse.Namespace, Any], int]) -> Callable[[
             return func(args, make_client(args))
         except ApiCallFailed as exc:
             print_api_error(exc)
-            for hint in flag_hints(exc):
+            for hint in flag_hints(exc) if getattr(args, "flag_hints", True) else ():
                 print(f"  hint: {hint}", file=sys.stderr)
             wrong_endpoint = endpoint_hint(exc, getattr(args, "endpoint", None))
             if wrong_endpoint is not None:

@@ -134,7 +134,7 @@ def _compared(
         changes = ["(secrets sent again: --resend-secrets)"]
     key = current["id"] if kind == "job" else name
     action = "update" if changes else "unchanged"
-    if kind == "job" and changes:
+    if kind in ("job", "alert_rules") and changes:
         problems += masked_secret_problems(item.definition, current)
     step = Step(action, name, key, current.get("version"), item.definition, changes, kind)
     step.source, step.refused, step.resend_only = item.document.source, problems, resend_only
@@ -192,8 +192,10 @@ def prune_steps(client: Any, selector: str, keep: set[str]) -> list[Step]:
     if key.strip() != "tag" or not sep or not value.strip():
         raise UsageError(f"--selector takes tag=TAG, not {selector!r}")
     pages = client.iter_job_pages(tag=value.strip(), limit=200)
+    # Each deleted at the version listed (If-Match): a job changed meanwhile (its tag taken off,
+    # its definition edited) is not deleted unseen.
     return [
-        Step("delete", job["name"], job["id"])
+        Step("delete", job["name"], job["id"], job.get("version"))
         for page in pages
         for job in page.get("jobs") or []
         if job["name"] not in keep
@@ -236,7 +238,7 @@ def _write(client: Any, step: Step) -> Any:
             return answer
         if step.action == "update":
             return _replace_job(client, step, definition)
-        return client.delete_job(step.key)
+        return client.delete_job(step.key, if_match=step.version)
     if step.kind == "calendar":
         if step.action == "create":
             return client.create_calendar(definition)
@@ -324,6 +326,8 @@ def carry_out(client: Any, steps: list[Step], *, dry_run: bool, say: Callable[[s
         say(f"{mark} {step.shown} ({'would be ' + done if dry_run and step.action != 'skip' else done})")
         for change in step.changes:
             say(f"    {change}")
+        if dry_run and step.resend_only:  # the API alone can compare a secret with the stored one
+            say("    (counted unchanged by the run itself where the API finds the secrets as stored)")
 
 
 def summary(steps: list[Step], dry_run: bool) -> str:
@@ -346,6 +350,8 @@ def apply(args: argparse.Namespace, client: Any) -> int:
     """``scheduler apply``."""
     if args.prune and not args.selector:
         raise UsageError("--prune needs --selector tag=TAG (the jobs it may delete)")
+    if args.selector and not args.prune:
+        raise UsageError("--selector picks the jobs --prune may delete: give --prune with it, or leave it out")
     documents = read_documents(args.files)
     if args.prune and not any(d.kind == "job" for d in documents):
         # An empty file (a failed export), or one of calendars only: it would delete them all.
@@ -368,6 +374,14 @@ def apply(args: argparse.Namespace, client: Any) -> int:
         refuse_pruning_chained(pruned, chained)
         steps += pruned
     table = args.output == "table"
+    refused = [step for step in steps if step.refusable]
+    if refused and not args.dry_run:  # what the API's model refuses: said before anything is written
+        for step in refused:
+            print(f"apply: {step.shown}{f' ({step.source})' if step.source else ''} would be refused:", file=sys.stderr)
+            for problem in step.refused:
+                print(f"    {problem}", file=sys.stderr)
+        print(f"apply: {len(refused)} document(s) the API would refuse: nothing was changed", file=sys.stderr)
+        return EXIT_API_ERROR
     try:
         carry_out(client, steps, dry_run=args.dry_run, say=print if table else (lambda line: None))
     except Exception:
@@ -378,8 +392,7 @@ def apply(args: argparse.Namespace, client: Any) -> int:
         print(summary(steps, args.dry_run))
     else:
         print_data(args.output, _result(steps, args.dry_run))
-    refused = args.dry_run and any(s.refusable for s in steps)
-    return EXIT_API_ERROR if refused else EXIT_OK
+    return EXIT_API_ERROR if args.dry_run and refused else EXIT_OK
 
 
 def _result(steps: list[Step], dry_run: bool, *, made_only: bool = False) -> dict[str, Any]:
@@ -422,7 +435,7 @@ def add_parsers(sub: Any, subparser: Callable[..., argparse.ArgumentParser]) -> 
         action="store_true",
         help="send the jobs whose secret references are set even when nothing else changed (a rotated secret)",
     )
-    parser.set_defaults(func=apply)
+    parser.set_defaults(func=apply, flag_hints=False)  # a file's fields, not the flags of jobs create
 
     parser = subparser(
         sub,

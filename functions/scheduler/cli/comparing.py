@@ -71,17 +71,20 @@ def normal_form(
 
 def masked_secret_problems(definition: dict[str, Any], stored: dict[str, Any] | None) -> list[str]:
     """What the API answers of a ``"***"`` it has nothing to keep for: one anywhere in a definition
-    to create (``stored`` None: a job's target, an alert rule's), or one in a stored job's target
-    whose url moves to another scheme, host or port (a secret never follows it there)."""
+    to create (``stored`` None: a job's target, an alert rule's), or, over a stored job or rule set
+    (as answered), one in its target whose url moves to another scheme, host or port (a secret
+    never follows it there), or in an alert rule that matches no stored rule holding that secret
+    (matched as the API matches them: ``stored_rule``)."""
     from scheduler.core.errors import MaskedSecretError
-    from scheduler.secrets import keep_masked_secrets
+    from scheduler.secrets import keep_masked_secrets, stored_rule
 
     targets: list[tuple[str, Any, Any]] = [("", definition.get("target"), (stored or {}).get("target"))]
     alerts = definition.get("alerts")
-    if stored is None and isinstance(alerts, list):
-        targets += [
-            (f"alerts.{i}.", rule.get("target"), None) for i, rule in enumerate(alerts) if isinstance(rule, dict)
-        ]
+    before = [rule for rule in (stored or {}).get("alerts") or [] if isinstance(rule, dict)]
+    for i, rule in enumerate(alerts if isinstance(alerts, list) else []):
+        if isinstance(rule, dict):
+            match = stored_rule(rule, i, before) if stored is not None else None
+            targets.append((f"alerts.{i}.", rule.get("target"), match.get("target") if match else None))
     problems = []
     for prefix, target, was in targets:
         if not isinstance(target, dict) or not target.get("type"):

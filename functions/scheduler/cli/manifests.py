@@ -17,13 +17,13 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from scheduler.cli.common import UsageError
-from scheduler.cli.reading import READ_ONLY_FIELDS, load_json, yaml_error, yaml_loader, yaml_text
+from scheduler.cli.reading import READ_ONLY_FIELDS, load_json, yaml_error, yaml_loader
 from scheduler.cli.streaming import INCOMPLETE
 from scheduler.core.constants import SECRET_MASK
 from scheduler.secrets import map_secrets
@@ -32,30 +32,6 @@ _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # A secret's place holds a reference, alone or after an auth scheme (``Bearer ${API_TOKEN}``).
 _SECRET_REFERENCE = re.compile(r"^([A-Za-z][A-Za-z0-9._-]* )?\$\{([A-Za-z_][A-Za-z0-9_]*)\}\Z")
 _SUFFIXES = (".yaml", ".yml", ".json")
-# The order of a job's fields in an exported document.
-FIELD_ORDER = (
-    "name",
-    "description",
-    "tags",
-    "schedule",
-    "schedules",
-    "spread",
-    "run_at",
-    "timezone",
-    "start_at",
-    "end_at",
-    "missed_runs",
-    "after_completion",
-    "exclude_calendars",
-    "on_excluded",
-    "on_success",
-    "on_failure",
-    "on_complete",
-    "retry",
-    "target",
-)
-
-
 # The kinds of document, each with the noun its messages use.
 KINDS = {"job": "job", "calendar": "calendar", "alert_rules": "alert rule set"}
 
@@ -119,9 +95,11 @@ def _parse(text: str, source: str) -> list[Any]:
     except ImportError:
         raise UsageError(f"{source}: YAML needs PyYAML (pip install pyyaml); JSON works without it") from None
     try:
-        return list(yaml.load_all(text, Loader=yaml_loader()))
+        documents = list(yaml.load_all(text, Loader=yaml_loader()))
     except yaml.YAMLError as exc:
         raise yaml_error(source, text, exc) from None
+    # A YAML list of definitions, as a JSON file may hold one: each item a document.
+    return [item for data in documents for item in (data if isinstance(data, list) else [data])]
 
 
 _RULE_SET_FIELDS = {"name", "tag", "alerts"}
@@ -148,8 +126,11 @@ def read_documents(paths: list[str]) -> list[Document]:
     """Every document of the files and folders (``-`` is standard input), in order; names
     unique within a kind."""
     documents: list[Document] = []
+    read: set[Path] = set()  # a file named again (-f jobs -f jobs/one.yaml) is read once
     for path in paths:
-        sources = [("<stdin>", sys.stdin.read())] if path == "-" else [(str(p), _read(p)) for p in _files(path)]
+        files = [] if path == "-" else [p for p in _files(path) if p.resolve() not in read]
+        read.update(p.resolve() for p in files)
+        sources = [("<stdin>", sys.stdin.read())] if path == "-" else [(str(p), _read(p)) for p in files]
         for source, text in sources:
             for number, data in enumerate(_parse(text, source), 1):
                 if data is None:  # an empty document (a trailing ---)
@@ -165,6 +146,7 @@ def read_documents(paths: list[str]) -> list[Document]:
                 if not isinstance(data.get("name"), str) or not data["name"]:
                     raise UsageError(f"{where}: a {KINDS[kind]} needs its name (apply matches by name)")
                 _refuse_yaml_booleans(where, data)
+                _say_read_only(where, data)
                 definition = {k: v for k, v in data.items() if k != "kind" and k not in READ_ONLY_FIELDS}
                 unknown = sorted(set(definition) - _RULE_SET_FIELDS) if kind == "alert_rules" else []
                 if unknown:  # (a job's and a calendar's unknown fields are the API's 400)
@@ -177,6 +159,18 @@ def read_documents(paths: list[str]) -> list[Document]:
             raise UsageError(f"{document.source}: the {document.noun} {document.name!r} is also defined in {seen[key]}")
         seen[key] = document.source
     return documents
+
+
+def _say_read_only(where: str, data: dict[str, Any]) -> None:
+    """A line on stderr for the fields a document holds that the API sets itself (``state``,
+    ``version``...): left out, not applied (a job is paused with ``jobs pause``, not by a file)."""
+    dropped = [k for k in data if k in READ_ONLY_FIELDS]
+    if dropped:
+        print(
+            f"{where}: {', '.join(dropped)}: set by the scheduler, not by a file: left out"
+            + (" (pause or resume a job with scheduler jobs pause|resume)" if "state" in dropped else ""),
+            file=sys.stderr,
+        )
 
 
 def _read(path: Path) -> str:
@@ -197,6 +191,7 @@ def _expand(value: Any, where: str, field: str) -> Any:
     if not isinstance(value, str) or "${" not in value:
         return value
     protected = value.replace("$${", "\0")
+    _refuse_malformed(protected, where, field)
 
     def one(match: re.Match[str]) -> str:
         name = match.group(1)
@@ -205,6 +200,20 @@ def _expand(value: Any, where: str, field: str) -> Any:
         return os.environ[name]
 
     return _REFERENCE.sub(one, protected).replace("\0", "${")
+
+
+def _refuse_malformed(text: str, where: str, field: str) -> None:
+    """A ``${`` that does not open a reference (``${ENV:-prod}``, ``${ NAME }``, ``${deploy-env}``):
+    refused, where it would be sent as written (no default, no spaces: ``${NAME}`` only)."""
+    rest = _REFERENCE.sub("", text)
+    start = rest.find("${")
+    if start >= 0:
+        end = rest.find("}", start)
+        shown = rest[start : end + 1] if end >= 0 else rest[start:]
+        raise UsageError(
+            f"{where}: {field}: {shown} is not a reference: write ${{NAME}} (letters, digits and _; no default, "
+            "no spaces), or $${ for a literal ${"
+        )
 
 
 @dataclass
@@ -267,6 +276,15 @@ def _secret_of_reference(value: str) -> tuple[str | None, str] | None:
     return (scheme + os.environ[name] if name in os.environ else None), name
 
 
+def _refuse_empty(name: str, where: str) -> None:
+    """A secret's variable set but empty (a CI system passes a secret it lacks as ""): refused,
+    where it would replace the stored secret with nothing (unset, it keeps the stored one)."""
+    if not os.environ.get(name, "").strip():
+        raise UsageError(
+            f"{where}: ${{{name}}} is set but empty: set it to the secret, or unset it to keep the stored one"
+        )
+
+
 def _resolved_target(document: Document, target: Any, prefix: str, unset: list[str]) -> Any:
     """A target (a job's, or an alert rule's: ``prefix`` ``alerts.N.``) with each secret's
     reference replaced by the environment's value (``***``, keeping the stored secret, when it
@@ -280,14 +298,21 @@ def _resolved_target(document: Document, target: Any, prefix: str, unset: list[s
             return value
         referenced = _secret_of_reference(value)
         if referenced is None:
+            example = reference_name(document.name, field, document.kind)
+            if "${" in value:
+                raise UsageError(
+                    f"{document.source}: {field}: a secret's place holds one reference, alone or after an auth "
+                    f"scheme (${{{example}}}, Bearer ${{{example}}}): put the whole secret in one variable"
+                )
             raise UsageError(
                 f"{document.source}: {field}: a literal secret in a job file; write a reference such as "
-                f"${{{reference_name(document.name, field, document.kind)}}} and set it in the environment"
+                f"${{{example}}} and set it in the environment"
             )
         secret_value, name = referenced
         if secret_value is None:
             unset.append(f"{field} (${{{name}}})")
             return SECRET_MASK
+        _refuse_empty(name, f"{document.source}: {field}")
         return secret_value
 
     return _expand_outside_secrets(map_secrets(target, secret), document.source, f"{prefix}target")
@@ -307,6 +332,7 @@ def with_secret_references(definition: dict[str, Any], source: str) -> dict[str,
             secret_value, name = referenced
             if secret_value is None:
                 raise UsageError(f"{source}: {prefix}{field}: ${{{name}}} is not set in the environment")
+            _refuse_empty(name, f"{source}: {prefix}{field}")
             return secret_value
 
         return one
@@ -372,95 +398,3 @@ def reference_name(name: str, field: str, kind: str = "job") -> str:
             field, field.rsplit(".", 1)[-1].upper()
         )
     return f"{base}_{suffix}"
-
-
-def _escaped(value: Any) -> Any:
-    """``value`` with every ``${`` of its strings written ``$${`` (a literal, which apply reads
-    back as it was): a job's own text is never taken for a reference."""
-    if isinstance(value, dict):
-        return {k: _escaped(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_escaped(v) for v in value]
-    return value.replace("${", "$${") if isinstance(value, str) else value
-
-
-def exported(job: dict[str, Any], taken: Collection[str] = ()) -> tuple[dict[str, Any], list[str]]:
-    """A job answer as a document of a job file: its definition in ``FIELD_ORDER``, nothing
-    empty, its own ``${`` escaped, each secret (``***`` in the answer) a ``${NAME}`` reference
-    (unique beside ``taken``, the names already used by the export: a set, for an export of
-    many, as each name is looked up in it); and the names used."""
-    names: list[str] = []
-    definition = _escaped({k: v for k, v in job.items() if k not in READ_ONLY_FIELDS and v is not None})
-    target = definition.get("target")
-    if isinstance(target, dict):
-        masked = _referenced(target, str(job.get("name")), "", "job", (names, taken))
-        definition["target"] = {"type": masked.get("type"), **masked}
-    if isinstance(definition.get("alerts"), list):
-        definition["alerts"] = _referenced_alerts(definition["alerts"], str(job.get("name")), "job", (names, taken))
-    definition = _clean(definition)
-    ordered = {key: definition[key] for key in FIELD_ORDER if key in definition}
-    ordered.update({k: v for k, v in definition.items() if k not in ordered})
-    return ordered, names
-
-
-def exported_calendar(calendar: dict[str, Any]) -> dict[str, Any]:
-    """A calendar answer as a document (``kind: calendar``): its definition, nothing empty."""
-    kept = {k: v for k, v in calendar.items() if k not in READ_ONLY_FIELDS}
-    return {"kind": "calendar", **_clean(_escaped(kept))}
-
-
-def exported_alert_rules(rule_set: dict[str, Any], taken: Collection[str] = ()) -> tuple[dict[str, Any], list[str]]:
-    """An alert rule set answer as a document (``kind: alert_rules``), its own ``${`` escaped,
-    each secret a reference (unique beside ``taken``); and the names used."""
-    names: list[str] = []
-    alerts = _escaped(rule_set.get("alerts") or [])
-    alerts = _referenced_alerts(alerts, str(rule_set.get("name")), "alert_rules", (names, taken))
-    tag = _escaped(rule_set.get("tag"))
-    document = {"kind": "alert_rules", "name": rule_set.get("name"), "tag": tag, "alerts": alerts}
-    return _clean(document), names
-
-
-# The names a document's references take (appended to), and those taken before it.
-_Names = tuple[list[str], Collection[str]]
-
-
-def _referenced(target: dict[str, Any], owner_name: str, prefix: str, kind: str, names: _Names) -> dict[str, Any]:
-    """A target as answered (secrets ``***``) with each secret a ``${NAME}`` reference."""
-    new, taken = names
-
-    def reference(field: str, value: str, secret_kind: str) -> str:
-        name = base = reference_name(owner_name, prefix + field, kind)
-        count = 1
-        while name in new or name in taken:  # two jobs whose names read alike ("svc-a", "Svc.A"): one variable each
-            count += 1
-            name = f"{base}_{count}"
-        new.append(name)
-        return f"${{{name}}}"
-
-    return map_secrets(target, reference) or {}
-
-
-def _referenced_alerts(alerts: list[Any], owner_name: str, kind: str, names: _Names) -> list[Any]:
-    return [
-        {**rule, "target": _referenced(rule["target"], owner_name, f"alerts.{i}.", kind, names)}
-        if isinstance(rule, dict) and isinstance(rule.get("target"), dict)
-        else rule
-        for i, rule in enumerate(alerts)
-    ]
-
-
-def _clean(value: Any) -> Any:
-    """JSON without its empty parts: None values, empty objects and (but for a list's items) empty
-    lists left out, at every depth (each is the field's default)."""
-    if isinstance(value, dict):
-        cleaned = {k: _clean(v) for k, v in value.items()}
-        return {k: v for k, v in cleaned.items() if v is not None and v != {} and v != []}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    return value
-
-
-def yaml_stream(documents: Iterator[dict[str, Any]]) -> Iterator[str]:
-    """YAML documents separated by ``---`` (each block style, keys in their order)."""
-    for document in documents:
-        yield "---\n" + yaml_text(document)

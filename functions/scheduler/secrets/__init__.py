@@ -11,6 +11,7 @@ from scheduler.secrets.places import (
     map_secrets,
     mask_target_secrets,
     seal_target_secrets,
+    stored_rule,
     url_with_password_masked,
 )
 
@@ -29,5 +30,6 @@ __all__ = [
     "map_secrets",
     "mask_target_secrets",
     "seal_target_secrets",
+    "stored_rule",
     "url_with_password_masked",
 ]

@@ -10,7 +10,7 @@ masked without decrypting: ``amqps://user:***@host/vhost``.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, overload
 from urllib.parse import quote, unquote, urlsplit
 
@@ -229,3 +229,24 @@ def _origin(target: dict[str, Any] | None) -> tuple[str, str, int | None] | None
         return scheme, (parts.hostname or "").lower().rstrip("."), parts.port or _DEFAULT_PORTS.get(scheme)
     except ValueError:
         return ("?", url, None)
+
+
+def stored_rule(alert: Mapping[str, Any], i: int, before: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The stored rule whose secrets a rule's ``"***"`` keeps: the one at its place when its
+    target is the same (type and URL), else the only stored rule with that target (and the same
+    ``on`` when several share it); None when none is the same rule."""
+
+    def target_of(rule: Mapping[str, Any]) -> tuple[Any, Any]:
+        target = rule.get("target") or {}
+        url = target.get("url")
+        if isinstance(url, str):  # a broker's password: stored sealed, sent back as "***"
+            url = url_with_password_masked(url)
+        return target.get("type"), url
+
+    wanted = target_of(alert)
+    if i < len(before) and target_of(before[i]) == wanted:
+        return before[i]
+    same = [rule for rule in before if target_of(rule) == wanted]
+    if len(same) > 1:
+        same = [rule for rule in same if rule.get("on") == alert.get("on")]
+    return same[0] if len(same) == 1 else None
