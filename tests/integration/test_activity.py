@@ -3,7 +3,7 @@ the preview of a schedule (POST /v1/schedules/preview), on real Postgres through
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -279,3 +279,43 @@ def test_one_execution_by_its_id_whichever_job_it_is_of_and_only_its_owners(api,
         answer = api("GET", f"/v1/executions/{missing}")  # another principal's, none, not an id
         assert answer.status == 404 and answer.body["error"]["message"] == "no such execution", answer.body
     assert api("GET", f"/v1/executions/{bobs_own['id']}", principal=BOB).body["job_name"] == SECOND_OWNER_JOB
+
+
+def test_a_preview_with_a_jobs_id_counts_its_interval_from_the_jobs_creation(api):
+    """rate() and @every count from a job's creation when it has no start_at: the preview with its
+    id shows its real times (it counted from now), and another owner's id is as no id."""
+    job = create(api, job_body("every-20", schedule="@every 20s", timezone="UTC"))
+    body = {"schedule": "@every 20s", "count": 3}
+    own = preview(api, {**body, "job_id": job["id"]})
+    assert own.status == 200 and own.body["occurrences"][0] == job["next_run_at"]
+    explained = preview(api, {**body, "job_id": job["id"], "explain": True})
+    assert explained.body["occurrences"][0]["at"] == job["next_run_at"]
+    others = api(
+        "POST", "/v1/schedules/preview", {**body, "job_id": job["id"], "after": job["created_at"]}, principal=BOB
+    )
+    assert others.status == 200 and others.body == preview(api, {**body, "after": job["created_at"]}).body
+
+
+def test_a_window_without_an_occurrence_is_refused_from_now_and_a_one_instant_window_taken(api):
+    never = api("POST", "/v1/jobs", job_body("never", schedule="0 0 1 1 *", end_at="2099-01-02T00:00:00Z"))
+    assert never.status == 201  # 1 January 2027..2099: it fires
+    soon = datetime.now(UTC) + timedelta(days=1)
+    cron = f"0 0 {(soon + timedelta(days=2)).day} {(soon + timedelta(days=2)).month} *"
+    refused = api("POST", "/v1/jobs", job_body("never-2", schedule=cron, end_at=soon.isoformat()))
+    assert refused.status == 400 and refused.error["details"] == [
+        {"field": "schedule", "message": "never fires between now and end_at"}
+    ]
+    at = "2030-01-05T09:00:00Z"
+    one = api("POST", "/v1/jobs", job_body("one-instant", schedule="0 9 * * *", timezone="UTC", start_at=at, end_at=at))
+    assert one.status == 201 and one.body["next_run_at"] == at
+    assert preview(api, {"schedule": "0 9 * * *", "start_at": at, "end_at": at}).body["occurrences"] == [at]
+
+
+def test_a_preview_whose_calendars_leave_no_run_is_a_400_as_for_a_job(api):
+    closed = {"name": "closed-for-good", "ranges": [{"start": "2020-01-01", "end": "9998-12-31"}]}
+    assert api("POST", "/v1/calendars", closed).status == 201
+    fields = {"schedule": "0 0 * * *", "exclude_calendars": ["closed-for-good"]}
+    as_job = api("POST", "/v1/jobs", {**job_body("x"), **fields})
+    as_preview = preview(api, fields)
+    assert as_job.status == as_preview.status == 400
+    assert [d["field"] for d in as_preview.error["details"]] == ["exclude_calendars"]

@@ -109,7 +109,7 @@ def test_a_window_holding_no_occurrence_is_refused():
     found = details(spec(schedule="0 0 1 1 *", start_at="2027-02-01T00:00:00Z", end_at="2027-03-01T00:00:00Z"))
     assert found == {"schedule": "never fires between start_at and end_at"}
     assert details(spec(start_at="2027-03-01T00:00:00Z", end_at="2027-02-01T00:00:00Z")) == {
-        "end_at": "must be after start_at"
+        "end_at": "must not be before start_at (both are included)"
     }
 
 

@@ -21,7 +21,7 @@ from scheduler.api.pages import cursor_position
 from scheduler.api.routes import rule
 from scheduler.api.serialize import Execution, execution_json
 from scheduler.core.domain import ExecutionStatus
-from scheduler.core.errors import NO_SUCH_EXECUTION
+from scheduler.core.errors import NO_SUCH_EXECUTION, NotFound
 from scheduler.core.timeutil import format_time
 from scheduler.schedules import Spread, explain_occurrences, schedule_for
 from scheduler.schedules.calendars import Calendar
@@ -87,7 +87,8 @@ class SchedulePreview(BaseModel):
     job_id: str | None = Field(
         default=None,
         max_length=64,
-        description="The job whose id seeds the `spread` (default: none, an example offset).",
+        description="The job whose id seeds the `spread` (default: none, an example offset); one of "
+        "yours without `start_at` here also anchors `rate()` and `@every` at its creation, as its runs are.",
     )
 
     @field_validator("job_id")
@@ -249,6 +250,7 @@ def preview_schedule(preview: Annotated[SchedulePreview, Body()], store: StoreDe
     spread = None
     if spec.spread is not None:
         spread = Spread(spec.spread.window_seconds, spec.spread.mode, preview.job_id or "")
+    created_at = _creation_of(store, owner, preview.job_id) if spec.start_at is None else None
     found = explain_occurrences(
         when,
         timezone=spec.timezone,
@@ -259,21 +261,63 @@ def preview_schedule(preview: Annotated[SchedulePreview, Body()], store: StoreDe
         spread=spread,
         calendars=calendars,
         on_excluded=spec.on_excluded,
+        created_at=created_at,
     )
+    if not found and calendars:
+        _refuse_calendars_leaving_nothing(spec, when, after, created_at)
     if not preview.explain:
         items: list[Any] = [format_time(item.at) for item in found]
     else:
-        items = _explained(found, spec, calendars, when, after)
+        items = _explained(found, spec, calendars, when, created_at or after, after)
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body={"occurrences": items})
 
 
+def _refuse_calendars_leaving_nothing(spec: JobSpec, when: When, after: datetime, created_at: datetime | None) -> None:
+    """A schedule that fires without its calendars but that they leave with no run: the 400 on
+    ``exclude_calendars`` a job of these fields gets, not an empty list."""
+    if isinstance(when, datetime):
+        return
+    alone = explain_occurrences(
+        when,
+        timezone=spec.timezone,
+        start_at=spec.start_at,
+        end_at=spec.end_at,
+        after=after,
+        count=1,
+        created_at=created_at,
+    )
+    if alone:
+        within = "before its end_at" if spec.end_at is not None else "in the coming 50 years"
+        raise BadRequest(
+            "exclude_calendars", f"leave no run of the schedule {within} (a job would complete at once, for good)"
+        )
+
+
+def _creation_of(store: Any, owner: str, job_id: str | None) -> datetime | None:
+    """The creation of the caller's job ``job_id``, which its ``rate()`` and ``@every`` count from
+    when it has no ``start_at``; None without one (another owner's job is as no job: its id
+    still seeds the spread, and says nothing of it)."""
+    if job_id is None:
+        return None
+    try:
+        return store.get_job(owner, job_id).created_at
+    except NotFound:
+        return None
+
+
 def _explained(
-    found: list[Occurrence], spec: JobSpec, calendars: Sequence[Calendar], when: When, after: datetime
+    found: list[Occurrence],
+    spec: JobSpec,
+    calendars: Sequence[Calendar],
+    when: When,
+    anchor: datetime,
+    after: datetime,
 ) -> list[dict[str, Any]]:
     """The preview's items with ``explain``: each time's expression and spread offset, and what
     the calendars did: a shifted time names the occurrence it was moved from, and the occurrences
-    they leave out (``skip``) are listed between the others with ``excluded_by``."""
-    base = schedule_for(when, spec.timezone, interval_anchor(spec.start_at, after))
+    they leave out (``skip``) are listed between the others with ``excluded_by``. ``anchor``:
+    what a ``rate()`` counts from without ``start_at`` (a job's creation, else ``after``)."""
+    base = schedule_for(when, spec.timezone, interval_anchor(spec.start_at, anchor))
     entries: list[dict[str, Any]] = [{"at": item.occurrence} for item in found]
     if calendars and not isinstance(when, datetime):
         entries = explain(base, calendars, spec.on_excluded, [item.occurrence for item in found], after, spec.start_at)

@@ -77,9 +77,8 @@ def preview(args: argparse.Namespace, client: Any) -> int:
         raise UsageError("SCHEDULE is empty")
     if args.job_id is not None:  # a name, as every other JOB argument takes, or an id
         args.job_id = client.resolve_job_id(args.job_id)
-        if args.start_at is None:  # its rate() and @every count from its anchor, as its runs do
-            job = client.get_job(args.job_id)
-            args.start_at = job.get("start_at") or job.get("created_at")
+        if args.start_at is None:  # its own start_at bounds it; without one, the API counts from its creation
+            args.start_at = client.get_job(args.job_id).get("start_at")
     answer = client.preview_schedule(preview_request(args))
     if print_data(args.output, answer):
         return EXIT_OK

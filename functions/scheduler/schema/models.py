@@ -462,17 +462,19 @@ class JobSpec(_Strict):
             )
         if self.spread is not None and self.run_at is not None:
             raise _FieldError("spread", "applies to schedule or schedules, not to a one-off's run_at")
-        if self.start_at and self.end_at and self.end_at <= self.start_at:
-            raise _FieldError("end_at", "must be after start_at")
+        if self.start_at and self.end_at and self.end_at < self.start_at:
+            raise _FieldError("end_at", "must not be before start_at (both are included)")
         schedule = self._parsed()
         if schedule is not None and not schedule.one_off:
             # From start_at, which may be an occurrence itself, else from now. A window with no
             # occurrence is refused; an end_at already past without a start_at is a job completed.
-            first = schedule.next_after(just_before(self.start_at) if self.start_at else datetime.now(UTC))
+            now = datetime.now(UTC)
+            first = schedule.next_after(just_before(self.start_at) if self.start_at else now)
             if first is None:
                 raise _FieldError(given[0], "never fires (no matching time in the coming years)")
-            if self.start_at is not None and self.end_at is not None and first > self.end_at:
-                raise _FieldError(given[0], "never fires between start_at and end_at")
+            if self.end_at is not None and first > self.end_at and (self.start_at is not None or self.end_at > now):
+                between = "start_at" if self.start_at is not None else "now"
+                raise _FieldError(given[0], f"never fires between {between} and end_at")
         if self.run_at is not None and self.exclude_calendars:
             raise _FieldError("exclude_calendars", "applies to a schedule, not to a one-off run_at")
         return self
