@@ -28,3 +28,10 @@ def test_a_rule_sets_change_names_the_rule_and_the_field():
 def test_lists_of_values_are_compared_whole():
     assert differences({"tags": ["a", "b"]}, {"tags": ["a"]}) == ['tags: ["a"] -> ["a", "b"]']
     assert differences({"dates": ["2026-12-24"]}, {"dates": ["2026-12-24"]}) == []
+
+
+def test_a_first_alert_rule_reads_as_its_fields_not_as_the_list_taken_away():
+    added = differences({"alerts": [{"on": "failure", "target": {"url": "x"}}]}, {"alerts": []})
+    assert added == ['alerts.0.on: null -> "failure"', 'alerts.0.target.url: null -> "x"']
+    assert differences({"alerts": []}, {"alerts": [{"on": "failure"}]}) == ['alerts.0.on: "failure" -> null']
+    assert differences({"tags": []}, {"tags": ["x"]}) == ['tags: ["x"] -> []']

@@ -138,8 +138,17 @@ def differences(wanted: dict[str, Any] | None, stored: dict[str, Any] | None) ->
     if wanted is None or stored is None:
         return ["(the definition is checked by the API)"]
     new, old = _flat(wanted), _flat(stored)
+    keys = set(new) | set(old)
     return [
         f"{key}: {_shown(old.get(key))} -> {_shown(new.get(key))}"
-        for key in sorted(set(new) | set(old))
-        if new.get(key) != old.get(key)
+        for key in sorted(keys)
+        if new.get(key) != old.get(key) and not _emptied_into_items(key, old, new, keys)
     ]
+
+
+def _emptied_into_items(key: str, old: dict[str, Any], new: dict[str, Any], keys: set[str]) -> bool:
+    """Whether ``key`` is an empty list or object on one side whose items the other side lists
+    (``alerts: []`` against ``alerts.0.on``...): those lines say the change; ``[] -> null`` would
+    read as if the field were taken away."""
+    empty = old.get(key) if key not in new else new.get(key) if key not in old else None
+    return empty in ([], {}) and any(other.startswith(key + ".") for other in keys)
