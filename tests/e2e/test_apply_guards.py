@@ -142,3 +142,21 @@ def test_the_smaller_guards(api, tmp_path):
     broken.write_text(json.dumps({"name": "c", "schedule": "@daily", "target": {"type": "sqs"}}))
     refused = _cli(api, "apply", "-f", str(broken))
     assert refused.returncode == 1 and "hint:" not in refused.stderr, refused.stderr
+
+
+def test_an_exported_document_is_taken_by_the_command_of_its_kind(api, tmp_path):
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        f'kind: alert_rules\nname: team\ntag: guard\nalerts:\n  - on: failure\n    target: {{url: "{HOOK}"}}\n'
+    )
+    made = _cli(api, "alert-rules", "apply", "-f", str(rules))
+    assert made.returncode == 0, made.stderr
+    assert api.get("/v1/alert-rules/team")["alerts"][0]["target"]["type"] == "http"
+    calendar = tmp_path / "calendar.yaml"
+    calendar.write_text('kind: calendar\nname: closures\ndates: ["2030-12-24"]\n')
+    assert _cli(api, "calendars", "apply", "-f", str(calendar)).returncode == 0
+    job = tmp_path / "job.yaml"
+    job.write_text(f'kind: job\nname: k\nschedule: "@daily"\ntarget: {{url: "{HOOK}"}}\n')
+    assert _cli(api, "jobs", "create", "-f", str(job)).returncode == 0
+    wrong = _cli(api, "jobs", "create", "-f", str(calendar))
+    assert wrong.returncode == 2 and "kind: 'calendar' is not a job" in wrong.stderr

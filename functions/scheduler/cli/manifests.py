@@ -342,9 +342,9 @@ def with_secret_references(definition: dict[str, Any], source: str) -> dict[str,
         # Its secret places are those of its type (a patch's target may not say it: it keeps none)
         mapped = map_secrets(_typed(out["target"]), targets(""))
         out["target"] = mapped if "type" in out["target"] else {k: v for k, v in mapped.items() if k != "type"}
-    if isinstance(out.get("alerts"), list):
+    if isinstance(out.get("alerts"), list):  # a rule's target is whole: its type defaults as apply's does
         out["alerts"] = [
-            {**rule, "target": map_secrets(rule["target"], targets(f"alerts.{i}."))}
+            {**rule, "target": map_secrets(_typed(rule["target"]), targets(f"alerts.{i}."))}
             if isinstance(rule, dict) and isinstance(rule.get("target"), dict)
             else rule
             for i, rule in enumerate(out["alerts"])

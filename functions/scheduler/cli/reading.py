@@ -181,7 +181,15 @@ def parse_definition(text: str, source: str = "-", kind: str = "job") -> dict[st
         raise UsageError(f"{source}: empty {kind} definition")
     if not isinstance(data, dict):
         raise UsageError(f"{source}: a {kind} definition must be a mapping (JSON object), not {type(data).__name__}")
-    return {k: v for k, v in data.items() if k not in READ_ONLY_FIELDS}
+    # A document of apply's files or of an export names its kind: this command's own is taken.
+    written = data.get("kind", _KIND_WORDS.get(kind))
+    if written != _KIND_WORDS.get(kind):
+        raise UsageError(f"{source}: kind: {written!r} is not a {kind} (apply -f takes every kind)")
+    return {k: v for k, v in data.items() if k not in READ_ONLY_FIELDS and k != "kind"}
+
+
+# How a document names each kind (``kind: alert_rules``), by the noun the commands use.
+_KIND_WORDS = {"job": "job", "calendar": "calendar", "alert rule set": "alert_rules"}
 
 
 def _parse_yaml(text: str, source: str) -> Any:
