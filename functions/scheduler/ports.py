@@ -30,7 +30,6 @@ from scheduler.core.domain import (
     Plan,
     RunOverrides,
     StartedExecution,
-    Trigger,
 )
 from scheduler.core.limits import SlotHandBack, TargetLimit
 from scheduler.core.records import RecordedSkip, SkipTrim
@@ -380,8 +379,13 @@ class ExecutionStore(CompletionStore, Protocol):
 
     def claim_and_start(self, limit: int, lease_margin_seconds: float = 30) -> list[Claim]: ...
 
-    def lost_runs(self, job_id: str, scheduled_at: datetime, trigger: Trigger) -> int:
-        """How often a manual or chained run (of its request's time) was lost with its runner."""
+    def lost_runs(self, started: StartedExecution) -> int:
+        """How often a manual or chained run (of its request's time) was lost with its runner;
+        ``started``, started for it again, numbered after them."""
+        ...
+
+    def jobs_still_stored(self, job_ids: Sequence[str]) -> set[str]:
+        """Which of these jobs still exist (the others were deleted)."""
         ...
 
     def take_target_slot(self, limit: TargetLimit, job_id: str, lease_seconds: float) -> str | None:

@@ -385,7 +385,7 @@ def _lost_lines(caplog) -> list[tuple[str, str]]:
     ]
 
 
-def test_an_outcome_recorded_after_its_lease_was_taken_over_is_not_counted(store, pool, target_server):
+def test_an_outcome_recorded_after_its_lease_was_taken_over_is_not_counted(store, pool, target_server, caplog):
     """A delivery that outlived its lease: the claim that took the job over marked its execution
     lost (counted lost), and its own outcome, refused, is counted as nothing else (it was counted
     twice: its status and lost)."""
@@ -402,8 +402,10 @@ def test_an_outcome_recorded_after_its_lease_was_taken_over_is_not_counted(store
         run_fanout(store, reclaiming, budget_seconds=0, metrics=metrics)  # the next claim takes it over
     finally:
         reclaiming.close()
-    [report] = executor.record([finished])
+    with caplog.at_level(logging.INFO, logger="scheduler.runner.executor"):
+        [report] = executor.record([finished])
     assert report.outcome == "fenced" and report.status == "succeeded"
+    assert [r.levelname for r in caplog.records if "outcome not recorded" in r.getMessage()] == ["WARNING"]
     assert store.get_execution(started.execution_id).status == "lost"
     assert metrics.total("Executions", status="lost") == 1
     assert metrics.total("Executions", status="succeeded") == 0
@@ -454,7 +456,10 @@ def test_a_manual_run_lost_with_its_runners_max_attempts_times_is_given_up(store
     assert store.start_execution(job_id, claim.lock_token).trigger == "manual"  # ...and its runner dies
     _expire_lease(pool, job_id)
     [claim] = store.claim_and_start(1)  # local mode: lost once, delivered again (2 allowed)
-    assert claim.reclaimed and Executor(store, lambda t: t, LOCAL).with_losses(claim.started).lost_before == 1
+    again_started = Executor(store, lambda t: t, LOCAL).with_losses(claim.started)
+    assert claim.reclaimed and again_started.lost_before == 1
+    # Delivered again as attempt 2, as a scheduled occurrence's would be: its header and its row.
+    assert again_started.attempt == 2 and store.get_execution(again_started.execution_id).attempt == 2
     _expire_lease(pool, job_id)  # ...and this runner dies too
     [again] = store.claim_due(1, 60)
     report = execute_invoke(again.to_event(), store=store, decrypt_target=lambda t: t, policy=LOCAL)
@@ -570,3 +575,20 @@ def test_a_runner_with_39_idle_executors_claims_32(store, pool):
 
     run_fanout(store, ThirtyNineIdle(), budget_seconds=0, batch_size=100)
     assert claimed == [32, 18]
+
+
+def test_a_job_deleted_during_its_delivery_is_said_so_not_as_a_lease_lost(store, pool, target_server, caplog):
+    """Its outcome is refused (the job and its executions are gone), and the log says why: no
+    lease was taken over, which the warning "lease lost" would have an operator look for."""
+    job = service.create_job(store, OWNER, http_spec("short-lived", "0 0 1 1 *", url=target_server.url))
+    make_due(pool, str(job.id))
+    executor = Executor(store, lambda t: t, LOCAL, MemoryMetrics())
+    [claim] = store.claim_due(1, 60)
+    started = executor.start(claim)
+    finished = executor.deliver(started, claim.lock_token)
+    service.delete_job(store, OWNER, str(job.id))
+    with caplog.at_level(logging.INFO, logger="scheduler.runner.executor"):
+        [report] = executor.record([finished])
+    assert report.outcome == "fenced"
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if "outcome not recorded" in r.getMessage()]
+    assert said == [("INFO", "job deleted during its delivery; outcome not recorded")]

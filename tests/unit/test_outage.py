@@ -38,7 +38,7 @@ def test_an_outage_is_said_once_then_each_minute_then_its_end(caplog, monkeypatc
     assert _said(caplog) == [
         ("ERROR", f"the database is unavailable ({ERROR}); deliveries wait for it, trying again every second"),
         ("ERROR", f"the database is still unavailable after 60 s ({ERROR}); deliveries wait"),
-        ("WARNING", "the database is available again (it was not for 65 s); deliveries go on"),
+        ("WARNING", "the database is available again (deliveries waited 65 s for it); deliveries go on"),
     ]
     assert outage.began is None
 
@@ -94,3 +94,36 @@ def test_a_fault_while_recording_keeps_its_traceback(caplog):
     said = _recorded(caplog, RuntimeError("a bug"))
     assert said[0] == ("WARNING", "recording outcomes failed; retrying until the leases would expire", True)
     assert said[-1] == ("ERROR", "outcomes not recorded; their jobs run again when the leases expire", True)
+
+
+def test_the_runner_says_the_outage_is_over_within_its_30_s_not_after_a_minute_long_fan_out(monkeypatch):
+    """Local mode's runner: once the database answers again, its fan-outs run at most 30 s until
+    the outage is said to be over (a fan-out of a minute put the line a minute late)."""
+    import threading
+    import types
+
+    from scheduler.local import background
+    from scheduler.runner import fanout
+
+    clock = [0.0]
+    monkeypatch.setattr(outage_module.time, "monotonic", lambda: clock[0])
+    stop = threading.Event()
+    budgets: list[float] = []
+
+    def run_fanout(store, dispatch, *, budget_seconds, **kwargs):
+        budgets.append(budget_seconds)
+        if len(budgets) == 1:
+            raise ERROR  # the database is away
+        clock[0] += budget_seconds  # a fan-out lasts its budget
+        if len(budgets) == 4:
+            stop.set()
+
+    monkeypatch.setattr(fanout, "run_fanout", run_fanout)
+    store = types.SimpleNamespace(now=lambda: None)
+    deps = types.SimpleNamespace(store=store, metrics=None)
+    settings = types.SimpleNamespace(
+        precision="second", claim_batch_size=10, claim_lease_seconds=60, execution_retention_days=30
+    )
+    monkeypatch.setattr(stop, "wait", lambda seconds=None: clock.__setitem__(0, clock[0] + (seconds or 0)))
+    background.run_runner(deps, settings, dispatch=None, stop=stop)
+    assert budgets == [60.0, 30.0, 60.0, 60.0]  # the one after the outage, 30 s: then it is over

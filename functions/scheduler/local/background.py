@@ -28,6 +28,8 @@ def run_runner(deps: Any, settings: Settings, dispatch: Any, stop: threading.Eve
                 deps.store.now()  # the database answers again: the fan-out resumes
                 outage.answers()
             budget = 60.0 if settings.precision == "second" else 0.0
+            if outage.began is not None:  # its end is said once the database answered for 30 s, not a minute
+                budget = min(budget, Outage.CONFIRM_SECONDS)
             run_fanout(
                 deps.store,
                 dispatch,

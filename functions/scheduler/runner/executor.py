@@ -194,6 +194,14 @@ class Executor:
             reports.extend(self.record([future.result() for future in ended]))
         return reports
 
+    def _still_stored(self, job_ids: Sequence[str]) -> set[str]:
+        """The jobs of refused outcomes still stored (a lease lost), the others deleted; all
+        taken as stored when the database cannot say (the warning as before)."""
+        try:
+            return self.store.jobs_still_stored(job_ids)
+        except Exception:
+            return set(job_ids)
+
     def start(self, claim: Claim) -> StartedExecution | ExecutionReport:
         """Start a claim: its execution, or a report when the lease was lost (nothing to do)."""
         job_id = claim.job_id
@@ -214,8 +222,8 @@ class Executor:
         kills its runner every time)."""
         if started.trigger not in (Trigger.MANUAL, Trigger.CHAIN):
             return started
-        lost = self.store.lost_runs(str(started.job.id), started.scheduled_at, started.trigger)
-        return structs.replace(started, lost_before=lost)
+        lost = self.store.lost_runs(started)
+        return structs.replace(started, lost_before=lost, attempt=1 + lost) if lost else started
 
     def count_lateness(self, executions: Iterable[StartedExecution]) -> None:
         """Count how late each started execution began (``telemetry.count_lateness``)."""
@@ -428,12 +436,16 @@ class Executor:
         # The outcomes written only: one refused (the lease taken over) was counted lost by the claim.
         for status, count in Counter(done.result.status for done, ok in zip(finished, recorded) if ok).items():
             self.metrics.count(c.METRIC_EXECUTIONS, count, status=status)
+        refused = [done.job_id for done, written in zip(finished, recorded) if not written]
+        kept = self._still_stored(refused) if refused else set()
         for done, written in zip(finished, recorded):
             result, log = done.result, log_fields(done.started)
             if not written:
-                logger.warning(
-                    "lease lost; outcome not recorded", extra={**log, "status": result.status, "error": result.error}
-                )
+                extra = {**log, "status": result.status, "error": result.error}
+                if done.job_id in kept:
+                    logger.warning("lease lost; outcome not recorded", extra=extra)
+                else:  # deleted meanwhile, with its executions: nothing taken over
+                    logger.info("job deleted during its delivery; outcome not recorded", extra=extra)
                 reports.append(ExecutionReport(done.job_id, "fenced", done.started.execution_id, result.status))
                 continue
             if result.status == ExecutionStatus.SKIPPED:  # missed (``attempts.missed``): on record as a skip too

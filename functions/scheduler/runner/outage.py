@@ -47,5 +47,9 @@ class Outage:
             self._answering_since = now
         if now - self._answering_since >= self.CONFIRM_SECONDS:
             lasted = self._answering_since - self.began
-            logger.warning("the database is available again (it was not for %.0f s); %s go on", lasted, self.what)
+            # From the loop's first failure: the outage may have begun before it (a call waits
+            # up to 10 s for a connection), so it is said as what the loop waited.
+            logger.warning(
+                "the database is available again (%s waited %.0f s for it); %s go on", self.what, lasted, self.what
+            )
             self.began = self._answering_since = None

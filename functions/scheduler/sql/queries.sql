@@ -381,9 +381,23 @@ RETURNING j.job_id, j.lock_token, j.lease_kind, j.locked_until, j.due_at, now() 
 -- How often a manual or chained run (its trigger and scheduled_at: the request's) was lost with
 -- its runner, read when its lease is reclaimed (attempts.given_up bounds it). The execution
 -- started at or after its request: the day partitions before are pruned, the rest probed by key.
-SELECT count(*) AS lost FROM executions
-WHERE job_id = %(job_id)s AND started_at >= %(scheduled_at)s::timestamptz
-  AND scheduled_at = %(scheduled_at)s::timestamptz AND trigger = %(trigger)s AND status = 'lost';
+-- The execution started for it again is numbered after those lost (attempt 2 after one), as a
+-- scheduled occurrence's is: its X-Scheduler-Attempt and its row say the same.
+WITH lost AS (
+    SELECT count(*) AS lost FROM executions
+    WHERE job_id = %(job_id)s AND started_at >= %(scheduled_at)s::timestamptz
+      AND scheduled_at = %(scheduled_at)s::timestamptz AND trigger = %(trigger)s AND status = 'lost'
+), renumbered AS (
+    UPDATE executions SET attempt = 1 + (SELECT lost FROM lost)
+    WHERE id = %(execution_id)s AND started_at = %(started_at)s::timestamptz AND (SELECT lost FROM lost) > 0
+    RETURNING id
+)
+SELECT lost FROM lost;
+
+-- name: jobs_still_stored
+-- Which of the jobs whose outcomes were refused still exist (the others were deleted during
+-- their delivery, not taken over): read on that rare path only, for the log line.
+SELECT id::text AS id FROM job_specs WHERE id = ANY(%(ids)s::uuid[]);
 
 -- name: mark_executions_lost
 -- The orphans a claim_due found (each array one element per execution: its job, its id and its

@@ -6,10 +6,9 @@ share, the due backlog, the time to the next due job, and a reclaimed manual run
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
-from scheduler.core.domain import Claim, DueBacklog, Trigger
+from scheduler.core.domain import Claim, DueBacklog, StartedExecution
 from scheduler.sql import QUERIES
 from scheduler.store.rows import retry_on_dead_connection
 
@@ -29,12 +28,27 @@ class LeaseLooks:
             )
 
     @retry_on_dead_connection
-    def lost_runs(self, job_id: str, scheduled_at: datetime, trigger: Trigger) -> int:
+    def lost_runs(self, started: StartedExecution) -> int:
         """How often the job's manual or chained run of ``scheduled_at`` (its request's time) was
-        lost with its runner (its executions marked lost)."""
-        params = {"job_id": job_id, "scheduled_at": scheduled_at, "trigger": str(trigger)}
+        lost with its runner (its executions marked lost); ``started``, its execution started
+        again, is numbered after them (attempt 2 after one loss)."""
+        params = {
+            "job_id": str(started.job.id),
+            "scheduled_at": started.scheduled_at,
+            "trigger": str(started.trigger),
+            "execution_id": started.execution_id,
+            "started_at": started.started_at,
+        }
         with self.pool.connection() as conn:
             return int(conn.execute(QUERIES["lost_runs"], params).fetchone()["lost"])
+
+    @retry_on_dead_connection
+    def jobs_still_stored(self, job_ids: Sequence[str]) -> set[str]:
+        """Which of ``job_ids`` are still stored (an outcome refused for a job deleted during
+        its delivery is not a lease taken over)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(QUERIES["jobs_still_stored"], {"ids": list(job_ids)}).fetchall()
+        return {row["id"] for row in rows}
 
     @retry_on_dead_connection
     def due_backlog(self) -> DueBacklog:
