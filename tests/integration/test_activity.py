@@ -305,6 +305,9 @@ def test_a_window_without_an_occurrence_is_refused_from_now_and_a_one_instant_wi
     assert refused.status == 400 and refused.error["details"] == [
         {"field": "schedule", "message": "never fires between now and end_at"}
     ]
+    # An edit is not a creation: a job brought to its last stretch is changed, and completes.
+    ending = api("PATCH", f"/v1/jobs/{never.body['id']}", {"end_at": soon.isoformat()})
+    assert ending.status == 200 and ending.body["state"] == "completed", ending.body
     at = "2030-01-05T09:00:00Z"
     one = api("POST", "/v1/jobs", job_body("one-instant", schedule="0 9 * * *", timezone="UTC", start_at=at, end_at=at))
     assert one.status == 201 and one.body["next_run_at"] == at

@@ -468,13 +468,13 @@ class JobSpec(_Strict):
         if schedule is not None and not schedule.one_off:
             # From start_at, which may be an occurrence itself, else from now. A window with no
             # occurrence is refused; an end_at already past without a start_at is a job completed.
-            now = datetime.now(UTC)
-            first = schedule.next_after(just_before(self.start_at) if self.start_at else now)
+            # (Without start_at, a new job's window from now is the create's check, not the
+            # model's: an edit of a job in its last stretch keeps its window.)
+            first = schedule.next_after(just_before(self.start_at) if self.start_at else datetime.now(UTC))
             if first is None:
                 raise _FieldError(given[0], "never fires (no matching time in the coming years)")
-            if self.end_at is not None and first > self.end_at and (self.start_at is not None or self.end_at > now):
-                between = "start_at" if self.start_at is not None else "now"
-                raise _FieldError(given[0], f"never fires between {between} and end_at")
+            if self.start_at is not None and self.end_at is not None and first > self.end_at:
+                raise _FieldError(given[0], "never fires between start_at and end_at")
         if self.run_at is not None and self.exclude_calendars:
             raise _FieldError("exclude_calendars", "applies to a schedule, not to a one-off run_at")
         return self
