@@ -102,6 +102,8 @@ def test_a_dry_run_says_what_the_api_would_refuse_and_fails(api, tmp_path):
     assert real.returncode == 1 and f"apply: bad-cron ({spec}#1) would be refused:" in real.stderr
     assert "schedule: minute field: 61" in real.stderr and "nothing was changed" in real.stderr
     assert "good" not in _jobs(api)
+    as_json = _cli(api, "apply", "-f", str(spec), "-o", "json")
+    assert as_json.returncode == 1 and list(json.loads(as_json.stdout)["refused"]) == ["bad-cron"]
 
 
 def test_a_one_off_that_deleted_itself_is_not_created_again(api, tmp_path):
