@@ -160,3 +160,18 @@ def test_an_exported_document_is_taken_by_the_command_of_its_kind(api, tmp_path)
     assert _cli(api, "jobs", "create", "-f", str(job)).returncode == 0
     wrong = _cli(api, "jobs", "create", "-f", str(calendar))
     assert wrong.returncode == 2 and "kind: 'calendar' is not a job" in wrong.stderr
+
+
+def test_a_renamed_job_leaves_the_old_one_said_not_deleted(api, tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f'name: report-v1\nschedule: "@daily"\ntags: [reports]\ntarget: {{url: "{HOOK}"}}\n')
+    assert _cli(api, "apply", "-f", str(spec)).returncode == 0
+    spec.write_text(spec.read_text().replace("report-v1", "report-v2"))
+    renamed = _cli(api, "apply", "-f", str(spec))
+    assert renamed.returncode == 0, renamed.stderr
+    assert "stored jobs tagged reports that no file defines: report-v1" in renamed.stderr
+    assert "--prune --selector tag=reports" in renamed.stderr
+    assert {j["name"] for j in api.get("/v1/jobs")["jobs"]} == {"report-v1", "report-v2"}
+    pruned = _cli(api, "apply", "-f", str(spec), "--prune", "--selector", "tag=reports")
+    assert pruned.returncode == 0 and "- report-v1 (deleted)" in pruned.stdout
+    assert "no file defines" not in pruned.stderr

@@ -65,7 +65,12 @@ class Step:
 
 
 def plan(
-    resolved: list[Resolved], client: Any, *, resend_secrets: bool, chained: dict[str, set[str]] | None = None
+    resolved: list[Resolved],
+    client: Any,
+    *,
+    resend_secrets: bool,
+    chained: dict[str, set[str]] | None = None,
+    strays: dict[str, list[str]] | None = None,
 ) -> list[Step]:
     """One step per document: create what is absent, update what differs. Each kind the files
     hold is listed once, and each stored object compared with its document as its page arrives:
@@ -73,8 +78,10 @@ def plan(
     listing of 50,000 jobs is some 500 MB of answers). A stored chain that names a job by its id
     is the same as the file's by that job's name (as ``export`` writes it). ``chained`` gets,
     for each job a chain names (by name or id), the jobs whose chains name it: the stored jobs
-    no file defines, and the files' jobs."""
+    no file defines, and the files' jobs. ``strays`` gets, by each tag of the files' jobs, the
+    stored jobs of that tag that no file defines (a job renamed in the files, or taken out)."""
     wanted = {(item.document.kind, item.document.name): i for i, item in enumerate(resolved)}
+    tags = {str(t) for item in resolved if item.document.kind == "job" for t in item.definition.get("tags") or ()}
     steps: list[Step | None] = [None] * len(resolved)
     names = ChainNames(client)
     for kind in KINDS:
@@ -87,8 +94,12 @@ def plan(
                 i = wanted.get((kind, current.get("name")))
                 if i is not None:
                     steps[i] = _compared(resolved[i], current, resend_secrets, by_name.get(current.get("id")))
-                elif kind == "job" and chained is not None:
-                    note_chains(chained, current)
+                elif kind == "job":
+                    if chained is not None:
+                        note_chains(chained, current)
+                    if strays is not None:
+                        for tag in set(current.get("tags") or ()) & tags:
+                            strays.setdefault(tag, []).append(str(current.get("name")))
     if chained is not None:
         for item in resolved:
             if item.document.kind == "job":
@@ -368,7 +379,20 @@ def apply(args: argparse.Namespace, client: Any) -> int:
     # after those its chains name (the API refuses a chain to a job that does not exist yet).
     resolved = chained_after(sorted(resolved, key=lambda item: _APPLY_ORDER[item.document.kind]))
     chained: dict[str, set[str]] = {}
-    steps = plan(resolved, client, resend_secrets=args.resend_secrets, chained=chained if args.prune else None)
+    strays: dict[str, list[str]] = {}
+    steps = plan(
+        resolved,
+        client,
+        resend_secrets=args.resend_secrets,
+        chained=chained if args.prune else None,
+        strays=None if args.prune else strays,
+    )
+    for tag, names in sorted(strays.items()):  # a rename leaves the old job: said, never deleted unasked
+        shown = ", ".join(sorted(names)[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        print(
+            f"apply: stored jobs tagged {tag} that no file defines: {shown} (--prune --selector tag={tag} deletes them)",
+            file=sys.stderr,
+        )
     if args.prune:
         pruned = prune_steps(client, args.selector, {d.name for d in documents if d.kind == "job"})
         refuse_pruning_chained(pruned, chained)
