@@ -170,10 +170,11 @@ def check_definition(definition: Mapping[str, Any]) -> None:
 _SECRET_PATH = re.compile(r"^(alerts\.\d+\.)?target\.(auth\.(password|token|value)|url|headers\.([^.]+))\Z")
 
 
-def check_secret_paths(paths: Iterable[str]) -> None:
+def check_secret_paths(paths: Iterable[str], definition: Mapping[str, Any]) -> None:
     """Refuse, at synth time, a ``secrets=`` path that names no secret's place (a typo such as
-    ``target.auth.tokne`` would be a 400 at deployment), or a header whose name is not a
-    credential's (its value would be stored and answered as written)."""
+    ``target.auth.tokne`` would be a 400 at deployment), a header whose name is not a
+    credential's, or the ``url`` of a target that is not AMQP (only a broker URL's password is
+    sealed: an HTTP URL, a webhook's, would be stored and answered as written)."""
     for path in paths:
         found = _SECRET_PATH.match(path)
         if found is None:
@@ -181,12 +182,28 @@ def check_secret_paths(paths: Iterable[str]) -> None:
                 f"secrets: {path}: not a secret's place; one of target.auth.password, target.auth.token, "
                 "target.auth.value, target.url, target.headers.<credential header>, the same under alerts.<n>."
             )
+        if path.endswith("target.url") and _target_at(definition, found.group(1)).get("type") != "amqp":
+            raise ValueError(
+                f"secrets: {path}: only an AMQP target's url holds a secret (its password); another target's url "
+                "would be stored and answered as written: put its credential in auth or a credential header"
+            )
         header = found.group(4)
         if header is not None and not C.is_secret_header(header):
             raise ValueError(
                 f"secrets: {path}: {header} is not a credential header (Authorization, *token*, *key*, *secret*, "
                 "*password*...): its value would be stored and answered as written"
             )
+
+
+def _target_at(definition: Mapping[str, Any], alert: str | None) -> Mapping[str, Any]:
+    """The target of a ``secrets=`` path: the job's, or the alert rule's (``alerts.<n>.``)."""
+    owner: Any = definition
+    if alert:
+        rules = definition.get("alerts")
+        index = int(alert.split(".")[1])
+        owner = rules[index] if isinstance(rules, list) and index < len(rules) else {}
+    target = owner.get("target") if isinstance(owner, Mapping) else None
+    return target if isinstance(target, Mapping) else {}
 
 
 def _check_target(given: Any, where: str) -> None:
@@ -307,7 +324,7 @@ class Job(Construct):
         super().__init__(scope, construct_id)
         secrets = dict(secrets or {})
         check_definition(definition)
-        check_secret_paths(secrets)
+        check_secret_paths(secrets, definition)
         provider = JobProvider.of(self, api, python_version, role)
         wired: dict[str, Any] = {}
         for path, given in secrets.items():

@@ -78,6 +78,17 @@ def _checked_definition(name: str, definition: Mapping[str, Any]) -> tuple[str, 
     return definition.get("timezone") or "UTC", kept, compiled
 
 
+# What a job that would complete at once is told (its creation, and the preview of its fields).
+NEVER_BETWEEN_NOW_AND_END = "never fires between now and end_at"
+
+
+def calendars_leave_no_run(has_end_at: bool) -> str:
+    """The message of a schedule its calendars leave with no run (before its end_at, else in the
+    search horizon)."""
+    within = "before its end_at" if has_end_at else "in the coming 50 years"
+    return f"leave no run of the schedule {within} (the job would complete at once, for good)"
+
+
 def refuse_a_schedule_left_without_runs(job: Job, plan: Plan, now: datetime, calendars: Sequence[Calendar]) -> None:
     """A recurring job that would run without its calendars but that they leave with no run in
     the search horizon (50 years: a job would otherwise complete at once, for good) is refused:
@@ -86,11 +97,7 @@ def refuse_a_schedule_left_without_runs(job: Job, plan: Plan, now: datetime, cal
         return
     if lifecycle.plan_first(job, now, calendars=()).state == JobState.COMPLETED:
         return  # it ends without them too (its end_at)
-    within = "before its end_at" if job.end_at is not None else "in the coming 50 years"
-    raise ScheduleError(
-        f"leave no run of the schedule {within} (the job would complete at once, for good)",
-        field="exclude_calendars",
-    )
+    raise ScheduleError(calendars_leave_no_run(job.end_at is not None), field="exclude_calendars")
 
 
 def create_calendar(

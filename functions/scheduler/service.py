@@ -20,6 +20,7 @@ from typing import Any
 from msgspec import structs
 
 from scheduler.calendar_service import (  # noqa: F401 (the calendar operations, re-exported)
+    NEVER_BETWEEN_NOW_AND_END,
     calendars_of_batch,
     create_calendar,
     job_calendars,
@@ -106,7 +107,7 @@ def refuse_a_window_without_runs(job: Job, now: datetime) -> None:
     if job.run_at is not None or job.start_at is not None or job.end_at is None or job.end_at <= now:
         return
     if lifecycle.plan_first(job, now, calendars=()).state == JobState.COMPLETED:
-        raise ScheduleError("never fires between now and end_at", field="schedules" if job.schedules else "schedule")
+        raise ScheduleError(NEVER_BETWEEN_NOW_AND_END, field="schedules" if job.schedules else "schedule")
 
 
 def update_job(

@@ -7,8 +7,6 @@ said, ``--selector`` alone, no hint of a flag apply does not have). Against a li
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import requests
 
@@ -137,11 +135,6 @@ def test_the_smaller_guards(api, tmp_path):
     # --selector without --prune does nothing: refused rather than ignored.
     alone = _cli(api, "apply", "-f", str(listed), "--selector", "tag=x")
     assert alone.returncode == 2 and "--selector picks the jobs --prune may delete" in alone.stderr
-    # A missing field of a file: no hint of a flag apply does not have.
-    broken = tmp_path / "nourl.json"
-    broken.write_text(json.dumps({"name": "c", "schedule": "@daily", "target": {"type": "sqs"}}))
-    refused = _cli(api, "apply", "-f", str(broken))
-    assert refused.returncode == 1 and "hint:" not in refused.stderr, refused.stderr
 
 
 def test_an_exported_document_is_taken_by_the_command_of_its_kind(api, tmp_path):

@@ -204,6 +204,8 @@ def test_a_secrets_path_is_checked_at_synth_and_a_rotation_is_a_property():
         _user_stack_with_secret_path("target.auth.tokne")
     with pytest.raises(ValueError, match="X-Team is not a credential header"):
         _user_stack_with_secret_path("target.headers.X-Team")
+    with pytest.raises(ValueError, match="only an AMQP target's url holds a secret"):
+        _user_stack_with_secret_path("target.url")  # an HTTP target's: a webhook URL, answered as written
     _user_stack_with_secret_path("alerts.0.target.headers.X-Api-Key")  # a place of an alert rule's target
     # A rotation changes nothing in the template unless secrets_version says so.
     _, template = _user_stack(secrets_version="2026-12-08")

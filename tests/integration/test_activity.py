@@ -285,7 +285,13 @@ def test_a_preview_with_a_jobs_id_counts_its_interval_from_the_jobs_creation(api
     """rate() and @every count from a job's creation when it has no start_at: the preview with its
     id shows its real times (it counted from now), and another owner's id is as no id."""
     job = create(api, job_body("every-20", schedule="@every 20s", timezone="UTC"))
+    created = datetime.fromisoformat(job["created_at"].replace("Z", "+00:00"))
     body = {"schedule": "@every 20s", "count": 3}
+    # Seven seconds on (counted from then, the first time would be 27 s after the creation), and
+    # from before the creation (nothing comes before it: not the creation itself).
+    for after in (created + timedelta(seconds=7), created - timedelta(hours=1)):
+        own = preview(api, {**body, "job_id": job["id"], "after": after.isoformat()})
+        assert own.status == 200 and own.body["occurrences"][0] == job["next_run_at"], (after, own.body)
     own = preview(api, {**body, "job_id": job["id"]})
     assert own.status == 200 and own.body["occurrences"][0] == job["next_run_at"]
     explained = preview(api, {**body, "job_id": job["id"], "explain": True})
@@ -312,6 +318,11 @@ def test_a_window_without_an_occurrence_is_refused_from_now_and_a_one_instant_wi
     one = api("POST", "/v1/jobs", job_body("one-instant", schedule="0 9 * * *", timezone="UTC", start_at=at, end_at=at))
     assert one.status == 201 and one.body["next_run_at"] == at
     assert preview(api, {"schedule": "0 9 * * *", "start_at": at, "end_at": at}).body["occurrences"] == [at]
+    # The preview of the refused fields: the same 400 (from now), an empty list from a later after.
+    fields = {"schedule": cron, "end_at": soon.isoformat()}
+    assert preview(api, fields).error["details"] == refused.error["details"]
+    later = preview(api, {**fields, "after": (soon + timedelta(days=1)).isoformat()})
+    assert later.status == 200 and later.body["occurrences"] == []
 
 
 def test_a_preview_whose_calendars_leave_no_run_is_a_400_as_for_a_job(api):

@@ -33,5 +33,5 @@ def test_lists_of_values_are_compared_whole():
 def test_a_first_alert_rule_reads_as_its_fields_not_as_the_list_taken_away():
     added = differences({"alerts": [{"on": "failure", "target": {"url": "x"}}]}, {"alerts": []})
     assert added == ['alerts.0.on: null -> "failure"', 'alerts.0.target.url: null -> "x"']
-    assert differences({"alerts": []}, {"alerts": [{"on": "failure"}]}) == ['alerts.0.on: "failure" -> null']
+    assert differences({"alerts": []}, {"alerts": [{"on": "failure"}]}) == ['alerts: [{"on": "failure"}] -> []']
     assert differences({"tags": []}, {"tags": ["x"]}) == ['tags: ["x"] -> []']

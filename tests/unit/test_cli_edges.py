@@ -80,3 +80,23 @@ def test_yaml_output_uses_libyaml_when_pyyaml_has_it():
     assert yaml.__with_libyaml__
     assert issubclass(yaml_dumper(), yaml.CSafeDumper)
     assert not issubclass(yaml_dumper(pure=True), yaml.CSafeDumper)
+
+
+def test_a_missing_field_hints_at_its_flag_in_jobs_create_but_not_in_apply(capsys, monkeypatch):
+    """apply reads files: a hint of a flag (give --url URL) it does not have would mislead."""
+    import argparse
+
+    import scheduler.cli.api as cli_api
+    from scheduler.client import ApiCallFailed
+
+    refusal = ApiCallFailed(400, "invalid_request", "bad", [{"field": "target.url", "message": "is required"}])
+    monkeypatch.setattr(cli_api, "make_client", lambda args: None)
+
+    @cli_api.client_command
+    def refused(args, client):
+        raise refusal
+
+    refused(argparse.Namespace())
+    assert "hint: target.url: give --url" in capsys.readouterr().err
+    refused(argparse.Namespace(flag_hints=False))
+    assert "hint:" not in capsys.readouterr().err

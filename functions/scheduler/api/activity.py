@@ -20,6 +20,7 @@ from scheduler.api.jobs import DEFAULT_PAGE_SIZE, Cursor, CursorsDep, Limit, Own
 from scheduler.api.pages import cursor_position
 from scheduler.api.routes import rule
 from scheduler.api.serialize import Execution, execution_json
+from scheduler.calendar_service import NEVER_BETWEEN_NOW_AND_END, calendars_leave_no_run
 from scheduler.core.domain import ExecutionStatus
 from scheduler.core.errors import NO_SUCH_EXECUTION, NotFound
 from scheduler.core.timeutil import format_time
@@ -87,8 +88,9 @@ class SchedulePreview(BaseModel):
     job_id: str | None = Field(
         default=None,
         max_length=64,
-        description="The job whose id seeds the `spread` (default: none, an example offset); one of "
-        "yours without `start_at` here also anchors `rate()` and `@every` at its creation, as its runs are.",
+        description="The job whose id seeds the `spread` (default: none, an example offset). One of "
+        "yours, without `start_at` here, also counts `rate()` and `@every` as its runs do (from its own "
+        "`start_at`, else its creation), and nothing before its creation.",
     )
 
     @field_validator("job_id")
@@ -250,7 +252,7 @@ def preview_schedule(preview: Annotated[SchedulePreview, Body()], store: StoreDe
     spread = None
     if spec.spread is not None:
         spread = Spread(spec.spread.window_seconds, spec.spread.mode, preview.job_id or "")
-    created_at = _creation_of(store, owner, preview.job_id) if spec.start_at is None else None
+    job_anchor = _anchor_of(store, owner, preview.job_id, spec.start_at)
     found = explain_occurrences(
         when,
         timezone=spec.timezone,
@@ -261,20 +263,32 @@ def preview_schedule(preview: Annotated[SchedulePreview, Body()], store: StoreDe
         spread=spread,
         calendars=calendars,
         on_excluded=spec.on_excluded,
-        created_at=created_at,
+        job_anchor=job_anchor,
     )
-    if not found and calendars:
-        _refuse_calendars_leaving_nothing(spec, when, after, created_at)
+    if not found:
+        _refuse_an_empty_preview(spec, when, after, job_anchor, calendars, from_now=preview.after is None)
     if not preview.explain:
         items: list[Any] = [format_time(item.at) for item in found]
     else:
-        items = _explained(found, spec, calendars, when, created_at or after, after)
+        anchor = job_anchor[0] if job_anchor else interval_anchor(spec.start_at, after)
+        items = _explained(found, spec, calendars, when, anchor, after)
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body={"occurrences": items})
 
 
-def _refuse_calendars_leaving_nothing(spec: JobSpec, when: When, after: datetime, created_at: datetime | None) -> None:
-    """A schedule that fires without its calendars but that they leave with no run: the 400 on
-    ``exclude_calendars`` a job of these fields gets, not an empty list."""
+def _refuse_an_empty_preview(
+    spec: JobSpec,
+    when: When,
+    after: datetime,
+    job_anchor: tuple[datetime, datetime] | None,
+    calendars: Sequence[Calendar],
+    *,
+    from_now: bool,
+) -> None:
+    """A preview with no time that a job of these fields could not be created with: the same 400
+    (``service.create_job``'s checks), not an empty list. A schedule that fires without its
+    calendars but that they leave with no run: on ``exclude_calendars``; from now (no ``after``),
+    a window without start_at whose end_at is to come but before the first occurrence: on the
+    schedule's field."""
     if isinstance(when, datetime):
         return
     alone = explain_occurrences(
@@ -284,25 +298,30 @@ def _refuse_calendars_leaving_nothing(spec: JobSpec, when: When, after: datetime
         end_at=spec.end_at,
         after=after,
         count=1,
-        created_at=created_at,
+        job_anchor=job_anchor,
     )
-    if alone:
-        within = "before its end_at" if spec.end_at is not None else "in the coming 50 years"
-        raise BadRequest(
-            "exclude_calendars", f"leave no run of the schedule {within} (a job would complete at once, for good)"
-        )
+    if not alone:
+        if from_now and spec.start_at is None and spec.end_at is not None and spec.end_at > after:
+            raise BadRequest("schedules" if spec.schedules else "schedule", NEVER_BETWEEN_NOW_AND_END)
+        return
+    if calendars:
+        raise BadRequest("exclude_calendars", calendars_leave_no_run(spec.end_at is not None))
 
 
-def _creation_of(store: Any, owner: str, job_id: str | None) -> datetime | None:
-    """The creation of the caller's job ``job_id``, which its ``rate()`` and ``@every`` count from
-    when it has no ``start_at``; None without one (another owner's job is as no job: its id
-    still seeds the spread, and says nothing of it)."""
-    if job_id is None:
+def _anchor_of(
+    store: Any, owner: str, job_id: str | None, start_at: datetime | None
+) -> tuple[datetime, datetime] | None:
+    """The caller's job ``job_id``'s (interval anchor, creation), when the preview gives no
+    ``start_at`` of its own: its ``rate()`` and ``@every`` count from its ``start_at``, else its
+    creation, as its runs do. None without one (another owner's job is as no job: its id still
+    seeds the spread, and says nothing of it)."""
+    if job_id is None or start_at is not None:
         return None
     try:
-        return store.get_job(owner, job_id).created_at
+        job = store.get_job(owner, job_id)
     except NotFound:
         return None
+    return interval_anchor(job.start_at, job.created_at), job.created_at
 
 
 def _explained(

@@ -406,7 +406,7 @@ def apply(args: argparse.Namespace, client: Any) -> int:
                 print(f"    {problem}", file=sys.stderr)
         print(f"apply: {len(refused)} document(s) the API would refuse: nothing was changed", file=sys.stderr)
         if not table:
-            print_data(args.output, {"dry_run": False, "refused": {step.shown: step.refused for step in refused}})
+            print_data(args.output, {**_result([], False), "refused": {step.shown: step.refused for step in refused}})
         return EXIT_API_ERROR
     try:
         carry_out(client, steps, dry_run=args.dry_run, say=print if table else (lambda line: None))

@@ -138,17 +138,26 @@ def differences(wanted: dict[str, Any] | None, stored: dict[str, Any] | None) ->
     if wanted is None or stored is None:
         return ["(the definition is checked by the API)"]
     new, old = _flat(wanted), _flat(stored)
-    keys = set(new) | set(old)
-    return [
-        f"{key}: {_shown(old.get(key))} -> {_shown(new.get(key))}"
-        for key in sorted(keys)
-        if new.get(key) != old.get(key) and not _emptied_into_items(key, old, new, keys)
-    ]
+    # A list emptied (every alert rule taken away): one line for it, not a line a field of each
+    # item ("alerts.0.on: ... -> null" reads as one field cleared).
+    emptied = {key for key in new if new[key] in ([], {}) and key not in old and _has_items(key, old)}
+    lines = [(key, f"{key}: {_shown(_at(stored, key))} -> {_shown(new[key])}") for key in emptied]
+    for key in set(new) | set(old):
+        inside_emptied = any(key.startswith(gone + ".") for gone in emptied)
+        # A list filled (the first rule): its items' lines say it; "[] -> null" would read as
+        # the field taken away.
+        filled = key in old and key not in new and old[key] in ([], {}) and _has_items(key, new)
+        if key not in emptied and not inside_emptied and not filled and new.get(key) != old.get(key):
+            lines.append((key, f"{key}: {_shown(old.get(key))} -> {_shown(new.get(key))}"))
+    return [line for _, line in sorted(lines)]
 
 
-def _emptied_into_items(key: str, old: dict[str, Any], new: dict[str, Any], keys: set[str]) -> bool:
-    """Whether ``key`` is an empty list or object on one side whose items the other side lists
-    (``alerts: []`` against ``alerts.0.on``...): those lines say the change; ``[] -> null`` would
-    read as if the field were taken away."""
-    empty = old.get(key) if key not in new else new.get(key) if key not in old else None
-    return empty in ([], {}) and any(other.startswith(key + ".") for other in keys)
+def _has_items(key: str, flat: dict[str, Any]) -> bool:
+    return any(other.startswith(key + ".") for other in flat)
+
+
+def _at(value: Any, key: str) -> Any:
+    """The value at a dotted path of ``_flat`` (list items by index)."""
+    for part in key.split("."):
+        value = value[int(part)] if isinstance(value, list) else (value or {}).get(part)
+    return value

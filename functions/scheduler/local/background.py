@@ -28,7 +28,9 @@ def run_runner(deps: Any, settings: Settings, dispatch: Any, stop: threading.Eve
                 deps.store.now()  # the database answers again: the fan-out resumes
                 outage.answers()
             budget = 60.0 if settings.precision == "second" else 0.0
-            if outage.began is not None:  # its end is said once the database answered for 30 s, not a minute
+            # Its end is said once the database answered for 30 s, not after a fan-out of a minute
+            # (at minute precision a fan-out is one claim, and the next waits for its minute).
+            if outage.began is not None:
                 budget = min(budget, Outage.CONFIRM_SECONDS)
             run_fanout(
                 deps.store,

@@ -217,9 +217,10 @@ class Executor:
 
     def with_losses(self, started: StartedExecution) -> StartedExecution:
         """``started``, whose lease was reclaimed (its last runner died or stalled), with how often
-        it was lost with its runners when it is a manual or chained run (one read, on that rare
-        path only): ``given_up`` bounds such a run by the job's ``max_attempts`` (a target that
-        kills its runner every time)."""
+        it was lost with its runners when it is a manual or chained run (one statement, on that
+        rare path only): ``given_up`` bounds such a run by the job's ``max_attempts`` (a target
+        that kills its runner every time), and it is numbered after its losses (attempt 2 after
+        one: its row, written by the same statement, and its ``X-Scheduler-Attempt``)."""
         if started.trigger not in (Trigger.MANUAL, Trigger.CHAIN):
             return started
         lost = self.store.lost_runs(started)

@@ -246,17 +246,20 @@ def explain_occurrences(
     spread: Spread | None = None,
     calendars: Sequence[Calendar] = (),
     on_excluded: str = "skip",
-    created_at: datetime | None = None,
+    job_anchor: tuple[datetime, datetime] | None = None,
 ) -> list[Occurrence]:
     """:func:`occurrences`, each explained (:class:`Occurrence`): which expression produced it
-    and the spread offset applied. ``created_at``: a job's creation, which its ``rate()`` and
-    ``@every`` count from when it has no ``start_at`` (default: ``after``)."""
+    and the spread offset applied. ``job_anchor``: a job's (interval anchor, creation), for its
+    own times: its ``rate()`` and ``@every`` count from that anchor (else from ``start_at``, else
+    ``after``), and nothing comes before its creation."""
     after = _instant(after, "after")
+    if job_anchor is not None:
+        after = max(after, job_anchor[1])
     start_at = None if start_at is None else _instant(start_at, "start_at")
     end_at = None if end_at is None else _instant(end_at, "end_at")
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ScheduleError("count must be a whole number >= 1", field="count")
-    base = schedule_for(when, timezone, interval_anchor(start_at, created_at or after))
+    base = schedule_for(when, timezone, job_anchor[0] if job_anchor else interval_anchor(start_at, after))
     since = after if start_at is None else max(after, just_before(start_at))
     schedule = with_calendars(base, calendars, on_excluded, since=since)  # its own occurrences: after "after"
     found: list[Occurrence] = []

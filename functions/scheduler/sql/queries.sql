@@ -389,7 +389,8 @@ WITH lost AS (
       AND scheduled_at = %(scheduled_at)s::timestamptz AND trigger = %(trigger)s AND status = 'lost'
 ), renumbered AS (
     UPDATE executions SET attempt = 1 + (SELECT lost FROM lost)
-    WHERE id = %(execution_id)s AND started_at = %(started_at)s::timestamptz AND (SELECT lost FROM lost) > 0
+    WHERE job_id = %(job_id)s AND started_at = %(started_at)s::timestamptz AND id = %(execution_id)s
+      AND (SELECT lost FROM lost) > 0  -- by its key's (job_id, started_at): one probe, not a day's scan
     RETURNING id
 )
 SELECT lost FROM lost;

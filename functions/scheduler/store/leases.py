@@ -30,8 +30,8 @@ class LeaseLooks:
     @retry_on_dead_connection
     def lost_runs(self, started: StartedExecution) -> int:
         """How often the job's manual or chained run of ``scheduled_at`` (its request's time) was
-        lost with its runner (its executions marked lost); ``started``, its execution started
-        again, is numbered after them (attempt 2 after one loss)."""
+        lost with its runner (its executions marked lost). It writes too: ``started``, the
+        execution started for it again, gets its attempt numbered after them (2 after one loss)."""
         params = {
             "job_id": str(started.job.id),
             "scheduled_at": started.scheduled_at,
