@@ -271,7 +271,7 @@ def preview_schedule(preview: Annotated[SchedulePreview, Body()], store: StoreDe
         items: list[Any] = [format_time(item.at) for item in found]
     else:
         anchor = job_anchor[0] if job_anchor else interval_anchor(spec.start_at, after)
-        items = _explained(found, spec, calendars, when, anchor, after)
+        items = _explained(found, spec, calendars, when, anchor, max(after, job_anchor[1]) if job_anchor else after)
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body={"occurrences": items})
 
 
@@ -335,8 +335,9 @@ def _explained(
     """The preview's items with ``explain``: each time's expression and spread offset, and what
     the calendars did: a shifted time names the occurrence it was moved from, and the occurrences
     they leave out (``skip``) are listed between the others with ``excluded_by``. ``anchor``:
-    what a ``rate()`` counts from without ``start_at`` (a job's creation, else ``after``)."""
-    base = schedule_for(when, spec.timezone, interval_anchor(spec.start_at, anchor))
+    what a ``rate()`` counts from (``interval_anchor``: the preview's ``start_at``, a job's own
+    anchor, else ``after``)."""
+    base = schedule_for(when, spec.timezone, anchor)
     entries: list[dict[str, Any]] = [{"at": item.occurrence} for item in found]
     if calendars and not isinstance(when, datetime):
         entries = explain(base, calendars, spec.on_excluded, [item.occurrence for item in found], after, spec.start_at)
