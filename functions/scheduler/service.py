@@ -94,19 +94,23 @@ def create_job(
     job_id = job_id or str(uuid.uuid4())
     job = Job.from_row({**spec, "id": job_id, "created_at": now})
     plan = lifecycle.plan_first(job, now, calendars=calendars)
-    refuse_a_window_without_runs(job, now)
+    refuse_a_window_without_runs(job, plan, now, calendars)
     refuse_a_schedule_left_without_runs(job, plan, now, calendars)
     entry = change(ChangeAction.CREATE, by, None, spec)
     return store.insert_job(owner, spec, plan, created_at=now, job_id=job_id, change=entry, chains=chains)
 
 
-def refuse_a_window_without_runs(job: Job, now: datetime) -> None:
+def refuse_a_window_without_runs(job: Job, plan: Plan, now: datetime, calendars: Sequence[Calendar]) -> None:
     """A new recurring job without ``start_at`` whose ``end_at`` is still to come but before its
     first occurrence: ``ScheduleError`` on its schedule's field (it would complete at once). An
-    ``end_at`` already past is a job completed, as documented; an edit keeps its window."""
-    if job.run_at is not None or job.start_at is not None or job.end_at is None or job.end_at <= now:
+    ``end_at`` already past is a job completed, as documented; an edit keeps its window. ``plan``:
+    its first plan with its ``calendars`` (planned again without them only when they may be
+    what completed it)."""
+    if plan.state != JobState.COMPLETED or job.run_at is not None or job.start_at is not None:
         return
-    if lifecycle.plan_first(job, now, calendars=()).state == JobState.COMPLETED:
+    if job.end_at is None or job.end_at <= now:
+        return
+    if not calendars or lifecycle.plan_first(job, now, calendars=()).state == JobState.COMPLETED:
         raise ScheduleError(NEVER_BETWEEN_NOW_AND_END, field="schedules" if job.schedules else "schedule")
 
 

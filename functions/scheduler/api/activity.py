@@ -21,7 +21,7 @@ from scheduler.api.pages import cursor_position
 from scheduler.api.routes import rule
 from scheduler.api.serialize import Execution, execution_json
 from scheduler.calendar_service import NEVER_BETWEEN_NOW_AND_END, calendars_leave_no_run
-from scheduler.core.domain import ExecutionStatus
+from scheduler.core.domain import ExecutionStatus, Job
 from scheduler.core.errors import NO_SUCH_EXECUTION, NotFound
 from scheduler.core.timeutil import format_time
 from scheduler.schedules import Spread, explain_occurrences, schedule_for
@@ -252,7 +252,12 @@ def preview_schedule(preview: Annotated[SchedulePreview, Body()], store: StoreDe
     spread = None
     if spec.spread is not None:
         spread = Spread(spec.spread.window_seconds, spec.spread.mode, preview.job_id or "")
-    job_anchor = _anchor_of(store, owner, preview.job_id, spec.start_at)
+    job = _own_job(store, owner, preview.job_id) if spec.start_at is None else None
+    if job is not None and job.created_at is not None:  # its own times: as its runs are, none before its creation
+        anchor = interval_anchor(job.start_at, job.created_at)
+        after = max(after, job.created_at)
+    else:
+        anchor = interval_anchor(spec.start_at, after)
     found = explain_occurrences(
         when,
         timezone=spec.timezone,
@@ -263,15 +268,14 @@ def preview_schedule(preview: Annotated[SchedulePreview, Body()], store: StoreDe
         spread=spread,
         calendars=calendars,
         on_excluded=spec.on_excluded,
-        job_anchor=job_anchor,
+        anchor=anchor,
     )
     if not found:
-        _refuse_an_empty_preview(spec, when, after, job_anchor, calendars, from_now=preview.after is None)
+        _refuse_an_empty_preview(spec, when, after, anchor, calendars, from_now=preview.after is None)
     if not preview.explain:
         items: list[Any] = [format_time(item.at) for item in found]
     else:
-        anchor = job_anchor[0] if job_anchor else interval_anchor(spec.start_at, after)
-        items = _explained(found, spec, calendars, when, anchor, max(after, job_anchor[1]) if job_anchor else after)
+        items = _explained(found, spec, calendars, when, anchor, after)
     return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body={"occurrences": items})
 
 
@@ -279,7 +283,7 @@ def _refuse_an_empty_preview(
     spec: JobSpec,
     when: When,
     after: datetime,
-    job_anchor: tuple[datetime, datetime] | None,
+    anchor: datetime,
     calendars: Sequence[Calendar],
     *,
     from_now: bool,
@@ -298,7 +302,7 @@ def _refuse_an_empty_preview(
         end_at=spec.end_at,
         after=after,
         count=1,
-        job_anchor=job_anchor,
+        anchor=anchor,
     )
     if not alone:
         if from_now and spec.start_at is None and spec.end_at is not None and spec.end_at > after:
@@ -308,20 +312,15 @@ def _refuse_an_empty_preview(
         raise BadRequest("exclude_calendars", calendars_leave_no_run(spec.end_at is not None))
 
 
-def _anchor_of(
-    store: Any, owner: str, job_id: str | None, start_at: datetime | None
-) -> tuple[datetime, datetime] | None:
-    """The caller's job ``job_id``'s (interval anchor, creation), when the preview gives no
-    ``start_at`` of its own: its ``rate()`` and ``@every`` count from its ``start_at``, else its
-    creation, as its runs do. None without one (another owner's job is as no job: its id still
-    seeds the spread, and says nothing of it)."""
-    if job_id is None or start_at is not None:
+def _own_job(store: Any, owner: str, job_id: str | None) -> Job | None:
+    """The caller's job ``job_id``, whose own times a preview with its id shows; None without
+    one (another owner's job is as no job: its id still seeds the spread, and says nothing of it)."""
+    if job_id is None:
         return None
     try:
-        job = store.get_job(owner, job_id)
+        return store.get_job(owner, job_id)
     except NotFound:
         return None
-    return interval_anchor(job.start_at, job.created_at), job.created_at
 
 
 def _explained(

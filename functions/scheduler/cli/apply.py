@@ -26,14 +26,9 @@ from scheduler.cli.chaining import ChainNames, chained_after, chains_by_name, no
 from scheduler.cli.common import EXIT_API_ERROR, EXIT_OK, JOB_STATES, UsageError
 from scheduler.cli.comparing import differences, masked_secret_problems, normal_form
 from scheduler.cli.exporting import export
-from scheduler.cli.manifests import (
-    KINDS,
-    Resolved,
-    read_documents,
-    resolve,
-)
+from scheduler.cli.manifests import Resolved, read_documents, resolve
 from scheduler.cli.output import print_data
-from scheduler.cli.reading import READ_ONLY_FIELDS
+from scheduler.cli.reading import KINDS, READ_ONLY_FIELDS
 
 
 @dataclass

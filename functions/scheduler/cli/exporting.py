@@ -23,7 +23,7 @@ from scheduler.cli.api import client_command
 from scheduler.cli.chaining import ChainNames
 from scheduler.cli.common import EXIT_OK
 from scheduler.cli.export_documents import exported, exported_alert_rules, exported_calendar, yaml_stream
-from scheduler.cli.manifests import KINDS
+from scheduler.cli.reading import KINDS
 from scheduler.cli.streaming import emit, json_close, json_items
 
 PAGE = 200  # the API's largest page: the fewest requests

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.cli.common import UsageError
-from scheduler.cli.reading import READ_ONLY_FIELDS, load_json, yaml_error, yaml_loader
+from scheduler.cli.reading import KINDS, READ_ONLY_FIELDS, load_json, yaml_error, yaml_loader
 from scheduler.cli.streaming import INCOMPLETE
 from scheduler.core.constants import SECRET_MASK
 from scheduler.secrets import map_secrets
@@ -32,8 +32,6 @@ _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # A secret's place holds a reference, alone or after an auth scheme (``Bearer ${API_TOKEN}``).
 _SECRET_REFERENCE = re.compile(r"^([A-Za-z][A-Za-z0-9._-]* )?\$\{([A-Za-z_][A-Za-z0-9_]*)\}\Z")
 _SUFFIXES = (".yaml", ".yml", ".json")
-# The kinds of document, each with the noun its messages use.
-KINDS = {"job": "job", "calendar": "calendar", "alert_rules": "alert rule set"}
 
 
 @dataclass
@@ -128,8 +126,11 @@ def read_documents(paths: list[str]) -> list[Document]:
     documents: list[Document] = []
     read: set[Path] = set()  # a file named again (-f jobs -f jobs/one.yaml) is read once
     for path in paths:
-        files = [] if path == "-" else [p for p in _files(path) if p.resolve() not in read]
-        read.update(p.resolve() for p in files)
+        files = []
+        for file in [] if path == "-" else _files(path):
+            if (real := file.resolve()) not in read:
+                read.add(real)
+                files.append(file)
         sources = [("<stdin>", sys.stdin.read())] if path == "-" else [(str(p), _read(p)) for p in files]
         for source, text in sources:
             for number, data in enumerate(_parse(text, source), 1):

@@ -188,8 +188,10 @@ def parse_definition(text: str, source: str = "-", kind: str = "job") -> dict[st
     return {k: v for k, v in data.items() if k not in READ_ONLY_FIELDS and k != "kind"}
 
 
-# How a document names each kind (``kind: alert_rules``), by the noun the commands use.
-_KIND_WORDS = {"job": "job", "calendar": "calendar", "alert rule set": "alert_rules"}
+# The kinds of document (``kind: alert_rules``), each with the noun its messages use; and each
+# kind by its noun, as the commands name what they read.
+KINDS = {"job": "job", "calendar": "calendar", "alert_rules": "alert rule set"}
+_KIND_WORDS = {noun: kind for kind, noun in KINDS.items()}
 
 
 def _parse_yaml(text: str, source: str) -> Any:

@@ -246,20 +246,18 @@ def explain_occurrences(
     spread: Spread | None = None,
     calendars: Sequence[Calendar] = (),
     on_excluded: str = "skip",
-    job_anchor: tuple[datetime, datetime] | None = None,
+    anchor: datetime | None = None,
 ) -> list[Occurrence]:
     """:func:`occurrences`, each explained (:class:`Occurrence`): which expression produced it
-    and the spread offset applied. ``job_anchor``: a job's (interval anchor, creation), for its
-    own times: its ``rate()`` and ``@every`` count from that anchor (else from ``start_at``, else
-    ``after``), and nothing comes before its creation."""
+    and the spread offset applied. ``anchor``: what ``rate()`` and ``@every`` count from
+    (default :func:`interval_anchor` of ``start_at``, else ``after``: a job's own is its
+    ``start_at``, else its creation)."""
     after = _instant(after, "after")
-    if job_anchor is not None:
-        after = max(after, job_anchor[1])
     start_at = None if start_at is None else _instant(start_at, "start_at")
     end_at = None if end_at is None else _instant(end_at, "end_at")
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ScheduleError("count must be a whole number >= 1", field="count")
-    base = schedule_for(when, timezone, job_anchor[0] if job_anchor else interval_anchor(start_at, after))
+    base = schedule_for(when, timezone, anchor or interval_anchor(start_at, after))
     since = after if start_at is None else max(after, just_before(start_at))
     schedule = with_calendars(base, calendars, on_excluded, since=since)  # its own occurrences: after "after"
     found: list[Occurrence] = []
